@@ -1,0 +1,8 @@
+// Each binding file registers one concept on the module; module.cpp calls them all.
+#pragma once
+#include <pybind11/pybind11.h>
+
+namespace rlblocks::bindings {
+void register_threads(pybind11::module_& m);
+void register_flatten(pybind11::module_& m);
+}  // namespace rlblocks::bindings

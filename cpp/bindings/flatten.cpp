@@ -1,0 +1,884 @@
+// Binding for the flattening kernel: walks Python observations (GIL held) along a layout
+// plan compiled once per space, validates every value, and turns the walk into plain ops
+// that `run_flatten` executes with the GIL released.
+//
+// Nothing is written to the output before the whole batch has been validated, so a bad
+// observation raises ValueError and leaves the caller's buffer untouched.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "rlblocks/flatten.hpp"
+
+namespace py = pybind11;
+
+namespace rlblocks::bindings {
+namespace {
+
+enum class Kind { Dict, Tuple, Repeated, Discrete, MultiDiscrete, Box };
+
+struct Node {
+  Kind kind = Kind::Box;
+  std::int64_t size = 0;  // flat size of this node
+  std::string label;      // repr of the space, for messages
+  // Dict / Tuple / Repeated
+  std::vector<py::object> keys;
+  std::vector<int> children;
+  std::vector<std::int64_t> child_offsets;
+  std::int64_t max_len = 0;
+  // Discrete
+  std::int64_t n = 0, start = 0;
+  // MultiDiscrete / Box
+  std::vector<std::int64_t> shape;
+  std::int64_t numel = 0;
+  std::vector<std::int64_t> nvec, starts, block_offsets;
+  ValueMap map = ValueMap::Identity;
+};
+
+struct PathElem {
+  PyObject* key;  // borrowed; nullptr for an index
+  std::int64_t index;
+};
+
+struct ColumnSetRef {
+  std::size_t offset;  // into Collector::column_cols
+  std::int32_t k;
+};
+
+// Everything one call collects before executing. Reused per thread (capacity kept).
+struct Collector {
+  std::vector<RowCopy> copies;
+  std::vector<std::int64_t> copy_rows;
+  std::vector<RowSet> sets;
+  std::vector<std::int64_t> set_rows;
+  std::vector<ColumnCopy> column_copies;
+  std::vector<std::int32_t> column_cols;
+  std::vector<ColumnSetRef> column_set_refs;
+  std::vector<py::object> keepalive;  // converted arrays / fetched items used by the ops
+  std::vector<PathElem> path;
+  std::int64_t row = 0;
+  bool rows_sorted = true;
+  // Execution scratch.
+  std::vector<RowCopy> sorted_copies;
+  std::vector<RowSet> sorted_sets;
+  std::vector<std::int64_t> copy_row_start, set_row_start;
+  std::vector<ColumnSet> column_sets;
+
+  void clear() {
+    copies.clear();
+    copy_rows.clear();
+    sets.clear();
+    set_rows.clear();
+    column_copies.clear();
+    column_cols.clear();
+    column_set_refs.clear();
+    keepalive.clear();
+    path.clear();
+    row = 0;
+    rows_sorted = true;
+  }
+  void add_copy(const RowCopy& op) {
+    if (!copy_rows.empty() && copy_rows.back() > row) rows_sorted = false;
+    copies.push_back(op);
+    copy_rows.push_back(row);
+  }
+  void add_set(std::int64_t dst, float value) {
+    if (!set_rows.empty() && set_rows.back() > row) rows_sorted = false;
+    sets.push_back(RowSet{dst, value});
+    set_rows.push_back(row);
+  }
+};
+
+// A per-thread collector; a re-entrant call (an observation's __getitem__ calling back
+// into rlblocks) gets a fresh one.
+class CollectorLease {
+ public:
+  CollectorLease() {
+    thread_local Collector cached;
+    thread_local bool busy = false;
+    if (!busy) {
+      busy_flag_ = &busy;
+      busy = true;
+      c_ = &cached;
+    } else {
+      own_ = std::make_unique<Collector>();
+      c_ = own_.get();
+    }
+    c_->clear();
+  }
+  ~CollectorLease() {
+    c_->keepalive.clear();  // GIL is held here
+    if (busy_flag_) *busy_flag_ = false;
+  }
+  Collector& operator*() { return *c_; }
+
+ private:
+  Collector* c_ = nullptr;
+  std::unique_ptr<Collector> own_;
+  bool* busy_flag_ = nullptr;
+};
+
+// ---------------------------------------------------------------- messages
+
+std::string short_repr(PyObject* obj) {
+  PyObject* r = PyObject_Repr(obj);
+  if (!r) {
+    PyErr_Clear();
+    return std::string("<") + Py_TYPE(obj)->tp_name + ">";
+  }
+  Py_ssize_t len = 0;
+  const char* s = PyUnicode_AsUTF8AndSize(r, &len);
+  std::string out = s ? std::string(s, static_cast<std::size_t>(len)) : std::string("?");
+  Py_DECREF(r);
+  if (out.size() > 80) out = out.substr(0, 77) + "...";
+  return out;
+}
+
+std::string path_string(const Collector& c) {
+  std::string s = "obs";
+  for (const PathElem& e : c.path) {
+    if (e.key == nullptr) {
+      s += "[" + std::to_string(e.index) + "]";
+    } else if (PyUnicode_Check(e.key)) {
+      const char* k = PyUnicode_AsUTF8(e.key);
+      s += std::string("[\"") + (k ? k : "?") + "\"]";
+    } else {
+      s += "[" + short_repr(e.key) + "]";
+    }
+  }
+  return s;
+}
+
+[[noreturn]] void fail(const Collector& c, const std::string& what) {
+  throw py::value_error(path_string(c) + ": " + what);
+}
+
+template <class Int>
+std::string shape_string(const Int* dims, std::size_t nd) {
+  std::ostringstream os;
+  os << "(";
+  for (std::size_t i = 0; i < nd; ++i) os << dims[i] << (nd == 1 || i + 1 < nd ? "," : "") << (i + 1 < nd ? " " : "");
+  os << ")";
+  return os.str();
+}
+
+struct PathGuard {
+  PathGuard(Collector& c, PyObject* key, std::int64_t index) : c_(c) { c_.path.push_back({key, index}); }
+  ~PathGuard() { c_.path.pop_back(); }
+  Collector& c_;
+};
+
+// ---------------------------------------------------------------- arrays
+
+// A borrowed view of an ndarray's header (valid while the array lives).
+struct ArrayView {
+  char* data = nullptr;
+  std::size_t nd = 0;
+  const Py_ssize_t* dims = nullptr;
+  const Py_ssize_t* strides = nullptr;
+  ElemType type = ElemType::F32;
+  bool numeric = false;     // a type the kernel reads directly
+  bool contiguous = false;  // C-contiguous, aligned, native byte order
+  std::int64_t numel = 1;
+};
+
+bool as_array(PyObject* obj, ArrayView& a) {
+  if (!py::detail::npy_api::get().PyArray_Check_(obj)) return false;
+  auto* proxy = py::detail::array_proxy(obj);
+  auto* descr = py::detail::array_descriptor_proxy(proxy->descr);
+  const auto itemsize = py::reinterpret_borrow<py::dtype>(proxy->descr).itemsize();
+  a.data = proxy->data;
+  a.nd = static_cast<std::size_t>(proxy->nd);
+  a.dims = proxy->dimensions;
+  a.strides = proxy->strides;
+  a.numel = 1;
+  for (std::size_t i = 0; i < a.nd; ++i) a.numel *= a.dims[i];
+  a.numeric = true;
+  switch (descr->kind) {
+    case 'f':
+      if (itemsize == 4) a.type = ElemType::F32;
+      else if (itemsize == 8) a.type = ElemType::F64;
+      else a.numeric = false;
+      break;
+    case 'i':
+    case 'u': {
+      const bool u = descr->kind == 'u';
+      if (itemsize == 1) a.type = u ? ElemType::U8 : ElemType::I8;
+      else if (itemsize == 2) a.type = u ? ElemType::U16 : ElemType::I16;
+      else if (itemsize == 4) a.type = u ? ElemType::U32 : ElemType::I32;
+      else if (itemsize == 8) a.type = u ? ElemType::U64 : ElemType::I64;
+      else a.numeric = false;
+      break;
+    }
+    case 'b': a.type = ElemType::Bool; break;
+    default: a.numeric = false;
+  }
+  const int flags = proxy->flags;
+  const bool native = descr->byteorder != '>' || itemsize == 1;
+  a.contiguous = a.numeric && native &&
+                 (flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_) &&
+                 (flags & py::detail::npy_api::NPY_ARRAY_ALIGNED_);
+  return true;
+}
+
+// a.shape == (lead..., *shape) where `lead` holds the leading dims (if any).
+bool has_shape(const ArrayView& a, std::initializer_list<std::int64_t> lead, const std::vector<std::int64_t>& shape) {
+  if (a.nd != lead.size() + shape.size()) return false;
+  std::size_t i = 0;
+  for (auto d : lead) if (a.dims[i++] != d) return false;
+  for (auto d : shape) if (a.dims[i++] != d) return false;
+  return true;
+}
+
+std::string shape_of(const ArrayView& a) { return shape_string(a.dims, a.nd); }
+
+std::string shape_of(std::initializer_list<std::int64_t> lead, const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> all(lead);
+  all.insert(all.end(), shape.begin(), shape.end());
+  return shape_string(all.data(), all.size());
+}
+
+// Whether every dimension after the first is C-contiguous (rows may be strided).
+bool rows_contiguous(const ArrayView& a) {
+  if (!a.numeric || a.nd == 0) return false;
+  std::int64_t expect = elem_size(a.type);
+  for (std::size_t i = a.nd; i-- > 1;) {
+    if (a.dims[i] != 1 && a.strides[i] != expect) return false;
+    expect *= a.dims[i];
+  }
+  return reinterpret_cast<std::uintptr_t>(a.data) % static_cast<std::uintptr_t>(elem_size(a.type)) == 0;
+}
+
+// Converts anything array-like to a C-contiguous array of `Target` (float32 for copies);
+// without `Target` numpy picks the dtype (used for indices, validated afterwards).
+py::object convert_array(Collector& c, PyObject* obj, bool to_float32, const char* expected) {
+  py::object arr;
+  if (to_float32) {
+    arr = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(py::handle(obj));
+  } else {
+    arr = py::array::ensure(py::handle(obj), py::array::c_style);
+  }
+  if (!arr) {
+    PyErr_Clear();
+    fail(c, std::string("expected ") + expected + ", got " + short_repr(obj));
+  }
+  c.keepalive.push_back(arr);
+  return arr;
+}
+
+// ---------------------------------------------------------------- indices
+
+struct IndexValue {
+  bool integral;
+  std::int64_t v;
+  double raw;
+};
+
+IndexValue read_index_elem(const char* p, ElemType t) {
+  auto from_double = [](double d) {
+    const bool ok = std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 4.6e18;
+    return IndexValue{ok, ok ? static_cast<std::int64_t>(d) : 0, d};
+  };
+  switch (t) {
+    case ElemType::F32: { float f; std::memcpy(&f, p, 4); return from_double(static_cast<double>(f)); }
+    case ElemType::F64: { double d; std::memcpy(&d, p, 8); return from_double(d); }
+    case ElemType::I8: return {true, *reinterpret_cast<const std::int8_t*>(p), 0};
+    case ElemType::I16: { std::int16_t v; std::memcpy(&v, p, 2); return {true, v, 0}; }
+    case ElemType::I32: { std::int32_t v; std::memcpy(&v, p, 4); return {true, v, 0}; }
+    case ElemType::I64: { std::int64_t v; std::memcpy(&v, p, 8); return {true, v, 0}; }
+    case ElemType::U8: return {true, *reinterpret_cast<const std::uint8_t*>(p), 0};
+    case ElemType::U16: { std::uint16_t v; std::memcpy(&v, p, 2); return {true, v, 0}; }
+    case ElemType::U32: { std::uint32_t v; std::memcpy(&v, p, 4); return {true, v, 0}; }
+    case ElemType::U64: {
+      std::uint64_t v;
+      std::memcpy(&v, p, 8);
+      if (v > static_cast<std::uint64_t>(INT64_MAX)) return {false, 0, static_cast<double>(v)};
+      return {true, static_cast<std::int64_t>(v), 0};
+    }
+    case ElemType::Bool: return {true, *reinterpret_cast<const std::uint8_t*>(p) ? 1 : 0, 0};
+  }
+  return {false, 0, 0};
+}
+
+std::string index_value_string(const IndexValue& iv) {
+  if (iv.integral) return std::to_string(iv.v);
+  std::ostringstream os;
+  os << iv.raw;
+  return os.str();
+}
+
+// Validates one index against [start, start + n) and returns it (minus start).
+std::int64_t checked_index(const Collector& c, const IndexValue& iv, std::int64_t start, std::int64_t n,
+                           const std::string& label) {
+  if (!iv.integral) {
+    fail(c, "value " + index_value_string(iv) + " is not an integer; " + label + " allows integers " +
+                std::to_string(start) + ".." + std::to_string(start + n - 1));
+  }
+  if (iv.v < start || iv.v >= start + n) {
+    fail(c, "value " + std::to_string(iv.v) + " is out of range for " + label + " (allowed " +
+                std::to_string(start) + ".." + std::to_string(start + n - 1) + ")");
+  }
+  return iv.v - start;
+}
+
+IndexValue read_index_scalar(Collector& c, PyObject* obj, const std::string& label) {
+  if (PyLong_Check(obj)) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (overflow) fail(c, "value " + short_repr(obj) + " is out of range for " + label);
+    return {true, static_cast<std::int64_t>(v), 0};
+  }
+  if (PyFloat_Check(obj)) return read_index_elem(reinterpret_cast<const char*>(&PyFloat_AS_DOUBLE(obj)), ElemType::F64);
+  ArrayView a;
+  if (as_array(obj, a)) {
+    if (a.numel != 1 || !a.numeric) {
+      fail(c, "expected a single integer for " + label + ", got an array of shape " + shape_of(a) + " and dtype " +
+                  std::string(py::str(py::handle(obj).attr("dtype"))));
+    }
+    return read_index_elem(a.data, a.type);
+  }
+  if (PyIndex_Check(obj)) {  // numpy integer scalars
+    py::object idx = py::reinterpret_steal<py::object>(PyNumber_Index(obj));
+    if (!idx) throw py::error_already_set();
+    return read_index_scalar(c, idx.ptr(), label);
+  }
+  if (PyNumber_Check(obj)) {  // numpy float scalars, numpy bool
+    py::object f = py::reinterpret_steal<py::object>(PyNumber_Float(obj));
+    if (f) return read_index_scalar(c, f.ptr(), label);
+    PyErr_Clear();
+  }
+  fail(c, "expected an integer for " + label + ", got " + short_repr(obj) + " (" + Py_TYPE(obj)->tp_name + ")");
+}
+
+// ---------------------------------------------------------------- the plan
+
+class FlattenPlan {
+ public:
+  FlattenPlan(const py::list& nodes, int root) : root_(root) {
+    for (py::handle h : nodes) nodes_.push_back(parse_node(py::reinterpret_borrow<py::dict>(h)));
+    if (root < 0 || root >= static_cast<int>(nodes_.size())) throw py::value_error("FlattenPlan: bad root");
+    for (Node& nd : nodes_) {
+      std::int64_t off = 0;
+      for (int ch : nd.children) {
+        if (ch < 0 || ch >= static_cast<int>(nodes_.size())) throw py::value_error("FlattenPlan: bad child");
+        if (nd.kind == Kind::Repeated) {
+          if (nd.size != 1 + nd.max_len * nodes_[static_cast<std::size_t>(ch)].size) {
+            throw py::value_error("FlattenPlan: inconsistent Repeated size");
+          }
+        } else {
+          nd.child_offsets.push_back(off);
+          off += nodes_[static_cast<std::size_t>(ch)].size;
+        }
+      }
+      if ((nd.kind == Kind::Dict || nd.kind == Kind::Tuple) && off != nd.size) {
+        throw py::value_error("FlattenPlan: inconsistent sizes for " + nd.label);
+      }
+      if (nd.kind != Kind::Box) zero_fill_ = true;
+    }
+  }
+
+  std::int64_t size() const { return root().size; }
+
+  py::array_t<float> transform(py::handle obs) {
+    CollectorLease lease;
+    Collector& c = *lease;
+    walk(root(), obs.ptr(), 0, c);
+    py::array_t<float> out(size());
+    execute(c, out.mutable_data(), 1);
+    return out;
+  }
+
+  void write(py::handle obs, const py::handle& array, std::int64_t offset) {
+    CollectorLease lease;
+    Collector& c = *lease;
+    ArrayView a;
+    const bool ok = as_array(array.ptr(), a) && a.numeric && a.type == ElemType::F32 && a.contiguous &&
+                    (py::detail::array_proxy(array.ptr())->flags & py::detail::npy_api::NPY_ARRAY_WRITEABLE_);
+    if (!ok) throw py::value_error("write: array must be a writeable C-contiguous float32 ndarray");
+    if (offset < 0 || offset + size() > a.numel) {
+      throw py::value_error("write: offset " + std::to_string(offset) + " + size " + std::to_string(size()) +
+                            " exceeds the array's " + std::to_string(a.numel) + " elements");
+    }
+    walk(root(), obs.ptr(), 0, c);
+    execute(c, reinterpret_cast<float*>(a.data) + offset, 1);
+  }
+
+  // A sequence of per-env observations -> (B, size).
+  py::array_t<float> transform_list(py::handle obs_list, py::object out) {
+    CollectorLease lease;
+    Collector& c = *lease;
+    py::object seq = py::reinterpret_steal<py::object>(PySequence_Fast(obs_list.ptr(), "expected a list"));
+    if (!seq) throw py::error_already_set();
+    const std::int64_t batch = PySequence_Fast_GET_SIZE(seq.ptr());
+    PyObject** items = PySequence_Fast_ITEMS(seq.ptr());
+    const std::int64_t w = size();
+    for (std::int64_t r = 0; r < batch; ++r) {
+      c.row = r;
+      PathGuard g(c, nullptr, r);
+      walk(root(), items[r], r * w, c);
+    }
+    py::array_t<float> result = output(out, batch);
+    execute(c, result.mutable_data(), batch);
+    return result;
+  }
+
+  // A nested structure whose leaves carry a leading batch dimension -> (B, size).
+  py::array_t<float> transform_batched(py::handle obs, py::object out) {
+    CollectorLease lease;
+    Collector& c = *lease;
+    const std::int64_t batch = batch_size(root(), obs.ptr(), c);
+    walk_batched(root(), obs.ptr(), 0, batch, c);
+    py::array_t<float> result = output(out, batch);
+    execute(c, result.mutable_data(), batch);
+    return result;
+  }
+
+ private:
+  const Node& root() const { return nodes_[static_cast<std::size_t>(root_)]; }
+  const Node& child(const Node& nd, std::size_t i) const { return nodes_[static_cast<std::size_t>(nd.children[i])]; }
+
+  static Node parse_node(const py::dict& d) {
+    Node nd;
+    const std::string kind = d["kind"].cast<std::string>();
+    nd.size = d["size"].cast<std::int64_t>();
+    nd.label = d["label"].cast<std::string>();
+    if (d.contains("children")) nd.children = d["children"].cast<std::vector<int>>();
+    if (kind == "dict") {
+      nd.kind = Kind::Dict;
+      for (py::handle k : d["keys"]) nd.keys.push_back(py::reinterpret_borrow<py::object>(k));
+      if (nd.keys.size() != nd.children.size()) throw py::value_error("FlattenPlan: keys/children mismatch");
+    } else if (kind == "tuple") {
+      nd.kind = Kind::Tuple;
+    } else if (kind == "repeated") {
+      nd.kind = Kind::Repeated;
+      nd.max_len = d["max_len"].cast<std::int64_t>();
+      if (nd.children.size() != 1) throw py::value_error("FlattenPlan: Repeated needs one child");
+    } else if (kind == "discrete") {
+      nd.kind = Kind::Discrete;
+      nd.n = d["n"].cast<std::int64_t>();
+      nd.start = d["start"].cast<std::int64_t>();
+      if (nd.n != nd.size || nd.n < 1) throw py::value_error("FlattenPlan: bad Discrete");
+    } else if (kind == "multidiscrete") {
+      nd.kind = Kind::MultiDiscrete;
+      nd.shape = d["shape"].cast<std::vector<std::int64_t>>();
+      nd.nvec = d["nvec"].cast<std::vector<std::int64_t>>();
+      nd.starts = d["starts"].cast<std::vector<std::int64_t>>();
+      nd.numel = static_cast<std::int64_t>(nd.nvec.size());
+      std::int64_t off = 0;
+      for (auto v : nd.nvec) {
+        if (v < 1) throw py::value_error("FlattenPlan: bad MultiDiscrete nvec");
+        nd.block_offsets.push_back(off);
+        off += v;
+      }
+      if (off != nd.size || nd.starts.size() != nd.nvec.size()) throw py::value_error("FlattenPlan: bad MultiDiscrete");
+    } else if (kind == "box") {
+      nd.kind = Kind::Box;
+      nd.shape = d["shape"].cast<std::vector<std::int64_t>>();
+      nd.numel = 1;
+      for (auto v : nd.shape) nd.numel *= v;
+      if (nd.numel != nd.size) throw py::value_error("FlattenPlan: bad Box size");
+      nd.map = d["map"].cast<std::string>() == "atari_ram" ? ValueMap::AtariRam : ValueMap::Identity;
+    } else {
+      throw py::value_error("FlattenPlan: unknown node kind " + kind);
+    }
+    return nd;
+  }
+
+  // ------------------------------------------------ one observation
+
+  void walk(const Node& nd, PyObject* obj, std::int64_t dst, Collector& c) const {
+    switch (nd.kind) {
+      case Kind::Dict: walk_dict(nd, obj, dst, c, false, 0); return;
+      case Kind::Tuple: walk_tuple(nd, obj, dst, c, false, 0); return;
+      case Kind::Repeated: walk_repeated(nd, obj, dst, c); return;
+      case Kind::Discrete: {
+        const IndexValue iv = read_index_scalar(c, obj, nd.label);
+        c.add_set(dst + checked_index(c, iv, nd.start, nd.n, nd.label), 1.0f);
+        return;
+      }
+      case Kind::MultiDiscrete: walk_multidiscrete(nd, obj, dst, c); return;
+      case Kind::Box: walk_box(nd, obj, dst, c); return;
+    }
+  }
+
+  // Dict/Tuple children: per env (batched=false) or batched structure.
+  void walk_child(const Node& ch, PyObject* v, std::int64_t dst, Collector& c, bool batched,
+                  std::int64_t batch) const {
+    if (batched) walk_batched(ch, v, dst, batch, c);
+    else walk(ch, v, dst, c);
+  }
+
+  void walk_dict(const Node& nd, PyObject* obj, std::int64_t dst, Collector& c, bool batched,
+                 std::int64_t batch) const {
+    const bool is_dict = PyDict_Check(obj);
+    if (!is_dict && (!PyMapping_Check(obj) || PySequence_Check(obj))) {
+      fail(c, "expected a dict with keys " + keys_string(nd) + " for " + nd.label + ", got " +
+                  Py_TYPE(obj)->tp_name);
+    }
+    for (std::size_t i = 0; i < nd.keys.size(); ++i) {
+      PyObject* key = nd.keys[i].ptr();
+      PyObject* v = nullptr;
+      if (is_dict) {
+        v = PyDict_GetItemWithError(obj, key);
+        if (!v && PyErr_Occurred()) throw py::error_already_set();
+      } else {
+        v = PyObject_GetItem(obj, key);
+        if (!v) {
+          if (!PyErr_ExceptionMatches(PyExc_KeyError)) throw py::error_already_set();
+          PyErr_Clear();
+        } else {
+          c.keepalive.push_back(py::reinterpret_steal<py::object>(v));
+        }
+      }
+      if (!v) {
+        fail(c, "missing key " + short_repr(key) + "; " + nd.label + " needs keys " + keys_string(nd));
+      }
+      PathGuard g(c, key, 0);
+      walk_child(child(nd, i), v, dst + nd.child_offsets[i], c, batched, batch);
+    }
+    const Py_ssize_t have = is_dict ? PyDict_GET_SIZE(obj) : PyObject_Length(obj);
+    if (have < 0) throw py::error_already_set();
+    if (static_cast<std::size_t>(have) != nd.keys.size()) {
+      fail(c, "unexpected keys " + extra_keys(nd, obj) + "; " + nd.label + " has keys " + keys_string(nd));
+    }
+  }
+
+  void walk_tuple(const Node& nd, PyObject* obj, std::int64_t dst, Collector& c, bool batched,
+                  std::int64_t batch) const {
+    if (!PyTuple_Check(obj) && !PyList_Check(obj)) {
+      fail(c, "expected a tuple of " + std::to_string(nd.children.size()) + " items for " + nd.label +
+                  ", got " + Py_TYPE(obj)->tp_name);
+    }
+    const Py_ssize_t len = PySequence_Fast_GET_SIZE(obj);
+    if (static_cast<std::size_t>(len) != nd.children.size()) {
+      fail(c, "expected " + std::to_string(nd.children.size()) + " items for " + nd.label + ", got " +
+                  std::to_string(len));
+    }
+    PyObject** items = PySequence_Fast_ITEMS(obj);
+    for (std::size_t i = 0; i < nd.children.size(); ++i) {
+      PathGuard g(c, nullptr, static_cast<std::int64_t>(i));
+      walk_child(child(nd, i), items[i], dst + nd.child_offsets[i], c, batched, batch);
+    }
+  }
+
+  void walk_repeated(const Node& nd, PyObject* obj, std::int64_t dst, Collector& c) const {
+    const Node& ch = child(nd, 0);
+    ArrayView a;
+    const bool is_array = as_array(obj, a);
+    if (!is_array && !PyList_Check(obj) && !PyTuple_Check(obj)) {
+      fail(c, "expected a list of at most " + std::to_string(nd.max_len) + " items for " + nd.label +
+                  ", got " + Py_TYPE(obj)->tp_name);
+    }
+    const std::int64_t len = is_array ? (a.nd == 0 ? -1 : a.dims[0]) : PySequence_Fast_GET_SIZE(obj);
+    if (len < 0) fail(c, "expected a list for " + nd.label + ", got a 0-d array");
+    if (len > nd.max_len) {
+      fail(c, "list of length " + std::to_string(len) + " is longer than max_len=" + std::to_string(nd.max_len) +
+                  " of " + nd.label);
+    }
+    c.add_set(dst, static_cast<float>(len));
+    if (is_array && ch.kind == Kind::Box && len > 0) {  // (len, *child_shape) in one copy
+      walk_box(ch, obj, dst + 1, c, len);
+      return;
+    }
+    for (std::int64_t i = 0; i < len; ++i) {
+      PyObject* item;
+      if (is_array) {
+        item = PySequence_GetItem(obj, static_cast<Py_ssize_t>(i));
+        if (!item) throw py::error_already_set();
+        c.keepalive.push_back(py::reinterpret_steal<py::object>(item));
+      } else {
+        item = PySequence_Fast_ITEMS(obj)[i];
+      }
+      PathGuard g(c, nullptr, i);
+      walk(ch, item, dst + 1 + i * ch.size, c);
+    }
+  }
+
+  void walk_multidiscrete(const Node& nd, PyObject* obj, std::int64_t dst, Collector& c) const {
+    ArrayView a;
+    if (!as_array(obj, a) || !a.numeric) {
+      py::object arr = convert_array(c, obj, false, ("integers of shape " + shape_of({}, nd.shape)).c_str());
+      as_array(arr.ptr(), a);
+      if (!a.numeric) fail(c, "expected integers for " + nd.label + ", got " + short_repr(obj));
+    }
+    if (!has_shape(a, {}, nd.shape)) {
+      fail(c, "expected shape " + shape_of({}, nd.shape) + " for " + nd.label + ", got " + shape_of(a));
+    }
+    const std::size_t nd_dims = a.nd;
+    std::vector<std::int64_t> idx(nd_dims, 0);
+    for (std::int64_t k = 0; k < nd.numel; ++k) {
+      std::int64_t byte_off = 0;
+      for (std::size_t d = 0; d < nd_dims; ++d) byte_off += idx[d] * a.strides[d];
+      const IndexValue iv = read_index_elem(a.data + byte_off, a.type);
+      const auto ku = static_cast<std::size_t>(k);
+      const std::int64_t lo = nd.starts[ku], n = nd.nvec[ku];
+      if (!iv.integral || iv.v < lo || iv.v >= lo + n) {
+        for (std::size_t d = 0; d < nd_dims; ++d) c.path.push_back({nullptr, idx[d]});
+        checked_index(c, iv, lo, n, nd.label + " component");
+      }
+      c.add_set(dst + nd.block_offsets[ku] + iv.v - lo, 1.0f);
+      for (std::size_t d = nd_dims; d-- > 0;) {  // row-major increment
+        if (++idx[d] < a.dims[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+
+  // A Box leaf; with lead >= 0 the value is `lead` items stacked, shape (lead, *shape).
+  void walk_box(const Node& nd, PyObject* obj, std::int64_t dst, Collector& c, std::int64_t lead = -1) const {
+    ArrayView a;
+    if (!as_array(obj, a) || !a.contiguous) {
+      py::object arr = convert_array(c, obj, true, ("numbers of shape " + shape_of({}, nd.shape)).c_str());
+      as_array(arr.ptr(), a);
+    }
+    const bool ok = lead < 0 ? has_shape(a, {}, nd.shape) : has_shape(a, {lead}, nd.shape);
+    if (!ok) {
+      fail(c, "expected shape " + (lead < 0 ? shape_of({}, nd.shape) : shape_of({lead}, nd.shape)) + " for " +
+                  nd.label + ", got " + shape_of(a));
+    }
+    const std::int64_t numel = nd.numel * (lead < 0 ? 1 : lead);
+    if (numel > 0) c.add_copy(RowCopy{a.data, dst, static_cast<std::int32_t>(numel), a.type, nd.map});
+  }
+
+  // ------------------------------------------------ batched structure
+
+  std::int64_t leading_dim(PyObject* obj, Collector& c) const {
+    ArrayView a;
+    if (as_array(obj, a)) {
+      if (a.nd == 0) fail(c, "expected a leading batch dimension, got a 0-d array");
+      return a.dims[0];
+    }
+    const Py_ssize_t n = PyObject_Length(obj);
+    if (n < 0) {
+      PyErr_Clear();
+      fail(c, std::string("expected an array with a leading batch dimension, got ") + Py_TYPE(obj)->tp_name);
+    }
+    return n;
+  }
+
+  // The batch size, from the first leaf found depth-first.
+  std::int64_t batch_size(const Node& nd, PyObject* obj, Collector& c) const {
+    if ((nd.kind == Kind::Dict || nd.kind == Kind::Tuple) && !nd.children.empty()) {
+      if (nd.kind == Kind::Dict) {
+        if (!PyDict_Check(obj)) fail(c, std::string("expected a dict of batched values for ") + nd.label);
+        PyObject* v = PyDict_GetItemWithError(obj, nd.keys[0].ptr());
+        if (!v) {
+          if (PyErr_Occurred()) throw py::error_already_set();
+          fail(c, "missing key " + short_repr(nd.keys[0].ptr()) + "; " + nd.label + " needs keys " + keys_string(nd));
+        }
+        PathGuard g(c, nd.keys[0].ptr(), 0);
+        return batch_size(child(nd, 0), v, c);
+      }
+      if (!PyTuple_Check(obj) && !PyList_Check(obj)) fail(c, std::string("expected a tuple of batched values for ") + nd.label);
+      if (PySequence_Fast_GET_SIZE(obj) < 1) fail(c, "expected " + std::to_string(nd.children.size()) + " items for " + nd.label);
+      PathGuard g(c, nullptr, 0);
+      return batch_size(child(nd, 0), PySequence_Fast_ITEMS(obj)[0], c);
+    }
+    if (nd.kind == Kind::Dict || nd.kind == Kind::Tuple) fail(c, "cannot infer the batch size of an empty " + nd.label);
+    return leading_dim(obj, c);
+  }
+
+  void check_batch(Collector& c, std::int64_t got, std::int64_t batch) const {
+    if (got != batch) {
+      fail(c, "batch dimension " + std::to_string(got) + " differs from the batch size " + std::to_string(batch) +
+                  " of the first leaf");
+    }
+  }
+
+  void walk_batched(const Node& nd, PyObject* obj, std::int64_t col, std::int64_t batch, Collector& c) const {
+    switch (nd.kind) {
+      case Kind::Dict: walk_dict(nd, obj, col, c, true, batch); return;
+      case Kind::Tuple: walk_tuple(nd, obj, col, c, true, batch); return;
+      case Kind::Repeated: {  // a sequence of B per-env lists
+        py::object seq = py::reinterpret_steal<py::object>(PySequence_Fast(obj, ""));
+        if (!seq) {
+          PyErr_Clear();
+          fail(c, "expected a sequence of " + std::to_string(batch) + " lists for " + nd.label);
+        }
+        c.keepalive.push_back(seq);
+        check_batch(c, PySequence_Fast_GET_SIZE(seq.ptr()), batch);
+        PyObject** items = PySequence_Fast_ITEMS(seq.ptr());
+        const std::int64_t saved_row = c.row;
+        for (std::int64_t r = 0; r < batch; ++r) {
+          c.row = r;
+          PathGuard g(c, nullptr, r);
+          walk_repeated(nd, items[r], r * size() + col, c);
+        }
+        c.row = saved_row;
+        return;
+      }
+      case Kind::Discrete:
+      case Kind::MultiDiscrete: {
+        ArrayView a;
+        if (!as_array(obj, a) || !a.numeric) {
+          py::object arr = convert_array(c, obj, false, "a batch of integers");
+          as_array(arr.ptr(), a);
+          if (!a.numeric) fail(c, "expected integers for " + nd.label + ", got " + short_repr(obj));
+        }
+        static const std::vector<std::int64_t> scalar;
+        const std::vector<std::int64_t>& shape = nd.kind == Kind::MultiDiscrete ? nd.shape : scalar;
+        if (a.nd > 0) check_batch(c, a.dims[0], batch);
+        if (!has_shape(a, {batch}, shape)) {
+          fail(c, "expected shape " + shape_of({batch}, shape) + " for a batch of " + nd.label + ", got " + shape_of(a));
+        }
+        const std::int64_t k = nd.kind == Kind::Discrete ? 1 : nd.numel;
+        const std::size_t base = c.column_cols.size();
+        c.column_cols.resize(base + static_cast<std::size_t>(batch * k));
+        std::int32_t* cols = c.column_cols.data() + base;
+        std::vector<std::int64_t> idx(a.nd, 0);
+        for (std::int64_t e = 0; e < batch * k; ++e) {
+          std::int64_t byte_off = 0;
+          for (std::size_t d = 0; d < idx.size(); ++d) byte_off += idx[d] * a.strides[d];
+          const IndexValue iv = read_index_elem(a.data + byte_off, a.type);
+          const std::int64_t j = e % k;
+          const std::int64_t lo = nd.kind == Kind::Discrete ? nd.start : nd.starts[static_cast<std::size_t>(j)];
+          const std::int64_t n = nd.kind == Kind::Discrete ? nd.n : nd.nvec[static_cast<std::size_t>(j)];
+          if (!iv.integral || iv.v < lo || iv.v >= lo + n) {
+            for (auto d : idx) c.path.push_back({nullptr, d});
+            checked_index(c, iv, lo, n, nd.kind == Kind::Discrete ? nd.label : nd.label + " component");
+          }
+          const std::int64_t block = nd.kind == Kind::Discrete ? 0 : nd.block_offsets[static_cast<std::size_t>(j)];
+          cols[e] = static_cast<std::int32_t>(col + block + iv.v - lo);
+          for (std::size_t d = idx.size(); d-- > 0;) {
+            if (++idx[d] < a.dims[d]) break;
+            idx[d] = 0;
+          }
+        }
+        c.column_set_refs.push_back({base, static_cast<std::int32_t>(k)});
+        return;
+      }
+      case Kind::Box: {
+        ArrayView a;
+        if (!as_array(obj, a) || !rows_contiguous(a)) {
+          py::object arr = convert_array(c, obj, true, "a batch of numbers");
+          as_array(arr.ptr(), a);
+        }
+        if (a.nd > 0) check_batch(c, a.dims[0], batch);
+        if (!has_shape(a, {batch}, nd.shape)) {
+          fail(c, "expected shape " + shape_of({batch}, nd.shape) + " for a batch of " + nd.label + ", got " + shape_of(a));
+        }
+        if (nd.numel > 0 && batch > 0) {
+          c.column_copies.push_back(
+              ColumnCopy{a.data, a.strides[0], col, static_cast<std::int32_t>(nd.numel), a.type, nd.map});
+        }
+        return;
+      }
+    }
+  }
+
+  // ------------------------------------------------ execution
+
+  py::array_t<float> output(const py::object& out, std::int64_t batch) const {
+    if (out.is_none()) return py::array_t<float>({batch, size()});
+    ArrayView a;
+    const bool ok = as_array(out.ptr(), a) && a.numeric && a.type == ElemType::F32 && a.contiguous &&
+                    (py::detail::array_proxy(out.ptr())->flags & py::detail::npy_api::NPY_ARRAY_WRITEABLE_) &&
+                    has_shape(a, {batch, size()}, {});
+    if (!ok) {
+      const std::int64_t want[2] = {batch, size()};
+      std::string got = as_array(out.ptr(), a)
+                            ? std::string(py::str(out.attr("dtype"))) + " array of shape " + shape_of(a)
+                            : std::string(Py_TYPE(out.ptr())->tp_name);
+      throw py::value_error("out: expected a writeable C-contiguous float32 array of shape " + shape_string(want, 2) +
+                            ", got " + got);
+    }
+    return py::reinterpret_borrow<py::array_t<float>>(out);
+  }
+
+  template <class Op>
+  static void bucket_by_row(const std::vector<Op>& ops, const std::vector<std::int64_t>& rows, bool sorted,
+                            std::int64_t batch, std::vector<Op>& sorted_ops, std::vector<std::int64_t>& start,
+                            const Op*& data) {
+    start.assign(static_cast<std::size_t>(batch + 1), 0);
+    for (auto r : rows) ++start[static_cast<std::size_t>(r + 1)];
+    for (std::size_t r = 0; r < static_cast<std::size_t>(batch); ++r) start[r + 1] += start[r];
+    if (sorted) {
+      data = ops.data();
+      return;
+    }
+    sorted_ops.resize(ops.size());
+    std::vector<std::int64_t> fill(start.begin(), start.end() - 1);
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      sorted_ops[static_cast<std::size_t>(fill[static_cast<std::size_t>(rows[i])]++)] = ops[i];
+    }
+    data = sorted_ops.data();
+  }
+
+  void execute(Collector& c, float* out, std::int64_t batch) const {
+    FlattenJob job;
+    job.out = out;
+    job.rows = batch;
+    job.row_size = size();
+    job.zero_fill = zero_fill_;
+    if (!c.copies.empty()) {
+      bucket_by_row(c.copies, c.copy_rows, c.rows_sorted, batch, c.sorted_copies, c.copy_row_start, job.copies);
+      job.copy_row_start = c.copy_row_start.data();
+    }
+    if (!c.sets.empty()) {
+      bucket_by_row(c.sets, c.set_rows, c.rows_sorted, batch, c.sorted_sets, c.set_row_start, job.sets);
+      job.set_row_start = c.set_row_start.data();
+    }
+    c.column_sets.clear();
+    for (const auto& ref : c.column_set_refs) c.column_sets.push_back({c.column_cols.data() + ref.offset, ref.k});
+    job.column_copies = c.column_copies.data();
+    job.num_column_copies = c.column_copies.size();
+    job.column_sets = c.column_sets.data();
+    job.num_column_sets = c.column_sets.size();
+    if (batch * size() >= 4096) {
+      py::gil_scoped_release release;  // the ops hold raw pointers only
+      run_flatten(job);
+    } else {
+      run_flatten(job);
+    }
+  }
+
+  static std::string keys_string(const Node& nd) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < nd.keys.size(); ++i) s += (i ? ", " : "") + short_repr(nd.keys[i].ptr());
+    return s + "]";
+  }
+
+  static std::string extra_keys(const Node& nd, PyObject* obj) {
+    std::string s;
+    py::list keys = py::reinterpret_steal<py::list>(PyMapping_Keys(obj));
+    if (!keys) {
+      PyErr_Clear();
+      return "?";
+    }
+    for (py::handle k : keys) {
+      bool known = false;
+      for (const auto& key : nd.keys) {
+        const int eq = PyObject_RichCompareBool(k.ptr(), key.ptr(), Py_EQ);
+        if (eq < 0) PyErr_Clear();
+        if (eq > 0) known = true;
+      }
+      if (!known) s += (s.empty() ? "" : ", ") + short_repr(k.ptr());
+    }
+    return "[" + s + "]";
+  }
+
+  std::vector<Node> nodes_;
+  int root_;
+  bool zero_fill_ = false;
+};
+
+}  // namespace
+
+void register_flatten(py::module_& m) {
+  py::class_<FlattenPlan>(m, "FlattenPlan",
+                          "A space compiled into a flat float32 layout (built by rlblocks.preprocessors).")
+      .def(py::init<const py::list&, int>(), py::arg("nodes"), py::arg("root"))
+      .def_property_readonly("size", &FlattenPlan::size)
+      .def("transform", &FlattenPlan::transform, py::arg("obs"))
+      .def("write", &FlattenPlan::write, py::arg("obs"), py::arg("array"), py::arg("offset"))
+      .def("transform_list", &FlattenPlan::transform_list, py::arg("obs_list"), py::arg("out") = py::none())
+      .def("transform_batched", &FlattenPlan::transform_batched, py::arg("obs"), py::arg("out") = py::none());
+}
+
+}  // namespace rlblocks::bindings

@@ -1,0 +1,7 @@
+#include "bindings.hpp"
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "rlblocks native kernels (batched, GIL released, threaded).";
+  rlblocks::bindings::register_threads(m);
+  rlblocks::bindings::register_flatten(m);
+}

@@ -1,0 +1,164 @@
+// Flattening kernel: writes B rows of float32 from a list of pre-validated operations.
+//
+// The bindings walk the (Python) observations once, validate them and turn them into
+// plain operations on raw pointers. Executing those operations is all that happens here,
+// with no Python involved, so it runs with the GIL released and is split over rows.
+//
+//   RowCopy     copy n elements of some numeric type to out[dst ...]   (one env's leaf)
+//   RowSet      out[dst] = value                                        (one-hot bit, length)
+//   ColumnCopy  for every row r: out[r, col ...] = src[r] (n elements)  (batched leaf)
+//   ColumnSet   for every row r: out[r, cols[r*k + j]] = 1              (batched one-hot)
+//
+// Every destination index was bounds-checked against the layout when the op was made.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "rlblocks/thread_pool.hpp"
+
+namespace rlblocks {
+
+enum class ElemType : std::uint8_t { F32, F64, I8, I16, I32, I64, U8, U16, U32, U64, Bool };
+
+inline std::int64_t elem_size(ElemType t) {
+  switch (t) {
+    case ElemType::F64:
+    case ElemType::I64:
+    case ElemType::U64:
+      return 8;
+    case ElemType::F32:
+    case ElemType::I32:
+    case ElemType::U32:
+      return 4;
+    case ElemType::I16:
+    case ElemType::U16:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+// How a leaf's values are mapped to float32.
+enum class ValueMap : std::uint8_t {
+  Identity,  // static_cast<float>(x)
+  AtariRam,  // (float(x) - 128) / 128, in float32 like numpy's reference
+};
+
+struct RowCopy {
+  const void* src;
+  std::int64_t dst;  // absolute element index into out
+  std::int32_t n;
+  ElemType type;
+  ValueMap map;
+};
+
+struct RowSet {
+  std::int64_t dst;  // absolute element index into out
+  float value;
+};
+
+struct ColumnCopy {
+  const char* src;         // row r's n elements start at src + r * row_stride
+  std::int64_t row_stride;  // bytes
+  std::int64_t col;
+  std::int32_t n;
+  ElemType type;
+  ValueMap map;
+};
+
+struct ColumnSet {
+  const std::int32_t* cols;  // rows * k absolute column indices
+  std::int32_t k;
+};
+
+struct FlattenJob {
+  float* out = nullptr;
+  std::int64_t rows = 0;
+  std::int64_t row_size = 0;
+  bool zero_fill = true;
+  // Row ops, sorted by row; row r's ops are [row_start[r], row_start[r + 1]).
+  const RowCopy* copies = nullptr;
+  const std::int64_t* copy_row_start = nullptr;
+  const RowSet* sets = nullptr;
+  const std::int64_t* set_row_start = nullptr;
+  const ColumnCopy* column_copies = nullptr;
+  std::size_t num_column_copies = 0;
+  const ColumnSet* column_sets = nullptr;
+  std::size_t num_column_sets = 0;
+};
+
+namespace detail {
+
+template <class T>
+inline void convert(const T* src, float* dst, std::int32_t n, ValueMap map) {
+  if (map == ValueMap::AtariRam) {
+    for (std::int32_t i = 0; i < n; ++i) dst[i] = (static_cast<float>(src[i]) - 128.0f) / 128.0f;
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float));
+  } else {
+    for (std::int32_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+  }
+}
+
+inline void convert_any(const void* src, ElemType type, float* dst, std::int32_t n, ValueMap map) {
+  switch (type) {
+    case ElemType::F32: convert(static_cast<const float*>(src), dst, n, map); break;
+    case ElemType::F64: convert(static_cast<const double*>(src), dst, n, map); break;
+    case ElemType::I8: convert(static_cast<const std::int8_t*>(src), dst, n, map); break;
+    case ElemType::I16: convert(static_cast<const std::int16_t*>(src), dst, n, map); break;
+    case ElemType::I32: convert(static_cast<const std::int32_t*>(src), dst, n, map); break;
+    case ElemType::I64: convert(static_cast<const std::int64_t*>(src), dst, n, map); break;
+    case ElemType::U8: convert(static_cast<const std::uint8_t*>(src), dst, n, map); break;
+    case ElemType::U16: convert(static_cast<const std::uint16_t*>(src), dst, n, map); break;
+    case ElemType::U32: convert(static_cast<const std::uint32_t*>(src), dst, n, map); break;
+    case ElemType::U64: convert(static_cast<const std::uint64_t*>(src), dst, n, map); break;
+    case ElemType::Bool: convert(static_cast<const std::uint8_t*>(src), dst, n, map); break;
+  }
+}
+
+}  // namespace detail
+
+// Runs rows [r0, r1) of the job.
+inline void run_flatten_rows(const FlattenJob& job, std::int64_t r0, std::int64_t r1) {
+  float* out = job.out;
+  const std::int64_t w = job.row_size;
+  if (job.zero_fill) std::memset(out + r0 * w, 0, static_cast<std::size_t>((r1 - r0) * w) * sizeof(float));
+  for (std::size_t c = 0; c < job.num_column_copies; ++c) {
+    const ColumnCopy& op = job.column_copies[c];
+    for (std::int64_t r = r0; r < r1; ++r) {
+      detail::convert_any(op.src + r * op.row_stride, op.type, out + r * w + op.col, op.n, op.map);
+    }
+  }
+  for (std::size_t c = 0; c < job.num_column_sets; ++c) {
+    const ColumnSet& op = job.column_sets[c];
+    for (std::int64_t r = r0; r < r1; ++r) {
+      float* row = out + r * w;
+      const std::int32_t* cols = op.cols + r * op.k;
+      for (std::int32_t j = 0; j < op.k; ++j) row[cols[j]] = 1.0f;
+    }
+  }
+  if (job.copies) {
+    for (std::int64_t i = job.copy_row_start[r0]; i < job.copy_row_start[r1]; ++i) {
+      const RowCopy& op = job.copies[i];
+      detail::convert_any(op.src, op.type, out + op.dst, op.n, op.map);
+    }
+  }
+  if (job.sets) {
+    for (std::int64_t i = job.set_row_start[r0]; i < job.set_row_start[r1]; ++i) {
+      out[job.sets[i].dst] = job.sets[i].value;
+    }
+  }
+}
+
+// Runs the whole job, split over the pool when rows * row_size is large enough.
+inline void run_flatten(const FlattenJob& job) {
+  const std::int64_t bytes_per_row = std::max<std::int64_t>(1, job.row_size * 4);
+  parallel_for(job.rows, grain_for_bytes(bytes_per_row),
+               [&job](std::int64_t r0, std::int64_t r1) { run_flatten_rows(job, r0, r1); });
+}
+
+}  // namespace rlblocks

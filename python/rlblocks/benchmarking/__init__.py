@@ -1,0 +1,1 @@
+"""Benchmarks shipped with the package (``rlblocks bench``); ``benchmarks/*.py`` run them."""
