@@ -203,6 +203,7 @@ struct ArrayView {
   const Py_ssize_t* strides = nullptr;
   ElemType type = ElemType::F32;
   bool numeric = false;     // a type the kernel reads directly
+  bool native = false;      // native byte order (values can be read in place)
   bool contiguous = false;  // C-contiguous, aligned, native byte order
   std::int64_t numel = 1;
 };
@@ -241,8 +242,8 @@ inline bool as_array(PyObject* obj, ArrayView& a) {
     default: a.numeric = false;
   }
   const int flags = proxy->flags;
-  const bool native = descr->byteorder != '>' || itemsize == 1;
-  a.contiguous = a.numeric && native &&
+  a.native = descr->byteorder != '>' || itemsize == 1;
+  a.contiguous = a.numeric && a.native &&
                  (flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_) &&
                  (flags & py::detail::npy_api::NPY_ARRAY_ALIGNED_);
   return true;
@@ -284,6 +285,10 @@ py::object convert_array(Collector& c, PyObject* obj, bool to_float32, const cha
     arr = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(py::handle(obj));
   } else {
     arr = py::array::ensure(py::handle(obj), py::array::c_style);
+    ArrayView a;
+    if (arr && as_array(arr.ptr(), a) && !a.native) {  // byte-swapped: make it native
+      arr = arr.attr("astype")(arr.attr("dtype").attr("newbyteorder")("="));
+    }
   }
   if (!arr) {
     PyErr_Clear();
@@ -358,6 +363,10 @@ IndexValue read_index_scalar(Collector& c, PyObject* obj, const std::string& lab
   if (PyFloat_Check(obj)) return read_index_elem(reinterpret_cast<const char*>(&PyFloat_AS_DOUBLE(obj)), ElemType::F64);
   ArrayView a;
   if (as_array(obj, a)) {
+    if (a.numel == 1 && a.numeric && !a.native) {
+      py::object arr = convert_array(c, obj, false, ("a single integer for " + label).c_str());
+      as_array(arr.ptr(), a);
+    }
     if (a.numel != 1 || !a.numeric) {
       fail(c, "expected a single integer for " + label + ", got an array of shape " + shape_of(a) + " and dtype " +
                   std::string(py::str(py::handle(obj).attr("dtype"))));
@@ -660,7 +669,7 @@ class FlattenPlan {
 
   void walk_multidiscrete(const Node& nd, PyObject* obj, std::int64_t dst, Collector& c) const {
     ArrayView a;
-    if (!as_array(obj, a) || !a.numeric) {
+    if (!as_array(obj, a) || !a.numeric || !a.native) {
       py::object arr = convert_array(c, obj, false, ("integers of shape " + shape_of({}, nd.shape)).c_str());
       as_array(arr.ptr(), a);
       if (!a.numeric) fail(c, "expected integers for " + nd.label + ", got " + short_repr(obj));
@@ -774,7 +783,7 @@ class FlattenPlan {
       case Kind::Discrete:
       case Kind::MultiDiscrete: {
         ArrayView a;
-        if (!as_array(obj, a) || !a.numeric) {
+        if (!as_array(obj, a) || !a.numeric || !a.native) {
           py::object arr = convert_array(c, obj, false, "a batch of integers");
           as_array(arr.ptr(), a);
           if (!a.numeric) fail(c, "expected integers for " + nd.label + ", got " + short_repr(obj));
