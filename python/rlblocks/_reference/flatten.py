@@ -93,7 +93,7 @@ class ReferenceFlattener:
                     f"{format_path(path)}: batch dimension {len(obj)} differs from the batch size "
                     f"{len(bases)} of the first leaf"
                 )
-            self._fill(node_id, obj, bases, buf, path)
+            self._fill(node_id, obj, bases, buf, path, single=True)  # paths name the leaf
 
     def _fill(self, node_id: int, values: Any, bases: np.ndarray, buf: np.ndarray, path: tuple,
               single: bool = False) -> None:
