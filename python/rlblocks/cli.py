@@ -1,9 +1,8 @@
 """The ``rlblocks`` command line: ``rlblocks bench [NAME ...] [--quick]``.
 
 Examples:
-    >>> main(["bench", "--list"])  # doctest: +ELLIPSIS
-    preprocessors...
-    0
+    >>> main(["bench", "no-such-benchmark"])  # the error goes to stderr
+    2
 """
 
 from __future__ import annotations
