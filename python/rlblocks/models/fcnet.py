@@ -74,8 +74,7 @@ class FullyConnectedNetwork(ModelV2):
         if self.free_log_std and n_out:
             if n_out % 2:
                 raise ValueError(
-                    f"free_log_std=True needs an even num_outputs (means and log-stds), "
-                    f"got {n_out}"
+                    f"free_log_std=True needs an even num_outputs (means and log-stds), got {n_out}"
                 )
             n_out //= 2
 
