@@ -44,7 +44,7 @@ from torch import nn
 from rlblocks.config import ModelConfig
 from rlblocks.spaces import Repeated
 
-__all__ = ["ModelInterface", "ModelV2", "TorchModelV2", "flatten_obs_space_size"]
+__all__ = ["ExportAdapter", "ModelInterface", "ModelV2", "TorchModelV2", "flatten_obs_space_size"]
 
 _STATE_IN = "state_in_"
 
@@ -178,6 +178,13 @@ class ModelV2(nn.Module):
     def view_requirements(self, value: dict[str, Any]) -> None:
         self._view_requirements = value
 
+    def exportable(self, with_value: bool = True) -> ExportAdapter:
+        """A pure-tensor view of this model for ``torch.jit.trace`` and ``torch.export``.
+
+        See :class:`ExportAdapter`. (``torch.compile(model)`` works on the model itself.)
+        """
+        return ExportAdapter(self, with_value=with_value)
+
     @contextlib.contextmanager
     def context(self) -> Iterator[None]:
         """Context entered around ``forward`` (a no-op for torch models)."""
@@ -241,6 +248,39 @@ class ModelV2(nn.Module):
             state_out = state
         self._last_output = outputs
         return outputs, list(state_out)
+
+
+class ExportAdapter(nn.Module):
+    """``forward(obs) -> (outputs, value)`` (or just ``outputs``) around a feed-forward model.
+
+    ``torch.jit.trace`` and ``torch.export`` need a module whose inputs and outputs are
+    tensors; a ModelV2 takes an input dict and returns a state list, and hands its value
+    through ``value_function()``. This adapter shares the model's parameters.
+
+    Args:
+        model: The model (its ``forward`` must not need RNN state).
+        with_value: Also return ``model.value_function()``.
+
+    Examples:
+        >>> import gymnasium as gym, torch
+        >>> from rlblocks.models.fcnet import FullyConnectedNetwork
+        >>> m = FullyConnectedNetwork(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2), 2,
+        ...                           {"fcnet_hiddens": [8]}, "fc")
+        >>> traced = torch.jit.trace(m.exportable(), torch.zeros(4, 3))
+        >>> [t.shape for t in traced(torch.ones(5, 3))]
+        [torch.Size([5, 2]), torch.Size([5])]
+    """
+
+    def __init__(self, model: ModelV2, with_value: bool = True):
+        super().__init__()
+        self.model = model
+        self.with_value = with_value
+
+    def forward(self, obs: torch.Tensor) -> Any:
+        outputs, _ = self.model({"obs": obs})
+        if self.with_value:
+            return outputs, self.model.value_function()
+        return outputs
 
 
 def _is_nested(space: gym.Space) -> bool:
