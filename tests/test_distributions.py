@@ -12,8 +12,6 @@ import torch
 from gymnasium.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete, Tuple
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from scipy import stats
-
 from rlblocks.distributions import (
     FLOAT_MIN,
     ActionDistribution,
@@ -33,6 +31,7 @@ from rlblocks.distributions import (
     select_action_dist,
 )
 from rlblocks.spaces import Simplex
+from scipy import stats
 
 TD = torch.distributions
 
@@ -448,12 +447,11 @@ def test_beta_samples_and_monte_carlo() -> None:
 
 def test_beta_bounds_finite() -> None:
     x = torch.tensor([[20.0, -20.0, -20.0, 20.0]]).requires_grad_()
-    d = Beta(x, None)
     for a in ([[0.0, 1.0]], [[1.0, 0.0]], [[-3.0, 7.0]]):
         _all_finite_grads(Beta(x, None).logp(torch.tensor(a)) + Beta(x, None).entropy(), x)
 
 
-# ------------------------------------------------------------------------------ Deterministic, Dirichlet
+# ----------------------------------------------------------------- Deterministic, Dirichlet
 
 
 def test_deterministic() -> None:
