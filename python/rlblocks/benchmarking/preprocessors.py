@@ -70,6 +70,7 @@ __all__ = ["BenchCase", "build_cases", "main", "run"]
 F32 = np.float32
 CASE_KEYS = ("discrete", "multidiscrete", "dict", "repeated")
 BOUND_METHOD = "memory-bandwidth bound"
+REPEATED_NOTE = "input: list of per-env lists (this is also the batched form)"
 NUMPY_METHODS = ("numpy reference", "numpy reference transform", "numpy hand-written")
 Variants = dict[str, Callable[[Any], np.ndarray]]
 
@@ -196,7 +197,7 @@ def _dict_list_columns(obs: list) -> np.ndarray:
 def _dict_list_rows(obs: list) -> np.ndarray:
     """List of nested dicts, one row at a time (fewest numpy calls for tiny batches)."""
     out = np.zeros((len(obs), _DICT_SIZE), F32)
-    for row, o in zip(out, obs):
+    for row, o in zip(out, obs, strict=True):
         c, f = o["c"], o["f"]
         row[o["a"]] = 1.0
         row[5:21] = o["b"]
@@ -268,7 +269,7 @@ def _repeated_index(obs: list) -> np.ndarray:
 def _repeated_rows(obs: list) -> np.ndarray:
     """Per-env lists, one env at a time (fewest numpy calls for tiny batches)."""
     out = np.zeros((len(obs), _REP_SIZE), F32)
-    for row, items in zip(out, obs):
+    for row, items in zip(out, obs, strict=True):
         n = len(items)
         row[0] = n
         if n:
@@ -384,8 +385,7 @@ def build_cases(keys: Sequence[str], max_batch: int) -> list[BenchCase]:
             cases.append(BenchCase(key, "Repeated(Dict) len~U(0,32) list", "list", space,
                                    _prep(space), obs,
                                    {"index-arith": _repeated_index, "per-row": _repeated_rows},
-                                   False, False,
-                                   note="input: list of per-env lists (this is also the batched form)"))
+                                   False, False, note=REPEATED_NOTE))
         else:
             raise ValueError(f"unknown case {key!r}; choose from {CASE_KEYS}")
     return cases
@@ -431,8 +431,11 @@ def measure_bandwidth(min_time: float, repeats: int, mib: int = 256) -> tuple[fl
     bandwidth = 2.0 * src.nbytes / (res.us_per_item * 1e-6)
     res.extra["GB_per_s"] = round(bandwidth / 1e9, 3)
     res.extra["bytes_read_plus_written"] = 2 * src.nbytes
-    del src, dst
     return bandwidth, res
+
+
+def _warn(message: str) -> None:
+    print(f"WARNING {message}", file=sys.stderr)
 
 
 def _check(ref: np.ndarray, got: np.ndarray) -> bool:
@@ -458,14 +461,14 @@ def run_case(case: BenchCase, batch: int, threads: Sequence[int], min_time: floa
     rlblocks.set_num_threads(1)
     if batch == 1 and case.form == "list":
         if not _check(expected[0], prep.transform(single)):
-            print(f"WARNING {name}: rlblocks transform differs from transform_batch", file=sys.stderr)
+            _warn(f"{name}: rlblocks transform differs from transform_batch")
         results.append(measure(name, "rlblocks transform", lambda: prep.transform(single), 1,
                                batch=1, threads=1, **kw))
 
     reference = _with_reference(lambda: prep.transform_batch(obs))
     ref_ok = _check(expected, reference())
     if not ref_ok:
-        print(f"WARNING {name} B={batch}: the numpy reference differs from rlblocks", file=sys.stderr)
+        _warn(f"{name} B={batch}: the numpy reference differs from rlblocks")
     results.append(measure(name, "numpy reference", reference, batch, batch=batch,
                            matches_rlblocks=ref_ok, **kw))
     if batch == 1 and case.form == "list":
@@ -480,7 +483,9 @@ def run_case(case: BenchCase, batch: int, threads: Sequence[int], min_time: floa
         timed.append(measure(name, "numpy hand-written", lambda fn=fn: fn(obs), batch,
                              batch=batch, variant=variant, **kw))
     best = min(timed, key=lambda r: r.us_per_item)
-    best.extra["variants_us_per_item"] = {r.extra["variant"]: round(r.us_per_item, 4) for r in timed}
+    best.extra["variants_us_per_item"] = {
+        r.extra["variant"]: round(r.us_per_item, 4) for r in timed
+    }
     results.append(best)
 
     if case.gymnasium and case.form == "list":
@@ -564,7 +569,8 @@ def summary(rows: list[Result]) -> list[str]:
                      f"{best.us_per_item:.3f} us) (target >= 5x)")
     r = _find(rows, "nested Dict list", 1, "rlblocks transform")
     if r is not None:
-        alts = [o for o in rows if o.case == r.case and o.batch == 1 and not o.method.startswith("rlblocks")]
+        alts = [o for o in rows
+                if o.case == r.case and o.batch == 1 and not o.method.startswith("rlblocks")]
         best_alt = min(alts, key=lambda o: o.us_per_item) if alts else None
         vs = (f"; {best_alt.us_per_item / r.us_per_item:.1f}x vs {best_alt.method} "
               f"({best_alt.us_per_item:.2f} us)") if best_alt else ""
@@ -578,7 +584,8 @@ def summary(rows: list[Result]) -> list[str]:
             o = _find(rows, r.case, r.batch, m)
             if o is not None:
                 x = o.us_per_item / r.us_per_item
-                parts.append(f"{m.split()[-1]} {o.us_per_item:.4f} us = {x:.2f}x bound [{mark(x <= 2)}]")
+                parts.append(f"{m.split()[-1]} {o.us_per_item:.4f} us = {x:.2f}x bound "
+                             f"[{mark(x <= 2)}]")
         lines.append(f"{r.case} B={r.batch}: " + ", ".join(parts) +
                      f" (bound {r.us_per_item:.4f} us; target <= 2x)")
     ratios = [r for r in rows if r.ratio is not None]
@@ -592,7 +599,7 @@ def summary(rows: list[Result]) -> list[str]:
 def report_rows(rows: list[Result], json_path: str | None = None) -> None:
     """Ratios (the bound row is not an alternative), JSON lines, table, target summary."""
     add_ratios([r for r in rows if r.method != BOUND_METHOD])
-    emit_json(rows)
+    emit_json(rows, sys.stdout)  # the stream as it is now (the default is bound at import)
     if json_path:
         with open(json_path, "w", encoding="utf-8") as fh:
             emit_json(rows, fh)
@@ -609,7 +616,8 @@ def _int_list(text: str) -> list[int]:
 def main(argv: Sequence[str] | None = None) -> None:
     """Command line: ``[--quick] [--json FILE]`` (plus ``--cases``/``--batches``/... for
     smoke tests and focused runs)."""
-    parser = argparse.ArgumentParser(prog="bench_preprocessors", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="bench_preprocessors",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short run (< 60 s)")
     parser.add_argument("--json", metavar="FILE", help="also write the JSON lines to FILE")
     parser.add_argument("--cases", default=",".join(CASE_KEYS),
