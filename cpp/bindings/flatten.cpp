@@ -6,6 +6,7 @@
 // observation raises ValueError and leaves the caller's buffer untouched.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <cmath>
 #include <cstdint>
@@ -21,7 +22,9 @@ namespace py = pybind11;
 namespace rlblocks::bindings {
 namespace {
 
-enum class Kind { Dict, Tuple, Repeated, Discrete, MultiDiscrete, Box };
+// Callback: a leaf whose values come from Python (e.g. an image preprocessor nested in a
+// Dict); it is called while walking, with the GIL held, and its float32 result copied.
+enum class Kind { Dict, Tuple, Repeated, Discrete, MultiDiscrete, Box, Callback };
 
 struct Node {
   Kind kind = Kind::Box;
@@ -39,6 +42,8 @@ struct Node {
   std::int64_t numel = 0;
   std::vector<std::int64_t> nvec, starts, block_offsets;
   ValueMap map = ValueMap::Identity;
+  // Callback: fn(obs) -> float32 array of `size` elements; batch_fn(obs) -> (B, size).
+  py::object fn, batch_fn;
 };
 
 struct PathElem {
@@ -379,7 +384,7 @@ class FlattenPlan {
       if ((nd.kind == Kind::Dict || nd.kind == Kind::Tuple) && off != nd.size) {
         throw py::value_error("FlattenPlan: inconsistent sizes for " + nd.label);
       }
-      if (nd.kind != Kind::Box) zero_fill_ = true;
+      if (nd.kind != Kind::Box && nd.kind != Kind::Callback) zero_fill_ = true;
     }
   }
 
@@ -484,6 +489,10 @@ class FlattenPlan {
       for (auto v : nd.shape) nd.numel *= v;
       if (nd.numel != nd.size) throw py::value_error("FlattenPlan: bad Box size");
       nd.map = d["map"].cast<std::string>() == "atari_ram" ? ValueMap::AtariRam : ValueMap::Identity;
+    } else if (kind == "callback") {
+      nd.kind = Kind::Callback;
+      nd.fn = d["fn"];
+      nd.batch_fn = d["batch_fn"];
     } else {
       throw py::value_error("FlattenPlan: unknown node kind " + kind);
     }
@@ -504,6 +513,25 @@ class FlattenPlan {
       }
       case Kind::MultiDiscrete: walk_multidiscrete(nd, obj, dst, c); return;
       case Kind::Box: walk_box(nd, obj, dst, c); return;
+      case Kind::Callback: copy_callback_result(nd, nd.fn(py::handle(obj)), {}, dst, c); return;
+    }
+  }
+
+  // Copies a callback's result (validated: float32 with `size` values per item).
+  void copy_callback_result(const Node& nd, py::object result, std::initializer_list<std::int64_t> lead,
+                            std::int64_t dst, Collector& c, bool column = false) const {
+    ArrayView a;
+    if (!as_array(result.ptr(), a) || !a.contiguous || a.type != ElemType::F32 ||
+        a.numel != nd.size * (column ? *lead.begin() : 1) || (column && (a.nd == 0 || a.dims[0] != *lead.begin()))) {
+      fail(c, "the preprocessor of " + nd.label + " returned " + short_repr(result.ptr()) +
+                  ", expected a C-contiguous float32 array with " + std::to_string(nd.size) + " values per item");
+    }
+    c.keepalive.push_back(result);
+    if (nd.size == 0) return;
+    if (column) {
+      c.column_copies.push_back(ColumnCopy{a.data, nd.size * 4, dst, static_cast<std::int32_t>(nd.size), a.type, ValueMap::Identity});
+    } else {
+      c.add_copy(RowCopy{a.data, dst, static_cast<std::int32_t>(nd.size), a.type, ValueMap::Identity});
     }
   }
 
@@ -753,6 +781,9 @@ class FlattenPlan {
         c.column_set_refs.push_back({base, static_cast<std::int32_t>(k)});
         return;
       }
+      case Kind::Callback:
+        copy_callback_result(nd, nd.batch_fn(py::handle(obj)), {batch}, col, c, true);
+        return;
       case Kind::Box: {
         ArrayView a;
         if (!as_array(obj, a) || !rows_contiguous(a)) {

@@ -1,0 +1,423 @@
+"""Observation preprocessors for every gymnasium space (RLlib's choice rules and layouts).
+
+``get_preprocessor(space)`` returns a class; an instance turns one observation (or a batch)
+into the flat float32 vector a model consumes. Composite spaces are compiled once into a
+layout plan that the C++ core executes: it walks the Python observation, validates every
+value, then writes the batch with the GIL released, split over threads.
+
+Examples:
+    >>> import gymnasium as gym
+    >>> import numpy as np
+    >>> space = gym.spaces.Dict({"pos": gym.spaces.Box(-1, 1, (2,)), "kind": gym.spaces.Discrete(3)})
+    >>> prep = get_preprocessor(space)(space)
+    >>> prep.shape   # Dict keys in space order: "kind" (one-hot, 3) then "pos" (2)
+    (5,)
+    >>> prep.transform({"kind": 2, "pos": np.array([0.5, -0.5], np.float32)})
+    array([ 0. ,  0. ,  1. ,  0.5, -0.5], dtype=float32)
+    >>> prep.transform_batch([{"kind": 0, "pos": np.zeros(2)}] * 3).shape
+    (3, 5)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete, Tuple
+
+from rlblocks import _core, _impl
+from rlblocks._reference import flatten as _ref
+from rlblocks.spaces import Repeated, Simplex
+
+__all__ = [
+    "AtariRamPreprocessor",
+    "DictFlatteningPreprocessor",
+    "GenericPixelPreprocessor",
+    "MultiBinaryPreprocessor",
+    "NoPreprocessor",
+    "OneHotPreprocessor",
+    "Preprocessor",
+    "RepeatedValuesPreprocessor",
+    "TupleFlatteningPreprocessor",
+    "compile_layout",
+    "get_preprocessor",
+]
+
+ATARI_OBS_SHAPE = (210, 160, 3)
+ATARI_RAM_OBS_SHAPE = (128,)
+
+_UNSUPPORTED = tuple(
+    getattr(gym.spaces, name) for name in ("Text", "Graph", "Sequence", "OneOf") if hasattr(gym.spaces, name)
+)
+
+
+def _is_atari_pixels(space: gym.Space) -> bool:
+    return isinstance(space, Box) and space.shape == ATARI_OBS_SHAPE and space.dtype == np.uint8
+
+
+def _is_atari_ram(space: gym.Space) -> bool:
+    return isinstance(space, Box) and space.shape == ATARI_RAM_OBS_SHAPE and space.dtype == np.uint8
+
+
+def _check_supported(space: gym.Space, path: str = "space") -> None:
+    """Raises a clear error for spaces no preprocessor can handle (anywhere in the tree)."""
+    if _UNSUPPORTED and isinstance(space, _UNSUPPORTED):
+        raise ValueError(
+            f"{path}: rlblocks has no preprocessor for {type(space).__name__} spaces ({space}). "
+            "Supported: Box, Discrete, MultiDiscrete, MultiBinary, Tuple, Dict, Repeated, Simplex; "
+            "encode this observation into one of them (e.g. text as a MultiDiscrete of token ids)."
+        )
+    if isinstance(space, Tuple):
+        for i, child in enumerate(space.spaces):
+            _check_supported(child, f"{path}[{i}]")
+    elif isinstance(space, Dict):
+        for key, child in space.spaces.items():
+            _check_supported(child, f"{path}[{key!r}]")
+    elif isinstance(space, Repeated):
+        _check_supported(space.child_space, f"{path}.child_space")
+    elif not isinstance(space, (Box, Discrete, MultiDiscrete, MultiBinary, Simplex)) and space.shape is None:
+        raise ValueError(
+            f"{path}: {type(space).__name__} has no shape, so rlblocks cannot preprocess it ({space})."
+        )
+
+
+def get_preprocessor(space: gym.Space, include_multi_binary: bool = False) -> type[Preprocessor]:
+    """The preprocessor class for ``space`` (RLlib's rules, first match wins).
+
+    Discrete/MultiDiscrete -> one-hot; uint8 (210, 160, 3) -> Atari pixels; uint8 (128,) ->
+    Atari RAM; Tuple/Dict -> flattening; Repeated -> zero-padded list; MultiBinary ->
+    float cast only when ``include_multi_binary``; anything else passes through unchanged.
+
+    Examples:
+        >>> import gymnasium as gym
+        >>> get_preprocessor(gym.spaces.Discrete(3)).__name__
+        'OneHotPreprocessor'
+        >>> get_preprocessor(gym.spaces.Box(-1, 1, (128,))).__name__   # float: not Atari RAM
+        'NoPreprocessor'
+    """
+    _check_supported(space)
+    if isinstance(space, (Discrete, MultiDiscrete)):
+        return OneHotPreprocessor
+    if _is_atari_pixels(space):
+        return GenericPixelPreprocessor
+    if _is_atari_ram(space):
+        return AtariRamPreprocessor
+    if isinstance(space, Tuple):
+        return TupleFlatteningPreprocessor
+    if isinstance(space, Dict):
+        return DictFlatteningPreprocessor
+    if isinstance(space, Repeated):
+        return RepeatedValuesPreprocessor
+    if isinstance(space, MultiBinary) and include_multi_binary:
+        return MultiBinaryPreprocessor
+    return NoPreprocessor
+
+
+class Preprocessor:
+    """Base class: ``shape``, ``size``, ``observation_space``, ``transform``, ``write`` and
+    ``transform_batch``.
+
+    Args:
+        obs_space: The environment's observation space.
+        options: The model config (only ``dim``, ``grayscale``, ``zero_mean`` are read, by the
+            Atari pixel preprocessor). Building a preprocessor never draws from the space's RNG.
+    """
+
+    def __init__(self, obs_space: gym.Space, options: Mapping[str, Any] | None = None):
+        _check_supported(obs_space)
+        self._obs_space = obs_space
+        self._options: dict[str, Any] = dict(options) if options else {}
+        self.shape: tuple[int, ...] = tuple(int(d) for d in self._init_shape(obs_space, self._options))
+        self._size = int(np.prod(self.shape, dtype=np.int64))
+        self._out_space: gym.Space | None = None
+
+    def _init_shape(self, obs_space: gym.Space, options: dict[str, Any]) -> Sequence[int]:
+        raise NotImplementedError(f"{type(self).__name__} must define _init_shape")
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def observation_space(self) -> gym.Space:
+        """``Box(-1, 1, shape, float32)`` carrying ``.original_space`` (the input space)."""
+        if self._out_space is None:
+            space = Box(-1.0, 1.0, self.shape, dtype=np.float32)
+            space.original_space = self._obs_space  # type: ignore[attr-defined]
+            self._out_space = space
+        return self._out_space
+
+    def check_shape(self, observation: Any) -> None:
+        """Raises ValueError if ``observation`` does not fit the space (every call validates)."""
+        self.transform(observation)
+
+    def transform(self, observation: Any) -> np.ndarray:
+        """One observation -> a new float32 array of ``shape``."""
+        raise NotImplementedError(f"{type(self).__name__} must define transform")
+
+    def write(self, observation: Any, array: np.ndarray, offset: int) -> None:
+        """Writes the flat transform into ``array[offset:offset + size]``."""
+        array[offset : offset + self.size] = np.asarray(self.transform(observation)).ravel()
+
+    def transform_batch(self, obs_batch: Any, out: np.ndarray | None = None) -> np.ndarray:
+        """A batch -> ``(B, size)`` float32 (``(B, *shape)`` for pass-through spaces).
+
+        ``obs_batch`` is either a ``list`` of per-env observations or a batched nested
+        structure whose leaves have a leading batch dimension (a dict of arrays, a tuple of
+        arrays, an array). ``out``, if given, must be a writeable C-contiguous float32 array
+        of shape ``(B, size)``; it is left untouched when the batch is invalid.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must define transform_batch")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._obs_space}, shape={self.shape})"
+
+
+# --------------------------------------------------------------------------- layout plan
+
+
+def compile_layout(space: gym.Space, options: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Compiles a space into the flat layout the C++ core and the numpy reference execute.
+
+    Returns a list of node dicts; the last one is the root. Leaf kinds: ``discrete``,
+    ``multidiscrete``, ``box`` (``map``: ``identity`` or ``atari_ram``) and ``callback`` (a
+    nested preprocessor such as Atari pixels); containers: ``dict``, ``tuple``, ``repeated``.
+    """
+    nodes: list[dict[str, Any]] = []
+    _compile(space, dict(options or {}), nodes, top=True)
+    return nodes
+
+
+def _compile(space: gym.Space, options: dict[str, Any], nodes: list[dict[str, Any]], top: bool = False) -> int:
+    label = str(space)
+    if isinstance(space, Discrete):
+        node = {"kind": "discrete", "size": int(space.n), "n": int(space.n), "start": int(space.start)}
+    elif isinstance(space, MultiDiscrete):
+        nvec = np.asarray(space.nvec, dtype=np.int64)
+        start = np.broadcast_to(np.asarray(space.start, dtype=np.int64), nvec.shape)
+        node = {
+            "kind": "multidiscrete",
+            "size": int(nvec.sum()),
+            "shape": [int(d) for d in nvec.shape],
+            "nvec": nvec.ravel().tolist(),
+            "starts": start.ravel().tolist(),
+        }
+    elif isinstance(space, Tuple):
+        children = [_compile(c, options, nodes) for c in space.spaces]
+        node = {"kind": "tuple", "size": sum(nodes[c]["size"] for c in children), "children": children}
+    elif isinstance(space, Dict):
+        keys = list(space.spaces)
+        children = [_compile(space.spaces[k], options, nodes) for k in keys]
+        node = {"kind": "dict", "size": sum(nodes[c]["size"] for c in children), "keys": keys,
+                "children": children}
+    elif isinstance(space, Repeated):
+        child = _compile(space.child_space, options, nodes)
+        node = {"kind": "repeated", "size": 1 + space.max_len * nodes[child]["size"], "children": [child],
+                "max_len": space.max_len}
+    elif _is_atari_pixels(space) and not top:
+        pixel = GenericPixelPreprocessor(space, options)
+        node = {"kind": "callback", "size": pixel.size, "fn": pixel._flat_transform,
+                "batch_fn": pixel._flat_transform_batch, "preprocessor": pixel}
+    else:
+        if space.shape is None:
+            raise ValueError(f"cannot flatten {space}: it has no shape")
+        shape = [int(d) for d in space.shape]
+        node = {"kind": "box", "size": int(np.prod(shape, dtype=np.int64)), "shape": shape,
+                "map": "atari_ram" if _is_atari_ram(space) else "identity"}
+    node["label"] = label
+    node.setdefault("children", [])
+    nodes.append(node)
+    return len(nodes) - 1
+
+
+class _FlatteningPreprocessor(Preprocessor):
+    """A preprocessor executed through a compiled layout (C++ plan or numpy reference)."""
+
+    def __init__(self, obs_space: gym.Space, options: Mapping[str, Any] | None = None):
+        super().__init__(obs_space, options)  # compiles self._layout through _init_shape
+        self._plan = _core.FlattenPlan(self._layout, len(self._layout) - 1)
+        self._reference = _ref.ReferenceFlattener(self._layout)
+        self._flat_shape = len(self.shape) == 1
+
+    def _init_shape(self, obs_space: gym.Space, options: dict[str, Any]) -> Sequence[int]:
+        self._layout = compile_layout(obs_space, options)
+        return self._layout_shape(obs_space)
+
+    def _layout_shape(self, obs_space: gym.Space) -> Sequence[int]:
+        return (self._layout[-1]["size"],)
+
+    def transform(self, observation: Any) -> np.ndarray:
+        out = self._plan.transform(observation) if _impl.native() else self._reference.transform(observation)
+        return out if self._flat_shape else out.reshape(self.shape)
+
+    def write(self, observation: Any, array: np.ndarray, offset: int) -> None:
+        if (
+            _impl.native()
+            and isinstance(array, np.ndarray)
+            and array.dtype == np.float32
+            and array.flags.c_contiguous
+            and array.ndim == 1
+        ):
+            self._plan.write(observation, array, int(offset))
+        else:
+            if offset < 0 or offset + self.size > np.size(array):
+                raise ValueError(
+                    f"write: offset {offset} + size {self.size} exceeds the array's {np.size(array)} elements"
+                )
+            super().write(observation, array, offset)
+
+    def transform_batch(self, obs_batch: Any, out: np.ndarray | None = None) -> np.ndarray:
+        if isinstance(obs_batch, list):
+            if _impl.native():
+                return self._plan.transform_list(obs_batch, out)
+            return self._reference.transform_list(obs_batch, out)
+        if _impl.native():
+            return self._plan.transform_batched(obs_batch, out)
+        return self._reference.transform_batched(obs_batch, out)
+
+
+class OneHotPreprocessor(_FlatteningPreprocessor):
+    """One-hot of a Discrete (with ``start``) or of every MultiDiscrete component (row-major).
+
+    Examples:
+        >>> import gymnasium as gym
+        >>> space = gym.spaces.MultiDiscrete([3, 4])
+        >>> OneHotPreprocessor(space).transform([1, 3])
+        array([0., 1., 0., 0., 0., 0., 1.], dtype=float32)
+    """
+
+
+class TupleFlatteningPreprocessor(_FlatteningPreprocessor):
+    """Concatenates the children's preprocessed values, in tuple order."""
+
+
+class DictFlatteningPreprocessor(_FlatteningPreprocessor):
+    """Concatenates the children's preprocessed values in the space's key order.
+
+    Observations are matched to children by key (never by position), so a plain dict, an
+    OrderedDict in any order, or any Mapping gives the same result.
+    """
+
+
+class RepeatedValuesPreprocessor(_FlatteningPreprocessor):
+    """A variable-length list: slot 0 holds the length, then the items, then zeros.
+
+    Examples:
+        >>> import gymnasium as gym
+        >>> from rlblocks.spaces import Repeated
+        >>> space = Repeated(gym.spaces.Discrete(2), max_len=3)
+        >>> RepeatedValuesPreprocessor(space).transform([1, 0])
+        array([2., 0., 1., 1., 0., 0., 0.], dtype=float32)
+    """
+
+
+class AtariRamPreprocessor(_FlatteningPreprocessor):
+    """Atari RAM bytes ``uint8 (128,)`` -> ``(x - 128) / 128`` as float32."""
+
+
+class MultiBinaryPreprocessor(_FlatteningPreprocessor):
+    """MultiBinary -> float32 of the same shape (only with ``include_multi_binary=True``)."""
+
+    def _layout_shape(self, obs_space: gym.Space) -> Sequence[int]:
+        return tuple(obs_space.shape)
+
+    @property
+    def observation_space(self) -> gym.Space:
+        if self._out_space is None:
+            space = Box(0.0, 1.0, self.shape, dtype=np.float32)
+            space.original_space = self._obs_space  # type: ignore[attr-defined]
+            self._out_space = space
+        return self._out_space
+
+
+class NoPreprocessor(Preprocessor):
+    """Pass-through (Box, MultiBinary, Simplex): ``transform`` returns the observation itself.
+
+    As in RLlib the value keeps its shape and dtype; ``transform_batch`` stacks a batch into
+    ``(B, *shape)`` in the space's dtype, and ``write`` copies the raveled value.
+    """
+
+    def _init_shape(self, obs_space: gym.Space, options: dict[str, Any]) -> Sequence[int]:
+        return tuple(obs_space.shape)
+
+    @property
+    def observation_space(self) -> gym.Space:
+        return self._obs_space
+
+    def _check(self, observation: Any, batch: bool) -> np.ndarray:
+        arr = np.asarray(observation)
+        want = self.shape if not batch else (arr.shape[:1] + self.shape if arr.ndim else None)
+        if arr.shape != want:
+            what = "a batch (B, *shape) with shape" if batch else "shape"
+            raise ValueError(
+                f"obs: expected {what} {self.shape if not batch else ('B', *self.shape)} for "
+                f"{self._obs_space}, got {arr.shape}"
+            )
+        if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+            raise ValueError(f"obs: expected numbers for {self._obs_space}, got dtype {arr.dtype}")
+        return arr
+
+    def transform(self, observation: Any) -> Any:
+        self._check(observation, batch=False)
+        return observation
+
+    def write(self, observation: Any, array: np.ndarray, offset: int) -> None:
+        arr = self._check(observation, batch=False)
+        if offset < 0 or offset + self.size > np.size(array):
+            raise ValueError(f"write: offset {offset} + size {self.size} exceeds the array's {np.size(array)} elements")
+        array[offset : offset + self.size] = arr.ravel()
+
+    def transform_batch(self, obs_batch: Any, out: np.ndarray | None = None) -> np.ndarray:
+        dtype = self._obs_space.dtype or np.float32
+        arr = self._check(np.stack(obs_batch) if isinstance(obs_batch, list) and obs_batch else obs_batch,
+                          batch=True)
+        if out is None:
+            return np.asarray(arr, dtype=dtype)
+        if out.shape != arr.shape:
+            raise ValueError(f"out: expected shape {arr.shape}, got {out.shape}")
+        np.copyto(out, arr, casting="unsafe")
+        return out
+
+
+class GenericPixelPreprocessor(Preprocessor):
+    """RLlib's "rllib" Atari pipeline for uint8 (210, 160, 3) frames.
+
+    Crop rows 25:-25, INTER_AREA resize to ``dim`` (through 84 first when ``dim < 84``),
+    optional grayscale as the channel mean, then ``(x - 128) / 128`` (``zero_mean``) or
+    ``x / 255``. Unlike RLlib, every combination gives correct float32 values (no uint8
+    wrap-around, no in-place error).
+    """
+
+    def _init_shape(self, obs_space: gym.Space, options: dict[str, Any]) -> Sequence[int]:
+        self._dim = int(options.get("dim", 84))
+        self._grayscale = bool(options.get("grayscale", False))
+        self._zero_mean = bool(options.get("zero_mean", True))
+        if self._dim < 1:
+            raise ValueError(f"GenericPixelPreprocessor: dim must be >= 1, got {self._dim}")
+        return (self._dim, self._dim, 1 if self._grayscale else 3)
+
+    def _pixels(self, frames: Any) -> np.ndarray:
+        from rlblocks import image
+
+        return image.generic_pixel(frames, self._dim, self._grayscale, self._zero_mean)
+
+    def transform(self, observation: Any) -> np.ndarray:
+        return self._pixels(observation)
+
+    def transform_batch(self, obs_batch: Any, out: np.ndarray | None = None) -> np.ndarray:
+        result = self._pixels(np.stack(obs_batch) if isinstance(obs_batch, list) else obs_batch)
+        if out is None:
+            return result
+        if out.shape != result.shape or out.dtype != np.float32:
+            raise ValueError(f"out: expected a float32 array of shape {result.shape}, got {out.dtype} {out.shape}")
+        out[...] = result
+        return out
+
+    def _flat_transform(self, observation: Any) -> np.ndarray:
+        return np.ascontiguousarray(self.transform(observation), dtype=np.float32).reshape(-1)
+
+    def _flat_transform_batch(self, obs_batch: Any) -> np.ndarray:
+        result = self._pixels(obs_batch)
+        return np.ascontiguousarray(result, dtype=np.float32).reshape(len(result), -1)

@@ -1,0 +1,180 @@
+"""``restore_original_dimensions``: a flat preprocessed batch back to its nested structure.
+
+Works on numpy arrays and torch tensors alike (slices and reshapes only, so Box leaves are
+views of the input, no copy). One-hot leaves stay one-hot, as in RLlib.
+
+Examples:
+    >>> import gymnasium as gym
+    >>> import numpy as np
+    >>> from rlblocks import get_preprocessor
+    >>> space = gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Box(0, 1, (2, 2))))
+    >>> prep = get_preprocessor(space)(space)
+    >>> flat = prep.transform_batch([(1, np.ones((2, 2)))])
+    >>> a, b = restore_original_dimensions(flat, prep.observation_space, "numpy")
+    >>> a.tolist(), b.shape
+    ([[0.0, 1.0]], (1, 2, 2))
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import optree
+from gymnasium.spaces import Dict, Tuple
+
+from rlblocks.spaces import Repeated
+
+__all__ = ["RepeatedValues", "restore_original_dimensions"]
+
+_NAMESPACE = "rlblocks"
+
+
+class RepeatedValues:
+    """A batch of variable-length lists: ``values`` ``[*B, max_len, ...]`` (any nested
+    structure), ``lengths`` ``[*B]`` (float, as produced by the preprocessor), ``max_len``.
+
+    Examples:
+        >>> import numpy as np
+        >>> rv = RepeatedValues(np.arange(6.0).reshape(2, 3, 1), np.array([1.0, 3.0]), 3)
+        >>> [len(items) for items in rv.unbatch_all()]
+        [1, 3]
+        >>> len(rv.unbatch_repeat_dim())
+        3
+    """
+
+    def __init__(self, values: Any, lengths: Any, max_len: int):
+        self.values = values
+        self.lengths = lengths
+        self.max_len = int(max_len)
+        self._unbatched_all: list | None = None
+
+    def unbatch_repeat_dim(self) -> list:
+        """``max_len`` slices ``values[:, i]`` (each still batched over the first dim)."""
+        return [optree.tree_map(lambda v, i=i: v[:, i], self.values, namespace=_NAMESPACE)
+                for i in range(self.max_len)]
+
+    def unbatch_all(self) -> list[list]:
+        """Per batch item (first dim), the list of its ``int(lengths[b])`` items."""
+        if self._unbatched_all is None:
+            lengths = np.asarray(_to_numpy(self.lengths)).astype(np.int64).reshape(-1)
+            self._unbatched_all = [
+                [optree.tree_map(lambda v, b=b, i=i: v[b, i], self.values, namespace=_NAMESPACE)
+                 for i in range(int(n))]
+                for b, n in enumerate(lengths)
+            ]
+        return self._unbatched_all
+
+    def __repr__(self) -> str:
+        return f"RepeatedValues(value={self.values!r}, lengths={self.lengths!r}, max_len={self.max_len})"
+
+
+optree.register_pytree_node(
+    RepeatedValues,
+    lambda rv: ((rv.values, rv.lengths), rv.max_len),
+    lambda max_len, children: RepeatedValues(children[0], children[1], max_len),
+    namespace=_NAMESPACE,
+)
+
+
+def _to_numpy(x: Any) -> Any:
+    return x.detach().cpu().numpy() if hasattr(x, "detach") else x
+
+
+@dataclass
+class _Node:
+    """How one space unpacks from a flat slice: size, the child's value shape, children."""
+
+    kind: str  # "leaf", "tuple", "dict", "repeated"
+    size: int
+    shape: tuple[int, ...]
+    keys: list = field(default_factory=list)
+    children: list[_Node] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)
+    max_len: int = 0
+
+
+def _build(space: gym.Space) -> _Node:
+    from rlblocks.preprocessors import get_preprocessor
+
+    if isinstance(space, (Tuple, Dict)):
+        children_spaces = list(space.spaces) if isinstance(space, Tuple) else list(space.spaces.values())
+        children = [_build(c) for c in children_spaces]
+        offsets = np.concatenate([[0], np.cumsum([c.size for c in children])[:-1]]).astype(int).tolist()
+        size = sum(c.size for c in children)
+        keys = list(space.spaces) if isinstance(space, Dict) else []
+        kind = "dict" if isinstance(space, Dict) else "tuple"
+        return _Node(kind, size, (size,), keys, children, offsets)
+    if isinstance(space, Repeated):
+        child = _build(space.child_space)
+        size = 1 + space.max_len * child.size
+        return _Node("repeated", size, (size,), children=[child], max_len=space.max_len)
+    prep = get_preprocessor(space)(space)
+    return _Node("leaf", prep.size, tuple(prep.shape))
+
+
+# Plans cached per space object; the weak reference is checked on every hit so that a
+# recycled id() can never return another space's plan (RLlib's cache keyed on id alone).
+_CACHE: dict[int, tuple[weakref.ref, _Node]] = {}
+
+
+def _plan(space: gym.Space) -> _Node:
+    hit = _CACHE.get(id(space))
+    if hit is not None and hit[0]() is space:
+        return hit[1]
+    node = _build(space)
+    try:
+        ref = weakref.ref(space, lambda _r, key=id(space): _CACHE.pop(key, None))
+    except TypeError:  # not weak-referenceable: do not cache
+        return node
+    _CACHE[id(space)] = (ref, node)
+    return node
+
+
+def restore_original_dimensions(obs: Any, obs_space: gym.Space, tensorlib: Any = "torch") -> Any:
+    """Unpacks a flat ``[*B, size]`` batch along ``obs_space.original_space``.
+
+    Args:
+        obs: The flat batch (numpy array or torch tensor), any number of batch dims.
+        obs_space: A preprocessor's ``observation_space`` (or the original space itself).
+        tensorlib: ``"torch"``, ``"numpy"`` or a module; results keep the input's type, this
+            only documents intent (kept for RLlib compatibility).
+
+    Returns:
+        Tuple spaces give a tuple, Dict spaces a dict in space order, Repeated a
+        ``RepeatedValues``; other spaces return ``obs`` unchanged.
+    """
+    if isinstance(tensorlib, str) and tensorlib not in ("torch", "numpy", "np", "tf", "tf2"):
+        raise ValueError(f"tensorlib must be 'torch', 'numpy' or a module, got {tensorlib!r}")
+    original = getattr(obs_space, "original_space", obs_space)
+    return _unpack(obs, original)
+
+
+def _unpack(obs: Any, space: gym.Space) -> Any:
+    if not isinstance(space, (Tuple, Dict, Repeated)):
+        return obs
+    if isinstance(space, Tuple) and isinstance(obs, (list, tuple)):
+        return tuple(obs)
+    if isinstance(space, Dict) and isinstance(obs, dict):
+        return obs
+    node = _plan(space)
+    shape = tuple(obs.shape)
+    if len(shape) < 2 or shape[-1] != node.size:
+        raise ValueError(f"Expected flattened obs shape of [..., {node.size}] for {space}, got {list(shape)}")
+    return _split(obs, node, shape[:-1])
+
+
+def _split(obs: Any, node: _Node, batch: tuple[int, ...]) -> Any:
+    if node.kind == "leaf":
+        return obs.reshape(batch + node.shape)
+    if node.kind == "repeated":
+        child = node.children[0]
+        values = obs[..., 1:].reshape(batch + (node.max_len, child.size))
+        return RepeatedValues(_split(values, child, batch + (node.max_len,)), obs[..., 0], node.max_len)
+    parts = [_split(obs[..., off : off + c.size], c, batch) for off, c in zip(node.offsets, node.children)]
+    if node.kind == "tuple":
+        return tuple(parts)
+    return dict(zip(node.keys, parts))
