@@ -36,9 +36,9 @@ Examples:
     >>> f = MeanStdFilter((2,))
     >>> f(np.array([1.0, 2.0]))  # the first observation normalises to 0
     array([0., 0.], dtype=float32)
-    >>> f(np.array([[3.0, 2.0], [5.0, 2.0]])).round(3)  # a batch
-    array([[0.5, 0. ],
-           [1.5, 0. ]], dtype=float32)
+    >>> f(np.array([[3.0, 2.0], [5.0, 2.0]])).round(3)  # a batch: mean 3, std 2 after it
+    array([[0., 0.],
+           [1., 0.]], dtype=float32)
     >>> f.running_stats.n
     3
 """
@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, Union
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -64,7 +64,7 @@ __all__ = [
     "get_filter",
 ]
 
-ShapeLike = Union[int, Sequence[int]]
+ShapeLike = int | Sequence[int]
 
 
 def _backend_stat(shape: tuple[int, ...], native: bool) -> Any:
