@@ -91,6 +91,24 @@ def check_finite(arr: np.ndarray, name: str = "x") -> None:
         )
 
 
+def batch_moments(arr: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+    """Count, mean and sum of squared deviations of a finite batch (two passes).
+
+    Raises:
+        ValueError: The sums overflow float64.
+    """
+    nb = arr.shape[0]
+    if nb == 0:
+        return 0, np.zeros(arr.shape[1:]), np.zeros(arr.shape[1:])
+    with np.errstate(over="ignore", invalid="ignore"):
+        bmean = arr.mean(axis=0, dtype=np.float64)
+        dev = arr - bmean
+        bm2 = np.einsum("i...,i...->...", dev, dev)
+    if not (np.isfinite(bmean).all() and np.isfinite(bm2).all()):
+        raise ValueError("x: values too large, their sum overflows float64; nothing was updated")
+    return nb, bmean, bm2
+
+
 class RunningStat:
     """Running mean / variance in float64 with RLlib's delta fields (numpy twin).
 
@@ -155,16 +173,12 @@ class RunningStat:
         """Adds a batch ``(B, *shape)``: two-pass moments, then one Chan merge."""
         arr, _ = convert_input(x, self._shape, False, True)
         check_finite(arr)
-        self.merge_arrays(arr)
+        self.merge_moments(*batch_moments(arr))
 
-    def merge_arrays(self, arr: np.ndarray) -> None:
-        """Merges a validated, finite batch (no checks)."""
-        nb = arr.shape[0]
+    def merge_moments(self, nb: int, bmean: np.ndarray, bm2: np.ndarray) -> None:
+        """Merges a batch given by its count, mean and sum of squared deviations."""
         if nb == 0:
             return
-        bmean = arr.mean(axis=0, dtype=np.float64)
-        dev = arr - bmean
-        bm2 = np.einsum("i...,i...->...", dev, dev) if nb > 1 else np.zeros(self._shape)
         if self._n == 0:
             self._mean[...] = bmean
             self._mean_delta[...] = bmean
@@ -307,13 +321,13 @@ def mean_std_filter(
     result = _checked_out(out, arr)
     check_finite(arr)
     if update:
-        rows = arr if batch else arr[None]
-        buffer.merge_arrays(rows)
-        running.merge_arrays(rows)
+        moments = batch_moments(arr if batch else arr[None])
+        buffer.merge_moments(*moments)
+        running.merge_moments(*moments)
     mean = running.mean if demean else 0.0
     denom = (running.std + np.float32(1e-6)).astype(np.float64) if destd else 1.0
     v = (arr.astype(np.float64) - mean) / denom
     if clip != np.inf:
-        np.clip(v, -clip, clip, out=v)
+        v = np.clip(v, -clip, clip)
     result[...] = v
     return result
