@@ -100,6 +100,8 @@ def batch_moments(arr: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
     nb = arr.shape[0]
     if nb == 0:
         return 0, np.zeros(arr.shape[1:]), np.zeros(arr.shape[1:])
+    if nb == 1:  # finite float32/float64 values: the mean is the row, nothing overflows
+        return 1, arr[0].astype(np.float64), np.zeros(arr.shape[1:])
     with np.errstate(over="ignore", invalid="ignore"):
         bmean = arr.mean(axis=0, dtype=np.float64)
         dev = arr - bmean
