@@ -576,7 +576,7 @@ _NULL_LOCK = _NullLock()
 
 
 def get_filter(
-    filter_config: str | Callable[[tuple[int, ...]], Any], shape: ShapeLike
+    filter_config: str | Callable[[Any], Any], shape: ShapeLike
 ) -> Any:
     """The filter named by ``filter_config`` (RLlib's ``get_filter``).
 

@@ -23,6 +23,7 @@ import argparse
 import sys
 from collections import deque
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 
@@ -85,28 +86,28 @@ def bench_filters(quick: bool, threads: int) -> list[Result]:
             f = MeanStdFilter((dim,))
             out = np.empty(x.shape, np.float32)
             results.append(measure(case, "rlblocks MeanStdFilter(out=)",
-                                   lambda f=f, x=x, out=out: f(x, out=out), batch, batch=batch,
+                                   partial(f, x, out=out), batch, batch=batch,
                                    threads=1, min_time=min_time))
-            results.append(measure(case, "rlblocks MeanStdFilter", lambda f=f, x=x: f(x), batch,
+            results.append(measure(case, "rlblocks MeanStdFilter", partial(f, x), batch,
                                    batch=batch, threads=1, min_time=min_time))
             if threads > 1 and batch >= 1024:
                 rlblocks.set_num_threads(threads)
                 results.append(measure(case, "rlblocks MeanStdFilter(out=)",
-                                       lambda f=f, x=x, out=out: f(x, out=out), batch,
+                                       partial(f, x, out=out), batch,
                                        batch=batch, threads=threads, min_time=min_time))
                 rlblocks.set_num_threads(1)
             running, buffer = ref_filters.RunningStat((dim,)), ref_filters.RunningStat((dim,))
             results.append(measure(
                 case, "numpy vectorised Welford",
-                lambda r=running, b=buffer, x=x, out=out: ref_filters.mean_std_filter(
-                    r, b, x, True, True, True, 10.0, out), batch, batch=batch, threads=1,
+                partial(ref_filters.mean_std_filter, running, buffer, x, True, True, True, 10.0,
+                        out), batch, batch=batch, threads=1,
                 min_time=min_time))
             if batch <= 1024:
                 running, buffer = ref_filters.RunningStat((dim,)), ref_filters.RunningStat((dim,))
                 xb = x if batch > 1 else x[None]
                 results.append(measure(
                     case, "RLlib-style per-row push",
-                    lambda r=running, b=buffer, xb=xb: _rllib_style_filter_call(r, b, xb, 10.0),
+                    partial(_rllib_style_filter_call, running, buffer, xb, 10.0),
                     batch, batch=batch, threads=1, min_time=min_time, repeats=3))
     return results
 
@@ -127,18 +128,18 @@ def bench_framestack(quick: bool, threads: int) -> list[Result]:
             fs.reset(frames)
             out = np.empty((batch, *fs.observation_shape), np.uint8)
             results.append(measure(case, "rlblocks FrameStacker(out=)",
-                                   lambda fs=fs, out=out, fr=frames: fs.push(fr, out=out), batch,
+                                   partial(fs.push, frames, out=out), batch,
                                    batch=batch, threads=t, min_time=min_time))
             if t == 1:
                 results.append(measure(case, "rlblocks FrameStacker",
-                                       lambda fs=fs, fr=frames: fs.push(fr),
+                                       partial(fs.push, frames),
                                        batch, batch=batch, threads=t, min_time=min_time))
         rlblocks.set_num_threads(1)
         twin = ref_framestack.FrameStacker(batch, k, (h, w), np.uint8, channels_last)
         twin.reset(frames)
         out = np.empty((batch, *twin.observation_shape), np.uint8)
         results.append(measure(case, "numpy ring+concatenate(out=)",
-                               lambda tw=twin, out=out, fr=frames: tw.push(fr, out=out), batch,
+                               partial(twin.push, frames, out=out), batch,
                                batch=batch, min_time=min_time))
         if channels_last:
             results.append(measure(case, "numpy uint32 shift (k=4 only)",
