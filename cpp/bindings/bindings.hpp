@@ -5,4 +5,6 @@
 namespace rlblocks::bindings {
 void register_threads(pybind11::module_& m);
 void register_flatten(pybind11::module_& m);
+void register_filters(pybind11::module_& m);
+void register_frame_stack(pybind11::module_& m);
 }  // namespace rlblocks::bindings
