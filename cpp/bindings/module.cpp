@@ -4,4 +4,5 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "rlblocks native kernels (batched, GIL released, threaded).";
   rlblocks::bindings::register_threads(m);
   rlblocks::bindings::register_flatten(m);
+  rlblocks::bindings::register_sequences(m);
 }
