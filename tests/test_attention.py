@@ -79,7 +79,8 @@ CFG = {"fcnet_hiddens": [8], "attention_dim": 8, "attention_num_heads": 2,
        "attention_use_n_prev_actions": 2, "attention_use_n_prev_rewards": 3}
 
 
-def make_wrapper(action_space=gym.spaces.Discrete(3), seed=0, **cfg):
+def make_wrapper(action_space=None, seed=0, **cfg):
+    action_space = action_space or gym.spaces.Discrete(3)
     torch.manual_seed(seed)
     return AttentionWrapper(OBS, action_space, 4, {**CFG, **cfg}, "att",
                             wrapped_cls=FullyConnectedNetwork)

@@ -14,7 +14,8 @@ from rlblocks.sequences import chop_into_sequences
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 
 
-def make_lstm(action_space=gym.spaces.Discrete(3), seed=0, **cfg):
+def make_lstm(action_space=None, seed=0, **cfg):
+    action_space = action_space or gym.spaces.Discrete(3)
     torch.manual_seed(seed)
     config = {"fcnet_hiddens": [8], "lstm_cell_size": 6, "lstm_use_prev_action": True,
               "lstm_use_prev_reward": True, **cfg}
@@ -168,6 +169,7 @@ class _Export(torch.nn.Module):
         return out, self.model.value_function(), h2, c2
 
 
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
 def test_lstm_wrapped_fc_exports_with_state_in_and_out():
     model = make_lstm()
     model.eval()

@@ -237,7 +237,8 @@ class LSTMWrapper(RecurrentNetwork):
         parts = [wrapped_out.reshape(rows, -1).float()]
         if self.use_prev_action:
             if "prev_actions" not in input_dict:
-                raise ValueError("input_dict lacks 'prev_actions', which lstm_use_prev_action needs")
+                raise ValueError(
+                    "input_dict lacks 'prev_actions', which lstm_use_prev_action needs")
             prev = torch.as_tensor(input_dict["prev_actions"])
             if prev.shape[0] != rows:
                 raise ValueError(
@@ -245,7 +246,8 @@ class LSTMWrapper(RecurrentNetwork):
             parts.append(prev_actions_to_input(prev, self.action_space))
         if self.use_prev_reward:
             if "prev_rewards" not in input_dict:
-                raise ValueError("input_dict lacks 'prev_rewards', which lstm_use_prev_reward needs")
+                raise ValueError(
+                    "input_dict lacks 'prev_rewards', which lstm_use_prev_reward needs")
             prev_r = torch.as_tensor(input_dict["prev_rewards"])
             if prev_r.numel() != rows:
                 raise ValueError(
