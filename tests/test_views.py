@@ -89,3 +89,38 @@ def test_bad_inputs_raise():
         build_view_inputs(traj, {"o": ViewRequirement("obs")}, names=["x"])
     with pytest.raises(ValueError, match="time dimension"):
         build_view_inputs({"obs": np.float32(1)}, {"o": ViewRequirement("obs")})
+
+
+def test_frame_stacking_model_sees_history():
+    import torch
+
+    from rlblocks.models.framestack_model import FrameStackingModel
+
+    torch.manual_seed(0)
+    obs_space, act_space = gym.spaces.Box(-1, 1, (4,), np.float32), gym.spaces.Discrete(2)
+    m = FrameStackingModel(obs_space, act_space, 2, {}, "fs", num_frames=3, hidden=16)
+    rng = np.random.default_rng(0)
+    traj = {"obs": rng.uniform(-1, 1, (6, 4)).astype(np.float32),
+            "actions": np.array([0, 1, 1, 0, 1, 0]), "rewards": rng.normal(size=6),
+            "eps_id": np.array([0, 0, 0, 0, 1, 1])}
+    views = build_view_inputs(traj, m.view_requirements)
+    assert set(views) == {"obs", "prev_n_obs", "prev_n_rewards", "prev_n_actions"}
+    tensors = {k: torch.as_tensor(v) for k, v in views.items()}
+    with torch.no_grad():
+        out, state = m(tensors)
+        # Row 3 by hand: obs 1..3, actions 0..2, rewards 0..2 (one-hot actions).
+        x = torch.cat([torch.from_numpy(traj["obs"][1:4]).reshape(-1),
+                       torch.eye(2)[torch.tensor([0, 1, 1])].reshape(-1),
+                       torch.as_tensor(traj["rewards"][0:3]).float()])
+        want = m.out(m.layer2(m.layer1(x[None])))[0]
+        torch.testing.assert_close(out[3], want)
+        # Changing an older observation changes row 3's output (it is in the stack) ...
+        traj["obs"][1] += 1.0
+        out2, _ = m({k: torch.as_tensor(v) for k, v in build_view_inputs(
+            traj, m.view_requirements).items()})
+        assert not torch.allclose(out2[3], out[3])
+        # ... but not row 4's (a new episode starts there).
+        torch.testing.assert_close(out2[4], out[4])
+    assert state == [] and m.value_function().shape == (6,)
+    with pytest.raises(ValueError, match="prev_n_obs"):
+        m({"obs": torch.zeros(1, 4)})
