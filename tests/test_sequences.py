@@ -287,3 +287,22 @@ def test_pad_batch_rnn_attention_and_divisibility(impl):
     # No states, divisibility met -> unchanged.
     out = pad_batch_to_sequences_of_same_size({"obs": np.arange(4.0)}, 20, batch_divisibility_req=2)
     assert out["obs"].tolist() == [0, 1, 2, 3] and "seq_lens" not in out
+
+
+@pytest.mark.parametrize("kernel", [_core.gather_rows, ref.gather_rows])
+def test_gather_rows_parity_and_bounds(kernel):
+    rng = np.random.default_rng(0)
+    leaves = [rng.normal(size=(7, 3)).astype(np.float32), np.arange(7, dtype=np.int16),
+              rng.normal(size=(7, 2, 2))[:, ::-1]]
+    idx = np.array([6, 0, 3, 3])
+    for got, leaf in zip(kernel(leaves, idx), leaves, strict=True):
+        assert got.dtype == leaf.dtype
+        np.testing.assert_array_equal(got, leaf[idx])
+    with pytest.raises(ValueError, match=r"index\[1\] = 7 is outside \[0, 7\)"):
+        kernel(leaves, np.array([0, 7]))
+    with pytest.raises(ValueError, match=r"index\[0\] = -1"):
+        kernel(leaves, np.array([-1]))
+    with pytest.raises(ValueError, match="integers"):
+        kernel(leaves, np.array([0.0]))
+    with pytest.raises(ValueError, match="scalar"):
+        kernel([np.float32(1)], np.array([0]))

@@ -93,7 +93,6 @@ def test_bad_inputs_raise():
 
 def test_frame_stacking_model_sees_history():
     import torch
-
     from rlblocks.models.framestack_model import FrameStackingModel
 
     torch.manual_seed(0)

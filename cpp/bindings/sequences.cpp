@@ -23,8 +23,11 @@ std::string shape_str(const py::array& a) {
   return s + ")";
 }
 
-// A 1-D int64 copy of an integer array-like; `what` names it in errors.
-std::vector<std::int64_t> int_vector(const py::handle& obj, const char* what) {
+using I64Array = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
+
+// A 1-D C-contiguous int64 view (or converted copy) of an integer array-like; `what` names it
+// in errors.
+I64Array int_array(const py::handle& obj, const char* what) {
   py::array a = py::array::ensure(obj);
   if (!a) {
     PyErr_Clear();
@@ -35,7 +38,7 @@ std::vector<std::int64_t> int_vector(const py::handle& obj, const char* what) {
     throw py::value_error(std::string(what) + ": expected integers, got dtype " + std::string(py::str(a.dtype())));
   }
   if (a.ndim() != 1) throw py::value_error(std::string(what) + ": expected a 1-D array, got shape " + shape_str(a));
-  auto as64 = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+  auto as64 = I64Array::ensure(a);
   if (kind == 'u' && a.dtype().itemsize() == 8) {  // uint64 above int64 max would wrap
     auto u = py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast>::ensure(a);
     for (py::ssize_t i = 0; i < u.shape(0); ++i) {
@@ -45,30 +48,36 @@ std::vector<std::int64_t> int_vector(const py::handle& obj, const char* what) {
       }
     }
   }
-  return std::vector<std::int64_t>(as64.data(), as64.data() + as64.shape(0));
+  return as64;
+}
+
+std::vector<std::int64_t> int_vector(const py::handle& obj, const char* what) {
+  I64Array a = int_array(obj, what);
+  return std::vector<std::int64_t>(a.data(), a.data() + a.shape(0));
 }
 
 py::array_t<std::int32_t> seq_lens_from_ids_py(const py::object& episode_ids, const py::object& agent_indices,
                                                const py::object& unroll_ids, std::int64_t max_seq_len) {
   if (max_seq_len < 1) throw py::value_error("max_seq_len must be >= 1, got " + std::to_string(max_seq_len));
   if (episode_ids.is_none()) throw py::value_error("episode_ids are required when seq_lens are not given");
-  const std::vector<std::int64_t> eps = int_vector(episode_ids, "episode_ids");
-  std::vector<std::int64_t> agent, unroll;
-  auto other = [&](const py::object& obj, const char* what, std::vector<std::int64_t>& v) {
-    if (obj.is_none()) return;
-    v = int_vector(obj, what);
-    if (v.size() != eps.size()) {
-      throw py::value_error(std::string(what) + " has " + std::to_string(v.size()) + " rows, episode_ids has " +
-                            std::to_string(eps.size()));
+  const I64Array eps = int_array(episode_ids, "episode_ids");
+  const std::int64_t n = eps.shape(0);
+  I64Array agent, unroll;
+  auto other = [&](const py::object& obj, const char* what, I64Array& v) -> const std::int64_t* {
+    if (obj.is_none()) return nullptr;
+    v = int_array(obj, what);
+    if (v.shape(0) != n) {
+      throw py::value_error(std::string(what) + " has " + std::to_string(v.shape(0)) + " rows, episode_ids has " +
+                            std::to_string(n));
     }
+    return v.data();
   };
-  other(agent_indices, "agent_indices", agent);
-  other(unroll_ids, "unroll_ids", unroll);
+  const std::int64_t* agent_ptr = other(agent_indices, "agent_indices", agent);
+  const std::int64_t* unroll_ptr = other(unroll_ids, "unroll_ids", unroll);
   std::vector<std::int32_t> lens;
   {
-    py::gil_scoped_release release;
-    seq_lens_from_ids(eps.data(), agent.empty() ? nullptr : agent.data(), unroll.empty() ? nullptr : unroll.data(),
-                      static_cast<std::int64_t>(eps.size()), max_seq_len, lens);
+    py::gil_scoped_release release;  // raw pointers into arrays held above
+    seq_lens_from_ids(eps.data(), agent_ptr, unroll_ptr, n, max_seq_len, lens);
   }
   py::array_t<std::int32_t> out(static_cast<py::ssize_t>(lens.size()));
   if (!lens.empty()) std::memcpy(out.mutable_data(), lens.data(), lens.size() * sizeof(std::int32_t));
@@ -157,6 +166,49 @@ py::list pad_sequences_py(const py::list& leaves, const py::object& seq_lens_obj
   return result;
 }
 
+py::list gather_rows_py(const py::list& leaves, const py::object& index_obj) {
+  const I64Array index = int_array(index_obj, "index");
+  const std::int64_t num_index = index.shape(0);
+  std::vector<py::array> inputs;
+  std::vector<GatherLeaf> ops;
+  py::list result;
+  std::size_t idx = 0;
+  for (py::handle item : leaves) {
+    py::array a = py::array::ensure(item, py::array::c_style);
+    if (!a) {
+      PyErr_Clear();
+      throw py::value_error("leaf " + std::to_string(idx) + ": expected an array, got " +
+                            std::string(py::str(py::type::of(item))));
+    }
+    if (a.dtype().kind() == 'O') {
+      throw py::value_error("leaf " + std::to_string(idx) + ": object arrays are not supported by the native kernel");
+    }
+    if (a.ndim() < 1) throw py::value_error("leaf " + std::to_string(idx) + ": expected rows, got a scalar");
+    const std::int64_t rows = a.shape(0);
+    for (std::int64_t i = 0; i < num_index; ++i) {
+      const std::int64_t r = index.data()[i];
+      if (r < 0 || r >= rows) {
+        throw py::value_error("index[" + std::to_string(i) + "] = " + std::to_string(r) + " is outside [0, " +
+                              std::to_string(rows) + ") for leaf " + std::to_string(idx) + " of shape " + shape_str(a));
+      }
+    }
+    std::vector<py::ssize_t> shape(a.shape(), a.shape() + a.ndim());
+    shape[0] = static_cast<py::ssize_t>(num_index);
+    py::array out(a.dtype(), shape);
+    std::int64_t row_bytes = a.dtype().itemsize();
+    for (py::ssize_t d = 1; d < a.ndim(); ++d) row_bytes *= a.shape(d);
+    ops.push_back(GatherLeaf{static_cast<const char*>(a.data()), static_cast<char*>(out.mutable_data()), row_bytes});
+    inputs.push_back(a);
+    result.append(out);
+    ++idx;
+  }
+  {
+    py::gil_scoped_release release;
+    run_gather(ops.data(), ops.size(), index.data(), num_index);
+  }
+  return result;
+}
+
 }  // namespace
 
 void register_sequences(py::module_& m) {
@@ -166,6 +218,8 @@ void register_sequences(py::module_& m) {
   m.def("pad_sequences", &pad_sequences_py, py::arg("leaves"), py::arg("seq_lens"), py::arg("max_seq_len"),
         py::arg("pad_last"), py::arg("order") = py::none(),
         "Pads every leaf's rows into [len(seq_lens) * max_seq_len, ...] blocks (slot s holds sequence order[s]).");
+  m.def("gather_rows", &gather_rows_py, py::arg("leaves"), py::arg("index"),
+        "Rows leaf[index] of every leaf (bounds-checked), e.g. the initial state of each sequence.");
 }
 
 }  // namespace rlblocks::bindings

@@ -111,19 +111,16 @@ def _pad_object(
     return out
 
 
+def _is_numeric(a: np.ndarray) -> bool:
+    return a.dtype != object and a.dtype.kind not in "US"
+
+
 def _pad_leaves(
     leaves: list[np.ndarray], lens: np.ndarray, max_len: int, pad_last: bool,
     order: np.ndarray | None, fill_empty_dicts: bool,
 ) -> list[np.ndarray]:
-    rows = int(lens.sum())
-    numeric_idx = []
-    for i, a in enumerate(leaves):
-        if a.ndim < 1 or a.shape[0] != rows:
-            raise ValueError(
-                f"feature leaf {i}: expected {rows} rows (the sum of seq_lens), got shape {a.shape}"
-            )
-        if a.dtype != object and a.dtype.kind not in "US":
-            numeric_idx.append(i)
+    """Pads all leaves (numeric ones in ONE native call, object/str ones in Python)."""
+    numeric_idx = [i for i, a in enumerate(leaves) if _is_numeric(a)]
     numeric = [leaves[i] for i in numeric_idx]
     if _impl.native():
         from rlblocks import _core
@@ -138,6 +135,21 @@ def _pad_leaves(
         if out[i] is None:
             out[i] = _pad_object(a, lens, max_len, pad_last, order, fill_empty_dicts)
     return out
+
+
+def _gather(leaves: list[np.ndarray], index: np.ndarray) -> list[np.ndarray]:
+    numeric_idx = [i for i, a in enumerate(leaves) if _is_numeric(a)]
+    numeric = [leaves[i] for i in numeric_idx]
+    if _impl.native():
+        from rlblocks import _core
+
+        got = _core.gather_rows(numeric, index)
+    else:
+        got = _ref.gather_rows(numeric, index)
+    out: list[np.ndarray] = [None] * len(leaves)  # type: ignore[list-item]
+    for i, g in zip(numeric_idx, got, strict=True):
+        out[i] = g
+    return [a[index] if o is None else o for a, o in zip(leaves, out, strict=True)]
 
 
 def _seq_lens_from_ids(eps: Any, agents: Any, unrolls: Any, max_seq_len: int) -> np.ndarray:
@@ -244,7 +256,8 @@ def chop_into_sequences(
 
     order = np.random.permutation(len(lens)) if shuffle else None  # noqa: NPY002 (as RLlib)
 
-    feature_sequences: list[Any] = []
+    all_leaves: list[np.ndarray] = []
+    counts: list[int] = []
     for c, col in enumerate(feature_columns):
         leaves = _column_leaves(col)
         for j, leaf in enumerate(leaves):
@@ -253,9 +266,15 @@ def chop_into_sequences(
                     f"feature_columns[{c}] leaf {j}: expected {rows} rows (the sum of seq_lens), "
                     f"got shape {leaf.shape}"
                 )
-        feature_sequences.append(
-            _pad_leaves(leaves, lens, max_len, padding == "last", order, pad_infos_with_empty_dicts)
-        )
+        all_leaves.extend(leaves)
+        counts.append(len(leaves))
+    padded = _pad_leaves(all_leaves, lens, max_len, padding == "last", order,
+                         pad_infos_with_empty_dicts)
+    feature_sequences: list[Any] = []
+    pos = 0
+    for n in counts:
+        feature_sequences.append(padded[pos : pos + n])
+        pos += n
 
     if states_already_reduced_to_init:
         initial_states = list(state_columns)
@@ -263,22 +282,28 @@ def chop_into_sequences(
         starts = np.cumsum(lens, dtype=np.int64) - lens
         if order is not None:
             starts = starts[order]
-        initial_states = []
+        structures, state_leaves, state_counts = [], [], []
         for c, col in enumerate(state_columns):
             if isinstance(col, list):
                 col = np.array(col)
-            flat = []
-            for j, s in enumerate(_flatten(col)):
-                s = s if isinstance(s, np.ndarray) else np.asarray(s)
+            leaves = [s if isinstance(s, np.ndarray) else np.asarray(s) for s in _flatten(col)]
+            for j, s in enumerate(leaves):
                 if s.ndim < 1 or s.shape[0] != rows:
                     raise ValueError(
                         f"state_columns[{c}] leaf {j}: expected {rows} rows (the sum of "
                         f"seq_lens), got shape {s.shape}"
                     )
-                if (lens == 0).any():
-                    raise ValueError("initial states need every sequence to have length >= 1")
-                flat.append(s[starts])
-            initial_states.append(_unflatten(col, flat))
+            structures.append(col)
+            state_leaves.extend(leaves)
+            state_counts.append(len(leaves))
+        if state_leaves and len(lens) and int(lens.min()) == 0:
+            raise ValueError("initial states need every sequence to have length >= 1")
+        gathered = _gather(state_leaves, starts)
+        initial_states = []
+        pos = 0
+        for col, n in zip(structures, state_counts, strict=True):
+            initial_states.append(_unflatten(col, gathered[pos : pos + n]))
+            pos += n
 
     if order is not None:
         lens = lens[order]

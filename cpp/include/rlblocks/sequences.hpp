@@ -5,6 +5,7 @@
 //   pad_sequences       scatter the rows of every leaf into [num_seq * max_len, ...] blocks,
 //                       padding each block with zeros or with copies of its last row; an
 //                       optional `order` puts sequence order[s] into slot s (shuffling for free).
+//   run_gather          rows at given indices (each sequence's initial state).
 //
 // Leaves are raw bytes (row_bytes per row), so every fixed-size dtype is handled by the same
 // code. The binding validates that seq_lens are non-negative, fit max_len and sum to the rows
@@ -85,6 +86,27 @@ inline void run_pad(const PadJob& job) {
   for (std::size_t l = 0; l < job.num_leaves; ++l) slot_bytes += job.leaves[l].row_bytes * job.max_len;
   parallel_for(job.num_seq, grain_for_bytes(slot_bytes),
                [&job](std::int64_t s0, std::int64_t s1) { run_pad_slots(job, s0, s1); });
+}
+
+struct GatherLeaf {
+  const char* src;         // C-contiguous rows
+  char* dst;               // num_index rows
+  std::int64_t row_bytes;
+};
+
+// dst[i] = src[index[i]] for every leaf (indices validated by the caller).
+inline void run_gather(const GatherLeaf* leaves, std::size_t num_leaves, const std::int64_t* index,
+                       std::int64_t num_index) {
+  std::int64_t row_bytes = 0;
+  for (std::size_t l = 0; l < num_leaves; ++l) row_bytes += leaves[l].row_bytes;
+  parallel_for(num_index, grain_for_bytes(row_bytes), [&](std::int64_t i0, std::int64_t i1) {
+    for (std::size_t l = 0; l < num_leaves; ++l) {
+      const GatherLeaf& g = leaves[l];
+      const auto rb = static_cast<std::size_t>(g.row_bytes);
+      if (rb == 0) continue;
+      for (std::int64_t i = i0; i < i1; ++i) std::memcpy(g.dst + i * g.row_bytes, g.src + index[i] * g.row_bytes, rb);
+    }
+  });
 }
 
 }  // namespace rlblocks

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["pad_sequences", "seq_lens_from_ids"]
+__all__ = ["gather_rows", "pad_sequences", "seq_lens_from_ids"]
 
 
 def _int_vector(x: object, what: str) -> np.ndarray:
@@ -135,4 +135,30 @@ def pad_sequences(
             o = np.zeros((num_seq * max_seq_len,) + a.shape[1:], dtype=a.dtype)
             o[dst] = a
         out.append(o)
+    return out
+
+
+def gather_rows(leaves: Sequence[np.ndarray], index: object) -> list[np.ndarray]:
+    """``leaf[index]`` for every leaf, bounds-checked (each sequence's initial state).
+
+    Examples:
+        >>> gather_rows([np.arange(5) * 10], np.array([0, 3]))[0].tolist()
+        [0, 30]
+    """
+    idx = _int_vector(index, "index")
+    out = []
+    for i, leaf in enumerate(leaves):
+        a = np.asarray(leaf)
+        if a.dtype == object:
+            raise ValueError(f"leaf {i}: object arrays are not supported by the native kernel")
+        if a.ndim < 1:
+            raise ValueError(f"leaf {i}: expected rows, got a scalar")
+        bad = np.flatnonzero((idx < 0) | (idx >= a.shape[0]))
+        if len(bad):
+            k = int(bad[0])
+            raise ValueError(
+                f"index[{k}] = {idx[k]} is outside [0, {a.shape[0]}) for leaf {i} of shape "
+                f"{a.shape}"
+            )
+        out.append(a[idx])
     return out
