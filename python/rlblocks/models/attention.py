@@ -78,6 +78,8 @@ def _linear(in_size: int, out_size: int, bias: bool = True, act: type[nn.Module]
 class RelativePositionEmbedding(nn.Module):
     """Sinusoidal embeddings of relative distances ``0..n-1`` (``[n, dim]``).
 
+    The table for the largest ``n`` seen so far is cached (it has no parameters).
+
     Examples:
         >>> RelativePositionEmbedding(6)(4).shape
         torch.Size([4, 6])
@@ -88,11 +90,14 @@ class RelativePositionEmbedding(nn.Module):
         self.dim = int(dim)
         freq = 1.0 / (10000 ** (torch.arange(0, self.dim, 2.0) / self.dim))
         self.register_buffer("inverse_freq", freq, persistent=False)
+        self.register_buffer("_table", torch.zeros(0, self.dim), persistent=False)
 
     def forward(self, n: int) -> torch.Tensor:
-        dist = torch.arange(n, dtype=self.inverse_freq.dtype, device=self.inverse_freq.device)
-        angles = dist[:, None] * self.inverse_freq[None, :]
-        return torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)[:, : self.dim]
+        if self._table.shape[0] < n or self._table.dtype != self.inverse_freq.dtype:
+            dist = torch.arange(n, dtype=self.inverse_freq.dtype, device=self.inverse_freq.device)
+            angles = dist[:, None] * self.inverse_freq[None, :]
+            self._table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)[:, : self.dim]
+        return self._table[:n]
 
 
 class RelativeMultiHeadAttention(nn.Module):
