@@ -8,4 +8,5 @@ void register_flatten(pybind11::module_& m);
 void register_filters(pybind11::module_& m);
 void register_frame_stack(pybind11::module_& m);
 void register_image(pybind11::module_& m);
+void register_sequences(pybind11::module_& m);
 }  // namespace rlblocks::bindings
