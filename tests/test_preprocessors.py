@@ -76,7 +76,9 @@ def test_nested_repeated(impl):
 
 
 def test_dict_children_follow_space_order_and_match_by_key(impl):
-    space = gym.spaces.Dict(OrderedDict([("z", D(2)), ("a", B(-1, 1, (2,)))]))  # unsorted on purpose
+    space = gym.spaces.Dict(
+        OrderedDict([("z", D(2)), ("a", B(-1, 1, (2,)))])
+    )  # unsorted on purpose
     prep = prep_for(space)
     expected = [0, 1, 0.5, -0.5]
     a = np.array([0.5, -0.5], np.float32)
@@ -252,8 +254,13 @@ def test_float_indices_that_are_integral_are_accepted(impl):
 
 
 def test_thread_counts_give_identical_results():
-    space = gym.spaces.Dict({"r": Repeated(gym.spaces.Dict({"p": B(-1, 1, (3,)), "k": D(5)}), 8),
-                             "d": D(7), "x": B(-1, 1, (64,))})
+    space = gym.spaces.Dict(
+        {
+            "r": Repeated(gym.spaces.Dict({"p": B(-1, 1, (3,)), "k": D(5)}), 8),
+            "d": D(7),
+            "x": B(-1, 1, (64,)),
+        }
+    )
     prep = prep_for(space)
     obs = samples_of(space, 0, 3000)
     rb.set_num_threads(1)

@@ -22,7 +22,7 @@ def decode(value, space):
     if isinstance(space, gym.spaces.Dict):
         return {k: decode(value[k], s) for k, s in space.spaces.items()}
     if isinstance(space, gym.spaces.Tuple):
-        return tuple(decode(v, s) for v, s in zip(value, space.spaces))
+        return tuple(decode(v, s) for v, s in zip(value, space.spaces, strict=False))
     if isinstance(space, Repeated):
         assert isinstance(value, RepeatedValues)
         n = int(value.lengths)
@@ -52,11 +52,11 @@ def assert_same(decoded, original, space):
         for k, s in space.spaces.items():
             assert_same(decoded[k], original[k], s)
     elif isinstance(space, gym.spaces.Tuple):
-        for d, o, s in zip(decoded, original, space.spaces):
+        for d, o, s in zip(decoded, original, space.spaces, strict=False):
             assert_same(d, o, s)
     elif isinstance(space, Repeated):
         assert len(decoded) == len(original)
-        for d, o in zip(decoded, original):
+        for d, o in zip(decoded, original, strict=False):
             assert_same(d, o, space.child_space)
     elif isinstance(space, (D, MD)):
         np.testing.assert_array_equal(decoded, original)

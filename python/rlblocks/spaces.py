@@ -160,8 +160,8 @@ def flatten_space(space: gym.Space) -> list[gym.Space]:
 
     Examples:
         >>> import gymnasium as gym
-        >>> s = gym.spaces.Dict({"b": gym.spaces.Discrete(2),
-        ...                      "a": gym.spaces.Tuple((gym.spaces.Box(0, 1), gym.spaces.Discrete(3)))})
+        >>> inner = gym.spaces.Tuple((gym.spaces.Box(0, 1), gym.spaces.Discrete(3)))
+        >>> s = gym.spaces.Dict({"b": gym.spaces.Discrete(2), "a": inner})
         >>> [type(x).__name__ for x in flatten_space(s)]
         ['Box', 'Discrete', 'Discrete']
     """
