@@ -308,3 +308,17 @@ def test_preprocessor_pickles_and_repeated_space_features():
     assert [s1.sample() for _ in range(5)] == [s2.sample() for _ in range(5)]
     outer = gym.spaces.Tuple((space, D(2)))
     assert outer.contains(([{"a": 0}], 1))
+
+
+def test_repeated_sample_masks():
+    space = Repeated(D(4), max_len=5, seed=0)
+    assert all(len(space.sample(mask=(3, None))) == 3 for _ in range(5))
+    lengths = np.zeros(6, bool)
+    lengths[[1, 4]] = True
+    assert {len(space.sample(mask=(lengths, None))) for _ in range(100)} == {1, 4}
+    child_mask = np.array([0, 0, 1, 0], np.int8)
+    assert all(x == 2 for x in space.sample(mask=(None, child_mask)))
+    with pytest.raises(ValueError, match="length mask"):
+        space.sample(mask=(np.zeros(6, bool), None))
+    with pytest.raises(ValueError, match="probability"):
+        space.sample(probability=np.ones(4))

@@ -22,6 +22,7 @@ Examples:
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -130,7 +131,7 @@ def _check_write_bounds(offset: int, size: int, array: np.ndarray) -> None:
         )
 
 
-class Preprocessor:
+class Preprocessor(ABC):
     """Base class: ``shape``, ``size``, ``observation_space``, ``transform``, ``write`` and
     ``transform_batch``.
 
@@ -150,8 +151,9 @@ class Preprocessor:
         self._size = int(np.prod(self.shape, dtype=np.int64))
         self._out_space: gym.Space | None = None
 
+    @abstractmethod
     def _init_shape(self, obs_space: gym.Space, options: dict[str, Any]) -> Sequence[int]:
-        raise NotImplementedError(f"{type(self).__name__} must define _init_shape")
+        """The output shape (called once by ``__init__``)."""
 
     @property
     def size(self) -> int:
@@ -170,14 +172,15 @@ class Preprocessor:
         """Raises ValueError if ``observation`` does not fit the space (every call validates)."""
         self.transform(observation)
 
+    @abstractmethod
     def transform(self, observation: Any) -> np.ndarray:
         """One observation -> a new float32 array of ``shape``."""
-        raise NotImplementedError(f"{type(self).__name__} must define transform")
 
     def write(self, observation: Any, array: np.ndarray, offset: int) -> None:
         """Writes the flat transform into ``array[offset:offset + size]``."""
         array[offset : offset + self.size] = np.asarray(self.transform(observation)).ravel()
 
+    @abstractmethod
     def transform_batch(self, obs_batch: Any, out: np.ndarray | None = None) -> np.ndarray:
         """A batch -> ``(B, size)`` float32 (``(B, *shape)`` for pass-through spaces).
 
@@ -186,7 +189,6 @@ class Preprocessor:
         arrays, an array). ``out``, if given, must be a writeable C-contiguous float32 array
         of shape ``(B, size)``; it is left untouched when the batch is invalid.
         """
-        raise NotImplementedError(f"{type(self).__name__} must define transform_batch")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._obs_space}, shape={self.shape})"
