@@ -516,7 +516,8 @@ def _with_reference(fn: Callable[[], Any]) -> Callable[[], Any]:
 
 
 def _gym_flatten_loop(space: gym.Space, obs: list) -> np.ndarray:
-    return np.stack([gym.spaces.flatten(space, o) for o in obs]).astype(F32)
+    flat: list[Any] = [gym.spaces.flatten(space, o) for o in obs]
+    return np.stack(flat).astype(F32)
 
 
 def _input_bytes(obj: Any) -> int:
@@ -592,12 +593,14 @@ def run_case(case: BenchCase, batch: int, threads: Sequence[int], min_time: floa
         jobs.append(_Job("numpy reference transform", ref_single, 1,
                          extra={"matches_rlblocks": _check(expected[0], ref_single())}))
 
-    variant_jobs = []
+    def bind(fn: Callable[[Any], np.ndarray]) -> Callable[[], np.ndarray]:
+        return lambda: fn(obs)
+
+    variant_jobs: list[_Job] = []
     for variant, fn in case.variants.items():
         got = fn(obs)
         assert _check(expected, got), f"{name} B={batch}: hand-written {variant!r} != rlblocks"
-        variant_jobs.append(_Job("numpy hand-written", lambda fn=fn: fn(obs), batch,
-                                 extra={"variant": variant}))
+        variant_jobs.append(_Job("numpy hand-written", bind(fn), batch, extra={"variant": variant}))
     jobs += variant_jobs
 
     if case.gymnasium and case.form == "list":
