@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -688,6 +689,21 @@ def _best_numpy(rows: list[Result], case: str, batch: int) -> Result | None:
     return min(cands, key=lambda r: r.us_per_item) if cands else None
 
 
+def _best_classic_numpy(rows: list[Result], case: str, batch: int) -> tuple[str, float] | None:
+    """The fastest numpy that gathers with ``np.concatenate``/``np.fromiter`` (no bytes-join)."""
+    cands: list[tuple[str, float]] = []
+    for r in rows:
+        if r.case != case or r.batch != batch:
+            continue
+        if r.method == "numpy reference":
+            cands.append((r.method, r.us_per_item))
+        elif r.method == "numpy hand-written":
+            cands += [(f"hand-written [{k}]", float(v))
+                      for k, v in r.extra.get("variants_us_per_item", {}).items()
+                      if "bytes-join" not in k]
+    return min(cands, key=lambda c: c[1]) if cands else None
+
+
 def summary(rows: list[Result]) -> list[str]:
     """The issue's target checks, computed from ``rows`` (printed only, never asserted)."""
     lines: list[str] = []
@@ -706,8 +722,19 @@ def summary(rows: list[Result]) -> list[str]:
             if r is not None:
                 x = best.us_per_item / r.us_per_item
                 parts.append(f"{m.split()[-1]} {x:.1f}x ({r.us_per_item:.3f} us) [{mark(x >= 5)}]")
-        lines.append(f"{case} B=64: " + ", ".join(parts) + f" vs best numpy ({best.method}, "
-                     f"{best.us_per_item:.3f} us) (target >= 5x)")
+        variant = best.extra.get("variant")
+        lines.append(f"{case} B=64: " + ", ".join(parts) + f" vs best numpy ({best.method}"
+                     + (f" [{variant}]" if variant else "") + f", {best.us_per_item:.3f} us)"
+                     " (target >= 5x)")
+        classic = _best_classic_numpy(rows, case, 64)
+        if classic is not None and classic[1] > best.us_per_item:
+            parts = []
+            for m in ours:
+                r = _find(rows, case, 64, m)
+                if r is not None:
+                    parts.append(f"{m.split()[-1]} {classic[1] / r.us_per_item:.1f}x")
+            lines.append(f"  same without the b''.join gather (best: {classic[0]}, "
+                         f"{classic[1]:.3f} us): " + ", ".join(parts))
     r = _find(rows, "nested Dict list", 1, "rlblocks transform")
     if r is not None:
         alts = [o for o in rows
@@ -782,9 +809,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     rounds = args.rounds if args.rounds is not None else (1 if args.quick else 5)
     repeats = 3 if args.quick else 5
     t0 = time.perf_counter()
+    load_start = os.getloadavg()[0]
     rows = run(keys, args.batches, args.threads, min_time, repeats, rounds)
     report_rows(rows, args.json)
-    meta = {"numpy": np.__version__, "gymnasium": gym.__version__, "rlblocks": rlblocks.__version__,
+    meta = {"loadavg_1min_start_end": [round(load_start, 2), round(os.getloadavg()[0], 2)],
+            "cpus": os.cpu_count(), "numpy": np.__version__, "gymnasium": gym.__version__,
+            "rlblocks": rlblocks.__version__,
             "min_time": min_time, "repeats": repeats, "rounds": rounds,
             "seconds": round(time.perf_counter() - t0, 1)}
     print(f"run: {json.dumps(meta)}")
