@@ -51,11 +51,6 @@ struct PathElem {
   std::int64_t index;
 };
 
-struct ColumnSetRef {
-  std::size_t offset;  // into Collector::column_cols
-  std::int32_t k;
-};
-
 // Everything one call collects before executing. Reused per thread (capacity kept).
 struct Collector {
   // Row ops. Walking a list visits rows in order, so row r's ops start where the
@@ -66,8 +61,7 @@ struct Collector {
   bool tag_rows = false;
   std::vector<std::int64_t> copy_rows, set_rows;
   std::vector<ColumnCopy> column_copies;
-  std::vector<std::int32_t> column_cols;
-  std::vector<ColumnSetRef> column_set_refs;
+  std::vector<ColumnOneHot> column_one_hots;
   std::vector<py::object> keepalive;  // converted arrays / fetched items used by the ops
   // Where the walk is in the observation (for error messages): a fixed stack, no allocation.
   static constexpr int kMaxDepth = 256;
@@ -78,7 +72,6 @@ struct Collector {
   std::vector<RowCopy> sorted_copies;
   std::vector<RowSet> sorted_sets;
   std::vector<std::int64_t> copy_row_start, set_row_start;
-  std::vector<ColumnSet> column_sets;
 
   void clear() {
     copies.clear();
@@ -86,8 +79,7 @@ struct Collector {
     sets.clear();
     set_rows.clear();
     column_copies.clear();
-    column_cols.clear();
-    column_set_refs.clear();
+    column_one_hots.clear();
     keepalive.clear();
     depth = 0;
     row = 0;
@@ -205,6 +197,7 @@ struct ArrayView {
   bool numeric = false;     // a type the kernel reads directly
   bool native = false;      // native byte order (values can be read in place)
   bool contiguous = false;  // C-contiguous, aligned, native byte order
+  bool c_order = false;     // C-contiguous (elements in row-major order, back to back)
   std::int64_t numel = 1;
 };
 
@@ -243,6 +236,7 @@ inline bool as_array(PyObject* obj, ArrayView& a) {
   }
   const int flags = proxy->flags;
   a.native = descr->byteorder != '>' || itemsize == 1;
+  a.c_order = (flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_) != 0;
   a.contiguous = a.numeric && a.native &&
                  (flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_) &&
                  (flags & py::detail::npy_api::NPY_ARRAY_ALIGNED_);
@@ -275,6 +269,26 @@ bool rows_contiguous(const ArrayView& a) {
     expect *= a.dims[i];
   }
   return reinterpret_cast<std::uintptr_t>(a.data) % static_cast<std::uintptr_t>(elem_size(a.type)) == 0;
+}
+
+// Calls f(k, pointer) for every element of `a` in row-major order (k = flat index).
+template <class F>
+void for_each_element(const ArrayView& a, F&& f) {
+  const std::int64_t es = elem_size(a.type);
+  if (a.c_order) {
+    for (std::int64_t k = 0; k < a.numel; ++k) f(k, a.data + k * es);
+    return;
+  }
+  std::int64_t idx[64] = {0};  // numpy arrays have at most 64 dimensions
+  for (std::int64_t k = 0; k < a.numel; ++k) {
+    std::int64_t off = 0;
+    for (std::size_t d = 0; d < a.nd; ++d) off += idx[d] * a.strides[d];
+    f(k, a.data + off);
+    for (std::size_t d = a.nd; d-- > 0;) {
+      if (++idx[d] < a.dims[d]) break;
+      idx[d] = 0;
+    }
+  }
 }
 
 // Converts anything array-like to a C-contiguous array of `Target` (float32 for copies);
@@ -353,6 +367,50 @@ std::int64_t checked_index(const Collector& c, const IndexValue& iv, std::int64_
   return iv.v - start;
 }
 
+// numpy's integer/bool/float scalar types and how to read their value in place (numpy's
+// scalar objects store it right after the object header).
+struct ScalarType {
+  PyTypeObject* type;
+  ElemType elem;
+};
+
+const std::vector<ScalarType>& numpy_scalar_types() {
+  static const std::vector<ScalarType> types = [] {
+    std::vector<ScalarType> out;
+    py::module_ np = py::module_::import("numpy");
+    for (const char* name : {"int64", "int32", "uint8", "int16", "int8", "uint16", "uint32", "uint64",
+                             "longlong", "ulonglong", "intc", "uintc", "bool_", "float32"}) {
+      if (!py::hasattr(np, name)) continue;
+      py::object t = np.attr(name);
+      py::dtype dt = py::dtype::from_args(t);
+      ElemType elem;
+      const auto size = dt.itemsize();
+      switch (dt.kind()) {
+        case 'b': elem = ElemType::Bool; break;
+        case 'f': elem = ElemType::F32; if (size != 4) continue; break;
+        case 'i': elem = size == 1 ? ElemType::I8 : size == 2 ? ElemType::I16 : size == 4 ? ElemType::I32 : ElemType::I64; break;
+        case 'u': elem = size == 1 ? ElemType::U8 : size == 2 ? ElemType::U16 : size == 4 ? ElemType::U32 : ElemType::U64; break;
+        default: continue;
+      }
+      out.push_back({reinterpret_cast<PyTypeObject*>(t.ptr()), elem});
+    }
+    return out;
+  }();
+  return types;
+}
+
+// The value of an exact numpy scalar, if obj is one.
+inline bool read_numpy_scalar(PyObject* obj, IndexValue& iv) {
+  const PyTypeObject* t = Py_TYPE(obj);
+  for (const ScalarType& s : numpy_scalar_types()) {
+    if (s.type == t) {
+      iv = read_index_elem(reinterpret_cast<const char*>(obj) + sizeof(PyObject), s.elem);
+      return true;
+    }
+  }
+  return false;
+}
+
 IndexValue read_index_scalar(Collector& c, PyObject* obj, const std::string& label) {
   if (PyLong_Check(obj)) {
     int overflow = 0;
@@ -361,6 +419,8 @@ IndexValue read_index_scalar(Collector& c, PyObject* obj, const std::string& lab
     return {true, static_cast<std::int64_t>(v), 0};
   }
   if (PyFloat_Check(obj)) return read_index_elem(reinterpret_cast<const char*>(&PyFloat_AS_DOUBLE(obj)), ElemType::F64);
+  IndexValue scalar;
+  if (read_numpy_scalar(obj, scalar)) return scalar;
   ArrayView a;
   if (as_array(obj, a)) {
     if (a.numel == 1 && a.numeric && !a.native) {
@@ -500,6 +560,10 @@ class FlattenPlan {
       nd.n = d["n"].cast<std::int64_t>();
       nd.start = d["start"].cast<std::int64_t>();
       if (nd.n != nd.size || nd.n < 1) throw py::value_error("FlattenPlan: bad Discrete");
+      nd.nvec = {nd.n};  // a Discrete is a one-component MultiDiscrete for batched one-hots
+      nd.starts = {nd.start};
+      nd.block_offsets = {0};
+      nd.numel = 1;
     } else if (kind == "multidiscrete") {
       nd.kind = Kind::MultiDiscrete;
       nd.shape = d["shape"].cast<std::vector<std::int64_t>>();
@@ -538,13 +602,17 @@ class FlattenPlan {
       case Kind::Tuple: walk_tuple(nd, obj, dst, c, false, 0); return;
       case Kind::Repeated: walk_repeated(nd, obj, dst, c); return;
       case Kind::Discrete: {
-        if (PyLong_CheckExact(obj)) {  // the common case, without the general parser
+        if (PyLong_CheckExact(obj)) {  // the common cases, without the general parser
           int overflow = 0;
           const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
           if (!overflow && v >= nd.start && v < nd.start + nd.n) {
             c.add_set(dst + v - nd.start, 1.0f);
             return;
           }
+        } else if (IndexValue iv; read_numpy_scalar(obj, iv) && iv.integral && iv.v >= nd.start &&
+                   iv.v < nd.start + nd.n) {
+          c.add_set(dst + iv.v - nd.start, 1.0f);
+          return;
         }
         const IndexValue iv = read_index_scalar(c, obj, nd.label);
         c.add_set(dst + checked_index(c, iv, nd.start, nd.n, nd.label), 1.0f);
@@ -668,6 +736,17 @@ class FlattenPlan {
   }
 
   void walk_multidiscrete(const Node& nd, PyObject* obj, std::int64_t dst, Collector& c) const {
+    const std::string component = nd.label + " component";
+    if ((PyList_Check(obj) || PyTuple_Check(obj)) && nd.shape.size() == 1 &&
+        PySequence_Fast_GET_SIZE(obj) == nd.shape[0]) {  // a list of numbers: read in place
+      PyObject** items = PySequence_Fast_ITEMS(obj);
+      for (std::size_t k = 0; k < nd.nvec.size(); ++k) {
+        PathGuard g(c, nullptr, static_cast<std::int64_t>(k));
+        const IndexValue iv = read_index_scalar(c, items[k], component);
+        c.add_set(dst + nd.block_offsets[k] + checked_index(c, iv, nd.starts[k], nd.nvec[k], component), 1.0f);
+      }
+      return;
+    }
     ArrayView a;
     if (!as_array(obj, a) || !a.numeric || !a.native) {
       py::object arr = convert_array(c, obj, false, ("integers of shape " + shape_of({}, nd.shape)).c_str());
@@ -677,24 +756,83 @@ class FlattenPlan {
     if (!has_shape(a, {}, nd.shape)) {
       fail(c, "expected shape " + shape_of({}, nd.shape) + " for " + nd.label + ", got " + shape_of(a));
     }
-    const std::size_t nd_dims = a.nd;
-    std::vector<std::int64_t> idx(nd_dims, 0);
-    for (std::int64_t k = 0; k < nd.numel; ++k) {
-      std::int64_t byte_off = 0;
-      for (std::size_t d = 0; d < nd_dims; ++d) byte_off += idx[d] * a.strides[d];
-      const IndexValue iv = read_index_elem(a.data + byte_off, a.type);
+    for_each_element(a, [&](std::int64_t k, const char* p) {
+      const IndexValue iv = read_index_elem(p, a.type);
       const auto ku = static_cast<std::size_t>(k);
       const std::int64_t lo = nd.starts[ku], n = nd.nvec[ku];
       if (!iv.integral || iv.v < lo || iv.v >= lo + n) {
-        for (std::size_t d = 0; d < nd_dims; ++d) c.push_path(nullptr, idx[d]);
-        checked_index(c, iv, lo, n, nd.label + " component");
+        push_unraveled(c, k, a);
+        checked_index(c, iv, lo, n, component);
       }
       c.add_set(dst + nd.block_offsets[ku] + iv.v - lo, 1.0f);
-      for (std::size_t d = nd_dims; d-- > 0;) {  // row-major increment
-        if (++idx[d] < a.dims[d]) break;
-        idx[d] = 0;
+    });
+  }
+
+  // Checks a (batch, k) block of indices (rows possibly strided) against nd's ranges; the
+  // typed loop is the fast path, the first bad element is reported with its full path.
+  template <class T>
+  static std::int64_t first_bad_index(const Node& nd, const ArrayView& a, std::int64_t batch, std::int64_t k) {
+    for (std::int64_t r = 0; r < batch; ++r) {
+      const T* row = reinterpret_cast<const T*>(a.data + r * a.strides[0]);
+      for (std::int64_t j = 0; j < k; ++j) {
+        const auto ju = static_cast<std::size_t>(j);
+        const T v = row[j];
+        if constexpr (std::is_floating_point_v<T>) {
+          if (!(v == std::floor(v)) || !(v >= static_cast<T>(nd.starts[ju])) ||
+              !(v < static_cast<T>(nd.starts[ju] + nd.nvec[ju]))) {
+            return r * k + j;
+          }
+        } else if constexpr (std::is_same_v<T, bool>) {
+          if (static_cast<std::int64_t>(v) < nd.starts[ju] || static_cast<std::int64_t>(v) >= nd.starts[ju] + nd.nvec[ju]) return r * k + j;
+        } else {
+          if (static_cast<long double>(v) < static_cast<long double>(nd.starts[ju]) ||
+              static_cast<long double>(v) >= static_cast<long double>(nd.starts[ju] + nd.nvec[ju])) {
+            return r * k + j;
+          }
+        }
       }
     }
+    return -1;
+  }
+
+  void validate_indices(const Node& nd, const ArrayView& a, std::int64_t batch, std::int64_t k, Collector& c) const {
+    std::int64_t bad = -1;
+    switch (a.type) {
+      case ElemType::F32: bad = first_bad_index<float>(nd, a, batch, k); break;
+      case ElemType::F64: bad = first_bad_index<double>(nd, a, batch, k); break;
+      case ElemType::I8: bad = first_bad_index<std::int8_t>(nd, a, batch, k); break;
+      case ElemType::I16: bad = first_bad_index<std::int16_t>(nd, a, batch, k); break;
+      case ElemType::I32: bad = first_bad_index<std::int32_t>(nd, a, batch, k); break;
+      case ElemType::I64: bad = first_bad_index<std::int64_t>(nd, a, batch, k); break;
+      case ElemType::U8: bad = first_bad_index<std::uint8_t>(nd, a, batch, k); break;
+      case ElemType::U16: bad = first_bad_index<std::uint16_t>(nd, a, batch, k); break;
+      case ElemType::U32: bad = first_bad_index<std::uint32_t>(nd, a, batch, k); break;
+      case ElemType::U64: bad = first_bad_index<std::uint64_t>(nd, a, batch, k); break;
+      case ElemType::Bool: bad = first_bad_index<bool>(nd, a, batch, k); break;
+    }
+    if (bad < 0) return;
+    const std::int64_t r = bad / k, j = bad % k;
+    const std::size_t ju = static_cast<std::size_t>(j);
+    const IndexValue iv = read_index_elem(a.data + r * a.strides[0] + j * elem_size(a.type), a.type);
+    std::int64_t idx[64];  // (row, *component index)
+    idx[0] = r;
+    std::int64_t rest = j;
+    for (std::size_t d = a.nd; d-- > 1;) {
+      idx[d] = rest % a.dims[d];
+      rest /= a.dims[d];
+    }
+    for (std::size_t d = 0; d < a.nd; ++d) c.push_path(nullptr, idx[d]);
+    checked_index(c, iv, nd.starts[ju], nd.nvec[ju], nd.kind == Kind::Discrete ? nd.label : nd.label + " component");
+  }
+
+  // Pushes the multi-index of flat element k of `a` onto the error path.
+  static void push_unraveled(Collector& c, std::int64_t k, const ArrayView& a) {
+    std::int64_t idx[64];
+    for (std::size_t d = a.nd; d-- > 0;) {
+      idx[d] = k % a.dims[d];
+      k /= a.dims[d];
+    }
+    for (std::size_t d = 0; d < a.nd; ++d) c.push_path(nullptr, idx[d]);
   }
 
   // A Box leaf; with lead >= 0 the value is `lead` items stacked, shape (lead, *shape).
@@ -794,30 +932,16 @@ class FlattenPlan {
         if (!has_shape(a, {batch}, shape)) {
           fail(c, "expected shape " + shape_of({batch}, shape) + " for a batch of " + nd.label + ", got " + shape_of(a));
         }
-        const std::int64_t k = nd.kind == Kind::Discrete ? 1 : nd.numel;
-        const std::size_t base = c.column_cols.size();
-        c.column_cols.resize(base + static_cast<std::size_t>(batch * k));
-        std::int32_t* cols = c.column_cols.data() + base;
-        std::vector<std::int64_t> idx(a.nd, 0);
-        for (std::int64_t e = 0; e < batch * k; ++e) {
-          std::int64_t byte_off = 0;
-          for (std::size_t d = 0; d < idx.size(); ++d) byte_off += idx[d] * a.strides[d];
-          const IndexValue iv = read_index_elem(a.data + byte_off, a.type);
-          const std::int64_t j = e % k;
-          const std::int64_t lo = nd.kind == Kind::Discrete ? nd.start : nd.starts[static_cast<std::size_t>(j)];
-          const std::int64_t n = nd.kind == Kind::Discrete ? nd.n : nd.nvec[static_cast<std::size_t>(j)];
-          if (!iv.integral || iv.v < lo || iv.v >= lo + n) {
-            for (auto d : idx) c.push_path(nullptr, d);
-            checked_index(c, iv, lo, n, nd.kind == Kind::Discrete ? nd.label : nd.label + " component");
-          }
-          const std::int64_t block = nd.kind == Kind::Discrete ? 0 : nd.block_offsets[static_cast<std::size_t>(j)];
-          cols[e] = static_cast<std::int32_t>(col + block + iv.v - lo);
-          for (std::size_t d = idx.size(); d-- > 0;) {
-            if (++idx[d] < a.dims[d]) break;
-            idx[d] = 0;
-          }
+        if (!rows_contiguous(a)) {  // the kernel reads each row's k indices back to back
+          py::object arr = convert_array(c, obj, false, "a batch of integers");
+          as_array(arr.ptr(), a);
         }
-        c.column_set_refs.push_back({base, static_cast<std::int32_t>(k)});
+        const std::int64_t k = nd.numel;
+        if (batch > 0 && k > 0) {
+          validate_indices(nd, a, batch, k, c);
+          c.column_one_hots.push_back(ColumnOneHot{a.data, a.strides[0], col, nd.block_offsets.data(),
+                                                   nd.starts.data(), static_cast<std::int32_t>(k), a.type});
+        }
         return;
       }
       case Kind::Callback:
@@ -894,12 +1018,10 @@ class FlattenPlan {
     else job.copies = nullptr;
     if (!c.sets.empty()) job.set_row_start = c.set_row_start.data();
     else job.sets = nullptr;
-    c.column_sets.clear();
-    for (const auto& ref : c.column_set_refs) c.column_sets.push_back({c.column_cols.data() + ref.offset, ref.k});
     job.column_copies = c.column_copies.data();
     job.num_column_copies = c.column_copies.size();
-    job.column_sets = c.column_sets.data();
-    job.num_column_sets = c.column_sets.size();
+    job.column_one_hots = c.column_one_hots.data();
+    job.num_column_one_hots = c.column_one_hots.size();
     if (batch * size() >= 4096) {
       py::gil_scoped_release release;  // the ops hold raw pointers only
       run_flatten(job);

@@ -7,7 +7,8 @@
 //   RowCopy     copy n elements of some numeric type to out[dst ...]   (one env's leaf)
 //   RowSet      out[dst] = value                                        (one-hot bit, length)
 //   ColumnCopy  for every row r: out[r, col ...] = src[r] (n elements)  (batched leaf)
-//   ColumnSet   for every row r: out[r, cols[r*k + j]] = 1              (batched one-hot)
+//   ColumnOneHot for every row r and component j < k, with v = src[r][j]:
+//               out[r, col + block[j] + v - start[j]] = 1             (batched one-hot)
 //
 // Every destination index was bounds-checked against the layout when the op was made.
 #pragma once
@@ -68,9 +69,14 @@ struct ColumnCopy {
   ValueMap map;
 };
 
-struct ColumnSet {
-  const std::int32_t* cols;  // rows * k absolute column indices
+struct ColumnOneHot {
+  const char* src;          // row r's k indices start at src + r * row_stride
+  std::int64_t row_stride;  // bytes
+  std::int64_t col;
+  const std::int64_t* block;  // k block offsets within the leaf
+  const std::int64_t* start;  // k lowest values
   std::int32_t k;
+  ElemType type;  // integer, bool or float holding integral values (validated)
 };
 
 struct FlattenJob {
@@ -85,8 +91,8 @@ struct FlattenJob {
   const std::int64_t* set_row_start = nullptr;
   const ColumnCopy* column_copies = nullptr;
   std::size_t num_column_copies = 0;
-  const ColumnSet* column_sets = nullptr;
-  std::size_t num_column_sets = 0;
+  const ColumnOneHot* column_one_hots = nullptr;
+  std::size_t num_column_one_hots = 0;
 };
 
 namespace detail {
@@ -120,6 +126,33 @@ inline void convert_any(const void* src, ElemType type, float* dst, std::int32_t
   }
 }
 
+template <class T>
+inline void one_hot_rows(const ColumnOneHot& op, float* out, std::int64_t w, std::int64_t r0, std::int64_t r1) {
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const T* src = reinterpret_cast<const T*>(op.src + r * op.row_stride);
+    float* row = out + r * w + op.col;
+    for (std::int32_t j = 0; j < op.k; ++j) {
+      row[op.block[j] + static_cast<std::int64_t>(src[j]) - op.start[j]] = 1.0f;
+    }
+  }
+}
+
+inline void one_hot_rows_any(const ColumnOneHot& op, float* out, std::int64_t w, std::int64_t r0, std::int64_t r1) {
+  switch (op.type) {
+    case ElemType::F32: one_hot_rows<float>(op, out, w, r0, r1); break;
+    case ElemType::F64: one_hot_rows<double>(op, out, w, r0, r1); break;
+    case ElemType::I8: one_hot_rows<std::int8_t>(op, out, w, r0, r1); break;
+    case ElemType::I16: one_hot_rows<std::int16_t>(op, out, w, r0, r1); break;
+    case ElemType::I32: one_hot_rows<std::int32_t>(op, out, w, r0, r1); break;
+    case ElemType::I64: one_hot_rows<std::int64_t>(op, out, w, r0, r1); break;
+    case ElemType::U8: one_hot_rows<std::uint8_t>(op, out, w, r0, r1); break;
+    case ElemType::U16: one_hot_rows<std::uint16_t>(op, out, w, r0, r1); break;
+    case ElemType::U32: one_hot_rows<std::uint32_t>(op, out, w, r0, r1); break;
+    case ElemType::U64: one_hot_rows<std::uint64_t>(op, out, w, r0, r1); break;
+    case ElemType::Bool: one_hot_rows<std::uint8_t>(op, out, w, r0, r1); break;
+  }
+}
+
 }  // namespace detail
 
 // Runs rows [r0, r1) of the job.
@@ -133,13 +166,8 @@ inline void run_flatten_rows(const FlattenJob& job, std::int64_t r0, std::int64_
       detail::convert_any(op.src + r * op.row_stride, op.type, out + r * w + op.col, op.n, op.map);
     }
   }
-  for (std::size_t c = 0; c < job.num_column_sets; ++c) {
-    const ColumnSet& op = job.column_sets[c];
-    for (std::int64_t r = r0; r < r1; ++r) {
-      float* row = out + r * w;
-      const std::int32_t* cols = op.cols + r * op.k;
-      for (std::int32_t j = 0; j < op.k; ++j) row[cols[j]] = 1.0f;
-    }
+  for (std::size_t c = 0; c < job.num_column_one_hots; ++c) {
+    detail::one_hot_rows_any(job.column_one_hots[c], out, w, r0, r1);
   }
   if (job.copies) {
     for (std::int64_t i = job.copy_row_start[r0]; i < job.copy_row_start[r1]; ++i) {
