@@ -1695,9 +1695,10 @@ def select_action_dist(
     if isinstance(action_space, (Tuple, Dict)):
         return _resolve(MultiActionDistribution, action_space, config, custom_action_dists)
     if isinstance(action_space, Simplex):
-        if len(action_space.shape) > 1:
-            return partial(Dirichlet, action_space=action_space), _prod(action_space.shape)
-        return Dirichlet, _prod(action_space.shape)
+        shape = tuple(action_space.shape or ())
+        if len(shape) > 1:
+            return partial(Dirichlet, action_space=action_space), _prod(shape)
+        return Dirichlet, _prod(shape)
     if isinstance(action_space, MultiDiscrete):
         nvec = [int(v) for v in np.asarray(action_space.nvec).ravel()]
         return partial(MultiCategorical, input_lens=nvec, action_space=action_space), sum(nvec)
