@@ -150,19 +150,20 @@ def _inverse_cdf_sample(probs: torch.Tensor) -> torch.Tensor:
 _EXP_FLOOR = -87.0  # exp below this is a float32 denormal (or 0) and slow on CPU: flushed to 0
 
 
-def _normalize(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(log_softmax, softmax)`` over the last dim, both from one pass.
+def _normalize(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(log_softmax, softmax, row_max)`` over the last dim, from one pass.
 
     Log-probabilities are floored at ``FLOAT_MIN`` (finite for ``-inf`` / masked logits).
     Probabilities below ``exp(-87)`` relative to the row's largest are flushed to exactly 0
     (what float32 denormals are in practice), which keeps masked and padded slots at
     probability 0 and avoids CPU's slow path for underflowing ``exp``.
     """
-    z = logits - logits.detach().amax(-1, keepdim=True)
+    row_max = logits.detach().amax(-1, keepdim=True)
+    z = logits - row_max
     keep = _float_compare(torch.gt, z.detach(), _EXP_FLOOR)
     e = torch.exp(z.clamp_min(_EXP_FLOOR)) * keep
     total = e.sum(-1, keepdim=True)
-    return (z - torch.log(total)).clamp_min(FLOAT_MIN), e / total
+    return (z - torch.log(total)).clamp_min(FLOAT_MIN), e / total, row_max
 
 
 def _float_compare(op: Callable[..., torch.Tensor], x: torch.Tensor, value: float) -> torch.Tensor:
@@ -334,7 +335,7 @@ class Categorical(ActionDistribution):
                 )
             self._start = int(action_space.start)
         self.logits = self._masked_logits()
-        self._normalized: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._normalized: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
     def _masked_logits(self) -> torch.Tensor:
         if self.temperature == 1.0:
@@ -451,18 +452,20 @@ class MaskedCategorical(Categorical):
     ):
         self._mask_arg = mask
         super().__init__(inputs, model, temperature, action_space=action_space)
+        self._normalized = self._checked
 
     def _masked_logits(self) -> torch.Tensor:
         self._illegal = _illegal_from(self.inputs, self._mask_arg, "MaskedCategorical")
-        floored = _floor_illegal(self.inputs, self._illegal)
-        if not bool((floored.detach().amax(-1) > FLOAT_MIN).all()):
+        logits = _floor_illegal(self.inputs, self._illegal)
+        if self.temperature != 1.0:
+            logits = (logits / self.temperature).clamp_min(FLOAT_MIN)
+        self._checked = _normalize(logits)  # its row max tells fully masked rows
+        if not bool((self._checked[2] > FLOAT_MIN).all()):
             raise ValueError(
                 "MaskedCategorical: every batch entry needs at least one legal action; "
                 "some rows are fully masked"
             )
-        if self.temperature == 1.0:
-            return floored
-        return (floored / self.temperature).clamp_min(FLOAT_MIN)
+        return logits
 
     @property
     def legal(self) -> torch.Tensor:
@@ -585,7 +588,7 @@ class MultiCategorical(ActionDistribution):
             pad = logits.new_full((*self._batch, 1), FLOAT_MIN)
             self.logits = torch.cat([logits, pad], -1).index_select(-1, idx)
             self.logits = self.logits.reshape(*self._batch, k, nmax)
-        self._normalized: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._normalized: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
     def _flat_illegal(self) -> torch.Tensor | None:
         return None
@@ -701,7 +704,8 @@ class MaskedMultiCategorical(MultiCategorical):
     ):
         self._mask_arg = mask
         super().__init__(inputs, model, input_lens, action_space)
-        if not bool((self.logits.detach().amax(-1) > FLOAT_MIN).all()):
+        self._normalized = _normalize(self.logits)
+        if not bool((self._normalized[2] > FLOAT_MIN).all()):
             raise ValueError(
                 "MaskedMultiCategorical: every component of every batch entry needs at least "
                 "one legal action; some are fully masked"
