@@ -80,6 +80,15 @@ def test_categorical_temperature_copies_and_scales() -> None:
             Categorical(logits, None, temperature=bad)
 
 
+def test_categorical_entropy_and_kl_monte_carlo() -> None:
+    x = torch.tensor([[2.0, -1.0, 0.5, 0.0, 1.0]]).repeat(40000, 1)
+    y = torch.tensor([[0.0, 1.0, -0.5, 0.3, 0.0]]).repeat(40000, 1)
+    d, o = Categorical(x, None), Categorical(y, None)
+    s = d.sample()
+    _close(-d.logp(s).mean(), d.entropy()[0], atol=0.02)
+    _close((d.logp(s) - o.logp(s)).mean(), d.kl(o)[0], atol=0.02)
+
+
 def test_categorical_sample_frequencies_and_ties() -> None:
     probs = torch.tensor([0.1, 0.0, 0.6, 0.3])
     d = Categorical(probs.log().expand(40000, 4), None)
@@ -733,6 +742,13 @@ def test_binary_autoregressive_distribution() -> None:
 
 
 # ------------------------------------------------------------------------------ catalog table
+
+
+def test_package_exposes_distributions() -> None:
+    import rlblocks as rb
+
+    assert rb.distributions.Categorical is Categorical
+    assert issubclass(rb.distributions.UnsupportedSpaceError, ValueError)
 
 
 def test_select_action_dist_table() -> None:

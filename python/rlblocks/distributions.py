@@ -421,8 +421,9 @@ class MaskedCategorical(Categorical):
     ``logits + max(log(mask), FLOAT_MIN)`` in RLlib's parametric-actions model. Masked
     actions get the logit ``FLOAT_MIN`` (a safe floor: finite, and its probability is
     exactly zero), so they are never sampled, and entropy and KL sum over legal actions
-    only. ``logp`` of a masked action is a huge negative finite number. Every batch entry
-    needs at least one legal action (ValueError otherwise).
+    only. ``logp`` of a masked action is a huge negative finite number, and so is the KL
+    term of an action that ``self`` allows but ``other`` masks (mathematically infinite).
+    Every batch entry needs at least one legal action (ValueError otherwise).
 
     Args:
         inputs: Logits ``[*batch, n]``.
@@ -1615,6 +1616,11 @@ def select_action_dist(
             ``custom_action_dist``.
         dist_type: None, ``"deterministic"``, or an ActionDistribution subclass to use.
         custom_action_dists: Registered custom distributions by name.
+
+    A class chosen through ``custom_action_dist`` or ``dist_type`` whose constructor takes an
+    ``action_space`` keyword comes back as ``partial(cls, action_space=action_space)`` (so
+    e.g. ``SquashedGaussian`` and ``Beta`` take their bounds from the space); other classes
+    come back unchanged, as in RLlib.
 
     Returns:
         ``(dist_class_or_partial, required_num_model_outputs)``; call the first with
