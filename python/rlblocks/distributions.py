@@ -7,16 +7,24 @@ discrete actions. :func:`select_action_dist` implements the catalog table (which
 which action space, and how many model outputs it needs).
 
 Behaviour matches RLlib (``reference/RLLIB_BEHAVIOR.md`` section 8) except for the
-departures listed in DESIGN.md (7-13), which each class documents where it applies, plus
-these numerical safeguards (each only changes results where RLlib returns inf or NaN):
+departures listed in DESIGN.md (7-13), which each class documents where it applies, and
+these safeguards, which only act in regimes where float32 maths breaks down or where RLlib
+silently returns wrong values:
 
 * DiagGaussian clamps ``log_std`` to ``[-20, 20]`` and Dirichlet clamps its log-concentrations
-  to ``[-20, 20]`` (beyond that float32 ``exp`` under/overflows).
+  to ``[-20, 20]`` (beyond that float32 ``exp``, squared z-scores or ``lgamma`` overflow or
+  lose all precision).
 * Beta clamps actions to ``[1e-6, 1 - 1e-6]`` of the unit interval before ``log_prob``, so
-  actions at or beyond the bounds have a finite log-likelihood.
-* Categorical KL is ``sum p (log p - log q)`` computed from clamped log-probabilities: it stays
-  finite where ``q`` underflows to zero (torch returns ``inf`` there).
-* Integer actions are validated: out-of-range actions raise ``ValueError``.
+  actions at or beyond the bounds have a finite log-likelihood (RLlib: ``-inf``/NaN).
+* Categorical log-probabilities are floored at ``FLOAT_MIN`` and probabilities below
+  ``exp(-87)`` of the row's largest are exactly 0 (the float32 denormal range), so the KL
+  ``sum p (log p - log q)`` stays finite where ``q`` underflows (torch: ``inf``).
+* Categorical sampling uses the inverse CDF (the same distribution as ``torch.multinomial``,
+  several times faster, a different random stream).
+* Actions are validated: out-of-range integer actions and action shapes that do not match
+  the batch raise ``ValueError`` (RLlib broadcasts a ``[B]`` action against ``[B, 1]``).
+* Integer actions honour the space's offset (``Discrete.start``, ``MultiDiscrete.start``,
+  an integer Box's ``low``); RLlib always counts from 0.
 
 Examples:
     >>> import torch
