@@ -279,6 +279,20 @@ def test_int_box_actions_lie_in_the_space() -> None:
     _close(d.logp(s), ref)
 
 
+def test_int_box_per_element_bounds_are_respected() -> None:
+    space = Box(np.array([0, -3, 2]), np.array([1, 0, 4]), dtype=np.int64)
+    cls, n = select_action_dist(space, {})
+    assert n == 3 * 8  # RLlib's size: the global range -3..4 per element
+    d = cls(torch.zeros(20000, n), None)
+    s = d.sample()
+    assert all(space.contains(v) for v in s[:500].numpy())
+    for i, (lo, hi) in enumerate(((0, 1), (-3, 0), (2, 4))):
+        assert int(s[:, i].min()) == lo and int(s[:, i].max()) == hi
+    _close(d.multi_entropy()[0], [math.log(2), math.log(4), math.log(3)])
+    with pytest.raises(ValueError, match="out of range"):
+        d.logp(torch.tensor([[0, -3, 5]]).expand(20000, 3))
+
+
 @pytest.mark.parametrize("scale", [1e4, -1e4])
 def test_multicategorical_extreme_logits(scale: float) -> None:
     x = (torch.randn(4, 7) * scale).requires_grad_()

@@ -484,8 +484,13 @@ class MaskedCategorical(Categorical):
 
 def _multi_categorical_layout(
     input_lens: Sequence[int] | np.ndarray | None, action_space: gym.Space | None
-) -> tuple[list[int], np.ndarray, tuple[int, ...]]:
-    """``(lens, offsets, action_shape)`` of a MultiCategorical."""
+) -> tuple[list[int], np.ndarray, tuple[int, ...], np.ndarray | None]:
+    """``(lens, offsets, action_shape, out_of_bounds)`` of a MultiCategorical.
+
+    ``out_of_bounds`` (float ``[sum(lens)]``, 1.0 = the category lies outside that
+    element's own ``[low, high]``) is set only for integer Boxes with per-element bounds.
+    """
+    out_of_bounds: np.ndarray | None = None
     offsets: np.ndarray | None = None
     shape: tuple[int, ...] | None = None
     derived: list[int] | None = None
@@ -500,6 +505,12 @@ def _multi_categorical_layout(
             derived = [hi - lo + 1] * k
             offsets = np.full(k, lo, dtype=np.int64)
             shape = tuple(action_space.shape)
+            lows = np.asarray(action_space.low, dtype=np.int64).ravel()
+            highs = np.asarray(action_space.high, dtype=np.int64).ravel()
+            if (lows != lo).any() or (highs != hi).any():
+                values = lo + np.arange(hi - lo + 1)
+                outside = (values[None, :] < lows[:, None]) | (values[None, :] > highs[:, None])
+                out_of_bounds = outside.astype(np.float32).ravel()
         else:
             raise ValueError(
                 f"MultiCategorical: action_space must be MultiDiscrete or an integer Box, "
@@ -521,7 +532,7 @@ def _multi_categorical_layout(
         offsets = np.zeros(len(lens), dtype=np.int64)
     if shape is None:
         shape = (len(lens),)
-    return lens, offsets, shape
+    return lens, offsets, shape, out_of_bounds
 
 
 class MultiCategorical(ActionDistribution):
@@ -536,7 +547,9 @@ class MultiCategorical(ActionDistribution):
     Differences from RLlib: actions are offset by the space's ``start`` (MultiDiscrete) or
     ``low`` (integer Box: the categories of ``Box(lo, hi)`` are ``lo..hi``; RLlib returns
     ``0..hi-lo``, which lies outside the space whenever ``lo != 0``). Like RLlib, an integer
-    Box uses the global ``min(low)..max(high)`` range for every element.
+    Box gets ``max(high) - min(low) + 1`` logits per element; where elements have their own
+    bounds, categories outside an element's ``[low, high]`` are masked (probability 0), so
+    samples always lie in the space.
 
     Args:
         inputs: Logits ``[*batch, sum(input_lens)]``.
@@ -563,7 +576,7 @@ class MultiCategorical(ActionDistribution):
     ):
         super().__init__(inputs, model)
         name = type(self).__name__
-        lens, offsets, shape = _multi_categorical_layout(input_lens, action_space)
+        lens, offsets, shape, out_of_bounds = _multi_categorical_layout(input_lens, action_space)
         if int(self.inputs.shape[-1]) != sum(lens):
             raise ValueError(
                 f"{name}: inputs have {int(self.inputs.shape[-1])} logits in the last dim, "
@@ -581,6 +594,9 @@ class MultiCategorical(ActionDistribution):
         self._has_offsets = bool(np.any(offsets))
 
         flat_illegal = self._flat_illegal()
+        if out_of_bounds is not None:
+            static = torch.as_tensor(out_of_bounds, device=device)
+            flat_illegal = static if flat_illegal is None else torch.maximum(flat_illegal, static)
         logits = self.inputs
         if flat_illegal is not None:
             logits = _floor_illegal(logits, flat_illegal)
