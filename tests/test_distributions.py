@@ -817,6 +817,23 @@ def test_custom_action_dist() -> None:
     assert isinstance(cls(torch.zeros(1, 5), None), MyMulti)
 
 
+def test_autoregressive_through_the_catalog_table() -> None:
+    space = Tuple((Discrete(2), Discrete(2)))
+    cfg = {
+        "custom_action_dist": AutoregressiveDistribution,
+        "custom_model_config": {"context_size": 4},
+    }
+    cls, n = select_action_dist(space, cfg)
+    assert n == 4 and cls.func is AutoregressiveDistribution
+    d = cls(torch.randn(6, 4), _BinaryChainModel())
+    a = d.sample()
+    assert d.logp(a).shape == (6,)
+    assert select_action_dist(space, {"custom_action_dist": BinaryAutoregressiveDistribution}) == (
+        BinaryAutoregressiveDistribution,
+        16,
+    )
+
+
 def test_dist_type_class_binds_space_bounds() -> None:
     space = Box(np.array([0.0, -4.0], np.float32), np.array([1.0, 4.0], np.float32))
     cls, n = select_action_dist(space, {}, dist_type=SquashedGaussian)
