@@ -42,6 +42,8 @@ def _seed() -> None:
 
 
 def _close(a: torch.Tensor, b, atol: float = 1e-5, rtol: float = 1e-5) -> None:
+    if isinstance(b, torch.Tensor):
+        b = b.detach()
     b = torch.as_tensor(np.asarray(b), dtype=torch.float64)
     np.testing.assert_allclose(a.detach().double().numpy(), b.numpy(), atol=atol, rtol=rtol)
 
@@ -76,6 +78,15 @@ def test_categorical_temperature_copies_and_scales() -> None:
     for bad in (0.0, -1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="temperature"):
             Categorical(logits, None, temperature=bad)
+
+
+def test_categorical_entropy_and_kl_monte_carlo() -> None:
+    x = torch.tensor([[2.0, -1.0, 0.5, 0.0, 1.0]]).repeat(40000, 1)
+    y = torch.tensor([[0.0, 1.0, -0.5, 0.3, 0.0]]).repeat(40000, 1)
+    d, o = Categorical(x, None), Categorical(y, None)
+    s = d.sample()
+    _close(-d.logp(s).mean(), d.entropy()[0], atol=0.02)
+    _close((d.logp(s) - o.logp(s)).mean(), d.kl(o)[0], atol=0.02)
 
 
 def test_categorical_sample_frequencies_and_ties() -> None:
@@ -266,6 +277,20 @@ def test_int_box_actions_lie_in_the_space() -> None:
     assert space.contains(d.deterministic_sample()[0].numpy())
     ref = TD.Categorical(logits=d.inputs.reshape(50, 6, 4)).log_prob(s.reshape(50, 6) + 2).sum(1)
     _close(d.logp(s), ref)
+
+
+def test_int_box_per_element_bounds_are_respected() -> None:
+    space = Box(np.array([0, -3, 2]), np.array([1, 0, 4]), dtype=np.int64)
+    cls, n = select_action_dist(space, {})
+    assert n == 3 * 8  # RLlib's size: the global range -3..4 per element
+    d = cls(torch.zeros(20000, n), None)
+    s = d.sample()
+    assert all(space.contains(v) for v in s[:500].numpy())
+    for i, (lo, hi) in enumerate(((0, 1), (-3, 0), (2, 4))):
+        assert int(s[:, i].min()) == lo and int(s[:, i].max()) == hi
+    _close(d.multi_entropy()[0], [math.log(2), math.log(4), math.log(3)])
+    with pytest.raises(ValueError, match="out of range"):
+        d.logp(torch.tensor([[0, -3, 5]]).expand(20000, 3))
 
 
 @pytest.mark.parametrize("scale", [1e4, -1e4])
@@ -733,6 +758,13 @@ def test_binary_autoregressive_distribution() -> None:
 # ------------------------------------------------------------------------------ catalog table
 
 
+def test_package_exposes_distributions() -> None:
+    import rlblocks as rb
+
+    assert rb.distributions.Categorical is Categorical
+    assert issubclass(rb.distributions.UnsupportedSpaceError, ValueError)
+
+
 def test_select_action_dist_table() -> None:
     assert select_action_dist(Discrete(4), {}) == (Categorical, 4)
     cls, n = select_action_dist(MultiDiscrete([2, 3, 4]), None)
@@ -785,6 +817,23 @@ def test_custom_action_dist() -> None:
     assert isinstance(cls(torch.zeros(1, 5), None), MyMulti)
 
 
+def test_autoregressive_through_the_catalog_table() -> None:
+    space = Tuple((Discrete(2), Discrete(2)))
+    cfg = {
+        "custom_action_dist": AutoregressiveDistribution,
+        "custom_model_config": {"context_size": 4},
+    }
+    cls, n = select_action_dist(space, cfg)
+    assert n == 4 and cls.func is AutoregressiveDistribution
+    d = cls(torch.randn(6, 4), _BinaryChainModel())
+    a = d.sample()
+    assert d.logp(a).shape == (6,)
+    assert select_action_dist(space, {"custom_action_dist": BinaryAutoregressiveDistribution}) == (
+        BinaryAutoregressiveDistribution,
+        16,
+    )
+
+
 def test_dist_type_class_binds_space_bounds() -> None:
     space = Box(np.array([0.0, -4.0], np.float32), np.array([1.0, 4.0], np.float32))
     cls, n = select_action_dist(space, {}, dist_type=SquashedGaussian)
@@ -793,3 +842,100 @@ def test_dist_type_class_binds_space_bounds() -> None:
     _close(d.deterministic_sample(), [[1.0, -4.0]])
     cls, n = select_action_dist(space, {}, dist_type=Beta)
     _close(cls(torch.zeros(1, 4), None).deterministic_sample(), [[0.5, 0.0]])
+
+
+# ------------------------------------------------------------------------------ bundled models
+
+
+def test_parametric_actions_model_with_masked_categorical() -> None:
+    from rlblocks.models.parametric import ParametricActionsModel
+    from rlblocks.preprocessors import get_preprocessor
+
+    n_act, emb = 5, 3
+    obs_space = Dict(
+        {
+            "action_mask": Box(0, 1, (n_act,)),
+            "avail_actions": Box(-1, 1, (n_act, emb)),
+            "cart": Box(-1, 1, (4,)),
+        }
+    )
+    prep = get_preprocessor(obs_space)(obs_space)
+    model = ParametricActionsModel(
+        prep.observation_space,
+        Discrete(n_act),
+        n_act,
+        {"fcnet_hiddens": [8]},
+        "pa",
+        action_embed_size=emb,
+    )
+    rng = np.random.default_rng(0)
+    batch = []
+    for i in range(64):
+        mask = (rng.random(n_act) > 0.5).astype(np.float32)
+        mask[i % n_act] = 1.0
+        batch.append(
+            {
+                "action_mask": mask,
+                "avail_actions": rng.uniform(-1, 1, (n_act, emb)).astype(np.float32),
+                "cart": rng.uniform(-1, 1, 4).astype(np.float32),
+            }
+        )
+    flat = torch.as_tensor(np.stack([prep.transform(o) for o in batch]))
+    logits, _ = model({"obs": flat})
+    assert logits.shape == (64, n_act)
+    masks = torch.as_tensor(np.stack([o["action_mask"] for o in batch]))
+    intent, _ = model.action_embed_model(
+        {"obs": torch.as_tensor(np.stack([o["cart"] for o in batch]))}
+    )
+    avail = torch.as_tensor(np.stack([o["avail_actions"] for o in batch]))
+    expected = (avail * intent[:, None]).sum(2)
+    _close(logits[masks > 0], expected[masks > 0], atol=1e-5)
+    assert bool((logits[masks == 0] < -1e30).all())
+    d = MaskedCategorical(logits)
+    assert torch.equal(d.legal, masks > 0)
+    draws = MaskedCategorical(logits.detach().repeat(1600, 1)).sample().reshape(1600, 64)
+    assert bool((masks.gather(1, draws.T.contiguous()) > 0).all())  # 102,400 draws, all legal
+    loss = -(d.logp(d.sample()) + 0.01 * d.entropy()).mean() + model.value_function().pow(2).mean()
+    loss.backward()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    assert grads and all(torch.isfinite(g).all() for g in grads)
+    with pytest.raises(ValueError, match="num_outputs"):
+        ParametricActionsModel(obs_space, Discrete(n_act), 4, {}, "pa", action_embed_size=emb)
+    with pytest.raises(ValueError, match="shape"):
+        ParametricActionsModel(obs_space, Discrete(n_act), n_act, {}, "pa", action_embed_size=2)
+
+
+def test_binary_autoregressive_model_and_distribution() -> None:
+    from rlblocks.models.autoregressive import AutoregressiveActionModel
+
+    space = Tuple((Discrete(2), Discrete(2)))
+    model = AutoregressiveActionModel(Box(-1, 1, (3,)), space, 16, {}, "ar")
+    with torch.no_grad():  # make a2 depend visibly on a1
+        model.a2_logits._model[0].weight.mul_(300.0)
+        model.a1_logits._model[0].weight.mul_(100.0)
+    obs = torch.tensor([[0.5, -0.2, 0.9]])
+    ctx, _ = model({"obs": obs})
+    p1 = torch.softmax(model.a1_logits(ctx), -1)[0]
+    p2 = torch.stack(
+        [
+            torch.softmax(model.a2_logits(model.a2_hidden(torch.tensor([[v]]))), -1)[0]
+            for v in (0.0, 1.0)
+        ]
+    )
+    joint = (p1[:, None] * p2).detach()
+    d = BinaryAutoregressiveDistribution(ctx, model)
+    for i in (0, 1):
+        for j in (0, 1):
+            _close(d.logp((torch.tensor([i]), torch.tensor([j]))), joint[i, j].log()[None])
+    big = BinaryAutoregressiveDistribution(ctx.detach().expand(20000, 16), model)
+    a1, a2 = big.sample()
+    freq = torch.zeros(2, 2).index_put_((a1, a2), torch.ones(20000), accumulate=True) / 20000
+    _close(freq, joint, atol=0.015)
+    d.logp(torch.tensor([[1, 0]])).sum().backward()
+    assert model.a2_logits._model[0].weight.grad is not None
+    assert model.context_layer._model[0].weight.grad is not None
+    # the general distribution drives the same model identically
+    g = AutoregressiveDistribution(ctx, model)
+    _close(g.logp(torch.tensor([[1, 1]])), d.logp(torch.tensor([[1, 1]])))
+    with pytest.raises(ValueError, match="only supports"):
+        AutoregressiveActionModel(Box(-1, 1, (3,)), Discrete(4), 16, {}, "ar")

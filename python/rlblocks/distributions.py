@@ -7,16 +7,24 @@ discrete actions. :func:`select_action_dist` implements the catalog table (which
 which action space, and how many model outputs it needs).
 
 Behaviour matches RLlib (``reference/RLLIB_BEHAVIOR.md`` section 8) except for the
-departures listed in DESIGN.md (7-13), which each class documents where it applies, plus
-these numerical safeguards (each only changes results where RLlib returns inf or NaN):
+departures listed in DESIGN.md (7-13), which each class documents where it applies, and
+these safeguards, which only act in regimes where float32 maths breaks down or where RLlib
+silently returns wrong values:
 
 * DiagGaussian clamps ``log_std`` to ``[-20, 20]`` and Dirichlet clamps its log-concentrations
-  to ``[-20, 20]`` (beyond that float32 ``exp`` under/overflows).
+  to ``[-20, 20]`` (beyond that float32 ``exp``, squared z-scores or ``lgamma`` overflow or
+  lose all precision).
 * Beta clamps actions to ``[1e-6, 1 - 1e-6]`` of the unit interval before ``log_prob``, so
-  actions at or beyond the bounds have a finite log-likelihood.
-* Categorical KL is ``sum p (log p - log q)`` computed from clamped log-probabilities: it stays
-  finite where ``q`` underflows to zero (torch returns ``inf`` there).
-* Integer actions are validated: out-of-range actions raise ``ValueError``.
+  actions at or beyond the bounds have a finite log-likelihood (RLlib: ``-inf``/NaN).
+* Categorical log-probabilities are floored at ``FLOAT_MIN`` and probabilities below
+  ``exp(-87)`` of the row's largest are exactly 0 (the float32 denormal range), so the KL
+  ``sum p (log p - log q)`` stays finite where ``q`` underflows (torch: ``inf``).
+* Categorical sampling uses the inverse CDF (the same distribution as ``torch.multinomial``,
+  several times faster, a different random stream).
+* Actions are validated: out-of-range integer actions and action shapes that do not match
+  the batch raise ``ValueError`` (RLlib broadcasts a ``[B]`` action against ``[B, 1]``).
+* Integer actions honour the space's offset (``Discrete.start``, ``MultiDiscrete.start``,
+  an integer Box's ``low``); RLlib always counts from 0.
 
 Examples:
     >>> import torch
@@ -145,6 +153,36 @@ def _inverse_cdf_sample(probs: torch.Tensor) -> torch.Tensor:
     u = torch.rand_like(total) * total
     u = torch.minimum(u, torch.nextafter(total, torch.zeros_like(total)))
     return torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp_max_(probs.shape[-1] - 1)
+
+
+_EXP_FLOOR = -87.0  # exp below this is a float32 denormal (or 0) and slow on CPU: flushed to 0
+
+
+def _normalize(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(log_softmax, softmax, row_max)`` over the last dim, from one pass.
+
+    Log-probabilities are floored at ``FLOAT_MIN`` (finite for ``-inf`` / masked logits).
+    Probabilities below ``exp(-87)`` relative to the row's largest are flushed to exactly 0
+    (what float32 denormals are in practice), which keeps masked and padded slots at
+    probability 0 and avoids CPU's slow path for underflowing ``exp``.
+    """
+    row_max = logits.detach().amax(-1, keepdim=True)
+    z = logits - row_max
+    keep = _float_compare(torch.gt, z.detach(), _EXP_FLOOR)
+    e = torch.exp(z.clamp_min(_EXP_FLOOR)) * keep
+    total = e.sum(-1, keepdim=True)
+    return (z - torch.log(total)).clamp_min(FLOAT_MIN), e / total, row_max
+
+
+def _float_compare(op: Callable[..., torch.Tensor], x: torch.Tensor, value: float) -> torch.Tensor:
+    """``op(x, value)`` as a float32 0/1 tensor (writing floats directly is several times
+    faster on CPU than a bool result followed by a conversion)."""
+    return op(x, value, out=torch.empty(x.shape, dtype=torch.float32, device=x.device))
+
+
+def _floor_illegal(logits: torch.Tensor, illegal: torch.Tensor) -> torch.Tensor:
+    """Logits with illegal slots (``illegal == 1.0``) set to ``FLOAT_MIN``."""
+    return torch.add(logits, illegal, alpha=FLOAT_MIN).clamp_min(FLOAT_MIN)
 
 
 def _prod(shape: Sequence[int]) -> int:
@@ -305,27 +343,26 @@ class Categorical(ActionDistribution):
                 )
             self._start = int(action_space.start)
         self.logits = self._masked_logits()
-        self._log_probs: torch.Tensor | None = None
-        self._probs: torch.Tensor | None = None
+        self._normalized: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
     def _masked_logits(self) -> torch.Tensor:
         if self.temperature == 1.0:
             return self.inputs
-        return self.inputs / self.temperature
+        return (self.inputs / self.temperature).clamp_min(FLOAT_MIN)
 
     @property
     def log_probs(self) -> torch.Tensor:
         """Normalised log-probabilities ``[*batch, n]``, floored at the float32 minimum."""
-        if self._log_probs is None:
-            self._log_probs = torch.log_softmax(self.logits, -1).clamp_min(FLOAT_MIN)
-        return self._log_probs
+        if self._normalized is None:
+            self._normalized = _normalize(self.logits)
+        return self._normalized[0]
 
     @property
     def probs(self) -> torch.Tensor:
-        """Probabilities ``[*batch, n]``."""
-        if self._probs is None:
-            self._probs = self.log_probs.exp()
-        return self._probs
+        """Probabilities ``[*batch, n]`` (those below ``exp(-87)`` of the largest are 0)."""
+        if self._normalized is None:
+            self._normalized = _normalize(self.logits)
+        return self._normalized[1]
 
     @property
     def dist(self) -> torch.distributions.Categorical:
@@ -367,20 +404,21 @@ class Categorical(ActionDistribution):
         return int(action_space.n)
 
 
-def _legal_from(inputs: torch.Tensor, mask: TensorLike | None, who: str) -> torch.Tensor:
-    """Boolean legality ``[*batch, n]``: from ``mask`` (> 0 is legal) or the logits' floor."""
+def _illegal_from(inputs: torch.Tensor, mask: TensorLike | None, who: str) -> torch.Tensor:
+    """Float ``[*batch, n]``, 1.0 where masked: ``mask <= 0``, or logits ``<= -1e8``."""
     if mask is None:
-        return inputs > MASK_THRESHOLD
+        return _float_compare(torch.le, inputs.detach(), MASK_THRESHOLD)
     m = mask if isinstance(mask, torch.Tensor) else torch.as_tensor(np.asarray(mask))
     m = m.to(inputs.device)
     try:
-        legal = torch.broadcast_to(m > 0 if m.dtype != torch.bool else m, inputs.shape)
+        m = torch.broadcast_to(m, inputs.shape)
+        illegal = _float_compare(torch.le, m if m.dtype != torch.bool else m.float(), 0.0)
     except RuntimeError as err:
         raise ValueError(
             f"{who}: mask of shape {tuple(m.shape)} does not broadcast to the inputs' shape "
             f"{tuple(inputs.shape)}"
         ) from err
-    return legal
+    return illegal
 
 
 class MaskedCategorical(Categorical):
@@ -391,8 +429,9 @@ class MaskedCategorical(Categorical):
     ``logits + max(log(mask), FLOAT_MIN)`` in RLlib's parametric-actions model. Masked
     actions get the logit ``FLOAT_MIN`` (a safe floor: finite, and its probability is
     exactly zero), so they are never sampled, and entropy and KL sum over legal actions
-    only. ``logp`` of a masked action is a huge negative finite number. Every batch entry
-    needs at least one legal action (ValueError otherwise).
+    only. ``logp`` of a masked action is a huge negative finite number, and so is the KL
+    term of an action that ``self`` allows but ``other`` masks (mathematically infinite).
+    Every batch entry needs at least one legal action (ValueError otherwise).
 
     Args:
         inputs: Logits ``[*batch, n]``.
@@ -422,31 +461,36 @@ class MaskedCategorical(Categorical):
     ):
         self._mask_arg = mask
         super().__init__(inputs, model, temperature, action_space=action_space)
+        self._normalized = self._checked
 
     def _masked_logits(self) -> torch.Tensor:
-        self.legal = _legal_from(self.inputs, self._mask_arg, "MaskedCategorical")
-        if not bool(self.legal.any(-1).all()):
+        self._illegal = _illegal_from(self.inputs, self._mask_arg, "MaskedCategorical")
+        logits = _floor_illegal(self.inputs, self._illegal)
+        if self.temperature != 1.0:
+            logits = (logits / self.temperature).clamp_min(FLOAT_MIN)
+        self._checked = _normalize(logits)  # its row max tells fully masked rows
+        if not bool((self._checked[2] > FLOAT_MIN).all()):
             raise ValueError(
                 "MaskedCategorical: every batch entry needs at least one legal action; "
                 "some rows are fully masked"
             )
-        scaled = self.inputs if self.temperature == 1.0 else self.inputs / self.temperature
-        return torch.where(self.legal, scaled, FLOAT_MIN)
+        return logits
 
-    def entropy(self) -> torch.Tensor:
-        return -torch.where(self.legal, self.probs * self.log_probs, 0.0).sum(-1)
-
-    def kl(self, other: ActionDistribution) -> torch.Tensor:
-        self._same_class(other)
-        assert isinstance(other, Categorical)
-        terms = self.probs * (self.log_probs - other.log_probs)
-        return torch.where(self.legal, terms, 0.0).sum(-1)
+    @property
+    def legal(self) -> torch.Tensor:
+        """Boolean ``[*batch, n]``: which actions are legal."""
+        return self._illegal == 0
 
 
 def _multi_categorical_layout(
     input_lens: Sequence[int] | np.ndarray | None, action_space: gym.Space | None
-) -> tuple[list[int], np.ndarray, tuple[int, ...]]:
-    """``(lens, offsets, action_shape)`` of a MultiCategorical."""
+) -> tuple[list[int], np.ndarray, tuple[int, ...], np.ndarray | None]:
+    """``(lens, offsets, action_shape, out_of_bounds)`` of a MultiCategorical.
+
+    ``out_of_bounds`` (float ``[sum(lens)]``, 1.0 = the category lies outside that
+    element's own ``[low, high]``) is set only for integer Boxes with per-element bounds.
+    """
+    out_of_bounds: np.ndarray | None = None
     offsets: np.ndarray | None = None
     shape: tuple[int, ...] | None = None
     derived: list[int] | None = None
@@ -461,6 +505,12 @@ def _multi_categorical_layout(
             derived = [hi - lo + 1] * k
             offsets = np.full(k, lo, dtype=np.int64)
             shape = tuple(action_space.shape)
+            lows = np.asarray(action_space.low, dtype=np.int64).ravel()
+            highs = np.asarray(action_space.high, dtype=np.int64).ravel()
+            if (lows != lo).any() or (highs != hi).any():
+                values = lo + np.arange(hi - lo + 1)
+                outside = (values[None, :] < lows[:, None]) | (values[None, :] > highs[:, None])
+                out_of_bounds = outside.astype(np.float32).ravel()
         else:
             raise ValueError(
                 f"MultiCategorical: action_space must be MultiDiscrete or an integer Box, "
@@ -482,7 +532,7 @@ def _multi_categorical_layout(
         offsets = np.zeros(len(lens), dtype=np.int64)
     if shape is None:
         shape = (len(lens),)
-    return lens, offsets, shape
+    return lens, offsets, shape, out_of_bounds
 
 
 class MultiCategorical(ActionDistribution):
@@ -497,7 +547,9 @@ class MultiCategorical(ActionDistribution):
     Differences from RLlib: actions are offset by the space's ``start`` (MultiDiscrete) or
     ``low`` (integer Box: the categories of ``Box(lo, hi)`` are ``lo..hi``; RLlib returns
     ``0..hi-lo``, which lies outside the space whenever ``lo != 0``). Like RLlib, an integer
-    Box uses the global ``min(low)..max(high)`` range for every element.
+    Box gets ``max(high) - min(low) + 1`` logits per element; where elements have their own
+    bounds, categories outside an element's ``[low, high]`` are masked (probability 0), so
+    samples always lie in the space.
 
     Args:
         inputs: Logits ``[*batch, sum(input_lens)]``.
@@ -524,7 +576,7 @@ class MultiCategorical(ActionDistribution):
     ):
         super().__init__(inputs, model)
         name = type(self).__name__
-        lens, offsets, shape = _multi_categorical_layout(input_lens, action_space)
+        lens, offsets, shape, out_of_bounds = _multi_categorical_layout(input_lens, action_space)
         if int(self.inputs.shape[-1]) != sum(lens):
             raise ValueError(
                 f"{name}: inputs have {int(self.inputs.shape[-1])} logits in the last dim, "
@@ -541,13 +593,15 @@ class MultiCategorical(ActionDistribution):
         self._offsets = torch.as_tensor(offsets, dtype=torch.int64, device=device)
         self._has_offsets = bool(np.any(offsets))
 
-        flat_legal = self._flat_legal()
+        flat_illegal = self._flat_illegal()
+        if out_of_bounds is not None:
+            static = torch.as_tensor(out_of_bounds, device=device)
+            flat_illegal = static if flat_illegal is None else torch.maximum(flat_illegal, static)
         logits = self.inputs
-        if flat_legal is not None:
-            logits = torch.where(flat_legal, logits, FLOAT_MIN)
+        if flat_illegal is not None:
+            logits = _floor_illegal(logits, flat_illegal)
         if all(n == nmax for n in lens):
             self.logits = logits.reshape(*self._batch, k, nmax)
-            self.legal = None if flat_legal is None else flat_legal.reshape(*self._batch, k, nmax)
         else:
             # Gather each block into a [k, nmax] grid; padding slots read a FLOAT_MIN column.
             index = np.full((k, nmax), sum(lens), dtype=np.int64)
@@ -559,32 +613,24 @@ class MultiCategorical(ActionDistribution):
             pad = logits.new_full((*self._batch, 1), FLOAT_MIN)
             self.logits = torch.cat([logits, pad], -1).index_select(-1, idx)
             self.logits = self.logits.reshape(*self._batch, k, nmax)
-            valid = torch.as_tensor(index < sum(lens), device=device)
-            if flat_legal is None:
-                self.legal = valid.expand(*self._batch, k, nmax)
-            else:
-                pad_b = torch.zeros((*self._batch, 1), dtype=torch.bool, device=device)
-                grid = torch.cat([flat_legal, pad_b], -1).index_select(-1, idx)
-                self.legal = grid.reshape(*self._batch, k, nmax)
-        self._log_probs: torch.Tensor | None = None
-        self._probs: torch.Tensor | None = None
+        self._normalized: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
-    def _flat_legal(self) -> torch.Tensor | None:
+    def _flat_illegal(self) -> torch.Tensor | None:
         return None
 
     @property
     def log_probs(self) -> torch.Tensor:
         """Per-component log-probabilities ``[*batch, k, max(input_lens)]`` (padding: floor)."""
-        if self._log_probs is None:
-            self._log_probs = torch.log_softmax(self.logits, -1).clamp_min(FLOAT_MIN)
-        return self._log_probs
+        if self._normalized is None:
+            self._normalized = _normalize(self.logits)
+        return self._normalized[0]
 
     @property
     def probs(self) -> torch.Tensor:
         """Per-component probabilities ``[*batch, k, max(input_lens)]`` (padding: 0)."""
-        if self._probs is None:
-            self._probs = self.log_probs.exp()
-        return self._probs
+        if self._normalized is None:
+            self._normalized = _normalize(self.logits)
+        return self._normalized[1]
 
     def _to_actions(self, idx: torch.Tensor) -> torch.Tensor:
         if self._has_offsets:
@@ -616,10 +662,9 @@ class MultiCategorical(ActionDistribution):
         return self.log_probs.gather(-1, a.unsqueeze(-1)).squeeze(-1).sum(-1)
 
     def multi_entropy(self) -> torch.Tensor:
-        terms = self.probs * self.log_probs
-        if self.legal is not None:
-            terms = torch.where(self.legal, terms, 0.0)
-        return -terms.sum(-1)
+        # masked and padded slots have probability exactly 0 (and a finite log-probability),
+        # so they add nothing: the sums run over legal actions only
+        return -(self.probs * self.log_probs).sum(-1)
 
     def entropy(self) -> torch.Tensor:
         return self.multi_entropy().sum(-1)
@@ -632,10 +677,7 @@ class MultiCategorical(ActionDistribution):
                 f"{type(self).__name__}.kl: input_lens differ ({self.input_lens} vs "
                 f"{other.input_lens})"
             )
-        terms = self.probs * (self.log_probs - other.log_probs)
-        if self.legal is not None:
-            terms = torch.where(self.legal, terms, 0.0)
-        return terms.sum(-1)
+        return (self.probs * (self.log_probs - other.log_probs)).sum(-1)
 
     def kl(self, other: ActionDistribution) -> torch.Tensor:
         return self.multi_kl(other).sum(-1)
@@ -687,15 +729,21 @@ class MaskedMultiCategorical(MultiCategorical):
     ):
         self._mask_arg = mask
         super().__init__(inputs, model, input_lens, action_space)
-        assert self.legal is not None
-        if not bool(self.legal.any(-1).all()):
+        self._normalized = _normalize(self.logits)
+        if not bool((self._normalized[2] > FLOAT_MIN).all()):
             raise ValueError(
                 "MaskedMultiCategorical: every component of every batch entry needs at least "
                 "one legal action; some are fully masked"
             )
 
-    def _flat_legal(self) -> torch.Tensor | None:
-        return _legal_from(self.inputs, self._mask_arg, "MaskedMultiCategorical")
+    def _flat_illegal(self) -> torch.Tensor | None:
+        self._illegal = _illegal_from(self.inputs, self._mask_arg, "MaskedMultiCategorical")
+        return self._illegal
+
+    @property
+    def legal(self) -> torch.Tensor:
+        """Boolean ``[*batch, sum(input_lens)]``: which actions are legal."""
+        return self._illegal == 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -963,6 +1011,14 @@ class Beta(ActionDistribution):
         conc = torch.nn.functional.softplus(self.inputs.clamp(-bound, bound)) + 1.0
         self.inputs = conc
         self.alpha, self.beta = torch.chunk(conc, 2, dim=-1)
+        self._lbeta: torch.Tensor | None = None
+
+    @property
+    def log_beta(self) -> torch.Tensor:
+        """``log B(alpha, beta)`` per dim (computed once, shared by logp/entropy/kl)."""
+        if self._lbeta is None:
+            self._lbeta = _log_beta_fn(self.alpha, self.beta)
+        return self._lbeta
 
     @property
     def dist(self) -> torch.distributions.Beta:
@@ -983,13 +1039,13 @@ class Beta(ActionDistribution):
         _batch_shape_check(x, self.alpha.shape, "Beta.logp")
         u = ((x - self.low) / (self.high - self.low)).clamp(SMALL_NUMBER, 1.0 - SMALL_NUMBER)
         a, b = self.alpha, self.beta
-        lp = (a - 1.0) * torch.log(u) + (b - 1.0) * torch.log1p(-u) - _log_beta_fn(a, b)
+        lp = (a - 1.0) * torch.log(u) + (b - 1.0) * torch.log1p(-u) - self.log_beta
         return lp.sum(-1)
 
     def entropy(self) -> torch.Tensor:
         a, b = self.alpha, self.beta
         dg = torch.digamma
-        h = _log_beta_fn(a, b) - (a - 1.0) * dg(a) - (b - 1.0) * dg(b) + (a + b - 2.0) * dg(a + b)
+        h = self.log_beta - (a - 1.0) * dg(a) - (b - 1.0) * dg(b) + (a + b - 2.0) * dg(a + b)
         return h.sum(-1)
 
     def kl(self, other: ActionDistribution) -> torch.Tensor:
@@ -998,8 +1054,8 @@ class Beta(ActionDistribution):
         a1, b1, a2, b2 = self.alpha, self.beta, other.alpha, other.beta
         dg = torch.digamma
         k = (
-            _log_beta_fn(a2, b2)
-            - _log_beta_fn(a1, b1)
+            other.log_beta
+            - self.log_beta
             + (a1 - a2) * dg(a1)
             + (b1 - b2) * dg(b1)
             + (a2 - a1 + b2 - b1) * dg(a1 + b1)
@@ -1100,6 +1156,15 @@ class Dirichlet(ActionDistribution):
         conc = torch.exp(raw.clamp(-LOG_BOUND, LOG_BOUND)) + 1e-7
         self.inputs = conc
         self.concentration = conc.reshape(*self._batch, *shape)
+        self._total = self.concentration.sum(-1)
+        self._lnorm: torch.Tensor | None = None
+
+    @property
+    def log_normalizer(self) -> torch.Tensor:
+        """``log B(c) = sum lgamma(c_i) - lgamma(sum c)`` per simplex row (computed once)."""
+        if self._lnorm is None:
+            self._lnorm = torch.lgamma(self.concentration).sum(-1) - torch.lgamma(self._total)
+        return self._lnorm
 
     @property
     def dist(self) -> torch.distributions.Dirichlet:
@@ -1122,12 +1187,18 @@ class Dirichlet(ActionDistribution):
         _batch_shape_check(x, self.concentration.shape, "Dirichlet.logp")
         x = x.clamp_min(1e-7)
         x = x / x.sum(-1, keepdim=True)
-        c = self.concentration
-        lp = ((c - 1.0) * torch.log(x)).sum(-1) + torch.lgamma(c.sum(-1)) - torch.lgamma(c).sum(-1)
+        lp = ((self.concentration - 1.0) * torch.log(x)).sum(-1) - self.log_normalizer
         return self._reduce(lp)
 
     def entropy(self) -> torch.Tensor:
-        return self._reduce(self.dist.entropy())
+        c, c0 = self.concentration, self._total
+        k = c.shape[-1]
+        h = (
+            self.log_normalizer
+            + (c0 - k) * torch.digamma(c0)
+            - ((c - 1.0) * torch.digamma(c)).sum(-1)
+        )
+        return self._reduce(h)
 
     def kl(self, other: ActionDistribution) -> torch.Tensor:
         self._same_class(other)
@@ -1570,6 +1641,11 @@ def select_action_dist(
         dist_type: None, ``"deterministic"``, or an ActionDistribution subclass to use.
         custom_action_dists: Registered custom distributions by name.
 
+    A class chosen through ``custom_action_dist`` or ``dist_type`` whose constructor takes an
+    ``action_space`` keyword comes back as ``partial(cls, action_space=action_space)`` (so
+    e.g. ``SquashedGaussian`` and ``Beta`` take their bounds from the space); other classes
+    come back unchanged, as in RLlib.
+
     Returns:
         ``(dist_class_or_partial, required_num_model_outputs)``; call the first with
         ``(model_outputs, model)``.
@@ -1653,9 +1729,10 @@ def select_action_dist(
     if isinstance(action_space, (Tuple, Dict)):
         return _resolve(MultiActionDistribution, action_space, config, custom_action_dists)
     if isinstance(action_space, Simplex):
-        if len(action_space.shape) > 1:
-            return partial(Dirichlet, action_space=action_space), _prod(action_space.shape)
-        return Dirichlet, _prod(action_space.shape)
+        shape = tuple(action_space.shape or ())
+        if len(shape) > 1:
+            return partial(Dirichlet, action_space=action_space), _prod(shape)
+        return Dirichlet, _prod(shape)
     if isinstance(action_space, MultiDiscrete):
         nvec = [int(v) for v in np.asarray(action_space.nvec).ravel()]
         return partial(MultiCategorical, input_lens=nvec, action_space=action_space), sum(nvec)
