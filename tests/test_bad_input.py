@@ -8,6 +8,7 @@ import math
 import gymnasium as gym
 import numpy as np
 import pytest
+
 from rlblocks.preprocessors import get_preprocessor
 from rlblocks.spaces import Repeated
 
