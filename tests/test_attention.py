@@ -22,6 +22,15 @@ from rlblocks.views import build_view_inputs
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Tiny models: one intra-op thread is fastest and avoids oversubscribing shared CPUs."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)
+
+
 def naive_attention(att, inputs, memory, window):
     """Per query, per head: explicit Transformer-XL scores over the allowed keys."""
     b, t, _ = inputs.shape
@@ -297,7 +306,8 @@ def test_catalog_wraps_default_models(kind):
         torch.testing.assert_close(out, torch.stack(steps), atol=1e-5, rtol=0)
 
 
-CATALOG_CFG = {"use_attention": True, "fcnet_hiddens": [8], "attention_dim": 8, "attention_head_dim": 4,
+CATALOG_CFG = {"use_attention": True, "fcnet_hiddens": [8], "attention_dim": 8,
+               "attention_head_dim": 4,
                "attention_memory_inference": 3, "attention_memory_training": 3,
                "attention_position_wise_mlp_dim": 8}
 WRAPPER = AttentionWrapper

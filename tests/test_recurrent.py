@@ -14,6 +14,15 @@ from rlblocks.sequences import chop_into_sequences
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Tiny models: one intra-op thread is fastest and avoids oversubscribing shared CPUs."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)
+
+
 def make_lstm(action_space=None, seed=0, **cfg):
     action_space = action_space or gym.spaces.Discrete(3)
     torch.manual_seed(seed)

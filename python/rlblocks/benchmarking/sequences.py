@@ -71,9 +71,11 @@ def bench_chop(n: int, min_time: float) -> list[Result]:
     lens = ref.seq_lens_from_ids(b["eps_id"], None, None, 20)
     leaves = [b["obs"], b["actions"], b["rewards"], b["dones"], b["logp"]]
     case = f"pad kernel {n // 1024}k rows"
-    results.append(measure(case, "rlblocks C++", lambda: _core.pad_sequences(leaves, lens, 20, False),
+    results.append(measure(case, "rlblocks C++",
+                           lambda: _core.pad_sequences(leaves, lens, 20, False),
                            n, batch=n, min_time=min_time))
-    results.append(measure(case, "numpy reference", lambda: ref.pad_sequences(leaves, lens, 20, False),
+    results.append(measure(case, "numpy reference",
+                           lambda: ref.pad_sequences(leaves, lens, 20, False),
                            n, batch=n, min_time=min_time))
     return results
 

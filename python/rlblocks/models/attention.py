@@ -46,6 +46,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from torch import nn
+
 from rlblocks.models.modelv2 import ModelV2
 from rlblocks.models.recurrent import (
     action_input_size,
@@ -54,7 +56,6 @@ from rlblocks.models.recurrent import (
     validate_seq_lens,
 )
 from rlblocks.views import ViewRequirement
-from torch import nn
 
 __all__ = [
     "AttentionWrapper",

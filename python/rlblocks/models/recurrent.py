@@ -27,10 +27,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from torch import nn
+
 from rlblocks.models.modelv2 import ModelV2
 from rlblocks.sequences import add_time_dimension
 from rlblocks.views import ViewRequirement
-from torch import nn
 
 __all__ = [
     "LSTMWrapper",
