@@ -165,13 +165,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short timings (smoke run)")
     parser.add_argument("--rows", type=int, default=65536, help="rows for the chop benchmark")
-    parser.add_argument("--torch-threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="rlblocks kernel threads and torch intra-op threads")
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.torch_threads)
+    import rlblocks
+
+    rlblocks.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     min_time = 0.05 if args.quick else 0.5
     results = bench_chop(args.rows, min_time)
     results += bench_lstm(min_time)
     results += bench_gtrxl(min_time)
+    for r in results:
+        r.threads = args.threads
     report(results)
     return 0
 
