@@ -117,7 +117,7 @@ def bench_lstm(min_time: float) -> list[Result]:
         bare = _BareLSTM(obs_dim, hiddens, cell, n_out)
         case = f"lstm fwd B=64 T=20 fc={hiddens}"
 
-        def ours(model: nn.Module = model) -> object:
+        def ours(model: LSTMWrapper = model) -> object:
             with torch.no_grad():
                 out, state = model({"obs": x}, [h, c], lens)
                 return out, model.value_function(), state

@@ -48,7 +48,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlblocks.models.modelv2 import ModelV2
+from rlblocks.models.modelv2 import ModelV2, flatten_obs_space_size
 from rlblocks.models.recurrent import (
     action_input_size,
     prev_actions_to_input,
@@ -90,13 +90,15 @@ class RelativePositionEmbedding(nn.Module):
         super().__init__()
         self.dim = int(dim)
         freq = 1.0 / (10000 ** (torch.arange(0, self.dim, 2.0) / self.dim))
+        self.inverse_freq: torch.Tensor
+        self._table: torch.Tensor
         self.register_buffer("inverse_freq", freq, persistent=False)
         self.register_buffer("_table", torch.zeros(0, self.dim), persistent=False)
 
     def forward(self, n: int) -> torch.Tensor:
-        if self._table.shape[0] < n or self._table.dtype != self.inverse_freq.dtype:
-            dist = torch.arange(n, dtype=self.inverse_freq.dtype, device=self.inverse_freq.device)
-            angles = dist[:, None] * self.inverse_freq[None, :]
+        freq = self.inverse_freq
+        if self._table.shape[0] < n or self._table.dtype != freq.dtype:
+            angles = torch.arange(n, dtype=freq.dtype, device=freq.device)[:, None] * freq[None, :]
             self._table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)[:, : self.dim]
         return self._table[:n]
 
@@ -190,10 +192,13 @@ class GRUGate(nn.Module):
 
     def __init__(self, dim: int, init_bias: float = 0.0) -> None:
         super().__init__()
-        for name in ("_w_r", "_w_z", "_w_h", "_u_r", "_u_z", "_u_h"):
+        def weight() -> nn.Parameter:
             p = nn.Parameter(torch.zeros(dim, dim))
             nn.init.xavier_uniform_(p)
-            setattr(self, name, p)
+            return p
+
+        self._w_r, self._w_z, self._w_h = weight(), weight(), weight()
+        self._u_r, self._u_z, self._u_h = weight(), weight(), weight()
         self._bias_z = nn.Parameter(torch.full((dim,), float(init_bias)))
 
     def forward(self, inputs: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
@@ -274,8 +279,8 @@ class GTrXL(nn.Module):
 
     def initial_memory(self, batch_size: int | None = None) -> list[torch.Tensor]:
         """Zero memories ``[M, D]`` per unit (``[B, M, D]`` with a batch size)."""
-        p = self.linear_layer._model[0].weight
-        shape = (self.memory, self.attention_dim)
+        p = next(self.parameters())
+        shape: tuple[int, ...] = (self.memory, self.attention_dim)
         if batch_size is not None:
             shape = (int(batch_size), *shape)
         return [p.new_zeros(shape) for _ in range(self.num_transformer_units)]
@@ -416,7 +421,7 @@ class GTrXLNet(ModelV2):
         if bool(mask.all()) is False:
             feats = feats * mask[:, None]
         new_state = next_memories(list(state), memory_outs, lens)
-        if self.logits is not None:
+        if self.logits is not None and self.values_out is not None:
             out = self.logits(feats)
             self._value_out = self.values_out(feats).reshape(-1)
         else:
@@ -473,7 +478,7 @@ class AttentionWrapper(ModelV2):
                                    f"{name}_wrapped", **kwargs)
         in_size = self.wrapped.num_outputs
         if in_size is None:
-            in_size = int(np.prod(obs_space.shape))
+            in_size = flatten_obs_space_size(obs_space)
         self.use_n_prev_actions = int(cfg["attention_use_n_prev_actions"])
         self.use_n_prev_rewards = int(cfg["attention_use_n_prev_rewards"])
         self.action_dim = action_input_size(action_space) if self.use_n_prev_actions else 0

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlblocks.models.modelv2 import ModelV2
+from rlblocks.models.modelv2 import ModelV2, flatten_obs_space_size
 from rlblocks.sequences import add_time_dimension
 from rlblocks.views import ViewRequirement
 
@@ -192,7 +192,7 @@ class LSTMWrapper(RecurrentNetwork):
                                    f"{name}_wrapped", **kwargs)
         in_size = self.wrapped.num_outputs
         if in_size is None:
-            in_size = int(np.prod(obs_space.shape))
+            in_size = flatten_obs_space_size(obs_space)
         self.cell_size = int(cfg["lstm_cell_size"])
         self.use_prev_action = bool(cfg["lstm_use_prev_action"])
         self.use_prev_reward = bool(cfg["lstm_use_prev_reward"])
@@ -227,7 +227,7 @@ class LSTMWrapper(RecurrentNetwork):
 
     def get_initial_state(self) -> list[torch.Tensor]:
         """Zero ``h`` and ``c``, each ``[lstm_cell_size]``, on the model's device."""
-        w = self.lstm.weight_ih_l0
+        w = next(self.lstm.parameters())
         return [w.new_zeros(self.cell_size), w.new_zeros(self.cell_size)]
 
     def forward(
