@@ -210,7 +210,12 @@ class GRUGate(nn.Module):
 
 
 class SkipConnection(nn.Module):
-    """``fan_in((x, layer(x)))``, or ``x + layer(x)`` without a fan-in layer."""
+    """``fan_in((x, layer(x)))``, or ``x + layer(x)`` without a fan-in layer.
+
+    Examples:
+        >>> SkipConnection(nn.Identity())(torch.ones(2)).tolist()
+        [2.0, 2.0]
+    """
 
     def __init__(self, layer: nn.Module, fan_in_layer: nn.Module | None = None) -> None:
         super().__init__()
@@ -339,6 +344,15 @@ class GTrXLNet(ModelV2):
     ``memory_training`` is the memory length training batches should give each sequence
     (the view requirement ``state_in_i`` uses it); positions attend to ``memory_inference``
     steps, so equal values (the default) make training and inference see the same context.
+
+    Examples:
+        >>> import gymnasium as gym, torch
+        >>> net = GTrXLNet(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2), 2, {}, "g",
+        ...                attention_dim=8, head_dim=4, memory_inference=4, memory_training=4)
+        >>> state = [s[None].expand(2, -1, -1) for s in net.get_initial_state()]
+        >>> out, state = net({"obs": torch.zeros(6, 3)}, state, torch.tensor([3, 2]))
+        >>> out.shape, state[0].shape, net.value_function().shape
+        (torch.Size([6, 2]), torch.Size([2, 4, 8]), torch.Size([6]))
     """
 
     def __init__(

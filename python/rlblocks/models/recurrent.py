@@ -172,6 +172,18 @@ class LSTMWrapper(RecurrentNetwork):
     action) (raw for Box) if lstm_use_prev_action, prev reward if lstm_use_prev_reward]``
     (``input_dict["prev_actions"]``, ``input_dict["prev_rewards"]``). State: ``[h, c]``, each
     ``[B, lstm_cell_size]``.
+
+    Examples:
+        >>> import gymnasium as gym, torch
+        >>> from rlblocks.models.fcnet import FullyConnectedNetwork
+        >>> m = LSTMWrapper(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2), 2,
+        ...                 {"lstm_cell_size": 4, "lstm_use_prev_action": True}, "lstm",
+        ...                 wrapped_cls=FullyConnectedNetwork)
+        >>> state = [s[None] for s in m.get_initial_state()]
+        >>> out, state = m({"obs": torch.zeros(1, 3), "prev_actions": torch.tensor([1])},
+        ...                state, torch.tensor([1]))
+        >>> out.shape, state[1].shape
+        (torch.Size([1, 2]), torch.Size([1, 4]))
     """
 
     def __init__(
