@@ -6,7 +6,6 @@ import os
 
 import pytest
 from hypothesis import HealthCheck, settings
-
 from rlblocks import _impl
 
 settings.register_profile(

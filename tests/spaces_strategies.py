@@ -7,7 +7,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from hypothesis import strategies as st
-
 from rlblocks.spaces import Repeated
 
 BOX_DTYPES = [np.float32, np.float64, np.int32, np.int64, np.uint8, np.int8]

@@ -8,7 +8,6 @@ import math
 import gymnasium as gym
 import numpy as np
 import pytest
-
 from rlblocks.preprocessors import get_preprocessor
 from rlblocks.spaces import Repeated
 

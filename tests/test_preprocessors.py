@@ -9,12 +9,10 @@ from collections import OrderedDict
 import gymnasium as gym
 import numpy as np
 import pytest
+import rlblocks as rb
 from conftest import both_impls
 from hypothesis import given
 from hypothesis import strategies as st
-from spaces_strategies import contains_repeated, nested_spaces, stack_batch
-
-import rlblocks as rb
 from rlblocks.preprocessors import (
     AtariRamPreprocessor,
     DictFlatteningPreprocessor,
@@ -26,6 +24,7 @@ from rlblocks.preprocessors import (
     get_preprocessor,
 )
 from rlblocks.spaces import Repeated
+from spaces_strategies import nested_spaces, stack_batch
 
 B, D, MD, MB = gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary
 

@@ -10,10 +10,9 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-from spaces_strategies import nested_spaces
-
 from rlblocks import RepeatedValues, get_preprocessor, restore_original_dimensions
 from rlblocks.spaces import Repeated
+from spaces_strategies import nested_spaces
 
 B, D, MD = gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete
 

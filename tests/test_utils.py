@@ -8,7 +8,6 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-
 from rlblocks.utils import one_hot, one_hot_multidiscrete, torch_one_hot
 
 
