@@ -232,6 +232,11 @@ def test_gtrxlnet_own_heads_and_views():
     out, new = net({"obs": torch.randn(4, 3)}, state, torch.tensor([2, 2]))
     assert out.shape == (4, 3) and (out >= 0).all()  # RLlib's ReLU logits (QUIRK 18)
     assert net.value_function().shape == (4,) and new[1].shape == (2, 3, 8)
+    with torch.no_grad():
+        net.values_out._model[0].bias.fill_(1.0)  # padded rows must still give 0
+        out, _ = net({"obs": torch.randn(4, 3)}, state, torch.tensor([2, 1]))
+    assert (out[3] == 0).all() and net.value_function()[3] == 0
+    assert (net.value_function()[:3] != 0).all()
     feat_net = GTrXLNet(OBS, gym.spaces.Discrete(2), None, {}, "g", attention_dim=8,
                         head_dim=4, memory_inference=2, position_wise_mlp_dim=4)
     assert feat_net.num_outputs == 8

@@ -146,6 +146,25 @@ class RelativeMultiHeadAttention(nn.Module):
         self._pos_proj = _linear(in_dim, hd, bias=False)
         self._rel_pos_embedding = RelativePositionEmbedding(in_dim)
         self._input_layernorm = nn.LayerNorm(in_dim) if input_layernorm else None
+        self._index_cache: dict[tuple[int, int, int, torch.device], tuple[
+            torch.Tensor, torch.Tensor | None]] = {}
+
+    def _relative_index(
+        self, tau: int, t: int, w: int, device: torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Distance index ``[T, K]`` (clamped to ``[0, w]``) and the mask of disallowed keys
+        (None when every key is allowed); cached per shape."""
+        key = (tau, t, w, device)
+        cached = self._index_cache.get(key)
+        if cached is None:
+            qpos = torch.arange(tau, tau + t, device=device)[:, None]
+            dist = qpos - torch.arange(tau + t, device=device)[None, :]  # [T, K]
+            invalid = (dist < 0) | (dist > w)
+            cached = (dist.clamp(0, w), invalid if bool(invalid.any()) else None)
+            if len(self._index_cache) > 64:
+                self._index_cache.clear()
+            self._index_cache[key] = cached
+        return cached
 
     def forward(
         self, inputs: torch.Tensor, memory: torch.Tensor | None = None, window: int | None = None
@@ -166,13 +185,10 @@ class RelativeMultiHeadAttention(nn.Module):
         rel = self._pos_proj(self._rel_pos_embedding(w + 1)).reshape(w + 1, h, d)
         content = torch.einsum("bihd,bjhd->bhij", q + self._uvar, k)
         pos = torch.einsum("bihd,rhd->bhir", q + self._vvar, rel)  # by distance r
-        qpos = torch.arange(tau, tau + t, device=inputs.device)[:, None]
-        kpos = torch.arange(tau + t, device=inputs.device)[None, :]
-        dist = qpos - kpos  # [T, K]
-        valid = (dist >= 0) & (dist <= w)
-        idx = dist.clamp(0, w).expand(b, h, t, tau + t)
-        score = (content + torch.gather(pos, 3, idx)) / math.sqrt(d)
-        score = score.masked_fill(~valid, float("-inf"))
+        index, invalid = self._relative_index(tau, t, w, inputs.device)
+        score = (content + torch.gather(pos, 3, index.expand(b, h, t, tau + t))) / math.sqrt(d)
+        if invalid is not None:
+            score = score.masked_fill(invalid, float("-inf"))
         weights = torch.softmax(score, dim=-1)
         out = torch.einsum("bhij,bjhd->bihd", weights, v).reshape(b, t, h * d)
         return self._linear_layer(out)
@@ -416,6 +432,28 @@ class GTrXLNet(ModelV2):
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         obs = input_dict["obs_flat"].float()
         lens = validate_seq_lens(seq_lens, obs.shape[0], type(self).__name__)
+        feats, new_state, mask = self.features(obs, state, lens)
+        if self.logits is not None and self.values_out is not None:
+            out = self.logits(feats)
+            value = self.values_out(feats).reshape(-1)
+            if mask is not None:
+                out = out * mask[:, None]
+                value = value * mask
+            self._value_out = value
+            return out, new_state
+        return feats, new_state
+
+    def features(
+        self, obs: torch.Tensor, state: list[torch.Tensor], lens: torch.Tensor
+    ) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor | None]:
+        """GTrXL features ``[B*T, attention_dim]`` (0 at padded rows), the memories at each
+        sequence's end, and the float row mask (None when no row is padded).
+
+        Args:
+            obs: ``[B*T, obs_dim]`` float inputs.
+            state: one ``[B, memory, attention_dim]`` memory per transformer unit.
+            lens: validated ``[B]`` int64 lengths (see ``validate_seq_lens``).
+        """
         b = lens.shape[0]
         t = obs.shape[0] // b
         if len(state) != self.num_transformer_units:
@@ -431,18 +469,11 @@ class GTrXLNet(ModelV2):
                 )
         feats, memory_outs = self.gtrxl(obs.reshape(b, t, self.obs_dim), list(state))
         feats = feats.reshape(b * t, self.attention_dim)
-        mask = sequence_row_mask(lens, t)
-        if bool(mask.all()) is False:
+        row_mask = sequence_row_mask(lens, t)
+        mask = None if bool(row_mask.all()) else row_mask.to(feats.dtype)
+        if mask is not None:
             feats = feats * mask[:, None]
-        new_state = next_memories(list(state), memory_outs, lens)
-        if self.logits is not None and self.values_out is not None:
-            out = self.logits(feats)
-            self._value_out = self.values_out(feats).reshape(-1)
-        else:
-            out = feats
-        if bool(mask.all()) is False:
-            out = out * mask[:, None]
-        return out, new_state
+        return feats, next_memories(list(state), memory_outs, lens), mask
 
     def value_function(self) -> torch.Tensor:
         if self._value_out is None:
@@ -517,6 +548,7 @@ class AttentionWrapper(ModelV2):
             self._logits_branch = _linear(self.attention_dim, self.num_outputs)
         self._value_branch = _linear(self.attention_dim, 1)
         self._features: torch.Tensor | None = None
+        self._mask: torch.Tensor | None = None
         vrs = dict(self.wrapped.view_requirements)
         vrs.update(self.gtrxl.view_requirements)
         vrs["obs"] = ViewRequirement(shift=0, space=obs_space)
@@ -559,20 +591,20 @@ class AttentionWrapper(ModelV2):
                 )
             parts.append(prev_r.reshape(rows, n).float())
         x = torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
-        feats, new_state = self.gtrxl.forward({"obs_flat": x, "obs": x}, state, seq_lens)
-        self._features = feats
-        out = feats if self._logits_branch is None else self._logits_branch(feats)
         lens = validate_seq_lens(seq_lens, rows, type(self).__name__)
-        mask = sequence_row_mask(lens, rows // lens.shape[0])
-        if bool(mask.all()) is False:
-            out = out * mask[:, None]
+        feats, new_state, mask = self.gtrxl.features(x, state, lens)
+        self._features = feats
         self._mask = mask
+        out = feats if self._logits_branch is None else self._logits_branch(feats)
+        if mask is not None:
+            out = out * mask[:, None]
         return out, new_state
 
     def value_function(self) -> torch.Tensor:
         if self._features is None:
             raise ValueError("AttentionWrapper.value_function: call forward() first")
-        return self._value_branch(self._features).reshape(-1) * self._mask
+        value = self._value_branch(self._features).reshape(-1)
+        return value if self._mask is None else value * self._mask
 
 
 def _column(input_dict: Mapping[str, Any], key: str, option: str) -> torch.Tensor:
