@@ -184,9 +184,10 @@ class RelativeMultiHeadAttention(nn.Module):
         v = v.reshape(b, tau + t, h, d)
         rel = self._pos_proj(self._rel_pos_embedding(w + 1)).reshape(w + 1, h, d)
         content = torch.einsum("bihd,bjhd->bhij", q + self._uvar, k)
-        pos = torch.einsum("bihd,rhd->bhir", q + self._vvar, rel)  # by distance r
         index, invalid = self._relative_index(tau, t, w, inputs.device)
-        score = (content + torch.gather(pos, 3, index.expand(b, h, t, tau + t))) / math.sqrt(d)
+        # rel[index] is [T, K, H, d]: the embedding of each (query, key) distance.
+        pos = torch.einsum("bihd,ijhd->bhij", q + self._vvar, rel[index])
+        score = (content + pos) / math.sqrt(d)
         if invalid is not None:
             score = score.masked_fill(invalid, float("-inf"))
         weights = torch.softmax(score, dim=-1)
