@@ -304,3 +304,25 @@ def test_catalog_wraps_default_models(kind):
 
 CATALOG_CFG = {"use_lstm": True, "lstm_cell_size": 8, "fcnet_hiddens": [8]}
 WRAPPER = LSTMWrapper
+
+
+def test_lstm_wrapped_fc_torch_export_with_state_in_and_out():
+    model = make_lstm()
+    model.eval()
+    exp = _Export(model)
+    g = torch.Generator().manual_seed(0)
+
+    def inputs():
+        return (torch.rand(5, 3, generator=g), torch.randint(0, 3, (5,), generator=g),
+                torch.rand(5, generator=g), torch.randn(5, 6, generator=g),
+                torch.randn(5, 6, generator=g))
+
+    program = torch.export.export(exp, inputs())
+    exported = program.module()
+    with torch.no_grad():
+        x = inputs()
+        for a, b in zip(exported(*x), exp(*x), strict=True):
+            torch.testing.assert_close(a, b)
+        _, _, h, c = exported(*x)
+        torch.testing.assert_close(exported(x[0], x[1], x[2], h, c)[0],
+                                   exp(x[0], x[1], x[2], *exp(*x)[2:])[0])
