@@ -22,6 +22,15 @@ from rlblocks.views import build_view_inputs
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Tiny models: one intra-op thread is fastest and avoids oversubscribing shared CPUs."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)
+
+
 def naive_attention(att, inputs, memory, window):
     """Per query, per head: explicit Transformer-XL scores over the allowed keys."""
     b, t, _ = inputs.shape
@@ -223,6 +232,11 @@ def test_gtrxlnet_own_heads_and_views():
     out, new = net({"obs": torch.randn(4, 3)}, state, torch.tensor([2, 2]))
     assert out.shape == (4, 3) and (out >= 0).all()  # RLlib's ReLU logits (QUIRK 18)
     assert net.value_function().shape == (4,) and new[1].shape == (2, 3, 8)
+    with torch.no_grad():
+        net.values_out._model[0].bias.fill_(1.0)  # padded rows must still give 0
+        out, _ = net({"obs": torch.randn(4, 3)}, state, torch.tensor([2, 1]))
+    assert (out[3] == 0).all() and net.value_function()[3] == 0
+    assert (net.value_function()[:3] != 0).all()
     feat_net = GTrXLNet(OBS, gym.spaces.Discrete(2), None, {}, "g", attention_dim=8,
                         head_dim=4, memory_inference=2, position_wise_mlp_dim=4)
     assert feat_net.num_outputs == 8
@@ -297,7 +311,8 @@ def test_catalog_wraps_default_models(kind):
         torch.testing.assert_close(out, torch.stack(steps), atol=1e-5, rtol=0)
 
 
-CATALOG_CFG = {"use_attention": True, "fcnet_hiddens": [8], "attention_dim": 8, "attention_head_dim": 4,
+CATALOG_CFG = {"use_attention": True, "fcnet_hiddens": [8], "attention_dim": 8,
+               "attention_head_dim": 4,
                "attention_memory_inference": 3, "attention_memory_training": 3,
                "attention_position_wise_mlp_dim": 8}
 WRAPPER = AttentionWrapper

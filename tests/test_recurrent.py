@@ -14,6 +14,15 @@ from rlblocks.sequences import chop_into_sequences
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Tiny models: one intra-op thread is fastest and avoids oversubscribing shared CPUs."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)
+
+
 def make_lstm(action_space=None, seed=0, **cfg):
     action_space = action_space or gym.spaces.Discrete(3)
     torch.manual_seed(seed)
@@ -295,3 +304,25 @@ def test_catalog_wraps_default_models(kind):
 
 CATALOG_CFG = {"use_lstm": True, "lstm_cell_size": 8, "fcnet_hiddens": [8]}
 WRAPPER = LSTMWrapper
+
+
+def test_lstm_wrapped_fc_torch_export_with_state_in_and_out():
+    model = make_lstm()
+    model.eval()
+    exp = _Export(model)
+    g = torch.Generator().manual_seed(0)
+
+    def inputs():
+        return (torch.rand(5, 3, generator=g), torch.randint(0, 3, (5,), generator=g),
+                torch.rand(5, generator=g), torch.randn(5, 6, generator=g),
+                torch.randn(5, 6, generator=g))
+
+    program = torch.export.export(exp, inputs())
+    exported = program.module()
+    with torch.no_grad():
+        x = inputs()
+        for a, b in zip(exported(*x), exp(*x), strict=True):
+            torch.testing.assert_close(a, b)
+        _, _, h, c = exported(*x)
+        torch.testing.assert_close(exported(x[0], x[1], x[2], h, c)[0],
+                                   exp(x[0], x[1], x[2], *exp(*x)[2:])[0])

@@ -306,3 +306,44 @@ def test_gather_rows_parity_and_bounds(kernel):
         kernel(leaves, np.array([0.0]))
     with pytest.raises(ValueError, match="scalar"):
         kernel([np.float32(1)], np.array([0]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    runs=st.lists(st.integers(1, 8), min_size=1, max_size=10),
+    max_len=st.integers(1, 5),
+    dynamic_max=st.booleans(),
+    extra=st.integers(0, 2),
+    padding=st.sampled_from(["zero", "last"]),
+    shuffle=st.booleans(),
+    seed=st.integers(0, 100),
+)
+def test_chop_native_equals_numpy_end_to_end(runs, max_len, dynamic_max, extra, padding,
+                                             shuffle, seed):
+    rng = np.random.default_rng(seed)
+    eps = np.repeat(np.arange(len(runs)), runs)
+    n = len(eps)
+    cols = [{"x": rng.normal(size=(n, 2)).astype(np.float32), "y": rng.integers(0, 5, n)},
+            rng.random(n) < 0.5]
+    states = [rng.normal(size=(n, 3))]
+    outs = []
+    saved = _impl.native()
+    try:
+        for numpy_ref in (False, True):
+            _impl.use_numpy_reference(numpy_ref)
+            np.random.seed(seed)  # noqa: NPY002 (shuffle uses the global RNG, as RLlib)
+            outs.append(chop_into_sequences(
+                feature_columns=cols, state_columns=states, episode_ids=eps,
+                max_seq_len=max_len, dynamic_max=dynamic_max, _extra_padding=extra,
+                padding=padding, shuffle=shuffle, handle_nested_data=True))
+    finally:
+        _impl.use_numpy_reference(not saved)
+    (f1, s1, l1), (f2, s2, l2) = outs
+    np.testing.assert_array_equal(l1, l2)
+    for a, b in zip(f1, f2, strict=True):
+        for x, y in zip(a, b, strict=True):
+            assert x.dtype == y.dtype
+            np.testing.assert_array_equal(x, y)
+    np.testing.assert_array_equal(s1[0], s2[0])
+    t = (int(l1.max()) + extra) if dynamic_max else max_len
+    assert f1[0][0].shape == (len(l1) * t, 2)

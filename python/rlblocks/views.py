@@ -105,7 +105,7 @@ class ViewRequirement:
             self.shift = int(shift)
             self.shift_arr = np.array([self.shift], dtype=np.int64)
         else:
-            arr = np.asarray(list(shift) if not isinstance(shift, np.ndarray) else shift)
+            arr = np.asarray(shift if isinstance(shift, np.ndarray) else list(shift))  # type: ignore[arg-type]
             if arr.ndim != 1 or arr.size == 0 or arr.dtype.kind not in "iu":
                 raise ValueError(
                     f"shift must be an int, a non-empty list of ints or a 'from:to' string, "
@@ -181,15 +181,15 @@ def build_view_inputs(
     for name in wanted:
         if name not in view_requirements:
             raise ValueError(f"no view requirement named {name!r}; have {list(view_requirements)}")
-        col = view_requirements[name].data_col or name
-        if col not in trajectory:
+        name_of_col = view_requirements[name].data_col or name
+        if name_of_col not in trajectory:
             raise ValueError(
-                f"view {name!r} reads column {col!r}, which the trajectory lacks "
+                f"view {name!r} reads column {name_of_col!r}, which the trajectory lacks "
                 f"(columns: {sorted(trajectory)})"
             )
-        cols[col] = np.asarray(trajectory[col])
-        if cols[col].ndim < 1:
-            raise ValueError(f"column {col!r} must have a time dimension, got a scalar")
+        cols[name_of_col] = np.asarray(trajectory[name_of_col])
+        if cols[name_of_col].ndim < 1:
+            raise ValueError(f"column {name_of_col!r} must have a time dimension, got a scalar")
     if num_rows is None:
         num_rows = min((len(c) for c in cols.values()), default=0)
     rows = int(num_rows)

@@ -26,17 +26,20 @@ inline void seq_lens_from_ids(const std::int64_t* eps, const std::int64_t* agent
                               std::int64_t n, std::int64_t max_len, std::vector<std::int32_t>& out) {
   out.clear();
   if (n <= 0) return;
-  std::int64_t len = 1;
+  std::int64_t start = 0;  // first row of the current run of equal ids
+  auto close_run = [&](std::int64_t end) {  // split [start, end) into chunks of max_len
+    std::int64_t len = end - start;
+    for (; len > max_len; len -= max_len) out.push_back(static_cast<std::int32_t>(max_len));
+    out.push_back(static_cast<std::int32_t>(len));
+    start = end;
+  };
   for (std::int64_t i = 1; i < n; ++i) {
-    const bool same = eps[i] == eps[i - 1] && (!agent || agent[i] == agent[i - 1]) &&
-                      (!unroll || unroll[i] == unroll[i - 1]);
-    if (!same || len >= max_len) {
-      out.push_back(static_cast<std::int32_t>(len));
-      len = 0;
-    }
-    ++len;
+    // Non-short-circuit tests keep this loop branch-light; runs are long on average.
+    const bool changed = (eps[i] != eps[i - 1]) | (agent != nullptr && agent[i] != agent[i - 1]) |
+                         (unroll != nullptr && unroll[i] != unroll[i - 1]);
+    if (changed) close_run(i);
   }
-  out.push_back(static_cast<std::int32_t>(len));
+  close_run(n);
 }
 
 struct PadLeaf {
@@ -88,6 +91,14 @@ inline void run_pad(const PadJob& job) {
                [&job](std::int64_t s0, std::int64_t s1) { run_pad_slots(job, s0, s1); });
 }
 
+inline void prefetch(const void* p) {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p);
+#else
+  (void)p;
+#endif
+}
+
 struct GatherLeaf {
   const char* src;         // C-contiguous rows
   char* dst;               // num_index rows
@@ -104,7 +115,14 @@ inline void run_gather(const GatherLeaf* leaves, std::size_t num_leaves, const s
       const GatherLeaf& g = leaves[l];
       const auto rb = static_cast<std::size_t>(g.row_bytes);
       if (rb == 0) continue;
-      for (std::int64_t i = i0; i < i1; ++i) std::memcpy(g.dst + i * g.row_bytes, g.src + index[i] * g.row_bytes, rb);
+      constexpr std::int64_t kAhead = 8;  // rows are scattered: hide the memory latency
+      for (std::int64_t i = i0; i < i1; ++i) {
+        if (i + kAhead < i1) {
+          const char* next = g.src + index[i + kAhead] * g.row_bytes;
+          for (std::int64_t off = 0; off < g.row_bytes; off += 64) prefetch(next + off);
+        }
+        std::memcpy(g.dst + i * g.row_bytes, g.src + index[i] * g.row_bytes, rb);
+      }
     }
   });
 }

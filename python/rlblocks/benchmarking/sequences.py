@@ -46,7 +46,7 @@ def _batch(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     }
 
 
-def bench_chop(n: int, min_time: float) -> list[Result]:
+def bench_chop(n: int, min_time: float, threads: int) -> list[Result]:
     rng = np.random.default_rng(0)
     b = _batch(n, rng)
 
@@ -55,26 +55,33 @@ def bench_chop(n: int, min_time: float) -> list[Result]:
             feature_columns=[b["obs"], b["actions"], b["rewards"], b["dones"], b["logp"]],
             state_columns=[b["h"], b["c"]], episode_ids=b["eps_id"], max_seq_len=20)
 
+    import rlblocks
+    from rlblocks import _core
+
     case = f"chop_into_sequences {n // 1024}k rows"
+    lens = ref.seq_lens_from_ids(b["eps_id"], None, None, 20)
+    leaves = [b["obs"], b["actions"], b["rewards"], b["dones"], b["logp"]]
+    pad_case = f"pad kernel {n // 1024}k rows"
     saved = _impl.native()
     results = []
     try:
         _impl.use_numpy_reference(False)
-        results.append(measure(case, "rlblocks C++", chop, n, batch=n, min_time=min_time))
+        for thr in sorted({1, threads}):
+            rlblocks.set_num_threads(thr)
+            name = "rlblocks C++" + (f" ({thr} threads)" if thr > 1 else "")
+            results.append(measure(case, name, chop, n, batch=n, threads=thr, min_time=min_time))
+            results.append(measure(pad_case, name,
+                                   lambda: _core.pad_sequences(leaves, lens, 20, False),
+                                   n, batch=n, threads=thr, min_time=min_time))
         _impl.use_numpy_reference(True)
         results.append(measure(case, "numpy reference", chop, n, batch=n, min_time=min_time))
+        results.append(measure(pad_case, "numpy reference",
+                               lambda: ref.pad_sequences(leaves, lens, 20, False),
+                               n, batch=n, min_time=min_time))
     finally:
         _impl.use_numpy_reference(not saved)
-
-    from rlblocks import _core
-
-    lens = ref.seq_lens_from_ids(b["eps_id"], None, None, 20)
-    leaves = [b["obs"], b["actions"], b["rewards"], b["dones"], b["logp"]]
-    case = f"pad kernel {n // 1024}k rows"
-    results.append(measure(case, "rlblocks C++", lambda: _core.pad_sequences(leaves, lens, 20, False),
-                           n, batch=n, min_time=min_time))
-    results.append(measure(case, "numpy reference", lambda: ref.pad_sequences(leaves, lens, 20, False),
-                           n, batch=n, min_time=min_time))
+        rlblocks.set_num_threads(threads)
+    results.sort(key=lambda r: r.case)
     return results
 
 
@@ -115,7 +122,7 @@ def bench_lstm(min_time: float) -> list[Result]:
         bare = _BareLSTM(obs_dim, hiddens, cell, n_out)
         case = f"lstm fwd B=64 T=20 fc={hiddens}"
 
-        def ours(model: nn.Module = model) -> object:
+        def ours(model: LSTMWrapper = model) -> object:
             with torch.no_grad():
                 out, state = model({"obs": x}, [h, c], lens)
                 return out, model.value_function(), state
@@ -163,13 +170,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short timings (smoke run)")
     parser.add_argument("--rows", type=int, default=65536, help="rows for the chop benchmark")
-    parser.add_argument("--torch-threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch intra-op threads; the C++ rows also run with this many")
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.torch_threads)
+    import rlblocks
+
+    rlblocks.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     min_time = 0.05 if args.quick else 0.5
-    results = bench_chop(args.rows, min_time)
-    results += bench_lstm(min_time)
-    results += bench_gtrxl(min_time)
+    results = bench_chop(args.rows, min_time, args.threads)
+    torch_results = bench_lstm(min_time) + bench_gtrxl(min_time)
+    for r in torch_results:
+        r.threads = args.threads
+    results += torch_results
     report(results)
     return 0
 

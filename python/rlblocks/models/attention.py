@@ -46,7 +46,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from rlblocks.models.modelv2 import ModelV2
+from torch import nn
+
+from rlblocks.models.modelv2 import ModelV2, flatten_obs_space_size
 from rlblocks.models.recurrent import (
     action_input_size,
     prev_actions_to_input,
@@ -54,7 +56,6 @@ from rlblocks.models.recurrent import (
     validate_seq_lens,
 )
 from rlblocks.views import ViewRequirement
-from torch import nn
 
 __all__ = [
     "AttentionWrapper",
@@ -89,13 +90,15 @@ class RelativePositionEmbedding(nn.Module):
         super().__init__()
         self.dim = int(dim)
         freq = 1.0 / (10000 ** (torch.arange(0, self.dim, 2.0) / self.dim))
+        self.inverse_freq: torch.Tensor
+        self._table: torch.Tensor
         self.register_buffer("inverse_freq", freq, persistent=False)
         self.register_buffer("_table", torch.zeros(0, self.dim), persistent=False)
 
     def forward(self, n: int) -> torch.Tensor:
-        if self._table.shape[0] < n or self._table.dtype != self.inverse_freq.dtype:
-            dist = torch.arange(n, dtype=self.inverse_freq.dtype, device=self.inverse_freq.device)
-            angles = dist[:, None] * self.inverse_freq[None, :]
+        freq = self.inverse_freq
+        if self._table.shape[0] < n or self._table.dtype != freq.dtype:
+            angles = torch.arange(n, dtype=freq.dtype, device=freq.device)[:, None] * freq[None, :]
             self._table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)[:, : self.dim]
         return self._table[:n]
 
@@ -143,6 +146,25 @@ class RelativeMultiHeadAttention(nn.Module):
         self._pos_proj = _linear(in_dim, hd, bias=False)
         self._rel_pos_embedding = RelativePositionEmbedding(in_dim)
         self._input_layernorm = nn.LayerNorm(in_dim) if input_layernorm else None
+        self._index_cache: dict[tuple[int, int, int, torch.device], tuple[
+            torch.Tensor, torch.Tensor | None]] = {}
+
+    def _relative_index(
+        self, tau: int, t: int, w: int, device: torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Distance index ``[T, K]`` (clamped to ``[0, w]``) and the mask of disallowed keys
+        (None when every key is allowed); cached per shape."""
+        key = (tau, t, w, device)
+        cached = self._index_cache.get(key)
+        if cached is None:
+            qpos = torch.arange(tau, tau + t, device=device)[:, None]
+            dist = qpos - torch.arange(tau + t, device=device)[None, :]  # [T, K]
+            invalid = (dist < 0) | (dist > w)
+            cached = (dist.clamp(0, w), invalid if bool(invalid.any()) else None)
+            if len(self._index_cache) > 64:
+                self._index_cache.clear()
+            self._index_cache[key] = cached
+        return cached
 
     def forward(
         self, inputs: torch.Tensor, memory: torch.Tensor | None = None, window: int | None = None
@@ -162,14 +184,12 @@ class RelativeMultiHeadAttention(nn.Module):
         v = v.reshape(b, tau + t, h, d)
         rel = self._pos_proj(self._rel_pos_embedding(w + 1)).reshape(w + 1, h, d)
         content = torch.einsum("bihd,bjhd->bhij", q + self._uvar, k)
-        pos = torch.einsum("bihd,rhd->bhir", q + self._vvar, rel)  # by distance r
-        qpos = torch.arange(tau, tau + t, device=inputs.device)[:, None]
-        kpos = torch.arange(tau + t, device=inputs.device)[None, :]
-        dist = qpos - kpos  # [T, K]
-        valid = (dist >= 0) & (dist <= w)
-        idx = dist.clamp(0, w).expand(b, h, t, tau + t)
-        score = (content + torch.gather(pos, 3, idx)) / math.sqrt(d)
-        score = score.masked_fill(~valid, float("-inf"))
+        index, invalid = self._relative_index(tau, t, w, inputs.device)
+        # rel[index] is [T, K, H, d]: the embedding of each (query, key) distance.
+        pos = torch.einsum("bihd,ijhd->bhij", q + self._vvar, rel[index])
+        score = (content + pos) / math.sqrt(d)
+        if invalid is not None:
+            score = score.masked_fill(invalid, float("-inf"))
         weights = torch.softmax(score, dim=-1)
         out = torch.einsum("bhij,bjhd->bihd", weights, v).reshape(b, t, h * d)
         return self._linear_layer(out)
@@ -189,10 +209,13 @@ class GRUGate(nn.Module):
 
     def __init__(self, dim: int, init_bias: float = 0.0) -> None:
         super().__init__()
-        for name in ("_w_r", "_w_z", "_w_h", "_u_r", "_u_z", "_u_h"):
+        def weight() -> nn.Parameter:
             p = nn.Parameter(torch.zeros(dim, dim))
             nn.init.xavier_uniform_(p)
-            setattr(self, name, p)
+            return p
+
+        self._w_r, self._w_z, self._w_h = weight(), weight(), weight()
+        self._u_r, self._u_z, self._u_h = weight(), weight(), weight()
         self._bias_z = nn.Parameter(torch.full((dim,), float(init_bias)))
 
     def forward(self, inputs: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
@@ -204,7 +227,12 @@ class GRUGate(nn.Module):
 
 
 class SkipConnection(nn.Module):
-    """``fan_in((x, layer(x)))``, or ``x + layer(x)`` without a fan-in layer."""
+    """``fan_in((x, layer(x)))``, or ``x + layer(x)`` without a fan-in layer.
+
+    Examples:
+        >>> SkipConnection(nn.Identity())(torch.ones(2)).tolist()
+        [2.0, 2.0]
+    """
 
     def __init__(self, layer: nn.Module, fan_in_layer: nn.Module | None = None) -> None:
         super().__init__()
@@ -273,8 +301,8 @@ class GTrXL(nn.Module):
 
     def initial_memory(self, batch_size: int | None = None) -> list[torch.Tensor]:
         """Zero memories ``[M, D]`` per unit (``[B, M, D]`` with a batch size)."""
-        p = self.linear_layer._model[0].weight
-        shape = (self.memory, self.attention_dim)
+        p = next(self.parameters())
+        shape: tuple[int, ...] = (self.memory, self.attention_dim)
         if batch_size is not None:
             shape = (int(batch_size), *shape)
         return [p.new_zeros(shape) for _ in range(self.num_transformer_units)]
@@ -333,6 +361,15 @@ class GTrXLNet(ModelV2):
     ``memory_training`` is the memory length training batches should give each sequence
     (the view requirement ``state_in_i`` uses it); positions attend to ``memory_inference``
     steps, so equal values (the default) make training and inference see the same context.
+
+    Examples:
+        >>> import gymnasium as gym, torch
+        >>> net = GTrXLNet(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2), 2, {}, "g",
+        ...                attention_dim=8, head_dim=4, memory_inference=4, memory_training=4)
+        >>> state = [s[None].expand(2, -1, -1) for s in net.get_initial_state()]
+        >>> out, state = net({"obs": torch.zeros(6, 3)}, state, torch.tensor([3, 2]))
+        >>> out.shape, state[0].shape, net.value_function().shape
+        (torch.Size([6, 2]), torch.Size([2, 4, 8]), torch.Size([6]))
     """
 
     def __init__(
@@ -396,6 +433,28 @@ class GTrXLNet(ModelV2):
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         obs = input_dict["obs_flat"].float()
         lens = validate_seq_lens(seq_lens, obs.shape[0], type(self).__name__)
+        feats, new_state, mask = self.features(obs, state, lens)
+        if self.logits is not None and self.values_out is not None:
+            out = self.logits(feats)
+            value = self.values_out(feats).reshape(-1)
+            if mask is not None:
+                out = out * mask[:, None]
+                value = value * mask
+            self._value_out = value
+            return out, new_state
+        return feats, new_state
+
+    def features(
+        self, obs: torch.Tensor, state: list[torch.Tensor], lens: torch.Tensor
+    ) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor | None]:
+        """GTrXL features ``[B*T, attention_dim]`` (0 at padded rows), the memories at each
+        sequence's end, and the float row mask (None when no row is padded).
+
+        Args:
+            obs: ``[B*T, obs_dim]`` float inputs.
+            state: one ``[B, memory, attention_dim]`` memory per transformer unit.
+            lens: validated ``[B]`` int64 lengths (see ``validate_seq_lens``).
+        """
         b = lens.shape[0]
         t = obs.shape[0] // b
         if len(state) != self.num_transformer_units:
@@ -411,18 +470,11 @@ class GTrXLNet(ModelV2):
                 )
         feats, memory_outs = self.gtrxl(obs.reshape(b, t, self.obs_dim), list(state))
         feats = feats.reshape(b * t, self.attention_dim)
-        mask = sequence_row_mask(lens, t)
-        if bool(mask.all()) is False:
+        row_mask = sequence_row_mask(lens, t)
+        mask = None if bool(row_mask.all()) else row_mask.to(feats.dtype)
+        if mask is not None:
             feats = feats * mask[:, None]
-        new_state = next_memories(list(state), memory_outs, lens)
-        if self.logits is not None:
-            out = self.logits(feats)
-            self._value_out = self.values_out(feats).reshape(-1)
-        else:
-            out = feats
-        if bool(mask.all()) is False:
-            out = out * mask[:, None]
-        return out, new_state
+        return feats, next_memories(list(state), memory_outs, lens), mask
 
     def value_function(self) -> torch.Tensor:
         if self._value_out is None:
@@ -472,7 +524,7 @@ class AttentionWrapper(ModelV2):
                                    f"{name}_wrapped", **kwargs)
         in_size = self.wrapped.num_outputs
         if in_size is None:
-            in_size = int(np.prod(obs_space.shape))
+            in_size = flatten_obs_space_size(obs_space)
         self.use_n_prev_actions = int(cfg["attention_use_n_prev_actions"])
         self.use_n_prev_rewards = int(cfg["attention_use_n_prev_rewards"])
         self.action_dim = action_input_size(action_space) if self.use_n_prev_actions else 0
@@ -497,6 +549,7 @@ class AttentionWrapper(ModelV2):
             self._logits_branch = _linear(self.attention_dim, self.num_outputs)
         self._value_branch = _linear(self.attention_dim, 1)
         self._features: torch.Tensor | None = None
+        self._mask: torch.Tensor | None = None
         vrs = dict(self.wrapped.view_requirements)
         vrs.update(self.gtrxl.view_requirements)
         vrs["obs"] = ViewRequirement(shift=0, space=obs_space)
@@ -539,20 +592,20 @@ class AttentionWrapper(ModelV2):
                 )
             parts.append(prev_r.reshape(rows, n).float())
         x = torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
-        feats, new_state = self.gtrxl.forward({"obs_flat": x, "obs": x}, state, seq_lens)
-        self._features = feats
-        out = feats if self._logits_branch is None else self._logits_branch(feats)
         lens = validate_seq_lens(seq_lens, rows, type(self).__name__)
-        mask = sequence_row_mask(lens, rows // lens.shape[0])
-        if bool(mask.all()) is False:
-            out = out * mask[:, None]
+        feats, new_state, mask = self.gtrxl.features(x, state, lens)
+        self._features = feats
         self._mask = mask
+        out = feats if self._logits_branch is None else self._logits_branch(feats)
+        if mask is not None:
+            out = out * mask[:, None]
         return out, new_state
 
     def value_function(self) -> torch.Tensor:
         if self._features is None:
             raise ValueError("AttentionWrapper.value_function: call forward() first")
-        return self._value_branch(self._features).reshape(-1) * self._mask
+        value = self._value_branch(self._features).reshape(-1)
+        return value if self._mask is None else value * self._mask
 
 
 def _column(input_dict: Mapping[str, Any], key: str, option: str) -> torch.Tensor:

@@ -32,6 +32,7 @@ from typing import Any
 
 import gymnasium as gym
 import torch
+
 from rlblocks.models.misc import SlimFC
 from rlblocks.models.modelv2 import ModelV2
 from rlblocks.models.recurrent import action_input_size, prev_actions_to_input

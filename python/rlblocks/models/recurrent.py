@@ -27,10 +27,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from rlblocks.models.modelv2 import ModelV2
+from torch import nn
+
+from rlblocks.models.modelv2 import ModelV2, flatten_obs_space_size
 from rlblocks.sequences import add_time_dimension
 from rlblocks.views import ViewRequirement
-from torch import nn
 
 __all__ = [
     "LSTMWrapper",
@@ -40,6 +41,18 @@ __all__ = [
     "sequence_row_mask",
     "validate_seq_lens",
 ]
+
+
+def _symbolic() -> bool:
+    """True while TorchScript-tracing, compiling or exporting (no data-dependent branches)."""
+    compiler = getattr(torch, "compiler", None)
+    exporting = getattr(compiler, "is_exporting", None)
+    compiling = getattr(compiler, "is_compiling", None)
+    return bool(
+        torch.jit.is_tracing()
+        or (exporting is not None and exporting())
+        or (compiling is not None and compiling())
+    )
 
 
 def validate_seq_lens(seq_lens: Any, rows: int, who: str) -> torch.Tensor:
@@ -64,7 +77,7 @@ def validate_seq_lens(seq_lens: Any, rows: int, who: str) -> torch.Tensor:
         raise ValueError(f"{who}: {rows} rows do not split into {b} sequences of equal length")
     t = rows // b
     lens = lens.long()
-    if not torch.jit.is_tracing() and bool(((lens < 0) | (lens > t)).any()):
+    if not _symbolic() and bool(((lens < 0) | (lens > t)).any()):
         raise ValueError(f"{who}: seq_lens must be in [0, T={t}], got {lens.tolist()}")
     return lens
 
@@ -171,6 +184,18 @@ class LSTMWrapper(RecurrentNetwork):
     action) (raw for Box) if lstm_use_prev_action, prev reward if lstm_use_prev_reward]``
     (``input_dict["prev_actions"]``, ``input_dict["prev_rewards"]``). State: ``[h, c]``, each
     ``[B, lstm_cell_size]``.
+
+    Examples:
+        >>> import gymnasium as gym, torch
+        >>> from rlblocks.models.fcnet import FullyConnectedNetwork
+        >>> m = LSTMWrapper(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2), 2,
+        ...                 {"lstm_cell_size": 4, "lstm_use_prev_action": True}, "lstm",
+        ...                 wrapped_cls=FullyConnectedNetwork)
+        >>> state = [s[None] for s in m.get_initial_state()]
+        >>> out, state = m({"obs": torch.zeros(1, 3), "prev_actions": torch.tensor([1])},
+        ...                state, torch.tensor([1]))
+        >>> out.shape, state[1].shape
+        (torch.Size([1, 2]), torch.Size([1, 4]))
     """
 
     def __init__(
@@ -191,7 +216,7 @@ class LSTMWrapper(RecurrentNetwork):
                                    f"{name}_wrapped", **kwargs)
         in_size = self.wrapped.num_outputs
         if in_size is None:
-            in_size = int(np.prod(obs_space.shape))
+            in_size = flatten_obs_space_size(obs_space)
         self.cell_size = int(cfg["lstm_cell_size"])
         self.use_prev_action = bool(cfg["lstm_use_prev_action"])
         self.use_prev_reward = bool(cfg["lstm_use_prev_reward"])
@@ -226,7 +251,7 @@ class LSTMWrapper(RecurrentNetwork):
 
     def get_initial_state(self) -> list[torch.Tensor]:
         """Zero ``h`` and ``c``, each ``[lstm_cell_size]``, on the model's device."""
-        w = self.lstm.weight_ih_l0
+        w = next(self.lstm.parameters())
         return [w.new_zeros(self.cell_size), w.new_zeros(self.cell_size)]
 
     def forward(
@@ -276,11 +301,11 @@ class LSTMWrapper(RecurrentNetwork):
                     f"{tuple(s.shape)}"
                 )
         hc0 = (h0.unsqueeze(0).to(inputs.dtype), c0.unsqueeze(0).to(inputs.dtype))
-        full = t == 1 or torch.jit.is_tracing() or bool((seq_lens == t).all())
+        full = t == 1 or _symbolic() or bool((seq_lens == t).all())
         if full:
             feats, (h, c) = self.lstm(inputs, hc0)
             h, c = h[0], c[0]
-            if t == 1 and not torch.jit.is_tracing() and bool((seq_lens == 0).any()):
+            if t == 1 and not _symbolic() and bool((seq_lens == 0).any()):
                 keep = (seq_lens == 0)[:, None]
                 h, c = torch.where(keep, h0, h), torch.where(keep, c0, c)
         else:
