@@ -8,6 +8,13 @@ import pytest
 from hypothesis import HealthCheck, settings
 from rlblocks import _impl
 
+try:  # small test models gain nothing from intra-op threads, and lose a lot on a busy machine
+    import torch
+
+    torch.set_num_threads(1)
+except ImportError:  # pragma: no cover - torch is a dependency
+    pass
+
 settings.register_profile(
     "ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
