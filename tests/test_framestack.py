@@ -283,3 +283,33 @@ def test_stacked_space():
         stacked_space(gym.spaces.Discrete(3), 4)
     with pytest.raises(ValueError):
         stacked_space(box, 0)
+
+
+def test_concurrent_pushes_are_atomic():
+    """Calls from several threads are serialised: no torn frames, every window is whole."""
+    import threading
+
+    fs = FrameStacker(2, 3, (8, 8), dtype=np.uint16)
+    assert fs.native
+    fs.reset(np.zeros((2, 8, 8), np.uint16))
+    outputs: list[tuple[int, np.ndarray]] = []
+    lock = threading.Lock()
+
+    def work(t):
+        for step in range(40):
+            ident = 1 + t * 100 + step
+            obs = fs.push(np.full((2, 8, 8), ident, np.uint16))
+            with lock:
+                outputs.append((ident, obs))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(outputs) == 120
+    for ident, obs in outputs:
+        window = obs[0, 0, 0]
+        assert window[-1] == ident
+        assert (obs == window).all()  # every pixel of every env shows the same window
+        assert len(set(window.tolist()) - {0}) == len([v for v in window if v != 0])
