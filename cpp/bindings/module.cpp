@@ -6,4 +6,6 @@ PYBIND11_MODULE(_core, m) {
   rlblocks::bindings::register_flatten(m);
   rlblocks::bindings::register_filters(m);
   rlblocks::bindings::register_frame_stack(m);
+  rlblocks::bindings::register_image(m);
+  rlblocks::bindings::register_sequences(m);
 }
