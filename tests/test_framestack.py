@@ -313,3 +313,24 @@ def test_concurrent_pushes_are_atomic():
         assert window[-1] == ident
         assert (obs == window).all()  # every pixel of every env shows the same window
         assert len(set(window.tolist()) - {0}) == len([v for v in window if v != 0])
+
+
+@pytest.mark.parametrize("offset", [0, 1])
+def test_large_output_streaming_path_matches_twin(offset):
+    """Outputs >= 8 MiB take the non-temporal-store path (16-byte aligned out) or, when
+    out is misaligned, the regular one; both must equal the numpy twin."""
+    rng = np.random.default_rng(3)
+    num_envs = 300  # 300 * 4 * 84 * 84 bytes = 8.1 MiB of output per step
+    native = FrameStacker(num_envs, 4, (84, 84))
+    twin = ref.FrameStacker(num_envs, 4, (84, 84))
+    raw = np.empty(num_envs * 84 * 84 * 4 + 16 + offset, np.uint8)
+    start = (-raw.ctypes.data) % 16 + offset
+    out = raw[start:start + num_envs * 84 * 84 * 4].reshape(num_envs, 84, 84, 4)
+    frames = rng.integers(0, 256, size=(num_envs, 84, 84), dtype=np.uint8)
+    native.reset(frames)
+    twin.reset(frames)
+    for step in range(5):
+        frames = rng.integers(0, 256, size=(num_envs, 84, 84), dtype=np.uint8)
+        mask = rng.random(num_envs) < (0.1 if step % 2 else 0.0)
+        native.push(frames, mask, out=out)
+        np.testing.assert_array_equal(out, twin.push(frames, mask))
