@@ -315,17 +315,17 @@ def test_concurrent_pushes_are_atomic():
         assert len(set(window.tolist()) - {0}) == len([v for v in window if v != 0])
 
 
-@pytest.mark.parametrize("offset", [0, 1])
-def test_large_output_streaming_path_matches_twin(offset):
+@pytest.mark.parametrize("offset,channels_last", [(0, True), (1, True), (0, False)])
+def test_large_output_streaming_path_matches_twin(offset, channels_last):
     """Outputs >= 8 MiB take the non-temporal-store path (16-byte aligned out) or, when
     out is misaligned, the regular one; both must equal the numpy twin."""
     rng = np.random.default_rng(3)
     num_envs = 300  # 300 * 4 * 84 * 84 bytes = 8.1 MiB of output per step
-    native = FrameStacker(num_envs, 4, (84, 84))
-    twin = ref.FrameStacker(num_envs, 4, (84, 84))
+    native = FrameStacker(num_envs, 4, (84, 84), channels_last=channels_last)
+    twin = ref.FrameStacker(num_envs, 4, (84, 84), channels_last=channels_last)
     raw = np.empty(num_envs * 84 * 84 * 4 + 16 + offset, np.uint8)
     start = (-raw.ctypes.data) % 16 + offset
-    out = raw[start:start + num_envs * 84 * 84 * 4].reshape(num_envs, 84, 84, 4)
+    out = raw[start:start + num_envs * 84 * 84 * 4].reshape(num_envs, *native.observation_shape)
     frames = rng.integers(0, 256, size=(num_envs, 84, 84), dtype=np.uint8)
     native.reset(frames)
     twin.reset(frames)
