@@ -125,7 +125,7 @@ void resize(const py::handle& frames_obj, std::int64_t height, std::int64_t widt
   if (is_u8(frames)) {
     const auto f = frames_view<std::uint8_t>(frames, fn);
     if (gray && f.channels != 3) {
-      throw py::value_error(std::string(fn) + ": frames must be RGB (last axis 3), got shape " + shape_str(frames));
+      throw py::value_error(std::string(fn) + ": frames must have 3 channels (RGB, last axis), got shape " + shape_str(frames));
     }
     auto* out = checked_out<std::uint8_t>(out_obj, {f.batch, height, width, gray ? 1 : f.channels}, frames, fn);
     py::gil_scoped_release release;
@@ -146,7 +146,7 @@ void rgb_to_gray(const py::handle& frames_obj, const py::handle& out_obj) {
   const py::array frames = as_array(frames_obj, fn, "frames");
   if (!is_u8(frames)) throw py::value_error(std::string(fn) + ": frames must be uint8, got " + dtype_str(frames));
   const auto f = frames_view<std::uint8_t>(frames, fn);
-  if (f.channels != 3) throw py::value_error(std::string(fn) + ": frames must be RGB (last axis 3), got shape " + shape_str(frames));
+  if (f.channels != 3) throw py::value_error(std::string(fn) + ": frames must have 3 channels (RGB, last axis), got shape " + shape_str(frames));
   auto* out = checked_out<std::uint8_t>(out_obj, {f.batch, f.height, f.width, 1}, frames, fn);
   py::gil_scoped_release release;
   img::rgb_to_gray(f, out);

@@ -156,6 +156,14 @@ def gray_resize(frames: np.ndarray, size: Size, out: np.ndarray | None = None) -
         >>> gray_resize(frame, 84)[0, 0, 0]
         np.uint8(124)
     """
+    if (type(size) is int and out is None and type(frames) is np.ndarray
+            and frames.dtype == np.uint8 and frames.ndim in (3, 4) and frames.flags.c_contiguous
+            and size >= 1 and _impl.native()):
+        # Fast path for the per-step wrapper call; the C++ side validates shape and layout.
+        batch = frames if frames.ndim == 4 else frames[None]
+        o = np.empty((batch.shape[0], size, size, 1), dtype=np.uint8)
+        _core.image_resize(batch, size, size, True, o)
+        return o if frames.ndim == 4 else o[0]
     h, w = _size(size, "gray_resize")
     a, single = _frames(frames, "gray_resize", floats=False, channels=3)
     o = _out(out, (a.shape[0], h, w, 1), np.uint8, a, single, "gray_resize")

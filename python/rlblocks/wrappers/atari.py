@@ -280,7 +280,7 @@ class FrameStack(gym.Wrapper):
         obs, reward, terminated, truncated, info = self.env.step(action)
         if self._stack is None:
             raise RuntimeError("FrameStack.step called before reset")
-        self._stack = np.concatenate((self._stack[:, :, self._channels:], obs), axis=2)
+        self._stack = push_frame(self._stack, obs)
         return self._stack, reward, terminated, truncated, info
 
 
@@ -383,6 +383,24 @@ def _model_options(model_config: Mapping[str, Any] | None) -> dict[str, Any]:
 # --------------------------------------------------------------------------- vector envs
 
 
+def push_frame(stack: np.ndarray, frame: np.ndarray) -> np.ndarray:
+    """A new stack ``(..., H, W, C*k)``: ``stack`` without its oldest ``C`` channels, then
+    ``frame (..., H, W, C)``. One contiguous shifted copy plus one strided write (much faster
+    than concatenating along the last axis).
+
+    Examples:
+        >>> s = np.arange(8, dtype=np.uint8).reshape(1, 2, 4)
+        >>> push_frame(s, np.array([[[9], [9]]], dtype=np.uint8))[0].tolist()
+        [[1, 2, 3, 9], [5, 6, 7, 9]]
+    """
+    c = frame.shape[-1]
+    new = np.empty_like(stack)
+    flat_new, flat_old = new.reshape(-1), np.ascontiguousarray(stack).reshape(-1)
+    flat_new[:-c] = flat_old[c:]  # pixel p's channels j + c land in slots j; the tail is
+    new[..., -c:] = frame          # overwritten here by the newest frame
+    return new
+
+
 def _done_mask(terminated: np.ndarray, truncated: np.ndarray) -> np.ndarray:
     return np.logical_or(np.asarray(terminated, dtype=bool), np.asarray(truncated, dtype=bool))
 
@@ -408,7 +426,7 @@ class _StackedFrames:
     def push(self, frames: np.ndarray, restart: np.ndarray | None = None) -> np.ndarray:
         """Appends a frame to every stack; envs in ``restart`` start a new stack instead."""
         assert self.stack is not None
-        stack = np.concatenate((self.stack[..., self.c:], frames), axis=-1)
+        stack = push_frame(self.stack, frames)
         if restart is not None and restart.any():
             stack[restart] = np.tile(frames[restart], (1, 1, 1, self.k))
         self.stack = stack
@@ -481,8 +499,7 @@ class VectorAtariPreprocessing(VectorWrapper):
                 final = info["final_obs"]
                 idx = np.flatnonzero(done)
                 final_frames = self._warp(np.stack([final[i] for i in idx]))
-                pushed = np.concatenate((self._frames.stack[idx][..., self._frames.c:],
-                                         final_frames), axis=-1)
+                pushed = push_frame(self._frames.stack[idx], final_frames)
                 new_final = np.array(final, dtype=object, copy=True)
                 for j, i in enumerate(idx):
                     new_final[i] = pushed[j]
