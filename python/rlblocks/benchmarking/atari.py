@@ -64,10 +64,14 @@ def kernel_results(batches: list[int], min_time: float) -> list[Result]:
                 cv_range(x, o)
                 return
             h = len(x) // 2
-            list(pool.map(lambda s: cv_range(x[s], o[s]), [slice(0, h), slice(h, len(x))]))
+            halves = [slice(0, h), slice(h, len(x))]
+            list(pool.map(lambda part: cv_range(x[part], o[part]), halves))
 
         def ours(x: np.ndarray = x, o: np.ndarray = o) -> None:
             image.gray_resize(x, 84, out=o)
+
+        def cv_loop(x: np.ndarray = x, o: np.ndarray = o) -> None:
+            cv_range(x, o)
 
         for threads in (1, 2):
             _set_threads(threads)
@@ -75,7 +79,7 @@ def kernel_results(batches: list[int], min_time: float) -> list[Result]:
             results.append(measure(case, "rlblocks C++", ours, b, batch=b, threads=threads,
                                    min_time=min_time))
             if threads == 1:
-                results.append(measure(case, "opencv loop", lambda x=x, o=o: cv_range(x, o), b,
+                results.append(measure(case, "opencv loop", cv_loop, b,
                                        batch=b, threads=1, min_time=min_time))
                 if b <= 64:
                     _impl.use_numpy_reference(True)
@@ -153,8 +157,7 @@ def _raw_pong_skip4() -> Any:
 def _rlblocks_dqn() -> Any:
     from rlblocks.wrappers import atari as W
 
-    env = W.NoopResetEnv(_make_pong(timed=True), noop_max=30)
-    env = W.MaxAndSkipEnv(env, skip=4)
+    env = W.MaxAndSkipEnv(W.NoopResetEnv(_make_pong(timed=True), noop_max=30), skip=4)
     return W.FrameStack(W.WarpFrame(env, 84), 4)
 
 

@@ -172,7 +172,7 @@ class EpisodicLifeEnv(gym.Wrapper):
         self.was_real_terminated = True
 
     def _ale_lives(self) -> int:
-        return int(self.env.unwrapped.ale.lives())
+        return int(self.env.unwrapped.ale.lives())  # type: ignore[attr-defined]
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
@@ -476,7 +476,7 @@ class VectorAtariPreprocessing(VectorWrapper):
             return image.gray_resize(obs, self.dim)
         return image.resize(obs, self.dim)
 
-    def reset(self, *, seed: int | list[int] | None = None,
+    def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         mask = None if options is None else options.get("reset_mask")  # read first: the
         obs, info = self.env.reset(seed=seed, options=options)  # vector env may pop it
@@ -529,7 +529,7 @@ class VectorGenericPixel(VectorWrapper):
     def _process(self, obs: np.ndarray) -> np.ndarray:
         return image.generic_pixel(obs, self.dim, self.grayscale, self.zero_mean)
 
-    def reset(self, *, seed: int | list[int] | None = None,
+    def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         return self._process(obs), info
