@@ -123,6 +123,11 @@ class MaxAndSkipEnv(gym.Wrapper):
     must return a new observation array on each step (gymnasium's ALE does); frames are
     kept by reference, not copied.
 
+    A :class:`WarpFrame` stacked above (through wrappers that pass observations on
+    unchanged) fuses the max into its resize: it switches this wrapper to return the last
+    raw frame and takes both frames from :meth:`pooled_pair` instead, saving a full-frame
+    pass per step; the warped result is identical.
+
     Args:
         env: the env to step.
         skip: repeats per agent step (>= 1).
@@ -134,10 +139,19 @@ class MaxAndSkipEnv(gym.Wrapper):
             raise ValueError(f"MaxAndSkipEnv: skip must be >= 1, got {skip}")
         self._skip = int(skip)
         self._last: np.ndarray | None = None
+        self.defer_max = False  # set by a WarpFrame above that pools the pair itself
+        self._pair: tuple[Any, Any] | None = None
+
+    def pooled_pair(self, obs: Any) -> tuple[Any, Any] | None:
+        """``(previous, obs)`` when ``obs`` is the unpooled frame this wrapper returned last
+        (``defer_max`` mode), else None."""
+        pair = self._pair
+        return pair if pair is not None and pair[1] is obs else None
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(**kwargs)
         self._last = obs
+        self._pair = None
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -154,7 +168,11 @@ class MaxAndSkipEnv(gym.Wrapper):
             if terminated or truncated:
                 break
         self._last = obs
+        self._pair = None
         if self._skip == 1 or prev is None:
+            return obs, total, terminated, truncated, info
+        if self.defer_max:
+            self._pair = (prev, obs)
             return obs, total, terminated, truncated, info
         return np.maximum(prev, obs), total, terminated, truncated, info
 
@@ -239,11 +257,30 @@ class WarpFrame(gym.ObservationWrapper):
         self.grayscale = bool(grayscale)
         self.observation_space = gym.spaces.Box(0, 255, (self.dim, self.dim, 1 if grayscale else 3),
                                                 dtype=np.uint8)
+        self._skip = _find_max_and_skip(env)
+        if self._skip is not None:
+            self._skip.defer_max = True
 
     def observation(self, observation: np.ndarray) -> np.ndarray:
+        pair = self._skip.pooled_pair(observation) if self._skip is not None else None
+        prev = pair[0] if pair is not None else None
         if self.grayscale:
-            return image.gray_resize(observation, self.dim)
-        return image.resize(observation, self.dim)
+            return image.gray_resize(observation, self.dim, max_with=prev)
+        return image.resize(observation, self.dim, max_with=prev)
+
+
+def _find_max_and_skip(env: gym.Env) -> MaxAndSkipEnv | None:
+    """The MaxAndSkipEnv right below ``env`` through wrappers that pass observations on
+    unchanged (so its pooling can be fused into WarpFrame's resize), or None."""
+    transparent = (EpisodicLifeEnv, FireResetEnv, gym.wrappers.RecordEpisodeStatistics,
+                   gym.wrappers.common.OrderEnforcing, gym.wrappers.common.PassiveEnvChecker)
+    e: Any = env
+    while True:
+        if type(e) is MaxAndSkipEnv:
+            return e
+        if type(e) not in transparent:
+            return None
+        e = e.env
 
 
 class FrameStack(gym.Wrapper):
