@@ -140,10 +140,9 @@ def _max_with(max_with: object, a: np.ndarray, single: bool, fn: str) -> np.ndar
     if max_with is None:
         return None
     m, _ = _frames(max_with, fn, floats=False)
-    if m.shape[1:] != a.shape[1:] or (m.shape[0] != a.shape[0]):
-        want = a.shape[1:] if single else a.shape
-        raise ValueError(f"{fn}: max_with must have the frames' shape {want}, "
-                         f"got {np.shape(max_with)}")
+    if m.shape != a.shape:
+        want, got = (a.shape[1:], m.shape[1:]) if single else (a.shape, m.shape)
+        raise ValueError(f"{fn}: max_with must have the frames' shape {want}, got {got}")
     return m
 
 
