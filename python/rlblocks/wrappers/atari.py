@@ -630,11 +630,14 @@ def make_vector_env(env_id: str, num_envs: int, model_config: Mapping[str, Any] 
             for _ in range(num_envs)]
     else:
         fns = [_PlainEnvFn(env_id, make_kwargs) for _ in range(num_envs)]
+    # The preprocessing wrappers consume each raw batch at once, so the vector env need not
+    # copy it out of its buffers (shared memory for async) first.
+    processed = is_atari(env_id) and preprocessor_pref is not None
     venv: VectorEnv
     if vectorization_mode == "sync":
-        venv = gym.vector.SyncVectorEnv(fns)
+        venv = gym.vector.SyncVectorEnv(fns, copy=not processed)
     else:
-        venv = gym.vector.AsyncVectorEnv(fns)
+        venv = gym.vector.AsyncVectorEnv(fns, copy=not processed)
     if deepmind:
         return VectorAtariPreprocessing(venv, cfg["dim"], True, 4 if cfg["framestack"] else None)
     if preprocessor_pref == "rllib" and is_atari(env_id):
