@@ -1,0 +1,3 @@
+"""Compatibility layers: :mod:`rlblocks.compat.rllib` (RLlib names, RLlib weight import)."""
+
+from __future__ import annotations

@@ -1,0 +1,138 @@
+"""``FullyConnectedNetwork``: RLlib's default model for flat observations.
+
+Layout (RLlib's, so parameter counts and state-dict keys match): hidden layers
+``fcnet_hiddens + post_fcnet_hiddens`` (all with ``fcnet_activation``, or
+``post_fcnet_activation`` when ``fcnet_hiddens`` is empty; normc(1.0) init) in
+``_hidden_layers``; a linear ``_logits`` layer (normc(0.01)); a linear ``_value_branch``
+(normc(0.01), one unit) on the shared features, or on its own copy of the hidden stack
+(``_value_branch_separate``) when ``vf_share_layers`` is False.
+
+Examples:
+    >>> import gymnasium as gym, torch
+    >>> m = FullyConnectedNetwork(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), 2,
+    ...                           {"fcnet_hiddens": [32, 32]}, "fc")
+    >>> out, _ = m({"obs": torch.zeros(7, 4)})
+    >>> out.shape, m.value_function().shape
+    (torch.Size([7, 2]), torch.Size([7]))
+    >>> sum(p.numel() for p in m.parameters()) == (4*32+32) + (32*32+32) + (32*2+2) + (32+1)
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import torch
+from torch import nn
+
+from rlblocks.config import ModelConfig
+from rlblocks.models.misc import AppendBiasLayer, SlimFC, normc_initializer
+from rlblocks.models.modelv2 import ModelV2, flatten_obs_space_size
+
+__all__ = ["FullyConnectedNetwork"]
+
+
+class FullyConnectedNetwork(ModelV2):
+    """A multi-layer perceptron with a logits head and a value head.
+
+    Args:
+        obs_space: The flat observation space (its size is the input size).
+        action_space: The action space.
+        num_outputs: Logits size. None/0 means no logits layer: the output is the last
+            hidden layer (or the input) and ``self.num_outputs`` becomes its size.
+        model_config: RLlib model config (dict or :class:`ModelConfig`). Read:
+            ``fcnet_hiddens``, ``fcnet_activation``, ``post_fcnet_hiddens``,
+            ``post_fcnet_activation``, ``free_log_std``, ``no_final_linear``,
+            ``vf_share_layers``.
+        name: Model name.
+        value_branch: Build the value head (False for feature extractors nested in other
+            models; ``value_function()`` then raises).
+
+    Raises:
+        ValueError: ``free_log_std`` with an odd ``num_outputs``.
+    """
+
+    def __init__(
+        self,
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        num_outputs: int | None,
+        model_config: Mapping[str, Any] | ModelConfig | None,
+        name: str,
+        *,
+        value_branch: bool = True,
+    ):
+        super().__init__(obs_space, action_space, num_outputs, model_config, name)
+        cfg = self.config
+        in_size = flatten_obs_space_size(obs_space)
+        hiddens = list(cfg.fcnet_hiddens) + list(cfg.post_fcnet_hiddens)
+        activation = cfg.fcnet_activation if cfg.fcnet_hiddens else cfg.post_fcnet_activation
+        self.free_log_std = cfg.free_log_std
+        n_out = self.num_outputs or 0
+        if self.free_log_std and n_out:
+            if n_out % 2:
+                raise ValueError(
+                    f"free_log_std=True needs an even num_outputs (means and log-stds), got {n_out}"
+                )
+            n_out //= 2
+
+        layers: list[nn.Module] = []
+        prev = in_size
+        for size in hiddens[:-1]:
+            layers.append(SlimFC(prev, size, normc_initializer(1.0), activation))
+            prev = size
+        self._logits: SlimFC | None = None
+        if cfg.no_final_linear and n_out:
+            layers.append(SlimFC(prev, n_out, normc_initializer(1.0), activation))
+            prev = n_out
+        else:
+            if hiddens:
+                layers.append(SlimFC(prev, hiddens[-1], normc_initializer(1.0), activation))
+                prev = hiddens[-1]
+            if n_out:
+                self._logits = SlimFC(prev, n_out, normc_initializer(0.01), None)
+            else:
+                self.num_outputs = prev
+        self._append_free_log_std: AppendBiasLayer | None = None
+        if self.free_log_std and self._logits is not None:
+            self._append_free_log_std = AppendBiasLayer(n_out)
+        self._hidden_layers = nn.Sequential(*layers)
+
+        self._value_branch_separate: nn.Sequential | None = None
+        self._value_branch: SlimFC | None = None
+        if value_branch:
+            vf_in = prev
+            if not cfg.vf_share_layers:
+                vf_layers: list[nn.Module] = []
+                vf_in = in_size
+                for size in hiddens:
+                    vf_layers.append(SlimFC(vf_in, size, normc_initializer(1.0), activation))
+                    vf_in = size
+                self._value_branch_separate = nn.Sequential(*vf_layers)
+            self._value_branch = SlimFC(vf_in, 1, normc_initializer(0.01), None)
+        self._features: torch.Tensor | None = None
+        self._last_flat_in: torch.Tensor | None = None
+
+    def forward(
+        self, input_dict: dict[str, Any], state: list[torch.Tensor], seq_lens: torch.Tensor | None
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        obs = input_dict["obs_flat"].float()
+        flat = obs.reshape(obs.shape[0], -1)
+        self._last_flat_in = flat
+        features = self._hidden_layers(flat)
+        self._features = features
+        out = self._logits(features) if self._logits is not None else features
+        if self._append_free_log_std is not None:
+            out = self._append_free_log_std(out)
+        return out, state
+
+    def value_function(self) -> torch.Tensor:
+        if self._value_branch is None:
+            raise ValueError(f"{self.name}: built with value_branch=False, it has no value head")
+        if self._features is None or self._last_flat_in is None:
+            raise ValueError(f"{self.name}: call the model on a batch before value_function()")
+        if self._value_branch_separate is not None:
+            return self._value_branch(self._value_branch_separate(self._last_flat_in)).squeeze(1)
+        return self._value_branch(self._features).squeeze(1)

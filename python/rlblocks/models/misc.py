@@ -1,0 +1,314 @@
+"""Layer helpers shared by the built-in models, with RLlib's init schemes and layer layout.
+
+``SlimFC`` and ``SlimConv2d`` keep RLlib's module structure (``_model.0.weight`` ...), so
+state dicts saved from RLlib map onto them one to one.
+
+Examples:
+    >>> import torch
+    >>> fc = SlimFC(4, 3, initializer=normc_initializer(1.0), activation_fn="tanh")
+    >>> [tuple(p.shape) for p in fc.parameters()]
+    [(3, 4), (3,)]
+    >>> round(float(fc._model[0].weight.detach().norm(dim=1)[0]), 4)
+    1.0
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = [
+    "AppendBiasLayer",
+    "SlimConv2d",
+    "SlimFC",
+    "get_activation_fn",
+    "get_filter_config",
+    "normc_initializer",
+    "same_padding",
+    "valid_padding",
+]
+
+_ALIASES: dict[str, type[nn.Module]] = {
+    "relu": nn.ReLU,
+    "tanh": nn.Tanh,
+    "elu": nn.ELU,
+    "swish": nn.SiLU,
+    "silu": nn.SiLU,
+    "softmax": nn.Softmax,
+}
+
+# get_filter_config's table, checked in this order: (size, filters).
+_FILTER_TABLE: tuple[tuple[int, list[list[Any]]], ...] = (
+    (96, [[16, [8, 8], 4], [32, [4, 4], 2], [256, [11, 11], 2]]),
+    (84, [[16, [8, 8], 4], [32, [4, 4], 2], [256, [11, 11], 1]]),
+    (64, [[16, [4, 4], 2], [32, [4, 4], 2], [64, [4, 4], 2], [128, [4, 4], 2]]),
+    (42, [[16, [4, 4], 2], [32, [4, 4], 2], [256, [11, 11], 1]]),
+    (10, [[16, [5, 5], 2], [32, [5, 5], 2]]),
+)
+
+
+def get_activation_fn(name: Any = None, framework: str = "torch") -> Any:
+    """An activation class (not an instance) for a name, as RLlib resolves it.
+
+    ``None`` and ``"linear"`` give ``None``; a callable comes back unchanged; a name of a
+    ``torch.nn`` module class (``"ReLU"``, ``"GELU"``, ...) gives that class; the lower-case
+    aliases are ``relu``, ``tanh``, ``elu``, ``swish``/``silu`` and ``softmax``.
+
+    Args:
+        name: The activation descriptor.
+        framework: Only ``"torch"`` is supported.
+
+    Raises:
+        ValueError: An unknown name (the message lists the accepted ones).
+
+    Examples:
+        >>> get_activation_fn("relu"), get_activation_fn("linear")
+        (<class 'torch.nn.modules.activation.ReLU'>, None)
+        >>> get_activation_fn("GELU")
+        <class 'torch.nn.modules.activation.GELU'>
+    """
+    if framework != "torch":
+        raise ValueError(
+            f"get_activation_fn: only framework='torch' is supported, got {framework!r}"
+        )
+    if name is None or callable(name):
+        return name
+    if not isinstance(name, str):
+        raise ValueError(f"activation must be a name, a callable or None, got {name!r}")
+    if name == "linear":
+        return None
+    cls = getattr(nn, name, None)
+    if isinstance(cls, type) and issubclass(cls, nn.Module):
+        return cls
+    if name in _ALIASES:
+        return _ALIASES[name]
+    raise ValueError(
+        f"Unknown activation ({name!r}) for framework=torch: use one of "
+        f"{sorted(_ALIASES)}, 'linear', None, or a torch.nn class name such as 'ReLU', 'GELU', "
+        "'Sigmoid', 'LeakyReLU'"
+    )
+
+
+class _Lambda(nn.Module):
+    """Wraps a plain function (e.g. ``torch.tanh``) used as an activation."""
+
+    def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor]):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x)
+
+
+def _make_activation(activation_fn: Any) -> nn.Module | None:
+    act = get_activation_fn(activation_fn) if isinstance(activation_fn, str) else activation_fn
+    if act is None:
+        return None
+    if isinstance(act, nn.Module):
+        return act
+    if isinstance(act, type) and issubclass(act, nn.Module):
+        return act()
+    return _Lambda(act)
+
+
+def normc_initializer(std: float = 1.0) -> Callable[[torch.Tensor], None]:
+    """An initializer that draws N(0, 1) and scales every row of ``[out, in]`` to norm ``std``.
+
+    Examples:
+        >>> w = torch.empty(5, 7)
+        >>> normc_initializer(0.01)(w)
+        >>> torch.allclose(w.norm(dim=1), torch.full((5,), 0.01))
+        True
+    """
+
+    def initializer(tensor: torch.Tensor) -> None:
+        with torch.no_grad():
+            tensor.normal_(0.0, 1.0)
+            tensor.mul_(std / tensor.pow(2).sum(dim=1, keepdim=True).sqrt())
+
+    return initializer
+
+
+def _pair(value: int | Sequence[int]) -> tuple[int, int]:
+    if isinstance(value, (int, float)):
+        return int(value), int(value)
+    a, b = value
+    return int(a), int(b)
+
+
+def same_padding(
+    in_size: Sequence[int], filter_size: int | Sequence[int], stride_size: int | Sequence[int]
+) -> tuple[tuple[int, int, int, int], tuple[int, int]]:
+    """TF-style "same" zero padding for a conv layer.
+
+    Returns:
+        ``(left, right, top, bottom)`` and the output ``(height, width)``
+        (``ceil(in / stride)``); the odd pixel of padding goes right/bottom.
+
+    Examples:
+        >>> same_padding((84, 84), 8, 4)
+        ((2, 2, 2, 2), (21, 21))
+        >>> same_padding((21, 21), (4, 4), 2)
+        ((1, 2, 1, 2), (11, 11))
+    """
+    in_h, in_w = _pair(in_size)
+    k_h, k_w = _pair(filter_size)
+    s_h, s_w = _pair(stride_size)
+    out_h, out_w = math.ceil(in_h / s_h), math.ceil(in_w / s_w)
+    pad_h = max((out_h - 1) * s_h + k_h - in_h, 0)
+    pad_w = max((out_w - 1) * s_w + k_w - in_w, 0)
+    top, left = pad_h // 2, pad_w // 2
+    return (left, pad_w - left, top, pad_h - top), (out_h, out_w)
+
+
+def valid_padding(
+    in_size: Sequence[int], filter_size: int | Sequence[int], stride_size: int | Sequence[int]
+) -> tuple[int, int]:
+    """Output ``(height, width)`` of an unpadded ("valid") conv: ``ceil((in - k + 1) / s)``.
+
+    Examples:
+        >>> valid_padding((11, 11), 11, 1)
+        (1, 1)
+    """
+    in_h, in_w = _pair(in_size)
+    k_h, k_w = _pair(filter_size)
+    s_h, s_w = _pair(stride_size)
+    return math.ceil((in_h - k_h + 1) / s_h), math.ceil((in_w - k_w + 1) / s_w)
+
+
+def get_filter_config(shape: Sequence[int]) -> list[list[Any]]:
+    """RLlib's default ``conv_filters`` for an image shape (HWC, or CHW for the last two dims).
+
+    Raises:
+        ValueError: No default for this shape (set ``conv_filters`` explicitly).
+
+    Examples:
+        >>> get_filter_config((42, 42, 3))
+        [[16, [4, 4], 2], [32, [4, 4], 2], [256, [11, 11], 1]]
+    """
+    dims = [int(d) for d in shape]
+    if len(dims) in (2, 3):
+        for size, filters in _FILTER_TABLE:
+            if dims[:2] == [size, size] or dims[1:] == [size, size]:
+                return [[f[0], list(f[1]), f[2]] for f in filters]
+    advice = ""
+    if dims == [210, 160, 3]:
+        advice = (
+            " For Atari frames, resize to 84x84 first (rlblocks.wrappers.atari.wrap_deepmind or "
+            "the Atari preprocessor with dim=84)."
+        )
+    raise ValueError(
+        f"No default CNN configuration for obs shape {dims}: defaults exist for "
+        "96x96, 84x84, 64x64, 42x42 and 10x10 images; set model config 'conv_filters' to a "
+        f"list of [out_channels, [kernel_h, kernel_w], stride].{advice}"
+    )
+
+
+class SlimFC(nn.Module):
+    """A linear layer plus an optional activation, RLlib's layout (``_model.0`` is the Linear).
+
+    Args:
+        in_size: Input features.
+        out_size: Output features.
+        initializer: Called on the weight; default ``nn.init.xavier_uniform_``.
+        activation_fn: Activation name, class, instance, callable, or None (linear).
+        use_bias: Whether the Linear has a bias.
+        bias_init: Constant the bias starts at.
+
+    Examples:
+        >>> SlimFC(3, 2, activation_fn="relu")(torch.zeros(5, 3)).shape
+        torch.Size([5, 2])
+    """
+
+    def __init__(
+        self,
+        in_size: int,
+        out_size: int,
+        initializer: Callable[[torch.Tensor], Any] | None = None,
+        activation_fn: Any = None,
+        use_bias: bool = True,
+        bias_init: float = 0.0,
+    ):
+        super().__init__()
+        linear = nn.Linear(int(in_size), int(out_size), bias=use_bias)
+        (initializer or nn.init.xavier_uniform_)(linear.weight)
+        if use_bias:
+            nn.init.constant_(linear.bias, bias_init)
+        layers: list[nn.Module] = [linear]
+        act = _make_activation(activation_fn)
+        if act is not None:
+            layers.append(act)
+        self._model = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._model(x)
+
+
+class SlimConv2d(nn.Module):
+    """``[ZeroPad2d] -> Conv2d -> [activation]``, RLlib's layout.
+
+    The conv is ``_model.1`` when ``padding`` is given (even all zeros) and ``_model.0``
+    otherwise, exactly as in RLlib, so RLlib state dicts load without renaming.
+
+    Args:
+        in_channels: Input channels.
+        out_channels: Output channels.
+        kernel: Kernel size (int or pair).
+        stride: Stride (int or pair).
+        padding: ``(left, right, top, bottom)`` zero padding, or None for none.
+        initializer: Called on the weight; ``"default"`` is ``nn.init.xavier_uniform_``.
+        activation_fn: ``"default"`` is ReLU; otherwise as for :func:`get_activation_fn`.
+        bias_init: Constant the bias starts at.
+
+    Examples:
+        >>> conv = SlimConv2d(4, 16, 8, 4, (2, 2, 2, 2))
+        >>> conv(torch.zeros(1, 4, 84, 84)).shape
+        torch.Size([1, 16, 21, 21])
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel: int | Sequence[int],
+        stride: int | Sequence[int],
+        padding: Sequence[int] | None,
+        initializer: Any = "default",
+        activation_fn: Any = "default",
+        bias_init: float = 0.0,
+    ):
+        super().__init__()
+        layers: list[nn.Module] = []
+        if padding is not None:
+            layers.append(nn.ZeroPad2d(tuple(int(p) for p in padding)))
+        conv = nn.Conv2d(int(in_channels), int(out_channels), _pair(kernel), _pair(stride))
+        (nn.init.xavier_uniform_ if initializer == "default" else initializer)(conv.weight)
+        nn.init.constant_(conv.bias, bias_init)
+        layers.append(conv)
+        act = nn.ReLU() if activation_fn == "default" else _make_activation(activation_fn)
+        if act is not None:
+            layers.append(act)
+        self._model = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._model(x)
+
+
+class AppendBiasLayer(nn.Module):
+    """Appends a learned, input-independent vector (``log_std``, init 0) to every row.
+
+    Examples:
+        >>> AppendBiasLayer(2)(torch.ones(3, 2)).tolist()[0]
+        [1.0, 1.0, 0.0, 0.0]
+    """
+
+    def __init__(self, num_bias_vars: int):
+        super().__init__()
+        self.log_std = nn.Parameter(torch.zeros(int(num_bias_vars)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x, self.log_std.unsqueeze(0).expand(x.shape[0], -1)], dim=1)
