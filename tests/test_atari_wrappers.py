@@ -82,6 +82,29 @@ def test_max_and_skip_first_repeat_terminal_pairs_with_previous_frame():
     assert terminated
 
 
+def test_warp_frame_fuses_the_max_of_max_and_skip():
+    skip = W.MaxAndSkipEnv(FakePixelEnv(episode_len=9, shape=(210, 160, 3)), skip=4)
+    warped = W.WarpFrame(skip, dim=84)
+    assert skip.defer_max
+    plain = W.MaxAndSkipEnv(FakePixelEnv(episode_len=9, shape=(210, 160, 3)), skip=4)
+    np.testing.assert_array_equal(warped.reset()[0], image.gray_resize(plain.reset()[0], 84))
+    for _ in range(3):  # full step, early end (frames 5..8, then 9), reset path
+        got = warped.step(0)
+        want = plain.step(0)
+        np.testing.assert_array_equal(got[0], image.gray_resize(want[0], 84))
+        assert got[1:4] == want[1:4]
+        if got[2]:
+            np.testing.assert_array_equal(warped.reset()[0],
+                                          image.gray_resize(plain.reset()[0], 84))
+    fake = FakePixelEnv(shape=(210, 160, 3))
+    fake.spec = gym.envs.registration.EnvSpec("FakePixel-v0")
+    dm = W.wrap_deepmind(fake, noframeskip=True)
+    e = dm
+    while not isinstance(e, W.MaxAndSkipEnv):
+        e = e.env
+    assert e.defer_max
+
+
 def test_fire_reset_returns_the_fresh_frame_after_a_final_step():
     env = W.FireResetEnv(FakePixelEnv(episode_len=2, flat=True))
     obs, info = env.reset()

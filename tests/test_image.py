@@ -341,3 +341,39 @@ def test_native_bindings_refuse_bad_arrays_directly():
         with pytest.raises(ValueError):
             call()
         assert (out == 7).all()
+
+
+def test_max_with_fuses_the_max_pool():
+    a = RNG.integers(0, 256, (3, 210, 160, 3), dtype=np.uint8)
+    b = RNG.integers(0, 256, (3, 210, 160, 3), dtype=np.uint8)
+    pooled = np.maximum(a, b)
+    np.testing.assert_array_equal(both(image.gray_resize, a, 84, max_with=b),
+                                  image.gray_resize(pooled, 84))
+    np.testing.assert_array_equal(both(image.resize, a, (50, 70), max_with=b),
+                                  image.resize(pooled, (50, 70)))
+    np.testing.assert_array_equal(image.gray_resize(a[1], 84, max_with=b[1]),
+                                  image.gray_resize(pooled[1], 84))
+    view = b[:, ::-1]  # any layout is converted
+    np.testing.assert_array_equal(image.gray_resize(a, 84, max_with=view),
+                                  image.gray_resize(np.maximum(a, view), 84))
+
+
+@pytest.mark.parametrize("impl", ["native", "numpy"])
+def test_bad_max_with_raises(impl):
+    a = np.zeros((2, 20, 16, 3), dtype=np.uint8)
+    out = np.full((2, 8, 8, 1), 7, dtype=np.uint8)
+    ctx = numpy_impl() if impl == "numpy" else contextlib.nullcontext()
+    with ctx:
+        with pytest.raises(ValueError, match="max_with"):
+            image.gray_resize(a, 8, max_with=a[:1])
+        with pytest.raises(ValueError, match="uint8"):
+            image.gray_resize(a, 8, max_with=a.astype(np.float32))
+        with pytest.raises(ValueError, match="max_with"):
+            image.resize(a.astype(np.float32), 8, max_with=a)
+        alias = np.zeros(2 * 20 * 16 * 3, dtype=np.uint8)
+        with pytest.raises(ValueError, match="overlap"):
+            image.gray_resize(a, 8, out=alias[:128].reshape(2, 8, 8, 1),
+                              max_with=alias.reshape(2, 20, 16, 3))
+    with pytest.raises(ValueError, match="max_with"):
+        _core.image_resize(a, 8, 8, True, out, a[:, :10])
+    assert (out == 7).all()

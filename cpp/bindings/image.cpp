@@ -114,7 +114,7 @@ void check_size(std::int64_t v, const char* fn, const char* what) {
 }
 
 void resize(const py::handle& frames_obj, std::int64_t height, std::int64_t width, bool gray,
-            const py::handle& out_obj) {
+            const py::handle& out_obj, const py::handle& max_with_obj) {
   const char* fn = gray ? "gray_resize" : "resize";
   const py::array frames = as_array(frames_obj, fn, "frames");
   check_size(height, fn, "height");
@@ -122,14 +122,32 @@ void resize(const py::handle& frames_obj, std::int64_t height, std::int64_t widt
   if (frames.ndim() == 4 && (frames.shape(1) < 1 || frames.shape(2) < 1 || frames.shape(3) < 1)) {
     throw py::value_error(std::string(fn) + ": frames must have H, W and C >= 1, got shape " + shape_str(frames));
   }
+  const bool pooled = !max_with_obj.is_none();
+  if (pooled && !is_u8(frames)) throw py::value_error(std::string(fn) + ": max_with needs uint8 frames, got " + dtype_str(frames));
   if (is_u8(frames)) {
     const auto f = frames_view<std::uint8_t>(frames, fn);
     if (gray && f.channels != 3) {
-      throw py::value_error(std::string(fn) + ": frames must be RGB (last axis 3), got shape " + shape_str(frames));
+      throw py::value_error(std::string(fn) + ": frames must have 3 channels (RGB, last axis), got shape " + shape_str(frames));
+    }
+    img::FrameBatch<std::uint8_t> second;
+    py::array max_with;
+    if (pooled) {
+      max_with = as_array(max_with_obj, fn, "max_with");
+      bool same = is_u8(max_with) && max_with.ndim() == 4;
+      for (py::ssize_t d = 0; same && d < 4; ++d) same = max_with.shape(d) == frames.shape(d);
+      if (!same) {
+        throw py::value_error(std::string(fn) + ": max_with must be a uint8 array of the frames' shape " +
+                              shape_str(frames) + ", got " + dtype_str(max_with) + " array of shape " + shape_str(max_with));
+      }
+      second = frames_view<std::uint8_t>(max_with, fn);
     }
     auto* out = checked_out<std::uint8_t>(out_obj, {f.batch, height, width, gray ? 1 : f.channels}, frames, fn);
+    if (pooled) {
+      const auto a = extent(py::reinterpret_borrow<py::array>(out_obj)), b = extent(max_with);
+      if (a.first < b.second && b.first < a.second) throw py::value_error(std::string(fn) + ": out must not overlap max_with");
+    }
     py::gil_scoped_release release;
-    img::resize_u8(f, height, width, gray, out);
+    img::resize_u8(f, height, width, gray, out, pooled ? &second : nullptr);
   } else if (is_f32(frames) && !gray) {
     const auto f = frames_view<float>(frames, fn);
     auto* out = checked_out<float>(out_obj, {f.batch, height, width, f.channels}, frames, fn);
@@ -146,7 +164,7 @@ void rgb_to_gray(const py::handle& frames_obj, const py::handle& out_obj) {
   const py::array frames = as_array(frames_obj, fn, "frames");
   if (!is_u8(frames)) throw py::value_error(std::string(fn) + ": frames must be uint8, got " + dtype_str(frames));
   const auto f = frames_view<std::uint8_t>(frames, fn);
-  if (f.channels != 3) throw py::value_error(std::string(fn) + ": frames must be RGB (last axis 3), got shape " + shape_str(frames));
+  if (f.channels != 3) throw py::value_error(std::string(fn) + ": frames must have 3 channels (RGB, last axis), got shape " + shape_str(frames));
   auto* out = checked_out<std::uint8_t>(out_obj, {f.batch, f.height, f.width, 1}, frames, fn);
   py::gil_scoped_release release;
   img::rgb_to_gray(f, out);
@@ -253,7 +271,9 @@ void generic_pixel(const py::handle& frames_obj, std::int64_t dim, bool grayscal
 
 void register_image(py::module_& m) {
   m.def("image_resize", &resize, py::arg("frames"), py::arg("height"), py::arg("width"), py::arg("gray"),
-        py::arg("out"), "INTER_AREA resize of (B, H, W, C) frames into out; gray fuses RGB->gray (uint8 only).");
+        py::arg("out"), py::arg("max_with") = py::none(),
+        "INTER_AREA resize of (B, H, W, C) frames into out; gray fuses RGB->gray (uint8 only); max_with "
+        "(uint8, same shape) is max-pooled with the frames first.");
   m.def("image_rgb_to_gray", &rgb_to_gray, py::arg("frames"), py::arg("out"),
         "OpenCV fixed-point RGB->gray of (B, H, W, 3) uint8 frames into out (B, H, W, 1).");
   m.def("image_crop", &crop, py::arg("frames"), py::arg("top"), py::arg("left"), py::arg("height"),

@@ -135,7 +135,19 @@ def rgb_to_gray(frames: np.ndarray, out: np.ndarray | None = None) -> np.ndarray
     return _result(o, single)
 
 
-def gray_resize(frames: np.ndarray, size: Size, out: np.ndarray | None = None) -> np.ndarray:
+def _max_with(max_with: object, a: np.ndarray, single: bool, fn: str) -> np.ndarray | None:
+    """Validates the optional second batch of frames that is max-pooled with the first."""
+    if max_with is None:
+        return None
+    m, _ = _frames(max_with, fn, floats=False)
+    if m.shape != a.shape:
+        want, got = (a.shape[1:], m.shape[1:]) if single else (a.shape, m.shape)
+        raise ValueError(f"{fn}: max_with must have the frames' shape {want}, got {got}")
+    return m
+
+
+def gray_resize(frames: np.ndarray, size: Size, out: np.ndarray | None = None, *,
+                max_with: np.ndarray | None = None) -> np.ndarray:
     """Grayscale + INTER_AREA resize of RGB uint8 frames, fused in one pass.
 
     Within +-1 of ``cv2.resize(cv2.cvtColor(f, COLOR_RGB2GRAY), (w, h), INTER_AREA)`` for
@@ -146,6 +158,9 @@ def gray_resize(frames: np.ndarray, size: Size, out: np.ndarray | None = None) -
         frames: ``(H, W, 3)`` or ``(B, H, W, 3)`` uint8.
         size: ``dim`` (square) or ``(height, width)``.
         out: optional uint8 array of shape ``(..., height, width, 1)``.
+        max_with: optional uint8 frames of the same shape; the result is that of
+            ``gray_resize(np.maximum(frames, max_with), size)``, without the intermediate
+            array (MaxAndSkip's flicker removal fused into the same pass).
 
     Returns:
         uint8 ``(..., height, width, 1)``.
@@ -155,24 +170,44 @@ def gray_resize(frames: np.ndarray, size: Size, out: np.ndarray | None = None) -
         >>> frame = np.full((210, 160, 3), (10, 200, 30), dtype=np.uint8)
         >>> gray_resize(frame, 84)[0, 0, 0]
         np.uint8(124)
+        >>> gray_resize(frame, 84, max_with=np.full_like(frame, 255))[0, 0, 0]
+        np.uint8(255)
     """
+    if (type(size) is int and out is None and type(frames) is np.ndarray
+            and (max_with is None or (type(max_with) is np.ndarray and max_with.dtype == np.uint8
+                                      and max_with.shape == frames.shape
+                                      and max_with.flags.c_contiguous))
+            and frames.dtype == np.uint8 and frames.ndim in (3, 4) and frames.flags.c_contiguous
+            and size >= 1 and _impl.native()):
+        # Fast path for the per-step wrapper call; the C++ side validates shape and layout.
+        batch = frames if frames.ndim == 4 else frames[None]
+        second = max_with if max_with is None or max_with.ndim == 4 else max_with[None]
+        o = np.empty((batch.shape[0], size, size, 1), dtype=np.uint8)
+        _core.image_resize(batch, size, size, True, o, second)
+        return o if frames.ndim == 4 else o[0]
     h, w = _size(size, "gray_resize")
     a, single = _frames(frames, "gray_resize", floats=False, channels=3)
+    m = _max_with(max_with, a, single, "gray_resize")
     o = _out(out, (a.shape[0], h, w, 1), np.uint8, a, single, "gray_resize")
+    if m is not None and np.may_share_memory(o, m):
+        raise ValueError("gray_resize: out must not overlap max_with")
     if _impl.native():
-        _core.image_resize(a, h, w, True, o)
+        _core.image_resize(a, h, w, True, o, m)
     else:
-        _ref.resize(a, h, w, True, o)
+        _ref.resize(a if m is None else np.maximum(a, m), h, w, True, o)
     return _result(o, single)
 
 
-def resize(frames: np.ndarray, size: Size, out: np.ndarray | None = None) -> np.ndarray:
+def resize(frames: np.ndarray, size: Size, out: np.ndarray | None = None, *,
+           max_with: np.ndarray | None = None) -> np.ndarray:
     """INTER_AREA resize of uint8 or float frames (any channel count, any size ratio).
 
     Args:
         frames: ``(H, W, C)`` or ``(B, H, W, C)``, uint8 or float (floats become float32).
         size: ``dim`` (square) or ``(height, width)``.
         out: optional array of the result's shape and dtype (uint8 or float32).
+        max_with: optional uint8 frames of the same shape (uint8 input only), max-pooled
+            with ``frames`` in the same pass.
 
     Returns:
         ``(..., height, width, C)``, uint8 for uint8 input, else float32.
@@ -186,11 +221,16 @@ def resize(frames: np.ndarray, size: Size, out: np.ndarray | None = None) -> np.
     """
     h, w = _size(size, "resize")
     a, single = _frames(frames, "resize", floats=True)
+    if max_with is not None and a.dtype != np.uint8:
+        raise ValueError(f"resize: max_with needs uint8 frames, got {a.dtype}")
+    m = _max_with(max_with, a, single, "resize")
     o = _out(out, (a.shape[0], h, w, a.shape[3]), a.dtype.type, a, single, "resize")
+    if m is not None and np.may_share_memory(o, m):
+        raise ValueError("resize: out must not overlap max_with")
     if _impl.native():
-        _core.image_resize(a, h, w, False, o)
+        _core.image_resize(a, h, w, False, o, m)
     else:
-        _ref.resize(a, h, w, False, o)
+        _ref.resize(a if m is None else np.maximum(a, m), h, w, False, o)
     return _result(o, single)
 
 

@@ -239,13 +239,21 @@ inline void gray_row(const std::uint8_t* rgb, std::int64_t width, std::uint8_t* 
 }
 
 // v[j] = (sum_t w[t] * rows[t][j] + 2^6) >> 7 for j0 <= j < n (acc: n int32 of scratch).
-inline void vertical_scalar(const std::uint8_t* const* rows, const std::int32_t* w, std::int64_t taps,
-                            std::int64_t j0, std::int64_t n, std::int32_t* acc, std::int16_t* v) {
+// With rows2 (may be null) every pixel is max(rows[t][j], rows2[t][j]) first.
+inline void vertical_scalar(const std::uint8_t* const* rows, const std::uint8_t* const* rows2, const std::int32_t* w,
+                            std::int64_t taps, std::int64_t j0, std::int64_t n, std::int32_t* acc, std::int16_t* v) {
   for (std::int64_t j = j0; j < n; ++j) acc[j] = 1 << (kVerticalShift - 1);
   for (std::int64_t t = 0; t < taps; ++t) {
-    const std::int16_t wt = static_cast<std::int16_t>(w[t]);
+    const std::int32_t wt = w[t];
     const std::uint8_t* row = rows[t];
-    for (std::int64_t j = j0; j < n; ++j) acc[j] += static_cast<std::int32_t>(wt) * static_cast<std::int16_t>(row[j]);
+    if (rows2 != nullptr) {
+      const std::uint8_t* row2 = rows2[t];
+      for (std::int64_t j = j0; j < n; ++j) acc[j] += wt * static_cast<std::int32_t>(std::max(row[j], row2[j]));
+    } else {
+      for (std::int64_t j = j0; j < n; ++j) {
+        acc[j] += static_cast<std::int32_t>(static_cast<std::int16_t>(wt)) * static_cast<std::int16_t>(row[j]);
+      }
+    }
   }
   for (std::int64_t j = j0; j < n; ++j) v[j] = static_cast<std::int16_t>(acc[j] >> kVerticalShift);
 }
@@ -278,7 +286,16 @@ inline void horizontal_colour(const std::int16_t* v, const AxisTaps& tx, std::in
 
 #if RLBLOCKS_IMAGE_X86
 // AVX2 versions (selected at run time); they compute the same integers as the scalar code.
+__attribute__((target("avx2"))) inline __m128i load_max(const std::uint8_t* const* rows,
+                                                       const std::uint8_t* const* rows2, std::int64_t t,
+                                                       std::int64_t j) {
+  const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[t] + j));
+  if (rows2 == nullptr) return a;
+  return _mm_max_epu8(a, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows2[t] + j)));
+}
+
 __attribute__((target("avx2"))) inline std::int64_t vertical_avx2(const std::uint8_t* const* rows,
+                                                                  const std::uint8_t* const* rows2,
                                                                   const std::int32_t* w, std::int64_t taps,
                                                                   std::int64_t n, std::int16_t* v) {
   const __m256i round = _mm256_set1_epi32(1 << (kVerticalShift - 1));
@@ -287,9 +304,8 @@ __attribute__((target("avx2"))) inline std::int64_t vertical_avx2(const std::uin
     __m256i lo = round, hi = round;
     for (std::int64_t t = 0; t < taps; t += 2) {
       const bool pair = t + 1 < taps;
-      const __m256i a = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[t] + j)));
-      const __m256i b = pair ? _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[t + 1] + j)))
-                             : _mm256_setzero_si256();
+      const __m256i a = _mm256_cvtepu8_epi16(load_max(rows, rows2, t, j));
+      const __m256i b = pair ? _mm256_cvtepu8_epi16(load_max(rows, rows2, t + 1, j)) : _mm256_setzero_si256();
       const __m256i ww = _mm256_set1_epi32(static_cast<std::int32_t>(
           (static_cast<std::uint32_t>(pair ? w[t + 1] : 0) << 16) | static_cast<std::uint32_t>(w[t])));
       lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), ww));
@@ -355,12 +371,14 @@ inline bool use_avx2() {
 struct U8Scratch {
   std::vector<std::int16_t> v;
   std::vector<std::int32_t> acc;
-  std::vector<const std::uint8_t*> rows;
+  std::vector<const std::uint8_t*> rows, rows2;
 };
 
-// One frame, uint8 -> uint8. gray: input RGB, output 1 channel.
+// One frame, uint8 -> uint8. gray: input RGB, output 1 channel. second (may be null): a
+// batch of the same shape whose frame b is max-pooled with src's before filtering.
 inline void resize_frame_u8(const FrameBatch<std::uint8_t>& src, std::int64_t b, const ResizePlan& plan,
-                            bool gray, std::uint8_t* out, U8Scratch& s) {
+                            bool gray, std::uint8_t* out, U8Scratch& s,
+                            const FrameBatch<std::uint8_t>* second = nullptr) {
   const AxisTaps& ty = *plan.y;
   const AxisTaps& tx = *plan.x;
   const std::int64_t cout = gray ? 1 : src.channels;
@@ -369,17 +387,22 @@ inline void resize_frame_u8(const FrameBatch<std::uint8_t>& src, std::int64_t b,
   s.v.assign(static_cast<std::size_t>(row_len + 16), 0);
   s.acc.resize(static_cast<std::size_t>(row_len));
   s.rows.resize(static_cast<std::size_t>(ky));
+  s.rows2.resize(static_cast<std::size_t>(ky));
+  const std::uint8_t* const* rows2 = second != nullptr ? s.rows2.data() : nullptr;
   const bool avx2 = use_avx2();
   const bool gray_avx2 = avx2 && gray && 3 * tx.taps <= 16;
   for (std::int64_t oy = 0; oy < ty.n_out; ++oy) {
     const std::int64_t y0 = ty.start[static_cast<std::size_t>(oy)];
     const std::int32_t* wy = ty.wq.data() + oy * ky;
-    for (std::int64_t t = 0; t < ky; ++t) s.rows[static_cast<std::size_t>(t)] = src.row(b, y0 + t);
+    for (std::int64_t t = 0; t < ky; ++t) {
+      s.rows[static_cast<std::size_t>(t)] = src.row(b, y0 + t);
+      if (second != nullptr) s.rows2[static_cast<std::size_t>(t)] = second->row(b, y0 + t);
+    }
     std::int64_t j = 0;
 #if RLBLOCKS_IMAGE_X86
-    if (avx2) j = vertical_avx2(s.rows.data(), wy, ky, row_len, s.v.data());
+    if (avx2) j = vertical_avx2(s.rows.data(), rows2, wy, ky, row_len, s.v.data());
 #endif
-    vertical_scalar(s.rows.data(), wy, ky, j, row_len, s.acc.data(), s.v.data());
+    vertical_scalar(s.rows.data(), rows2, wy, ky, j, row_len, s.acc.data(), s.v.data());
     std::uint8_t* orow = out + oy * tx.n_out * cout;
     if (gray) {
       std::int64_t o = 0;
@@ -430,14 +453,17 @@ inline void resize_frame_f32(const FrameBatch<float>& src, std::int64_t b, const
 // Frames per task: roughly 96 KiB of input per chunk, so one Atari frame is one task.
 inline std::int64_t frame_grain(std::int64_t bytes_per_frame) { return grain_for_bytes(bytes_per_frame); }
 
-// out: contiguous (B, h_out, w_out, gray ? 1 : C).
+// out: contiguous (B, h_out, w_out, gray ? 1 : C). second (may be null): same-shape frames
+// max-pooled with src's before filtering (MaxAndSkip's flicker removal, fused).
 inline void resize_u8(const FrameBatch<std::uint8_t>& src, std::int64_t h_out, std::int64_t w_out, bool gray,
-                      std::uint8_t* out) {
+                      std::uint8_t* out, const FrameBatch<std::uint8_t>* second = nullptr) {
   const ResizePlan plan = resize_plan(src.height, src.width, h_out, w_out);
   const std::int64_t out_frame = h_out * w_out * (gray ? 1 : src.channels);
   parallel_for(src.batch, frame_grain(src.height * src.width * src.channels), [&](std::int64_t b0, std::int64_t b1) {
     detail::U8Scratch s;
-    for (std::int64_t b = b0; b < b1; ++b) detail::resize_frame_u8(src, b, plan, gray, out + b * out_frame, s);
+    for (std::int64_t b = b0; b < b1; ++b) {
+      detail::resize_frame_u8(src, b, plan, gray, out + b * out_frame, s, second);
+    }
   });
 }
 

@@ -113,7 +113,8 @@ def axis_taps(n_in: int, n_out: int, enlarge: bool) -> tuple[np.ndarray, ...]:
     for o, taps in enumerate(raw):
         s = min(taps[0][0], n_in - k)
         start[o] = s
-        scaled, scaled_gray = [], []
+        scaled: list[tuple[int, float]] = []
+        scaled_gray: list[tuple[int, float]] = []
         for index, weight in taps:
             j = index - s
             wd[o, j] = weight

@@ -123,6 +123,11 @@ class MaxAndSkipEnv(gym.Wrapper):
     must return a new observation array on each step (gymnasium's ALE does); frames are
     kept by reference, not copied.
 
+    A :class:`WarpFrame` stacked above (through wrappers that pass observations on
+    unchanged) fuses the max into its resize: it switches this wrapper to return the last
+    raw frame and takes both frames from :meth:`pooled_pair` instead, saving a full-frame
+    pass per step; the warped result is identical.
+
     Args:
         env: the env to step.
         skip: repeats per agent step (>= 1).
@@ -134,10 +139,19 @@ class MaxAndSkipEnv(gym.Wrapper):
             raise ValueError(f"MaxAndSkipEnv: skip must be >= 1, got {skip}")
         self._skip = int(skip)
         self._last: np.ndarray | None = None
+        self.defer_max = False  # set by a WarpFrame above that pools the pair itself
+        self._pair: tuple[Any, Any] | None = None
+
+    def pooled_pair(self, obs: Any) -> tuple[Any, Any] | None:
+        """``(previous, obs)`` when ``obs`` is the unpooled frame this wrapper returned last
+        (``defer_max`` mode), else None."""
+        pair = self._pair
+        return pair if pair is not None and pair[1] is obs else None
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(**kwargs)
         self._last = obs
+        self._pair = None
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -154,7 +168,11 @@ class MaxAndSkipEnv(gym.Wrapper):
             if terminated or truncated:
                 break
         self._last = obs
+        self._pair = None
         if self._skip == 1 or prev is None:
+            return obs, total, terminated, truncated, info
+        if self.defer_max:
+            self._pair = (prev, obs)
             return obs, total, terminated, truncated, info
         return np.maximum(prev, obs), total, terminated, truncated, info
 
@@ -172,7 +190,7 @@ class EpisodicLifeEnv(gym.Wrapper):
         self.was_real_terminated = True
 
     def _ale_lives(self) -> int:
-        return int(self.env.unwrapped.ale.lives())
+        return int(self.env.unwrapped.ale.lives())  # type: ignore[attr-defined]
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
@@ -239,11 +257,30 @@ class WarpFrame(gym.ObservationWrapper):
         self.grayscale = bool(grayscale)
         self.observation_space = gym.spaces.Box(0, 255, (self.dim, self.dim, 1 if grayscale else 3),
                                                 dtype=np.uint8)
+        self._skip = _find_max_and_skip(env)
+        if self._skip is not None:
+            self._skip.defer_max = True
 
     def observation(self, observation: np.ndarray) -> np.ndarray:
+        pair = self._skip.pooled_pair(observation) if self._skip is not None else None
+        prev = pair[0] if pair is not None else None
         if self.grayscale:
-            return image.gray_resize(observation, self.dim)
-        return image.resize(observation, self.dim)
+            return image.gray_resize(observation, self.dim, max_with=prev)
+        return image.resize(observation, self.dim, max_with=prev)
+
+
+def _find_max_and_skip(env: gym.Env) -> MaxAndSkipEnv | None:
+    """The MaxAndSkipEnv right below ``env`` through wrappers that pass observations on
+    unchanged (so its pooling can be fused into WarpFrame's resize), or None."""
+    transparent = (EpisodicLifeEnv, FireResetEnv, gym.wrappers.RecordEpisodeStatistics,
+                   gym.wrappers.common.OrderEnforcing, gym.wrappers.common.PassiveEnvChecker)
+    e: Any = env
+    while True:
+        if type(e) is MaxAndSkipEnv:
+            return e
+        if type(e) not in transparent:
+            return None
+        e = e.env
 
 
 class FrameStack(gym.Wrapper):
@@ -280,7 +317,7 @@ class FrameStack(gym.Wrapper):
         obs, reward, terminated, truncated, info = self.env.step(action)
         if self._stack is None:
             raise RuntimeError("FrameStack.step called before reset")
-        self._stack = np.concatenate((self._stack[:, :, self._channels:], obs), axis=2)
+        self._stack = push_frame(self._stack, obs)
         return self._stack, reward, terminated, truncated, info
 
 
@@ -383,6 +420,24 @@ def _model_options(model_config: Mapping[str, Any] | None) -> dict[str, Any]:
 # --------------------------------------------------------------------------- vector envs
 
 
+def push_frame(stack: np.ndarray, frame: np.ndarray) -> np.ndarray:
+    """A new stack ``(..., H, W, C*k)``: ``stack`` without its oldest ``C`` channels, then
+    ``frame (..., H, W, C)``. One contiguous shifted copy plus one strided write (much faster
+    than concatenating along the last axis).
+
+    Examples:
+        >>> s = np.arange(8, dtype=np.uint8).reshape(1, 2, 4)
+        >>> push_frame(s, np.array([[[9], [9]]], dtype=np.uint8))[0].tolist()
+        [[1, 2, 3, 9], [5, 6, 7, 9]]
+    """
+    c = frame.shape[-1]
+    new = np.empty_like(stack)
+    flat_new, flat_old = new.reshape(-1), np.ascontiguousarray(stack).reshape(-1)
+    flat_new[:-c] = flat_old[c:]  # pixel p's channels j + c land in slots j; the tail is
+    new[..., -c:] = frame          # overwritten here by the newest frame
+    return new
+
+
 def _done_mask(terminated: np.ndarray, truncated: np.ndarray) -> np.ndarray:
     return np.logical_or(np.asarray(terminated, dtype=bool), np.asarray(truncated, dtype=bool))
 
@@ -408,7 +463,7 @@ class _StackedFrames:
     def push(self, frames: np.ndarray, restart: np.ndarray | None = None) -> np.ndarray:
         """Appends a frame to every stack; envs in ``restart`` start a new stack instead."""
         assert self.stack is not None
-        stack = np.concatenate((self.stack[..., self.c:], frames), axis=-1)
+        stack = push_frame(self.stack, frames)
         if restart is not None and restart.any():
             stack[restart] = np.tile(frames[restart], (1, 1, 1, self.k))
         self.stack = stack
@@ -458,7 +513,7 @@ class VectorAtariPreprocessing(VectorWrapper):
             return image.gray_resize(obs, self.dim)
         return image.resize(obs, self.dim)
 
-    def reset(self, *, seed: int | list[int] | None = None,
+    def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         mask = None if options is None else options.get("reset_mask")  # read first: the
         obs, info = self.env.reset(seed=seed, options=options)  # vector env may pop it
@@ -481,8 +536,7 @@ class VectorAtariPreprocessing(VectorWrapper):
                 final = info["final_obs"]
                 idx = np.flatnonzero(done)
                 final_frames = self._warp(np.stack([final[i] for i in idx]))
-                pushed = np.concatenate((self._frames.stack[idx][..., self._frames.c:],
-                                         final_frames), axis=-1)
+                pushed = push_frame(self._frames.stack[idx], final_frames)
                 new_final = np.array(final, dtype=object, copy=True)
                 for j, i in enumerate(idx):
                     new_final[i] = pushed[j]
@@ -512,7 +566,7 @@ class VectorGenericPixel(VectorWrapper):
     def _process(self, obs: np.ndarray) -> np.ndarray:
         return image.generic_pixel(obs, self.dim, self.grayscale, self.zero_mean)
 
-    def reset(self, *, seed: int | list[int] | None = None,
+    def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         return self._process(obs), info
@@ -576,11 +630,14 @@ def make_vector_env(env_id: str, num_envs: int, model_config: Mapping[str, Any] 
             for _ in range(num_envs)]
     else:
         fns = [_PlainEnvFn(env_id, make_kwargs) for _ in range(num_envs)]
+    # The preprocessing wrappers consume each raw batch at once, so the vector env need not
+    # copy it out of its buffers (shared memory for async) first.
+    processed = is_atari(env_id) and preprocessor_pref is not None
     venv: VectorEnv
     if vectorization_mode == "sync":
-        venv = gym.vector.SyncVectorEnv(fns)
+        venv = gym.vector.SyncVectorEnv(fns, copy=not processed)
     else:
-        venv = gym.vector.AsyncVectorEnv(fns)
+        venv = gym.vector.AsyncVectorEnv(fns, copy=not processed)
     if deepmind:
         return VectorAtariPreprocessing(venv, cfg["dim"], True, 4 if cfg["framestack"] else None)
     if preprocessor_pref == "rllib" and is_atari(env_id):
