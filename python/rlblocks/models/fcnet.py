@@ -96,7 +96,9 @@ class FullyConnectedNetwork(ModelV2):
             else:
                 self.num_outputs = prev
         self._append_free_log_std: AppendBiasLayer | None = None
-        if self.free_log_std and self._logits is not None:
+        if self.free_log_std and n_out:
+            # RLlib skips this with no_final_linear and then fails in forward(); here the
+            # learned log-stds are appended in both layouts.
             self._append_free_log_std = AppendBiasLayer(n_out)
         self._hidden_layers = nn.Sequential(*layers)
 
