@@ -5,4 +5,8 @@
 namespace rlblocks::bindings {
 void register_threads(pybind11::module_& m);
 void register_flatten(pybind11::module_& m);
+void register_filters(pybind11::module_& m);
+void register_frame_stack(pybind11::module_& m);
+void register_image(pybind11::module_& m);
+void register_sequences(pybind11::module_& m);
 }  // namespace rlblocks::bindings

@@ -58,17 +58,22 @@ struct ColumnSetRef {
 
 // Everything one call collects before executing. Reused per thread (capacity kept).
 struct Collector {
+  // Row ops. Walking a list visits rows in order, so row r's ops start where the
+  // *_row_start arrays say. A batched structure can revisit rows (one pass per Repeated
+  // leaf): then every op is tagged with its row and bucketed before execution.
   std::vector<RowCopy> copies;
-  std::vector<std::int64_t> copy_rows;
   std::vector<RowSet> sets;
-  std::vector<std::int64_t> set_rows;
+  bool tag_rows = false;
+  std::vector<std::int64_t> copy_rows, set_rows;
   std::vector<ColumnCopy> column_copies;
   std::vector<std::int32_t> column_cols;
   std::vector<ColumnSetRef> column_set_refs;
   std::vector<py::object> keepalive;  // converted arrays / fetched items used by the ops
-  std::vector<PathElem> path;
+  // Where the walk is in the observation (for error messages): a fixed stack, no allocation.
+  static constexpr int kMaxDepth = 256;
+  PathElem path[kMaxDepth];
+  int depth = 0;
   std::int64_t row = 0;
-  bool rows_sorted = true;
   // Execution scratch.
   std::vector<RowCopy> sorted_copies;
   std::vector<RowSet> sorted_sets;
@@ -84,19 +89,27 @@ struct Collector {
     column_cols.clear();
     column_set_refs.clear();
     keepalive.clear();
-    path.clear();
+    depth = 0;
     row = 0;
-    rows_sorted = true;
+    tag_rows = false;
+    copy_row_start.clear();
+    set_row_start.clear();
   }
   void add_copy(const RowCopy& op) {
-    if (!copy_rows.empty() && copy_rows.back() > row) rows_sorted = false;
     copies.push_back(op);
-    copy_rows.push_back(row);
+    if (tag_rows) copy_rows.push_back(row);
   }
   void add_set(std::int64_t dst, float value) {
-    if (!set_rows.empty() && set_rows.back() > row) rows_sorted = false;
     sets.push_back(RowSet{dst, value});
-    set_rows.push_back(row);
+    if (tag_rows) set_rows.push_back(row);
+  }
+  void push_path(PyObject* key, std::int64_t index) {
+    if (depth == kMaxDepth) throw py::value_error("observation is nested deeper than 256 levels");
+    path[depth++] = PathElem{key, index};
+  }
+  void begin_row() {  // list walks: row boundaries
+    copy_row_start.push_back(static_cast<std::int64_t>(copies.size()));
+    set_row_start.push_back(static_cast<std::int64_t>(sets.size()));
   }
 };
 
@@ -147,7 +160,8 @@ std::string short_repr(PyObject* obj) {
 
 std::string path_string(const Collector& c) {
   std::string s = "obs";
-  for (const PathElem& e : c.path) {
+  for (int i = 0; i < c.depth; ++i) {
+    const PathElem& e = c.path[i];
     if (e.key == nullptr) {
       s += "[" + std::to_string(e.index) + "]";
     } else if (PyUnicode_Check(e.key)) {
@@ -174,8 +188,8 @@ std::string shape_string(const Int* dims, std::size_t nd) {
 }
 
 struct PathGuard {
-  PathGuard(Collector& c, PyObject* key, std::int64_t index) : c_(c) { c_.path.push_back({key, index}); }
-  ~PathGuard() { c_.path.pop_back(); }
+  PathGuard(Collector& c, PyObject* key, std::int64_t index) : c_(c) { c_.push_path(key, index); }
+  ~PathGuard() { --c_.depth; }
   Collector& c_;
 };
 
@@ -189,15 +203,18 @@ struct ArrayView {
   const Py_ssize_t* strides = nullptr;
   ElemType type = ElemType::F32;
   bool numeric = false;     // a type the kernel reads directly
+  bool native = false;      // native byte order (values can be read in place)
   bool contiguous = false;  // C-contiguous, aligned, native byte order
   std::int64_t numel = 1;
 };
 
-bool as_array(PyObject* obj, ArrayView& a) {
+inline bool as_array(PyObject* obj, ArrayView& a) {
   if (!py::detail::npy_api::get().PyArray_Check_(obj)) return false;
   auto* proxy = py::detail::array_proxy(obj);
   auto* descr = py::detail::array_descriptor_proxy(proxy->descr);
-  const auto itemsize = py::reinterpret_borrow<py::dtype>(proxy->descr).itemsize();
+  static const bool numpy2 = py::detail::npy_api::get().PyArray_RUNTIME_VERSION_ >= 0x12;
+  const auto itemsize = numpy2 ? py::detail::array_descriptor2_proxy(proxy->descr)->elsize
+                               : py::detail::array_descriptor1_proxy(proxy->descr)->elsize;
   a.data = proxy->data;
   a.nd = static_cast<std::size_t>(proxy->nd);
   a.dims = proxy->dimensions;
@@ -225,15 +242,15 @@ bool as_array(PyObject* obj, ArrayView& a) {
     default: a.numeric = false;
   }
   const int flags = proxy->flags;
-  const bool native = descr->byteorder != '>' || itemsize == 1;
-  a.contiguous = a.numeric && native &&
+  a.native = descr->byteorder != '>' || itemsize == 1;
+  a.contiguous = a.numeric && a.native &&
                  (flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_) &&
                  (flags & py::detail::npy_api::NPY_ARRAY_ALIGNED_);
   return true;
 }
 
 // a.shape == (lead..., *shape) where `lead` holds the leading dims (if any).
-bool has_shape(const ArrayView& a, std::initializer_list<std::int64_t> lead, const std::vector<std::int64_t>& shape) {
+inline bool has_shape(const ArrayView& a, std::initializer_list<std::int64_t> lead, const std::vector<std::int64_t>& shape) {
   if (a.nd != lead.size() + shape.size()) return false;
   std::size_t i = 0;
   for (auto d : lead) if (a.dims[i++] != d) return false;
@@ -268,6 +285,10 @@ py::object convert_array(Collector& c, PyObject* obj, bool to_float32, const cha
     arr = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(py::handle(obj));
   } else {
     arr = py::array::ensure(py::handle(obj), py::array::c_style);
+    ArrayView a;
+    if (arr && as_array(arr.ptr(), a) && !a.native) {  // byte-swapped: make it native
+      arr = arr.attr("astype")(arr.attr("dtype").attr("newbyteorder")("="));
+    }
   }
   if (!arr) {
     PyErr_Clear();
@@ -342,6 +363,10 @@ IndexValue read_index_scalar(Collector& c, PyObject* obj, const std::string& lab
   if (PyFloat_Check(obj)) return read_index_elem(reinterpret_cast<const char*>(&PyFloat_AS_DOUBLE(obj)), ElemType::F64);
   ArrayView a;
   if (as_array(obj, a)) {
+    if (a.numel == 1 && a.numeric && !a.native) {
+      py::object arr = convert_array(c, obj, false, ("a single integer for " + label).c_str());
+      as_array(arr.ptr(), a);
+    }
     if (a.numel != 1 || !a.numeric) {
       fail(c, "expected a single integer for " + label + ", got an array of shape " + shape_of(a) + " and dtype " +
                   std::string(py::str(py::handle(obj).attr("dtype"))));
@@ -393,7 +418,9 @@ class FlattenPlan {
   py::array_t<float> transform(py::handle obs) {
     CollectorLease lease;
     Collector& c = *lease;
+    c.begin_row();
     walk(root(), obs.ptr(), 0, c);
+    c.begin_row();
     py::array_t<float> out(size());
     execute(c, out.mutable_data(), 1);
     return out;
@@ -410,7 +437,9 @@ class FlattenPlan {
       throw py::value_error("write: offset " + std::to_string(offset) + " + size " + std::to_string(size()) +
                             " exceeds the array's " + std::to_string(a.numel) + " elements");
     }
+    c.begin_row();
     walk(root(), obs.ptr(), 0, c);
+    c.begin_row();
     execute(c, reinterpret_cast<float*>(a.data) + offset, 1);
   }
 
@@ -424,10 +453,11 @@ class FlattenPlan {
     PyObject** items = PySequence_Fast_ITEMS(seq.ptr());
     const std::int64_t w = size();
     for (std::int64_t r = 0; r < batch; ++r) {
-      c.row = r;
+      c.begin_row();
       PathGuard g(c, nullptr, r);
       walk(root(), items[r], r * w, c);
     }
+    c.begin_row();
     py::array_t<float> result = output(out, batch);
     execute(c, result.mutable_data(), batch);
     return result;
@@ -438,6 +468,7 @@ class FlattenPlan {
     CollectorLease lease;
     Collector& c = *lease;
     const std::int64_t batch = batch_size(root(), obs.ptr(), c);
+    c.tag_rows = true;
     walk_batched(root(), obs.ptr(), 0, batch, c);
     py::array_t<float> result = output(out, batch);
     execute(c, result.mutable_data(), batch);
@@ -507,6 +538,14 @@ class FlattenPlan {
       case Kind::Tuple: walk_tuple(nd, obj, dst, c, false, 0); return;
       case Kind::Repeated: walk_repeated(nd, obj, dst, c); return;
       case Kind::Discrete: {
+        if (PyLong_CheckExact(obj)) {  // the common case, without the general parser
+          int overflow = 0;
+          const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+          if (!overflow && v >= nd.start && v < nd.start + nd.n) {
+            c.add_set(dst + v - nd.start, 1.0f);
+            return;
+          }
+        }
         const IndexValue iv = read_index_scalar(c, obj, nd.label);
         c.add_set(dst + checked_index(c, iv, nd.start, nd.n, nd.label), 1.0f);
         return;
@@ -630,7 +669,7 @@ class FlattenPlan {
 
   void walk_multidiscrete(const Node& nd, PyObject* obj, std::int64_t dst, Collector& c) const {
     ArrayView a;
-    if (!as_array(obj, a) || !a.numeric) {
+    if (!as_array(obj, a) || !a.numeric || !a.native) {
       py::object arr = convert_array(c, obj, false, ("integers of shape " + shape_of({}, nd.shape)).c_str());
       as_array(arr.ptr(), a);
       if (!a.numeric) fail(c, "expected integers for " + nd.label + ", got " + short_repr(obj));
@@ -647,7 +686,7 @@ class FlattenPlan {
       const auto ku = static_cast<std::size_t>(k);
       const std::int64_t lo = nd.starts[ku], n = nd.nvec[ku];
       if (!iv.integral || iv.v < lo || iv.v >= lo + n) {
-        for (std::size_t d = 0; d < nd_dims; ++d) c.path.push_back({nullptr, idx[d]});
+        for (std::size_t d = 0; d < nd_dims; ++d) c.push_path(nullptr, idx[d]);
         checked_index(c, iv, lo, n, nd.label + " component");
       }
       c.add_set(dst + nd.block_offsets[ku] + iv.v - lo, 1.0f);
@@ -744,7 +783,7 @@ class FlattenPlan {
       case Kind::Discrete:
       case Kind::MultiDiscrete: {
         ArrayView a;
-        if (!as_array(obj, a) || !a.numeric) {
+        if (!as_array(obj, a) || !a.numeric || !a.native) {
           py::object arr = convert_array(c, obj, false, "a batch of integers");
           as_array(arr.ptr(), a);
           if (!a.numeric) fail(c, "expected integers for " + nd.label + ", got " + short_repr(obj));
@@ -768,7 +807,7 @@ class FlattenPlan {
           const std::int64_t lo = nd.kind == Kind::Discrete ? nd.start : nd.starts[static_cast<std::size_t>(j)];
           const std::int64_t n = nd.kind == Kind::Discrete ? nd.n : nd.nvec[static_cast<std::size_t>(j)];
           if (!iv.integral || iv.v < lo || iv.v >= lo + n) {
-            for (auto d : idx) c.path.push_back({nullptr, d});
+            for (auto d : idx) c.push_path(nullptr, d);
             checked_index(c, iv, lo, n, nd.kind == Kind::Discrete ? nd.label : nd.label + " component");
           }
           const std::int64_t block = nd.kind == Kind::Discrete ? 0 : nd.block_offsets[static_cast<std::size_t>(j)];
@@ -822,23 +861,18 @@ class FlattenPlan {
     return py::reinterpret_borrow<py::array_t<float>>(out);
   }
 
+  // Counting sort of row-tagged ops into row buckets.
   template <class Op>
-  static void bucket_by_row(const std::vector<Op>& ops, const std::vector<std::int64_t>& rows, bool sorted,
-                            std::int64_t batch, std::vector<Op>& sorted_ops, std::vector<std::int64_t>& start,
-                            const Op*& data) {
+  static void bucket_by_row(const std::vector<Op>& ops, const std::vector<std::int64_t>& rows,
+                            std::int64_t batch, std::vector<Op>& sorted_ops, std::vector<std::int64_t>& start) {
     start.assign(static_cast<std::size_t>(batch + 1), 0);
     for (auto r : rows) ++start[static_cast<std::size_t>(r + 1)];
     for (std::size_t r = 0; r < static_cast<std::size_t>(batch); ++r) start[r + 1] += start[r];
-    if (sorted) {
-      data = ops.data();
-      return;
-    }
     sorted_ops.resize(ops.size());
     std::vector<std::int64_t> fill(start.begin(), start.end() - 1);
     for (std::size_t i = 0; i < ops.size(); ++i) {
       sorted_ops[static_cast<std::size_t>(fill[static_cast<std::size_t>(rows[i])]++)] = ops[i];
     }
-    data = sorted_ops.data();
   }
 
   void execute(Collector& c, float* out, std::int64_t batch) const {
@@ -847,14 +881,19 @@ class FlattenPlan {
     job.rows = batch;
     job.row_size = size();
     job.zero_fill = zero_fill_;
-    if (!c.copies.empty()) {
-      bucket_by_row(c.copies, c.copy_rows, c.rows_sorted, batch, c.sorted_copies, c.copy_row_start, job.copies);
-      job.copy_row_start = c.copy_row_start.data();
+    if (c.tag_rows) {
+      bucket_by_row(c.copies, c.copy_rows, batch, c.sorted_copies, c.copy_row_start);
+      bucket_by_row(c.sets, c.set_rows, batch, c.sorted_sets, c.set_row_start);
+      job.copies = c.sorted_copies.data();
+      job.sets = c.sorted_sets.data();
+    } else {
+      job.copies = c.copies.data();
+      job.sets = c.sets.data();
     }
-    if (!c.sets.empty()) {
-      bucket_by_row(c.sets, c.set_rows, c.rows_sorted, batch, c.sorted_sets, c.set_row_start, job.sets);
-      job.set_row_start = c.set_row_start.data();
-    }
+    if (!c.copies.empty()) job.copy_row_start = c.copy_row_start.data();
+    else job.copies = nullptr;
+    if (!c.sets.empty()) job.set_row_start = c.set_row_start.data();
+    else job.sets = nullptr;
     c.column_sets.clear();
     for (const auto& ref : c.column_set_refs) c.column_sets.push_back({c.column_cols.data() + ref.offset, ref.k});
     job.column_copies = c.column_copies.data();

@@ -371,8 +371,9 @@ class NoPreprocessor(Preprocessor):
 
     def transform_batch(self, obs_batch: Any, out: np.ndarray | None = None) -> np.ndarray:
         dtype = self._obs_space.dtype or np.float32
-        arr = self._check(np.stack(obs_batch) if isinstance(obs_batch, list) and obs_batch else obs_batch,
-                          batch=True)
+        if isinstance(obs_batch, list):
+            obs_batch = np.stack(obs_batch) if obs_batch else np.zeros((0, *self.shape), dtype)
+        arr = self._check(obs_batch, batch=True)
         if out is None:
             return np.asarray(arr, dtype=dtype)
         if out.shape != arr.shape:

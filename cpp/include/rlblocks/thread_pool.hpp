@@ -180,7 +180,7 @@ inline void parallel_for(std::int64_t n, std::int64_t grain, const ThreadPool::R
 }
 
 // Items per chunk so that each chunk moves at least `min_bytes` (keeps wake-ups worth it).
-inline std::int64_t grain_for_bytes(std::int64_t bytes_per_item, std::int64_t min_bytes = 96 * 1024) {
+inline std::int64_t grain_for_bytes(std::int64_t bytes_per_item, std::int64_t min_bytes = 256 * 1024) {
   return std::max<std::int64_t>(1, min_bytes / std::max<std::int64_t>(1, bytes_per_item));
 }
 

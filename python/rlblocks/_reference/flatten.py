@@ -93,7 +93,7 @@ class ReferenceFlattener:
                     f"{format_path(path)}: batch dimension {len(obj)} differs from the batch size "
                     f"{len(bases)} of the first leaf"
                 )
-            self._fill(node_id, obj, bases, buf, path)
+            self._fill(node_id, obj, bases, buf, path, single=True)  # paths name the leaf
 
     def _fill(self, node_id: int, values: Any, bases: np.ndarray, buf: np.ndarray, path: tuple,
               single: bool = False) -> None:
@@ -115,7 +115,7 @@ class ReferenceFlattener:
                            path + (i,), single)
         elif kind == "repeated":
             for v in values:
-                if not isinstance(v, (list, tuple, np.ndarray)) or np.ndim(v) == 0:
+                if not isinstance(v, (list, tuple, np.ndarray)) or (isinstance(v, np.ndarray) and v.ndim == 0):
                     raise ValueError(f"{where}: expected a list for {node['label']}, got {type(v).__name__}")
             lengths = np.fromiter((len(v) for v in values), dtype=np.int64, count=len(values))
             if (lengths > node["max_len"]).any():

@@ -1,0 +1,380 @@
+// Bindings for running statistics and the fused MeanStdFilter step.
+//
+// Inputs are converted and validated with the GIL held (shape, dtype, NaN/inf, the out=
+// buffer); nothing is updated unless the whole batch is valid. The moments, merges and
+// normalisation then run with the GIL released on raw pointers.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "rlblocks/running_stat.hpp"
+
+namespace py = pybind11;
+
+namespace rlblocks::bindings {
+namespace {
+
+using Shape = std::vector<std::int64_t>;
+
+constexpr std::int64_t kReleaseGilElems = 4096;
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << "(";
+  for (std::size_t i = 0; i < s.size(); ++i) os << s[i] << (s.size() == 1 ? "," : (i + 1 < s.size() ? ", " : ""));
+  os << ")";
+  return os.str();
+}
+
+std::string batch_shape_str(const Shape& s) {
+  std::string r = "(B";
+  for (auto d : s) r += ", " + std::to_string(d);
+  return r + (s.empty() ? ",)" : ")");
+}
+
+Shape array_shape(const py::array& a) {
+  Shape s(static_cast<std::size_t>(a.ndim()));
+  for (std::size_t i = 0; i < s.size(); ++i) s[i] = static_cast<std::int64_t>(a.shape(static_cast<py::ssize_t>(i)));
+  return s;
+}
+
+std::int64_t numel(const Shape& s) {
+  std::int64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+
+struct PyRunningStat {
+  explicit PyRunningStat(const Shape& shp) : shape(shp), stat(numel(shp)) {}
+  PyRunningStat(const PyRunningStat& o) : shape(o.shape), stat(o.stat) {}
+  Shape shape;
+  RunningStat stat;
+};
+
+Shape parse_shape(const py::handle& obj) {
+  if (py::isinstance<py::str>(obj) || !py::isinstance<py::sequence>(obj)) {
+    throw py::value_error("shape: expected a tuple of non-negative ints, got " + std::string(py::repr(obj)));
+  }
+  Shape s;
+  for (py::handle d : py::reinterpret_borrow<py::sequence>(obj)) {
+    if (!py::isinstance<py::int_>(d) && !py::hasattr(d, "__index__")) {
+      throw py::value_error("shape: expected a tuple of non-negative ints, got " + std::string(py::repr(obj)));
+    }
+    const auto v = py::cast<std::int64_t>(py::int_(py::reinterpret_borrow<py::object>(d)));
+    if (v < 0) throw py::value_error("shape: dimensions must be >= 0, got " + std::string(py::repr(obj)));
+    s.push_back(v);
+  }
+  return s;
+}
+
+// An input converted to a C-contiguous float32 or float64 array.
+struct Input {
+  py::array arr;
+  bool f32 = false;
+  bool batch = false;
+  std::int64_t rows = 0;
+  Shape shape;  // the array's full shape
+  const void* data() const { return arr.data(); }
+};
+
+Input convert_input(const py::handle& obj, const Shape& shape, bool allow_single, bool allow_batch,
+                    const char* name) {
+  py::array raw = py::array::ensure(obj);
+  if (!raw) {
+    PyErr_Clear();
+    throw py::value_error(std::string(name) + ": expected an array of numbers, got " + std::string(py::repr(obj)));
+  }
+  const char kind = raw.dtype().kind();
+  if (kind != 'b' && kind != 'i' && kind != 'u' && kind != 'f') {
+    throw py::value_error(std::string(name) + ": expected real numbers (bool, int or float), got dtype " +
+                          std::string(py::str(raw.dtype())));
+  }
+  Input in;
+  in.shape = array_shape(raw);
+  const std::size_t nd = shape.size();
+  const bool single = allow_single && in.shape == shape;
+  const bool batch = allow_batch && in.shape.size() == nd + 1 && Shape(in.shape.begin() + 1, in.shape.end()) == shape;
+  if (!single && !batch) {
+    std::string want = allow_single && allow_batch ? shape_str(shape) + " or a batch " + batch_shape_str(shape)
+                       : allow_single             ? shape_str(shape)
+                                                  : batch_shape_str(shape);
+    throw py::value_error(std::string(name) + ": expected shape " + want + ", got " + shape_str(in.shape));
+  }
+  in.batch = !single;
+  in.rows = single ? 1 : in.shape[0];
+  in.f32 = kind == 'f' && raw.itemsize() == 4;
+  if (in.f32) {
+    in.arr = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(raw);
+  } else {
+    in.arr = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(raw);
+  }
+  if (!in.arr) throw py::error_already_set();
+  return in;
+}
+
+template <class T>
+[[noreturn]] void raise_nonfinite(const T* x, std::int64_t n, const Input& in, const char* name) {
+  const std::int64_t i = first_nonfinite(x, n);
+  if (i < 0) {
+    throw py::value_error(std::string(name) +
+                          ": values too large, their sum overflows float64; nothing was updated");
+  }
+  // Unravel i into an index of the input.
+  std::vector<std::int64_t> idx(in.shape.size());
+  std::int64_t rem = i;
+  for (std::size_t k = in.shape.size(); k-- > 0;) {
+    const std::int64_t dim = in.shape[k];
+    idx[k] = dim > 0 ? rem % dim : 0;
+    rem = dim > 0 ? rem / dim : 0;
+  }
+  std::string where;
+  for (auto v : idx) where += "[" + std::to_string(v) + "]";
+  std::ostringstream val;
+  val << static_cast<double>(x[i]);
+  throw py::value_error(std::string(name) + where + " is " + val.str() +
+                        "; observations must be finite (no NaN or infinity); nothing was updated");
+}
+
+bool moments_of(const Input& in, std::int64_t dim, Moments& m) {
+  if (in.f32) return batch_moments(static_cast<const float*>(in.data()), in.rows, dim, m);
+  return batch_moments(static_cast<const double*>(in.data()), in.rows, dim, m);
+}
+
+[[noreturn]] void raise_bad_input(const Input& in, std::int64_t dim, const char* name) {
+  const std::int64_t n = in.rows * dim;
+  if (in.f32) raise_nonfinite(static_cast<const float*>(in.data()), n, in, name);
+  raise_nonfinite(static_cast<const double*>(in.data()), n, in, name);
+}
+
+// Validated moments of an input (GIL released for large inputs); raises on NaN/inf.
+Moments checked_moments(const Input& in, std::int64_t dim, const char* name) {
+  Moments m(dim);
+  bool ok;
+  if (in.rows * dim >= kReleaseGilElems) {
+    py::gil_scoped_release release;
+    ok = moments_of(in, dim, m);
+  } else {
+    ok = moments_of(in, dim, m);
+  }
+  if (!ok) raise_bad_input(in, dim, name);
+  return m;
+}
+
+py::array_t<double> to_array(const std::vector<double>& v, const Shape& shape) {
+  py::array_t<double> a(shape);
+  if (!v.empty()) std::memcpy(a.mutable_data(), v.data(), v.size() * sizeof(double));
+  return a;
+}
+
+std::vector<double> from_array(const py::dict& state, const char* key, const Shape& shape) {
+  if (!state.contains(key)) throw py::value_error(std::string("state: missing key '") + key + "'");
+  py::handle obj = state[key];
+  py::array raw = py::array::ensure(obj);
+  if (!raw) {
+    PyErr_Clear();
+    throw py::value_error(std::string("state['") + key + "']: expected an array");
+  }
+  const char kind = raw.dtype().kind();
+  if (kind != 'i' && kind != 'u' && kind != 'f') {
+    throw py::value_error(std::string("state['") + key + "']: expected numbers, got dtype " +
+                          std::string(py::str(raw.dtype())));
+  }
+  if (array_shape(raw) != shape) {
+    throw py::value_error(std::string("state['") + key + "']: expected shape " + shape_str(shape) + ", got " +
+                          shape_str(array_shape(raw)));
+  }
+  auto arr = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(raw);
+  std::vector<double> v(arr.data(), arr.data() + arr.size());
+  for (double x : v) {
+    if (!std::isfinite(x)) throw py::value_error(std::string("state['") + key + "']: values must be finite");
+  }
+  return v;
+}
+
+std::int64_t count_from(const py::dict& state, const char* key) {
+  if (!state.contains(key)) throw py::value_error(std::string("state: missing key '") + key + "'");
+  py::handle obj = state[key];
+  if (py::isinstance<py::bool_>(obj) || !(py::isinstance<py::int_>(obj) || py::hasattr(obj, "__index__"))) {
+    throw py::value_error(std::string("state['") + key + "']: expected a non-negative int, got " +
+                          std::string(py::repr(obj)));
+  }
+  const auto v = py::cast<std::int64_t>(py::int_(py::reinterpret_borrow<py::object>(obj)));
+  if (v < 0) throw py::value_error(std::string("state['") + key + "']: expected a non-negative int, got " + std::to_string(v));
+  return v;
+}
+
+py::dict get_state(const PyRunningStat& s) {
+  const RunningStat::State st = s.stat.state();
+  py::dict d;
+  d["num_pushes"] = st.n;
+  d["num_pushes_delta"] = st.n_delta;
+  d["mean_array"] = to_array(st.mean, s.shape);
+  d["mean_delta_array"] = to_array(st.mean_delta, s.shape);
+  d["sum_sq_diff_array"] = to_array(st.ssd, s.shape);
+  d["sum_sq_diff_delta_array"] = to_array(st.ssd_delta, s.shape);
+  return d;
+}
+
+void set_state(PyRunningStat& s, const py::dict& d) {
+  RunningStat::State st;
+  st.n = count_from(d, "num_pushes");
+  st.n_delta = count_from(d, "num_pushes_delta");
+  st.mean = from_array(d, "mean_array", s.shape);
+  st.mean_delta = from_array(d, "mean_delta_array", s.shape);
+  st.ssd = from_array(d, "sum_sq_diff_array", s.shape);
+  st.ssd_delta = from_array(d, "sum_sq_diff_delta_array", s.shape);
+  for (std::size_t i = 0; i < st.ssd.size(); ++i) {
+    if (st.ssd[i] < 0 || st.ssd_delta[i] < 0) {
+      throw py::value_error("state: sum_sq_diff arrays must be >= 0 (they are sums of squares)");
+    }
+  }
+  s.stat.set_state(st);
+}
+
+void push_input(PyRunningStat& s, const py::handle& x, bool allow_single, bool allow_batch) {
+  const Input in = convert_input(x, s.shape, allow_single, allow_batch, "x");
+  const Moments m = checked_moments(in, s.stat.dim(), "x");
+  s.stat.merge_moments(m);
+}
+
+py::array_t<float> float_array(const std::vector<float>& v, const Shape& shape) {
+  py::array_t<float> a(shape);
+  if (!v.empty()) std::memcpy(a.mutable_data(), v.data(), v.size() * sizeof(float));
+  return a;
+}
+
+py::array_t<float> checked_out(const py::object& out, const Input& in) {
+  if (out.is_none()) return py::array_t<float>(in.shape);
+  py::array a = py::array::ensure(out);
+  const bool is_array = a && py::isinstance<py::array>(out);
+  if (!is_array) PyErr_Clear();
+  const bool ok = is_array && a.dtype().is(py::dtype::of<float>()) &&
+                  (a.flags() & py::array::c_style) && a.writeable() && array_shape(a) == in.shape &&
+                  reinterpret_cast<std::uintptr_t>(a.data()) % alignof(float) == 0;
+  if (!ok) {
+    const std::string got = is_array ? std::string(py::str(a.dtype())) + " array of shape " + shape_str(array_shape(a)) +
+                                           (a.writeable() ? "" : " (read-only)")
+                                     : std::string(py::repr(py::type::of(out)));
+    throw py::value_error("out: expected a writeable C-contiguous float32 array of shape " + shape_str(in.shape) +
+                          ", got " + got);
+  }
+  // Only exact in-place use (same float32 buffer) is allowed; any other overlap would race.
+  const auto* o0 = static_cast<const char*>(a.data());
+  const auto* o1 = o0 + a.nbytes();
+  const auto* i0 = static_cast<const char*>(in.arr.data());
+  const auto* i1 = i0 + in.arr.nbytes();
+  const bool overlap = o0 < i1 && i0 < o1 && a.nbytes() > 0;
+  if (overlap && !(in.f32 && o0 == i0)) {
+    throw py::value_error("out: overlaps the input; pass the float32 input itself (in place) or a separate array");
+  }
+  return py::reinterpret_borrow<py::array_t<float>>(a);
+}
+
+// One MeanStdFilter call: optionally push x into `running` and `buffer`, then normalise x
+// with running's stats (after the push). Returns float32 of x's shape.
+py::array_t<float> filter_step(PyRunningStat& running, PyRunningStat& buffer, const py::handle& x, bool update,
+                               bool demean, bool destd, double clip, const py::object& out) {
+  if (running.shape != buffer.shape) {
+    throw py::value_error("buffer: shape " + shape_str(buffer.shape) + " differs from the running stats' " +
+                          shape_str(running.shape));
+  }
+  if (std::isnan(clip) || clip <= 0) {
+    throw py::value_error("clip: expected a positive number or inf (no clipping), got " + std::to_string(clip));
+  }
+  const Input in = convert_input(x, running.shape, true, true, "x");
+  py::array_t<float> result = checked_out(out, in);
+  const std::int64_t dim = running.stat.dim();
+  const std::int64_t total = in.rows * dim;
+  float* dst = result.mutable_data();
+  Moments m(dim);
+  std::vector<double> mean(static_cast<std::size_t>(dim)), denom(static_cast<std::size_t>(dim));
+  auto run = [&]() -> bool {
+    if (update) {
+      if (!moments_of(in, dim, m)) return false;  // checks NaN/inf before anything changes
+      buffer.stat.merge_moments(m);
+      running.stat.merge_and_norm_params(&m, demean, destd, mean.data(), denom.data());
+    } else {
+      // Without an update the input must still be finite (the same contract either way).
+      const bool finite = in.f32 ? first_nonfinite(static_cast<const float*>(in.data()), total) < 0
+                                 : first_nonfinite(static_cast<const double*>(in.data()), total) < 0;
+      if (!finite) return false;
+      running.stat.norm_params(demean, destd, mean.data(), denom.data());
+    }
+    if (in.f32) {
+      normalize_rows(static_cast<const float*>(in.data()), in.rows, dim, mean.data(), denom.data(), clip, dst);
+    } else {
+      normalize_rows(static_cast<const double*>(in.data()), in.rows, dim, mean.data(), denom.data(), clip, dst);
+    }
+    return true;
+  };
+  bool ok;
+  if (total >= kReleaseGilElems) {
+    py::gil_scoped_release release;
+    ok = run();
+  } else {
+    ok = run();
+  }
+  if (!ok) raise_bad_input(in, dim, "x");
+  return result;
+}
+
+py::tuple shape_tuple(const Shape& s) {
+  py::tuple t(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) t[i] = py::int_(s[i]);
+  return t;
+}
+
+}  // namespace
+
+void register_filters(py::module_& m) {
+  py::class_<PyRunningStat>(m, "RunningStat",
+                            "Running mean/variance (float64) with exact batched updates and merges.")
+      .def(py::init([](const py::object& shape) { return new PyRunningStat(parse_shape(shape)); }), py::arg("shape"))
+      .def_property_readonly("shape", [](const PyRunningStat& s) { return shape_tuple(s.shape); })
+      .def_property_readonly("n", [](const PyRunningStat& s) { return s.stat.n(); })
+      .def_property_readonly("n_delta", [](const PyRunningStat& s) { return s.stat.delta().n; })
+      .def_property_readonly("mean", [](const PyRunningStat& s) { return to_array(s.stat.state().mean, s.shape); })
+      .def_property_readonly("var",
+                             [](const PyRunningStat& s) {
+                               std::vector<float> v(static_cast<std::size_t>(s.stat.dim()));
+                               s.stat.var_std(v.data(), nullptr);
+                               return float_array(v, s.shape);
+                             })
+      .def_property_readonly("std",
+                             [](const PyRunningStat& s) {
+                               std::vector<float> v(static_cast<std::size_t>(s.stat.dim()));
+                               s.stat.var_std(nullptr, v.data());
+                               return float_array(v, s.shape);
+                             })
+      .def("push", [](PyRunningStat& s, const py::handle& x) { push_input(s, x, true, false); }, py::arg("x"))
+      .def("push_batch", [](PyRunningStat& s, const py::handle& x) { push_input(s, x, false, true); }, py::arg("x"))
+      .def(
+          "update",
+          [](PyRunningStat& s, const PyRunningStat& other) {
+            if (other.shape != s.shape) {
+              throw py::value_error("update: other has shape " + shape_str(other.shape) + ", expected " +
+                                    shape_str(s.shape));
+            }
+            const DeltaState d = other.stat.delta();  // snapshot first: other may be s itself
+            s.stat.update(d);
+          },
+          py::arg("other"))
+      .def("copy", [](const PyRunningStat& s) { return new PyRunningStat(s); })
+      .def("reset", [](PyRunningStat& s) { s.stat.reset(); })
+      .def("get_state", &get_state)
+      .def("set_state", &set_state, py::arg("state"));
+
+  m.def("mean_std_filter", &filter_step, py::arg("running"), py::arg("buffer"), py::arg("x"), py::arg("update"),
+        py::arg("demean"), py::arg("destd"), py::arg("clip"), py::arg("out") = py::none(),
+        "Push x (one observation or a batch) into running and buffer, then normalise it with the "
+        "running stats; float32 output of x's shape.");
+}
+
+}  // namespace rlblocks::bindings

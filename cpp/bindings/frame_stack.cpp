@@ -1,0 +1,279 @@
+// Binding for the frame stacker: validates frames / env ids / masks / out= with the GIL
+// held, then runs the ring-buffer kernel with the GIL released. A call that raises has not
+// touched the stacker's state or the caller's out= buffer.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "rlblocks/frame_stack.hpp"
+
+namespace py = pybind11;
+
+namespace rlblocks::bindings {
+namespace {
+
+using Shape = std::vector<std::int64_t>;
+
+constexpr std::int64_t kReleaseGilBytes = 64 * 1024;
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << "(";
+  for (std::size_t i = 0; i < s.size(); ++i) os << s[i] << (s.size() == 1 ? "," : (i + 1 < s.size() ? ", " : ""));
+  os << ")";
+  return os.str();
+}
+
+Shape array_shape(const py::array& a) {
+  Shape s(static_cast<std::size_t>(a.ndim()));
+  for (std::size_t i = 0; i < s.size(); ++i) s[i] = static_cast<std::int64_t>(a.shape(static_cast<py::ssize_t>(i)));
+  return s;
+}
+
+Shape with_lead(std::int64_t lead, const Shape& s) {
+  Shape out{lead};
+  out.insert(out.end(), s.begin(), s.end());
+  return out;
+}
+
+std::int64_t to_int(const py::handle& obj, const char* name) {
+  if (py::isinstance<py::bool_>(obj) || !(py::isinstance<py::int_>(obj) || py::hasattr(obj, "__index__"))) {
+    throw py::value_error(std::string(name) + ": expected an int, got " + std::string(py::repr(obj)));
+  }
+  return py::cast<std::int64_t>(py::int_(py::reinterpret_borrow<py::object>(obj)));
+}
+
+class PyFrameStacker {
+ public:
+  PyFrameStacker(const py::object& num_envs, const py::object& k, const py::object& frame_shape,
+                 const py::object& dtype, bool channels_last)
+      : num_envs_(to_int(num_envs, "num_envs")), k_(to_int(k, "k")), channels_last_(channels_last) {
+    if (num_envs_ < 1) throw py::value_error("num_envs: expected >= 1, got " + std::to_string(num_envs_));
+    if (k_ < 1 || k_ > FrameStack::kMaxK) {
+      throw py::value_error("k: expected 1 <= k <= " + std::to_string(FrameStack::kMaxK) + ", got " +
+                            std::to_string(k_));
+    }
+    if (py::isinstance<py::str>(frame_shape) || !py::isinstance<py::sequence>(frame_shape)) {
+      throw py::value_error("frame_shape: expected (H, W) or (H, W, C), got " + std::string(py::repr(frame_shape)));
+    }
+    for (py::handle d : py::reinterpret_borrow<py::sequence>(frame_shape)) frame_shape_.push_back(to_int(d, "frame_shape"));
+    bool positive = true;
+    for (auto d : frame_shape_) positive = positive && d >= 1;
+    if ((frame_shape_.size() != 2 && frame_shape_.size() != 3) || !positive) {
+      throw py::value_error("frame_shape: expected (H, W) or (H, W, C) with positive sizes, got " +
+                            shape_str(frame_shape_));
+    }
+    dtype_ = py::dtype::from_args(dtype);
+    const char kind = dtype_.kind();
+    const auto itemsize = static_cast<std::int64_t>(dtype_.itemsize());
+    const bool native = dtype_.byteorder() != '>' || itemsize == 1;
+    const bool sized = itemsize == 1 || itemsize == 2 || itemsize == 4 || itemsize == 8;
+    if (!(kind == 'b' || kind == 'i' || kind == 'u' || kind == 'f') || !sized || !native) {
+      throw py::value_error("dtype: expected a native bool/int/uint/float dtype of 1, 2, 4 or 8 bytes, got " +
+                            std::string(py::str(dtype_)));
+    }
+    const std::int64_t h = frame_shape_[0], w = frame_shape_[1];
+    const std::int64_t c = frame_shape_.size() == 3 ? frame_shape_[2] : 1;
+    const std::int64_t bytes = num_envs_ * k_ * h * w * c * itemsize;
+    if (bytes / num_envs_ / k_ / itemsize != h * w * c || bytes > (std::int64_t{1} << 40)) {
+      throw py::value_error("num_envs * k * frame size is too large");
+    }
+    obs_shape_ = channels_last_ ? Shape{h, w, k_ * c} : Shape{k_ * c, h, w};
+    stack_ = std::make_unique<FrameStack>(num_envs_, k_, h, w, c, itemsize, channels_last_);
+  }
+
+  py::object reset(const py::object& frames, const py::object& env_ids, const py::object& out) {
+    std::vector<std::int64_t> ids;
+    if (env_ids.is_none()) {
+      ids.resize(static_cast<std::size_t>(num_envs_));
+      for (std::int64_t i = 0; i < num_envs_; ++i) ids[static_cast<std::size_t>(i)] = i;
+    } else {
+      ids = parse_ids(env_ids);
+    }
+    const auto n = static_cast<std::int64_t>(ids.size());
+    py::array f = checked_frames(frames, n, env_ids.is_none() ? "frames" : "frames (one per env id)");
+    py::array o = checked_out(out, n, f);
+    auto* dst = o ? static_cast<unsigned char*>(o.mutable_data()) : nullptr;
+    const auto* src = static_cast<const unsigned char*>(f.data());
+    if (n * stack_->stacked_bytes() >= kReleaseGilBytes) {
+      py::gil_scoped_release release;
+      stack_->reset(ids.data(), n, src, dst);
+    } else {
+      stack_->reset(ids.data(), n, src, dst);
+    }
+    return std::move(o);
+  }
+
+  py::object push(const py::object& frames, const py::object& reset_mask, const py::object& out) {
+    py::array f = checked_frames(frames, num_envs_, "frames");
+    py::array_t<bool> mask;
+    const std::uint8_t* mask_ptr = nullptr;
+    if (!reset_mask.is_none()) {
+      py::array raw = py::array::ensure(reset_mask);
+      if (!raw) PyErr_Clear();
+      if (!raw || raw.dtype().kind() != 'b' || array_shape(raw) != Shape{num_envs_}) {
+        const std::string got = raw ? std::string(py::str(raw.dtype())) + " array of shape " + shape_str(array_shape(raw))
+                                    : std::string(py::repr(reset_mask));
+        throw py::value_error("reset_mask: expected a bool array of shape (" + std::to_string(num_envs_) +
+                              ",), got " + got);
+      }
+      mask = py::array_t<bool, py::array::c_style | py::array::forcecast>::ensure(raw);
+      mask_ptr = reinterpret_cast<const std::uint8_t*>(mask.data());
+    }
+    const std::int64_t unready = stack_->first_unready(mask_ptr);
+    if (unready >= 0) {
+      throw py::value_error("env " + std::to_string(unready) +
+                            " has no frames yet: call reset() for it first, or flag it in reset_mask");
+    }
+    py::array o = checked_out(out, num_envs_, f);
+    auto* dst = static_cast<unsigned char*>(o.mutable_data());
+    const auto* src = static_cast<const unsigned char*>(f.data());
+    if (num_envs_ * stack_->stacked_bytes() >= kReleaseGilBytes) {
+      py::gil_scoped_release release;
+      stack_->push(src, mask_ptr, dst);
+    } else {
+      stack_->push(src, mask_ptr, dst);
+    }
+    return std::move(o);
+  }
+
+  py::object observation(const py::object& out) {
+    const std::int64_t unready = stack_->first_unready(nullptr);
+    if (unready >= 0) throw py::value_error("env " + std::to_string(unready) + " has no frames yet: call reset() first");
+    py::array o = checked_out(out, num_envs_, py::array());
+    auto* dst = static_cast<unsigned char*>(o.mutable_data());
+    if (num_envs_ * stack_->stacked_bytes() >= kReleaseGilBytes) {
+      py::gil_scoped_release release;
+      stack_->observe(dst);
+    } else {
+      stack_->observe(dst);
+    }
+    return std::move(o);
+  }
+
+  std::int64_t num_envs() const { return num_envs_; }
+  std::int64_t k() const { return k_; }
+  bool channels_last() const { return channels_last_; }
+  py::dtype dtype() const { return dtype_; }
+  py::tuple frame_shape() const { return to_tuple(frame_shape_); }
+  py::tuple observation_shape() const { return to_tuple(obs_shape_); }
+
+ private:
+  static py::tuple to_tuple(const Shape& s) {
+    py::tuple t(s.size());
+    for (std::size_t i = 0; i < s.size(); ++i) t[i] = py::int_(s[i]);
+    return t;
+  }
+
+  std::vector<std::int64_t> parse_ids(const py::object& env_ids) const {
+    py::array raw = py::array::ensure(env_ids);
+    if (!raw) PyErr_Clear();
+    const char kind = raw ? raw.dtype().kind() : '?';
+    const bool empty_list = raw && raw.ndim() == 1 && raw.size() == 0;
+    if (!raw || raw.ndim() != 1 || !(kind == 'i' || kind == 'u' || empty_list)) {
+      throw py::value_error("env_ids: expected a 1-d sequence of ints in [0, " + std::to_string(num_envs_) + "), got " +
+                            std::string(py::repr(env_ids)));
+    }
+    auto arr = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(raw);
+    std::vector<std::int64_t> ids(arr.data(), arr.data() + arr.size());
+    std::vector<char> seen(static_cast<std::size_t>(num_envs_), 0);
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const std::int64_t id = ids[i];
+      if (id < 0 || id >= num_envs_) {
+        throw py::value_error("env_ids[" + std::to_string(i) + "] = " + std::to_string(id) + " is out of range [0, " +
+                              std::to_string(num_envs_) + ")");
+      }
+      if (seen[static_cast<std::size_t>(id)]) {
+        throw py::value_error("env_ids: env " + std::to_string(id) + " appears more than once");
+      }
+      seen[static_cast<std::size_t>(id)] = 1;
+    }
+    return ids;
+  }
+
+  // frames as a C-contiguous array of the stacker's dtype with shape (n, *frame_shape).
+  py::array checked_frames(const py::object& frames, std::int64_t n, const char* name) const {
+    py::array raw = py::array::ensure(frames);
+    if (!raw) {
+      PyErr_Clear();
+      throw py::value_error(std::string(name) + ": expected an array, got " + std::string(py::repr(frames)));
+    }
+    const Shape want = with_lead(n, frame_shape_);
+    if (array_shape(raw) != want) {
+      throw py::value_error(std::string(name) + ": expected shape " + shape_str(want) + ", got " +
+                            shape_str(array_shape(raw)));
+    }
+    if (!raw.dtype().is(dtype_)) {
+      const bool safe = py::module_::import("numpy").attr("can_cast")(raw.dtype(), dtype_, "safe").cast<bool>();
+      if (!safe) {
+        throw py::value_error(std::string(name) + ": dtype " + std::string(py::str(raw.dtype())) +
+                              " cannot be safely cast to the stacker's dtype " + std::string(py::str(dtype_)));
+      }
+    }
+    const int flags = py::array::c_style | py::array::forcecast;
+    py::object conv = py::reinterpret_steal<py::object>(
+        py::detail::npy_api::get().PyArray_FromAny_(raw.ptr(), dtype_.inc_ref().ptr(), 0, 0,
+                                                    flags | py::detail::npy_api::NPY_ARRAY_ALIGNED_, nullptr));
+    if (!conv) throw py::error_already_set();
+    return py::reinterpret_borrow<py::array>(conv);
+  }
+
+  // out as a writeable C-contiguous array of (n, *obs_shape) and the stacker's dtype, not
+  // overlapping `frames`; a new array when out is None.
+  py::array checked_out(const py::object& out, std::int64_t n, const py::array& frames) const {
+    const Shape want = with_lead(n, obs_shape_);
+    if (out.is_none()) return py::array(dtype_, want);
+    const bool is_array = py::isinstance<py::array>(out);
+    py::array a = is_array ? py::reinterpret_borrow<py::array>(out) : py::array();
+    const bool ok = is_array && a.dtype().is(dtype_) && (a.flags() & py::array::c_style) && a.writeable() &&
+                    (a.flags() & py::detail::npy_api::NPY_ARRAY_ALIGNED_) && array_shape(a) == want;
+    if (!ok) {
+      const std::string got = is_array ? std::string(py::str(a.dtype())) + " array of shape " + shape_str(array_shape(a)) +
+                                             (a.writeable() ? "" : " (read-only)") +
+                                             ((a.flags() & py::array::c_style) ? "" : " (not C-contiguous)")
+                                       : std::string(py::repr(py::type::of(out)));
+      throw py::value_error("out: expected a writeable C-contiguous " + std::string(py::str(dtype_)) +
+                            " array of shape " + shape_str(want) + ", got " + got);
+    }
+    if (frames && frames.nbytes() > 0 && a.nbytes() > 0) {
+      const auto* o0 = static_cast<const char*>(a.data());
+      const auto* f0 = static_cast<const char*>(frames.data());
+      if (o0 < f0 + frames.nbytes() && f0 < o0 + a.nbytes()) {
+        throw py::value_error("out: overlaps frames; pass a separate output array");
+      }
+    }
+    return a;
+  }
+
+  std::int64_t num_envs_, k_;
+  bool channels_last_;
+  Shape frame_shape_, obs_shape_;
+  py::dtype dtype_;
+  std::unique_ptr<FrameStack> stack_;
+};
+
+}  // namespace
+
+void register_frame_stack(py::module_& m) {
+  py::class_<PyFrameStacker>(m, "FrameStacker", "Ring-buffer frame stacking for B envs x k frames.")
+      .def(py::init<const py::object&, const py::object&, const py::object&, const py::object&, bool>(),
+           py::arg("num_envs"), py::arg("k"), py::arg("frame_shape"), py::arg("dtype"), py::arg("channels_last"))
+      .def_property_readonly("num_envs", &PyFrameStacker::num_envs)
+      .def_property_readonly("k", &PyFrameStacker::k)
+      .def_property_readonly("channels_last", &PyFrameStacker::channels_last)
+      .def_property_readonly("dtype", &PyFrameStacker::dtype)
+      .def_property_readonly("frame_shape", &PyFrameStacker::frame_shape)
+      .def_property_readonly("observation_shape", &PyFrameStacker::observation_shape)
+      .def("reset", &PyFrameStacker::reset, py::arg("frames"), py::arg("env_ids") = py::none(),
+           py::arg("out") = py::none())
+      .def("push", &PyFrameStacker::push, py::arg("frames"), py::arg("reset_mask") = py::none(),
+           py::arg("out") = py::none())
+      .def("observation", &PyFrameStacker::observation, py::arg("out") = py::none());
+}
+
+}  // namespace rlblocks::bindings

@@ -1,0 +1,273 @@
+// Bindings for the image kernels. Every function validates its arrays with the GIL held
+// (dtype, rank, shape, strides, a writeable contiguous `out` that does not overlap the
+// input) and only then releases the GIL around the kernel, so a bad argument raises
+// ValueError before anything is written. The Python layer (rlblocks.image) converts
+// inputs (dtype, layout) before calling; these functions never convert, they refuse.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "rlblocks/image.hpp"
+
+namespace py = pybind11;
+
+namespace rlblocks::bindings {
+namespace {
+
+namespace img = rlblocks::image;
+
+std::string shape_str(const py::array& a) {
+  std::ostringstream s;
+  s << "(";
+  for (py::ssize_t d = 0; d < a.ndim(); ++d) s << (d ? ", " : "") << a.shape(d) << (a.ndim() == 1 ? "," : "");
+  s << ")";
+  return s.str();
+}
+
+std::string shape_str(const std::vector<std::int64_t>& v) {
+  std::ostringstream s;
+  s << "(";
+  for (std::size_t d = 0; d < v.size(); ++d) s << (d ? ", " : "") << v[d] << (v.size() == 1 ? "," : "");
+  s << ")";
+  return s.str();
+}
+
+std::string dtype_str(const py::array& a) { return py::str(a.dtype()).cast<std::string>(); }
+
+bool is_u8(const py::array& a) { return a.dtype().is(py::dtype::of<std::uint8_t>()); }
+bool is_f32(const py::array& a) { return a.dtype().is(py::dtype::of<float>()); }
+
+py::array as_array(const py::handle& obj, const char* fn, const char* what) {
+  if (!py::isinstance<py::array>(obj)) {
+    throw py::value_error(std::string(fn) + ": " + what + " must be a numpy array, got " +
+                          std::string(Py_TYPE(obj.ptr())->tp_name));
+  }
+  return py::reinterpret_borrow<py::array>(obj);
+}
+
+// Byte range [lo, hi) spanned by an array with non-negative strides.
+std::pair<std::uintptr_t, std::uintptr_t> extent(const py::array& a) {
+  auto lo = reinterpret_cast<std::uintptr_t>(a.data());
+  std::uintptr_t hi = lo + static_cast<std::uintptr_t>(a.itemsize());
+  for (py::ssize_t d = 0; d < a.ndim(); ++d) {
+    if (a.shape(d) == 0) return {lo, lo};
+    hi += static_cast<std::uintptr_t>((a.shape(d) - 1) * a.strides(d));
+  }
+  return {lo, hi};
+}
+
+// A (B, H, W, C) batch whose pixels are contiguous inside each row and whose batch/row
+// strides are non-negative multiples of the item size (a crop view qualifies).
+template <class T>
+img::FrameBatch<T> frames_view(const py::array& a, const char* fn) {
+  if (a.ndim() != 4) throw py::value_error(std::string(fn) + ": frames must have shape (B, H, W, C), got " + shape_str(a));
+  const auto item = static_cast<py::ssize_t>(sizeof(T));
+  const py::ssize_t c = a.shape(3);
+  const bool ok = (a.shape(3) <= 1 || a.strides(3) == item) && (a.shape(2) <= 1 || a.strides(2) == c * item) &&
+                  a.strides(1) >= 0 && a.strides(0) >= 0 && a.strides(1) % item == 0 && a.strides(0) % item == 0;
+  if (!ok) {
+    throw py::value_error(std::string(fn) +
+                          ": frames must have contiguous pixels inside each row and non-negative batch/row "
+                          "strides (pass np.ascontiguousarray(frames))");
+  }
+  img::FrameBatch<T> f;
+  f.data = static_cast<const T*>(a.data());
+  f.batch = a.shape(0);
+  f.height = a.shape(1);
+  f.width = a.shape(2);
+  f.channels = c;
+  f.frame_stride = a.strides(0) / item;
+  f.row_stride = a.strides(1) / item;
+  return f;
+}
+
+// Validates `out` (writeable, C-contiguous, exact dtype and shape, no overlap with src).
+template <class T>
+T* checked_out(const py::handle& out_obj, const std::vector<std::int64_t>& shape, const py::array& src,
+               const char* fn) {
+  py::array out = as_array(out_obj, fn, "out");
+  const bool dtype_ok = out.dtype().is(py::dtype::of<T>());
+  bool shape_ok = out.ndim() == static_cast<py::ssize_t>(shape.size());
+  for (std::size_t d = 0; shape_ok && d < shape.size(); ++d) shape_ok = out.shape(static_cast<py::ssize_t>(d)) == shape[d];
+  const bool contiguous = (out.flags() & py::array::c_style) != 0;
+  const bool writeable = out.writeable();
+  if (!dtype_ok || !shape_ok || !contiguous || !writeable) {
+    throw py::value_error(std::string(fn) + ": out must be a writeable C-contiguous " +
+                          py::str(py::dtype::of<T>()).cast<std::string>() + " array of shape " + shape_str(shape) +
+                          ", got " + (writeable ? "" : "read-only ") + (contiguous ? "" : "non-contiguous ") +
+                          dtype_str(out) + " array of shape " + shape_str(out));
+  }
+  const auto a = extent(out), b = extent(src);
+  if (a.first < b.second && b.first < a.second) {
+    throw py::value_error(std::string(fn) + ": out must not overlap the input frames");
+  }
+  return static_cast<T*>(out.mutable_data());
+}
+
+void check_size(std::int64_t v, const char* fn, const char* what) {
+  if (v < 1) throw py::value_error(std::string(fn) + ": " + what + " must be >= 1, got " + std::to_string(v));
+}
+
+void resize(const py::handle& frames_obj, std::int64_t height, std::int64_t width, bool gray,
+            const py::handle& out_obj) {
+  const char* fn = gray ? "gray_resize" : "resize";
+  const py::array frames = as_array(frames_obj, fn, "frames");
+  check_size(height, fn, "height");
+  check_size(width, fn, "width");
+  if (frames.ndim() == 4 && (frames.shape(1) < 1 || frames.shape(2) < 1 || frames.shape(3) < 1)) {
+    throw py::value_error(std::string(fn) + ": frames must have H, W and C >= 1, got shape " + shape_str(frames));
+  }
+  if (is_u8(frames)) {
+    const auto f = frames_view<std::uint8_t>(frames, fn);
+    if (gray && f.channels != 3) {
+      throw py::value_error(std::string(fn) + ": frames must be RGB (last axis 3), got shape " + shape_str(frames));
+    }
+    auto* out = checked_out<std::uint8_t>(out_obj, {f.batch, height, width, gray ? 1 : f.channels}, frames, fn);
+    py::gil_scoped_release release;
+    img::resize_u8(f, height, width, gray, out);
+  } else if (is_f32(frames) && !gray) {
+    const auto f = frames_view<float>(frames, fn);
+    auto* out = checked_out<float>(out_obj, {f.batch, height, width, f.channels}, frames, fn);
+    py::gil_scoped_release release;
+    img::resize_f32(f, height, width, out);
+  } else {
+    throw py::value_error(std::string(fn) + ": frames must be " + (gray ? "uint8" : "uint8 or float32") + ", got " +
+                          dtype_str(frames));
+  }
+}
+
+void rgb_to_gray(const py::handle& frames_obj, const py::handle& out_obj) {
+  const char* fn = "rgb_to_gray";
+  const py::array frames = as_array(frames_obj, fn, "frames");
+  if (!is_u8(frames)) throw py::value_error(std::string(fn) + ": frames must be uint8, got " + dtype_str(frames));
+  const auto f = frames_view<std::uint8_t>(frames, fn);
+  if (f.channels != 3) throw py::value_error(std::string(fn) + ": frames must be RGB (last axis 3), got shape " + shape_str(frames));
+  auto* out = checked_out<std::uint8_t>(out_obj, {f.batch, f.height, f.width, 1}, frames, fn);
+  py::gil_scoped_release release;
+  img::rgb_to_gray(f, out);
+}
+
+void crop(const py::handle& frames_obj, std::int64_t top, std::int64_t left, std::int64_t height,
+          std::int64_t width, const py::handle& out_obj) {
+  const char* fn = "crop";
+  const py::array frames = as_array(frames_obj, fn, "frames");
+  if (frames.ndim() != 4) throw py::value_error(std::string(fn) + ": frames must have shape (B, H, W, C), got " + shape_str(frames));
+  const std::int64_t h = frames.shape(1), w = frames.shape(2), c = frames.shape(3);
+  if (top < 0 || left < 0 || height < 1 || width < 1 || top + height > h || left + width > w) {
+    throw py::value_error(std::string(fn) + ": window rows [" + std::to_string(top) + ", " + std::to_string(top + height) +
+                          ") x cols [" + std::to_string(left) + ", " + std::to_string(left + width) +
+                          ") must be non-empty and inside the " + std::to_string(h) + "x" + std::to_string(w) + " frame");
+  }
+  const py::ssize_t item = frames.itemsize();
+  const bool ok = (c <= 1 || frames.strides(3) == item) && (w <= 1 || frames.strides(2) == c * item) &&
+                  frames.strides(0) >= 0 && frames.strides(1) >= 0;
+  if (!ok) {
+    throw py::value_error(std::string(fn) + ": frames must have contiguous pixels inside each row and non-negative "
+                          "batch/row strides (pass np.ascontiguousarray(frames))");
+  }
+  py::array out = as_array(out_obj, fn, "out");
+  if (!out.dtype().is(frames.dtype())) {
+    throw py::value_error(std::string(fn) + ": out must have the frames' dtype " + dtype_str(frames) + ", got " + dtype_str(out));
+  }
+  const std::vector<std::int64_t> shape{frames.shape(0), height, width, c};
+  bool shape_ok = out.ndim() == 4;
+  for (std::size_t d = 0; shape_ok && d < 4; ++d) shape_ok = out.shape(static_cast<py::ssize_t>(d)) == shape[d];
+  if (!shape_ok || !(out.flags() & py::array::c_style) || !out.writeable()) {
+    throw py::value_error(std::string(fn) + ": out must be a writeable C-contiguous array of shape " + shape_str(shape) +
+                          ", got shape " + shape_str(out));
+  }
+  const auto a = extent(out), b = extent(frames);
+  if (a.first < b.second && b.first < a.second) throw py::value_error(std::string(fn) + ": out must not overlap the input frames");
+  const auto* src = static_cast<const std::uint8_t*>(frames.data()) + top * frames.strides(1) + left * c * item;
+  auto* dst = static_cast<std::uint8_t*>(out.mutable_data());
+  const std::int64_t batch = frames.shape(0), fs = frames.strides(0), rs = frames.strides(1), row_bytes = width * c * item;
+  py::gil_scoped_release release;
+  img::copy_blocks(src, batch, height, row_bytes, fs, rs, dst);
+}
+
+void max_last_two(const py::handle& frames_obj, int axis, const py::handle& out_obj) {
+  const char* fn = "max_last_two";
+  const py::array frames = as_array(frames_obj, fn, "frames");
+  if (axis < 0 || axis >= frames.ndim()) {
+    throw py::value_error(std::string(fn) + ": axis must be in [0, " + std::to_string(frames.ndim()) + "), got " +
+                          std::to_string(axis));
+  }
+  if (frames.shape(axis) < 2) {
+    throw py::value_error(std::string(fn) + ": frames need at least 2 entries along axis " + std::to_string(axis) +
+                          ", got shape " + shape_str(frames));
+  }
+  if (!(frames.flags() & py::array::c_style)) throw py::value_error(std::string(fn) + ": frames must be C-contiguous");
+  std::vector<std::int64_t> shape;
+  std::int64_t outer = 1, inner = 1;
+  for (py::ssize_t d = 0; d < frames.ndim(); ++d) {
+    if (d < axis) outer *= frames.shape(d);
+    if (d > axis) inner *= frames.shape(d);
+    if (d != axis) shape.push_back(frames.shape(d));
+  }
+  const std::int64_t t = frames.shape(axis);
+  if (is_u8(frames)) {
+    auto* out = checked_out<std::uint8_t>(out_obj, shape, frames, fn);
+    const auto* src = static_cast<const std::uint8_t*>(frames.data());
+    py::gil_scoped_release release;
+    img::max_last_two(src, outer, t, inner, out);
+  } else if (is_f32(frames)) {
+    auto* out = checked_out<float>(out_obj, shape, frames, fn);
+    const auto* src = static_cast<const float*>(frames.data());
+    py::gil_scoped_release release;
+    img::max_last_two(src, outer, t, inner, out);
+  } else {
+    throw py::value_error(std::string(fn) + ": frames must be uint8 or float32, got " + dtype_str(frames));
+  }
+}
+
+void generic_pixel(const py::handle& frames_obj, std::int64_t dim, bool grayscale, bool zero_mean,
+                   const py::handle& out_obj) {
+  const char* fn = "generic_pixel";
+  const py::array frames = as_array(frames_obj, fn, "frames");
+  check_size(dim, fn, "dim");
+  if (frames.ndim() != 4 || frames.shape(1) <= 2 * img::kGenericCrop || frames.shape(2) < 1 || frames.shape(3) != 3) {
+    throw py::value_error(std::string(fn) + ": frames must have shape (B, H, W, 3) with H > 50, got " + shape_str(frames));
+  }
+  const std::vector<std::int64_t> shape{frames.shape(0), dim, dim, grayscale ? 1 : 3};
+  if (is_u8(frames)) {
+    const auto f = frames_view<std::uint8_t>(frames, fn);
+    auto* out = checked_out<float>(out_obj, shape, frames, fn);
+    py::gil_scoped_release release;
+    img::generic_pixel_u8(f, dim, grayscale, zero_mean, out);
+  } else if (is_f32(frames)) {
+    const auto f = frames_view<float>(frames, fn);
+    auto* out = checked_out<float>(out_obj, shape, frames, fn);
+    py::gil_scoped_release release;
+    img::generic_pixel_f32(f, dim, grayscale, zero_mean, out);
+  } else {
+    throw py::value_error(std::string(fn) + ": frames must be uint8 or float32, got " + dtype_str(frames));
+  }
+}
+
+}  // namespace
+
+void register_image(py::module_& m) {
+  m.def("image_resize", &resize, py::arg("frames"), py::arg("height"), py::arg("width"), py::arg("gray"),
+        py::arg("out"), "INTER_AREA resize of (B, H, W, C) frames into out; gray fuses RGB->gray (uint8 only).");
+  m.def("image_rgb_to_gray", &rgb_to_gray, py::arg("frames"), py::arg("out"),
+        "OpenCV fixed-point RGB->gray of (B, H, W, 3) uint8 frames into out (B, H, W, 1).");
+  m.def("image_crop", &crop, py::arg("frames"), py::arg("top"), py::arg("left"), py::arg("height"),
+        py::arg("width"), py::arg("out"), "Copies a window of (B, H, W, C) frames into out.");
+  m.def("image_max_last_two", &max_last_two, py::arg("frames"), py::arg("axis"), py::arg("out"),
+        "Element-wise max of the last two entries along axis.");
+  m.def("image_generic_pixel", &generic_pixel, py::arg("frames"), py::arg("dim"), py::arg("grayscale"),
+        py::arg("zero_mean"), py::arg("out"), "RLlib GenericPixelPreprocessor maths (float32 out).");
+  m.def(
+      "_image_allow_simd",
+      [](bool allowed) { return img::detail::simd_allowed().exchange(allowed); },
+      py::arg("allowed"),
+      "Allows or forbids the AVX2 image paths (for tests: both paths compute the same integers); "
+      "returns the previous setting.");
+}
+
+}  // namespace rlblocks::bindings

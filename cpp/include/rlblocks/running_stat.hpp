@@ -1,0 +1,333 @@
+// Running mean / variance with exact batched updates and exact merges (RLlib's RunningStat).
+//
+// State per feature (float64): mean, S (sum of squared deviations from the mean), plus the
+// "delta" copies RLlib keeps for its distributed sync protocol (mean_delta, S_delta,
+// n_delta), which record what was pushed since the stat was created.
+//
+// * push_batch(x, rows): two-pass moments of the batch (per block of rows, blocks merged in
+//   order with Chan's formula), then one Chan merge into the stat. In exact arithmetic this
+//   equals pushing the rows one at a time with Welford's update; in floating point it
+//   agrees to about 1e-15 relative. Block boundaries do not depend on the thread count,
+//   so results are identical for any number of threads.
+// * update(other): merges other's *delta* state (RLlib semantics); self's delta fields do
+//   not change.
+// * var is S/(n-1) rounded to float32 (zero while n <= 1); std = sqrt(max(0, var)) in
+//   float32, as in RLlib.
+//
+// Every public member function takes the object's mutex, so concurrent calls from several
+// threads never race (ordering between them is whatever the callers produce).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <vector>
+
+#include "rlblocks/thread_pool.hpp"
+
+namespace rlblocks {
+
+// Count, mean and M2 (sum of squared deviations) per feature.
+struct Moments {
+  std::int64_t n = 0;
+  std::vector<double> mean, m2;
+
+  explicit Moments(std::int64_t dim = 0)
+      : mean(static_cast<std::size_t>(dim), 0.0), m2(static_cast<std::size_t>(dim), 0.0) {}
+};
+
+// Chan et al.: merges (nb, mean_b, m2_b) into (n, mean, m2), feature by feature.
+inline void chan_merge(std::int64_t& n, double* mean, double* m2, std::int64_t nb, const double* mean_b,
+                       const double* m2_b, std::int64_t dim) {
+  if (nb == 0) return;
+  if (n == 0) {
+    std::copy(mean_b, mean_b + dim, mean);
+    std::copy(m2_b, m2_b + dim, m2);
+    n = nb;
+    return;
+  }
+  const double n1 = static_cast<double>(n), n2 = static_cast<double>(nb);
+  const double w = n2 / (n1 + n2), c = n1 * n2 / (n1 + n2);
+  for (std::int64_t d = 0; d < dim; ++d) {
+    const double delta = mean_b[d] - mean[d];
+    mean[d] += delta * w;
+    m2[d] += m2_b[d] + delta * delta * c;
+  }
+  n += nb;
+}
+
+// Two-pass moments of rows [r0, r1) of x (row-major, `dim` values per row), written to
+// mean/m2. Returns false when a sum is not finite (a NaN/inf value, or float64 overflow).
+template <class T>
+bool block_moments(const T* x, std::int64_t r0, std::int64_t r1, std::int64_t dim, double* mean, double* m2) {
+  std::fill(mean, mean + dim, 0.0);
+  std::fill(m2, m2 + dim, 0.0);
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const T* row = x + r * dim;
+    for (std::int64_t d = 0; d < dim; ++d) mean[d] += static_cast<double>(row[d]);
+  }
+  const double inv_rows = 1.0 / static_cast<double>(r1 - r0);
+  bool finite = true;
+  for (std::int64_t d = 0; d < dim; ++d) {
+    mean[d] *= inv_rows;
+    finite = finite && std::isfinite(mean[d]);
+  }
+  if (!finite) return false;
+  if (r1 - r0 == 1) return true;  // m2 of one row is 0
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const T* row = x + r * dim;
+    for (std::int64_t d = 0; d < dim; ++d) {
+      const double dev = static_cast<double>(row[d]) - mean[d];
+      m2[d] += dev * dev;
+    }
+  }
+  for (std::int64_t d = 0; d < dim; ++d) finite = finite && std::isfinite(m2[d]);
+  return finite;
+}
+
+// Index of the first NaN/inf element of x (n elements), or -1.
+template <class T>
+std::int64_t first_nonfinite(const T* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(static_cast<double>(x[i]))) return i;
+  }
+  return -1;
+}
+
+// Rows per block for the batched moments: about 16K values, independent of threads.
+inline std::int64_t moment_block_rows(std::int64_t dim) {
+  return std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, dim));
+}
+
+// Moments of a whole batch (rows x dim). Blocks are computed in parallel and merged in
+// block order. Returns false if any value is not finite or a sum overflows.
+template <class T>
+bool batch_moments(const T* x, std::int64_t rows, std::int64_t dim, Moments& out) {
+  out.n = 0;
+  out.mean.assign(static_cast<std::size_t>(dim), 0.0);
+  out.m2.assign(static_cast<std::size_t>(dim), 0.0);
+  if (rows == 0) return true;
+  const std::int64_t block = moment_block_rows(dim);
+  const std::int64_t nblocks = (rows + block - 1) / block;
+  if (nblocks == 1) {
+    if (!block_moments(x, 0, rows, dim, out.mean.data(), out.m2.data())) return false;
+    out.n = rows;
+    return true;
+  }
+  std::vector<double> scratch(static_cast<std::size_t>(2 * nblocks * dim));
+  std::vector<char> ok(static_cast<std::size_t>(nblocks), 1);
+  const std::int64_t grain = std::max<std::int64_t>(1, (std::int64_t{1} << 16) / (block * dim));
+  parallel_for(nblocks, grain, [&](std::int64_t b0, std::int64_t b1) {
+    for (std::int64_t b = b0; b < b1; ++b) {
+      double* mean = scratch.data() + 2 * b * dim;
+      const std::int64_t r0 = b * block, r1 = std::min(rows, r0 + block);
+      ok[static_cast<std::size_t>(b)] = block_moments(x, r0, r1, dim, mean, mean + dim) ? 1 : 0;
+    }
+  });
+  for (std::int64_t b = 0; b < nblocks; ++b) {
+    if (!ok[static_cast<std::size_t>(b)]) return false;
+    const double* mean = scratch.data() + 2 * b * dim;
+    const std::int64_t r0 = b * block, r1 = std::min(rows, r0 + block);
+    chan_merge(out.n, out.mean.data(), out.m2.data(), r1 - r0, mean, mean + dim, dim);
+  }
+  for (std::int64_t d = 0; d < dim; ++d) {
+    if (!std::isfinite(out.m2[static_cast<std::size_t>(d)])) return false;
+  }
+  return true;
+}
+
+// out[r, d] = clip((x[r, d] - mean[d]) / denom[d], -clip, clip) as float32, computed in
+// float64. demean=False is mean 0, destd=False is denom 1, no clipping is clip = +inf:
+// those are exact identities, so one loop serves every configuration.
+template <class T>
+void normalize_rows(const T* x, std::int64_t rows, std::int64_t dim, const double* mean, const double* denom,
+                    double clip, float* out) {
+  const std::int64_t grain = grain_for_bytes(dim * static_cast<std::int64_t>(sizeof(T) + sizeof(float)), 256 * 1024);
+  parallel_for(rows, grain, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const T* row = x + r * dim;
+      float* o = out + r * dim;
+      for (std::int64_t d = 0; d < dim; ++d) {
+        double v = (static_cast<double>(row[d]) - mean[d]) / denom[d];
+        v = v < -clip ? -clip : v;
+        v = v > clip ? clip : v;
+        o[d] = static_cast<float>(v);
+      }
+    }
+  });
+}
+
+// A snapshot of the delta state another stat contributes in update().
+struct DeltaState {
+  std::int64_t n = 0;
+  std::vector<double> mean, ssd;
+};
+
+class RunningStat {
+ public:
+  explicit RunningStat(std::int64_t dim)
+      : dim_(dim),
+        mean_(static_cast<std::size_t>(dim), 0.0),
+        mean_delta_(static_cast<std::size_t>(dim), 0.0),
+        ssd_(static_cast<std::size_t>(dim), 0.0),
+        ssd_delta_(static_cast<std::size_t>(dim), 0.0) {}
+
+  RunningStat(const RunningStat& other) : dim_(other.dim_) {
+    std::lock_guard<std::mutex> lk(other.mu_);
+    n_ = other.n_;
+    n_delta_ = other.n_delta_;
+    mean_ = other.mean_;
+    mean_delta_ = other.mean_delta_;
+    ssd_ = other.ssd_;
+    ssd_delta_ = other.ssd_delta_;
+  }
+  RunningStat& operator=(const RunningStat&) = delete;
+
+  std::int64_t dim() const { return dim_; }
+
+  // Adds a batch summarised by its moments. Same result (to rounding) as pushing the rows
+  // one by one with RLlib's push: the first push sets mean = mean_delta = x, and every later
+  // increment of mean / S is applied to mean_delta / S_delta too.
+  void merge_moments(const Moments& b) {
+    std::lock_guard<std::mutex> lk(mu_);
+    merge_locked(b);
+  }
+
+  // merge_moments, then the float64 mean and float32-derived denominators used to normalise
+  // (taken under the same lock, so they are the stats right after this batch).
+  void merge_and_norm_params(const Moments* b, bool demean, bool destd, double* mean, double* denom) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (b) merge_locked(*b);
+    norm_params_locked(demean, destd, mean, denom);
+  }
+
+  void norm_params(bool demean, bool destd, double* mean, double* denom) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    norm_params_locked(demean, destd, mean, denom);
+  }
+
+  DeltaState delta() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return DeltaState{n_delta_, mean_delta_, ssd_delta_};
+  }
+
+  // RLlib's update(other): merges other's delta state; self's delta fields are unchanged.
+  void update(const DeltaState& o) {
+    std::lock_guard<std::mutex> lk(mu_);
+    const std::int64_t n1 = n_, n2 = o.n;
+    if (n1 + n2 == 0 || n2 == 0) return;
+    if (n1 == 0) {
+      mean_ = o.mean;
+      for (std::size_t d = 0; d < ssd_.size(); ++d) ssd_[d] += o.ssd[d];
+      n_ = n2;
+      return;
+    }
+    const double a = static_cast<double>(n1), b = static_cast<double>(n2);
+    const double w = b / (a + b), c = a * b / (a + b);
+    for (std::size_t d = 0; d < mean_.size(); ++d) {
+      const double delta = o.mean[d] - mean_[d];
+      mean_[d] += delta * w;
+      ssd_[d] += o.ssd[d] + delta * delta * c;
+    }
+    n_ = n1 + n2;
+  }
+
+  struct State {
+    std::int64_t n = 0, n_delta = 0;
+    std::vector<double> mean, mean_delta, ssd, ssd_delta;
+  };
+
+  State state() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return State{n_, n_delta_, mean_, mean_delta_, ssd_, ssd_delta_};
+  }
+
+  // The caller has checked that every vector has dim() entries.
+  void set_state(const State& s) {
+    std::lock_guard<std::mutex> lk(mu_);
+    n_ = s.n;
+    n_delta_ = s.n_delta;
+    mean_ = s.mean;
+    mean_delta_ = s.mean_delta;
+    ssd_ = s.ssd;
+    ssd_delta_ = s.ssd_delta;
+  }
+
+  void reset() {
+    std::lock_guard<std::mutex> lk(mu_);
+    n_ = n_delta_ = 0;
+    std::fill(mean_.begin(), mean_.end(), 0.0);
+    std::fill(mean_delta_.begin(), mean_delta_.end(), 0.0);
+    std::fill(ssd_.begin(), ssd_.end(), 0.0);
+    std::fill(ssd_delta_.begin(), ssd_delta_.end(), 0.0);
+  }
+
+  std::int64_t n() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return n_;
+  }
+
+  // var (float32) and std (float32) per feature.
+  void var_std(float* var, float* std_out) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (std::size_t d = 0; d < mean_.size(); ++d) {
+      const float v = var_locked(d);
+      if (var) var[d] = v;
+      if (std_out) std_out[d] = std::sqrt(std::max(0.0f, v));
+    }
+  }
+
+ private:
+  float var_locked(std::size_t d) const {
+    return n_ > 1 ? static_cast<float>(ssd_[d] / static_cast<double>(n_ - 1)) : 0.0f;
+  }
+
+  void merge_locked(const Moments& b) {
+    if (b.n == 0) return;
+    const double* bm = b.mean.data();
+    const double* b2 = b.m2.data();
+    if (n_ == 0) {
+      for (std::size_t d = 0; d < mean_.size(); ++d) {
+        mean_[d] = bm[d];
+        mean_delta_[d] = bm[d];
+        ssd_[d] += b2[d];
+        ssd_delta_[d] += b2[d];
+      }
+    } else {
+      const double n1 = static_cast<double>(n_), n2 = static_cast<double>(b.n);
+      const double w = n2 / (n1 + n2), c = n1 * n2 / (n1 + n2);
+      for (std::size_t d = 0; d < mean_.size(); ++d) {
+        const double delta = bm[d] - mean_[d];
+        const double inc = delta * w;
+        const double s_inc = b2[d] + delta * delta * c;
+        mean_[d] += inc;
+        mean_delta_[d] += inc;
+        ssd_[d] += s_inc;
+        ssd_delta_[d] += s_inc;
+      }
+    }
+    n_ += b.n;
+    n_delta_ += b.n;
+  }
+
+  void norm_params_locked(bool demean, bool destd, double* mean, double* denom) const {
+    for (std::size_t d = 0; d < mean_.size(); ++d) {
+      mean[d] = demean ? mean_[d] : 0.0;
+      if (destd) {
+        const float sd = std::sqrt(std::max(0.0f, var_locked(d)));
+        denom[d] = static_cast<double>(sd + 1e-6f);  // float32 sum, as numpy does
+      } else {
+        denom[d] = 1.0;
+      }
+    }
+  }
+
+  const std::int64_t dim_;
+  std::int64_t n_ = 0, n_delta_ = 0;
+  std::vector<double> mean_, mean_delta_, ssd_, ssd_delta_;
+  mutable std::mutex mu_;
+};
+
+}  // namespace rlblocks

@@ -1,0 +1,335 @@
+"""Pure-numpy twin of the native running statistics and MeanStdFilter step.
+
+Same API and validation as ``rlblocks._core.RunningStat`` / ``rlblocks._core.mean_std_filter``:
+
+* ``RunningStat.push`` is RLlib's one-observation Welford update, written literally; it is the
+  oracle the tests compare batched updates against.
+* ``RunningStat.push_batch`` is the best vectorised numpy we know: two-pass batch moments
+  (``mean`` then the sum of squared deviations) merged with Chan's formula. It is the
+  baseline the benchmarks measure the C++ core against.
+* ``mean_std_filter`` pushes into the running stats and the buffer, then normalises with the
+  stats after the push: ``clip((x - mean) / (std + 1e-6), -clip, clip)`` in float64, written as
+  float32. ``std`` is RLlib's float32 ``sqrt(max(0, S / (n - 1)))``.
+
+Examples:
+    >>> import numpy as np
+    >>> s = RunningStat((2,))
+    >>> s.push_batch(np.array([[1.0, 2.0], [3.0, 6.0]]))
+    >>> s.n, s.mean.tolist(), s.var.tolist()
+    (2, [2.0, 4.0], [2.0, 8.0])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+_STATE_ARRAYS = ("mean_array", "mean_delta_array", "sum_sq_diff_array", "sum_sq_diff_delta_array")
+
+
+def _shape_str(shape: tuple[int, ...]) -> str:
+    if len(shape) == 1:
+        return f"({shape[0]},)"
+    return "(" + ", ".join(str(d) for d in shape) + ")"
+
+
+def _batch_shape_str(shape: tuple[int, ...]) -> str:
+    return "(B" + "".join(f", {d}" for d in shape) + (",)" if not shape else ")")
+
+
+def parse_shape(shape: Any) -> tuple[int, ...]:
+    """Validates a stat shape (a sequence of non-negative ints)."""
+    if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+        raise ValueError(f"shape: expected a tuple of non-negative ints, got {shape!r}")
+    dims = []
+    for d in shape:
+        if isinstance(d, bool) or not hasattr(d, "__index__"):
+            raise ValueError(f"shape: expected a tuple of non-negative ints, got {shape!r}")
+        dims.append(int(d))
+    if any(d < 0 for d in dims):
+        raise ValueError(f"shape: dimensions must be >= 0, got {shape!r}")
+    return tuple(dims)
+
+
+def convert_input(
+    x: Any, shape: tuple[int, ...], allow_single: bool, allow_batch: bool, name: str = "x"
+) -> tuple[np.ndarray, bool]:
+    """``x`` as a float32 or float64 array, and whether it is a batch; ValueError otherwise."""
+    try:
+        arr = np.asarray(x)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name}: expected an array of numbers, got {x!r}") from err
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(
+            f"{name}: expected real numbers (bool, int or float), got dtype {arr.dtype}"
+        )
+    single = allow_single and arr.shape == shape
+    batch = allow_batch and arr.ndim == len(shape) + 1 and arr.shape[1:] == shape
+    if not (single or batch):
+        if allow_single and allow_batch:
+            want = f"{_shape_str(shape)} or a batch {_batch_shape_str(shape)}"
+        elif allow_single:
+            want = _shape_str(shape)
+        else:
+            want = _batch_shape_str(shape)
+        raise ValueError(f"{name}: expected shape {want}, got {_shape_str(arr.shape)}")
+    if arr.dtype != np.float32:
+        arr = arr.astype(np.float64, copy=False)
+    return arr, not single
+
+
+def check_finite(arr: np.ndarray, name: str = "x") -> None:
+    """ValueError naming the first NaN/inf element of ``arr``."""
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        idx = np.unravel_index(int(np.argmax(bad)), arr.shape) if arr.ndim else ()
+        where = "".join(f"[{int(i)}]" for i in idx)
+        raise ValueError(
+            f"{name}{where} is {float(arr[idx])}; observations must be finite (no NaN or "
+            "infinity); nothing was updated"
+        )
+
+
+def batch_moments(arr: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+    """Count, mean and sum of squared deviations of a finite batch (two passes).
+
+    Raises:
+        ValueError: The sums overflow float64.
+    """
+    nb = arr.shape[0]
+    if nb == 0:
+        return 0, np.zeros(arr.shape[1:]), np.zeros(arr.shape[1:])
+    if nb == 1:  # finite float32/float64 values: the mean is the row, nothing overflows
+        return 1, arr[0].astype(np.float64), np.zeros(arr.shape[1:])
+    with np.errstate(over="ignore", invalid="ignore"):
+        bmean = arr.mean(axis=0, dtype=np.float64)
+        dev = arr - bmean
+        bm2 = np.einsum("i...,i...->...", dev, dev)
+    if not (np.isfinite(bmean).all() and np.isfinite(bm2).all()):
+        raise ValueError("x: values too large, their sum overflows float64; nothing was updated")
+    return nb, bmean, bm2
+
+
+class RunningStat:
+    """Running mean / variance in float64 with RLlib's delta fields (numpy twin).
+
+    Args:
+        shape: Shape of one observation.
+    """
+
+    def __init__(self, shape: Any = ()) -> None:
+        self._shape = parse_shape(shape)
+        self._n = 0
+        self._n_delta = 0
+        self._mean = np.zeros(self._shape)
+        self._mean_delta = np.zeros(self._shape)
+        self._ssd = np.zeros(self._shape)
+        self._ssd_delta = np.zeros(self._shape)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._shape
+
+    @property
+    def n(self) -> int:
+        return self._n
+
+    @property
+    def n_delta(self) -> int:
+        return self._n_delta
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self._mean.copy()
+
+    @property
+    def var(self) -> np.ndarray:
+        if self._n > 1:
+            return (self._ssd / (self._n - 1)).astype(np.float32)
+        return np.zeros(self._shape, dtype=np.float32)
+
+    @property
+    def std(self) -> np.ndarray:
+        return np.sqrt(np.maximum(np.float32(0), self.var))
+
+    def push(self, x: Any) -> None:
+        """RLlib's one-observation Welford update."""
+        arr, _ = convert_input(x, self._shape, True, False)
+        check_finite(arr)
+        x64 = arr.astype(np.float64)
+        self._n += 1
+        self._n_delta += 1
+        if self._n == 1:
+            self._mean[...] = x64
+            self._mean_delta[...] = x64
+        else:
+            d = x64 - self._mean
+            self._mean += d / self._n
+            self._mean_delta += d / self._n
+            s_inc = d * (x64 - self._mean)
+            self._ssd += s_inc
+            self._ssd_delta += s_inc
+
+    def push_batch(self, x: Any) -> None:
+        """Adds a batch ``(B, *shape)``: two-pass moments, then one Chan merge."""
+        arr, _ = convert_input(x, self._shape, False, True)
+        check_finite(arr)
+        self.merge_moments(*batch_moments(arr))
+
+    def merge_moments(self, nb: int, bmean: np.ndarray, bm2: np.ndarray) -> None:
+        """Merges a batch given by its count, mean and sum of squared deviations."""
+        if nb == 0:
+            return
+        if self._n == 0:
+            self._mean[...] = bmean
+            self._mean_delta[...] = bmean
+            self._ssd += bm2
+            self._ssd_delta += bm2
+        else:
+            n1, n2 = float(self._n), float(nb)
+            delta = bmean - self._mean
+            inc = delta * (n2 / (n1 + n2))
+            s_inc = bm2 + delta * delta * (n1 * n2 / (n1 + n2))
+            self._mean += inc
+            self._mean_delta += inc
+            self._ssd += s_inc
+            self._ssd_delta += s_inc
+        self._n += nb
+        self._n_delta += nb
+
+    def update(self, other: RunningStat) -> None:
+        """Merges ``other``'s delta state into self (RLlib's ``update``)."""
+        if other.shape != self._shape:
+            raise ValueError(
+                f"update: other has shape {_shape_str(other.shape)}, expected "
+                f"{_shape_str(self._shape)}"
+            )
+        n1, n2 = self._n, other._n_delta
+        if n1 + n2 == 0 or n2 == 0:
+            return
+        o_mean, o_ssd = other._mean_delta.copy(), other._ssd_delta.copy()
+        if n1 == 0:
+            self._mean[...] = o_mean
+            self._ssd += o_ssd
+        else:
+            a, b = float(n1), float(n2)
+            delta = o_mean - self._mean
+            self._mean += delta * (b / (a + b))
+            self._ssd += o_ssd + delta * delta * (a * b / (a + b))
+        self._n = n1 + n2
+
+    def copy(self) -> RunningStat:
+        other = RunningStat(self._shape)
+        other.set_state(self.get_state())
+        return other
+
+    def reset(self) -> None:
+        self.__init__(self._shape)  # type: ignore[misc]
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "num_pushes": self._n,
+            "num_pushes_delta": self._n_delta,
+            "mean_array": self._mean.copy(),
+            "mean_delta_array": self._mean_delta.copy(),
+            "sum_sq_diff_array": self._ssd.copy(),
+            "sum_sq_diff_delta_array": self._ssd_delta.copy(),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        counts = {}
+        for key in ("num_pushes", "num_pushes_delta"):
+            if key not in state:
+                raise ValueError(f"state: missing key '{key}'")
+            v = state[key]
+            if isinstance(v, bool) or not hasattr(v, "__index__") or int(v) < 0:
+                raise ValueError(f"state['{key}']: expected a non-negative int, got {v!r}")
+            counts[key] = int(v)
+        arrays = {}
+        for key in _STATE_ARRAYS:
+            if key not in state:
+                raise ValueError(f"state: missing key '{key}'")
+            a = np.asarray(state[key])
+            if a.dtype.kind not in "iuf":
+                raise ValueError(f"state['{key}']: expected numbers, got dtype {a.dtype}")
+            if a.shape != self._shape:
+                raise ValueError(
+                    f"state['{key}']: expected shape {_shape_str(self._shape)}, got "
+                    f"{_shape_str(a.shape)}"
+                )
+            a = a.astype(np.float64)
+            if not np.isfinite(a).all():
+                raise ValueError(f"state['{key}']: values must be finite")
+            arrays[key] = a
+        if (arrays["sum_sq_diff_array"] < 0).any() or (arrays["sum_sq_diff_delta_array"] < 0).any():
+            raise ValueError("state: sum_sq_diff arrays must be >= 0 (they are sums of squares)")
+        self._n = counts["num_pushes"]
+        self._n_delta = counts["num_pushes_delta"]
+        self._mean = arrays["mean_array"]
+        self._mean_delta = arrays["mean_delta_array"]
+        self._ssd = arrays["sum_sq_diff_array"]
+        self._ssd_delta = arrays["sum_sq_diff_delta_array"]
+
+
+def _checked_out(out: Any, arr: np.ndarray) -> np.ndarray:
+    if out is None:
+        return np.empty(arr.shape, dtype=np.float32)
+    ok = (
+        isinstance(out, np.ndarray)
+        and out.dtype == np.float32
+        and out.flags.c_contiguous
+        and out.flags.writeable
+        and out.shape == arr.shape
+    )
+    if not ok:
+        if isinstance(out, np.ndarray):
+            got = f"{out.dtype} array of shape {_shape_str(out.shape)}"
+            got += "" if out.flags.writeable else " (read-only)"
+        else:
+            got = repr(type(out))
+        raise ValueError(
+            f"out: expected a writeable C-contiguous float32 array of shape "
+            f"{_shape_str(arr.shape)}, got {got}"
+        )
+    same = out.dtype == arr.dtype and out.ctypes.data == arr.ctypes.data
+    if out.size and np.shares_memory(out, arr) and not same:
+        raise ValueError(
+            "out: overlaps the input; pass the float32 input itself (in place) or a separate array"
+        )
+    return out
+
+
+def mean_std_filter(
+    running: RunningStat,
+    buffer: RunningStat,
+    x: Any,
+    update: bool,
+    demean: bool,
+    destd: bool,
+    clip: float,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """Pushes ``x`` (one observation or a batch) into ``running`` and ``buffer``, then
+    normalises it with the running stats after the push. ``clip=inf`` means no clipping."""
+    if running.shape != buffer.shape:
+        raise ValueError(
+            f"buffer: shape {_shape_str(buffer.shape)} differs from the running stats' "
+            f"{_shape_str(running.shape)}"
+        )
+    if np.isnan(clip) or clip <= 0:
+        raise ValueError(f"clip: expected a positive number or inf (no clipping), got {clip}")
+    arr, batch = convert_input(x, running.shape, True, True)
+    result = _checked_out(out, arr)
+    check_finite(arr)
+    if update:
+        moments = batch_moments(arr if batch else arr[None])
+        buffer.merge_moments(*moments)
+        running.merge_moments(*moments)
+    mean = running.mean if demean else 0.0
+    denom = (running.std + np.float32(1e-6)).astype(np.float64) if destd else 1.0
+    v = (arr.astype(np.float64) - mean) / denom
+    if clip != np.inf:
+        v = np.clip(v, -clip, clip)
+    result[...] = v
+    return result

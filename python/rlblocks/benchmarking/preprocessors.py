@@ -1,0 +1,644 @@
+"""Benchmark: observation preprocessors, rlblocks C++ against numpy and gymnasium.
+
+Cases (every method measured in this process, this run; times are µs per observation):
+
+* ``Discrete(100)``: one-hot of 100.
+* ``MultiDiscrete([10]*16)``: 16 one-hots of 10, concatenated (160 floats).
+* ``nested Dict``: ``{"a": Discrete(5), "b": Box(16,), "c": Dict({"d": MultiDiscrete([3,4,5]),
+  "e": Box(3,4)}), "f": Tuple(Discrete(2), Box(8,))}`` (6 leaves, 55 floats).
+* ``Repeated(Dict(pos Box(3), kind Discrete(5)), max_len=32)``, list lengths uniform in
+  0..32 (mean 16), 257 floats (slot 0 holds the length).
+
+Each space is fed as a ``list`` of per-env observations and as a batched structure (a
+dict/tuple of stacked arrays with leading dimension B; for Repeated the batched form *is*
+the list of per-env lists, so it has only the list case), at B = 1, 64, 1024.
+
+Methods:
+
+* ``rlblocks t=1`` / ``rlblocks t=2``: ``prep.transform_batch(obs)`` after
+  ``rlblocks.set_num_threads(t)``; at B=1 of the list cases also ``rlblocks transform``
+  (``prep.transform(obs)``, one observation).
+* ``numpy reference``: the same preprocessor with ``rlblocks._impl.use_numpy_reference(True)``
+  (the general, layout-driven vectorised numpy twin); ``numpy reference transform`` at B=1.
+* ``numpy hand-written``: the best vectorised numpy written for that space and input form.
+  Several variants are timed (e.g. scatter into ``np.zeros`` vs gathering rows of
+  ``np.eye``, column-wise vs row-wise for small batches) and the fastest is reported, the
+  others' times in ``extra``. Each variant must equal rlblocks' output exactly.
+* ``gymnasium flatten loop``: ``np.stack([flatten(space, o) for o in obs]).astype(float32)``
+  (list cases; gymnasium has no Repeated).
+* ``memory-bandwidth bound`` (batched cases at B=1024): (bytes in + bytes out per item) /
+  the copy bandwidth measured in this run (``np.copyto`` of 256 MiB, one thread, bytes read
+  + written / time). Its ``extra`` holds rlblocks' time / bound.
+
+``ratio`` (rlblocks rows) = best alternative's time / rlblocks' time for the same case and B
+(the bound row is not an alternative). A summary of the issue's targets is printed at the
+end; nothing is asserted.
+
+Run ``rlblocks bench preprocessors [--quick]`` or ``python benchmarks/bench_preprocessors.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from itertools import chain
+from operator import itemgetter
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.spaces import Box, Dict, Discrete, MultiDiscrete, Tuple
+
+import rlblocks
+from rlblocks import _impl
+from rlblocks.benchmarking.harness import (
+    Result,
+    add_ratios,
+    emit_json,
+    format_table,
+    measure,
+)
+from rlblocks.preprocessors import Preprocessor
+from rlblocks.spaces import Repeated
+
+__all__ = ["BenchCase", "build_cases", "main", "run"]
+
+F32 = np.float32
+CASE_KEYS = ("discrete", "multidiscrete", "dict", "repeated")
+BOUND_METHOD = "memory-bandwidth bound"
+REPEATED_NOTE = "input: list of per-env lists (this is also the batched form)"
+NUMPY_METHODS = ("numpy reference", "numpy reference transform", "numpy hand-written")
+Variants = dict[str, Callable[[Any], np.ndarray]]
+
+# ------------------------------------------------------------------ small numpy helpers
+
+_ARANGE: dict[int, np.ndarray] = {}
+
+
+def _arange(n: int) -> np.ndarray:
+    """A cached read-only ``np.arange(n)`` (row indices for fancy-indexed one-hot stores)."""
+    ar = _ARANGE.get(n)
+    if ar is None:
+        ar = np.arange(n, dtype=np.int64)
+        ar.flags.writeable = False
+        _ARANGE[n] = ar
+    return ar
+
+
+def _rows(arrays: list[np.ndarray], width: int) -> np.ndarray:
+    """Stacks equally shaped per-env arrays into ``(B, width)``: ``np.concatenate`` for
+    larger lists (the fastest numpy route), ``np.array`` for a handful (less overhead)."""
+    if len(arrays) >= 8:
+        return np.concatenate(arrays).reshape(len(arrays), width)
+    return np.array(arrays).reshape(len(arrays), width)
+
+
+def _ints(values: Any, n: int) -> np.ndarray:
+    """Python or numpy integer scalars -> int64 array of length ``n``."""
+    return np.fromiter(values, np.int64, n)
+
+
+# ------------------------------------------------------------------ hand-written numpy
+
+
+def _discrete_variants(n: int, form: str) -> Variants:
+    """One-hot of Discrete(n): scatter into zeros, gather rows of eye, or per-row stores."""
+    eye = np.eye(n, dtype=F32)
+
+    def idx(obs: Any) -> np.ndarray:
+        return _ints(obs, len(obs)) if form == "list" else obs
+
+    def scatter(obs: Any) -> np.ndarray:
+        i = idx(obs)
+        out = np.zeros((len(i), n), F32)
+        out[_arange(len(i)), i] = 1.0
+        return out
+
+    def eye_take(obs: Any) -> np.ndarray:
+        return np.take(eye, idx(obs), axis=0)
+
+    variants: Variants = {"zeros+scatter": scatter, "eye-take": eye_take}
+    if form == "list":
+        def rows(obs: Any) -> np.ndarray:
+            out = np.zeros((len(obs), n), F32)
+            for r, v in enumerate(obs):
+                out[r, v] = 1.0
+            return out
+
+        variants["per-row"] = rows
+    return variants
+
+
+def _multidiscrete_variants(k: int, n: int, form: str) -> Variants:
+    """``k`` one-hots of ``n`` (``MultiDiscrete([n]*k)``)."""
+    width = k * n
+    offsets = np.arange(k, dtype=np.int64) * n
+    eye = np.eye(n, dtype=F32)
+
+    def idx(obs: Any) -> np.ndarray:
+        return _rows(obs, k) if form == "list" else obs
+
+    def scatter(obs: Any) -> np.ndarray:
+        i = idx(obs)
+        b = len(i)
+        out = np.zeros((b, width), F32)
+        out[_arange(b)[:, None], i + offsets] = 1.0
+        return out
+
+    def flat_put(obs: Any) -> np.ndarray:
+        i = idx(obs)
+        b = len(i)
+        out = np.zeros((b, width), F32)
+        flat = i + offsets
+        flat += (_arange(b) * width)[:, None]
+        out.put(flat, 1.0)
+        return out
+
+    def eye_take(obs: Any) -> np.ndarray:
+        i = idx(obs)
+        return np.take(eye, i, axis=0).reshape(len(i), width)
+
+    return {"zeros+scatter": scatter, "zeros+flat-put": flat_put, "eye-take": eye_take}
+
+
+# nested Dict layout (keys in space order a, b, c{d, e}, f(0, 1)):
+# a 0:5 | b 5:21 | c.d 21:33 (21, 24, 28) | c.e 33:45 | f[0] 45:47 | f[1] 47:55
+_DICT_SIZE = 55
+_D_OFF = np.array([21, 24, 28], dtype=np.int64)
+_get_a, _get_b, _get_c, _get_f = (itemgetter(k) for k in "abcf")
+_get_d, _get_e = itemgetter("d"), itemgetter("e")
+_get_0, _get_1 = itemgetter(0), itemgetter(1)
+
+
+def _dict_list_columns(obs: list) -> np.ndarray:
+    """List of nested dicts: gather each leaf over the batch into one column block; the three
+    one-hot leaves (5 indices per row) go in with a single flat store."""
+    b = len(obs)
+    out = np.zeros((b, _DICT_SIZE), F32)
+    cs = list(map(_get_c, obs))
+    fs = list(map(_get_f, obs))
+    hot = np.empty((b, 5), np.int64)
+    hot[:, 0] = _ints(map(_get_a, obs), b)
+    np.add(_rows(list(map(_get_d, cs)), 3), _D_OFF, out=hot[:, 1:4])
+    hot[:, 4] = _ints(map(_get_0, fs), b)
+    hot[:, 4] += 45
+    hot += (_arange(b) * _DICT_SIZE)[:, None]
+    out.put(hot, 1.0)
+    out[:, 5:21] = _rows(list(map(_get_b, obs)), 16)
+    out[:, 33:45] = _rows(list(map(_get_e, cs)), 12)
+    out[:, 47:55] = _rows(list(map(_get_1, fs)), 8)
+    return out
+
+
+def _dict_list_rows(obs: list) -> np.ndarray:
+    """List of nested dicts, one row at a time (fewest numpy calls for tiny batches)."""
+    out = np.zeros((len(obs), _DICT_SIZE), F32)
+    for row, o in zip(out, obs, strict=True):
+        c, f = o["c"], o["f"]
+        row[o["a"]] = 1.0
+        row[5:21] = o["b"]
+        row[_D_OFF + c["d"]] = 1.0
+        row[33:45] = c["e"].reshape(-1)
+        row[45 + f[0]] = 1.0
+        row[47:55] = f[1]
+    return out
+
+
+def _dict_batched_scatter(obs: dict) -> np.ndarray:
+    """Dict of (B, ...) arrays: column copies plus one flat store for the five one-hots."""
+    a, c, f = obs["a"], obs["c"], obs["f"]
+    b = len(a)
+    out = np.zeros((b, _DICT_SIZE), F32)
+    out[:, 5:21] = obs["b"]
+    out[:, 33:45] = c["e"].reshape(b, 12)
+    out[:, 47:55] = f[1]
+    hot = np.empty((b, 5), np.int64)
+    hot[:, 0] = a
+    np.add(c["d"], _D_OFF, out=hot[:, 1:4])
+    np.add(f[0], 45, out=hot[:, 4])
+    hot += (_arange(b) * _DICT_SIZE)[:, None]
+    out.put(hot, 1.0)
+    return out
+
+
+_EYES = {n: np.eye(n, dtype=F32) for n in (2, 3, 4, 5)}
+
+
+def _dict_batched_concat(obs: dict) -> np.ndarray:
+    """Dict of (B, ...) arrays: one-hots gathered from ``np.eye`` rows, then one concatenate."""
+    c, f = obs["c"], obs["f"]
+    d = c["d"]
+    b = len(d)
+    return np.concatenate(
+        [_EYES[5][obs["a"]], obs["b"], _EYES[3][d[:, 0]], _EYES[4][d[:, 1]], _EYES[5][d[:, 2]],
+         c["e"].reshape(b, 12), _EYES[2][f[0]], f[1]],
+        axis=1,
+    )
+
+
+# Repeated(Dict(kind Discrete(5), pos Box(3)), 32): row = [len, item0 (kind one-hot 5, pos 3), ...]
+_REP_MAX, _REP_ITEM = 32, 8
+_REP_SIZE = 1 + _REP_MAX * _REP_ITEM
+_REP_POS = np.arange(5, 8, dtype=np.int64)
+_get_kind, _get_pos = itemgetter("kind"), itemgetter("pos")
+
+
+def _repeated_index(obs: list) -> np.ndarray:
+    """Per-env lists flattened into one item list; each item's flat offset by repeat/cumsum
+    index arithmetic, then one store for the kinds and one for the positions."""
+    b = len(obs)
+    lengths = _ints(map(len, obs), b)
+    out = np.zeros((b, _REP_SIZE), F32)
+    out[:, 0] = lengths
+    items = list(chain.from_iterable(obs))
+    n = len(items)
+    if n:
+        starts = np.cumsum(lengths) - lengths
+        base = np.repeat(_arange(b) * _REP_SIZE + 1 - starts * _REP_ITEM, lengths)
+        base += _arange(n) * _REP_ITEM
+        flat = out.reshape(-1)
+        flat[base + _ints(map(_get_kind, items), n)] = 1.0
+        flat[base[:, None] + _REP_POS] = _rows(list(map(_get_pos, items)), 3)
+    return out
+
+
+def _repeated_rows(obs: list) -> np.ndarray:
+    """Per-env lists, one env at a time (fewest numpy calls for tiny batches)."""
+    out = np.zeros((len(obs), _REP_SIZE), F32)
+    for row, items in zip(out, obs, strict=True):
+        n = len(items)
+        row[0] = n
+        if n:
+            block = row[1 : 1 + n * _REP_ITEM].reshape(n, _REP_ITEM)
+            block[_arange(n), _ints(map(_get_kind, items), n)] = 1.0
+            block[:, 5:8] = _rows(list(map(_get_pos, items)), 3)
+    return out
+
+
+# ------------------------------------------------------------------ cases
+
+
+@dataclass
+class BenchCase:
+    """One space in one input form, with its hand-written numpy variants."""
+
+    key: str  # "discrete", "multidiscrete", "dict", "repeated"
+    name: str  # the ``case`` column
+    form: str  # "list" or "batched"
+    space: gym.Space
+    prep: Preprocessor
+    observations: list  # per-env observations (the largest batch; slices give smaller ones)
+    variants: Variants
+    gymnasium: bool  # gymnasium.spaces.flatten is defined for the space
+    bound: bool  # report the memory-bandwidth bound at B=1024
+    note: str = ""
+    _batched: dict[int, Any] = field(default_factory=dict)
+
+    def inputs(self, batch: int) -> Any:
+        """The input for ``batch`` environments in this case's form."""
+        obs = self.observations[:batch]
+        if self.form == "list":
+            return obs
+        if batch not in self._batched:
+            self._batched[batch] = stack_structure(self.space, obs)
+        return self._batched[batch]
+
+
+def stack_structure(space: gym.Space, obs: list) -> Any:
+    """Per-env observations -> a nested structure of arrays with leading dimension B.
+
+    Dict -> dict, Tuple -> tuple, Repeated -> the list of per-env lists (it has no
+    rectangular batched form), anything else -> one stacked array in the space's dtype.
+    """
+    if isinstance(space, Dict):
+        return {k: stack_structure(s, [o[k] for o in obs]) for k, s in space.spaces.items()}
+    if isinstance(space, Tuple):
+        return tuple(stack_structure(s, [o[i] for o in obs]) for i, s in enumerate(space.spaces))
+    if isinstance(space, Repeated):
+        return list(obs)
+    return np.stack([np.asarray(o, dtype=space.dtype) for o in obs])
+
+
+def nested_dict_space() -> Dict:
+    """The issue's nested Dict (6 leaves, 55 floats)."""
+    return Dict({
+        "a": Discrete(5),
+        "b": Box(-1.0, 1.0, (16,), F32),
+        "c": Dict({"d": MultiDiscrete([3, 4, 5]), "e": Box(-1.0, 1.0, (3, 4), F32)}),
+        "f": Tuple((Discrete(2), Box(-1.0, 1.0, (8,), F32))),
+    })
+
+
+def repeated_space() -> Repeated:
+    """The issue's Repeated(Dict(pos Box(3), kind Discrete(5)), max_len=32)."""
+    return Repeated(Dict({"pos": Box(-1.0, 1.0, (3,), F32), "kind": Discrete(5)}), max_len=32)
+
+
+def _sample(space: gym.Space, count: int) -> list:
+    space.seed(0)
+    return [space.sample() for _ in range(count)]
+
+
+def _sample_repeated(space: Repeated, count: int) -> list:
+    """Per-env lists with lengths uniform in 0..max_len from a seeded Generator."""
+    rng = np.random.default_rng(0)
+    child = space.child_space
+    child.seed(0)
+    lengths = rng.integers(0, space.max_len + 1, size=count)
+    return [[child.sample() for _ in range(int(n))] for n in lengths]
+
+
+def build_cases(keys: Sequence[str], max_batch: int) -> list[BenchCase]:
+    """The benchmark cases for ``keys`` (subset of CASE_KEYS), both input forms each."""
+    cases: list[BenchCase] = []
+    for key in keys:
+        if key == "discrete":
+            space: gym.Space = Discrete(100)
+            obs = _sample(space, max_batch)
+            for form in ("list", "batched"):
+                cases.append(BenchCase(key, f"Discrete(100) {form}", form, space, _prep(space), obs,
+                                       _discrete_variants(100, form), form == "list",
+                                       form == "batched"))
+        elif key == "multidiscrete":
+            space = MultiDiscrete([10] * 16)
+            obs = _sample(space, max_batch)
+            for form in ("list", "batched"):
+                cases.append(BenchCase(key, f"MultiDiscrete([10]*16) {form}", form, space,
+                                       _prep(space), obs, _multidiscrete_variants(16, 10, form),
+                                       form == "list", form == "batched"))
+        elif key == "dict":
+            space = nested_dict_space()
+            obs = _sample(space, max_batch)
+            cases.append(BenchCase(key, "nested Dict list", "list", space, _prep(space), obs,
+                                   {"columns": _dict_list_columns, "per-row": _dict_list_rows},
+                                   True, False))
+            cases.append(BenchCase(key, "nested Dict batched", "batched", space, _prep(space), obs,
+                                   {"zeros+put": _dict_batched_scatter,
+                                    "eye+concatenate": _dict_batched_concat}, False, True))
+        elif key == "repeated":
+            space = repeated_space()
+            obs = _sample_repeated(space, max_batch)
+            cases.append(BenchCase(key, "Repeated(Dict) len~U(0,32) list", "list", space,
+                                   _prep(space), obs,
+                                   {"index-arith": _repeated_index, "per-row": _repeated_rows},
+                                   False, False, note=REPEATED_NOTE))
+        else:
+            raise ValueError(f"unknown case {key!r}; choose from {CASE_KEYS}")
+    return cases
+
+
+def _prep(space: gym.Space) -> Preprocessor:
+    return rlblocks.get_preprocessor(space)(space)
+
+
+# ------------------------------------------------------------------ measuring
+
+
+def _with_reference(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` run with the numpy reference switched on (and switched back off after)."""
+    def call() -> Any:
+        _impl.use_numpy_reference(True)
+        try:
+            return fn()
+        finally:
+            _impl.use_numpy_reference(False)
+    return call
+
+
+def _gym_flatten_loop(space: gym.Space, obs: list) -> np.ndarray:
+    return np.stack([gym.spaces.flatten(space, o) for o in obs]).astype(F32)
+
+
+def _input_bytes(obj: Any) -> int:
+    """Bytes of every array/scalar leaf of a (batched) observation structure."""
+    if isinstance(obj, dict):
+        return sum(_input_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_input_bytes(v) for v in obj)
+    return int(np.asarray(obj).nbytes)
+
+
+def measure_bandwidth(min_time: float, repeats: int, mib: int = 256) -> tuple[float, Result]:
+    """Single-thread copy bandwidth in bytes/s (``np.copyto`` of ``mib`` MiB; read+written)."""
+    src = np.ones(mib << 20, np.uint8)
+    dst = np.zeros_like(src)
+    res = measure("memory bandwidth (np.copyto, 1 thread)", f"np.copyto {mib} MiB",
+                  lambda: np.copyto(dst, src), 1, min_time=min_time, repeats=repeats)
+    bandwidth = 2.0 * src.nbytes / (res.us_per_item * 1e-6)
+    res.extra["GB_per_s"] = round(bandwidth / 1e9, 3)
+    res.extra["bytes_read_plus_written"] = 2 * src.nbytes
+    return bandwidth, res
+
+
+def _warn(message: str) -> None:
+    print(f"WARNING {message}", file=sys.stderr)
+
+
+def _check(ref: np.ndarray, got: np.ndarray) -> bool:
+    return bool(got.shape == ref.shape and got.dtype == ref.dtype and np.array_equal(got, ref))
+
+
+def run_case(case: BenchCase, batch: int, threads: Sequence[int], min_time: float,
+             repeats: int) -> list[Result]:
+    """Every method of ``case`` at ``batch``, interleaved in one place and time."""
+    prep, obs = case.prep, case.inputs(batch)
+    name = case.name
+    kw: dict[str, Any] = {"min_time": min_time, "repeats": repeats}
+    results: list[Result] = []
+    note = {"note": case.note} if case.note else {}
+
+    rlblocks.set_num_threads(1)
+    expected = prep.transform_batch(obs)
+    single = case.observations[0]
+    for t in threads:
+        rlblocks.set_num_threads(t)
+        results.append(measure(name, f"rlblocks t={t}", lambda: prep.transform_batch(obs), batch,
+                               batch=batch, threads=t, **kw, **note))
+    rlblocks.set_num_threads(1)
+    if batch == 1 and case.form == "list":
+        if not _check(expected[0], prep.transform(single)):
+            _warn(f"{name}: rlblocks transform differs from transform_batch")
+        results.append(measure(name, "rlblocks transform", lambda: prep.transform(single), 1,
+                               batch=1, threads=1, **kw))
+
+    reference = _with_reference(lambda: prep.transform_batch(obs))
+    ref_ok = _check(expected, reference())
+    if not ref_ok:
+        _warn(f"{name} B={batch}: the numpy reference differs from rlblocks")
+    results.append(measure(name, "numpy reference", reference, batch, batch=batch,
+                           matches_rlblocks=ref_ok, **kw))
+    if batch == 1 and case.form == "list":
+        ref_single = _with_reference(lambda: prep.transform(single))
+        results.append(measure(name, "numpy reference transform", ref_single, 1, batch=1,
+                               matches_rlblocks=_check(expected[0], ref_single()), **kw))
+
+    timed: list[Result] = []
+    for variant, fn in case.variants.items():
+        got = fn(obs)
+        assert _check(expected, got), f"{name} B={batch}: hand-written {variant!r} != rlblocks"
+        timed.append(measure(name, "numpy hand-written", lambda fn=fn: fn(obs), batch,
+                             batch=batch, variant=variant, **kw))
+    best = min(timed, key=lambda r: r.us_per_item)
+    best.extra["variants_us_per_item"] = {
+        r.extra["variant"]: round(r.us_per_item, 4) for r in timed
+    }
+    results.append(best)
+
+    if case.gymnasium and case.form == "list":
+        gym_ok = _check(expected, _gym_flatten_loop(case.space, obs))
+        results.append(measure(name, "gymnasium flatten loop",
+                               lambda: _gym_flatten_loop(case.space, obs), batch, batch=batch,
+                               matches_rlblocks=gym_ok, **kw))
+    return results
+
+
+def bound_row(case: BenchCase, batch: int, bandwidth: float, results: list[Result]) -> Result:
+    """(bytes in + bytes out per item) / bandwidth, with rlblocks' time / bound in ``extra``."""
+    bytes_in = _input_bytes(case.inputs(batch)) / batch
+    bytes_out = case.prep.size * 4
+    us = (bytes_in + bytes_out) / bandwidth * 1e6
+    extra: dict[str, Any] = {"bytes_in_per_item": bytes_in, "bytes_out_per_item": bytes_out,
+                             "bandwidth_GB_per_s": round(bandwidth / 1e9, 3)}
+    for r in results:
+        if r.case == case.name and r.batch == batch and r.method.startswith("rlblocks t="):
+            extra[f"{r.method.replace(' ', '_')}_over_bound"] = round(r.us_per_item / us, 3)
+    return Result(case.name, BOUND_METHOD, us, 1e6 / us, batch, 1, extra)
+
+
+def run(keys: Sequence[str], batches: Sequence[int], threads: Sequence[int], min_time: float,
+        repeats: int, progress: bool = True) -> list[Result]:
+    """Measures every case; returns the rows (bandwidth row first when a bound is needed)."""
+    cases = build_cases(keys, max(batches))
+    rows: list[Result] = []
+    bandwidth = None
+    if 1024 in batches and any(c.bound for c in cases):
+        bandwidth, bw_row = measure_bandwidth(min_time, repeats)
+        rows.append(bw_row)
+    old_threads = rlblocks.get_num_threads()
+    try:
+        for case in cases:
+            for batch in batches:
+                if progress:
+                    print(f"  measuring {case.name} B={batch} ...", file=sys.stderr, flush=True)
+                case_rows = run_case(case, batch, threads, min_time, repeats)
+                rows.extend(case_rows)
+                if case.bound and batch == 1024 and bandwidth is not None:
+                    rows.append(bound_row(case, batch, bandwidth, case_rows))
+    finally:
+        rlblocks.set_num_threads(old_threads)
+        _impl.use_numpy_reference(False)
+    return rows
+
+
+# ------------------------------------------------------------------ report
+
+
+def _find(rows: list[Result], case: str, batch: int, method: str) -> Result | None:
+    return next((r for r in rows if r.case == case and r.batch == batch and r.method == method),
+                None)
+
+
+def _best_numpy(rows: list[Result], case: str, batch: int) -> Result | None:
+    cands = [r for r in rows if r.case == case and r.batch == batch and r.method in NUMPY_METHODS]
+    return min(cands, key=lambda r: r.us_per_item) if cands else None
+
+
+def summary(rows: list[Result]) -> list[str]:
+    """The issue's target checks, computed from ``rows`` (printed only, never asserted)."""
+    lines: list[str] = []
+    ours = sorted({r.method for r in rows if r.method.startswith("rlblocks t=")})
+
+    def mark(ok: bool) -> str:
+        return "met" if ok else "NOT met"
+
+    for case in ("nested Dict list", "Repeated(Dict) len~U(0,32) list"):
+        best = _best_numpy(rows, case, 64)
+        if best is None:
+            continue
+        parts = []
+        for m in ours:
+            r = _find(rows, case, 64, m)
+            if r is not None:
+                x = best.us_per_item / r.us_per_item
+                parts.append(f"{m.split()[-1]} {x:.1f}x ({r.us_per_item:.3f} us) [{mark(x >= 5)}]")
+        lines.append(f"{case} B=64: " + ", ".join(parts) + f" vs best numpy ({best.method}, "
+                     f"{best.us_per_item:.3f} us) (target >= 5x)")
+    r = _find(rows, "nested Dict list", 1, "rlblocks transform")
+    if r is not None:
+        alts = [o for o in rows
+                if o.case == r.case and o.batch == 1 and not o.method.startswith("rlblocks")]
+        best_alt = min(alts, key=lambda o: o.us_per_item) if alts else None
+        vs = (f"; {best_alt.us_per_item / r.us_per_item:.1f}x vs {best_alt.method} "
+              f"({best_alt.us_per_item:.2f} us)") if best_alt else ""
+        lines.append(f"nested Dict transform (one observation): {r.us_per_item:.2f} us "
+                     f"[{mark(r.us_per_item <= 1.5)}] (target <= 1.5 us; RLlib ~30 us){vs}")
+    for r in rows:
+        if r.method != BOUND_METHOD:
+            continue
+        parts = []
+        for m in ours:
+            o = _find(rows, r.case, r.batch, m)
+            if o is not None:
+                x = o.us_per_item / r.us_per_item
+                parts.append(f"{m.split()[-1]} {o.us_per_item:.4f} us = {x:.2f}x bound "
+                             f"[{mark(x <= 2)}]")
+        lines.append(f"{r.case} B={r.batch}: " + ", ".join(parts) +
+                     f" (bound {r.us_per_item:.4f} us; target <= 2x)")
+    ratios = [r for r in rows if r.ratio is not None]
+    if ratios:
+        lo = min(ratios, key=lambda r: r.ratio or 0.0)
+        lines.append(f"lowest ratio vs best alternative: {lo.ratio:.2f}x ({lo.case}, B={lo.batch}, "
+                     f"{lo.method})")
+    return lines
+
+
+def report_rows(rows: list[Result], json_path: str | None = None) -> None:
+    """Ratios (the bound row is not an alternative), JSON lines, table, target summary."""
+    add_ratios([r for r in rows if r.method != BOUND_METHOD])
+    emit_json(rows, sys.stdout)  # the stream as it is now (the default is bound at import)
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as fh:
+            emit_json(rows, fh)
+    print(format_table(rows))
+    print("\n== target checks (printed, not asserted) ==")
+    for line in summary(rows):
+        print(line)
+
+
+def _int_list(text: str) -> list[int]:
+    return [int(v) for v in text.split(",") if v]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Command line: ``[--quick] [--json FILE]`` (plus ``--cases``/``--batches``/... for
+    smoke tests and focused runs)."""
+    parser = argparse.ArgumentParser(prog="bench_preprocessors",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short run (< 60 s)")
+    parser.add_argument("--json", metavar="FILE", help="also write the JSON lines to FILE")
+    parser.add_argument("--cases", default=",".join(CASE_KEYS),
+                        help=f"comma-separated subset of {','.join(CASE_KEYS)}")
+    parser.add_argument("--batches", type=_int_list, default=[1, 64, 1024], help="e.g. 1,64,1024")
+    parser.add_argument("--threads", type=_int_list, default=[1, 2], help="e.g. 1,2")
+    parser.add_argument("--min-time", type=float, default=None, help="seconds per measurement")
+    args = parser.parse_args(argv)
+    keys = [k for k in args.cases.split(",") if k]
+    for k in keys:
+        if k not in CASE_KEYS:
+            parser.error(f"unknown case {k!r}; choose from {','.join(CASE_KEYS)}")
+    min_time = args.min_time if args.min_time is not None else (0.03 if args.quick else 0.15)
+    repeats = 3 if args.quick else 5
+    t0 = time.perf_counter()
+    rows = run(keys, args.batches, args.threads, min_time, repeats)
+    report_rows(rows, args.json)
+    meta = {"numpy": np.__version__, "gymnasium": gym.__version__, "rlblocks": rlblocks.__version__,
+            "min_time": min_time, "repeats": repeats, "seconds": round(time.perf_counter() - t0, 1)}
+    print(f"run: {json.dumps(meta)}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

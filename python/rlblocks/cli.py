@@ -1,0 +1,63 @@
+"""The ``rlblocks`` command line: ``rlblocks bench [NAME ...] [--quick]``.
+
+Examples:
+    >>> main(["bench", "no-such-benchmark"])  # the error goes to stderr
+    2
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from collections.abc import Sequence
+
+# Benchmark name -> module in rlblocks.benchmarking (each has main(argv) -> None).
+BENCHMARKS = {
+    "preprocessors": "rlblocks.benchmarking.preprocessors",
+    "atari": "rlblocks.benchmarking.atari",
+    "filters": "rlblocks.benchmarking.filters",
+    "sequences": "rlblocks.benchmarking.sequences",
+    "distributions": "rlblocks.benchmarking.distributions",
+    "models": "rlblocks.benchmarking.models",
+}
+
+
+def _available(name: str) -> bool:
+    return importlib.util.find_spec(BENCHMARKS[name]) is not None
+
+
+def _bench(args: argparse.Namespace) -> int:
+    names = [n for n in BENCHMARKS if _available(n)]
+    if args.list:
+        print("\n".join(names))
+        return 0
+    chosen = args.names or ["preprocessors"]
+    if chosen == ["all"]:
+        chosen = names
+    unknown = [n for n in chosen if n not in BENCHMARKS or not _available(n)]
+    if unknown:
+        print(f"rlblocks bench: unknown benchmark(s) {unknown}; available: {names} or 'all'", file=sys.stderr)
+        return 2
+    for name in chosen:
+        print(f"== rlblocks bench {name} ==", flush=True)
+        module = importlib.import_module(BENCHMARKS[name])
+        module.main(["--quick"] if args.quick else [])
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="rlblocks", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    bench = sub.add_parser("bench", help="run benchmarks (JSON lines + a table)")
+    bench.add_argument("names", nargs="*", help="benchmarks to run (default: preprocessors; 'all')")
+    bench.add_argument("--quick", action="store_true", help="fewer cases and repeats")
+    bench.add_argument("--list", action="store_true", help="list the available benchmarks")
+    bench.set_defaults(func=_bench)
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

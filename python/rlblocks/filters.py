@@ -1,0 +1,607 @@
+"""Observation filters: running mean/std normalisation with RLlib's semantics (C++ core).
+
+``MeanStdFilter`` keeps two :class:`RunningStat` objects, ``running_stats`` (everything this
+filter has seen or merged) and ``buffer`` (what it has seen since the last
+``reset_buffer()``), exactly like RLlib, and supports RLlib's distributed sync protocol:
+
+* each worker: ``snapshot = f.as_serializable(); f.reset_buffer()``;
+* the driver: ``local.apply_changes(snapshot, with_buffer=False)`` for every worker;
+* each worker: ``f.sync(local.as_serializable())``.
+
+Afterwards every filter's stats equal one stat over all samples (to about 1e-15 relative:
+the merge is Chan's exact parallel formula).
+
+Differences from RLlib (DESIGN departure 14):
+
+* ``__call__`` accepts one observation ``shape`` or a batch ``(B, *shape)`` and always returns
+  float32 (RLlib raises on batches and casts back to the input dtype, which truncates int
+  input). A batch is pushed as a whole and then normalised with the stats *after the whole
+  batch*, so row 0 of a batch is normalised with statistics that include rows 1..B-1. The
+  stats equal pushing the rows one at a time (to about 1e-15 relative).
+* NaN/inf, a wrong shape or a non-numeric input raise ``ValueError`` and update nothing.
+* ``shape`` is a tuple (RLlib stores ``np.array(shape)``).
+* ``state_dict()`` / ``load_state_dict()`` for checkpoints, and pickling.
+
+Everything else matches RLlib: update-then-normalise (so the first output is 0),
+``std`` from the unbiased float32 variance, ``x / (std + 1e-6)``, clipping when ``clip`` is
+truthy, ``get_filter("MeanStdFilter", shape)`` without clipping, and ``apply_changes``
+double-counting a buffer applied twice.
+
+``RLBLOCKS_IMPL=numpy`` (or :func:`rlblocks._impl.use_numpy_reference`) makes new stats and
+filters use the numpy twin in :mod:`rlblocks._reference.filters`.
+
+Examples:
+    >>> import numpy as np
+    >>> from rlblocks.filters import MeanStdFilter
+    >>> f = MeanStdFilter((2,))
+    >>> f(np.array([1.0, 2.0]))  # the first observation normalises to 0
+    array([0., 0.], dtype=float32)
+    >>> f(np.array([[3.0, 2.0], [5.0, 2.0]])).round(3)  # a batch: mean 3, std 2 after it
+    array([[0., 0.],
+           [1., 0.]], dtype=float32)
+    >>> f.running_stats.n
+    3
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from rlblocks import _core, _impl
+from rlblocks._reference import filters as _ref
+
+__all__ = [
+    "ConcurrentMeanStdFilter",
+    "Filter",
+    "MeanStdFilter",
+    "NoFilter",
+    "RunningStat",
+    "get_filter",
+]
+
+ShapeLike = int | Sequence[int]
+
+
+def _backend_stat(shape: tuple[int, ...], native: bool) -> Any:
+    return _core.RunningStat(shape) if native else _ref.RunningStat(shape)
+
+
+def _normalise_shape(shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, bool):
+        raise ValueError(f"shape: expected an int or a tuple of ints, got {shape!r}")
+    if hasattr(shape, "__index__"):
+        shape = (int(shape),)
+    if shape is None or isinstance(shape, (dict, str, bytes)) or not hasattr(shape, "__iter__"):
+        raise ValueError(f"shape: expected an int or a tuple of non-negative ints, got {shape!r}")
+    return _ref.parse_shape(tuple(shape))
+
+
+class RunningStat:
+    """Running mean and variance of observations of a fixed shape (float64 state).
+
+    Welford for one observation, two-pass moments plus Chan's merge for a batch, and RLlib's
+    ``update(other)`` which merges ``other``'s pushes since it was created (its "delta"
+    state). All operations are exact to rounding: merged stats equal one stat that saw every
+    sample. ``var`` is the unbiased ``S / (n - 1)`` as float32 (0 while ``n <= 1``) and
+    ``std = sqrt(max(0, var))`` in float32, as in RLlib.
+
+    With the C++ backend every method is atomic (an internal mutex), so sharing one stat
+    between threads never corrupts it.
+
+    Args:
+        shape: Shape of one observation (an int means a 1-d shape).
+
+    Examples:
+        >>> import numpy as np
+        >>> s = RunningStat((2,))
+        >>> s.push(np.array([1.0, 10.0]))
+        >>> s.push_batch(np.array([[3.0, 10.0], [5.0, 10.0]]))
+        >>> s.n, s.mean.tolist(), s.var.tolist(), s.std.tolist()
+        (3, [3.0, 10.0], [4.0, 0.0], [2.0, 0.0])
+    """
+
+    __slots__ = ("_stat",)
+
+    def __init__(self, shape: ShapeLike = ()) -> None:
+        self._stat = _backend_stat(_normalise_shape(shape), _impl.native())
+
+    @classmethod
+    def _wrap(cls, backend: Any) -> RunningStat:
+        obj = cls.__new__(cls)
+        obj._stat = backend
+        return obj
+
+    @classmethod
+    def from_state(cls, shape: ShapeLike, state: dict[str, Any]) -> RunningStat:
+        """A stat of ``shape`` holding ``state`` (as returned by :meth:`state`)."""
+        stat = cls(shape)
+        stat.set_state(state)
+        return stat
+
+    @property
+    def native(self) -> bool:
+        """Whether this stat runs on the C++ core (else the numpy twin)."""
+        return isinstance(self._stat, _core.RunningStat)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of one observation."""
+        return tuple(self._stat.shape)
+
+    @property
+    def n(self) -> int:
+        """Number of observations (RLlib's ``num_pushes``)."""
+        return int(self._stat.n)
+
+    num_pushes = n
+
+    @property
+    def n_delta(self) -> int:
+        """Observations pushed into this stat itself (RLlib's ``num_pushes_delta``)."""
+        return int(self._stat.n_delta)
+
+    @property
+    def mean(self) -> np.ndarray:
+        """Running mean (float64 copy)."""
+        return self._stat.mean
+
+    @property
+    def var(self) -> np.ndarray:
+        """Unbiased variance as float32 (zeros while ``n <= 1``)."""
+        return self._stat.var
+
+    @property
+    def std(self) -> np.ndarray:
+        """``sqrt(max(0, var))`` in float32."""
+        return self._stat.std
+
+    def push(self, x: Any) -> None:
+        """Adds one observation of shape ``self.shape``.
+
+        Raises:
+            ValueError: Wrong shape, non-numeric or non-finite values (nothing is updated).
+        """
+        self._stat.push(x)
+
+    def push_batch(self, x: Any) -> None:
+        """Adds a batch ``(B, *shape)``; the same stats as pushing its rows one by one.
+
+        Raises:
+            ValueError: Wrong shape, non-numeric or non-finite values (nothing is updated).
+        """
+        self._stat.push_batch(x)
+
+    def update(self, other: RunningStat) -> None:
+        """Merges what ``other`` saw since it was created (its delta state) into self.
+
+        Self's own delta state does not change, as in RLlib. Applying the same ``other``
+        twice counts its samples twice.
+
+        Raises:
+            ValueError: ``other`` has a different shape.
+        """
+        if not isinstance(other, RunningStat):
+            raise ValueError(f"update: expected a RunningStat, got {type(other).__name__}")
+        self._stat.update(other._converted(self.native))
+
+    def _converted(self, native: bool) -> Any:
+        """The backend object, converted (by state) when the other backend is wanted."""
+        if self.native == native:
+            return self._stat
+        twin = _backend_stat(self.shape, native)
+        twin.set_state(self._stat.get_state())
+        return twin
+
+    def _to_backend(self, native: bool) -> RunningStat:
+        if self.native == native:
+            return self
+        return RunningStat._wrap(self._converted(native))
+
+    def copy(self) -> RunningStat:
+        """An independent copy (same backend)."""
+        return RunningStat._wrap(self._stat.copy())
+
+    def state(self) -> dict[str, Any]:
+        """RLlib's six fields: ``num_pushes``, ``num_pushes_delta``, ``mean_array``,
+        ``mean_delta_array``, ``sum_sq_diff_array``, ``sum_sq_diff_delta_array``."""
+        return self._stat.get_state()
+
+    to_state = state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Loads :meth:`state` output; ValueError (nothing changed) if it does not fit."""
+        if not isinstance(state, dict):
+            raise ValueError(f"state: expected a dict, got {type(state).__name__}")
+        self._stat.set_state(state)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"shape": self.shape, "native": self.native, "state": self.state()}
+
+    def __setstate__(self, d: dict[str, Any]) -> None:
+        self._stat = _backend_stat(tuple(d["shape"]), bool(d["native"]))
+        self._stat.set_state(d["state"])
+
+    def __repr__(self) -> str:
+        return f"RunningStat(shape={self.shape}, n={self.n})"
+
+
+class Filter(Protocol):
+    """What every observation filter provides (RLlib's ``Filter`` interface)."""
+
+    is_concurrent: bool
+
+    def __call__(self, x: Any, update: bool = True) -> Any: ...
+
+    def apply_changes(self, other: Any, with_buffer: bool = False) -> None: ...
+
+    def copy(self) -> Any: ...
+
+    def sync(self, other: Any) -> None: ...
+
+    def reset_buffer(self) -> None: ...
+
+    def as_serializable(self) -> Any: ...
+
+
+class NoFilter:
+    """The identity filter.
+
+    Arrays, dicts and tuples pass through unchanged; anything else becomes ``np.asarray(x)``.
+
+    Examples:
+        >>> NoFilter()([1, 2])
+        array([1, 2])
+    """
+
+    is_concurrent = True
+
+    def __call__(self, x: Any, update: bool = True) -> Any:
+        if isinstance(x, (np.ndarray, dict, tuple)):
+            return x
+        return np.asarray(x)
+
+    def apply_changes(self, other: Any, with_buffer: bool = False) -> None:
+        """Nothing to merge."""
+
+    def copy(self) -> NoFilter:
+        return self
+
+    def sync(self, other: Any) -> None:
+        """Nothing to sync."""
+
+    def reset_buffer(self) -> None:
+        """No buffer."""
+
+    def as_serializable(self) -> NoFilter:
+        return self
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Nothing to load."""
+
+    def __repr__(self) -> str:
+        return "NoFilter()"
+
+
+class MeanStdFilter:
+    """Normalises observations by a running mean and std (RLlib's ``MeanStdFilter``).
+
+    ``__call__`` first pushes the observation(s) into ``running_stats`` and ``buffer`` (when
+    ``update``), then returns ``clip((x - mean) / (std + 1e-6), -clip, clip)`` as float32,
+    where ``mean`` is skipped if not ``demean``, the division if not ``destd``, and the
+    clipping if ``clip`` is ``None`` or 0.
+
+    Not thread-safe as a whole (use :class:`ConcurrentMeanStdFilter` to share one filter
+    between threads); with the C++ backend each stat stays consistent regardless.
+
+    Args:
+        shape: Shape of one observation (an int means a 1-d shape).
+        demean: Subtract the running mean.
+        destd: Divide by the running std (+ 1e-6).
+        clip: Clip the result to ``[-clip, clip]``; ``None`` or 0 disables clipping.
+
+    Raises:
+        ValueError: A shape that is not an int/tuple of ints, or a negative / NaN clip.
+
+    Examples:
+        >>> import numpy as np
+        >>> f = MeanStdFilter((3,), clip=1.0)
+        >>> _ = f(np.zeros((4, 3)))
+        >>> f(np.array([10.0, 0.0, -10.0]))  # clipped to [-1, 1]
+        array([ 1.,  0., -1.], dtype=float32)
+        >>> g = f.copy(); g.running_stats.n
+        5
+    """
+
+    is_concurrent = False
+
+    def __init__(
+        self,
+        shape: ShapeLike,
+        demean: bool = True,
+        destd: bool = True,
+        clip: float | None = 10.0,
+    ) -> None:
+        self.shape: tuple[int, ...] = _normalise_shape(shape)
+        self.demean = bool(demean)
+        self.destd = bool(destd)
+        self.clip = self._checked_clip(clip)
+        self._native = _impl.native()
+        self._running = RunningStat._wrap(_backend_stat(self.shape, self._native))
+        self._buffer = RunningStat._wrap(_backend_stat(self.shape, self._native))
+
+    @staticmethod
+    def _checked_clip(clip: Any) -> float | None:
+        if clip is None:
+            return None
+        if isinstance(clip, bool) or not isinstance(clip, (int, float, np.integer, np.floating)):
+            raise ValueError(f"clip: expected a positive number, 0 or None, got {clip!r}")
+        value = float(clip)
+        if math.isnan(value) or value < 0:
+            raise ValueError(f"clip: expected a positive number, 0 or None, got {clip!r}")
+        return value
+
+    def _clip_bound(self) -> float:
+        return self.clip if self.clip else math.inf
+
+    @property
+    def running_stats(self) -> RunningStat:
+        """Everything this filter has seen or merged."""
+        return self._running
+
+    @running_stats.setter
+    def running_stats(self, stat: RunningStat) -> None:
+        self._running = self._adopt(stat, "running_stats")
+
+    @property
+    def buffer(self) -> RunningStat:
+        """What this filter has seen since the last :meth:`reset_buffer`."""
+        return self._buffer
+
+    @buffer.setter
+    def buffer(self, stat: RunningStat) -> None:
+        self._buffer = self._adopt(stat, "buffer")
+
+    def _adopt(self, stat: Any, name: str) -> RunningStat:
+        if not isinstance(stat, RunningStat):
+            raise ValueError(f"{name}: expected a RunningStat, got {type(stat).__name__}")
+        if stat.shape != self.shape:
+            raise ValueError(f"{name}: shape {stat.shape} differs from the filter's {self.shape}")
+        return stat._to_backend(self._native)
+
+    def __call__(self, x: Any, update: bool = True, out: np.ndarray | None = None) -> Any:
+        """Normalises one observation or a batch ``(B, *shape)``; returns float32.
+
+        Args:
+            x: One observation of ``self.shape`` or a batch of them.
+            update: Push ``x`` into the stats first (RLlib's update-then-normalise).
+            out: Optional float32 C-contiguous array of ``x``'s shape to write into (may be
+                ``x`` itself when ``x`` is a float32 array).
+
+        Returns:
+            float32 array of ``x``'s shape (a numpy float32 scalar for shape ``()``).
+
+        Raises:
+            ValueError: Wrong shape, non-numeric or NaN/inf values, or a bad ``out``; the
+                stats and ``out`` are then unchanged.
+        """
+        fn = _core.mean_std_filter if self._native else _ref.mean_std_filter
+        result = fn(
+            self._running._stat,
+            self._buffer._stat,
+            x,
+            bool(update),
+            self.demean,
+            self.destd,
+            self._clip_bound(),
+            out,
+        )
+        if result.ndim == 0 and out is None:
+            return result[()]
+        return result
+
+    def apply_changes(self, other: MeanStdFilter, with_buffer: bool = False) -> None:
+        """Merges ``other.buffer`` into ``running_stats`` (RLlib semantics).
+
+        With ``with_buffer`` this filter's buffer becomes a copy of ``other.buffer``.
+        Applying the same ``other`` twice counts its buffer twice, as RLlib documents.
+
+        Examples:
+            >>> a, b = MeanStdFilter(()), MeanStdFilter(())
+            >>> _ = a(1.0); _ = b(2.0)
+            >>> a.apply_changes(b); a.running_stats.n, float(a.running_stats.mean)
+            (2, 1.5)
+        """
+        self._check_other(other)
+        self._running.update(other.buffer)
+        if with_buffer:
+            self.buffer = other.buffer.copy()
+
+    def _check_other(self, other: Any) -> None:
+        if not isinstance(other, MeanStdFilter):
+            raise ValueError(f"expected a MeanStdFilter, got {type(other).__name__}")
+        if other.shape != self.shape:
+            raise ValueError(f"other filter has shape {other.shape}, this one {self.shape}")
+
+    def copy(self) -> MeanStdFilter:
+        """A new filter (same class and backend) holding copies of these stats."""
+        other = type(self).__new__(type(self))
+        other._init_copy_of(self)
+        return other
+
+    def _init_copy_of(self, src: MeanStdFilter) -> None:
+        self.shape = src.shape
+        self.demean, self.destd, self.clip = src.demean, src.destd, src.clip
+        self._native = src._native
+        self._running = src._running.copy()
+        self._buffer = src._buffer.copy()
+
+    def as_serializable(self) -> MeanStdFilter:
+        """A copy to send to another process (RLlib's ``as_serializable``); picklable."""
+        return self.copy()
+
+    def sync(self, other: MeanStdFilter) -> None:
+        """Takes ``other``'s settings, running stats and buffer (copies)."""
+        self._check_other(other)
+        self.demean, self.destd, self.clip = other.demean, other.destd, other.clip
+        self.running_stats = other.running_stats.copy()
+        self.buffer = other.buffer.copy()
+
+    def reset_buffer(self) -> None:
+        """Starts a fresh, empty buffer."""
+        self._buffer = RunningStat._wrap(_backend_stat(self.shape, self._native))
+
+    clear_buffer = reset_buffer
+
+    def state_dict(self) -> dict[str, Any]:
+        """Settings and both stats, for checkpoints (numpy arrays and ints)."""
+        return {
+            "shape": list(self.shape),
+            "demean": self.demean,
+            "destd": self.destd,
+            "clip": self.clip,
+            "running_stats": self._running.state(),
+            "buffer": self._buffer.state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Loads :meth:`state_dict` output of a filter with the same shape.
+
+        Raises:
+            ValueError: Missing keys, another shape, or invalid stats (nothing is changed).
+        """
+        if not isinstance(state, dict):
+            raise ValueError(f"state: expected a dict, got {type(state).__name__}")
+        missing = [k for k in ("shape", "demean", "destd", "clip", "running_stats", "buffer")
+                   if k not in state]
+        if missing:
+            raise ValueError(f"state: missing keys {missing}")
+        if _normalise_shape(state["shape"]) != self.shape:
+            raise ValueError(f"state: shape {tuple(state['shape'])} differs from {self.shape}")
+        clip = self._checked_clip(state["clip"])
+        running = RunningStat._wrap(_backend_stat(self.shape, self._native))
+        buffer = RunningStat._wrap(_backend_stat(self.shape, self._native))
+        running.set_state(state["running_stats"])
+        buffer.set_state(state["buffer"])
+        self.demean, self.destd, self.clip = bool(state["demean"]), bool(state["destd"]), clip
+        self._running, self._buffer = running, buffer
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"native": self._native, **self.state_dict()}
+
+    def __setstate__(self, d: dict[str, Any]) -> None:
+        self.shape = tuple(d["shape"])
+        self._native = bool(d["native"])
+        self.load_state_dict(d)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(shape={self.shape}, demean={self.demean}, "
+                f"destd={self.destd}, clip={self.clip}, n={self._running.n})")
+
+
+class ConcurrentMeanStdFilter(MeanStdFilter):
+    """A :class:`MeanStdFilter` whose every method runs under one re-entrant lock.
+
+    Examples:
+        >>> import numpy as np
+        >>> f = ConcurrentMeanStdFilter((2,))
+        >>> f(np.ones((3, 2))).tolist()
+        [[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]]
+    """
+
+    is_concurrent = True
+
+    def __init__(
+        self,
+        shape: ShapeLike,
+        demean: bool = True,
+        destd: bool = True,
+        clip: float | None = 10.0,
+    ) -> None:
+        super().__init__(shape, demean, destd, clip)
+        self._lock = threading.RLock()
+
+    def _init_copy_of(self, src: MeanStdFilter) -> None:
+        self._lock = threading.RLock()
+        with src._lock if isinstance(src, ConcurrentMeanStdFilter) else _NULL_LOCK:
+            super()._init_copy_of(src)
+
+    def __call__(self, x: Any, update: bool = True, out: np.ndarray | None = None) -> Any:
+        with self._lock:
+            return super().__call__(x, update, out)
+
+    def apply_changes(self, other: MeanStdFilter, with_buffer: bool = False) -> None:
+        with self._lock:
+            super().apply_changes(other, with_buffer)
+
+    def sync(self, other: MeanStdFilter) -> None:
+        with self._lock:
+            super().sync(other)
+
+    def reset_buffer(self) -> None:
+        with self._lock:
+            super().reset_buffer()
+
+    clear_buffer = reset_buffer
+
+    def state_dict(self) -> dict[str, Any]:
+        with self._lock:
+            return super().state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        with self._lock:
+            super().load_state_dict(state)
+
+    def __setstate__(self, d: dict[str, Any]) -> None:
+        self._lock = threading.RLock()
+        super().__setstate__(d)
+
+
+class _NullLock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NULL_LOCK = _NullLock()
+
+
+def get_filter(
+    filter_config: str | Callable[[Any], Any], shape: ShapeLike
+) -> Any:
+    """The filter named by ``filter_config`` (RLlib's ``get_filter``).
+
+    ``"MeanStdFilter"`` and ``"ConcurrentMeanStdFilter"`` give filters *without clipping*
+    (``clip=None``, as RLlib); ``"NoFilter"`` the identity; a callable is called with
+    ``shape``.
+
+    Raises:
+        ValueError: An unknown name.
+
+    Examples:
+        >>> get_filter("MeanStdFilter", (4,)).clip is None
+        True
+        >>> get_filter("NoFilter", (4,))
+        NoFilter()
+    """
+    if filter_config == "MeanStdFilter":
+        return MeanStdFilter(shape, clip=None)
+    if filter_config == "ConcurrentMeanStdFilter":
+        return ConcurrentMeanStdFilter(shape, clip=None)
+    if filter_config == "NoFilter":
+        return NoFilter()
+    if callable(filter_config):
+        return filter_config(shape)
+    raise ValueError(
+        f"Unknown observation_filter: {filter_config!r}; expected 'MeanStdFilter', "
+        "'ConcurrentMeanStdFilter', 'NoFilter' or a callable taking the shape"
+    )

@@ -1,0 +1,320 @@
+"""Batched image kernels for Atari-style pipelines (C++ core, numpy twin).
+
+Every function takes one frame ``(H, W, C)`` or a batch ``(B, H, W, C)`` and returns the
+same rank; ``out=`` receives the result in place (it must have exactly the result's shape
+and dtype, be C-contiguous and writeable, and not overlap the input). Batches run with the
+GIL released, split over ``rlblocks.set_num_threads`` workers. ``rlblocks._impl.native()``
+switches to the pure-numpy twins in ``rlblocks._reference.image`` (bit-identical results).
+
+Results are within +-1 of OpenCV: ``gray_resize`` of ``cv2.resize(cv2.cvtColor(f,
+COLOR_RGB2GRAY), size, interpolation=INTER_AREA)``, ``resize`` of ``cv2.resize(f, size,
+interpolation=INTER_AREA)`` (float32: within float rounding), ``rgb_to_gray`` equals
+``cv2.cvtColor`` exactly. Sizes are ``(height, width)`` (OpenCV's dsize is ``(width,
+height)``).
+
+Examples:
+    >>> import numpy as np
+    >>> from rlblocks import image
+    >>> frames = np.zeros((8, 210, 160, 3), dtype=np.uint8)
+    >>> image.gray_resize(frames, 84).shape
+    (8, 84, 84, 1)
+    >>> image.resize(frames[0], (105, 80)).shape
+    (105, 80, 3)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from rlblocks import _core, _impl
+from rlblocks._reference import image as _ref
+
+__all__ = ["crop", "generic_pixel", "gray_resize", "max_last_two", "resize", "rgb_to_gray"]
+
+Size = int | tuple[int, int] | Sequence[int]
+
+
+def _size(size: Size, fn: str) -> tuple[int, int]:
+    if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
+        h = w = int(size)
+    else:
+        try:
+            h, w = (int(v) for v in size)  # type: ignore[union-attr]
+        except (TypeError, ValueError):
+            raise ValueError(f"{fn}: size must be an int or a (height, width) pair, "
+                             f"got {size!r}") from None
+    if h < 1 or w < 1:
+        raise ValueError(f"{fn}: size must be >= 1 in both dimensions, got ({h}, {w})")
+    return h, w
+
+
+def _frames(frames: object, fn: str, *, floats: bool, channels: int | None = None,
+            min_height: int = 1) -> tuple[np.ndarray, bool]:
+    """Validates and converts input to a batch ``(B, H, W, C)``; returns it and whether the
+    input was a single frame. uint8 passes through; other integer arrays are accepted when
+    every value is in [0, 255]; floats become float32 when ``floats`` is allowed."""
+    a = frames if isinstance(frames, np.ndarray) else np.asarray(frames)
+    allowed = "uint8 or float" if floats else "uint8"
+    if a.ndim not in (3, 4):
+        raise ValueError(f"{fn}: frames must have shape (H, W, C) or (B, H, W, C), "
+                         f"got shape {a.shape}")
+    single = a.ndim == 3
+    if single:
+        a = a[None]
+    if a.shape[1] < min_height or a.shape[2] < 1 or a.shape[3] < 1:
+        raise ValueError(f"{fn}: frames need H >= {min_height}, W >= 1 and C >= 1, "
+                         f"got shape {a.shape[1:]}")
+    if channels is not None and a.shape[3] != channels:
+        raise ValueError(f"{fn}: frames must have {channels} channels (last axis), "
+                         f"got shape {a.shape[1:]}")
+    if a.dtype == np.uint8:
+        pass
+    elif np.issubdtype(a.dtype, np.integer):
+        if a.size and (a.min() < 0 or a.max() > 255):
+            bad = a.min() if a.min() < 0 else a.max()
+            raise ValueError(f"{fn}: integer frames must hold values in [0, 255], got {bad}")
+        a = a.astype(np.uint8)
+    elif floats and np.issubdtype(a.dtype, np.floating):
+        a = a.astype(np.float32, copy=False)
+    else:
+        raise ValueError(f"{fn}: frames must be {allowed}, got {a.dtype}")
+    item = a.itemsize
+    c, w = a.shape[3], a.shape[2]
+    rows_ok = (c == 1 or a.strides[3] == item) and (w == 1 or a.strides[2] == c * item)
+    if not rows_ok or a.strides[0] < 0 or a.strides[1] < 0:
+        a = np.ascontiguousarray(a)
+    return a, single
+
+
+def _out(out: np.ndarray | None, shape: tuple[int, ...], dtype: type, frames: np.ndarray,
+         single: bool, fn: str) -> np.ndarray:
+    """The batched output array: a new one, or a validated view of the caller's."""
+    want = shape[1:] if single else shape
+    if out is None:
+        return np.empty(shape, dtype=dtype)
+    if not isinstance(out, np.ndarray):
+        raise ValueError(f"{fn}: out must be a numpy array, got {type(out).__name__}")
+    if (out.dtype != dtype or out.shape != want or not out.flags.c_contiguous
+            or not out.flags.writeable):
+        raise ValueError(f"{fn}: out must be a writeable C-contiguous {np.dtype(dtype)} array "
+                         f"of shape {want}, got a {'' if out.flags.writeable else 'read-only '}"
+                         f"{'' if out.flags.c_contiguous else 'non-contiguous '}{out.dtype} "
+                         f"array of shape {out.shape}")
+    if np.may_share_memory(out, frames):
+        raise ValueError(f"{fn}: out must not overlap the input frames")
+    return out.reshape(shape)
+
+
+def _result(out: np.ndarray, single: bool) -> np.ndarray:
+    return out[0] if single else out
+
+
+def rgb_to_gray(frames: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Luminance of RGB uint8 frames, bit-identical to ``cv2.cvtColor(f, COLOR_RGB2GRAY)``.
+
+    Args:
+        frames: ``(H, W, 3)`` or ``(B, H, W, 3)`` uint8 (or integers in [0, 255]).
+        out: optional uint8 array of shape ``(..., H, W, 1)``.
+
+    Returns:
+        uint8 ``(..., H, W, 1)``.
+
+    Examples:
+        >>> import numpy as np
+        >>> rgb_to_gray(np.array([[[255, 0, 0], [0, 255, 0]]], dtype=np.uint8))[..., 0]
+        array([[ 76, 150]], dtype=uint8)
+    """
+    a, single = _frames(frames, "rgb_to_gray", floats=False, channels=3)
+    o = _out(out, (*a.shape[:3], 1), np.uint8, a, single, "rgb_to_gray")
+    if _impl.native():
+        _core.image_rgb_to_gray(a, o)
+    else:
+        _ref.rgb_to_gray(a, o)
+    return _result(o, single)
+
+
+def gray_resize(frames: np.ndarray, size: Size, out: np.ndarray | None = None) -> np.ndarray:
+    """Grayscale + INTER_AREA resize of RGB uint8 frames, fused in one pass.
+
+    Within +-1 of ``cv2.resize(cv2.cvtColor(f, COLOR_RGB2GRAY), (w, h), INTER_AREA)`` for
+    any size ratio (the luminance weights are folded into the resize, so the gray values are
+    not rounded in between).
+
+    Args:
+        frames: ``(H, W, 3)`` or ``(B, H, W, 3)`` uint8.
+        size: ``dim`` (square) or ``(height, width)``.
+        out: optional uint8 array of shape ``(..., height, width, 1)``.
+
+    Returns:
+        uint8 ``(..., height, width, 1)``.
+
+    Examples:
+        >>> import numpy as np
+        >>> frame = np.full((210, 160, 3), (10, 200, 30), dtype=np.uint8)
+        >>> gray_resize(frame, 84)[0, 0, 0]
+        np.uint8(124)
+    """
+    h, w = _size(size, "gray_resize")
+    a, single = _frames(frames, "gray_resize", floats=False, channels=3)
+    o = _out(out, (a.shape[0], h, w, 1), np.uint8, a, single, "gray_resize")
+    if _impl.native():
+        _core.image_resize(a, h, w, True, o)
+    else:
+        _ref.resize(a, h, w, True, o)
+    return _result(o, single)
+
+
+def resize(frames: np.ndarray, size: Size, out: np.ndarray | None = None) -> np.ndarray:
+    """INTER_AREA resize of uint8 or float frames (any channel count, any size ratio).
+
+    Args:
+        frames: ``(H, W, C)`` or ``(B, H, W, C)``, uint8 or float (floats become float32).
+        size: ``dim`` (square) or ``(height, width)``.
+        out: optional array of the result's shape and dtype (uint8 or float32).
+
+    Returns:
+        ``(..., height, width, C)``, uint8 for uint8 input, else float32.
+
+    Examples:
+        >>> import numpy as np
+        >>> x = np.arange(16, dtype=np.float32).reshape(4, 4, 1)
+        >>> resize(x, 2)[..., 0]
+        array([[ 2.5,  4.5],
+               [10.5, 12.5]], dtype=float32)
+    """
+    h, w = _size(size, "resize")
+    a, single = _frames(frames, "resize", floats=True)
+    o = _out(out, (a.shape[0], h, w, a.shape[3]), a.dtype.type, a, single, "resize")
+    if _impl.native():
+        _core.image_resize(a, h, w, False, o)
+    else:
+        _ref.resize(a, h, w, False, o)
+    return _result(o, single)
+
+
+def crop(frames: np.ndarray, top: int, left: int, height: int, width: int,
+         out: np.ndarray | None = None) -> np.ndarray:
+    """Copies the window ``[top:top+height, left:left+width]`` of every frame.
+
+    Args:
+        frames: ``(H, W, C)`` or ``(B, H, W, C)`` of any numeric dtype (kept).
+        top, left: the window's first row and column.
+        height, width: the window's size; it must lie inside the frame.
+        out: optional array of shape ``(..., height, width, C)`` and the frames' dtype.
+
+    Returns:
+        A contiguous copy of the window.
+
+    Examples:
+        >>> import numpy as np
+        >>> crop(np.arange(12, dtype=np.uint8).reshape(3, 4, 1), 1, 1, 2, 2)[..., 0]
+        array([[ 5,  6],
+               [ 9, 10]], dtype=uint8)
+    """
+    a = frames if isinstance(frames, np.ndarray) else np.asarray(frames)
+    if a.ndim not in (3, 4) or not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
+        raise ValueError(f"crop: frames must be a numeric array of shape (H, W, C) or "
+                         f"(B, H, W, C), got {a.dtype} array of shape {a.shape}")
+    single = a.ndim == 3
+    if single:
+        a = a[None]
+    top, left, height, width = int(top), int(left), int(height), int(width)
+    H, W = a.shape[1], a.shape[2]
+    if top < 0 or left < 0 or height < 1 or width < 1 or top + height > H or left + width > W:
+        raise ValueError(f"crop: window rows [{top}, {top + height}) x cols [{left}, "
+                         f"{left + width}) must be non-empty and inside the {H}x{W} frame")
+    item, c = a.itemsize, a.shape[3]
+    rows_ok = (c == 1 or a.strides[3] == item) and (W == 1 or a.strides[2] == c * item)
+    if not rows_ok or a.strides[0] < 0 or a.strides[1] < 0:
+        a = np.ascontiguousarray(a)
+    o = _out(out, (a.shape[0], height, width, c), a.dtype.type, a, single, "crop")
+    if _impl.native():
+        _core.image_crop(a, top, left, height, width, o)
+    else:
+        _ref.crop(a, top, left, height, width, o)
+    return _result(o, single)
+
+
+def max_last_two(frames: np.ndarray, axis: int = 0, out: np.ndarray | None = None) -> np.ndarray:
+    """Element-wise maximum of the last two entries of ``frames`` along ``axis``.
+
+    ``axis=0`` for one environment's buffer ``(T, H, W, C)``, ``axis=1`` for a batch
+    ``(B, T, H, W, C)``; the result drops that axis. MaxAndSkip's flicker removal.
+
+    Args:
+        frames: uint8 or float32 array with at least 2 entries along ``axis``.
+        axis: the time axis (negative values count from the end).
+        out: optional array of the result's shape and the frames' dtype.
+
+    Returns:
+        ``max(frames[..., -2, ...], frames[..., -1, ...])`` along ``axis``.
+
+    Examples:
+        >>> import numpy as np
+        >>> max_last_two(np.array([[9, 0], [1, 5], [3, 2]], dtype=np.uint8))
+        array([3, 5], dtype=uint8)
+    """
+    a = frames if isinstance(frames, np.ndarray) else np.asarray(frames)
+    if a.dtype not in (np.uint8, np.float32):
+        raise ValueError(f"max_last_two: frames must be uint8 or float32, got {a.dtype}")
+    if a.ndim < 1:
+        raise ValueError("max_last_two: frames must have at least one axis")
+    ax = int(axis)
+    if not -a.ndim <= ax < a.ndim:
+        raise ValueError(f"max_last_two: axis must be in [{-a.ndim}, {a.ndim}), got {axis}")
+    ax %= a.ndim
+    if a.shape[ax] < 2:
+        raise ValueError(f"max_last_two: frames need at least 2 entries along axis {ax}, "
+                         f"got shape {a.shape}")
+    a = np.ascontiguousarray(a)
+    shape = a.shape[:ax] + a.shape[ax + 1:]
+    o = _out(out, (1, *shape), a.dtype.type, a, True, "max_last_two")[0]
+    if _impl.native():
+        _core.image_max_last_two(a, ax, o)
+    else:
+        _ref.max_last_two(a, ax, o)
+    return o
+
+
+def generic_pixel(frames: np.ndarray, dim: int = 84, grayscale: bool = False,
+                  zero_mean: bool = True, out: np.ndarray | None = None) -> np.ndarray:
+    """RLlib's GenericPixelPreprocessor maths, with correct float results for every option.
+
+    Steps: crop rows ``25:-25``; INTER_AREA to 84x84 first when ``dim < 84``; INTER_AREA to
+    ``dim x dim`` (uint8 input is rounded to uint8 after each resize, like OpenCV; float
+    input stays float32); the unweighted channel mean when ``grayscale``; then
+    ``(x - 128) / 128`` if ``zero_mean`` else ``x / 255`` (as ``x * float32(1/255)``), in
+    float32. Unlike RLlib, uint8 RGB input neither wraps (``zero_mean``) nor raises.
+
+    Args:
+        frames: ``(H, W, 3)`` or ``(B, H, W, 3)`` with ``H > 50`` (Atari: 210x160),
+            uint8 or float.
+        dim: output side.
+        grayscale: average the channels into one.
+        zero_mean: scale to [-1, 1) instead of [0, 1].
+        out: optional float32 array of shape ``(..., dim, dim, 1 if grayscale else 3)``.
+
+    Returns:
+        float32 ``(..., dim, dim, 1 | 3)``.
+
+    Examples:
+        >>> import numpy as np
+        >>> frame = np.full((210, 160, 3), 255, dtype=np.uint8)
+        >>> generic_pixel(frame, dim=42, grayscale=True)[0, 0]
+        array([0.9921875], dtype=float32)
+        >>> generic_pixel(frame, zero_mean=False).shape
+        (84, 84, 3)
+    """
+    dim = int(dim)
+    if dim < 1:
+        raise ValueError(f"generic_pixel: dim must be >= 1, got {dim}")
+    a, single = _frames(frames, "generic_pixel", floats=True, channels=3, min_height=51)
+    o = _out(out, (a.shape[0], dim, dim, 1 if grayscale else 3), np.float32, a, single,
+             "generic_pixel")
+    if _impl.native():
+        _core.image_generic_pixel(a, dim, bool(grayscale), bool(zero_mean), o)
+    else:
+        _ref.generic_pixel(a, dim, bool(grayscale), bool(zero_mean), o)
+    return _result(o, single)

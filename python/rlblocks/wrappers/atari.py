@@ -1,0 +1,600 @@
+"""DeepMind Atari wrappers (gymnasium API) and batched preprocessing of vector envs.
+
+The single-env wrappers follow RLlib's ``env/wrappers/atari_wrappers.py`` in order and
+semantics, with its stale-frame bugs fixed (docs: "Differences from RLlib"):
+
+* ``MaxAndSkipEnv`` returns the max of the last two frames *of this step*; when the
+  episode ends early it uses the terminal frame (RLlib: the previous step's frames), and
+  ``reset`` starts a fresh pair (RLlib: never cleared).
+* ``FireResetEnv`` returns the observation of the reset that follows a FIRE step that ended
+  the episode (RLlib: the stale pre-reset frame).
+* ``EpisodicLifeEnv`` does a real reset after a truncation or when its no-op step ends the
+  game (RLlib: steps a finished game).
+* ``NoopResetEnv`` re-resets without re-seeding when a no-op ends the episode.
+
+Image work (gray + INTER_AREA resize, max-pool) runs in the C++ kernels of
+:mod:`rlblocks.image`. :class:`VectorAtariPreprocessing` preprocesses every sub-env's frame
+of a gymnasium vector env in one batched call and keeps per-env frame stacks that restart
+correctly under every autoreset mode; :func:`make_vector_env` and :func:`preprocess_env`
+pick the pipeline from an RLlib model config.
+
+Examples:
+    >>> import gymnasium as gym
+    >>> import numpy as np
+    >>> env = gym.make("CartPole-v1")  # any env works for the reward clipper
+    >>> ClipRewardEnv(env).reward(-3.5)
+    -1.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
+from gymnasium.vector.utils import batch_space
+
+from rlblocks import image
+
+__all__ = [
+    "ClipRewardEnv",
+    "EpisodicLifeEnv",
+    "FireResetEnv",
+    "FrameStack",
+    "GenericPixelEnv",
+    "MaxAndSkipEnv",
+    "NoopResetEnv",
+    "VectorAtariPreprocessing",
+    "VectorGenericPixel",
+    "WarpFrame",
+    "is_atari",
+    "make_vector_env",
+    "preprocess_env",
+    "wrap_deepmind",
+]
+
+
+def _meanings(env: gym.Env) -> list[str]:
+    get = getattr(env.unwrapped, "get_action_meanings", None)
+    return list(get()) if callable(get) else []
+
+
+def _reset_kwargs_without_seed(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in kwargs.items() if k != "seed"}
+
+
+def is_atari(env: gym.Env | str) -> bool:
+    """RLlib's ``is_atari``: an ``ALE/...`` or ``ale_py:...`` id, or an ALE env object with
+    image observations.
+
+    Examples:
+        >>> is_atari("ALE/Pong-v5"), is_atari("CartPole-v1")
+        (True, False)
+    """
+    if isinstance(env, str):
+        return env.startswith(("ALE/", "ale_py:"))
+    shape = getattr(env.observation_space, "shape", None)
+    if shape is None or len(shape) <= 2:
+        return False
+    return "AtariEnv<ALE" in str(env)
+
+
+class NoopResetEnv(gym.Wrapper):
+    """On reset, takes a random number of no-ops in ``[1, noop_max]`` (from the unwrapped
+    env's ``np_random``; ``override_num_noops`` fixes it).
+
+    Args:
+        env: an env whose action 0 is ``NOOP``.
+        noop_max: the most no-ops.
+    """
+
+    def __init__(self, env: gym.Env, noop_max: int = 30) -> None:
+        super().__init__(env)
+        meanings = _meanings(env)
+        if not meanings or meanings[0] != "NOOP":
+            raise ValueError(f"NoopResetEnv needs action 0 to be NOOP, got meanings {meanings}")
+        if noop_max < 1:
+            raise ValueError(f"NoopResetEnv: noop_max must be >= 1, got {noop_max}")
+        self.noop_max = int(noop_max)
+        self.override_num_noops: int | None = None
+        self.noop_action = 0
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        if self.override_num_noops is not None:
+            noops = self.override_num_noops
+        else:
+            noops = int(self.unwrapped.np_random.integers(1, self.noop_max + 1))
+        for _ in range(noops):
+            obs, _, terminated, truncated, info = self.env.step(self.noop_action)
+            if terminated or truncated:
+                obs, info = self.env.reset(**_reset_kwargs_without_seed(kwargs))
+        return obs, info
+
+
+class MaxAndSkipEnv(gym.Wrapper):
+    """Repeats the action ``skip`` times, sums the rewards and returns the element-wise max
+    of the last two frames seen in this step (flicker removal).
+
+    If the episode ends after the first repeat, the max is over that terminal frame and the
+    frame just before it (the last one of the previous step, or the reset frame). The env
+    must return a new observation array on each step (gymnasium's ALE does); frames are
+    kept by reference, not copied.
+
+    Args:
+        env: the env to step.
+        skip: repeats per agent step (>= 1).
+    """
+
+    def __init__(self, env: gym.Env, skip: int = 4) -> None:
+        super().__init__(env)
+        if skip < 1:
+            raise ValueError(f"MaxAndSkipEnv: skip must be >= 1, got {skip}")
+        self._skip = int(skip)
+        self._last: np.ndarray | None = None
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        self._last = obs
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        total = 0.0
+        prev = self._last  # the frame just before this step's first one
+        obs: Any = None
+        terminated = truncated = False
+        info: dict[str, Any] = {}
+        for i in range(self._skip):
+            if i > 0:
+                prev = obs
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            total += float(reward)
+            if terminated or truncated:
+                break
+        self._last = obs
+        if self._skip == 1 or prev is None:
+            return obs, total, terminated, truncated, info
+        return np.maximum(prev, obs), total, terminated, truncated, info
+
+
+class EpisodicLifeEnv(gym.Wrapper):
+    """Ends an episode on every life lost; resets the game only when it is really over.
+
+    Args:
+        env: an ALE env (``env.unwrapped.ale.lives()``).
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.lives = 0
+        self.was_real_terminated = True
+
+    def _ale_lives(self) -> int:
+        return int(self.env.unwrapped.ale.lives())
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.was_real_terminated = bool(terminated or truncated)
+        lives = self._ale_lives()
+        if 0 < lives < self.lives:
+            terminated = True
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        if self.was_real_terminated:
+            obs, info = self.env.reset(**kwargs)
+        else:
+            obs, _, terminated, truncated, info = self.env.step(0)  # no-op past the lost life
+            if terminated or truncated:
+                obs, info = self.env.reset(**kwargs)
+        self.lives = self._ale_lives()
+        return obs, info
+
+
+class FireResetEnv(gym.Wrapper):
+    """Presses FIRE (then action 2) on reset, for games that wait for it.
+
+    Args:
+        env: an env whose action 1 is ``FIRE`` and that has at least 3 actions.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        meanings = _meanings(env)
+        if len(meanings) < 3 or meanings[1] != "FIRE":
+            raise ValueError(f"FireResetEnv needs action 1 to be FIRE and >= 3 actions, "
+                             f"got meanings {meanings}")
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        again = _reset_kwargs_without_seed(kwargs)
+        self.env.reset(**kwargs)
+        obs, _, terminated, truncated, info = self.env.step(1)
+        if terminated or truncated:
+            self.env.reset(**again)
+        obs, _, terminated, truncated, info = self.env.step(2)
+        if terminated or truncated:
+            obs, info = self.env.reset(**again)
+        return obs, info
+
+
+class WarpFrame(gym.ObservationWrapper):
+    """Grayscale (OpenCV luminance) and INTER_AREA resize to ``dim x dim``, uint8.
+
+    Args:
+        env: an env with RGB uint8 ``(H, W, 3)`` observations.
+        dim: output side.
+        grayscale: ``(dim, dim, 1)`` gray if True, else ``(dim, dim, 3)`` colour.
+    """
+
+    def __init__(self, env: gym.Env, dim: int = 84, grayscale: bool = True) -> None:
+        super().__init__(env)
+        shape = getattr(env.observation_space, "shape", None)
+        if shape is None or len(shape) != 3 or shape[2] != 3:
+            raise ValueError("WarpFrame needs RGB (H, W, 3) observations, "
+                             f"got {env.observation_space}")
+        self.dim = int(dim)
+        self.grayscale = bool(grayscale)
+        self.observation_space = gym.spaces.Box(0, 255, (self.dim, self.dim, 1 if grayscale else 3),
+                                                dtype=np.uint8)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        if self.grayscale:
+            return image.gray_resize(observation, self.dim)
+        return image.resize(observation, self.dim)
+
+
+class FrameStack(gym.Wrapper):
+    """Stacks the last ``k`` observations along the last axis, oldest first: ``(H, W, C*k)``.
+
+    On reset the first observation fills all ``k`` slots. Each returned array is new (never
+    modified afterwards).
+
+    Args:
+        env: an env with ``(H, W, C)`` Box observations.
+        k: frames per stack.
+    """
+
+    def __init__(self, env: gym.Env, k: int) -> None:
+        super().__init__(env)
+        space = env.observation_space
+        if not isinstance(space, gym.spaces.Box) or len(space.shape) != 3:
+            raise ValueError(f"FrameStack needs (H, W, C) Box observations, got {space}")
+        if k < 1:
+            raise ValueError(f"FrameStack: k must be >= 1, got {k}")
+        self.k = int(k)
+        self._channels = space.shape[2]
+        self._stack: np.ndarray | None = None
+        self.observation_space = gym.spaces.Box(np.repeat(space.low, k, axis=2),
+                                                np.repeat(space.high, k, axis=2),
+                                                dtype=space.dtype)
+
+    def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        self._stack = np.concatenate([obs] * self.k, axis=2)
+        return self._stack, info
+
+    def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if self._stack is None:
+            raise RuntimeError("FrameStack.step called before reset")
+        self._stack = np.concatenate((self._stack[:, :, self._channels:], obs), axis=2)
+        return self._stack, reward, terminated, truncated, info
+
+
+class ClipRewardEnv(gym.RewardWrapper):
+    """Rewards become their sign: -1.0, 0.0 or 1.0."""
+
+    def reward(self, reward: SupportsFloat) -> float:
+        return float(np.sign(float(reward)))
+
+
+class GenericPixelEnv(gym.ObservationWrapper):
+    """RLlib's ``preprocessor_pref="rllib"`` pixel pipeline as an observation wrapper
+    (:func:`rlblocks.image.generic_pixel`): float32 ``(dim, dim, 1 | 3)``."""
+
+    def __init__(self, env: gym.Env, dim: int = 84, grayscale: bool = False,
+                 zero_mean: bool = True) -> None:
+        super().__init__(env)
+        self.dim, self.grayscale, self.zero_mean = int(dim), bool(grayscale), bool(zero_mean)
+        low = -1.0 if zero_mean else 0.0
+        shape = (self.dim, self.dim, 1 if grayscale else 3)
+        self.observation_space = gym.spaces.Box(low, 1.0, shape, dtype=np.float32)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        return image.generic_pixel(observation, self.dim, self.grayscale, self.zero_mean)
+
+
+def wrap_deepmind(env: gym.Env, dim: int = 84, framestack: bool = True,
+                  noframeskip: bool = False, *, warp: bool = True) -> gym.Env:
+    """RLlib's ``wrap_deepmind``: episode statistics -> NoopReset(30) -> MaxAndSkip(4) (only
+    when ``noframeskip`` and the env has a spec, i.e. the env does not skip frames itself)
+    -> EpisodicLife -> FireReset (if the game has FIRE) -> WarpFrame(dim) -> FrameStack(4)
+    (if ``framestack``). No reward clipping, like RLlib.
+
+    Args:
+        env: an ALE env (RGB observations).
+        dim: side of the warped frame.
+        framestack: stack the last 4 frames.
+        noframeskip: the env returns every frame (``frameskip=1``), so skip here.
+        warp: False stops before WarpFrame/FrameStack (the per-env part of a vector pipeline
+            whose frames :class:`VectorAtariPreprocessing` processes in one batch).
+
+    Returns:
+        The wrapped env.
+    """
+    env = gym.wrappers.RecordEpisodeStatistics(env)
+    env = NoopResetEnv(env, noop_max=30)
+    if env.spec is not None and noframeskip is True:
+        env = MaxAndSkipEnv(env, skip=4)
+    env = EpisodicLifeEnv(env)
+    if "FIRE" in _meanings(env):
+        env = FireResetEnv(env)
+    if warp:
+        env = WarpFrame(env, dim)
+        if framestack is True:
+            env = FrameStack(env, 4)
+    return env
+
+
+def preprocess_env(env: gym.Env, model_config: Mapping[str, Any] | None = None,
+                   preprocessor_pref: str | None = "deepmind",
+                   noframeskip: bool = False) -> gym.Env:
+    """Wraps one env with the pipeline RLlib would pick for this model config.
+
+    * ``"deepmind"`` and an Atari env: :func:`wrap_deepmind` with the config's ``dim`` and
+      ``framestack``.
+    * ``"rllib"`` and an Atari env: :class:`GenericPixelEnv` (``dim``, ``grayscale``,
+      ``zero_mean``), the GenericPixelPreprocessor's output.
+    * ``None`` or a non-Atari env: unchanged.
+
+    Examples:
+        >>> import gymnasium as gym
+        >>> env = gym.make("CartPole-v1")
+        >>> preprocess_env(env, {"dim": 42}) is env
+        True
+    """
+    cfg = _model_options(model_config)
+    _check_pref(preprocessor_pref)
+    if preprocessor_pref is None or not is_atari(env):
+        return env
+    if preprocessor_pref == "deepmind":
+        return wrap_deepmind(env, cfg["dim"], cfg["framestack"], noframeskip)
+    return GenericPixelEnv(env, cfg["dim"], cfg["grayscale"], cfg["zero_mean"])
+
+
+def _check_pref(pref: str | None) -> None:
+    if pref not in ("deepmind", "rllib", None):
+        raise ValueError(f"preprocessor_pref must be 'deepmind', 'rllib' or None, got {pref!r}")
+
+
+def _model_options(model_config: Mapping[str, Any] | None) -> dict[str, Any]:
+    defaults = {"dim": 84, "grayscale": False, "zero_mean": True, "framestack": True}
+    cfg = dict(defaults)
+    if model_config:
+        cfg.update({k: model_config[k] for k in defaults if k in model_config})
+    if not isinstance(cfg["dim"], (int, np.integer)) or cfg["dim"] < 1:
+        raise ValueError(f"model config 'dim' must be a positive int, got {cfg['dim']!r}")
+    return cfg
+
+
+# --------------------------------------------------------------------------- vector envs
+
+
+def _done_mask(terminated: np.ndarray, truncated: np.ndarray) -> np.ndarray:
+    return np.logical_or(np.asarray(terminated, dtype=bool), np.asarray(truncated, dtype=bool))
+
+
+class _StackedFrames:
+    """Per-env frame stacks ``(N, H, W, C*k)`` built from batched ``(N, H, W, C)`` frames."""
+
+    def __init__(self, k: int, channels: int) -> None:
+        self.k, self.c = k, channels
+        self.stack: np.ndarray | None = None
+
+    def restart(self, frames: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        """Fills the stacks of ``mask``'s envs (all if None) with their frame, k times."""
+        full = np.tile(frames, (1, 1, 1, self.k))
+        if mask is None or self.stack is None:
+            self.stack = full
+        else:
+            stack = self.stack.copy()
+            stack[mask] = full[mask]
+            self.stack = stack
+        return self.stack
+
+    def push(self, frames: np.ndarray, restart: np.ndarray | None = None) -> np.ndarray:
+        """Appends a frame to every stack; envs in ``restart`` start a new stack instead."""
+        assert self.stack is not None
+        stack = np.concatenate((self.stack[..., self.c:], frames), axis=-1)
+        if restart is not None and restart.any():
+            stack[restart] = np.tile(frames[restart], (1, 1, 1, self.k))
+        self.stack = stack
+        return stack
+
+
+class VectorAtariPreprocessing(VectorWrapper):
+    """WarpFrame + FrameStack for every sub-env of a vector env, in one batched C++ call.
+
+    The sub-envs return RGB frames (typically after :func:`wrap_deepmind` with
+    ``warp=False``); each step converts all of them at once with
+    :func:`rlblocks.image.gray_resize` (or colour :func:`~rlblocks.image.resize`) and pushes
+    them on per-env stacks ``(dim, dim, C*k)``, oldest first. A sub-env's stack restarts from
+    its reset frame: on the step after it finished (``NEXT_STEP`` autoreset), on the same
+    step (``SAME_STEP``; ``info["final_obs"]`` then holds the processed final stacks), or on
+    ``reset(options={"reset_mask": ...})`` (``DISABLED``).
+
+    Args:
+        env: a gymnasium vector env with ``(H, W, 3)`` uint8 observations.
+        dim: side of the warped frame.
+        grayscale: gray ``C=1`` (OpenCV luminance) or colour ``C=3``.
+        framestack: frames per stack (``None`` or 1: no stacking, ``(dim, dim, C)``).
+    """
+
+    def __init__(self, env: VectorEnv, dim: int = 84, grayscale: bool = True,
+                 framestack: int | None = 4) -> None:
+        super().__init__(env)
+        space = env.single_observation_space
+        if (not isinstance(space, gym.spaces.Box) or len(space.shape) != 3 or space.shape[2] != 3
+                or space.dtype != np.uint8):
+            raise ValueError("VectorAtariPreprocessing needs uint8 (H, W, 3) observations, "
+                             f"got {space}")
+        self.dim, self.grayscale = int(dim), bool(grayscale)
+        self.k = int(framestack or 1)
+        if self.dim < 1 or self.k < 1:
+            raise ValueError(f"dim and framestack must be >= 1, got {dim}, {framestack}")
+        c = 1 if self.grayscale else 3
+        self.single_observation_space = gym.spaces.Box(0, 255, (self.dim, self.dim, c * self.k),
+                                                       dtype=np.uint8)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.autoreset_mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+        self._frames = _StackedFrames(self.k, c)
+        self._prev_done = np.zeros(self.num_envs, dtype=bool)
+
+    def _warp(self, obs: np.ndarray) -> np.ndarray:
+        if self.grayscale:
+            return image.gray_resize(obs, self.dim)
+        return image.resize(obs, self.dim)
+
+    def reset(self, *, seed: int | list[int] | None = None,
+              options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        mask = None if options is None else options.get("reset_mask")  # read first: the
+        obs, info = self.env.reset(seed=seed, options=options)  # vector env may pop it
+        frames = self._warp(obs)
+        if mask is not None and self._frames.stack is not None:
+            mask = np.asarray(mask, dtype=bool)
+            self._prev_done[mask] = False
+            return self._frames.restart(frames, mask), info
+        self._prev_done[:] = False
+        return self._frames.restart(frames), info
+
+    def step(self, actions: Any) -> tuple[np.ndarray, Any, Any, Any, dict[str, Any]]:
+        if self._frames.stack is None:
+            raise RuntimeError("VectorAtariPreprocessing.step called before reset")
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        done = _done_mask(terminated, truncated)
+        frames = self._warp(obs)
+        if self.autoreset_mode == AutoresetMode.SAME_STEP and done.any():
+            if "final_obs" in info:
+                final = info["final_obs"]
+                idx = np.flatnonzero(done)
+                final_frames = self._warp(np.stack([final[i] for i in idx]))
+                pushed = np.concatenate((self._frames.stack[idx][..., self._frames.c:],
+                                         final_frames), axis=-1)
+                new_final = np.array(final, dtype=object, copy=True)
+                for j, i in enumerate(idx):
+                    new_final[i] = pushed[j]
+                info = {**info, "final_obs": new_final}
+            stack = self._frames.push(frames, restart=done)
+        elif self.autoreset_mode == AutoresetMode.NEXT_STEP:
+            stack = self._frames.push(frames, restart=self._prev_done)
+            self._prev_done = done
+        else:
+            stack = self._frames.push(frames)
+        return stack, reward, terminated, truncated, info
+
+
+class VectorGenericPixel(VectorWrapper):
+    """RLlib's GenericPixelPreprocessor over every sub-env's frame in one batched call
+    (float32 ``(N, dim, dim, 1 | 3)``)."""
+
+    def __init__(self, env: VectorEnv, dim: int = 84, grayscale: bool = False,
+                 zero_mean: bool = True) -> None:
+        super().__init__(env)
+        self.dim, self.grayscale, self.zero_mean = int(dim), bool(grayscale), bool(zero_mean)
+        low = -1.0 if zero_mean else 0.0
+        self.single_observation_space = gym.spaces.Box(
+            low, 1.0, (self.dim, self.dim, 1 if grayscale else 3), dtype=np.float32)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+
+    def _process(self, obs: np.ndarray) -> np.ndarray:
+        return image.generic_pixel(obs, self.dim, self.grayscale, self.zero_mean)
+
+    def reset(self, *, seed: int | list[int] | None = None,
+              options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        return self._process(obs), info
+
+    def step(self, actions: Any) -> tuple[np.ndarray, Any, Any, Any, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        return self._process(obs), reward, terminated, truncated, info
+
+
+class _DeepMindEnvFn:
+    """Picklable sub-env factory for async vector envs."""
+
+    def __init__(self, env_id: str, noframeskip: bool, warp: bool, dim: int, framestack: bool,
+                 make_kwargs: dict[str, Any]) -> None:
+        self.env_id, self.noframeskip, self.warp = env_id, noframeskip, warp
+        self.dim, self.framestack, self.make_kwargs = dim, framestack, make_kwargs
+
+    def __call__(self) -> gym.Env:
+        if self.env_id.startswith("ALE/"):
+            import ale_py
+
+            gym.register_envs(ale_py)
+        env = gym.make(self.env_id, **self.make_kwargs)
+        return wrap_deepmind(env, self.dim, self.framestack, self.noframeskip, warp=self.warp)
+
+
+def make_vector_env(env_id: str, num_envs: int, model_config: Mapping[str, Any] | None = None,
+                    preprocessor_pref: str | None = "deepmind", *,
+                    vectorization_mode: str = "sync", noframeskip: bool = False,
+                    **make_kwargs: Any) -> VectorEnv:
+    """A vector env of ``env_id`` with the pipeline picked from the model config.
+
+    * ``"deepmind"``: each sub-env gets :func:`wrap_deepmind` up to FireReset; warping and
+      stacking (``dim``, ``framestack``) run batched in :class:`VectorAtariPreprocessing`.
+    * ``"rllib"``: raw sub-envs + :class:`VectorGenericPixel` (``dim``, ``grayscale``,
+      ``zero_mean``).
+    * ``None`` (or a non-Atari id): raw sub-envs.
+
+    Args:
+        env_id: a gymnasium id (``"ALE/Pong-v5"``).
+        num_envs: sub-envs.
+        model_config: RLlib model options (``dim``, ``grayscale``, ``zero_mean``,
+            ``framestack``); missing keys take RLlib's defaults.
+        preprocessor_pref: ``"deepmind"``, ``"rllib"`` or ``None``.
+        vectorization_mode: ``"sync"`` or ``"async"`` (one process per sub-env).
+        noframeskip: the env is made with ``frameskip=1``; MaxAndSkip(4) is added.
+        **make_kwargs: passed to ``gym.make`` (e.g. ``frameskip=1``).
+
+    Returns:
+        The (wrapped) vector env.
+    """
+    cfg = _model_options(model_config)
+    _check_pref(preprocessor_pref)
+    if vectorization_mode not in ("sync", "async"):
+        raise ValueError("vectorization_mode must be 'sync' or 'async', "
+                         f"got {vectorization_mode!r}")
+    deepmind = preprocessor_pref == "deepmind" and is_atari(env_id)
+    if deepmind:
+        fns: list[Any] = [
+            _DeepMindEnvFn(env_id, noframeskip, False, cfg["dim"], cfg["framestack"], make_kwargs)
+            for _ in range(num_envs)]
+    else:
+        fns = [_PlainEnvFn(env_id, make_kwargs) for _ in range(num_envs)]
+    venv: VectorEnv
+    if vectorization_mode == "sync":
+        venv = gym.vector.SyncVectorEnv(fns)
+    else:
+        venv = gym.vector.AsyncVectorEnv(fns)
+    if deepmind:
+        return VectorAtariPreprocessing(venv, cfg["dim"], True, 4 if cfg["framestack"] else None)
+    if preprocessor_pref == "rllib" and is_atari(env_id):
+        return VectorGenericPixel(venv, cfg["dim"], cfg["grayscale"], cfg["zero_mean"])
+    return venv
+
+
+class _PlainEnvFn:
+    def __init__(self, env_id: str, make_kwargs: dict[str, Any]) -> None:
+        self.env_id, self.make_kwargs = env_id, make_kwargs
+
+    def __call__(self) -> gym.Env:
+        if self.env_id.startswith("ALE/"):
+            import ale_py
+
+            gym.register_envs(ale_py)
+        return gym.make(self.env_id, **self.make_kwargs)

@@ -1,0 +1,39 @@
+"""Shared fixtures: run a test on both implementations (C++ core and numpy reference)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+from rlblocks import _impl
+
+settings.register_profile(
+    "ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "dev", max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+@pytest.fixture(params=["native", "numpy"])
+def impl(request: pytest.FixtureRequest):
+    """Runs the test once with the C++ kernels and once with the numpy reference."""
+    before = _impl.native()
+    _impl.use_numpy_reference(request.param == "numpy")
+    yield request.param
+    _impl.use_numpy_reference(not before)
+
+
+def both_impls(fn, *args, **kwargs):
+    """(native result, numpy-reference result) of ``fn(*args, **kwargs)``."""
+    before = _impl.native()
+    try:
+        _impl.use_numpy_reference(False)
+        native = fn(*args, **kwargs)
+        _impl.use_numpy_reference(True)
+        reference = fn(*args, **kwargs)
+    finally:
+        _impl.use_numpy_reference(not before)
+    return native, reference

@@ -1,0 +1,343 @@
+"""Image kernels: C++ vs numpy twin (bit for bit), vs OpenCV (within +-1), bad input."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+import rlblocks
+from rlblocks import _core, _impl, image
+
+cv2 = pytest.importorskip("cv2")
+
+RNG = np.random.default_rng(1234)
+
+
+@contextlib.contextmanager
+def numpy_impl():
+    _impl.use_numpy_reference(True)
+    try:
+        yield
+    finally:
+        _impl.use_numpy_reference(False)
+
+
+@contextlib.contextmanager
+def simd(allowed: bool):
+    previous = _core._image_allow_simd(allowed)
+    try:
+        yield
+    finally:
+        _core._image_allow_simd(previous)
+
+
+@contextlib.contextmanager
+def threads(n: int):
+    previous = rlblocks.get_num_threads()
+    rlblocks.set_num_threads(n)
+    try:
+        yield
+    finally:
+        rlblocks.set_num_threads(previous)
+
+
+def both(fn, *args, **kwargs):
+    """The native result (AVX2 and scalar paths) and the numpy twin's; all must agree."""
+    native = fn(*args, **kwargs)
+    with simd(False):
+        scalar = fn(*args, **kwargs)
+    with numpy_impl():
+        twin = fn(*args, **kwargs)
+    np.testing.assert_array_equal(native, scalar)
+    np.testing.assert_array_equal(native, twin)
+    return native
+
+
+def cv_gray_resize(frame: np.ndarray, h: int, w: int) -> np.ndarray:
+    g = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
+    return cv2.resize(g, (w, h), interpolation=cv2.INTER_AREA).reshape(h, w, 1)
+
+
+def cv_resize(frame: np.ndarray, h: int, w: int) -> np.ndarray:
+    return cv2.resize(frame, (w, h), interpolation=cv2.INTER_AREA).reshape(h, w, frame.shape[2])
+
+
+def assert_within_one(ours: np.ndarray, theirs: np.ndarray) -> None:
+    diff = np.abs(ours.astype(np.int16) - theirs.astype(np.int16))
+    where = np.unravel_index(diff.argmax(), diff.shape)
+    assert diff.max() <= 1, f"max difference {diff.max()} at {where}"
+
+
+# Sizes: Atari (non-integer ratio), integer ratios, odd ratios, enlarging, mixed, degenerate.
+SIZES = [
+    (210, 160, 84, 84), (160, 160, 84, 84), (210, 160, 105, 80), (84, 84, 42, 42),
+    (100, 100, 33, 33), (7, 5, 3, 2), (5, 5, 1, 1), (300, 7, 11, 3), (13, 17, 13, 17),
+    (84, 84, 210, 160), (10, 10, 33, 33), (6, 21, 18, 119), (45, 87, 7, 150),
+    (160, 160, 84, 200), (1, 1, 4, 4), (2, 9, 5, 4), (250, 250, 31, 17), (64, 48, 64, 47),
+]
+
+
+@pytest.mark.parametrize(("H", "W", "h", "w"), SIZES)
+def test_gray_resize_matches_twin_and_opencv(H, W, h, w):
+    frames = RNG.integers(0, 256, (3, H, W, 3), dtype=np.uint8)
+    out = both(image.gray_resize, frames, (h, w))
+    assert out.shape == (3, h, w, 1) and out.dtype == np.uint8
+    for b in range(3):
+        assert_within_one(out[b], cv_gray_resize(frames[b], h, w))
+
+
+@pytest.mark.parametrize(("H", "W", "h", "w"), SIZES)
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_resize_uint8_matches_twin_and_opencv(H, W, h, w, channels):
+    frames = RNG.integers(0, 256, (2, H, W, channels), dtype=np.uint8)
+    out = both(image.resize, frames, (h, w))
+    for b in range(2):
+        assert_within_one(out[b], cv_resize(frames[b], h, w))
+
+
+@pytest.mark.parametrize(("H", "W", "h", "w"), SIZES)
+def test_resize_float_matches_twin_and_opencv(H, W, h, w):
+    frames = (RNG.random((2, H, W, 3)) * 255).astype(np.float32)
+    out = both(image.resize, frames, (h, w))
+    assert out.dtype == np.float32
+    for b in range(2):
+        np.testing.assert_allclose(out[b], cv_resize(frames[b], h, w), atol=2e-3, rtol=1e-5)
+
+
+def test_random_sizes_against_opencv():
+    for _ in range(60):
+        H, W = (int(v) for v in RNG.integers(1, 130, 2))
+        h, w = (int(v) for v in RNG.integers(1, 170, 2))
+        frames = RNG.integers(0, 256, (1, H, W, 3), dtype=np.uint8)
+        ours = both(image.gray_resize, frames, (h, w))[0]
+        assert_within_one(ours, cv_gray_resize(frames[0], h, w))
+        assert_within_one(both(image.resize, frames, (h, w))[0], cv_resize(frames[0], h, w))
+
+
+def test_flat_images_stay_exact():
+    for value in (0, 1, 127, 128, 254, 255):
+        frame = np.full((210, 160, 3), value, dtype=np.uint8)
+        assert (image.gray_resize(frame, 84) == value).all()
+        assert (image.resize(frame, (37, 91)) == value).all()
+        assert (image.resize(frame, (400, 300)) == value).all()
+
+
+def test_real_ale_frames_against_opencv():
+    ale_py = pytest.importorskip("ale_py")
+    import gymnasium as gym
+
+    gym.register_envs(ale_py)
+    frames = []
+    for game in ("ALE/Pong-v5", "ALE/Breakout-v5"):
+        env = gym.make(game, frameskip=1, repeat_action_probability=0.0)
+        obs, _ = env.reset(seed=0)
+        for t in range(200):
+            obs, *_ = env.step(env.action_space.sample() if t % 3 else 1)
+            if t % 25 == 0:
+                frames.append(obs)
+        env.close()
+    batch = np.stack(frames)
+    out = both(image.gray_resize, batch, 84)
+    for b in range(len(batch)):
+        assert_within_one(out[b], cv_gray_resize(batch[b], 84, 84))
+    colour = both(image.resize, batch, 84)
+    for b in range(len(batch)):
+        assert_within_one(colour[b], cv_resize(batch[b], 84, 84))
+
+
+def test_rgb_to_gray_is_opencv_exactly():
+    frames = RNG.integers(0, 256, (4, 37, 53, 3), dtype=np.uint8)
+    out = both(image.rgb_to_gray, frames)
+    for b in range(4):
+        np.testing.assert_array_equal(out[b, ..., 0], cv2.cvtColor(frames[b], cv2.COLOR_RGB2GRAY))
+
+
+def test_batches_threads_and_single_frames_agree():
+    frames = RNG.integers(0, 256, (9, 210, 160, 3), dtype=np.uint8)
+    with threads(1):
+        one = image.gray_resize(frames, 84)
+    with threads(2):
+        two = image.gray_resize(frames, 84)
+    np.testing.assert_array_equal(one, two)
+    for b in (0, 4, 8):
+        np.testing.assert_array_equal(image.gray_resize(frames[b], 84), one[b])
+    assert image.gray_resize(frames[:0], 84).shape == (0, 84, 84, 1)
+
+
+def test_views_and_other_layouts_are_read_correctly():
+    big = RNG.integers(0, 256, (4, 260, 200, 3), dtype=np.uint8)
+    view = big[::2, 25:235, 20:180]  # strided batch, cropped rows and columns
+    expected = image.gray_resize(np.ascontiguousarray(view), 84)
+    np.testing.assert_array_equal(both(image.gray_resize, view, 84), expected)
+    fortran = np.asfortranarray(big[0])
+    np.testing.assert_array_equal(image.resize(fortran, 50), image.resize(big[0], 50))
+    flipped = big[0, ::-1]
+    np.testing.assert_array_equal(image.resize(flipped, 50),
+                                  image.resize(np.ascontiguousarray(flipped), 50))
+    ints = big[0].astype(np.int64)
+    np.testing.assert_array_equal(image.gray_resize(ints, 84), image.gray_resize(big[0], 84))
+
+
+def test_out_is_filled_in_place():
+    frames = RNG.integers(0, 256, (5, 210, 160, 3), dtype=np.uint8)
+    out = np.zeros((5, 84, 84, 1), dtype=np.uint8)
+    assert image.gray_resize(frames, 84, out=out) is not None
+    np.testing.assert_array_equal(out, image.gray_resize(frames, 84))
+    single = np.zeros((84, 84, 1), dtype=np.uint8)
+    image.gray_resize(frames[2], 84, out=single)
+    np.testing.assert_array_equal(single, out[2])
+
+
+def test_crop_and_max_last_two():
+    frames = RNG.integers(0, 256, (3, 210, 160, 3), dtype=np.uint8)
+    np.testing.assert_array_equal(both(image.crop, frames, 25, 3, 160, 150),
+                                  frames[:, 25:185, 3:153])
+    floats = RNG.random((2, 10, 12, 2)).astype(np.float64)
+    np.testing.assert_array_equal(both(image.crop, floats, 0, 0, 10, 12), floats)
+    stack = RNG.integers(0, 256, (4, 3, 21, 16, 3), dtype=np.uint8)
+    np.testing.assert_array_equal(both(image.max_last_two, stack, axis=1),
+                                  np.maximum(stack[:, 1], stack[:, 2]))
+    np.testing.assert_array_equal(both(image.max_last_two, stack[0]),
+                                  np.maximum(stack[0, 1], stack[0, 2]))
+    f = RNG.random((2, 5, 7)).astype(np.float32)
+    np.testing.assert_array_equal(both(image.max_last_two, f, axis=-1),
+                                  np.maximum(f[..., 5], f[..., 6]))
+
+
+# --------------------------------------------------------------------- GenericPixel
+
+
+def rllib_generic_fixed(frame: np.ndarray, dim: int, grayscale: bool,
+                        zero_mean: bool) -> np.ndarray:
+    """RLlib's steps with OpenCV, with the float maths done right (float64 throughout)."""
+    x = frame[25:-25, :, :]
+    if dim < 84:
+        x = cv2.resize(x, (84, 84), interpolation=cv2.INTER_AREA)
+    x = cv2.resize(x, (dim, dim), interpolation=cv2.INTER_AREA).astype(np.float64)
+    if grayscale:
+        x = x.mean(2)[..., None]
+    return (x - 128) / 128 if zero_mean else x / 255
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+@pytest.mark.parametrize("grayscale", [False, True])
+@pytest.mark.parametrize("zero_mean", [False, True])
+@pytest.mark.parametrize("dim", [84, 42, 10, 100])
+def test_generic_pixel_every_combination(dtype, grayscale, zero_mean, dim):
+    frames = RNG.integers(0, 256, (3, 210, 160, 3)).astype(dtype)
+    out = both(image.generic_pixel, frames, dim, grayscale, zero_mean)
+    assert out.dtype == np.float32 and out.shape == (3, dim, dim, 1 if grayscale else 3)
+    scale = 128.0 if zero_mean else 255.0
+    lo, hi = (-1.0, 127 / 128) if zero_mean else (0.0, 1.0)
+    assert out.min() >= lo and out.max() <= hi
+    # Two rounded resizes can differ from OpenCV's by up to 1 each.
+    tol = (2.0 if dtype == np.uint8 and dim < 84 else 1.0 if dtype == np.uint8 else 1e-3) / scale
+    for b in range(3):
+        expected = rllib_generic_fixed(frames[b], dim, grayscale, zero_mean)
+        np.testing.assert_allclose(out[b], expected, atol=tol + 1e-6, rtol=0)
+
+
+def test_generic_pixel_uint8_rgb_does_not_wrap_or_raise():
+    frame = np.zeros((210, 160, 3), dtype=np.uint8)  # RLlib: (0 - 128) wraps to 128 -> +1.0
+    np.testing.assert_array_equal(image.generic_pixel(frame, 84, False, True), -1.0)
+    np.testing.assert_array_equal(image.generic_pixel(frame, 84, False, False), 0.0)
+
+
+def test_generic_pixel_float64_input_is_converted():
+    frame = RNG.integers(0, 256, (210, 160, 3)).astype(np.float64)
+    np.testing.assert_array_equal(image.generic_pixel(frame, 42, True),
+                                  image.generic_pixel(frame.astype(np.float32), 42, True))
+
+
+# --------------------------------------------------------------------- bad input
+
+
+BAD_CALLS = [
+    (lambda: image.gray_resize(np.zeros((10, 10), np.uint8), 5), "shape"),
+    (lambda: image.gray_resize(np.zeros((10, 10, 4), np.uint8), 5), "3 channels"),
+    (lambda: image.gray_resize(np.zeros((10, 10, 3), np.float32), 5), "uint8"),
+    (lambda: image.gray_resize(np.zeros((10, 10, 3), np.int32) - 1, 5), r"\[0, 255\]"),
+    (lambda: image.gray_resize(np.zeros((10, 10, 3), np.uint8), 0), ">= 1"),
+    (lambda: image.gray_resize(np.zeros((10, 10, 3), np.uint8), (5, 5, 5)), "size"),
+    (lambda: image.resize(np.zeros((0, 10, 3), np.uint8), 5), "H >= 1"),
+    (lambda: image.resize(np.zeros((10, 10, 3), np.complex64), 5), "uint8 or float"),
+    (lambda: image.crop(np.zeros((10, 10, 3), np.uint8), 5, 0, 6, 10), "inside"),
+    (lambda: image.crop(np.zeros((10, 10, 3), np.uint8), -1, 0, 2, 2), "inside"),
+    (lambda: image.max_last_two(np.zeros((1, 4), np.uint8)), "at least 2"),
+    (lambda: image.max_last_two(np.zeros((2, 4), np.int64)), "uint8 or float32"),
+    (lambda: image.max_last_two(np.zeros((2, 4), np.uint8), axis=2), "axis"),
+    (lambda: image.generic_pixel(np.zeros((50, 160, 3), np.uint8)), "H >= 51"),
+    (lambda: image.generic_pixel(np.zeros((210, 160, 3), np.uint8), dim=0), "dim"),
+]
+
+
+@pytest.mark.parametrize(("call", "match"), BAD_CALLS)
+def test_bad_input_raises_value_error(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+    with numpy_impl(), pytest.raises(ValueError, match=match):
+        call()
+
+
+def bad_outs(shape, dtype):
+    good = np.full(shape, 7, dtype=dtype)
+    wide = np.full(shape[:-2] + (shape[-2] * 2, shape[-1]), 7, dtype=dtype)
+    readonly = good.copy()
+    readonly.flags.writeable = False
+    return [
+        ("shape", np.full(shape[:-1] + (shape[-1] + 1,), 7, dtype=dtype)),
+        ("dtype", good.astype(np.float64)),
+        ("contiguous", wide[..., ::2, :]),
+        ("read-only", readonly),
+        ("list", [0] * 4),
+    ]
+
+
+@pytest.mark.parametrize("impl", ["native", "numpy"])
+def test_bad_out_raises_and_writes_nothing(impl):
+    frames = RNG.integers(0, 256, (2, 210, 160, 3), dtype=np.uint8)
+    cases = [
+        (lambda o: image.gray_resize(frames, 84, out=o), (2, 84, 84, 1), np.uint8),
+        (lambda o: image.resize(frames, 50, out=o), (2, 50, 50, 3), np.uint8),
+        (lambda o: image.rgb_to_gray(frames, out=o), (2, 210, 160, 1), np.uint8),
+        (lambda o: image.crop(frames, 0, 0, 5, 5, out=o), (2, 5, 5, 3), np.uint8),
+        (lambda o: image.max_last_two(frames, out=o), (210, 160, 3), np.uint8),
+        (lambda o: image.generic_pixel(frames, 42, out=o), (2, 42, 42, 3), np.float32),
+    ]
+    ctx = numpy_impl() if impl == "numpy" else contextlib.nullcontext()
+    with ctx:
+        for call, shape, dtype in cases:
+            for _, out in bad_outs(shape, dtype):
+                with pytest.raises(ValueError, match="out"):
+                    call(out)
+                if isinstance(out, np.ndarray):
+                    assert (out == 7).all()
+    overlap = np.zeros((2, 210, 160, 3), dtype=np.uint8)
+    with pytest.raises(ValueError, match="overlap"):
+        image.crop(overlap, 0, 0, 10, 10, out=overlap.reshape(-1)[:600].reshape(2, 10, 10, 3))
+
+
+def test_native_bindings_refuse_bad_arrays_directly():
+    """The C++ layer validates on its own (shape, dtype, strides, out) before any write."""
+    frames = np.zeros((2, 30, 20, 3), dtype=np.uint8)
+    out = np.full((2, 10, 10, 1), 7, dtype=np.uint8)
+    bad = [
+        lambda: _core.image_resize(frames[0], 10, 10, True, out),                 # rank
+        lambda: _core.image_resize(frames.astype(np.int16), 10, 10, True, out),  # dtype
+        lambda: _core.image_resize(frames[..., :2], 10, 10, True, out),          # channels
+        lambda: _core.image_resize(frames[:, :, ::-1], 10, 10, True, out),       # strides
+        lambda: _core.image_resize(frames, 10, 11, True, out),                   # out shape
+        lambda: _core.image_resize(frames, 0, 10, True, out),                    # size
+        lambda: _core.image_resize(frames, 10, 10, True, out[:, ::2]),           # out layout
+        lambda: _core.image_resize(frames, 10, 10, True, [1, 2]),                # out type
+        lambda: _core.image_crop(frames, 25, 0, 10, 10, out),                    # window
+        lambda: _core.image_max_last_two(frames, 4, out),                        # axis
+        lambda: _core.image_generic_pixel(frames, 10, True, True, out),          # H <= 50
+        lambda: _core.image_resize(frames, 10, 10, True,
+                                   frames.reshape(-1)[:200].reshape(2, 10, 10, 1)),  # overlap
+    ]
+    for call in bad:
+        with pytest.raises(ValueError):
+            call()
+        assert (out == 7).all()
