@@ -688,3 +688,19 @@ def test_torch_compile_small_fc():
     out, state = compiled({"obs": x})
     assert state == []
     torch.testing.assert_close(out, m({"obs": x})[0])
+
+
+# ----------------------------------------------------------------------------- benchmark smoke
+def test_benchmark_runs_and_its_sequential_twins_match():
+    from rlblocks.benchmarking import models as bench
+
+    rows = bench.run_case("fc", bench.build_fc, [1, 4], threads=1, min_time=0.001)
+    assert [r.method for r in rows[:3]] == [
+        "nn.Sequential",
+        "rlblocks model(input_dict)",
+        "rlblocks model + value_function",
+    ]
+    assert all(r.us_per_item > 0 for r in rows) and {r.batch for r in rows} == {1, 4}
+    model, seq, shape = bench.build_vision()
+    x = torch.rand(2, *shape)
+    torch.testing.assert_close(seq(x), model({"obs": x})[0])

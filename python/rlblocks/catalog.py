@@ -298,7 +298,7 @@ def _custom_kwargs(
     return model_kwargs
 
 
-def _wrapper_class(kind: str) -> type[ModelV2]:
+def _wrapper_class(kind: str) -> Any:
     try:
         if kind == "lstm":
             from rlblocks.models.recurrent import LSTMWrapper

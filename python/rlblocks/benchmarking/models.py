@@ -111,12 +111,17 @@ def run_case(
             with torch.inference_mode():
                 return seq(x)
 
-        common = {"batch": batch, "threads": threads, "min_time": min_time}
-        results.append(harness.measure(name, "nn.Sequential", plain, batch, **common))
-        results.append(harness.measure(name, "rlblocks model(input_dict)", ours, batch, **common))
-        results.append(
-            harness.measure(name, "rlblocks model + value_function", ours_value, batch, **common)
-        )
+        methods: list[tuple[str, Callable[[], Any]]] = [
+            ("nn.Sequential", plain),
+            ("rlblocks model(input_dict)", ours),
+            ("rlblocks model + value_function", ours_value),
+        ]
+        for method, fn in methods:
+            results.append(
+                harness.measure(
+                    name, method, fn, batch, batch=batch, threads=threads, min_time=min_time
+                )
+            )
     return results
 
 

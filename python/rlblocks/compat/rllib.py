@@ -111,7 +111,8 @@ def _lstm_wrapper(
             out[f"{head}.{param}"] = value
         else:
             wrapped[key] = value
-    inner = model.wrapped  # type: ignore[attr-defined]
+    inner = model.wrapped
+    assert isinstance(inner, nn.Module)
     for key, value in _translator_for(inner)(inner, wrapped).items():
         out[f"wrapped.{key}"] = value
     # The wrapped model's own value head has no RLlib counterpart and is never used by the

@@ -284,9 +284,11 @@ class SlimConv2d(nn.Module):
         super().__init__()
         layers: list[nn.Module] = []
         if padding is not None:
-            layers.append(nn.ZeroPad2d(tuple(int(p) for p in padding)))
+            left, right, top, bottom = (int(p) for p in padding)
+            layers.append(nn.ZeroPad2d((left, right, top, bottom)))
         conv = nn.Conv2d(int(in_channels), int(out_channels), _pair(kernel), _pair(stride))
         (nn.init.xavier_uniform_ if initializer == "default" else initializer)(conv.weight)
+        assert conv.bias is not None
         nn.init.constant_(conv.bias, bias_init)
         layers.append(conv)
         act = nn.ReLU() if activation_fn == "default" else _make_activation(activation_fn)

@@ -205,7 +205,7 @@ class VisionNetwork(ModelV2):
         if out_hw != (1, 1):
             raise ValueError(
                 f"{self.name}: conv_filters {self.model_config['conv_filters']} turn the "
-                f"{tuple(self.obs_space.shape)} observation into a {out_hw[0]}x{out_hw[1]} "
+                f"{self.obs_space.shape} observation into a {out_hw[0]}x{out_hw[1]} "
                 f"feature map, but {what} need it to be 1x1 (a [B, channels, 1, 1] output). "
                 "Adjust the last filter's kernel/stride (e.g. kernel equal to the incoming "
                 "spatial size with stride 1), or pass num_outputs=None to get flattened features."
