@@ -147,6 +147,20 @@ def test_slim_conv_layout():
     assert padded(torch.zeros(2, 3, 21, 21)).shape == (2, 8, 11, 11)
 
 
+@pytest.mark.parametrize(
+    "kernel, padding, in_hw",
+    [((11, 11), None, (11, 11)), ((1, 1), (0, 0, 0, 0), (1, 1)), ((3, 2), None, (3, 2)),
+     ((11, 11), None, (12, 12)), ((3, 3), (1, 1, 1, 1), (3, 3))],
+)  # fmt: skip
+def test_slim_conv_full_kernel_matches_conv(kernel, padding, in_hw):
+    layer = SlimConv2d(5, 7, kernel, 1, padding, activation_fn="tanh")
+    conv = layer._model[0 if padding is None else 1]
+    x = torch.randn(3, 5, *in_hw)
+    padded = x if padding is None else nn.functional.pad(x, padding)
+    expected = torch.tanh(nn.functional.conv2d(padded, conv.weight, conv.bias))
+    torch.testing.assert_close(layer(x), expected, atol=1e-5, rtol=1e-5)
+
+
 def test_append_bias_layer():
     layer = AppendBiasLayer(3)
     with torch.no_grad():

@@ -9,6 +9,8 @@ of the same layers with the same weights, so the difference is the ModelV2 call 
 * ``rlblocks model(input_dict)``: ``model({"obs": x})``, the logits.
 * ``rlblocks model + value_function``: the same plus ``model.value_function()``.
 * ``nn.Sequential``: the logits from the bare layers.
+* ``RLlib model(input_dict)``: RLlib's own torch model with the same weights, only when
+  ``ray[rllib]`` is importable (e.g. run this with a scratch venv's Python).
 
 Run ``python benchmarks/bench_models.py [--quick] [--threads N]``.
 """
@@ -54,7 +56,7 @@ def build_fc() -> tuple[FullyConnectedNetwork, nn.Sequential, tuple[int, ...]]:
         gym.spaces.Box(-1, 1, (FC_OBS,)),
         gym.spaces.Discrete(N_ACTIONS),
         N_ACTIONS,
-        {"fcnet_hiddens": [256, 256], "fcnet_activation": "tanh"},
+        _FC_CONFIG,
         "fc",
     )
     assert model._logits is not None
@@ -72,6 +74,29 @@ def build_vision() -> tuple[VisionNetwork, nn.Sequential, tuple[int, ...]]:
         _NHWCToNCHW(), *_layers(model._convs), *_layers(model._logits), nn.Flatten()
     )
     return model, seq, (84, 84, 4)
+
+
+_FC_CONFIG: dict[str, Any] = {"fcnet_hiddens": [256, 256], "fcnet_activation": "tanh"}
+
+
+def _rllib_twin(model: Any) -> nn.Module | None:
+    """RLlib's model of the same class and config, holding the same weights (if installed)."""
+    try:
+        from ray.rllib.models.catalog import MODEL_DEFAULTS as RLLIB_DEFAULTS
+        from ray.rllib.models.torch.fcnet import FullyConnectedNetwork as RLlibFC
+        from ray.rllib.models.torch.visionnet import VisionNetwork as RLlibVision
+    except ImportError:
+        return None
+    config = dict(RLLIB_DEFAULTS)
+    if isinstance(model, FullyConnectedNetwork):
+        cls: Any = RLlibFC
+        config.update(_FC_CONFIG)
+    else:
+        cls = RLlibVision
+    twin = cls(model.obs_space, model.action_space, model.num_outputs, config, "rllib")
+    twin.load_state_dict(model.state_dict())
+    twin.eval()
+    return twin
 
 
 def _check_same(model: nn.Module, seq: nn.Module, x: torch.Tensor) -> None:
@@ -92,6 +117,7 @@ def run_case(
     model, seq, obs_shape = build()
     model.eval()
     seq.eval()
+    rllib = _rllib_twin(model)
     results = []
     for batch in batches:
         x = torch.rand(batch, *obs_shape)
@@ -116,6 +142,14 @@ def run_case(
             ("rlblocks model(input_dict)", ours),
             ("rlblocks model + value_function", ours_value),
         ]
+        if rllib is not None:
+            _check_same(rllib, seq, x)
+
+            def theirs(input_dict: dict = input_dict) -> Any:
+                with torch.inference_mode():
+                    return rllib(dict(input_dict))[0]  # type: ignore[misc]
+
+            methods.append(("RLlib model(input_dict)", theirs))
         for method, fn in methods:
             results.append(
                 harness.measure(
