@@ -308,6 +308,7 @@ class SlimConv2d(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self._unpadded and x.dim() == 4 and tuple(x.shape[2:]) == self._kernel:
             conv = self._model[self._conv_index]
+            assert isinstance(conv, nn.Conv2d)
             y = nn.functional.linear(x.flatten(1), conv.weight.flatten(1), conv.bias)
             y = y[:, :, None, None]
             return self._model[-1](y) if self._has_activation else y
