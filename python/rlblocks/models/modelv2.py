@@ -246,7 +246,7 @@ class ModelV2(nn.Module):
             )
         if len(state_out) == 0:
             state_out = state
-        self._last_output = outputs
+        self.__dict__["_last_output"] = outputs  # a plain attribute; skips nn.Module.__setattr__
         return outputs, list(state_out)
 
 

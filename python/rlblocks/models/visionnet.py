@@ -216,7 +216,8 @@ class VisionNetwork(ModelV2):
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         images = input_dict["obs"].float().permute(0, 3, 1, 2)
         conv_out = self._convs(images)
-        self._features = images if self._value_branch_separate is not None else conv_out
+        features = images if self._value_branch_separate is not None else conv_out
+        self.__dict__["_features"] = features  # a plain attribute; skips nn.Module.__setattr__
         if self.last_layer_is_flattened:
             out = conv_out if self._logits is None else self._logits(conv_out)
             return out, state
