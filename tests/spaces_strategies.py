@@ -31,9 +31,14 @@ def discrete_spaces(draw: st.DrawFn) -> gym.spaces.Discrete:
 @st.composite
 def multidiscrete_spaces(draw: st.DrawFn) -> gym.spaces.MultiDiscrete:
     shape = draw(st.sampled_from([(1,), (3,), (2, 2)]))
-    nvec = np.array(draw(st.lists(st.integers(1, 5), min_size=int(np.prod(shape)),
-                                  max_size=int(np.prod(shape))))).reshape(shape)
-    start = np.array(draw(st.lists(st.integers(-2, 2), min_size=nvec.size, max_size=nvec.size))).reshape(shape)
+    nvec = np.array(
+        draw(
+            st.lists(st.integers(1, 5), min_size=int(np.prod(shape)), max_size=int(np.prod(shape)))
+        )
+    ).reshape(shape)
+    start = np.array(
+        draw(st.lists(st.integers(-2, 2), min_size=nvec.size, max_size=nvec.size))
+    ).reshape(shape)
     return gym.spaces.MultiDiscrete(nvec, start=start)
 
 
@@ -42,7 +47,9 @@ def multibinary_spaces(draw: st.DrawFn) -> gym.spaces.MultiBinary:
     return gym.spaces.MultiBinary(draw(st.sampled_from([1, 4, [2, 3]])))
 
 
-leaf_spaces = st.one_of(box_spaces(), discrete_spaces(), multidiscrete_spaces(), multibinary_spaces())
+leaf_spaces = st.one_of(
+    box_spaces(), discrete_spaces(), multidiscrete_spaces(), multibinary_spaces()
+)
 KEYS = st.text(alphabet="abcdefgh", min_size=1, max_size=3)
 
 

@@ -52,13 +52,25 @@ CASES = [
     (("a",), math.nan, r'obs\["a"\]: value nan is not an integer'),
     (("a",), math.inf, r'obs\["a"\]: value inf is not an integer'),
     (("a",), "x", r'obs\["a"\]: expected an integer'),
-    (("c", "d"), np.array([0, 1, 7]), r'obs\["c"\]\["d"\]\[2\]: value 7 is out of range .*allowed 0\.\.4'),
-    (("c", "d"), np.array([0.0, np.nan, 1.0]), r'obs\["c"\]\["d"\]\[1\]: value nan is not an integer'),
+    (
+        ("c", "d"),
+        np.array([0, 1, 7]),
+        r'obs\["c"\]\["d"\]\[2\]: value 7 is out of range .*allowed 0\.\.4',
+    ),
+    (
+        ("c", "d"),
+        np.array([0.0, np.nan, 1.0]),
+        r'obs\["c"\]\["d"\]\[1\]: value nan is not an integer',
+    ),
     (("c", "d"), np.array([0, 1]), r'obs\["c"\]\["d"\]: expected shape \(3,\)'),
     (("b",), np.zeros(15, np.float32), r'obs\["b"\]: expected shape \(16,\) .*got \(15,\)'),
     (("c", "e"), np.zeros((4, 3)), r'obs\["c"\]\["e"\]: expected shape \(3, 4\)'),
     (("b",), ["x"] * 16, r'obs\["b"\]: expected numbers'),
-    (("r",), [{"pos": np.zeros(3), "kind": 0}] * 5, r'obs\["r"\]: list of length 5 is longer than max_len=4'),
+    (
+        ("r",),
+        [{"pos": np.zeros(3), "kind": 0}] * 5,
+        r'obs\["r"\]: list of length 5 is longer than max_len=4',
+    ),
     (("r",), 3, r'obs\["r"\]: expected a list'),
     (("f",), (1,), r'obs\["f"\]: expected 2 items'),
     (("c",), [1, 2], r'obs\["c"\]: expected a dict'),
@@ -119,7 +131,9 @@ def test_batched_structure_errors(impl):
     space = gym.spaces.Dict({"a": D(3), "b": B(-1, 1, (2,))})
     prep = get_preprocessor(space)(space)
     out = np.full((4, 5), 9.0, np.float32)
-    with pytest.raises(ValueError, match=r'obs\["b"\]: batch dimension 3 differs from the batch size 4'):
+    with pytest.raises(
+        ValueError, match=r'obs\["b"\]: batch dimension 3 differs from the batch size 4'
+    ):
         prep.transform_batch({"a": np.zeros(4, int), "b": np.zeros((3, 2))}, out=out)
     with pytest.raises(ValueError, match=r'obs\["a"\]'):
         prep.transform_batch({"a": np.array([0, 1, 5, 2]), "b": np.zeros((4, 2))}, out=out)
@@ -139,7 +153,9 @@ def test_bad_out_buffers_are_rejected(impl, out):
     space = gym.spaces.Dict({"a": D(3), "b": B(-1, 1, (2,))})
     prep = get_preprocessor(space)(space)
     before = out.copy()
-    with pytest.raises(ValueError, match=r"out: expected a writeable C-contiguous float32 array of shape \(3, 5\)"):
+    with pytest.raises(
+        ValueError, match=r"out: expected a writeable C-contiguous float32 array of shape \(3, 5\)"
+    ):
         prep.transform_batch([{"a": 0, "b": np.zeros(2)}] * 3, out=out)
     np.testing.assert_array_equal(out, before)
 

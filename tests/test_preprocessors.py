@@ -76,7 +76,9 @@ def test_nested_repeated(impl):
 
 
 def test_dict_children_follow_space_order_and_match_by_key(impl):
-    space = gym.spaces.Dict(OrderedDict([("z", D(2)), ("a", B(-1, 1, (2,)))]))  # unsorted on purpose
+    space = gym.spaces.Dict(
+        OrderedDict([("z", D(2)), ("a", B(-1, 1, (2,)))])
+    )  # unsorted on purpose
     prep = prep_for(space)
     expected = [0, 1, 0.5, -0.5]
     a = np.array([0.5, -0.5], np.float32)
@@ -252,8 +254,13 @@ def test_float_indices_that_are_integral_are_accepted(impl):
 
 
 def test_thread_counts_give_identical_results():
-    space = gym.spaces.Dict({"r": Repeated(gym.spaces.Dict({"p": B(-1, 1, (3,)), "k": D(5)}), 8),
-                             "d": D(7), "x": B(-1, 1, (64,))})
+    space = gym.spaces.Dict(
+        {
+            "r": Repeated(gym.spaces.Dict({"p": B(-1, 1, (3,)), "k": D(5)}), 8),
+            "d": D(7),
+            "x": B(-1, 1, (64,)),
+        }
+    )
     prep = prep_for(space)
     obs = samples_of(space, 0, 3000)
     rb.set_num_threads(1)
@@ -301,3 +308,17 @@ def test_preprocessor_pickles_and_repeated_space_features():
     assert [s1.sample() for _ in range(5)] == [s2.sample() for _ in range(5)]
     outer = gym.spaces.Tuple((space, D(2)))
     assert outer.contains(([{"a": 0}], 1))
+
+
+def test_repeated_sample_masks():
+    space = Repeated(D(4), max_len=5, seed=0)
+    assert all(len(space.sample(mask=(3, None))) == 3 for _ in range(5))
+    lengths = np.zeros(6, bool)
+    lengths[[1, 4]] = True
+    assert {len(space.sample(mask=(lengths, None))) for _ in range(100)} == {1, 4}
+    child_mask = np.array([0, 0, 1, 0], np.int8)
+    assert all(x == 2 for x in space.sample(mask=(None, child_mask)))
+    with pytest.raises(ValueError, match="length mask"):
+        space.sample(mask=(np.zeros(6, bool), None))
+    with pytest.raises(ValueError, match="probability"):
+        space.sample(probability=np.ones(4))

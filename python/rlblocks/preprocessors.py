@@ -8,7 +8,9 @@ value, then writes the batch with the GIL released, split over threads.
 Examples:
     >>> import gymnasium as gym
     >>> import numpy as np
-    >>> space = gym.spaces.Dict({"pos": gym.spaces.Box(-1, 1, (2,)), "kind": gym.spaces.Discrete(3)})
+    >>> space = gym.spaces.Dict(
+    ...     {"pos": gym.spaces.Box(-1, 1, (2,)), "kind": gym.spaces.Discrete(3)}
+    ... )
     >>> prep = get_preprocessor(space)(space)
     >>> prep.shape   # Dict keys in space order: "kind" (one-hot, 3) then "pos" (2)
     (5,)
@@ -20,6 +22,7 @@ Examples:
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -49,7 +52,9 @@ ATARI_OBS_SHAPE = (210, 160, 3)
 ATARI_RAM_OBS_SHAPE = (128,)
 
 _UNSUPPORTED = tuple(
-    getattr(gym.spaces, name) for name in ("Text", "Graph", "Sequence", "OneOf") if hasattr(gym.spaces, name)
+    getattr(gym.spaces, name)
+    for name in ("Text", "Graph", "Sequence", "OneOf")
+    if hasattr(gym.spaces, name)
 )
 
 
@@ -77,9 +82,13 @@ def _check_supported(space: gym.Space, path: str = "space") -> None:
             _check_supported(child, f"{path}[{key!r}]")
     elif isinstance(space, Repeated):
         _check_supported(space.child_space, f"{path}.child_space")
-    elif not isinstance(space, (Box, Discrete, MultiDiscrete, MultiBinary, Simplex)) and space.shape is None:
+    elif (
+        not isinstance(space, (Box, Discrete, MultiDiscrete, MultiBinary, Simplex))
+        and space.shape is None
+    ):
         raise ValueError(
-            f"{path}: {type(space).__name__} has no shape, so rlblocks cannot preprocess it ({space})."
+            f"{path}: {type(space).__name__} has no shape, so rlblocks cannot preprocess it "
+            f"({space})."
         )
 
 
@@ -115,7 +124,14 @@ def get_preprocessor(space: gym.Space, include_multi_binary: bool = False) -> ty
     return NoPreprocessor
 
 
-class Preprocessor:
+def _check_write_bounds(offset: int, size: int, array: np.ndarray) -> None:
+    if offset < 0 or offset + size > np.size(array):
+        raise ValueError(
+            f"write: offset {offset} + size {size} exceeds the array's {np.size(array)} elements"
+        )
+
+
+class Preprocessor(ABC):
     """Base class: ``shape``, ``size``, ``observation_space``, ``transform``, ``write`` and
     ``transform_batch``.
 
@@ -129,12 +145,15 @@ class Preprocessor:
         _check_supported(obs_space)
         self._obs_space = obs_space
         self._options: dict[str, Any] = dict(options) if options else {}
-        self.shape: tuple[int, ...] = tuple(int(d) for d in self._init_shape(obs_space, self._options))
+        self.shape: tuple[int, ...] = tuple(
+            int(d) for d in self._init_shape(obs_space, self._options)
+        )
         self._size = int(np.prod(self.shape, dtype=np.int64))
         self._out_space: gym.Space | None = None
 
+    @abstractmethod
     def _init_shape(self, obs_space: gym.Space, options: dict[str, Any]) -> Sequence[int]:
-        raise NotImplementedError(f"{type(self).__name__} must define _init_shape")
+        """The output shape (called once by ``__init__``)."""
 
     @property
     def size(self) -> int:
@@ -153,14 +172,15 @@ class Preprocessor:
         """Raises ValueError if ``observation`` does not fit the space (every call validates)."""
         self.transform(observation)
 
+    @abstractmethod
     def transform(self, observation: Any) -> np.ndarray:
         """One observation -> a new float32 array of ``shape``."""
-        raise NotImplementedError(f"{type(self).__name__} must define transform")
 
     def write(self, observation: Any, array: np.ndarray, offset: int) -> None:
         """Writes the flat transform into ``array[offset:offset + size]``."""
         array[offset : offset + self.size] = np.asarray(self.transform(observation)).ravel()
 
+    @abstractmethod
     def transform_batch(self, obs_batch: Any, out: np.ndarray | None = None) -> np.ndarray:
         """A batch -> ``(B, size)`` float32 (``(B, *shape)`` for pass-through spaces).
 
@@ -169,7 +189,6 @@ class Preprocessor:
         arrays, an array). ``out``, if given, must be a writeable C-contiguous float32 array
         of shape ``(B, size)``; it is left untouched when the batch is invalid.
         """
-        raise NotImplementedError(f"{type(self).__name__} must define transform_batch")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._obs_space}, shape={self.shape})"
@@ -178,7 +197,9 @@ class Preprocessor:
 # --------------------------------------------------------------------------- layout plan
 
 
-def compile_layout(space: gym.Space, options: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+def compile_layout(
+    space: gym.Space, options: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
     """Compiles a space into the flat layout the C++ core and the numpy reference execute.
 
     Returns a list of node dicts; the last one is the root. Leaf kinds: ``discrete``,
@@ -190,10 +211,17 @@ def compile_layout(space: gym.Space, options: Mapping[str, Any] | None = None) -
     return nodes
 
 
-def _compile(space: gym.Space, options: dict[str, Any], nodes: list[dict[str, Any]], top: bool = False) -> int:
+def _compile(
+    space: gym.Space, options: dict[str, Any], nodes: list[dict[str, Any]], top: bool = False
+) -> int:
     label = str(space)
     if isinstance(space, Discrete):
-        node = {"kind": "discrete", "size": int(space.n), "n": int(space.n), "start": int(space.start)}
+        node = {
+            "kind": "discrete",
+            "size": int(space.n),
+            "n": int(space.n),
+            "start": int(space.start),
+        }
     elif isinstance(space, MultiDiscrete):
         nvec = np.asarray(space.nvec, dtype=np.int64)
         start = np.broadcast_to(np.asarray(space.start, dtype=np.int64), nvec.shape)
@@ -206,26 +234,47 @@ def _compile(space: gym.Space, options: dict[str, Any], nodes: list[dict[str, An
         }
     elif isinstance(space, Tuple):
         children = [_compile(c, options, nodes) for c in space.spaces]
-        node = {"kind": "tuple", "size": sum(nodes[c]["size"] for c in children), "children": children}
+        node = {
+            "kind": "tuple",
+            "size": sum(nodes[c]["size"] for c in children),
+            "children": children,
+        }
     elif isinstance(space, Dict):
         keys = list(space.spaces)
         children = [_compile(space.spaces[k], options, nodes) for k in keys]
-        node = {"kind": "dict", "size": sum(nodes[c]["size"] for c in children), "keys": keys,
-                "children": children}
+        node = {
+            "kind": "dict",
+            "size": sum(nodes[c]["size"] for c in children),
+            "keys": keys,
+            "children": children,
+        }
     elif isinstance(space, Repeated):
         child = _compile(space.child_space, options, nodes)
-        node = {"kind": "repeated", "size": 1 + space.max_len * nodes[child]["size"], "children": [child],
-                "max_len": space.max_len}
+        node = {
+            "kind": "repeated",
+            "size": 1 + space.max_len * nodes[child]["size"],
+            "children": [child],
+            "max_len": space.max_len,
+        }
     elif _is_atari_pixels(space) and not top:
         pixel = GenericPixelPreprocessor(space, options)
-        node = {"kind": "callback", "size": pixel.size, "fn": pixel._flat_transform,
-                "batch_fn": pixel._flat_transform_batch, "preprocessor": pixel}
+        node = {
+            "kind": "callback",
+            "size": pixel.size,
+            "fn": pixel._flat_transform,
+            "batch_fn": pixel._flat_transform_batch,
+            "preprocessor": pixel,
+        }
     else:
         if space.shape is None:
             raise ValueError(f"cannot flatten {space}: it has no shape")
         shape = [int(d) for d in space.shape]
-        node = {"kind": "box", "size": int(np.prod(shape, dtype=np.int64)), "shape": shape,
-                "map": "atari_ram" if _is_atari_ram(space) else "identity"}
+        node = {
+            "kind": "box",
+            "size": int(np.prod(shape, dtype=np.int64)),
+            "shape": shape,
+            "map": "atari_ram" if _is_atari_ram(space) else "identity",
+        }
     node["label"] = label
     node.setdefault("children", [])
     nodes.append(node)
@@ -249,7 +298,11 @@ class _FlatteningPreprocessor(Preprocessor):
         return (self._layout[-1]["size"],)
 
     def transform(self, observation: Any) -> np.ndarray:
-        out = self._plan.transform(observation) if _impl.native() else self._reference.transform(observation)
+        out = (
+            self._plan.transform(observation)
+            if _impl.native()
+            else self._reference.transform(observation)
+        )
         return out if self._flat_shape else out.reshape(self.shape)
 
     def write(self, observation: Any, array: np.ndarray, offset: int) -> None:
@@ -262,10 +315,7 @@ class _FlatteningPreprocessor(Preprocessor):
         ):
             self._plan.write(observation, array, int(offset))
         else:
-            if offset < 0 or offset + self.size > np.size(array):
-                raise ValueError(
-                    f"write: offset {offset} + size {self.size} exceeds the array's {np.size(array)} elements"
-                )
+            _check_write_bounds(offset, self.size, array)
             super().write(observation, array, offset)
 
     def transform_batch(self, obs_batch: Any, out: np.ndarray | None = None) -> np.ndarray:
@@ -365,8 +415,7 @@ class NoPreprocessor(Preprocessor):
 
     def write(self, observation: Any, array: np.ndarray, offset: int) -> None:
         arr = self._check(observation, batch=False)
-        if offset < 0 or offset + self.size > np.size(array):
-            raise ValueError(f"write: offset {offset} + size {self.size} exceeds the array's {np.size(array)} elements")
+        _check_write_bounds(offset, self.size, array)
         array[offset : offset + self.size] = arr.ravel()
 
     def transform_batch(self, obs_batch: Any, out: np.ndarray | None = None) -> np.ndarray:
@@ -412,7 +461,10 @@ class GenericPixelPreprocessor(Preprocessor):
         if out is None:
             return result
         if out.shape != result.shape or out.dtype != np.float32:
-            raise ValueError(f"out: expected a float32 array of shape {result.shape}, got {out.dtype} {out.shape}")
+            raise ValueError(
+                f"out: expected a float32 array of shape {result.shape}, "
+                f"got {out.dtype} {out.shape}"
+            )
         out[...] = result
         return out
 

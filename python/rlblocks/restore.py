@@ -54,22 +54,29 @@ class RepeatedValues:
 
     def unbatch_repeat_dim(self) -> list:
         """``max_len`` slices ``values[:, i]`` (each still batched over the first dim)."""
-        return [optree.tree_map(lambda v, i=i: v[:, i], self.values, namespace=_NAMESPACE)
-                for i in range(self.max_len)]
+        return [
+            optree.tree_map(lambda v, i=i: v[:, i], self.values, namespace=_NAMESPACE)
+            for i in range(self.max_len)
+        ]
 
     def unbatch_all(self) -> list[list]:
         """Per batch item (first dim), the list of its ``int(lengths[b])`` items."""
         if self._unbatched_all is None:
             lengths = np.asarray(_to_numpy(self.lengths)).astype(np.int64).reshape(-1)
             self._unbatched_all = [
-                [optree.tree_map(lambda v, b=b, i=i: v[b, i], self.values, namespace=_NAMESPACE)
-                 for i in range(int(n))]
+                [
+                    optree.tree_map(lambda v, b=b, i=i: v[b, i], self.values, namespace=_NAMESPACE)
+                    for i in range(int(n))
+                ]
                 for b, n in enumerate(lengths)
             ]
         return self._unbatched_all
 
     def __repr__(self) -> str:
-        return f"RepeatedValues(value={self.values!r}, lengths={self.lengths!r}, max_len={self.max_len})"
+        return (
+            f"RepeatedValues(value={self.values!r}, lengths={self.lengths!r}, "
+            f"max_len={self.max_len})"
+        )
 
 
 optree.register_pytree_node(
@@ -101,9 +108,13 @@ def _build(space: gym.Space) -> _Node:
     from rlblocks.preprocessors import get_preprocessor
 
     if isinstance(space, (Tuple, Dict)):
-        children_spaces = list(space.spaces) if isinstance(space, Tuple) else list(space.spaces.values())
+        children_spaces = (
+            list(space.spaces) if isinstance(space, Tuple) else list(space.spaces.values())
+        )
         children = [_build(c) for c in children_spaces]
-        offsets = np.concatenate([[0], np.cumsum([c.size for c in children])[:-1]]).astype(int).tolist()
+        offsets = (
+            np.concatenate([[0], np.cumsum([c.size for c in children])[:-1]]).astype(int).tolist()
+        )
         size = sum(c.size for c in children)
         keys = list(space.spaces) if isinstance(space, Dict) else []
         kind = "dict" if isinstance(space, Dict) else "tuple"
@@ -127,7 +138,8 @@ def _plan(space: gym.Space) -> _Node:
         return hit[1]
     node = _build(space)
     try:
-        ref = weakref.ref(space, lambda _r, key=id(space): _CACHE.pop(key, None))
+        key = id(space)
+        ref = weakref.ref(space, lambda _r: _CACHE.pop(key, None))
     except TypeError:  # not weak-referenceable: do not cache
         return node
     _CACHE[id(space)] = (ref, node)
@@ -163,7 +175,9 @@ def _unpack(obs: Any, space: gym.Space) -> Any:
     node = _plan(space)
     shape = tuple(obs.shape)
     if len(shape) < 2 or shape[-1] != node.size:
-        raise ValueError(f"Expected flattened obs shape of [..., {node.size}] for {space}, got {list(shape)}")
+        raise ValueError(
+            f"Expected flattened obs shape of [..., {node.size}] for {space}, got {list(shape)}"
+        )
     return _split(obs, node, shape[:-1])
 
 
@@ -173,8 +187,13 @@ def _split(obs: Any, node: _Node, batch: tuple[int, ...]) -> Any:
     if node.kind == "repeated":
         child = node.children[0]
         values = obs[..., 1:].reshape(batch + (node.max_len, child.size))
-        return RepeatedValues(_split(values, child, batch + (node.max_len,)), obs[..., 0], node.max_len)
-    parts = [_split(obs[..., off : off + c.size], c, batch) for off, c in zip(node.offsets, node.children)]
+        return RepeatedValues(
+            _split(values, child, batch + (node.max_len,)), obs[..., 0], node.max_len
+        )
+    parts = [
+        _split(obs[..., off : off + c.size], c, batch)
+        for off, c in zip(node.offsets, node.children, strict=False)
+    ]
     if node.kind == "tuple":
         return tuple(parts)
-    return dict(zip(node.keys, parts))
+    return dict(zip(node.keys, parts, strict=False))

@@ -58,10 +58,33 @@ class Repeated(gym.Space[list]):
         return seeds + (list(child) if isinstance(child, (list, tuple)) else [child])
 
     def sample(self, mask: Any = None, probability: Any = None) -> list:
-        if mask is not None or probability is not None:
-            raise NotImplementedError("Repeated.sample does not take a mask or probability")
-        length = int(self.np_random.integers(0, self.max_len + 1))
-        return [self.child_space.sample() for _ in range(length)]
+        """A list of child samples; its length is uniform over the allowed lengths.
+
+        Args:
+            mask: ``None`` or ``(length_mask, child_mask)``: ``length_mask`` is ``None``, an
+                int (that exact length) or a bool array of shape ``(max_len + 1,)`` marking
+                the allowed lengths; ``child_mask`` is passed to every child ``sample``.
+            probability: Not supported for Repeated (ValueError).
+        """
+        if probability is not None:
+            raise ValueError("Repeated.sample: probability is not supported, use mask")
+        length_mask, child_mask = (None, None) if mask is None else mask
+        if length_mask is None:
+            length = int(self.np_random.integers(0, self.max_len + 1))
+        elif isinstance(length_mask, (int, np.integer)):
+            if not 0 <= length_mask <= self.max_len:
+                raise ValueError(f"Repeated.sample: length {length_mask} not in 0..{self.max_len}")
+            length = int(length_mask)
+        else:
+            allowed = np.flatnonzero(np.asarray(length_mask, dtype=bool))
+            if np.shape(length_mask) != (self.max_len + 1,) or allowed.size == 0:
+                raise ValueError(
+                    f"Repeated.sample: length mask must be a bool array of shape "
+                    f"({self.max_len + 1},) with at least one True, got {length_mask!r}"
+                )
+            length = int(self.np_random.choice(allowed))
+        kwargs = {} if child_mask is None else {"mask": child_mask}
+        return [self.child_space.sample(**kwargs) for _ in range(length)]
 
     def contains(self, x: Any) -> bool:
         if not isinstance(x, (list, tuple, np.ndarray)):
@@ -160,8 +183,8 @@ def flatten_space(space: gym.Space) -> list[gym.Space]:
 
     Examples:
         >>> import gymnasium as gym
-        >>> s = gym.spaces.Dict({"b": gym.spaces.Discrete(2),
-        ...                      "a": gym.spaces.Tuple((gym.spaces.Box(0, 1), gym.spaces.Discrete(3)))})
+        >>> inner = gym.spaces.Tuple((gym.spaces.Box(0, 1), gym.spaces.Discrete(3)))
+        >>> s = gym.spaces.Dict({"b": gym.spaces.Discrete(2), "a": inner})
         >>> [type(x).__name__ for x in flatten_space(s)]
         ['Box', 'Discrete', 'Discrete']
     """

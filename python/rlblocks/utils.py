@@ -38,7 +38,9 @@ def one_hot(
     if depth == 0:
         depth = int(x.max()) + 1 if x.size else 0
     if x.size and (x.min() < 0 or x.max() >= depth):
-        raise ValueError(f"one_hot: values must be in 0..{depth - 1}, got min {x.min()} max {x.max()}")
+        raise ValueError(
+            f"one_hot: values must be in 0..{depth - 1}, got min {x.min()} max {x.max()}"
+        )
     out = np.full(x.shape + (depth,), off_value, dtype=np.float64)
     np.put_along_axis(out, x[..., None].astype(np.int64), on_value, axis=-1)
     return out.astype(dtype)

@@ -38,7 +38,9 @@ class ReferenceFlattener:
     def transform_list(self, obs_list: list, out: np.ndarray | None = None) -> np.ndarray:
         batch = len(obs_list)
         buf = np.zeros(batch * self.size, dtype=np.float32)
-        self._fill(self._root, list(obs_list), np.arange(batch, dtype=np.int64) * self.size, buf, ())
+        self._fill(
+            self._root, list(obs_list), np.arange(batch, dtype=np.int64) * self.size, buf, ()
+        )
         return self._finish(buf, batch, out)
 
     def transform_batched(self, obs: Any, out: np.ndarray | None = None) -> np.ndarray:
@@ -58,9 +60,14 @@ class ReferenceFlattener:
             or not out.flags.c_contiguous
             or not out.flags.writeable
         ):
-            got = f"{out.dtype} array of shape {out.shape}" if isinstance(out, np.ndarray) else type(out).__name__
+            got = (
+                f"{out.dtype} array of shape {out.shape}"
+                if isinstance(out, np.ndarray)
+                else type(out).__name__
+            )
             raise ValueError(
-                f"out: expected a writeable C-contiguous float32 array of shape {result.shape}, got {got}"
+                "out: expected a writeable C-contiguous float32 array of shape "
+                f"{result.shape}, got {got}"
             )
         out[...] = result
         return out
@@ -74,16 +81,22 @@ class ReferenceFlattener:
             return self._batch_size(node["children"][0], first)
         return len(obj)
 
-    def _fill_batched(self, node_id: int, obj: Any, bases: np.ndarray, buf: np.ndarray, path: tuple) -> None:
+    def _fill_batched(
+        self, node_id: int, obj: Any, bases: np.ndarray, buf: np.ndarray, path: tuple
+    ) -> None:
         node = self._nodes[node_id]
         if node["kind"] == "dict":
             values = self._dict_values(node, [obj], path)[0]
-            for i, (key, child) in enumerate(zip(node["keys"], node["children"])):
-                self._fill_batched(child, values[i], bases + self._offsets[node_id][i], buf, path + (key,))
+            for i, (key, child) in enumerate(zip(node["keys"], node["children"], strict=False)):
+                self._fill_batched(
+                    child, values[i], bases + self._offsets[node_id][i], buf, path + (key,)
+                )
         elif node["kind"] == "tuple":
             values = self._tuple_values(node, [obj], path)[0]
             for i, child in enumerate(node["children"]):
-                self._fill_batched(child, values[i], bases + self._offsets[node_id][i], buf, path + (i,))
+                self._fill_batched(
+                    child, values[i], bases + self._offsets[node_id][i], buf, path + (i,)
+                )
         elif node["kind"] == "callback":
             result = np.asarray(node["batch_fn"](obj), dtype=np.float32).reshape(len(bases), -1)
             buf[bases[:, None] + np.arange(node["size"])] = result
@@ -95,8 +108,15 @@ class ReferenceFlattener:
                 )
             self._fill(node_id, obj, bases, buf, path, single=True)  # paths name the leaf
 
-    def _fill(self, node_id: int, values: Any, bases: np.ndarray, buf: np.ndarray, path: tuple,
-              single: bool = False) -> None:
+    def _fill(
+        self,
+        node_id: int,
+        values: Any,
+        bases: np.ndarray,
+        buf: np.ndarray,
+        path: tuple,
+        single: bool = False,
+    ) -> None:
         """Writes ``values[i]`` (all at this node) at flat offsets ``bases[i]``."""
         node = self._nodes[node_id]
         kind = node["kind"]
@@ -105,18 +125,34 @@ class ReferenceFlattener:
         where = format_path(path if single else ("*",) + path).replace('["*"]', "[*]")
         if kind == "dict":
             per_obs = self._dict_values(node, values, path, where)
-            for i, (key, child) in enumerate(zip(node["keys"], node["children"])):
-                self._fill(child, [v[i] for v in per_obs], bases + self._offsets[node_id][i], buf,
-                           path + (key,), single)
+            for i, (key, child) in enumerate(zip(node["keys"], node["children"], strict=False)):
+                self._fill(
+                    child,
+                    [v[i] for v in per_obs],
+                    bases + self._offsets[node_id][i],
+                    buf,
+                    path + (key,),
+                    single,
+                )
         elif kind == "tuple":
             per_obs = self._tuple_values(node, values, path, where)
             for i, child in enumerate(node["children"]):
-                self._fill(child, [v[i] for v in per_obs], bases + self._offsets[node_id][i], buf,
-                           path + (i,), single)
+                self._fill(
+                    child,
+                    [v[i] for v in per_obs],
+                    bases + self._offsets[node_id][i],
+                    buf,
+                    path + (i,),
+                    single,
+                )
         elif kind == "repeated":
             for v in values:
-                if not isinstance(v, (list, tuple, np.ndarray)) or (isinstance(v, np.ndarray) and v.ndim == 0):
-                    raise ValueError(f"{where}: expected a list for {node['label']}, got {type(v).__name__}")
+                if not isinstance(v, (list, tuple, np.ndarray)) or (
+                    isinstance(v, np.ndarray) and v.ndim == 0
+                ):
+                    raise ValueError(
+                        f"{where}: expected a list for {node['label']}, got {type(v).__name__}"
+                    )
             lengths = np.fromiter((len(v) for v in values), dtype=np.int64, count=len(values))
             if (lengths > node["max_len"]).any():
                 raise ValueError(
@@ -140,15 +176,23 @@ class ReferenceFlattener:
             flat = idx.reshape(len(bases), -1).astype(np.int64)
             starts = np.asarray(node["starts"], dtype=np.int64)
             nvec = np.asarray(node["nvec"], dtype=np.int64)
-            self._check_range(idx.reshape(len(bases), -1), starts, nvec, node["label"] + " component", where)
+            self._check_range(
+                idx.reshape(len(bases), -1), starts, nvec, node["label"] + " component", where
+            )
             blocks = np.concatenate([[0], np.cumsum(nvec)[:-1]])
             buf[bases[:, None] + blocks + flat - starts] = 1.0
         elif kind == "box":
             shape = tuple(node["shape"])
             try:
-                arr = np.asarray(values) if node["map"] == "atari_ram" else np.asarray(values, dtype=np.float32)
+                arr = (
+                    np.asarray(values)
+                    if node["map"] == "atari_ram"
+                    else np.asarray(values, dtype=np.float32)
+                )
             except (ValueError, TypeError) as err:
-                raise ValueError(f"{where}: expected numbers of shape {shape} for {node['label']} ({err})") from None
+                raise ValueError(
+                    f"{where}: expected numbers of shape {shape} for {node['label']} ({err})"
+                ) from None
             if arr.shape != (len(bases), *shape):
                 got = arr.shape[1:] if arr.ndim and arr.shape[0] == len(bases) else arr.shape
                 raise ValueError(f"{where}: expected shape {shape} for {node['label']}, got {got}")
@@ -170,14 +214,20 @@ class ReferenceFlattener:
         out = []
         for v in values:
             if not hasattr(v, "keys") or isinstance(v, (list, tuple, np.ndarray)):
-                raise ValueError(f"{where}: expected a dict with keys {keys} for {node['label']}, "
-                                 f"got {type(v).__name__}")
+                raise ValueError(
+                    f"{where}: expected a dict with keys {keys} for {node['label']}, "
+                    f"got {type(v).__name__}"
+                )
             missing = [k for k in keys if k not in v]
             if missing:
-                raise ValueError(f"{where}: missing key {missing[0]!r}; {node['label']} needs keys {keys}")
+                raise ValueError(
+                    f"{where}: missing key {missing[0]!r}; {node['label']} needs keys {keys}"
+                )
             if len(v) != len(keys):
                 extra = [k for k in v.keys() if k not in keys]
-                raise ValueError(f"{where}: unexpected keys {extra}; {node['label']} has keys {keys}")
+                raise ValueError(
+                    f"{where}: unexpected keys {extra}; {node['label']} has keys {keys}"
+                )
             out.append([v[k] for k in keys])
         return out
 
@@ -187,7 +237,10 @@ class ReferenceFlattener:
         n = len(node["children"])
         for v in values:
             if not isinstance(v, (list, tuple)):
-                raise ValueError(f"{where}: expected a tuple of {n} items for {node['label']}, got {type(v).__name__}")
+                raise ValueError(
+                    f"{where}: expected a tuple of {n} items for {node['label']}, "
+                    f"got {type(v).__name__}"
+                )
             if len(v) != n:
                 raise ValueError(f"{where}: expected {n} items for {node['label']}, got {len(v)}")
         return list(values)
@@ -208,7 +261,9 @@ class ReferenceFlattener:
         if np.issubdtype(arr.dtype, np.floating):
             bad = ~np.isfinite(arr) | (arr != np.floor(arr))
             if bad.any():
-                raise ValueError(f"{where}: value {arr[bad].flat[0]} is not an integer; {label} needs integers")
+                raise ValueError(
+                    f"{where}: value {arr[bad].flat[0]} is not an integer; {label} needs integers"
+                )
             return arr.astype(np.int64)
         raise ValueError(f"{where}: expected integers for {label}, got dtype {arr.dtype}")
 
@@ -221,5 +276,6 @@ class ReferenceFlattener:
             lo_v = int(np.broadcast_to(lo, idx.shape)[tuple(pos)])
             hi_v = lo_v + int(np.broadcast_to(np.asarray(n), idx.shape)[tuple(pos)]) - 1
             raise ValueError(
-                f"{where}: value {idx[tuple(pos)]} is out of range for {label} (allowed {lo_v}..{hi_v})"
+                f"{where}: value {idx[tuple(pos)]} is out of range for {label} "
+                f"(allowed {lo_v}..{hi_v})"
             )

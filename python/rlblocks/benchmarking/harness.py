@@ -63,8 +63,15 @@ def measure(
             fn()
         samples.append((time.perf_counter() - t0) / (calls * items))
     per_item = statistics.median(samples)
-    return Result(case, method, per_item * 1e6, 1.0 / per_item if per_item > 0 else float("inf"),
-                  batch, threads, dict(extra))
+    return Result(
+        case,
+        method,
+        per_item * 1e6,
+        1.0 / per_item if per_item > 0 else float("inf"),
+        batch,
+        threads,
+        dict(extra),
+    )
 
 
 def add_ratios(results: list[Result], ours: str = "rlblocks") -> None:
@@ -73,8 +80,11 @@ def add_ratios(results: list[Result], ours: str = "rlblocks") -> None:
     for r in results:
         if not r.method.startswith(ours):
             continue
-        others = [o.us_per_item for o in results
-                  if o.case == r.case and o.batch == r.batch and not o.method.startswith(ours)]
+        others = [
+            o.us_per_item
+            for o in results
+            if o.case == r.case and o.batch == r.batch and not o.method.startswith(ours)
+        ]
         if others and r.us_per_item > 0:
             r.ratio = min(others) / r.us_per_item
 
@@ -85,12 +95,17 @@ def emit_json(results: Iterable[Result], stream: TextIO = sys.stdout) -> None:
 
 
 def format_table(results: list[Result]) -> str:
-    header = f"{'case':<34} {'method':<26} {'B':>5} {'thr':>3} {'us/item':>10} {'items/s':>12} {'ratio':>7}"
+    header = (
+        f"{'case':<34} {'method':<26} {'B':>5} {'thr':>3} {'us/item':>10} "
+        f"{'items/s':>12} {'ratio':>7}"
+    )
     lines = [header, "-" * len(header)]
     for r in results:
         ratio = f"{r.ratio:.2f}x" if r.ratio is not None else ""
-        lines.append(f"{r.case:<34} {r.method:<26} {r.batch:>5} {r.threads:>3} "
-                     f"{r.us_per_item:>10.3f} {r.items_per_s:>12,.0f} {ratio:>7}")
+        lines.append(
+            f"{r.case:<34} {r.method:<26} {r.batch:>5} {r.threads:>3} "
+            f"{r.us_per_item:>10.3f} {r.items_per_s:>12,.0f} {ratio:>7}"
+        )
     return "\n".join(lines)
 
 

@@ -21,14 +21,20 @@ Methods:
 * ``numpy reference``: the same preprocessor with ``rlblocks._impl.use_numpy_reference(True)``
   (the general, layout-driven vectorised numpy twin); ``numpy reference transform`` at B=1.
 * ``numpy hand-written``: the best vectorised numpy written for that space and input form.
-  Several variants are timed (e.g. scatter into ``np.zeros`` vs gathering rows of
-  ``np.eye``, column-wise vs row-wise for small batches) and the fastest is reported, the
-  others' times in ``extra``. Each variant must equal rlblocks' output exactly.
+  Several variants are timed (scatter into ``np.zeros`` vs ``np.take`` of ``np.eye`` rows;
+  gathering per-env leaves with ``np.concatenate``/``np.fromiter`` vs ``b"".join`` of their
+  buffers, which is 4-13x cheaper per leaf; column-wise vs row-wise for tiny batches) and
+  the fastest is reported, every variant's time in ``extra``. Each variant must equal
+  rlblocks' output exactly (asserted once, before timing).
+
+All methods of a case are measured round-robin (``--rounds``, default 5) and each reports
+the median of its rounds: the machines are shared, and a burst of load then hits every
+method alike.
 * ``gymnasium flatten loop``: ``np.stack([flatten(space, o) for o in obs]).astype(float32)``
   (list cases; gymnasium has no Repeated).
 * ``memory-bandwidth bound`` (batched cases at B=1024): (bytes in + bytes out per item) /
   the copy bandwidth measured in this run (``np.copyto`` of 256 MiB, one thread, bytes read
-  + written / time). Its ``extra`` holds rlblocks' time / bound.
+  + written / time, the fastest of 7 copies). Its ``extra`` holds rlblocks' time / bound.
 
 ``ratio`` (rlblocks rows) = best alternative's time / rlblocks' time for the same case and B
 (the bound row is not an alternative). A summary of the issue's targets is printed at the
@@ -41,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -70,6 +77,8 @@ __all__ = ["BenchCase", "build_cases", "main", "run"]
 F32 = np.float32
 CASE_KEYS = ("discrete", "multidiscrete", "dict", "repeated")
 BOUND_METHOD = "memory-bandwidth bound"
+BOUND_NOTE = ("DRAM copy bandwidth; at B=1024 input+output are < 1 MiB and stay in cache "
+              "between calls, so a kernel can run below this bound")
 REPEATED_NOTE = "input: list of per-env lists (this is also the batched form)"
 NUMPY_METHODS = ("numpy reference", "numpy reference transform", "numpy hand-written")
 Variants = dict[str, Callable[[Any], np.ndarray]]
@@ -91,7 +100,7 @@ def _arange(n: int) -> np.ndarray:
 
 def _rows(arrays: list[np.ndarray], width: int) -> np.ndarray:
     """Stacks equally shaped per-env arrays into ``(B, width)``: ``np.concatenate`` for
-    larger lists (the fastest numpy route), ``np.array`` for a handful (less overhead)."""
+    larger lists (the faster numpy call), ``np.array`` for a handful (less overhead)."""
     if len(arrays) >= 8:
         return np.concatenate(arrays).reshape(len(arrays), width)
     return np.array(arrays).reshape(len(arrays), width)
@@ -102,6 +111,38 @@ def _ints(values: Any, n: int) -> np.ndarray:
     return np.fromiter(values, np.int64, n)
 
 
+class Gather:
+    """How per-env leaves become one batch array (the hand-written variants use both).
+
+    ``numpy``: ``np.concatenate``/``np.array`` for arrays, ``np.fromiter`` for scalars.
+    ``bytes-join``: ``np.frombuffer(b"".join(leaves))``: every leaf is a C-contiguous numpy
+    array or numpy scalar of the space's dtype (what gymnasium samples are), so joining
+    their buffers is a gather at ~10-40 ns per leaf, 4-13x cheaper than ``np.concatenate``.
+    Each variant is checked against rlblocks' output, so a leaf of another dtype would fail
+    loudly rather than be misread.
+    """
+
+    def __init__(self, how: str):
+        if how not in ("numpy", "bytes-join"):
+            raise ValueError(f"unknown gather {how!r}")
+        self.how = how
+
+    def rows(self, arrays: Any, dtype: Any, width: int) -> np.ndarray:
+        """Per-env arrays (an iterable) -> ``(B, width)``."""
+        if self.how == "bytes-join":
+            return np.frombuffer(b"".join(arrays), dtype).reshape(-1, width)
+        return _rows(list(arrays), width)
+
+    def ints(self, values: Any, n: int) -> np.ndarray:
+        """Per-env integer scalars (numpy int64 for the joined variant) -> int64 ``(n,)``."""
+        if self.how == "bytes-join":
+            return np.frombuffer(b"".join(values), np.int64)
+        return _ints(values, n)
+
+
+NUMPY, JOIN = Gather("numpy"), Gather("bytes-join")
+
+
 # ------------------------------------------------------------------ hand-written numpy
 
 
@@ -109,28 +150,31 @@ def _discrete_variants(n: int, form: str) -> Variants:
     """One-hot of Discrete(n): scatter into zeros, gather rows of eye, or per-row stores."""
     eye = np.eye(n, dtype=F32)
 
-    def idx(obs: Any) -> np.ndarray:
-        return _ints(obs, len(obs)) if form == "list" else obs
+    def scatter(gather: Gather) -> Callable[[Any], np.ndarray]:
+        def fn(obs: Any) -> np.ndarray:
+            i = gather.ints(obs, len(obs)) if form == "list" else obs
+            out = np.zeros((len(i), n), F32)
+            out[_arange(len(i)), i] = 1.0
+            return out
+        return fn
 
-    def scatter(obs: Any) -> np.ndarray:
-        i = idx(obs)
-        out = np.zeros((len(i), n), F32)
-        out[_arange(len(i)), i] = 1.0
+    def eye_take(gather: Gather) -> Callable[[Any], np.ndarray]:
+        def fn(obs: Any) -> np.ndarray:
+            return np.take(eye, gather.ints(obs, len(obs)) if form == "list" else obs, axis=0)
+        return fn
+
+    if form != "list":
+        return {"zeros+scatter": scatter(NUMPY), "eye-take": eye_take(NUMPY)}
+
+    def rows(obs: Any) -> np.ndarray:
+        out = np.zeros((len(obs), n), F32)
+        for r, v in enumerate(obs):
+            out[r, v] = 1.0
         return out
 
-    def eye_take(obs: Any) -> np.ndarray:
-        return np.take(eye, idx(obs), axis=0)
-
-    variants: Variants = {"zeros+scatter": scatter, "eye-take": eye_take}
-    if form == "list":
-        def rows(obs: Any) -> np.ndarray:
-            out = np.zeros((len(obs), n), F32)
-            for r, v in enumerate(obs):
-                out[r, v] = 1.0
-            return out
-
-        variants["per-row"] = rows
-    return variants
+    return {"zeros+scatter, fromiter": scatter(NUMPY), "eye-take, fromiter": eye_take(NUMPY),
+            "zeros+scatter, bytes-join": scatter(JOIN), "eye-take, bytes-join": eye_take(JOIN),
+            "per-row": rows}
 
 
 def _multidiscrete_variants(k: int, n: int, form: str) -> Variants:
@@ -139,30 +183,39 @@ def _multidiscrete_variants(k: int, n: int, form: str) -> Variants:
     offsets = np.arange(k, dtype=np.int64) * n
     eye = np.eye(n, dtype=F32)
 
-    def idx(obs: Any) -> np.ndarray:
-        return _rows(obs, k) if form == "list" else obs
+    def scatter(gather: Gather) -> Callable[[Any], np.ndarray]:
+        def fn(obs: Any) -> np.ndarray:
+            i = gather.rows(obs, np.int64, k) if form == "list" else obs
+            b = len(i)
+            out = np.zeros((b, width), F32)
+            out[_arange(b)[:, None], i + offsets] = 1.0
+            return out
+        return fn
 
-    def scatter(obs: Any) -> np.ndarray:
-        i = idx(obs)
-        b = len(i)
-        out = np.zeros((b, width), F32)
-        out[_arange(b)[:, None], i + offsets] = 1.0
-        return out
+    def flat_put(gather: Gather) -> Callable[[Any], np.ndarray]:
+        def fn(obs: Any) -> np.ndarray:
+            i = gather.rows(obs, np.int64, k) if form == "list" else obs
+            b = len(i)
+            out = np.zeros((b, width), F32)
+            flat = i + offsets
+            flat += (_arange(b) * width)[:, None]
+            out.put(flat, 1.0)
+            return out
+        return fn
 
-    def flat_put(obs: Any) -> np.ndarray:
-        i = idx(obs)
-        b = len(i)
-        out = np.zeros((b, width), F32)
-        flat = i + offsets
-        flat += (_arange(b) * width)[:, None]
-        out.put(flat, 1.0)
-        return out
+    def eye_take(gather: Gather) -> Callable[[Any], np.ndarray]:
+        def fn(obs: Any) -> np.ndarray:
+            i = gather.rows(obs, np.int64, k) if form == "list" else obs
+            return np.take(eye, i, axis=0).reshape(len(i), width)
+        return fn
 
-    def eye_take(obs: Any) -> np.ndarray:
-        i = idx(obs)
-        return np.take(eye, i, axis=0).reshape(len(i), width)
-
-    return {"zeros+scatter": scatter, "zeros+flat-put": flat_put, "eye-take": eye_take}
+    if form != "list":
+        return {"zeros+scatter": scatter(NUMPY), "zeros+flat-put": flat_put(NUMPY),
+                "eye-take": eye_take(NUMPY)}
+    return {"zeros+flat-put, concatenate": flat_put(NUMPY),
+            "eye-take, concatenate": eye_take(NUMPY),
+            "zeros+flat-put, bytes-join": flat_put(JOIN),
+            "eye-take, bytes-join": eye_take(JOIN)}
 
 
 # nested Dict layout (keys in space order a, b, c{d, e}, f(0, 1)):
@@ -174,23 +227,47 @@ _get_d, _get_e = itemgetter("d"), itemgetter("e")
 _get_0, _get_1 = itemgetter(0), itemgetter(1)
 
 
-def _dict_list_columns(obs: list) -> np.ndarray:
+def _dict_list_columns(gather: Gather) -> Callable[[list], np.ndarray]:
     """List of nested dicts: gather each leaf over the batch into one column block; the three
     one-hot leaves (5 indices per row) go in with a single flat store."""
+
+    def fn(obs: list) -> np.ndarray:
+        b = len(obs)
+        out = np.zeros((b, _DICT_SIZE), F32)
+        cs = list(map(_get_c, obs))
+        fs = list(map(_get_f, obs))
+        hot = np.empty((b, 5), np.int64)
+        hot[:, 0] = gather.ints(map(_get_a, obs), b)
+        np.add(gather.rows(map(_get_d, cs), np.int64, 3), _D_OFF, out=hot[:, 1:4])
+        hot[:, 4] = gather.ints(map(_get_0, fs), b)
+        hot[:, 4] += 45
+        hot += (_arange(b) * _DICT_SIZE)[:, None]
+        out.put(hot, 1.0)
+        out[:, 5:21] = gather.rows(map(_get_b, obs), F32, 16)
+        out[:, 33:45] = gather.rows(map(_get_e, cs), F32, 12)
+        out[:, 47:55] = gather.rows(map(_get_1, fs), F32, 8)
+        return out
+
+    return fn
+
+
+def _dict_list_one_pass(obs: list) -> np.ndarray:
+    """List of nested dicts: one comprehension pulls all six leaves of every env, ``zip``
+    transposes them into columns, and each column is gathered with ``b"".join``."""
     b = len(obs)
+    leaves = [(o["a"], o["b"], c["d"], c["e"], f[0], f[1])
+              for o in obs for c, f in ((o["c"], o["f"]),)]
+    a, bb, d, e, f0, f1 = map(b"".join, zip(*leaves, strict=True))
     out = np.zeros((b, _DICT_SIZE), F32)
-    cs = list(map(_get_c, obs))
-    fs = list(map(_get_f, obs))
     hot = np.empty((b, 5), np.int64)
-    hot[:, 0] = _ints(map(_get_a, obs), b)
-    np.add(_rows(list(map(_get_d, cs)), 3), _D_OFF, out=hot[:, 1:4])
-    hot[:, 4] = _ints(map(_get_0, fs), b)
-    hot[:, 4] += 45
+    hot[:, 0] = np.frombuffer(a, np.int64)
+    np.add(np.frombuffer(d, np.int64).reshape(b, 3), _D_OFF, out=hot[:, 1:4])
+    np.add(np.frombuffer(f0, np.int64), 45, out=hot[:, 4])
     hot += (_arange(b) * _DICT_SIZE)[:, None]
     out.put(hot, 1.0)
-    out[:, 5:21] = _rows(list(map(_get_b, obs)), 16)
-    out[:, 33:45] = _rows(list(map(_get_e, cs)), 12)
-    out[:, 47:55] = _rows(list(map(_get_1, fs)), 8)
+    out[:, 5:21] = np.frombuffer(bb, F32).reshape(b, 16)
+    out[:, 33:45] = np.frombuffer(e, F32).reshape(b, 12)
+    out[:, 47:55] = np.frombuffer(f1, F32).reshape(b, 8)
     return out
 
 
@@ -247,22 +324,46 @@ _REP_POS = np.arange(5, 8, dtype=np.int64)
 _get_kind, _get_pos = itemgetter("kind"), itemgetter("pos")
 
 
-def _repeated_index(obs: list) -> np.ndarray:
+def _repeated_index(gather: Gather) -> Callable[[list], np.ndarray]:
     """Per-env lists flattened into one item list; each item's flat offset by repeat/cumsum
     index arithmetic, then one store for the kinds and one for the positions."""
+
+    def fn(obs: list) -> np.ndarray:
+        b = len(obs)
+        lengths = _ints(map(len, obs), b)
+        out = np.zeros((b, _REP_SIZE), F32)
+        out[:, 0] = lengths
+        items = list(chain.from_iterable(obs))
+        n = len(items)
+        if n:
+            starts = np.cumsum(lengths) - lengths
+            base = np.repeat(_arange(b) * _REP_SIZE + 1 - starts * _REP_ITEM, lengths)
+            base += _arange(n) * _REP_ITEM
+            flat = out.reshape(-1)
+            flat[base + gather.ints(map(_get_kind, items), n)] = 1.0
+            flat[base[:, None] + _REP_POS] = gather.rows(map(_get_pos, items), F32, 3)
+        return out
+
+    return fn
+
+
+def _repeated_one_pass(obs: list) -> np.ndarray:
+    """As ``_repeated_index``, with both leaves of every item pulled in one comprehension
+    and gathered with ``b"".join``."""
     b = len(obs)
     lengths = _ints(map(len, obs), b)
     out = np.zeros((b, _REP_SIZE), F32)
     out[:, 0] = lengths
-    items = list(chain.from_iterable(obs))
-    n = len(items)
+    pairs = [(it["kind"], it["pos"]) for items in obs for it in items]
+    n = len(pairs)
     if n:
+        kinds, pos = map(b"".join, zip(*pairs, strict=True))
         starts = np.cumsum(lengths) - lengths
         base = np.repeat(_arange(b) * _REP_SIZE + 1 - starts * _REP_ITEM, lengths)
         base += _arange(n) * _REP_ITEM
         flat = out.reshape(-1)
-        flat[base + _ints(map(_get_kind, items), n)] = 1.0
-        flat[base[:, None] + _REP_POS] = _rows(list(map(_get_pos, items)), 3)
+        flat[base + np.frombuffer(kinds, np.int64)] = 1.0
+        flat[base[:, None] + _REP_POS] = np.frombuffer(pos, F32).reshape(n, 3)
     return out
 
 
@@ -274,8 +375,8 @@ def _repeated_rows(obs: list) -> np.ndarray:
         row[0] = n
         if n:
             block = row[1 : 1 + n * _REP_ITEM].reshape(n, _REP_ITEM)
-            block[_arange(n), _ints(map(_get_kind, items), n)] = 1.0
-            block[:, 5:8] = _rows(list(map(_get_pos, items)), 3)
+            block[_arange(n), JOIN.ints(map(_get_kind, items), n)] = 1.0
+            block[:, 5:8] = JOIN.rows(map(_get_pos, items), F32, 3)
     return out
 
 
@@ -374,7 +475,10 @@ def build_cases(keys: Sequence[str], max_batch: int) -> list[BenchCase]:
             space = nested_dict_space()
             obs = _sample(space, max_batch)
             cases.append(BenchCase(key, "nested Dict list", "list", space, _prep(space), obs,
-                                   {"columns": _dict_list_columns, "per-row": _dict_list_rows},
+                                   {"columns, concatenate": _dict_list_columns(NUMPY),
+                                    "columns, bytes-join": _dict_list_columns(JOIN),
+                                    "one pass, bytes-join": _dict_list_one_pass,
+                                    "per-row": _dict_list_rows},
                                    True, False))
             cases.append(BenchCase(key, "nested Dict batched", "batched", space, _prep(space), obs,
                                    {"zeros+put": _dict_batched_scatter,
@@ -384,7 +488,10 @@ def build_cases(keys: Sequence[str], max_batch: int) -> list[BenchCase]:
             obs = _sample_repeated(space, max_batch)
             cases.append(BenchCase(key, "Repeated(Dict) len~U(0,32) list", "list", space,
                                    _prep(space), obs,
-                                   {"index-arith": _repeated_index, "per-row": _repeated_rows},
+                                   {"index-arith, concatenate": _repeated_index(NUMPY),
+                                    "index-arith, bytes-join": _repeated_index(JOIN),
+                                    "index-arith, one pass, bytes-join": _repeated_one_pass,
+                                    "per-row": _repeated_rows},
                                    False, False, note=REPEATED_NOTE))
         else:
             raise ValueError(f"unknown case {key!r}; choose from {CASE_KEYS}")
@@ -410,7 +517,8 @@ def _with_reference(fn: Callable[[], Any]) -> Callable[[], Any]:
 
 
 def _gym_flatten_loop(space: gym.Space, obs: list) -> np.ndarray:
-    return np.stack([gym.spaces.flatten(space, o) for o in obs]).astype(F32)
+    flat: list[Any] = [gym.spaces.flatten(space, o) for o in obs]
+    return np.stack(flat).astype(F32)
 
 
 def _input_bytes(obj: Any) -> int:
@@ -422,16 +530,30 @@ def _input_bytes(obj: Any) -> int:
     return int(np.asarray(obj).nbytes)
 
 
-def measure_bandwidth(min_time: float, repeats: int, mib: int = 256) -> tuple[float, Result]:
-    """Single-thread copy bandwidth in bytes/s (``np.copyto`` of ``mib`` MiB; read+written)."""
+def measure_bandwidth(copies: int = 7, mib: int = 256) -> tuple[float, Result]:
+    """Single-thread copy bandwidth in bytes/s: ``np.copyto`` of ``mib`` MiB, bytes read +
+    written / time.
+
+    The row reports the median copy; the bound uses the fastest one, since other processes
+    on a shared machine can only slow a copy down (both are in ``extra``).
+    """
     src = np.ones(mib << 20, np.uint8)
     dst = np.zeros_like(src)
-    res = measure("memory bandwidth (np.copyto, 1 thread)", f"np.copyto {mib} MiB",
-                  lambda: np.copyto(dst, src), 1, min_time=min_time, repeats=repeats)
-    bandwidth = 2.0 * src.nbytes / (res.us_per_item * 1e-6)
-    res.extra["GB_per_s"] = round(bandwidth / 1e9, 3)
-    res.extra["bytes_read_plus_written"] = 2 * src.nbytes
-    return bandwidth, res
+    np.copyto(dst, src)  # fault the pages in
+    times = []
+    for _ in range(copies):
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        times.append(time.perf_counter() - t0)
+    moved = 2 * src.nbytes
+    median = float(np.median(times))
+    best = moved / min(times)
+    res = Result("copy bandwidth (np.copyto, 1 thr)", f"np.copyto {mib} MiB", median * 1e6,
+                 1.0 / median, 1, 1,
+                 {"GB_per_s_median": round(moved / median / 1e9, 3),
+                  "GB_per_s_best": round(best / 1e9, 3), "bytes_read_plus_written": moved,
+                  "copies": copies})
+    return best, res
 
 
 def _warn(message: str) -> None:
@@ -442,57 +564,90 @@ def _check(ref: np.ndarray, got: np.ndarray) -> bool:
     return bool(got.shape == ref.shape and got.dtype == ref.dtype and np.array_equal(got, ref))
 
 
+@dataclass
+class _Job:
+    """One method of one case: what to call, on how many items, with how many threads."""
+
+    method: str
+    fn: Callable[[], Any]
+    items: int
+    threads: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)
+    rounds: list[Result] = field(default_factory=list)
+
+
 def run_case(case: BenchCase, batch: int, threads: Sequence[int], min_time: float,
-             repeats: int) -> list[Result]:
-    """Every method of ``case`` at ``batch``, interleaved in one place and time."""
+             repeats: int, rounds: int = 1) -> list[Result]:
+    """Every method of ``case`` at ``batch``, in the same place and time.
+
+    The methods are measured round-robin ``rounds`` times (each a ``harness.measure`` of
+    ``repeats`` samples over ``min_time`` seconds) and each reports the median of its rounds,
+    so a burst of load from other processes hits all methods alike rather than one.
+    """
     prep, obs = case.prep, case.inputs(batch)
     name = case.name
-    kw: dict[str, Any] = {"min_time": min_time, "repeats": repeats}
-    results: list[Result] = []
+    single = case.observations[0]
     note = {"note": case.note} if case.note else {}
 
     rlblocks.set_num_threads(1)
     expected = prep.transform_batch(obs)
-    single = case.observations[0]
-    for t in threads:
-        rlblocks.set_num_threads(t)
-        results.append(measure(name, f"rlblocks t={t}", lambda: prep.transform_batch(obs), batch,
-                               batch=batch, threads=t, **kw, **note))
-    rlblocks.set_num_threads(1)
+    jobs = [_Job(f"rlblocks t={t}", lambda: prep.transform_batch(obs), batch, t, dict(note))
+            for t in threads]
     if batch == 1 and case.form == "list":
         if not _check(expected[0], prep.transform(single)):
             _warn(f"{name}: rlblocks transform differs from transform_batch")
-        results.append(measure(name, "rlblocks transform", lambda: prep.transform(single), 1,
-                               batch=1, threads=1, **kw))
+        jobs.append(_Job("rlblocks transform", lambda: prep.transform(single), 1))
 
     reference = _with_reference(lambda: prep.transform_batch(obs))
     ref_ok = _check(expected, reference())
     if not ref_ok:
         _warn(f"{name} B={batch}: the numpy reference differs from rlblocks")
-    results.append(measure(name, "numpy reference", reference, batch, batch=batch,
-                           matches_rlblocks=ref_ok, **kw))
+    jobs.append(_Job("numpy reference", reference, batch, extra={"matches_rlblocks": ref_ok}))
     if batch == 1 and case.form == "list":
         ref_single = _with_reference(lambda: prep.transform(single))
-        results.append(measure(name, "numpy reference transform", ref_single, 1, batch=1,
-                               matches_rlblocks=_check(expected[0], ref_single()), **kw))
+        jobs.append(_Job("numpy reference transform", ref_single, 1,
+                         extra={"matches_rlblocks": _check(expected[0], ref_single())}))
 
-    timed: list[Result] = []
+    def bind(fn: Callable[[Any], np.ndarray]) -> Callable[[], np.ndarray]:
+        return lambda: fn(obs)
+
+    variant_jobs: list[_Job] = []
     for variant, fn in case.variants.items():
         got = fn(obs)
         assert _check(expected, got), f"{name} B={batch}: hand-written {variant!r} != rlblocks"
-        timed.append(measure(name, "numpy hand-written", lambda fn=fn: fn(obs), batch,
-                             batch=batch, variant=variant, **kw))
+        variant_jobs.append(_Job("numpy hand-written", bind(fn), batch, extra={"variant": variant}))
+    jobs += variant_jobs
+
+    if case.gymnasium and case.form == "list":
+        gym_ok = _check(expected, _gym_flatten_loop(case.space, obs))
+        jobs.append(_Job("gymnasium flatten loop", lambda: _gym_flatten_loop(case.space, obs),
+                         batch, extra={"matches_rlblocks": gym_ok}))
+
+    for _ in range(rounds):
+        for job in jobs:
+            rlblocks.set_num_threads(job.threads)
+            job.rounds.append(measure(name, job.method, job.fn, job.items, batch=batch,
+                                      threads=job.threads, min_time=min_time, repeats=repeats))
+    rlblocks.set_num_threads(1)
+
+    def result(job: _Job) -> Result:
+        us = float(np.median([r.us_per_item for r in job.rounds]))
+        extra = dict(job.extra)
+        if rounds > 1:
+            extra["rounds_us_per_item"] = [round(r.us_per_item, 4) for r in job.rounds]
+        return Result(name, job.method, us, 1e6 / us if us > 0 else float("inf"), batch,
+                      job.threads, extra)
+
+    results = [result(j) for j in jobs if j not in variant_jobs]
+    timed = [result(j) for j in variant_jobs]
     best = min(timed, key=lambda r: r.us_per_item)
     best.extra["variants_us_per_item"] = {
         r.extra["variant"]: round(r.us_per_item, 4) for r in timed
     }
-    results.append(best)
-
-    if case.gymnasium and case.form == "list":
-        gym_ok = _check(expected, _gym_flatten_loop(case.space, obs))
-        results.append(measure(name, "gymnasium flatten loop",
-                               lambda: _gym_flatten_loop(case.space, obs), batch, batch=batch,
-                               matches_rlblocks=gym_ok, **kw))
+    at = next(i for i, r in enumerate(results) if r.method.startswith("numpy reference")) + 1
+    if batch == 1 and case.form == "list":
+        at += 1
+    results.insert(at, best)
     return results
 
 
@@ -502,7 +657,8 @@ def bound_row(case: BenchCase, batch: int, bandwidth: float, results: list[Resul
     bytes_out = case.prep.size * 4
     us = (bytes_in + bytes_out) / bandwidth * 1e6
     extra: dict[str, Any] = {"bytes_in_per_item": bytes_in, "bytes_out_per_item": bytes_out,
-                             "bandwidth_GB_per_s": round(bandwidth / 1e9, 3)}
+                             "bandwidth_GB_per_s_best": round(bandwidth / 1e9, 3),
+                             "note": BOUND_NOTE}
     for r in results:
         if r.case == case.name and r.batch == batch and r.method.startswith("rlblocks t="):
             extra[f"{r.method.replace(' ', '_')}_over_bound"] = round(r.us_per_item / us, 3)
@@ -510,13 +666,13 @@ def bound_row(case: BenchCase, batch: int, bandwidth: float, results: list[Resul
 
 
 def run(keys: Sequence[str], batches: Sequence[int], threads: Sequence[int], min_time: float,
-        repeats: int, progress: bool = True) -> list[Result]:
+        repeats: int, rounds: int = 1, progress: bool = True) -> list[Result]:
     """Measures every case; returns the rows (bandwidth row first when a bound is needed)."""
     cases = build_cases(keys, max(batches))
     rows: list[Result] = []
     bandwidth = None
     if 1024 in batches and any(c.bound for c in cases):
-        bandwidth, bw_row = measure_bandwidth(min_time, repeats)
+        bandwidth, bw_row = measure_bandwidth(3 if repeats < 5 else 7)
         rows.append(bw_row)
     old_threads = rlblocks.get_num_threads()
     try:
@@ -524,7 +680,7 @@ def run(keys: Sequence[str], batches: Sequence[int], threads: Sequence[int], min
             for batch in batches:
                 if progress:
                     print(f"  measuring {case.name} B={batch} ...", file=sys.stderr, flush=True)
-                case_rows = run_case(case, batch, threads, min_time, repeats)
+                case_rows = run_case(case, batch, threads, min_time, repeats, rounds)
                 rows.extend(case_rows)
                 if case.bound and batch == 1024 and bandwidth is not None:
                     rows.append(bound_row(case, batch, bandwidth, case_rows))
@@ -547,6 +703,21 @@ def _best_numpy(rows: list[Result], case: str, batch: int) -> Result | None:
     return min(cands, key=lambda r: r.us_per_item) if cands else None
 
 
+def _best_classic_numpy(rows: list[Result], case: str, batch: int) -> tuple[str, float] | None:
+    """The fastest numpy that gathers with ``np.concatenate``/``np.fromiter`` (no bytes-join)."""
+    cands: list[tuple[str, float]] = []
+    for r in rows:
+        if r.case != case or r.batch != batch:
+            continue
+        if r.method == "numpy reference":
+            cands.append((r.method, r.us_per_item))
+        elif r.method == "numpy hand-written":
+            cands += [(f"hand-written [{k}]", float(v))
+                      for k, v in r.extra.get("variants_us_per_item", {}).items()
+                      if "bytes-join" not in k]
+    return min(cands, key=lambda c: c[1]) if cands else None
+
+
 def summary(rows: list[Result]) -> list[str]:
     """The issue's target checks, computed from ``rows`` (printed only, never asserted)."""
     lines: list[str] = []
@@ -565,8 +736,19 @@ def summary(rows: list[Result]) -> list[str]:
             if r is not None:
                 x = best.us_per_item / r.us_per_item
                 parts.append(f"{m.split()[-1]} {x:.1f}x ({r.us_per_item:.3f} us) [{mark(x >= 5)}]")
-        lines.append(f"{case} B=64: " + ", ".join(parts) + f" vs best numpy ({best.method}, "
-                     f"{best.us_per_item:.3f} us) (target >= 5x)")
+        variant = best.extra.get("variant")
+        lines.append(f"{case} B=64: " + ", ".join(parts) + f" vs best numpy ({best.method}"
+                     + (f" [{variant}]" if variant else "") + f", {best.us_per_item:.3f} us)"
+                     " (target >= 5x)")
+        classic = _best_classic_numpy(rows, case, 64)
+        if classic is not None and classic[1] > best.us_per_item:
+            parts = []
+            for m in ours:
+                r = _find(rows, case, 64, m)
+                if r is not None:
+                    parts.append(f"{m.split()[-1]} {classic[1] / r.us_per_item:.1f}x")
+            lines.append(f"  same without the b''.join gather (best: {classic[0]}, "
+                         f"{classic[1]:.3f} us): " + ", ".join(parts))
     r = _find(rows, "nested Dict list", 1, "rlblocks transform")
     if r is not None:
         alts = [o for o in rows
@@ -588,6 +770,10 @@ def summary(rows: list[Result]) -> list[str]:
                              f"[{mark(x <= 2)}]")
         lines.append(f"{r.case} B={r.batch}: " + ", ".join(parts) +
                      f" (bound {r.us_per_item:.4f} us; target <= 2x)")
+    slower = [r for r in rows if r.ratio is not None and r.ratio < 1.0]
+    for r in slower:
+        lines.append(f"rlblocks slower than an alternative: {r.case} B={r.batch} {r.method} "
+                     f"{r.ratio:.2f}x")
     ratios = [r for r in rows if r.ratio is not None]
     if ratios:
         lo = min(ratios, key=lambda r: r.ratio or 0.0)
@@ -624,19 +810,27 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help=f"comma-separated subset of {','.join(CASE_KEYS)}")
     parser.add_argument("--batches", type=_int_list, default=[1, 64, 1024], help="e.g. 1,64,1024")
     parser.add_argument("--threads", type=_int_list, default=[1, 2], help="e.g. 1,2")
-    parser.add_argument("--min-time", type=float, default=None, help="seconds per measurement")
+    parser.add_argument("--min-time", type=float, default=None,
+                        help="seconds per measurement round (default 0.04; --quick 0.03)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="round-robin rounds per case, median reported (default 5; --quick 1)")
     args = parser.parse_args(argv)
     keys = [k for k in args.cases.split(",") if k]
     for k in keys:
         if k not in CASE_KEYS:
             parser.error(f"unknown case {k!r}; choose from {','.join(CASE_KEYS)}")
-    min_time = args.min_time if args.min_time is not None else (0.03 if args.quick else 0.15)
+    min_time = args.min_time if args.min_time is not None else (0.03 if args.quick else 0.04)
+    rounds = args.rounds if args.rounds is not None else (1 if args.quick else 5)
     repeats = 3 if args.quick else 5
     t0 = time.perf_counter()
-    rows = run(keys, args.batches, args.threads, min_time, repeats)
+    load_start = os.getloadavg()[0]
+    rows = run(keys, args.batches, args.threads, min_time, repeats, rounds)
     report_rows(rows, args.json)
-    meta = {"numpy": np.__version__, "gymnasium": gym.__version__, "rlblocks": rlblocks.__version__,
-            "min_time": min_time, "repeats": repeats, "seconds": round(time.perf_counter() - t0, 1)}
+    meta = {"loadavg_1min_start_end": [round(load_start, 2), round(os.getloadavg()[0], 2)],
+            "cpus": os.cpu_count(), "numpy": np.__version__, "gymnasium": gym.__version__,
+            "rlblocks": rlblocks.__version__,
+            "min_time": min_time, "repeats": repeats, "rounds": rounds,
+            "seconds": round(time.perf_counter() - t0, 1)}
     print(f"run: {json.dumps(meta)}")
 
 
