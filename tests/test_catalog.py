@@ -277,3 +277,35 @@ def test_register_custom_action_dist():
     assert n == 7 and (cls is Mine or getattr(cls, "func", None) is Mine)
     with pytest.raises(ValueError, match="expected a distribution class"):
         ModelCatalog.register_custom_action_dist(unique("bad"), 3)
+
+
+class FeatureModel(ModelV2):
+    """With num_outputs=None (as wrappers build it) it outputs ``width`` features."""
+
+    def __init__(self, obs_space, action_space, num_outputs, model_config, name, width=4):
+        super().__init__(obs_space, action_space, num_outputs, model_config, name)
+        self.width = width
+        self.num_outputs = num_outputs or width
+        self.layer = nn.Linear(obs_space.shape[0], self.num_outputs)
+
+    def forward(self, input_dict, state, seq_lens):
+        return torch.tanh(self.layer(input_dict["obs_flat"])), state
+
+
+def test_interface_on_top_of_lstm_wrapped_custom_model():
+    pytest.importorskip("rlblocks.models.recurrent", reason="the LSTM wrapper lands separately")
+    cfg = {
+        "custom_model": FeatureModel,
+        "custom_model_config": {"width": 5},
+        "use_lstm": True,
+        "lstm_cell_size": 6,
+    }
+    m = ModelCatalog.get_model_v2(
+        gym.spaces.Box(-1, 1, (4,)), DISCRETE3, 3, cfg, model_interface=DuelingQModel
+    )
+    lstm = m.base_model
+    assert type(lstm).__name__ == "LSTMWrapper" and lstm.wrapped.width == 5
+    state = [s.expand(2, -1) for s in m.get_initial_state()]
+    out, state_out = m({"obs": torch.rand(2, 4)}, state, torch.tensor([1, 1]))
+    assert out.shape == (2, 3) and len(state_out) == 2
+    assert m.get_q_values(out).shape == (2, 3) and m.value_function().shape == (2,)
