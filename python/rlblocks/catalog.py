@@ -134,7 +134,9 @@ class ModelCatalog:
         ):
             raise ValueError(
                 "model_interface must be a subclass of rlblocks.models.ModelInterface (e.g. "
-                f"DuelingQModel, ContinuousActionQModel), got {model_interface!r}"
+                f"DuelingQModel, ContinuousActionQModel), got {model_interface!r}. rlblocks "
+                "composes instead of mixing classes: write the extra API as a ModelInterface "
+                "subclass, whose self.base_model is the chosen model"
             )
         kwargs = dict(model_kwargs)
         model_cfg_arg: Mapping[str, Any] = config
@@ -298,7 +300,7 @@ def _custom_kwargs(
     return model_kwargs
 
 
-def _wrapper_class(kind: str) -> type[ModelV2]:
+def _wrapper_class(kind: str) -> Any:
     try:
         if kind == "lstm":
             from rlblocks.models.recurrent import LSTMWrapper

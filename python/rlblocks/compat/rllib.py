@@ -5,8 +5,9 @@ model (``FullyConnectedNetwork``, ``VisionNetwork``, ``ComplexInputNetwork``) an
 into the rlblocks model built from the same spaces and model config. FC and vision models
 share RLlib's parameter names; for ``ComplexInputNetwork`` the aliased duplicate entries
 (``cnn_1.*`` next to ``cnns.1.*``) and the never-used value towers of the sub-models are
-dropped after checking them. Other model classes (e.g. the LSTM wrapper) plug in their own
-key translation with :func:`register_rllib_key_translator`.
+dropped after checking them. For ``LSTMWrapper`` (``use_lstm``) the wrapped model's
+entries move under ``wrapped.``. Other model classes plug in their own key translation
+with :func:`register_rllib_key_translator`.
 
 Examples:
     >>> import gymnasium as gym, torch
@@ -94,14 +95,42 @@ def _complex_input(
     return out
 
 
+def _lstm_wrapper(
+    model: nn.Module, state_dict: Mapping[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
+    # RLlib's LSTM wrapper is a subclass of the wrapped model, so the wrapped model's
+    # parameters sit at the top level, and the wrapper's ``_value_branch`` replaced the wrapped
+    # model's own value head (same attribute). Here the wrapped model is ``model.wrapped``.
+    out: dict[str, torch.Tensor] = {}
+    wrapped: dict[str, torch.Tensor] = {}
+    for key, value in state_dict.items():
+        if key.startswith("lstm."):
+            out[key] = value
+        elif key.startswith(("_logits_branch._model.0.", "_value_branch._model.0.")):
+            head, _, _, param = key.split(".")
+            out[f"{head}.{param}"] = value
+        else:
+            wrapped[key] = value
+    inner = model.wrapped
+    assert isinstance(inner, nn.Module)
+    for key, value in _translator_for(inner)(inner, wrapped).items():
+        out[f"wrapped.{key}"] = value
+    # The wrapped model's own value head has no RLlib counterpart and is never used by the
+    # wrapper (its value comes from the LSTM features): keep its current values.
+    for key, value in model.state_dict().items():
+        if key.startswith("wrapped._value_branch.") and key not in out:
+            out[key] = value
+    return out
+
+
 def _translator_for(model: nn.Module) -> KeyTranslator:
     for cls in type(model).__mro__:
         if cls in _TRANSLATORS:
             return _TRANSLATORS[cls]
     raise ValueError(
         f"load_rllib_state_dict: no RLlib key translation for {type(model).__name__}; "
-        "supported: FullyConnectedNetwork, VisionNetwork, ComplexInputNetwork (and classes "
-        "registered with register_rllib_key_translator)"
+        "supported: FullyConnectedNetwork, VisionNetwork, ComplexInputNetwork, LSTMWrapper "
+        "(and classes registered with register_rllib_key_translator)"
     )
 
 
@@ -169,6 +198,12 @@ def _register_builtins() -> None:
     _TRANSLATORS.setdefault(FullyConnectedNetwork, _same_names)
     _TRANSLATORS.setdefault(VisionNetwork, _same_names)
     _TRANSLATORS.setdefault(ComplexInputNetwork, _complex_input)
+    try:
+        from rlblocks.models.recurrent import LSTMWrapper
+    except ImportError:  # the recurrent models are optional here
+        pass
+    else:
+        _TRANSLATORS.setdefault(LSTMWrapper, _lstm_wrapper)
     _BUILTINS_DONE = True
 
 

@@ -13,7 +13,6 @@ Examples:
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from typing import Any
 
 from rlblocks.models.modelv2 import ModelInterface, ModelV2, TorchModelV2
@@ -39,10 +38,4 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-# Only names whose module is present (the recurrent/attention wrappers land separately).
-__all__ = [
-    "ModelInterface",
-    "ModelV2",
-    "TorchModelV2",
-    *(name for name, module in _LAZY.items() if importlib.util.find_spec(module) is not None),
-]
+__all__ = ["ModelInterface", "ModelV2", "TorchModelV2", *_LAZY]

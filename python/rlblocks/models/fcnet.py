@@ -96,7 +96,9 @@ class FullyConnectedNetwork(ModelV2):
             else:
                 self.num_outputs = prev
         self._append_free_log_std: AppendBiasLayer | None = None
-        if self.free_log_std and self._logits is not None:
+        if self.free_log_std and n_out:
+            # RLlib skips this with no_final_linear and then fails in forward(); here the
+            # learned log-stds are appended in both layouts.
             self._append_free_log_std = AppendBiasLayer(n_out)
         self._hidden_layers = nn.Sequential(*layers)
 
@@ -120,10 +122,11 @@ class FullyConnectedNetwork(ModelV2):
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         obs = input_dict["obs_flat"].float()
         flat = obs.reshape(obs.shape[0], -1)
-        self._last_flat_in = flat
-        features = self._hidden_layers(flat)
-        self._features = features
-        out = self._logits(features) if self._logits is not None else features
+        features = _run(self._hidden_layers, flat)
+        # Plain attributes (kept for value_function); __dict__ skips nn.Module's slow setattr.
+        self.__dict__["_last_flat_in"] = flat
+        self.__dict__["_features"] = features
+        out = _run(self._logits._model, features) if self._logits is not None else features
         if self._append_free_log_std is not None:
             out = self._append_free_log_std(out)
         return out, state
@@ -133,6 +136,22 @@ class FullyConnectedNetwork(ModelV2):
             raise ValueError(f"{self.name}: built with value_branch=False, it has no value head")
         if self._features is None or self._last_flat_in is None:
             raise ValueError(f"{self.name}: call the model on a batch before value_function()")
+        features = self._features
         if self._value_branch_separate is not None:
-            return self._value_branch(self._value_branch_separate(self._last_flat_in)).squeeze(1)
-        return self._value_branch(self._features).squeeze(1)
+            features = _run(self._value_branch_separate, self._last_flat_in)
+        return _run(self._value_branch._model, features).squeeze(1)
+
+
+def _run(layers: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    """Applies a Sequential of SlimFCs (or of plain layers) primitive by primitive.
+
+    Calling the Linear/activation modules directly saves two module calls per SlimFC, which
+    is most of the Python overhead at batch size 1; hooks on the primitives still run.
+    """
+    for layer in layers:
+        if isinstance(layer, SlimFC):
+            for primitive in layer._model:
+                x = primitive(x)
+        else:
+            x = layer(x)
+    return x

@@ -32,7 +32,7 @@ Examples:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -47,6 +47,7 @@ from rlblocks.spaces import Repeated
 __all__ = ["ExportAdapter", "ModelInterface", "ModelV2", "TorchModelV2", "flatten_obs_space_size"]
 
 _STATE_IN = "state_in_"
+_NO_CONTEXT: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
 
 
 def flatten_obs_space_size(space: gym.Space) -> int:
@@ -185,10 +186,9 @@ class ModelV2(nn.Module):
         """
         return ExportAdapter(self, with_value=with_value)
 
-    @contextlib.contextmanager
-    def context(self) -> Iterator[None]:
+    def context(self) -> contextlib.AbstractContextManager[None]:
         """Context entered around ``forward`` (a no-op for torch models)."""
-        yield
+        return _NO_CONTEXT
 
     # --- calling ----------------------------------------------------------------------------
     def __call__(  # type: ignore[override]
@@ -207,7 +207,7 @@ class ModelV2(nn.Module):
         Returns:
             ``(outputs, state_out)``; an empty returned state gives back the input state.
         """
-        if not isinstance(input_dict, Mapping):
+        if not isinstance(input_dict, dict) and not isinstance(input_dict, Mapping):
             raise ValueError(
                 f"{type(self).__name__}: expected an input dict with an 'obs' entry, got "
                 f"{type(input_dict).__name__}"
@@ -246,7 +246,7 @@ class ModelV2(nn.Module):
             )
         if len(state_out) == 0:
             state_out = state
-        self._last_output = outputs
+        self.__dict__["_last_output"] = outputs  # a plain attribute; skips nn.Module.__setattr__
         return outputs, list(state_out)
 
 

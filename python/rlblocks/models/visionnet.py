@@ -205,7 +205,7 @@ class VisionNetwork(ModelV2):
         if out_hw != (1, 1):
             raise ValueError(
                 f"{self.name}: conv_filters {self.model_config['conv_filters']} turn the "
-                f"{tuple(self.obs_space.shape)} observation into a {out_hw[0]}x{out_hw[1]} "
+                f"{self.obs_space.shape} observation into a {out_hw[0]}x{out_hw[1]} "
                 f"feature map, but {what} need it to be 1x1 (a [B, channels, 1, 1] output). "
                 "Adjust the last filter's kernel/stride (e.g. kernel equal to the incoming "
                 "spatial size with stride 1), or pass num_outputs=None to get flattened features."
@@ -216,7 +216,8 @@ class VisionNetwork(ModelV2):
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         images = input_dict["obs"].float().permute(0, 3, 1, 2)
         conv_out = self._convs(images)
-        self._features = images if self._value_branch_separate is not None else conv_out
+        features = images if self._value_branch_separate is not None else conv_out
+        self.__dict__["_features"] = features  # a plain attribute; skips nn.Module.__setattr__
         if self.last_layer_is_flattened:
             out = conv_out if self._logits is None else self._logits(conv_out)
             return out, state
