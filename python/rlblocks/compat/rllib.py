@@ -235,6 +235,13 @@ _ALIASES: dict[str, tuple[str, str]] = {
     "TorchDeterministic": ("rlblocks.distributions", "Deterministic"),
     "TorchDirichlet": ("rlblocks.distributions", "Dirichlet"),
     "TorchMultiActionDistribution": ("rlblocks.distributions", "MultiActionDistribution"),
+    "TorchBinaryAutoregressiveDistribution": (
+        "rlblocks.distributions",
+        "BinaryAutoregressiveDistribution",
+    ),
+    "TorchAutoregressiveActionModel": ("rlblocks.models.autoregressive", "AutoregressiveActionModel"),
+    "TorchParametricActionsModel": ("rlblocks.models.parametric", "ParametricActionsModel"),
+    "TorchFrameStackingCartPoleModel": ("rlblocks.models.framestack_model", "FrameStackingModel"),
 }
 
 

@@ -27,6 +27,9 @@ _LAZY = {
     "LSTMWrapper": "rlblocks.models.recurrent",
     "AttentionWrapper": "rlblocks.models.attention",
     "GTrXLNet": "rlblocks.models.attention",
+    "FrameStackingModel": "rlblocks.models.framestack_model",
+    "ParametricActionsModel": "rlblocks.models.parametric",
+    "AutoregressiveActionModel": "rlblocks.models.autoregressive",
 }
 
 
