@@ -239,7 +239,10 @@ _ALIASES: dict[str, tuple[str, str]] = {
         "rlblocks.distributions",
         "BinaryAutoregressiveDistribution",
     ),
-    "TorchAutoregressiveActionModel": ("rlblocks.models.autoregressive", "AutoregressiveActionModel"),
+    "TorchAutoregressiveActionModel": (
+        "rlblocks.models.autoregressive",
+        "AutoregressiveActionModel",
+    ),
     "TorchParametricActionsModel": ("rlblocks.models.parametric", "ParametricActionsModel"),
     "TorchFrameStackingCartPoleModel": ("rlblocks.models.framestack_model", "FrameStackingModel"),
 }
