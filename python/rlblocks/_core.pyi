@@ -1,0 +1,137 @@
+"""Type stubs of rlblocks._core (the native kernels: batched, GIL released, threaded)."""
+from __future__ import annotations
+import numpy
+import numpy.typing
+import typing
+__all__: list[str] = ['FlattenPlan', 'FrameStacker', 'RunningStat', 'gather_rows', 'get_num_threads', 'image_crop', 'image_generic_pixel', 'image_max_last_two', 'image_resize', 'image_rgb_to_gray', 'mean_std_filter', 'pad_sequences', 'seq_lens_from_ids', 'set_num_threads']
+class FlattenPlan:
+    """
+    A space compiled into a flat float32 layout (built by rlblocks.preprocessors).
+    """
+    def __init__(self, nodes: list, root: typing.SupportsInt | typing.SupportsIndex) -> None:
+        ...
+    def transform(self, obs: typing.Any) -> numpy.typing.NDArray[numpy.float32]:
+        ...
+    def transform_batched(self, obs: typing.Any, out: typing.Any = None) -> numpy.typing.NDArray[numpy.float32]:
+        ...
+    def transform_list(self, obs_list: typing.Any, out: typing.Any = None) -> numpy.typing.NDArray[numpy.float32]:
+        ...
+    def write(self, obs: typing.Any, array: typing.Any, offset: typing.SupportsInt | typing.SupportsIndex) -> None:
+        ...
+    @property
+    def size(self) -> int:
+        ...
+class RunningStat:
+    """
+    Running mean/variance (float64) with exact batched updates and merges.
+    """
+    def __init__(self, shape: typing.Any) -> None:
+        ...
+    def copy(self) -> RunningStat:
+        ...
+    def get_state(self) -> dict:
+        ...
+    def push(self, x: typing.Any) -> None:
+        ...
+    def push_batch(self, x: typing.Any) -> None:
+        ...
+    def reset(self) -> None:
+        ...
+    def set_state(self, state: dict) -> None:
+        ...
+    def update(self, other: RunningStat) -> None:
+        ...
+    @property
+    def mean(self) -> numpy.typing.NDArray[numpy.float64]:
+        ...
+    @property
+    def n(self) -> int:
+        ...
+    @property
+    def n_delta(self) -> int:
+        ...
+    @property
+    def shape(self) -> tuple:
+        ...
+    @property
+    def std(self) -> numpy.typing.NDArray[numpy.float32]:
+        ...
+    @property
+    def var(self) -> numpy.typing.NDArray[numpy.float32]:
+        ...
+class FrameStacker:
+    """
+    Ring-buffer frame stacking for B envs x k frames.
+    """
+    def __init__(self, num_envs: typing.Any, k: typing.Any, frame_shape: typing.Any, dtype: typing.Any, channels_last: bool) -> None:
+        ...
+    def observation(self, out: typing.Any = None) -> typing.Any:
+        ...
+    def push(self, frames: typing.Any, reset_mask: typing.Any = None, out: typing.Any = None) -> typing.Any:
+        ...
+    def reset(self, frames: typing.Any, env_ids: typing.Any = None, out: typing.Any = None) -> typing.Any:
+        ...
+    @property
+    def channels_last(self) -> bool:
+        ...
+    @property
+    def dtype(self) -> numpy.dtype[typing.Any]:
+        ...
+    @property
+    def frame_shape(self) -> tuple:
+        ...
+    @property
+    def k(self) -> int:
+        ...
+    @property
+    def num_envs(self) -> int:
+        ...
+    @property
+    def observation_shape(self) -> tuple:
+        ...
+def _image_allow_simd(allowed: bool) -> bool:
+    """
+    Allows or forbids the AVX2 image paths (for tests: both paths compute the same integers); returns the previous setting.
+    """
+def gather_rows(leaves: list, index: typing.Any) -> list:
+    """
+    Rows leaf[index] of every leaf (bounds-checked), e.g. the initial state of each sequence.
+    """
+def get_num_threads() -> int:
+    ...
+def image_crop(frames: typing.Any, top: typing.SupportsInt | typing.SupportsIndex, left: typing.SupportsInt | typing.SupportsIndex, height: typing.SupportsInt | typing.SupportsIndex, width: typing.SupportsInt | typing.SupportsIndex, out: typing.Any) -> None:
+    """
+    Copies a window of (B, H, W, C) frames into out.
+    """
+def image_generic_pixel(frames: typing.Any, dim: typing.SupportsInt | typing.SupportsIndex, grayscale: bool, zero_mean: bool, out: typing.Any) -> None:
+    """
+    RLlib GenericPixelPreprocessor maths (float32 out).
+    """
+def image_max_last_two(frames: typing.Any, axis: typing.SupportsInt | typing.SupportsIndex, out: typing.Any) -> None:
+    """
+    Element-wise max of the last two entries along axis.
+    """
+def image_resize(frames: typing.Any, height: typing.SupportsInt | typing.SupportsIndex, width: typing.SupportsInt | typing.SupportsIndex, gray: bool, out: typing.Any, max_with: typing.Any = None) -> None:
+    """
+    INTER_AREA resize of (B, H, W, C) frames into out; gray fuses RGB->gray (uint8 only); max_with (uint8, same shape) is max-pooled with the frames first.
+    """
+def image_rgb_to_gray(frames: typing.Any, out: typing.Any) -> None:
+    """
+    OpenCV fixed-point RGB->gray of (B, H, W, 3) uint8 frames into out (B, H, W, 1).
+    """
+def mean_std_filter(running: RunningStat, buffer: RunningStat, x: typing.Any, update: bool, demean: bool, destd: bool, clip: typing.SupportsFloat | typing.SupportsIndex, out: typing.Any = None) -> numpy.typing.NDArray[numpy.float32]:
+    """
+    Push x (one observation or a batch) into running and buffer, then normalise it with the running stats; float32 output of x's shape.
+    """
+def pad_sequences(leaves: list, seq_lens: typing.Any, max_seq_len: typing.SupportsInt | typing.SupportsIndex, pad_last: bool, order: typing.Any = None) -> list:
+    """
+    Pads every leaf's rows into [len(seq_lens) * max_seq_len, ...] blocks (slot s holds sequence order[s]).
+    """
+def seq_lens_from_ids(episode_ids: typing.Any, agent_indices: typing.Any, unroll_ids: typing.Any, max_seq_len: typing.SupportsInt | typing.SupportsIndex) -> numpy.typing.NDArray[numpy.int32]:
+    """
+    int32 lengths of consecutive runs of equal (episode, agent, unroll) ids, split every max_seq_len rows.
+    """
+def set_num_threads(n: typing.SupportsInt | typing.SupportsIndex) -> None:
+    """
+    Threads used by every batched kernel (the caller counts as one).
+    """
