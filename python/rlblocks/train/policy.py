@@ -29,7 +29,24 @@ from rlblocks.models.modelv2 import ModelV2
 from rlblocks.train._tree import tree_map
 from rlblocks.train.config import PPOConfig
 
-__all__ = ["Policy"]
+__all__ = ["Policy", "clip_actions"]
+
+
+def clip_actions(actions: Any, space: gym.Space) -> Any:
+    """Clips every Box part of ``actions`` (batched or not) to the space's bounds.
+
+    Examples:
+        >>> space = gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Box(-1, 1, (2,))))
+        >>> clip_actions((np.array([1]), np.array([[3.0, -0.5]])), space)[1].tolist()
+        [[1.0, -0.5]]
+    """
+    if isinstance(space, gym.spaces.Box):
+        return np.clip(actions, space.low, space.high).astype(space.dtype)
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(clip_actions(a, s) for a, s in zip(actions, space.spaces, strict=True))
+    if isinstance(space, gym.spaces.Dict):
+        return {k: clip_actions(actions[k], s) for k, s in space.spaces.items()}
+    return actions
 
 
 def _n_prev(model: ModelV2, key: str) -> int:

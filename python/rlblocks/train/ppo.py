@@ -48,7 +48,7 @@ from rlblocks.train.checkpoint import (
 from rlblocks.train.config import PPOConfig, lr_at
 from rlblocks.train.learner import PPOLearner
 from rlblocks.train.logger import ProgressLogger, truncate_progress
-from rlblocks.train.policy import Policy
+from rlblocks.train.policy import Policy, clip_actions
 from rlblocks.train.rollout import EnvRunner, make_env_creator, make_vector_env
 
 __all__ = ["PPOTrainer", "default_run_dir"]
@@ -118,6 +118,7 @@ class PPOTrainer:
         self.time_total_s = 0.0
         self.last_metrics: dict[str, Any] = {}
         self.run_dir: Path | None = None
+        self.checkpoint_path: Path | None = None
         self._logger: ProgressLogger | None = None
         if run_dir is not None:
             self._open_run_dir(Path(run_dir))
@@ -330,8 +331,8 @@ class PPOTrainer:
                             self.preprocessor.transform_batch([raw]), update=False))
                         out = pol.act(x, state, pa, pr, explore=explore, full=False)
                         action = tree_map(lambda a: a[0], out["actions"])
-                        if isinstance(pol.action_space, gym.spaces.Box) and self.config.clip_actions:
-                            action = np.clip(action, pol.action_space.low, pol.action_space.high)
+                        if self.config.clip_actions:
+                            action = clip_actions(action, pol.action_space)
                         raw, reward, terminated, truncated, _ = env.step(action)
                         total += float(reward)
                         length += 1
@@ -401,6 +402,7 @@ class PPOTrainer:
             self._open_run_dir(default_run_dir(self.config))
         run = self.run_dir if self.run_dir is not None else Path(path).parent  # type: ignore[arg-type]
         saved = save_checkpoint(run, self.state_dict(), path)
+        self.checkpoint_path = saved
         if path is None and self.run_dir is not None:
             prune_checkpoints(self.run_dir, self.config.keep_checkpoints)
         return saved
@@ -411,6 +413,7 @@ class PPOTrainer:
         path: str | Path,
         env: str | Callable[[dict[str, Any]], Any] | None = None,
         run_dir: str | Path | None = None,
+        log: bool = True,
     ) -> PPOTrainer:
         """A trainer continuing from a checkpoint (or a run directory's newest checkpoint).
 
@@ -420,6 +423,9 @@ class PPOTrainer:
                 closure as ``env``).
             run_dir: Where the resumed run logs; default: the checkpoint's run directory
                 (its ``progress.csv`` is cut back to the checkpoint's iteration).
+            log: Log into the run directory; False leaves every file untouched (for
+                evaluation or inspection; :meth:`save` then needs a path or picks a new
+                default run directory).
 
         Raises:
             ValueError: No checkpoint, a corrupt one, or an env that must be given.
@@ -468,8 +474,9 @@ class PPOTrainer:
         ckpt = Path(state["_path"])
         target = Path(run_dir) if run_dir is not None else ckpt.parent
         trainer.run_dir = None
+        trainer.checkpoint_path = ckpt
         trainer._logger = None
-        if target.is_dir() or run_dir is not None:
+        if log:
             truncate_progress(target, trainer.iteration)
             trainer._open_run_dir(target)
         return trainer

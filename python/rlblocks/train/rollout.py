@@ -44,7 +44,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 from rlblocks.preprocessors import Preprocessor
 from rlblocks.train._tree import tree_map
 from rlblocks.train.config import PPOConfig
-from rlblocks.train.policy import Policy
+from rlblocks.train.policy import Policy, clip_actions
 
 __all__ = ["EnvRunner", "SampleBatch", "check_env", "make_env_creator", "make_vector_env"]
 
@@ -226,7 +226,6 @@ class EnvRunner:
         seq_pos = np.zeros(n, np.int64)
         ep_returns: list[float] = []
         ep_lengths: list[int] = []
-        box = isinstance(pol.action_space, gym.spaces.Box)
         for t in range(num_steps):
             if pol.recurrent:
                 starts = np.flatnonzero(seq_pos == 0)
@@ -236,10 +235,7 @@ class EnvRunner:
                     seq_states[i].append(s[torch.as_tensor(starts)].cpu().numpy())
             out = pol.act(obs, self._state, self._prev_actions, self._prev_rewards, explore=True)
             actions = out["actions"]
-            env_actions = actions
-            if box and cfg.clip_actions:
-                space = pol.action_space
-                env_actions = np.clip(actions, space.low, space.high).astype(space.dtype)
+            env_actions = clip_actions(actions, pol.action_space) if cfg.clip_actions else actions
             raw, rewards, terminated, truncated, info = self.venv.step(env_actions)
             rewards = np.asarray(rewards, np.float32).copy()
             terminated = np.asarray(terminated, bool)
