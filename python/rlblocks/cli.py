@@ -41,7 +41,10 @@ def _bench(args: argparse.Namespace) -> int:
         chosen = names
     unknown = [n for n in chosen if n not in BENCHMARKS or not _available(n)]
     if unknown:
-        print(f"rlblocks bench: unknown benchmark(s) {unknown}; available: {names} or 'all'", file=sys.stderr)
+        print(
+            f"rlblocks bench: unknown benchmark(s) {unknown}; available: {names} or 'all'",
+            file=sys.stderr,
+        )
         return 2
     for name in chosen:
         print(f"== rlblocks bench {name} ==", flush=True)

@@ -109,9 +109,9 @@ def _default_stop_reward(env: Any) -> float | None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from rlblocks.train.ppo import PPOTrainer, default_run_dir
     from rlblocks.train.config import PPOConfig
     from rlblocks.train.plot import plot_run
+    from rlblocks.train.ppo import PPOTrainer, default_run_dir
 
     if args.resume:
         if args.config or args.set or args.env:

@@ -216,7 +216,8 @@ class PPOConfig:
                 )
             self.rollout_fragment_length = frag
         if self.vector_mode not in _VECTOR_MODES:
-            raise ValueError(f"vector_mode must be one of {_VECTOR_MODES}, got {self.vector_mode!r}")
+            raise ValueError(
+                f"vector_mode must be one of {_VECTOR_MODES}, got {self.vector_mode!r}")
         if self.observation_filter not in _FILTERS:
             raise ValueError(
                 f"observation_filter must be one of {_FILTERS}, got {self.observation_filter!r}"

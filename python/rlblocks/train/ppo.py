@@ -313,37 +313,13 @@ class PPOTrainer:
         if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
             raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
         env = make_env_creator(self.config)()
-        pol = self.policy
         returns: list[float] = []
         lengths: list[int] = []
         base = self.seed + 1_000_003 if seed is None else int(seed)
         with torch.random.fork_rng(devices=[]):
             try:
                 for ep in range(episodes):
-                    raw, _ = env.reset(seed=base + ep)
-                    state = pol.initial_state(1)
-                    pa = (np.zeros((1, pol.n_prev_actions, *pol.action_shape), pol.action_dtype)
-                          if pol.n_prev_actions else None)
-                    pr = np.zeros((1, pol.n_prev_rewards), np.float32) if pol.n_prev_rewards else None
-                    total, length, done = 0.0, 0, False
-                    while not done:
-                        x = np.asarray(self.obs_filter(
-                            self.preprocessor.transform_batch([raw]), update=False))
-                        out = pol.act(x, state, pa, pr, explore=explore, full=False)
-                        action = tree_map(lambda a: a[0], out["actions"])
-                        if self.config.clip_actions:
-                            action = clip_actions(action, pol.action_space)
-                        raw, reward, terminated, truncated, _ = env.step(action)
-                        total += float(reward)
-                        length += 1
-                        done = bool(terminated or truncated)
-                        state = out["state_out"]
-                        if pa is not None:
-                            pa = np.roll(pa, -1, axis=1)
-                            pa[0, -1] = np.asarray(out["actions"]).reshape(pol.action_shape)
-                        if pr is not None:
-                            pr = np.roll(pr, -1, axis=1)
-                            pr[0, -1] = reward
+                    total, length = self._run_episode(env, base + ep, explore)
                     returns.append(total)
                     lengths.append(length)
             finally:
@@ -358,6 +334,35 @@ class PPOTrainer:
             "episode_len_mean": float(np.mean(lengths)),
             "episode_returns": returns,
         }
+
+    def _run_episode(self, env: gym.Env, seed: int, explore: bool) -> tuple[float, int]:
+        """One episode on ``env`` with the current policy; ``(return, length)``."""
+        pol = self.policy
+        raw, _ = env.reset(seed=seed)
+        state = pol.initial_state(1)
+        pa = None
+        if pol.n_prev_actions:
+            pa = np.zeros((1, pol.n_prev_actions, *pol.action_shape), pol.action_dtype)
+        pr = np.zeros((1, pol.n_prev_rewards), np.float32) if pol.n_prev_rewards else None
+        total, length, done = 0.0, 0, False
+        while not done:
+            x = np.asarray(self.obs_filter(self.preprocessor.transform_batch([raw]), update=False))
+            out = pol.act(x, state, pa, pr, explore=explore, full=False)
+            action = tree_map(lambda a: a[0], out["actions"])
+            if self.config.clip_actions:
+                action = clip_actions(action, pol.action_space)
+            raw, reward, terminated, truncated, _ = env.step(action)
+            total += float(reward)
+            length += 1
+            done = bool(terminated or truncated)
+            state = out["state_out"]
+            if pa is not None:
+                pa = np.roll(pa, -1, axis=1)
+                pa[0, -1] = np.asarray(out["actions"]).reshape(pol.action_shape)
+            if pr is not None:
+                pr = np.roll(pr, -1, axis=1)
+                pr[0, -1] = reward
+        return total, length
 
     # --- checkpoints ----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

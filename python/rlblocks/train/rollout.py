@@ -110,7 +110,8 @@ def make_vector_env(
     """
     n = config.num_envs if num_envs is None else int(num_envs)
     if envs is not None:
-        return SyncVectorEnv([(lambda e=e: e) for e in envs], autoreset_mode=AutoresetMode.SAME_STEP)
+        fns = [(lambda e=e: e) for e in envs]
+        return SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
     fns = [make_env_creator(config) for _ in range(n)]
     cls = AsyncVectorEnv if config.vector_mode == "async" else SyncVectorEnv
     return cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
