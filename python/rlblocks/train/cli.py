@@ -33,9 +33,15 @@ def _yaml_value(text: str) -> Any:
     import yaml
 
     try:
-        return yaml.safe_load(text)
+        value = yaml.safe_load(text)
     except yaml.YAMLError:
         return text
+    if isinstance(value, str):  # YAML 1.1 reads "1e-3" as a string
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:

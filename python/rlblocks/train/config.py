@@ -279,7 +279,21 @@ def _config_keys() -> dict[str, str]:
     return keys
 
 
+# Names other libraries (SB3, CleanRL, RLlib's new stack) use -> our key, for suggestions.
+_OTHER_NAMES = {
+    "learning_rate": "lr", "gae_lambda": "lambda", "minibatch_size": "sgd_minibatch_size",
+    "batch_size": "sgd_minibatch_size", "n_epochs": "num_sgd_iter", "num_epochs":
+    "num_sgd_iter", "update_epochs": "num_sgd_iter", "ent_coef": "entropy_coeff", "vf_coef":
+    "vf_loss_coeff", "max_grad_norm": "grad_clip", "clip_range": "clip_param", "clip_coef":
+    "clip_param", "n_envs": "num_envs", "num_envs_per_worker": "num_envs", "target_kl":
+    "kl_target", "norm_adv": "normalize_advantages", "n_steps": "rollout_fragment_length",
+}
+
+
 def _unknown_key_message(key: Any, known: Mapping[str, str]) -> str:
+    if key in _OTHER_NAMES:
+        return (f"unknown PPO config key {key!r}; did you mean {_OTHER_NAMES[key]!r}? "
+                f"(known keys: {', '.join(sorted(known))})")
     close = difflib.get_close_matches(str(key), list(known), n=3, cutoff=0.5)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     return f"unknown PPO config key {key!r}{hint} (known keys: {', '.join(sorted(known))})"
