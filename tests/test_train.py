@@ -243,6 +243,43 @@ def test_masked_actions_are_never_illegal():
         trainer.evaluate(2, explore=True)
 
 
+class AutoregressiveModel(FullyConnectedNetwork):
+    """16 context outputs; P(a2 | a1) through ``action_model`` (teacher-forced in logp)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.head1 = torch.nn.Linear(16, 2)
+        self.head2 = torch.nn.Linear(16 + 2, 2)
+
+    def action_model(self, ctx, actions):
+        a1 = torch.nn.functional.one_hot(actions[0].long(), 2).float()
+        return [self.head1(ctx), self.head2(torch.cat([ctx, a1], -1))]
+
+
+def test_autoregressive_actions_train():
+    from rlblocks.distributions import BinaryAutoregressiveDistribution
+
+    ModelCatalog.register_custom_model("test_train_ar", AutoregressiveModel)
+    ModelCatalog.register_custom_action_dist("test_train_ar_dist", BinaryAutoregressiveDistribution)
+    space = gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Discrete(2)))
+    config = tiny(env=lambda cfg: ToyEnv(space),
+                  model={"custom_model": "test_train_ar",
+                         "custom_action_dist": "test_train_ar_dist"})
+    with PPOTrainer(config) as trainer:
+        before = trainer.model.head2.weight.detach().clone()
+        m = trainer.train()
+        assert not torch.equal(before, trainer.model.head2.weight)  # a2's head is trained
+        assert math.isfinite(m["policy_loss"]) and math.isfinite(m["kl"])
+        actions, _ = trainer.compute_actions([ToyEnv(space).observation_space.sample()])
+        assert isinstance(actions, tuple) and len(actions) == 2
+
+
+def test_async_vector_envs():
+    with PPOTrainer(tiny(vector_mode="async")) as trainer:
+        m = trainer.train()
+    assert m["timesteps_total"] == 64 and math.isfinite(m["vf_loss"])
+
+
 class LossModel(FullyConnectedNetwork):
     """Adds an L2 penalty through custom_loss, reports metrics, checks is_training."""
 
