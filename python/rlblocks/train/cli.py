@@ -132,15 +132,14 @@ def _train(args: argparse.Namespace) -> int:
         if not data.get("env"):
             raise ValueError("give an environment: --env ENV (or 'env' in the --config file)")
         config = PPOConfig.from_dict(data)
-        run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(config, args.runs_root)
-        trainer = PPOTrainer(config, run_dir=run_dir)
+        target = Path(args.run_dir) if args.run_dir else default_run_dir(config, args.runs_root)
+        trainer = PPOTrainer(config, run_dir=target)
     cfg = trainer.config
     stop_reward = args.stop_reward
     if stop_reward is None and not args.no_default_stop_reward:
         stop_reward = _default_stop_reward(cfg.env)
-    stop_timesteps = args.stop_timesteps
-    if stop_timesteps is None:
-        stop_timesteps = DEFAULT_STOP_TIMESTEPS
+    stop_timesteps: int = (DEFAULT_STOP_TIMESTEPS if args.stop_timesteps is None
+                           else args.stop_timesteps)
     run_dir = trainer.run_dir
     print(f"rlblocks train: PPO on {cfg.env_name}, {cfg.num_envs} envs, "
           f"stop at return >= {stop_reward} or {stop_timesteps} steps; run directory: {run_dir}",
@@ -150,8 +149,7 @@ def _train(args: argparse.Namespace) -> int:
                               progress=not args.no_progress)
     finally:
         trainer.close()
-    assert run_dir is not None
-    plot = plot_run(run_dir)
+    plot = plot_run(trainer.run_dir or ".")
     ret = metrics.get("episode_return_mean", math.nan)
     print(
         f"done: {metrics.get('timesteps_total', 0)} steps, {metrics.get('episodes_total', 0)} "

@@ -105,8 +105,10 @@ class PPOConfig:
     """Seeds torch, numpy and the environments; None draws a random seed."""
     device: str = "cpu"
     """Torch device: ``"cpu"``, ``"cuda"`` or ``"auto"``."""
-    num_threads: int | None = None
-    """``torch.set_num_threads`` for the run (None leaves torch's setting)."""
+    num_threads: int | None = 1
+    """``torch.set_num_threads`` for the run: 1 is fastest for small MLP/LSTM models on CPU
+    (thread hand-offs cost more than the maths); raise it for conv nets. None leaves
+    torch's setting."""
     checkpoint_freq: int = 10
     """Write a checkpoint every this many iterations during ``fit`` (0: only at the end)."""
     keep_checkpoints: int = 3

@@ -105,7 +105,7 @@ class PPOTrainer:
         cfg = self.config
         make_env_creator(cfg)  # validates the env early, with a clear message
         self.seed = cfg.seed if cfg.seed is not None else int(
-            np.random.SeedSequence().entropy % (2**31))
+            np.random.SeedSequence().generate_state(1)[0] % (2**31))
         if cfg.num_threads is not None:
             torch.set_num_threads(cfg.num_threads)
         self.device = _resolve_device(cfg.device)
@@ -187,7 +187,8 @@ class PPOTrainer:
             "time_this_iter_s": elapsed,
             "time_total_s": self.time_total_s,
         }
-        for key, value in self.model.metrics().items():
+        model_metrics: dict[str, Any] = self.policy.model.metrics()
+        for key, value in model_metrics.items():
             if isinstance(value, torch.Tensor):
                 value = float(value.detach().float().mean())
             name = f"model_{key}" if key in metrics else key

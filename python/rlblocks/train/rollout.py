@@ -98,6 +98,13 @@ def make_env_creator(config: PPOConfig, render_mode: str | None = None) -> Calla
     return create
 
 
+def _returning(env: gym.Env) -> Callable[[], gym.Env]:
+    def get() -> gym.Env:
+        return env
+
+    return get
+
+
 def make_vector_env(
     config: PPOConfig, num_envs: int | None = None, envs: list[gym.Env] | None = None
 ) -> VectorEnv:
@@ -110,8 +117,8 @@ def make_vector_env(
     """
     n = config.num_envs if num_envs is None else int(num_envs)
     if envs is not None:
-        fns = [(lambda e=e: e) for e in envs]
-        return SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+        return SyncVectorEnv([_returning(e) for e in envs],
+                             autoreset_mode=AutoresetMode.SAME_STEP)
     fns = [make_env_creator(config) for _ in range(n)]
     cls = AsyncVectorEnv if config.vector_mode == "async" else SyncVectorEnv
     return cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
@@ -209,7 +216,7 @@ class EnvRunner:
     def _ensure_reset(self) -> np.ndarray:
         if self._obs is None:
             seeds = None if self._seed is None else [self._seed + i for i in range(self.num_envs)]
-            raw, _ = self.venv.reset(seed=seeds)
+            raw, _ = self.venv.reset(seed=seeds)  # type: ignore[arg-type]  # list: one per env
             self._obs = self._process(raw)
         return self._obs
 
