@@ -143,6 +143,57 @@ def test_lstm_ppo_improves_on_stateless_cartpole():
     assert best >= 40, f"first iteration {first}, best {best} at {trainer.timesteps_total}"
 
 
+@pytest.mark.parametrize(
+    "model",
+    [{"use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 7, "lstm_use_prev_action": True,
+      "lstm_use_prev_reward": True},
+     {"use_attention": True, "attention_dim": 8, "attention_head_dim": 4,
+      "attention_memory_inference": 5, "attention_memory_training": 5, "max_seq_len": 6,
+      "attention_position_wise_mlp_dim": 8, "attention_use_n_prev_actions": 2,
+      "attention_use_n_prev_rewards": 3}],
+    ids=["lstm", "attention"],
+)
+def test_sequence_batches_reproduce_the_rollout(model):
+    """Training sequences (with their recorded start states) give the rollout's logp/values."""
+    from rlblocks.train._tree import tree_map
+
+    config = tiny(num_envs=3, train_batch_size=150, model={"fcnet_hiddens": [8], **model})
+    with PPOTrainer(config) as trainer:
+        trainer.train()  # start mid-episode with trained weights
+        learner, pol = trainer.learner, trainer.policy
+        batch = trainer.runner.collect(50)
+        assert batch.dones.any()  # episode boundaries inside the fragment
+        adv, targets = compute_gae(batch.rewards, batch.vf_preds, batch.dones,
+                                   batch.last_values, 0.99, 0.95)
+        cols = learner._columns(batch, adv, targets)
+        batch = learner._order_sequences(batch)
+        index, lens, _ = learner._sequence_index(batch)
+        assert lens.max() <= pol.max_seq_len and lens.sum() == 150
+        flat = index.reshape(-1)
+        rows = torch.as_tensor(np.maximum(flat, 0))
+        data = tree_map(lambda c: c[rows], cols)
+        state = [torch.as_tensor(s) for s in batch.seq_states]
+        with torch.no_grad():
+            d = pol.input_dict(data["obs"], data.get("prev_actions"), data.get("prev_rewards"))
+            dist, values, _ = pol.forward(d, state, torch.as_tensor(lens))
+            logp = dist.logp(data["actions"])
+    real = flat >= 0
+    np.testing.assert_allclose(logp.numpy()[real], data["logp"].numpy()[real], atol=2e-5)
+    np.testing.assert_allclose(values.numpy()[real], data["vf_preds"].numpy()[real], atol=2e-5)
+
+
+def test_tensorboard_events_or_a_clear_error(tmp_path):
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:
+        with pytest.raises(ValueError, match="needs the tensorboard package"):
+            PPOTrainer(tiny(tensorboard=True), run_dir=tmp_path)
+        return
+    with PPOTrainer(tiny(tensorboard=True), run_dir=tmp_path) as trainer:
+        trainer.train()
+    assert any(p.name.startswith("events.out.tfevents") for p in tmp_path.iterdir())
+
+
 # --- action spaces, models ------------------------------------------------------------------
 class ToyEnv(gym.Env):
     """Dict observations and a configurable action space; reward for matching a target."""

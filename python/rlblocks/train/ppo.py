@@ -121,7 +121,11 @@ class PPOTrainer:
         self.checkpoint_path: Path | None = None
         self._logger: ProgressLogger | None = None
         if run_dir is not None:
-            self._open_run_dir(Path(run_dir))
+            try:
+                self._open_run_dir(Path(run_dir))
+            except Exception:
+                self.runner.close()
+                raise
 
     def _build(self, venv: Any) -> None:
         cfg = self.config
@@ -246,7 +250,9 @@ class PPOTrainer:
         finally:
             if bar is not None:
                 bar.close()
-        if self.run_dir is not None:
+        saved_now = (self.checkpoint_path is not None
+                     and self.checkpoint_path.name == f"checkpoint_{self.iteration:06d}")
+        if self.run_dir is not None and not saved_now:
             self.save()
         return metrics
 
