@@ -142,7 +142,8 @@ class PPOTrainer:
     def _open_run_dir(self, run_dir: Path) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
         self.run_dir = run_dir
-        (run_dir / "config.json").write_text(json.dumps(_json_config(self.config), indent=2))
+        (run_dir / "config.json").write_text(
+            json.dumps(_json_config(self.config), indent=2, default=repr))
         self._logger = ProgressLogger(run_dir, tensorboard=self.config.tensorboard)
 
     # --- properties -----------------------------------------------------------------------
@@ -460,7 +461,15 @@ class PPOTrainer:
         if config.num_threads is not None:
             torch.set_num_threads(config.num_threads)
         trainer.device = _resolve_device(config.device)
-        envs = pickle.loads(state["envs"]) if state.get("envs") is not None else None
+        envs = None
+        if state.get("envs") is not None:
+            try:
+                envs = pickle.loads(state["envs"])
+            except Exception as err:  # e.g. the env's module is not importable here
+                raise ValueError(
+                    f"checkpoint {state['_path']!r}: its saved environments cannot be loaded "
+                    f"({type(err).__name__}: {err}); is the env's package importable?"
+                ) from None
         trainer._rng = np.random.default_rng(trainer.seed)
         trainer._build(venv=make_vector_env(config, envs=envs) if envs is not None else None)
         trainer.iteration = int(state["iteration"])
