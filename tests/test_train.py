@@ -457,6 +457,13 @@ def test_fit_writes_checkpoints_and_keeps_the_newest(tmp_path):
         trainer.fit()
 
 
+def test_fit_with_progress_bar_and_stop_reward(capsys):
+    with PPOTrainer(tiny()) as trainer:
+        m = trainer.fit(stop_reward=0.0, stop_timesteps=10_000, progress=True)
+    assert m["training_iteration"] == 1  # the first finished episodes meet the target
+    assert "PPO CartPole-v1" in capsys.readouterr().err
+
+
 # --- command line ---------------------------------------------------------------------------
 def test_cli_train_evaluate_plot_resume(tmp_path, capsys):
     run = tmp_path / "run"
