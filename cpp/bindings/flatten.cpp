@@ -321,29 +321,23 @@ struct IndexValue {
 };
 
 IndexValue read_index_elem(const char* p, ElemType t) {
-  auto from_double = [](double d) {
-    const bool ok = std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 4.6e18;
-    return IndexValue{ok, ok ? static_cast<std::int64_t>(d) : 0, d};
-  };
-  switch (t) {
-    case ElemType::F32: { float f; std::memcpy(&f, p, 4); return from_double(static_cast<double>(f)); }
-    case ElemType::F64: { double d; std::memcpy(&d, p, 8); return from_double(d); }
-    case ElemType::I8: return {true, *reinterpret_cast<const std::int8_t*>(p), 0};
-    case ElemType::I16: { std::int16_t v; std::memcpy(&v, p, 2); return {true, v, 0}; }
-    case ElemType::I32: { std::int32_t v; std::memcpy(&v, p, 4); return {true, v, 0}; }
-    case ElemType::I64: { std::int64_t v; std::memcpy(&v, p, 8); return {true, v, 0}; }
-    case ElemType::U8: return {true, *reinterpret_cast<const std::uint8_t*>(p), 0};
-    case ElemType::U16: { std::uint16_t v; std::memcpy(&v, p, 2); return {true, v, 0}; }
-    case ElemType::U32: { std::uint32_t v; std::memcpy(&v, p, 4); return {true, v, 0}; }
-    case ElemType::U64: {
-      std::uint64_t v;
-      std::memcpy(&v, p, 8);
-      if (v > static_cast<std::uint64_t>(INT64_MAX)) return {false, 0, static_cast<double>(v)};
-      return {true, static_cast<std::int64_t>(v), 0};
+  IndexValue iv{false, 0, 0};
+  visit_elem_type(t, [&](auto tag) {
+    using T = decltype(tag);
+    T v;
+    std::memcpy(&v, p, sizeof(T));
+    if constexpr (std::is_floating_point_v<T>) {
+      const double d = static_cast<double>(v);
+      const bool ok = std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 4.6e18;
+      iv = IndexValue{ok, ok ? static_cast<std::int64_t>(d) : 0, d};
+    } else if constexpr (std::is_same_v<T, std::uint64_t>) {
+      const bool ok = v <= static_cast<std::uint64_t>(INT64_MAX);
+      iv = IndexValue{ok, ok ? static_cast<std::int64_t>(v) : 0, static_cast<double>(v)};
+    } else {
+      iv = IndexValue{true, static_cast<std::int64_t>(v), 0};
     }
-    case ElemType::Bool: return {true, *reinterpret_cast<const std::uint8_t*>(p) ? 1 : 0, 0};
-  }
-  return {false, 0, 0};
+  });
+  return iv;
 }
 
 std::string index_value_string(const IndexValue& iv) {
@@ -782,8 +776,6 @@ class FlattenPlan {
               !(v < static_cast<T>(nd.starts[ju] + nd.nvec[ju]))) {
             return r * k + j;
           }
-        } else if constexpr (std::is_same_v<T, bool>) {
-          if (static_cast<std::int64_t>(v) < nd.starts[ju] || static_cast<std::int64_t>(v) >= nd.starts[ju] + nd.nvec[ju]) return r * k + j;
         } else {
           if (static_cast<long double>(v) < static_cast<long double>(nd.starts[ju]) ||
               static_cast<long double>(v) >= static_cast<long double>(nd.starts[ju] + nd.nvec[ju])) {
@@ -797,19 +789,7 @@ class FlattenPlan {
 
   void validate_indices(const Node& nd, const ArrayView& a, std::int64_t batch, std::int64_t k, Collector& c) const {
     std::int64_t bad = -1;
-    switch (a.type) {
-      case ElemType::F32: bad = first_bad_index<float>(nd, a, batch, k); break;
-      case ElemType::F64: bad = first_bad_index<double>(nd, a, batch, k); break;
-      case ElemType::I8: bad = first_bad_index<std::int8_t>(nd, a, batch, k); break;
-      case ElemType::I16: bad = first_bad_index<std::int16_t>(nd, a, batch, k); break;
-      case ElemType::I32: bad = first_bad_index<std::int32_t>(nd, a, batch, k); break;
-      case ElemType::I64: bad = first_bad_index<std::int64_t>(nd, a, batch, k); break;
-      case ElemType::U8: bad = first_bad_index<std::uint8_t>(nd, a, batch, k); break;
-      case ElemType::U16: bad = first_bad_index<std::uint16_t>(nd, a, batch, k); break;
-      case ElemType::U32: bad = first_bad_index<std::uint32_t>(nd, a, batch, k); break;
-      case ElemType::U64: bad = first_bad_index<std::uint64_t>(nd, a, batch, k); break;
-      case ElemType::Bool: bad = first_bad_index<bool>(nd, a, batch, k); break;
-    }
+    visit_elem_type(a.type, [&](auto tag) { bad = first_bad_index<decltype(tag)>(nd, a, batch, k); });
     if (bad < 0) return;
     const std::int64_t r = bad / k, j = bad % k;
     const std::size_t ju = static_cast<std::size_t>(j);

@@ -41,6 +41,24 @@ inline std::int64_t elem_size(ElemType t) {
   }
 }
 
+// Calls f(T{}) with the C++ type that stores elements of type `t` (bool as uint8_t).
+template <class F>
+inline void visit_elem_type(ElemType t, F&& f) {
+  switch (t) {
+    case ElemType::F32: f(float{}); break;
+    case ElemType::F64: f(double{}); break;
+    case ElemType::I8: f(std::int8_t{}); break;
+    case ElemType::I16: f(std::int16_t{}); break;
+    case ElemType::I32: f(std::int32_t{}); break;
+    case ElemType::I64: f(std::int64_t{}); break;
+    case ElemType::U8: f(std::uint8_t{}); break;
+    case ElemType::U16: f(std::uint16_t{}); break;
+    case ElemType::U32: f(std::uint32_t{}); break;
+    case ElemType::U64: f(std::uint64_t{}); break;
+    case ElemType::Bool: f(std::uint8_t{}); break;
+  }
+}
+
 // How a leaf's values are mapped to float32.
 enum class ValueMap : std::uint8_t {
   Identity,  // static_cast<float>(x)
@@ -111,19 +129,7 @@ inline void convert(const T* src, float* dst, std::int32_t n, ValueMap map) {
 }
 
 inline void convert_any(const void* src, ElemType type, float* dst, std::int32_t n, ValueMap map) {
-  switch (type) {
-    case ElemType::F32: convert(static_cast<const float*>(src), dst, n, map); break;
-    case ElemType::F64: convert(static_cast<const double*>(src), dst, n, map); break;
-    case ElemType::I8: convert(static_cast<const std::int8_t*>(src), dst, n, map); break;
-    case ElemType::I16: convert(static_cast<const std::int16_t*>(src), dst, n, map); break;
-    case ElemType::I32: convert(static_cast<const std::int32_t*>(src), dst, n, map); break;
-    case ElemType::I64: convert(static_cast<const std::int64_t*>(src), dst, n, map); break;
-    case ElemType::U8: convert(static_cast<const std::uint8_t*>(src), dst, n, map); break;
-    case ElemType::U16: convert(static_cast<const std::uint16_t*>(src), dst, n, map); break;
-    case ElemType::U32: convert(static_cast<const std::uint32_t*>(src), dst, n, map); break;
-    case ElemType::U64: convert(static_cast<const std::uint64_t*>(src), dst, n, map); break;
-    case ElemType::Bool: convert(static_cast<const std::uint8_t*>(src), dst, n, map); break;
-  }
+  visit_elem_type(type, [&](auto tag) { convert(static_cast<const decltype(tag)*>(src), dst, n, map); });
 }
 
 template <class T>
@@ -138,19 +144,7 @@ inline void one_hot_rows(const ColumnOneHot& op, float* out, std::int64_t w, std
 }
 
 inline void one_hot_rows_any(const ColumnOneHot& op, float* out, std::int64_t w, std::int64_t r0, std::int64_t r1) {
-  switch (op.type) {
-    case ElemType::F32: one_hot_rows<float>(op, out, w, r0, r1); break;
-    case ElemType::F64: one_hot_rows<double>(op, out, w, r0, r1); break;
-    case ElemType::I8: one_hot_rows<std::int8_t>(op, out, w, r0, r1); break;
-    case ElemType::I16: one_hot_rows<std::int16_t>(op, out, w, r0, r1); break;
-    case ElemType::I32: one_hot_rows<std::int32_t>(op, out, w, r0, r1); break;
-    case ElemType::I64: one_hot_rows<std::int64_t>(op, out, w, r0, r1); break;
-    case ElemType::U8: one_hot_rows<std::uint8_t>(op, out, w, r0, r1); break;
-    case ElemType::U16: one_hot_rows<std::uint16_t>(op, out, w, r0, r1); break;
-    case ElemType::U32: one_hot_rows<std::uint32_t>(op, out, w, r0, r1); break;
-    case ElemType::U64: one_hot_rows<std::uint64_t>(op, out, w, r0, r1); break;
-    case ElemType::Bool: one_hot_rows<std::uint8_t>(op, out, w, r0, r1); break;
-  }
+  visit_elem_type(op.type, [&](auto tag) { one_hot_rows<decltype(tag)>(op, out, w, r0, r1); });
 }
 
 }  // namespace detail
