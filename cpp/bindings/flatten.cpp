@@ -750,6 +750,15 @@ class FlattenPlan {
     if (!has_shape(a, {}, nd.shape)) {
       fail(c, "expected shape " + shape_of({}, nd.shape) + " for " + nd.label + ", got " + shape_of(a));
     }
+    if (a.contiguous && nd.numel > 0) {  // one typed check, then a single one-hot op for the leaf
+      std::int64_t bad = -1;
+      visit_elem_type(a.type, [&](auto tag) { bad = first_bad_index<decltype(tag)>(nd, a, 1, nd.numel); });
+      if (bad < 0) {
+        c.add_copy(RowCopy{a.data, dst, static_cast<std::int32_t>(nd.numel), a.type, ValueMap::OneHot,
+                           nd.block_offsets.data(), nd.starts.data()});
+        return;
+      }
+    }
     for_each_element(a, [&](std::int64_t k, const char* p) {
       const IndexValue iv = read_index_elem(p, a.type);
       const auto ku = static_cast<std::size_t>(k);

@@ -63,6 +63,7 @@ inline void visit_elem_type(ElemType t, F&& f) {
 enum class ValueMap : std::uint8_t {
   Identity,  // static_cast<float>(x)
   AtariRam,  // (float(x) - 128) / 128, in float32 like numpy's reference
+  OneHot,    // element j holds an index: out[dst + block[j] + x_j - start[j]] = 1
 };
 
 struct RowCopy {
@@ -71,6 +72,8 @@ struct RowCopy {
   std::int32_t n;
   ElemType type;
   ValueMap map;
+  const std::int64_t* block = nullptr;  // OneHot only: n block offsets and lowest values
+  const std::int64_t* start = nullptr;
 };
 
 struct RowSet {
@@ -132,6 +135,18 @@ inline void convert_any(const void* src, ElemType type, float* dst, std::int32_t
   visit_elem_type(type, [&](auto tag) { convert(static_cast<const decltype(tag)*>(src), dst, n, map); });
 }
 
+inline void run_row_copy(const RowCopy& op, float* out) {
+  if (op.map != ValueMap::OneHot) {
+    convert_any(op.src, op.type, out + op.dst, op.n, op.map);
+    return;
+  }
+  visit_elem_type(op.type, [&](auto tag) {
+    const auto* x = static_cast<const decltype(tag)*>(op.src);
+    float* base = out + op.dst;
+    for (std::int32_t j = 0; j < op.n; ++j) base[op.block[j] + static_cast<std::int64_t>(x[j]) - op.start[j]] = 1.0f;
+  });
+}
+
 template <class T>
 inline void one_hot_rows(const ColumnOneHot& op, float* out, std::int64_t w, std::int64_t r0, std::int64_t r1) {
   for (std::int64_t r = r0; r < r1; ++r) {
@@ -165,8 +180,7 @@ inline void run_flatten_rows(const FlattenJob& job, std::int64_t r0, std::int64_
   }
   if (job.copies) {
     for (std::int64_t i = job.copy_row_start[r0]; i < job.copy_row_start[r1]; ++i) {
-      const RowCopy& op = job.copies[i];
-      detail::convert_any(op.src, op.type, out + op.dst, op.n, op.map);
+      detail::run_row_copy(job.copies[i], out);
     }
   }
   if (job.sets) {
