@@ -2,8 +2,11 @@
 
 The policy knows which extra columns the model reads (from its view requirements:
 ``prev_actions`` / ``prev_rewards`` for ``use_lstm``, ``prev_n_actions`` /
-``prev_n_rewards`` for ``use_attention``), whether it is recurrent (a non-empty initial
-state), and turns numpy inputs into the model's ``input_dict``. It samples actions for
+``prev_n_rewards`` for ``use_attention``, a window of past observations such as
+``prev_n_obs`` with shift ``"-2:0"``), whether it is recurrent (a non-empty initial
+state), and turns numpy inputs into the model's ``input_dict``. When the model reads past
+observations, the observation the trainer carries is the stacked window ``[B, n, ...]``
+(oldest first, see :meth:`Policy.stack_obs`). It samples actions for
 rollouts and evaluation; the learner uses :meth:`Policy.forward` for the loss.
 
 Examples:
@@ -49,6 +52,22 @@ def clip_actions(actions: Any, space: gym.Space) -> Any:
     return actions
 
 
+def _obs_window(model: ModelV2) -> tuple[str | None, int]:
+    """``(key, n)`` of the model's view of the last ``n`` observations (shifts ``-n+1..0``)."""
+    for key, vr in model.view_requirements.items():
+        if key == "obs" or getattr(vr, "data_col", None) != "obs":
+            continue
+        shifts = np.atleast_1d(vr.shift_arr).tolist()
+        n = len(shifts)
+        if shifts != list(range(1 - n, 1)):
+            raise ValueError(
+                f"view requirement {key!r}: the trainer builds windows of observations ending "
+                f"at the current one (shifts -n+1..0), got shifts {shifts}"
+            )
+        return key, n
+    return None, 0
+
+
 def _n_prev(model: ModelV2, key: str) -> int:
     vr = model.view_requirements.get(key)
     return 0 if vr is None else len(np.atleast_1d(vr.shift_arr))
@@ -88,6 +107,7 @@ class Policy:
             name="ppo_model",
         ).to(self.device)
         self.recurrent = len(self.model.get_initial_state()) > 0
+        self.obs_window_key, self.n_obs_frames = _obs_window(self.model)
         self.max_seq_len = int(model_config.max_seq_len)
         self.prev_actions_key, self.n_prev_actions = "prev_actions", _n_prev(
             self.model, "prev_actions")
@@ -134,6 +154,12 @@ class Policy:
         ``prev_rewards`` (the LSTM wrapper's keys).
         """
         d: dict[str, Any] = {"obs": self._tensor(obs), "is_training": is_training}
+        if self.n_obs_frames:
+            window = d["obs"]
+            if window.dim() == 1 + len(self.obs_space.shape):  # no history: repeat the obs
+                window = window.unsqueeze(1).expand(-1, self.n_obs_frames, *window.shape[1:])
+            d["obs"] = window[:, -1]
+            d[self.obs_window_key] = window
         b = d["obs"].shape[0]
         if self.n_prev_actions:
             pa = self._tensor(prev_actions) if prev_actions is not None else torch.zeros(
@@ -147,6 +173,31 @@ class Policy:
                 (b, self.n_prev_rewards), device=self.device)
             d[self.prev_rewards_key] = pr[:, 0] if self.prev_rewards_key == "prev_rewards" else pr
         return d
+
+    def stack_obs(self, window: np.ndarray | None, obs: np.ndarray,
+                  new_episode: np.ndarray | None = None) -> np.ndarray:
+        """The observation to carry: ``obs`` itself, or for models that read the last ``n``
+        observations the window ``[B, n, ...]`` advanced by ``obs``.
+
+        A row starts (``window`` None, or its index in ``new_episode``) with ``n`` copies of
+        its first observation, as the trajectory view API fills steps before an episode.
+
+        Examples:
+            >>> import gymnasium as gym, numpy as np
+            >>> from rlblocks.train.config import PPOConfig
+            >>> pol = Policy(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(2), PPOConfig())
+            >>> pol.stack_obs(None, np.ones((1, 2))).shape   # no window view: unchanged
+            (1, 2)
+        """
+        if not self.n_obs_frames:
+            return obs
+        obs = np.asarray(obs)
+        if window is None:
+            return np.repeat(obs[:, None], self.n_obs_frames, axis=1)
+        out = np.concatenate([window[:, 1:], obs[:, None]], axis=1)
+        if new_episode is not None and len(new_episode):
+            out[new_episode] = obs[new_episode][:, None]
+        return out
 
     def _tensor(self, x: Any) -> torch.Tensor:
         if isinstance(x, torch.Tensor):

@@ -353,8 +353,10 @@ class PPOTrainer:
             pa = np.zeros((1, pol.n_prev_actions, *pol.action_shape), pol.action_dtype)
         pr = np.zeros((1, pol.n_prev_rewards), np.float32) if pol.n_prev_rewards else None
         total, length, done = 0.0, 0, False
+        x: np.ndarray | None = None
         while not done:
-            x = np.asarray(self.obs_filter(self.preprocessor.transform_batch([raw]), update=False))
+            x = pol.stack_obs(x, np.asarray(
+                self.obs_filter(self.preprocessor.transform_batch([raw]), update=False)))
             out = pol.act(x, state, pa, pr, explore=explore, full=False)
             action = tree_map(lambda a: a[0], out["actions"])
             if self.config.clip_actions:

@@ -217,7 +217,7 @@ class EnvRunner:
         if self._obs is None:
             seeds = None if self._seed is None else [self._seed + i for i in range(self.num_envs)]
             raw, _ = self.venv.reset(seed=seeds)  # type: ignore[arg-type]  # list: one per env
-            self._obs = self._process(raw)
+            self._obs = self.policy.stack_obs(None, self._process(raw))
         return self._obs
 
     # --- collecting -----------------------------------------------------------------------
@@ -269,10 +269,11 @@ class EnvRunner:
                 self._prev_rewards[:, -1] = rewards
             bootstrap = np.flatnonzero(truncated & ~terminated)
             if bootstrap.size:
-                rewards[bootstrap] += cfg.gamma * self._final_values(info, bootstrap, state_out)
+                rewards[bootstrap] += cfg.gamma * self._final_values(
+                    info, bootstrap, state_out, obs)
             cols["rewards"].append(rewards)
             cols["dones"].append(dones)
-            obs = self._process(raw)
+            obs = pol.stack_obs(obs, self._process(raw), np.flatnonzero(dones))
             seq_pos += 1
             if pol.recurrent:
                 seq_pos[seq_pos >= pol.max_seq_len] = 0
@@ -318,13 +319,15 @@ class EnvRunner:
         )
 
     def _final_values(
-        self, info: dict[str, Any], idx: np.ndarray, state_out: list[torch.Tensor]
+        self, info: dict[str, Any], idx: np.ndarray, state_out: list[torch.Tensor],
+        obs_before: np.ndarray,
     ) -> np.ndarray:
         """``V(final_obs)`` of the envs ``idx`` that were truncated this step."""
         final = info.get("final_obs")
         if final is None:
             return np.zeros(len(idx), np.float32)
-        obs = self._process([final[i] for i in idx], update=False)
+        obs = self.policy.stack_obs(
+            obs_before[idx], self._process([final[i] for i in idx], update=False))
         t_idx = torch.as_tensor(idx, device=self.policy.device)
         state = [s[t_idx] for s in state_out]
         pa = None if self._prev_actions is None else self._prev_actions[idx]
