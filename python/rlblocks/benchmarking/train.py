@@ -9,7 +9,8 @@ Cases (each prints one JSON line per run, then a summary table):
   The summary gives the ratio of median wall times (target: rlblocks <= 0.5x SB3).
 * ``stateless_lstm`` / ``stateless_attention``: rlblocks on StatelessCartPole with
   ``use_lstm`` / ``use_attention``; steps until mean return 150 (report only).
-* ``pong``: ALE Pong, DeepMind preprocessing, a Nature-sized CNN, a fixed number of frames;
+* ``pong``: ALE Pong, DeepMind preprocessing, SB3's Nature CNN in both, a fixed number of
+  frames (200k);
   full-loop agent steps per second (rollout + learning), rlblocks vs SB3 (report only).
 
 SB3 rows appear only when ``stable_baselines3`` imports; ``pong`` only when ``ale_py`` does.
@@ -268,9 +269,49 @@ def _pong_env(env_config: dict[str, Any]) -> Any:
     return wrap_deepmind(env, dim=84, framestack=True, noframeskip=True)
 
 
-#: Nature-CNN-sized tower in RLlib's conv_filters form ("same" padding, then a valid conv to
-#: 1x1 standing in for the 512-unit dense layer).
-PONG_CONV_FILTERS = [[32, [8, 8], 4], [64, [4, 4], 2], [64, [3, 3], 1], [512, [11, 11], 1]]
+def _nature_cnn_class() -> type:
+    """A ModelV2 with SB3's ``NatureCNN`` + linear policy/value heads (the same network)."""
+    import torch
+    from torch import nn
+
+    from rlblocks.models import ModelV2
+
+    class NatureCNNModel(ModelV2):
+        """Conv(32, 8, 4) -> Conv(64, 4, 2) -> Conv(64, 3, 1) -> Dense(512), shared torso;
+        ``[B, 84, 84, 4]`` uint8 frames scaled by 1/255, as SB3's CnnPolicy."""
+
+        def __init__(
+            self, obs_space: Any, action_space: Any, num_outputs: Any, model_config: Any, name: str
+        ) -> None:
+            super().__init__(obs_space, action_space, num_outputs, model_config, name)
+            channels = int(obs_space.shape[-1])
+            self.torso = nn.Sequential(
+                nn.Conv2d(channels, 32, 8, 4),
+                nn.ReLU(),
+                nn.Conv2d(32, 64, 4, 2),
+                nn.ReLU(),
+                nn.Conv2d(64, 64, 3, 1),
+                nn.ReLU(),
+                nn.Flatten(),
+                nn.Linear(64 * 7 * 7, 512),
+                nn.ReLU(),
+            )
+            self.logits = nn.Linear(512, int(num_outputs))
+            self.value = nn.Linear(512, 1)
+            self._features: torch.Tensor | None = None
+
+        def forward(
+            self, input_dict: dict[str, Any], state: list[Any], seq_lens: Any
+        ) -> tuple[Any, list[Any]]:
+            x = torch.as_tensor(input_dict["obs"]).float().permute(0, 3, 1, 2) / 255.0
+            self._features = self.torso(x)
+            return self.logits(self._features), state
+
+        def value_function(self) -> Any:
+            assert self._features is not None
+            return self.value(self._features).squeeze(-1)
+
+    return NatureCNNModel
 
 
 def sb3_pong(settings: dict[str, Any]) -> Callable[[int], Any]:
@@ -320,7 +361,9 @@ def _emit(result: RunResult) -> None:
     print(json.dumps(asdict(result)), flush=True)
 
 
-def run_case(case: str, seeds: Sequence[int], quick: bool, with_sb3: bool) -> list[RunResult]:
+def run_case(
+    case: str, seeds: Sequence[int], quick: bool, with_sb3: bool, pong_frames: int = 200_000
+) -> list[RunResult]:
     """Runs one case for every seed (rlblocks, then SB3 with the same seed)."""
     results: list[RunResult] = []
 
@@ -361,7 +404,7 @@ def run_case(case: str, seeds: Sequence[int], quick: bool, with_sb3: bool) -> li
                 "attention_memory_training": 20,
                 "max_seq_len": 20,
             }
-        stop_reward, budget = (150.0, 500_000) if not quick else (150.0, 4_096)
+        stop_reward, budget = (150.0, 200_000) if not quick else (150.0, 4_096)
         for seed in seeds:
             cfg = rlblocks_config(settings, seed)
             cfg["model"] = {**cfg["model"], **wrapper}
@@ -371,14 +414,17 @@ def run_case(case: str, seeds: Sequence[int], quick: bool, with_sb3: bool) -> li
             print("# pong skipped: ale_py is not installed", file=sys.stderr)
             return results
         settings = pong_settings()
-        frames = 200_000 if not quick else 8_192
+        frames = pong_frames if not quick else 8_192
         steps = frames // 4  # frame skip 4: one agent step is 4 emulator frames
         cfg = rlblocks_config(
             settings,
             seeds[0],
             env=_pong_env,
-            model={"conv_filters": PONG_CONV_FILTERS, "vf_share_layers": True},
+            model={"custom_model": "bench_nature_cnn"},
         )
+        from rlblocks.catalog import ModelCatalog
+
+        ModelCatalog.register_custom_model("bench_nature_cnn", _nature_cnn_class())
         add(run_rlblocks(case, cfg, seeds[0], None, steps))
         if with_sb3:
             add(run_sb3(case, sb3_pong(settings), seeds[0], None, steps))
@@ -429,6 +475,7 @@ def main(argv: Sequence[str] | None = None) -> list[RunResult]:
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
     parser.add_argument("--seeds", type=int, nargs="+", default=None)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (both libs)")
+    parser.add_argument("--pong-frames", type=int, default=200_000, help="emulator frames")
     parser.add_argument("--no-sb3", action="store_true", help="rlblocks rows only")
     args = parser.parse_args(argv)
 
@@ -442,7 +489,7 @@ def main(argv: Sequence[str] | None = None) -> list[RunResult]:
     results: list[RunResult] = []
     for case in args.cases:
         print(f"# case {case}", file=sys.stderr, flush=True)
-        results.extend(run_case(case, seeds, args.quick, with_sb3))
+        results.extend(run_case(case, seeds, args.quick, with_sb3, args.pong_frames))
     print(summarize(results), flush=True)
     return results
 
