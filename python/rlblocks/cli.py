@@ -1,4 +1,7 @@
-"""The ``rlblocks`` command line: ``rlblocks bench [NAME ...] [--quick]``.
+"""The ``rlblocks`` command line: ``rlblocks train|evaluate|plot|bench ...``.
+
+``train``, ``evaluate`` and ``plot`` are documented in :mod:`rlblocks.train.cli`;
+``bench [NAME ...] [--quick]`` runs the benchmarks.
 
 Examples:
     >>> main(["bench", "no-such-benchmark"])  # the error goes to stderr
@@ -55,6 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.add_argument("--quick", action="store_true", help="fewer cases and repeats")
     bench.add_argument("--list", action="store_true", help="list the available benchmarks")
     bench.set_defaults(func=_bench)
+    from rlblocks.train.cli import add_subcommands
+
+    add_subcommands(sub)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

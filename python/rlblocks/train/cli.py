@@ -1,0 +1,223 @@
+"""``rlblocks train | evaluate | plot``: the command-line side of :mod:`rlblocks.train`.
+
+``rlblocks train --env ENV [--config FILE.yaml|json] [--set key=value ...]
+[--stop-reward R] [--stop-timesteps N] [--resume RUN_DIR]`` trains PPO with a progress bar
+and writes a run directory (``config.json``, ``progress.csv``, checkpoints,
+``progress.png``). ``--set`` values are parsed as YAML (``lr=1e-3``,
+``model.fcnet_hiddens=[32,32]``, ``observation_filter=MeanStdFilter``); dotted keys reach
+into ``model`` and ``env_config``.
+
+Examples:
+    >>> parse_overrides(["lr=1e-3", "model.fcnet_hiddens=[32, 32]", "num_envs=4"])
+    {'lr': 0.001, 'model': {'fcnet_hiddens': [32, 32]}, 'num_envs': 4}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_subcommands", "load_config_file", "parse_overrides"]
+
+#: ``rlblocks train`` stops here when neither --stop-timesteps nor the env's reward
+#: threshold ends the run first.
+DEFAULT_STOP_TIMESTEPS = 500_000
+
+
+def _yaml_value(text: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """``["a=1", "model.b=[2]"]`` -> ``{"a": 1, "model": {"b": [2]}}`` (values as YAML).
+
+    Raises:
+        ValueError: An item without ``=`` or with an empty key.
+    """
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key or any(not part for part in key.split(".")):
+            raise ValueError(f"--set expects key=value (e.g. lr=1e-3 or "
+                             f"model.fcnet_hiddens=[64,64]), got {item!r}")
+        node = out
+        parts = key.split(".")
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ValueError(f"--set {item!r}: {part!r} was already set to a plain value")
+            node = child
+        node[parts[-1]] = _yaml_value(value)
+    return out
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Reads a YAML or JSON config file (a mapping of PPO keys).
+
+    Raises:
+        ValueError: Missing file, unparsable content, or not a mapping.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"config file {str(p)!r} does not exist")
+    text = p.read_text()
+    try:
+        if p.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except Exception as err:  # json and yaml raise different error types
+        raise ValueError(f"config file {str(p)!r} could not be parsed: {err}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f"config file {str(p)!r} must hold a mapping of config keys, got "
+                         f"{type(data).__name__}")
+    return data
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _default_stop_reward(env: Any) -> float | None:
+    import gymnasium as gym
+
+    if isinstance(env, str) and env in gym.registry:
+        threshold = gym.registry[env].reward_threshold
+        return None if threshold is None else float(threshold)
+    return None
+
+
+def _train(args: argparse.Namespace) -> int:
+    from rlblocks.train.ppo import PPOTrainer, default_run_dir
+    from rlblocks.train.config import PPOConfig
+    from rlblocks.train.plot import plot_run
+
+    if args.resume:
+        if args.config or args.set or args.env:
+            raise ValueError("--resume continues a run with its saved config; --env, --config "
+                             "and --set cannot be combined with it")
+        trainer = PPOTrainer.restore(args.resume)
+    else:
+        data = load_config_file(args.config) if args.config else {}
+        data = _merge(data, parse_overrides(args.set or []))
+        if args.env:
+            data["env"] = args.env
+        if not data.get("env"):
+            raise ValueError("give an environment: --env ENV (or 'env' in the --config file)")
+        config = PPOConfig.from_dict(data)
+        run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(config, args.runs_root)
+        trainer = PPOTrainer(config, run_dir=run_dir)
+    cfg = trainer.config
+    stop_reward = args.stop_reward
+    if stop_reward is None and not args.no_default_stop_reward:
+        stop_reward = _default_stop_reward(cfg.env)
+    stop_timesteps = args.stop_timesteps
+    if stop_timesteps is None:
+        stop_timesteps = DEFAULT_STOP_TIMESTEPS
+    run_dir = trainer.run_dir
+    print(f"rlblocks train: PPO on {cfg.env_name}, {cfg.num_envs} envs, "
+          f"stop at return >= {stop_reward} or {stop_timesteps} steps; run directory: {run_dir}",
+          flush=True)
+    try:
+        metrics = trainer.fit(stop_reward=stop_reward, stop_timesteps=stop_timesteps,
+                              progress=not args.no_progress)
+    finally:
+        trainer.close()
+    assert run_dir is not None
+    plot = plot_run(run_dir)
+    ret = metrics.get("episode_return_mean", math.nan)
+    print(
+        f"done: {metrics.get('timesteps_total', 0)} steps, {metrics.get('episodes_total', 0)} "
+        f"episodes, mean return {ret:.1f} (last {cfg.metrics_smoothing_episodes} episodes), "
+        f"{trainer.time_total_s:.0f} s\n"
+        f"results: {run_dir}/progress.csv\ncheckpoint: {trainer.checkpoint_path}\nplot: {plot}",
+        flush=True,
+    )
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from rlblocks.train.ppo import PPOTrainer
+
+    trainer = PPOTrainer.restore(args.run_dir, log=False)
+    try:
+        result = trainer.evaluate(args.episodes, explore=args.explore, seed=args.seed)
+    finally:
+        trainer.close()
+    result["checkpoint"] = str(trainer.checkpoint_path)
+    print(json.dumps(result))
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from rlblocks.train.plot import plot_run
+
+    print(plot_run(args.run_dir, args.out, x=args.x, y=args.y))
+    return 0
+
+
+def _guard(fn: Any, name: str) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return int(fn(args))
+        except ValueError as err:
+            print(f"rlblocks {name}: error: {err}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+def add_subcommands(sub: Any) -> None:
+    """Adds ``train``, ``evaluate`` and ``plot`` to an argparse subparsers object."""
+    train = sub.add_parser("train", help="train PPO on a gymnasium env")
+    train.add_argument("--env", help="gymnasium id, e.g. CartPole-v1")
+    train.add_argument("--config", help="YAML or JSON file of PPO config keys")
+    train.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="override a config key (repeatable; dotted keys for model.*)")
+    train.add_argument("--stop-reward", type=float, default=None,
+                       help="stop at this mean return (default: the env's reward threshold)")
+    train.add_argument("--stop-timesteps", type=int, default=None,
+                       help=f"stop after this many env steps (default {DEFAULT_STOP_TIMESTEPS})")
+    train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its checkpoint")
+    train.add_argument("--run-dir", help="run directory (default rlblocks_runs/PPO_<env>_<time>)")
+    train.add_argument("--runs-root", default="rlblocks_runs",
+                       help="parent of default run directories")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.add_argument("--no-default-stop-reward", action="store_true",
+                       help="ignore the env's reward threshold")
+    train.set_defaults(func=_guard(_train, "train"))
+
+    evaluate = sub.add_parser("evaluate", help="evaluate a run's latest checkpoint")
+    evaluate.add_argument("run_dir", help="run directory or checkpoint directory")
+    evaluate.add_argument("--episodes", type=int, default=10, help="episodes to run")
+    evaluate.add_argument("--explore", action="store_true", help="sample actions")
+    evaluate.add_argument("--seed", type=int, default=None, help="evaluation env seed")
+    evaluate.set_defaults(func=_guard(_evaluate, "evaluate"))
+
+    plot = sub.add_parser("plot", help="learning curve PNG of a run")
+    plot.add_argument("run_dir", help="run directory")
+    plot.add_argument("--out", default=None, help="PNG path (default RUN_DIR/progress.png)")
+    plot.add_argument("--x", default="timesteps_total", help="x column of progress.csv")
+    plot.add_argument("--y", default="episode_return_mean", help="y column of progress.csv")
+    plot.set_defaults(func=_guard(_plot, "plot"))

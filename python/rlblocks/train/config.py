@@ -1,0 +1,319 @@
+"""``PPOConfig``: every PPO setting in one typed dataclass, built from RLlib-style keys.
+
+The config is validated once, when it is built (``PPOConfig(...)`` or
+:meth:`PPOConfig.from_dict`); the trainer then reads typed attributes only. Keys follow
+RLlib's PPO names (``lambda`` is spelled ``lambda_`` as an attribute, since ``lambda`` is a
+Python keyword; ``from_dict`` and ``to_dict`` use ``lambda``).
+
+Examples:
+    >>> cfg = PPOConfig.from_dict({"env": "CartPole-v1", "lr": 1e-3, "lambda": 0.9})
+    >>> cfg.lr, cfg.lambda_, cfg.rollout_fragment_length
+    (0.001, 0.9, 256)
+    >>> PPOConfig.from_dict({"env": "CartPole-v1", "learning_rate": 1e-3})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown PPO config key 'learning_rate'; did you mean ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlblocks.config import ModelConfig
+
+__all__ = ["PPOConfig", "lr_at"]
+
+#: The model config the trainer uses unless the user's ``model`` dict says otherwise
+#: (CleanRL's / the SB3 zoo's choice for classic control: two tanh layers of 64, separate
+#: policy and value networks). Keys the user gives replace these one by one.
+PPO_MODEL_DEFAULTS: dict[str, Any] = {
+    "fcnet_hiddens": [64, 64],
+    "fcnet_activation": "tanh",
+    "vf_share_layers": False,
+}
+
+_VECTOR_MODES = ("sync", "async")
+_FILTERS = ("NoFilter", "MeanStdFilter")
+_DEVICES = ("cpu", "cuda", "auto")
+
+
+@dataclass
+class PPOConfig:
+    """Settings of a PPO run (RLlib's key names; defaults tuned for classic control).
+
+    ``train_batch_size`` environment steps are collected per iteration, ``num_envs`` at a
+    time, then ``num_sgd_iter`` epochs of minibatch SGD run over them.
+    """
+
+    env: str | Callable[[dict[str, Any]], Any] | None = None
+    """A gymnasium id (``"CartPole-v1"``) or ``env_creator(env_config) -> gym.Env``."""
+    env_config: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for ``gym.make`` (an id) or the argument of ``env_creator``."""
+    model: dict[str, Any] = field(default_factory=dict)
+    """RLlib model config (``fcnet_hiddens``, ``use_lstm``, ...); validated by
+    :class:`rlblocks.config.ModelConfig`. Missing keys take ``PPO_MODEL_DEFAULTS``, then
+    RLlib's ``MODEL_DEFAULTS``."""
+    num_envs: int = 8
+    """Environments stepped together (one gymnasium vector env)."""
+    vector_mode: str = "sync"
+    """``"sync"`` (all envs in this process) or ``"async"`` (one subprocess per env)."""
+    train_batch_size: int = 2048
+    """Environment steps per training iteration (a multiple of ``num_envs``)."""
+    rollout_fragment_length: int | str = "auto"
+    """Steps per env per iteration; ``"auto"`` = ``train_batch_size // num_envs``."""
+    sgd_minibatch_size: int = 256
+    """Rows per SGD minibatch (recurrent models: about this many rows, whole sequences)."""
+    num_sgd_iter: int = 10
+    """Epochs over each training batch."""
+    lr: float = 3e-4
+    """Adam learning rate (used when ``lr_schedule`` is None)."""
+    lr_schedule: list[list[float]] | None = None
+    """``[[timestep, lr], ...]``: piecewise-linear learning rate over timesteps (RLlib
+    form); constant after the last point."""
+    gamma: float = 0.99
+    """Discount factor."""
+    lambda_: float = 0.95
+    """GAE lambda (RLlib key ``lambda``)."""
+    clip_param: float = 0.2
+    """PPO clip range of the probability ratio."""
+    vf_clip_param: float | None = 10.0
+    """Value clipping: the new value may move at most this far from the rollout's value
+    (PPO2 style); None disables it."""
+    vf_loss_coeff: float = 0.5
+    """Weight of the value loss."""
+    entropy_coeff: float = 0.0
+    """Weight of the entropy bonus."""
+    kl_coeff: float = 0.0
+    """Initial coefficient of the KL(old || new) penalty; 0 disables it (RLlib: 0.2)."""
+    kl_target: float = 0.01
+    """Adaptive KL: the coefficient grows 1.5x above ``2 * kl_target`` and halves below
+    ``kl_target / 2``."""
+    grad_clip: float | None = 0.5
+    """Max global gradient norm; None disables clipping."""
+    normalize_advantages: bool = True
+    """Standardise advantages per minibatch."""
+    observation_filter: str = "NoFilter"
+    """``"NoFilter"`` or ``"MeanStdFilter"`` (running mean/std, saved with checkpoints)."""
+    clip_actions: bool = True
+    """Clip sampled Box actions to the space's bounds before ``env.step``."""
+    seed: int | None = 0
+    """Seeds torch, numpy and the environments; None draws a random seed."""
+    device: str = "cpu"
+    """Torch device: ``"cpu"``, ``"cuda"`` or ``"auto"``."""
+    num_threads: int | None = None
+    """``torch.set_num_threads`` for the run (None leaves torch's setting)."""
+    checkpoint_freq: int = 10
+    """Write a checkpoint every this many iterations during ``fit`` (0: only at the end)."""
+    keep_checkpoints: int = 3
+    """How many recent checkpoints a run directory keeps (0 keeps all)."""
+    tensorboard: bool = False
+    """Also write TensorBoard event files (needs the ``tensorboard`` package)."""
+    metrics_smoothing_episodes: int = 100
+    """``episode_return_mean`` averages the returns of this many most recent episodes."""
+    framework: str = "torch"
+    """Accepted for RLlib compatibility; only ``"torch"``."""
+
+    def __post_init__(self) -> None:
+        self._validate()
+
+    # --- building ------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, config: Mapping[str, Any] | PPOConfig | None) -> PPOConfig:
+        """Builds a config from an RLlib-style dict (``lambda``, not ``lambda_``).
+
+        Raises:
+            ValueError: An unknown key (the message suggests close keys) or a bad value.
+        """
+        if isinstance(config, PPOConfig):
+            return config
+        if config is None:
+            config = {}
+        if not isinstance(config, Mapping):
+            raise ValueError(f"PPO config must be a dict, got {type(config).__name__}")
+        kwargs: dict[str, Any] = {}
+        known = _config_keys()
+        for key, value in config.items():
+            if key not in known:
+                raise ValueError(_unknown_key_message(key, known))
+            kwargs[known[key]] = value
+        return cls(**kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The RLlib-style dict (``lambda`` key); ``from_dict(to_dict())`` round-trips."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out["lambda" if f.name == "lambda_" else f.name] = (
+                dict(value) if isinstance(value, dict) else value
+            )
+        return out
+
+    def replace(self, **changes: Any) -> PPOConfig:
+        """A validated copy with some fields changed (RLlib names, ``lambda`` allowed).
+
+        Examples:
+            >>> PPOConfig(env="CartPole-v1").replace(num_envs=4).rollout_fragment_length
+            512
+        """
+        merged = self.to_dict()
+        merged.update(changes)
+        if "rollout_fragment_length" not in changes and (
+            "train_batch_size" in changes or "num_envs" in changes
+        ):
+            merged["rollout_fragment_length"] = "auto"
+        return PPOConfig.from_dict(merged)
+
+    # --- derived -------------------------------------------------------------------------
+    def model_config(self) -> ModelConfig:
+        """The validated model config: ``PPO_MODEL_DEFAULTS`` overridden by ``model``."""
+        return ModelConfig.from_dict({**PPO_MODEL_DEFAULTS, **self.model})
+
+    @property
+    def env_name(self) -> str:
+        """The env id, or the creator's name, for run-directory names and logs."""
+        if isinstance(self.env, str):
+            return self.env
+        return getattr(self.env, "__name__", type(self.env).__name__)
+
+    # --- validation ----------------------------------------------------------------------
+    def _validate(self) -> None:
+        if self.env is not None and not (isinstance(self.env, str) or callable(self.env)):
+            raise ValueError(
+                f"env must be a gymnasium id (str) or a callable env_creator(env_config), "
+                f"got {self.env!r}"
+            )
+        if not isinstance(self.env_config, Mapping):
+            raise ValueError(f"env_config must be a dict, got {self.env_config!r}")
+        if not isinstance(self.model, Mapping):
+            raise ValueError(f"model must be a dict of model config keys, got {self.model!r}")
+        self.env_config = dict(self.env_config)
+        self.model = dict(self.model)
+        self.model_config()  # raises on bad model keys or values
+        for name in ("num_envs", "train_batch_size", "sgd_minibatch_size", "num_sgd_iter",
+                     "metrics_smoothing_episodes"):
+            setattr(self, name, _int(getattr(self, name), name, minimum=1))
+        for name in ("checkpoint_freq", "keep_checkpoints"):
+            setattr(self, name, _int(getattr(self, name), name, minimum=0))
+        if self.train_batch_size % self.num_envs:
+            raise ValueError(
+                f"train_batch_size ({self.train_batch_size}) must be a multiple of num_envs "
+                f"({self.num_envs})"
+            )
+        auto = self.train_batch_size // self.num_envs
+        if self.rollout_fragment_length == "auto":
+            self.rollout_fragment_length = auto
+        else:
+            frag = _int(self.rollout_fragment_length, "rollout_fragment_length", minimum=1)
+            if frag != auto:
+                raise ValueError(
+                    f"rollout_fragment_length ({frag}) must be 'auto' or train_batch_size / "
+                    f"num_envs = {auto}"
+                )
+            self.rollout_fragment_length = frag
+        if self.vector_mode not in _VECTOR_MODES:
+            raise ValueError(f"vector_mode must be one of {_VECTOR_MODES}, got {self.vector_mode!r}")
+        if self.observation_filter not in _FILTERS:
+            raise ValueError(
+                f"observation_filter must be one of {_FILTERS}, got {self.observation_filter!r}"
+            )
+        if self.device not in _DEVICES:
+            raise ValueError(f"device must be one of {_DEVICES}, got {self.device!r}")
+        if self.framework != "torch":
+            raise ValueError(f"framework must be 'torch' (rlblocks is torch-only), got "
+                             f"{self.framework!r}")
+        self.lr = _number(self.lr, "lr", low=0.0, low_open=True)
+        self.gamma = _number(self.gamma, "gamma", low=0.0, high=1.0)
+        self.lambda_ = _number(self.lambda_, "lambda", low=0.0, high=1.0)
+        self.clip_param = _number(self.clip_param, "clip_param", low=0.0, low_open=True)
+        if self.vf_clip_param is not None:
+            self.vf_clip_param = _number(self.vf_clip_param, "vf_clip_param", low=0.0,
+                                         low_open=True)
+        if self.grad_clip is not None:
+            self.grad_clip = _number(self.grad_clip, "grad_clip", low=0.0, low_open=True)
+        self.vf_loss_coeff = _number(self.vf_loss_coeff, "vf_loss_coeff", low=0.0)
+        self.entropy_coeff = _number(self.entropy_coeff, "entropy_coeff", low=0.0)
+        self.kl_coeff = _number(self.kl_coeff, "kl_coeff", low=0.0)
+        self.kl_target = _number(self.kl_target, "kl_target", low=0.0, low_open=True)
+        for name in ("normalize_advantages", "clip_actions", "tensorboard"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.seed is not None:
+            self.seed = _int(self.seed, "seed", minimum=0)
+        if self.num_threads is not None:
+            self.num_threads = _int(self.num_threads, "num_threads", minimum=1)
+        if self.lr_schedule is not None:
+            self.lr_schedule = _schedule(self.lr_schedule, "lr_schedule")
+
+
+def lr_at(config: PPOConfig, timestep: int) -> float:
+    """The learning rate at ``timestep``: ``lr_schedule`` interpolated, or ``lr``.
+
+    Examples:
+        >>> cfg = PPOConfig(env="CartPole-v1", lr_schedule=[[0, 1e-3], [1000, 0.0]])
+        >>> lr_at(cfg, 250), lr_at(cfg, 5000)
+        (0.00075, 0.0)
+    """
+    if not config.lr_schedule:
+        return config.lr
+    points = config.lr_schedule
+    if timestep <= points[0][0]:
+        return float(points[0][1])
+    for (t0, v0), (t1, v1) in zip(points[:-1], points[1:], strict=True):
+        if timestep <= t1:
+            frac = (timestep - t0) / (t1 - t0) if t1 > t0 else 1.0
+            return float(v0 + frac * (v1 - v0))
+    return float(points[-1][1])
+
+
+def _config_keys() -> dict[str, str]:
+    """RLlib key -> attribute name."""
+    keys = {f.name: f.name for f in dataclasses.fields(PPOConfig)}
+    del keys["lambda_"]
+    keys["lambda"] = "lambda_"
+    return keys
+
+
+def _unknown_key_message(key: Any, known: Mapping[str, str]) -> str:
+    close = difflib.get_close_matches(str(key), list(known), n=3, cutoff=0.5)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return f"unknown PPO config key {key!r}{hint} (known keys: {', '.join(sorted(known))})"
+
+
+def _int(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _number(
+    value: Any, name: str, low: float, high: float = math.inf, low_open: bool = False
+) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    v = float(value)
+    too_low = v <= low if low_open else v < low
+    if math.isnan(v) or too_low or v > high:
+        lo = "(" if low_open else "["
+        raise ValueError(f"{name} must be in {lo}{low}, {high}], got {value!r}")
+    return v
+
+
+def _schedule(value: Any, name: str) -> list[list[float]]:
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ValueError(f"{name} must be a non-empty list of [timestep, value] pairs, got "
+                         f"{value!r}")
+    out: list[list[float]] = []
+    for i, pair in enumerate(value):
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise ValueError(f"{name}[{i}] must be a [timestep, value] pair, got {pair!r}")
+        t = _number(pair[0], f"{name}[{i}] timestep", low=0.0)
+        v = _number(pair[1], f"{name}[{i}] value", low=0.0)
+        if out and t < out[-1][0]:
+            raise ValueError(f"{name}: timesteps must not decrease, got {t} after {out[-1][0]}")
+        out.append([t, v])
+    return out

@@ -1,0 +1,272 @@
+"""The PPO update: GAE, minibatches (rows or whole sequences), the clipped loss, SGD.
+
+Loss per minibatch (masked means over real rows; padded sequence steps have weight 0)::
+
+    ratio   = exp(logp_new - logp_old)
+    policy  = -mean(min(A * ratio, A * clip(ratio, 1 - clip_param, 1 + clip_param)))
+    value   = mean(max((V - R)^2, (V_old + clip(V - V_old, -c, c) - R)^2))   # c = vf_clip_param
+    total   = policy + vf_loss_coeff * value - entropy_coeff * entropy + kl_coeff * KL(old||new)
+
+then ``model.custom_loss(total, minibatch)``, backward, gradient-norm clipping, an Adam step.
+After the epochs the KL coefficient adapts to ``kl_target`` (RLlib's rule).
+
+Examples:
+    >>> import numpy as np
+    >>> adv, ret = compute_gae(np.ones((3, 1), np.float32), np.zeros((3, 1), np.float32),
+    ...                        np.array([[False], [False], [True]]), np.zeros(1, np.float32),
+    ...                        gamma=0.5, lambda_=1.0)
+    >>> adv[:, 0].tolist()
+    [1.75, 1.5, 1.0]
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlblocks.train._tree import tree_map
+from rlblocks.train.config import PPOConfig
+from rlblocks.train.policy import Policy
+from rlblocks.train.rollout import SampleBatch
+
+__all__ = ["PPOLearner", "compute_gae", "explained_variance"]
+
+
+def compute_gae(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    dones: np.ndarray,
+    last_values: np.ndarray,
+    gamma: float,
+    lambda_: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Generalised advantage estimation over time-major ``[T, N]`` arrays.
+
+    Every ``done`` is treated as terminal (truncations are bootstrapped in the rewards by
+    the rollout). Vectorised over the N envs; one pass backwards over T.
+
+    Returns:
+        ``(advantages, value_targets)``, both ``[T, N]`` float32.
+    """
+    t_steps = rewards.shape[0]
+    adv = np.zeros_like(rewards, dtype=np.float32)
+    next_adv = np.zeros(rewards.shape[1:], np.float32)
+    next_value = np.asarray(last_values, np.float32)
+    for t in range(t_steps - 1, -1, -1):
+        nonterminal = 1.0 - dones[t].astype(np.float32)
+        delta = rewards[t] + gamma * next_value * nonterminal - values[t]
+        next_adv = delta + gamma * lambda_ * nonterminal * next_adv
+        adv[t] = next_adv
+        next_value = values[t]
+    return adv, (adv + values).astype(np.float32)
+
+
+def explained_variance(targets: np.ndarray, predictions: np.ndarray) -> float:
+    """``1 - Var(targets - predictions) / Var(targets)`` (nan when the targets are constant).
+
+    Examples:
+        >>> explained_variance(np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.0, 3.0]))
+        1.0
+    """
+    var = float(np.var(targets))
+    if var == 0.0:
+        return float("nan")
+    return float(1.0 - np.var(targets - predictions) / var)
+
+
+def _masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    if mask is None:
+        return x.mean()
+    return (x * mask).sum() / mask.sum().clamp_min(1.0)
+
+
+class PPOLearner:
+    """Owns the optimizer and the adaptive KL coefficient; :meth:`update` runs one iteration.
+
+    Args:
+        policy: The policy whose model is trained.
+        config: The PPO config.
+    """
+
+    def __init__(self, policy: Policy, config: PPOConfig) -> None:
+        self.policy = policy
+        self.config = config
+        self.optimizer = torch.optim.Adam(policy.model.parameters(), lr=config.lr, eps=1e-5,
+                                          foreach=True)
+        self.kl_coeff = float(config.kl_coeff)
+
+    def set_lr(self, lr: float) -> None:
+        """Sets the learning rate of every parameter group."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    # --- batch layout ---------------------------------------------------------------------
+    def _columns(self, batch: SampleBatch, adv: np.ndarray, targets: np.ndarray) -> dict[str, Any]:
+        """Flat env-major rows (row ``e * T + t``), as tensors on the policy's device."""
+
+        def flat(x: np.ndarray) -> torch.Tensor:
+            x = np.swapaxes(x, 0, 1)  # [N, T, ...]
+            x = np.ascontiguousarray(x.reshape(-1, *x.shape[2:]))
+            return torch.as_tensor(x, device=self.policy.device)
+
+        cols: dict[str, Any] = {
+            "obs": flat(batch.obs),
+            "actions": tree_map(flat, batch.actions),
+            "logp": flat(batch.logp),
+            "vf_preds": flat(batch.vf_preds),
+            "dist_inputs": flat(batch.dist_inputs),
+            "advantages": flat(adv),
+            "value_targets": flat(targets),
+        }
+        if batch.prev_actions is not None:
+            cols["prev_actions"] = flat(batch.prev_actions)
+        if batch.prev_rewards is not None:
+            cols["prev_rewards"] = flat(batch.prev_rewards)
+        return cols
+
+    def _sequence_index(self, batch: SampleBatch) -> tuple[np.ndarray, np.ndarray, int]:
+        """``(row index [S, L], lengths [S], L)`` of the recorded sequences (pads -> -1)."""
+        t_steps, n = batch.rewards.shape
+        starts = batch.seq_starts
+        order = np.lexsort((starts[:, 0], starts[:, 1]))  # by env, then time
+        if not np.array_equal(order, np.arange(len(starts))):
+            raise AssertionError("sequence starts must be recorded in (env, time) order")
+        rows = starts[:, 1] * t_steps + starts[:, 0]
+        ends = np.append(rows[1:], n * t_steps)
+        lens = (ends - rows).astype(np.int64)
+        max_len = self.policy.max_seq_len
+        if lens.max(initial=0) > max_len:
+            raise AssertionError("a recorded sequence is longer than max_seq_len")
+        index = rows[:, None] + np.arange(max_len)[None, :]
+        index[np.arange(max_len)[None, :] >= lens[:, None]] = -1
+        return index, lens, max_len
+
+    def _order_sequences(self, batch: SampleBatch) -> SampleBatch:
+        """Sorts ``seq_starts`` (recorded time-major) into (env, time) order."""
+        starts = batch.seq_starts
+        order = np.lexsort((starts[:, 0], starts[:, 1]))
+        batch.seq_starts = starts[order]
+        batch.seq_states = [s[order] for s in batch.seq_states]
+        return batch
+
+    # --- the update -----------------------------------------------------------------------
+    def update(self, batch: SampleBatch, rng: np.random.Generator) -> dict[str, float]:
+        """``num_sgd_iter`` epochs of minibatch SGD on one rollout; returns mean statistics."""
+        cfg, pol = self.config, self.policy
+        adv, targets = compute_gae(batch.rewards, batch.vf_preds, batch.dones,
+                                   batch.last_values, cfg.gamma, cfg.lambda_)
+        cols = self._columns(batch, adv, targets)
+        total_rows = batch.num_steps
+        stats: dict[str, list[float]] = {k: [] for k in (
+            "total_loss", "policy_loss", "vf_loss", "entropy", "kl", "approx_kl", "clipfrac")}
+        pol.set_training(True)
+        if pol.recurrent:
+            batch = self._order_sequences(batch)
+            index, lens, max_len = self._sequence_index(batch)
+            states = [torch.as_tensor(s, device=pol.device) for s in batch.seq_states]
+            num_seqs = len(lens)
+            n_mb = max(1, min(num_seqs, round(total_rows / cfg.sgd_minibatch_size)))
+            for _ in range(cfg.num_sgd_iter):
+                for mb in np.array_split(rng.permutation(num_seqs), n_mb):
+                    idx = index[mb].reshape(-1)
+                    mask = torch.as_tensor(idx >= 0, device=pol.device, dtype=torch.float32)
+                    rows = torch.as_tensor(np.maximum(idx, 0), device=pol.device)
+                    data = tree_map(lambda c, r=rows: c[r], cols)
+                    seq_lens = torch.as_tensor(lens[mb], device=pol.device)
+                    state = [s[torch.as_tensor(mb, device=pol.device)] for s in states]
+                    self._step(data, state, seq_lens, mask, stats)
+        else:
+            for _ in range(cfg.num_sgd_iter):
+                perm = rng.permutation(total_rows)
+                n_mb = max(1, total_rows // cfg.sgd_minibatch_size)
+                for mb in np.array_split(perm, n_mb):
+                    rows = torch.as_tensor(mb, device=pol.device)
+                    data = tree_map(lambda c, r=rows: c[r], cols)
+                    self._step(data, [], None, None, stats)
+        pol.set_training(False)
+        result = {k: float(np.mean(v)) for k, v in stats.items()}
+        kl = result["kl"]
+        if kl > 2.0 * cfg.kl_target:
+            self.kl_coeff *= 1.5
+        elif kl < 0.5 * cfg.kl_target:
+            self.kl_coeff *= 0.5
+        result["kl_coeff"] = self.kl_coeff
+        result["explained_variance"] = explained_variance(
+            targets.reshape(-1), batch.vf_preds.reshape(-1))
+        result["advantage_mean"] = float(adv.mean())
+        result["value_target_mean"] = float(targets.mean())
+        return result
+
+    def _step(
+        self,
+        data: dict[str, Any],
+        state: list[torch.Tensor],
+        seq_lens: torch.Tensor | None,
+        mask: torch.Tensor | None,
+        stats: dict[str, list[float]],
+    ) -> None:
+        cfg, pol = self.config, self.policy
+        obs = data["obs"]
+        if mask is not None:
+            keep = mask.reshape(-1, *([1] * (obs.dim() - 1))).to(obs.dtype)
+            obs = obs * keep
+        input_dict = pol.input_dict(obs, data.get("prev_actions"), data.get("prev_rewards"),
+                                    is_training=True)
+        dist, values, _ = pol.forward(input_dict, state, seq_lens)
+        logp = dist.logp(data["actions"])
+        log_ratio = logp - data["logp"]
+        ratio = torch.exp(log_ratio)
+        adv = data["advantages"]
+        if cfg.normalize_advantages:
+            mean = _masked_mean(adv, mask)
+            std = torch.sqrt(_masked_mean((adv - mean) ** 2, mask))
+            adv = (adv - mean) / (std + 1e-8)
+        surrogate = torch.min(
+            adv * ratio, adv * torch.clamp(ratio, 1.0 - cfg.clip_param, 1.0 + cfg.clip_param))
+        policy_loss = -_masked_mean(surrogate, mask)
+        vf_err = (values - data["value_targets"]) ** 2
+        if cfg.vf_clip_param is not None:
+            old = data["vf_preds"]
+            clipped = old + torch.clamp(values - old, -cfg.vf_clip_param, cfg.vf_clip_param)
+            vf_err = torch.max(vf_err, (clipped - data["value_targets"]) ** 2)
+        vf_loss = _masked_mean(vf_err, mask)
+        entropy = _masked_mean(dist.entropy(), mask)
+        old_dist = pol.dist_class(data["dist_inputs"], pol.model)
+        kl = _masked_mean(old_dist.kl(dist), mask)
+        total = (policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy)
+        if self.kl_coeff > 0.0:
+            total = total + self.kl_coeff * kl
+        loss_inputs = dict(data)
+        loss_inputs["seq_lens"] = seq_lens
+        total = _as_loss(pol.model.custom_loss(total, loss_inputs))
+        self.optimizer.zero_grad(set_to_none=True)
+        total.backward()
+        if cfg.grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(pol.model.parameters(), cfg.grad_clip)
+        self.optimizer.step()
+        with torch.no_grad():
+            approx_kl = _masked_mean((ratio - 1.0) - log_ratio, mask)
+            clipfrac = _masked_mean(((ratio - 1.0).abs() > cfg.clip_param).float(), mask)
+        for key, value in (("total_loss", total), ("policy_loss", policy_loss),
+                           ("vf_loss", vf_loss), ("entropy", entropy), ("kl", kl),
+                           ("approx_kl", approx_kl), ("clipfrac", clipfrac)):
+            stats[key].append(float(value.detach()))
+
+
+def _as_loss(value: Any) -> torch.Tensor:
+    """``custom_loss`` may return a tensor or (RLlib's form) a list of one loss per optimizer."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != 1:
+            raise ValueError(
+                f"custom_loss returned {len(value)} losses; PPO has one optimizer, so return a "
+                "single loss (or a list of one)"
+            )
+        value = value[0]
+    if not isinstance(value, torch.Tensor) or value.dim() != 0:
+        raise ValueError(f"custom_loss must return a scalar tensor, got {value!r}")
+    if not math.isfinite(float(value.detach())):
+        raise ValueError(f"the PPO loss is not finite ({float(value.detach())})")
+    return value

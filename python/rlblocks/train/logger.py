@@ -1,0 +1,116 @@
+"""Run-directory logging: ``progress.csv`` (one row per iteration) and optional TensorBoard.
+
+Examples:
+    >>> import tempfile, pathlib
+    >>> run = pathlib.Path(tempfile.mkdtemp())
+    >>> log = ProgressLogger(run)
+    >>> log.write({"training_iteration": 1, "episode_return_mean": 20.5})
+    >>> log.write({"training_iteration": 2, "episode_return_mean": 31.0})
+    >>> [r["episode_return_mean"] for r in read_progress(run)]
+    [20.5, 31.0]
+    >>> truncate_progress(run, 1); len(read_progress(run))
+    1
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ProgressLogger", "read_progress", "truncate_progress"]
+
+PROGRESS = "progress.csv"
+
+
+class ProgressLogger:
+    """Appends metric dicts to ``run_dir/progress.csv`` (and TensorBoard events if asked).
+
+    The CSV columns are fixed by the file's header (or by the first row written); keys that
+    appear only later are not written to the CSV (they still go to TensorBoard).
+
+    Args:
+        run_dir: The run directory (created if missing).
+        tensorboard: Also write TensorBoard event files into ``run_dir``.
+
+    Raises:
+        ValueError: ``tensorboard`` without the ``tensorboard`` package installed.
+    """
+
+    def __init__(self, run_dir: str | Path, tensorboard: bool = False) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.run_dir / PROGRESS
+        self._columns: list[str] | None = None
+        if self.path.is_file() and self.path.stat().st_size:
+            with open(self.path, newline="") as f:
+                self._columns = next(csv.reader(f), None)
+        self._tb: Any = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError as err:
+                raise ValueError(
+                    f"tensorboard=True needs the tensorboard package (pip install tensorboard): "
+                    f"{err}"
+                ) from None
+            self._tb = SummaryWriter(str(self.run_dir))
+
+    def write(self, metrics: dict[str, Any]) -> None:
+        """Appends one row (numbers and strings; other values are skipped)."""
+        row = {k: v for k, v in metrics.items() if isinstance(v, (int, float, str, bool))}
+        new = self._columns is None
+        if self._columns is None:
+            self._columns = list(row)
+        with open(self.path, "a", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=self._columns, extrasaction="ignore")
+            if new:
+                writer.writeheader()
+            writer.writerow(row)
+        if self._tb is not None:
+            step = int(metrics.get("timesteps_total", metrics.get("training_iteration", 0)))
+            for k, v in row.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                    self._tb.add_scalar(k, v, step)
+            self._tb.flush()
+
+    def close(self) -> None:
+        """Closes the TensorBoard writer (the CSV is closed after every write)."""
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+
+
+def _parse(value: str) -> Any:
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    return int(number) if value.lstrip("-").isdigit() else number
+
+
+def read_progress(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The rows of ``run_dir/progress.csv`` with numbers parsed (``[]`` if there is none)."""
+    path = Path(run_dir) / PROGRESS
+    if not path.is_file():
+        return []
+    with open(path, newline="") as f:
+        return [{k: _parse(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def truncate_progress(run_dir: str | Path, last_iteration: int) -> None:
+    """Drops rows after ``last_iteration`` (resuming from an earlier checkpoint)."""
+    path = Path(run_dir) / PROGRESS
+    if not path.is_file():
+        return
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        fields = reader.fieldnames or []
+        rows = [r for r in reader if int(float(r.get("training_iteration") or 0)) <= last_iteration]
+    tmp = path.with_suffix(".csv.tmp")
+    with open(tmp, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    tmp.replace(path)

@@ -1,0 +1,494 @@
+"""``PPOTrainer``: rollouts, PPO updates, metrics, checkpoints, evaluation.
+
+One :meth:`PPOTrainer.train` call is one iteration: collect ``train_batch_size`` steps from
+the vector env, run ``num_sgd_iter`` epochs of minibatch SGD, return the metrics.
+:meth:`PPOTrainer.fit` loops until a return or timestep target, with a progress bar,
+periodic checkpoints and ``progress.csv`` rows in the run directory.
+
+Reproducibility: the seed fixes torch's RNG (action sampling, initial weights), a numpy
+generator (minibatch order) and the envs' seeds. A checkpoint stores all of them, plus the
+envs themselves when they can be pickled (sync vector envs of ordinary Python envs), the
+current observations, recurrent states and episode counters, so a restored run continues
+exactly as the uninterrupted one would (same process settings, CPU). Envs that cannot be
+pickled are re-created and reset with a seed derived from the run's seed and timestep count.
+
+Examples:
+    >>> trainer = PPOTrainer(PPOConfig(env="CartPole-v1", num_envs=2, train_batch_size=64,
+    ...                                sgd_minibatch_size=32, num_sgd_iter=1))
+    >>> actions, state = trainer.compute_actions([np.zeros(4, np.float32)] * 3)
+    >>> actions.shape, state
+    ((3,), [])
+    >>> trainer.close()
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+import random
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlblocks.catalog import ModelCatalog
+from rlblocks.filters import get_filter
+from rlblocks.train._tree import tree_map
+from rlblocks.train.checkpoint import (
+    load_checkpoint,
+    prune_checkpoints,
+    save_checkpoint,
+)
+from rlblocks.train.config import PPOConfig, lr_at
+from rlblocks.train.learner import PPOLearner
+from rlblocks.train.logger import ProgressLogger, truncate_progress
+from rlblocks.train.policy import Policy, clip_actions
+from rlblocks.train.rollout import EnvRunner, make_env_creator, make_vector_env
+
+__all__ = ["PPOTrainer", "default_run_dir"]
+
+
+def default_run_dir(config: PPOConfig, root: str | Path = "rlblocks_runs") -> Path:
+    """``root/PPO_<env>_<YYYYmmdd-HHMMSS>`` (a fresh name; a suffix avoids clashes).
+
+    Examples:
+        >>> default_run_dir(PPOConfig(env="CartPole-v1")).name.startswith("PPO_CartPole-v1_")
+        True
+    """
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in config.env_name)
+    base = Path(root) / f"PPO_{name}_{stamp}"
+    path, i = base, 1
+    while path.exists():
+        path, i = base.with_name(f"{base.name}_{i}"), i + 1
+    return path
+
+
+def _json_config(config: PPOConfig) -> dict[str, Any]:
+    d = config.to_dict()
+    if callable(d["env"]):
+        fn = d["env"]
+        d["env"] = f"<callable {getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}>"
+    return d
+
+
+def _resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' but torch sees no CUDA device; use 'cpu' or 'auto'")
+    return torch.device(name)
+
+
+class PPOTrainer:
+    """Trains a catalog model with PPO on a gymnasium env (see :class:`PPOConfig`).
+
+    Args:
+        config: A :class:`PPOConfig` or an RLlib-style dict (``PPOConfig.from_dict``).
+        run_dir: Where ``config.json``, ``progress.csv``, checkpoints (and TensorBoard
+            events) go; None writes nothing until :meth:`save` (which then picks
+            :func:`default_run_dir`).
+
+    Raises:
+        ValueError: A bad config, no or an unknown env, or a model/distribution that does
+            not fit the env's spaces.
+    """
+
+    def __init__(self, config: PPOConfig | Mapping[str, Any], run_dir: str | Path | None = None):
+        self.config = PPOConfig.from_dict(config)
+        cfg = self.config
+        make_env_creator(cfg)  # validates the env early, with a clear message
+        self.seed = cfg.seed if cfg.seed is not None else int(
+            np.random.SeedSequence().entropy % (2**31))
+        if cfg.num_threads is not None:
+            torch.set_num_threads(cfg.num_threads)
+        self.device = _resolve_device(cfg.device)
+        torch.manual_seed(self.seed)
+        random.seed(self.seed)
+        self._rng = np.random.default_rng(self.seed)
+        self._build(venv=None)
+        self.iteration = 0
+        self.timesteps_total = 0
+        self.time_total_s = 0.0
+        self.last_metrics: dict[str, Any] = {}
+        self.run_dir: Path | None = None
+        self.checkpoint_path: Path | None = None
+        self._logger: ProgressLogger | None = None
+        if run_dir is not None:
+            self._open_run_dir(Path(run_dir))
+
+    def _build(self, venv: Any) -> None:
+        cfg = self.config
+        self.venv = venv if venv is not None else make_vector_env(cfg)
+        obs_space = self.venv.single_observation_space
+        action_space = self.venv.single_action_space
+        self.preprocessor = ModelCatalog.get_preprocessor_for_space(obs_space, cfg.model_config())
+        self.obs_filter = get_filter(cfg.observation_filter, self.preprocessor.shape)
+        self.policy = Policy(self.preprocessor.observation_space, action_space, cfg, self.device)
+        self.learner = PPOLearner(self.policy, cfg)
+        self.runner = EnvRunner(cfg, self.policy, self.preprocessor, self.obs_filter,
+                                self.seed, venv=self.venv)
+
+    def _open_run_dir(self, run_dir: Path) -> None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.run_dir = run_dir
+        (run_dir / "config.json").write_text(json.dumps(_json_config(self.config), indent=2))
+        self._logger = ProgressLogger(run_dir, tensorboard=self.config.tensorboard)
+
+    # --- properties -----------------------------------------------------------------------
+    @property
+    def model(self) -> torch.nn.Module:
+        """The trained model (a :class:`~rlblocks.models.ModelV2`)."""
+        return self.policy.model
+
+    # --- training -------------------------------------------------------------------------
+    def train(self) -> dict[str, Any]:
+        """Runs one iteration (rollout + SGD epochs) and returns its metrics.
+
+        Returns:
+            ``training_iteration``, ``timesteps_total``, ``episodes_total``,
+            ``episodes_this_iter``, ``episode_return_mean`` / ``_min`` / ``_max`` (over the
+            last ``metrics_smoothing_episodes`` episodes; nan before the first one ends),
+            ``episode_len_mean``, ``policy_loss``, ``vf_loss``, ``total_loss``, ``entropy``,
+            ``kl``, ``kl_coeff``, ``approx_kl``, ``clipfrac``, ``explained_variance``,
+            ``lr``, ``steps_per_s``, ``time_this_iter_s``, ``time_total_s``, and the model's
+            ``metrics()`` (a key clashing with these gets a ``model_`` prefix).
+        """
+        cfg = self.config
+        start = time.perf_counter()
+        lr = lr_at(cfg, self.timesteps_total)
+        self.learner.set_lr(lr)
+        batch = self.runner.collect(int(cfg.rollout_fragment_length))
+        self.timesteps_total += batch.num_steps
+        stats = self.learner.update(batch, self._rng)
+        self.iteration += 1
+        elapsed = time.perf_counter() - start
+        self.time_total_s += elapsed
+        returns = list(self.runner.episode_returns)
+        lengths = list(self.runner.episode_lengths)
+        metrics: dict[str, Any] = {
+            "training_iteration": self.iteration,
+            "timesteps_total": self.timesteps_total,
+            "episodes_total": self.runner.episodes_total,
+            "episodes_this_iter": len(batch.episode_returns),
+            "episode_return_mean": float(np.mean(returns)) if returns else math.nan,
+            "episode_return_min": float(np.min(returns)) if returns else math.nan,
+            "episode_return_max": float(np.max(returns)) if returns else math.nan,
+            "episode_len_mean": float(np.mean(lengths)) if lengths else math.nan,
+            **stats,
+            "lr": lr,
+            "steps_per_s": batch.num_steps / elapsed if elapsed > 0 else math.nan,
+            "time_this_iter_s": elapsed,
+            "time_total_s": self.time_total_s,
+        }
+        for key, value in self.model.metrics().items():
+            if isinstance(value, torch.Tensor):
+                value = float(value.detach().float().mean())
+            name = f"model_{key}" if key in metrics else key
+            metrics[name] = value
+        self.last_metrics = metrics
+        if self._logger is not None:
+            self._logger.write(metrics)
+        return metrics
+
+    def fit(
+        self,
+        stop_reward: float | None = None,
+        stop_timesteps: int | None = None,
+        progress: bool = True,
+        stop_iters: int | None = None,
+    ) -> dict[str, Any]:
+        """Trains until ``episode_return_mean >= stop_reward`` or a step/iteration budget.
+
+        With a run directory, a checkpoint is written every ``config.checkpoint_freq``
+        iterations and at the end.
+
+        Args:
+            stop_reward: Stop once the mean return reaches this.
+            stop_timesteps: Stop once ``timesteps_total`` reaches this.
+            progress: Show a tqdm progress bar (timesteps, mean return, steps/s).
+            stop_iters: Stop after this many iterations in total.
+
+        Returns:
+            The last iteration's metrics.
+
+        Raises:
+            ValueError: No stopping criterion given.
+        """
+        if stop_reward is None and stop_timesteps is None and stop_iters is None:
+            raise ValueError("fit needs a stopping criterion: stop_reward, stop_timesteps or "
+                             "stop_iters")
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=stop_timesteps, initial=self.timesteps_total, unit="step",
+                       dynamic_ncols=True, desc=f"PPO {self.config.env_name}")
+        metrics = self.last_metrics
+        try:
+            while not self._should_stop(metrics, stop_reward, stop_timesteps, stop_iters):
+                before = self.timesteps_total
+                metrics = self.train()
+                if bar is not None:
+                    bar.update(self.timesteps_total - before)
+                    bar.set_postfix(ret=f"{metrics['episode_return_mean']:.1f}",
+                                    sps=f"{metrics['steps_per_s']:.0f}", refresh=False)
+                freq = self.config.checkpoint_freq
+                if self.run_dir is not None and freq and self.iteration % freq == 0:
+                    self.save()
+        finally:
+            if bar is not None:
+                bar.close()
+        if self.run_dir is not None:
+            self.save()
+        return metrics
+
+    def _should_stop(self, metrics: dict[str, Any], stop_reward: float | None,
+                     stop_timesteps: int | None, stop_iters: int | None) -> bool:
+        if stop_timesteps is not None and self.timesteps_total >= stop_timesteps:
+            return True
+        if stop_iters is not None and self.iteration >= stop_iters:
+            return True
+        ret = metrics.get("episode_return_mean", math.nan)
+        return stop_reward is not None and not math.isnan(ret) and ret >= stop_reward
+
+    # --- acting ---------------------------------------------------------------------------
+    def compute_actions(
+        self,
+        obs: Any,
+        state: list[Any] | None = None,
+        explore: bool = False,
+        prev_actions: Any = None,
+        prev_rewards: Any = None,
+    ) -> tuple[Any, list[torch.Tensor]]:
+        """Actions for a batch of raw env observations (no filter update, no training).
+
+        Args:
+            obs: A list of observations, or a batched structure (leading batch dim).
+            state: The recurrent state (``[B, ...]`` tensors, as returned by the previous
+                call); None starts from the initial state.
+            explore: Sample (True) or take the most likely action (False).
+            prev_actions: ``[B, n, *action_shape]`` previous actions for models that read
+                them (None: zeros, as at an episode start).
+            prev_rewards: ``[B, n]`` previous rewards (None: zeros).
+
+        Returns:
+            ``(actions, state_out)``: numpy actions in the action space's batched structure
+            and the new state list (empty for feed-forward models).
+        """
+        x = np.asarray(self.obs_filter(self.preprocessor.transform_batch(obs), update=False))
+        if state is None:
+            state = self.policy.initial_state(x.shape[0])
+        state = [torch.as_tensor(s, device=self.device) for s in state]
+        out = self.policy.act(x, state, prev_actions, prev_rewards, explore=explore, full=False)
+        return out["actions"], out["state_out"]
+
+    def compute_single_action(
+        self, obs: Any, state: list[Any] | None = None, explore: bool = False
+    ) -> tuple[Any, list[torch.Tensor]]:
+        """One observation -> ``(action, state_out)`` (state tensors without a batch dim)."""
+        batched = None if state is None else [torch.as_tensor(s)[None] for s in state]
+        actions, state_out = self.compute_actions([obs], batched, explore=explore)
+        return tree_map(lambda a: a[0], actions), [s[0] for s in state_out]
+
+    def evaluate(self, episodes: int = 10, explore: bool = False, seed: int | None = None
+                 ) -> dict[str, Any]:
+        """Runs ``episodes`` full episodes on a fresh env (training state is untouched).
+
+        Args:
+            episodes: Number of episodes (>= 1).
+            explore: Sample actions instead of taking the most likely ones.
+            seed: Seed of the evaluation env (default: the run's seed + 1,000,003).
+
+        Returns:
+            ``episodes``, ``episode_return_mean`` / ``_std`` / ``_min`` / ``_max``,
+            ``episode_len_mean`` and the list ``episode_returns``.
+        """
+        if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+            raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
+        env = make_env_creator(self.config)()
+        pol = self.policy
+        returns: list[float] = []
+        lengths: list[int] = []
+        base = self.seed + 1_000_003 if seed is None else int(seed)
+        with torch.random.fork_rng(devices=[]):
+            try:
+                for ep in range(episodes):
+                    raw, _ = env.reset(seed=base + ep)
+                    state = pol.initial_state(1)
+                    pa = (np.zeros((1, pol.n_prev_actions, *pol.action_shape), pol.action_dtype)
+                          if pol.n_prev_actions else None)
+                    pr = np.zeros((1, pol.n_prev_rewards), np.float32) if pol.n_prev_rewards else None
+                    total, length, done = 0.0, 0, False
+                    while not done:
+                        x = np.asarray(self.obs_filter(
+                            self.preprocessor.transform_batch([raw]), update=False))
+                        out = pol.act(x, state, pa, pr, explore=explore, full=False)
+                        action = tree_map(lambda a: a[0], out["actions"])
+                        if self.config.clip_actions:
+                            action = clip_actions(action, pol.action_space)
+                        raw, reward, terminated, truncated, _ = env.step(action)
+                        total += float(reward)
+                        length += 1
+                        done = bool(terminated or truncated)
+                        state = out["state_out"]
+                        if pa is not None:
+                            pa = np.roll(pa, -1, axis=1)
+                            pa[0, -1] = np.asarray(out["actions"]).reshape(pol.action_shape)
+                        if pr is not None:
+                            pr = np.roll(pr, -1, axis=1)
+                            pr[0, -1] = reward
+                    returns.append(total)
+                    lengths.append(length)
+            finally:
+                env.close()
+        arr = np.asarray(returns)
+        return {
+            "episodes": episodes,
+            "episode_return_mean": float(arr.mean()),
+            "episode_return_std": float(arr.std()),
+            "episode_return_min": float(arr.min()),
+            "episode_return_max": float(arr.max()),
+            "episode_len_mean": float(np.mean(lengths)),
+            "episode_returns": returns,
+        }
+
+    # --- checkpoints ----------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a checkpoint holds (see the module docstring)."""
+        env = self.config.env
+        try:
+            pickle.dumps(env)
+            storable_env = env
+        except Exception:  # lambdas and closures cannot be pickled
+            storable_env = None
+        config = self.config.to_dict()
+        config["env"] = storable_env
+        return {
+            "format": "rlblocks.ppo",
+            "config": config,
+            "env_name": self.config.env_name,
+            "seed": self.seed,
+            "iteration": self.iteration,
+            "timesteps_total": self.timesteps_total,
+            "time_total_s": self.time_total_s,
+            "model": self.model.state_dict(),
+            "optimizer": self.learner.optimizer.state_dict(),
+            "kl_coeff": self.learner.kl_coeff,
+            "filter": self.obs_filter.state_dict(),
+            "runner": self.runner.state_dict(),
+            "envs": self.runner.env_snapshot(),
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+            "numpy_rng": self._rng.bit_generator.state,
+            "python_rng": random.getstate(),
+            "last_metrics": dict(self.last_metrics),
+        }
+
+    def save(self, path: str | Path | None = None) -> Path:
+        """Writes a checkpoint atomically; returns its directory.
+
+        Args:
+            path: The checkpoint directory; default ``run_dir/checkpoint_<iteration>``
+                (a default run directory is created if the trainer has none).
+        """
+        if path is None and self.run_dir is None:
+            self._open_run_dir(default_run_dir(self.config))
+        run = self.run_dir if self.run_dir is not None else Path(path).parent  # type: ignore[arg-type]
+        saved = save_checkpoint(run, self.state_dict(), path)
+        self.checkpoint_path = saved
+        if path is None and self.run_dir is not None:
+            prune_checkpoints(self.run_dir, self.config.keep_checkpoints)
+        return saved
+
+    @classmethod
+    def restore(
+        cls,
+        path: str | Path,
+        env: str | Callable[[dict[str, Any]], Any] | None = None,
+        run_dir: str | Path | None = None,
+        log: bool = True,
+    ) -> PPOTrainer:
+        """A trainer continuing from a checkpoint (or a run directory's newest checkpoint).
+
+        Args:
+            path: A ``checkpoint_NNNNNN`` directory or a run directory.
+            env: The env (id or creator) when the checkpoint could not store it (a lambda or
+                closure as ``env``).
+            run_dir: Where the resumed run logs; default: the checkpoint's run directory
+                (its ``progress.csv`` is cut back to the checkpoint's iteration).
+            log: Log into the run directory; False leaves every file untouched (for
+                evaluation or inspection; :meth:`save` then needs a path or picks a new
+                default run directory).
+
+        Raises:
+            ValueError: No checkpoint, a corrupt one, or an env that must be given.
+        """
+        state = load_checkpoint(path)
+        if state.get("format") != "rlblocks.ppo":
+            raise ValueError(f"{state['_path']!r} is not a PPO checkpoint")
+        config_dict = dict(state["config"])
+        if env is not None:
+            config_dict["env"] = env
+        if config_dict["env"] is None:
+            raise ValueError(
+                f"checkpoint {state['_path']!r} was trained on {state['env_name']!r}, an env "
+                "creator that could not be saved; pass it: PPOTrainer.restore(path, env=...)"
+            )
+        config = PPOConfig.from_dict(config_dict)
+        trainer = cls.__new__(cls)
+        trainer.config = config
+        trainer.seed = int(state["seed"])
+        if config.num_threads is not None:
+            torch.set_num_threads(config.num_threads)
+        trainer.device = _resolve_device(config.device)
+        envs = pickle.loads(state["envs"]) if state.get("envs") is not None else None
+        trainer._rng = np.random.default_rng(trainer.seed)
+        trainer._build(venv=make_vector_env(config, envs=envs) if envs is not None else None)
+        trainer.iteration = int(state["iteration"])
+        trainer.timesteps_total = int(state["timesteps_total"])
+        trainer.time_total_s = float(state["time_total_s"])
+        trainer.last_metrics = dict(state.get("last_metrics") or {})
+        try:
+            trainer.model.load_state_dict(state["model"])
+            trainer.learner.optimizer.load_state_dict(state["optimizer"])
+            trainer.obs_filter.load_state_dict(state["filter"])
+        except (RuntimeError, ValueError, KeyError) as err:
+            raise ValueError(
+                f"checkpoint {state['_path']!r} does not fit this config/model: {err}") from None
+        trainer.learner.kl_coeff = float(state["kl_coeff"])
+        trainer.runner.load_state_dict(state["runner"], envs_restored=envs is not None)
+        if envs is None:
+            trainer.runner._seed = trainer.seed + trainer.timesteps_total
+        torch.set_rng_state(state["torch_rng"])
+        if state.get("cuda_rng") is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        trainer._rng.bit_generator.state = state["numpy_rng"]
+        random.setstate(state["python_rng"])
+        ckpt = Path(state["_path"])
+        target = Path(run_dir) if run_dir is not None else ckpt.parent
+        trainer.run_dir = None
+        trainer.checkpoint_path = ckpt
+        trainer._logger = None
+        if log:
+            truncate_progress(target, trainer.iteration)
+            trainer._open_run_dir(target)
+        return trainer
+
+    def close(self) -> None:
+        """Closes the envs and the log writers."""
+        self.runner.close()
+        if self._logger is not None:
+            self._logger.close()
+
+    def __enter__(self) -> PPOTrainer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

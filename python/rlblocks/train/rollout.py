@@ -1,0 +1,366 @@
+"""Rollouts: gymnasium vector envs -> C++ preprocessor -> filter -> policy -> a time-major batch.
+
+:class:`EnvRunner` owns the vector env and everything that lives across iterations: the
+current (preprocessed, filtered) observations, the recurrent state, the previous
+actions/rewards the model reads, and the running episode statistics. Each
+:meth:`EnvRunner.collect` steps every env ``T`` times and returns a :class:`SampleBatch` of
+``[T, N, ...]`` arrays.
+
+Episode boundaries. Vector envs reset a finished env in the same step (gymnasium's
+``SAME_STEP`` autoreset): the returned observation starts the next episode and the last
+observation of the finished one is ``info["final_obs"]``. A *truncated* (time-limit) episode
+is bootstrapped: ``gamma * V(final_obs)`` is added to its last reward, so GAE can treat every
+episode end as terminal. At an episode start the recurrent state and the previous
+actions/rewards are reset to the model's initial values.
+
+Sequences (recurrent models). Each env's steps are cut into sequences of at most
+``max_seq_len`` steps that never cross an episode boundary or the fragment's start; the
+state at each sequence's first step is recorded (``seq_starts`` / ``seq_states``), which is
+exactly the ``state_in`` the learner feeds that sequence.
+
+Examples:
+    >>> import gymnasium as gym
+    >>> from rlblocks.train.config import PPOConfig
+    >>> venv = make_vector_env(PPOConfig(env="CartPole-v1", num_envs=2))
+    >>> venv.num_envs, venv.single_action_space
+    (2, Discrete(2))
+    >>> venv.close()
+"""
+
+from __future__ import annotations
+
+import difflib
+import pickle
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
+
+from rlblocks.preprocessors import Preprocessor
+from rlblocks.train._tree import tree_map
+from rlblocks.train.config import PPOConfig
+from rlblocks.train.policy import Policy, clip_actions
+
+__all__ = ["EnvRunner", "SampleBatch", "check_env", "make_env_creator", "make_vector_env"]
+
+
+def check_env(env: Any) -> None:
+    """Raises a clear ValueError for an env that is neither a registered id nor a callable.
+
+    Examples:
+        >>> check_env("CartPol-v1")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: unknown gymnasium environment 'CartPol-v1'; did you mean 'CartPole-v1'...
+    """
+    if env is None:
+        raise ValueError("config.env is not set: give a gymnasium id or an env_creator callable")
+    if callable(env):
+        return
+    if not isinstance(env, str):
+        raise ValueError(f"env must be a gymnasium id or a callable, got {env!r}")
+    if env in gym.registry:
+        return
+    close = difflib.get_close_matches(env, list(gym.registry), n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    namespace = ""
+    if "/" in env:
+        namespace = (f" (ids in the {env.split('/')[0]!r} namespace need their package "
+                     "installed and imported, e.g. ale-py for 'ALE/...')")
+    raise ValueError(f"unknown gymnasium environment {env!r}{hint}{namespace}")
+
+
+def make_env_creator(config: PPOConfig, render_mode: str | None = None) -> Callable[[], gym.Env]:
+    """A no-argument function building one env of ``config`` (for vector envs)."""
+    check_env(config.env)
+    env, env_config = config.env, dict(config.env_config)
+
+    def create() -> gym.Env:
+        if isinstance(env, str):
+            kwargs = dict(env_config)
+            if render_mode is not None:
+                kwargs["render_mode"] = render_mode
+            return gym.make(env, **kwargs)
+        assert env is not None
+        made = env(env_config)
+        if not isinstance(made, gym.Env):
+            raise ValueError(
+                f"env_creator {config.env_name} must return a gymnasium.Env, got "
+                f"{type(made).__name__}"
+            )
+        return made
+
+    return create
+
+
+def make_vector_env(
+    config: PPOConfig, num_envs: int | None = None, envs: list[gym.Env] | None = None
+) -> VectorEnv:
+    """The vector env of a config (``vector_mode`` sync/async, same-step autoreset).
+
+    Args:
+        config: The PPO config.
+        num_envs: Number of envs (default ``config.num_envs``).
+        envs: Already-built sub-envs to reuse (restoring a sync run from a checkpoint).
+    """
+    n = config.num_envs if num_envs is None else int(num_envs)
+    if envs is not None:
+        return SyncVectorEnv([(lambda e=e: e) for e in envs], autoreset_mode=AutoresetMode.SAME_STEP)
+    fns = [make_env_creator(config) for _ in range(n)]
+    cls = AsyncVectorEnv if config.vector_mode == "async" else SyncVectorEnv
+    return cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+@dataclass
+class SampleBatch:
+    """One rollout, time-major: every array is ``[T, N, ...]`` (T steps of N envs).
+
+    Attributes:
+        obs: Model inputs (preprocessed and filtered observations).
+        actions: Sampled actions (the action space's structure; Box actions unclipped).
+        logp, vf_preds: Log-likelihood of each action and the value estimate at sampling.
+        dist_inputs: The model outputs the actions were drawn from (for the KL term).
+        rewards: Rewards (truncated episodes: plus ``gamma * V(final_obs)``).
+        dones: Whether the episode ended at this step (terminated or truncated).
+        prev_actions, prev_rewards: ``[T, N, n, ...]`` previous actions / rewards the model
+            read (None when it reads none).
+        last_values: ``[N]`` value of the observation after the last step.
+        seq_starts: ``[S, 2]`` (t, env) of each sequence's first step (recurrent models).
+        seq_states: State at each sequence start, one ``[S, ...]`` array per state tensor.
+        episode_returns, episode_lengths: Episodes that finished during this rollout.
+    """
+
+    obs: np.ndarray
+    actions: Any
+    logp: np.ndarray
+    vf_preds: np.ndarray
+    dist_inputs: np.ndarray
+    rewards: np.ndarray
+    dones: np.ndarray
+    prev_actions: np.ndarray | None
+    prev_rewards: np.ndarray | None
+    last_values: np.ndarray
+    seq_starts: np.ndarray
+    seq_states: list[np.ndarray]
+    episode_returns: list[float] = field(default_factory=list)
+    episode_lengths: list[int] = field(default_factory=list)
+
+    @property
+    def num_steps(self) -> int:
+        """``T * N`` environment steps."""
+        return int(self.rewards.size)
+
+
+def _stack_time(steps: list[Any]) -> Any:
+    return tree_map(lambda *xs: np.stack(xs), *steps)
+
+
+class EnvRunner:
+    """Steps a vector env with a policy and returns time-major batches.
+
+    Args:
+        config: The PPO config.
+        policy: The policy (its model is used in eval mode).
+        preprocessor: The preprocessor of the env's observation space.
+        obs_filter: ``NoFilter`` or ``MeanStdFilter`` over the preprocessed observations.
+        seed: Seeds the envs (env ``i`` gets ``seed + i`` at the first reset); None: unseeded.
+        venv: A vector env to use instead of making one (restoring).
+    """
+
+    def __init__(
+        self,
+        config: PPOConfig,
+        policy: Policy,
+        preprocessor: Preprocessor,
+        obs_filter: Any,
+        seed: int | None,
+        venv: VectorEnv | None = None,
+    ) -> None:
+        self.config = config
+        self.policy = policy
+        self.preprocessor = preprocessor
+        self.filter = obs_filter
+        self.venv = venv if venv is not None else make_vector_env(config)
+        self.num_envs = int(self.venv.num_envs)
+        self.episode_returns: deque[float] = deque(maxlen=config.metrics_smoothing_episodes)
+        self.episode_lengths: deque[int] = deque(maxlen=config.metrics_smoothing_episodes)
+        self.episodes_total = 0
+        self._ep_return = np.zeros(self.num_envs, np.float64)
+        self._ep_len = np.zeros(self.num_envs, np.int64)
+        self._state = policy.initial_state(self.num_envs)
+        n_a, n_r = policy.n_prev_actions, policy.n_prev_rewards
+        self._prev_actions = (np.zeros((self.num_envs, n_a, *policy.action_shape),
+                                       policy.action_dtype) if n_a else None)
+        self._prev_rewards = np.zeros((self.num_envs, n_r), np.float32) if n_r else None
+        self._obs: np.ndarray | None = None
+        self._seed = seed
+
+    # --- observations ---------------------------------------------------------------------
+    def _process(self, raw: Any, update: bool = True) -> np.ndarray:
+        x = self.preprocessor.transform_batch(raw)
+        return np.asarray(self.filter(x, update=update))
+
+    def _ensure_reset(self) -> np.ndarray:
+        if self._obs is None:
+            seeds = None if self._seed is None else [self._seed + i for i in range(self.num_envs)]
+            raw, _ = self.venv.reset(seed=seeds)
+            self._obs = self._process(raw)
+        return self._obs
+
+    # --- collecting -----------------------------------------------------------------------
+    def collect(self, num_steps: int) -> SampleBatch:
+        """Steps every env ``num_steps`` times with exploration and returns the batch."""
+        pol, cfg = self.policy, self.config
+        obs = self._ensure_reset()
+        n = self.num_envs
+        cols: dict[str, list[Any]] = {k: [] for k in (
+            "obs", "actions", "logp", "vf_preds", "dist_inputs", "rewards", "dones",
+            "prev_actions", "prev_rewards")}
+        seq_starts: list[tuple[int, int]] = []
+        seq_states: list[list[np.ndarray]] = [[] for _ in self._state]
+        seq_pos = np.zeros(n, np.int64)
+        ep_returns: list[float] = []
+        ep_lengths: list[int] = []
+        for t in range(num_steps):
+            if pol.recurrent:
+                starts = np.flatnonzero(seq_pos == 0)
+                for e in starts:
+                    seq_starts.append((t, int(e)))
+                for i, s in enumerate(self._state):
+                    seq_states[i].append(s[torch.as_tensor(starts)].cpu().numpy())
+            out = pol.act(obs, self._state, self._prev_actions, self._prev_rewards, explore=True)
+            actions = out["actions"]
+            env_actions = clip_actions(actions, pol.action_space) if cfg.clip_actions else actions
+            raw, rewards, terminated, truncated, info = self.venv.step(env_actions)
+            rewards = np.asarray(rewards, np.float32).copy()
+            terminated = np.asarray(terminated, bool)
+            truncated = np.asarray(truncated, bool)
+            dones = terminated | truncated
+            cols["obs"].append(obs)
+            cols["actions"].append(actions)
+            for key in ("logp", "vf_preds", "dist_inputs"):
+                cols[key].append(out[key])
+            if self._prev_actions is not None:
+                cols["prev_actions"].append(self._prev_actions.copy())
+            if self._prev_rewards is not None:
+                cols["prev_rewards"].append(self._prev_rewards.copy())
+            self._ep_return += rewards
+            self._ep_len += 1
+            state_out = out["state_out"]
+            if self._prev_actions is not None:
+                self._prev_actions = np.roll(self._prev_actions, -1, axis=1)
+                self._prev_actions[:, -1] = np.asarray(actions).reshape(
+                    (n, *pol.action_shape))
+            if self._prev_rewards is not None:
+                self._prev_rewards = np.roll(self._prev_rewards, -1, axis=1)
+                self._prev_rewards[:, -1] = rewards
+            bootstrap = np.flatnonzero(truncated & ~terminated)
+            if bootstrap.size:
+                rewards[bootstrap] += cfg.gamma * self._final_values(info, bootstrap, state_out)
+            cols["rewards"].append(rewards)
+            cols["dones"].append(dones)
+            obs = self._process(raw)
+            seq_pos += 1
+            if pol.recurrent:
+                seq_pos[seq_pos >= pol.max_seq_len] = 0
+            done_idx = np.flatnonzero(dones)
+            if done_idx.size:
+                seq_pos[done_idx] = 0
+                for e in done_idx:
+                    ep_returns.append(float(self._ep_return[e]))
+                    ep_lengths.append(int(self._ep_len[e]))
+                self._ep_return[done_idx] = 0.0
+                self._ep_len[done_idx] = 0
+                if self._prev_actions is not None:
+                    self._prev_actions[done_idx] = 0
+                if self._prev_rewards is not None:
+                    self._prev_rewards[done_idx] = 0.0
+                if state_out:
+                    init = pol.initial_state(len(done_idx))
+                    idx = torch.as_tensor(done_idx, device=pol.device)
+                    state_out = [s.clone() for s in state_out]
+                    for s, s0 in zip(state_out, init, strict=True):
+                        s[idx] = s0
+            self._state = state_out
+        self._obs = obs
+        last_values = pol.values(obs, self._state, self._prev_actions, self._prev_rewards)
+        self.episode_returns.extend(ep_returns)
+        self.episode_lengths.extend(ep_lengths)
+        self.episodes_total += len(ep_returns)
+        return SampleBatch(
+            obs=np.stack(cols["obs"]),
+            actions=_stack_time(cols["actions"]),
+            logp=np.stack(cols["logp"]),
+            vf_preds=np.stack(cols["vf_preds"]),
+            dist_inputs=np.stack(cols["dist_inputs"]),
+            rewards=np.stack(cols["rewards"]),
+            dones=np.stack(cols["dones"]),
+            prev_actions=np.stack(cols["prev_actions"]) if cols["prev_actions"] else None,
+            prev_rewards=np.stack(cols["prev_rewards"]) if cols["prev_rewards"] else None,
+            last_values=last_values,
+            seq_starts=np.asarray(seq_starts, np.int64).reshape(-1, 2),
+            seq_states=[np.concatenate(s) for s in seq_states],
+            episode_returns=ep_returns,
+            episode_lengths=ep_lengths,
+        )
+
+    def _final_values(
+        self, info: dict[str, Any], idx: np.ndarray, state_out: list[torch.Tensor]
+    ) -> np.ndarray:
+        """``V(final_obs)`` of the envs ``idx`` that were truncated this step."""
+        final = info.get("final_obs")
+        if final is None:
+            return np.zeros(len(idx), np.float32)
+        obs = self._process([final[i] for i in idx], update=False)
+        t_idx = torch.as_tensor(idx, device=self.policy.device)
+        state = [s[t_idx] for s in state_out]
+        pa = None if self._prev_actions is None else self._prev_actions[idx]
+        pr = None if self._prev_rewards is None else self._prev_rewards[idx]
+        return self.policy.values(obs, state, pa, pr)
+
+    # --- checkpoints ----------------------------------------------------------------------
+    def env_snapshot(self) -> bytes | None:
+        """The pickled sub-envs of a sync vector env (None if async or not picklable)."""
+        envs = getattr(self.venv, "envs", None)
+        if envs is None:
+            return None
+        try:
+            return pickle.dumps(envs)
+        except Exception:  # any env attribute may refuse pickling (sockets, emulators, ...)
+            return None
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything that carries over between rollouts (not the env itself)."""
+        return {
+            "obs": self._obs,
+            "rnn_state": [s.cpu() for s in self._state],
+            "prev_actions": self._prev_actions,
+            "prev_rewards": self._prev_rewards,
+            "ep_return": self._ep_return.copy(),
+            "ep_len": self._ep_len.copy(),
+            "episode_returns": list(self.episode_returns),
+            "episode_lengths": list(self.episode_lengths),
+            "episodes_total": self.episodes_total,
+        }
+
+    def load_state_dict(self, state: dict[str, Any], envs_restored: bool) -> None:
+        """Restores :meth:`state_dict`; without restored envs the envs are reset afresh."""
+        self.episode_returns.extend(state["episode_returns"])
+        self.episode_lengths.extend(state["episode_lengths"])
+        self.episodes_total = int(state["episodes_total"])
+        if envs_restored:
+            self._obs = state["obs"]
+            self._state = [s.to(self.policy.device) for s in state["rnn_state"]]
+            self._prev_actions = state["prev_actions"]
+            self._prev_rewards = state["prev_rewards"]
+            self._ep_return = np.asarray(state["ep_return"], np.float64).copy()
+            self._ep_len = np.asarray(state["ep_len"], np.int64).copy()
+
+    def close(self) -> None:
+        """Closes the vector env."""
+        self.venv.close()

@@ -1,0 +1,411 @@
+"""PPO training: config validation, GAE, learning on CartPole (feed-forward and LSTM),
+every supported action-space kind, custom losses/metrics, checkpoints, resume, the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from rlblocks.catalog import ModelCatalog
+from rlblocks.cli import main
+from rlblocks.distributions import FLOAT_MIN, MaskedCategorical
+from rlblocks.models.fcnet import FullyConnectedNetwork
+from rlblocks.train import PPOConfig, PPOTrainer
+from rlblocks.train.checkpoint import list_checkpoints
+from rlblocks.train.learner import compute_gae
+from rlblocks.train.logger import read_progress
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def tiny(**kw) -> dict:
+    """A fast config: 2 envs x 32 steps, 2 minibatches, 2 epochs."""
+    base = {"env": "CartPole-v1", "num_envs": 2, "train_batch_size": 64,
+            "sgd_minibatch_size": 32, "num_sgd_iter": 2, "seed": 3,
+            "model": {"fcnet_hiddens": [16]}}
+    base.update(kw)
+    return base
+
+
+# --- config ---------------------------------------------------------------------------------
+def test_config_rllib_keys_roundtrip():
+    cfg = PPOConfig.from_dict({"env": "CartPole-v1", "lambda": 0.9, "lr": 1e-3,
+                               "model": {"fcnet_hiddens": [32]}})
+    assert cfg.lambda_ == 0.9 and cfg.lr == 1e-3
+    again = PPOConfig.from_dict(cfg.to_dict())
+    assert again == cfg
+    assert again.model_config().fcnet_hiddens == (32,)
+    assert again.model_config().fcnet_activation == "tanh"  # PPO default
+
+
+@pytest.mark.parametrize(
+    "bad, fragment",
+    [
+        ({"sgd_minibatch": 64}, "did you mean 'sgd_minibatch_size'"),
+        ({"train_batch_size": 100, "num_envs": 8}, "multiple of num_envs"),
+        ({"observation_filter": "Mean"}, "observation_filter must be one of"),
+        ({"lr": -1.0}, "lr must be in"),
+        ({"gamma": 1.5}, "gamma must be in"),
+        ({"model": {"fcnet_hidden": [3]}}, "unknown model config key 'fcnet_hidden'"),
+        ({"vector_mode": "threads"}, "vector_mode must be one of"),
+        ({"lr_schedule": [[0, 1e-3], [10]]}, "lr_schedule[1]"),
+        ({"rollout_fragment_length": 7}, "rollout_fragment_length"),
+        ({"num_sgd_iter": 0}, "num_sgd_iter must be an int >= 1"),
+    ],
+)
+def test_config_errors_name_the_problem(bad, fragment):
+    with pytest.raises(ValueError) as info:
+        PPOConfig.from_dict({"env": "CartPole-v1", **bad})
+    assert fragment in str(info.value)
+
+
+def test_unknown_env_is_a_clear_error():
+    with pytest.raises(ValueError, match="did you mean 'CartPole-v1'"):
+        PPOTrainer({"env": "CartPol-v1"})
+    with pytest.raises(ValueError, match="config.env is not set"):
+        PPOTrainer({})
+
+
+# --- GAE ------------------------------------------------------------------------------------
+def test_gae_matches_a_per_env_loop():
+    rng = np.random.default_rng(0)
+    t_steps, n, gamma, lam = 17, 3, 0.97, 0.9
+    rewards = rng.normal(size=(t_steps, n)).astype(np.float32)
+    values = rng.normal(size=(t_steps, n)).astype(np.float32)
+    dones = rng.random((t_steps, n)) < 0.15
+    last = rng.normal(size=n).astype(np.float32)
+    adv, ret = compute_gae(rewards, values, dones, last, gamma, lam)
+    for e in range(n):
+        running = 0.0
+        for t in reversed(range(t_steps)):
+            nxt = last[e] if t == t_steps - 1 else values[t + 1, e]
+            nonterm = 0.0 if dones[t, e] else 1.0
+            delta = rewards[t, e] + gamma * nxt * nonterm - values[t, e]
+            running = delta + gamma * lam * nonterm * running
+            assert adv[t, e] == pytest.approx(running, rel=1e-5, abs=1e-5)
+    np.testing.assert_allclose(ret, adv + values, rtol=1e-6)
+
+
+# --- learning -------------------------------------------------------------------------------
+def test_ppo_cartpole_reaches_150_within_50k_steps():
+    trainer = PPOTrainer({"env": "CartPole-v1", "seed": 0})
+    best = -math.inf
+    try:
+        while trainer.timesteps_total < 50_000 and best < 150:
+            m = trainer.train()
+            assert math.isfinite(m["policy_loss"]) and math.isfinite(m["vf_loss"])
+            if not math.isnan(m["episode_return_mean"]):
+                best = max(best, m["episode_return_mean"])
+    finally:
+        trainer.close()
+    assert best >= 150, f"mean return {best} after {trainer.timesteps_total} steps"
+
+
+class StatelessCartPole(gym.ObservationWrapper):
+    """CartPole with the velocities zeroed: only position and angle are observed."""
+
+    def observation(self, obs):
+        return obs * np.array([1, 0, 1, 0], dtype=np.float32)
+
+
+def stateless_cartpole(env_config):
+    return StatelessCartPole(gym.make("CartPole-v1"))
+
+
+def test_lstm_ppo_improves_on_stateless_cartpole():
+    config = {
+        "env": stateless_cartpole, "num_envs": 8, "train_batch_size": 1024,
+        "sgd_minibatch_size": 256, "num_sgd_iter": 6, "lr": 1e-3, "seed": 0,
+        "vf_clip_param": None,
+        "model": {"use_lstm": True, "lstm_cell_size": 32, "max_seq_len": 16,
+                  "fcnet_hiddens": [32], "lstm_use_prev_action": True},
+    }
+    trainer = PPOTrainer(config)
+    try:
+        first = trainer.train()["episode_return_mean"]
+        best = -math.inf
+        while trainer.timesteps_total < 40_000 and best < 120:
+            best = max(best, trainer.train()["episode_return_mean"])
+    finally:
+        trainer.close()
+    assert first < 40
+    assert best >= 80, f"first iteration {first}, best {best} at {trainer.timesteps_total}"
+
+
+# --- action spaces, models ------------------------------------------------------------------
+class ToyEnv(gym.Env):
+    """Dict observations and a configurable action space; reward for matching a target."""
+
+    def __init__(self, action_space: gym.Space, mask: bool = False):
+        self.action_space = action_space
+        spaces = {"pos": gym.spaces.Box(-1, 1, (3,), np.float32), "kind": gym.spaces.Discrete(3)}
+        if mask:
+            spaces["action_mask"] = gym.spaces.Box(0, 1, (action_space.n,), np.float32)
+        self.observation_space = gym.spaces.Dict(spaces)
+        self.mask = mask
+        self._t = 0
+
+    def _obs(self):
+        obs = {"pos": self.np_random.uniform(-1, 1, 3).astype(np.float32),
+               "kind": int(self.np_random.integers(3))}
+        if self.mask:
+            m = (self.np_random.random(self.action_space.n) < 0.5).astype(np.float32)
+            m[self.np_random.integers(self.action_space.n)] = 1.0
+            obs["action_mask"] = m
+        self._last = obs
+        return obs
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        assert self.action_space.contains(action), action
+        if self.mask:
+            assert self._last["action_mask"][action] == 1.0, "an illegal action was sampled"
+        self._t += 1
+        reward = float(np.sum(np.asarray(gym.spaces.flatten(self.action_space, action))) > 0)
+        return self._obs(), reward, False, self._t >= 10, {}
+
+
+class MaskedModel(FullyConnectedNetwork):
+    """Logits from the 'pos'/'kind' features, illegal actions pushed to FLOAT_MIN."""
+
+    def forward(self, input_dict, state, seq_lens):
+        logits, _ = super().forward(input_dict, state, seq_lens)
+        mask = input_dict["obs"]["action_mask"]
+        return logits + torch.clamp(torch.log(mask), min=FLOAT_MIN), state
+
+
+ModelCatalog.register_custom_model("test_train_masked", MaskedModel)
+ModelCatalog.register_custom_action_dist("test_train_masked_cat", MaskedCategorical)
+
+
+@pytest.mark.parametrize(
+    "action_space, model",
+    [
+        (gym.spaces.Box(-1.0, 1.0, (2,), np.float32), {}),
+        (gym.spaces.MultiDiscrete([3, 2]), {}),
+        (gym.spaces.Tuple((gym.spaces.Discrete(3), gym.spaces.Box(-1, 1, (2,), np.float32))), {}),
+        (gym.spaces.Dict({"a": gym.spaces.Discrete(2), "b": gym.spaces.MultiDiscrete([2, 2])}),
+         {}),
+        (gym.spaces.Discrete(4), {"use_attention": True, "attention_dim": 16,
+                                  "attention_head_dim": 8, "attention_memory_inference": 4,
+                                  "attention_memory_training": 4, "max_seq_len": 5,
+                                  "attention_position_wise_mlp_dim": 16,
+                                  "attention_use_n_prev_actions": 2,
+                                  "attention_use_n_prev_rewards": 2}),
+        (gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+         {"use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 4, "lstm_use_prev_action": True,
+          "lstm_use_prev_reward": True}),
+    ],
+    ids=["box", "multidiscrete", "tuple", "dict", "attention", "lstm-box"],
+)
+def test_action_spaces_and_models_train(action_space, model):
+    config = tiny(env=lambda cfg: ToyEnv(action_space), model={"fcnet_hiddens": [16], **model})
+    with PPOTrainer(config) as trainer:
+        for _ in range(2):
+            m = trainer.train()
+        for key in ("policy_loss", "vf_loss", "entropy", "kl", "approx_kl", "clipfrac"):
+            assert math.isfinite(m[key]), (key, m[key])
+        assert m["timesteps_total"] == 128 and m["episodes_total"] >= 12
+        obs = [ToyEnv(action_space).observation_space.sample() for _ in range(3)]
+        actions, state = trainer.compute_actions(obs)
+        leaves = actions if isinstance(actions, (tuple, dict)) else (actions,)
+        values = leaves.values() if isinstance(leaves, dict) else leaves
+        assert all(np.asarray(v).shape[0] == 3 for v in values)
+        assert len(state) == len(trainer.model.get_initial_state())
+        ev = trainer.evaluate(2)
+        assert ev["episodes"] == 2 and ev["episode_len_mean"] == 10
+
+
+def test_masked_actions_are_never_illegal():
+    config = tiny(env=lambda cfg: ToyEnv(gym.spaces.Discrete(5), mask=True),
+                  model={"custom_model": "test_train_masked",
+                         "custom_action_dist": "test_train_masked_cat"})
+    with PPOTrainer(config) as trainer:  # ToyEnv asserts on every illegal action
+        for _ in range(3):
+            m = trainer.train()
+        assert math.isfinite(m["entropy"]) and math.isfinite(m["kl"])
+        trainer.evaluate(2, explore=True)
+
+
+class LossModel(FullyConnectedNetwork):
+    """Adds an L2 penalty through custom_loss, reports metrics, checks is_training."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.bn = torch.nn.BatchNorm1d(4)
+        self.custom_calls = 0
+        self.training_flags: set[tuple[bool, bool]] = set()
+
+    def forward(self, input_dict, state, seq_lens):
+        self.training_flags.add((bool(input_dict["is_training"]), self.training))
+        x = self.bn(input_dict["obs_flat"].float())
+        return super().forward({**input_dict, "obs_flat": x}, state, seq_lens)
+
+    def custom_loss(self, policy_loss, loss_inputs):
+        self.custom_calls += 1
+        assert "advantages" in loss_inputs and "actions" in loss_inputs
+        l2 = sum((p ** 2).sum() for p in self.parameters())
+        return policy_loss + 1e-4 * l2
+
+    def metrics(self):
+        return {"custom_calls": self.custom_calls, "policy_loss": torch.tensor(1.5)}
+
+
+def test_custom_loss_metrics_and_is_training():
+    ModelCatalog.register_custom_model("test_train_loss", LossModel)
+    with PPOTrainer(tiny(model={"custom_model": "test_train_loss"})) as trainer:
+        m = trainer.train()
+        model = trainer.model
+    assert model.custom_calls == 4  # 2 epochs x 2 minibatches
+    assert m["custom_calls"] == 4
+    assert m["model_policy_loss"] == 1.5 and m["policy_loss"] != 1.5
+    assert model.training_flags == {(True, True), (False, False)}
+    assert model.bn.num_batches_tracked.item() == 4  # only the SGD passes update batch norm
+
+
+def test_mean_std_filter_state_is_checkpointed(tmp_path):
+    with PPOTrainer(tiny(observation_filter="MeanStdFilter"), run_dir=tmp_path) as trainer:
+        trainer.train()
+        n = trainer.obs_filter.running_stats.n
+        path = trainer.save()
+    assert n >= 64
+    restored = PPOTrainer.restore(path, log=False)
+    assert restored.obs_filter.running_stats.n == n
+    np.testing.assert_array_equal(restored.obs_filter.running_stats.mean,
+                                  trainer.obs_filter.running_stats.mean)
+    restored.close()
+
+
+def test_lr_schedule_is_applied():
+    with PPOTrainer(tiny(lr_schedule=[[0, 1e-3], [128, 0.0]])) as trainer:
+        lrs = [trainer.train()["lr"] for _ in range(3)]
+    assert lrs == pytest.approx([1e-3, 5e-4, 0.0])
+
+
+# --- checkpoints and resume ----------------------------------------------------------------
+DETERMINISTIC = ("timesteps_total", "episodes_total", "episode_return_mean", "policy_loss",
+                 "vf_loss", "entropy", "kl", "approx_kl", "clipfrac", "explained_variance",
+                 "kl_coeff")
+
+
+@pytest.mark.parametrize("model", [{"fcnet_hiddens": [16]},
+                                   {"fcnet_hiddens": [16], "use_lstm": True, "lstm_cell_size": 8,
+                                    "max_seq_len": 8, "lstm_use_prev_action": True}],
+                         ids=["fc", "lstm"])
+def test_resume_equals_uninterrupted_run(tmp_path, model):
+    config = tiny(model=model, kl_coeff=0.2, observation_filter="MeanStdFilter")
+    with PPOTrainer(config, run_dir=tmp_path / "a") as a:
+        for _ in range(2):
+            a.train()
+        ckpt = a.save()
+        straight = [a.train() for _ in range(3)]
+    with PPOTrainer.restore(tmp_path / "a") as b:  # the run dir: its newest checkpoint
+        assert b.iteration == 2 and b.checkpoint_path == ckpt
+        resumed = [b.train() for _ in range(3)]
+        weights_b = b.model.state_dict()
+    for s, r in zip(straight, resumed, strict=True):
+        for key in DETERMINISTIC:
+            assert s[key] == r[key] or (math.isnan(s[key]) and math.isnan(r[key])), key
+    weights_a = a.model.state_dict()
+    assert all(torch.equal(weights_a[k], weights_b[k]) for k in weights_a)
+    rows = read_progress(tmp_path / "a")  # cut back to the checkpoint, then 3 more
+    assert [r["training_iteration"] for r in rows] == [1, 2, 3, 4, 5]
+
+
+def test_corrupt_or_missing_checkpoints_are_clear_errors(tmp_path):
+    with PPOTrainer(tiny(), run_dir=tmp_path / "run") as trainer:
+        trainer.train()
+        ckpt = trainer.save()
+    with pytest.raises(ValueError, match="does not exist"):
+        PPOTrainer.restore(tmp_path / "nowhere")
+    with pytest.raises(ValueError, match="neither a checkpoint"):
+        PPOTrainer.restore(tmp_path)
+    broken = tmp_path / "broken" / ckpt.name
+    shutil.copytree(ckpt, broken)
+    data = bytearray((broken / "state.pt").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (broken / "state.pt").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="is corrupt"):
+        PPOTrainer.restore(broken)
+    (broken / "meta.json").write_text("{not json")
+    with pytest.raises(ValueError, match="cannot read meta.json"):
+        PPOTrainer.restore(broken)
+
+
+def test_lambda_env_needs_to_be_given_on_restore(tmp_path):
+    with PPOTrainer(tiny(env=lambda cfg: gym.make("CartPole-v1")), run_dir=tmp_path) as t:
+        t.train()
+        path = t.save()
+    with pytest.raises(ValueError, match="pass it"):
+        PPOTrainer.restore(path)
+    with PPOTrainer.restore(path, env=lambda cfg: gym.make("CartPole-v1"), log=False) as r:
+        assert r.train()["training_iteration"] == 2
+
+
+def test_fit_writes_checkpoints_and_keeps_the_newest(tmp_path):
+    config = tiny(checkpoint_freq=1, keep_checkpoints=2)
+    with PPOTrainer(config, run_dir=tmp_path) as trainer:
+        m = trainer.fit(stop_timesteps=256, progress=False)
+    assert m["timesteps_total"] == 256
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["checkpoint_000003",
+                                                            "checkpoint_000004"]
+    assert json.loads((tmp_path / "config.json").read_text())["env"] == "CartPole-v1"
+    with pytest.raises(ValueError, match="stopping criterion"):
+        trainer.fit()
+
+
+# --- command line ---------------------------------------------------------------------------
+def test_cli_train_evaluate_plot_resume(tmp_path, capsys):
+    run = tmp_path / "run"
+    args = ["train", "--env", "CartPole-v1", "--set", "num_envs=2", "--set",
+            "train_batch_size=64", "--set", "sgd_minibatch_size=32", "--set", "num_sgd_iter=1",
+            "--set", "model.fcnet_hiddens=[8]", "--stop-timesteps", "128", "--run-dir", str(run),
+            "--no-progress"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"plot: {run / 'progress.png'}" in out and "results:" in out
+    assert (run / "progress.png").is_file() and (run / "config.json").is_file()
+    assert len(read_progress(run)) == 2
+    assert main(["evaluate", str(run), "--episodes", "2"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["episodes"] == 2 and len(result["episode_returns"]) == 2
+    assert main(["train", "--resume", str(run), "--stop-timesteps", "192", "--no-progress"]) == 0
+    assert [r["timesteps_total"] for r in read_progress(run)] == [64, 128, 192]
+    out_png = tmp_path / "curve.png"
+    assert main(["plot", str(run), "--out", str(out_png)]) == 0
+    assert out_png.stat().st_size > 1000
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["train", "--env", "CartPole-v1", "--set", "lrr=1"], "did you mean 'lr'"),
+        (["train", "--env", "NoSuchEnv-v0", "--stop-timesteps", "1"], "unknown gymnasium"),
+        (["train", "--env", "CartPole-v1", "--set", "lr"], "--set expects key=value"),
+        (["train"], "give an environment"),
+        (["evaluate", "/no/such/run"], "does not exist"),
+        (["plot", "/no/such/run"], "no progress.csv"),
+    ],
+)
+def test_cli_errors(args, fragment, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert fragment in err
+    assert not Path(tmp_path / "rlblocks_runs").exists()  # nothing written on errors
