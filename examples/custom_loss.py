@@ -164,10 +164,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             result = trainer.train()
         else:
             result = trainer.fit(stop_reward=args.stop_reward, stop_timesteps=args.stop_timesteps)
-    metrics = trainer.policy.model.metrics() if hasattr(trainer, "policy") else {}
+    aux_key = f"{args.loss}_loss"  # the trainer copies model.metrics() into the result
     print(
         f"custom loss ({args.loss}): {result['timesteps_total']} steps, "
-        f"mean return {result['episode_return_mean']}, {metrics}"
+        f"mean return {result['episode_return_mean']}, {aux_key} {result.get(aux_key)}"
     )
     return result
 
