@@ -216,8 +216,9 @@ def run_sb3(
     model.learn(total_timesteps=stop_timesteps, callback=callback)
     wall = time.perf_counter() - t0
     steps = int(model.num_timesteps)
-    buffer = model.ep_info_buffer
-    ret = statistics.fmean(ep["r"] for ep in buffer) if buffer else math.nan
+    # The callback's window includes the step that stopped the run (SB3's buffer lags it).
+    returns = callback.returns or [ep["r"] for ep in (model.ep_info_buffer or [])]
+    ret = statistics.fmean(returns) if returns else math.nan
     reached = None if stop_reward is None else bool(callback.reached)
     extra = {"steps_per_s": steps / wall, "target": stop_reward}
     return RunResult(case, "sb3", seed, wall, steps, reached, float(ret), extra)
