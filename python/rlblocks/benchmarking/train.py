@@ -1,0 +1,499 @@
+"""Training benchmark: rlblocks PPO against Stable-Baselines3 PPO, same settings, one run.
+
+Cases (each prints one JSON line per run, then a summary table):
+
+* ``cartpole``: CartPole-v1, wall time and environment steps until the mean return of the
+  last 100 episodes reaches 475, for rlblocks and SB3 with the same network (two tanh
+  layers of 64, separate policy and value nets), 8 envs and matching hyperparameters
+  (the rl-baselines3-zoo CartPole settings with a constant learning rate), several seeds.
+  The summary gives the ratio of median wall times (target: rlblocks <= 0.5x SB3).
+* ``stateless_lstm`` / ``stateless_attention``: rlblocks on StatelessCartPole with
+  ``use_lstm`` / ``use_attention``; steps until mean return 150 (report only).
+* ``pong``: ALE Pong, DeepMind preprocessing, SB3's Nature CNN in both, a fixed number of
+  frames (200k);
+  full-loop agent steps per second (rollout + learning), rlblocks vs SB3 (report only).
+
+SB3 rows appear only when ``stable_baselines3`` imports; ``pong`` only when ``ale_py`` does.
+Both libraries run with the same ``torch.set_num_threads``. Nothing here asserts timing.
+
+Usage: ``PYTHONPATH=python python benchmarks/bench_train.py [--quick] [--cases cartpole]``.
+
+Examples:
+    >>> cfg = cartpole_settings()
+    >>> cfg["num_envs"], cfg["train_batch_size"], rlblocks_config(cfg, seed=1)["lambda"]
+    (8, 256, 0.8)
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import statistics
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = [
+    "RunResult",
+    "cartpole_settings",
+    "main",
+    "rlblocks_config",
+    "run_rlblocks",
+    "run_sb3",
+    "summarize",
+]
+
+CASES = ("cartpole", "stateless_lstm", "stateless_attention", "pong")
+
+
+@dataclass
+class RunResult:
+    """One training run.
+
+    Attributes:
+        case: Benchmark case (``cartpole``, ...).
+        method: ``rlblocks`` or ``sb3``.
+        seed: The run's seed.
+        wall_s: Seconds from building the trainer to stopping.
+        env_steps: Environment (agent) steps taken.
+        reached: Whether the target return was reached (None when the case has no target).
+        final_return: Mean return of the recent episodes when the run stopped.
+        extra: Case-specific numbers (``steps_per_s``, ``target``, ...).
+    """
+
+    case: str
+    method: str
+    seed: int
+    wall_s: float
+    env_steps: int
+    reached: bool | None
+    final_return: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def available(module: str) -> bool:
+    """Whether ``module`` can be imported (without importing it)."""
+    return importlib.util.find_spec(module) is not None
+
+
+# --------------------------------------------------------------------------------------------
+# settings shared by both libraries
+
+
+def cartpole_settings() -> dict[str, Any]:
+    """The CartPole PPO settings (rl-baselines3-zoo's, with constant lr and clip range)."""
+    return {
+        "env": "CartPole-v1",
+        "num_envs": 8,
+        "n_steps": 32,  # per env -> 256 steps per iteration
+        "train_batch_size": 256,
+        "sgd_minibatch_size": 256,
+        "num_sgd_iter": 20,
+        "lr": 1e-3,
+        "gamma": 0.98,
+        "lambda": 0.8,
+        "clip_param": 0.2,
+        "entropy_coeff": 0.0,
+        "vf_loss_coeff": 0.5,
+        "grad_clip": 0.5,
+        "hiddens": [64, 64],
+    }
+
+
+def pong_settings() -> dict[str, Any]:
+    """Atari PPO settings (rl-baselines3-zoo's Atari PPO, constant schedules)."""
+    return {
+        "num_envs": 8,
+        "n_steps": 128,
+        "train_batch_size": 1024,
+        "sgd_minibatch_size": 256,
+        "num_sgd_iter": 4,
+        "lr": 2.5e-4,
+        "gamma": 0.99,
+        "lambda": 0.95,
+        "clip_param": 0.1,
+        "entropy_coeff": 0.01,
+        "vf_loss_coeff": 0.5,
+        "grad_clip": 0.5,
+    }
+
+
+def rlblocks_config(settings: dict[str, Any], seed: int, **overrides: Any) -> dict[str, Any]:
+    """The rlblocks PPO config dict (RLlib keys) for shared ``settings``."""
+    config = {
+        "env": settings.get("env"),
+        "num_envs": settings["num_envs"],
+        "train_batch_size": settings["train_batch_size"],
+        "sgd_minibatch_size": settings["sgd_minibatch_size"],
+        "num_sgd_iter": settings["num_sgd_iter"],
+        "lr": settings["lr"],
+        "gamma": settings["gamma"],
+        "lambda": settings["lambda"],
+        "clip_param": settings["clip_param"],
+        "vf_clip_param": None,  # SB3's clip_range_vf=None
+        "entropy_coeff": settings["entropy_coeff"],
+        "vf_loss_coeff": settings["vf_loss_coeff"],
+        "grad_clip": settings["grad_clip"],
+        "kl_coeff": 0.0,
+        "seed": seed,
+        "model": {},
+    }
+    if "hiddens" in settings:
+        config["model"] = {
+            "fcnet_hiddens": list(settings["hiddens"]),
+            "fcnet_activation": "tanh",
+            "vf_share_layers": False,
+        }
+    config.update(overrides)
+    return config
+
+
+# --------------------------------------------------------------------------------------------
+# runners
+
+
+def run_rlblocks(
+    case: str,
+    config: dict[str, Any],
+    seed: int,
+    stop_reward: float | None,
+    stop_timesteps: int,
+) -> RunResult:
+    """Trains rlblocks PPO until ``stop_reward`` (if given) or ``stop_timesteps``."""
+    from rlblocks.train import PPOConfig, PPOTrainer
+
+    t0 = time.perf_counter()
+    trainer = PPOTrainer(PPOConfig.from_dict(config))
+    result = trainer.fit(stop_reward=stop_reward, stop_timesteps=stop_timesteps, progress=False)
+    wall = time.perf_counter() - t0
+    steps = int(result["timesteps_total"])
+    ret = float(result.get("episode_return_mean", math.nan))
+    reached = None if stop_reward is None else bool(ret >= stop_reward)
+    extra = {"steps_per_s": steps / wall, "target": stop_reward}
+    return RunResult(case, "rlblocks", seed, wall, steps, reached, ret, extra)
+
+
+def _sb3_stop_callback(stop_reward: float | None) -> Any:
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class StopOnMeanReturn(BaseCallback):
+        """Stops when the mean of the last 100 episode returns reaches ``stop_reward``."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.reached = False
+            self.returns: deque[float] = deque(maxlen=100)
+
+        def _on_step(self) -> bool:
+            for info in self.locals["infos"]:
+                if "episode" in info:
+                    self.returns.append(float(info["episode"]["r"]))
+            if stop_reward is not None and self.returns:
+                if statistics.fmean(self.returns) >= stop_reward:
+                    self.reached = True
+                    return False
+            return True
+
+    return StopOnMeanReturn()
+
+
+def run_sb3(
+    case: str,
+    make_model: Callable[[int], Any],
+    seed: int,
+    stop_reward: float | None,
+    stop_timesteps: int,
+) -> RunResult:
+    """Trains an SB3 model (built by ``make_model(seed)``) like :func:`run_rlblocks`."""
+    t0 = time.perf_counter()
+    model = make_model(seed)
+    callback = _sb3_stop_callback(stop_reward)
+    model.learn(total_timesteps=stop_timesteps, callback=callback)
+    wall = time.perf_counter() - t0
+    steps = int(model.num_timesteps)
+    # The callback's window includes the step that stopped the run (SB3's buffer lags it).
+    returns = callback.returns or [ep["r"] for ep in (model.ep_info_buffer or [])]
+    ret = statistics.fmean(returns) if returns else math.nan
+    reached = None if stop_reward is None else bool(callback.reached)
+    extra = {"steps_per_s": steps / wall, "target": stop_reward}
+    return RunResult(case, "sb3", seed, wall, steps, reached, float(ret), extra)
+
+
+def sb3_cartpole(settings: dict[str, Any]) -> Callable[[int], Any]:
+    """A ``make_model(seed)`` for SB3 PPO with the CartPole settings."""
+
+    def make(seed: int) -> Any:
+        from stable_baselines3 import PPO
+        from stable_baselines3.common.env_util import make_vec_env
+
+        venv = make_vec_env(settings["env"], n_envs=settings["num_envs"], seed=seed)
+        hiddens = list(settings["hiddens"])
+        return PPO(
+            "MlpPolicy",
+            venv,
+            n_steps=settings["n_steps"],
+            batch_size=settings["sgd_minibatch_size"],
+            n_epochs=settings["num_sgd_iter"],
+            learning_rate=settings["lr"],
+            gamma=settings["gamma"],
+            gae_lambda=settings["lambda"],
+            clip_range=settings["clip_param"],
+            ent_coef=settings["entropy_coeff"],
+            vf_coef=settings["vf_loss_coeff"],
+            max_grad_norm=settings["grad_clip"],
+            policy_kwargs={"net_arch": {"pi": hiddens, "vf": hiddens}},
+            seed=seed,
+            device="cpu",
+            verbose=0,
+        )
+
+    return make
+
+
+# --------------------------------------------------------------------------------------------
+# Pong
+
+
+def _pong_env(env_config: dict[str, Any]) -> Any:
+    import ale_py
+    import gymnasium as gym
+
+    from rlblocks.wrappers.atari import wrap_deepmind
+
+    gym.register_envs(ale_py)
+    env = gym.make("ALE/Pong-v5", frameskip=1, repeat_action_probability=0.0)
+    return wrap_deepmind(env, dim=84, framestack=True, noframeskip=True)
+
+
+def _nature_cnn_class() -> type:
+    """A ModelV2 with SB3's ``NatureCNN`` + linear policy/value heads (the same network)."""
+    import torch
+    from torch import nn
+
+    from rlblocks.models import ModelV2
+
+    class NatureCNNModel(ModelV2):
+        """Conv(32, 8, 4) -> Conv(64, 4, 2) -> Conv(64, 3, 1) -> Dense(512), shared torso;
+        ``[B, 84, 84, 4]`` uint8 frames scaled by 1/255, as SB3's CnnPolicy."""
+
+        def __init__(
+            self, obs_space: Any, action_space: Any, num_outputs: Any, model_config: Any, name: str
+        ) -> None:
+            super().__init__(obs_space, action_space, num_outputs, model_config, name)
+            channels = int(obs_space.shape[-1])
+            self.torso = nn.Sequential(
+                nn.Conv2d(channels, 32, 8, 4),
+                nn.ReLU(),
+                nn.Conv2d(32, 64, 4, 2),
+                nn.ReLU(),
+                nn.Conv2d(64, 64, 3, 1),
+                nn.ReLU(),
+                nn.Flatten(),
+                nn.Linear(64 * 7 * 7, 512),
+                nn.ReLU(),
+            )
+            self.logits = nn.Linear(512, int(num_outputs))
+            self.value = nn.Linear(512, 1)
+            self._features: torch.Tensor | None = None
+
+        def forward(
+            self, input_dict: dict[str, Any], state: list[Any], seq_lens: Any
+        ) -> tuple[Any, list[Any]]:
+            x = torch.as_tensor(input_dict["obs"]).float().permute(0, 3, 1, 2) / 255.0
+            self._features = self.torso(x)
+            return self.logits(self._features), state
+
+        def value_function(self) -> Any:
+            assert self._features is not None
+            return self.value(self._features).squeeze(-1)
+
+    return NatureCNNModel
+
+
+def sb3_pong(settings: dict[str, Any]) -> Callable[[int], Any]:
+    """A ``make_model(seed)`` for SB3 PPO on Pong (AtariWrapper, 4-frame stack, CnnPolicy)."""
+
+    def make(seed: int) -> Any:
+        import ale_py
+        import gymnasium as gym
+        from stable_baselines3 import PPO
+        from stable_baselines3.common.env_util import make_atari_env
+        from stable_baselines3.common.vec_env import VecFrameStack
+
+        gym.register_envs(ale_py)
+        venv = make_atari_env(
+            "ALE/Pong-v5",
+            n_envs=settings["num_envs"],
+            seed=seed,
+            env_kwargs={"frameskip": 1, "repeat_action_probability": 0.0},
+        )
+        venv = VecFrameStack(venv, n_stack=4)
+        return PPO(
+            "CnnPolicy",
+            venv,
+            n_steps=settings["n_steps"],
+            batch_size=settings["sgd_minibatch_size"],
+            n_epochs=settings["num_sgd_iter"],
+            learning_rate=settings["lr"],
+            gamma=settings["gamma"],
+            gae_lambda=settings["lambda"],
+            clip_range=settings["clip_param"],
+            ent_coef=settings["entropy_coeff"],
+            vf_coef=settings["vf_loss_coeff"],
+            max_grad_norm=settings["grad_clip"],
+            seed=seed,
+            device="cpu",
+            verbose=0,
+        )
+
+    return make
+
+
+# --------------------------------------------------------------------------------------------
+# cases
+
+
+def _emit(result: RunResult) -> None:
+    print(json.dumps(asdict(result)), flush=True)
+
+
+def run_case(
+    case: str, seeds: Sequence[int], quick: bool, with_sb3: bool, pong_frames: int = 200_000
+) -> list[RunResult]:
+    """Runs one case for every seed (rlblocks, then SB3 with the same seed)."""
+    results: list[RunResult] = []
+
+    def add(r: RunResult) -> None:
+        _emit(r)
+        results.append(r)
+
+    if case == "cartpole":
+        settings = cartpole_settings()
+        stop_reward, budget = (475.0, 300_000) if not quick else (475.0, 20_000)
+        for seed in seeds:
+            add(run_rlblocks(case, rlblocks_config(settings, seed), seed, stop_reward, budget))
+            if with_sb3:
+                add(run_sb3(case, sb3_cartpole(settings), seed, stop_reward, budget))
+    elif case in ("stateless_lstm", "stateless_attention"):
+        import rlblocks.envs  # noqa: F401  (registers the StatelessCartPole id)
+
+        settings = {
+            **cartpole_settings(),
+            "env": "rlblocks/StatelessCartPole-v0",
+            "train_batch_size": 2048,
+            "sgd_minibatch_size": 512,
+            "num_sgd_iter": 10,
+            "lr": 5e-4,
+            "gamma": 0.99,
+            "lambda": 0.95,
+        }
+        if case == "stateless_lstm":
+            wrapper = {"use_lstm": True, "lstm_cell_size": 64, "max_seq_len": 20}
+        else:
+            wrapper = {
+                "use_attention": True,
+                "attention_dim": 32,
+                "attention_num_transformer_units": 1,
+                "attention_num_heads": 2,
+                "attention_head_dim": 16,
+                "attention_memory_inference": 20,
+                "attention_memory_training": 20,
+                "max_seq_len": 20,
+            }
+        stop_reward, budget = (150.0, 200_000) if not quick else (150.0, 4_096)
+        for seed in seeds:
+            cfg = rlblocks_config(settings, seed)
+            cfg["model"] = {**cfg["model"], **wrapper}
+            add(run_rlblocks(case, cfg, seed, stop_reward, budget))
+    elif case == "pong":
+        if not available("ale_py"):
+            print("# pong skipped: ale_py is not installed", file=sys.stderr)
+            return results
+        settings = pong_settings()
+        frames = pong_frames if not quick else 8_192
+        steps = frames // 4  # frame skip 4: one agent step is 4 emulator frames
+        cfg = rlblocks_config(
+            settings,
+            seeds[0],
+            env=_pong_env,
+            model={"custom_model": "bench_nature_cnn"},
+        )
+        from rlblocks.catalog import ModelCatalog
+
+        ModelCatalog.register_custom_model("bench_nature_cnn", _nature_cnn_class())
+        add(run_rlblocks(case, cfg, seeds[0], None, steps))
+        if with_sb3:
+            add(run_sb3(case, sb3_pong(settings), seeds[0], None, steps))
+    else:
+        raise ValueError(f"unknown case {case!r}; known: {', '.join(CASES)}")
+    return results
+
+
+def summarize(results: Sequence[RunResult]) -> str:
+    """A table: per case and method, median wall time and steps, runs that reached the
+    target, steps/s; plus rlblocks' wall-time ratio to SB3 (median over seeds).
+
+    Examples:
+        >>> rows = [RunResult("c", "rlblocks", 0, 10.0, 1000, True, 480.0),
+        ...         RunResult("c", "sb3", 0, 40.0, 1200, True, 476.0)]
+        >>> "rlblocks/sb3 median wall time: 0.25x" in summarize(rows)
+        True
+    """
+    lines = [
+        f"{'case':<20} {'method':<9} {'runs':>4} {'reached':>7} {'median wall s':>13} "
+        f"{'median steps':>12} {'steps/s':>9}"
+    ]
+    lines.append("-" * len(lines[0]))
+    medians: dict[tuple[str, str], float] = {}
+    for case in dict.fromkeys(r.case for r in results):
+        for method in dict.fromkeys(r.method for r in results if r.case == case):
+            rows = [r for r in results if r.case == case and r.method == method]
+            wall = statistics.median(r.wall_s for r in rows)
+            steps = statistics.median(r.env_steps for r in rows)
+            reached = sum(1 for r in rows if r.reached)
+            target = "-" if rows[0].reached is None else f"{reached}/{len(rows)}"
+            rate = statistics.median(r.env_steps / r.wall_s for r in rows)
+            medians[(case, method)] = wall
+            lines.append(
+                f"{case:<20} {method:<9} {len(rows):>4} {target:>7} {wall:>13.1f} "
+                f"{steps:>12,.0f} {rate:>9,.0f}"
+            )
+        if (case, "rlblocks") in medians and (case, "sb3") in medians:
+            ratio = medians[(case, "rlblocks")] / medians[(case, "sb3")]
+            lines.append(f"{case}: rlblocks/sb3 median wall time: {ratio:.2f}x")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> list[RunResult]:
+    """Runs the chosen cases, prints JSON lines and the summary; returns the runs."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny budgets, one seed")
+    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
+    parser.add_argument("--seeds", type=int, nargs="+", default=None)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (both libs)")
+    parser.add_argument("--pong-frames", type=int, default=200_000, help="emulator frames")
+    parser.add_argument("--no-sb3", action="store_true", help="rlblocks rows only")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
+    with_sb3 = not args.no_sb3 and available("stable_baselines3")
+    if not with_sb3 and not args.no_sb3:
+        print("# stable_baselines3 not installed: rlblocks rows only", file=sys.stderr)
+    results: list[RunResult] = []
+    for case in args.cases:
+        print(f"# case {case}", file=sys.stderr, flush=True)
+        results.extend(run_case(case, seeds, args.quick, with_sb3, args.pong_frames))
+    print(summarize(results), flush=True)
+    return results
+
+
+if __name__ == "__main__":
+    main()

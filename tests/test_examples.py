@@ -1,0 +1,78 @@
+"""Every script in examples/ runs its ``--smoke`` version (in-process, a few seconds each)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+SCRIPTS = sorted(p.stem for p in EXAMPLES.glob("*.py"))
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        f"rlblocks_example_{name}", EXAMPLES / f"{name}.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_seed_customisation_has_an_example() -> None:
+    expected = {
+        "autoregressive_actions",
+        "custom_action_dist",
+        "custom_loss",
+        "custom_model",
+        "custom_rnn",
+        "dict_obs_images",
+        "framestack_model",
+        "parametric_actions",
+    }
+    assert expected <= set(SCRIPTS)
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_example_docstring_and_flags(name: str) -> None:
+    source = (EXAMPLES / f"{name}.py").read_text()
+    assert source.startswith('"""') and "Re-creates the seed's" in source
+    assert '"--smoke"' in source and 'if __name__ == "__main__":' in source
+
+
+# The trainer builds previous actions/rewards for view requirements, not shifted ``obs``
+# columns yet; strict, so this turns into a failure (remove the mark) once it does.
+_NO_OBS_SHIFTS = pytest.mark.xfail(
+    raises=KeyError, strict=True, reason="PPOTrainer does not build obs-shift views (prev_n_obs)"
+)
+_CASES = [(name, ["--smoke"]) for name in SCRIPTS] + [
+    ("custom_loss", ["--smoke", "--loss", "autoencoder"])
+]
+
+
+@pytest.mark.parametrize(
+    "name, argv",
+    [
+        pytest.param(*case, marks=_NO_OBS_SHIFTS) if case[0] == "framestack_model" else case
+        for case in _CASES
+    ],
+)
+def test_example_smoke_trains_one_iteration(
+    name: str, argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("rlblocks.train")
+    monkeypatch.chdir(tmp_path)  # anything a run writes lands in a temporary directory
+    result = _load(name).main(argv)
+    assert result["timesteps_total"] > 0
+    assert result["training_iteration"] == 1
+    for key, value in result.items():
+        if isinstance(value, float) and key.endswith("loss"):
+            assert math.isfinite(value), (key, value)
+    if name == "custom_loss":  # model.metrics() reaches the training result
+        assert math.isfinite(result[f"{argv[-1] if '--loss' in argv else 'imitation'}_loss"])
