@@ -46,11 +46,6 @@ def test_example_docstring_and_flags(name: str) -> None:
     assert '"--smoke"' in source and 'if __name__ == "__main__":' in source
 
 
-# The trainer builds previous actions/rewards for view requirements, not shifted ``obs``
-# columns yet; strict, so this turns into a failure (remove the mark) once it does.
-_NO_OBS_SHIFTS = pytest.mark.xfail(
-    raises=KeyError, strict=True, reason="PPOTrainer does not build obs-shift views (prev_n_obs)"
-)
 _CASES = [(name, ["--smoke"]) for name in SCRIPTS] + [
     ("custom_loss", ["--smoke", "--loss", "autoencoder"])
 ]
@@ -58,10 +53,7 @@ _CASES = [(name, ["--smoke"]) for name in SCRIPTS] + [
 
 @pytest.mark.parametrize(
     "name, argv",
-    [
-        pytest.param(*case, marks=_NO_OBS_SHIFTS) if case[0] == "framestack_model" else case
-        for case in _CASES
-    ],
+    _CASES,
 )
 def test_example_smoke_trains_one_iteration(
     name: str, argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -503,3 +503,29 @@ def test_cli_errors(args, fragment, capsys, tmp_path, monkeypatch):
     err = capsys.readouterr().err
     assert fragment in err
     assert not Path(tmp_path / "rlblocks_runs").exists()  # nothing written on errors
+
+
+def test_policy_stacks_a_window_of_observations_for_obs_shift_views():
+    """A model with a ``"-2:0"`` obs view gets the last 3 observations, oldest first, and a
+    new episode starts with copies of its first observation."""
+    import gymnasium as gym
+    import numpy as np
+    from rlblocks.catalog import ModelCatalog
+    from rlblocks.models import FrameStackingModel
+    from rlblocks.train.config import PPOConfig
+    from rlblocks.train.policy import Policy
+
+    ModelCatalog.register_custom_model("window_test_model", FrameStackingModel)
+    model = {"custom_model": "window_test_model"}
+    config = PPOConfig.from_dict({"env": "CartPole-v1", "model": model})
+    pol = Policy(gym.spaces.Box(-10, 10, (4,)), gym.spaces.Discrete(2), config)
+    assert (pol.obs_window_key, pol.n_obs_frames) == ("prev_n_obs", 3)
+    o = [np.full((2, 4), float(t), np.float32) for t in range(4)]
+    w = pol.stack_obs(None, o[0])
+    assert w.shape == (2, 3, 4) and (w == 0).all()
+    w = pol.stack_obs(w, o[1])
+    w = pol.stack_obs(w, o[2], new_episode=np.array([1]))
+    assert w[0, :, 0].tolist() == [0, 1, 2] and w[1, :, 0].tolist() == [2, 2, 2]
+    d = pol.input_dict(w)
+    assert d["obs"].shape == (2, 4) and d["prev_n_obs"].shape == (2, 3, 4)
+    assert d["obs"][0, 0].item() == 2.0

@@ -24,6 +24,7 @@ BENCHMARKS = {
     "sequences": "rlblocks.benchmarking.sequences",
     "distributions": "rlblocks.benchmarking.distributions",
     "models": "rlblocks.benchmarking.models",
+    "train": "rlblocks.benchmarking.train",
 }
 
 

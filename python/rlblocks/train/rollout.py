@@ -49,6 +49,19 @@ from rlblocks.train.policy import Policy, clip_actions
 __all__ = ["EnvRunner", "SampleBatch", "check_env", "make_env_creator", "make_vector_env"]
 
 
+def _register_namespace(env_id: str) -> None:
+    """Registers the bundled ``rlblocks/...`` envs and ALE's ``ALE/...`` ids on first use
+    (also inside vector-env worker processes)."""
+    if env_id.startswith("rlblocks/"):
+        import rlblocks.envs  # noqa: F401 - registers on import
+    elif env_id.startswith("ALE/"):
+        try:
+            import ale_py
+        except ImportError:
+            return  # check_env then explains that the package is needed
+        gym.register_envs(ale_py)
+
+
 def check_env(env: Any) -> None:
     """Raises a clear ValueError for an env that is neither a registered id nor a callable.
 
@@ -64,6 +77,7 @@ def check_env(env: Any) -> None:
         return
     if not isinstance(env, str):
         raise ValueError(f"env must be a gymnasium id or a callable, got {env!r}")
+    _register_namespace(env)
     if env in gym.registry:
         return
     close = difflib.get_close_matches(env, list(gym.registry), n=3, cutoff=0.6)
@@ -85,6 +99,7 @@ def make_env_creator(config: PPOConfig, render_mode: str | None = None) -> Calla
             kwargs = dict(env_config)
             if render_mode is not None:
                 kwargs["render_mode"] = render_mode
+            _register_namespace(env)
             return gym.make(env, **kwargs)
         assert env is not None
         made = env(env_config)
