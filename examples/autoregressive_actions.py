@@ -14,18 +14,18 @@ Run: ``python examples/autoregressive_actions.py`` (until mean return 190 of 200
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
 import rlblocks.envs  # noqa: F401  (registers rlblocks/CorrelatedActions-v0)
 import torch
+from _runner import budget, example_parser, report, train
 from rlblocks.catalog import ModelCatalog
 from rlblocks.distributions import BinaryAutoregressiveDistribution
 from rlblocks.models import ModelV2
 from rlblocks.models.misc import normc_initializer
-from rlblocks.train import PPOConfig, PPOTrainer
+from rlblocks.train import PPOConfig
 from torch import nn
 
 
@@ -92,11 +92,7 @@ class AutoregressiveActionsModel(ModelV2):
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Trains PPO with the autoregressive model and distribution; returns the last result."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="one tiny iteration")
-    parser.add_argument("--stop-reward", type=float, default=190.0)
-    parser.add_argument("--stop-timesteps", type=int, default=200_000)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = example_parser(__doc__, stop_reward=190.0, stop_timesteps=200_000)
     args = parser.parse_args(argv)
 
     ModelCatalog.register_custom_model("autoregressive_model", AutoregressiveActionsModel)
@@ -108,24 +104,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 "custom_model": "autoregressive_model",
                 "custom_action_dist": "binary_autoreg",
             },
-            "num_envs": 2 if args.smoke else 8,
-            "train_batch_size": 80 if args.smoke else 1600,
-            "sgd_minibatch_size": 40 if args.smoke else 400,
-            "num_sgd_iter": 1 if args.smoke else 10,
+            **budget(args.smoke, batch=(80, 1600), minibatch=(40, 400)),
             "lr": 1e-3,
             "gamma": 0.9,
             "seed": args.seed,
         }
     )
-    trainer = PPOTrainer(config)
-    if args.smoke:
-        result = trainer.train()
-    else:
-        result = trainer.fit(stop_reward=args.stop_reward, stop_timesteps=args.stop_timesteps)
-    print(
-        f"autoregressive actions: {result['timesteps_total']} steps, "
-        f"mean return {result['episode_return_mean']} (max 200)"
-    )
+    result = train(config, args)
+    report("autoregressive actions", result, " (max 200)")
     return result
 
 

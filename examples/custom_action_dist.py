@@ -14,15 +14,15 @@ Run: ``python examples/custom_action_dist.py`` (CartPole until mean return 475),
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
 import torch
+from _runner import budget, example_parser, report, train
 from rlblocks.catalog import ModelCatalog
 from rlblocks.distributions import ActionDistribution
-from rlblocks.train import PPOConfig, PPOTrainer
+from rlblocks.train import PPOConfig
 
 
 class EpsilonCategorical(ActionDistribution):
@@ -68,11 +68,7 @@ class EpsilonCategorical(ActionDistribution):
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Trains PPO on CartPole with the custom distribution; returns the last result."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="one tiny iteration")
-    parser.add_argument("--stop-reward", type=float, default=475.0)
-    parser.add_argument("--stop-timesteps", type=int, default=200_000)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = example_parser(__doc__, stop_reward=475.0, stop_timesteps=200_000)
     args = parser.parse_args(argv)
 
     ModelCatalog.register_custom_action_dist("epsilon_categorical", EpsilonCategorical)
@@ -83,23 +79,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 "custom_action_dist": "epsilon_categorical",
                 "custom_model_config": {"epsilon": 0.02},
             },
-            "num_envs": 2 if args.smoke else 8,
-            "train_batch_size": 64 if args.smoke else 1024,
-            "sgd_minibatch_size": 32 if args.smoke else 256,
-            "num_sgd_iter": 1 if args.smoke else 10,
+            **budget(args.smoke, batch=(64, 1024), minibatch=(32, 256)),
             "lr": 1e-3,
             "seed": args.seed,
         }
     )
-    trainer = PPOTrainer(config)
-    if args.smoke:
-        result = trainer.train()
-    else:
-        result = trainer.fit(stop_reward=args.stop_reward, stop_timesteps=args.stop_timesteps)
-    print(
-        f"custom action dist: {result['timesteps_total']} steps, "
-        f"mean return {result['episode_return_mean']}"
-    )
+    result = train(config, args)
+    report("custom action dist", result)
     return result
 
 

@@ -17,7 +17,6 @@ imitation`` (until mean return 475), ``--smoke`` for a few seconds.
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -26,9 +25,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from _runner import budget, example_parser, report, train
 from rlblocks.catalog import ModelCatalog
 from rlblocks.models import ModelV2
-from rlblocks.train import PPOConfig, PPOTrainer
+from rlblocks.train import PPOConfig
 from torch import nn
 
 #: The expert: push right when ``3 * theta + theta_dot > 0`` (balances CartPole for 500 steps).
@@ -130,13 +130,9 @@ class AuxLossModel(ModelV2):
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Trains PPO on CartPole with an extra loss; returns the last training result."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="one tiny iteration")
+    parser = example_parser(__doc__, stop_reward=475.0, stop_timesteps=200_000)
     parser.add_argument("--loss", choices=["imitation", "autoencoder"], default="imitation")
     parser.add_argument("--expert-episodes", type=int, default=10)
-    parser.add_argument("--stop-reward", type=float, default=475.0)
-    parser.add_argument("--stop-timesteps", type=int, default=200_000)
-    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -151,24 +147,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             {
                 "env": "CartPole-v1",
                 "model": {"custom_model": "aux_loss_model", "custom_model_config": model_kwargs},
-                "num_envs": 2 if args.smoke else 8,
-                "train_batch_size": 64 if args.smoke else 1024,
-                "sgd_minibatch_size": 32 if args.smoke else 256,
-                "num_sgd_iter": 1 if args.smoke else 10,
+                **budget(args.smoke, batch=(64, 1024), minibatch=(32, 256)),
                 "lr": 1e-3,
                 "seed": args.seed,
             }
         )
-        trainer = PPOTrainer(config)
-        if args.smoke:
-            result = trainer.train()
-        else:
-            result = trainer.fit(stop_reward=args.stop_reward, stop_timesteps=args.stop_timesteps)
+        result = train(config, args)
     aux_key = f"{args.loss}_loss"  # the trainer copies model.metrics() into the result
-    print(
-        f"custom loss ({args.loss}): {result['timesteps_total']} steps, "
-        f"mean return {result['episode_return_mean']}, {aux_key} {result.get(aux_key)}"
-    )
+    report(f"custom loss ({args.loss})", result, f", {aux_key} {result.get(aux_key)}")
     return result
 
 

@@ -13,15 +13,15 @@ seconds.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
 import torch
+from _runner import budget, example_parser, report, train
 from rlblocks.catalog import ModelCatalog
 from rlblocks.models import FullyConnectedNetwork, ModelV2
-from rlblocks.train import PPOConfig, PPOTrainer
+from rlblocks.train import PPOConfig
 from torch import nn
 
 
@@ -75,11 +75,7 @@ class PolicyAndValueModel(ModelV2):
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Trains PPO with the custom model; returns the last training result."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="one tiny iteration")
-    parser.add_argument("--stop-reward", type=float, default=475.0)
-    parser.add_argument("--stop-timesteps", type=int, default=200_000)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = example_parser(__doc__, stop_reward=475.0, stop_timesteps=200_000)
     args = parser.parse_args(argv)
 
     ModelCatalog.register_custom_model("policy_and_value", PolicyAndValueModel)
@@ -92,23 +88,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 "fcnet_hiddens": [64, 64],
                 "fcnet_activation": "tanh",
             },
-            "num_envs": 2 if args.smoke else 8,
-            "train_batch_size": 64 if args.smoke else 1024,
-            "sgd_minibatch_size": 32 if args.smoke else 256,
-            "num_sgd_iter": 1 if args.smoke else 10,
+            **budget(args.smoke, batch=(64, 1024), minibatch=(32, 256)),
             "lr": 1e-3,
             "seed": args.seed,
         }
     )
-    trainer = PPOTrainer(config)
-    if args.smoke:
-        result = trainer.train()
-    else:
-        result = trainer.fit(stop_reward=args.stop_reward, stop_timesteps=args.stop_timesteps)
-    print(
-        f"custom model: {result['timesteps_total']} steps, "
-        f"mean return {result['episode_return_mean']}"
-    )
+    result = train(config, args)
+    report("custom model", result)
     return result
 
 

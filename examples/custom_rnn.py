@@ -13,16 +13,16 @@ few seconds.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
 import rlblocks.envs  # noqa: F401  (registers rlblocks/RepeatAfterMe-v0)
 import torch
+from _runner import budget, example_parser, report, train
 from rlblocks.catalog import ModelCatalog
 from rlblocks.models import RecurrentNetwork
-from rlblocks.train import PPOConfig, PPOTrainer
+from rlblocks.train import PPOConfig
 from torch import nn
 
 
@@ -76,11 +76,7 @@ class GRUModel(RecurrentNetwork):
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Trains PPO with the GRU model on RepeatAfterMe; returns the last result."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="one tiny iteration")
-    parser.add_argument("--stop-reward", type=float, default=80.0)
-    parser.add_argument("--stop-timesteps", type=int, default=300_000)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = example_parser(__doc__, stop_reward=80.0, stop_timesteps=300_000)
     args = parser.parse_args(argv)
 
     ModelCatalog.register_custom_model("gru_model", GRUModel)
@@ -89,24 +85,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "env": "rlblocks/RepeatAfterMe-v0",
             "env_config": {"repeat_delay": 1},
             "model": {"custom_model": "gru_model", "max_seq_len": 20},
-            "num_envs": 2 if args.smoke else 8,
-            "train_batch_size": 80 if args.smoke else 2000,
-            "sgd_minibatch_size": 40 if args.smoke else 500,
-            "num_sgd_iter": 1 if args.smoke else 10,
+            **budget(args.smoke, batch=(80, 2000), minibatch=(40, 500)),
             "lr": 1e-3,
             "gamma": 0.9,
             "seed": args.seed,
         }
     )
-    trainer = PPOTrainer(config)
-    if args.smoke:
-        result = trainer.train()
-    else:
-        result = trainer.fit(stop_reward=args.stop_reward, stop_timesteps=args.stop_timesteps)
-    print(
-        f"custom RNN: {result['timesteps_total']} steps, "
-        f"mean return {result['episode_return_mean']}"
-    )
+    result = train(config, args)
+    report("custom RNN", result)
     return result
 
 

@@ -17,14 +17,14 @@ seconds.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from _runner import budget, example_parser, report, train
 from gymnasium import spaces
-from rlblocks.train import PPOConfig, PPOTrainer
+from rlblocks.train import PPOConfig
 
 SIZE = 12
 
@@ -76,11 +76,7 @@ class LitSideEnv(gym.Env):
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Trains PPO on the Dict-observation env; returns the last training result."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="one tiny iteration")
-    parser.add_argument("--stop-reward", type=float, default=19.0)
-    parser.add_argument("--stop-timesteps", type=int, default=300_000)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = example_parser(__doc__, stop_reward=19.0, stop_timesteps=300_000)
     args = parser.parse_args(argv)
 
     config = PPOConfig.from_dict(
@@ -91,24 +87,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 "conv_filters": [[16, [3, 3], 2], [32, [6, 6], 1]],
                 "post_fcnet_hiddens": [64],
             },
-            "num_envs": 2 if args.smoke else 8,
-            "train_batch_size": 80 if args.smoke else 1600,
-            "sgd_minibatch_size": 40 if args.smoke else 400,
-            "num_sgd_iter": 1 if args.smoke else 10,
+            **budget(args.smoke, batch=(80, 1600), minibatch=(40, 400)),
             "lr": 1e-3,
             "gamma": 0.5,
             "seed": args.seed,
         }
     )
-    trainer = PPOTrainer(config)
-    if args.smoke:
-        result = trainer.train()
-    else:
-        result = trainer.fit(stop_reward=args.stop_reward, stop_timesteps=args.stop_timesteps)
-    print(
-        f"dict obs with images: {result['timesteps_total']} steps, "
-        f"mean return {result['episode_return_mean']} (best 20)"
-    )
+    result = train(config, args)
+    report("dict obs with images", result, " (best 20)")
     return result
 
 

@@ -13,16 +13,16 @@ few seconds.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
 import rlblocks.envs  # noqa: F401  (registers rlblocks/StatelessCartPole-v0)
 import torch
+from _runner import budget, example_parser, report, train
 from rlblocks.catalog import ModelCatalog
 from rlblocks.models import ModelV2
-from rlblocks.train import PPOConfig, PPOTrainer
+from rlblocks.train import PPOConfig
 from rlblocks.views import ViewRequirement
 from torch import nn
 
@@ -83,11 +83,7 @@ class StackedFramesModel(ModelV2):
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Trains PPO with the frame-stacking model on StatelessCartPole; returns the result."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="one tiny iteration")
-    parser.add_argument("--stop-reward", type=float, default=150.0)
-    parser.add_argument("--stop-timesteps", type=int, default=300_000)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = example_parser(__doc__, stop_reward=150.0, stop_timesteps=300_000)
     args = parser.parse_args(argv)
 
     ModelCatalog.register_custom_model("stacked_frames", StackedFramesModel)
@@ -95,23 +91,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         {
             "env": "rlblocks/StatelessCartPole-v0",
             "model": {"custom_model": "stacked_frames", "custom_model_config": {"num_frames": 4}},
-            "num_envs": 2 if args.smoke else 8,
-            "train_batch_size": 64 if args.smoke else 2048,
-            "sgd_minibatch_size": 32 if args.smoke else 256,
-            "num_sgd_iter": 1 if args.smoke else 10,
+            **budget(args.smoke, batch=(64, 2048), minibatch=(32, 256)),
             "lr": 1e-3,
             "seed": args.seed,
         }
     )
-    trainer = PPOTrainer(config)
-    if args.smoke:
-        result = trainer.train()
-    else:
-        result = trainer.fit(stop_reward=args.stop_reward, stop_timesteps=args.stop_timesteps)
-    print(
-        f"frame-stacking model: {result['timesteps_total']} steps, "
-        f"mean return {result['episode_return_mean']}"
-    )
+    result = train(config, args)
+    report("frame-stacking model", result)
     return result
 
 

@@ -15,7 +15,6 @@ few seconds.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,9 +22,10 @@ import gymnasium as gym
 import numpy as np
 import rlblocks.envs  # noqa: F401  (registers rlblocks/ParametricCartPole-v0)
 import torch
+from _runner import budget, example_parser, report, train
 from rlblocks.catalog import ModelCatalog
 from rlblocks.models import FullyConnectedNetwork, ModelV2
-from rlblocks.train import PPOConfig, PPOTrainer
+from rlblocks.train import PPOConfig
 
 FLOAT_MIN = float(torch.finfo(torch.float32).min)
 
@@ -78,11 +78,7 @@ class ParametricActionsModel(ModelV2):
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Trains PPO on ParametricCartPole; returns the last training result."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="one tiny iteration")
-    parser.add_argument("--stop-reward", type=float, default=475.0)
-    parser.add_argument("--stop-timesteps", type=int, default=300_000)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = example_parser(__doc__, stop_reward=475.0, stop_timesteps=300_000)
     args = parser.parse_args(argv)
 
     ModelCatalog.register_custom_model("parametric_actions", ParametricActionsModel)
@@ -92,23 +88,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "env_config": {"max_avail_actions": 10},
             "model": {"custom_model": "parametric_actions", "vf_share_layers": True},
             "observation_filter": "NoFilter",
-            "num_envs": 2 if args.smoke else 8,
-            "train_batch_size": 64 if args.smoke else 1024,
-            "sgd_minibatch_size": 32 if args.smoke else 256,
-            "num_sgd_iter": 1 if args.smoke else 10,
+            **budget(args.smoke, batch=(64, 1024), minibatch=(32, 256)),
             "lr": 1e-3,
             "seed": args.seed,
         }
     )
-    trainer = PPOTrainer(config)
-    if args.smoke:
-        result = trainer.train()
-    else:
-        result = trainer.fit(stop_reward=args.stop_reward, stop_timesteps=args.stop_timesteps)
-    print(
-        f"parametric actions: {result['timesteps_total']} steps, "
-        f"mean return {result['episode_return_mean']}"
-    )
+    result = train(config, args)
+    report("parametric actions", result)
     return result
 
 

@@ -1483,7 +1483,7 @@ class AutoregressiveDistribution(ActionDistribution):
         self.child_distributions = list(child_distributions)
         self._batch = self.inputs.shape[:-1]
 
-    def _placeholders(self) -> list[torch.Tensor]:
+    def _zero_actions(self) -> list[torch.Tensor]:
         out = []
         for path, leaf in self._paths:
             dtype = torch.int64 if _is_discrete_leaf(leaf) else torch.float32
@@ -1505,7 +1505,7 @@ class AutoregressiveDistribution(ActionDistribution):
         return [cls(o, self.model) for cls, o in zip(self.child_distributions, outs, strict=True)]
 
     def _draw(self, deterministic: bool) -> list[torch.Tensor]:
-        actions = self._placeholders()
+        actions = self._zero_actions()  # filled in order, each conditioned on the earlier ones
         for i, cls in enumerate(self.child_distributions):
             child = cls(self._child_inputs(actions)[i], self.model)
             actions[i] = child.deterministic_sample() if deterministic else child.sample()
