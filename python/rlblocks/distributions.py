@@ -44,7 +44,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
+from functools import cached_property, partial
 from typing import Any
 
 import gymnasium as gym
@@ -343,25 +343,25 @@ class Categorical(ActionDistribution):
                 )
             self._start = int(action_space.start)
         self.logits = self._masked_logits()
-        self._normalized: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
     def _masked_logits(self) -> torch.Tensor:
         if self.temperature == 1.0:
             return self.inputs
         return (self.inputs / self.temperature).clamp_min(FLOAT_MIN)
 
+    @cached_property
+    def _normalized(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``_normalize(logits)``: log-probs, probs and row maxima, computed once."""
+        return _normalize(self.logits)
+
     @property
     def log_probs(self) -> torch.Tensor:
         """Normalised log-probabilities ``[*batch, n]``, floored at the float32 minimum."""
-        if self._normalized is None:
-            self._normalized = _normalize(self.logits)
         return self._normalized[0]
 
     @property
     def probs(self) -> torch.Tensor:
         """Probabilities ``[*batch, n]`` (those below ``exp(-87)`` of the largest are 0)."""
-        if self._normalized is None:
-            self._normalized = _normalize(self.logits)
         return self._normalized[1]
 
     @property
@@ -613,23 +613,23 @@ class MultiCategorical(ActionDistribution):
             pad = logits.new_full((*self._batch, 1), FLOAT_MIN)
             self.logits = torch.cat([logits, pad], -1).index_select(-1, idx)
             self.logits = self.logits.reshape(*self._batch, k, nmax)
-        self._normalized: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
     def _flat_illegal(self) -> torch.Tensor | None:
         return None
 
+    @cached_property
+    def _normalized(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``_normalize(logits)``: log-probs, probs and row maxima, computed once."""
+        return _normalize(self.logits)
+
     @property
     def log_probs(self) -> torch.Tensor:
         """Per-component log-probabilities ``[*batch, k, max(input_lens)]`` (padding: floor)."""
-        if self._normalized is None:
-            self._normalized = _normalize(self.logits)
         return self._normalized[0]
 
     @property
     def probs(self) -> torch.Tensor:
         """Per-component probabilities ``[*batch, k, max(input_lens)]`` (padding: 0)."""
-        if self._normalized is None:
-            self._normalized = _normalize(self.logits)
         return self._normalized[1]
 
     def _to_actions(self, idx: torch.Tensor) -> torch.Tensor:
