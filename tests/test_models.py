@@ -23,8 +23,10 @@ from rlblocks.models.misc import (
     AppendBiasLayer,
     SlimConv2d,
     SlimFC,
+    Tanh,
     get_activation_fn,
     get_filter_config,
+    get_initializer,
     normc_initializer,
     same_padding,
     valid_padding,
@@ -99,9 +101,84 @@ def test_get_filter_config_atari_advice():
         get_filter_config((210, 160, 3))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", [(3, 5), (256, 64), (64, 256)])
+def test_tanh_matches_torch_values_and_gradients(dtype, shape):
+    torch.manual_seed(0)
+    base = torch.randn(*shape, dtype=dtype) * 4
+    for x in (base, base.t()):  # contiguous and strided
+        x = x.detach().requires_grad_(True)
+        ref = x.detach().clone().requires_grad_(True)
+        y, y_ref = Tanh()(x), torch.tanh(ref)
+        assert y.dtype == dtype and y.shape == x.shape
+        torch.testing.assert_close(y, y_ref, rtol=0, atol=2e-7 if dtype == torch.float32 else 1e-15)
+        g = torch.randn_like(y)
+        (y * g).sum().backward()
+        (y_ref * g).sum().backward()
+        torch.testing.assert_close(x.grad, ref.grad, rtol=1e-6, atol=1e-6)
+        with torch.no_grad():
+            torch.testing.assert_close(Tanh()(x), y_ref.detach(), rtol=0, atol=2e-7)
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (64, 64)])  # torch path and numpy path
+def test_tanh_second_derivative(shape):
+    x = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+    (g,) = torch.autograd.grad(Tanh()(x).sum(), x, create_graph=True)
+    g.sum().backward()
+    t = torch.tanh(x.detach())
+    torch.testing.assert_close(x.grad, -2 * t * (1 - t**2))
+    assert torch.autograd.gradgradcheck(Tanh(), (x[:1, :4].detach().requires_grad_(),))
+
+
+def test_fcnet_honours_hidden_initializers_and_keeps_head_init():
+    cfg = {"fcnet_hiddens": [16, 8], "vf_share_layers": False, "post_fcnet_hiddens": [6],
+           "fcnet_weights_initializer": "orthogonal_",
+           "fcnet_weights_initializer_config": {"gain": 2.0},
+           "fcnet_bias_initializer": "Constant", "fcnet_bias_initializer_config": {"val": 0.25},
+           "post_fcnet_weights_initializer": "zeros"}
+    m = FullyConnectedNetwork(gym.spaces.Box(-1, 1, (5,)), gym.spaces.Discrete(3), 3, cfg, "fc")
+    for stack in (m._hidden_layers, m._value_branch_separate):
+        for layer in list(stack)[:2]:  # fcnet_hiddens: orthogonal rows of norm 2, bias 0.25
+            w, b = layer._model[0].weight, layer._model[0].bias
+            gram = w @ w.T if w.shape[0] <= w.shape[1] else w.T @ w
+            torch.testing.assert_close(gram, 4.0 * torch.eye(len(gram)), atol=1e-5, rtol=0)
+            assert torch.all(b == 0.25)
+        post = list(stack)[2]._model[0]  # post_fcnet_hiddens: zeros, default zero bias
+        assert torch.all(post.weight == 0) and torch.all(post.bias == 0)
+    for head in (m._logits, m._value_branch):  # heads keep normc(0.01)
+        w = head._model[0].weight
+        torch.testing.assert_close(w.norm(dim=1), torch.full((w.shape[0],), 0.01))
+
+
+def test_default_initializers_draw_the_same_weights_as_before():
+    torch.manual_seed(3)
+    a = FullyConnectedNetwork(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), 2, {"fcnet_hiddens": [8]}, "a")
+    torch.manual_seed(3)
+    normc = {"fcnet_hiddens": [8], "fcnet_weights_initializer": "normc",
+             "fcnet_weights_initializer_config": {"std": 1.0}}
+    b = FullyConnectedNetwork(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), 2, normc, "b")
+    for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
+        torch.testing.assert_close(pa, pb, rtol=0, atol=0)
+
+
+def test_get_initializer_errors():
+    with pytest.raises(ValueError, match="unknown initializer 'nope'.*orthogonal"):
+        get_initializer("nope")
+    with pytest.raises(ValueError, match="does not accept"):
+        get_initializer("xavier_uniform", {"std": 1.0})
+    with pytest.raises(ValueError, match="unknown initializer"):
+        FullyConnectedNetwork(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), 2,
+                              {"fcnet_weights_initializer": "nope"}, "fc")
+    calls = []
+    init = get_initializer(lambda t, scale: calls.append(scale), {"scale": 3})
+    init(torch.empty(2))
+    assert calls == [3]
+
+
 def test_get_activation_fn():
     assert get_activation_fn("relu") is nn.ReLU and get_activation_fn("ReLU") is nn.ReLU
-    assert get_activation_fn("tanh") is nn.Tanh and get_activation_fn("elu") is nn.ELU
+    assert get_activation_fn("tanh") is Tanh and get_activation_fn("Tanh") is nn.Tanh
+    assert get_activation_fn("elu") is nn.ELU
     assert get_activation_fn("swish") is nn.SiLU is get_activation_fn("silu")
     assert get_activation_fn("softmax") is nn.Softmax
     assert get_activation_fn("Sigmoid") is nn.Sigmoid and get_activation_fn("GELU") is nn.GELU
@@ -281,11 +358,11 @@ def test_fc_activation_rules():
         obs, DISCRETE2, 2, {"fcnet_hiddens": [], "post_fcnet_hiddens": [5],
                             "fcnet_activation": "relu", "post_fcnet_activation": "tanh"}, "f"
     )  # fmt: skip
-    assert type(m._hidden_layers[0]._model[1]) is nn.Tanh
+    assert isinstance(m._hidden_layers[0]._model[1], nn.Tanh)
     m = FullyConnectedNetwork(
         obs, DISCRETE2, 2, {"fcnet_hiddens": [4], "no_final_linear": True}, "f"
     )
-    assert m._logits is None and type(m._hidden_layers[-1]._model[1]) is nn.Tanh
+    assert m._logits is None and isinstance(m._hidden_layers[-1]._model[1], nn.Tanh)
 
 
 def test_fc_free_log_std():
@@ -402,7 +479,7 @@ def test_vision_post_fcnet_last_hidden_gets_activation():
         {"post_fcnet_hiddens": [12, 7], "post_fcnet_activation": "tanh"}, "v",
     )  # fmt: skip
     fcs = [layer for layer in m._convs if isinstance(layer, SlimFC)]
-    assert [type(f._model[-1]) for f in fcs] == [nn.Tanh, nn.Tanh]  # DESIGN departure 17
+    assert all(isinstance(f._model[-1], nn.Tanh) for f in fcs) and len(fcs) == 2  # DESIGN departure 17
     assert isinstance(m._logits, SlimFC) and len(m._logits._model) == 1
     assert n_params(m) == (conv(3, 16, 5) + conv(16, 32, 5) + lin(32, 12) + lin(12, 7)
                            + lin(7, 4) + lin(7, 1))  # fmt: skip

@@ -2,7 +2,8 @@
 
 Layout (RLlib's, so parameter counts and state-dict keys match): hidden layers
 ``fcnet_hiddens + post_fcnet_hiddens`` (all with ``fcnet_activation``, or
-``post_fcnet_activation`` when ``fcnet_hiddens`` is empty; normc(1.0) init) in
+``post_fcnet_activation`` when ``fcnet_hiddens`` is empty; normc(1.0) weights and zero
+biases unless ``fcnet_*_initializer`` / ``post_fcnet_*_initializer`` name others) in
 ``_hidden_layers``; a linear ``_logits`` layer (normc(0.01)); a linear ``_value_branch``
 (normc(0.01), one unit) on the shared features, or on its own copy of the hidden stack
 (``_value_branch_separate``) when ``vf_share_layers`` is False.
@@ -28,7 +29,7 @@ import torch
 from torch import nn
 
 from rlblocks.config import ModelConfig
-from rlblocks.models.misc import AppendBiasLayer, SlimFC, normc_initializer
+from rlblocks.models.misc import AppendBiasLayer, SlimFC, get_initializer, normc_initializer
 from rlblocks.models.modelv2 import ModelV2, flatten_obs_space_size
 
 __all__ = ["FullyConnectedNetwork"]
@@ -45,7 +46,8 @@ class FullyConnectedNetwork(ModelV2):
         model_config: RLlib model config (dict or :class:`ModelConfig`). Read:
             ``fcnet_hiddens``, ``fcnet_activation``, ``post_fcnet_hiddens``,
             ``post_fcnet_activation``, ``free_log_std``, ``no_final_linear``,
-            ``vf_share_layers``.
+            ``vf_share_layers`` and the ``fcnet_*`` / ``post_fcnet_*`` weight and bias
+            initializers (for the hidden layers; the heads keep normc(0.01)).
         name: Model name.
         value_branch: Build the value head (False for feature extractors nested in other
             models; ``value_function()`` then raises).
@@ -78,18 +80,21 @@ class FullyConnectedNetwork(ModelV2):
                 )
             n_out //= 2
 
+        inits = _hidden_initializers(cfg, len(hiddens))
         layers: list[nn.Module] = []
         prev = in_size
-        for size in hiddens[:-1]:
-            layers.append(SlimFC(prev, size, normc_initializer(1.0), activation))
+        for size, (w_init, b_init) in zip(hiddens[:-1], inits, strict=False):
+            layers.append(SlimFC(prev, size, w_init, activation, bias_init=b_init))
             prev = size
         self._logits: SlimFC | None = None
         if cfg.no_final_linear and n_out:
-            layers.append(SlimFC(prev, n_out, normc_initializer(1.0), activation))
+            w_init, b_init = inits[-1] if inits else (normc_initializer(1.0), 0.0)
+            layers.append(SlimFC(prev, n_out, w_init, activation, bias_init=b_init))
             prev = n_out
         else:
             if hiddens:
-                layers.append(SlimFC(prev, hiddens[-1], normc_initializer(1.0), activation))
+                w_init, b_init = inits[-1]
+                layers.append(SlimFC(prev, hiddens[-1], w_init, activation, bias_init=b_init))
                 prev = hiddens[-1]
             if n_out:
                 self._logits = SlimFC(prev, n_out, normc_initializer(0.01), None)
@@ -109,8 +114,8 @@ class FullyConnectedNetwork(ModelV2):
             if not cfg.vf_share_layers:
                 vf_layers: list[nn.Module] = []
                 vf_in = in_size
-                for size in hiddens:
-                    vf_layers.append(SlimFC(vf_in, size, normc_initializer(1.0), activation))
+                for size, (w_init, b_init) in zip(hiddens, inits, strict=True):
+                    vf_layers.append(SlimFC(vf_in, size, w_init, activation, bias_init=b_init))
                     vf_in = size
                 self._value_branch_separate = nn.Sequential(*vf_layers)
             self._value_branch = SlimFC(vf_in, 1, normc_initializer(0.01), None)
@@ -140,6 +145,22 @@ class FullyConnectedNetwork(ModelV2):
         if self._value_branch_separate is not None:
             features = _run(self._value_branch_separate, self._last_flat_in)
         return _run(self._value_branch._model, features).squeeze(1)
+
+
+def _hidden_initializers(cfg: ModelConfig, n_layers: int) -> list[tuple[Any, Any]]:
+    """``(weight, bias)`` initializers of each hidden layer: ``fcnet_*_initializer`` for the
+    ``fcnet_hiddens`` layers, ``post_fcnet_*_initializer`` for the ``post_fcnet_hiddens``
+    ones; unset keys keep RLlib's normc(1.0) weights and zero biases."""
+    n_fc = len(cfg.fcnet_hiddens)
+    out = []
+    for i in range(n_layers):
+        prefix = "fcnet" if i < n_fc else "post_fcnet"
+        w = get_initializer(cfg[f"{prefix}_weights_initializer"],
+                            cfg[f"{prefix}_weights_initializer_config"])
+        b = get_initializer(cfg[f"{prefix}_bias_initializer"],
+                            cfg[f"{prefix}_bias_initializer_config"])
+        out.append((w or normc_initializer(1.0), b or 0.0))
+    return out
 
 
 def _run(layers: nn.Sequential, x: torch.Tensor) -> torch.Tensor:

@@ -15,9 +15,10 @@ Examples:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -25,16 +26,79 @@ __all__ = [
     "AppendBiasLayer",
     "SlimConv2d",
     "SlimFC",
+    "Tanh",
     "get_activation_fn",
     "get_filter_config",
+    "get_initializer",
     "normc_initializer",
     "same_padding",
     "valid_padding",
 ]
 
+
+def is_symbolic() -> bool:
+    """True while TorchScript-tracing, compiling or exporting (no data-dependent branches)."""
+    compiler = getattr(torch, "compiler", None)
+    exporting = getattr(compiler, "is_exporting", None)
+    compiling = getattr(compiler, "is_compiling", None)
+    return bool(
+        torch.jit.is_tracing()
+        or (exporting is not None and exporting())
+        or (compiling is not None and compiling())
+    )
+
+
+#: From this many elements on, :class:`Tanh` evaluates CPU tensors with numpy's SIMD tanh.
+_NUMPY_TANH_MIN_NUMEL = 2048
+
+
+class _NumpyTanh(torch.autograd.Function):
+    """tanh through numpy (forward) and ``aten::tanh_backward`` (backward); a backward that
+    builds a graph (second derivatives) recomputes tanh with torch so it stays exact."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        y = torch.from_numpy(np.tanh(x.detach().numpy()))
+        ctx.save_for_backward(x, y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        x, y = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph=True
+            t = torch.tanh(x)
+            return grad * (1 - t * t)
+        return torch.ops.aten.tanh_backward(grad, y)
+
+
+class Tanh(nn.Tanh):
+    """``nn.Tanh`` (a subclass) with the same results, faster on CPU for large tensors.
+
+    The CPU builds of torch evaluate tanh element by element (about 2 ns per float, the
+    most expensive op of a tanh MLP's training step); numpy's vectorised tanh is about
+    ten times faster and as accurate. CPU float tensors of at least
+    ``_NUMPY_TANH_MIN_NUMEL`` elements go through numpy (the gradient through
+    ``aten::tanh_backward``); everything else, and tracing, compiling or exporting, uses
+    ``torch.tanh``.
+
+    Examples:
+        >>> x = torch.linspace(-5, 5, 4096)
+        >>> bool((Tanh()(x) - torch.tanh(x)).abs().max() < 1e-6)
+        True
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if (x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64)
+                or x.numel() < _NUMPY_TANH_MIN_NUMEL or is_symbolic()):
+            return torch.tanh(x)
+        if torch.is_grad_enabled() and x.requires_grad:
+            return _NumpyTanh.apply(x)
+        return torch.from_numpy(np.tanh(x.detach().numpy()))
+
+
 _ALIASES: dict[str, type[nn.Module]] = {
     "relu": nn.ReLU,
-    "tanh": nn.Tanh,
+    "tanh": Tanh,
     "elu": nn.ELU,
     "swish": nn.SiLU,
     "silu": nn.SiLU,
@@ -133,6 +197,62 @@ def normc_initializer(std: float = 1.0) -> Callable[[torch.Tensor], None]:
     return initializer
 
 
+def get_initializer(
+    spec: str | Callable[..., Any] | None, config: Mapping[str, Any] | None = None
+) -> Callable[[torch.Tensor], None] | None:
+    """The initializer a model config's ``*_initializer`` / ``*_initializer_config`` pair names.
+
+    ``spec`` is None (the model's own default applies: returns None), a callable taking the
+    tensor, or the name of a ``torch.nn.init`` function with or without its trailing
+    underscore, in any case (``"orthogonal"``, ``"xavier_uniform_"``, ``"Zeros"``), or
+    ``"normc"``; ``config`` holds its keyword arguments (``{"gain": 1.41}``, ``{"std": 0.01}``).
+
+    Raises:
+        ValueError: An unknown name, or keyword arguments the initializer does not take
+            (names are tried on a scratch tensor, so errors surface when the model is built).
+
+    Examples:
+        >>> w = torch.empty(4, 4)
+        >>> get_initializer("orthogonal", {"gain": 2.0})(w)
+        >>> torch.allclose(w @ w.T, 4.0 * torch.eye(4), atol=1e-5)
+        True
+        >>> get_initializer(None) is None
+        True
+    """
+    if spec is None:
+        return None
+    kwargs = dict(config or {})
+    if callable(spec):
+        fn: Callable[..., Any] = spec
+    elif isinstance(spec, str):
+        name = spec.lower().rstrip("_")
+        if name == "normc":
+            fn = normc_initializer(**kwargs)
+            kwargs = {}
+        else:
+            found = getattr(nn.init, name + "_", None)
+            if not callable(found):
+                names = sorted(n[:-1] for n in dir(nn.init)
+                               if n.endswith("_") and not n.startswith("_"))
+                raise ValueError(f"unknown initializer {spec!r}: use 'normc', one of {names} "
+                                 "(torch.nn.init's, trailing underscore optional) or a callable")
+            fn = found
+    else:
+        raise ValueError(f"an initializer must be None, a name or a callable, got {spec!r}")
+
+    def initializer(tensor: torch.Tensor) -> None:
+        with torch.no_grad():
+            fn(tensor, **kwargs)
+
+    if isinstance(spec, str):
+        try:
+            with torch.random.fork_rng(devices=[]):  # the check draws nothing from the RNG
+                initializer(torch.empty(2, 2))
+        except TypeError as err:
+            raise ValueError(f"initializer {spec!r} does not accept {kwargs}: {err}") from err
+    return initializer
+
+
 def _pair(value: int | Sequence[int]) -> tuple[int, int]:
     if isinstance(value, (int, float)):
         return int(value), int(value)
@@ -217,7 +337,7 @@ class SlimFC(nn.Module):
         initializer: Called on the weight; default ``nn.init.xavier_uniform_``.
         activation_fn: Activation name, class, instance, callable, or None (linear).
         use_bias: Whether the Linear has a bias.
-        bias_init: Constant the bias starts at.
+        bias_init: Constant the bias starts at, or an initializer called on the bias.
 
     Examples:
         >>> SlimFC(3, 2, activation_fn="relu")(torch.zeros(5, 3)).shape
@@ -231,13 +351,16 @@ class SlimFC(nn.Module):
         initializer: Callable[[torch.Tensor], Any] | None = None,
         activation_fn: Any = None,
         use_bias: bool = True,
-        bias_init: float = 0.0,
+        bias_init: float | Callable[[torch.Tensor], Any] = 0.0,
     ):
         super().__init__()
         linear = nn.Linear(int(in_size), int(out_size), bias=use_bias)
         (initializer or nn.init.xavier_uniform_)(linear.weight)
         if use_bias:
-            nn.init.constant_(linear.bias, bias_init)
+            if callable(bias_init):
+                bias_init(linear.bias)
+            else:
+                nn.init.constant_(linear.bias, bias_init)
         layers: list[nn.Module] = [linear]
         act = _make_activation(activation_fn)
         if act is not None:
@@ -269,7 +392,7 @@ class SlimConv2d(nn.Module):
         padding: ``(left, right, top, bottom)`` zero padding, or None for none.
         initializer: Called on the weight; ``"default"`` is ``nn.init.xavier_uniform_``.
         activation_fn: ``"default"`` is ReLU; otherwise as for :func:`get_activation_fn`.
-        bias_init: Constant the bias starts at.
+        bias_init: Constant the bias starts at, or an initializer called on the bias.
 
     Examples:
         >>> conv = SlimConv2d(4, 16, 8, 4, (2, 2, 2, 2))

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlblocks.models.misc import is_symbolic
 from rlblocks.models.modelv2 import ModelV2, flatten_obs_space_size
 from rlblocks.sequences import add_time_dimension
 from rlblocks.views import ViewRequirement
@@ -41,18 +42,6 @@ __all__ = [
     "sequence_row_mask",
     "validate_seq_lens",
 ]
-
-
-def _symbolic() -> bool:
-    """True while TorchScript-tracing, compiling or exporting (no data-dependent branches)."""
-    compiler = getattr(torch, "compiler", None)
-    exporting = getattr(compiler, "is_exporting", None)
-    compiling = getattr(compiler, "is_compiling", None)
-    return bool(
-        torch.jit.is_tracing()
-        or (exporting is not None and exporting())
-        or (compiling is not None and compiling())
-    )
 
 
 def validate_seq_lens(seq_lens: Any, rows: int, who: str) -> torch.Tensor:
@@ -77,7 +66,7 @@ def validate_seq_lens(seq_lens: Any, rows: int, who: str) -> torch.Tensor:
         raise ValueError(f"{who}: {rows} rows do not split into {b} sequences of equal length")
     t = rows // b
     lens = lens.long()
-    if not _symbolic() and bool(((lens < 0) | (lens > t)).any()):
+    if not is_symbolic() and bool(((lens < 0) | (lens > t)).any()):
         raise ValueError(f"{who}: seq_lens must be in [0, T={t}], got {lens.tolist()}")
     return lens
 
@@ -301,11 +290,11 @@ class LSTMWrapper(RecurrentNetwork):
                     f"{tuple(s.shape)}"
                 )
         hc0 = (h0.unsqueeze(0).to(inputs.dtype), c0.unsqueeze(0).to(inputs.dtype))
-        full = t == 1 or _symbolic() or bool((seq_lens == t).all())
+        full = t == 1 or is_symbolic() or bool((seq_lens == t).all())
         if full:
             feats, (h, c) = self.lstm(inputs, hc0)
             h, c = h[0], c[0]
-            if t == 1 and not _symbolic() and bool((seq_lens == 0).any()):
+            if t == 1 and not is_symbolic() and bool((seq_lens == 0).any()):
                 keep = (seq_lens == 0)[:, None]
                 h, c = torch.where(keep, h0, h), torch.where(keep, c0, c)
         else:
