@@ -16,9 +16,9 @@ silently returns wrong values:
   lose all precision).
 * Beta clamps actions to ``[1e-6, 1 - 1e-6]`` of the unit interval before ``log_prob``, so
   actions at or beyond the bounds have a finite log-likelihood (RLlib: ``-inf``/NaN).
-* Categorical log-probabilities are floored at ``FLOAT_MIN`` and probabilities below
-  ``exp(-87)`` of the row's largest are exactly 0 (the float32 denormal range), so the KL
-  ``sum p (log p - log q)`` stays finite where ``q`` underflows (torch: ``inf``).
+* Categorical log-probabilities are floored at ``FLOAT_MIN`` (masked and ``-inf`` logits
+  have probability exactly 0), so the KL ``sum p (log p - log q)`` stays finite where ``q``
+  underflows (torch: ``inf``).
 * Categorical sampling uses the inverse CDF (the same distribution as ``torch.multinomial``,
   several times faster, a different random stream).
 * Actions are validated: out-of-range integer actions and action shapes that do not match
@@ -155,23 +155,15 @@ def _inverse_cdf_sample(probs: torch.Tensor) -> torch.Tensor:
     return torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp_max_(probs.shape[-1] - 1)
 
 
-_EXP_FLOOR = -87.0  # exp below this is a float32 denormal (or 0) and slow on CPU: flushed to 0
-
-
 def _normalize(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(log_softmax, softmax, row_max)`` over the last dim, from one pass.
+    """``(log_softmax, softmax, row_max)`` over the last dim.
 
-    Log-probabilities are floored at ``FLOAT_MIN`` (finite for ``-inf`` / masked logits).
-    Probabilities below ``exp(-87)`` relative to the row's largest are flushed to exactly 0
-    (what float32 denormals are in practice), which keeps masked and padded slots at
-    probability 0 and avoids CPU's slow path for underflowing ``exp``.
+    Log-probabilities are floored at ``FLOAT_MIN`` (finite for ``-inf`` / masked logits,
+    whose probabilities are then exactly 0).
     """
     row_max = logits.detach().amax(-1, keepdim=True)
-    z = logits - row_max
-    keep = _float_compare(torch.gt, z.detach(), _EXP_FLOOR)
-    e = torch.exp(z.clamp_min(_EXP_FLOOR)) * keep
-    total = e.sum(-1, keepdim=True)
-    return (z - torch.log(total)).clamp_min(FLOAT_MIN), e / total, row_max
+    log_probs = torch.log_softmax(logits, -1).clamp_min(FLOAT_MIN)
+    return log_probs, torch.exp(log_probs), row_max
 
 
 def _float_compare(op: Callable[..., torch.Tensor], x: torch.Tensor, value: float) -> torch.Tensor:
@@ -361,7 +353,7 @@ class Categorical(ActionDistribution):
 
     @property
     def probs(self) -> torch.Tensor:
-        """Probabilities ``[*batch, n]`` (those below ``exp(-87)`` of the largest are 0)."""
+        """Probabilities ``[*batch, n]``."""
         return self._normalized[1]
 
     @property
