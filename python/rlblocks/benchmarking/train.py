@@ -4,7 +4,8 @@ Cases (each prints one JSON line per run, then a summary table):
 
 * ``cartpole``: CartPole-v1, wall time and environment steps until the mean return of the
   last 100 episodes reaches 475, for rlblocks and SB3 with the same network (two tanh
-  layers of 64, separate policy and value nets), 8 envs and matching hyperparameters
+  layers of 64 with SB3's orthogonal hidden-layer init, separate policy and value nets),
+  8 envs and matching hyperparameters
   (the rl-baselines3-zoo CartPole settings with a constant learning rate), several seeds.
   The summary gives the ratio of median wall times (target: rlblocks <= 0.5x SB3).
 * ``stateless_lstm`` / ``stateless_attention``: rlblocks on StatelessCartPole with
@@ -148,6 +149,9 @@ def rlblocks_config(settings: dict[str, Any], seed: int, **overrides: Any) -> di
             "fcnet_hiddens": list(settings["hiddens"]),
             "fcnet_activation": "tanh",
             "vf_share_layers": False,
+            # SB3's hidden-layer init (orthogonal, gain sqrt(2)); the heads keep RLlib's.
+            "fcnet_weights_initializer": "orthogonal",
+            "fcnet_weights_initializer_config": {"gain": math.sqrt(2)},
         }
     config.update(overrides)
     return config

@@ -180,10 +180,14 @@ class PPOLearner:
                     state = [s[torch.as_tensor(mb, device=pol.device)] for s in states]
                     self._step(data, state, seq_lens, mask, stats)
         else:
-            for _ in range(cfg.num_sgd_iter):
-                perm = rng.permutation(total_rows)
-                n_mb = max(1, total_rows // cfg.sgd_minibatch_size)
-                for mb in np.array_split(perm, n_mb):
+            n_mb = max(1, total_rows // cfg.sgd_minibatch_size)
+            if n_mb == 1:  # one minibatch of every row: its order changes nothing
+                if cfg.normalize_advantages:
+                    cols["advantages"] = _standardized(cols["advantages"], None)
+                for _ in range(cfg.num_sgd_iter):
+                    self._step(cols, [], None, None, stats, normalize_advantages=False)
+            for _ in range(cfg.num_sgd_iter if n_mb > 1 else 0):
+                for mb in np.array_split(rng.permutation(total_rows), n_mb):
                     rows = torch.as_tensor(mb, device=pol.device)
                     data = tree_map(lambda c, r=rows: c[r], cols)
                     self._step(data, [], None, None, stats)
@@ -209,6 +213,7 @@ class PPOLearner:
         seq_lens: torch.Tensor | None,
         mask: torch.Tensor | None,
         stats: list[torch.Tensor],
+        normalize_advantages: bool | None = None,
     ) -> None:
         cfg, pol = self.config, self.policy
         obs = data["obs"]
@@ -222,10 +227,8 @@ class PPOLearner:
         log_ratio = logp - data["logp"]
         ratio = torch.exp(log_ratio)
         adv = data["advantages"]
-        if cfg.normalize_advantages:
-            mean = _masked_mean(adv, mask)
-            std = torch.sqrt(_masked_mean((adv - mean) ** 2, mask))
-            adv = (adv - mean) / (std + 1e-8)
+        if cfg.normalize_advantages if normalize_advantages is None else normalize_advantages:
+            adv = _standardized(adv, mask)
         surrogate = torch.min(
             adv * ratio, adv * torch.clamp(ratio, 1.0 - cfg.clip_param, 1.0 + cfg.clip_param))
         policy_loss = -_masked_mean(surrogate, mask)
@@ -260,6 +263,13 @@ class PPOLearner:
             clipfrac = _masked_mean(((ratio - 1.0).abs() > cfg.clip_param).float(), mask)
             stats.append(torch.stack([total, policy_loss, vf_loss, entropy, kl, approx_kl,
                                       clipfrac]))
+
+
+def _standardized(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """``(x - mean) / (std + 1e-8)`` over the rows ``mask`` keeps (all when None)."""
+    mean = _masked_mean(x, mask)
+    std = torch.sqrt(_masked_mean((x - mean) ** 2, mask))
+    return (x - mean) / (std + 1e-8)
 
 
 def _adam(params: list[torch.nn.Parameter], lr: float) -> torch.optim.Adam:
