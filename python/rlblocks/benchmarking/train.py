@@ -487,7 +487,7 @@ def main(argv: Sequence[str] | None = None) -> list[RunResult]:
     import torch
 
     torch.set_num_threads(args.threads)
-    seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
+    seeds = args.seeds or ([0] if args.quick else [0, 1, 2, 3, 4])
     with_sb3 = not args.no_sb3 and available("stable_baselines3")
     if not with_sb3 and not args.no_sb3:
         print("# stable_baselines3 not installed: rlblocks rows only", file=sys.stderr)

@@ -29,11 +29,15 @@ from rlblocks.config import ModelConfig
 __all__ = ["PPOConfig", "lr_at"]
 
 #: The model config the trainer uses unless the user's ``model`` dict says otherwise
-#: (CleanRL's / the SB3 zoo's choice for classic control: two tanh layers of 64, separate
-#: policy and value networks). Keys the user gives replace these one by one.
+#: (CleanRL's / the SB3 zoo's choice for classic control: two tanh layers of 64 with
+#: orthogonal weights of gain sqrt(2), separate policy and value networks). Keys the user
+#: gives replace these one by one; a user's ``fcnet_weights_initializer`` also drops the
+#: default's ``_config``.
 PPO_MODEL_DEFAULTS: dict[str, Any] = {
     "fcnet_hiddens": [64, 64],
     "fcnet_activation": "tanh",
+    "fcnet_weights_initializer": "orthogonal",
+    "fcnet_weights_initializer_config": {"gain": math.sqrt(2)},
     "vf_share_layers": False,
 }
 
@@ -173,7 +177,10 @@ class PPOConfig:
     # --- derived -------------------------------------------------------------------------
     def model_config(self) -> ModelConfig:
         """The validated model config: ``PPO_MODEL_DEFAULTS`` overridden by ``model``."""
-        return ModelConfig.from_dict({**PPO_MODEL_DEFAULTS, **self.model})
+        defaults = dict(PPO_MODEL_DEFAULTS)
+        if "fcnet_weights_initializer" in self.model:
+            del defaults["fcnet_weights_initializer_config"]
+        return ModelConfig.from_dict({**defaults, **self.model})
 
     @property
     def env_name(self) -> str:
