@@ -156,13 +156,18 @@ class PPOLearner:
 
     # --- the update -----------------------------------------------------------------------
     def update(self, batch: SampleBatch, rng: np.random.Generator) -> dict[str, float]:
-        """``num_sgd_iter`` epochs of minibatch SGD on one rollout; returns mean statistics."""
+        """``num_sgd_iter`` epochs of minibatch SGD on one rollout.
+
+        Returns the losses and statistics of the last epoch, averaged over its minibatches
+        (RLlib's choice; the adaptive KL coefficient follows that epoch's KL).
+        """
         cfg, pol = self.config, self.policy
         adv, targets = compute_gae(batch.rewards, batch.vf_preds, batch.dones,
                                    batch.last_values, cfg.gamma, cfg.lambda_)
         cols = self._columns(batch, adv, targets)
         total_rows = batch.num_steps
         stats: list[torch.Tensor] = []
+        last = cfg.num_sgd_iter - 1
         pol.set_training(True)
         if pol.recurrent:
             batch = self._order_sequences(batch)
@@ -170,7 +175,7 @@ class PPOLearner:
             states = [torch.as_tensor(s, device=pol.device) for s in batch.seq_states]
             num_seqs = len(lens)
             n_mb = max(1, min(num_seqs, round(total_rows / cfg.sgd_minibatch_size)))
-            for _ in range(cfg.num_sgd_iter):
+            for epoch in range(cfg.num_sgd_iter):
                 for mb in np.array_split(rng.permutation(num_seqs), n_mb):
                     idx = index[mb].reshape(-1)
                     mask = torch.as_tensor(idx >= 0, device=pol.device, dtype=torch.float32)
@@ -178,19 +183,20 @@ class PPOLearner:
                     data = tree_map(lambda c, r=rows: c[r], cols)
                     seq_lens = torch.as_tensor(lens[mb], device=pol.device)
                     state = [s[torch.as_tensor(mb, device=pol.device)] for s in states]
-                    self._step(data, state, seq_lens, mask, stats)
+                    self._step(data, state, seq_lens, mask, stats, epoch == last)
         else:
             n_mb = max(1, total_rows // cfg.sgd_minibatch_size)
             if n_mb == 1:  # one minibatch of every row: its order changes nothing
                 if cfg.normalize_advantages:
                     cols["advantages"] = _standardized(cols["advantages"], None)
-                for _ in range(cfg.num_sgd_iter):
-                    self._step(cols, [], None, None, stats, normalize_advantages=False)
-            for _ in range(cfg.num_sgd_iter if n_mb > 1 else 0):
+                for epoch in range(cfg.num_sgd_iter):
+                    self._step(cols, [], None, None, stats, epoch == last,
+                               normalize_advantages=False)
+            for epoch in range(cfg.num_sgd_iter if n_mb > 1 else 0):
                 for mb in np.array_split(rng.permutation(total_rows), n_mb):
                     rows = torch.as_tensor(mb, device=pol.device)
                     data = tree_map(lambda c, r=rows: c[r], cols)
-                    self._step(data, [], None, None, stats)
+                    self._step(data, [], None, None, stats, epoch == last)
         pol.set_training(False)
         means = torch.stack(stats).mean(0).tolist()
         result = dict(zip(_STAT_NAMES, means, strict=True))
@@ -213,6 +219,7 @@ class PPOLearner:
         seq_lens: torch.Tensor | None,
         mask: torch.Tensor | None,
         stats: list[torch.Tensor],
+        record: bool,
         normalize_advantages: bool | None = None,
     ) -> None:
         cfg, pol = self.config, self.policy
@@ -238,18 +245,21 @@ class PPOLearner:
             clipped = old + torch.clamp(values - old, -cfg.vf_clip_param, cfg.vf_clip_param)
             vf_err = torch.max(vf_err, (clipped - data["value_targets"]) ** 2)
         vf_loss = _masked_mean(vf_err, mask)
-        old_dist = pol.dist_class(data["dist_inputs"], pol.model)
         # Entropy and KL enter the graph only when their coefficients do; otherwise they are
-        # statistics, computed without building (and back-propagating) their part of it.
-        with torch.set_grad_enabled(cfg.entropy_coeff != 0.0):
-            entropy = _masked_mean(dist.entropy(), mask)
-        with torch.set_grad_enabled(self.kl_coeff > 0.0):
-            kl = _masked_mean(old_dist.kl(dist), mask)
+        # statistics of the recorded (last) epoch, computed outside the graph.
+        use_entropy, use_kl = cfg.entropy_coeff != 0.0, self.kl_coeff > 0.0
         total = policy_loss + cfg.vf_loss_coeff * vf_loss
-        if cfg.entropy_coeff != 0.0:
-            total = total - cfg.entropy_coeff * entropy
-        if self.kl_coeff > 0.0:
-            total = total + self.kl_coeff * kl
+        if use_entropy or record:
+            with torch.set_grad_enabled(use_entropy):
+                entropy = _masked_mean(dist.entropy(), mask)
+            if use_entropy:
+                total = total - cfg.entropy_coeff * entropy
+        if use_kl or record:
+            old_dist = pol.dist_class(data["dist_inputs"], pol.model)
+            with torch.set_grad_enabled(use_kl):
+                kl = _masked_mean(old_dist.kl(dist), mask)
+            if use_kl:
+                total = total + self.kl_coeff * kl
         loss_inputs = dict(data)
         loss_inputs["seq_lens"] = seq_lens
         total = _as_loss(pol.model.custom_loss(total, loss_inputs))
@@ -258,6 +268,8 @@ class PPOLearner:
         if cfg.grad_clip is not None:
             _clip_grad_norm(self._params, cfg.grad_clip)
         self.optimizer.step()
+        if not record:
+            return
         with torch.no_grad():
             approx_kl = _masked_mean((ratio - 1.0) - log_ratio, mask)
             clipfrac = _masked_mean(((ratio - 1.0).abs() > cfg.clip_param).float(), mask)
