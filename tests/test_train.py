@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 import shutil
 from pathlib import Path
 
@@ -328,6 +329,89 @@ def test_async_vector_envs():
     with PPOTrainer(tiny(vector_mode="async")) as trainer:
         m = trainer.train()
     assert m["timesteps_total"] == 64 and math.isfinite(m["vf_loss"])
+
+
+class CountingEnv(gym.Env):
+    """Action-independent episodes of random length 2..7, truncated after 5 steps by a
+    TimeLimit: obs ``[t, length]``, reward ``1 + t``."""
+
+    observation_space = gym.spaces.Box(0, 10, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.length = 0, int(self.np_random.integers(2, 8))
+        return np.array([0, self.length], np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        obs = np.array([self.t, self.length], np.float32)
+        return obs, 1.0 + self.t, self.t >= self.length, False, {}
+
+
+def counting_vector_env(mode):
+    def make(env_config):
+        fns = [lambda: gym.wrappers.TimeLimit(CountingEnv(), 5)] * env_config["num_envs"]
+        return gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
+    return make
+
+
+def _transitions(trainer, iterations, steps):
+    """Per env: the (obs, reward, done, value) of every real transition, in order."""
+    rows = [[] for _ in range(trainer.runner.num_envs)]
+    returns = []
+    for _ in range(iterations):
+        b = trainer.runner.collect(steps)
+        valid = np.ones_like(b.dones) if b.valid is None else b.valid
+        for e in range(b.dones.shape[1]):
+            for t in np.flatnonzero(valid[:, e]):
+                rows[e].append((*b.obs[t, e], b.rewards[t, e], b.dones[t, e], b.vf_preds[t, e]))
+        returns += b.episode_returns
+    return [np.array(r) for r in rows], returns
+
+
+@pytest.mark.parametrize("model", [{"fcnet_hiddens": [8]},
+                                   {"fcnet_hiddens": [8], "use_lstm": True, "lstm_cell_size": 4,
+                                    "max_seq_len": 3}], ids=["mlp", "lstm"])
+def test_next_step_autoreset_gives_the_same_transitions_as_same_step(model):
+    from gymnasium.vector import AutoresetMode
+
+    runs = {}
+    for mode in (AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP):
+        cfg = tiny(env=counting_vector_env(mode), vector_mode="native", num_envs=3,
+                   train_batch_size=30, sgd_minibatch_size=15, gamma=0.9, model=model)
+        with PPOTrainer(cfg) as trainer:
+            runs[mode] = _transitions(trainer, 4, 10)
+            batch = trainer.runner.collect(10)
+            stats = trainer.learner.update(batch, np.random.default_rng(0))
+            assert all(math.isfinite(v) for v in stats.values())
+            if mode == AutoresetMode.NEXT_STEP:
+                assert batch.valid is not None and not batch.valid.all()
+                assert batch.num_steps == batch.valid.sum() < batch.rewards.size
+                # a reset step follows every episode end, and only that
+                assert np.array_equal(~batch.valid[1:], batch.dones[:-1])
+    (same, same_returns), (nxt, nxt_returns) = runs.values()
+    for a, b in zip(same, nxt, strict=True):
+        n = len(b)
+        assert n > 20 and len(a) >= n
+        # obs, rewards (with the truncation bootstrap gamma * V(final obs)), dones, values
+        np.testing.assert_allclose(b, a[:n], rtol=1e-6, atol=1e-6)
+    # each env's finished episodes are a prefix of its SAME_STEP ones
+    assert len(nxt_returns) > 10 and Counter(nxt_returns) <= Counter(same_returns)
+    truncated = [r for r in same_returns if r == sum(1.0 + t for t in range(1, 6))]
+    assert truncated  # some episodes hit the time limit (the bootstrap path ran)
+
+
+def test_native_vector_mode():
+    with PPOTrainer(tiny(vector_mode="native", num_envs=4, train_batch_size=64)) as trainer:
+        assert type(trainer.venv).__name__ == "CartPoleVectorEnv"
+        m = trainer.train()
+        assert 0 < m["timesteps_total"] <= 64 and math.isfinite(m["vf_loss"])
+        assert trainer.evaluate(1)["episode_len_mean"] > 0
+    with pytest.raises(ValueError, match="registers no vector_entry_point"):
+        PPOTrainer(tiny(env="rlblocks/RepeatAfterMe-v0", vector_mode="native"))
+    with pytest.raises(ValueError, match="must give a gymnasium VectorEnv of num_envs=2"):
+        PPOTrainer(tiny(env=lambda cfg: gym.make("CartPole-v1"), vector_mode="native"))
 
 
 class LossModel(FullyConnectedNetwork):

@@ -41,7 +41,7 @@ PPO_MODEL_DEFAULTS: dict[str, Any] = {
     "vf_share_layers": False,
 }
 
-_VECTOR_MODES = ("sync", "async")
+_VECTOR_MODES = ("sync", "async", "native")
 _FILTERS = ("NoFilter", "MeanStdFilter")
 _DEVICES = ("cpu", "cuda", "auto")
 
@@ -65,7 +65,12 @@ class PPOConfig:
     num_envs: int = 8
     """Environments stepped together (one gymnasium vector env)."""
     vector_mode: str = "sync"
-    """``"sync"`` (all envs in this process) or ``"async"`` (one subprocess per env)."""
+    """``"sync"`` (all envs in this process), ``"async"`` (one subprocess per env) or
+    ``"native"``: the env's own vector implementation (``gym.make_vec(id,
+    vectorization_mode="vector_entry_point")``: ALE's threaded AtariVectorEnv, CartPole's
+    numpy one), or for a callable ``env``, ``env({**env_config, "num_envs": num_envs})``
+    returning a gymnasium ``VectorEnv`` (e.g. :func:`rlblocks.wrappers.atari.make_vector_env`).
+    Same-step and next-step autoreset both work."""
     train_batch_size: int = 2048
     """Environment steps per training iteration (a multiple of ``num_envs``)."""
     rollout_fragment_length: int | str = "auto"

@@ -82,6 +82,7 @@ def _masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         return x.mean()
     return (x * mask).sum() / mask.sum().clamp_min(1.0)
 
+
 _STAT_NAMES = ("total_loss", "policy_loss", "vf_loss", "entropy", "kl", "approx_kl", "clipfrac")
 
 
@@ -166,6 +167,10 @@ class PPOLearner:
                                    batch.last_values, cfg.gamma, cfg.lambda_)
         cols = self._columns(batch, adv, targets)
         total_rows = batch.num_steps
+        valid = None if batch.valid is None else np.swapaxes(batch.valid, 0, 1).reshape(-1)
+        if valid is not None and not pol.recurrent:  # drop NEXT_STEP reset steps
+            keep = torch.as_tensor(np.flatnonzero(valid), device=pol.device)
+            cols = tree_map(lambda c: c[keep], cols)
         stats: list[torch.Tensor] = []
         last = cfg.num_sgd_iter - 1
         pol.set_training(True)
@@ -178,7 +183,8 @@ class PPOLearner:
             for epoch in range(cfg.num_sgd_iter):
                 for mb in np.array_split(rng.permutation(num_seqs), n_mb):
                     idx = index[mb].reshape(-1)
-                    mask = torch.as_tensor(idx >= 0, device=pol.device, dtype=torch.float32)
+                    used = idx >= 0 if valid is None else (idx >= 0) & valid[np.maximum(idx, 0)]
+                    mask = torch.as_tensor(used, device=pol.device, dtype=torch.float32)
                     rows = torch.as_tensor(np.maximum(idx, 0), device=pol.device)
                     data = tree_map(lambda c, r=rows: c[r], cols)
                     seq_lens = torch.as_tensor(lens[mb], device=pol.device)
@@ -206,10 +212,10 @@ class PPOLearner:
         elif kl < 0.5 * cfg.kl_target:
             self.kl_coeff *= 0.5
         result["kl_coeff"] = self.kl_coeff
-        result["explained_variance"] = explained_variance(
-            targets.reshape(-1), batch.vf_preds.reshape(-1))
-        result["advantage_mean"] = float(adv.mean())
-        result["value_target_mean"] = float(targets.mean())
+        real = slice(None) if batch.valid is None else batch.valid
+        result["explained_variance"] = explained_variance(targets[real], batch.vf_preds[real])
+        result["advantage_mean"] = float(adv[real].mean())
+        result["value_target_mean"] = float(targets[real].mean())
         return result
 
     def _step(

@@ -49,7 +49,7 @@ from rlblocks.train.config import PPOConfig, lr_at
 from rlblocks.train.learner import PPOLearner
 from rlblocks.train.logger import ProgressLogger, truncate_progress
 from rlblocks.train.policy import Policy, clip_actions
-from rlblocks.train.rollout import EnvRunner, make_env_creator, make_vector_env
+from rlblocks.train.rollout import EnvRunner, SingleEnvView, make_env_creator, make_vector_env
 
 __all__ = ["PPOTrainer", "default_run_dir"]
 
@@ -320,7 +320,10 @@ class PPOTrainer:
         """
         if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
             raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
-        env = make_env_creator(self.config)()
+        if self.config.vector_mode == "native":
+            env: gym.Env = SingleEnvView(make_vector_env(self.config, num_envs=1))
+        else:
+            env = make_env_creator(self.config)()
         returns: list[float] = []
         lengths: list[int] = []
         base = self.seed + 1_000_003 if seed is None else int(seed)

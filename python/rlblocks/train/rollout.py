@@ -6,12 +6,16 @@ actions/rewards the model reads, and the running episode statistics. Each
 :meth:`EnvRunner.collect` steps every env ``T`` times and returns a :class:`SampleBatch` of
 ``[T, N, ...]`` arrays.
 
-Episode boundaries. Vector envs reset a finished env in the same step (gymnasium's
-``SAME_STEP`` autoreset): the returned observation starts the next episode and the last
-observation of the finished one is ``info["final_obs"]``. A *truncated* (time-limit) episode
-is bootstrapped: ``gamma * V(final_obs)`` is added to its last reward, so GAE can treat every
-episode end as terminal. At an episode start the recurrent state and the previous
-actions/rewards are reset to the model's initial values.
+Episode boundaries. The vector envs the trainer builds reset a finished env in the same
+step (gymnasium's ``SAME_STEP`` autoreset): the returned observation starts the next episode
+and the last observation of the finished one is ``info["final_obs"]``. Vector envs with
+``NEXT_STEP`` autoreset (gymnasium's default, ALE's and CartPole's native vector envs,
+:func:`rlblocks.wrappers.atari.make_vector_env`) return the final observation itself and
+reset on the following step, ignoring its action; that step is recorded with
+``valid=False`` and left out of losses, advantages, timestep counts and episode statistics.
+A *truncated* (time-limit) episode is bootstrapped: ``gamma * V(final_obs)`` is added to its
+last reward, so GAE can treat every episode end as terminal. At an episode start the
+recurrent state and the previous actions/rewards are reset to the model's initial values.
 
 Sequences (recurrent models). Each env's steps are cut into sequences of at most
 ``max_seq_len`` steps that never cross an episode boundary or the fragment's start; the
@@ -46,7 +50,14 @@ from rlblocks.train._tree import tree_map
 from rlblocks.train.config import PPOConfig
 from rlblocks.train.policy import Policy, clip_actions
 
-__all__ = ["EnvRunner", "SampleBatch", "check_env", "make_env_creator", "make_vector_env"]
+__all__ = [
+    "EnvRunner",
+    "SampleBatch",
+    "SingleEnvView",
+    "check_env",
+    "make_env_creator",
+    "make_vector_env",
+]
 
 
 def _register_namespace(env_id: str) -> None:
@@ -123,7 +134,8 @@ def _returning(env: gym.Env) -> Callable[[], gym.Env]:
 def make_vector_env(
     config: PPOConfig, num_envs: int | None = None, envs: list[gym.Env] | None = None
 ) -> VectorEnv:
-    """The vector env of a config (``vector_mode`` sync/async, same-step autoreset).
+    """The vector env of a config (``vector_mode``: sync/async with same-step autoreset, or
+    the env's native vector env).
 
     Args:
         config: The PPO config.
@@ -134,9 +146,63 @@ def make_vector_env(
     if envs is not None:
         return SyncVectorEnv([_returning(e) for e in envs],
                              autoreset_mode=AutoresetMode.SAME_STEP)
+    if config.vector_mode == "native":
+        return _native_vector_env(config, n)
     fns = [make_env_creator(config) for _ in range(n)]
     cls = AsyncVectorEnv if config.vector_mode == "async" else SyncVectorEnv
     return cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+def _native_vector_env(config: PPOConfig, n: int) -> VectorEnv:
+    check_env(config.env)
+    env, env_config = config.env, dict(config.env_config)
+    if isinstance(env, str):
+        _register_namespace(env)
+        if gym.spec(env).vector_entry_point is None:
+            raise ValueError(f"vector_mode='native': {env!r} registers no vector_entry_point; "
+                             "use vector_mode 'sync' or 'async'")
+        venv = gym.make_vec(env, num_envs=n, vectorization_mode="vector_entry_point",
+                            **env_config)
+    else:
+        venv = env({**env_config, "num_envs": n})
+    if not isinstance(venv, VectorEnv) or venv.num_envs != n:
+        raise ValueError(
+            f"vector_mode='native': {config.env_name} must give a gymnasium VectorEnv of "
+            f"num_envs={n}, got {type(venv).__name__} "
+            f"(num_envs={getattr(venv, 'num_envs', None)})")
+    return venv
+
+
+class SingleEnvView(gym.Env):
+    """A one-env vector env seen as a plain env (evaluation of native vector envs).
+
+    Each ``reset`` resets the vector env, so its autoreset never shows.
+    """
+
+    def __init__(self, venv: VectorEnv) -> None:
+        if venv.num_envs != 1:
+            raise ValueError(f"SingleEnvView needs num_envs=1, got {venv.num_envs}")
+        self.venv = venv
+        self.observation_space = venv.single_observation_space
+        self.action_space = venv.single_action_space
+        self._actions = gym.vector.utils.create_empty_array(self.action_space, 1)
+
+    def _first(self, batched: Any) -> Any:
+        return next(iter(gym.vector.utils.iterate(self.venv.observation_space, batched)))
+
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.venv.reset(seed=seed, options=options)
+        return self._first(obs), info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        actions = gym.vector.utils.concatenate(self.action_space, [action], self._actions)
+        obs, reward, terminated, truncated, info = self.venv.step(actions)
+        return (self._first(obs), float(np.asarray(reward)[0]),
+                bool(np.asarray(terminated)[0]), bool(np.asarray(truncated)[0]), info)
+
+    def close(self) -> None:
+        self.venv.close()
 
 
 @dataclass
@@ -150,6 +216,8 @@ class SampleBatch:
         dist_inputs: The model outputs the actions were drawn from (for the KL term).
         rewards: Rewards (truncated episodes: plus ``gamma * V(final_obs)``).
         dones: Whether the episode ended at this step (terminated or truncated).
+        valid: ``[T, N]`` False for the reset steps of ``NEXT_STEP`` vector envs (not a
+            transition of any episode); None when every step is valid.
         prev_actions, prev_rewards: ``[T, N, n, ...]`` previous actions / rewards the model
             read (None when it reads none).
         last_values: ``[N]`` value of the observation after the last step.
@@ -172,11 +240,12 @@ class SampleBatch:
     seq_states: list[np.ndarray]
     episode_returns: list[float] = field(default_factory=list)
     episode_lengths: list[int] = field(default_factory=list)
+    valid: np.ndarray | None = None
 
     @property
     def num_steps(self) -> int:
-        """``T * N`` environment steps."""
-        return int(self.rewards.size)
+        """Environment steps that are transitions (``T * N`` less the reset steps)."""
+        return int(self.rewards.size if self.valid is None else self.valid.sum())
 
 
 def _stack_time(steps: list[Any]) -> Any:
@@ -222,6 +291,13 @@ class EnvRunner:
         self._prev_rewards = np.zeros((self.num_envs, n_r), np.float32) if n_r else None
         self._obs: np.ndarray | None = None
         self._seed = seed
+        mode = self.venv.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+        if mode not in (AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP):
+            raise ValueError(f"the vector env's autoreset_mode is {mode}; PPO needs SAME_STEP "
+                             "or NEXT_STEP (gymnasium's default)")
+        self._next_step_reset = mode == AutoresetMode.NEXT_STEP
+        # NEXT_STEP: envs whose episode ended last step; their next step is a reset step.
+        self._resetting = np.zeros(self.num_envs, bool)
 
     # --- observations ---------------------------------------------------------------------
     def _process(self, raw: Any, update: bool = True) -> np.ndarray:
@@ -230,8 +306,8 @@ class EnvRunner:
 
     def _ensure_reset(self) -> np.ndarray:
         if self._obs is None:
-            seeds = None if self._seed is None else [self._seed + i for i in range(self.num_envs)]
-            raw, _ = self.venv.reset(seed=seeds)  # type: ignore[arg-type]  # list: one per env
+            # An int seeds sub-env i with seed + i (sync/async); native vector envs take one.
+            raw, _ = self.venv.reset(seed=self._seed)
             self._obs = self.policy.stack_obs(None, self._process(raw))
         return self._obs
 
@@ -249,6 +325,7 @@ class EnvRunner:
         seq_pos = np.zeros(n, np.int64)
         ep_returns: list[float] = []
         ep_lengths: list[int] = []
+        valid_rows: list[np.ndarray] = []
         for t in range(num_steps):
             if pol.recurrent:
                 starts = np.flatnonzero(seq_pos == 0)
@@ -263,7 +340,19 @@ class EnvRunner:
             rewards = np.asarray(rewards, np.float32).copy()
             terminated = np.asarray(terminated, bool)
             truncated = np.asarray(truncated, bool)
-            dones = terminated | truncated
+            # The envs whose returned observation starts an episode: those that finished
+            # (SAME_STEP), or those that just took their reset step (NEXT_STEP).
+            if self._next_step_reset:
+                valid = ~self._resetting
+                starts = self._resetting
+                rewards[starts] = 0.0
+                terminated, truncated = terminated & valid, truncated & valid
+                dones = terminated | truncated
+                self._resetting = dones
+                valid_rows.append(valid)
+            else:
+                dones = terminated | truncated
+                starts = dones
             cols["obs"].append(obs)
             cols["actions"].append(actions)
             for key in ("logp", "vf_preds", "dist_inputs"):
@@ -273,7 +362,7 @@ class EnvRunner:
             if self._prev_rewards is not None:
                 cols["prev_rewards"].append(self._prev_rewards.copy())
             self._ep_return += rewards
-            self._ep_len += 1
+            self._ep_len += 1 if not self._next_step_reset else valid
             state_out = out["state_out"]
             if self._prev_actions is not None:
                 self._prev_actions = np.roll(self._prev_actions, -1, axis=1)
@@ -282,31 +371,34 @@ class EnvRunner:
             if self._prev_rewards is not None:
                 self._prev_rewards = np.roll(self._prev_rewards, -1, axis=1)
                 self._prev_rewards[:, -1] = rewards
+            processed = self._process(raw)
             bootstrap = np.flatnonzero(truncated & ~terminated)
             if bootstrap.size:
                 rewards[bootstrap] += cfg.gamma * self._final_values(
-                    info, bootstrap, state_out, obs)
+                    info, processed, bootstrap, state_out, obs)
             cols["rewards"].append(rewards)
             cols["dones"].append(dones)
-            obs = pol.stack_obs(obs, self._process(raw), np.flatnonzero(dones))
+            start_idx = np.flatnonzero(starts)
+            obs = pol.stack_obs(obs, processed, start_idx)
             seq_pos += 1
             if pol.recurrent:
                 seq_pos[seq_pos >= pol.max_seq_len] = 0
             done_idx = np.flatnonzero(dones)
-            if done_idx.size:
-                seq_pos[done_idx] = 0
-                for e in done_idx:
-                    ep_returns.append(float(self._ep_return[e]))
-                    ep_lengths.append(int(self._ep_len[e]))
-                self._ep_return[done_idx] = 0.0
-                self._ep_len[done_idx] = 0
+            seq_pos[done_idx] = 0  # no sequence crosses an episode's end (or a reset step)
+            seq_pos[start_idx] = 0
+            for e in done_idx:
+                ep_returns.append(float(self._ep_return[e]))
+                ep_lengths.append(int(self._ep_len[e]))
+            self._ep_return[done_idx] = 0.0
+            self._ep_len[done_idx] = 0
+            if start_idx.size:
                 if self._prev_actions is not None:
-                    self._prev_actions[done_idx] = 0
+                    self._prev_actions[start_idx] = 0
                 if self._prev_rewards is not None:
-                    self._prev_rewards[done_idx] = 0.0
+                    self._prev_rewards[start_idx] = 0.0
                 if state_out:
-                    init = pol.initial_state(len(done_idx))
-                    idx = torch.as_tensor(done_idx, device=pol.device)
+                    init = pol.initial_state(len(start_idx))
+                    idx = torch.as_tensor(start_idx, device=pol.device)
                     state_out = [s.clone() for s in state_out]
                     for s, s0 in zip(state_out, init, strict=True):
                         s[idx] = s0
@@ -331,18 +423,23 @@ class EnvRunner:
             seq_states=[np.concatenate(s) for s in seq_states],
             episode_returns=ep_returns,
             episode_lengths=ep_lengths,
+            valid=np.stack(valid_rows) if valid_rows else None,
         )
 
     def _final_values(
-        self, info: dict[str, Any], idx: np.ndarray, state_out: list[torch.Tensor],
-        obs_before: np.ndarray,
+        self, info: dict[str, Any], processed: np.ndarray, idx: np.ndarray,
+        state_out: list[torch.Tensor], obs_before: np.ndarray,
     ) -> np.ndarray:
-        """``V(final_obs)`` of the envs ``idx`` that were truncated this step."""
-        final = info.get("final_obs")
-        if final is None:
-            return np.zeros(len(idx), np.float32)
-        obs = self.policy.stack_obs(
-            obs_before[idx], self._process([final[i] for i in idx], update=False))
+        """``V(final_obs)`` of the envs ``idx`` that were truncated this step (NEXT_STEP:
+        the returned observation itself, already ``processed``)."""
+        if self._next_step_reset:
+            final_obs = processed[idx]
+        else:
+            final = info.get("final_obs")
+            if final is None:
+                return np.zeros(len(idx), np.float32)
+            final_obs = self._process([final[i] for i in idx], update=False)
+        obs = self.policy.stack_obs(obs_before[idx], final_obs)
         t_idx = torch.as_tensor(idx, device=self.policy.device)
         state = [s[t_idx] for s in state_out]
         pa = None if self._prev_actions is None else self._prev_actions[idx]
@@ -372,6 +469,7 @@ class EnvRunner:
             "episode_returns": list(self.episode_returns),
             "episode_lengths": list(self.episode_lengths),
             "episodes_total": self.episodes_total,
+            "resetting": self._resetting.copy(),
         }
 
     def load_state_dict(self, state: dict[str, Any], envs_restored: bool) -> None:
@@ -386,6 +484,7 @@ class EnvRunner:
             self._prev_rewards = state["prev_rewards"]
             self._ep_return = np.asarray(state["ep_return"], np.float64).copy()
             self._ep_len = np.asarray(state["ep_len"], np.int64).copy()
+            self._resetting = np.asarray(state.get("resetting", self._resetting), bool).copy()
 
     def close(self) -> None:
         """Closes the vector env."""
