@@ -7,7 +7,8 @@ Cases (each prints one JSON line per run, then a summary table):
   layers of 64 with SB3's orthogonal hidden-layer init, separate policy and value nets),
   8 envs and matching hyperparameters
   (the rl-baselines3-zoo CartPole settings with a constant learning rate), several seeds.
-  The summary gives the ratio of median wall times (target: rlblocks <= 0.5x SB3).
+  The summary gives the ratio of median wall times (target: rlblocks <= 0.5x SB3), and
+  a phase table: CPU time of one iteration's rollout and update in each library.
 * ``stateless_lstm`` / ``stateless_attention``: rlblocks on StatelessCartPole with
   ``use_lstm`` / ``use_attention``; steps until mean return 150 (report only).
 * ``pong``: ALE Pong, DeepMind preprocessing, SB3's Nature CNN in both, a fixed number of
@@ -444,6 +445,77 @@ def run_case(
     return results
 
 
+def _best_cpu_ms(fn: Callable[[], Any], reps: int = 10, rounds: int = 5) -> float:
+    """Best-of-``rounds`` process CPU time of ``fn`` in ms (robust to other jobs' load)."""
+    fn()
+    best = math.inf
+    for _ in range(rounds):
+        start = time.process_time()
+        for _ in range(reps):
+            fn()
+        best = min(best, (time.process_time() - start) / reps * 1e3)
+    return best
+
+
+def cartpole_phases(with_sb3: bool) -> list[dict[str, Any]]:
+    """CPU ms of one CartPole iteration's two phases, per library: the rollout (32 steps of
+    8 envs, policy forward included) and the update (20 SGD steps on the 256-step batch).
+
+    Independent of how many steps a seed needs, so it isolates the per-step speed.
+    """
+    import numpy as np
+
+    from rlblocks.train import PPOConfig, PPOTrainer
+
+    settings = cartpole_settings()
+    n_steps = settings["n_steps"]
+    trainer = PPOTrainer(PPOConfig.from_dict(rlblocks_config(settings, seed=0)))
+    trainer.train()
+    batch = trainer.runner.collect(n_steps)
+    rng = np.random.default_rng(0)
+    rows = [{"method": "rlblocks",
+             "rollout_ms": _best_cpu_ms(lambda: trainer.runner.collect(n_steps)),
+             "update_ms": _best_cpu_ms(lambda: trainer.learner.update(batch, rng))}]
+    trainer.close()
+    if with_sb3:
+        from stable_baselines3.common.callbacks import BaseCallback
+
+        class _Continue(BaseCallback):
+            def _on_step(self) -> bool:
+                return True
+
+        model = sb3_cartpole(settings)(0)
+        model.learn(total_timesteps=settings["train_batch_size"])
+        callback = _Continue()
+        callback.init_callback(model)
+
+        def sb3_rollout() -> None:
+            model.rollout_buffer.reset()
+            model.collect_rollouts(model.env, callback, model.rollout_buffer,
+                                   n_rollout_steps=n_steps)
+
+        rows.append({"method": "sb3", "rollout_ms": _best_cpu_ms(sb3_rollout),
+                     "update_ms": _best_cpu_ms(model.train)})
+    for row in rows:
+        row["case"] = "cartpole_phases"
+        row["iteration_ms"] = row["rollout_ms"] + row["update_ms"]
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def format_phases(rows: Sequence[dict[str, Any]]) -> str:
+    """The phase table, plus rlblocks' iteration time relative to SB3's."""
+    lines = [f"{'cartpole phase (CPU ms)':<24} {'rollout':>8} {'update':>8} {'iteration':>9}"]
+    for r in rows:
+        lines.append(f"{r['method']:<24} {r['rollout_ms']:>8.2f} {r['update_ms']:>8.2f} "
+                     f"{r['iteration_ms']:>9.2f}")
+    by = {r["method"]: r for r in rows}
+    if "sb3" in by:
+        ratio = by["rlblocks"]["iteration_ms"] / by["sb3"]["iteration_ms"]
+        lines.append(f"cartpole: rlblocks/sb3 time per iteration (same steps): {ratio:.2f}x")
+    return "\n".join(lines)
+
+
 def summarize(results: Sequence[RunResult]) -> str:
     """A table: per case and method, median wall time and steps, runs that reached the
     target, steps/s; plus rlblocks' wall-time ratio to SB3 (median over seeds).
@@ -498,10 +570,15 @@ def main(argv: Sequence[str] | None = None) -> list[RunResult]:
     if not with_sb3 and not args.no_sb3:
         print("# stable_baselines3 not installed: rlblocks rows only", file=sys.stderr)
     results: list[RunResult] = []
+    phases: list[dict[str, Any]] = []
     for case in args.cases:
         print(f"# case {case}", file=sys.stderr, flush=True)
         results.extend(run_case(case, seeds, args.quick, with_sb3, args.pong_frames))
+        if case == "cartpole" and not args.quick:
+            phases = cartpole_phases(with_sb3)
     print(summarize(results), flush=True)
+    if phases:
+        print(format_phases(phases), flush=True)
     return results
 
 
