@@ -152,11 +152,12 @@ def test_fcnet_honours_hidden_initializers_and_keeps_head_init():
 
 def test_default_initializers_draw_the_same_weights_as_before():
     torch.manual_seed(3)
-    a = FullyConnectedNetwork(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), 2, {"fcnet_hiddens": [8]}, "a")
+    box, discrete = gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2)
+    a = FullyConnectedNetwork(box, discrete, 2, {"fcnet_hiddens": [8]}, "a")
     torch.manual_seed(3)
     normc = {"fcnet_hiddens": [8], "fcnet_weights_initializer": "normc",
              "fcnet_weights_initializer_config": {"std": 1.0}}
-    b = FullyConnectedNetwork(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), 2, normc, "b")
+    b = FullyConnectedNetwork(box, discrete, 2, normc, "b")
     for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
         torch.testing.assert_close(pa, pb, rtol=0, atol=0)
 
@@ -479,7 +480,8 @@ def test_vision_post_fcnet_last_hidden_gets_activation():
         {"post_fcnet_hiddens": [12, 7], "post_fcnet_activation": "tanh"}, "v",
     )  # fmt: skip
     fcs = [layer for layer in m._convs if isinstance(layer, SlimFC)]
-    assert all(isinstance(f._model[-1], nn.Tanh) for f in fcs) and len(fcs) == 2  # DESIGN departure 17
+    # DESIGN departure 17
+    assert all(isinstance(f._model[-1], nn.Tanh) for f in fcs) and len(fcs) == 2
     assert isinstance(m._logits, SlimFC) and len(m._logits._model) == 1
     assert n_params(m) == (conv(3, 16, 5) + conv(16, 32, 5) + lin(32, 12) + lin(12, 7)
                            + lin(7, 4) + lin(7, 1))  # fmt: skip

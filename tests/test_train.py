@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import gymnasium as gym

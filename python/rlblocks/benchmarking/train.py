@@ -473,7 +473,7 @@ def cartpole_phases(with_sb3: bool) -> list[dict[str, Any]]:
     trainer.train()
     batch = trainer.runner.collect(n_steps)
     rng = np.random.default_rng(0)
-    rows = [{"method": "rlblocks",
+    rows: list[dict[str, Any]] = [{"method": "rlblocks",
              "rollout_ms": _best_cpu_ms(lambda: trainer.runner.collect(n_steps)),
              "update_ms": _best_cpu_ms(lambda: trainer.learner.update(batch, rng))}]
     trainer.close()

@@ -164,6 +164,7 @@ def _native_vector_env(config: PPOConfig, n: int) -> VectorEnv:
         venv = gym.make_vec(env, num_envs=n, vectorization_mode="vector_entry_point",
                             **env_config)
     else:
+        assert env is not None  # check_env
         venv = env({**env_config, "num_envs": n})
     if not isinstance(venv, VectorEnv) or venv.num_envs != n:
         raise ValueError(
@@ -185,7 +186,7 @@ class SingleEnvView(gym.Env):
         self.venv = venv
         self.observation_space = venv.single_observation_space
         self.action_space = venv.single_action_space
-        self._actions = gym.vector.utils.create_empty_array(self.action_space, 1)
+        self._actions: Any = gym.vector.utils.create_empty_array(self.action_space, 1)
 
     def _first(self, batched: Any) -> Any:
         return next(iter(gym.vector.utils.iterate(self.venv.observation_space, batched)))
