@@ -126,22 +126,24 @@ def stateless_cartpole(env_config):
 
 
 def test_lstm_ppo_improves_on_stateless_cartpole():
-    # The LSTM's bounded features make value learning slow, so the value loss gets a small
-    # weight (GAE then leans on the returns) and the learning rate is higher than for MLPs.
+    # The LSTM's bounded features fit small value targets best, so the horizon is short
+    # (gamma 0.95) and the value loss gets a small weight (the policy gradient dominates the
+    # shared layers). Returns of 80 need the velocities the LSTM infers from successive
+    # positions: the same settings without memory peak near 54 in 100k steps.
     config = {
         "env": stateless_cartpole, "num_envs": 8, "train_batch_size": 1024,
         "sgd_minibatch_size": 256, "num_sgd_iter": 6, "lr": 1e-3, "vf_loss_coeff": 0.01,
-        "seed": 0,
+        "gamma": 0.95, "seed": 0,
         "model": {"use_lstm": True, "lstm_cell_size": 64, "max_seq_len": 16,
                   "fcnet_hiddens": [64], "lstm_use_prev_action": True},
     }
     with PPOTrainer(config) as trainer:
         first = trainer.train()["episode_return_mean"]
         best = -math.inf
-        while trainer.timesteps_total < 40_000 and best < 40:
+        while trainer.timesteps_total < 60_000 and best < 80:
             best = max(best, trainer.train()["episode_return_mean"])
     assert first < 30  # about a random policy's 22
-    assert best >= 40, f"first iteration {first}, best {best} at {trainer.timesteps_total}"
+    assert best >= 80, f"first iteration {first}, best {best} at {trainer.timesteps_total}"
 
 
 @pytest.mark.parametrize(
