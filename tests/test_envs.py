@@ -126,6 +126,10 @@ def test_parametric_cartpole_mask_and_embeddings() -> None:
             obs, info = env.reset()
     assert len(slots_seen) > 2  # the real actions move between slots
     np.testing.assert_array_equal(env.left_embed, left)  # fixed for the environment
+    other = ParametricCartPole(max_avail_actions=3)  # every instance: the same embeddings
+    other.reset(seed=99)
+    np.testing.assert_array_equal(other.left_embed, left)
+    assert not np.array_equal(ParametricCartPole(embedding_seed=1).left_embed, left)
 
 
 def test_parametric_cartpole_slot_maps_to_cartpole_action() -> None:

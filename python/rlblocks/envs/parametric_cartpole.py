@@ -31,13 +31,15 @@ EMBED_SIZE = 2
 class ParametricCartPole(gym.Env):
     """CartPole-v1 behind a masked, embedded ``Discrete(max_avail_actions)`` action space.
 
-    The left/right embeddings are drawn once per environment (at the first seeded reset)
-    and stay fixed; their slots and the decoys change every step. ``info`` carries
+    The left/right embeddings describe the actions themselves, so every instance built with
+    the same ``embedding_seed`` has the same ones (the envs of a vector env agree on what
+    "left" looks like); their slots and the decoys change every step. ``info`` carries
     ``left_slot`` and ``right_slot``.
 
     Args:
         max_avail_actions: Number of action slots (>= 2).
         max_episode_steps: Truncate after this many steps (CartPole-v1: 500).
+        embedding_seed: Seeds the two action embeddings.
 
     Raises:
         ValueError: ``max_avail_actions < 2``.
@@ -45,7 +47,8 @@ class ParametricCartPole(gym.Env):
 
     metadata: dict[str, Any] = {"render_modes": []}
 
-    def __init__(self, max_avail_actions: int = 10, max_episode_steps: int | None = 500):
+    def __init__(self, max_avail_actions: int = 10, max_episode_steps: int | None = 500,
+                 embedding_seed: int = 0):
         if max_avail_actions < 2:
             raise ValueError(
                 f"ParametricCartPole: max_avail_actions must be >= 2, got {max_avail_actions}"
@@ -62,9 +65,10 @@ class ParametricCartPole(gym.Env):
                 "cart": self.cartpole.observation_space,
             }
         )
-        self.left_embed = np.zeros(EMBED_SIZE, np.float32)
-        self.right_embed = np.zeros(EMBED_SIZE, np.float32)
-        self._embeds_drawn = False
+        # Two opposite unit vectors at a seeded angle: well separated, so learnable.
+        angle = np.random.default_rng(embedding_seed).uniform(0.0, 2.0 * np.pi)
+        self.left_embed = np.array([np.cos(angle), np.sin(angle)], np.float32)
+        self.right_embed = -self.left_embed
         self.left_slot = 0
         self.right_slot = 1
         self._elapsed = 0
@@ -76,9 +80,6 @@ class ParametricCartPole(gym.Env):
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         super().reset(seed=seed)
         cart, _ = self.cartpole.reset(seed=None if seed is None else seed + 1)
-        if not self._embeds_drawn or seed is not None:
-            self.left_embed, self.right_embed = self._draw_embeddings()
-            self._embeds_drawn = True
         self._elapsed = 0
         return self._observe(cart), self._info()
 
@@ -98,12 +99,6 @@ class ParametricCartPole(gym.Env):
         if self.max_episode_steps is not None and self._elapsed >= self.max_episode_steps:
             truncated = True
         return self._observe(cart), float(reward), bool(terminated), bool(truncated), self._info()
-
-    def _draw_embeddings(self) -> tuple[np.ndarray, np.ndarray]:
-        # Two well-separated unit-ish vectors, so the task stays learnable from embeddings.
-        angle = self.np_random.uniform(0.0, 2.0 * np.pi)
-        left = np.array([np.cos(angle), np.sin(angle)], np.float32)
-        return left, -left
 
     def _observe(self, cart: np.ndarray) -> dict[str, np.ndarray]:
         n = self.max_avail_actions
