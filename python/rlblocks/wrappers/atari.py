@@ -13,10 +13,14 @@ semantics, with its stale-frame bugs fixed (docs: "Differences from RLlib"):
 * ``NoopResetEnv`` re-resets without re-seeding when a no-op ends the episode.
 
 Image work (gray + INTER_AREA resize, max-pool) runs in the C++ kernels of
-:mod:`rlblocks.image`. :class:`VectorAtariPreprocessing` preprocesses every sub-env's frame
-of a gymnasium vector env in one batched call and keeps per-env frame stacks that restart
-correctly under every autoreset mode; :func:`make_vector_env` and :func:`preprocess_env`
-pick the pipeline from an RLlib model config.
+:mod:`rlblocks.image`. :func:`make_atari_env` makes the ALE game with :class:`PaletteFrame`
+observations (screens fetched as palette indices instead of RGB; the wrappers above compute
+exactly the same results, faster). :class:`VectorAtariPreprocessing` preprocesses every
+sub-env's frame of a gymnasium vector env in one batched call and keeps per-env frame stacks
+that restart correctly under every autoreset mode; :func:`make_vector_env` and
+:func:`preprocess_env` pick the pipeline from an RLlib model config, and
+``make_vector_env(..., vectorization_mode="atari")`` returns the dedicated multi-process
+:class:`~rlblocks.wrappers.atari_vector.AtariVectorEnv`.
 
 Examples:
     >>> import gymnasium as gym
@@ -36,7 +40,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 from gymnasium.vector.utils import batch_space
 
-from rlblocks import image
+from rlblocks import _core, _impl, image
 from rlblocks.framestack import FrameStacker
 
 __all__ = [
@@ -268,9 +272,19 @@ class WarpFrame(gym.ObservationWrapper):
         pair = self._skip.pooled_pair(observation) if self._skip is not None else None
         prev = pair[0] if pair is not None else None
         if type(observation) is PaletteFrame and (prev is None or type(prev) is PaletteFrame):
-            return image.palette_resize(observation.index, observation.palette, self.dim,
-                                        gray=self.grayscale,
-                                        max_with=None if prev is None else prev.index)
+            index, second = observation.index, None if prev is None else prev.index
+            if _impl.native() and index.flags.c_contiguous and (
+                    second is None or (second.shape == index.shape and second.flags.c_contiguous)):
+                # Per-step path: screens straight from ALE (C-contiguous uint8 (H, W)) and the
+                # env's (256, 3) table; the core validates them all the same.
+                d = self.dim
+                out = np.empty((1, d, d, 1 if self.grayscale else 3), dtype=np.uint8)
+                _core.image_palette_resize(index[None], observation.palette, d, d,
+                                           self.grayscale, out,
+                                           None if second is None else second[None])
+                return out[0]
+            return image.palette_resize(index, observation.palette, self.dim,
+                                        gray=self.grayscale, max_with=second)
         if type(observation) is PaletteFrame or type(prev) is PaletteFrame:
             observation = np.asarray(observation)
             prev = None if prev is None else np.asarray(prev)
@@ -401,8 +415,6 @@ class PaletteFrame:
 
 def _palette_env_class() -> type:
     from ale_py.env import AtariEnv
-
-    from rlblocks import _core, _impl
 
     def unknown(index: np.ndarray, known: np.ndarray) -> bool:
         if _impl.native():

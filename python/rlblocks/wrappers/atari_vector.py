@@ -355,5 +355,11 @@ class AtariVectorEnv(VectorEnv):
             conn.close()
         self._group.close()
 
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: modules may already be gone
+            pass
+
     def __repr__(self) -> str:
         return f"AtariVectorEnv(num_envs={self.num_envs}, workers={len(self._procs)})"
