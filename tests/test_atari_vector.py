@@ -181,3 +181,20 @@ def test_vector_env_reports_a_dead_worker():
         for _ in range(3):
             venv.step(np.zeros(2, dtype=np.int64))
     assert venv.closed
+
+
+def test_vector_env_spawn_context_matches_fork():
+    """Workers started with "spawn" (macOS/Windows default) compute the same steps."""
+    envs = [AtariVectorEnv("ALE/Pong-v5", 2, context=ctx, noframeskip=True, **KW)
+            for ctx in ("spawn", None)]
+    try:
+        first = [e.reset(seed=4)[0] for e in envs]
+        np.testing.assert_array_equal(first[0], first[1])
+        for t in range(20):
+            a = np.array([t % 6, (t * 5) % 6])
+            got = [e.step(a) for e in envs]
+            np.testing.assert_array_equal(got[0][0], got[1][0])
+            np.testing.assert_array_equal(got[0][1], got[1][1])
+    finally:
+        for e in envs:
+            e.close()

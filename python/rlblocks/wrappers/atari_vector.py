@@ -310,8 +310,10 @@ class AtariVectorEnv(VectorEnv):
                 code = self._procs[w].exitcode
                 self.close()
                 raise RuntimeError(f"AtariVectorEnv: worker {w} died (exit code {code})") from None
-        self._group.reset(seeds[: b[1]])
-        self._wait()
+        try:
+            self._group.reset(seeds[: b[1]])
+        finally:
+            self._wait()
         return self._stacked(None), self._info()
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
@@ -330,8 +332,10 @@ class AtariVectorEnv(VectorEnv):
         s = self._shared
         s.actions[:] = a
         self._send(b"s")
-        self._group.step()
-        self._wait()
+        try:
+            self._group.step()
+        finally:  # the workers' replies are read even if this process's share failed
+            self._wait()
         restart = s.flags[:, 2].astype(bool)
         obs = self._stacked(restart)
         return (obs, s.reward.copy(), s.flags[:, 0].astype(bool), s.flags[:, 1].astype(bool),
