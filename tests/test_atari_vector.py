@@ -68,6 +68,8 @@ def test_palette_frames_through_the_plain_wrappers():
 def test_make_atari_env_refuses_other_envs():
     with pytest.raises(ValueError, match="ALE env id"):
         W.make_atari_env("CartPole-v1")
+    with pytest.raises(ValueError, match="unknown env id 'ALE/NoSuchGame-v5'"):
+        W.make_atari_env("ALE/NoSuchGame-v5")
     with pytest.raises(ValueError, match="obs_type='rgb'"):
         W.make_atari_env("ALE/Pong-v5", obs_type="grayscale")
 

@@ -455,7 +455,8 @@ def test_palette_unknown_finds_every_index(n):
 @pytest.mark.parametrize(("call", "match"), [
     (lambda p, i: image.palette_resize(i.astype(np.int16), p, 84), "uint8 palette indices"),
     (lambda p, i: image.palette_resize(i[None, None], p, 84), "uint8 palette indices"),
-    (lambda p, i: image.palette_resize(i, p[:255], 84), r"palette must be a uint8 array of shape \(256, 3\)"),
+    (lambda p, i: image.palette_resize(i, p[:255], 84),
+     r"palette must be a uint8 array of shape \(256, 3\)"),
     (lambda p, i: image.palette_resize(i, p.astype(np.float32), 84), "palette must be a uint8"),
     (lambda p, i: image.palette_resize(i, p, 0), "size must be >= 1"),
     (lambda p, i: image.palette_resize(i, p, 84, max_with=i[:-1]), "max_with must have"),
@@ -481,7 +482,8 @@ def test_palette_native_bindings_refuse_bad_arrays_directly():
     with pytest.raises(ValueError, match="out must not overlap max_with"):
         buf = np.zeros(2 * 30 * 20 + 2 * 64, np.uint8)
         m = buf[: 2 * 600].reshape(2, 30, 20)
-        _core.image_palette_resize(idx, pal, 8, 8, True, buf[2 * 600 - 64:][:128].reshape(2, 8, 8, 1), m)
+        out = buf[2 * 600 - 64:][:128].reshape(2, 8, 8, 1)  # shares 64 bytes with m
+        _core.image_palette_resize(idx, pal, 8, 8, True, out, m)
     with pytest.raises(ValueError, match="known must be"):
         _core.image_palette_unknown(idx, pal)
     with pytest.raises(ValueError, match="C-contiguous uint8"):

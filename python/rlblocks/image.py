@@ -31,8 +31,8 @@ import numpy as np
 from rlblocks import _core, _impl
 from rlblocks._reference import image as _ref
 
-__all__ = ["crop", "generic_pixel", "gray_resize", "max_last_two", "palette_resize", "palette_unknown",
-           "resize", "rgb_to_gray"]
+__all__ = ["crop", "generic_pixel", "gray_resize", "max_last_two", "palette_resize",
+           "palette_unknown", "resize", "rgb_to_gray"]
 
 Size = int | tuple[int, int] | Sequence[int]
 

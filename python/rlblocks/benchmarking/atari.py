@@ -136,7 +136,8 @@ def _timed(env: Any) -> Any:
     return Timed(env)
 
 
-PONG = {"frameskip": 1, "repeat_action_probability": 0.0, "full_action_space": False}
+PONG: dict[str, Any] = {"frameskip": 1, "repeat_action_probability": 0.0,
+                        "full_action_space": False}
 
 
 def _make_pong(timed: bool = False, palette: bool = False) -> Any:

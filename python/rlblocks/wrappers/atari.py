@@ -464,7 +464,10 @@ def make_atari_env(env_id: str, **kwargs: Any) -> gym.Env:
     import ale_py
 
     gym.register_envs(ale_py)
-    spec = gym.spec(env_id)
+    try:
+        spec = gym.spec(env_id)
+    except gym.error.Error as err:
+        raise ValueError(f"make_atari_env: unknown env id {env_id!r} ({err})") from None
     if not (isinstance(spec.entry_point, str) and spec.entry_point.startswith("ale_py")):
         raise ValueError(f"make_atari_env needs an ALE env id, got {env_id!r} "
                          f"(entry point {spec.entry_point!r})")

@@ -192,7 +192,7 @@ class AtariVectorEnv(VectorEnv):
         self.num_envs, self.dim, self.k = int(num_envs), int(dim), int(k)
         self.metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
         self.autoreset_mode = AutoresetMode.NEXT_STEP
-        ctx = mp.get_context(context)
+        ctx: Any = mp.get_context(context)
         raw = _Shared.allocate(ctx, self.num_envs, self.dim)
         self._shared = _Shared(raw, self.num_envs, self.dim)
         factory = _EnvFactory(env_id, self.dim, bool(noframeskip), dict(make_kwargs))
@@ -224,6 +224,10 @@ class AtariVectorEnv(VectorEnv):
         self.single_observation_space = gym.spaces.Box(0, 255, (self.dim, self.dim, self.k),
                                                        dtype=np.uint8)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        if not isinstance(self.single_action_space, gym.spaces.Discrete):
+            self.close()
+            raise ValueError(f"AtariVectorEnv needs a Discrete action space, got "
+                             f"{self.single_action_space}")
         self._n_actions = int(self.single_action_space.n)
         self._stack: np.ndarray | None = None
         self._stacker = FrameStacker(self.num_envs, self.k, (self.dim, self.dim, 1))
