@@ -253,9 +253,12 @@ def make_ale(game: str) -> gym.Env:
     return gym.make(game, frameskip=1, repeat_action_probability=0.0)
 
 
+@pytest.mark.parametrize("palette", [False, True], ids=["rgb-env", "palette-env"])
 @pytest.mark.parametrize(("game", "steps"), [("ALE/Pong-v5", 150), ("ALE/Breakout-v5", 250)])
-def test_wrap_deepmind_matches_reference_on_real_games(game, steps):
-    ours = W.wrap_deepmind(make_ale(game), dim=84, framestack=True, noframeskip=True)
+def test_wrap_deepmind_matches_reference_on_real_games(game, steps, palette):
+    base = (W.make_atari_env(game, frameskip=1, repeat_action_probability=0.0) if palette
+            else make_ale(game))
+    ours = W.wrap_deepmind(base, dim=84, framestack=True, noframeskip=True)
     ref = ReferenceDeepMind(make_ale(game))
     rng = np.random.default_rng(0)
     obs, _ = ours.reset(seed=3)

@@ -377,3 +377,114 @@ def test_bad_max_with_raises(impl):
     with pytest.raises(ValueError, match="max_with"):
         _core.image_resize(a, 8, 8, True, out, a[:, :10])
     assert (out == 7).all()
+
+
+# --------------------------------------------------------------------- palette-indexed screens
+
+
+def _palette_case(batch, h, w, colours=6, seed=0):
+    """A random palette and index screens: flat areas (few colours, like Atari screens) with
+    scattered pixels of other indices, and a second screen that differs in a few places."""
+    rng = np.random.default_rng(seed)
+    pal = rng.integers(0, 256, (256, 3), dtype=np.uint8)
+    used = rng.choice(256, colours, replace=False).astype(np.uint8)
+    idx = np.repeat(used[rng.integers(0, colours, (batch, h, 1))], w, axis=2)
+    idx[:, :, w // 3 : w // 2] = used[0]
+    scatter = rng.random(idx.shape) < 0.05
+    idx[scatter] = rng.integers(0, 256, scatter.sum(), dtype=np.uint8)
+    second = idx.copy()
+    moved = rng.random(idx.shape) < 0.1
+    second[moved] = rng.integers(0, 256, moved.sum(), dtype=np.uint8)
+    return pal, idx, second
+
+
+@pytest.mark.parametrize(("H", "W", "h", "w"), [(210, 160, 84, 84), (210, 160, 42, 64),
+                                                (37, 53, 50, 20), (5, 17, 5, 17)])
+@pytest.mark.parametrize("gray", [True, False])
+def test_palette_resize_is_the_resize_of_the_rgb_frames(H, W, h, w, gray):
+    pal, idx, second = _palette_case(3, H, W, seed=H + W + h)
+    plain = image.gray_resize if gray else image.resize
+    want = plain(pal[idx], (h, w), max_with=pal[second])
+    np.testing.assert_array_equal(
+        both(image.palette_resize, idx, pal, (h, w), gray=gray, max_with=second), want)
+    np.testing.assert_array_equal(both(image.palette_resize, idx[1], pal, (h, w), gray=gray),
+                                  plain(pal[idx[1]], (h, w)))
+    ref = [cv2.resize(cv2.cvtColor(f, cv2.COLOR_RGB2GRAY) if gray else f, (w, h),
+                      interpolation=cv2.INTER_AREA) for f in np.maximum(pal[idx], pal[second])]
+    ref = np.stack(ref).reshape(want.shape).astype(int)
+    assert np.abs(want.astype(int) - ref).max() <= 1
+
+
+def test_palette_resize_threads_out_and_views():
+    pal, idx, second = _palette_case(9, 210, 160, seed=5)
+    want = image.gray_resize(pal[idx], 84, max_with=pal[second])
+    with threads(2):
+        np.testing.assert_array_equal(image.palette_resize(idx, pal, 84, max_with=second), want)
+    out = np.full((9, 84, 84, 1), 7, dtype=np.uint8)
+    assert np.shares_memory(image.palette_resize(idx, pal, 84, out, max_with=second), out)
+    np.testing.assert_array_equal(out, want)
+    wide = np.zeros((9, 210, 200), dtype=np.uint8)
+    wide[:, :, 20:180] = idx  # a strided view is copied, never misread
+    np.testing.assert_array_equal(image.palette_resize(wide[:, :, 20:180], pal, 84,
+                                                       max_with=second), want)
+    np.testing.assert_array_equal(image.palette_resize(idx[::2], pal, 84), image.gray_resize(
+        pal[idx[::2]], 84))
+
+
+@pytest.mark.parametrize("n", [0, 1, 31, 32, 33, 210 * 160])
+def test_palette_unknown_finds_every_index(n):
+    rng = np.random.default_rng(n)
+    known = (rng.random(256) < 0.5).astype(np.uint8)
+    good = np.flatnonzero(known).astype(np.uint8)
+    base = good[rng.integers(0, len(good), n)].astype(np.uint8)
+    assert both(image.palette_unknown, base, known) is False
+    for pos in sorted({0, n // 2, n - 1}) if n else []:
+        for v in (int(np.flatnonzero(known == 0)[0]), int(np.flatnonzero(known == 0)[-1])):
+            bad = base.copy()
+            bad[pos] = v
+            assert both(image.palette_unknown, bad, known) is True
+    every = np.arange(256, dtype=np.uint8)
+    for v in range(256):  # each index alone, on both AVX2 halves of the lookup
+        k = np.ones(256, dtype=np.uint8)
+        k[v] = 0
+        assert both(image.palette_unknown, every, k) is True
+        assert both(image.palette_unknown, np.delete(every, v), k) is False
+    assert image.palette_unknown(base.reshape(1, -1), known.astype(bool)) is False
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda p, i: image.palette_resize(i.astype(np.int16), p, 84), "uint8 palette indices"),
+    (lambda p, i: image.palette_resize(i[None, None], p, 84), "uint8 palette indices"),
+    (lambda p, i: image.palette_resize(i, p[:255], 84),
+     r"palette must be a uint8 array of shape \(256, 3\)"),
+    (lambda p, i: image.palette_resize(i, p.astype(np.float32), 84), "palette must be a uint8"),
+    (lambda p, i: image.palette_resize(i, p, 0), "size must be >= 1"),
+    (lambda p, i: image.palette_resize(i, p, 84, max_with=i[:-1]), "max_with must have"),
+    (lambda p, i: image.palette_resize(i, p, 84, np.empty((84, 84, 3), np.uint8)), "out must be"),
+    (lambda p, i: image.palette_unknown(i.astype(np.int32), np.ones(256, np.uint8)), "uint8"),
+    (lambda p, i: image.palette_unknown(i, np.ones(255, np.uint8)), r"known must be .*\(256,\)"),
+])
+def test_palette_bad_input_raises(call, match, impl):
+    pal, idx, _ = _palette_case(1, 30, 20)
+    with pytest.raises(ValueError, match=match):
+        call(pal, idx[0])
+
+
+def test_palette_native_bindings_refuse_bad_arrays_directly():
+    pal, idx, second = _palette_case(2, 30, 20)
+    out = np.empty((2, 8, 8, 1), np.uint8)
+    with pytest.raises(ValueError, match=r"index must be a uint8 array of shape \(B, H, W\)"):
+        _core.image_palette_resize(idx[0], pal, 8, 8, True, out)
+    with pytest.raises(ValueError, match="contiguous"):
+        _core.image_palette_resize(np.asfortranarray(idx[0])[None], pal, 8, 8, True, out[:1])
+    with pytest.raises(ValueError, match="max_with must have"):
+        _core.image_palette_resize(idx, pal, 8, 8, True, out, second[:1])
+    with pytest.raises(ValueError, match="out must not overlap max_with"):
+        buf = np.zeros(2 * 30 * 20 + 2 * 64, np.uint8)
+        m = buf[: 2 * 600].reshape(2, 30, 20)
+        out = buf[2 * 600 - 64:][:128].reshape(2, 8, 8, 1)  # shares 64 bytes with m
+        _core.image_palette_resize(idx, pal, 8, 8, True, out, m)
+    with pytest.raises(ValueError, match="known must be"):
+        _core.image_palette_unknown(idx, pal)
+    with pytest.raises(ValueError, match="C-contiguous uint8"):
+        _core.image_palette_unknown(idx[:, :, ::2], np.ones(256, np.uint8))

@@ -13,6 +13,7 @@
 
 #include "bindings.hpp"
 #include "rlblocks/image.hpp"
+#include "rlblocks/palette.hpp"
 
 namespace py = pybind11;
 
@@ -267,6 +268,78 @@ void generic_pixel(const py::handle& frames_obj, std::int64_t dim, bool grayscal
   }
 }
 
+// (B, H, W) uint8 palette-index screens with contiguous rows (batch stride free).
+palette::IndexBatch index_view(const py::array& a, const char* fn, const char* what) {
+  if (!is_u8(a) || a.ndim() != 3 || a.shape(1) < 1 || a.shape(2) < 1) {
+    throw py::value_error(std::string(fn) + ": " + what + " must be a uint8 array of shape (B, H, W), got " +
+                          dtype_str(a) + " array of shape " + shape_str(a));
+  }
+  const bool ok = (a.shape(2) <= 1 || a.strides(2) == 1) && (a.shape(1) <= 1 || a.strides(1) == a.shape(2)) &&
+                  a.strides(0) >= 0;
+  if (!ok) throw py::value_error(std::string(fn) + ": " + what + " must have contiguous frames (pass np.ascontiguousarray)");
+  palette::IndexBatch b;
+  b.data = static_cast<const std::uint8_t*>(a.data());
+  b.batch = a.shape(0);
+  b.height = a.shape(1);
+  b.width = a.shape(2);
+  b.frame_stride = a.strides(0);
+  return b;
+}
+
+const std::uint8_t* table_view(const py::handle& obj, const char* fn, const char* what, py::ssize_t cols) {
+  const py::array t = as_array(obj, fn, what);
+  const bool shape_ok = cols == 0 ? (t.ndim() == 1 && t.shape(0) == 256)
+                                  : (t.ndim() == 2 && t.shape(0) == 256 && t.shape(1) == cols);
+  if (!is_u8(t) || !shape_ok || !(t.flags() & py::array::c_style)) {
+    throw py::value_error(std::string(fn) + ": " + what + " must be a C-contiguous uint8 array of shape " +
+                          (cols == 0 ? std::string("(256,)") : "(256, " + std::to_string(cols) + ")") + ", got " +
+                          dtype_str(t) + " array of shape " + shape_str(t));
+  }
+  return static_cast<const std::uint8_t*>(t.data());
+}
+
+void palette_resize(const py::handle& index_obj, const py::handle& palette_obj, std::int64_t height,
+                    std::int64_t width, bool gray, const py::handle& out_obj, const py::handle& max_with_obj) {
+  const char* fn = "palette_resize";
+  const py::array index = as_array(index_obj, fn, "index");
+  check_size(height, fn, "height");
+  check_size(width, fn, "width");
+  palette::IndexBatch src = index_view(index, fn, "index");
+  const std::uint8_t* pal = table_view(palette_obj, fn, "palette", 3);
+  py::array second;
+  if (!max_with_obj.is_none()) {
+    second = as_array(max_with_obj, fn, "max_with");
+    const palette::IndexBatch s = index_view(second, fn, "max_with");
+    if (s.batch != src.batch || s.height != src.height || s.width != src.width) {
+      throw py::value_error(std::string(fn) + ": max_with must have the index screens' shape " + shape_str(index) +
+                            ", got " + shape_str(second));
+    }
+    src.second = s.data;
+    src.second_stride = s.frame_stride;
+  }
+  auto* out = checked_out<std::uint8_t>(out_obj, {src.batch, height, width, gray ? 1 : 3}, index, fn);
+  if (src.second != nullptr) {
+    const auto o = extent(py::reinterpret_borrow<py::array>(out_obj)), b = extent(second);
+    if (o.first < b.second && b.first < o.second) throw py::value_error(std::string(fn) + ": out must not overlap max_with");
+  }
+  py::gil_scoped_release release;
+  palette::resize_u8(src, pal, height, width, gray, out);
+}
+
+bool palette_unknown(const py::handle& index_obj, const py::handle& known_obj) {
+  const char* fn = "palette_unknown";
+  const py::array index = as_array(index_obj, fn, "index");
+  if (!is_u8(index) || !(index.flags() & py::array::c_style)) {
+    throw py::value_error(std::string(fn) + ": index must be a C-contiguous uint8 array, got " + dtype_str(index) +
+                          (index.flags() & py::array::c_style ? "" : " (non-contiguous)"));
+  }
+  const std::uint8_t* known = table_view(known_obj, fn, "known", 0);
+  const auto* data = static_cast<const std::uint8_t*>(index.data());
+  const auto n = static_cast<std::int64_t>(index.size());
+  py::gil_scoped_release release;
+  return palette::has_unknown(data, n, known);
+}
+
 }  // namespace
 
 void register_image(py::module_& m) {
@@ -282,6 +355,12 @@ void register_image(py::module_& m) {
         "Element-wise max of the last two entries along axis.");
   m.def("image_generic_pixel", &generic_pixel, py::arg("frames"), py::arg("dim"), py::arg("grayscale"),
         py::arg("zero_mean"), py::arg("out"), "RLlib GenericPixelPreprocessor maths (float32 out).");
+  m.def("image_palette_resize", &palette_resize, py::arg("index"), py::arg("palette"), py::arg("height"),
+        py::arg("width"), py::arg("gray"), py::arg("out"), py::arg("max_with") = py::none(),
+        "INTER_AREA resize (gray fused if gray) of (B, H, W) palette-index screens expanded through a "
+        "(256, 3) uint8 RGB palette; max_with (same shape) is max-pooled in RGB first.");
+  m.def("image_palette_unknown", &palette_unknown, py::arg("index"), py::arg("known"),
+        "Whether the uint8 index array holds an index i with known[i] == 0 (known: (256,) uint8).");
   m.def(
       "_image_allow_simd",
       [](bool allowed) { return img::detail::simd_allowed().exchange(allowed); },

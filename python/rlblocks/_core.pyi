@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['FlattenPlan', 'FrameStacker', 'RunningStat', 'gather_rows', 'get_num_threads', 'image_crop', 'image_generic_pixel', 'image_max_last_two', 'image_resize', 'image_rgb_to_gray', 'mean_std_filter', 'pad_sequences', 'seq_lens_from_ids', 'set_num_threads']
+__all__: list[str] = ['FlattenPlan', 'FrameStacker', 'RunningStat', 'gather_rows', 'get_num_threads', 'image_crop', 'image_generic_pixel', 'image_max_last_two', 'image_palette_resize', 'image_palette_unknown', 'image_resize', 'image_rgb_to_gray', 'mean_std_filter', 'pad_sequences', 'seq_lens_from_ids', 'set_num_threads']
 class FlattenPlan:
     """
     A space compiled into a flat float32 layout (built by rlblocks.preprocessors).
@@ -110,6 +110,14 @@ def image_generic_pixel(frames: typing.Any, dim: typing.SupportsInt | typing.Sup
 def image_max_last_two(frames: typing.Any, axis: typing.SupportsInt | typing.SupportsIndex, out: typing.Any) -> None:
     """
     Element-wise max of the last two entries along axis.
+    """
+def image_palette_resize(index: typing.Any, palette: typing.Any, height: typing.SupportsInt | typing.SupportsIndex, width: typing.SupportsInt | typing.SupportsIndex, gray: bool, out: typing.Any, max_with: typing.Any = None) -> None:
+    """
+    INTER_AREA resize (gray fused if gray) of (B, H, W) palette-index screens expanded through a (256, 3) uint8 RGB palette; max_with (same shape) is max-pooled in RGB first.
+    """
+def image_palette_unknown(index: typing.Any, known: typing.Any) -> bool:
+    """
+    Whether the uint8 index array holds an index i with known[i] == 0 (known: (256,) uint8).
     """
 def image_resize(frames: typing.Any, height: typing.SupportsInt | typing.SupportsIndex, width: typing.SupportsInt | typing.SupportsIndex, gray: bool, out: typing.Any, max_with: typing.Any = None) -> None:
     """

@@ -31,7 +31,8 @@ import numpy as np
 from rlblocks import _core, _impl
 from rlblocks._reference import image as _ref
 
-__all__ = ["crop", "generic_pixel", "gray_resize", "max_last_two", "resize", "rgb_to_gray"]
+__all__ = ["crop", "generic_pixel", "gray_resize", "max_last_two", "palette_resize",
+           "palette_unknown", "resize", "rgb_to_gray"]
 
 Size = int | tuple[int, int] | Sequence[int]
 
@@ -358,3 +359,113 @@ def generic_pixel(frames: np.ndarray, dim: int = 84, grayscale: bool = False,
     else:
         _ref.generic_pixel(a, dim, bool(grayscale), bool(zero_mean), o)
     return _result(o, single)
+
+
+def _index_frames(index: object, fn: str, what: str) -> tuple[np.ndarray, bool]:
+    a = index if isinstance(index, np.ndarray) else np.asarray(index)
+    if a.dtype != np.uint8 or a.ndim not in (2, 3) or 0 in a.shape[-2:]:
+        raise ValueError(f"{fn}: {what} must be uint8 palette indices of shape (H, W) or "
+                         f"(B, H, W), got {a.dtype} array of shape {a.shape}")
+    single = a.ndim == 2
+    if single:
+        a = a[None]
+    if a.strides[2] != 1 or a.strides[1] != a.shape[2] or a.strides[0] < 0:
+        a = np.ascontiguousarray(a)
+    return a, single
+
+
+def _palette_table(table: object, fn: str, what: str, shape: tuple[int, ...]) -> np.ndarray:
+    t = table if isinstance(table, np.ndarray) else np.asarray(table)
+    if t.shape != shape or t.dtype not in (np.uint8, np.bool_):
+        raise ValueError(f"{fn}: {what} must be a uint8 array of shape {shape}, got "
+                         f"{t.dtype} array of shape {t.shape}")
+    return np.ascontiguousarray(t.view(np.uint8))
+
+
+def palette_resize(index: np.ndarray, palette: np.ndarray, size: Size,
+                   out: np.ndarray | None = None, *, gray: bool = True,
+                   max_with: np.ndarray | None = None) -> np.ndarray:
+    """:func:`gray_resize` (or colour :func:`resize`) of palette-indexed screens.
+
+    ALE's ``getScreen`` returns one palette index per pixel; ``palette[index]`` is the RGB
+    frame ``getScreenRGB`` would return. The result equals ``gray_resize(palette[index],
+    size, max_with=palette[max_with])`` (``resize`` when not ``gray``) exactly, without
+    building the RGB frames in Python.
+
+    Args:
+        index: uint8 ``(H, W)`` or ``(B, H, W)`` palette indices.
+        palette: uint8 ``(256, 3)`` RGB colour of each index.
+        size: ``dim`` (square) or ``(height, width)``.
+        out: optional uint8 array of shape ``(..., height, width, 1 | 3)``.
+        gray: OpenCV luminance (1 channel) or RGB (3 channels).
+        max_with: optional indices of the same shape; the RGB frames are max-pooled first.
+
+    Returns:
+        uint8 ``(..., height, width, 1 | 3)``.
+
+    Examples:
+        >>> import numpy as np
+        >>> pal = np.zeros((256, 3), dtype=np.uint8)
+        >>> pal[2] = (10, 200, 30)
+        >>> palette_resize(np.full((210, 160), 2, dtype=np.uint8), pal, 84)[0, 0, 0]
+        np.uint8(124)
+    """
+    if (type(size) is int and size >= 1 and out is None and type(index) is np.ndarray
+            and index.dtype == np.uint8 and index.ndim in (2, 3) and index.flags.c_contiguous
+            and type(palette) is np.ndarray
+            and palette.dtype == np.uint8 and palette.shape == (256, 3)
+            and palette.flags.c_contiguous
+            and (max_with is None or (type(max_with) is np.ndarray and max_with.dtype == np.uint8
+                                      and max_with.shape == index.shape
+                                      and max_with.flags.c_contiguous))
+            and _impl.native()):
+        # Fast path for the per-step wrapper call; the C++ side checks overlaps.
+        batch = index if index.ndim == 3 else index[None]
+        second = max_with if max_with is None or max_with.ndim != 2 else max_with[None]
+        o = np.empty((batch.shape[0], size, size, 1 if gray else 3), dtype=np.uint8)
+        _core.image_palette_resize(batch, palette, size, size, bool(gray), o, second)
+        return o if index.ndim == 3 else o[0]
+    h, w = _size(size, "palette_resize")
+    a, single = _index_frames(index, "palette_resize", "index")
+    pal = _palette_table(palette, "palette_resize", "palette", (256, 3))
+    m = None
+    if max_with is not None:
+        m, _ = _index_frames(max_with, "palette_resize", "max_with")
+        if m.shape != a.shape:
+            raise ValueError(f"palette_resize: max_with must have the index shape "
+                             f"{a.shape[1:] if single else a.shape}, got "
+                             f"{m.shape[1:] if single else m.shape}")
+    o = _out(out, (a.shape[0], h, w, 1 if gray else 3), np.uint8, a, single, "palette_resize")
+    if m is not None and np.may_share_memory(o, m):
+        raise ValueError("palette_resize: out must not overlap max_with")
+    if _impl.native():
+        _core.image_palette_resize(a, pal, h, w, bool(gray), o, m)
+    else:
+        _ref.palette_resize(a, pal, h, w, bool(gray), o, m)
+    return _result(o, single)
+
+
+def palette_unknown(index: np.ndarray, known: np.ndarray) -> bool:
+    """Whether ``index`` holds a palette index ``i`` with ``known[i] == 0``.
+
+    Args:
+        index: uint8 array of any shape.
+        known: ``(256,)`` uint8 or bool flags.
+
+    Examples:
+        >>> import numpy as np
+        >>> known = np.zeros(256, dtype=np.uint8)
+        >>> known[[0, 14]] = 1
+        >>> palette_unknown(np.array([0, 14, 14], np.uint8), known), palette_unknown(
+        ...     np.array([0, 15], np.uint8), known)
+        (False, True)
+    """
+    a = index if isinstance(index, np.ndarray) else np.asarray(index)
+    if a.dtype != np.uint8:
+        raise ValueError(f"palette_unknown: index must be uint8, got {a.dtype}")
+    k = _palette_table(known, "palette_unknown", "known", (256,))
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
+    if _impl.native():
+        return bool(_core.image_palette_unknown(a, k))
+    return _ref.palette_unknown(a, k)

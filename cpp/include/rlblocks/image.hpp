@@ -297,9 +297,10 @@ __attribute__((target("avx2"))) inline __m128i load_max(const std::uint8_t* cons
 __attribute__((target("avx2"))) inline std::int64_t vertical_avx2(const std::uint8_t* const* rows,
                                                                   const std::uint8_t* const* rows2,
                                                                   const std::int32_t* w, std::int64_t taps,
-                                                                  std::int64_t n, std::int16_t* v) {
+                                                                  std::int64_t n, std::int16_t* v,
+                                                                  std::int64_t j0 = 0) {
   const __m256i round = _mm256_set1_epi32(1 << (kVerticalShift - 1));
-  std::int64_t j = 0;
+  std::int64_t j = j0;
   for (; j + 16 <= n; j += 16) {
     __m256i lo = round, hi = round;
     for (std::int64_t t = 0; t < taps; t += 2) {
@@ -317,6 +318,47 @@ __attribute__((target("avx2"))) inline std::int64_t vertical_avx2(const std::uin
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(v + j), _mm256_packs_epi32(lo, hi));
   }
   return j;
+}
+
+// The same vertical pass, 32 values per iteration (AVX-512BW; unpack/pack stay inside
+// 128-bit lanes as in the AVX2 version, so the element order is restored the same way).
+__attribute__((target("avx512f,avx512bw"))) inline std::int64_t vertical_avx512(const std::uint8_t* const* rows,
+                                                                               const std::uint8_t* const* rows2,
+                                                                               const std::int32_t* w,
+                                                                               std::int64_t taps, std::int64_t n,
+                                                                               std::int16_t* v) {
+  const __m512i round = _mm512_set1_epi32(1 << (kVerticalShift - 1));
+  std::int64_t j = 0;
+  for (; j + 32 <= n; j += 32) {
+    __m512i lo = round, hi = round;
+    for (std::int64_t t = 0; t < taps; t += 2) {
+      const bool pair = t + 1 < taps;
+      __m256i a8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[t] + j));
+      if (rows2 != nullptr) a8 = _mm256_max_epu8(a8, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows2[t] + j)));
+      const __m512i a = _mm512_cvtepu8_epi16(a8);
+      __m512i b = _mm512_setzero_si512();
+      if (pair) {
+        __m256i b8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[t + 1] + j));
+        if (rows2 != nullptr) {
+          b8 = _mm256_max_epu8(b8, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows2[t + 1] + j)));
+        }
+        b = _mm512_cvtepu8_epi16(b8);
+      }
+      const __m512i ww = _mm512_set1_epi32(static_cast<std::int32_t>(
+          (static_cast<std::uint32_t>(pair ? w[t + 1] : 0) << 16) | static_cast<std::uint32_t>(w[t])));
+      lo = _mm512_add_epi32(lo, _mm512_madd_epi16(_mm512_unpacklo_epi16(a, b), ww));
+      hi = _mm512_add_epi32(hi, _mm512_madd_epi16(_mm512_unpackhi_epi16(a, b), ww));
+    }
+    lo = _mm512_srai_epi32(lo, kVerticalShift);
+    hi = _mm512_srai_epi32(hi, kVerticalShift);
+    _mm512_storeu_si512(reinterpret_cast<void*>(v + j), _mm512_packs_epi32(lo, hi));
+  }
+  return j;
+}
+
+inline bool cpu_has_avx512bw() {
+  static const bool has = __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512bw") != 0;
+  return has;
 }
 
 // Gray horizontal pass, 8 outputs at a time; needs 3 * taps <= 16 and v readable 16 past
@@ -390,6 +432,9 @@ inline void resize_frame_u8(const FrameBatch<std::uint8_t>& src, std::int64_t b,
   s.rows2.resize(static_cast<std::size_t>(ky));
   const std::uint8_t* const* rows2 = second != nullptr ? s.rows2.data() : nullptr;
   const bool avx2 = use_avx2();
+#if RLBLOCKS_IMAGE_X86
+  const bool avx512 = avx2 && cpu_has_avx512bw();
+#endif
   const bool gray_avx2 = avx2 && gray && 3 * tx.taps <= 16;
   for (std::int64_t oy = 0; oy < ty.n_out; ++oy) {
     const std::int64_t y0 = ty.start[static_cast<std::size_t>(oy)];
@@ -400,7 +445,8 @@ inline void resize_frame_u8(const FrameBatch<std::uint8_t>& src, std::int64_t b,
     }
     std::int64_t j = 0;
 #if RLBLOCKS_IMAGE_X86
-    if (avx2) j = vertical_avx2(s.rows.data(), rows2, wy, ky, row_len, s.v.data());
+    if (avx512) j = vertical_avx512(s.rows.data(), rows2, wy, ky, row_len, s.v.data());
+    if (avx2) j = vertical_avx2(s.rows.data(), rows2, wy, ky, row_len, s.v.data(), j);
 #endif
     vertical_scalar(s.rows.data(), rows2, wy, ky, j, row_len, s.acc.data(), s.v.data());
     std::uint8_t* orow = out + oy * tx.n_out * cout;

@@ -235,3 +235,18 @@ def generic_pixel(frames: np.ndarray, dim: int, grayscale: bool, zero_mean: bool
         x = x.astype(np.float32)
     out[...] = _normalise(x, zero_mean)
     return out
+
+
+def palette_resize(index: np.ndarray, palette: np.ndarray, height: int, width: int, gray: bool,
+                   out: np.ndarray, max_with: np.ndarray | None = None) -> np.ndarray:
+    """Expands ``(B, H, W)`` palette indices to RGB (max-pooled with ``max_with``'s) and
+    resizes like :func:`resize`."""
+    rgb = palette[index]
+    if max_with is not None:
+        rgb = np.maximum(rgb, palette[max_with])
+    return resize(rgb, height, width, gray, out)
+
+
+def palette_unknown(index: np.ndarray, known: np.ndarray) -> bool:
+    """Whether some index has ``known[index] == 0``."""
+    return bool(index.size) and not bool(known[index].all())

@@ -10,16 +10,20 @@ from rlblocks.wrappers.atari import (
     GenericPixelEnv,
     MaxAndSkipEnv,
     NoopResetEnv,
+    PaletteFrame,
     VectorAtariPreprocessing,
     VectorGenericPixel,
     WarpFrame,
     is_atari,
+    make_atari_env,
     make_vector_env,
     preprocess_env,
     wrap_deepmind,
 )
+from rlblocks.wrappers.atari_vector import AtariVectorEnv
 
 __all__ = [
+    "AtariVectorEnv",
     "ClipRewardEnv",
     "EpisodicLifeEnv",
     "FireResetEnv",
@@ -27,10 +31,12 @@ __all__ = [
     "GenericPixelEnv",
     "MaxAndSkipEnv",
     "NoopResetEnv",
+    "PaletteFrame",
     "VectorAtariPreprocessing",
     "VectorGenericPixel",
     "WarpFrame",
     "is_atari",
+    "make_atari_env",
     "make_vector_env",
     "preprocess_env",
     "wrap_deepmind",
