@@ -264,15 +264,14 @@ def sb3_cartpole(settings: dict[str, Any]) -> Callable[[int], Any]:
 # Pong
 
 
-def _pong_env(env_config: dict[str, Any]) -> Any:
-    import ale_py
-    import gymnasium as gym
+def _pong_vector_env(env_config: dict[str, Any]) -> Any:
+    """rlblocks' batched DeepMind pipeline (``AtariVectorEnv``: 84x84 gray, stack 4, frame
+    skip 4 with max-pooling, noop 30, episodic life, FIRE reset), sticky actions off."""
+    from rlblocks.wrappers.atari import make_vector_env
 
-    from rlblocks.wrappers.atari import wrap_deepmind
-
-    gym.register_envs(ale_py)
-    env = gym.make("ALE/Pong-v5", frameskip=1, repeat_action_probability=0.0)
-    return wrap_deepmind(env, dim=84, framestack=True, noframeskip=True)
+    return make_vector_env("ALE/Pong-v5", env_config["num_envs"], {"dim": 84, "framestack": True},
+                           vectorization_mode="atari", noframeskip=True, frameskip=1,
+                           repeat_action_probability=0.0)
 
 
 def _nature_cnn_class() -> type:
@@ -431,7 +430,8 @@ def run_case(
         cfg = rlblocks_config(
             settings,
             seeds[0],
-            env=_pong_env,
+            env=_pong_vector_env,
+            vector_mode="native",
             model={"custom_model": "bench_nature_cnn"},
         )
         from rlblocks.catalog import ModelCatalog
