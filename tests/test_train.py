@@ -416,6 +416,22 @@ def test_native_vector_mode():
         PPOTrainer(tiny(env=lambda cfg: gym.make("CartPole-v1"), vector_mode="native"))
 
 
+def test_ppo_trains_on_the_batched_atari_vector_env():
+    pytest.importorskip("ale_py")
+    from rlblocks.wrappers.atari import make_vector_env
+
+    def pong(env_config):
+        return make_vector_env("ALE/Pong-v5", env_config["num_envs"], {"dim": 42},
+                               vectorization_mode="atari", repeat_action_probability=0.0)
+
+    cfg = tiny(env=pong, vector_mode="native", train_batch_size=64, sgd_minibatch_size=64,
+               num_sgd_iter=1, model={"conv_filters": [[8, [4, 4], 4], [16, [11, 11], 1]]})
+    with PPOTrainer(cfg) as trainer:
+        assert trainer.venv.single_observation_space.shape == (42, 42, 4)
+        m = trainer.train()
+        assert m["timesteps_total"] == 64 and math.isfinite(m["policy_loss"])
+
+
 class LossModel(FullyConnectedNetwork):
     """Adds an L2 penalty through custom_loss, reports metrics, checks is_training."""
 
