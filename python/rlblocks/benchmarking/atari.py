@@ -419,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
             notes.append("ale-py not installed: pipeline cases skipped "
                          "(pip install rlblocks[atari])")
         else:
-            pipe, notes = pipeline_results(25 if args.quick else 100, 3 if args.quick else 15)
+            pipe, notes = pipeline_results(25 if args.quick else 400, 3 if args.quick else 9)
             results += pipe
     add_ratios(results)
     emit_json(results)
