@@ -99,6 +99,24 @@ def test_gae_matches_a_per_env_loop():
     np.testing.assert_allclose(ret, adv + values, rtol=1e-6)
 
 
+@pytest.mark.parametrize("scale", [0.01, 3.0])  # below and above the clip norm
+def test_clip_grad_norm_matches_torch(scale):
+    from rlblocks.train.learner import _clip_grad_norm
+
+    torch.manual_seed(0)
+    ours = [torch.nn.Parameter(torch.randn(5, 3)), torch.nn.Parameter(torch.randn(7)),
+            torch.nn.Parameter(torch.randn(2))]
+    ref = [torch.nn.Parameter(p.detach().clone()) for p in ours]
+    for p, q in zip(ours[:2], ref[:2], strict=True):  # the last one has no gradient
+        p.grad = torch.randn_like(p) * scale
+        q.grad = p.grad.clone()
+    _clip_grad_norm(ours, 0.5)
+    torch.nn.utils.clip_grad_norm_(ref, 0.5)
+    for p, q in zip(ours[:2], ref[:2], strict=True):
+        torch.testing.assert_close(p.grad, q.grad)
+    assert ours[2].grad is None
+
+
 # --- learning -------------------------------------------------------------------------------
 def test_ppo_cartpole_reaches_150_within_50k_steps():
     trainer = PPOTrainer({"env": "CartPole-v1", "seed": 0})
