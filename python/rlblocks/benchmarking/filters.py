@@ -9,7 +9,8 @@ Cases (every method measured in this process, this run):
 * ``framestack k x HxW``: one vector-env step (append one frame per env, write every env's
   stack, channel-last like RLlib's FrameStack unless the case says NCHW). Alternatives: the
   numpy twin (a batched ring and ``np.concatenate`` of the k slots into a reused output),
-  and RLlib's per-env deque + ``np.concatenate(frames, axis=2)``.
+  plain numpy (``np.concatenate`` of the stack without its oldest frame and the new frame,
+  a new array per step) and RLlib's per-env deque + ``np.concatenate(frames, axis=2)``.
 
 Times are per item (per observation for filters, per env-step for frame stacking); ratio =
 best alternative / rlblocks.
@@ -112,6 +113,22 @@ def bench_filters(quick: bool, threads: int) -> list[Result]:
     return results
 
 
+def _concatenate_step(batch: int, k: int, frames: np.ndarray,
+                      channels_last: bool) -> Callable[[], None]:
+    """The plain numpy step: drop the oldest frame, concatenate the new one (a new array
+    every step), as a per-step ``np.concatenate`` frame stack does."""
+    axis = -1 if channels_last else 1
+    new = frames[..., None] if channels_last else frames[:, None]
+    state = {"stack": np.repeat(new, k, axis=axis)}
+
+    def step() -> None:
+        old = state["stack"]
+        kept = old[..., 1:] if channels_last else old[:, 1:]
+        state["stack"] = np.concatenate([kept, new], axis=axis)
+
+    return step
+
+
 def bench_framestack(quick: bool, threads: int) -> list[Result]:
     results: list[Result] = []
     rng = np.random.default_rng(1)
@@ -140,6 +157,9 @@ def bench_framestack(quick: bool, threads: int) -> list[Result]:
         out = np.empty((batch, *twin.observation_shape), np.uint8)
         results.append(measure(case, "numpy ring+concatenate(out=)",
                                partial(twin.push, frames, out=out), batch,
+                               batch=batch, min_time=min_time))
+        results.append(measure(case, "numpy concatenate (new stack)",
+                               _concatenate_step(batch, k, frames, channels_last), batch,
                                batch=batch, min_time=min_time))
         if channels_last:
             results.append(measure(case, "numpy uint32 shift (k=4 only)",
