@@ -82,14 +82,15 @@ def test_native_twin_and_deque_oracle_agree(num_envs, k, frame_shape, dtype, cha
     for _ in range(steps):
         frames = random_frames(rng, num_envs, frame_shape, dtype)
         action = rng.integers(0, 3)
+        copy = channels_last or bool(rng.integers(2))  # channels-first: views in place too
         if action == 0:  # plain step
-            got = [native.push(frames), twin.push(frames)]
+            got = [native.push(frames, copy=copy), twin.push(frames)]
             for e in range(num_envs):
                 oracle.step(e, frames[e])
             want = oracle.all_obs()
         elif action == 1:  # step with autoreset of some envs
             mask = rng.random(num_envs) < 0.4
-            got = [native.push(frames, mask), twin.push(frames, mask)]
+            got = [native.push(frames, mask, copy=copy), twin.push(frames, mask)]
             for e in range(num_envs):
                 (oracle.reset if mask[e] else oracle.step)(e, frames[e])
             want = oracle.all_obs()
@@ -106,6 +107,39 @@ def test_native_twin_and_deque_oracle_agree(num_envs, k, frame_shape, dtype, cha
             np.testing.assert_array_equal(g, want)
         np.testing.assert_array_equal(native.observation(), oracle.all_obs())
         np.testing.assert_array_equal(twin.observation(), oracle.all_obs())
+
+
+def test_channels_first_views_in_place(impl):
+    fs = FrameStacker(3, k=4, frame_shape=(6, 5, 2), dtype=np.int16, channels_last=False)
+    rng = np.random.default_rng(0)
+    fs.reset(random_frames(rng, 3, (6, 5, 2), np.int16))
+    for _ in range(6):  # past the ring's wrap-around
+        frames = random_frames(rng, 3, (6, 5, 2), np.int16)
+        copied = fs.observation()
+        view = fs.push(frames, copy=False)
+        assert view.shape == (3, 8, 6, 5) and view.dtype == np.int16
+        assert not view.flags.writeable
+        np.testing.assert_array_equal(view[:, :6], copied[:, 2:])  # shifted by one frame
+        np.testing.assert_array_equal(view[:, 6:], np.moveaxis(frames, -1, 1))
+        np.testing.assert_array_equal(view, fs.observation())
+        with pytest.raises(ValueError, match="read-only"):
+            view[0, 0, 0, 0] = 1
+    del fs
+    assert int(view.sum()) == int(view.copy().sum())  # the view keeps its memory alive
+
+
+def test_copy_false_errors_change_nothing(impl):
+    last = FrameStacker(2, k=2, frame_shape=(3, 3))
+    last.reset(np.zeros((2, 3, 3), np.uint8))
+    with pytest.raises(ValueError, match="copy=False needs channels_last=False"):
+        last.push(np.ones((2, 3, 3), np.uint8), copy=False)
+    first = FrameStacker(2, k=2, frame_shape=(3, 3), channels_last=False)
+    first.reset(np.zeros((2, 3, 3), np.uint8))
+    with pytest.raises(ValueError, match="exclude each other"):
+        first.push(np.ones((2, 3, 3), np.uint8), out=np.empty((2, 2, 3, 3), np.uint8),
+                   copy=False)
+    for stacker in (last, first):
+        assert not stacker.observation().any()
 
 
 def test_rllib_layout_84x84(impl):

@@ -109,7 +109,13 @@ class PyFrameStacker {
     return std::move(o);
   }
 
-  py::object push(const py::object& frames, const py::object& reset_mask, const py::object& out) {
+  py::object push(const py::object& self, const py::object& frames, const py::object& reset_mask,
+                  const py::object& out, bool copy) {
+    if (!copy && channels_last_) {
+      throw py::value_error("copy=False needs channels_last=False: channel-last stacks interleave the frames, "
+                            "so they exist only as copies");
+    }
+    if (!copy && !out.is_none()) throw py::value_error("out= and copy=False exclude each other");
     py::array f = checked_frames(frames, num_envs_, "frames");
     py::array_t<bool> mask;
     const std::uint8_t* mask_ptr = nullptr;
@@ -130,8 +136,8 @@ class PyFrameStacker {
       throw py::value_error("env " + std::to_string(unready) +
                             " has no frames yet: call reset() for it first, or flag it in reset_mask");
     }
-    py::array o = checked_out(out, num_envs_, f);
-    auto* dst = static_cast<unsigned char*>(o.mutable_data());
+    py::array o = copy ? checked_out(out, num_envs_, f) : py::array();
+    auto* dst = copy ? static_cast<unsigned char*>(o.mutable_data()) : nullptr;
     const auto* src = static_cast<const unsigned char*>(f.data());
     if (num_envs_ * stack_->stacked_bytes() >= kReleaseGilBytes) {
       py::gil_scoped_release release;
@@ -139,7 +145,20 @@ class PyFrameStacker {
     } else {
       stack_->push(src, mask_ptr, dst);
     }
+    if (!copy) return stacks_view(self);
     return std::move(o);
+  }
+
+  // The stacks in place (channels-first ring): a read-only (num_envs, k*C, H, W) view that
+  // keeps `self` alive.
+  py::array stacks_view(const py::object& self) const {
+    const auto item = static_cast<std::int64_t>(dtype_.itemsize());
+    const std::int64_t h = obs_shape_[1], w = obs_shape_[2];
+    const std::vector<py::ssize_t> shape{num_envs_, obs_shape_[0], h, w};
+    const std::vector<py::ssize_t> strides{stack_->env_stride_bytes(), h * w * item, w * item, item};
+    py::array view(dtype_, shape, strides, stack_->stacks_data(), self);
+    view.attr("setflags")(py::arg("write") = false);
+    return view;
   }
 
   py::object observation(const py::object& out) {
@@ -271,8 +290,11 @@ void register_frame_stack(py::module_& m) {
       .def_property_readonly("observation_shape", &PyFrameStacker::observation_shape)
       .def("reset", &PyFrameStacker::reset, py::arg("frames"), py::arg("env_ids") = py::none(),
            py::arg("out") = py::none())
-      .def("push", &PyFrameStacker::push, py::arg("frames"), py::arg("reset_mask") = py::none(),
-           py::arg("out") = py::none())
+      .def(
+          "push",
+          [](const py::object& self, const py::object& frames, const py::object& reset_mask, const py::object& out,
+             bool copy) { return self.cast<PyFrameStacker&>().push(self, frames, reset_mask, out, copy); },
+          py::arg("frames"), py::arg("reset_mask") = py::none(), py::arg("out") = py::none(), py::arg("copy") = true)
       .def("observation", &PyFrameStacker::observation, py::arg("out") = py::none());
 }
 

@@ -12,6 +12,8 @@ slots of an environment with its reset frame (like RLlib appending it k times).
 ``push(frames, reset_mask)`` supports vector-env autoreset: envs flagged in ``reset_mask``
 are refilled with their frame instead of appending it. Pass ``out=`` (reused every step)
 and a step allocates nothing; without it each call returns a fresh array, safe to keep.
+Channels-first stackers also return the stacks in place (``push(frames, copy=False)``: a
+read-only view, overwritten by the next step), so a step writes only the new frames.
 Large batches are copied on :func:`rlblocks.set_num_threads` threads with the GIL released.
 
 Frames of another dtype are converted when numpy calls the cast "safe" (e.g. bool to
@@ -137,7 +139,8 @@ class FrameStacker:
         return self._impl.reset(frames, env_ids, out)
 
     def push(
-        self, frames: Any, reset_mask: Any = None, out: np.ndarray | None = None
+        self, frames: Any, reset_mask: Any = None, out: np.ndarray | None = None,
+        copy: bool = True,
     ) -> np.ndarray:
         """Appends one frame per env and returns every env's stack.
 
@@ -146,15 +149,26 @@ class FrameStacker:
             reset_mask: Optional bool ``(num_envs,)``: flagged envs were just reset
                 (vector-env autoreset) and get their stack refilled with their frame.
             out: Optional output ``(num_envs, *observation_shape)``, reused between steps.
+            copy: False (channels-first stackers only) returns the stacks in place, no
+                copy: a read-only view that the next ``push`` or ``reset`` overwrites (copy
+                what you keep). A step then writes just the new frames.
 
         Returns:
             ``(num_envs, *observation_shape)`` stacks, oldest frame first.
 
         Raises:
-            ValueError: Bad frames, mask or out, or an env that was never reset (nothing is
-                changed).
+            ValueError: Bad frames, mask or out, an env that was never reset, or
+                ``copy=False`` on a channel-last stacker or with ``out`` (nothing is changed).
+
+        Examples:
+            >>> import numpy as np
+            >>> fs = FrameStacker(2, k=3, frame_shape=(2, 2), channels_last=False)
+            >>> _ = fs.reset(np.zeros((2, 2, 2), np.uint8))
+            >>> view = fs.push(np.ones((2, 2, 2), np.uint8), copy=False)
+            >>> view.shape, view.flags.writeable, view[:, :, 0, 0].tolist()
+            ((2, 3, 2, 2), False, [[0, 0, 1], [0, 0, 1]])
         """
-        return self._impl.push(frames, reset_mask, out)
+        return self._impl.push(frames, reset_mask, out, copy)
 
     def observation(self, out: np.ndarray | None = None) -> np.ndarray:
         """Every env's current stack, without pushing anything.

@@ -13,7 +13,10 @@
 // * channels-last  (H, W, k*C): out[h, w, j*C + c] = frame_j[h, w, c]   (RLlib: concatenate
 //   on axis 2). The ring keeps frames as given and the output interleaves k frames.
 // * channels-first (k*C, H, W): out[j*C + c, h, w] = frame_j[h, w, c]. The ring keeps
-//   frames transposed to (C, H, W), so the output is k plain copies.
+//   frames transposed to (C, H, W) and doubled: 2k slots per environment, slot s + k a copy
+//   of slot s, so the k frames of every stack lie contiguous (slots pos_ + 1 .. pos_ + k).
+//   A stack is then one copy, or no copy at all: stacks_data() points at the stacks in
+//   place (environment b's at + b * env_stride_bytes()).
 //
 // Work is split over environments with parallel_for. No allocation happens after
 // construction. A step whose output is larger than the caches (>= 8 MiB, e.g. 1024 envs of
@@ -128,7 +131,8 @@ class FrameStack {
         elem_(elem_size),
         channels_last_(channels_last),
         frame_bytes_(height * width * channels * elem_size),
-        ring_(static_cast<std::size_t>(num_envs * k * height * width * channels * elem_size)),
+        slots_(channels_last ? k : 2 * k),
+        ring_(static_cast<std::size_t>(num_envs * slots_ * frame_bytes_)),
         ready_(static_cast<std::size_t>(num_envs), 0) {
     if (num_envs < 1 || k < 1 || k > kMaxK || height < 0 || width < 0 || channels < 0 || elem_size < 1) {
       throw std::invalid_argument("FrameStack: invalid sizes");
@@ -148,6 +152,11 @@ class FrameStack {
   std::int64_t k() const { return k_; }
   std::int64_t frame_bytes() const { return frame_bytes_; }
   std::int64_t stacked_bytes() const { return k_ * frame_bytes_; }
+
+  // Channels-first only: environment 0's current stack inside the ring (each next
+  // environment's is env_stride_bytes() further), valid until the next push or reset.
+  const unsigned char* stacks_data() const { return slot_ptr(0, pos_ + 1); }
+  std::int64_t env_stride_bytes() const { return slots_ * frame_bytes_; }
 
   bool ready(std::int64_t env) const {
     std::lock_guard<std::mutex> lk(mu_);
@@ -193,7 +202,7 @@ class FrameStack {
         if (reset_mask && reset_mask[b]) {
           fill_env(b, frame);
         } else {
-          store_frame(frame, slot_ptr(b, slot));
+          store_slot(b, slot, frame);
         }
         if (out) gather(b, slot, out + b * stacked_bytes(), stream);
       }
@@ -218,10 +227,17 @@ class FrameStack {
 
  private:
   unsigned char* slot_ptr(std::int64_t env, std::int64_t slot) {
-    return ring_.data() + (env * k_ + slot) * frame_bytes_;
+    return ring_.data() + (env * slots_ + slot) * frame_bytes_;
   }
   const unsigned char* slot_ptr(std::int64_t env, std::int64_t slot) const {
-    return ring_.data() + (env * k_ + slot) * frame_bytes_;
+    return ring_.data() + (env * slots_ + slot) * frame_bytes_;
+  }
+
+  // Writes a frame into slot (0 <= slot < k) of env, and into its copy in a doubled ring.
+  void store_slot(std::int64_t env, std::int64_t slot, const unsigned char* frame) {
+    unsigned char* dst = slot_ptr(env, slot);
+    store_frame(frame, dst);
+    if (slots_ != k_) std::memcpy(slot_ptr(env, slot + k_), dst, static_cast<std::size_t>(frame_bytes_));
   }
 
   // Copies a (H, W, C) frame into a ring slot in storage layout.
@@ -242,7 +258,7 @@ class FrameStack {
   void fill_env(std::int64_t env, const unsigned char* frame) {
     unsigned char* first = slot_ptr(env, 0);
     store_frame(frame, first);
-    for (std::int64_t s = 1; s < k_; ++s) {
+    for (std::int64_t s = 1; s < slots_; ++s) {
       std::memcpy(slot_ptr(env, s), first, static_cast<std::size_t>(frame_bytes_));
     }
   }
@@ -250,12 +266,14 @@ class FrameStack {
   // Writes env's stack (newest frame in `newest`) to out, oldest first.
   void gather(std::int64_t env, std::int64_t newest, unsigned char* out, bool stream = false) const {
     if (frame_bytes_ == 0) return;
+    if (!channels_last_) {  // contiguous in the doubled ring
+      std::memcpy(out, slot_ptr(env, newest + 1), static_cast<std::size_t>(stacked_bytes()));
+      return;
+    }
     const unsigned char* src[kMaxK];
     for (std::int64_t j = 0; j < k_; ++j) src[j] = slot_ptr(env, (newest + 1 + j) % k_);
-    if (!channels_last_ || k_ == 1) {
-      for (std::int64_t j = 0; j < k_; ++j) {
-        std::memcpy(out + j * frame_bytes_, src[j], static_cast<std::size_t>(frame_bytes_));
-      }
+    if (k_ == 1) {
+      std::memcpy(out, src[0], static_cast<std::size_t>(frame_bytes_));
       return;
     }
     const std::int64_t pixels = height_ * width_;
@@ -289,6 +307,7 @@ class FrameStack {
   const std::int64_t num_envs_, k_, height_, width_, channels_, elem_;
   const bool channels_last_;
   const std::int64_t frame_bytes_;
+  const std::int64_t slots_;  // ring slots per environment: k, or 2k (channels-first)
   std::int64_t unit_ = 1;
   detail::InterleaveFn interleave_ = nullptr;
   std::vector<unsigned char> ring_;

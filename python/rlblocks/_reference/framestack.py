@@ -175,9 +175,16 @@ class FrameStacker:
         self._ready[ids] = True
         return self._stack(ids, result)
 
-    def push(self, frames: Any, reset_mask: Any = None, out: Any = None) -> np.ndarray:
+    def push(self, frames: Any, reset_mask: Any = None, out: Any = None,
+             copy: bool = True) -> np.ndarray:
         """Appends one frame per env (envs flagged in ``reset_mask`` are refilled with it)
-        and returns all stacks ``(num_envs, *observation_shape)``."""
+        and returns all stacks ``(num_envs, *observation_shape)``; ``copy=False``
+        (channels-first only) returns them read-only, valid until the next push or reset."""
+        if not copy and self.channels_last:
+            raise ValueError("copy=False needs channels_last=False: channel-last stacks "
+                             "interleave the frames, so they exist only as copies")
+        if not copy and out is not None:
+            raise ValueError("out= and copy=False exclude each other")
         f = self._frames(frames, self.num_envs, "frames")
         mask = None
         if reset_mask is not None:
@@ -200,7 +207,10 @@ class FrameStacker:
             self._ring[mask] = f[mask][:, None]
             self._ready |= mask
         self._pos = slot
-        return self._stack(slice(None), result)
+        stacks = self._stack(slice(None), result)
+        if not copy:
+            stacks.setflags(write=False)
+        return stacks
 
     def observation(self, out: Any = None) -> np.ndarray:
         """The current stacks of all envs."""

@@ -7,7 +7,8 @@ Cases (every method measured in this process, this run):
   twin (two-pass batch moments + Chan merge + normalise), and RLlib's way (its filter takes
   one observation at a time: a Python loop of Welford pushes and normalisations).
 * ``framestack k x HxW``: one vector-env step (append one frame per env, write every env's
-  stack, channel-last like RLlib's FrameStack unless the case says NCHW). Alternatives: the
+  stack, channel-last like RLlib's FrameStack unless the case says NCHW, where
+  ``copy=False`` returns the stacks in place instead). Alternatives: the
   numpy twin (a batched ring and ``np.concatenate`` of the k slots into a reused output),
   plain numpy (``np.concatenate`` of the stack without its oldest frame and the new frame,
   a new array per step) and RLlib's per-env deque + ``np.concatenate(frames, axis=2)``.
@@ -150,6 +151,10 @@ def bench_framestack(quick: bool, threads: int) -> list[Result]:
             if t == 1:
                 results.append(measure(case, "rlblocks FrameStacker",
                                        partial(fs.push, frames),
+                                       batch, batch=batch, threads=t, min_time=min_time))
+            if not channels_last:
+                results.append(measure(case, "rlblocks FrameStacker(copy=False)",
+                                       partial(fs.push, frames, copy=False),
                                        batch, batch=batch, threads=t, min_time=min_time))
         rlblocks.set_num_threads(1)
         twin = ref_framestack.FrameStacker(batch, k, (h, w), np.uint8, channels_last)
