@@ -167,6 +167,8 @@ def test_get_initializer_errors():
         get_initializer("nope")
     with pytest.raises(ValueError, match="does not accept"):
         get_initializer("xavier_uniform", {"std": 1.0})
+    with pytest.raises(ValueError, match="takes only std"):
+        get_initializer("normc", {"gain": 1.0})
     with pytest.raises(ValueError, match="unknown initializer"):
         FullyConnectedNetwork(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), 2,
                               {"fcnet_weights_initializer": "nope"}, "fc")

@@ -227,7 +227,10 @@ def get_initializer(
     elif isinstance(spec, str):
         name = spec.lower().rstrip("_")
         if name == "normc":
-            fn = normc_initializer(**kwargs)
+            try:
+                fn = normc_initializer(**kwargs)
+            except TypeError as err:
+                raise ValueError(f"initializer 'normc' takes only std, got {kwargs}") from err
             kwargs = {}
         else:
             found = getattr(nn.init, name + "_", None)
