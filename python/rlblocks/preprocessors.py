@@ -371,7 +371,7 @@ class MultiBinaryPreprocessor(_FlatteningPreprocessor):
     """MultiBinary -> float32 of the same shape (only with ``include_multi_binary=True``)."""
 
     def _layout_shape(self, obs_space: gym.Space) -> Sequence[int]:
-        return tuple(obs_space.shape)
+        return tuple(obs_space.shape or ())
 
     @property
     def observation_space(self) -> gym.Space:
@@ -390,7 +390,7 @@ class NoPreprocessor(Preprocessor):
     """
 
     def _init_shape(self, obs_space: gym.Space, options: dict[str, Any]) -> Sequence[int]:
-        return tuple(obs_space.shape)
+        return tuple(obs_space.shape or ())
 
     @property
     def observation_space(self) -> gym.Space:

@@ -79,10 +79,19 @@ class RepeatedValues:
         )
 
 
-optree.register_pytree_node(
-    RepeatedValues,
-    lambda rv: ((rv.values, rv.lengths), rv.max_len),
-    lambda max_len, children: RepeatedValues(children[0], children[1], max_len),
+def _flatten_repeated(rv: RepeatedValues) -> tuple[tuple[Any, Any], int]:
+    return (rv.values, rv.lengths), rv.max_len
+
+
+def _unflatten_repeated(max_len: int, children: Any) -> RepeatedValues:
+    values, lengths = children
+    return RepeatedValues(values, lengths, max_len)
+
+
+optree.register_pytree_node(  # optree's stubs expect a Collection node type
+    RepeatedValues,  # type: ignore[arg-type]
+    _flatten_repeated,  # type: ignore[arg-type]
+    _unflatten_repeated,  # type: ignore[arg-type]
     namespace=_NAMESPACE,
 )
 

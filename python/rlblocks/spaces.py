@@ -91,7 +91,7 @@ class Repeated(gym.Space[list]):
             return False
         return len(x) <= self.max_len and all(self.child_space.contains(item) for item in x)
 
-    def to_jsonable(self, sample_n: Sequence[list]) -> list:
+    def to_jsonable(self, sample_n: Sequence[list]) -> list:  # type: ignore[override]
         return [[self.child_space.to_jsonable([item])[0] for item in s] for s in sample_n]
 
     def from_jsonable(self, sample_n: list) -> list[list]:
@@ -150,7 +150,7 @@ class Simplex(gym.Space[np.ndarray]):
         return True
 
     def sample(self, mask: Any = None, probability: Any = None) -> np.ndarray:
-        batch = self.shape[:-1]
+        batch = self.shape[:-1]  # type: ignore[index]  # a Simplex always has a shape
         draws = self.np_random.dirichlet(self.concentration, size=batch)
         return np.asarray(draws, dtype=self.dtype).reshape(self.shape)
 

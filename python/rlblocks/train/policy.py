@@ -154,9 +154,9 @@ class Policy:
         ``prev_rewards`` (the LSTM wrapper's keys).
         """
         d: dict[str, Any] = {"obs": self._tensor(obs), "is_training": is_training}
-        if self.n_obs_frames:
+        if self.n_obs_frames and self.obs_window_key is not None:
             window = d["obs"]
-            if window.dim() == 1 + len(self.obs_space.shape):  # no history: repeat the obs
+            if window.dim() == 1 + len(self.obs_space.shape or ()):  # no history: repeat obs
                 window = window.unsqueeze(1).expand(-1, self.n_obs_frames, *window.shape[1:])
             d["obs"] = window[:, -1]
             d[self.obs_window_key] = window
