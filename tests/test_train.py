@@ -450,6 +450,29 @@ def test_ppo_trains_on_the_batched_atari_vector_env():
         assert m["timesteps_total"] == 64 and math.isfinite(m["policy_loss"])
 
 
+def test_atari_ids_get_the_deepmind_pipeline_sync_and_native_alike():
+    pytest.importorskip("ale_py")
+    model = {"dim": 42, "conv_filters": [[8, [4, 4], 4], [16, [11, 11], 1]]}
+    metrics = {}
+    for mode, cls in (("sync", "VectorAtariPreprocessing"), ("native", "AtariVectorEnv")):
+        cfg = tiny(env="ALE/Breakout-v5", vector_mode=mode, train_batch_size=64,
+                   sgd_minibatch_size=64, num_sgd_iter=1, model=model,
+                   env_config={"repeat_action_probability": 0.0})
+        with PPOTrainer(cfg) as trainer:
+            assert type(trainer.venv).__name__ == cls
+            assert trainer.venv.single_observation_space.shape == (42, 42, 4)
+            metrics[mode] = trainer.train()
+            assert trainer.evaluate(1)["episode_len_mean"] > 0
+    # the same pipeline either way: identical batches, hence identical losses
+    for key in ("timesteps_total", "policy_loss", "vf_loss", "episode_return_mean"):
+        np.testing.assert_equal(metrics["sync"][key], metrics["native"][key])
+    with PPOTrainer(tiny(env="ALE/Breakout-v5", preprocessor_pref=None,
+                         env_config={"repeat_action_probability": 0.0})) as raw:
+        assert raw.venv.single_observation_space.shape == (210, 160, 3)
+    with pytest.raises(ValueError, match="preprocessor_pref must be one of"):
+        PPOConfig(env="ALE/Breakout-v5", preprocessor_pref="atari")
+
+
 class LossModel(FullyConnectedNetwork):
     """Adds an L2 penalty through custom_loss, reports metrics, checks is_training."""
 

@@ -42,6 +42,7 @@ PPO_MODEL_DEFAULTS: dict[str, Any] = {
 }
 
 _VECTOR_MODES = ("sync", "async", "native")
+_PREPROCESSOR_PREFS = ("deepmind", "rllib", None)
 _FILTERS = ("NoFilter", "MeanStdFilter")
 _DEVICES = ("cpu", "cuda", "auto")
 
@@ -71,6 +72,13 @@ class PPOConfig:
     numpy one), or for a callable ``env``, ``env({**env_config, "num_envs": num_envs})``
     returning a gymnasium ``VectorEnv`` (e.g. :func:`rlblocks.wrappers.atari.make_vector_env`).
     Same-step and next-step autoreset both work."""
+    preprocessor_pref: str | None = "deepmind"
+    """Atari ids (``ALE/...``): ``"deepmind"`` (RLlib's default) runs
+    :func:`rlblocks.wrappers.atari.wrap_deepmind`'s pipeline with the model config's ``dim``
+    and ``framestack``, warping and stacking every env's frame in one batched call
+    (``vector_mode="native"``: in :class:`~rlblocks.wrappers.atari_vector.AtariVectorEnv`);
+    ``"rllib"`` or None give the model the raw frames (RLlib's GenericPixelPreprocessor
+    then applies)."""
     train_batch_size: int = 2048
     """Environment steps per training iteration (a multiple of ``num_envs``)."""
     rollout_fragment_length: int | str = "auto"
@@ -232,6 +240,9 @@ class PPOConfig:
         if self.vector_mode not in _VECTOR_MODES:
             raise ValueError(
                 f"vector_mode must be one of {_VECTOR_MODES}, got {self.vector_mode!r}")
+        if self.preprocessor_pref not in _PREPROCESSOR_PREFS:
+            raise ValueError(f"preprocessor_pref must be one of {_PREPROCESSOR_PREFS}, got "
+                             f"{self.preprocessor_pref!r}")
         if self.observation_filter not in _FILTERS:
             raise ValueError(
                 f"observation_filter must be one of {_FILTERS}, got {self.observation_filter!r}"

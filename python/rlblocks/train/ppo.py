@@ -49,7 +49,13 @@ from rlblocks.train.config import PPOConfig, lr_at
 from rlblocks.train.learner import PPOLearner
 from rlblocks.train.logger import ProgressLogger, truncate_progress
 from rlblocks.train.policy import Policy, clip_actions
-from rlblocks.train.rollout import EnvRunner, SingleEnvView, make_env_creator, make_vector_env
+from rlblocks.train.rollout import (
+    EnvRunner,
+    SingleEnvView,
+    deepmind_atari,
+    make_env_creator,
+    make_vector_env,
+)
 
 __all__ = ["PPOTrainer", "default_run_dir"]
 
@@ -320,7 +326,7 @@ class PPOTrainer:
         """
         if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
             raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
-        if self.config.vector_mode == "native":
+        if self.config.vector_mode == "native" or deepmind_atari(self.config):
             env: gym.Env = SingleEnvView(make_vector_env(self.config, num_envs=1))
         else:
             env = make_env_creator(self.config)()

@@ -52,6 +52,7 @@ from rlblocks.train.policy import Policy, clip_actions
 
 __all__ = [
     "EnvRunner",
+    "deepmind_atari",
     "SampleBatch",
     "SingleEnvView",
     "check_env",
@@ -135,7 +136,8 @@ def make_vector_env(
     config: PPOConfig, num_envs: int | None = None, envs: list[gym.Env] | None = None
 ) -> VectorEnv:
     """The vector env of a config (``vector_mode``: sync/async with same-step autoreset, or
-    the env's native vector env).
+    the env's native vector env; Atari ids with ``preprocessor_pref="deepmind"``: the
+    batched DeepMind pipeline, next-step autoreset).
 
     Args:
         config: The PPO config.
@@ -146,11 +148,24 @@ def make_vector_env(
     if envs is not None:
         return SyncVectorEnv([_returning(e) for e in envs],
                              autoreset_mode=AutoresetMode.SAME_STEP)
+    if deepmind_atari(config):
+        from rlblocks.wrappers.atari import make_vector_env as atari_vector_env
+
+        _register_namespace(str(config.env))
+        mode = "atari" if config.vector_mode == "native" else config.vector_mode
+        return atari_vector_env(str(config.env), n, config.model, "deepmind",
+                                vectorization_mode=mode, **config.env_config)
     if config.vector_mode == "native":
         return _native_vector_env(config, n)
     fns = [make_env_creator(config) for _ in range(n)]
     cls = AsyncVectorEnv if config.vector_mode == "async" else SyncVectorEnv
     return cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+def deepmind_atari(config: PPOConfig) -> bool:
+    """Whether the config's env is an Atari id that gets the DeepMind pipeline."""
+    return (config.preprocessor_pref == "deepmind" and isinstance(config.env, str)
+            and config.env.startswith(("ALE/", "ale_py:")))
 
 
 def _native_vector_env(config: PPOConfig, n: int) -> VectorEnv:
