@@ -112,6 +112,10 @@ def test_categorical_batch_dims_and_start() -> None:
     s2 = d2.sample()
     assert n == 6 and int(s2.min()) >= -2 and int(s2.max()) <= 3
     _close(d2.logp(s2), TD.Categorical(logits=logits).log_prob(s2 + 2))
+    for dist in (d, d2, cls(logits, None, temperature=0.5)):  # the unchecked sampled path
+        sample = dist.sample()
+        torch.testing.assert_close(dist.sampled_action_logp(), dist.logp(sample),
+                                   rtol=0, atol=0)
 
 
 def test_categorical_bad_actions() -> None:

@@ -381,6 +381,13 @@ class Categorical(ActionDistribution):
         _check_range(a, self.num_categories, "Categorical.logp")
         return self.log_probs.gather(-1, a.unsqueeze(-1)).squeeze(-1)
 
+    def sampled_action_logp(self) -> torch.Tensor:
+        if self.last_sample is None:
+            return super().sampled_action_logp()  # raises the clear error
+        # The sample is this distribution's own: in range and of the right shape already.
+        a = self.last_sample - self._start if self._start else self.last_sample
+        return self.log_probs.gather(-1, a.unsqueeze(-1)).squeeze(-1)
+
     def entropy(self) -> torch.Tensor:
         return -(self.probs * self.log_probs).sum(-1)
 

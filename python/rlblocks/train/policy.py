@@ -250,7 +250,8 @@ class Policy:
             "state_out": [s.detach() for s in state_out],
         }
         if full:
-            result["logp"] = dist.logp(actions).cpu().numpy().astype(np.float32)
+            logp = dist.sampled_action_logp() if explore else dist.logp(actions)
+            result["logp"] = logp.cpu().numpy().astype(np.float32)
             result["vf_preds"] = values.cpu().numpy().astype(np.float32)
             result["dist_inputs"] = dist.inputs.detach().cpu().numpy()
         return result
