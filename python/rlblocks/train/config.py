@@ -68,9 +68,10 @@ class PPOConfig:
     vector_mode: str = "sync"
     """``"sync"`` (all envs in this process), ``"async"`` (one subprocess per env) or
     ``"native"``: the env's own vector implementation (``gym.make_vec(id,
-    vectorization_mode="vector_entry_point")``: ALE's threaded AtariVectorEnv, CartPole's
-    numpy one), or for a callable ``env``, ``env({**env_config, "num_envs": num_envs})``
-    returning a gymnasium ``VectorEnv`` (e.g. :func:`rlblocks.wrappers.atari.make_vector_env`).
+    vectorization_mode="vector_entry_point")``, e.g. CartPole's numpy one; Atari ids with
+    ``preprocessor_pref="deepmind"``: :class:`~rlblocks.wrappers.atari_vector.AtariVectorEnv`),
+    or for a callable ``env``, ``env({**env_config, "num_envs": num_envs})`` returning a
+    gymnasium ``VectorEnv`` (e.g. :func:`rlblocks.wrappers.atari.make_vector_env`).
     Same-step and next-step autoreset both work."""
     preprocessor_pref: str | None = "deepmind"
     """Atari ids (``ALE/...``): ``"deepmind"`` (RLlib's default) runs
