@@ -249,10 +249,11 @@ class AtariVectorEnv(VectorEnv):
             self.close()
             raise RuntimeError("AtariVectorEnv: " + "\n".join(errors))
 
-    def _send(self, msg: bytes) -> None:
+    def _send(self, msgs: Sequence[bytes]) -> None:
+        """Sends ``msgs[w]`` to worker ``w``."""
         if self.closed:
             raise RuntimeError("AtariVectorEnv: the env is closed")
-        for w, conn in enumerate(self._conns):
+        for w, (conn, msg) in enumerate(zip(self._conns, msgs, strict=True)):
             try:
                 conn.send_bytes(msg)
             except (BrokenPipeError, OSError):
@@ -304,16 +305,8 @@ class AtariVectorEnv(VectorEnv):
                 raise ValueError(f"AtariVectorEnv.reset: expected {self.num_envs} seeds, "
                                  f"got {len(seeds)}")
         super().reset(seed=None)
-        if self.closed:
-            raise RuntimeError("AtariVectorEnv: the env is closed")
         b = self._bounds
-        for w, conn in enumerate(self._conns):
-            try:
-                conn.send_bytes(pickle.dumps(seeds[b[w + 1]:b[w + 2]]))
-            except (BrokenPipeError, OSError):
-                code = self._procs[w].exitcode
-                self.close()
-                raise RuntimeError(f"AtariVectorEnv: worker {w} died (exit code {code})") from None
+        self._send([pickle.dumps(seeds[b[w + 1]:b[w + 2]]) for w in range(len(self._conns))])
         try:
             self._group.reset(seeds[: b[1]])
         finally:
@@ -335,7 +328,7 @@ class AtariVectorEnv(VectorEnv):
                              f"[0, {self._n_actions})")
         s = self._shared
         s.actions[:] = a
-        self._send(b"s")
+        self._send([b"s"] * len(self._conns))
         try:
             self._group.step()
         finally:  # the workers' replies are read even if this process's share failed
