@@ -4,6 +4,7 @@
 
 namespace rlblocks::bindings {
 void register_threads(pybind11::module_& m);
+void register_activations(pybind11::module_& m);
 void register_flatten(pybind11::module_& m);
 void register_filters(pybind11::module_& m);
 void register_frame_stack(pybind11::module_& m);

@@ -29,6 +29,8 @@ import torch
 
 from rlblocks.train._tree import tree_map
 from rlblocks.train.config import PPOConfig
+from rlblocks.train.fc_backprop import FCBackprop
+from rlblocks.train.flat_params import FlatParameters
 from rlblocks.train.policy import Policy
 from rlblocks.train.rollout import SampleBatch
 
@@ -97,9 +99,16 @@ class PPOLearner:
     def __init__(self, policy: Policy, config: PPOConfig) -> None:
         self.policy = policy
         self.config = config
-        self._params = list(policy.model.parameters())
-        self.optimizer = _adam(self._params, config.lr)
+        self._params = [p for p in policy.model.parameters() if p.requires_grad]
+        try:  # one buffer: Adam and the gradient norm run as one kernel each
+            self._flat: FlatParameters | None = FlatParameters(self._params)
+        except ValueError:  # mixed devices or dtypes
+            self._flat = None
+        self.optimizer = _adam(self._params if self._flat is None else [self._flat.param],
+                               config.lr)
         self.kl_coeff = float(config.kl_coeff)
+        self._backprop = FCBackprop.build(policy, config)
+        self._fast: FCBackprop | None = None  # the fast path, when usable this update
 
     def set_lr(self, lr: float) -> None:
         """Sets the learning rate of every parameter group."""
@@ -174,6 +183,8 @@ class PPOLearner:
         stats: list[torch.Tensor] = []
         last = cfg.num_sgd_iter - 1
         pol.set_training(True)
+        self._fast = self._backprop if (
+            self._backprop is not None and self._backprop.usable()) else None
         if pol.recurrent:
             batch = self._order_sequences(batch)
             index, lens, max_len = self._sequence_index(batch)
@@ -230,6 +241,15 @@ class PPOLearner:
         normalize_advantages: bool | None = None,
     ) -> None:
         cfg, pol = self.config, self.policy
+        if normalize_advantages is None:
+            normalize_advantages = cfg.normalize_advantages
+        if self._fast is not None:
+            total, step_stats = self._fast.step(data, self.kl_coeff, normalize_advantages, record)
+            _as_loss(total)
+            self._apply_gradients()
+            if step_stats is not None:
+                stats.append(step_stats)
+            return
         obs = data["obs"]
         if mask is not None:
             keep = mask.reshape(-1, *([1] * (obs.dim() - 1))).to(obs.dtype)
@@ -241,7 +261,7 @@ class PPOLearner:
         log_ratio = logp - data["logp"]
         ratio = torch.exp(log_ratio)
         adv = data["advantages"]
-        if cfg.normalize_advantages if normalize_advantages is None else normalize_advantages:
+        if normalize_advantages:
             adv = _standardized(adv, mask)
         surrogate = torch.min(
             adv * ratio, adv * torch.clamp(ratio, 1.0 - cfg.clip_param, 1.0 + cfg.clip_param))
@@ -270,11 +290,14 @@ class PPOLearner:
         loss_inputs = dict(data)
         loss_inputs["seq_lens"] = seq_lens
         total = _as_loss(pol.model.custom_loss(total, loss_inputs))
-        self.optimizer.zero_grad(set_to_none=True)
-        total.backward()
-        if cfg.grad_clip is not None:
-            _clip_grad_norm(self._params, cfg.grad_clip)
-        self.optimizer.step()
+        if self._flat is not None:
+            self._flat.attach_grads()
+            total.backward()
+            self._flat.sync_grads()
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
+            total.backward()
+        self._apply_gradients()
         if not record:
             return
         with torch.no_grad():
@@ -282,6 +305,16 @@ class PPOLearner:
             clipfrac = _masked_mean(((ratio - 1.0).abs() > cfg.clip_param).float(), mask)
             stats.append(torch.stack([total, policy_loss, vf_loss, entropy, kl, approx_kl,
                                       clipfrac]))
+
+
+    def _apply_gradients(self) -> None:
+        """Gradient-norm clipping, then the optimizer step."""
+        if self.config.grad_clip is not None:
+            if self._flat is not None:
+                self._flat.clip_grad_norm_(self.config.grad_clip)
+            else:
+                _clip_grad_norm(self._params, self.config.grad_clip)
+        self.optimizer.step()
 
 
 def _standardized(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:

@@ -1,0 +1,394 @@
+"""Hand-written backpropagation of the PPO loss through the default fully connected model.
+
+PPO's minibatches are small (CartPole: 256 rows through two tanh layers of 64), so a
+training step is a few dozen tiny tensor ops, and autograd's bookkeeping (building the
+graph, the engine, one Python module call per layer) costs more than the arithmetic.
+:class:`FCBackprop` computes the same loss and the same gradients in closed form: one
+forward pass that keeps the activations, then the backward pass as explicit matrix
+products written straight into the parameters' ``.grad`` tensors.
+
+It covers the catalog's :class:`~rlblocks.models.fcnet.FullyConnectedNetwork` (any
+hidden sizes, ``tanh`` / ``relu`` / linear activations, shared or separate value layers,
+``no_final_linear``, ``free_log_std``) with a :class:`~rlblocks.distributions.Categorical`
+or :class:`~rlblocks.distributions.DiagGaussian` head, and every term of the PPO loss
+(clipped surrogate, clipped or plain value loss, entropy bonus, KL penalty, advantage
+standardisation). :meth:`FCBackprop.build` returns None for anything else (other models
+or distributions, ``custom_loss``, frozen parameters, module hooks) and the learner uses
+autograd. Tests compare both paths' gradients and updates.
+
+Examples:
+    >>> import gymnasium as gym, torch
+    >>> from rlblocks.train.config import PPOConfig
+    >>> from rlblocks.train.policy import Policy
+    >>> cfg = PPOConfig()
+    >>> pol = Policy(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), cfg)
+    >>> FCBackprop.build(pol, cfg) is not None
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from rlblocks.distributions import LOG_BOUND, Categorical, DiagGaussian
+from rlblocks.models.fcnet import FullyConnectedNetwork
+from rlblocks.models.misc import SlimFC, tanh_cpu
+from rlblocks.models.modelv2 import ModelV2
+from rlblocks.train.config import PPOConfig
+from rlblocks.train.policy import Policy
+
+__all__ = ["FCBackprop"]
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+@dataclass
+class _Dense:
+    """One linear layer and its activation (``None``, ``"tanh"`` or ``"relu"``)."""
+
+    weight: nn.Parameter
+    bias: nn.Parameter
+    activation: str | None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.addmm(self.bias, x, self.weight.t())
+        if self.activation == "tanh":
+            return _tanh_(y)
+        if self.activation == "relu":
+            return torch.relu_(y)
+        return y
+
+    def backward(self, x: torch.Tensor, y: torch.Tensor, dy: torch.Tensor,
+                 need_dx: bool) -> torch.Tensor | None:
+        """Writes the weight and bias gradients for output gradient ``dy`` (``x``, ``y``:
+        this layer's input and output); returns the input gradient when ``need_dx``."""
+        if self.activation == "tanh":
+            dy = torch.ops.aten.tanh_backward(dy, y)
+        elif self.activation == "relu":
+            dy = torch.ops.aten.threshold_backward(dy, y, 0)
+        assert self.weight.grad is not None and self.bias.grad is not None
+        torch.mm(dy.t(), x, out=self.weight.grad)
+        torch.sum(dy, 0, out=self.bias.grad)
+        return torch.mm(dy, self.weight) if need_dx else None
+
+
+def _tanh_(x: torch.Tensor) -> torch.Tensor:
+    """In-place tanh (rlblocks' vectorised kernel on CPU, as :class:`~rlblocks.models.misc.Tanh`)."""
+    if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
+        return tanh_cpu(x, inplace=True)
+    return torch.tanh_(x)
+
+
+def _dense_layers(seq: nn.Sequential | None) -> list[_Dense] | None:
+    """The layers of a Sequential of SlimFCs, or None if one is not a plain linear layer
+    with a supported activation."""
+    if seq is None:
+        return []
+    out = []
+    for layer in seq:
+        dense = _dense(layer)
+        if dense is None:
+            return None
+        out.append(dense)
+    return out
+
+
+def _dense(layer: nn.Module) -> _Dense | None:
+    if not isinstance(layer, SlimFC):
+        return None
+    parts = list(layer._model)
+    linear = parts[0]
+    if not isinstance(linear, nn.Linear) or linear.bias is None or len(parts) > 2:
+        return None
+    activation = None
+    if len(parts) == 2:
+        act = parts[1]
+        if isinstance(act, nn.Tanh):  # includes rlblocks' Tanh
+            activation = "tanh"
+        elif type(act) is nn.ReLU:
+            activation = "relu"
+        else:
+            return None
+    return _Dense(linear.weight, linear.bias, activation)
+
+
+def _has_hooks(model: nn.Module) -> bool:
+    hooks = nn.modules.module
+    if (hooks._global_forward_hooks or hooks._global_forward_pre_hooks
+            or hooks._global_backward_hooks):
+        return True
+    return any(m._forward_hooks or m._forward_pre_hooks or m._backward_hooks
+               or m._backward_pre_hooks for m in model.modules()) or any(
+        p._backward_hooks for p in model.parameters())
+
+
+class FCBackprop:
+    """The PPO loss and its gradients for a fully connected model, without autograd.
+
+    Build it with :meth:`build`; :meth:`step` computes one minibatch's loss, writes every
+    parameter's ``.grad`` and returns the loss (and with ``record`` the statistics the
+    learner reports). The caller clips the gradients and steps the optimizer.
+    """
+
+    def __init__(
+        self,
+        model: FullyConnectedNetwork,
+        trunk: list[_Dense],
+        logits: _Dense | None,
+        value_trunk: list[_Dense] | None,
+        value_head: _Dense,
+        gaussian: bool,
+        action_start: int,
+        config: PPOConfig,
+    ) -> None:
+        self.model = model
+        self.trunk = trunk
+        self.logits = logits
+        self.value_trunk = value_trunk  # None: the value head reads the policy features
+        self.value_head = value_head
+        self.gaussian = gaussian
+        self.action_start = action_start
+        self.config = config
+        self.free_log_std = (model._append_free_log_std.log_std
+                             if model._append_free_log_std is not None else None)
+        self.params = list(model.parameters())
+
+    @classmethod
+    def build(cls, policy: Policy, config: PPOConfig) -> FCBackprop | None:
+        """The fast path for ``policy``, or None when its model or distribution is not
+        covered (the learner then uses autograd)."""
+        model = policy.model
+        if type(model) is not FullyConnectedNetwork or policy.recurrent:
+            return None
+        if type(model).custom_loss is not ModelV2.custom_loss or "custom_loss" in vars(model):
+            return None
+        if any(not p.requires_grad for p in model.parameters()):
+            return None
+        trunk = _dense_layers(model._hidden_layers)
+        logits = _dense(model._logits) if model._logits is not None else None
+        value_trunk = _dense_layers(model._value_branch_separate)
+        value_head = _dense(model._value_branch) if model._value_branch is not None else None
+        if (trunk is None or value_trunk is None or value_head is None
+                or (model._logits is not None and logits is None)):
+            return None
+        try:
+            probe = policy.dist_class(torch.zeros(1, int(model.num_outputs)), model)
+        except (ValueError, TypeError):
+            return None
+        if (type(probe) is Categorical and probe.temperature == 1.0
+                and model._append_free_log_std is None):
+            gaussian, start = False, probe._start
+        elif type(probe) is DiagGaussian:
+            gaussian, start = True, 0
+        else:
+            return None
+        separate = value_trunk if model._value_branch_separate is not None else None
+        return cls(model, trunk, logits, separate, value_head, gaussian, start, config)
+
+    def usable(self) -> bool:
+        """False while something the fast path would skip is set: a module hook."""
+        return not _has_hooks(self.model)
+
+    # --- one minibatch ----------------------------------------------------------------------
+    def step(self, data: dict[str, Any], kl_coeff: float, normalize_advantages: bool,
+             record: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Loss of one minibatch; every parameter's ``.grad`` is overwritten with its gradient.
+
+        Returns:
+            ``(total_loss, stats)``; ``stats`` (with ``record``) is ``[total, policy_loss,
+            vf_loss, entropy, kl, approx_kl, clipfrac]``.
+        """
+        cfg = self.config
+        for p in self.params:  # (autograd's zero_grad(set_to_none=True) may have freed them)
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        with torch.no_grad():
+            obs = data["obs"]
+            x = obs.reshape(obs.shape[0], -1).float()
+            n = x.shape[0]
+            # forward
+            acts = [x]
+            for layer in self.trunk:
+                acts.append(layer.forward(acts[-1]))
+            features = acts[-1]
+            out = self.logits.forward(features) if self.logits is not None else features
+            if self.value_trunk is not None:
+                vacts = [x]
+                for layer in self.value_trunk:
+                    vacts.append(layer.forward(vacts[-1]))
+                vf_in = vacts[-1]
+            else:
+                vf_in = features
+            values = self.value_head.forward(vf_in).reshape(-1)
+
+            # loss terms and d(loss)/d(out) [n, k], d(loss)/d(log_std) for free_log_std
+            adv = data["advantages"]
+            if normalize_advantages:
+                mean = adv.mean()
+                adv = (adv - mean) / (torch.sqrt(((adv - mean) ** 2).mean()) + 1e-8)
+            if self.gaussian:
+                logp, d_out, d_extra, entropy, kl = self._gaussian(out, data, kl_coeff, record)
+            else:
+                logp, d_out, d_extra, entropy, kl = self._categorical(out, data, kl_coeff, record)
+            log_ratio = logp - data["logp"]
+            ratio = torch.exp(log_ratio)
+            lo, hi = 1.0 - cfg.clip_param, 1.0 + cfg.clip_param
+            clipped_ratio = ratio.clamp(lo, hi)
+            s1, s2 = adv * ratio, adv * clipped_ratio
+            policy_loss = -torch.minimum(s1, s2).mean()
+            # torch.minimum's gradient: to the smaller side, split in half on ties
+            w1 = (s1 < s2).float() + 0.5 * (s1 == s2).float()
+            in_range = ((ratio >= lo) & (ratio <= hi)).float()
+            d_ratio = adv * (w1 + (1.0 - w1) * in_range)
+            d_logp = d_ratio * ratio * (-1.0 / n)
+            d_out_total = self._combine(d_out, d_logp, d_extra)
+
+            targets = data["value_targets"]
+            err = values - targets
+            vf_err = err * err
+            d_values = 2.0 * err
+            if cfg.vf_clip_param is not None:
+                old = data["vf_preds"]
+                delta = values - old
+                c = cfg.vf_clip_param
+                err_c = old + delta.clamp(-c, c) - targets
+                vf_err_c = err_c * err_c
+                w_plain = (vf_err > vf_err_c).float() + 0.5 * (vf_err == vf_err_c).float()
+                in_clip = ((delta >= -c) & (delta <= c)).float()
+                d_values = w_plain * d_values + (1.0 - w_plain) * in_clip * 2.0 * err_c
+                vf_err = torch.maximum(vf_err, vf_err_c)
+            vf_loss = vf_err.mean()
+            d_values = d_values * (cfg.vf_loss_coeff / n)
+
+            total = policy_loss + cfg.vf_loss_coeff * vf_loss
+            if cfg.entropy_coeff != 0.0:
+                total = total - cfg.entropy_coeff * entropy
+            if kl_coeff > 0.0:
+                total = total + kl_coeff * kl
+
+            # backward
+            d_features = (self.logits.backward(features, out, d_out_total, need_dx=True)
+                          if self.logits is not None else d_out_total)
+            d_vf_in = self.value_head.backward(vf_in, values.unsqueeze(1),
+                                               d_values.unsqueeze(1), need_dx=True)
+            assert d_features is not None and d_vf_in is not None
+            if self.value_trunk is None:
+                d_features = d_features + d_vf_in
+            else:
+                _backward_stack(self.value_trunk, vacts, d_vf_in)
+            _backward_stack(self.trunk, acts, d_features)
+            if not record:
+                return total, None
+            approx_kl = ((ratio - 1.0) - log_ratio).mean()
+            clipfrac = ((ratio - 1.0).abs() > cfg.clip_param).float().mean()
+            stats = torch.stack([total, policy_loss, vf_loss, entropy, kl, approx_kl, clipfrac])
+            return total, stats
+
+    def _combine(self, d_logp_d_out: torch.Tensor, d_logp: torch.Tensor,
+                 d_extra: torch.Tensor | None) -> torch.Tensor:
+        """d(loss)/d(distribution inputs): ``d_logp * d(logp)/d(inputs)`` plus the entropy
+        and KL terms. With ``free_log_std`` the log-std columns' sum goes to that parameter's
+        gradient and the model output's gradient (the means) is returned."""
+        d_out = d_logp_d_out * d_logp.unsqueeze(1)
+        if d_extra is not None:
+            d_out = d_out + d_extra
+        if self.free_log_std is None:
+            return d_out
+        k = self.free_log_std.shape[0]
+        assert self.free_log_std.grad is not None
+        torch.sum(d_out[:, k:], 0, out=self.free_log_std.grad)
+        return d_out[:, :k]
+
+    def _categorical(self, logits: torch.Tensor, data: dict[str, Any], kl_coeff: float,
+                     record: bool) -> tuple[Any, ...]:
+        """``(logp of the actions, d(logp)/d(logits), the entropy and KL terms' gradient
+        (None when neither is in the loss), entropy, KL)``."""
+        cfg, n = self.config, logits.shape[0]
+        log_probs = torch.log_softmax(logits, 1)
+        probs = torch.exp(log_probs)
+        actions = data["actions"].reshape(-1, 1)
+        if self.action_start:
+            actions = actions - self.action_start
+        logp = log_probs.gather(1, actions).squeeze(1)
+        d_logp_d_logits = torch.zeros_like(logits).scatter_(1, actions, 1.0).sub_(probs)
+        zero = logits.new_zeros(())
+        entropy, kl = zero, zero
+        d_extra = None
+        if cfg.entropy_coeff != 0.0 or record:
+            row_entropy = -(probs * log_probs).sum(1)
+            entropy = row_entropy.mean()
+            if cfg.entropy_coeff != 0.0:  # d(-c * mean H)/d(logits) = c/n * p (log p + H)
+                d_extra = probs * (log_probs + row_entropy.unsqueeze(1)) * (
+                    cfg.entropy_coeff / n)
+        if kl_coeff > 0.0 or record:
+            old_log_probs = torch.log_softmax(data["dist_inputs"], 1)
+            old_probs = torch.exp(old_log_probs)
+            kl = (old_probs * (old_log_probs - log_probs)).sum(1).mean()
+            if kl_coeff > 0.0:  # d KL(old || new)/d(new logits) = p_new - p_old
+                d_kl = (probs - old_probs) * (kl_coeff / n)
+                d_extra = d_kl if d_extra is None else d_extra + d_kl
+        return logp, d_logp_d_logits, d_extra, entropy, kl
+
+    def _gaussian(self, out: torch.Tensor, data: dict[str, Any], kl_coeff: float,
+                  record: bool) -> tuple[Any, ...]:
+        """As :meth:`_categorical` for a diagonal Gaussian (inputs: means, then log-stds)."""
+        cfg, n = self.config, out.shape[0]
+        if self.free_log_std is not None:
+            k = out.shape[1]
+            mean = out
+            raw_log_std = self.free_log_std.detach().unsqueeze(0).expand(n, -1)
+        else:
+            k = out.shape[1] // 2
+            mean, raw_log_std = out[:, :k], out[:, k:]
+        log_std = raw_log_std.clamp(-LOG_BOUND, LOG_BOUND)
+        in_bounds = ((raw_log_std >= -LOG_BOUND) & (raw_log_std <= LOG_BOUND)).float()
+        std = torch.exp(log_std)
+        actions = data["actions"].reshape(n, k).float()
+        z = (actions - mean) / std
+        logp = (-0.5 * z * z - log_std - _HALF_LOG_2PI).sum(1)
+        # d logp / d mean = z / std, d logp / d log_std = z^2 - 1
+        d_mean = z / std
+        d_log_std = (z * z - 1.0) * in_bounds
+        d_extra_mean: torch.Tensor | None = None
+        d_extra_log_std: torch.Tensor | None = None
+        zero = out.new_zeros(())
+        entropy, kl = zero, zero
+        if cfg.entropy_coeff != 0.0 or record:
+            entropy = (log_std + (0.5 + _HALF_LOG_2PI)).sum(1).mean()
+            if cfg.entropy_coeff != 0.0:
+                d_extra_log_std = in_bounds * (-cfg.entropy_coeff / n)
+        if kl_coeff > 0.0 or record:
+            old_mean, old_raw = data["dist_inputs"].chunk(2, dim=1)
+            old_log_std = old_raw.clamp(-LOG_BOUND, LOG_BOUND)
+            var_ratio = torch.exp(2.0 * (old_log_std - log_std))
+            t = ((old_mean - mean) / std) ** 2
+            kl = (0.5 * (var_ratio + t - 1.0) - (old_log_std - log_std)).sum(1).mean()
+            if kl_coeff > 0.0:
+                scale = kl_coeff / n
+                d_kl_mean = (mean - old_mean) / (std * std) * scale
+                d_kl_log_std = (1.0 - var_ratio - t) * in_bounds * scale
+                d_extra_mean = d_kl_mean
+                d_extra_log_std = (d_kl_log_std if d_extra_log_std is None
+                                   else d_extra_log_std + d_kl_log_std)
+        d_logp_d_out = torch.cat([d_mean, d_log_std], 1)
+        d_extra = None
+        if d_extra_mean is not None or d_extra_log_std is not None:
+            em = d_extra_mean if d_extra_mean is not None else torch.zeros_like(mean)
+            el = (d_extra_log_std.expand(n, k) if d_extra_log_std is not None
+                  else torch.zeros_like(mean))
+            d_extra = torch.cat([em, el], 1)
+        return logp, d_logp_d_out, d_extra, entropy, kl
+
+
+def _backward_stack(layers: list[_Dense], acts: list[torch.Tensor], d_out: torch.Tensor) -> None:
+    """Backward through ``layers`` (``acts[i]`` is layer i's input, ``acts[-1]`` the output)."""
+    d = d_out
+    for i in range(len(layers) - 1, -1, -1):
+        nxt = layers[i].backward(acts[i], acts[i + 1], d, need_dx=i > 0)
+        if nxt is not None:
+            d = nxt
