@@ -35,7 +35,7 @@ py::array tanh_py(const py::object& x_obj, const py::object& out_obj) {
     PyErr_Clear();
     throw py::value_error("tanh: expected a float32 array, got " + std::string(py::str(py::type::of(x_obj))));
   }
-  if (!x.dtype().is(py::dtype::of<float>())) {
+  if (!x.dtype().equal(py::dtype::of<float>())) {
     throw py::value_error("tanh: expected float32, got dtype " + std::string(py::str(x.dtype())));
   }
   F32Array in = F32Array::ensure(x);  // a C-contiguous copy only if x is not already
@@ -48,7 +48,7 @@ py::array tanh_py(const py::object& x_obj, const py::object& out_obj) {
       throw py::value_error("tanh: out must be a float32 numpy array");
     }
     auto o = py::reinterpret_borrow<py::array>(out_obj);
-    if (!o.dtype().is(py::dtype::of<float>()) || !(o.flags() & py::array::c_style)) {
+    if (!o.dtype().equal(py::dtype::of<float>()) || !(o.flags() & py::array::c_style)) {
       throw py::value_error("tanh: out must be a C-contiguous float32 array, got dtype " +
                             std::string(py::str(o.dtype())));
     }

@@ -255,7 +255,7 @@ py::array_t<float> checked_out(const py::object& out, const Input& in) {
   py::array a = py::array::ensure(out);
   const bool is_array = a && py::isinstance<py::array>(out);
   if (!is_array) PyErr_Clear();
-  const bool ok = is_array && a.dtype().is(py::dtype::of<float>()) &&
+  const bool ok = is_array && a.dtype().equal(py::dtype::of<float>()) &&
                   (a.flags() & py::array::c_style) && a.writeable() && array_shape(a) == in.shape &&
                   reinterpret_cast<std::uintptr_t>(a.data()) % alignof(float) == 0;
   if (!ok) {

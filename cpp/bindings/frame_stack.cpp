@@ -227,7 +227,7 @@ class PyFrameStacker {
       throw py::value_error(std::string(name) + ": expected shape " + shape_str(want) + ", got " +
                             shape_str(array_shape(raw)));
     }
-    if (!raw.dtype().is(dtype_)) {
+    if (!raw.dtype().equal(dtype_)) {
       const bool safe = py::module_::import("numpy").attr("can_cast")(raw.dtype(), dtype_, "safe").cast<bool>();
       if (!safe) {
         throw py::value_error(std::string(name) + ": dtype " + std::string(py::str(raw.dtype())) +
@@ -249,7 +249,7 @@ class PyFrameStacker {
     if (out.is_none()) return py::array(dtype_, want);
     const bool is_array = py::isinstance<py::array>(out);
     py::array a = is_array ? py::reinterpret_borrow<py::array>(out) : py::array();
-    const bool ok = is_array && a.dtype().is(dtype_) && (a.flags() & py::array::c_style) && a.writeable() &&
+    const bool ok = is_array && a.dtype().equal(dtype_) && (a.flags() & py::array::c_style) && a.writeable() &&
                     (a.flags() & py::detail::npy_api::NPY_ARRAY_ALIGNED_) && array_shape(a) == want;
     if (!ok) {
       const std::string got = is_array ? std::string(py::str(a.dtype())) + " array of shape " + shape_str(array_shape(a)) +

@@ -40,8 +40,8 @@ std::string shape_str(const std::vector<std::int64_t>& v) {
 
 std::string dtype_str(const py::array& a) { return py::str(a.dtype()).cast<std::string>(); }
 
-bool is_u8(const py::array& a) { return a.dtype().is(py::dtype::of<std::uint8_t>()); }
-bool is_f32(const py::array& a) { return a.dtype().is(py::dtype::of<float>()); }
+bool is_u8(const py::array& a) { return a.dtype().equal(py::dtype::of<std::uint8_t>()); }
+bool is_f32(const py::array& a) { return a.dtype().equal(py::dtype::of<float>()); }
 
 py::array as_array(const py::handle& obj, const char* fn, const char* what) {
   if (!py::isinstance<py::array>(obj)) {
@@ -92,7 +92,7 @@ template <class T>
 T* checked_out(const py::handle& out_obj, const std::vector<std::int64_t>& shape, const py::array& src,
                const char* fn) {
   py::array out = as_array(out_obj, fn, "out");
-  const bool dtype_ok = out.dtype().is(py::dtype::of<T>());
+  const bool dtype_ok = out.dtype().equal(py::dtype::of<T>());
   bool shape_ok = out.ndim() == static_cast<py::ssize_t>(shape.size());
   for (std::size_t d = 0; shape_ok && d < shape.size(); ++d) shape_ok = out.shape(static_cast<py::ssize_t>(d)) == shape[d];
   const bool contiguous = (out.flags() & py::array::c_style) != 0;
@@ -190,7 +190,7 @@ void crop(const py::handle& frames_obj, std::int64_t top, std::int64_t left, std
                           "batch/row strides (pass np.ascontiguousarray(frames))");
   }
   py::array out = as_array(out_obj, fn, "out");
-  if (!out.dtype().is(frames.dtype())) {
+  if (!out.dtype().equal(frames.dtype())) {
     throw py::value_error(std::string(fn) + ": out must have the frames' dtype " + dtype_str(frames) + ", got " + dtype_str(out));
   }
   const std::vector<std::int64_t> shape{frames.shape(0), height, width, c};

@@ -29,15 +29,12 @@ Examples:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import nn
 
 from rlblocks.distributions import LOG_BOUND, Categorical, DiagGaussian
-from rlblocks.models.fcnet import FullyConnectedNetwork
-from rlblocks.models.misc import SlimFC, tanh_cpu
+from rlblocks.models.fc_layers import FCLayers, backward_stack, run_stack
 from rlblocks.models.modelv2 import ModelV2
 from rlblocks.train.config import PPOConfig
 from rlblocks.train.policy import Policy
@@ -45,86 +42,6 @@ from rlblocks.train.policy import Policy
 __all__ = ["FCBackprop"]
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
-
-
-@dataclass
-class _Dense:
-    """One linear layer and its activation (``None``, ``"tanh"`` or ``"relu"``)."""
-
-    weight: nn.Parameter
-    bias: nn.Parameter
-    activation: str | None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = torch.addmm(self.bias, x, self.weight.t())
-        if self.activation == "tanh":
-            return _tanh_(y)
-        if self.activation == "relu":
-            return torch.relu_(y)
-        return y
-
-    def backward(self, x: torch.Tensor, y: torch.Tensor, dy: torch.Tensor,
-                 need_dx: bool) -> torch.Tensor | None:
-        """Writes the weight and bias gradients for output gradient ``dy`` (``x``, ``y``:
-        this layer's input and output); returns the input gradient when ``need_dx``."""
-        if self.activation == "tanh":
-            dy = torch.ops.aten.tanh_backward(dy, y)
-        elif self.activation == "relu":
-            dy = torch.ops.aten.threshold_backward(dy, y, 0)
-        assert self.weight.grad is not None and self.bias.grad is not None
-        torch.mm(dy.t(), x, out=self.weight.grad)
-        torch.sum(dy, 0, out=self.bias.grad)
-        return torch.mm(dy, self.weight) if need_dx else None
-
-
-def _tanh_(x: torch.Tensor) -> torch.Tensor:
-    """In-place tanh (rlblocks' vectorised kernel on CPU, as :class:`~rlblocks.models.misc.Tanh`)."""
-    if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
-        return tanh_cpu(x, inplace=True)
-    return torch.tanh_(x)
-
-
-def _dense_layers(seq: nn.Sequential | None) -> list[_Dense] | None:
-    """The layers of a Sequential of SlimFCs, or None if one is not a plain linear layer
-    with a supported activation."""
-    if seq is None:
-        return []
-    out = []
-    for layer in seq:
-        dense = _dense(layer)
-        if dense is None:
-            return None
-        out.append(dense)
-    return out
-
-
-def _dense(layer: nn.Module) -> _Dense | None:
-    if not isinstance(layer, SlimFC):
-        return None
-    parts = list(layer._model)
-    linear = parts[0]
-    if not isinstance(linear, nn.Linear) or linear.bias is None or len(parts) > 2:
-        return None
-    activation = None
-    if len(parts) == 2:
-        act = parts[1]
-        if isinstance(act, nn.Tanh):  # includes rlblocks' Tanh
-            activation = "tanh"
-        elif type(act) is nn.ReLU:
-            activation = "relu"
-        else:
-            return None
-    return _Dense(linear.weight, linear.bias, activation)
-
-
-def _has_hooks(model: nn.Module) -> bool:
-    hooks = nn.modules.module
-    if (hooks._global_forward_hooks or hooks._global_forward_pre_hooks
-            or hooks._global_backward_hooks):
-        return True
-    return any(m._forward_hooks or m._forward_pre_hooks or m._backward_hooks
-               or m._backward_pre_hooks for m in model.modules()) or any(
-        p._backward_hooks for p in model.parameters())
 
 
 class FCBackprop:
@@ -135,64 +52,41 @@ class FCBackprop:
     learner reports). The caller clips the gradients and steps the optimizer.
     """
 
-    def __init__(
-        self,
-        model: FullyConnectedNetwork,
-        trunk: list[_Dense],
-        logits: _Dense | None,
-        value_trunk: list[_Dense] | None,
-        value_head: _Dense,
-        gaussian: bool,
-        action_start: int,
-        config: PPOConfig,
-    ) -> None:
-        self.model = model
-        self.trunk = trunk
-        self.logits = logits
-        self.value_trunk = value_trunk  # None: the value head reads the policy features
-        self.value_head = value_head
+    def __init__(self, layers: FCLayers, gaussian: bool, action_start: int,
+                 config: PPOConfig) -> None:
+        self.layers = layers
         self.gaussian = gaussian
         self.action_start = action_start
         self.config = config
-        self.free_log_std = (model._append_free_log_std.log_std
-                             if model._append_free_log_std is not None else None)
-        self.params = list(model.parameters())
+        self.free_log_std = layers.free_log_std
+        self.params = list(layers.model.parameters())
 
     @classmethod
     def build(cls, policy: Policy, config: PPOConfig) -> FCBackprop | None:
         """The fast path for ``policy``, or None when its model or distribution is not
         covered (the learner then uses autograd)."""
         model = policy.model
-        if type(model) is not FullyConnectedNetwork or policy.recurrent:
+        layers = FCLayers.from_model(model)
+        if layers is None:
             return None
         if type(model).custom_loss is not ModelV2.custom_loss or "custom_loss" in vars(model):
             return None
         if any(not p.requires_grad for p in model.parameters()):
-            return None
-        trunk = _dense_layers(model._hidden_layers)
-        logits = _dense(model._logits) if model._logits is not None else None
-        value_trunk = _dense_layers(model._value_branch_separate)
-        value_head = _dense(model._value_branch) if model._value_branch is not None else None
-        if (trunk is None or value_trunk is None or value_head is None
-                or (model._logits is not None and logits is None)):
             return None
         try:
             probe = policy.dist_class(torch.zeros(1, int(model.num_outputs)), model)
         except (ValueError, TypeError):
             return None
         if (type(probe) is Categorical and probe.temperature == 1.0
-                and model._append_free_log_std is None):
-            gaussian, start = False, probe._start
-        elif type(probe) is DiagGaussian:
-            gaussian, start = True, 0
-        else:
-            return None
-        separate = value_trunk if model._value_branch_separate is not None else None
-        return cls(model, trunk, logits, separate, value_head, gaussian, start, config)
+                and layers.free_log_std is None):
+            return cls(layers, False, probe._start, config)
+        if type(probe) is DiagGaussian:
+            return cls(layers, True, 0, config)
+        return None
 
     def usable(self) -> bool:
         """False while something the fast path would skip is set: a module hook."""
-        return not _has_hooks(self.model)
+        return not self.layers.has_hooks()
 
     # --- one minibatch ----------------------------------------------------------------------
     def step(self, data: dict[str, Any], kl_coeff: float, normalize_advantages: bool,
@@ -208,23 +102,16 @@ class FCBackprop:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
         with torch.no_grad():
-            obs = data["obs"]
-            x = obs.reshape(obs.shape[0], -1).float()
+            layers = self.layers
+            x = layers.flat_input(data["obs"])
             n = x.shape[0]
-            # forward
-            acts = [x]
-            for layer in self.trunk:
-                acts.append(layer.forward(acts[-1]))
+            # forward, keeping every layer's output
+            acts = run_stack(layers.trunk, x)
             features = acts[-1]
-            out = self.logits.forward(features) if self.logits is not None else features
-            if self.value_trunk is not None:
-                vacts = [x]
-                for layer in self.value_trunk:
-                    vacts.append(layer.forward(vacts[-1]))
-                vf_in = vacts[-1]
-            else:
-                vf_in = features
-            values = self.value_head.forward(vf_in).reshape(-1)
+            out = layers.logits.forward(features) if layers.logits is not None else features
+            vacts = run_stack(layers.value_trunk, x) if layers.value_trunk is not None else []
+            vf_in = vacts[-1] if vacts else features
+            values = layers.value_head.forward(vf_in).reshape(-1)
 
             # loss terms and d(loss)/d(out) [n, k], d(loss)/d(log_std) for free_log_std
             adv = data["advantages"]
@@ -272,16 +159,16 @@ class FCBackprop:
                 total = total + kl_coeff * kl
 
             # backward
-            d_features = (self.logits.backward(features, out, d_out_total, need_dx=True)
-                          if self.logits is not None else d_out_total)
-            d_vf_in = self.value_head.backward(vf_in, values.unsqueeze(1),
-                                               d_values.unsqueeze(1), need_dx=True)
+            d_features = (layers.logits.backward(features, out, d_out_total, need_dx=True)
+                          if layers.logits is not None else d_out_total)
+            d_vf_in = layers.value_head.backward(vf_in, values.unsqueeze(1),
+                                                 d_values.unsqueeze(1), need_dx=True)
             assert d_features is not None and d_vf_in is not None
-            if self.value_trunk is None:
+            if layers.value_trunk is None:
                 d_features = d_features + d_vf_in
             else:
-                _backward_stack(self.value_trunk, vacts, d_vf_in)
-            _backward_stack(self.trunk, acts, d_features)
+                backward_stack(layers.value_trunk, vacts, d_vf_in)
+            backward_stack(layers.trunk, acts, d_features)
             if not record:
                 return total, None
             approx_kl = ((ratio - 1.0) - log_ratio).mean()
@@ -383,12 +270,3 @@ class FCBackprop:
                   else torch.zeros_like(mean))
             d_extra = torch.cat([em, el], 1)
         return logp, d_logp_d_out, d_extra, entropy, kl
-
-
-def _backward_stack(layers: list[_Dense], acts: list[torch.Tensor], d_out: torch.Tensor) -> None:
-    """Backward through ``layers`` (``acts[i]`` is layer i's input, ``acts[-1]`` the output)."""
-    d = d_out
-    for i in range(len(layers) - 1, -1, -1):
-        nxt = layers[i].backward(acts[i], acts[i + 1], d, need_dx=i > 0)
-        if nxt is not None:
-            d = nxt

@@ -28,7 +28,9 @@ import numpy as np
 import torch
 
 from rlblocks.catalog import ModelCatalog
+from rlblocks.models.fc_layers import FCLayers
 from rlblocks.models.modelv2 import ModelV2
+from rlblocks.train.fc_actor import FCActor
 from rlblocks.train._tree import tree_map
 from rlblocks.train.config import PPOConfig
 
@@ -107,6 +109,10 @@ class Policy:
             name="ppo_model",
         ).to(self.device)
         self.recurrent = len(self.model.get_initial_state()) > 0
+        # The default FC model's layers, run without module calls when no graph is needed,
+        # and its numpy twin for rollout actions (both skipped while a forward hook is set).
+        self._fc_layers = FCLayers.from_model(self.model)
+        self._actor = FCActor.build(self) if self._fc_layers is not None else None
         self.obs_window_key, self.n_obs_frames = _obs_window(self.model)
         self.max_seq_len = int(model_config.max_seq_len)
         self.prev_actions_key, self.n_prev_actions = "prev_actions", _n_prev(
@@ -210,6 +216,11 @@ class Policy:
             self.model.train(training)
 
     # --- calling --------------------------------------------------------------------------
+    def _numpy_path(self, obs: Any) -> bool:
+        """Whether :class:`FCActor` serves this call (numpy input, no forward hooks)."""
+        return (self._actor is not None and isinstance(obs, np.ndarray)
+                and not self._actor.layers.has_forward_hooks())
+
     def forward(
         self,
         input_dict: dict[str, Any],
@@ -217,6 +228,10 @@ class Policy:
         seq_lens: torch.Tensor | None,
     ) -> tuple[Any, torch.Tensor, list[torch.Tensor]]:
         """``(distribution, values [B], state_out)`` for one batch."""
+        fc = self._fc_layers
+        if fc is not None and not torch.is_grad_enabled() and not fc.has_forward_hooks():
+            out, values = fc.infer(input_dict["obs"])
+            return self.dist_class(out, self.model), values, state
         if self.recurrent and seq_lens is None:
             b = input_dict["obs"].shape[0]
             seq_lens = torch.ones(b, dtype=torch.int64, device=self.device)
@@ -240,6 +255,12 @@ class Policy:
             ``actions`` (numpy, the action space's structure), ``state_out``, and with
             ``full``: ``logp`` ``[B]``, ``vf_preds`` ``[B]``, ``dist_inputs`` ``[B, K]``.
         """
+        if self._numpy_path(obs):
+            assert self._actor is not None
+            result = self._actor.act(obs, explore)
+            if not full:
+                result = {k: result[k] for k in ("actions", "state_out")}
+            return result
         self.set_training(False)
         dist, values, state_out = self.forward(
             self.input_dict(obs, prev_actions, prev_rewards, is_training=False), state, None
@@ -265,6 +286,9 @@ class Policy:
         prev_rewards: Any = None,
     ) -> np.ndarray:
         """Value estimates ``[B]`` (no sampling, so no random numbers are drawn)."""
+        if self._numpy_path(obs):
+            assert self._actor is not None
+            return self._actor.forward(obs)[1]
         self.set_training(False)
         _, values, _ = self.forward(
             self.input_dict(obs, prev_actions, prev_rewards, is_training=False), state, None
