@@ -488,3 +488,21 @@ def test_palette_native_bindings_refuse_bad_arrays_directly():
         _core.image_palette_unknown(idx, pal)
     with pytest.raises(ValueError, match="C-contiguous uint8"):
         _core.image_palette_unknown(idx[:, :, ::2], np.ones(256, np.uint8))
+
+
+def test_unpickled_arrays_are_accepted():
+    """Arrays restored by pickle (checkpoints, worker pipes) carry dtype objects that are
+    equal to, not the same object as, numpy's own; the kernels take them all the same."""
+    import pickle
+
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, (2, 30, 20, 3), dtype=np.uint8)
+    copy = pickle.loads(pickle.dumps(frames))
+    assert copy.dtype == frames.dtype and copy.dtype is not frames.dtype
+    out = pickle.loads(pickle.dumps(np.zeros((2, 12, 12, 1), np.uint8)))
+    image.gray_resize(copy, 12, out=out)
+    np.testing.assert_array_equal(out, image.gray_resize(frames, 12))
+    stacker = _core.FrameStacker(2, 3, (30, 20, 3), np.dtype(np.uint8), True)
+    np.testing.assert_array_equal(stacker.reset(copy)[..., -3:], frames)
+    x = pickle.loads(pickle.dumps(np.linspace(-3, 3, 50, dtype=np.float32)))
+    np.testing.assert_allclose(_core.tanh(x), np.tanh(x), rtol=1e-6, atol=1e-7)

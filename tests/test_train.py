@@ -117,6 +117,41 @@ def test_clip_grad_norm_matches_torch(scale):
     assert ours[2].grad is None
 
 
+def test_direct_fused_adam_step_equals_optimizer_step():
+    """The learner's direct call of the fused Adam kernel gives bit-identical parameters and
+    state to ``Adam.step()`` (lr changes included), and declines whenever it would differ:
+    before the state exists, with a step hook, with amsgrad."""
+    from rlblocks.train.learner import _adam, _fused_adam_step
+
+    torch.manual_seed(0)
+    a = torch.nn.Parameter(torch.randn(300))
+    b = torch.nn.Parameter(a.detach().clone())
+    ref, ours = _adam([a], 1e-3), _adam([b], 1e-3)
+    used = []
+    for i in range(30):
+        g = torch.randn(300) * (i + 1)
+        a.grad, b.grad = g.clone(), g.clone()
+        ref.step()
+        direct = _fused_adam_step(ours, b)
+        if not direct:
+            ours.step()
+        used.append(direct)
+        if i == 10:
+            for opt in (ref, ours):
+                opt.param_groups[0]["lr"] = 3e-4
+    assert used[0] is False and all(used[1:])
+    assert torch.equal(a, b)
+    for key in ("exp_avg", "exp_avg_sq", "step"):
+        assert torch.equal(ref.state[a][key], ours.state[b][key])
+
+    handle = ours.register_step_pre_hook(lambda *args: None)
+    assert not _fused_adam_step(ours, b)
+    handle.remove()
+    ams = torch.optim.Adam([b], lr=1e-3, amsgrad=True, fused=True)
+    ams.step()
+    assert not _fused_adam_step(ams, b)
+
+
 # --- learning -------------------------------------------------------------------------------
 def test_ppo_cartpole_reaches_150_within_50k_steps():
     trainer = PPOTrainer({"env": "CartPole-v1", "seed": 0})

@@ -128,11 +128,10 @@ class FCBackprop:
             clipped_ratio = ratio.clamp(lo, hi)
             s1, s2 = adv * ratio, adv * clipped_ratio
             policy_loss = -torch.minimum(s1, s2).mean()
-            # torch.minimum's gradient: to the smaller side, split in half on ties
-            w1 = (s1 < s2).float() + 0.5 * (s1 == s2).float()
-            in_range = ((ratio >= lo) & (ratio <= hi)).float()
-            d_ratio = adv * (w1 + (1.0 - w1) * in_range)
-            d_logp = d_ratio * ratio * (-1.0 / n)
+            # d min(s1, s2)/d ratio is adv where s1 <= s2: inside the clip range s1 == s2 and
+            # autograd's two halves (minimum splits ties, clamp passes) add up to adv;
+            # outside it only the unclipped side carries a gradient.
+            d_logp = adv * (s1 <= s2) * ratio * (-1.0 / n)
             d_out_total = self._combine(d_out, d_logp, d_extra)
 
             targets = data["value_targets"]

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.optim.optimizer as _optimizer_module
 
 from rlblocks.train._tree import tree_map
 from rlblocks.train.config import PPOConfig
@@ -314,7 +315,8 @@ class PPOLearner:
                 self._flat.clip_grad_norm_(self.config.grad_clip)
             else:
                 _clip_grad_norm(self._params, self.config.grad_clip)
-        self.optimizer.step()
+        if self._flat is None or not _fused_adam_step(self.optimizer, self._flat.param):
+            self.optimizer.step()
 
 
 def _standardized(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -331,6 +333,43 @@ def _adam(params: list[torch.nn.Parameter], lr: float) -> torch.optim.Adam:
         return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
     except RuntimeError:
         return torch.optim.Adam(params, lr=lr, eps=1e-5, foreach=True)
+
+
+def _fused_adam_step(optimizer: torch.optim.Optimizer, param: torch.nn.Parameter) -> bool:
+    """``optimizer.step()`` for a fused Adam over the single tensor ``param``, calling the
+    fused kernel directly; False (nothing done) when that would differ from ``step()``: the
+    state is not initialised yet, hooks are set, or an option the direct call skips is on.
+
+    ``Optimizer.step`` spends about 0.1 ms of Python per call (grouping tensors by device,
+    hooks, profiling) against 15 us for the kernel on a small model's flat buffer; PPO
+    calls it once per minibatch.
+    """
+    kernel = getattr(torch, "_fused_adam_", None)
+    state = optimizer.state.get(param)
+    if (kernel is None or type(optimizer) is not torch.optim.Adam or not state
+            or len(optimizer.param_groups) != 1 or param.grad is None
+            or optimizer._optimizer_step_pre_hooks or optimizer._optimizer_step_post_hooks
+            or _global_optimizer_hooks()):
+        return False
+    group = optimizer.param_groups[0]
+    if (not group.get("fused") or group["amsgrad"] or group["maximize"]
+            or group.get("differentiable") or group.get("capturable")
+            or group.get("decoupled_weight_decay") or isinstance(group["lr"], torch.Tensor)
+            or group["params"][0] is not param):
+        return False
+    step = state["step"]
+    step.add_(1)
+    beta1, beta2 = group["betas"]
+    kernel([param], [param.grad], [state["exp_avg"]], [state["exp_avg_sq"]], [], [step],
+           amsgrad=False, lr=float(group["lr"]), beta1=beta1, beta2=beta2,
+           weight_decay=group["weight_decay"], eps=group["eps"], maximize=False,
+           grad_scale=None, found_inf=None)
+    return True
+
+
+def _global_optimizer_hooks() -> bool:
+    return bool(getattr(_optimizer_module, "_global_optimizer_pre_hooks", None)
+                or getattr(_optimizer_module, "_global_optimizer_post_hooks", None))
 
 
 def _clip_grad_norm(params: list[torch.nn.Parameter], max_norm: float) -> None:
