@@ -44,14 +44,15 @@ py::array tanh_py(const py::object& x_obj, const py::object& out_obj) {
   if (out_obj.is_none()) {
     out = F32Array(std::vector<py::ssize_t>(in.shape(), in.shape() + in.ndim()));
   } else {
-    if (!py::isinstance<F32Array>(out_obj)) {
-      throw py::value_error("tanh: out must be a float32 numpy array");
+    if (!py::isinstance<py::array>(out_obj)) {
+      throw py::value_error("tanh: out must be a float32 numpy array, got " +
+                            std::string(py::str(py::type::of(out_obj))));
     }
     auto o = py::reinterpret_borrow<py::array>(out_obj);
-    if (!o.dtype().equal(py::dtype::of<float>()) || !(o.flags() & py::array::c_style)) {
-      throw py::value_error("tanh: out must be a C-contiguous float32 array, got dtype " +
-                            std::string(py::str(o.dtype())));
+    if (!o.dtype().equal(py::dtype::of<float>())) {
+      throw py::value_error("tanh: out must be float32, got dtype " + std::string(py::str(o.dtype())));
     }
+    if (!(o.flags() & py::array::c_style)) throw py::value_error("tanh: out must be C-contiguous");
     if (!o.writeable()) throw py::value_error("tanh: out is read-only");
     if (o.ndim() != in.ndim() || !std::equal(in.shape(), in.shape() + in.ndim(), o.shape())) {
       throw py::value_error("tanh: out has shape " + shape_str(o) + ", the input " + shape_str(in));

@@ -6,8 +6,8 @@ at a rollout's batch of 8 rows the module machinery (``ModelV2.__call__``, one c
 Linear and activation) takes longer than the arithmetic. The trainer uses it for
 inference and, through :class:`~rlblocks.train.fc_backprop.FCBackprop`, for training.
 :meth:`FCLayers.from_model` returns None for a network it cannot represent (a subclass,
-another activation), and :meth:`FCLayers.has_hooks` / :meth:`FCLayers.has_forward_hooks`
-tell when the model has hooks that a module-free pass would skip.
+another activation), and :meth:`FCLayers.matches_model` tells when hooks or a changed
+layer mean a module-free pass would no longer equal calling the model.
 
 Examples:
     >>> import gymnasium as gym, torch
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.nn.utils.parametrize import is_parametrized
 
 from rlblocks.models.fcnet import FullyConnectedNetwork
 from rlblocks.models.misc import SlimFC, tanh_cpu
@@ -42,6 +43,7 @@ class Dense:
     weight: nn.Parameter
     bias: nn.Parameter
     activation: str | None
+    linear: nn.Linear  # the module they came from
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``activation(x @ weight.T + bias)``; call under ``torch.no_grad()``."""
@@ -69,12 +71,15 @@ class Dense:
 
     @classmethod
     def from_module(cls, layer: nn.Module) -> Dense | None:
-        """The layer of a SlimFC with a tanh, ReLU or no activation, else None."""
+        """The layer of a SlimFC (a plain ``nn.Linear`` with a bias, not parametrized) with a
+        tanh, ReLU or no activation, else None."""
         if not isinstance(layer, SlimFC):
             return None
         parts = list(layer._model)
         linear = parts[0]
-        if not isinstance(linear, nn.Linear) or linear.bias is None or len(parts) > 2:
+        if (type(linear) is not nn.Linear or len(parts) > 2 or is_parametrized(linear)
+                or not isinstance(linear.weight, nn.Parameter)
+                or not isinstance(linear.bias, nn.Parameter)):
             return None
         activation = None
         if len(parts) == 2:
@@ -85,7 +90,7 @@ class Dense:
                 activation = "relu"
             else:
                 return None
-        return cls(linear.weight, linear.bias, activation)
+        return cls(linear.weight, linear.bias, activation, linear)
 
 
 def _stack(seq: nn.Sequential | None) -> list[Dense] | None:
@@ -157,23 +162,28 @@ class FCLayers:
     def __post_init__(self) -> None:
         self._modules = list(self.model.modules())
         self._params = list(self.model.parameters())
+        self._dense = [*self.trunk, *([self.logits] if self.logits else []),
+                       *(self.value_trunk or []), self.value_head]
 
-    def has_forward_hooks(self) -> bool:
-        """Whether a forward (pre-)hook is set, globally or on one of the model's modules:
-        an inference pass through these layers would skip it."""
+    def matches_model(self, training: bool = False) -> bool:
+        """Whether a pass through these tensors still equals calling the model: no forward
+        hook is set (nor, for ``training``, a backward or gradient hook), globally or on the
+        model's modules or parameters, and every layer still holds the parameters it was
+        read from (no parametrization or replaced weight since)."""
         glob = nn.modules.module
         if glob._global_forward_hooks or glob._global_forward_pre_hooks:
+            return False
+        if any(m._forward_hooks or m._forward_pre_hooks for m in self._modules):
+            return False
+        if any(d.linear.weight is not d.weight or d.linear.bias is not d.bias
+               for d in self._dense):
+            return False
+        if not training:
             return True
-        return any(m._forward_hooks or m._forward_pre_hooks for m in self._modules)
-
-    def has_hooks(self) -> bool:
-        """Whether any forward or backward hook is set (globally, on a module or on a
-        parameter): a training step through these layers would skip it."""
-        glob = nn.modules.module
-        return (self.has_forward_hooks() or bool(glob._global_backward_hooks)
-                or bool(glob._global_backward_pre_hooks)
-                or any(m._backward_hooks or m._backward_pre_hooks for m in self._modules)
-                or any(p._backward_hooks for p in self._params))
+        return not (glob._global_backward_hooks or glob._global_backward_pre_hooks
+                    or any(m._backward_hooks or m._backward_pre_hooks for m in self._modules)
+                    or any(p._backward_hooks or getattr(p, "_post_accumulate_grad_hooks", None)
+                           for p in self._params))
 
     def flat_input(self, obs: torch.Tensor) -> torch.Tensor:
         """The network's input ``[B, n]`` (float) for a batch of flat observations."""

@@ -75,7 +75,7 @@ class FCActor:
         if layers is None or any(p.device.type != "cpu" or p.dtype != torch.float32
                                  for p in policy.model.parameters()):
             return None
-        probe = policy.dist_class(torch.zeros(1, int(policy.model.num_outputs)), policy.model)
+        probe = policy.dist_class(torch.zeros(1, int(policy.model.num_outputs or 0)), policy.model)
         if type(probe) is Categorical and probe.temperature == 1.0:
             return cls(layers, False, probe._start, False)
         if type(probe) is DiagGaussian:

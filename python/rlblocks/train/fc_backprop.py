@@ -74,7 +74,7 @@ class FCBackprop:
         if any(not p.requires_grad for p in model.parameters()):
             return None
         try:
-            probe = policy.dist_class(torch.zeros(1, int(model.num_outputs)), model)
+            probe = policy.dist_class(torch.zeros(1, int(model.num_outputs or 0)), model)
         except (ValueError, TypeError):
             return None
         if (type(probe) is Categorical and probe.temperature == 1.0
@@ -85,8 +85,9 @@ class FCBackprop:
         return None
 
     def usable(self) -> bool:
-        """False while something the fast path would skip is set: a module hook."""
-        return not self.layers.has_hooks()
+        """False while the fast path would differ from autograd (a hook is set, a layer was
+        replaced or parametrized): the learner then uses autograd."""
+        return self.layers.matches_model(training=True)
 
     # --- one minibatch ----------------------------------------------------------------------
     def step(self, data: dict[str, Any], kl_coeff: float, normalize_advantages: bool,

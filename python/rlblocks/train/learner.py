@@ -245,6 +245,8 @@ class PPOLearner:
         if normalize_advantages is None:
             normalize_advantages = cfg.normalize_advantages
         if self._fast is not None:
+            if self._flat is not None:  # re-link gradients someone set to None or replaced
+                self._flat.sync_grads()
             total, step_stats = self._fast.step(data, self.kl_coeff, normalize_advantages, record)
             _as_loss(total)
             self._apply_gradients()

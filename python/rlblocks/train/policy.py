@@ -30,9 +30,9 @@ import torch
 from rlblocks.catalog import ModelCatalog
 from rlblocks.models.fc_layers import FCLayers
 from rlblocks.models.modelv2 import ModelV2
-from rlblocks.train.fc_actor import FCActor
 from rlblocks.train._tree import tree_map
 from rlblocks.train.config import PPOConfig
+from rlblocks.train.fc_actor import FCActor
 
 __all__ = ["Policy", "clip_actions"]
 
@@ -110,7 +110,8 @@ class Policy:
         ).to(self.device)
         self.recurrent = len(self.model.get_initial_state()) > 0
         # The default FC model's layers, run without module calls when no graph is needed,
-        # and its numpy twin for rollout actions (both skipped while a forward hook is set).
+        # and its numpy twin for rollout actions (both skipped while FCLayers.matches_model
+        # is False: a forward hook is set or a layer changed).
         self._fc_layers = FCLayers.from_model(self.model)
         self._actor = FCActor.build(self) if self._fc_layers is not None else None
         self.obs_window_key, self.n_obs_frames = _obs_window(self.model)
@@ -217,9 +218,9 @@ class Policy:
 
     # --- calling --------------------------------------------------------------------------
     def _numpy_path(self, obs: Any) -> bool:
-        """Whether :class:`FCActor` serves this call (numpy input, no forward hooks)."""
+        """Whether :class:`FCActor` serves this call (numpy input, the layers match)."""
         return (self._actor is not None and isinstance(obs, np.ndarray)
-                and not self._actor.layers.has_forward_hooks())
+                and self._actor.layers.matches_model())
 
     def forward(
         self,
@@ -229,7 +230,7 @@ class Policy:
     ) -> tuple[Any, torch.Tensor, list[torch.Tensor]]:
         """``(distribution, values [B], state_out)`` for one batch."""
         fc = self._fc_layers
-        if fc is not None and not torch.is_grad_enabled() and not fc.has_forward_hooks():
+        if fc is not None and not torch.is_grad_enabled() and fc.matches_model():
             out, values = fc.infer(input_dict["obs"])
             return self.dist_class(out, self.model), values, state
         if self.recurrent and seq_lens is None:
@@ -257,10 +258,8 @@ class Policy:
         """
         if self._numpy_path(obs):
             assert self._actor is not None
-            result = self._actor.act(obs, explore)
-            if not full:
-                result = {k: result[k] for k in ("actions", "state_out")}
-            return result
+            fast = self._actor.act(obs, explore)
+            return fast if full else {k: fast[k] for k in ("actions", "state_out")}
         self.set_training(False)
         dist, values, state_out = self.forward(
             self.input_dict(obs, prev_actions, prev_rewards, is_training=False), state, None
