@@ -23,4 +23,4 @@ cd "$work"
 LD_PRELOAD="$asan $stdcxx" ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" PYTHONPATH="$work/python" \
   python -m pytest -q -p no:cacheprovider -o addopts="" \
   tests/test_preprocessors.py tests/test_bad_input.py tests/test_restore.py tests/test_filters.py \
-  tests/test_framestack.py tests/test_image.py tests/test_sequences.py
+  tests/test_framestack.py tests/test_image.py tests/test_sequences.py tests/test_tanh_kernel.py

@@ -1,0 +1,94 @@
+"""FCActor (numpy rollout actions of the default FC model) against the torch policy path."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from rlblocks.train.config import PPOConfig
+from rlblocks.train.fc_actor import FCActor
+from rlblocks.train.policy import Policy
+
+OBS = gym.spaces.Box(-2.0, 2.0, (5,), np.float32)
+
+CASES = [
+    (gym.spaces.Discrete(4), {"fcnet_hiddens": [16, 16]}),
+    (gym.spaces.Discrete(3, start=-1), {"fcnet_hiddens": [8], "fcnet_activation": "relu",
+                                        "vf_share_layers": True}),
+    (gym.spaces.Discrete(5), {"fcnet_hiddens": []}),
+    (gym.spaces.Box(-1, 1, (3,)), {"fcnet_hiddens": [16, 8]}),
+    (gym.spaces.Box(-1, 1, (2,)), {"fcnet_hiddens": [16], "free_log_std": True}),
+    (gym.spaces.Box(-1, 1, ()), {"fcnet_hiddens": [8], "no_final_linear": True,
+                                 "fcnet_activation": "linear"}),
+]
+
+
+def policy(space: gym.Space, model: dict) -> Policy:
+    torch.manual_seed(0)
+    pol = Policy(OBS, space, PPOConfig.from_dict({"model": model}))
+    with torch.no_grad():  # larger weights: outputs far from the initial near-uniform ones
+        for p in pol.model.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    return pol
+
+
+@pytest.mark.parametrize("space, model", CASES, ids=[str(i) for i in range(len(CASES))])
+@pytest.mark.parametrize("explore", [True, False])
+def test_numpy_actions_equal_the_torch_path(space, model, explore):
+    """Same seed, same actions; log-probs, values and distribution inputs agree to float32
+    rounding; the torch RNG advances by the same draws on both paths."""
+    pol = policy(space, model)
+    assert pol._actor is not None
+    obs = np.random.default_rng(1).uniform(-2, 2, (64, 5)).astype(np.float32)
+    results = []
+    for use_numpy in (True, False):
+        actor = pol._actor
+        if not use_numpy:
+            pol._actor = None
+        torch.manual_seed(7)
+        out = pol.act(obs, [], explore=explore)
+        after = torch.rand(1).item()
+        pol._actor = actor
+        results.append((out, after))
+    (fast, after_fast), (ref, after_ref) = results
+    assert after_fast == after_ref
+    assert fast["actions"].shape == ref["actions"].shape
+    assert fast["actions"].dtype == ref["actions"].dtype
+    if isinstance(space, gym.spaces.Discrete):
+        np.testing.assert_array_equal(fast["actions"], ref["actions"])
+    else:
+        np.testing.assert_allclose(fast["actions"], ref["actions"], rtol=1e-5, atol=1e-6)
+    for key in ("logp", "vf_preds", "dist_inputs"):
+        assert fast[key].dtype == np.float32
+        np.testing.assert_allclose(fast[key], ref[key], rtol=1e-5, atol=1e-5, err_msg=key)
+    assert fast["state_out"] == [] and ref["state_out"] == []
+
+
+def test_values_and_weight_updates_are_seen():
+    """``Policy.values`` goes through the actor, and an in-place parameter update (what the
+    optimizer does) changes its outputs at once."""
+    pol = policy(gym.spaces.Discrete(2), {"fcnet_hiddens": [8]})
+    obs = np.ones((3, 5), np.float32)
+    before = pol.values(obs, [])
+    with torch.no_grad():
+        pol.model._value_branch._model[0].bias.add_(1.0)
+        want = pol.forward(pol.input_dict(torch.from_numpy(obs)), [], None)[1].numpy()
+    np.testing.assert_allclose(pol.values(obs, []), want, rtol=1e-6)
+    np.testing.assert_allclose(pol.values(obs, []), before + 1.0, rtol=1e-5)
+
+
+def test_hooks_and_other_models_use_the_torch_path():
+    pol = policy(gym.spaces.Discrete(2), {"fcnet_hiddens": [8]})
+    calls = []
+    handle = pol.model._hidden_layers[0]._model[0].register_forward_hook(
+        lambda *args: calls.append(1))
+    pol.act(np.zeros((2, 5), np.float32), [])
+    handle.remove()
+    assert calls
+    lstm = Policy(OBS, gym.spaces.Discrete(2),
+                  PPOConfig.from_dict({"model": {"fcnet_hiddens": [8], "use_lstm": True}}))
+    assert FCActor.build(lstm) is None
+    multi = Policy(OBS, gym.spaces.MultiDiscrete([2, 3]),
+                   PPOConfig.from_dict({"model": {"fcnet_hiddens": [8]}}))
+    assert FCActor.build(multi) is None
