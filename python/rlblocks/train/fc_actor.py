@@ -33,22 +33,19 @@ Examples:
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from rlblocks import _core
-from rlblocks.distributions import LOG_BOUND, Categorical, DiagGaussian
+from rlblocks.distributions import _HALF_LOG_2PI, LOG_BOUND, Categorical, DiagGaussian
 from rlblocks.models.fc_layers import Dense, FCLayers
 
 if TYPE_CHECKING:
     from rlblocks.train.policy import Policy
 
 __all__ = ["FCActor"]
-
-_HALF_LOG_2PI = np.float32(0.5 * math.log(2.0 * math.pi))
 
 _Weights = list[tuple[np.ndarray, np.ndarray, str | None]]
 

@@ -28,21 +28,17 @@ Examples:
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 
-from rlblocks.distributions import LOG_BOUND, Categorical, DiagGaussian
+from rlblocks.distributions import _HALF_LOG_2PI, LOG_BOUND, Categorical, DiagGaussian
 from rlblocks.models.fc_layers import FCLayers, backward_stack, run_stack
 from rlblocks.models.modelv2 import ModelV2
 from rlblocks.train.config import PPOConfig
 from rlblocks.train.policy import Policy
 
 __all__ = ["FCBackprop"]
-
-_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
-
 
 class FCBackprop:
     """The PPO loss and its gradients for a fully connected model, without autograd.

@@ -309,7 +309,6 @@ class PPOLearner:
             stats.append(torch.stack([total, policy_loss, vf_loss, entropy, kl, approx_kl,
                                       clipfrac]))
 
-
     def _apply_gradients(self) -> None:
         """Gradient-norm clipping, then the optimizer step."""
         if self.config.grad_clip is not None:
