@@ -5,15 +5,12 @@ from __future__ import annotations
 import os
 
 import pytest
+import torch
 from hypothesis import HealthCheck, settings
 from rlblocks import _impl
 
-try:  # small test models gain nothing from intra-op threads, and lose a lot on a busy machine
-    import torch
-
-    torch.set_num_threads(1)
-except ImportError:  # pragma: no cover - torch is a dependency
-    pass
+# small test models gain nothing from intra-op threads, and lose a lot on a busy machine
+torch.set_num_threads(1)
 
 settings.register_profile(
     "ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -44,3 +41,12 @@ def both_impls(fn, *args, **kwargs):
     finally:
         _impl.use_numpy_reference(not before)
     return native, reference
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Tiny models: one intra-op thread is fastest and avoids oversubscribing shared CPUs."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)

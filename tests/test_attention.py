@@ -23,13 +23,7 @@ from wrapper_checks import check_catalog_wraps_default_model
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Tiny models: one intra-op thread is fastest and avoids oversubscribing shared CPUs."""
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def naive_attention(att, inputs, memory, window):

@@ -101,10 +101,10 @@ def test_mixed_dtypes_or_no_parameters_are_refused():
         FlatParameters([])
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a second device")
 def test_mixed_devices_are_refused():
+    """A second device without a GPU: torch's "meta" device."""
     with pytest.raises(ValueError, match="differ in device or dtype"):
-        FlatParameters([nn.Parameter(torch.zeros(3)), nn.Parameter(torch.zeros(2, device="cuda"))])
+        FlatParameters([nn.Parameter(torch.zeros(3)), nn.Parameter(torch.zeros(2, device="meta"))])
 
 
 # --- gradients -------------------------------------------------------------------

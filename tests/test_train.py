@@ -22,13 +22,7 @@ from rlblocks.train.checkpoint import list_checkpoints
 from rlblocks.train.learner import compute_gae
 from rlblocks.train.logger import read_progress
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny(**kw) -> dict:
