@@ -5,7 +5,9 @@
 and writes a run directory (``config.json``, ``progress.csv``, checkpoints,
 ``progress.png``). ``--set`` values are parsed as YAML (``lr=1e-3``,
 ``model.fcnet_hiddens=[32,32]``, ``observation_filter=MeanStdFilter``); dotted keys reach
-into ``model`` and ``env_config``.
+into ``model`` and ``env_config`` (the env's constructor keyword arguments). ``--env`` takes
+a registered id or gymnasium's ``module:EnvId`` form: the module (found on ``sys.path`` or in
+the current directory) is imported, then the id made.
 
 Examples:
     >>> parse_overrides(["lr=1e-3", "model.fcnet_hiddens=[32, 32]", "num_envs=4"])
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -106,12 +109,20 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def _default_stop_reward(env: Any) -> float | None:
-    import gymnasium as gym
+    from rlblocks.train.rollout import env_spec
 
-    if isinstance(env, str) and env in gym.registry:
-        threshold = gym.registry[env].reward_threshold
-        return None if threshold is None else float(threshold)
-    return None
+    spec = env_spec(env)
+    if spec is None or spec.reward_threshold is None:
+        return None
+    return float(spec.reward_threshold)
+
+
+def _user_modules_importable() -> None:
+    """``--env my_pkg.envs:MyEnv-v0`` finds ``my_pkg`` in the current directory, as
+    ``python -m`` would (appended: it never shadows an installed package)."""
+    cwd = os.getcwd()
+    if "" not in sys.path and cwd not in sys.path:
+        sys.path.append(cwd)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -183,6 +194,7 @@ def _plot(args: argparse.Namespace) -> int:
 
 def _guard(fn: Any, name: str) -> Any:
     def run(args: argparse.Namespace) -> int:
+        _user_modules_importable()
         try:
             return int(fn(args))
         except ValueError as err:
@@ -195,7 +207,8 @@ def _guard(fn: Any, name: str) -> Any:
 def add_subcommands(sub: Any) -> None:
     """Adds ``train``, ``evaluate`` and ``plot`` to an argparse subparsers object."""
     train = sub.add_parser("train", help="train PPO on a gymnasium env")
-    train.add_argument("--env", help="gymnasium id, e.g. CartPole-v1")
+    train.add_argument("--env", help="gymnasium id, e.g. CartPole-v1, or module:EnvId for an "
+                       "env that a module of yours registers (my_pkg.envs:MyEnv-v0)")
     train.add_argument("--config", help="YAML or JSON file of PPO config keys")
     train.add_argument("--set", action="append", metavar="KEY=VALUE",
                        help="override a config key (repeatable; dotted keys for model.*)")

@@ -34,6 +34,7 @@ Examples:
 from __future__ import annotations
 
 import difflib
+import importlib
 import pickle
 from collections import deque
 from collections.abc import Callable
@@ -56,22 +57,47 @@ __all__ = [
     "SampleBatch",
     "SingleEnvView",
     "check_env",
+    "env_spec",
     "make_env_creator",
     "make_vector_env",
+    "registered_id",
 ]
 
 
-def _register_namespace(env_id: str) -> None:
-    """Registers the bundled ``rlblocks/...`` envs and ALE's ``ALE/...`` ids on first use
-    (also inside vector-env worker processes)."""
+def registered_id(env_id: str) -> str:
+    """Imports what registers ``env_id`` and returns its key in gymnasium's registry.
+
+    ``"module:EnvId"`` (gymnasium's own form) imports ``module`` first, then looks up
+    ``EnvId``; the bundled ``rlblocks/...`` envs and ALE's ``ALE/...`` ids are registered on
+    first use (also inside vector-env worker processes).
+
+    Raises:
+        ValueError: The module does not import (its error in one line).
+
+    Examples:
+        >>> registered_id("rlblocks.envs:rlblocks/RepeatAfterMe-v0")
+        'rlblocks/RepeatAfterMe-v0'
+    """
+    module, sep, name = env_id.partition(":")
+    if sep:
+        if not module or not name:
+            raise ValueError(f"env {env_id!r}: expected 'module:EnvId', e.g. "
+                             "'my_pkg.envs:MyEnv-v0'")
+        try:
+            importlib.import_module(module)
+        except Exception as err:  # the user's module may fail in any way while importing
+            raise ValueError(f"env {env_id!r}: module {module!r} could not be imported "
+                             f"({type(err).__name__}: {err})") from None
+        env_id = name
     if env_id.startswith("rlblocks/"):
         import rlblocks.envs  # noqa: F401 - registers on import
     elif env_id.startswith("ALE/"):
         try:
             import ale_py
         except ImportError:
-            return  # check_env then explains that the package is needed
+            return env_id  # check_env then explains that the package is needed
         gym.register_envs(ale_py)
+    return env_id
 
 
 def check_env(env: Any) -> None:
@@ -89,16 +115,32 @@ def check_env(env: Any) -> None:
         return
     if not isinstance(env, str):
         raise ValueError(f"env must be a gymnasium id or a callable, got {env!r}")
-    _register_namespace(env)
-    if env in gym.registry:
+    key = registered_id(env)
+    if key in gym.registry:
         return
-    close = difflib.get_close_matches(env, list(gym.registry), n=3, cutoff=0.6)
+    close = difflib.get_close_matches(key, list(gym.registry), n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    namespace = ""
-    if "/" in env:
-        namespace = (f" (ids in the {env.split('/')[0]!r} namespace need their package "
-                     "installed and imported, e.g. ale-py for 'ALE/...')")
-    raise ValueError(f"unknown gymnasium environment {env!r}{hint}{namespace}")
+    where = ""
+    if key != env:
+        where = f" (importing {env.partition(':')[0]!r} did not register it)"
+    elif "/" in env:
+        where = (f" (ids in the {env.split('/')[0]!r} namespace need their package "
+                 "installed and imported, e.g. ale-py for 'ALE/...'; for your own package "
+                 "write 'module:EnvId')")
+    raise ValueError(f"unknown gymnasium environment {key!r}{where}{hint}")
+
+
+def env_spec(env: Any) -> gym.envs.registration.EnvSpec | None:
+    """The registry entry of a gymnasium id (``module:EnvId`` included); None for a callable.
+
+    Examples:
+        >>> env_spec("CartPole-v1").reward_threshold
+        475.0
+    """
+    if not isinstance(env, str):
+        return None
+    check_env(env)
+    return gym.registry[registered_id(env)]
 
 
 def make_env_creator(config: PPOConfig, render_mode: str | None = None) -> Callable[[], gym.Env]:
@@ -111,8 +153,7 @@ def make_env_creator(config: PPOConfig, render_mode: str | None = None) -> Calla
             kwargs = dict(env_config)
             if render_mode is not None:
                 kwargs["render_mode"] = render_mode
-            _register_namespace(env)
-            return gym.make(env, **kwargs)
+            return gym.make(registered_id(env), **kwargs)
         assert env is not None
         made = env(env_config)
         if not isinstance(made, gym.Env):
@@ -151,9 +192,8 @@ def make_vector_env(
     if deepmind_atari(config):
         from rlblocks.wrappers.atari import make_vector_env as atari_vector_env
 
-        _register_namespace(str(config.env))
         mode = "atari" if config.vector_mode == "native" else config.vector_mode
-        return atari_vector_env(str(config.env), n, config.model, "deepmind",
+        return atari_vector_env(registered_id(str(config.env)), n, config.model, "deepmind",
                                 vectorization_mode=mode, **config.env_config)
     if config.vector_mode == "native":
         return _native_vector_env(config, n)
@@ -172,11 +212,12 @@ def _native_vector_env(config: PPOConfig, n: int) -> VectorEnv:
     check_env(config.env)
     env, env_config = config.env, dict(config.env_config)
     if isinstance(env, str):
-        _register_namespace(env)
-        if gym.spec(env).vector_entry_point is None:
+        spec = env_spec(env)
+        assert spec is not None
+        if spec.vector_entry_point is None:
             raise ValueError(f"vector_mode='native': {env!r} registers no vector_entry_point; "
                              "use vector_mode 'sync' or 'async'")
-        venv = gym.make_vec(env, num_envs=n, vectorization_mode="vector_entry_point",
+        venv = gym.make_vec(spec.id, num_envs=n, vectorization_mode="vector_entry_point",
                             **env_config)
     else:
         assert env is not None  # check_env
