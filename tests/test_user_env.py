@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 import rlblocks
 from rlblocks.train import PPOConfig, PPOTrainer
 from rlblocks.train.rollout import env_spec, registered_id
