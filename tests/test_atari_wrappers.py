@@ -168,6 +168,25 @@ def test_warp_frame_and_clip_reward():
         W.WarpFrame(FakePixelEnv(shape=(10, 10, 1)))
 
 
+def test_normalized_image_env_is_exact_for_every_byte():
+    env = W.NormalizedImageEnv(FakePixelEnv(shape=(16, 16, 1)))
+    assert env.observation_space == gym.spaces.Box(-1.0, 1.0, (16, 16, 1), np.float32)
+    every_byte = np.arange(256, dtype=np.uint8).reshape(16, 16, 1)
+    out = env.observation(every_byte)
+    assert out.dtype == np.float32 and out.shape == (16, 16, 1)
+    # (v - 128) / 128 is exact in float32 for every byte.
+    np.testing.assert_array_equal(out.ravel(), (np.arange(256) - 128) / 128)
+    assert env.observation_space.contains(out)
+    obs, _ = env.reset()
+    raw, _ = FakePixelEnv(shape=(16, 16, 1)).reset()
+    np.testing.assert_array_equal(obs, (raw.astype(np.float64) - 128) / 128)
+    stacked = W.NormalizedImageEnv(W.FrameStack(W.WarpFrame(FakePixelEnv(shape=(210, 160, 3)),
+                                                            dim=42), 4))
+    assert stacked.reset()[0].shape == (42, 42, 4)
+    with pytest.raises(ValueError, match="uint8 Box"):
+        W.NormalizedImageEnv(gym.make("CartPole-v1"))
+
+
 # --------------------------------------------------------------------- real ALE games
 
 

@@ -51,6 +51,7 @@ __all__ = [
     "GenericPixelEnv",
     "MaxAndSkipEnv",
     "NoopResetEnv",
+    "NormalizedImageEnv",
     "PaletteFrame",
     "VectorAtariPreprocessing",
     "VectorGenericPixel",
@@ -361,6 +362,25 @@ class ClipRewardEnv(gym.RewardWrapper):
 
     def reward(self, reward: SupportsFloat) -> float:
         return float(np.sign(float(reward)))
+
+
+class NormalizedImageEnv(gym.ObservationWrapper):
+    """uint8 images to float32 ``(obs - 128) / 128`` in ``[-1, 1)``; observation space
+    ``Box(-1, 1, shape, float32)`` (RLlib's wrapper of the same name): 0 -> -1.0,
+    128 -> 0.0, 255 -> 0.9921875.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        space = env.observation_space
+        if not isinstance(space, gym.spaces.Box) or space.dtype != np.uint8:
+            raise ValueError(f"NormalizedImageEnv needs uint8 Box observations, got {space}")
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, space.shape, dtype=np.float32)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        scaled = np.asarray(observation, dtype=np.float32) - np.float32(128.0)
+        scaled *= np.float32(1.0 / 128.0)
+        return scaled
 
 
 class GenericPixelEnv(gym.ObservationWrapper):
