@@ -41,12 +41,3 @@ def both_impls(fn, *args, **kwargs):
     finally:
         _impl.use_numpy_reference(not before)
     return native, reference
-
-
-@pytest.fixture
-def one_torch_thread():
-    """Tiny models: one intra-op thread is fastest and avoids oversubscribing shared CPUs."""
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)

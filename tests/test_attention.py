@@ -23,7 +23,6 @@ from wrapper_checks import check_catalog_wraps_default_model
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def naive_attention(att, inputs, memory, window):

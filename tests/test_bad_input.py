@@ -177,3 +177,15 @@ def test_write_checks_bounds(impl):
     assert (arr == 0).all()
     prep.write(1, arr, 1)
     assert arr.tolist() == [0, 0, 1, 0]
+
+
+def test_check_shape_accepts_what_transform_accepts_and_names_the_path(impl):
+    prep = get_preprocessor(SPACE)(SPACE)
+    assert prep.check_shape(good_obs()) is None
+    bad = set_path(good_obs(), ("c", "d"), np.array([0, 4, 2]))
+    with pytest.raises(ValueError, match=r'obs\["c"\]\["d"\].*value 4 is out of range'):
+        prep.check_shape(bad)
+    missing = good_obs()
+    del missing["b"]
+    with pytest.raises(ValueError, match="'b'"):
+        prep.check_shape(missing)

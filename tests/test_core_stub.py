@@ -22,3 +22,13 @@ def test_stub_matches_the_extension():
         f"_core.pyi is out of date: missing {sorted(exported - declared)}, "
         f"stale {sorted(declared - exported)}"
     )
+    listed = next(
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "__all__"
+    )
+    assert sorted(listed) == listed and set(listed) == exported, (
+        f"_core.pyi __all__ must list every export, sorted: missing "
+        f"{sorted(exported - set(listed))}"
+        f", stale {sorted(set(listed) - exported)}"
+    )

@@ -39,7 +39,6 @@ ACTION_SPACES = {
 }
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def make(

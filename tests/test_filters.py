@@ -577,3 +577,21 @@ def test_native_running_stat_is_atomic_under_threads():
     for t in threads:
         t.join()
     assert_stat_close(s, np.concatenate(chunks), 1e-12)
+
+
+def test_running_stat_from_state_round_trips_and_keeps_merging(impl):
+    rng = np.random.default_rng(0)
+    first, second = rng.normal(size=(50, 3)), rng.normal(size=(30, 3))
+    stat = rlblocks.filters.RunningStat((3,))
+    stat.push_batch(first)
+    copy = rlblocks.filters.RunningStat.from_state((3,), stat.state())
+    assert copy.n == stat.n == 50
+    np.testing.assert_array_equal(copy.mean, stat.mean)
+    np.testing.assert_array_equal(copy.std, stat.std)
+    for x in second:  # both keep accumulating identically
+        stat.push(x)
+        copy.push(x)
+    np.testing.assert_array_equal(copy.mean, stat.mean)
+    np.testing.assert_allclose(copy.mean, np.concatenate([first, second]).mean(0), rtol=1e-12)
+    with pytest.raises(ValueError):
+        rlblocks.filters.RunningStat.from_state((4,), stat.state())  # the shape does not fit

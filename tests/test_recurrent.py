@@ -15,7 +15,6 @@ from wrapper_checks import check_catalog_wraps_default_model
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def make_lstm(action_space=None, seed=0, **cfg):

@@ -22,8 +22,6 @@ from rlblocks.train.checkpoint import list_checkpoints
 from rlblocks.train.learner import compute_gae
 from rlblocks.train.logger import read_progress
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 
 def tiny(**kw) -> dict:
     """A fast config: 2 envs x 32 steps, 2 minibatches, 2 epochs."""
@@ -701,3 +699,28 @@ def test_policy_stacks_a_window_of_observations_for_obs_shift_views():
     d = pol.input_dict(w)
     assert d["obs"].shape == (2, 4) and d["prev_n_obs"].shape == (2, 3, 4)
     assert d["obs"][0, 0].item() == 2.0
+
+
+def test_compute_single_action_equals_the_model_and_carries_state():
+    lstm = {"use_lstm": True, "lstm_cell_size": 8, "fcnet_hiddens": [16], "max_seq_len": 4}
+    trainer = PPOTrainer(PPOConfig(env="CartPole-v1", num_envs=2, train_batch_size=64,
+                                   model=lstm, seed=3))
+    try:
+        model = trainer.policy.model
+        observations = [np.array([0.01 * i, -0.02, 0.03 * i, 0.1], np.float32) for i in range(5)]
+        state: list = [s.clone() for s in model.get_initial_state()]
+        for obs in observations:
+            action, state_out = trainer.compute_single_action(obs, state)
+            # The same step through the model itself: logits -> most likely action.
+            flat = torch.as_tensor(trainer.preprocessor.transform(obs))[None]
+            logits, expected_state = model({"obs": flat}, [s[None] for s in state],
+                                           torch.tensor([1]))
+            assert int(action) == int(logits.argmax(-1)[0])
+            assert [tuple(s.shape) for s in state_out] == [(8,), (8,)]
+            for got, want in zip(state_out, expected_state, strict=True):
+                torch.testing.assert_close(got, want[0])
+            state = state_out
+        assert not torch.equal(state[0], model.get_initial_state()[0])  # the state moved
+        assert trainer.policy.action_space.contains(int(action))
+    finally:
+        trainer.close()

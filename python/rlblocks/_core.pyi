@@ -1,9 +1,13 @@
-"""Type stubs of rlblocks._core (the native kernels: batched, GIL released, threaded)."""
+"""Type stubs of rlblocks._core (the native kernels: batched, GIL released, threaded).
+
+Hand-maintained next to cpp/bindings/; tests/test_core_stub.py checks that it declares, and
+lists in ``__all__``, exactly what the extension exports.
+"""
 from __future__ import annotations
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['FlattenPlan', 'FrameStacker', 'RunningStat', 'gather_rows', 'get_num_threads', 'image_crop', 'image_generic_pixel', 'image_max_last_two', 'image_palette_resize', 'image_palette_unknown', 'image_resize', 'image_rgb_to_gray', 'mean_std_filter', 'pad_sequences', 'seq_lens_from_ids', 'set_num_threads']
+__all__: list[str] = ['FlattenPlan', 'FrameStacker', 'RunningStat', 'gather_rows', 'get_num_threads', 'image_crop', 'image_generic_pixel', 'image_max_last_two', 'image_palette_resize', 'image_palette_unknown', 'image_resize', 'image_rgb_to_gray', 'mean_std_filter', 'pad_sequences', 'seq_lens_from_ids', 'set_num_threads', 'tanh']
 class FlattenPlan:
     """
     A space compiled into a flat float32 layout (built by rlblocks.preprocessors).
