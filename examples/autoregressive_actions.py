@@ -1,6 +1,6 @@
 """Autoregressive actions: sample ``a1``, then ``a2`` conditioned on it, ``P(a1) P(a2 | a1)``.
 
-Re-creates the seed's "Autoregressive Action Distributions" section on its correlated-
+Re-creates RLlib's models guide, "Autoregressive Action Distributions" section on its correlated-
 actions task (``rlblocks/CorrelatedActions-v0``: observe a bit, reward 5 for ``a1 == obs``
 plus 5 for ``a2 == a1``). The custom model outputs a 16-wide context vector encoding the
 observation and exposes ``action_model(context, actions)`` returning the logits of ``a1``

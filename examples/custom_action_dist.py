@@ -1,6 +1,6 @@
 """Custom action distribution: an epsilon-smoothed categorical, registered by name.
 
-Re-creates the seed's "Custom Action Distributions" section: a subclass of
+Re-creates RLlib's models guide, "Custom Action Distributions" section: a subclass of
 ``ActionDistribution`` defines ``required_model_output_shape`` (how many model outputs it
 needs), ``sample``, ``logp``, ``entropy`` (and ``kl``, ``deterministic_sample``), is
 registered with ``ModelCatalog.register_custom_action_dist`` and picked through

@@ -1,6 +1,6 @@
 """Supervised and self-supervised losses mixed into PPO through ``ModelV2.custom_loss``.
 
-Re-creates the seed's "Supervised Model Losses" and "Self-Supervised Model Losses"
+Re-creates RLlib's models guide, "Supervised Model Losses" and "Self-Supervised Model Losses"
 sections on CartPole:
 
 * ``--loss imitation``: an expert (a hand-written linear controller that balances the

@@ -1,6 +1,6 @@
 """Custom PyTorch model: subclass ModelV2, register it, train it with PPO on CartPole.
 
-Re-creates the seed's "Custom Models: Implementing your own Forward Logic" / "Custom
+Re-creates RLlib's models guide, "Custom Models: Implementing your own Forward Logic" / "Custom
 PyTorch Models" section: a model class implementing ``__init__``, ``forward`` and
 ``value_function`` is registered with ``ModelCatalog.register_custom_model`` and chosen
 through ``model["custom_model"]``; ``model["custom_model_config"]`` reaches its

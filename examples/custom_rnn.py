@@ -1,6 +1,6 @@
 """Custom recurrent model: subclass RecurrentNetwork (forward_rnn, get_initial_state).
 
-Re-creates the seed's "Implementing custom Recurrent Networks" section: instead of
+Re-creates RLlib's models guide, "Implementing custom Recurrent Networks" section: instead of
 ``use_lstm=True``, a model subclasses ``RecurrentNetwork`` and implements
 ``get_initial_state`` and ``forward_rnn``, which receives time-ranked ``[B, T, F]`` inputs
 and the state, and returns ``[B, T, num_outputs]`` plus the new state. This one runs a

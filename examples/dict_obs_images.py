@@ -1,6 +1,6 @@
 """Dict observations with an image: the built-in multi-input model (ComplexInputNetwork).
 
-Re-creates the seed's "A multi-input capable model for Tuple observation spaces" section:
+Re-creates RLlib's models guide, "A multi-input capable model for Tuple observation spaces" section:
 for a Dict observation holding an image and flat parts, the catalog builds a
 ``ComplexInputNetwork`` that runs a convolutional tower (``conv_filters``) on the image,
 one-hot encodes the discrete part, concatenates everything with the flat Box part and

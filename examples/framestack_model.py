@@ -1,6 +1,6 @@
 """Frame stacking through view requirements: the model asks for the last n observations.
 
-Re-creates the seed's "Using the Trajectory View API" example: a plain feed-forward model
+Re-creates RLlib's models guide, "Using the Trajectory View API" example: a plain feed-forward model
 declares in ``view_requirements`` that it reads ``obs`` at shifts ``-(n-1):0`` (the last
 n observations, current one included) and ``actions`` / ``rewards`` at ``-n:-1``; the
 trainer then builds those columns (``prev_n_obs``, ``prev_n_actions``, ``prev_n_rewards``)

@@ -1,12 +1,12 @@
 """Parametric actions: score action embeddings from the observation and mask illegal slots.
 
-Re-creates the seed's "Variable-length / Parametric Action Spaces" section. The
+Re-creates RLlib's models guide, "Variable-length / Parametric Action Spaces" section. The
 environment (``rlblocks/ParametricCartPole-v0``) returns a Dict observation with an
 ``action_mask``, one embedding per action slot (``avail_actions``) and the real CartPole
 observation (``cart``); the two real actions move to random slots every step. The custom
 model computes an intent vector from ``cart``, takes its dot product with every slot's
 embedding, and adds ``max(log(mask), FLOAT_MIN)`` so that masked slots are never chosen
-(the environment raises if one is). As the seed advises for PPO, no observation filter is
+(the environment raises if one is). As the guide advises for PPO, no observation filter is
 used and the value comes from the same network as the intent vector.
 
 Run: ``python examples/parametric_actions.py`` (until mean return 475, about 100k steps),

@@ -49,7 +49,7 @@ class KwargsModel(ModelV2):
 
 
 class SeedStyleModel(TorchModelV2, nn.Module):
-    """The seed's form: no **kwargs, reads its options from model_config."""
+    """The models guide's form: no **kwargs, reads its options from model_config."""
 
     def __init__(self, obs_space, action_space, num_outputs, model_config, name):
         TorchModelV2.__init__(self, obs_space, action_space, num_outputs, model_config, name)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rlblocks.config import DEPRECATED_VALUE, MODEL_DEFAULTS, ConvFilter, ModelConfig
 
-# RLlib's keys, in RLlib's order (RLLIB_BEHAVIOR.md section 5).
+# RLlib's keys, in RLlib's order (docs/rllib_behavior.md section 5).
 RLLIB_KEYS = [
     "fcnet_hiddens", "fcnet_activation", "fcnet_weights_initializer",
     "fcnet_weights_initializer_config", "fcnet_bias_initializer", "fcnet_bias_initializer_config",

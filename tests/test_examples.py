@@ -43,7 +43,7 @@ def test_every_seed_customisation_has_an_example() -> None:
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_example_docstring_and_flags(name: str) -> None:
     source = (EXAMPLES / f"{name}.py").read_text()
-    assert source.startswith('"""') and "Re-creates the seed's" in source
+    assert source.startswith('"""') and "Re-creates RLlib's models guide, " in source
     assert '"--smoke"' in source or "example_parser(" in source  # shared flags, _runner.py
     assert 'if __name__ == "__main__":' in source
 

@@ -482,7 +482,7 @@ def test_vision_post_fcnet_last_hidden_gets_activation():
         {"post_fcnet_hiddens": [12, 7], "post_fcnet_activation": "tanh"}, "v",
     )  # fmt: skip
     fcs = [layer for layer in m._convs if isinstance(layer, SlimFC)]
-    # DESIGN departure 17
+    # docs/differences.md, difference 18
     assert all(isinstance(f._model[-1], nn.Tanh) for f in fcs) and len(fcs) == 2
     assert isinstance(m._logits, SlimFC) and len(m._logits._model) == 1
     assert n_params(m) == (conv(3, 16, 5) + conv(16, 32, 5) + lin(32, 12) + lin(12, 7)

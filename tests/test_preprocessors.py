@@ -62,7 +62,7 @@ def test_repeated_layout_length_in_slot_zero_then_items_then_zeros(impl):
     prep = prep_for(space)
     assert prep.shape == (1 + 3 * 3,)
     out = prep.transform([(1, np.array([0.5])), (0, np.array([-0.25]))])
-    assert out.dtype == np.float32  # departure 2: float32 also at the top level
+    assert out.dtype == np.float32  # difference 2: float32 also at the top level
     assert out.tolist() == [2, 0, 1, 0.5, 1, 0, -0.25, 0, 0, 0]
     assert prep.transform([]).tolist() == [0] * 10
 
@@ -91,7 +91,7 @@ def test_choice_rules_and_dtype_departures():
     assert get_preprocessor(D(3)) is OneHotPreprocessor
     assert get_preprocessor(MD([2, 2])) is OneHotPreprocessor
     assert get_preprocessor(B(0, 255, (128,), np.uint8)) is AtariRamPreprocessor
-    assert get_preprocessor(B(-1, 1, (128,), np.float32)) is NoPreprocessor  # departure 1
+    assert get_preprocessor(B(-1, 1, (128,), np.float32)) is NoPreprocessor  # difference 1
     assert get_preprocessor(B(0, 1, (210, 160, 3), np.float32)) is NoPreprocessor
     assert get_preprocessor(gym.spaces.Tuple((D(2),))) is TupleFlatteningPreprocessor
     assert get_preprocessor(gym.spaces.Dict({"a": D(2)})) is DictFlatteningPreprocessor

@@ -11,7 +11,7 @@ filter has seen or merged) and ``buffer`` (what it has seen since the last
 Afterwards every filter's stats equal one stat over all samples (to about 1e-15 relative:
 the merge is Chan's exact parallel formula).
 
-Differences from RLlib (DESIGN departure 14):
+Differences from RLlib (docs/differences.md, difference 15):
 
 * ``__call__`` accepts one observation ``shape`` or a batch ``(B, *shape)`` and always returns
   float32 (RLlib raises on batches and casts back to the input dtype, which truncates int

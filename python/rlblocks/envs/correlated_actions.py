@@ -1,4 +1,4 @@
-"""The seed's autoregressive-actions task: two binary actions that should agree.
+"""The autoregressive-actions task of RLlib's models guide: two binary actions that should agree.
 
 Each step shows a random bit ``o`` (``Discrete(2)``). The action is a pair ``(a1, a2)``
 (``Tuple(Discrete(2), Discrete(2))``); the reward is ``5 * [a1 == o] + 5 * [a2 == a1]``, so

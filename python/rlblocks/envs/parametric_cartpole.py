@@ -4,8 +4,8 @@ Every step the environment puts the embeddings of "push left" and "push right" i
 random slots of ``avail_actions`` (``[max_avail_actions, 2]``) and fills the other slots with
 random decoy embeddings. ``action_mask`` is 1 exactly at the two real slots. The action is a
 slot index; choosing a masked slot is an error. A model must therefore read the embeddings
-(and should apply the mask), as in the seed's "Variable-length / Parametric Action Spaces"
-section. The real CartPole observation is under ``cart``.
+(and should apply the mask), as in the "Variable-length / Parametric Action Spaces"
+section of RLlib's models guide. The real CartPole observation is under ``cart``.
 
 Examples:
     >>> env = ParametricCartPole(max_avail_actions=6)

@@ -1,4 +1,5 @@
-"""The seed's binary autoregressive model: a context network plus an ``action_model``.
+"""The binary autoregressive model of RLlib's models guide: a context network plus an
+``action_model``.
 
 ``forward`` maps the observation to a context vector (``num_outputs``, 16 by default, the
 distribution's inputs). ``action_model(context, actions)`` returns the logits of
@@ -37,13 +38,13 @@ __all__ = ["AutoregressiveActionModel"]
 class AutoregressiveActionModel(ModelV2):
     """Context ``tanh(W obs)``; ``P(a1 | context)``; ``P(a2 | a1)`` through a tanh layer.
 
-    As in the seed, ``a2`` is conditioned on ``a1`` only (a richer model would also feed the
+    As in the guide, ``a2`` is conditioned on ``a1`` only (a richer model would also feed the
     context to the ``a2`` branch). The value head reads the context.
 
     Args:
         obs_space: The flat observation space.
         action_space: Must be ``Tuple(Discrete(2), Discrete(2))``.
-        num_outputs: Context size (16 in the seed).
+        num_outputs: Context size (16 in the guide).
         model_config: RLlib model config (unused beyond the base class).
         name: Model name.
 

@@ -1,4 +1,5 @@
-"""The seed's frame-stacking model: the last n observations, actions and rewards as inputs.
+"""The frame-stacking model of RLlib's models guide: the last n observations, actions and
+rewards as inputs.
 
 A feed-forward model that asks for history through view requirements instead of an RNN
 (RLlib's ``TorchFrameStackingCartPoleModel`` from
@@ -113,5 +114,5 @@ class FrameStackingModel(ModelV2):
         return self._last_value
 
 
-#: RLlib's name for the torch version of the seed's example model.
+#: RLlib's name for the torch version of the guide's example model.
 TorchFrameStackingCartPoleModel = FrameStackingModel

@@ -1,4 +1,5 @@
-"""Bundled model interfaces (the seed's "Custom Model APIs"): Q-value heads on any model.
+"""Bundled model interfaces (the "Custom Model APIs" of RLlib's models guide): Q-value heads
+on any model.
 
 Use them through ``ModelCatalog.get_model_v2(..., model_interface=DuelingQModel)``, or
 build them directly around a model with ``base_model=``. Both are compositions

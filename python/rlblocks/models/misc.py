@@ -94,9 +94,9 @@ class Tanh(nn.Tanh):
     """``nn.Tanh`` (a subclass) with the same results (to about 1 ulp), faster on CPU for
     large tensors.
 
-    The CPU builds of torch evaluate float32 tanh element by element without AVX-512 (2-6
-    ns per float, the most expensive op of a tanh MLP's training step); rlblocks' AVX2
-    kernel is 3-5x faster. CPU float tensors of at least ``FAST_TANH_MIN_NUMEL`` elements
+    The CPU builds of torch evaluate float32 tanh element by element without AVX-512 (the
+    most expensive op of a tanh MLP's training step); rlblocks' AVX2 kernel is faster
+    (figures: docs/benchmarks.md). CPU float tensors of at least ``FAST_TANH_MIN_NUMEL`` elements
     go through :func:`tanh_cpu` (the gradient through ``aten::tanh_backward``);
     everything else, and tracing, compiling or exporting, uses ``torch.tanh``.
 
@@ -403,8 +403,9 @@ class SlimConv2d(nn.Module):
 
     When the kernel covers the whole (unpadded) input, as in the last layers of RLlib's
     default vision nets (an 11x11 kernel on an 11x11 map, 1x1 logits on a 1x1 map), the
-    conv is computed as the equivalent matrix product, which torch runs 10-15x faster than
-    its conv kernel at small batch sizes. The result is the same up to float rounding.
+    conv is computed as the equivalent matrix product, which torch runs much faster than
+    its conv kernel at small batch sizes (docs/benchmarks.md). The result is the same up to
+    float rounding.
 
     Args:
         in_channels: Input channels.

@@ -1,4 +1,5 @@
-"""The seed's parametric-actions model: action embeddings dotted with an intent vector, masked.
+"""The parametric-actions model of RLlib's models guide: action embeddings dotted with an
+intent vector, masked.
 
 The environment puts, in a Dict observation, ``action_mask`` (``[A]``, 1 = legal),
 ``avail_actions`` (``[A, E]``: one embedding per action slot) and the real observation

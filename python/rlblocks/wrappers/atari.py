@@ -1,7 +1,7 @@
 """DeepMind Atari wrappers (gymnasium API) and batched preprocessing of vector envs.
 
 The single-env wrappers follow RLlib's ``env/wrappers/atari_wrappers.py`` in order and
-semantics, with its stale-frame bugs fixed (docs: "Differences from RLlib"):
+semantics, with its stale-frame bugs fixed (docs/differences.md, difference 17):
 
 * ``MaxAndSkipEnv`` returns the max of the last two frames *of this step*; when the
   episode ends early it uses the terminal frame (RLlib: the previous step's frames), and
@@ -404,7 +404,8 @@ class PaletteFrame:
     (``palette[index]``, exactly what ``getScreenRGB`` returns).
 
     :class:`WarpFrame` resizes it (and max-pools a pair of them) straight from the indices,
-    a third of the bytes; the screen itself is fetched ~40x faster than in RGB.
+    a third of the bytes; the screen itself is fetched much faster than in RGB
+    (docs/benchmarks.md).
 
     Attributes:
         index: uint8 ``(H, W)`` palette indices.
