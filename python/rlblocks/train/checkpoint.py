@@ -28,11 +28,26 @@ from typing import Any
 
 import torch
 
-__all__ = ["FORMAT_VERSION", "find_checkpoint", "list_checkpoints", "load_checkpoint",
-           "prune_checkpoints", "save_checkpoint"]
+__all__ = ["FORMAT_VERSION", "checkpoint_meta", "find_checkpoint", "list_checkpoints",
+           "load_checkpoint", "prune_checkpoints", "remove_orphaned_temp_dirs", "save_checkpoint"]
 
 FORMAT_VERSION = 1
 _NAME = re.compile(r"^checkpoint_(\d{6,})$")
+# Temporary directories of save_checkpoint: ".checkpoint_NNNNNN.<random>" while writing,
+# ".checkpoint_NNNNNN.old" while replacing.
+_TEMP = re.compile(r"^\.checkpoint_\d{6,}\..+$")
+
+
+def remove_orphaned_temp_dirs(run_dir: str | Path) -> list[Path]:
+    """Deletes the temporary directories that a killed :func:`save_checkpoint` left behind
+    (one process writes a run's checkpoints) and returns them."""
+    run = Path(run_dir)
+    if not run.is_dir():
+        return []
+    orphans = [p for p in run.iterdir() if p.is_dir() and _TEMP.match(p.name)]
+    for p in orphans:
+        shutil.rmtree(p, ignore_errors=True)
+    return orphans
 
 
 def list_checkpoints(run_dir: str | Path) -> list[Path]:
@@ -70,11 +85,25 @@ def save_checkpoint(run_dir: str | Path, state: dict[str, Any], path: str | Path
     """Writes ``state`` atomically to ``path`` (default ``run_dir/checkpoint_<iteration>``).
 
     ``state`` needs ``iteration`` and ``timesteps_total``. An existing checkpoint of the
-    same name is replaced.
+    same name is replaced; temporary directories orphaned by an earlier, killed save are
+    removed.
+
+    Raises:
+        ValueError: The checkpoint could not be written (disk full, permissions, ...); no
+            partial checkpoint is left.
     """
-    run = Path(run_dir)
+    try:
+        return _save(Path(run_dir), state, path)
+    except OSError as err:
+        where = err.filename or run_dir
+        raise ValueError(f"cannot write a checkpoint to {str(where)!r}: {err.strerror or err}"
+                         ) from err
+
+
+def _save(run: Path, state: dict[str, Any], path: str | Path | None) -> Path:
     target = Path(path) if path is not None else run / f"checkpoint_{int(state['iteration']):06d}"
     target.parent.mkdir(parents=True, exist_ok=True)
+    remove_orphaned_temp_dirs(target.parent)
     buf = io.BytesIO()
     torch.save(state, buf)
     payload = buf.getvalue()
@@ -106,17 +135,16 @@ def save_checkpoint(run_dir: str | Path, state: dict[str, Any], path: str | Path
     return target
 
 
-def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Loads a checkpoint (a checkpoint directory or a run directory: its newest one).
+def checkpoint_meta(path: str | Path) -> dict[str, Any]:
+    """The ``meta.json`` of a checkpoint (or of a run directory's newest one): format
+    version, ``iteration``, ``timesteps_total``, checksum.
 
     Raises:
-        ValueError: No checkpoint there, a missing/unreadable ``meta.json``, a checksum
-            mismatch (a truncated or modified ``state.pt``), or an unreadable state.
+        ValueError: No checkpoint there, or an unreadable or unsupported ``meta.json``.
     """
     ckpt = find_checkpoint(path)
-    meta_path = ckpt / "meta.json"
     try:
-        meta = json.loads(meta_path.read_text())
+        meta = json.loads((ckpt / "meta.json").read_text())
     except (OSError, ValueError) as err:
         raise ValueError(f"checkpoint {str(ckpt)!r} is corrupt: cannot read meta.json ({err})"
                          ) from None
@@ -125,6 +153,18 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
             f"checkpoint {str(ckpt)!r}: unsupported format {meta!r} (expected format_version "
             f"{FORMAT_VERSION})"
         )
+    return meta
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Loads a checkpoint (a checkpoint directory or a run directory: its newest one).
+
+    Raises:
+        ValueError: No checkpoint there, a missing/unreadable ``meta.json``, a checksum
+            mismatch (a truncated or modified ``state.pt``), or an unreadable state.
+    """
+    ckpt = find_checkpoint(path)
+    meta = checkpoint_meta(ckpt)
     payload = (ckpt / "state.pt").read_bytes()
     if hashlib.sha256(payload).hexdigest() != meta.get("sha256"):
         raise ValueError(

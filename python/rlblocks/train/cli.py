@@ -20,10 +20,15 @@ import argparse
 import json
 import math
 import os
+import shutil
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from rlblocks.train.checkpoint import checkpoint_meta
+from rlblocks.train.logger import read_progress
 
 __all__ = ["add_subcommands", "load_config_file", "parse_overrides"]
 
@@ -125,16 +130,41 @@ def _user_modules_importable() -> None:
         sys.path.append(cwd)
 
 
+def _check_stops(args: argparse.Namespace) -> None:
+    if args.stop_timesteps is not None and args.stop_timesteps <= 0:
+        raise ValueError(f"--stop-timesteps must be > 0, got {args.stop_timesteps}")
+    if args.stop_reward is not None and not math.isfinite(args.stop_reward):
+        raise ValueError(f"--stop-reward must be a finite number, got {args.stop_reward}")
+
+
+def _restore(run_dir: str) -> Any:
+    """``PPOTrainer.restore`` whose warnings (a resume that is not exact) are one line each."""
+    from rlblocks.train.ppo import PPOTrainer
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        trainer = PPOTrainer.restore(run_dir)
+    for w in caught:
+        print(f"rlblocks: warning: {w.message}", file=sys.stderr, flush=True)
+    return trainer
+
+
 def _train(args: argparse.Namespace) -> int:
     from rlblocks.train.config import PPOConfig
     from rlblocks.train.plot import plot_run
     from rlblocks.train.ppo import PPOTrainer, default_run_dir
 
+    _check_stops(args)
+    created: Path | None = None  # a run directory this command made (removed if it fails)
     if args.resume:
         if args.config or args.set or args.env:
             raise ValueError("--resume continues a run with its saved config; --env, --config "
                              "and --set cannot be combined with it")
-        trainer = PPOTrainer.restore(args.resume)
+        done = int(checkpoint_meta(args.resume)["timesteps_total"])
+        if args.stop_timesteps is not None and args.stop_timesteps <= done:
+            raise ValueError(f"--stop-timesteps {args.stop_timesteps}: the run already has "
+                             f"{done} steps")
+        trainer = _restore(args.resume)
     else:
         data = load_config_file(args.config) if args.config else {}
         data = _merge(data, parse_overrides(args.set or []))
@@ -144,6 +174,7 @@ def _train(args: argparse.Namespace) -> int:
             raise ValueError("give an environment: --env ENV (or 'env' in the --config file)")
         config = PPOConfig.from_dict(data)
         target = Path(args.run_dir) if args.run_dir else default_run_dir(config, args.runs_root)
+        created = None if target.exists() else target
         trainer = PPOTrainer(config, run_dir=target)
     cfg = trainer.config
     stop_reward = args.stop_reward
@@ -152,12 +183,16 @@ def _train(args: argparse.Namespace) -> int:
     stop_timesteps: int = (DEFAULT_STOP_TIMESTEPS if args.stop_timesteps is None
                            else args.stop_timesteps)
     run_dir = trainer.run_dir
-    print(f"rlblocks train: PPO on {cfg.env_name}, {cfg.num_envs} envs, "
-          f"stop at return >= {stop_reward} or {stop_timesteps} steps; run directory: {run_dir}",
-          flush=True)
+    until = f"a mean return >= {stop_reward} or " if stop_reward is not None else ""
+    print(f"rlblocks train: PPO on {cfg.env_name}, {cfg.num_envs} envs, until {until}"
+          f"{stop_timesteps} steps; run directory: {run_dir}", flush=True)
     try:
         metrics = trainer.fit(stop_reward=stop_reward, stop_timesteps=stop_timesteps,
                               progress=not args.no_progress)
+    except BaseException:
+        if created is not None and trainer.checkpoint_path is None and not read_progress(created):
+            shutil.rmtree(created, ignore_errors=True)  # a failed start leaves nothing behind
+        raise
     finally:
         trainer.close()
     plot = plot_run(trainer.run_dir or ".")
@@ -175,7 +210,9 @@ def _train(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from rlblocks.train.ppo import PPOTrainer
 
-    trainer = PPOTrainer.restore(args.run_dir, log=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # evaluation starts fresh episodes
+        trainer = PPOTrainer.restore(args.run_dir, log=False)
     try:
         result = trainer.evaluate(args.episodes, explore=args.explore, seed=args.seed)
     finally:
@@ -193,13 +230,26 @@ def _plot(args: argparse.Namespace) -> int:
 
 
 def _guard(fn: Any, name: str) -> Any:
+    """Runs a subcommand; a user's error (a ValueError, or an OSError such as a full disk)
+    is one line on stderr and exit code 2 (``RLBLOCKS_TRACEBACK=1`` shows the traceback)."""
+
     def run(args: argparse.Namespace) -> int:
         _user_modules_importable()
         try:
             return int(fn(args))
-        except ValueError as err:
-            print(f"rlblocks {name}: error: {err}", file=sys.stderr)
+        except (ValueError, OSError) as err:
+            if os.environ.get("RLBLOCKS_TRACEBACK"):
+                raise
+            if isinstance(err, OSError):
+                where = f": {err.filename}" if err.filename else ""
+                message = f"{err.strerror or err}{where}"
+            else:
+                message = " ".join(str(err).split())
+            print(f"rlblocks {name}: error: {message}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt:
+            print(f"rlblocks {name}: interrupted", file=sys.stderr)
+            return 130
 
     return run
 

@@ -270,7 +270,8 @@ class PPOConfig:
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.seed is not None:
-            self.seed = _int(self.seed, "seed", minimum=0)
+            # env i is seeded with seed + i; torch takes seeds below 2**64.
+            self.seed = _int(self.seed, "seed", minimum=0, maximum=2**63 - 1)
         if self.num_threads is not None:
             self.num_threads = _int(self.num_threads, "num_threads", minimum=1)
         if self.lr_schedule is not None:
@@ -325,9 +326,11 @@ def _unknown_key_message(key: Any, known: Mapping[str, str]) -> str:
     return f"unknown PPO config key {key!r}{hint} (known keys: {', '.join(sorted(known))})"
 
 
-def _int(value: Any, name: str, minimum: int) -> int:
+def _int(value: Any, name: str, minimum: int, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be an int in [{minimum}, {maximum}], got {value!r}")
     return int(value)
 
 
@@ -336,9 +339,15 @@ def _number(
 ) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name} must be a number, got {value!r}")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:  # an int beyond float's range
+        v = math.inf
     too_low = v <= low if low_open else v < low
-    if math.isnan(v) or too_low or v > high:
+    if not math.isfinite(v) or too_low or v > high:
+        if math.isinf(high):
+            raise ValueError(f"{name} must be a finite number {'>' if low_open else '>='} {low}, "
+                             f"got {value!r}")
         lo = "(" if low_open else "["
         raise ValueError(f"{name} must be in {lo}{low}, {high}], got {value!r}")
     return v

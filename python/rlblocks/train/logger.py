@@ -14,8 +14,11 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -60,14 +63,14 @@ class ProgressLogger:
     def write(self, metrics: dict[str, Any]) -> None:
         """Appends one row (numbers and strings; other values are skipped)."""
         row = {k: v for k, v in metrics.items() if isinstance(v, (int, float, str, bool))}
-        new = self._columns is None
+        columns = self._columns if self._columns is not None else list(row)
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=columns, extrasaction="ignore")
         if self._columns is None:
-            self._columns = list(row)
-        with open(self.path, "a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=self._columns, extrasaction="ignore")
-            if new:
-                writer.writeheader()
-            writer.writerow(row)
+            writer.writeheader()
+        writer.writerow(row)
+        append_whole(self.path, text.getvalue().encode())
+        self._columns = columns
         if self._tb is not None:
             step = int(metrics.get("timesteps_total", metrics.get("training_iteration", 0)))
             for k, v in row.items():
@@ -80,6 +83,31 @@ class ProgressLogger:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+
+
+def append_whole(path: Path, data: bytes) -> None:
+    """Appends ``data`` to ``path`` entirely or not at all: a failed write (disk full, ...)
+    is cut back off, so the file never ends in a torn row.
+
+    Raises:
+        ValueError: The write failed (the file is as it was).
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            except OSError:
+                with contextlib.suppress(OSError):  # not a regular file (a device, ...)
+                    os.ftruncate(fd, size)
+                raise
+        finally:
+            os.close(fd)
+    except OSError as err:
+        raise ValueError(f"cannot write {str(path)!r}: {err.strerror or err}") from err
 
 
 def _parse(value: str) -> Any:

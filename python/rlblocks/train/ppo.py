@@ -28,6 +28,7 @@ import math
 import pickle
 import random
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -43,6 +44,7 @@ from rlblocks.train._tree import tree_map
 from rlblocks.train.checkpoint import (
     load_checkpoint,
     prune_checkpoints,
+    remove_orphaned_temp_dirs,
     save_checkpoint,
 )
 from rlblocks.train.config import PPOConfig, lr_at
@@ -146,11 +148,15 @@ class PPOTrainer:
                                 self.seed, venv=self.venv)
 
     def _open_run_dir(self, run_dir: Path) -> None:
-        run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / "config.json").write_text(
+                json.dumps(_json_config(self.config), indent=2, default=repr))
+            self._logger = ProgressLogger(run_dir, tensorboard=self.config.tensorboard)
+        except OSError as err:
+            raise ValueError(f"cannot use {str(run_dir)!r} as the run directory: "
+                             f"{err.strerror or err}") from err
         self.run_dir = run_dir
-        (run_dir / "config.json").write_text(
-            json.dumps(_json_config(self.config), indent=2, default=repr))
-        self._logger = ProgressLogger(run_dir, tensorboard=self.config.tensorboard)
 
     # --- properties -----------------------------------------------------------------------
     @property
@@ -481,6 +487,13 @@ class PPOTrainer:
                     f"checkpoint {state['_path']!r}: its saved environments cannot be loaded "
                     f"({type(err).__name__}: {err}); is the env's package importable?"
                 ) from None
+        if envs is None:
+            warnings.warn(
+                f"resuming {state['_path']!r}: its envs were not stored (vector_mode="
+                f"{config.vector_mode!r}{'' if config.vector_mode != 'sync' else ', not picklable'}"
+                "), so they restart from a fresh reset: the episodes in progress at the "
+                "checkpoint are dropped and the run does not continue bit for bit",
+                RuntimeWarning, stacklevel=2)
         trainer._rng = np.random.default_rng(trainer.seed)
         trainer._build(venv=make_vector_env(config, envs=envs) if envs is not None else None)
         trainer.iteration = int(state["iteration"])
@@ -509,6 +522,7 @@ class PPOTrainer:
         trainer.checkpoint_path = ckpt
         trainer._logger = None
         if log:
+            remove_orphaned_temp_dirs(target)
             truncate_progress(target, trainer.iteration)
             trainer._open_run_dir(target)
         return trainer

@@ -34,6 +34,7 @@ Examples:
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import pickle
 from collections import deque
@@ -47,6 +48,7 @@ import torch
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
 from rlblocks.preprocessors import Preprocessor
+from rlblocks.spaces import format_path, space_path_items
 from rlblocks.train._tree import tree_map
 from rlblocks.train.config import PPOConfig
 from rlblocks.train.policy import Policy, clip_actions
@@ -57,6 +59,7 @@ __all__ = [
     "SampleBatch",
     "SingleEnvView",
     "check_env",
+    "describe_error",
     "env_spec",
     "make_env_creator",
     "make_vector_env",
@@ -143,19 +146,34 @@ def env_spec(env: Any) -> gym.envs.registration.EnvSpec | None:
     return gym.registry[registered_id(env)]
 
 
+def describe_error(err: BaseException) -> str:
+    """``"KeyError: 'b'"``: an exception's type and message on one line."""
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
 def make_env_creator(config: PPOConfig, render_mode: str | None = None) -> Callable[[], gym.Env]:
-    """A no-argument function building one env of ``config`` (for vector envs)."""
+    """A no-argument function building one env of ``config`` (for vector envs).
+
+    The function raises ValueError, naming the env and its ``env_config``, for anything the
+    env's constructor raises (a bad keyword, a missing optional package, ...).
+    """
     check_env(config.env)
     env, env_config = config.env, dict(config.env_config)
 
     def create() -> gym.Env:
-        if isinstance(env, str):
-            kwargs = dict(env_config)
-            if render_mode is not None:
-                kwargs["render_mode"] = render_mode
-            return gym.make(registered_id(env), **kwargs)
-        assert env is not None
-        made = env(env_config)
+        key = registered_id(env) if isinstance(env, str) else None
+        try:
+            if key is not None:
+                kwargs = dict(env_config)
+                if render_mode is not None:
+                    kwargs["render_mode"] = render_mode
+                return gym.make(key, **kwargs)
+            assert env is not None
+            made = env(env_config)
+        except Exception as err:  # the user's constructor may fail in any way
+            raise ValueError(f"env {config.env_name!r} could not be made with env_config "
+                             f"{env_config}: {describe_error(err)}") from err
         if not isinstance(made, gym.Env):
             raise ValueError(
                 f"env_creator {config.env_name} must return a gymnasium.Env, got "
@@ -173,6 +191,23 @@ def _returning(env: gym.Env) -> Callable[[], gym.Env]:
     return get
 
 
+class EnvSnapshot(gym.Wrapper):
+    """A pass-through wrapper around each sub-env of an async vector env, so that the
+    trainer can fetch a pickled copy of the env from its worker process
+    (``venv.call("rlblocks_snapshot")``) for checkpoints that resume exactly."""
+
+    def rlblocks_snapshot(self) -> bytes | None:
+        """The pickled inner env, or None if it cannot be pickled."""
+        try:
+            return pickle.dumps(self.env)
+        except Exception:  # any env attribute may refuse pickling (sockets, emulators, ...)
+            return None
+
+
+def _snapshotting(make: Callable[[], gym.Env]) -> gym.Env:
+    return EnvSnapshot(make())
+
+
 def make_vector_env(
     config: PPOConfig, num_envs: int | None = None, envs: list[gym.Env] | None = None
 ) -> VectorEnv:
@@ -183,10 +218,15 @@ def make_vector_env(
     Args:
         config: The PPO config.
         num_envs: Number of envs (default ``config.num_envs``).
-        envs: Already-built sub-envs to reuse (restoring a sync run from a checkpoint).
+        envs: Sub-envs restored from a checkpoint (sync: used as they are; async: a copy
+            of each goes to its worker process).
     """
     n = config.num_envs if num_envs is None else int(num_envs)
     if envs is not None:
+        if config.vector_mode == "async":
+            copies = [functools.partial(pickle.loads, pickle.dumps(e)) for e in envs]
+            return AsyncVectorEnv([functools.partial(_snapshotting, c) for c in copies],
+                                  autoreset_mode=AutoresetMode.SAME_STEP)
         return SyncVectorEnv([_returning(e) for e in envs],
                              autoreset_mode=AutoresetMode.SAME_STEP)
     if deepmind_atari(config):
@@ -198,8 +238,10 @@ def make_vector_env(
     if config.vector_mode == "native":
         return _native_vector_env(config, n)
     fns = [make_env_creator(config) for _ in range(n)]
-    cls = AsyncVectorEnv if config.vector_mode == "async" else SyncVectorEnv
-    return cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+    if config.vector_mode == "async":
+        return AsyncVectorEnv([functools.partial(_snapshotting, fn) for fn in fns],
+                              autoreset_mode=AutoresetMode.SAME_STEP)
+    return SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
 
 
 def deepmind_atari(config: PPOConfig) -> bool:
@@ -356,15 +398,52 @@ class EnvRunner:
         # NEXT_STEP: envs whose episode ended last step; their next step is a reset step.
         self._resetting = np.zeros(self.num_envs, bool)
 
-    # --- observations ---------------------------------------------------------------------
+    # --- the env's side -------------------------------------------------------------------
+    def _env(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``venv.reset`` / ``venv.step``; what the envs (or gymnasium batching their
+        observations) raise becomes a ValueError naming the env."""
+        try:
+            return getattr(self.venv, method)(*args, **kwargs)
+        except Exception as err:
+            hint = ""
+            if isinstance(err, KeyError):
+                hint = (" (an observation lacks a key of the observation space "
+                        f"{self.venv.single_observation_space})")
+            raise ValueError(f"env {self.config.env_name!r} failed in {method}: "
+                             f"{describe_error(err)}{hint}") from err
+
     def _process(self, raw: Any, update: bool = True) -> np.ndarray:
         x = self.preprocessor.transform_batch(raw)
+        if x.dtype.kind == "f" and not np.isfinite(x).all():
+            # Before the filter: a NaN would otherwise stay in its running stats for good.
+            raise ValueError(self._non_finite_observation(raw, x))
         return np.asarray(self.filter(x, update=update))
+
+    def _non_finite_observation(self, raw: Any, flat: np.ndarray) -> str:
+        row, col = (int(i) for i in np.argwhere(~np.isfinite(flat.reshape(len(flat), -1)))[0])
+        where = f"position {col} of its preprocessed observation"
+        space = getattr(self.preprocessor.observation_space, "original_space",
+                        self.preprocessor.observation_space)
+        per_env = isinstance(raw, list)  # a list of per-env observations, or batched leaves
+        for path, _leaf in space_path_items(space):
+            try:
+                node = raw[row] if per_env else raw
+                for key in path:
+                    node = node[key]
+                value = np.asarray(node if per_env else node[row])
+            except (KeyError, IndexError, TypeError):
+                break
+            if value.dtype.kind == "f" and not np.isfinite(value).all():
+                index = tuple(int(i) for i in np.argwhere(~np.isfinite(value))[0])
+                where = format_path(path + index) + f" = {value[index]}"
+                break
+        return (f"env {self.config.env_name!r} (sub-env {row}) returned a non-finite "
+                f"observation: {where}")
 
     def _ensure_reset(self) -> np.ndarray:
         if self._obs is None:
             # An int seeds sub-env i with seed + i (sync/async); native vector envs take one.
-            raw, _ = self.venv.reset(seed=self._seed)
+            raw, _ = self._env("reset", seed=self._seed)
             self._obs = self.policy.stack_obs(None, self._process(raw))
         return self._obs
 
@@ -393,8 +472,12 @@ class EnvRunner:
             out = pol.act(obs, self._state, self._prev_actions, self._prev_rewards, explore=True)
             actions = out["actions"]
             env_actions = clip_actions(actions, pol.action_space) if cfg.clip_actions else actions
-            raw, rewards, terminated, truncated, info = self.venv.step(env_actions)
+            raw, rewards, terminated, truncated, info = self._env("step", env_actions)
             rewards = np.asarray(rewards, np.float32).copy()
+            if not np.isfinite(rewards).all():
+                bad = int(np.flatnonzero(~np.isfinite(rewards))[0])
+                raise ValueError(f"env {self.config.env_name!r} (sub-env {bad}) returned a "
+                                 f"non-finite reward: {rewards[bad]}")
             terminated = np.asarray(terminated, bool)
             truncated = np.asarray(truncated, bool)
             # The envs whose returned observation starts an episode: those that finished
@@ -505,14 +588,19 @@ class EnvRunner:
 
     # --- checkpoints ----------------------------------------------------------------------
     def env_snapshot(self) -> bytes | None:
-        """The pickled sub-envs of a sync vector env (None if async or not picklable)."""
+        """The pickled list of sub-envs of a sync or async vector env (None for native
+        vector envs, or if an env cannot be pickled)."""
         envs = getattr(self.venv, "envs", None)
-        if envs is None:
-            return None
         try:
-            return pickle.dumps(envs)
+            if envs is not None:
+                return pickle.dumps(envs)
+            if isinstance(self.venv, AsyncVectorEnv):
+                blobs = self.venv.call("rlblocks_snapshot")
+                if all(isinstance(b, bytes) for b in blobs):
+                    return pickle.dumps([pickle.loads(b) for b in blobs])
         except Exception:  # any env attribute may refuse pickling (sockets, emulators, ...)
             return None
+        return None
 
     def state_dict(self) -> dict[str, Any]:
         """Everything that carries over between rollouts (not the env itself)."""

@@ -1,0 +1,207 @@
+"""A user's error at the command line is one line on stderr and exit code 2, never a
+traceback, and leaves nothing corrupted or half-made behind; resume says what it cannot do.
+
+The CLI runs in fresh interpreters (as the installed console script would) in the folder of
+the user's package ``my_pkg`` (tests/fixtures/user_envs), whose ``bad_envs`` module holds envs
+that fail the ways real envs do.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import rlblocks
+import torch
+from rlblocks.train import PPOConfig, PPOTrainer
+from rlblocks.train.checkpoint import list_checkpoints, save_checkpoint
+from rlblocks.train.logger import ProgressLogger, append_whole, read_progress
+
+USER_DIR = Path(__file__).parent / "fixtures" / "user_envs"
+FAULTY = "my_pkg.bad_envs:Faulty-v0"
+SMALL = ["--set", "num_envs=2", "--set", "train_batch_size=64", "--set", "sgd_minibatch_size=32",
+         "--set", "num_sgd_iter=1", "--set", "model.fcnet_hiddens=[8]", "--no-progress"]
+
+
+def rlblocks_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    where = str(Path(rlblocks.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": where}
+    env.pop("RLBLOCKS_TRACEBACK", None)
+    code = "import sys; from rlblocks.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-P", "-c", code, *args], cwd=USER_DIR, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def error_line(out: subprocess.CompletedProcess[str]) -> str:
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+CASES = {
+    "unknown env_config key": (
+        ["--env", "my_pkg.envs:Corridor-v0", "--set", "env_config.nope=1"],
+        "env 'my_pkg.envs:Corridor-v0' could not be made with env_config {'nope': 1}: "
+        "TypeError: Corridor.__init__() got an unexpected keyword argument 'nope'"),
+    "an uninstalled dependency of the env": (
+        ["--env", "my_pkg.bad_envs:NeedsAPackage-v0"],
+        "DependencyNotInstalled: No module named 'no_such_physics_engine'. Install it with "
+        "`pip install no-such-physics-engine`"),
+    "an observation missing a Dict key": (
+        ["--env", FAULTY],
+        "env 'my_pkg.bad_envs:Faulty-v0' failed in step: KeyError: 'b' (an observation lacks "
+        "a key of the observation space Dict("),
+    "a NaN observation": (
+        ["--env", FAULTY, "--set", "env_config.fault=nan_obs"],
+        "env 'my_pkg.bad_envs:Faulty-v0' (sub-env 0) returned a non-finite observation: "
+        'obs["a"][1] = nan'),
+    "a NaN observation, async envs": (
+        ["--env", FAULTY, "--set", "env_config.fault=nan_obs", "--set", "vector_mode=async"],
+        'returned a non-finite observation: obs["a"][1] = nan'),
+    "an infinite reward": (
+        ["--env", FAULTY, "--set", "env_config.fault=inf_reward"],
+        "env 'my_pkg.bad_envs:Faulty-v0' (sub-env 0) returned a non-finite reward: inf"),
+    "lr=inf": (["--env", "CartPole-v1", "--set", "lr=inf"],
+               "lr must be a finite number > 0.0, got inf"),
+    "a seed beyond 2**63": (["--env", "CartPole-v1", "--set", f"seed={2**70}"],
+                            f"seed must be an int in [0, {2**63 - 1}], got {2**70}"),
+    "--stop-timesteps 0": (["--env", "CartPole-v1", "--stop-timesteps", "0"],
+                           "--stop-timesteps must be > 0, got 0"),
+    "--stop-timesteps -5": (["--env", "CartPole-v1", "--stop-timesteps", "-5"],
+                            "--stop-timesteps must be > 0, got -5"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_users_error_is_one_line_and_leaves_no_run_dir(case: str, tmp_path: Path) -> None:
+    args, message = CASES[case]
+    run = tmp_path / "run"
+    out = rlblocks_cli("train", "--stop-timesteps", "640", *SMALL, *args, "--run-dir", str(run))
+    line = error_line(out)
+    assert line.startswith("rlblocks train: error: ") and message in line, line
+    assert not run.exists()  # a failed start leaves no (empty) run directory
+
+
+def test_a_run_dir_that_cannot_be_made(tmp_path: Path) -> None:
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    line = error_line(rlblocks_cli("train", "--env", "CartPole-v1", *SMALL,
+                                   "--run-dir", str(blocker / "run")))
+    assert line == (f"rlblocks train: error: cannot use '{blocker / 'run'}' as the run "
+                    "directory: Not a directory")
+    if os.geteuid() != 0:  # root writes anywhere
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        line = error_line(rlblocks_cli("train", "--env", "CartPole-v1", *SMALL,
+                                       "--run-dir", str(locked / "run")))
+        assert "Permission denied" in line
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+def test_a_full_disk_is_one_line_and_tears_no_row(tmp_path: Path) -> None:
+    # /dev/full fails every write with ENOSPC, as a full disk does.
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "progress.csv").symlink_to("/dev/full")
+    line = error_line(rlblocks_cli("train", "--env", "CartPole-v1", *SMALL, "--run-dir", str(run)))
+    assert line == (f"rlblocks train: error: cannot write '{run / 'progress.csv'}': "
+                    "No space left on device")
+    assert list_checkpoints(run) == []
+
+
+def test_append_whole_cuts_a_failed_write_back(tmp_path: Path) -> None:
+    log = ProgressLogger(tmp_path)
+    log.write({"training_iteration": 1, "episode_return_mean": 1.5})
+    before = (tmp_path / "progress.csv").read_bytes()
+    # A file that accepts the first bytes of a write and then fails: a pipe with no reader
+    # would block, so emulate the partial write with a size limit (RLIMIT_FSIZE).
+    code = (
+        "import resource, signal, sys\n"
+        "from pathlib import Path\n"
+        "from rlblocks.train.logger import append_whole\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "p = Path(sys.argv[1]); size = p.stat().st_size\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (size + 5, size + 5))\n"
+        "try:\n"
+        "    append_whole(p, b'2,9999999.5\\n' * 10)\n"
+        "except ValueError as err:\n"
+        "    print(err)\n"
+    )
+    where = str(Path(rlblocks.__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "progress.csv")],
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": where})
+    assert "cannot write" in out.stdout, out.stderr
+    assert (tmp_path / "progress.csv").read_bytes() == before  # no torn row
+    append_whole(tmp_path / "progress.csv", b"2,3.0\n")
+    assert [r["episode_return_mean"] for r in read_progress(tmp_path)] == [1.5, 3.0]
+
+
+def test_orphaned_checkpoint_temp_dirs_are_removed(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    save_checkpoint(run, {"iteration": 1, "timesteps_total": 10})
+    # What a save killed mid-write leaves: a temporary directory and a replaced old one.
+    for name in (".checkpoint_000002.k3j_x9a", ".checkpoint_000001.old"):
+        (run / name).mkdir()
+        (run / name / "state.pt").write_bytes(b"half a pickle")
+    save_checkpoint(run, {"iteration": 2, "timesteps_total": 20})
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint_000001", "checkpoint_000002"]
+    (run / ".checkpoint_000003.zz").mkdir()  # and on resume
+    with PPOTrainer(PPOConfig(env="CartPole-v1", num_envs=2, train_batch_size=64),
+                    run_dir=tmp_path / "real") as trainer:
+        trainer.train()
+        trainer.save()
+    (tmp_path / "real" / ".checkpoint_000009.zz").mkdir()
+    PPOTrainer.restore(tmp_path / "real").close()
+    assert not (tmp_path / "real" / ".checkpoint_000009.zz").exists()
+
+
+def tiny_async(**kw: object) -> PPOConfig:
+    return PPOConfig(env="CartPole-v1", num_envs=2, train_batch_size=64, sgd_minibatch_size=32,
+                     num_sgd_iter=2, model={"fcnet_hiddens": [8]}, seed=5, **kw)
+
+
+def test_async_resume_is_exact(tmp_path: Path) -> None:
+    with PPOTrainer(tiny_async(vector_mode="async"), run_dir=tmp_path / "a") as a:
+        a.train()
+        a.save()
+        straight = [a.train() for _ in range(3)]
+        weights = {k: v.clone() for k, v in a.model.state_dict().items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # an exact resume warns about nothing
+        b = PPOTrainer.restore(tmp_path / "a")
+    with b:
+        resumed = [b.train() for _ in range(3)]
+        for key, value in b.model.state_dict().items():
+            assert torch.equal(value, weights[key]), key
+    for s, r in zip(straight, resumed, strict=True):
+        for key in ("timesteps_total", "episodes_total", "episode_return_mean", "policy_loss"):
+            assert s[key] == r[key] or (math.isnan(s[key]) and math.isnan(r[key])), key
+
+
+def test_resuming_native_vector_envs_warns_once_and_says_so(tmp_path: Path) -> None:
+    with PPOTrainer(tiny_async(vector_mode="native"), run_dir=tmp_path / "n") as trainer:
+        trainer.train()
+        trainer.save()
+    with pytest.warns(RuntimeWarning, match="episodes in progress at the checkpoint are "
+                                            "dropped") as record:
+        PPOTrainer.restore(tmp_path / "n").close()
+    assert len(record) == 1
+    out = rlblocks_cli("train", "--resume", str(tmp_path / "n"), "--stop-timesteps", "128",
+                       "--no-progress")
+    assert out.returncode == 0, out.stderr
+    warning = [ln for ln in out.stderr.splitlines() if ln.startswith("rlblocks: warning:")]
+    assert len(warning) == 1 and "vector_mode='native'" in warning[0]
+    steps = [r["timesteps_total"] for r in read_progress(tmp_path / "n")]
+    assert len(steps) >= 2 and steps[-1] >= 128 > steps[-2]  # native CartPole: NEXT_STEP resets
+    line = error_line(rlblocks_cli("train", "--resume", str(tmp_path / "n"),
+                                   "--stop-timesteps", "100", "--no-progress"))
+    assert line == (f"rlblocks train: error: --stop-timesteps 100: the run already has "
+                    f"{steps[-1]} steps")
