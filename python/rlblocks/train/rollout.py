@@ -164,11 +164,11 @@ def make_env_creator(config: PPOConfig, render_mode: str | None = None) -> Calla
     def create() -> gym.Env:
         key = registered_id(env) if isinstance(env, str) else None
         try:
-            if key is not None:
+            if isinstance(env, str):
                 kwargs = dict(env_config)
                 if render_mode is not None:
                     kwargs["render_mode"] = render_mode
-                return gym.make(key, **kwargs)
+                return gym.make(str(key), **kwargs)
             assert env is not None
             made = env(env_config)
         except Exception as err:  # the user's constructor may fail in any way
