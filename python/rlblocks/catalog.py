@@ -31,6 +31,7 @@ Examples:
 from __future__ import annotations
 
 import difflib
+import importlib
 import inspect
 import warnings
 from collections.abc import Mapping
@@ -45,6 +46,24 @@ from rlblocks.preprocessors import Preprocessor, get_preprocessor
 from rlblocks.spaces import flatten_space
 
 __all__ = ["ModelCatalog"]
+
+
+def import_object(path: str, what: str) -> Any:
+    """``"package.module:Name"`` -> the object (how config files name custom models and
+    distributions without registering them first).
+
+    Raises:
+        ValueError: The module does not import or has no such name.
+    """
+    module, _, name = path.partition(":")
+    try:
+        found = importlib.import_module(module)
+        for part in name.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise ValueError(f"{what} {path!r}: cannot import it ({type(err).__name__}: {err})"
+                         ) from None
+    return found
 
 
 class ModelCatalog:
@@ -197,6 +216,8 @@ class ModelCatalog:
 
     @staticmethod
     def _resolve_custom_model(custom: Any) -> type[ModelV2]:
+        if isinstance(custom, str) and ":" in custom and custom not in ModelCatalog._custom_models:
+            return _check_model_class(import_object(custom, "custom_model"), "custom_model")
         if isinstance(custom, str):
             registry = ModelCatalog._custom_models
             if custom not in registry:
@@ -237,11 +258,15 @@ class ModelCatalog:
         cfg = ModelConfig.from_dict(config)
         from rlblocks.distributions import select_action_dist
 
+        dists = dict(ModelCatalog._custom_action_dists)
+        custom = cfg.custom_action_dist
+        if isinstance(custom, str) and ":" in custom and custom not in dists:
+            dists[custom] = import_object(custom, "custom_action_dist")
         return select_action_dist(
             action_space,
             cfg.to_dict(),
             dist_type=dist_type,
-            custom_action_dists=dict(ModelCatalog._custom_action_dists),
+            custom_action_dists=dists,
         )
 
     # --- preprocessors -----------------------------------------------------------------------

@@ -25,6 +25,7 @@ BENCHMARKS = {
     "distributions": "rlblocks.benchmarking.distributions",
     "models": "rlblocks.benchmarking.models",
     "train": "rlblocks.benchmarking.train",
+    "tuned": "rlblocks.benchmarking.tuned",
 }
 
 

@@ -6,6 +6,7 @@ Importing this package registers the gymnasium ids below, so ``gymnasium.make`` 
 * ``rlblocks/RepeatAfterMe-v0`` — :class:`RepeatAfterMe` (echo an earlier observation).
 * ``rlblocks/ParametricCartPole-v0`` — :class:`ParametricCartPole` (masked, embedded actions).
 * ``rlblocks/CorrelatedActions-v0`` — :class:`CorrelatedActionsEnv` (autoregressive actions).
+* ``rlblocks/DictCartPole-v0`` — :class:`DictCartPole` (a nested Dict observation).
 
 Keyword arguments of ``gymnasium.make`` go to the class's constructor.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import gymnasium as gym
 
 from rlblocks.envs.correlated_actions import CorrelatedActionsEnv, correlated_reward
+from rlblocks.envs.dict_cartpole import DictCartPole
 from rlblocks.envs.parametric_cartpole import ParametricCartPole
 from rlblocks.envs.repeat_after_me import RepeatAfterMe
 from rlblocks.envs.stateless_cartpole import StatelessCartPole
@@ -28,6 +30,7 @@ from rlblocks.envs.stateless_cartpole import StatelessCartPole
 __all__ = [
     "ENV_IDS",
     "CorrelatedActionsEnv",
+    "DictCartPole",
     "ParametricCartPole",
     "RepeatAfterMe",
     "StatelessCartPole",
@@ -40,6 +43,7 @@ ENV_IDS: dict[str, str] = {
     "rlblocks/RepeatAfterMe-v0": "rlblocks.envs.repeat_after_me:RepeatAfterMe",
     "rlblocks/ParametricCartPole-v0": "rlblocks.envs.parametric_cartpole:ParametricCartPole",
     "rlblocks/CorrelatedActions-v0": "rlblocks.envs.correlated_actions:CorrelatedActionsEnv",
+    "rlblocks/DictCartPole-v0": "rlblocks.envs.dict_cartpole:DictCartPole",
 }
 
 

@@ -1,4 +1,4 @@
-"""``rlblocks train | evaluate | plot``: the command-line side of :mod:`rlblocks.train`.
+"""``rlblocks train | evaluate | tuned | plot``: the command-line side of :mod:`rlblocks.train`.
 
 ``rlblocks train --env ENV [--config FILE.yaml|json] [--set key=value ...]
 [--stop-reward R] [--stop-timesteps N] [--resume RUN_DIR]`` trains PPO with a progress bar
@@ -7,7 +7,9 @@ and writes a run directory (``config.json``, ``progress.csv``, checkpoints,
 ``model.fcnet_hiddens=[32,32]``, ``observation_filter=MeanStdFilter``); dotted keys reach
 into ``model`` and ``env_config`` (the env's constructor keyword arguments). ``--env`` takes
 a registered id or gymnasium's ``module:EnvId`` form: the module (found on ``sys.path`` or in
-the current directory) is imported, then the id made.
+the current directory) is imported, then the id made. ``--tuned NAME`` starts from a tuned
+config (``rlblocks tuned`` lists them; :mod:`rlblocks.train.tuned`), whose ``stop`` block sets
+the default stop return and step budget (as a ``stop`` block in a ``--config`` file does).
 
 Examples:
     >>> parse_overrides(["lr=1e-3", "model.fcnet_hiddens=[32, 32]", "num_envs=4"])
@@ -130,6 +132,46 @@ def _user_modules_importable() -> None:
         sys.path.append(cwd)
 
 
+def _config_data(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Any, Any]]:
+    """The PPO keys of ``--tuned`` / ``--config`` / ``--env`` / ``--set`` (later ones win)
+    and the ``stop`` block of the file, if any."""
+    from rlblocks.train.tuned import load_tuned, split_stop
+
+    if args.tuned and (args.config or args.env):
+        raise ValueError("--tuned NAME brings its own env and config: use --set to change "
+                         "keys of it, or --config / --env without --tuned")
+    if args.tuned:
+        tuned = load_tuned(args.tuned)
+        data, stops = dict(tuned.config), (tuned.stop_reward, tuned.stop_timesteps)
+    else:
+        data, reward, steps = split_stop(load_config_file(args.config) if args.config else {})
+        stops = (reward, steps)
+    overrides = parse_overrides(args.set or [])
+    data = _merge(data, overrides)
+    if args.env:
+        data["env"] = args.env
+    if not data.get("env"):
+        raise ValueError("give an environment: --env ENV, --tuned NAME (`rlblocks tuned` "
+                         "lists them) or 'env' in the --config file")
+    if not args.tuned and not args.config:
+        _hint_tuned(str(data["env"]), data.get("model") or {})
+    return data, stops
+
+
+def _hint_tuned(env: str, model: dict[str, Any]) -> None:
+    """``use_lstm`` / ``use_attention`` alone get RLlib's defaults, which learn slowly: one
+    line names the tuned config for that env and memory, if there is one."""
+    from rlblocks.train.tuned import tuned_for
+
+    for wrapper in ("use_lstm", "use_attention"):
+        if model.get(wrapper) and set(model) <= {"use_lstm", "use_attention"}:
+            names = tuned_for(env, wrapper)
+            if names:
+                print(f"rlblocks train: hint: {wrapper} alone uses RLlib's defaults; the tuned "
+                      f"config for {env} is `rlblocks train --tuned {names[0]}`",
+                      file=sys.stderr, flush=True)
+
+
 def _check_stops(args: argparse.Namespace) -> None:
     if args.stop_timesteps is not None and args.stop_timesteps <= 0:
         raise ValueError(f"--stop-timesteps must be > 0, got {args.stop_timesteps}")
@@ -165,23 +207,19 @@ def _train(args: argparse.Namespace) -> int:
             raise ValueError(f"--stop-timesteps {args.stop_timesteps}: the run already has "
                              f"{done} steps")
         trainer = _restore(args.resume)
+        file_stops: tuple[float | None, int | None] = (None, None)
     else:
-        data = load_config_file(args.config) if args.config else {}
-        data = _merge(data, parse_overrides(args.set or []))
-        if args.env:
-            data["env"] = args.env
-        if not data.get("env"):
-            raise ValueError("give an environment: --env ENV (or 'env' in the --config file)")
+        data, file_stops = _config_data(args)
         config = PPOConfig.from_dict(data)
         target = Path(args.run_dir) if args.run_dir else default_run_dir(config, args.runs_root)
         created = None if target.exists() else target
         trainer = PPOTrainer(config, run_dir=target)
     cfg = trainer.config
-    stop_reward = args.stop_reward
+    stop_reward = args.stop_reward if args.stop_reward is not None else file_stops[0]
     if stop_reward is None and not args.no_default_stop_reward:
         stop_reward = _default_stop_reward(cfg.env)
-    stop_timesteps: int = (DEFAULT_STOP_TIMESTEPS if args.stop_timesteps is None
-                           else args.stop_timesteps)
+    stop_timesteps: int = next(s for s in (args.stop_timesteps, file_stops[1],
+                                           DEFAULT_STOP_TIMESTEPS) if s is not None)
     run_dir = trainer.run_dir
     until = f"a mean return >= {stop_reward} or " if stop_reward is not None else ""
     print(f"rlblocks train: PPO on {cfg.env_name}, {cfg.num_envs} envs, until {until}"
@@ -222,6 +260,30 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tuned(args: argparse.Namespace) -> int:
+    from rlblocks.train.tuned import list_tuned, load_tuned
+
+    if args.name:
+        print(load_tuned(args.name).path.read_text(), end="")
+        return 0
+    rows = [("name", "env", "model", "target", "last measured (seeds reached, median steps, "
+             "median wall s)")]
+    for t in list_tuned():
+        target = f"{t.stop_reward:g} in {t.stop_timesteps:,} steps"
+        if t.hardware != "CPU":
+            target += f" ({t.hardware})"
+        m = t.measured
+        measured = (f"{m['reached']}, {m['median_steps']:,}, {m['median_wall_s']} s "
+                    f"({m['date']})" if m else "not measured")
+        rows.append((t.name, t.env, t.model_summary, target, measured))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[4])
+    print("\nrun one: rlblocks train --tuned NAME [--set key=value ...]; "
+          "show one: rlblocks tuned NAME")
+    return 0
+
+
 def _plot(args: argparse.Namespace) -> int:
     from rlblocks.train.plot import plot_run
 
@@ -259,7 +321,10 @@ def add_subcommands(sub: Any) -> None:
     train = sub.add_parser("train", help="train PPO on a gymnasium env")
     train.add_argument("--env", help="gymnasium id, e.g. CartPole-v1, or module:EnvId for an "
                        "env that a module of yours registers (my_pkg.envs:MyEnv-v0)")
-    train.add_argument("--config", help="YAML or JSON file of PPO config keys")
+    train.add_argument("--config", help="YAML or JSON file of PPO config keys (and an optional "
+                       "stop: {episode_return_mean, timesteps_total} block)")
+    train.add_argument("--tuned", metavar="NAME",
+                       help="a tuned config shipped with rlblocks (`rlblocks tuned` lists them)")
     train.add_argument("--set", action="append", metavar="KEY=VALUE",
                        help="override a config key (repeatable; dotted keys for model.*)")
     train.add_argument("--stop-reward", type=float, default=None,
@@ -281,6 +346,11 @@ def add_subcommands(sub: Any) -> None:
     evaluate.add_argument("--explore", action="store_true", help="sample actions")
     evaluate.add_argument("--seed", type=int, default=None, help="evaluation env seed")
     evaluate.set_defaults(func=_guard(_evaluate, "evaluate"))
+
+    tuned = sub.add_parser("tuned", help="list the tuned configs, or print one")
+    tuned.add_argument("name", nargs="?", help="print this tuned config's YAML")
+    tuned.add_argument("--list", action="store_true", help="list them (the default)")
+    tuned.set_defaults(func=_guard(_tuned, "tuned"))
 
     plot = sub.add_parser("plot", help="learning curve PNG of a run")
     plot.add_argument("run_dir", help="run directory")

@@ -1,0 +1,136 @@
+"""Tuned configs: PPO settings per environment that reach a stated return in a stated budget.
+
+Each is a YAML file in ``rlblocks/train/tuned_configs/`` holding RLlib-style PPO keys (what
+``rlblocks train --config`` takes) plus a ``stop:`` block (``episode_return_mean`` to reach
+within ``timesteps_total`` steps) and a one-line ``description``. ``rlblocks train --tuned
+NAME`` runs one; ``rlblocks tuned`` lists them with the figures that
+``benchmarks/bench_tuned.py --record`` last measured (``measured.json`` beside them).
+``MODEL_DEFAULTS`` stays RLlib's; these files are where good settings live.
+
+Examples:
+    >>> cfg = load_tuned("stateless_cartpole_lstm")
+    >>> cfg.env, cfg.stop_reward, cfg.config["model"]["use_lstm"]
+    ('rlblocks/StatelessCartPole-v0', 150.0, True)
+    >>> tuned_for("rlblocks/StatelessCartPole-v0", "use_attention")
+    ['stateless_cartpole_attention']
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["TUNED_DIR", "TunedConfig", "list_tuned", "load_tuned", "split_stop", "tuned_for"]
+
+#: Where the YAML files (and ``measured.json``) live.
+TUNED_DIR = Path(__file__).with_name("tuned_configs")
+_MEASURED = TUNED_DIR / "measured.json"
+# Keys of a config file that are not PPO config keys.
+_META_KEYS = ("stop", "description", "hardware")
+
+
+@dataclass(frozen=True)
+class TunedConfig:
+    """One tuned config: its PPO keys and what it must reach."""
+
+    name: str
+    description: str
+    config: dict[str, Any]
+    stop_reward: float | None
+    stop_timesteps: int | None
+    hardware: str = "CPU"
+    """Where the budget is meant to be run (``CPU``; or a GPU / long CPU run for Atari)."""
+    measured: dict[str, Any] = field(default_factory=dict)
+    """The last ``bench_tuned.py --record`` figures (empty if never measured)."""
+
+    @property
+    def env(self) -> str:
+        return str(self.config["env"])
+
+    @property
+    def path(self) -> Path:
+        return TUNED_DIR / f"{self.name}.yaml"
+
+    @property
+    def model_summary(self) -> str:
+        """``"custom: ParametricActionsModel"``, ``"lstm 64 on fc [64]"``, ``"fc [64, 64]"``."""
+        model = self.config.get("model", {})
+        if model.get("custom_model"):
+            return f"custom: {str(model['custom_model']).rpartition(':')[2]}"
+        base = f"fc {model.get('fcnet_hiddens', [256, 256])}"
+        if model.get("use_lstm"):
+            return f"lstm {model.get('lstm_cell_size', 256)} on {base}"
+        if model.get("use_attention"):
+            return f"attention {model.get('attention_dim', 64)} on {base}"
+        if model.get("conv_filters") is not None or "Pong" in self.env or "Breakout" in self.env:
+            return "vision"
+        return base
+
+
+def split_stop(data: dict[str, Any]) -> tuple[dict[str, Any], float | None, int | None]:
+    """A config file's mapping -> ``(PPO keys, stop reward, stop timesteps)``.
+
+    Raises:
+        ValueError: A ``stop`` block that is not ``{episode_return_mean, timesteps_total}``.
+
+    Examples:
+        >>> split_stop({"env": "CartPole-v1", "stop": {"episode_return_mean": 475}})
+        ({'env': 'CartPole-v1'}, 475.0, None)
+    """
+    config = {k: v for k, v in data.items() if k not in _META_KEYS}
+    stop = data.get("stop") or {}
+    if not isinstance(stop, dict):
+        raise ValueError(f"stop must be a mapping, got {stop!r}")
+    unknown = set(stop) - {"episode_return_mean", "timesteps_total"}
+    if unknown:
+        raise ValueError(f"stop: unknown keys {sorted(unknown)} (known: episode_return_mean, "
+                         "timesteps_total)")
+    reward = stop.get("episode_return_mean")
+    steps = stop.get("timesteps_total")
+    return (config, None if reward is None else float(reward),
+            None if steps is None else int(steps))
+
+
+def _measured() -> dict[str, Any]:
+    if not _MEASURED.is_file():
+        return {}
+    data: dict[str, Any] = json.loads(_MEASURED.read_text())
+    return data
+
+
+def list_tuned() -> list[TunedConfig]:
+    """Every tuned config, by name."""
+    return [load_tuned(p.stem) for p in sorted(TUNED_DIR.glob("*.yaml"))]
+
+
+def load_tuned(name: str) -> TunedConfig:
+    """The tuned config ``name`` (a file stem in ``tuned_configs/``).
+
+    Raises:
+        ValueError: No such tuned config (the message lists the close names).
+    """
+    path = TUNED_DIR / f"{name}.yaml"
+    if not path.is_file():
+        names = [p.stem for p in sorted(TUNED_DIR.glob("*.yaml"))]
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+        raise ValueError(f"no tuned config {name!r}{hint} (`rlblocks tuned` lists them: "
+                         f"{', '.join(names)})")
+    import yaml
+
+    data = yaml.safe_load(path.read_text())
+    config, reward, steps = split_stop(data)
+    return TunedConfig(name=name, description=str(data.get("description", "")), config=config,
+                       stop_reward=reward, stop_timesteps=steps,
+                       hardware=str(data.get("hardware", "CPU")),
+                       measured=_measured().get(name, {}))
+
+
+def tuned_for(env: str, wrapper: str | None = None) -> list[str]:
+    """Names of the tuned configs for ``env`` (whose model sets ``wrapper``, e.g.
+    ``"use_lstm"``, if given)."""
+    return [t.name for t in list_tuned() if t.env == env
+            and (wrapper is None or t.config.get("model", {}).get(wrapper))]
