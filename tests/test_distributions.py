@@ -943,3 +943,20 @@ def test_binary_autoregressive_model_and_distribution() -> None:
     _close(g.logp(torch.tensor([[1, 1]])), d.logp(torch.tensor([[1, 1]])))
     with pytest.raises(ValueError, match="only supports"):
         AutoregressiveActionModel(Box(-1, 1, (3,)), Discrete(4), 16, {}, "ar")
+
+
+def test_multi_action_required_model_output_shape_on_instance_and_class():
+    space = gym.spaces.Dict({"a": gym.spaces.Discrete(4),
+                             "b": gym.spaces.Tuple((gym.spaces.MultiDiscrete([2, 3]),
+                                                    gym.spaces.Box(-1, 1, (3,))))})
+    from rlblocks.catalog import ModelCatalog
+
+    dist_cls, n = ModelCatalog.get_action_dist(space, {})
+    assert n == 4 + 5 + 6  # Categorical 4, MultiCategorical 2 + 3, DiagGaussian 2 * 3
+    dist = dist_cls(torch.zeros(2, n), None)
+    # RLlib's signature: an instance method taking (action_space, model_config).
+    assert dist.required_model_output_shape(space, {}) == n
+    assert dist.required_model_output_shape() == n
+    assert MultiActionDistribution.required_model_output_shape(space, {}) == n
+    with pytest.raises(ValueError, match="needs the action space"):
+        MultiActionDistribution.required_model_output_shape()

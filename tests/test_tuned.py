@@ -30,7 +30,7 @@ def test_the_tuned_configs_cover_the_issue_list() -> None:
 def test_each_tuned_config_is_valid_and_builds(name: str) -> None:
     tuned = load_tuned(name)
     assert tuned.description and tuned.stop_reward is not None and tuned.stop_timesteps
-    config = PPOConfig.from_dict(tuned.config)  # every key known, every value in range
+    PPOConfig.from_dict(tuned.config)  # every key known, every value in range
     if tuned.hardware != "CPU":  # Atari: the model needs ale-py's envs; build the config only
         return
     with PPOTrainer({**tuned.config, "num_envs": 2, "train_batch_size": 64,

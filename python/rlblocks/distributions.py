@@ -1297,6 +1297,17 @@ def _unflatten(space: gym.Space, values: Any) -> Any:
     return next(values)
 
 
+class _class_or_instance_method:
+    """A method that receives the instance when called on one and the class otherwise."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.__doc__ = fn.__doc__
+
+    def __get__(self, obj: Any, owner: type) -> Callable[..., Any]:
+        return partial(self.fn, owner if obj is None else obj)
+
+
 class MultiActionDistribution(ActionDistribution):
     """Independent child distributions over a nested Tuple/Dict action space.
 
@@ -1396,9 +1407,25 @@ class MultiActionDistribution(ActionDistribution):
             )
         )
 
-    def required_model_output_shape(self) -> int:  # type: ignore[override]
-        """``sum(input_lens)`` (an instance method, as in RLlib)."""
-        return sum(self.input_lens)
+    @_class_or_instance_method
+    def required_model_output_shape(  # type: ignore[override]
+        self_or_cls: Any, action_space: gym.Space | None = None, model_config: Any = None
+    ) -> int:
+        """The model outputs the distribution needs: on an instance ``sum(input_lens)`` (as
+        in RLlib, which takes and ignores ``action_space`` and ``model_config``); on the
+        class, the sum over the leaves of ``action_space``.
+
+        Examples:
+            >>> space = gym.spaces.Tuple((Discrete(3), Box(-1, 1, (2,))))
+            >>> MultiActionDistribution.required_model_output_shape(space, {})
+            7
+        """
+        if isinstance(self_or_cls, MultiActionDistribution):
+            return sum(self_or_cls.input_lens)
+        if action_space is None:
+            raise ValueError("MultiActionDistribution.required_model_output_shape needs the "
+                             "action space when called on the class")
+        return int(select_action_dist(action_space, dict(model_config or {}))[1])
 
 
 def _sum(values: Any) -> torch.Tensor:
