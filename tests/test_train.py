@@ -113,6 +113,55 @@ def test_clip_grad_norm_matches_torch(scale):
     assert ours[2].grad is None
 
 
+@pytest.mark.parametrize("breakage", ["missing", "failing"])
+def test_private_torch_kernels_fall_back_to_the_public_api(breakage, monkeypatch):
+    """Without torch's private kernels (another torch release), or when they refuse their
+    arguments, training runs through ``Optimizer.step`` and ``clip_grad_norm_`` and gives the
+    same result."""
+    import sys
+
+    from rlblocks.train import learner
+
+    real = {name: getattr(torch, name) for name in ("_fused_adam_", "_foreach_norm")}
+
+    def refusing(name):
+        def kernel(*args, **kwargs):  # refuses the trainer's direct calls, serves torch's own
+            if sys._getframe(1).f_globals.get("__name__") == learner.__name__:
+                raise TypeError("unexpected keyword argument 'grad_scale'")
+            return real[name](*args, **kwargs)
+
+        return kernel
+
+    def run() -> dict[str, torch.Tensor]:
+        with PPOTrainer(tiny(seed=4)) as trainer:
+            for _ in range(2):
+                trainer.train()
+            return {k: v.clone() for k, v in trainer.model.state_dict().items()}
+
+    expected = run()
+    with monkeypatch.context() as m:
+        for name in ("_fused_adam_", "_foreach_norm"):
+            if breakage == "missing":
+                m.delattr(torch, name)
+            else:
+                m.setattr(torch, name, refusing(name))
+        m.setattr(learner, "_PRIVATE_KERNELS_WORK", {"fused_adam": True, "foreach_norm": True})
+        got = run()
+        if breakage == "failing":  # tried once, then left alone
+            assert learner._PRIVATE_KERNELS_WORK["fused_adam"] is False
+        # The per-parameter clipping path (models the flat buffer does not cover):
+        params = [torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(4))]
+        for p in params:
+            p.grad = torch.full_like(p, 2.0)
+        learner._clip_grad_norm(params, 0.5)
+        torch.testing.assert_close(torch.cat([p.grad for p in params]).norm(),
+                                   torch.tensor(0.5), rtol=1e-5, atol=0)
+        if breakage == "failing":
+            assert learner._PRIVATE_KERNELS_WORK["foreach_norm"] is False
+    for key, value in expected.items():  # foreach Adam rounds a little differently from fused
+        torch.testing.assert_close(got[key], value, rtol=1e-5, atol=1e-6)
+
+
 def test_direct_fused_adam_step_equals_optimizer_step():
     """The learner's direct call of the fused Adam kernel gives bit-identical parameters and
     state to ``Adam.step()`` (lr changes included), and declines whenever it would differ:

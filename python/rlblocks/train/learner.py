@@ -329,11 +329,14 @@ def _standardized(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
 
 def _adam(params: list[torch.nn.Parameter], lr: float) -> torch.optim.Adam:
     """Adam (eps 1e-5, as PPO implementations use); the fused kernel where the device has
-    one (CPU and CUDA: several times faster for the many small tensors of an RL model)."""
-    try:
-        return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
-    except RuntimeError:
-        return torch.optim.Adam(params, lr=lr, eps=1e-5, foreach=True)
+    one (CPU and CUDA: several times faster for the many small tensors of an RL model) and
+    this torch has it."""
+    if hasattr(torch, "_fused_adam_"):
+        try:
+            return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
+        except RuntimeError:
+            pass
+    return torch.optim.Adam(params, lr=lr, eps=1e-5, foreach=True)
 
 
 def _fused_adam_step(optimizer: torch.optim.Optimizer, param: torch.nn.Parameter) -> bool:
@@ -341,13 +344,15 @@ def _fused_adam_step(optimizer: torch.optim.Optimizer, param: torch.nn.Parameter
     fused kernel directly; False (nothing done) when that would differ from ``step()``: the
     state is not initialised yet, hooks are set, or an option the direct call skips is on.
 
-    ``Optimizer.step`` spends about 0.1 ms of Python per call (grouping tensors by device,
-    hooks, profiling) against 15 us for the kernel on a small model's flat buffer; PPO
-    calls it once per minibatch.
+    ``Optimizer.step`` spends much more time in Python per call (grouping tensors by
+    device, hooks, profiling) than the kernel takes on a small model's flat buffer
+    (docs/benchmarks.md); PPO calls it once per minibatch. A torch without the private
+    kernel, or one whose kernel refuses these arguments, gets ``Optimizer.step``.
     """
     kernel = getattr(torch, "_fused_adam_", None)
     state = optimizer.state.get(param)
-    if (kernel is None or type(optimizer) is not torch.optim.Adam or not state
+    if (kernel is None or not _PRIVATE_KERNELS_WORK["fused_adam"]
+            or type(optimizer) is not torch.optim.Adam or not state
             or len(optimizer.param_groups) != 1 or param.grad is None
             or optimizer._optimizer_step_pre_hooks or optimizer._optimizer_step_post_hooks
             or _global_optimizer_hooks()):
@@ -361,11 +366,23 @@ def _fused_adam_step(optimizer: torch.optim.Optimizer, param: torch.nn.Parameter
     step = state["step"]
     step.add_(1)
     beta1, beta2 = group["betas"]
-    kernel([param], [param.grad], [state["exp_avg"]], [state["exp_avg_sq"]], [], [step],
-           amsgrad=False, lr=float(group["lr"]), beta1=beta1, beta2=beta2,
-           weight_decay=group["weight_decay"], eps=group["eps"], maximize=False,
-           grad_scale=None, found_inf=None)
+    try:
+        kernel([param], [param.grad], [state["exp_avg"]], [state["exp_avg_sq"]], [], [step],
+               amsgrad=False, lr=float(group["lr"]), beta1=beta1, beta2=beta2,
+               weight_decay=group["weight_decay"], eps=group["eps"], maximize=False,
+               grad_scale=None, found_inf=None)
+    except (TypeError, RuntimeError):
+        # A torch release whose private kernel takes other arguments: it failed while
+        # checking them, before writing anything. Use Optimizer.step from now on.
+        step.sub_(1)
+        _PRIVATE_KERNELS_WORK["fused_adam"] = False
+        return False
     return True
+
+
+#: Private torch kernels that the trainer calls directly (for speed) and that turned out to
+#: fail on this torch release; the public API is used instead from then on.
+_PRIVATE_KERNELS_WORK = {"fused_adam": True, "foreach_norm": True}
 
 
 def _global_optimizer_hooks() -> bool:
@@ -376,13 +393,21 @@ def _global_optimizer_hooks() -> bool:
 def _clip_grad_norm(params: list[torch.nn.Parameter], max_norm: float) -> None:
     """Scales the gradients so their global L2 norm is at most ``max_norm``: what
     ``torch.nn.utils.clip_grad_norm_`` computes, with the same multi-tensor kernels but
-    without its per-call grouping and checks (measured: PPO's CartPole update step 8%
-    faster)."""
+    without its per-call grouping and checks (PPO's CartPole update step is faster;
+    docs/benchmarks.md). Without those private kernels (or if they fail), the public
+    ``clip_grad_norm_`` runs."""
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return
-    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-    torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
+    norms, scale = getattr(torch, "_foreach_norm", None), getattr(torch, "_foreach_mul_", None)
+    if norms is not None and scale is not None and _PRIVATE_KERNELS_WORK["foreach_norm"]:
+        try:
+            total = torch.linalg.vector_norm(torch.stack(norms(grads)))
+            scale(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
+            return
+        except (TypeError, RuntimeError):
+            _PRIVATE_KERNELS_WORK["foreach_norm"] = False
+    torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=False)
 
 
 def _as_loss(value: Any) -> torch.Tensor:
