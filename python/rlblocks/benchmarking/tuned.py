@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
 import statistics
 import sys
@@ -82,10 +83,21 @@ def format_table(summary: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _cpu_name() -> str:
+    """``"AMD EPYC 7B13, 2 cores"`` (Linux), else the platform's machine name."""
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{name}, {os.cpu_count()} cores"
+
+
 def record(summary: dict[str, dict[str, Any]]) -> None:
     """Merges the figures into ``measured.json`` (with the date and the machine)."""
     data = json.loads(_MEASURED.read_text()) if _MEASURED.is_file() else {}
-    machine = f"{platform.machine()} {platform.processor() or platform.system()}".strip()
+    machine = _cpu_name()
     for name, row in summary.items():
         data[name] = {**row, "date": date.today().isoformat(), "machine": machine}
     _MEASURED.write_text(json.dumps(dict(sorted(data.items())), indent=1) + "\n")

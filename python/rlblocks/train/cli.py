@@ -271,7 +271,7 @@ def _tuned(args: argparse.Namespace) -> int:
     for t in list_tuned():
         target = f"{t.stop_reward:g} in {t.stop_timesteps:,} steps"
         if t.hardware != "CPU":
-            target += f" ({t.hardware})"
+            target += " (GPU or long run)"
         m = t.measured
         measured = (f"{m['reached']}, {m['median_steps']:,}, {m['median_wall_s']} s "
                     f"({m['date']})" if m else "not measured")
