@@ -24,7 +24,8 @@ def test_registered_ids_make_checked_envs(env_id: str) -> None:
     obs, _ = env.reset(seed=3)
     assert env.observation_space.contains(obs)
     for _ in range(3):
-        mask = obs["action_mask"].astype(np.int8) if isinstance(obs, dict) and "action_mask" in obs else None
+        masked = isinstance(obs, dict) and "action_mask" in obs
+        mask = obs["action_mask"].astype(np.int8) if masked else None
         obs = env.step(
             env.action_space.sample(mask=mask) if mask is not None else env.action_space.sample()
         )[0]
