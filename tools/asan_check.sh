@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Builds rlblocks._core with AddressSanitizer in a scratch copy of the tree and runs every
-# test that drives the native kernels under it: any out-of-bounds read or write fails.
-# Usage: bash tools/asan_check.sh   (needs g++ with libasan; run by .ci/run)
+# Builds rlblocks._core with AddressSanitizer and UndefinedBehaviorSanitizer in a scratch
+# copy of the tree and runs every test that drives the native kernels under them, and the
+# differential fuzzer (tools/fuzz_flatten.py, RLBLOCKS_FUZZ_CASES cases): any out-of-bounds
+# read or write, use after free or undefined behaviour (signed overflow, bad shifts,
+# misaligned loads) fails.
+# Usage: bash tools/asan_check.sh             the tests (needs g++ with libasan and libubsan)
+#        bash tools/asan_check.sh --fuzz ARGS  only the fuzzer (tools/fuzz.sh)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 asan=$(g++ -print-file-name=libasan.so)
@@ -12,15 +16,24 @@ if [ ! -e "$asan" ]; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cp -r "$root/cpp" "$root/python" "$root/tests" "$root/CMakeLists.txt" "$root/pyproject.toml" "$work/"
+cp -r "$root/cpp" "$root/python" "$root/tests" "$root/tools" "$root/CMakeLists.txt" "$root/pyproject.toml" "$work/"
 rm -f "$work"/python/rlblocks/_core*.so
 cmake -S "$work" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS="-fsanitize=address -fno-omit-frame-pointer" \
-  -DCMAKE_MODULE_LINKER_FLAGS="-fsanitize=address" > "$work/cmake.log"
+  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
+  -DCMAKE_MODULE_LINKER_FLAGS="-fsanitize=address,undefined" > "$work/cmake.log"
 cmake --build "$work/build" > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 cd "$work"
 # libstdc++ is preloaded too so that ASan can intercept C++ exceptions (our ValueErrors).
-LD_PRELOAD="$asan $stdcxx" ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" PYTHONPATH="$work/python" \
-  python -m pytest -q -p no:cacheprovider -o addopts="" \
+sanitized() {
+  LD_PRELOAD="$asan $stdcxx" ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" \
+    UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" PYTHONPATH="$work/python" "$@"
+}
+if [ "${1:-}" = "--fuzz" ]; then  # only the fuzzer, with its own arguments (tools/fuzz.sh)
+  shift
+  sanitized python tools/fuzz_flatten.py "$@"
+  exit
+fi
+RLBLOCKS_FUZZ_CASES="${RLBLOCKS_FUZZ_CASES:-1500}" sanitized python -m pytest -q -p no:cacheprovider -o addopts="" \
   tests/test_preprocessors.py tests/test_bad_input.py tests/test_restore.py tests/test_filters.py \
-  tests/test_framestack.py tests/test_image.py tests/test_sequences.py tests/test_tanh_kernel.py
+  tests/test_framestack.py tests/test_image.py tests/test_sequences.py tests/test_tanh_kernel.py \
+  tests/test_native_safety.py tests/test_fuzz.py

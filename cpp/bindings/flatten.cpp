@@ -4,6 +4,11 @@
 //
 // Nothing is written to the output before the whole batch has been validated, so a bad
 // observation raises ValueError and leaves the caller's buffer untouched.
+//
+// Python code can run during the walk (a mapping's __getitem__, an element's __index__)
+// and other threads run while the kernel does: every container is walked through a
+// reference the walk owns (lists are snapshotted into tuples), and every array an op reads
+// is kept alive until the call returns.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -44,6 +49,9 @@ struct Node {
   ValueMap map = ValueMap::Identity;
   // Callback: fn(obs) -> float32 array of `size` elements; batch_fn(obs) -> (B, size).
   py::object fn, batch_fn;
+  bool has_leaf = false;  // whether any value lives below (an empty Dict/Tuple has none)
+
+  OneHotBlocks blocks() const { return {block_offsets.data(), starts.data(), nvec.data()}; }
 };
 
 struct PathElem {
@@ -103,19 +111,56 @@ struct Collector {
     copy_row_start.push_back(static_cast<std::int64_t>(copies.size()));
     set_row_start.push_back(static_cast<std::int64_t>(sets.size()));
   }
+  // Keeps `obj` alive until the call returns (an array whose memory an op reads).
+  void hold(PyObject* obj) { keepalive.push_back(py::reinterpret_borrow<py::object>(obj)); }
+
+  // A call over a huge batch must not leave its peak allocation behind in every thread
+  // that made one: buffers above kKeepBytes are released after the call.
+  void release_large_buffers() {
+    release_if_large(copies);
+    release_if_large(copy_rows);
+    release_if_large(sets);
+    release_if_large(set_rows);
+    release_if_large(column_copies);
+    release_if_large(column_one_hots);
+    release_if_large(keepalive);
+    release_if_large(sorted_copies);
+    release_if_large(sorted_sets);
+    release_if_large(copy_row_start);
+    release_if_large(set_row_start);
+  }
+  std::size_t capacity_bytes() const {
+    return bytes(copies) + bytes(copy_rows) + bytes(sets) + bytes(set_rows) + bytes(column_copies) +
+           bytes(column_one_hots) + bytes(keepalive) + bytes(sorted_copies) + bytes(sorted_sets) +
+           bytes(copy_row_start) + bytes(set_row_start);
+  }
+  static constexpr std::size_t kKeepBytes = std::size_t{1} << 20;
+  template <class T>
+  static void release_if_large(std::vector<T>& v) {
+    if (v.capacity() * sizeof(T) > kKeepBytes) std::vector<T>().swap(v);
+  }
+  template <class T>
+  static std::size_t bytes(const std::vector<T>& v) {
+    return v.capacity() * sizeof(T);
+  }
 };
+
+// The calling thread's cached collector.
+Collector& thread_collector() {
+  thread_local Collector cached;
+  return cached;
+}
 
 // A per-thread collector; a re-entrant call (an observation's __getitem__ calling back
 // into rlblocks) gets a fresh one.
 class CollectorLease {
  public:
   CollectorLease() {
-    thread_local Collector cached;
     thread_local bool busy = false;
     if (!busy) {
       busy_flag_ = &busy;
       busy = true;
-      c_ = &cached;
+      c_ = &thread_collector();
     } else {
       own_ = std::make_unique<Collector>();
       c_ = own_.get();
@@ -124,6 +169,7 @@ class CollectorLease {
   }
   ~CollectorLease() {
     c_->keepalive.clear();  // GIL is held here
+    c_->release_large_buffers();
     if (busy_flag_) *busy_flag_ = false;
   }
   Collector& operator*() { return *c_; }
@@ -262,7 +308,7 @@ std::string shape_of(std::initializer_list<std::int64_t> lead, const std::vector
 
 // Whether every dimension after the first is C-contiguous (rows may be strided).
 bool rows_contiguous(const ArrayView& a) {
-  if (!a.numeric || a.nd == 0) return false;
+  if (!a.numeric || !a.native || a.nd == 0) return false;
   std::int64_t expect = elem_size(a.type);
   for (std::size_t i = a.nd; i-- > 1;) {
     if (a.dims[i] != 1 && a.strides[i] != expect) return false;
@@ -293,23 +339,38 @@ void for_each_element(const ArrayView& a, F&& f) {
 
 // Converts anything array-like to a C-contiguous array of `Target` (float32 for copies);
 // without `Target` numpy picks the dtype (used for indices, validated afterwards).
+// Only real numbers are accepted (bool, integer, float dtypes): complex values are not
+// truncated to their real part, strings are not parsed. Indices keep an integer dtype in
+// native byte order; float16 and long double become float32 / float64.
 py::object convert_array(Collector& c, PyObject* obj, bool to_float32, const char* expected) {
-  py::object arr;
-  if (to_float32) {
-    arr = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(py::handle(obj));
-  } else {
-    arr = py::array::ensure(py::handle(obj), py::array::c_style);
-    ArrayView a;
-    if (arr && as_array(arr.ptr(), a) && !a.native) {  // byte-swapped: make it native
-      arr = arr.attr("astype")(arr.attr("dtype").attr("newbyteorder")("="));
-    }
-  }
+  py::array arr = py::array::ensure(py::handle(obj));
   if (!arr) {
     PyErr_Clear();
     fail(c, std::string("expected ") + expected + ", got " + short_repr(obj));
   }
-  c.keepalive.push_back(arr);
-  return arr;
+  const char kind = arr.dtype().kind();
+  if (kind != 'b' && kind != 'i' && kind != 'u' && kind != 'f') {
+    fail(c, std::string("expected ") + expected + " (real numbers), got " + short_repr(obj) + " of dtype " +
+                std::string(py::str(arr.dtype())));
+  }
+  const auto itemsize = arr.dtype().itemsize();
+  py::object result;
+  if (to_float32) {
+    result = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(arr);
+  } else if (kind == 'f' && itemsize == 2) {
+    result = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(arr);
+  } else if (kind == 'f' && itemsize > 8) {
+    result = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(arr);
+  } else {
+    result = py::array::ensure(arr, py::array::c_style);
+    ArrayView a;
+    if (result && as_array(result.ptr(), a) && !a.native) {  // byte-swapped: make it native
+      result = result.attr("astype")(result.attr("dtype").attr("newbyteorder")("="));
+    }
+  }
+  if (!result) throw py::error_already_set();
+  c.keepalive.push_back(result);
+  return result;
 }
 
 // ---------------------------------------------------------------- indices
@@ -328,7 +389,9 @@ IndexValue read_index_elem(const char* p, ElemType t) {
     std::memcpy(&v, p, sizeof(T));
     if constexpr (std::is_floating_point_v<T>) {
       const double d = static_cast<double>(v);
-      const bool ok = std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 4.6e18;
+      // |d| < 2**63, so the integer fits int64 (2**63 is exact in double)
+      const bool ok = std::isfinite(d) && d == std::floor(d) && d >= -9223372036854775808.0 &&
+                      d < 9223372036854775808.0;
       iv = IndexValue{ok, ok ? static_cast<std::int64_t>(d) : 0, d};
     } else if constexpr (std::is_same_v<T, std::uint64_t>) {
       const bool ok = v <= static_cast<std::uint64_t>(INT64_MAX);
@@ -348,17 +411,26 @@ std::string index_value_string(const IndexValue& iv) {
 }
 
 // Validates one index against [start, start + n) and returns it (minus start).
+// (The layout guarantees start + n - 1 fits in int64.)
 std::int64_t checked_index(const Collector& c, const IndexValue& iv, std::int64_t start, std::int64_t n,
                            const std::string& label) {
+  const std::string allowed = std::to_string(start) + ".." + std::to_string(start + (n - 1));
   if (!iv.integral) {
-    fail(c, "value " + index_value_string(iv) + " is not an integer; " + label + " allows integers " +
-                std::to_string(start) + ".." + std::to_string(start + n - 1));
+    fail(c, "value " + index_value_string(iv) + " is not an integer; " + label + " allows integers " + allowed);
   }
-  if (iv.v < start || iv.v >= start + n) {
-    fail(c, "value " + std::to_string(iv.v) + " is out of range for " + label + " (allowed " +
-                std::to_string(start) + ".." + std::to_string(start + n - 1) + ")");
-  }
-  return iv.v - start;
+  const std::int64_t off = index_offset(iv.v, start, n);
+  if (off < 0) fail(c, "value " + std::to_string(iv.v) + " is out of range for " + label + " (allowed " + allowed + ")");
+  return off;
+}
+
+// Whether obj is a real number (int, float, numpy's real scalars; not complex, not str).
+bool is_real_number(PyObject* obj) {
+  static PyObject* real = [] {
+    return py::object(py::module_::import("numbers").attr("Real")).release().ptr();
+  }();
+  const int r = PyObject_IsInstance(obj, real);
+  if (r < 0) throw py::error_already_set();
+  return r == 1;
 }
 
 // numpy's integer/bool/float scalar types and how to read their value in place (numpy's
@@ -417,25 +489,25 @@ IndexValue read_index_scalar(Collector& c, PyObject* obj, const std::string& lab
   if (read_numpy_scalar(obj, scalar)) return scalar;
   ArrayView a;
   if (as_array(obj, a)) {
-    if (a.numel == 1 && a.numeric && !a.native) {
-      py::object arr = convert_array(c, obj, false, ("a single integer for " + label).c_str());
-      as_array(arr.ptr(), a);
-    }
-    if (a.numel != 1 || !a.numeric) {
+    if (a.nd != 0) {
       fail(c, "expected a single integer for " + label + ", got an array of shape " + shape_of(a) + " and dtype " +
                   std::string(py::str(py::handle(obj).attr("dtype"))));
     }
+    if (!a.numeric || !a.native) {
+      py::object arr = convert_array(c, obj, false, ("a single integer for " + label).c_str());
+      as_array(arr.ptr(), a);
+    }
     return read_index_elem(a.data, a.type);
   }
-  if (PyIndex_Check(obj)) {  // numpy integer scalars
+  if (PyIndex_Check(obj)) {  // numpy integer scalars, objects with __index__
     py::object idx = py::reinterpret_steal<py::object>(PyNumber_Index(obj));
     if (!idx) throw py::error_already_set();
     return read_index_scalar(c, idx.ptr(), label);
   }
-  if (PyNumber_Check(obj)) {  // numpy float scalars, numpy bool
+  if (is_real_number(obj)) {  // numpy float16 / float64 scalars
     py::object f = py::reinterpret_steal<py::object>(PyNumber_Float(obj));
-    if (f) return read_index_scalar(c, f.ptr(), label);
-    PyErr_Clear();
+    if (!f) throw py::error_already_set();
+    return read_index_scalar(c, f.ptr(), label);
   }
   fail(c, "expected an integer for " + label + ", got " + short_repr(obj) + " (" + Py_TYPE(obj)->tp_name + ")");
 }
@@ -464,7 +536,11 @@ class FlattenPlan {
         throw py::value_error("FlattenPlan: inconsistent sizes for " + nd.label);
       }
       if (nd.kind != Kind::Box && nd.kind != Kind::Callback) zero_fill_ = true;
+      for (std::size_t j = 0; j < nd.starts.size(); ++j) {
+        if (nd.starts[j] > INT64_MAX - (nd.nvec[j] - 1)) throw py::value_error("FlattenPlan: start + n - 1 overflows int64");
+      }
     }
+    for (Node& nd : nodes_) nd.has_leaf = node_has_leaf(nd);
   }
 
   std::int64_t size() const { return root().size; }
@@ -501,10 +577,9 @@ class FlattenPlan {
   py::array_t<float> transform_list(py::handle obs_list, py::object out) {
     CollectorLease lease;
     Collector& c = *lease;
-    py::object seq = py::reinterpret_steal<py::object>(PySequence_Fast(obs_list.ptr(), "expected a list"));
-    if (!seq) throw py::error_already_set();
-    const std::int64_t batch = PySequence_Fast_GET_SIZE(seq.ptr());
-    PyObject** items = PySequence_Fast_ITEMS(seq.ptr());
+    const py::tuple seq = snapshot(obs_list.ptr());
+    const std::int64_t batch = static_cast<std::int64_t>(PyTuple_GET_SIZE(seq.ptr()));
+    PyObject** items = &PyTuple_GET_ITEM(seq.ptr(), 0);
     const std::int64_t w = size();
     for (std::int64_t r = 0; r < batch; ++r) {
       c.begin_row();
@@ -531,6 +606,13 @@ class FlattenPlan {
 
  private:
   const Node& root() const { return nodes_[static_cast<std::size_t>(root_)]; }
+  bool node_has_leaf(const Node& nd) const {
+    if (nd.kind != Kind::Dict && nd.kind != Kind::Tuple) return true;
+    for (std::size_t i = 0; i < nd.children.size(); ++i) {
+      if (node_has_leaf(child(nd, i))) return true;
+    }
+    return false;
+  }
   const Node& child(const Node& nd, std::size_t i) const { return nodes_[static_cast<std::size_t>(nd.children[i])]; }
 
   static Node parse_node(const py::dict& d) {
@@ -599,14 +681,17 @@ class FlattenPlan {
         if (PyLong_CheckExact(obj)) {  // the common cases, without the general parser
           int overflow = 0;
           const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-          if (!overflow && v >= nd.start && v < nd.start + nd.n) {
-            c.add_set(dst + v - nd.start, 1.0f);
+          const std::int64_t off = overflow ? -1 : index_offset(static_cast<std::int64_t>(v), nd.start, nd.n);
+          if (off >= 0) {
+            c.add_set(dst + off, 1.0f);
             return;
           }
-        } else if (IndexValue iv; read_numpy_scalar(obj, iv) && iv.integral && iv.v >= nd.start &&
-                   iv.v < nd.start + nd.n) {
-          c.add_set(dst + iv.v - nd.start, 1.0f);
-          return;
+        } else if (IndexValue iv; read_numpy_scalar(obj, iv) && iv.integral) {
+          const std::int64_t off = index_offset(iv.v, nd.start, nd.n);
+          if (off >= 0) {
+            c.add_set(dst + off, 1.0f);
+            return;
+          }
         }
         const IndexValue iv = read_index_scalar(c, obj, nd.label);
         c.add_set(dst + checked_index(c, iv, nd.start, nd.n, nd.label), 1.0f);
@@ -645,36 +730,49 @@ class FlattenPlan {
 
   void walk_dict(const Node& nd, PyObject* obj, std::int64_t dst, Collector& c, bool batched,
                  std::int64_t batch) const {
-    const bool is_dict = PyDict_Check(obj);
-    if (!is_dict && (!PyMapping_Check(obj) || PySequence_Check(obj))) {
+    // a dict, or a subclass that does not override __getitem__: read without calling Python
+    const bool is_dict = PyDict_Check(obj) && Py_TYPE(obj)->tp_as_mapping->mp_subscript ==
+                                                  PyDict_Type.tp_as_mapping->mp_subscript;
+    if (!is_dict && !is_mapping(obj)) {
       fail(c, "expected a dict with keys " + keys_string(nd) + " for " + nd.label + ", got " +
                   Py_TYPE(obj)->tp_name);
     }
-    for (std::size_t i = 0; i < nd.keys.size(); ++i) {
+    // All values are fetched (and owned) before any is walked: walking one may run code
+    // that changes the mapping.
+    const std::size_t nkeys = nd.keys.size();
+    std::vector<py::object> heap;
+    py::object stack[8];
+    py::object* values = stack;
+    if (nkeys > 8) {
+      heap.resize(nkeys);
+      values = heap.data();
+    }
+    for (std::size_t i = 0; i < nkeys; ++i) {
       PyObject* key = nd.keys[i].ptr();
-      PyObject* v = nullptr;
+      py::object& v = values[i];
       if (is_dict) {
-        v = PyDict_GetItemWithError(obj, key);
-        if (!v && PyErr_Occurred()) throw py::error_already_set();
+        PyObject* item = PyDict_GetItemWithError(obj, key);
+        if (!item && PyErr_Occurred()) throw py::error_already_set();
+        v = py::reinterpret_borrow<py::object>(item);
       } else {
-        v = PyObject_GetItem(obj, key);
+        v = py::reinterpret_steal<py::object>(PyObject_GetItem(obj, key));
         if (!v) {
           if (!PyErr_ExceptionMatches(PyExc_KeyError)) throw py::error_already_set();
           PyErr_Clear();
-        } else {
-          c.keepalive.push_back(py::reinterpret_steal<py::object>(v));
         }
       }
       if (!v) {
         fail(c, "missing key " + short_repr(key) + "; " + nd.label + " needs keys " + keys_string(nd));
       }
-      PathGuard g(c, key, 0);
-      walk_child(child(nd, i), v, dst + nd.child_offsets[i], c, batched, batch);
     }
     const Py_ssize_t have = is_dict ? PyDict_GET_SIZE(obj) : PyObject_Length(obj);
     if (have < 0) throw py::error_already_set();
-    if (static_cast<std::size_t>(have) != nd.keys.size()) {
+    if (static_cast<std::size_t>(have) != nkeys) {
       fail(c, "unexpected keys " + extra_keys(nd, obj) + "; " + nd.label + " has keys " + keys_string(nd));
+    }
+    for (std::size_t i = 0; i < nkeys; ++i) {
+      PathGuard g(c, nd.keys[i].ptr(), 0);
+      walk_child(child(nd, i), values[i].ptr(), dst + nd.child_offsets[i], c, batched, batch);
     }
   }
 
@@ -684,12 +782,13 @@ class FlattenPlan {
       fail(c, "expected a tuple of " + std::to_string(nd.children.size()) + " items for " + nd.label +
                   ", got " + Py_TYPE(obj)->tp_name);
     }
-    const Py_ssize_t len = PySequence_Fast_GET_SIZE(obj);
+    const py::tuple seq = snapshot(obj);
+    const Py_ssize_t len = PyTuple_GET_SIZE(seq.ptr());
     if (static_cast<std::size_t>(len) != nd.children.size()) {
       fail(c, "expected " + std::to_string(nd.children.size()) + " items for " + nd.label + ", got " +
                   std::to_string(len));
     }
-    PyObject** items = PySequence_Fast_ITEMS(obj);
+    PyObject** items = len ? &PyTuple_GET_ITEM(seq.ptr(), 0) : nullptr;
     for (std::size_t i = 0; i < nd.children.size(); ++i) {
       PathGuard g(c, nullptr, static_cast<std::int64_t>(i));
       walk_child(child(nd, i), items[i], dst + nd.child_offsets[i], c, batched, batch);
@@ -704,7 +803,9 @@ class FlattenPlan {
       fail(c, "expected a list of at most " + std::to_string(nd.max_len) + " items for " + nd.label +
                   ", got " + Py_TYPE(obj)->tp_name);
     }
-    const std::int64_t len = is_array ? (a.nd == 0 ? -1 : a.dims[0]) : PySequence_Fast_GET_SIZE(obj);
+    py::tuple seq;
+    if (!is_array) seq = snapshot(obj);
+    const std::int64_t len = is_array ? (a.nd == 0 ? -1 : a.dims[0]) : PyTuple_GET_SIZE(seq.ptr());
     if (len < 0) fail(c, "expected a list for " + nd.label + ", got a 0-d array");
     if (len > nd.max_len) {
       fail(c, "list of length " + std::to_string(len) + " is longer than max_len=" + std::to_string(nd.max_len) +
@@ -722,7 +823,7 @@ class FlattenPlan {
         if (!item) throw py::error_already_set();
         c.keepalive.push_back(py::reinterpret_steal<py::object>(item));
       } else {
-        item = PySequence_Fast_ITEMS(obj)[i];
+        item = PyTuple_GET_ITEM(seq.ptr(), i);
       }
       PathGuard g(c, nullptr, i);
       walk(ch, item, dst + 1 + i * ch.size, c);
@@ -732,8 +833,9 @@ class FlattenPlan {
   void walk_multidiscrete(const Node& nd, PyObject* obj, std::int64_t dst, Collector& c) const {
     const std::string component = nd.label + " component";
     if ((PyList_Check(obj) || PyTuple_Check(obj)) && nd.shape.size() == 1 &&
-        PySequence_Fast_GET_SIZE(obj) == nd.shape[0]) {  // a list of numbers: read in place
-      PyObject** items = PySequence_Fast_ITEMS(obj);
+        PySequence_Fast_GET_SIZE(obj) == nd.shape[0] && nd.shape[0] > 0) {  // a list of numbers: read in place
+      const py::tuple seq = snapshot(obj);
+      PyObject** items = &PyTuple_GET_ITEM(seq.ptr(), 0);
       for (std::size_t k = 0; k < nd.nvec.size(); ++k) {
         PathGuard g(c, nullptr, static_cast<std::int64_t>(k));
         const IndexValue iv = read_index_scalar(c, items[k], component);
@@ -754,8 +856,8 @@ class FlattenPlan {
       std::int64_t bad = -1;
       visit_elem_type(a.type, [&](auto tag) { bad = first_bad_index<decltype(tag)>(nd, a, 1, nd.numel); });
       if (bad < 0) {
-        c.add_copy(RowCopy{a.data, dst, static_cast<std::int32_t>(nd.numel), a.type, ValueMap::OneHot,
-                           nd.block_offsets.data(), nd.starts.data()});
+        c.hold(obj);
+        c.add_copy(RowCopy{a.data, dst, static_cast<std::int32_t>(nd.numel), a.type, ValueMap::OneHot, nd.blocks()});
         return;
       }
     }
@@ -763,11 +865,12 @@ class FlattenPlan {
       const IndexValue iv = read_index_elem(p, a.type);
       const auto ku = static_cast<std::size_t>(k);
       const std::int64_t lo = nd.starts[ku], n = nd.nvec[ku];
-      if (!iv.integral || iv.v < lo || iv.v >= lo + n) {
+      const std::int64_t off = iv.integral ? index_offset(iv.v, lo, n) : -1;
+      if (off < 0) {
         push_unraveled(c, k, a);
         checked_index(c, iv, lo, n, component);
       }
-      c.add_set(dst + nd.block_offsets[ku] + iv.v - lo, 1.0f);
+      c.add_set(dst + nd.block_offsets[ku] + off, 1.0f);
     });
   }
 
@@ -779,18 +882,7 @@ class FlattenPlan {
       const T* row = reinterpret_cast<const T*>(a.data + r * a.strides[0]);
       for (std::int64_t j = 0; j < k; ++j) {
         const auto ju = static_cast<std::size_t>(j);
-        const T v = row[j];
-        if constexpr (std::is_floating_point_v<T>) {
-          if (!(v == std::floor(v)) || !(v >= static_cast<T>(nd.starts[ju])) ||
-              !(v < static_cast<T>(nd.starts[ju] + nd.nvec[ju]))) {
-            return r * k + j;
-          }
-        } else {
-          if (static_cast<long double>(v) < static_cast<long double>(nd.starts[ju]) ||
-              static_cast<long double>(v) >= static_cast<long double>(nd.starts[ju] + nd.nvec[ju])) {
-            return r * k + j;
-          }
-        }
+        if (index_offset(row[j], nd.starts[ju], nd.nvec[ju]) < 0) return r * k + j;
       }
     }
     return -1;
@@ -830,6 +922,8 @@ class FlattenPlan {
     if (!as_array(obj, a) || !a.contiguous) {
       py::object arr = convert_array(c, obj, true, ("numbers of shape " + shape_of({}, nd.shape)).c_str());
       as_array(arr.ptr(), a);
+    } else {
+      c.hold(obj);
     }
     const bool ok = lead < 0 ? has_shape(a, {}, nd.shape) : has_shape(a, {lead}, nd.shape);
     if (!ok) {
@@ -856,26 +950,32 @@ class FlattenPlan {
     return n;
   }
 
-  // The batch size, from the first leaf found depth-first.
+  // The batch size, from the first leaf found depth-first (empty Dicts/Tuples skipped).
   std::int64_t batch_size(const Node& nd, PyObject* obj, Collector& c) const {
-    if ((nd.kind == Kind::Dict || nd.kind == Kind::Tuple) && !nd.children.empty()) {
-      if (nd.kind == Kind::Dict) {
-        if (!PyDict_Check(obj)) fail(c, std::string("expected a dict of batched values for ") + nd.label);
-        PyObject* v = PyDict_GetItemWithError(obj, nd.keys[0].ptr());
-        if (!v) {
-          if (PyErr_Occurred()) throw py::error_already_set();
-          fail(c, "missing key " + short_repr(nd.keys[0].ptr()) + "; " + nd.label + " needs keys " + keys_string(nd));
-        }
-        PathGuard g(c, nd.keys[0].ptr(), 0);
-        return batch_size(child(nd, 0), v, c);
+    if (!nd.has_leaf) fail(c, "cannot infer the batch size of " + nd.label + ": it holds no values");
+    if (nd.kind != Kind::Dict && nd.kind != Kind::Tuple) return leading_dim(obj, c);
+    std::size_t i = 0;
+    while (!child(nd, i).has_leaf) ++i;
+    py::object v;
+    if (nd.kind == Kind::Dict) {
+      if (!PyDict_Check(obj) && !is_mapping(obj)) fail(c, std::string("expected a dict of batched values for ") + nd.label);
+      v = py::reinterpret_steal<py::object>(PyObject_GetItem(obj, nd.keys[i].ptr()));
+      if (!v) {
+        if (!PyErr_ExceptionMatches(PyExc_KeyError)) throw py::error_already_set();
+        PyErr_Clear();
+        fail(c, "missing key " + short_repr(nd.keys[i].ptr()) + "; " + nd.label + " needs keys " + keys_string(nd));
       }
-      if (!PyTuple_Check(obj) && !PyList_Check(obj)) fail(c, std::string("expected a tuple of batched values for ") + nd.label);
-      if (PySequence_Fast_GET_SIZE(obj) < 1) fail(c, "expected " + std::to_string(nd.children.size()) + " items for " + nd.label);
-      PathGuard g(c, nullptr, 0);
-      return batch_size(child(nd, 0), PySequence_Fast_ITEMS(obj)[0], c);
+      PathGuard g(c, nd.keys[i].ptr(), 0);
+      return batch_size(child(nd, i), v.ptr(), c);
     }
-    if (nd.kind == Kind::Dict || nd.kind == Kind::Tuple) fail(c, "cannot infer the batch size of an empty " + nd.label);
-    return leading_dim(obj, c);
+    if (!PyTuple_Check(obj) && !PyList_Check(obj)) fail(c, std::string("expected a tuple of batched values for ") + nd.label);
+    const py::tuple seq = snapshot(obj);
+    if (static_cast<std::size_t>(PyTuple_GET_SIZE(seq.ptr())) != nd.children.size()) {
+      fail(c, "expected " + std::to_string(nd.children.size()) + " items for " + nd.label + ", got " +
+                  std::to_string(PyTuple_GET_SIZE(seq.ptr())));
+    }
+    PathGuard g(c, nullptr, static_cast<std::int64_t>(i));
+    return batch_size(child(nd, i), PyTuple_GET_ITEM(seq.ptr(), static_cast<Py_ssize_t>(i)), c);
   }
 
   void check_batch(Collector& c, std::int64_t got, std::int64_t batch) const {
@@ -890,14 +990,13 @@ class FlattenPlan {
       case Kind::Dict: walk_dict(nd, obj, col, c, true, batch); return;
       case Kind::Tuple: walk_tuple(nd, obj, col, c, true, batch); return;
       case Kind::Repeated: {  // a sequence of B per-env lists
-        py::object seq = py::reinterpret_steal<py::object>(PySequence_Fast(obj, ""));
+        py::object seq = py::reinterpret_steal<py::object>(PySequence_Tuple(obj));
         if (!seq) {
           PyErr_Clear();
           fail(c, "expected a sequence of " + std::to_string(batch) + " lists for " + nd.label);
         }
-        c.keepalive.push_back(seq);
-        check_batch(c, PySequence_Fast_GET_SIZE(seq.ptr()), batch);
-        PyObject** items = PySequence_Fast_ITEMS(seq.ptr());
+        check_batch(c, PyTuple_GET_SIZE(seq.ptr()), batch);
+        PyObject** items = batch ? &PyTuple_GET_ITEM(seq.ptr(), 0) : nullptr;
         const std::int64_t saved_row = c.row;
         for (std::int64_t r = 0; r < batch; ++r) {
           c.row = r;
@@ -928,8 +1027,8 @@ class FlattenPlan {
         const std::int64_t k = nd.numel;
         if (batch > 0 && k > 0) {
           validate_indices(nd, a, batch, k, c);
-          c.column_one_hots.push_back(ColumnOneHot{a.data, a.strides[0], col, nd.block_offsets.data(),
-                                                   nd.starts.data(), static_cast<std::int32_t>(k), a.type});
+          c.hold(obj);
+          c.column_one_hots.push_back(ColumnOneHot{a.data, a.strides[0], col, nd.blocks(), static_cast<std::int32_t>(k), a.type});
         }
         return;
       }
@@ -947,6 +1046,7 @@ class FlattenPlan {
           fail(c, "expected shape " + shape_of({batch}, nd.shape) + " for a batch of " + nd.label + ", got " + shape_of(a));
         }
         if (nd.numel > 0 && batch > 0) {
+          c.hold(obj);
           c.column_copies.push_back(
               ColumnCopy{a.data, a.strides[0], col, static_cast<std::int32_t>(nd.numel), a.type, nd.map});
         }
@@ -1019,6 +1119,20 @@ class FlattenPlan {
     }
   }
 
+  // A tuple holding the items of a list or tuple (the tuple itself, or a copy of the list),
+  // so that code run while walking the items cannot free them.
+  static py::tuple snapshot(PyObject* seq) {
+    PyObject* t = PyList_Check(seq) ? PyList_AsTuple(seq) : PySequence_Tuple(seq);
+    if (!t) throw py::error_already_set();
+    return py::reinterpret_steal<py::tuple>(t);
+  }
+
+  // A non-dict mapping: has keys() and is not a list, tuple or array (as the reference).
+  static bool is_mapping(PyObject* obj) {
+    ArrayView a;
+    return !PyList_Check(obj) && !PyTuple_Check(obj) && !as_array(obj, a) && PyObject_HasAttrString(obj, "keys");
+  }
+
   static std::string keys_string(const Node& nd) {
     std::string s = "[";
     for (std::size_t i = 0; i < nd.keys.size(); ++i) s += (i ? ", " : "") + short_repr(nd.keys[i].ptr());
@@ -1060,6 +1174,8 @@ void register_flatten(py::module_& m) {
       .def("write", &FlattenPlan::write, py::arg("obs"), py::arg("array"), py::arg("offset"))
       .def("transform_list", &FlattenPlan::transform_list, py::arg("obs_list"), py::arg("out") = py::none())
       .def("transform_batched", &FlattenPlan::transform_batched, py::arg("obs"), py::arg("out") = py::none());
+  m.def("_flatten_scratch_bytes", [] { return thread_collector().capacity_bytes(); },
+        "Bytes the calling thread keeps between flatten calls (capped; for tests).");
 }
 
 }  // namespace rlblocks::bindings

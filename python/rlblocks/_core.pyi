@@ -93,6 +93,7 @@ class FrameStacker:
     @property
     def observation_shape(self) -> tuple:
         ...
+def _flatten_scratch_bytes() -> int: ...
 def _image_allow_simd(allowed: bool) -> bool:
     """
     Allows or forbids the AVX2 image paths (for tests: both paths compute the same integers); returns the previous setting.

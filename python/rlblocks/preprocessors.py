@@ -396,17 +396,22 @@ class NoPreprocessor(Preprocessor):
     def observation_space(self) -> gym.Space:
         return self._obs_space
 
-    def _check(self, observation: Any, batch: bool) -> np.ndarray:
-        arr = np.asarray(observation)
+    def _check(self, observation: Any, batch: bool, where: str = "obs") -> np.ndarray:
+        try:
+            arr = np.asarray(observation)
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"{where}: expected numbers for {self._obs_space} ({err})") from None
         want = self.shape if not batch else (arr.shape[:1] + self.shape if arr.ndim else None)
         if arr.shape != want:
             what = "a batch (B, *shape) with shape" if batch else "shape"
             raise ValueError(
-                f"obs: expected {what} {self.shape if not batch else ('B', *self.shape)} for "
-                f"{self._obs_space}, got {arr.shape}"
+                f"{where}: expected {what} {self.shape if not batch else ('B', *self.shape)} "
+                f"for {self._obs_space}, got {arr.shape}"
             )
-        if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
-            raise ValueError(f"obs: expected numbers for {self._obs_space}, got dtype {arr.dtype}")
+        if arr.dtype.kind not in "biuf":  # real numbers: no complex, strings or objects
+            raise ValueError(
+                f"{where}: expected real numbers for {self._obs_space}, got dtype {arr.dtype}"
+            )
         return arr
 
     def transform(self, observation: Any) -> Any:
@@ -421,7 +426,8 @@ class NoPreprocessor(Preprocessor):
     def transform_batch(self, obs_batch: Any, out: np.ndarray | None = None) -> np.ndarray:
         dtype = self._obs_space.dtype or np.float32
         if isinstance(obs_batch, list):
-            obs_batch = np.stack(obs_batch) if obs_batch else np.zeros((0, *self.shape), dtype)
+            items = [self._check(o, False, f"obs[{i}]") for i, o in enumerate(obs_batch)]
+            obs_batch = np.stack(items) if items else np.zeros((0, *self.shape), dtype)
         arr = self._check(obs_batch, batch=True)
         if out is None:
             return np.asarray(arr, dtype=dtype)

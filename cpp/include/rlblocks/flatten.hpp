@@ -10,11 +10,16 @@
 //   ColumnOneHot for every row r and component j < k, with v = src[r][j]:
 //               out[r, col + block[j] + v - start[j]] = 1             (batched one-hot)
 //
-// Every destination index was bounds-checked against the layout when the op was made.
+// Every destination index was bounds-checked against the layout when the op was made; the
+// one-hot ops check their index again with the same function (`index_offset`), so an index
+// array that another thread changes after validation gives wrong bits, never a write
+// outside the leaf.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "rlblocks/thread_pool.hpp"
@@ -59,11 +64,43 @@ inline void visit_elem_type(ElemType t, F&& f) {
   }
 }
 
+// The offset v - start of an index value v in [start, start + n), or -1 when v is not such
+// an integer (NaN, fractional, beyond int64, out of range). Exact for every element type:
+// the comparison is made on the integer that is written with, never in float.
+// Precondition (checked when a layout is built): start + n - 1 fits in int64. Then the
+// wrapped difference (v - start) mod 2**64 is below n exactly when v is in range, so one
+// unsigned comparison decides.
+template <class T>
+inline std::int64_t index_offset(T v, std::int64_t start, std::int64_t n) {
+  std::int64_t i;
+  if constexpr (std::is_floating_point_v<T>) {
+    const double d = static_cast<double>(v);
+    // 2**63 is exact in double; NaN fails the first comparison
+    if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) || d != std::trunc(d)) return -1;
+    i = static_cast<std::int64_t>(d);
+  } else if constexpr (std::is_unsigned_v<T> && sizeof(T) == 8) {
+    if (v > static_cast<std::uint64_t>(INT64_MAX)) return -1;
+    i = static_cast<std::int64_t>(v);
+  } else {
+    i = static_cast<std::int64_t>(v);
+  }
+  const std::uint64_t off = static_cast<std::uint64_t>(i) - static_cast<std::uint64_t>(start);
+  return off < static_cast<std::uint64_t>(n) ? static_cast<std::int64_t>(off) : -1;
+}
+
 // How a leaf's values are mapped to float32.
 enum class ValueMap : std::uint8_t {
   Identity,  // static_cast<float>(x)
   AtariRam,  // (float(x) - 128) / 128, in float32 like numpy's reference
   OneHot,    // element j holds an index: out[dst + block[j] + x_j - start[j]] = 1
+};
+
+// The one-hot layout of a leaf: component j's block starts at block[j] and holds the
+// values start[j] .. start[j] + nvec[j] - 1.
+struct OneHotBlocks {
+  const std::int64_t* block = nullptr;
+  const std::int64_t* start = nullptr;
+  const std::int64_t* nvec = nullptr;
 };
 
 struct RowCopy {
@@ -72,8 +109,7 @@ struct RowCopy {
   std::int32_t n;
   ElemType type;
   ValueMap map;
-  const std::int64_t* block = nullptr;  // OneHot only: n block offsets and lowest values
-  const std::int64_t* start = nullptr;
+  OneHotBlocks blocks{};  // OneHot only
 };
 
 struct RowSet {
@@ -94,8 +130,7 @@ struct ColumnOneHot {
   const char* src;          // row r's k indices start at src + r * row_stride
   std::int64_t row_stride;  // bytes
   std::int64_t col;
-  const std::int64_t* block;  // k block offsets within the leaf
-  const std::int64_t* start;  // k lowest values
+  OneHotBlocks blocks;  // k components
   std::int32_t k;
   ElemType type;  // integer, bool or float holding integral values (validated)
 };
@@ -143,7 +178,11 @@ inline void run_row_copy(const RowCopy& op, float* out) {
   visit_elem_type(op.type, [&](auto tag) {
     const auto* x = static_cast<const decltype(tag)*>(op.src);
     float* base = out + op.dst;
-    for (std::int32_t j = 0; j < op.n; ++j) base[op.block[j] + static_cast<std::int64_t>(x[j]) - op.start[j]] = 1.0f;
+    const OneHotBlocks& b = op.blocks;
+    for (std::int32_t j = 0; j < op.n; ++j) {
+      const std::int64_t off = index_offset(x[j], b.start[j], b.nvec[j]);
+      if (off >= 0) base[b.block[j] + off] = 1.0f;
+    }
   });
 }
 
@@ -152,8 +191,10 @@ inline void one_hot_rows(const ColumnOneHot& op, float* out, std::int64_t w, std
   for (std::int64_t r = r0; r < r1; ++r) {
     const T* src = reinterpret_cast<const T*>(op.src + r * op.row_stride);
     float* row = out + r * w + op.col;
+    const OneHotBlocks& b = op.blocks;
     for (std::int32_t j = 0; j < op.k; ++j) {
-      row[op.block[j] + static_cast<std::int64_t>(src[j]) - op.start[j]] = 1.0f;
+      const std::int64_t off = index_offset(src[j], b.start[j], b.nvec[j]);
+      if (off >= 0) row[b.block[j] + off] = 1.0f;
     }
   }
 }

@@ -8,6 +8,8 @@ fancy-indexed store for the whole batch. Results equal the C++ core bit for bit.
 
 from __future__ import annotations
 
+import numbers
+import operator
 from typing import Any
 
 import numpy as np
@@ -74,12 +76,28 @@ class ReferenceFlattener:
 
     # ------------------------------------------------------------------ walking
 
-    def _batch_size(self, node_id: int, obj: Any) -> int:
+    def _has_leaf(self, node_id: int) -> bool:
         node = self._nodes[node_id]
-        if node["kind"] in ("dict", "tuple") and node["children"]:
-            first = obj[node["keys"][0]] if node["kind"] == "dict" else obj[0]
-            return self._batch_size(node["children"][0], first)
-        return len(obj)
+        return node["kind"] not in ("dict", "tuple") or any(
+            self._has_leaf(c) for c in node["children"]
+        )
+
+    def _batch_size(self, node_id: int, obj: Any, path: tuple = ()) -> int:
+        """From the first leaf found depth-first (empty Dicts/Tuples skipped)."""
+        node = self._nodes[node_id]
+        if not self._has_leaf(node_id):
+            raise ValueError(
+                f"{format_path(path)}: cannot infer the batch size of {node['label']}: "
+                "it holds no values"
+            )
+        if node["kind"] not in ("dict", "tuple"):
+            return len(obj)
+        i = next(i for i, c in enumerate(node["children"]) if self._has_leaf(c))
+        if node["kind"] == "dict":
+            value = self._dict_values(node, [obj], path)[0][i]
+            return self._batch_size(node["children"][i], value, path + (node["keys"][i],))
+        value = self._tuple_values(node, [obj], path)[0][i]
+        return self._batch_size(node["children"][i], value, path + (i,))
 
     def _fill_batched(
         self, node_id: int, obj: Any, bases: np.ndarray, buf: np.ndarray, path: tuple
@@ -98,7 +116,8 @@ class ReferenceFlattener:
                     child, values[i], bases + self._offsets[node_id][i], buf, path + (i,)
                 )
         elif node["kind"] == "callback":
-            result = np.asarray(node["batch_fn"](obj), dtype=np.float32).reshape(len(bases), -1)
+            result = np.asarray(node["batch_fn"](obj), dtype=np.float32)
+            result = result.reshape(len(bases), node["size"])
             buf[bases[:, None] + np.arange(node["size"])] = result
         else:  # leaves take the batch array itself; Repeated a sequence of per-env lists
             if len(obj) != len(bases):
@@ -106,7 +125,8 @@ class ReferenceFlattener:
                     f"{format_path(path)}: batch dimension {len(obj)} differs from the batch size "
                     f"{len(bases)} of the first leaf"
                 )
-            self._fill(node_id, obj, bases, buf, path, single=True)  # paths name the leaf
+            # paths name the leaf; a 0-row leaf still has its shape checked
+            self._fill(node_id, obj, bases, buf, path, single=True, batched_leaf=True)
 
     def _fill(
         self,
@@ -116,11 +136,15 @@ class ReferenceFlattener:
         buf: np.ndarray,
         path: tuple,
         single: bool = False,
+        batched_leaf: bool = False,
     ) -> None:
-        """Writes ``values[i]`` (all at this node) at flat offsets ``bases[i]``."""
+        """Writes ``values[i]`` (all at this node) at flat offsets ``bases[i]``.
+
+        ``batched_leaf``: ``values`` is a leaf's batch array (checked even with 0 rows, and
+        taken as an array: no per-item Python objects)."""
         node = self._nodes[node_id]
         kind = node["kind"]
-        if len(bases) == 0:
+        if len(bases) == 0 and not batched_leaf:
             return
         where = format_path(path if single else ("*",) + path).replace('["*"]', "[*]")
         if kind == "dict":
@@ -167,38 +191,47 @@ class ReferenceFlattener:
             items = [item for v in values for item in v]
             self._fill(child, items, starts + within * child_size, buf, path + ("*",), single)
         elif kind == "discrete":
-            idx = self._indices(values, (len(bases),), node["label"], where)
-            self._check_range(idx, node["start"], node["n"], node["label"], where)
+            idx = self._indices(values, (len(bases),), node["label"], where, batched_leaf)
+            self._check_range(idx[:, None], node["start"], node["n"], node["label"], where)
             buf[bases + (idx.astype(np.int64) - node["start"])] = 1.0
         elif kind == "multidiscrete":
             shape = tuple(node["shape"])
-            idx = self._indices(values, (len(bases), *shape), node["label"], where)
-            flat = idx.reshape(len(bases), -1).astype(np.int64)
+            idx = self._indices(values, (len(bases), *shape), node["label"], where, batched_leaf)
+            idx = idx.reshape(len(bases), len(node["nvec"]))
+            flat = idx.astype(np.int64)
             starts = np.asarray(node["starts"], dtype=np.int64)
             nvec = np.asarray(node["nvec"], dtype=np.int64)
             self._check_range(
-                idx.reshape(len(bases), -1), starts, nvec, node["label"] + " component", where
+                idx,
+                starts,
+                nvec,
+                node["label"] + " component",
+                where,
+                component_shape=shape,
             )
             blocks = np.concatenate([[0], np.cumsum(nvec)[:-1]])
             buf[bases[:, None] + blocks + flat - starts] = 1.0
         elif kind == "box":
             shape = tuple(node["shape"])
             try:
-                arr = (
-                    np.asarray(values)
-                    if node["map"] == "atari_ram"
-                    else np.asarray(values, dtype=np.float32)
-                )
+                arr = np.asarray(values)
             except (ValueError, TypeError) as err:
                 raise ValueError(
                     f"{where}: expected numbers of shape {shape} for {node['label']} ({err})"
                 ) from None
+            if arr.dtype.kind not in "biuf":  # no complex truncation, no parsed strings
+                raise ValueError(
+                    f"{where}: expected numbers of shape {shape} (real numbers) for "
+                    f"{node['label']}, got dtype {arr.dtype}"
+                )
+            if node["map"] != "atari_ram":
+                arr = arr.astype(np.float32)
             if arr.shape != (len(bases), *shape):
                 got = arr.shape[1:] if arr.ndim and arr.shape[0] == len(bases) else arr.shape
                 raise ValueError(f"{where}: expected shape {shape} for {node['label']}, got {got}")
             if node["map"] == "atari_ram":
                 arr = (arr.astype(np.float32) - np.float32(128)) / np.float32(128)
-            buf[bases[:, None] + np.arange(node["size"])] = arr.reshape(len(bases), -1)
+            buf[bases[:, None] + np.arange(node["size"])] = arr.reshape(len(bases), node["size"])
         elif kind == "callback":
             result = np.stack([np.asarray(node["fn"](v), dtype=np.float32).ravel() for v in values])
             buf[bases[:, None] + np.arange(node["size"])] = result
@@ -228,7 +261,12 @@ class ReferenceFlattener:
                 raise ValueError(
                     f"{where}: unexpected keys {extra}; {node['label']} has keys {keys}"
                 )
-            out.append([v[k] for k in keys])
+            try:
+                out.append([v[k] for k in keys])
+            except KeyError as err:  # a mapping that changed while it was read
+                raise ValueError(
+                    f"{where}: missing key {err.args[0]!r}; {node['label']} needs keys {keys}"
+                ) from None
         return out
 
     @staticmethod
@@ -243,10 +281,16 @@ class ReferenceFlattener:
                 )
             if len(v) != n:
                 raise ValueError(f"{where}: expected {n} items for {node['label']}, got {len(v)}")
-        return list(values)
+        return [tuple(v) for v in values]  # a snapshot: reading items may change a list
 
     @staticmethod
-    def _indices(values: Any, shape: tuple, label: str, where: str) -> np.ndarray:
+    def _indices(
+        values: Any, shape: tuple, label: str, where: str, batched_leaf: bool = False
+    ) -> np.ndarray:
+        """The values as an integer array (int64, or uint64 for values above int64).
+
+        ``values`` holds one value per observation; values of different dtypes (an int64
+        beside a float32) are converted one by one where pooling them would round."""
         try:
             arr = np.asarray(values)
         except (ValueError, TypeError) as err:
@@ -254,28 +298,80 @@ class ReferenceFlattener:
         if arr.shape != shape:
             got = arr.shape[1:] if arr.ndim and arr.shape[0] == shape[0] else arr.shape
             raise ValueError(f"{where}: expected shape {shape[1:]} for {label}, got {got}")
+        if batched_leaf:
+            pass
+        elif arr.dtype == object and not any(isinstance(v, np.ndarray) for v in values):
+            arr = _object_indices(arr, label, where)
+        elif (arr.dtype.kind == "f" and len(values) > 1
+              and np.nanmax(np.abs(arr.astype(np.float64)), initial=0) >= 2**53):
+            parts = [ReferenceFlattener._indices([v], (1, *shape[1:]), label, where)
+                     for v in values]
+            for part in parts:
+                if part.dtype == np.uint64:
+                    ReferenceFlattener._check_range(part.reshape(1, -1), 0, 2**63 - 1, label, where)
+            return np.concatenate([part.astype(np.int64) for part in parts])
         if arr.dtype == np.bool_:
             return arr.astype(np.int64)
         if np.issubdtype(arr.dtype, np.integer):
             return arr
         if np.issubdtype(arr.dtype, np.floating):
+            arr = arr.astype(np.float64)  # exact for float16/32 (long double: as native)
             bad = ~np.isfinite(arr) | (arr != np.floor(arr))
             if bad.any():
                 raise ValueError(
                     f"{where}: value {arr[bad].flat[0]} is not an integer; {label} needs integers"
                 )
+            beyond = (arr < -(2.0**63)) | (arr >= 2.0**63)  # exact: powers of two
+            if beyond.any():
+                raise ValueError(
+                    f"{where}: value {arr[beyond].flat[0]:.0f} is out of range for {label}"
+                )
             return arr.astype(np.int64)
         raise ValueError(f"{where}: expected integers for {label}, got dtype {arr.dtype}")
 
     @staticmethod
-    def _check_range(idx: np.ndarray, start: Any, n: Any, label: str, where: str) -> None:
-        lo = np.asarray(start)
-        bad = (idx < lo) | (idx >= lo + np.asarray(n))
+    def _check_range(
+        idx: np.ndarray,
+        start: Any,
+        n: Any,
+        label: str,
+        where: str,
+        component_shape: tuple = (),
+    ) -> None:
+        """``idx``: (rows, k) integers; the first one outside its range is reported, with
+        its component's position appended to ``where``."""
+        lo = np.broadcast_to(np.asarray(start, dtype=np.int64), idx.shape)
+        hi = lo + (np.broadcast_to(np.asarray(n, dtype=np.int64), idx.shape) - 1)  # fits int64
+        if idx.dtype == np.uint64:  # values above int64 are out of every range
+            bad = (idx > np.iinfo(np.int64).max) | (idx.astype(np.int64) < lo)
+            bad |= idx.astype(np.int64) > hi
+        else:
+            bad = (idx < lo) | (idx > hi)
         if bad.any():
-            pos = np.argwhere(bad)[0]
-            lo_v = int(np.broadcast_to(lo, idx.shape)[tuple(pos)])
-            hi_v = lo_v + int(np.broadcast_to(np.asarray(n), idx.shape)[tuple(pos)]) - 1
+            row, k = (int(p) for p in np.argwhere(bad)[0])
+            if component_shape:
+                where += "".join(f"[{int(p)}]" for p in np.unravel_index(k, component_shape))
             raise ValueError(
-                f"{where}: value {idx[tuple(pos)]} is out of range for {label} "
-                f"(allowed {lo_v}..{hi_v})"
+                f"{where}: value {idx[row, k]} is out of range for {label} "
+                f"(allowed {lo[row, k]}..{hi[row, k]})"
             )
+
+
+def _object_indices(arr: np.ndarray, label: str, where: str) -> np.ndarray:
+    """Python objects (ints beyond int64, objects with ``__index__``, real numbers) as
+    integers; values beyond int64 are out of every range."""
+    out = np.empty(arr.shape, dtype=np.int64)
+    for pos, v in np.ndenumerate(arr):
+        if hasattr(type(v), "__index__"):
+            i = operator.index(v)
+        elif isinstance(v, numbers.Real) and not isinstance(v, bool):
+            f = float(v)
+            if not (np.isfinite(f) and f == np.floor(f)):
+                raise ValueError(f"{where}: value {f} is not an integer; {label} needs integers")
+            i = int(f)
+        else:
+            raise ValueError(f"{where}: expected integers for {label}, got {v!r}")
+        if not -(2**63) <= i < 2**63:
+            raise ValueError(f"{where}: value {i} is out of range for {label}")
+        out[pos] = i
+    return out

@@ -1,0 +1,360 @@
+#!/usr/bin/env python3
+"""Differential fuzzer: the C++ flattening core against its numpy twin.
+
+Random nested spaces (Dict / Tuple / Repeated to depth 3 over Discrete and MultiDiscrete
+with ``start`` up to +-2**62, 1-d and 2-d ``nvec``, Box of every dtype, empty shapes,
+MultiBinary) get valid batches and corrupted ones (wrong dtype, shape or keys, None,
+strings, huge and negative integers, NaN, byte-swapped, non-contiguous and read-only
+arrays, over-long lists, 0-row and 100,000-row batches, objects whose ``__index__`` empties
+the list being read). Each implementation runs in its own subprocess, so a crash is a
+finding, not the end of the run. A finding is: a crash, an output that differs, one side
+accepting what the other refuses, or an exception other than ValueError / TypeError.
+
+    python tools/fuzz_flatten.py --cases 300 [--seed 0] [--jobs 2]
+
+Every case is rebuilt from its seed in both workers, so a finding is reproduced with
+``--seed S --cases 1`` (add ``--show`` to print the inputs' outcomes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+STARTS = (0, 0, 0, -3, 7, 2**24 + 1, 2**40, -(2**62), 2**62)
+BOX_DTYPES = ("float32", "float64", "float16", "int8", "int16", "int32", "int64", "uint8",
+              "uint16", "uint32", "uint64")
+BIG_BATCH = 100_000
+
+
+# ------------------------------------------------------------------------ spaces
+
+
+def random_space(rng: np.random.Generator, depth: int = 0) -> Any:
+    import gymnasium as gym
+    from rlblocks.spaces import Repeated
+
+    kind = rng.choice(["dict", "tuple", "repeated"] if depth == 0 else
+                      ["discrete", "multidiscrete", "box", "multibinary"] * 2
+                      + (["dict", "tuple", "repeated"] if depth < 3 else []))
+    if kind == "dict":
+        n = int(rng.integers(0, 4))
+        return gym.spaces.Dict({f"k{i}": random_space(rng, depth + 1) for i in range(n)})
+    if kind == "tuple":
+        n = int(rng.integers(0, 4))
+        return gym.spaces.Tuple([random_space(rng, depth + 1) for _ in range(n)])
+    if kind == "repeated":
+        return Repeated(random_space(rng, depth + 1), max_len=int(rng.integers(0, 4)))
+    if kind == "discrete":
+        return gym.spaces.Discrete(int(rng.integers(1, 6)), start=int(rng.choice(STARTS)))
+    if kind == "multidiscrete":
+        shape = [(2,), (3,), (2, 2), (1,)][int(rng.integers(0, 4))]
+        nvec = rng.integers(1, 5, size=shape)
+        start = np.full(shape, int(rng.choice(STARTS)), dtype=np.int64)
+        return gym.spaces.MultiDiscrete(nvec, start=start)
+    if kind == "box":
+        shape = [(), (0,), (3,), (2, 3), (1, 2, 1)][int(rng.integers(0, 5))]
+        dtype = np.dtype(str(rng.choice(BOX_DTYPES)))
+        if dtype.kind == "f":
+            return gym.spaces.Box(-2.0, 2.0, shape, dtype=dtype)
+        return gym.spaces.Box(0, 3, shape, dtype=dtype)
+    return gym.spaces.MultiBinary(int(rng.integers(1, 4)))
+
+
+def stack(space: Any, samples: list) -> Any:
+    """Per-env samples as one batched structure (Repeated: a list of per-env lists)."""
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Dict):
+        return {k: stack(s, [x[k] for x in samples]) for k, s in space.spaces.items()}
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(stack(s, [x[i] for x in samples]) for i, s in enumerate(space.spaces))
+    if isinstance(space, (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete,
+                          gym.spaces.MultiBinary)):
+        dtype = space.dtype if space.dtype is not None else np.int64
+        return np.asarray(samples, dtype=dtype).reshape((len(samples), *(space.shape or ())))
+    return list(samples)
+
+
+# ------------------------------------------------------------------------ corruptions
+
+
+class ClearsListIndex:
+    """An index whose ``__index__`` empties the list that holds it (then says 0)."""
+
+    def __init__(self, holder: list):
+        self.holder = holder
+
+    def __index__(self) -> int:
+        self.holder.clear()
+        return 0
+
+    def __repr__(self) -> str:
+        return "ClearsListIndex()"
+
+
+class ShrinkingMapping(Mapping):
+    """A mapping whose ``__getitem__`` deletes every other key."""
+
+    def __init__(self, data: dict):
+        self.data = dict(data)
+
+    def __getitem__(self, key: Any) -> Any:
+        value = self.data[key]
+        self.data = {key: value}
+        return value
+
+    def __iter__(self) -> Iterator:
+        return iter(list(self.data))
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+class RenamingDict(dict):
+    """A dict subclass whose ``__getitem__`` answers for a transformed value."""
+
+    def __getitem__(self, key: Any) -> Any:
+        return super().__getitem__(key) * 0
+
+
+def leaf_paths(value: Any, path: tuple = ()) -> Iterator[tuple]:
+    """Paths to every node of a sample (containers and leaves)."""
+    yield path
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from leaf_paths(v, path + (k,))
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from leaf_paths(v, path + (i,))
+
+
+def replace_at(value: Any, path: tuple, fn: Callable[[Any], Any]) -> Any:
+    if not path:
+        return fn(value)
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        out = dict(value)
+        out[head] = replace_at(value[head], rest, fn)
+        return out
+    items = list(value)
+    items[head] = replace_at(items[head], rest, fn)
+    return tuple(items) if isinstance(value, tuple) else items
+
+
+def corruptions(rng: np.random.Generator) -> list[tuple[str, Callable[[Any], Any]]]:
+    """Named ways to damage one node of a sample."""
+    def swapped(x: Any) -> Any:
+        a = np.asarray(x)
+        return a.astype(a.dtype.newbyteorder()) if a.dtype.kind in "iuf" else a
+
+    def strided(x: Any) -> Any:
+        a = np.asarray(x)
+        return np.repeat(a, 2, axis=-1)[..., ::2] if a.ndim else a
+
+    def read_only(x: Any) -> Any:
+        a = np.array(x)
+        a.setflags(write=False)
+        return a
+
+    def hostile(x: Any) -> Any:
+        holder: list = [0, 0, 0]
+        holder[0] = ClearsListIndex(holder)
+        return holder if not isinstance(x, (int, np.integer)) else ClearsListIndex([])
+
+    big = int(rng.choice([2**63, 2**70, -(2**70), 2**63 - 1, -(2**63), 2**24, 2**24 + 1]))
+    return [
+        ("None", lambda x: None),
+        ("string", lambda x: "3"),
+        ("complex", lambda x: np.asarray(x) + 1j if np.asarray(x).dtype != object else 1j),
+        ("str array", lambda x: np.asarray(x).astype(str)),
+        ("float", lambda x: np.asarray(x, dtype=np.float64) + 0.5 if np.asarray(x).dtype != object
+         else 0.5),
+        ("float16", lambda x: np.asarray(x).astype(np.float16)
+         if np.asarray(x).dtype.kind in "iuf" else x),
+        ("float32", lambda x: np.asarray(x).astype(np.float32)
+         if np.asarray(x).dtype.kind in "iuf" else x),
+        ("nan", lambda x: np.full(np.shape(x), np.nan)),
+        ("huge int", lambda x: big),
+        ("huge float", lambda x: float(big)),
+        ("negative", lambda x: -1),
+        ("byte-swapped", swapped),
+        ("non-contiguous", strided),
+        ("read-only", read_only),
+        ("extra axis", lambda x: np.asarray(x)[None] if np.asarray(x).dtype != object else [x]),
+        ("dropped axis", lambda x: np.asarray(x).reshape(-1)[:1] if np.size(x) else x),
+        ("dict for tuple", lambda x: {"0": x}),
+        ("tuple for dict", lambda x: tuple(x.values()) if isinstance(x, dict) else (x,)),
+        ("missing key", lambda x: dict(list(x.items())[1:]) if isinstance(x, dict) else x),
+        ("extra key", lambda x: {**x, "zz": 0} if isinstance(x, dict) else x),
+        ("over-long", lambda x: list(x) * 4 + [x[0]] * 4 if isinstance(x, list) and x else x),
+        ("hostile __index__", hostile),
+        ("empty list", lambda x: []),
+        ("0-d array", lambda x: np.asarray(0)),
+        ("uint64 max", lambda x: np.full(np.shape(x), np.iinfo(np.uint64).max, np.uint64)),
+        ("shrinking mapping", lambda x: ShrinkingMapping(x) if isinstance(x, dict) else x),
+        ("dict subclass", lambda x: RenamingDict(x) if isinstance(x, dict) else x),
+    ]
+
+
+# ------------------------------------------------------------------------ one case
+
+
+def case_inputs(seed: int) -> tuple[Any, list[tuple[str, str, Any]]]:
+    """The space of case ``seed`` and its inputs: (name, method, value)."""
+    rng = np.random.default_rng(seed)
+    space = random_space(rng)
+    space.seed(seed)
+    batch = int(rng.choice([0, 1, 3]))
+    samples = [space.sample() for _ in range(max(batch, 1))]
+    inputs: list[tuple[str, str, Any]] = [
+        ("valid", "transform", samples[0]),
+        ("valid", "list", samples[:batch]),
+        ("valid", "batched", stack(space, samples[:batch])),
+    ]
+    if seed % 25 == 0:  # a big batch now and then (the threaded, GIL-released path)
+        big = [samples[0]] * BIG_BATCH
+        inputs.append(("big", "batched", stack(space, big)))
+    bad = corruptions(rng)
+    for _ in range(10):
+        name, fn = bad[int(rng.integers(len(bad)))]
+        paths = list(leaf_paths(samples[0]))
+        path = paths[int(rng.integers(len(paths)))]
+        try:
+            corrupt = replace_at(samples[0], path, fn)
+        except Exception:  # the corruption does not apply to this node
+            continue
+        label = f"{name} at {path}"
+        inputs.append((label, "transform", corrupt))
+        inputs.append((label, "list", [samples[-1], corrupt] if batch else [corrupt]))
+        try:
+            batched = replace_at(stack(space, samples[:max(batch, 1)]), path, fn)
+        except Exception:
+            continue
+        inputs.append((label, "batched", batched))
+    return space, inputs
+
+
+def outcome(fn: Callable[[], Any]) -> dict[str, Any]:
+    try:
+        out = np.asarray(fn())
+    except (ValueError, TypeError) as err:
+        return {"raises": type(err).__name__, "message": str(err)[:200]}
+    except Exception as err:  # noqa: BLE001 - a finding, reported by the driver
+        return {"raises": type(err).__name__, "message": str(err)[:200], "unexpected": True}
+    digest = hashlib.sha256(np.ascontiguousarray(out).tobytes()).digest()
+    return {"shape": list(out.shape), "dtype": str(out.dtype),
+            "sha": base64.b64encode(digest[:12]).decode()}
+
+
+def run_worker(first: int, cases: int, inject: str | None = None) -> None:
+    """Runs cases [first, first + cases) with this process's implementation; one JSON line
+    per input, flushed, so that a crash leaves what came before it. ``inject`` ("crash" or
+    "differ") sabotages the native worker, to show that the driver reports both."""
+    import warnings
+
+    import rlblocks as rb
+    from rlblocks import _impl
+
+    warnings.simplefilter("ignore")
+    if inject and _impl.native():
+        if inject == "crash":
+            os.abort()
+        real = rb.preprocessors._FlatteningPreprocessor.transform
+
+        def off_by_one(self: Any, obs: Any) -> np.ndarray:
+            return real(self, obs) + 1
+
+        rb.preprocessors._FlatteningPreprocessor.transform = off_by_one  # type: ignore[method-assign]
+    for seed in range(first, first + cases):
+        space, inputs = case_inputs(seed)
+        pre = rb.get_preprocessor(space)(space)
+        for i, (name, method, value) in enumerate(inputs):
+            if method == "list" and not isinstance(value, list):
+                continue
+            fn = pre.transform if method == "transform" else pre.transform_batch
+            result = outcome(lambda f=fn, v=value: f(v))  # type: ignore[misc]
+            print(json.dumps({"seed": seed, "i": i, "input": name, "method": method, **result}),
+                  flush=True)
+
+
+# ------------------------------------------------------------------------ driver
+
+
+def spawn(impl: str, first: int, cases: int, inject: str | None) -> subprocess.Popen:
+    env = dict(os.environ, RLBLOCKS_IMPL=impl)
+    cmd = [sys.executable, __file__, "--worker", "--seed", str(first), "--cases", str(cases)]
+    return subprocess.Popen(cmd + (["--inject", inject] if inject else []),
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def compare(first: int, cases: int, show: bool = False, inject: str | None = None) -> list[str]:
+    """Runs both implementations over the cases; returns the findings."""
+    procs = {impl: spawn(impl, first, cases, inject) for impl in ("native", "numpy")}
+    results, findings = {}, []
+    for impl, proc in procs.items():
+        out, err = proc.communicate()
+        results[impl] = {(r["seed"], r["i"]): r for r in map(json.loads, out.splitlines())}
+        if proc.returncode != 0:
+            last = max(results[impl], default=None)
+            findings.append(f"{impl} worker crashed (exit {proc.returncode}) after case {last}: "
+                            f"{err.strip()[-600:]}")
+    native, ref = results["native"], results["numpy"]
+    for key in sorted(native.keys() & ref.keys()):
+        a, b = native[key], ref[key]
+        where = f"seed {key[0]} input {key[1]} ({a['input']}, {a['method']})"
+        if show:
+            print(where, "native:", a.get("raises") or a["sha"], "| numpy:", b.get("raises")
+                  or b["sha"])
+        for side, r in (("native", a), ("numpy", b)):
+            if r.get("unexpected"):
+                findings.append(f"{where}: {side} raised {r['raises']}: {r['message']}")
+        if ("raises" in a) != ("raises" in b):
+            findings.append(f"{where}: native {a.get('raises', 'accepts')} "
+                            f"({a.get('message', '')}) vs numpy {b.get('raises', 'accepts')} "
+                            f"({b.get('message', '')})")
+        elif "raises" not in a and (a["sha"], a["shape"]) != (b["sha"], b["shape"]):
+            findings.append(f"{where}: outputs differ")
+    return findings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=0, help="first case")
+    parser.add_argument("--cases", type=int, default=200)
+    parser.add_argument("--jobs", type=int, default=1, help="pairs of workers at once")
+    parser.add_argument("--chunk", type=int, default=50, help="cases per worker process")
+    parser.add_argument("--show", action="store_true", help="print every input's outcome")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--inject", choices=["crash", "differ"], help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        run_worker(args.seed, args.cases, args.inject)
+        return 0
+    from concurrent.futures import ThreadPoolExecutor
+
+    t0 = time.perf_counter()
+    chunks = [(s, min(args.chunk, args.seed + args.cases - s))
+              for s in range(args.seed, args.seed + args.cases, args.chunk)]
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        findings = [f for fs in pool.map(
+            lambda c: compare(*c, show=args.show, inject=args.inject), chunks) for f in fs]
+    for f in findings:
+        print("FINDING:", f)
+    print(f"fuzz_flatten: {args.cases} cases from seed {args.seed}, {len(findings)} findings, "
+          f"{time.perf_counter() - t0:.0f} s")
+    return 1 if findings else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
