@@ -10,7 +10,9 @@ Cases (each prints one JSON line per run, then a summary table):
   The summary gives the ratio of median wall times (target: rlblocks <= 0.5x SB3), and
   a phase table: CPU time of one iteration's rollout and update in each library.
 * ``stateless_lstm`` / ``stateless_attention``: rlblocks on StatelessCartPole with
-  ``use_lstm`` / ``use_attention``; steps until mean return 150 (report only).
+  ``use_lstm`` / ``use_attention``; steps until mean return 150 (report only). The LSTM
+  case also runs sb3-contrib's ``RecurrentPPO`` with the same settings, the recurrent
+  baseline (when ``sb3_contrib`` imports).
 * ``pong``: ALE Pong, DeepMind preprocessing, SB3's Nature CNN in both, a fixed number of
   frames (200k);
   full-loop agent steps per second (rollout + learning), rlblocks vs SB3 (report only).
@@ -260,6 +262,41 @@ def sb3_cartpole(settings: dict[str, Any]) -> Callable[[int], Any]:
     return make
 
 
+def sb3_recurrent(settings: dict[str, Any]) -> Callable[[int], Any]:
+    """A ``make_model(seed)`` for sb3-contrib's RecurrentPPO with the stateless LSTM case's
+    settings: one LSTM of 64 shared by policy and value (as rlblocks' ``use_lstm``) over
+    the same MLP, the same rollout, minibatch, epochs and coefficients. RecurrentPPO has no
+    previous-action input (rlblocks' case uses ``lstm_use_prev_action``)."""
+
+    def make(seed: int) -> Any:
+        from sb3_contrib import RecurrentPPO
+        from stable_baselines3.common.env_util import make_vec_env
+
+        venv = make_vec_env(settings["env"], n_envs=settings["num_envs"], seed=seed)
+        hiddens = list(settings["hiddens"])
+        return RecurrentPPO(
+            "MlpLstmPolicy",
+            venv,
+            n_steps=settings["train_batch_size"] // settings["num_envs"],
+            batch_size=settings["sgd_minibatch_size"],
+            n_epochs=settings["num_sgd_iter"],
+            learning_rate=settings["lr"],
+            gamma=settings["gamma"],
+            gae_lambda=settings["lambda"],
+            clip_range=settings["clip_param"],
+            ent_coef=settings["entropy_coeff"],
+            vf_coef=settings["vf_loss_coeff"],
+            max_grad_norm=settings["grad_clip"],
+            policy_kwargs={"net_arch": {"pi": hiddens, "vf": hiddens}, "lstm_hidden_size": 64,
+                           "shared_lstm": True, "enable_critic_lstm": False},
+            seed=seed,
+            device="cpu",
+            verbose=0,
+        )
+
+    return make
+
+
 # --------------------------------------------------------------------------------------------
 # Pong
 
@@ -420,6 +457,8 @@ def run_case(
             cfg = rlblocks_config(settings, seed)
             cfg["model"] = {**cfg["model"], **wrapper}
             add(run_rlblocks(case, cfg, seed, stop_reward, budget))
+            if case == "stateless_lstm" and with_sb3 and available("sb3_contrib"):
+                add(run_sb3(case, sb3_recurrent(settings), seed, stop_reward, budget))
     elif case == "pong":
         if not available("ale_py"):
             print("# pong skipped: ale_py is not installed", file=sys.stderr)
