@@ -6,8 +6,9 @@ works for any number of leading batch dims, keeps float32 maths, and returns int
 discrete actions. :func:`select_action_dist` implements the catalog table (which class for
 which action space, and how many model outputs it needs).
 
-Behaviour matches RLlib (``reference/RLLIB_BEHAVIOR.md`` section 8) except for the
-departures listed in DESIGN.md (7-13), which each class documents where it applies, and
+Behaviour matches RLlib (``docs/rllib_behavior.md`` section 8) except for the
+departures listed in ``docs/differences.md`` (7-13), which each class documents where it
+applies, and
 these safeguards, which only act in regimes where float32 maths breaks down or where RLlib
 silently returns wrong values:
 
@@ -286,7 +287,7 @@ class Categorical(ActionDistribution):
     """Categorical over ``n`` actions from logits ``[*batch, n]`` (RLlib TorchCategorical).
 
     Differences from RLlib: ``temperature`` divides a *copy* of the inputs (RLlib divides the
-    caller's tensor in place, DESIGN 7); sampling uses the inverse CDF (same distribution,
+    caller's tensor in place, differences 7); sampling uses the inverse CDF (same distribution,
     faster than ``torch.multinomial``); a ``Discrete(n, start=s)`` action space shifts
     actions by ``s``.
 
@@ -786,7 +787,7 @@ class DiagGaussian(ActionDistribution):
     ``deterministic_sample`` is the mean. ``log_std`` is clamped to ``[-20, 20]`` (RLlib has
     no clamp; beyond that float32 ``exp`` breaks down).
 
-    Differences from RLlib (DESIGN 8): for a ``Box(())`` action space both ``sample`` and
+    Differences from RLlib (differences.md 8): for a ``Box(())`` action space both ``sample`` and
     ``deterministic_sample`` return ``[*batch]``, and ``logp`` takes ``[*batch]`` or
     ``[*batch, 1]`` actions. Any other action shape mismatch raises ``ValueError`` (RLlib
     broadcasts a ``[B]`` action against ``[B, 1]`` into a silently wrong ``[B, B]``).
@@ -865,7 +866,7 @@ class SquashedGaussian(ActionDistribution):
     ``entropy`` and ``kl`` have no closed form and raise ``ValueError`` (as in RLlib).
 
     Differences from RLlib: ``logp`` includes the ``-sum log((high - low) / 2)`` Jacobian of
-    the affine rescale, so it is a true density on ``[low, high]`` (DESIGN 9; identical for
+    the affine rescale, so it is a true density on ``[low, high]`` (differences.md 9; identical for
     ``[-1, 1]``); bounds may come from a Box ``action_space`` (per dim); the tanh Jacobian
     ``log(1 - tanh(u)^2 + 1e-6)`` uses the normalised action itself instead of
     ``tanh(atanh(.))``; ``sampled_action_logp`` scores the pre-squash draw directly (no
@@ -974,7 +975,7 @@ class Beta(ActionDistribution):
     ``log(high - low)`` Jacobian, as in RLlib); that unit value is clamped to
     ``[1e-6, 1 - 1e-6]`` so actions at or beyond the bounds stay finite.
 
-    Differences from RLlib (DESIGN 10): ``entropy`` and ``kl`` are summed over action dims
+    Differences from RLlib (differences.md 10): ``entropy`` and ``kl`` are summed over action dims
     (shape ``[*batch]``; RLlib returns ``[B, d]``). Bounds may come from a Box
     ``action_space``.
 
@@ -1071,7 +1072,7 @@ class Deterministic(ActionDistribution):
 
     ``sample`` and ``deterministic_sample`` return the inputs; ``sampled_action_logp`` is
     zeros ``[*batch]``. A point mass has no density, entropy or KL, so ``logp``,
-    ``entropy`` and ``kl`` raise ``NotImplementedError`` with an explanation (DESIGN 11;
+    ``entropy`` and ``kl`` raise ``NotImplementedError`` with an explanation (differences.md 11;
     RLlib raises an ``AttributeError`` about a missing ``.dist``).
 
     Examples:
@@ -1122,7 +1123,7 @@ class Dirichlet(ActionDistribution):
     renormalises it to sum 1. With a ``Simplex`` of rank > 1 each row of the last axis is
     its own Dirichlet and ``logp``/``entropy``/``kl`` are summed over the leading axes.
 
-    Differences from RLlib (DESIGN 12): ``deterministic_sample`` is the Dirichlet mean
+    Differences from RLlib (differences.md 12): ``deterministic_sample`` is the Dirichlet mean
     ``c / sum(c)`` (RLlib returns ``softmax(c)``), and ``kl`` works.
 
     Args:
@@ -1316,7 +1317,7 @@ class MultiActionDistribution(ActionDistribution):
     action space's structure (tuples and dicts); ``logp`` takes that structure or one flat
     tensor; ``logp``, ``entropy``, ``kl`` and ``sampled_action_logp`` sum the children.
 
-    Differences from RLlib (DESIGN 13): a flat action tensor is split by widths read from
+    Differences from RLlib (differences.md 13): a flat action tensor is split by widths read from
     the action space (1 per Discrete, else ``prod(shape)``), never by drawing a sample;
     discrete parts are int64; ``sampled_action_logp`` does not write into a child's tensor.
 
@@ -1573,7 +1574,7 @@ class AutoregressiveDistribution(ActionDistribution):
 
 
 class BinaryAutoregressiveDistribution(AutoregressiveDistribution):
-    """The seed's binary example: ``P(a1, a2) = P(a1) P(a2 | a1)`` over two ``Discrete(2)``.
+    """The models guide's binary example: ``P(a1, a2) = P(a1) P(a2 | a1)`` over two ``Discrete(2)``.
 
     Pairs with :class:`rlblocks.models.autoregressive.AutoregressiveActionModel` (16 context
     outputs). ``logp`` also takes a ``[*batch, 2]`` tensor of ``(a1, a2)`` pairs.

@@ -17,7 +17,9 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__x86_64__) || defined(_M_X64)
+// The AVX2 path uses GCC/Clang function attributes (target, __builtin_cpu_supports): other
+// compilers (MSVC) get the portable loop, as in image.hpp.
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
 #include <immintrin.h>
 #define RLBLOCKS_X86 1
 #endif

@@ -2,8 +2,8 @@
 
 A rollout step asks the policy for 8 or so actions: at that size each torch op costs
 several microseconds of dispatch, numpy's about one, so the policy call (two small MLPs,
-a softmax and an inverse-CDF draw) runs about three times faster in numpy
-(CartPole's 2x64 tanh model at 8 envs: about 150 us against 440 us).
+a softmax and an inverse-CDF draw) runs about three times faster in numpy (CartPole's
+2x64 tanh model at 8 envs; measured figures and method in ``docs/benchmarks.md``).
 :class:`FCActor` does that for the catalog's FullyConnectedNetwork on CPU with a
 :class:`~rlblocks.distributions.Categorical` or
 :class:`~rlblocks.distributions.DiagGaussian` head.
