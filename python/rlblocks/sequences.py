@@ -345,9 +345,10 @@ def add_time_dimension(
     """
     if framework not in ("torch", "np", "numpy"):
         raise ValueError(f"framework must be 'torch' or 'np', got {framework!r}")
-    rows = int(padded_inputs.shape[0])
+    # shape entries are ints already; no int() so that torch.export keeps a dynamic batch
+    rows = padded_inputs.shape[0]
     if seq_lens is not None:
-        b = int(seq_lens.shape[0]) if hasattr(seq_lens, "shape") else len(seq_lens)
+        b = seq_lens.shape[0] if hasattr(seq_lens, "shape") else len(seq_lens)
         if b == 0 or rows % b:
             raise ValueError(f"{rows} rows do not split into {b} sequences of equal length")
         t = rows // b

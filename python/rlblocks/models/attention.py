@@ -48,6 +48,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlblocks.models.misc import is_symbolic
 from rlblocks.models.modelv2 import ModelV2, flatten_obs_space_size
 from rlblocks.models.recurrent import (
     action_input_size,
@@ -155,12 +156,15 @@ class RelativeMultiHeadAttention(nn.Module):
         """Distance index ``[T, K]`` (clamped to ``[0, w]``) and the mask of disallowed keys
         (None when every key is allowed); cached per shape."""
         key = (tau, t, w, device)
-        cached = self._index_cache.get(key)
+        symbolic = is_symbolic()  # exporting: no data-dependent test, nothing cached
+        cached = None if symbolic else self._index_cache.get(key)
         if cached is None:
             qpos = torch.arange(tau, tau + t, device=device)[:, None]
             dist = qpos - torch.arange(tau + t, device=device)[None, :]  # [T, K]
             invalid = (dist < 0) | (dist > w)
-            cached = (dist.clamp(0, w), invalid if bool(invalid.any()) else None)
+            cached = (dist.clamp(0, w), invalid if symbolic or bool(invalid.any()) else None)
+            if symbolic:
+                return cached
             if len(self._index_cache) > 64:
                 self._index_cache.clear()
             self._index_cache[key] = cached
@@ -471,7 +475,7 @@ class GTrXLNet(ModelV2):
         feats, memory_outs = self.gtrxl(obs.reshape(b, t, self.obs_dim), list(state))
         feats = feats.reshape(b * t, self.attention_dim)
         row_mask = sequence_row_mask(lens, t)
-        mask = None if bool(row_mask.all()) else row_mask.to(feats.dtype)
+        mask = None if not is_symbolic() and bool(row_mask.all()) else row_mask.to(feats.dtype)
         if mask is not None:
             feats = feats * mask[:, None]
         return feats, next_memories(list(state), memory_outs, lens), mask

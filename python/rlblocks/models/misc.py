@@ -107,8 +107,11 @@ class Tanh(nn.Tanh):
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if (x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64)
-                or x.numel() < FAST_TANH_MIN_NUMEL or is_symbolic()):
+        # is_symbolic() first: under torch.export a numel test on a dynamic batch would
+        # specialise the batch size
+        if (is_symbolic() or x.device.type != "cpu"
+                or x.dtype not in (torch.float32, torch.float64)
+                or x.numel() < FAST_TANH_MIN_NUMEL):
             return torch.tanh(x)
         if torch.is_grad_enabled() and x.requires_grad:
             return _FastTanh.apply(x)

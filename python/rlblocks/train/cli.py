@@ -1,4 +1,4 @@
-"""``rlblocks train | evaluate | tuned | plot``: the command-line side of :mod:`rlblocks.train`.
+"""``rlblocks train | evaluate | export | tuned | plot``: the command line of :mod:`rlblocks.train`.
 
 ``rlblocks train --env ENV [--config FILE.yaml|json] [--set key=value ...]
 [--stop-reward R] [--stop-timesteps N] [--resume RUN_DIR]`` trains PPO with a progress bar
@@ -248,15 +248,45 @@ def _train(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from rlblocks.train.ppo import PPOTrainer
 
+    exported = None
+    if args.exported is not None:
+        if args.explore:
+            raise ValueError("--exported runs the exported deterministic actions; --explore "
+                             "cannot be combined with it")
+        from rlblocks.export.evaluate import load_exported
+
+        try:
+            exported = load_exported(args.exported)
+        except ImportError as err:  # the export extra is missing
+            raise ValueError(str(err)) from err
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # evaluation starts fresh episodes
         trainer = PPOTrainer.restore(args.run_dir, log=False)
     try:
-        result = trainer.evaluate(args.episodes, explore=args.explore, seed=args.seed)
+        if exported is not None:
+            from rlblocks.export.evaluate import evaluate_exported
+
+            result = evaluate_exported(exported, trainer.evaluation_env(), args.episodes,
+                                       seed=trainer.evaluation_seed(args.seed))
+            result["exported"] = str(args.exported)
+        else:
+            result = trainer.evaluate(args.episodes, explore=args.explore, seed=args.seed)
     finally:
         trainer.close()
     result["checkpoint"] = str(trainer.checkpoint_path)
     print(json.dumps(result))
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from rlblocks.export.exporter import export_policy
+    from rlblocks.export.sidecar import sidecar_path
+
+    try:
+        path = export_policy(args.run_dir, args.out, fmt=args.format)
+    except ImportError as err:  # the export extra is missing
+        raise ValueError(str(err)) from err
+    print(f"exported: {path}\nsidecar: {sidecar_path(path)}")
     return 0
 
 
@@ -317,7 +347,8 @@ def _guard(fn: Any, name: str) -> Any:
 
 
 def add_subcommands(sub: Any) -> None:
-    """Adds ``train``, ``evaluate`` and ``plot`` to an argparse subparsers object."""
+    """Adds ``train``, ``evaluate``, ``export``, ``tuned`` and ``plot`` to an argparse
+    subparsers object."""
     train = sub.add_parser("train", help="train PPO on a gymnasium env")
     train.add_argument("--env", help="gymnasium id, e.g. CartPole-v1, or module:EnvId for an "
                        "env that a module of yours registers (my_pkg.envs:MyEnv-v0)")
@@ -345,7 +376,19 @@ def add_subcommands(sub: Any) -> None:
     evaluate.add_argument("--episodes", type=int, default=10, help="episodes to run")
     evaluate.add_argument("--explore", action="store_true", help="sample actions")
     evaluate.add_argument("--seed", type=int, default=None, help="evaluation env seed")
+    evaluate.add_argument("--exported", metavar="FILE", default=None,
+                          help="run an exported policy (.onnx or .pt2 from `rlblocks export`) "
+                          "instead of the checkpoint, on the run's env")
     evaluate.set_defaults(func=_guard(_evaluate, "evaluate"))
+
+    export = sub.add_parser("export", help="export a run's policy to ONNX or torch.export")
+    export.add_argument("run_dir", help="run directory or checkpoint directory")
+    export.add_argument("--format", choices=["onnx", "torch-export"], default="onnx",
+                        help="artifact format (default onnx; needs rlblocks[export])")
+    export.add_argument("--out", default=None, metavar="FILE",
+                        help="artifact path (default RUN_DIR/policy.onnx or policy.pt2); the "
+                        "JSON sidecar is written next to it as FILE.json")
+    export.set_defaults(func=_guard(_export, "export"))
 
     tuned = sub.add_parser("tuned", help="list the tuned configs, or print one")
     tuned.add_argument("name", nargs="?", help="print this tuned config's YAML")

@@ -332,13 +332,10 @@ class PPOTrainer:
         """
         if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
             raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
-        if self.config.vector_mode == "native" or deepmind_atari(self.config):
-            env: gym.Env = SingleEnvView(make_vector_env(self.config, num_envs=1))
-        else:
-            env = make_env_creator(self.config)()
+        env = self.evaluation_env()
         returns: list[float] = []
         lengths: list[int] = []
-        base = self.seed + 1_000_003 if seed is None else int(seed)
+        base = self.evaluation_seed(seed)
         with torch.random.fork_rng(devices=[]):
             try:
                 for ep in range(episodes):
@@ -357,6 +354,16 @@ class PPOTrainer:
             "episode_len_mean": float(np.mean(lengths)),
             "episode_returns": returns,
         }
+
+    def evaluation_env(self) -> gym.Env:
+        """A fresh single env as :meth:`evaluate` uses it (the run's wrappers included)."""
+        if self.config.vector_mode == "native" or deepmind_atari(self.config):
+            return SingleEnvView(make_vector_env(self.config, num_envs=1))
+        return make_env_creator(self.config)()
+
+    def evaluation_seed(self, seed: int | None = None) -> int:
+        """The seed of :meth:`evaluate`'s first episode (default: the run's seed + 1,000,003)."""
+        return self.seed + 1_000_003 if seed is None else int(seed)
 
     def _run_episode(self, env: gym.Env, seed: int, explore: bool) -> tuple[float, int]:
         """One episode on ``env`` with the current policy; ``(return, length)``."""

@@ -1,0 +1,231 @@
+"""The JSON sidecar of an exported policy: how to feed the artifact without Python.
+
+An artifact ``policy.onnx`` (or ``policy.pt2``) comes with ``policy.onnx.json``. It holds
+the observation space (as JSON, so that any language can rebuild it), the flat layout the
+preprocessor writes (each leaf's path, offset, size and kind), the inputs (state shapes,
+previous actions and rewards) and the outputs (one per action leaf, in the action space's
+dtype, then ``dist_inputs``, ``value`` and the next state). Nothing here imports torch.
+
+Examples:
+    >>> import gymnasium as gym
+    >>> space = gym.spaces.Dict({"a": gym.spaces.Discrete(3, start=1),
+    ...                          "b": gym.spaces.Box(-1, 1, (2,))})
+    >>> space_from_json(space_to_json(space)) == space
+    True
+    >>> from rlblocks.preprocessors import get_preprocessor
+    >>> [(leaf["path"], leaf["offset"], leaf["kind"])
+    ...  for leaf in observation_layout(get_preprocessor(space)(space))]
+    [('obs["a"]', 0, 'one_hot'), ('obs["b"]', 3, 'box')]
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from rlblocks.preprocessors import Preprocessor, get_preprocessor
+from rlblocks.spaces import Repeated, Simplex, format_path
+
+__all__ = [
+    "FORMAT",
+    "PREPROCESSOR_OPTIONS",
+    "make_preprocessor",
+    "observation_layout",
+    "read_sidecar",
+    "sidecar_path",
+    "space_from_json",
+    "space_to_json",
+    "write_sidecar",
+]
+
+#: The ``format`` entry of every sidecar this version writes.
+FORMAT = "rlblocks.export/1"
+
+#: The model-config keys a preprocessor reads (image size and scaling of raw Atari frames).
+PREPROCESSOR_OPTIONS = ("dim", "grayscale", "zero_mean")
+
+
+def sidecar_path(artifact: str | Path) -> Path:
+    """``policy.onnx`` -> ``policy.onnx.json``."""
+    p = Path(artifact)
+    return p.with_name(p.name + ".json")
+
+
+def _bound(values: np.ndarray) -> Any:
+    """One number when all entries agree (the usual case), else the nested list."""
+    flat = np.asarray(values).ravel()
+    if flat.size and (flat == flat[0]).all():
+        return _number(flat[0])
+    return np.vectorize(_number, otypes=[object])(values).tolist()
+
+
+def _number(x: Any) -> Any:
+    v = x.item() if isinstance(x, np.generic) else x
+    if isinstance(v, float) and not np.isfinite(v):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+def space_to_json(space: gym.Space) -> dict[str, Any]:
+    """A JSON-able description of a (nested) space; :func:`space_from_json` inverts it.
+
+    Raises:
+        ValueError: A space type without a JSON form (Text, Graph, ...).
+    """
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return {"type": "MultiDiscrete", "nvec": np.asarray(space.nvec).tolist(),
+                "start": np.asarray(space.start).tolist(), "dtype": str(space.dtype)}
+    if isinstance(space, gym.spaces.MultiBinary):
+        return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
+    if isinstance(space, gym.spaces.Box):
+        return {"type": "Box", "shape": list(space.shape), "dtype": str(space.dtype),
+                "low": _bound(space.low), "high": _bound(space.high)}
+    if isinstance(space, Simplex):
+        return {"type": "Simplex", "shape": list(space.shape or ()), "dtype": str(space.dtype)}
+    if isinstance(space, gym.spaces.Tuple):
+        return {"type": "Tuple", "spaces": [space_to_json(s) for s in space.spaces]}
+    if isinstance(space, gym.spaces.Dict):
+        return {"type": "Dict", "keys": list(space.spaces),
+                "spaces": [space_to_json(s) for s in space.spaces.values()]}
+    if isinstance(space, Repeated):
+        return {"type": "Repeated", "child": space_to_json(space.child_space),
+                "max_len": int(space.max_len)}
+    raise ValueError(f"cannot describe {space} in the export sidecar")
+
+
+def _bound_array(value: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    arr = np.asarray(value, dtype=object)
+    arr = np.vectorize(lambda v: float(v) if isinstance(v, str) else v, otypes=[object])(arr)
+    return np.broadcast_to(arr.astype(np.float64), shape).astype(dtype)
+
+
+def space_from_json(data: Mapping[str, Any]) -> gym.Space:
+    """Rebuilds a space from :func:`space_to_json`'s description.
+
+    Raises:
+        ValueError: An unknown ``type``.
+    """
+    kind = data.get("type")
+    if kind == "Discrete":
+        return gym.spaces.Discrete(int(data["n"]), start=int(data["start"]))
+    if kind == "MultiDiscrete":
+        return gym.spaces.MultiDiscrete(np.asarray(data["nvec"]), dtype=np.dtype(data["dtype"]),
+                                        start=np.asarray(data["start"]))
+    if kind == "MultiBinary":
+        return gym.spaces.MultiBinary(data["n"])
+    if kind == "Box":
+        shape = tuple(int(d) for d in data["shape"])
+        dtype = np.dtype(data["dtype"])
+        return gym.spaces.Box(_bound_array(data["low"], shape, dtype),
+                              _bound_array(data["high"], shape, dtype), shape, dtype)
+    if kind == "Simplex":
+        return Simplex(tuple(data["shape"]), dtype=np.dtype(data["dtype"]))
+    if kind == "Tuple":
+        return gym.spaces.Tuple(tuple(space_from_json(s) for s in data["spaces"]))
+    if kind == "Dict":
+        return gym.spaces.Dict({k: space_from_json(s)
+                                for k, s in zip(data["keys"], data["spaces"], strict=True)})
+    if kind == "Repeated":
+        return Repeated(space_from_json(data["child"]), int(data["max_len"]))
+    raise ValueError(f"export sidecar: unknown space type {kind!r}")
+
+
+def make_preprocessor(sidecar: Mapping[str, Any]) -> Preprocessor:
+    """The C++ preprocessor that writes the artifact's ``obs`` input (from the sidecar)."""
+    obs = sidecar["observation"]
+    space = space_from_json(obs["space"])
+    prep = get_preprocessor(space)(space, dict(obs["preprocessor_options"]))
+    if prep.size != int(obs["size"]):
+        raise ValueError(f"export sidecar: the preprocessor of {space} writes {prep.size} "
+                         f"floats, the artifact expects {obs['size']}")
+    return prep
+
+
+def observation_layout(prep: Preprocessor) -> list[dict[str, Any]]:
+    """Where each leaf of the observation lands in the flat ``(size,)`` row.
+
+    Kinds: ``one_hot`` (``n``, ``start``: value ``v`` sets slot ``v - start``),
+    ``multi_one_hot`` (``nvec``, ``starts``: one block per component, row-major),
+    ``box`` (``shape``, copied as float32; Atari RAM with ``map`` ``(x - 128) / 128``),
+    ``repeated_length`` (the list's length, followed by ``max_len`` items of
+    ``item_size`` floats each, then zeros; the item's own leaves are listed after it with
+    offsets of the first item), and ``atari_pixels`` (a raw frame through RLlib's
+    generic pixel preprocessor, ``dim`` / ``grayscale`` / ``zero_mean``).
+    """
+    nodes = getattr(prep, "_layout", None)
+    if nodes is None:  # a pass-through Box (or raw Atari frames) at the top
+        if type(prep).__name__ == "GenericPixelPreprocessor":
+            return [{"path": "obs", "offset": 0, "size": prep.size, "kind": "atari_pixels",
+                     "shape": list(prep.shape)}]
+        return [{"path": "obs", "offset": 0, "size": prep.size, "kind": "box",
+                 "shape": list(prep.shape)}]
+    out: list[dict[str, Any]] = []
+    _walk(nodes, len(nodes) - 1, 0, (), out)
+    return out
+
+
+def _walk(nodes: list[dict[str, Any]], i: int, offset: int, path: tuple[Any, ...],
+          out: list[dict[str, Any]]) -> None:
+    node = nodes[i]
+    kind = node["kind"]
+    entry: dict[str, Any] = {"path": format_path(path), "offset": offset,
+                             "size": int(node["size"])}
+    if kind in ("tuple", "dict"):
+        names = node.get("keys") or list(range(len(node["children"])))
+        for name, child in zip(names, node["children"], strict=True):
+            _walk(nodes, child, offset, (*path, name), out)
+            offset += int(nodes[child]["size"])
+        return
+    if kind == "discrete":
+        entry.update(kind="one_hot", n=node["n"], start=node["start"])
+    elif kind == "multidiscrete":
+        entry.update(kind="multi_one_hot", shape=node["shape"], nvec=node["nvec"],
+                     starts=node["starts"])
+    elif kind == "repeated":
+        child = node["children"][0]
+        entry.update(kind="repeated_length", size=1, max_len=node["max_len"],
+                     item_size=int(nodes[child]["size"]))
+        out.append(entry)
+        _walk(nodes, child, offset + 1, (*path, 0), out)
+        return
+    elif kind == "callback":
+        pixel = node["preprocessor"]
+        entry.update(kind="atari_pixels", shape=list(pixel.shape))
+    else:
+        entry.update(kind="box", shape=node["shape"])
+        if node.get("map") == "atari_ram":
+            entry["map"] = "(x - 128) / 128"
+    out.append(entry)
+
+
+def write_sidecar(artifact: str | Path, data: Mapping[str, Any]) -> Path:
+    """Writes ``data`` (with ``format``) next to ``artifact``; returns the sidecar's path."""
+    path = sidecar_path(artifact)
+    path.write_text(json.dumps({"format": FORMAT, **data}, indent=1) + "\n")
+    return path
+
+
+def read_sidecar(artifact: str | Path) -> dict[str, Any]:
+    """Reads the sidecar of ``artifact``.
+
+    Raises:
+        ValueError: No sidecar next to the artifact, unreadable, or another format.
+    """
+    path = sidecar_path(artifact)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{str(path)!r} is missing: an exported policy needs the JSON "
+                         "sidecar that `rlblocks export` writes next to it") from None
+    except (OSError, ValueError) as err:
+        raise ValueError(f"cannot read the export sidecar {str(path)!r}: {err}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(f"{str(path)!r} is not an rlblocks export sidecar ({FORMAT})")
+    return data
