@@ -192,10 +192,15 @@ def test_every_module_imports_with_only_the_core_dependencies() -> None:
     result = json.loads(out.stdout.strip().splitlines()[-1])
     failures = result["failures"]
     assert {"rlblocks.restore", "rlblocks.train.ppo", "rlblocks.cli"} <= set(result["imported"])
-    # rlblocks.rllib needs the `ray` extra; importing it without ray says so.
-    extra_only = {name: err for name, err in failures.items() if name.startswith("rlblocks.rllib")}
+    # rlblocks.rllib needs the `ray` extra, rlblocks.export.onnx_policy the `export` extra;
+    # importing them without it says so.
+    extras = {"rlblocks.rllib": "rlblocks[ray]", "rlblocks.export.onnx_policy": "rlblocks[export]"}
+    extra_only = {name: err for name, err in failures.items() if name.startswith(tuple(extras))}
     for name, err in extra_only.items():
-        assert "rlblocks[ray]" in err, f"{name}: {err}"
+        hint = next(h for prefix, h in extras.items() if name.startswith(prefix))
+        assert hint in err, f"{name}: {err}"
+    assert {"rlblocks.export", "rlblocks.export.exporter", "rlblocks.export.runtime"} <= set(
+        result["imported"])
     assert {k: v for k, v in failures.items() if k not in extra_only} == {}
 
 

@@ -188,7 +188,9 @@ def export_policy(source: Any, path: str | Path | None = None, fmt: str = "onnx"
             if fmt == "onnx":
                 _write_onnx(program, graph, artifact)
             else:
-                torch.export.save(program, str(artifact))
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # "No complete tensor found in the group"
+                    torch.export.save(program, str(artifact))
         finally:
             policy.set_training(was_training)
         write_sidecar(artifact, _sidecar(trainer, graph, artifact, fmt))

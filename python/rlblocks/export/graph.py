@@ -127,7 +127,8 @@ class PolicyGraph(nn.Module):
         named = dict(zip(self.input_names, inputs, strict=True))
         obs = named["obs"].reshape(-1, *self.obs_shape)
         if self.has_filter:
-            obs = (obs - self.filter_mean) / self.filter_denom
+            mean, denom = self.get_buffer("filter_mean"), self.get_buffer("filter_denom")
+            obs = (obs - mean) / denom
             if self.clip != float("inf"):
                 obs = obs.clamp(-self.clip, self.clip)
         state = [named[f"state_in_{i}"] for i in range(len(self.state_shapes))]
