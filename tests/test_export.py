@@ -399,3 +399,15 @@ def test_single_action_matches_compute_single_action(tmp_path: Path) -> None:
 def test_export_refuses_unknown_format(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown format"):
         export_policy(tmp_path, tmp_path / "x", fmt="tflite")
+
+
+def test_benchmark_runs_and_reports_the_same_action() -> None:
+    from rlblocks.benchmarking import export as bench
+
+    rows = bench.run(quick=True, min_time=0.004)
+    assert {r.method for r in rows} == {
+        "rlblocks OnnxPolicy", "rlblocks TorchExportPolicy", "trainer.compute_single_action",
+        "torch model forward"}
+    assert len({r.case for r in rows}) == 2
+    assert all(r.extra["same_action"] for r in rows)
+    assert all(r.us_per_item > 0 for r in rows)

@@ -26,6 +26,7 @@ BENCHMARKS = {
     "models": "rlblocks.benchmarking.models",
     "train": "rlblocks.benchmarking.train",
     "tuned": "rlblocks.benchmarking.tuned",
+    "export": "rlblocks.benchmarking.export",
 }
 
 
