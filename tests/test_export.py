@@ -411,3 +411,43 @@ def test_benchmark_runs_and_reports_the_same_action() -> None:
     assert len({r.case for r in rows}) == 2
     assert all(r.extra["same_action"] for r in rows)
     assert all(r.us_per_item > 0 for r in rows)
+
+
+def test_masked_model_applies_its_mask_inside(tmp_path: Path) -> None:
+    import rlblocks.envs  # noqa: F401  (registers rlblocks/ParametricCartPole-v0)
+
+    trainer = PPOTrainer({"env": "rlblocks/ParametricCartPole-v0", "num_envs": 1, "seed": 1,
+                          "env_config": {"max_avail_actions": 6}, "model": {
+                              "custom_model": "rlblocks.models.parametric:ParametricActionsModel",
+                              "vf_share_layers": True}})
+    try:
+        policy = OnnxPolicy(export_policy(trainer, tmp_path / "p.onnx"))
+        space = trainer.venv.single_observation_space
+        rng = np.random.default_rng(0)
+        obs = _observations(space, 200, seed=2)
+        for o in obs:
+            mask = (rng.random(6) < 0.4).astype(np.float32)
+            mask[rng.integers(6)] = 1.0
+            o["action_mask"] = mask
+        _check_outputs(policy, trainer, obs, [], None, None, None)
+        actions, _ = policy.compute_actions(obs)
+        legal = np.stack([o["action_mask"] for o in obs])
+        assert legal[np.arange(200), actions].all()  # never a masked action
+        assert (legal.sum(1) < 6).mean() > 0.9       # and most rows did mask some
+    finally:
+        trainer.close()
+
+
+def test_layout_of_repeated_and_atari_ram() -> None:
+    from rlblocks.export.sidecar import observation_layout
+    from rlblocks.preprocessors import get_preprocessor
+    from rlblocks.spaces import Repeated
+
+    space = gym.spaces.Dict({"ram": Box(0, 255, (128,), np.uint8), "items": Repeated(
+        gym.spaces.Tuple((Discrete(3), Box(-1, 1, (2,)))), 4)})
+    layout = observation_layout(get_preprocessor(space)(space))
+    assert [(e["path"], e["offset"], e["kind"]) for e in layout] == [
+        ('obs["items"]', 0, "repeated_length"), ('obs["items"][0][0]', 1, "one_hot"),
+        ('obs["items"][0][1]', 4, "box"), ('obs["ram"]', 21, "box")]
+    assert layout[0]["max_len"] == 4 and layout[0]["item_size"] == 5
+    assert layout[3]["map"] == "(x - 128) / 128"
