@@ -407,7 +407,7 @@ def test_benchmark_runs_and_reports_the_same_action() -> None:
     rows = bench.run(quick=True, min_time=0.004)
     assert {r.method for r in rows} == {
         "rlblocks OnnxPolicy", "rlblocks TorchExportPolicy", "trainer.compute_single_action",
-        "torch model forward"}
+        "torch model forward", "torch model forward + value"}
     assert len({r.case for r in rows}) == 2
     assert all(r.extra["same_action"] for r in rows)
     assert all(r.us_per_item > 0 for r in rows)

@@ -12,6 +12,9 @@ time the same as trained ones). One raw observation in, one deterministic action
 * ``torch model forward``: ``model({"obs": x})`` and ``argmax`` under
   ``torch.inference_mode`` on an already preprocessed tensor (no preprocessing, no
   distribution object): the bare cost of the network in torch.
+* ``torch model forward + value``: the same plus ``model.value_function()``, which the
+  other rows compute too (the default vision net has a separate value tower, run only when
+  the value is asked for).
 
 Run ``python benchmarks/bench_export.py [--quick]``; needs the ``export`` extra.
 """
@@ -82,6 +85,10 @@ def run(quick: bool = False, min_time: float = 0.5) -> list[harness.Result]:
                     with torch.inference_mode():
                         return model({"obs": x})[0].argmax(-1)
 
+                def torch_forward_value(model: Any = model, x: torch.Tensor = x) -> Any:
+                    with torch.inference_mode():
+                        return model({"obs": x})[0].argmax(-1), model.value_function()
+
                 a_onnx, _ = onnx_policy.compute_single_action(obs)
                 a_trainer, _ = trainer.compute_single_action(obs)
                 same = bool(np.asarray(a_onnx) == np.asarray(a_trainer))
@@ -93,6 +100,7 @@ def run(quick: bool = False, min_time: float = 0.5) -> list[harness.Result]:
                     ("trainer.compute_single_action", lambda t=trainer, o=obs:
                         t.compute_single_action(o)),
                     ("torch model forward", torch_forward),
+                    ("torch model forward + value", torch_forward_value),
                 ]
                 for name, fn in methods:
                     rows.append(harness.measure(case, name, fn, 1, min_time=min_time,

@@ -15,6 +15,7 @@ Examples:
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from rlblocks.export.sidecar import make_preprocessor, read_sidecar, space_from_
 __all__ = ["ExportedPolicy"]
 
 
-class ExportedPolicy:
+class ExportedPolicy(ABC):
     """Base class: preprocessing, state and action structure around an exported artifact.
 
     Args:
@@ -62,9 +63,9 @@ class ExportedPolicy:
         self.clip_actions = bool(self.sidecar.get("clip_actions", False))
 
     # --- backends --------------------------------------------------------------------------
+    @abstractmethod
     def _run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """The artifact's outputs (``self.output_names`` order) for ``feeds``."""
-        raise NotImplementedError(f"{type(self).__name__} must implement _run()")
 
     # --- state -----------------------------------------------------------------------------
     def initial_state(self, batch_size: int = 1) -> list[np.ndarray]:
