@@ -21,6 +21,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 from rlblocks.cli import main
 from rlblocks.export import TorchExportPolicy, export_policy
 from rlblocks.export.runtime import ExportedPolicy
@@ -351,6 +352,10 @@ def test_cli_user_errors_are_one_line(tmp_path: Path, capsys: Any) -> None:
     assert main(["evaluate", str(run), "--exported", str(tmp_path / "missing.onnx")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("rlblocks evaluate: error:") and "\n" not in err
+    assert main(["export", str(run)]) == 0
+    assert main(["evaluate", str(run), "--explore", "--exported",
+                 str(run / "policy.onnx")]) == 2
+    assert "--explore cannot be combined" in capsys.readouterr().err
 
 
 _NO_TORCH = textwrap.dedent("""
@@ -451,3 +456,31 @@ def test_layout_of_repeated_and_atari_ram() -> None:
         ('obs["items"][0][1]', 4, "box"), ('obs["ram"]', 21, "box")]
     assert layout[0]["max_len"] == 4 and layout[0]["item_size"] == 5
     assert layout[3]["map"] == "(x - 128) / 128"
+
+
+@pytest.mark.parametrize("model", [
+    {"use_lstm": True, "lstm_cell_size": 16, "lstm_use_prev_action": True,
+     "lstm_use_prev_reward": True},
+    {"use_attention": True, "attention_dim": 16, "attention_num_heads": 2,
+     "attention_head_dim": 8, "attention_memory_inference": 4, "attention_memory_training": 4,
+     "attention_position_wise_mlp_dim": 16, "attention_use_n_prev_actions": 2,
+     "attention_use_n_prev_rewards": 2},
+], ids=["lstm", "attention"])
+def test_recurrent_episodes_match_the_trainers_evaluate(model: dict[str, Any],
+                                                        tmp_path: Path) -> None:
+    from rlblocks.export import evaluate_exported
+
+    trainer = PPOTrainer({"env": "CartPole-v1", "num_envs": 1, "seed": 4,
+                          "model": {"fcnet_hiddens": [16], **model}})
+    try:
+        with torch.no_grad():  # large weights: the state and previous actions sway actions
+            for p in trainer.model.parameters():
+                p.mul_(20.0)
+        policy = OnnxPolicy(export_policy(trainer, tmp_path / "p.onnx"))
+        want = trainer.evaluate(4, seed=21)
+        got = evaluate_exported(policy, trainer.evaluation_env(), 4,
+                                seed=trainer.evaluation_seed(21))
+        assert got["episode_returns"] == want["episode_returns"]
+        assert len(set(want["episode_returns"])) > 1  # not one constant action
+    finally:
+        trainer.close()
