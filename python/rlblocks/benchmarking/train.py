@@ -304,7 +304,7 @@ def sb3_recurrent(settings: dict[str, Any]) -> Callable[[int], Any]:
 def _pong_vector_env(env_config: dict[str, Any]) -> Any:
     """rlblocks' batched DeepMind pipeline (``AtariVectorEnv``: 84x84 gray, stack 4, frame
     skip 4 with max-pooling, noop 30, episodic life, FIRE reset), sticky actions off."""
-    from rlblocks.wrappers.atari import make_vector_env
+    from rlblocks.wrappers.vector import make_vector_env
 
     return make_vector_env("ALE/Pong-v5", env_config["num_envs"], {"dim": 84, "framestack": True},
                            vectorization_mode="atari", noframeskip=True, frameskip=1,

@@ -19,7 +19,7 @@ Examples:
     >>> from rlblocks.train.config import PPOConfig
     >>> from rlblocks.train.policy import Policy
     >>> pol = Policy(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(3), PPOConfig())
-    >>> actor = FCActor.build(pol)
+    >>> actor = FCActor.build(pol.model, pol.dist_class)
     >>> obs = np.zeros((5, 4), np.float32)
     >>> _ = torch.manual_seed(0)
     >>> fast = actor.act(obs, explore=True)
@@ -33,17 +33,19 @@ Examples:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from rlblocks import _core
-from rlblocks.distributions import _HALF_LOG_2PI, LOG_BOUND, Categorical, DiagGaussian
+from rlblocks.distributions import Categorical, DiagGaussian
+from rlblocks.distributions.base import _HALF_LOG_2PI, LOG_BOUND
 from rlblocks.models.fc_layers import Dense, FCLayers
 
 if TYPE_CHECKING:
-    from rlblocks.train.policy import Policy
+    from rlblocks.models.modelv2 import ModelV2
 
 __all__ = ["FCActor"]
 
@@ -65,14 +67,14 @@ class FCActor:
         self._weights: tuple[_Weights, _Weights, _Weights, _Weights] | None = None
 
     @classmethod
-    def build(cls, policy: Policy) -> FCActor | None:
-        """The numpy actor for ``policy``, or None (not the default FC model, not float32 on
-        the CPU, or another distribution)."""
-        layers = FCLayers.from_model(policy.model)
+    def build(cls, model: ModelV2, dist_class: Callable[..., Any]) -> FCActor | None:
+        """The numpy actor for ``model`` with ``dist_class``, or None (not the default FC
+        model, not float32 on the CPU, or another distribution)."""
+        layers = FCLayers.from_model(model)
         if layers is None or any(p.device.type != "cpu" or p.dtype != torch.float32
-                                 for p in policy.model.parameters()):
+                                 for p in model.parameters()):
             return None
-        probe = policy.dist_class(torch.zeros(1, int(policy.model.num_outputs or 0)), policy.model)
+        probe = dist_class(torch.zeros(1, int(model.num_outputs or 0)), model)
         if type(probe) is Categorical and probe.temperature == 1.0:
             return cls(layers, False, probe._start, False)
         if type(probe) is DiagGaussian:
