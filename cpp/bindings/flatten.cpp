@@ -216,15 +216,6 @@ std::string path_string(const Collector& c) {
   throw py::value_error(path_string(c) + ": " + what);
 }
 
-template <class Int>
-std::string shape_string(const Int* dims, std::size_t nd) {
-  std::ostringstream os;
-  os << "(";
-  for (std::size_t i = 0; i < nd; ++i) os << dims[i] << (nd == 1 || i + 1 < nd ? "," : "") << (i + 1 < nd ? " " : "");
-  os << ")";
-  return os.str();
-}
-
 struct PathGuard {
   PathGuard(Collector& c, PyObject* key, std::int64_t index) : c_(c) { c_.push_path(key, index); }
   ~PathGuard() { --c_.depth; }
@@ -298,12 +289,12 @@ inline bool has_shape(const ArrayView& a, std::initializer_list<std::int64_t> le
   return true;
 }
 
-std::string shape_of(const ArrayView& a) { return shape_string(a.dims, a.nd); }
+std::string shape_of(const ArrayView& a) { return shape_str(a.dims, a.nd); }
 
 std::string shape_of(std::initializer_list<std::int64_t> lead, const std::vector<std::int64_t>& shape) {
   std::vector<std::int64_t> all(lead);
   all.insert(all.end(), shape.begin(), shape.end());
-  return shape_string(all.data(), all.size());
+  return shape_str(all.data(), all.size());
 }
 
 // Whether every dimension after the first is C-contiguous (rows may be strided).
@@ -1059,19 +1050,8 @@ class FlattenPlan {
 
   py::array_t<float> output(const py::object& out, std::int64_t batch) const {
     if (out.is_none()) return py::array_t<float>({batch, size()});
-    ArrayView a;
-    const bool ok = as_array(out.ptr(), a) && a.numeric && a.type == ElemType::F32 && a.contiguous &&
-                    (py::detail::array_proxy(out.ptr())->flags & py::detail::npy_api::NPY_ARRAY_WRITEABLE_) &&
-                    has_shape(a, {batch, size()}, {});
-    if (!ok) {
-      const std::int64_t want[2] = {batch, size()};
-      std::string got = as_array(out.ptr(), a)
-                            ? std::string(py::str(out.attr("dtype"))) + " array of shape " + shape_of(a)
-                            : std::string(Py_TYPE(out.ptr())->tp_name);
-      throw py::value_error("out: expected a writeable C-contiguous float32 array of shape " + shape_string(want, 2) +
-                            ", got " + got);
-    }
-    return py::reinterpret_borrow<py::array_t<float>>(out);
+    return py::reinterpret_borrow<py::array_t<float>>(
+        checked_out(out, py::dtype::of<float>(), {batch, size()}, "transform_batch"));
   }
 
   // Counting sort of row-tagged ops into row buckets.
