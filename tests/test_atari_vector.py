@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from rlblocks.wrappers import atari as W
 from rlblocks.wrappers.atari_vector import AtariVectorEnv
+from rlblocks.wrappers.vector import make_vector_env
 
 ale_py = pytest.importorskip("ale_py")
 gym.register_envs(ale_py)
@@ -93,7 +94,7 @@ def replay(singles, done, actions):
 @pytest.mark.parametrize(("num_envs", "workers", "steps"), [(3, 1, 700), (2, 0, 150)])
 def test_vector_env_matches_single_pipelines(num_envs, workers, steps):
     game = "ALE/Breakout-v5"
-    venv = W.make_vector_env(game, num_envs, {"dim": 84}, "deepmind",
+    venv = make_vector_env(game, num_envs, {"dim": 84}, "deepmind",
                              vectorization_mode="atari", noframeskip=True, **KW) if workers == \
         num_envs - 1 else AtariVectorEnv(game, num_envs, noframeskip=True, num_workers=workers,
                                          **KW)
@@ -169,9 +170,9 @@ def test_vector_env_options_and_bad_input():
         with pytest.raises(ValueError, match=match):
             AtariVectorEnv("ALE/Pong-v5", **{"num_envs": 2, **kwargs})
     with pytest.raises(ValueError, match="DeepMind pipeline"):
-        W.make_vector_env("CartPole-v1", 2, vectorization_mode="atari")
+        make_vector_env("CartPole-v1", 2, vectorization_mode="atari")
     with pytest.raises(ValueError, match="DeepMind pipeline"):
-        W.make_vector_env("ALE/Pong-v5", 2, {}, "rllib", vectorization_mode="atari")
+        make_vector_env("ALE/Pong-v5", 2, {}, "rllib", vectorization_mode="atari")
 
 
 def test_vector_env_reports_a_dead_worker():

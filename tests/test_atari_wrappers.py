@@ -10,6 +10,7 @@ import pytest
 from gymnasium.vector import AutoresetMode
 from rlblocks import image
 from rlblocks.wrappers import atari as W
+from rlblocks.wrappers.vector import make_vector_env
 
 cv2 = pytest.importorskip("cv2")
 
@@ -385,7 +386,7 @@ def _fake_frame(base, episode, t, shape=(30, 20, 3)):
 def test_vector_env_matches_single_pipelines_on_real_pong_async():
     make_ale("ALE/Pong-v5")  # skips without ale_py
     kwargs = {"frameskip": 1, "repeat_action_probability": 0.0}
-    venv = W.make_vector_env("ALE/Pong-v5", 2, {"dim": 84}, "deepmind",
+    venv = make_vector_env("ALE/Pong-v5", 2, {"dim": 84}, "deepmind",
                              vectorization_mode="async", noframeskip=True, **kwargs)
     singles = [W.wrap_deepmind(make_ale("ALE/Pong-v5"), 84, True, True) for _ in range(2)]
     try:

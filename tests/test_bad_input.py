@@ -154,7 +154,9 @@ def test_bad_out_buffers_are_rejected(impl, out):
     prep = get_preprocessor(space)(space)
     before = out.copy()
     with pytest.raises(
-        ValueError, match=r"out: expected a writeable C-contiguous float32 array of shape \(3, 5\)"
+        ValueError,
+        match=r"transform_batch: out must be a writeable C-contiguous float32 array of shape "
+        r"\(3, 5\)",
     ):
         prep.transform_batch([{"a": 0, "b": np.zeros(2)}] * 3, out=out)
     np.testing.assert_array_equal(out, before)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 from rlblocks.train.config import PPOConfig
-from rlblocks.train.fc_actor import FCActor
+from rlblocks.train.fast import FCActor
 from rlblocks.train.policy import Policy
 
 OBS = gym.spaces.Box(-2.0, 2.0, (5,), np.float32)
@@ -88,7 +88,7 @@ def test_hooks_and_other_models_use_the_torch_path():
     assert calls
     lstm = Policy(OBS, gym.spaces.Discrete(2),
                   PPOConfig.from_dict({"model": {"fcnet_hiddens": [8], "use_lstm": True}}))
-    assert FCActor.build(lstm) is None
+    assert FCActor.build(lstm.model, lstm.dist_class) is None
     multi = Policy(OBS, gym.spaces.MultiDiscrete([2, 3]),
                    PPOConfig.from_dict({"model": {"fcnet_hiddens": [8]}}))
-    assert FCActor.build(multi) is None
+    assert FCActor.build(multi.model, multi.dist_class) is None

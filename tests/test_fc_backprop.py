@@ -22,7 +22,7 @@ from rlblocks.models.fcnet import FullyConnectedNetwork
 from rlblocks.models.modelv2 import ModelV2
 from rlblocks.train import PPOTrainer
 from rlblocks.train.config import PPOConfig
-from rlblocks.train.fc_backprop import FCBackprop
+from rlblocks.train.fast import FCBackprop
 from rlblocks.train.learner import PPOLearner
 from rlblocks.train.policy import Policy
 from rlblocks.train.rollout import SampleBatch
@@ -372,9 +372,7 @@ def twin_updates(action_space: gym.Space, model: dict, batch_fn, rounds: int = 1
     autograd: after ``rounds`` updates their parameters and statistics agree."""
     learners = []
     for fast in (True, False):
-        _, pol, learner = make(action_space, model, 7, **config)
-        if not fast:
-            learner._backprop = None
+        _, pol, learner = make(action_space, model, 7, fast_paths=fast, **config)
         learners.append(learner)
     fast_l, auto_l = learners
     start = [p.detach().clone() for p in fast_l.policy.model.parameters()]
@@ -469,12 +467,10 @@ def test_update_on_a_real_cartpole_rollout():
         obs_space, act_space = trainer.policy.obs_space, trainer.policy.action_space
     learners = []
     for fast in (True, False):
-        cfg = PPOConfig.from_dict(config)
+        cfg = PPOConfig.from_dict({**config, "fast_paths": fast})
         pol = Policy(obs_space, act_space, cfg)
         pol.model.load_state_dict(state)
         learner = PPOLearner(pol, cfg)
-        if not fast:
-            learner._backprop = None
         learners.append(learner)
     assert learners[0]._backprop is not None
     results = [lr.update(batch, np.random.default_rng(0)) for lr in learners]
@@ -543,7 +539,7 @@ ATTENTION = {
 )
 def test_build_returns_none_for_what_it_does_not_cover(space, model):
     cfg, pol, learner = make(space, {"fcnet_hiddens": [8], **model})
-    assert FCBackprop.build(pol, cfg) is None
+    assert FCBackprop.build(pol.model, pol.dist_class, cfg) is None
     assert learner._backprop is None
 
 
@@ -551,15 +547,46 @@ def test_build_returns_none_for_what_it_does_not_cover(space, model):
 def test_build_covers_the_default_model(space):
     """The control for the cases above: the same configs with the default pieces build."""
     cfg, pol, learner = make(space, {"fcnet_hiddens": [8]})
-    assert FCBackprop.build(pol, cfg) is not None and learner._backprop is not None
+    assert FCBackprop.build(pol.model, pol.dist_class, cfg) is not None
+    assert learner._backprop is not None
+
+
+def test_a_config_key_the_hand_written_loss_does_not_know_falls_back_to_autograd():
+    """A new loss term (here: a config with one more field) is not silently ignored by the
+    closed-form gradients: the learner uses autograd, and trains."""
+    import dataclasses
+
+    @dataclasses.dataclass
+    class WithValueNoise(PPOConfig):
+        value_target_noise: float = 0.1  # a loss term FCBackprop has never heard of
+
+    space = gym.spaces.Discrete(3)
+    base = PPOConfig.from_dict({"model": {"fcnet_hiddens": [8]}})
+    cfg = WithValueNoise(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)})
+    torch.manual_seed(0)
+    pol = Policy(OBS, space, cfg)
+    assert FCBackprop.build(pol.model, pol.dist_class, base) is not None  # the control
+    assert FCBackprop.build(pol.model, pol.dist_class, cfg) is None
+    learner = PPOLearner(pol, cfg)
+    assert learner._backprop is None
+    before = [p.detach().clone() for p in pol.model.parameters()]
+    learner.update(synthetic_batch(pol, 16, 4, 0), np.random.default_rng(0))
+    assert any(not torch.equal(b, p) for b, p in zip(before, pol.model.parameters(), strict=True))
+
+
+def test_fast_paths_off_runs_the_plain_torch_path():
+    cfg, pol, learner = make(gym.spaces.Discrete(3), {"fcnet_hiddens": [8]}, fast_paths=False)
+    assert pol._fc_layers is None and pol._actor is None
+    assert learner._backprop is None and learner._flat is None
+    assert not learner.optimizer.param_groups[0].get("fused")
 
 
 def test_build_returns_none_for_custom_loss_and_frozen_parameters(monkeypatch):
     space = gym.spaces.Discrete(2)
     cfg, pol, _ = make(space, {"fcnet_hiddens": [8]})
-    assert FCBackprop.build(pol, cfg) is not None
+    assert FCBackprop.build(pol.model, pol.dist_class, cfg) is not None
     pol.model.custom_loss = lambda loss, inputs: loss * 2  # on the instance
-    assert FCBackprop.build(pol, cfg) is None
+    assert FCBackprop.build(pol.model, pol.dist_class, cfg) is None
 
     cfg, pol, _ = make(space, {"fcnet_hiddens": [8]})
     monkeypatch.setattr(
@@ -567,12 +594,12 @@ def test_build_returns_none_for_custom_loss_and_frozen_parameters(monkeypatch):
         "custom_loss",
         lambda self, loss, inputs: ModelV2.custom_loss(self, loss, inputs),
     )
-    assert FCBackprop.build(pol, cfg) is None
+    assert FCBackprop.build(pol.model, pol.dist_class, cfg) is None
     monkeypatch.undo()
-    assert FCBackprop.build(pol, cfg) is not None
+    assert FCBackprop.build(pol.model, pol.dist_class, cfg) is not None
 
     pol.model._logits._model[0].bias.requires_grad_(False)
-    assert FCBackprop.build(pol, cfg) is None
+    assert FCBackprop.build(pol.model, pol.dist_class, cfg) is None
     assert PPOLearner(pol, cfg)._backprop is None
 
 
@@ -611,8 +638,7 @@ def test_hooks_switch_the_learner_to_autograd(register):
     model = {"fcnet_hiddens": [8, 8]}
     config = {"train_batch_size": 64, "sgd_minibatch_size": 32, "num_sgd_iter": 2, "lr": 1e-2}
     _, pol, learner = make(space, model, 5, **config)
-    _, twin_pol, twin = make(space, model, 5, **config)
-    twin._backprop = None
+    _, twin_pol, twin = make(space, model, 5, fast_paths=False, **config)
     batch = synthetic_batch(pol, 16, 4, 0)
     assert learner._backprop.usable()
     calls: list = []
@@ -657,8 +683,7 @@ def test_fast_path_survives_model_zero_grad():
     model = {"fcnet_hiddens": [8]}
     config = {"train_batch_size": 64, "sgd_minibatch_size": 32, "num_sgd_iter": 2, "lr": 1e-2}
     _, pol, learner = make(space, model, 5, **config)
-    _, twin_pol, twin = make(space, model, 5, **config)
-    twin._backprop = None
+    _, twin_pol, twin = make(space, model, 5, fast_paths=False, **config)
     batch = synthetic_batch(pol, 16, 4, 0)
     for lr, p in ((learner, pol), (twin, twin_pol)):
         p.model.zero_grad()
@@ -679,14 +704,13 @@ def test_parametrized_layers_are_left_to_autograd():
                 "sgd_minibatch_size": 32,
                 "num_sgd_iter": 2,
                 "lr": 1e-2,
+                "fast_paths": fast,
             }
         )
         torch.manual_seed(5)
         pol = Policy(OBS, space, cfg)
         torch.nn.utils.parametrizations.weight_norm(pol.model._hidden_layers[0]._model[0])
         learner = PPOLearner(pol, cfg)
-        if not fast:
-            learner._backprop = None
         pols.append(pol)
         learners.append(learner)
     batch = synthetic_batch(pols[1], 16, 4, 0)

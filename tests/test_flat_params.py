@@ -9,7 +9,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rlblocks.train.flat_params import FlatParameters
+from rlblocks.train.fast import FlatParameters
 from torch import nn
 
 

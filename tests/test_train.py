@@ -97,7 +97,7 @@ def test_gae_matches_a_per_env_loop():
 
 @pytest.mark.parametrize("scale", [0.01, 3.0])  # below and above the clip norm
 def test_clip_grad_norm_matches_torch(scale):
-    from rlblocks.train.learner import _clip_grad_norm
+    from rlblocks.train.fast import clip_grad_norm as _clip_grad_norm
 
     torch.manual_seed(0)
     ours = [torch.nn.Parameter(torch.randn(5, 3)), torch.nn.Parameter(torch.randn(7)),
@@ -120,7 +120,7 @@ def test_private_torch_kernels_fall_back_to_the_public_api(breakage, monkeypatch
     same result."""
     import sys
 
-    from rlblocks.train import learner
+    from rlblocks.train.fast import kernels as learner
 
     real = {name: getattr(torch, name) for name in ("_fused_adam_", "_foreach_norm")}
 
@@ -153,7 +153,7 @@ def test_private_torch_kernels_fall_back_to_the_public_api(breakage, monkeypatch
         params = [torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(4))]
         for p in params:
             p.grad = torch.full_like(p, 2.0)
-        learner._clip_grad_norm(params, 0.5)
+        learner.clip_grad_norm(params, 0.5)
         torch.testing.assert_close(torch.cat([p.grad for p in params]).norm(),
                                    torch.tensor(0.5), rtol=1e-5, atol=0)
         if breakage == "failing":
@@ -166,7 +166,8 @@ def test_direct_fused_adam_step_equals_optimizer_step():
     """The learner's direct call of the fused Adam kernel gives bit-identical parameters and
     state to ``Adam.step()`` (lr changes included), and declines whenever it would differ:
     before the state exists, with a step hook, with amsgrad."""
-    from rlblocks.train.learner import _adam, _fused_adam_step
+    from rlblocks.train.fast import adam_step as _fused_adam_step
+    from rlblocks.train.fast import make_adam as _adam
 
     torch.manual_seed(0)
     a = torch.nn.Parameter(torch.randn(300))
@@ -198,8 +199,9 @@ def test_direct_fused_adam_step_equals_optimizer_step():
 
 
 # --- learning -------------------------------------------------------------------------------
-def test_ppo_cartpole_reaches_150_within_50k_steps():
-    trainer = PPOTrainer({"env": "CartPole-v1", "seed": 0})
+@pytest.mark.parametrize("fast_paths", [True, False])
+def test_ppo_cartpole_reaches_150_within_50k_steps(fast_paths: bool):
+    trainer = PPOTrainer({"env": "CartPole-v1", "seed": 0, "fast_paths": fast_paths})
     best = -math.inf
     try:
         while trainer.timesteps_total < 50_000 and best < 150:
@@ -516,7 +518,7 @@ def test_native_vector_mode():
 
 def test_ppo_trains_on_the_batched_atari_vector_env():
     pytest.importorskip("ale_py")
-    from rlblocks.wrappers.atari import make_vector_env
+    from rlblocks.wrappers.vector import make_vector_env
 
     def pong(env_config):
         return make_vector_env("ALE/Pong-v5", env_config["num_envs"], {"dim": 42},

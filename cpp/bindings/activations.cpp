@@ -22,13 +22,6 @@ constexpr std::int64_t kParallelGrain = 1 << 16;  // elements per chunk on the p
 
 using F32Array = py::array_t<float, py::array::c_style>;
 
-std::string shape_str(const py::array& a) {
-  std::string s = "(";
-  for (py::ssize_t d = 0; d < a.ndim(); ++d) s += (d ? ", " : "") + std::to_string(a.shape(d));
-  if (a.ndim() == 1) s += ",";
-  return s + ")";
-}
-
 py::array tanh_py(const py::object& x_obj, const py::object& out_obj) {
   py::array x = py::array::ensure(x_obj);
   if (!x) {
@@ -44,23 +37,8 @@ py::array tanh_py(const py::object& x_obj, const py::object& out_obj) {
   if (out_obj.is_none()) {
     out = F32Array(std::vector<py::ssize_t>(in.shape(), in.shape() + in.ndim()));
   } else {
-    if (!py::isinstance<py::array>(out_obj)) {
-      throw py::value_error("tanh: out must be a float32 numpy array, got " +
-                            std::string(py::str(py::type::of(out_obj))));
-    }
-    auto o = py::reinterpret_borrow<py::array>(out_obj);
-    if (!o.dtype().equal(py::dtype::of<float>())) {
-      throw py::value_error("tanh: out must be float32, got dtype " + std::string(py::str(o.dtype())));
-    }
-    if (!(o.flags() & py::array::c_style)) throw py::value_error("tanh: out must be C-contiguous");
-    if (!o.writeable()) throw py::value_error("tanh: out is read-only");
-    if (o.ndim() != in.ndim() || !std::equal(in.shape(), in.shape() + in.ndim(), o.shape())) {
-      throw py::value_error("tanh: out has shape " + shape_str(o) + ", the input " + shape_str(in));
-    }
-    const auto* ib = reinterpret_cast<const char*>(in.data());
-    const auto* ob = static_cast<const char*>(o.data());
-    const auto bytes = static_cast<std::ptrdiff_t>(n) * static_cast<std::ptrdiff_t>(sizeof(float));
-    if (ob != ib && ob < ib + bytes && ib < ob + bytes) {
+    auto o = checked_out(out_obj, py::dtype::of<float>(), array_shape(in), "tanh");
+    if (o.data() != in.data() && overlaps(o, in)) {
       throw py::value_error("tanh: out partly overlaps the input (only out=x, in place, may share memory)");
     }
     out = py::reinterpret_borrow<F32Array>(o);

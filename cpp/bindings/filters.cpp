@@ -21,28 +21,12 @@ namespace py = pybind11;
 namespace rlblocks::bindings {
 namespace {
 
-using Shape = std::vector<std::int64_t>;
-
 constexpr std::int64_t kReleaseGilElems = 4096;
-
-std::string shape_str(const Shape& s) {
-  std::ostringstream os;
-  os << "(";
-  for (std::size_t i = 0; i < s.size(); ++i) os << s[i] << (s.size() == 1 ? "," : (i + 1 < s.size() ? ", " : ""));
-  os << ")";
-  return os.str();
-}
 
 std::string batch_shape_str(const Shape& s) {
   std::string r = "(B";
   for (auto d : s) r += ", " + std::to_string(d);
   return r + (s.empty() ? ",)" : ")");
-}
-
-Shape array_shape(const py::array& a) {
-  Shape s(static_cast<std::size_t>(a.ndim()));
-  for (std::size_t i = 0; i < s.size(); ++i) s[i] = static_cast<std::int64_t>(a.shape(static_cast<py::ssize_t>(i)));
-  return s;
 }
 
 std::int64_t numel(const Shape& s) {
@@ -250,29 +234,13 @@ py::array_t<float> float_array(const std::vector<float>& v, const Shape& shape) 
   return a;
 }
 
-py::array_t<float> checked_out(const py::object& out, const Input& in) {
+py::array_t<float> out_array(const py::object& out, const Input& in) {
   if (out.is_none()) return py::array_t<float>(in.shape);
-  py::array a = py::array::ensure(out);
-  const bool is_array = a && py::isinstance<py::array>(out);
-  if (!is_array) PyErr_Clear();
-  const bool ok = is_array && a.dtype().equal(py::dtype::of<float>()) &&
-                  (a.flags() & py::array::c_style) && a.writeable() && array_shape(a) == in.shape &&
-                  reinterpret_cast<std::uintptr_t>(a.data()) % alignof(float) == 0;
-  if (!ok) {
-    const std::string got = is_array ? std::string(py::str(a.dtype())) + " array of shape " + shape_str(array_shape(a)) +
-                                           (a.writeable() ? "" : " (read-only)")
-                                     : std::string(py::repr(py::type::of(out)));
-    throw py::value_error("out: expected a writeable C-contiguous float32 array of shape " + shape_str(in.shape) +
-                          ", got " + got);
-  }
+  const py::array a = checked_out(out, py::dtype::of<float>(), in.shape, "mean_std_filter");
   // Only exact in-place use (same float32 buffer) is allowed; any other overlap would race.
-  const auto* o0 = static_cast<const char*>(a.data());
-  const auto* o1 = o0 + a.nbytes();
-  const auto* i0 = static_cast<const char*>(in.arr.data());
-  const auto* i1 = i0 + in.arr.nbytes();
-  const bool overlap = o0 < i1 && i0 < o1 && a.nbytes() > 0;
-  if (overlap && !(in.f32 && o0 == i0)) {
-    throw py::value_error("out: overlaps the input; pass the float32 input itself (in place) or a separate array");
+  if (a.nbytes() > 0 && overlaps(a, in.arr) && !(in.f32 && a.data() == in.arr.data())) {
+    throw py::value_error("mean_std_filter: out overlaps the input; pass the float32 input itself (in place) "
+                          "or a separate array");
   }
   return py::reinterpret_borrow<py::array_t<float>>(a);
 }
@@ -289,7 +257,7 @@ py::array_t<float> filter_step(PyRunningStat& running, PyRunningStat& buffer, co
     throw py::value_error("clip: expected a positive number or inf (no clipping), got " + std::to_string(clip));
   }
   const Input in = convert_input(x, running.shape, true, true, "x");
-  py::array_t<float> result = checked_out(out, in);
+  py::array_t<float> result = out_array(out, in);
   const std::int64_t dim = running.stat.dim();
   const std::int64_t total = in.rows * dim;
   float* dst = result.mutable_data();

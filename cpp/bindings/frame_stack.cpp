@@ -17,23 +17,7 @@ namespace py = pybind11;
 namespace rlblocks::bindings {
 namespace {
 
-using Shape = std::vector<std::int64_t>;
-
 constexpr std::int64_t kReleaseGilBytes = 64 * 1024;
-
-std::string shape_str(const Shape& s) {
-  std::ostringstream os;
-  os << "(";
-  for (std::size_t i = 0; i < s.size(); ++i) os << s[i] << (s.size() == 1 ? "," : (i + 1 < s.size() ? ", " : ""));
-  os << ")";
-  return os.str();
-}
-
-Shape array_shape(const py::array& a) {
-  Shape s(static_cast<std::size_t>(a.ndim()));
-  for (std::size_t i = 0; i < s.size(); ++i) s[i] = static_cast<std::int64_t>(a.shape(static_cast<py::ssize_t>(i)));
-  return s;
-}
 
 Shape with_lead(std::int64_t lead, const Shape& s) {
   Shape out{lead};
@@ -97,7 +81,7 @@ class PyFrameStacker {
     }
     const auto n = static_cast<std::int64_t>(ids.size());
     py::array f = checked_frames(frames, n, env_ids.is_none() ? "frames" : "frames (one per env id)");
-    py::array o = checked_out(out, n, f);
+    py::array o = out_array(out, n, f);
     auto* dst = o ? static_cast<unsigned char*>(o.mutable_data()) : nullptr;
     const auto* src = static_cast<const unsigned char*>(f.data());
     if (n * stack_->stacked_bytes() >= kReleaseGilBytes) {
@@ -136,7 +120,7 @@ class PyFrameStacker {
       throw py::value_error("env " + std::to_string(unready) +
                             " has no frames yet: call reset() for it first, or flag it in reset_mask");
     }
-    py::array o = copy ? checked_out(out, num_envs_, f) : py::array();
+    py::array o = copy ? out_array(out, num_envs_, f) : py::array();
     auto* dst = copy ? static_cast<unsigned char*>(o.mutable_data()) : nullptr;
     const auto* src = static_cast<const unsigned char*>(f.data());
     if (num_envs_ * stack_->stacked_bytes() >= kReleaseGilBytes) {
@@ -164,7 +148,7 @@ class PyFrameStacker {
   py::object observation(const py::object& out) {
     const std::int64_t unready = stack_->first_unready(nullptr);
     if (unready >= 0) throw py::value_error("env " + std::to_string(unready) + " has no frames yet: call reset() first");
-    py::array o = checked_out(out, num_envs_, py::array());
+    py::array o = out_array(out, num_envs_, py::array());
     auto* dst = static_cast<unsigned char*>(o.mutable_data());
     if (num_envs_ * stack_->stacked_bytes() >= kReleaseGilBytes) {
       py::gil_scoped_release release;
@@ -244,27 +228,12 @@ class PyFrameStacker {
 
   // out as a writeable C-contiguous array of (n, *obs_shape) and the stacker's dtype, not
   // overlapping `frames`; a new array when out is None.
-  py::array checked_out(const py::object& out, std::int64_t n, const py::array& frames) const {
+  py::array out_array(const py::object& out, std::int64_t n, const py::array& frames) const {
     const Shape want = with_lead(n, obs_shape_);
     if (out.is_none()) return py::array(dtype_, want);
-    const bool is_array = py::isinstance<py::array>(out);
-    py::array a = is_array ? py::reinterpret_borrow<py::array>(out) : py::array();
-    const bool ok = is_array && a.dtype().equal(dtype_) && (a.flags() & py::array::c_style) && a.writeable() &&
-                    (a.flags() & py::detail::npy_api::NPY_ARRAY_ALIGNED_) && array_shape(a) == want;
-    if (!ok) {
-      const std::string got = is_array ? std::string(py::str(a.dtype())) + " array of shape " + shape_str(array_shape(a)) +
-                                             (a.writeable() ? "" : " (read-only)") +
-                                             ((a.flags() & py::array::c_style) ? "" : " (not C-contiguous)")
-                                       : std::string(py::repr(py::type::of(out)));
-      throw py::value_error("out: expected a writeable C-contiguous " + std::string(py::str(dtype_)) +
-                            " array of shape " + shape_str(want) + ", got " + got);
-    }
-    if (frames && frames.nbytes() > 0 && a.nbytes() > 0) {
-      const auto* o0 = static_cast<const char*>(a.data());
-      const auto* f0 = static_cast<const char*>(frames.data());
-      if (o0 < f0 + frames.nbytes() && f0 < o0 + a.nbytes()) {
-        throw py::value_error("out: overlaps frames; pass a separate output array");
-      }
+    const py::array a = bindings::checked_out(out, dtype_, want, "FrameStacker");
+    if (frames && frames.nbytes() > 0 && a.nbytes() > 0 && overlaps(a, frames)) {
+      throw py::value_error("FrameStacker: out overlaps frames; pass a separate output array");
     }
     return a;
   }

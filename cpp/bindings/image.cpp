@@ -5,9 +5,9 @@
 // inputs (dtype, layout) before calling; these functions never convert, they refuse.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <cstdint>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -22,24 +22,6 @@ namespace {
 
 namespace img = rlblocks::image;
 
-std::string shape_str(const py::array& a) {
-  std::ostringstream s;
-  s << "(";
-  for (py::ssize_t d = 0; d < a.ndim(); ++d) s << (d ? ", " : "") << a.shape(d) << (a.ndim() == 1 ? "," : "");
-  s << ")";
-  return s.str();
-}
-
-std::string shape_str(const std::vector<std::int64_t>& v) {
-  std::ostringstream s;
-  s << "(";
-  for (std::size_t d = 0; d < v.size(); ++d) s << (d ? ", " : "") << v[d] << (v.size() == 1 ? "," : "");
-  s << ")";
-  return s.str();
-}
-
-std::string dtype_str(const py::array& a) { return py::str(a.dtype()).cast<std::string>(); }
-
 bool is_u8(const py::array& a) { return a.dtype().equal(py::dtype::of<std::uint8_t>()); }
 bool is_f32(const py::array& a) { return a.dtype().equal(py::dtype::of<float>()); }
 
@@ -49,17 +31,6 @@ py::array as_array(const py::handle& obj, const char* fn, const char* what) {
                           std::string(Py_TYPE(obj.ptr())->tp_name));
   }
   return py::reinterpret_borrow<py::array>(obj);
-}
-
-// Byte range [lo, hi) spanned by an array with non-negative strides.
-std::pair<std::uintptr_t, std::uintptr_t> extent(const py::array& a) {
-  auto lo = reinterpret_cast<std::uintptr_t>(a.data());
-  std::uintptr_t hi = lo + static_cast<std::uintptr_t>(a.itemsize());
-  for (py::ssize_t d = 0; d < a.ndim(); ++d) {
-    if (a.shape(d) == 0) return {lo, lo};
-    hi += static_cast<std::uintptr_t>((a.shape(d) - 1) * a.strides(d));
-  }
-  return {lo, hi};
 }
 
 // A (B, H, W, C) batch whose pixels are contiguous inside each row and whose batch/row
@@ -87,27 +58,10 @@ img::FrameBatch<T> frames_view(const py::array& a, const char* fn) {
   return f;
 }
 
-// Validates `out` (writeable, C-contiguous, exact dtype and shape, no overlap with src).
+// The validated `out` (see bindings.hpp) as a typed pointer.
 template <class T>
-T* checked_out(const py::handle& out_obj, const std::vector<std::int64_t>& shape, const py::array& src,
-               const char* fn) {
-  py::array out = as_array(out_obj, fn, "out");
-  const bool dtype_ok = out.dtype().equal(py::dtype::of<T>());
-  bool shape_ok = out.ndim() == static_cast<py::ssize_t>(shape.size());
-  for (std::size_t d = 0; shape_ok && d < shape.size(); ++d) shape_ok = out.shape(static_cast<py::ssize_t>(d)) == shape[d];
-  const bool contiguous = (out.flags() & py::array::c_style) != 0;
-  const bool writeable = out.writeable();
-  if (!dtype_ok || !shape_ok || !contiguous || !writeable) {
-    throw py::value_error(std::string(fn) + ": out must be a writeable C-contiguous " +
-                          py::str(py::dtype::of<T>()).cast<std::string>() + " array of shape " + shape_str(shape) +
-                          ", got " + (writeable ? "" : "read-only ") + (contiguous ? "" : "non-contiguous ") +
-                          dtype_str(out) + " array of shape " + shape_str(out));
-  }
-  const auto a = extent(out), b = extent(src);
-  if (a.first < b.second && b.first < a.second) {
-    throw py::value_error(std::string(fn) + ": out must not overlap the input frames");
-  }
-  return static_cast<T*>(out.mutable_data());
+T* out_data(const py::handle& out_obj, const Shape& shape, const py::array& src, const char* fn) {
+  return static_cast<T*>(checked_out(out_obj, py::dtype::of<T>(), shape, fn, &src).mutable_data());
 }
 
 void check_size(std::int64_t v, const char* fn, const char* what) {
@@ -142,16 +96,17 @@ void resize(const py::handle& frames_obj, std::int64_t height, std::int64_t widt
       }
       second = frames_view<std::uint8_t>(max_with, fn);
     }
-    auto* out = checked_out<std::uint8_t>(out_obj, {f.batch, height, width, gray ? 1 : f.channels}, frames, fn);
+    auto* out = out_data<std::uint8_t>(out_obj, {f.batch, height, width, gray ? 1 : f.channels}, frames, fn);
     if (pooled) {
-      const auto a = extent(py::reinterpret_borrow<py::array>(out_obj)), b = extent(max_with);
-      if (a.first < b.second && b.first < a.second) throw py::value_error(std::string(fn) + ": out must not overlap max_with");
+      if (overlaps(py::reinterpret_borrow<py::array>(out_obj), max_with)) {
+        throw py::value_error(std::string(fn) + ": out must not overlap max_with");
+      }
     }
     py::gil_scoped_release release;
     img::resize_u8(f, height, width, gray, out, pooled ? &second : nullptr);
   } else if (is_f32(frames) && !gray) {
     const auto f = frames_view<float>(frames, fn);
-    auto* out = checked_out<float>(out_obj, {f.batch, height, width, f.channels}, frames, fn);
+    auto* out = out_data<float>(out_obj, {f.batch, height, width, f.channels}, frames, fn);
     py::gil_scoped_release release;
     img::resize_f32(f, height, width, out);
   } else {
@@ -166,7 +121,7 @@ void rgb_to_gray(const py::handle& frames_obj, const py::handle& out_obj) {
   if (!is_u8(frames)) throw py::value_error(std::string(fn) + ": frames must be uint8, got " + dtype_str(frames));
   const auto f = frames_view<std::uint8_t>(frames, fn);
   if (f.channels != 3) throw py::value_error(std::string(fn) + ": frames must have 3 channels (RGB, last axis), got shape " + shape_str(frames));
-  auto* out = checked_out<std::uint8_t>(out_obj, {f.batch, f.height, f.width, 1}, frames, fn);
+  auto* out = out_data<std::uint8_t>(out_obj, {f.batch, f.height, f.width, 1}, frames, fn);
   py::gil_scoped_release release;
   img::rgb_to_gray(f, out);
 }
@@ -189,19 +144,7 @@ void crop(const py::handle& frames_obj, std::int64_t top, std::int64_t left, std
     throw py::value_error(std::string(fn) + ": frames must have contiguous pixels inside each row and non-negative "
                           "batch/row strides (pass np.ascontiguousarray(frames))");
   }
-  py::array out = as_array(out_obj, fn, "out");
-  if (!out.dtype().equal(frames.dtype())) {
-    throw py::value_error(std::string(fn) + ": out must have the frames' dtype " + dtype_str(frames) + ", got " + dtype_str(out));
-  }
-  const std::vector<std::int64_t> shape{frames.shape(0), height, width, c};
-  bool shape_ok = out.ndim() == 4;
-  for (std::size_t d = 0; shape_ok && d < 4; ++d) shape_ok = out.shape(static_cast<py::ssize_t>(d)) == shape[d];
-  if (!shape_ok || !(out.flags() & py::array::c_style) || !out.writeable()) {
-    throw py::value_error(std::string(fn) + ": out must be a writeable C-contiguous array of shape " + shape_str(shape) +
-                          ", got shape " + shape_str(out));
-  }
-  const auto a = extent(out), b = extent(frames);
-  if (a.first < b.second && b.first < a.second) throw py::value_error(std::string(fn) + ": out must not overlap the input frames");
+  py::array out = checked_out(out_obj, frames.dtype(), {frames.shape(0), height, width, c}, fn, &frames);
   const auto* src = static_cast<const std::uint8_t*>(frames.data()) + top * frames.strides(1) + left * c * item;
   auto* dst = static_cast<std::uint8_t*>(out.mutable_data());
   const std::int64_t batch = frames.shape(0), fs = frames.strides(0), rs = frames.strides(1), row_bytes = width * c * item;
@@ -230,12 +173,12 @@ void max_last_two(const py::handle& frames_obj, int axis, const py::handle& out_
   }
   const std::int64_t t = frames.shape(axis);
   if (is_u8(frames)) {
-    auto* out = checked_out<std::uint8_t>(out_obj, shape, frames, fn);
+    auto* out = out_data<std::uint8_t>(out_obj, shape, frames, fn);
     const auto* src = static_cast<const std::uint8_t*>(frames.data());
     py::gil_scoped_release release;
     img::max_last_two(src, outer, t, inner, out);
   } else if (is_f32(frames)) {
-    auto* out = checked_out<float>(out_obj, shape, frames, fn);
+    auto* out = out_data<float>(out_obj, shape, frames, fn);
     const auto* src = static_cast<const float*>(frames.data());
     py::gil_scoped_release release;
     img::max_last_two(src, outer, t, inner, out);
@@ -255,12 +198,12 @@ void generic_pixel(const py::handle& frames_obj, std::int64_t dim, bool grayscal
   const std::vector<std::int64_t> shape{frames.shape(0), dim, dim, grayscale ? 1 : 3};
   if (is_u8(frames)) {
     const auto f = frames_view<std::uint8_t>(frames, fn);
-    auto* out = checked_out<float>(out_obj, shape, frames, fn);
+    auto* out = out_data<float>(out_obj, shape, frames, fn);
     py::gil_scoped_release release;
     img::generic_pixel_u8(f, dim, grayscale, zero_mean, out);
   } else if (is_f32(frames)) {
     const auto f = frames_view<float>(frames, fn);
-    auto* out = checked_out<float>(out_obj, shape, frames, fn);
+    auto* out = out_data<float>(out_obj, shape, frames, fn);
     py::gil_scoped_release release;
     img::generic_pixel_f32(f, dim, grayscale, zero_mean, out);
   } else {
@@ -317,10 +260,11 @@ void palette_resize(const py::handle& index_obj, const py::handle& palette_obj, 
     src.second = s.data;
     src.second_stride = s.frame_stride;
   }
-  auto* out = checked_out<std::uint8_t>(out_obj, {src.batch, height, width, gray ? 1 : 3}, index, fn);
+  auto* out = out_data<std::uint8_t>(out_obj, {src.batch, height, width, gray ? 1 : 3}, index, fn);
   if (src.second != nullptr) {
-    const auto o = extent(py::reinterpret_borrow<py::array>(out_obj)), b = extent(second);
-    if (o.first < b.second && b.first < o.second) throw py::value_error(std::string(fn) + ": out must not overlap max_with");
+    if (overlaps(py::reinterpret_borrow<py::array>(out_obj), second)) {
+      throw py::value_error(std::string(fn) + ": out must not overlap max_with");
+    }
   }
   py::gil_scoped_release release;
   palette::resize_u8(src, pal, height, width, gray, out);
@@ -343,6 +287,13 @@ bool palette_unknown(const py::handle& index_obj, const py::handle& known_obj) {
 }  // namespace
 
 void register_image(py::module_& m) {
+  m.def(
+      "check_out",
+      [](const py::handle& out, const py::dtype& dtype, const Shape& shape, const py::array& input,
+         const std::string& fn) { return checked_out(out, dtype, shape, fn, &input); },
+      py::arg("out"), py::arg("dtype"), py::arg("shape"), py::arg("input"), py::arg("fn"),
+      "out, validated as every kernel validates its out= argument (writeable, C-contiguous, exact dtype and "
+      "shape, not overlapping input); ValueError naming fn otherwise.");
   m.def("image_resize", &resize, py::arg("frames"), py::arg("height"), py::arg("width"), py::arg("gray"),
         py::arg("out"), py::arg("max_with") = py::none(),
         "INTER_AREA resize of (B, H, W, C) frames into out; gray fuses RGB->gray (uint8 only); max_with "

@@ -16,13 +16,6 @@ namespace py = pybind11;
 namespace rlblocks::bindings {
 namespace {
 
-std::string shape_str(const py::array& a) {
-  std::string s = "(";
-  for (py::ssize_t d = 0; d < a.ndim(); ++d) s += (d ? ", " : "") + std::to_string(a.shape(d));
-  if (a.ndim() == 1) s += ",";
-  return s + ")";
-}
-
 using I64Array = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
 
 // A 1-D C-contiguous int64 view (or converted copy) of an integer array-like; `what` names it
@@ -84,6 +77,34 @@ py::array_t<std::int32_t> seq_lens_from_ids_py(const py::object& episode_ids, co
   return out;
 }
 
+// Leaf `idx` of a batch as a C-contiguous array (a copy only if it is not one already).
+py::array leaf_array(const py::handle& item, std::size_t idx) {
+  py::array a = py::array::ensure(item, py::array::c_style);
+  if (!a) {
+    PyErr_Clear();
+    throw py::value_error("leaf " + std::to_string(idx) + ": expected an array, got " +
+                          std::string(py::str(py::type::of(item))));
+  }
+  if (a.dtype().kind() == 'O') {
+    throw py::value_error("leaf " + std::to_string(idx) + ": object arrays are not supported by the native kernel");
+  }
+  return a;
+}
+
+// A new array like `a` with `rows` rows.
+py::array with_rows(const py::array& a, std::int64_t rows) {
+  std::vector<py::ssize_t> shape(a.shape(), a.shape() + a.ndim());
+  shape[0] = static_cast<py::ssize_t>(rows);
+  return py::array(a.dtype(), shape);
+}
+
+// Bytes of one row of a C-contiguous array.
+std::int64_t row_bytes(const py::array& a) {
+  std::int64_t bytes = a.dtype().itemsize();
+  for (py::ssize_t d = 1; d < a.ndim(); ++d) bytes *= a.shape(d);
+  return bytes;
+}
+
 py::list pad_sequences_py(const py::list& leaves, const py::object& seq_lens_obj, std::int64_t max_seq_len,
                           bool pad_last, const py::object& order_obj) {
   if (max_seq_len < 0) throw py::value_error("max_seq_len must be >= 0, got " + std::to_string(max_seq_len));
@@ -125,25 +146,13 @@ py::list pad_sequences_py(const py::list& leaves, const py::object& seq_lens_obj
   py::list result;
   std::size_t idx = 0;
   for (py::handle item : leaves) {
-    py::array a = py::array::ensure(item, py::array::c_style);
-    if (!a) {
-      PyErr_Clear();
-      throw py::value_error("leaf " + std::to_string(idx) + ": expected an array, got " +
-                            std::string(py::str(py::type::of(item))));
-    }
-    if (a.dtype().kind() == 'O') {
-      throw py::value_error("leaf " + std::to_string(idx) + ": object arrays are not supported by the native kernel");
-    }
+    const py::array a = leaf_array(item, idx);
     if (a.ndim() < 1 || a.shape(0) != rows) {
       throw py::value_error("leaf " + std::to_string(idx) + ": expected " + std::to_string(rows) +
                             " rows (the sum of seq_lens), got shape " + shape_str(a));
     }
-    std::vector<py::ssize_t> shape(a.shape(), a.shape() + a.ndim());
-    shape[0] = static_cast<py::ssize_t>(num_seq * max_seq_len);
-    py::array out(a.dtype(), shape);
-    std::int64_t row_bytes = a.dtype().itemsize();
-    for (py::ssize_t d = 1; d < a.ndim(); ++d) row_bytes *= a.shape(d);
-    ops.push_back(PadLeaf{static_cast<const char*>(a.data()), static_cast<char*>(out.mutable_data()), row_bytes});
+    py::array out = with_rows(a, num_seq * max_seq_len);
+    ops.push_back(PadLeaf{static_cast<const char*>(a.data()), static_cast<char*>(out.mutable_data()), row_bytes(a)});
     inputs.push_back(a);
     outputs.push_back(out);
     result.append(out);
@@ -174,15 +183,7 @@ py::list gather_rows_py(const py::list& leaves, const py::object& index_obj) {
   py::list result;
   std::size_t idx = 0;
   for (py::handle item : leaves) {
-    py::array a = py::array::ensure(item, py::array::c_style);
-    if (!a) {
-      PyErr_Clear();
-      throw py::value_error("leaf " + std::to_string(idx) + ": expected an array, got " +
-                            std::string(py::str(py::type::of(item))));
-    }
-    if (a.dtype().kind() == 'O') {
-      throw py::value_error("leaf " + std::to_string(idx) + ": object arrays are not supported by the native kernel");
-    }
+    const py::array a = leaf_array(item, idx);
     if (a.ndim() < 1) throw py::value_error("leaf " + std::to_string(idx) + ": expected rows, got a scalar");
     const std::int64_t rows = a.shape(0);
     for (std::int64_t i = 0; i < num_index; ++i) {
@@ -192,12 +193,8 @@ py::list gather_rows_py(const py::list& leaves, const py::object& index_obj) {
                               std::to_string(rows) + ") for leaf " + std::to_string(idx) + " of shape " + shape_str(a));
       }
     }
-    std::vector<py::ssize_t> shape(a.shape(), a.shape() + a.ndim());
-    shape[0] = static_cast<py::ssize_t>(num_index);
-    py::array out(a.dtype(), shape);
-    std::int64_t row_bytes = a.dtype().itemsize();
-    for (py::ssize_t d = 1; d < a.ndim(); ++d) row_bytes *= a.shape(d);
-    ops.push_back(GatherLeaf{static_cast<const char*>(a.data()), static_cast<char*>(out.mutable_data()), row_bytes});
+    py::array out = with_rows(a, num_index);
+    ops.push_back(GatherLeaf{static_cast<const char*>(a.data()), static_cast<char*>(out.mutable_data()), row_bytes(a)});
     inputs.push_back(a);
     result.append(out);
     ++idx;

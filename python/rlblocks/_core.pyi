@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['FlattenPlan', 'FrameStacker', 'RunningStat', 'gather_rows', 'get_num_threads', 'image_crop', 'image_generic_pixel', 'image_max_last_two', 'image_palette_resize', 'image_palette_unknown', 'image_resize', 'image_rgb_to_gray', 'mean_std_filter', 'pad_sequences', 'seq_lens_from_ids', 'set_num_threads', 'tanh']
+__all__: list[str] = ['FlattenPlan', 'FrameStacker', 'RunningStat', 'check_out', 'gather_rows', 'get_num_threads', 'image_crop', 'image_generic_pixel', 'image_max_last_two', 'image_palette_resize', 'image_palette_unknown', 'image_resize', 'image_rgb_to_gray', 'mean_std_filter', 'pad_sequences', 'seq_lens_from_ids', 'set_num_threads', 'tanh']
 class FlattenPlan:
     """
     A space compiled into a flat float32 layout (built by rlblocks.preprocessors).
@@ -98,6 +98,8 @@ def _image_allow_simd(allowed: bool) -> bool:
     """
     Allows or forbids the AVX2 image paths (for tests: both paths compute the same integers); returns the previous setting.
     """
+def check_out(out: typing.Any, dtype: typing.Any, shape: typing.Sequence[typing.SupportsInt], input: typing.Any, fn: str) -> typing.Any:
+    """out, validated as every kernel validates its out= argument (writeable, C-contiguous, exact dtype and shape, not overlapping input); ValueError naming fn otherwise."""
 def gather_rows(leaves: list, index: typing.Any) -> list:
     """
     Rows leaf[index] of every leaf (bounds-checked), e.g. the initial state of each sequence.

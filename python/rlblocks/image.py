@@ -91,21 +91,12 @@ def _frames(frames: object, fn: str, *, floats: bool, channels: int | None = Non
 
 def _out(out: np.ndarray | None, shape: tuple[int, ...], dtype: type, frames: np.ndarray,
          single: bool, fn: str) -> np.ndarray:
-    """The batched output array: a new one, or a validated view of the caller's."""
-    want = shape[1:] if single else shape
+    """The batched output array: a new one, or the caller's, validated by the native core
+    exactly as its kernels validate ``out=``."""
     if out is None:
         return np.empty(shape, dtype=dtype)
-    if not isinstance(out, np.ndarray):
-        raise ValueError(f"{fn}: out must be a numpy array, got {type(out).__name__}")
-    if (out.dtype != dtype or out.shape != want or not out.flags.c_contiguous
-            or not out.flags.writeable):
-        raise ValueError(f"{fn}: out must be a writeable C-contiguous {np.dtype(dtype)} array "
-                         f"of shape {want}, got a {'' if out.flags.writeable else 'read-only '}"
-                         f"{'' if out.flags.c_contiguous else 'non-contiguous '}{out.dtype} "
-                         f"array of shape {out.shape}")
-    if np.may_share_memory(out, frames):
-        raise ValueError(f"{fn}: out must not overlap the input frames")
-    return out.reshape(shape)
+    want = shape[1:] if single else shape
+    return _core.check_out(out, np.dtype(dtype), want, frames, fn).reshape(shape)
 
 
 def _result(out: np.ndarray, single: bool) -> np.ndarray:

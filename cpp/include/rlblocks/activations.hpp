@@ -17,17 +17,12 @@
 #include <cstdint>
 #include <cstring>
 
-// The AVX2 path uses GCC/Clang function attributes (target, __builtin_cpu_supports): other
-// compilers (MSVC) get the portable loop, as in image.hpp.
-#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
-#include <immintrin.h>
-#define RLBLOCKS_X86 1
-#endif
+#include "rlblocks/simd.hpp"
 
 namespace rlblocks {
 namespace detail {
 
-#ifdef RLBLOCKS_X86
+#if RLBLOCKS_X86
 // tanh of 8 floats.
 __attribute__((target("avx2,fma"))) inline __m256 tanh8(__m256 x) {
   const __m256 sign_mask = _mm256_set1_ps(-0.0f);
@@ -80,18 +75,14 @@ __attribute__((target("avx2,fma"))) inline void tanh_avx2(const float* in, float
   }
 }
 
-inline bool has_avx2_fma() {
-  static const bool has = __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0;
-  return has;
-}
 #endif
 
 }  // namespace detail
 
 // out[i] = tanh(in[i]) for i in [0, n); `out` may be `in` (in place), no other overlap.
 inline void tanh_f32(const float* in, float* out, std::int64_t n) {
-#ifdef RLBLOCKS_X86
-  if (detail::has_avx2_fma()) {
+#if RLBLOCKS_X86
+  if (simd::cpu_has_avx2_fma()) {
     detail::tanh_avx2(in, out, n);
     return;
   }

@@ -40,12 +40,7 @@
 
 #include "rlblocks/thread_pool.hpp"
 
-#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
-#define RLBLOCKS_IMAGE_X86 1
-#include <immintrin.h>
-#else
-#define RLBLOCKS_IMAGE_X86 0
-#endif
+#include "rlblocks/simd.hpp"
 
 namespace rlblocks {
 namespace image {
@@ -284,7 +279,7 @@ inline void horizontal_colour(const std::int16_t* v, const AxisTaps& tx, std::in
   }
 }
 
-#if RLBLOCKS_IMAGE_X86
+#if RLBLOCKS_X86
 // AVX2 versions (selected at run time); they compute the same integers as the scalar code.
 __attribute__((target("avx2"))) inline __m128i load_max(const std::uint8_t* const* rows,
                                                        const std::uint8_t* const* rows2, std::int64_t t,
@@ -356,11 +351,6 @@ __attribute__((target("avx512f,avx512bw"))) inline std::int64_t vertical_avx512(
   return j;
 }
 
-inline bool cpu_has_avx512bw() {
-  static const bool has = __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512bw") != 0;
-  return has;
-}
-
 // Gray horizontal pass, 8 outputs at a time; needs 3 * taps <= 16 and v readable 16 past
 // each window start. Returns the first output it did not write.
 __attribute__((target("avx2"))) inline std::int64_t horizontal_gray_avx2(const std::int16_t* v, const AxisTaps& tx,
@@ -389,10 +379,6 @@ __attribute__((target("avx2"))) inline std::int64_t horizontal_gray_avx2(const s
   return o;
 }
 
-inline bool cpu_has_avx2() {
-  static const bool has = __builtin_cpu_supports("avx2") != 0;
-  return has;
-}
 #endif
 
 // Whether the AVX2 paths may run (tests switch it off to check the scalar paths agree).
@@ -402,8 +388,8 @@ inline std::atomic<bool>& simd_allowed() {
 }
 
 inline bool use_avx2() {
-#if RLBLOCKS_IMAGE_X86
-  return cpu_has_avx2() && simd_allowed().load(std::memory_order_relaxed);
+#if RLBLOCKS_X86
+  return simd::cpu_has_avx2() && simd_allowed().load(std::memory_order_relaxed);
 #else
   return false;
 #endif
@@ -432,8 +418,8 @@ inline void resize_frame_u8(const FrameBatch<std::uint8_t>& src, std::int64_t b,
   s.rows2.resize(static_cast<std::size_t>(ky));
   const std::uint8_t* const* rows2 = second != nullptr ? s.rows2.data() : nullptr;
   const bool avx2 = use_avx2();
-#if RLBLOCKS_IMAGE_X86
-  const bool avx512 = avx2 && cpu_has_avx512bw();
+#if RLBLOCKS_X86
+  const bool avx512 = avx2 && simd::cpu_has_avx512bw();
 #endif
   const bool gray_avx2 = avx2 && gray && 3 * tx.taps <= 16;
   for (std::int64_t oy = 0; oy < ty.n_out; ++oy) {
@@ -444,7 +430,7 @@ inline void resize_frame_u8(const FrameBatch<std::uint8_t>& src, std::int64_t b,
       if (second != nullptr) s.rows2[static_cast<std::size_t>(t)] = second->row(b, y0 + t);
     }
     std::int64_t j = 0;
-#if RLBLOCKS_IMAGE_X86
+#if RLBLOCKS_X86
     if (avx512) j = vertical_avx512(s.rows.data(), rows2, wy, ky, row_len, s.v.data());
     if (avx2) j = vertical_avx2(s.rows.data(), rows2, wy, ky, row_len, s.v.data(), j);
 #endif
@@ -452,7 +438,7 @@ inline void resize_frame_u8(const FrameBatch<std::uint8_t>& src, std::int64_t b,
     std::uint8_t* orow = out + oy * tx.n_out * cout;
     if (gray) {
       std::int64_t o = 0;
-#if RLBLOCKS_IMAGE_X86
+#if RLBLOCKS_X86
       if (gray_avx2) o = horizontal_gray_avx2(s.v.data(), tx, orow);
 #endif
       horizontal_gray_scalar(s.v.data(), tx, o, orow);

@@ -28,7 +28,7 @@ inline bool has_unknown_scalar(const std::uint8_t* idx, std::int64_t j0, std::in
   return all == 0;
 }
 
-#if RLBLOCKS_IMAGE_X86
+#if RLBLOCKS_X86
 // Set membership with two 16-byte tables: bit h of row[l] (h = index >> 4 mod 8, l = index & 15)
 // says whether index is known; the high half (h >= 8) has its own row table.
 __attribute__((target("avx2"))) inline bool has_unknown_avx2(const std::uint8_t* idx, std::int64_t n,
@@ -91,7 +91,7 @@ inline void expand(const std::uint8_t* a, const std::uint8_t* b, std::int64_t n,
   }
 }
 
-#if RLBLOCKS_IMAGE_X86
+#if RLBLOCKS_X86
 // expand() for blocks of 16 pixels that show one colour in both screens (large flat areas:
 // most of an Atari screen): three shuffled copies of the colour make the 48 RGB bytes.
 // Other blocks go pixel by pixel. Returns the first pixel it did not write.
@@ -131,7 +131,7 @@ __attribute__((target("avx2"))) inline std::int64_t expand_flat_blocks(const std
 // Whether any of idx[0..n) has known[index] == 0 (known: 256 flags).
 inline bool has_unknown(const std::uint8_t* idx, std::int64_t n, const std::uint8_t* known) {
   std::int64_t j = 0;
-#if RLBLOCKS_IMAGE_X86
+#if RLBLOCKS_X86
   if (image::detail::use_avx2() && detail::has_unknown_avx2(idx, n, known, j)) return true;
 #endif
   return detail::has_unknown_scalar(idx, j, n, known);
@@ -172,7 +172,7 @@ inline void resize_u8(const IndexBatch& src, const std::uint8_t* pal, std::int64
       const std::uint8_t* second = src.second != nullptr ? src.second + b * src.second_stride : nullptr;
       const std::uint8_t* first = src.data + b * src.frame_stride;
       std::int64_t p0 = 0;
-#if RLBLOCKS_IMAGE_X86
+#if RLBLOCKS_X86
       if (image::detail::use_avx2()) p0 = detail::expand_flat_blocks(first, second, pixels, pal4, rgb.data());
 #endif
       detail::expand(first, second, pixels, pal4, rgb.data(), p0);

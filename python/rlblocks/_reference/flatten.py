@@ -62,14 +62,9 @@ class ReferenceFlattener:
             or not out.flags.c_contiguous
             or not out.flags.writeable
         ):
-            got = (
-                f"{out.dtype} array of shape {out.shape}"
-                if isinstance(out, np.ndarray)
-                else type(out).__name__
-            )
             raise ValueError(
-                "out: expected a writeable C-contiguous float32 array of shape "
-                f"{result.shape}, got {got}"
+                "transform_batch: out must be a writeable C-contiguous float32 array of shape "
+                f"{result.shape}, got {_describe(out)}"
             )
         out[...] = result
         return out
@@ -355,6 +350,15 @@ class ReferenceFlattener:
                 f"{where}: value {idx[row, k]} is out of range for {label} "
                 f"(allowed {lo[row, k]}..{hi[row, k]})"
             )
+
+
+def _describe(obj: Any) -> str:
+    """As the native core's messages: ``read-only float64 array of shape (2, 3)``."""
+    if not isinstance(obj, np.ndarray):
+        return type(obj).__name__
+    return (f"{'' if obj.flags.writeable else 'read-only '}"
+            f"{'' if obj.flags.c_contiguous else 'non-contiguous '}{obj.dtype} array of shape "
+            f"{obj.shape}")
 
 
 def _object_indices(arr: np.ndarray, label: str, where: str) -> np.ndarray:

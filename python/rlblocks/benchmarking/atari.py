@@ -293,7 +293,7 @@ def _interleaved(rows: list[Row], rounds: int) -> list[Result]:
 def pipeline_results(steps: int, rounds: int) -> tuple[list[Result], list[str]]:
     import gymnasium as gym
 
-    from rlblocks.wrappers import atari as W
+    from rlblocks.wrappers.vector import make_vector_env
 
     notes = []
     rows: list[Row] = []
@@ -319,11 +319,11 @@ def pipeline_results(steps: int, rounds: int) -> tuple[list[Result], list[str]]:
         rows.append((case, "envpool", _vector_stepper(pool1, steps, 1), steps, 1, None))
     vcase = VECTOR_CASE
     cfg = {"dim": 84, "framestack": True}
-    ours = W.make_vector_env("ALE/Pong-v5", 2, cfg, "deepmind", vectorization_mode="atari",
+    ours = make_vector_env("ALE/Pong-v5", 2, cfg, "deepmind", vectorization_mode="atari",
                              noframeskip=True, **PONG)
     closers.append(ours)
     rows.append((vcase, VECTOR_OURS, _vector_stepper(ours, steps, 2), 2 * steps, 2, None))
-    venv = W.make_vector_env("ALE/Pong-v5", 2, cfg, "deepmind", vectorization_mode="async",
+    venv = make_vector_env("ALE/Pong-v5", 2, cfg, "deepmind", vectorization_mode="async",
                              noframeskip=True, **PONG)
     gvenv = gym.vector.AsyncVectorEnv([_gymnasium_dqn_untimed, _gymnasium_dqn_untimed])
     closers += [venv, gvenv]

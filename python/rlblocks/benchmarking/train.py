@@ -231,6 +231,31 @@ def run_sb3(
     return RunResult(case, "sb3", seed, wall, steps, reached, float(ret), extra)
 
 
+def sb3_ppo_kwargs(settings: dict[str, Any], seed: int) -> dict[str, Any]:
+    """SB3 ``PPO`` / ``RecurrentPPO`` arguments for rlblocks' settings (RLlib key names).
+
+    Examples:
+        >>> kw = sb3_ppo_kwargs({**cartpole_settings(), "n_steps": 32}, seed=1)
+        >>> kw["n_steps"], kw["batch_size"], kw["seed"]
+        (32, 256, 1)
+    """
+    return {
+        "n_steps": settings["n_steps"],
+        "batch_size": settings["sgd_minibatch_size"],
+        "n_epochs": settings["num_sgd_iter"],
+        "learning_rate": settings["lr"],
+        "gamma": settings["gamma"],
+        "gae_lambda": settings["lambda"],
+        "clip_range": settings["clip_param"],
+        "ent_coef": settings["entropy_coeff"],
+        "vf_coef": settings["vf_loss_coeff"],
+        "max_grad_norm": settings["grad_clip"],
+        "seed": seed,
+        "device": "cpu",
+        "verbose": 0,
+    }
+
+
 def sb3_cartpole(settings: dict[str, Any]) -> Callable[[int], Any]:
     """A ``make_model(seed)`` for SB3 PPO with the CartPole settings."""
 
@@ -243,20 +268,8 @@ def sb3_cartpole(settings: dict[str, Any]) -> Callable[[int], Any]:
         return PPO(
             "MlpPolicy",
             venv,
-            n_steps=settings["n_steps"],
-            batch_size=settings["sgd_minibatch_size"],
-            n_epochs=settings["num_sgd_iter"],
-            learning_rate=settings["lr"],
-            gamma=settings["gamma"],
-            gae_lambda=settings["lambda"],
-            clip_range=settings["clip_param"],
-            ent_coef=settings["entropy_coeff"],
-            vf_coef=settings["vf_loss_coeff"],
-            max_grad_norm=settings["grad_clip"],
             policy_kwargs={"net_arch": {"pi": hiddens, "vf": hiddens}},
-            seed=seed,
-            device="cpu",
-            verbose=0,
+            **sb3_ppo_kwargs(settings, seed),
         )
 
     return make
@@ -277,21 +290,11 @@ def sb3_recurrent(settings: dict[str, Any]) -> Callable[[int], Any]:
         return RecurrentPPO(
             "MlpLstmPolicy",
             venv,
-            n_steps=settings["train_batch_size"] // settings["num_envs"],
-            batch_size=settings["sgd_minibatch_size"],
-            n_epochs=settings["num_sgd_iter"],
-            learning_rate=settings["lr"],
-            gamma=settings["gamma"],
-            gae_lambda=settings["lambda"],
-            clip_range=settings["clip_param"],
-            ent_coef=settings["entropy_coeff"],
-            vf_coef=settings["vf_loss_coeff"],
-            max_grad_norm=settings["grad_clip"],
             policy_kwargs={"net_arch": {"pi": hiddens, "vf": hiddens}, "lstm_hidden_size": 64,
                            "shared_lstm": True, "enable_critic_lstm": False},
-            seed=seed,
-            device="cpu",
-            verbose=0,
+            **sb3_ppo_kwargs({**settings,
+                              "n_steps": settings["train_batch_size"] // settings["num_envs"]},
+                             seed),
         )
 
     return make
@@ -304,7 +307,7 @@ def sb3_recurrent(settings: dict[str, Any]) -> Callable[[int], Any]:
 def _pong_vector_env(env_config: dict[str, Any]) -> Any:
     """rlblocks' batched DeepMind pipeline (``AtariVectorEnv``: 84x84 gray, stack 4, frame
     skip 4 with max-pooling, noop 30, episodic life, FIRE reset), sticky actions off."""
-    from rlblocks.wrappers.atari import make_vector_env
+    from rlblocks.wrappers.vector import make_vector_env
 
     return make_vector_env("ALE/Pong-v5", env_config["num_envs"], {"dim": 84, "framestack": True},
                            vectorization_mode="atari", noframeskip=True, frameskip=1,
@@ -377,19 +380,7 @@ def sb3_pong(settings: dict[str, Any]) -> Callable[[int], Any]:
         return PPO(
             "CnnPolicy",
             venv,
-            n_steps=settings["n_steps"],
-            batch_size=settings["sgd_minibatch_size"],
-            n_epochs=settings["num_sgd_iter"],
-            learning_rate=settings["lr"],
-            gamma=settings["gamma"],
-            gae_lambda=settings["lambda"],
-            clip_range=settings["clip_param"],
-            ent_coef=settings["entropy_coeff"],
-            vf_coef=settings["vf_loss_coeff"],
-            max_grad_norm=settings["grad_clip"],
-            seed=seed,
-            device="cpu",
-            verbose=0,
+            **sb3_ppo_kwargs(settings, seed),
         )
 
     return make

@@ -4,7 +4,7 @@ The network's layers read out once as ``(weight, bias, activation)`` triples (vi
 model's own parameters, so they follow every update), run without ``nn.Module`` calls:
 at a rollout's batch of 8 rows the module machinery (``ModelV2.__call__``, one call per
 Linear and activation) takes longer than the arithmetic. The trainer uses it for
-inference and, through :class:`~rlblocks.train.fc_backprop.FCBackprop`, for training.
+inference and, through :class:`~rlblocks.train.fast.FCBackprop`, for training.
 :meth:`FCLayers.from_model` returns None for a network it cannot represent (a subclass,
 another activation), and :meth:`FCLayers.matches_model` tells when hooks or a changed
 layer mean a module-free pass would no longer equal calling the model.

@@ -71,7 +71,7 @@ class PPOConfig:
     vectorization_mode="vector_entry_point")``, e.g. CartPole's numpy one; Atari ids with
     ``preprocessor_pref="deepmind"``: :class:`~rlblocks.wrappers.atari_vector.AtariVectorEnv`),
     or for a callable ``env``, ``env({**env_config, "num_envs": num_envs})`` returning a
-    gymnasium ``VectorEnv`` (e.g. :func:`rlblocks.wrappers.atari.make_vector_env`).
+    gymnasium ``VectorEnv`` (e.g. :func:`rlblocks.wrappers.vector.make_vector_env`).
     Same-step and next-step autoreset both work."""
     preprocessor_pref: str | None = "deepmind"
     """Atari ids (``ALE/...``): ``"deepmind"`` (RLlib's default) runs
@@ -137,6 +137,11 @@ class PPOConfig:
     """``episode_return_mean`` averages the returns of this many most recent episodes."""
     framework: str = "torch"
     """Accepted for RLlib compatibility; only ``"torch"``."""
+    fast_paths: bool = True
+    """Use the trainer's fast paths (:mod:`rlblocks.train.fast`: numpy rollout actions,
+    closed-form PPO gradients, flat parameter buffers, direct fused-Adam calls) where they
+    cover the model; False runs the plain torch path everywhere (same results within
+    float tolerance, slower)."""
 
     def __post_init__(self) -> None:
         self._validate()
@@ -266,7 +271,7 @@ class PPOConfig:
         self.entropy_coeff = _number(self.entropy_coeff, "entropy_coeff", low=0.0)
         self.kl_coeff = _number(self.kl_coeff, "kl_coeff", low=0.0)
         self.kl_target = _number(self.kl_target, "kl_target", low=0.0, low_open=True)
-        for name in ("normalize_advantages", "clip_actions", "tensorboard"):
+        for name in ("normalize_advantages", "clip_actions", "tensorboard", "fast_paths"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.seed is not None:

@@ -26,12 +26,10 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.optim.optimizer as _optimizer_module
 
 from rlblocks.train._tree import tree_map
 from rlblocks.train.config import PPOConfig
-from rlblocks.train.fc_backprop import FCBackprop
-from rlblocks.train.flat_params import FlatParameters
+from rlblocks.train.fast import FCBackprop, FlatParameters, adam_step, clip_grad_norm, make_adam
 from rlblocks.train.policy import Policy
 from rlblocks.train.rollout import SampleBatch
 
@@ -101,14 +99,19 @@ class PPOLearner:
         self.policy = policy
         self.config = config
         self._params = [p for p in policy.model.parameters() if p.requires_grad]
-        try:  # one buffer: Adam and the gradient norm run as one kernel each
-            self._flat: FlatParameters | None = FlatParameters(self._params)
-        except ValueError:  # mixed devices or dtypes
-            self._flat = None
-        self.optimizer = _adam(self._params if self._flat is None else [self._flat.param],
-                               config.lr)
+        self._flat: FlatParameters | None = None
+        self._backprop: FCBackprop | None = None
+        if config.fast_paths:
+            try:  # one buffer: Adam and the gradient norm run as one kernel each
+                self._flat = FlatParameters(self._params)
+            except ValueError:  # mixed devices or dtypes
+                pass
+            self._backprop = FCBackprop.build(policy.model, policy.dist_class, config)
+            self.optimizer = make_adam(
+                self._params if self._flat is None else [self._flat.param], config.lr)
+        else:
+            self.optimizer = torch.optim.Adam(self._params, lr=config.lr, eps=1e-5)
         self.kl_coeff = float(config.kl_coeff)
-        self._backprop = FCBackprop.build(policy, config)
         self._fast: FCBackprop | None = None  # the fast path, when usable this update
 
     def set_lr(self, lr: float) -> None:
@@ -311,12 +314,17 @@ class PPOLearner:
 
     def _apply_gradients(self) -> None:
         """Gradient-norm clipping, then the optimizer step."""
+        if not self.config.fast_paths:
+            if self.config.grad_clip is not None:
+                torch.nn.utils.clip_grad_norm_(self._params, self.config.grad_clip)
+            self.optimizer.step()
+            return
         if self.config.grad_clip is not None:
             if self._flat is not None:
                 self._flat.clip_grad_norm_(self.config.grad_clip)
             else:
-                _clip_grad_norm(self._params, self.config.grad_clip)
-        if self._flat is None or not _fused_adam_step(self.optimizer, self._flat.param):
+                clip_grad_norm(self._params, self.config.grad_clip)
+        if self._flat is None or not adam_step(self.optimizer, self._flat.param):
             self.optimizer.step()
 
 
@@ -325,89 +333,6 @@ def _standardized(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     mean = _masked_mean(x, mask)
     std = torch.sqrt(_masked_mean((x - mean) ** 2, mask))
     return (x - mean) / (std + 1e-8)
-
-
-def _adam(params: list[torch.nn.Parameter], lr: float) -> torch.optim.Adam:
-    """Adam (eps 1e-5, as PPO implementations use); the fused kernel where the device has
-    one (CPU and CUDA: several times faster for the many small tensors of an RL model) and
-    this torch has it."""
-    if hasattr(torch, "_fused_adam_"):
-        try:
-            return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
-        except RuntimeError:
-            pass
-    return torch.optim.Adam(params, lr=lr, eps=1e-5, foreach=True)
-
-
-def _fused_adam_step(optimizer: torch.optim.Optimizer, param: torch.nn.Parameter) -> bool:
-    """``optimizer.step()`` for a fused Adam over the single tensor ``param``, calling the
-    fused kernel directly; False (nothing done) when that would differ from ``step()``: the
-    state is not initialised yet, hooks are set, or an option the direct call skips is on.
-
-    ``Optimizer.step`` spends much more time in Python per call (grouping tensors by
-    device, hooks, profiling) than the kernel takes on a small model's flat buffer
-    (docs/benchmarks.md); PPO calls it once per minibatch. A torch without the private
-    kernel, or one whose kernel refuses these arguments, gets ``Optimizer.step``.
-    """
-    kernel = getattr(torch, "_fused_adam_", None)
-    state = optimizer.state.get(param)
-    if (kernel is None or not _PRIVATE_KERNELS_WORK["fused_adam"]
-            or type(optimizer) is not torch.optim.Adam or not state
-            or len(optimizer.param_groups) != 1 or param.grad is None
-            or optimizer._optimizer_step_pre_hooks or optimizer._optimizer_step_post_hooks
-            or _global_optimizer_hooks()):
-        return False
-    group = optimizer.param_groups[0]
-    if (not group.get("fused") or group["amsgrad"] or group["maximize"]
-            or group.get("differentiable") or group.get("capturable")
-            or group.get("decoupled_weight_decay") or isinstance(group["lr"], torch.Tensor)
-            or group["params"][0] is not param):
-        return False
-    step = state["step"]
-    step.add_(1)
-    beta1, beta2 = group["betas"]
-    try:
-        kernel([param], [param.grad], [state["exp_avg"]], [state["exp_avg_sq"]], [], [step],
-               amsgrad=False, lr=float(group["lr"]), beta1=beta1, beta2=beta2,
-               weight_decay=group["weight_decay"], eps=group["eps"], maximize=False,
-               grad_scale=None, found_inf=None)
-    except (TypeError, RuntimeError):
-        # A torch release whose private kernel takes other arguments: it failed while
-        # checking them, before writing anything. Use Optimizer.step from now on.
-        step.sub_(1)
-        _PRIVATE_KERNELS_WORK["fused_adam"] = False
-        return False
-    return True
-
-
-#: Private torch kernels that the trainer calls directly (for speed) and that turned out to
-#: fail on this torch release; the public API is used instead from then on.
-_PRIVATE_KERNELS_WORK = {"fused_adam": True, "foreach_norm": True}
-
-
-def _global_optimizer_hooks() -> bool:
-    return bool(getattr(_optimizer_module, "_global_optimizer_pre_hooks", None)
-                or getattr(_optimizer_module, "_global_optimizer_post_hooks", None))
-
-
-def _clip_grad_norm(params: list[torch.nn.Parameter], max_norm: float) -> None:
-    """Scales the gradients so their global L2 norm is at most ``max_norm``: what
-    ``torch.nn.utils.clip_grad_norm_`` computes, with the same multi-tensor kernels but
-    without its per-call grouping and checks (PPO's CartPole update step is faster;
-    docs/benchmarks.md). Without those private kernels (or if they fail), the public
-    ``clip_grad_norm_`` runs."""
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return
-    norms, scale = getattr(torch, "_foreach_norm", None), getattr(torch, "_foreach_mul_", None)
-    if norms is not None and scale is not None and _PRIVATE_KERNELS_WORK["foreach_norm"]:
-        try:
-            total = torch.linalg.vector_norm(torch.stack(norms(grads)))
-            scale(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
-            return
-        except (TypeError, RuntimeError):
-            _PRIVATE_KERNELS_WORK["foreach_norm"] = False
-    torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=False)
 
 
 def _as_loss(value: Any) -> torch.Tensor:

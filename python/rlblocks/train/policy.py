@@ -32,7 +32,7 @@ from rlblocks.models.fc_layers import FCLayers
 from rlblocks.models.modelv2 import ModelV2
 from rlblocks.train._tree import tree_map
 from rlblocks.train.config import PPOConfig
-from rlblocks.train.fc_actor import FCActor
+from rlblocks.train.fast import FCActor
 
 __all__ = ["Policy", "clip_actions"]
 
@@ -112,8 +112,9 @@ class Policy:
         # The default FC model's layers, run without module calls when no graph is needed,
         # and its numpy twin for rollout actions (both skipped while FCLayers.matches_model
         # is False: a forward hook is set or a layer changed).
-        self._fc_layers = FCLayers.from_model(self.model)
-        self._actor = FCActor.build(self) if self._fc_layers is not None else None
+        self._fc_layers = FCLayers.from_model(self.model) if config.fast_paths else None
+        self._actor = (FCActor.build(self.model, self.dist_class)
+                       if self._fc_layers is not None else None)
         self.obs_window_key, self.n_obs_frames = _obs_window(self.model)
         self.max_seq_len = int(model_config.max_seq_len)
         self.prev_actions_key, self.n_prev_actions = "prev_actions", _n_prev(

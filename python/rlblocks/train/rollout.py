@@ -10,7 +10,7 @@ Episode boundaries. The vector envs the trainer builds reset a finished env in t
 step (gymnasium's ``SAME_STEP`` autoreset): the returned observation starts the next episode
 and the last observation of the finished one is ``info["final_obs"]``. Vector envs with
 ``NEXT_STEP`` autoreset (gymnasium's default, ALE's and CartPole's native vector envs,
-:func:`rlblocks.wrappers.atari.make_vector_env`) return the final observation itself and
+:func:`rlblocks.wrappers.vector.make_vector_env`) return the final observation itself and
 reset on the following step, ignoring its action; that step is recorded with
 ``valid=False`` and left out of losses, advantages, timestep counts and episode statistics.
 A *truncated* (time-limit) episode is bootstrapped: ``gamma * V(final_obs)`` is added to its
@@ -230,7 +230,7 @@ def make_vector_env(
         return SyncVectorEnv([_returning(e) for e in envs],
                              autoreset_mode=AutoresetMode.SAME_STEP)
     if deepmind_atari(config):
-        from rlblocks.wrappers.atari import make_vector_env as atari_vector_env
+        from rlblocks.wrappers.vector import make_vector_env as atari_vector_env
 
         mode = "atari" if config.vector_mode == "native" else config.vector_mode
         return atari_vector_env(registered_id(str(config.env)), n, config.model, "deepmind",

@@ -16,11 +16,11 @@ from rlblocks.wrappers.atari import (
     WarpFrame,
     is_atari,
     make_atari_env,
-    make_vector_env,
     preprocess_env,
     wrap_deepmind,
 )
 from rlblocks.wrappers.atari_vector import AtariVectorEnv
+from rlblocks.wrappers.vector import make_vector_env
 
 __all__ = [
     "AtariVectorEnv",

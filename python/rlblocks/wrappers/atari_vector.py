@@ -30,6 +30,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from rlblocks.framestack import FrameStacker
+from rlblocks.wrappers.atari import make_atari_env, wrap_deepmind
 
 __all__ = ["AtariVectorEnv"]
 
@@ -69,8 +70,6 @@ class _EnvFactory:
         self.make_kwargs = make_kwargs
 
     def __call__(self) -> gym.Env:
-        from rlblocks.wrappers.atari import make_atari_env, wrap_deepmind
-
         return wrap_deepmind(make_atari_env(self.env_id, **self.make_kwargs), self.dim,
                              framestack=False, noframeskip=self.noframeskip)
 

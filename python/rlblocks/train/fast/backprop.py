@@ -13,8 +13,9 @@ hidden sizes, ``tanh`` / ``relu`` / linear activations, shared or separate value
 or :class:`~rlblocks.distributions.DiagGaussian` head, and every term of the PPO loss
 (clipped surrogate, clipped or plain value loss, entropy bonus, KL penalty, advantage
 standardisation). :meth:`FCBackprop.build` returns None for anything else (other models
-or distributions, ``custom_loss``, frozen parameters, module hooks) and the learner uses
-autograd. Tests compare both paths' gradients and updates.
+or distributions, ``custom_loss``, frozen parameters, module hooks, and any config field
+it does not know: see :data:`LOSS_FIELDS`) and the learner uses autograd. Tests compare
+both paths' gradients and updates.
 
 Examples:
     >>> import gymnasium as gym, torch
@@ -22,21 +23,43 @@ Examples:
     >>> from rlblocks.train.policy import Policy
     >>> cfg = PPOConfig()
     >>> pol = Policy(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), cfg)
-    >>> FCBackprop.build(pol, cfg) is not None
+    >>> FCBackprop.build(pol.model, pol.dist_class, cfg) is not None
     True
 """
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from rlblocks.distributions import _HALF_LOG_2PI, LOG_BOUND, Categorical, DiagGaussian
+from rlblocks.distributions import Categorical, DiagGaussian
+from rlblocks.distributions.base import _HALF_LOG_2PI, LOG_BOUND
 from rlblocks.models.fc_layers import FCLayers, backward_stack, run_stack
 from rlblocks.models.modelv2 import ModelV2
-from rlblocks.train.config import PPOConfig
-from rlblocks.train.policy import Policy
+
+if TYPE_CHECKING:
+    from rlblocks.train.config import PPOConfig
+
+#: The PPOConfig fields that reach the loss or its gradient, all implemented here (``model``
+#: through the layer check, ``kl_coeff`` / ``kl_target`` through the coefficient the
+#: learner passes in).
+LOSS_FIELDS = frozenset({
+    "model", "clip_param", "vf_clip_param", "vf_loss_coeff", "entropy_coeff", "kl_coeff",
+    "kl_target", "normalize_advantages",
+})
+#: The fields that do not: the environment, sampling, advantages (computed before the
+#: loss), the optimizer, bookkeeping. A field in neither set (a new loss term, say) makes
+#: :meth:`FCBackprop.build` decline, so autograd runs until it is implemented here.
+OUTSIDE_THE_LOSS = frozenset({
+    "env", "env_config", "num_envs", "vector_mode", "preprocessor_pref", "train_batch_size",
+    "rollout_fragment_length", "sgd_minibatch_size", "num_sgd_iter", "lr", "lr_schedule",
+    "gamma", "lambda_", "grad_clip", "observation_filter", "clip_actions", "seed", "device",
+    "num_threads", "checkpoint_freq", "keep_checkpoints", "tensorboard",
+    "metrics_smoothing_episodes", "framework", "fast_paths",
+})
 
 __all__ = ["FCBackprop"]
 
@@ -58,10 +81,13 @@ class FCBackprop:
         self.params = list(layers.model.parameters())
 
     @classmethod
-    def build(cls, policy: Policy, config: PPOConfig) -> FCBackprop | None:
-        """The fast path for ``policy``, or None when its model or distribution is not
-        covered (the learner then uses autograd)."""
-        model = policy.model
+    def build(cls, model: ModelV2, dist_class: Callable[..., Any],
+              config: PPOConfig) -> FCBackprop | None:
+        """The fast path for ``model`` with ``dist_class``, or None when the model, the
+        distribution or a config field is not covered (the learner then uses autograd)."""
+        unknown = {f.name for f in dataclasses.fields(config)} - LOSS_FIELDS - OUTSIDE_THE_LOSS
+        if unknown:
+            return None
         layers = FCLayers.from_model(model)
         if layers is None:
             return None
@@ -70,7 +96,7 @@ class FCBackprop:
         if any(not p.requires_grad for p in model.parameters()):
             return None
         try:
-            probe = policy.dist_class(torch.zeros(1, int(model.num_outputs or 0)), model)
+            probe = dist_class(torch.zeros(1, int(model.num_outputs or 0)), model)
         except (ValueError, TypeError):
             return None
         if (type(probe) is Categorical and probe.temperature == 1.0
