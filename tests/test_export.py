@@ -266,6 +266,8 @@ def test_sidecar_describes_layout_outputs_and_state(tmp_path: Path) -> None:
     assert [o["name"] for o in side["outputs"]["actions"]] == [
         "action.0", "action.1.move", "action.1.pick"]
     assert [o["dtype"] for o in side["outputs"]["actions"]] == ["int64", "float32", "int64"]
+    assert [o["shape"] for o in side["outputs"]["actions"]] == [["B"], ["B", 2], ["B", 2]]
+    assert side["outputs"]["dist_inputs"]["shape"] == ["B", 3 + 4 + 5]
     assert side["input_names"] == ["obs", "state_in_0", "state_in_1"]
     assert [i["shape"] for i in side["inputs"][1:]] == [["B", 8], ["B", 8]]
     assert side["output_names"][-2:] == ["state_out_0", "state_out_1"]

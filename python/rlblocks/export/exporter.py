@@ -56,8 +56,12 @@ def _sidecar(trainer: Any, graph: PolicyGraph, artifact: Path, fmt: str) -> dict
     leaves = []
     for name, path, leaf in graph.leaves:
         leaves.append({"name": name, "path": list(path), "dtype": str(leaf.dtype),
-                       "shape": list(leaf.shape or ()), "space": space_to_json(leaf)})
+                       "shape": ["B", *(leaf.shape or ())], "space": space_to_json(leaf)})
     pol = graph.policy
+    with torch.no_grad():
+        example = graph(*graph.example_inputs(2))
+    shapes = {name: ["B", *t.shape[1:]] for name, t in zip(graph.output_names, example,
+                                                            strict=True)}
     inputs: list[dict[str, Any]] = [
         {"name": "obs", "dtype": "float32", "shape": ["B", graph.size]}]
     inputs += [{"name": f"state_in_{i}", "dtype": "float32", "shape": ["B", *s.shape],
@@ -87,7 +91,7 @@ def _sidecar(trainer: Any, graph: PolicyGraph, artifact: Path, fmt: str) -> dict
         "outputs": {
             "actions": leaves,
             "dist_inputs": {"name": "dist_inputs", "dtype": "float32",
-                            "dist_class": _name(pol.dist_class)},
+                            "shape": shapes["dist_inputs"], "dist_class": _name(pol.dist_class)},
             "value": {"name": "value", "dtype": "float32", "shape": ["B"]},
             "state": [{"name": f"state_out_{i}", "dtype": "float32", "shape": ["B", *shape]}
                       for i, shape in enumerate(graph.state_shapes)],
