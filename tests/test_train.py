@@ -779,3 +779,30 @@ def test_compute_single_action_equals_the_model_and_carries_state():
         assert trainer.policy.action_space.contains(int(action))
     finally:
         trainer.close()
+
+
+class _ShiftedActions(gym.ActionWrapper):
+    """CartPole whose actions are ``Discrete(2, start=5)``."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.action_space = gym.spaces.Discrete(2, start=5)
+
+    def action(self, action):
+        return int(action) - 5
+
+
+def test_previous_actions_start_at_the_action_spaces_own_start():
+    """Before an episode's first step the previous action is the space's lowest action
+    (``start``), not 0, which is outside ``Discrete(2, start=5)``."""
+    config = {
+        "env": lambda cfg: _ShiftedActions(gym.make("CartPole-v1")),
+        "num_envs": 2, "train_batch_size": 64, "sgd_minibatch_size": 32, "num_sgd_iter": 1,
+        "model": {"fcnet_hiddens": [8], "use_lstm": True, "lstm_cell_size": 8,
+                  "lstm_use_prev_action": True, "max_seq_len": 8},
+    }
+    with PPOTrainer(config) as trainer:
+        assert trainer.policy.initial_prev_action.tolist() == 5
+        m = trainer.train()
+        assert math.isfinite(m["policy_loss"])
+        assert trainer.evaluate(episodes=1, seed=0)["episode_return_mean"] > 0

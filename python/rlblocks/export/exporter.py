@@ -69,7 +69,8 @@ def _sidecar(trainer: Any, graph: PolicyGraph, artifact: Path, fmt: str) -> dict
                for i, s in enumerate(pol.model.get_initial_state())]
     if pol.n_prev_actions:
         inputs.append({"name": "prev_actions", "dtype": np.dtype(pol.action_dtype).name,
-                       "shape": ["B", pol.n_prev_actions, *pol.action_shape]})
+                       "shape": ["B", pol.n_prev_actions, *pol.action_shape],
+                       "initial": pol.initial_prev_action.tolist()})
     if pol.n_prev_rewards:
         inputs.append({"name": "prev_rewards", "dtype": "float32",
                        "shape": ["B", pol.n_prev_rewards]})

@@ -115,9 +115,8 @@ class PolicyGraph(nn.Module):
         inputs = [torch.zeros(batch, self.size)]
         inputs += [s.detach().cpu() for s in pol.initial_state(batch)]
         if pol.n_prev_actions:
-            dtype = torch.int64 if pol.action_dtype == np.int64 else torch.float32
-            inputs.append(torch.zeros((batch, pol.n_prev_actions, *pol.action_shape),
-                                      dtype=dtype))
+            inputs.append(torch.as_tensor(np.broadcast_to(
+                pol.initial_prev_action, (batch, pol.n_prev_actions, *pol.action_shape)).copy()))
         if pol.n_prev_rewards:
             inputs.append(torch.zeros(batch, pol.n_prev_rewards))
         return tuple(inputs)

@@ -73,11 +73,15 @@ class ExportedPolicy(ABC):
         return [np.repeat(s[None], batch_size, axis=0) for s in self._initial]
 
     def initial_prev(self, batch_size: int = 1) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """Zeros for ``prev_actions`` / ``prev_rewards`` (None where the model reads none)."""
+        """``prev_actions`` / ``prev_rewards`` before an episode's first step (None where the
+        model reads none): the action space's lowest action (its ``start``; 0.0 for Box)
+        and 0.0."""
         pa = pr = None
         if self._prev_actions is not None:
             shape = self._prev_actions["shape"][1:]
-            pa = np.zeros((batch_size, *shape), np.dtype(self._prev_actions["dtype"]))
+            initial = np.asarray(self._prev_actions.get("initial", 0),
+                                 np.dtype(self._prev_actions["dtype"]))
+            pa = np.broadcast_to(initial, (batch_size, *shape)).copy()
         if self._prev_rewards is not None:
             pr = np.zeros((batch_size, *self._prev_rewards["shape"][1:]), np.float32)
         return pa, pr
@@ -107,7 +111,8 @@ class ExportedPolicy(ABC):
     ) -> dict[str, np.ndarray]:
         """Every output of the artifact for a preprocessed batch ``x`` ``(B, size)``.
 
-        ``state`` defaults to the initial state, ``prev_actions`` / ``prev_rewards`` to zeros.
+        ``state`` defaults to the initial state, ``prev_actions`` / ``prev_rewards`` to
+        :meth:`initial_prev`.
         """
         b = int(x.shape[0])
         feeds: dict[str, np.ndarray] = {"obs": np.asarray(x, np.float32)}
@@ -145,7 +150,7 @@ class ExportedPolicy(ABC):
         Args:
             obs: A list of observations or a batched structure (leading batch dim).
             state: The state returned by the previous call (None: the initial state).
-            prev_actions: ``[B, n, *action_shape]`` (None: zeros, as at an episode start).
+            prev_actions: ``[B, n, *action_shape]`` (None: as at an episode start).
             prev_rewards: ``[B, n]`` (None: zeros).
 
         Returns:

@@ -138,6 +138,11 @@ class Policy:
         self.action_shape: tuple[int, ...] = tuple(shape)
         self.action_dtype = np.int64 if isinstance(
             action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)) else np.float32
+        # The "previous action" before an episode's first step: the space's lowest integer
+        # action (index 0 of its one-hot, RLlib's 0 for spaces that start at 0), 0.0 for Box.
+        start = getattr(action_space, "start", 0)
+        self.initial_prev_action = np.broadcast_to(
+            np.asarray(start, self.action_dtype), self.action_shape).copy()
 
     # --- state ----------------------------------------------------------------------------
     def initial_state(self, batch_size: int) -> list[torch.Tensor]:
@@ -170,11 +175,8 @@ class Policy:
             d[self.obs_window_key] = window
         b = d["obs"].shape[0]
         if self.n_prev_actions:
-            pa = self._tensor(prev_actions) if prev_actions is not None else torch.zeros(
-                (b, self.n_prev_actions, *self.action_shape),
-                dtype=torch.int64 if self.action_dtype == np.int64 else torch.float32,
-                device=self.device,
-            )
+            pa = self._tensor(prev_actions if prev_actions is not None else np.broadcast_to(
+                self.initial_prev_action, (b, self.n_prev_actions, *self.action_shape)))
             d[self.prev_actions_key] = pa[:, 0] if self.prev_actions_key == "prev_actions" else pa
         if self.n_prev_rewards:
             pr = self._tensor(prev_rewards) if prev_rewards is not None else torch.zeros(

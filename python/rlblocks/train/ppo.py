@@ -372,7 +372,8 @@ class PPOTrainer:
         state = pol.initial_state(1)
         pa = None
         if pol.n_prev_actions:
-            pa = np.zeros((1, pol.n_prev_actions, *pol.action_shape), pol.action_dtype)
+            pa = np.broadcast_to(pol.initial_prev_action,
+                                 (1, pol.n_prev_actions, *pol.action_shape))
         pr = np.zeros((1, pol.n_prev_rewards), np.float32) if pol.n_prev_rewards else None
         total, length, done = 0.0, 0, False
         x: np.ndarray | None = None

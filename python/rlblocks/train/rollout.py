@@ -385,8 +385,9 @@ class EnvRunner:
         self._ep_len = np.zeros(self.num_envs, np.int64)
         self._state = policy.initial_state(self.num_envs)
         n_a, n_r = policy.n_prev_actions, policy.n_prev_rewards
-        self._prev_actions = (np.zeros((self.num_envs, n_a, *policy.action_shape),
-                                       policy.action_dtype) if n_a else None)
+        self._prev_actions = (np.broadcast_to(policy.initial_prev_action,
+                                              (self.num_envs, n_a, *policy.action_shape)).copy()
+                              if n_a else None)
         self._prev_rewards = np.zeros((self.num_envs, n_r), np.float32) if n_r else None
         self._obs: np.ndarray | None = None
         self._seed = seed
@@ -533,7 +534,7 @@ class EnvRunner:
             self._ep_len[done_idx] = 0
             if start_idx.size:
                 if self._prev_actions is not None:
-                    self._prev_actions[start_idx] = 0
+                    self._prev_actions[start_idx] = pol.initial_prev_action
                 if self._prev_rewards is not None:
                     self._prev_rewards[start_idx] = 0.0
                 if state_out:
