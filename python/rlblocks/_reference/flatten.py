@@ -184,7 +184,16 @@ class ReferenceFlattener:
             starts = np.repeat(bases + 1, lengths)
             within = np.arange(len(starts)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
             items = [item for v in values for item in v]
-            self._fill(child, items, starts + within * child_size, buf, path + ("*",), single)
+            try:
+                self._fill(child, items, starts + within * child_size, buf, path + ("*",), single)
+            except ValueError:
+                if not single:
+                    raise
+                # one observation: name the item, as the native core does (error path only)
+                scratch = np.zeros(child_size, np.float32)
+                for i, item in enumerate(items):
+                    self._fill(child, [item], np.zeros(1, np.int64), scratch, path + (i,), True)
+                raise
         elif kind == "discrete":
             idx = self._indices(values, (len(bases),), node["label"], where, batched_leaf)
             self._check_range(idx[:, None], node["start"], node["n"], node["label"], where)
