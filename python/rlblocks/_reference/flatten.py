@@ -302,11 +302,10 @@ class ReferenceFlattener:
         if arr.shape != shape:
             got = arr.shape[1:] if arr.ndim and arr.shape[0] == shape[0] else arr.shape
             raise ValueError(f"{where}: expected shape {shape[1:]} for {label}, got {got}")
-        if batched_leaf:
-            pass
-        elif arr.dtype == object and not any(isinstance(v, np.ndarray) for v in values):
+        per_obs = not batched_leaf  # values holds one Python value per observation
+        if per_obs and arr.dtype == object and not any(isinstance(v, np.ndarray) for v in values):
             arr = _object_indices(arr, label, where)
-        elif (arr.dtype.kind == "f" and len(values) > 1
+        elif (per_obs and arr.dtype.kind == "f" and len(values) > 1
               and np.nanmax(np.abs(arr.astype(np.float64)), initial=0) >= 2**53):
             parts = [ReferenceFlattener._indices([v], (1, *shape[1:]), label, where)
                      for v in values]
