@@ -1,0 +1,294 @@
+"""Env-to-module ConnectorV2 pieces backed by rlblocks' C++ core, batched over episodes.
+
+RLlib calls an env runner's env-to-module pipeline once per step with every episode of the
+runner. Each piece here gathers the newest observation of all those episodes, processes
+them in ONE batched call (RLlib's own ``FlattenObservations`` and ``MeanStdFilter`` work
+one observation at a time in Python), and writes the rows back into the episodes, where
+RLlib's default pieces pick them up.
+
+* :class:`FlattenObservationsBatched`: any nested Dict/Tuple/Discrete/MultiDiscrete/
+  ``Repeated`` observation -> the flat float32 vector of rlblocks' preprocessor
+  (``transform_batch``); the output Box carries ``original_space`` so that Dict/Tuple
+  models see the nested structure again. The action-mask form
+  ``Dict(action_mask=..., observations=...)`` keeps ``action_mask`` untouched and
+  flattens ``observations`` only.
+* :class:`MeanStdFilterBatched`: rlblocks' :class:`~rlblocks.filters.MeanStdFilter` on the
+  (flat) observations, whose state merges across env runners exactly (parallel merge):
+  the merged stats equal those of one filter that saw every observation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.spaces import Box
+
+from rlblocks.config import ModelConfig
+from rlblocks.filters import MeanStdFilter, RunningStat
+from rlblocks.preprocessors import NoPreprocessor, Preprocessor, get_preprocessor
+from rlblocks.rllib._ray import ConnectorV2
+from rlblocks.rllib.module import MASK_KEY, OBS_KEY, is_mask_space
+
+__all__ = ["FILTERS", "EnvToModule", "FlattenObservationsBatched", "MeanStdFilterBatched",
+           "env_to_module"]
+
+#: Accepted ``observation_filter`` values.
+FILTERS = ("NoFilter", "MeanStdFilter", "ConcurrentMeanStdFilter")
+
+
+def _with_original(space: Box, original: gym.Space | None) -> Box:
+    if original is not None:
+        space.original_space = original  # type: ignore[attr-defined]
+    return space
+
+
+def _inner_space(space: gym.Space, masked: bool) -> gym.Space:
+    return space[OBS_KEY] if masked and isinstance(space, gym.spaces.Dict) else space
+
+
+def _mask_dict(space: gym.Space, out: gym.Space) -> gym.spaces.Dict:
+    assert isinstance(space, gym.spaces.Dict)
+    return gym.spaces.Dict({MASK_KEY: space[MASK_KEY], OBS_KEY: out})
+
+
+class _BatchedObservationPiece(ConnectorV2):  # type: ignore[misc]
+    """Shared gather / write-back of the newest observation of every episode."""
+
+    _masked = False
+
+    def _gather(self, episodes: list[Any]) -> tuple[list[Any], list[Any]]:
+        eps = list(self.single_agent_episode_iterator(episodes, agents_that_stepped_only=True))
+        return eps, [ep.get_observations(-1) for ep in eps]
+
+    def _write(self, eps: list[Any], last: list[Any], rows: np.ndarray) -> None:
+        space = self.observation_space
+        for i, ep in enumerate(eps):
+            new = {MASK_KEY: last[i][MASK_KEY], OBS_KEY: rows[i]} if self._masked else rows[i]
+            ep.set_observations(at_indices=-1, new_data=new)
+            ep.observation_space = space
+
+
+class FlattenObservationsBatched(_BatchedObservationPiece):
+    """Flattens the newest observation of all episodes in one C++ ``transform_batch`` call.
+
+    Args:
+        input_observation_space: The env's (single) observation space (set by the pipeline).
+        input_action_space: The env's (single) action space.
+        model_config: rlblocks model config (preprocessor options, e.g. ``grayscale``).
+    """
+
+    def __init__(
+        self,
+        input_observation_space: gym.Space | None = None,
+        input_action_space: gym.Space | None = None,
+        *,
+        model_config: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._options = ModelConfig.from_dict(model_config).to_dict()
+        self._prep: Preprocessor | None = None
+        super().__init__(input_observation_space, input_action_space, **kwargs)
+
+    @property
+    def preprocessor(self) -> Preprocessor | None:
+        """The rlblocks preprocessor in use (None until the input space is known)."""
+        return self._prep
+
+    def recompute_output_observation_space(
+        self, input_observation_space: gym.Space, input_action_space: gym.Space
+    ) -> gym.Space:
+        if input_observation_space is None:
+            return None
+        self._masked = is_mask_space(input_observation_space)
+        inner = _inner_space(input_observation_space, self._masked)
+        prep = get_preprocessor(inner)(inner, self._options)
+        self._prep = prep
+        if isinstance(prep, NoPreprocessor):
+            out = inner
+        else:
+            out = _with_original(Box(-np.inf, np.inf, prep.shape, np.float32), inner)
+        if self._masked:
+            return _mask_dict(input_observation_space, out)
+        return out
+
+    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any],
+                 explore: bool | None = None, shared_data: dict | None = None,
+                 **kwargs: Any) -> Any:
+        if self._prep is None or isinstance(self._prep, NoPreprocessor):
+            return batch
+        eps, last = self._gather(episodes)
+        if not eps:
+            return batch
+        inner = [o[OBS_KEY] for o in last] if self._masked else last
+        self._write(eps, last, self._prep.transform_batch(inner))
+        return batch
+
+
+class MeanStdFilterBatched(_BatchedObservationPiece):
+    """rlblocks' MeanStdFilter over the newest observation of all episodes, in one call.
+
+    Put it after :class:`FlattenObservationsBatched` (it normalises a Box, or the
+    ``observations`` of the action-mask form). State, as RLlib's protocol wants it:
+    ``get_state`` returns the stats as of the last sync (``base``), everything seen since
+    (``buffer``) and the current ``running`` stats; ``merge_states`` adds every env
+    runner's buffer to the base (exact parallel merge, so nothing is counted twice while
+    the merged state is broadcast back with ``set_state``).
+
+    Args:
+        input_observation_space: Set by the pipeline.
+        input_action_space: Set by the pipeline.
+        demean: Subtract the running mean.
+        destd: Divide by the running std.
+        clip: Clip to ``[-clip, clip]`` (None or 0: no clipping).
+        update_stats: Push observations into the stats (False for pure inference).
+    """
+
+    def __init__(
+        self,
+        input_observation_space: gym.Space | None = None,
+        input_action_space: gym.Space | None = None,
+        *,
+        demean: bool = True,
+        destd: bool = True,
+        clip: float | None = 10.0,
+        update_stats: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        self._settings: dict[str, Any] = {"demean": bool(demean), "destd": bool(destd),
+                                          "clip": clip}
+        MeanStdFilter((), **self._settings)  # validates the settings early
+        self.update_stats = bool(update_stats)
+        self._filter: MeanStdFilter | None = None
+        self._base: RunningStat | None = None
+        super().__init__(input_observation_space, input_action_space, **kwargs)
+
+    @property
+    def filter(self) -> MeanStdFilter:
+        """The rlblocks filter (raises ValueError before the input space is known)."""
+        if self._filter is None:
+            raise ValueError("MeanStdFilterBatched: the input observation space is not set yet")
+        return self._filter
+
+    def recompute_output_observation_space(
+        self, input_observation_space: gym.Space, input_action_space: gym.Space
+    ) -> gym.Space:
+        if input_observation_space is None:
+            return None
+        self._masked = is_mask_space(input_observation_space)
+        inner = _inner_space(input_observation_space, self._masked)
+        if not isinstance(inner, Box):
+            raise ValueError(
+                f"MeanStdFilterBatched needs Box observations (put FlattenObservationsBatched "
+                f"first), got {inner}"
+            )
+        shape = tuple(inner.shape)
+        if self._filter is None or self._filter.shape != shape:
+            self._filter = MeanStdFilter(shape, **self._settings)
+            self._base = RunningStat(shape)
+        clip = self._filter.clip
+        bound = clip if clip else np.inf
+        out = _with_original(Box(-bound, bound, shape, np.float32),
+                             getattr(inner, "original_space", None))
+        if self._masked:
+            return _mask_dict(input_observation_space, out)
+        return out
+
+    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any],
+                 explore: bool | None = None, shared_data: dict | None = None,
+                 **kwargs: Any) -> Any:
+        eps, last = self._gather(episodes)
+        if not eps:
+            return batch
+        inner = [o[OBS_KEY] for o in last] if self._masked else last
+        rows = self.filter(np.stack(inner), update=self.update_stats)
+        self._write(eps, last, rows)
+        return batch
+
+    # --- RLlib's state protocol ----------------------------------------------------------------
+    def get_state(self, components: Any = None, *, not_components: Any = None,
+                  **kwargs: Any) -> dict[str, Any]:
+        f = self.filter
+        assert self._base is not None
+        return {
+            "shape": list(f.shape), "demean": f.demean, "destd": f.destd, "clip": f.clip,
+            "base": self._base.state(),
+            "running": f.running_stats.state(),
+            "buffer": f.buffer.state(),
+        }
+
+    def _check_state(self, state: Any) -> dict[str, Any]:
+        keys = ("shape", "demean", "destd", "clip", "base", "running", "buffer")
+        if not isinstance(state, Mapping) or any(k not in state for k in keys):
+            raise ValueError(f"MeanStdFilterBatched: a state needs the keys {list(keys)}")
+        if tuple(state["shape"]) != self.filter.shape:
+            raise ValueError(f"MeanStdFilterBatched: state of shape {tuple(state['shape'])}, "
+                             f"the filter has {self.filter.shape}")
+        return dict(state)
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        if not state:
+            return
+        state = self._check_state(state)
+        f = self.filter
+        shape = f.shape
+        f.load_state_dict({"shape": list(shape), "demean": state["demean"],
+                           "destd": state["destd"], "clip": state["clip"],
+                           "running_stats": state["running"], "buffer": state["buffer"]})
+        self._base = RunningStat.from_state(shape, state["base"])
+
+    def merge_states(self, states: list[dict[str, Any]]) -> dict[str, Any]:
+        """One state from those of several env runners: the newest base (most samples)
+        plus every runner's buffer; the result's buffer is empty."""
+        if not states:
+            return {}
+        checked = [self._check_state(s) for s in states]
+        shape = self.filter.shape
+        bases = [RunningStat.from_state(shape, s["base"]) for s in checked]
+        merged = max(bases, key=lambda b: b.n).copy()
+        for s in checked:
+            merged.update(RunningStat.from_state(shape, s["buffer"]))
+        first = checked[0]
+        merged_state = merged.state()
+        return {
+            "shape": list(shape), "demean": first["demean"], "destd": first["destd"],
+            "clip": first["clip"], "base": merged_state, "running": merged_state,
+            "buffer": RunningStat(shape).state(),
+        }
+
+
+class EnvToModule:
+    """The value for ``config.env_runners(env_to_module_connector=...)``: called by RLlib as
+    ``(env, spaces, device)``, returns the pieces (picklable, so it travels to env runners).
+    """
+
+    def __init__(self, model_config: Mapping[str, Any] | None = None,
+                 observation_filter: str = "NoFilter") -> None:
+        if observation_filter not in FILTERS:
+            raise ValueError(f"observation_filter must be one of {FILTERS}, got "
+                             f"{observation_filter!r}")
+        self.model_config = ModelConfig.from_dict(model_config).to_dict()
+        self.observation_filter = observation_filter
+
+    def __call__(self, env: Any = None, spaces: Any = None, device: Any = None) -> list[Any]:
+        pieces: list[Any] = [FlattenObservationsBatched(model_config=self.model_config)]
+        if self.observation_filter != "NoFilter":
+            pieces.append(MeanStdFilterBatched())
+        return pieces
+
+
+def env_to_module(model_config: Mapping[str, Any] | None = None,
+                  observation_filter: str = "NoFilter") -> EnvToModule:
+    """The env-to-module connector factory for ``config.env_runners(...)``.
+
+    Args:
+        model_config: rlblocks model config (preprocessor options).
+        observation_filter: ``"NoFilter"`` or ``"MeanStdFilter"``
+            (``"ConcurrentMeanStdFilter"`` is the same here: each env runner has its own).
+
+    Raises:
+        ValueError: An unknown filter or an invalid model config.
+    """
+    return EnvToModule(model_config, observation_filter)
