@@ -1,0 +1,161 @@
+"""Env-to-module pieces: batched C++ flattening equals rlblocks' per-observation transform,
+mask keys pass through, and the MeanStdFilter state merges exactly across env runners."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+from gymnasium.spaces import Box, Dict, Discrete, MultiDiscrete, Tuple  # noqa: E402
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode  # noqa: E402
+from rlblocks import get_preprocessor  # noqa: E402
+from rlblocks.filters import MeanStdFilter  # noqa: E402
+from rlblocks.rllib import (  # noqa: E402
+    FlattenObservationsBatched,
+    MeanStdFilterBatched,
+    env_to_module,
+)
+from rlblocks.spaces import Repeated  # noqa: E402
+
+NESTED = Dict({
+    "a": Discrete(5),
+    "c": Dict({"d": MultiDiscrete([3, 4]), "e": Box(-1, 1, (3, 2))}),
+    "f": Tuple((Discrete(2), Box(-1, 1, (4,)))),
+    "r": Repeated(Box(-1, 1, (2,)), 3),
+})
+
+
+def episodes(space: gym.Space, n: int, seed: int) -> tuple[list[SingleAgentEpisode], list]:
+    space.seed(seed)
+    obs = [space.sample() for _ in range(n)]
+    eps = []
+    for o in obs:
+        ep = SingleAgentEpisode(observation_space=space, action_space=Discrete(2))
+        ep.add_env_reset(observation=o)
+        eps.append(ep)
+    return eps, obs
+
+
+def run(piece, eps):
+    return piece(rl_module=None, batch={}, episodes=eps, explore=True, shared_data={})
+
+
+def test_flatten_equals_rlblocks_transform():
+    piece = FlattenObservationsBatched(NESTED, Discrete(2))
+    out_space = piece.observation_space
+    prep = get_preprocessor(NESTED)(NESTED)
+    assert out_space.shape == prep.shape and out_space.dtype == np.float32
+    assert out_space.original_space == NESTED
+    eps, obs = episodes(NESTED, 16, seed=0)
+    assert run(piece, eps) == {}
+    for ep, o in zip(eps, obs, strict=True):
+        got = ep.get_observations(-1)
+        np.testing.assert_array_equal(got, prep.transform(o))
+        assert got.dtype == np.float32 and ep.observation_space is out_space
+
+
+def test_mask_key_passes_through_and_box_is_untouched():
+    space = Dict({"action_mask": Box(0, 1, (4,), np.int8),
+                  "observations": Dict({"x": Discrete(3), "y": Box(-1, 1, (2,))})})
+    piece = FlattenObservationsBatched(space, Discrete(4))
+    assert set(piece.observation_space.spaces) == {"action_mask", "observations"}
+    assert piece.observation_space["action_mask"] == space["action_mask"]
+    eps, obs = episodes(space, 8, seed=1)
+    run(piece, eps)
+    inner = space["observations"]
+    prep = get_preprocessor(inner)(inner)
+    for ep, o in zip(eps, obs, strict=True):
+        got = ep.get_observations(-1)
+        np.testing.assert_array_equal(got["action_mask"], o["action_mask"])
+        np.testing.assert_array_equal(got["observations"], prep.transform(o["observations"]))
+
+    box = Box(-1, 1, (3,))
+    same = FlattenObservationsBatched(box, Discrete(2))
+    assert same.observation_space == box
+    eps, obs = episodes(box, 3, seed=2)
+    run(same, eps)
+    for ep, o in zip(eps, obs, strict=True):
+        np.testing.assert_array_equal(ep.get_observations(-1), o)
+
+
+def test_bad_observation_is_a_clear_error():
+    piece = FlattenObservationsBatched(NESTED, Discrete(2))
+    eps, _ = episodes(NESTED, 2, seed=3)
+    bad = dict(eps[1].get_observations(-1))
+    bad["a"] = 9
+    eps[1].set_observations(at_indices=-1, new_data=bad)
+    with pytest.raises(ValueError, match="out of range"):
+        run(piece, eps)
+
+
+def _filters(n: int) -> list[MeanStdFilterBatched]:
+    return [MeanStdFilterBatched(Box(-np.inf, np.inf, (3,)), Discrete(2)) for _ in range(n)]
+
+
+def test_mean_std_filter_merged_from_two_runners_equals_one_stream():
+    space = Box(-np.inf, np.inf, (3,))
+    rng = np.random.default_rng(0)
+    driver, r1, r2 = _filters(3)
+    single = MeanStdFilter((3,))
+    for _round in range(3):
+        for runner, n, loc in ((r1, 7, 1.0), (r2, 11, -3.0)):
+            for _ in range(n):
+                x = rng.normal(loc, 2.0, (3,)).astype(np.float32)
+                ep = SingleAgentEpisode(observation_space=space, action_space=Discrete(2))
+                ep.add_env_reset(observation=x)
+                single(x)  # the one filter that sees every observation
+                run(runner, [ep])
+                assert ep.get_observations(-1).shape == (3,)
+        merged = driver.merge_states([r1.get_state(), r2.get_state()])
+        for f in (driver, r1, r2):
+            f.set_state(merged)
+        for f in (driver, r1, r2):
+            stats = f.filter.running_stats
+            assert stats.n == single.running_stats.n
+            np.testing.assert_allclose(stats.mean, single.running_stats.mean, rtol=1e-12)
+            np.testing.assert_allclose(stats.var, single.running_stats.var, rtol=1e-6)
+            assert f.filter.buffer.n == 0
+    # normalising uses the merged stats
+    x = np.array([[0.5, -1.0, 2.0]], np.float32)
+    ep = SingleAgentEpisode(observation_space=space, action_space=Discrete(2))
+    ep.add_env_reset(observation=x[0])
+    r1.update_stats = False
+    run(r1, [ep])
+    s = single.running_stats
+    np.testing.assert_allclose(ep.get_observations(-1), (x[0] - s.mean) / (s.std + 1e-6),
+                               rtol=1e-5)
+
+
+def test_mean_std_filter_batches_all_episodes_and_checks_its_state():
+    space = Box(-np.inf, np.inf, (3,))
+    (f,) = _filters(1)
+    eps, obs = episodes(space, 5, seed=4)
+    run(f, eps)
+    stack = np.stack(obs)
+    np.testing.assert_allclose(f.filter.running_stats.mean, stack.mean(0), rtol=1e-6)
+    reference = MeanStdFilter((3,))
+    np.testing.assert_allclose(np.stack([ep.get_observations(-1) for ep in eps]),
+                               reference(stack), rtol=1e-6)
+    with pytest.raises(ValueError, match="needs the keys"):
+        f.set_state({"shape": [3]})
+    other = MeanStdFilterBatched(Box(-1, 1, (4,)), Discrete(2))
+    with pytest.raises(ValueError, match="shape"):
+        f.set_state(other.get_state())
+    with pytest.raises(ValueError, match="needs Box observations"):
+        MeanStdFilterBatched(Discrete(3), Discrete(2))
+
+
+def test_env_to_module_factory():
+    factory = env_to_module({"fcnet_hiddens": [8]}, observation_filter="MeanStdFilter")
+    pieces = pickle.loads(pickle.dumps(factory))(None, None, None)
+    assert [type(p) for p in pieces] == [FlattenObservationsBatched, MeanStdFilterBatched]
+    assert [type(p) for p in env_to_module()()] == [FlattenObservationsBatched]
+    with pytest.raises(ValueError, match="observation_filter"):
+        env_to_module(observation_filter="Mean")
+    with pytest.raises(ValueError, match="fcnet_hidden"):
+        env_to_module({"fcnet_hidden": [3]})
