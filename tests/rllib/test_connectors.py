@@ -159,3 +159,31 @@ def test_env_to_module_factory():
         env_to_module(observation_filter="Mean")
     with pytest.raises(ValueError, match="fcnet_hidden"):
         env_to_module({"fcnet_hidden": [3]})
+
+
+def test_filter_state_merges_through_rllibs_pipeline():
+    # RLlib pairs merged states with pieces by position among the pieces with a state: the
+    # flattening piece in front of the filter must not shift the filter's state.
+    from ray.rllib.connectors.env_to_module import EnvToModulePipeline
+
+    space = Dict({"x": Discrete(3), "y": Box(-1, 1, (2,))})
+
+    def pipeline():
+        return EnvToModulePipeline(
+            input_observation_space=space, input_action_space=Discrete(2),
+            connectors=env_to_module(observation_filter="MeanStdFilter")())
+
+    driver, p1, p2 = pipeline(), pipeline(), pipeline()
+    prep = get_preprocessor(space)(space)
+    single = MeanStdFilter(prep.shape)
+    for p, seed in ((p1, 5), (p2, 6)):
+        eps, obs = episodes(space, 9, seed=seed)
+        for piece in p.connectors:
+            run(piece, eps)
+        single(prep.transform_batch(obs))
+    merged = driver.merge_states([p1.get_state(), p2.get_state()])
+    for p in (driver, p1, p2):
+        p.set_state(merged)
+        stats = p.connectors[1].filter.running_stats
+        assert stats.n == 18
+        np.testing.assert_allclose(stats.mean, single.running_stats.mean, rtol=1e-12)

@@ -114,6 +114,24 @@ class FlattenObservationsBatched(_BatchedObservationPiece):
             return _mask_dict(input_observation_space, out)
         return out
 
+    # A non-empty state on purpose: RLlib's pipeline pairs the merged states with its pieces
+    # by position among the pieces that HAVE a state, so a stateless piece in front of
+    # MeanStdFilterBatched would shift the filter's state onto the wrong piece.
+    def get_state(self, components: Any = None, *, not_components: Any = None,
+                  **kwargs: Any) -> dict[str, Any]:
+        prep = self._prep
+        return {"preprocessor": type(prep).__name__ if prep is not None else None,
+                "shape": list(prep.shape) if prep is not None else None}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        mine = self.get_state()
+        if state and mine["shape"] is not None and state.get("shape") not in (None, mine["shape"]):
+            raise ValueError(f"FlattenObservationsBatched: state for output shape "
+                             f"{state.get('shape')}, this piece makes {mine['shape']}")
+
+    def merge_states(self, states: list[dict[str, Any]]) -> dict[str, Any]:
+        return dict(states[0]) if states else {}
+
     def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any],
                  explore: bool | None = None, shared_data: dict | None = None,
                  **kwargs: Any) -> Any:
