@@ -93,7 +93,7 @@ def _ppo(env: str, ours: bool, seed: int, target: float, max_steps: int) -> dict
     from ray.rllib.algorithms.ppo import PPOConfig
 
     env_id = f"rlblocks.envs:{env}" if env.startswith("rlblocks/") else env
-    model = {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh"}
+    model = {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh", "vf_share_layers": False}
     config = (PPOConfig().environment(env_id)
               .env_runners(num_env_runners=0, num_envs_per_env_runner=8)
               .training(train_batch_size_per_learner=2048, minibatch_size=256, num_epochs=6,

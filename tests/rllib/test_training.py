@@ -199,3 +199,37 @@ def test_lstm_on_stateless_cartpole_improves():
     print(f"\nPPO LSTM StatelessCartPole: mean return {best:.1f} after {iters} iterations, "
           f"{secs:.1f} s")
     assert best >= 60.0
+
+
+@pytest.mark.parametrize("algo", ["APPO", "IMPALA"])
+def test_appo_and_impala_losses_run_on_the_module(algo):
+    from rlblocks.rllib.trainer import build_algo_config
+    from rlblocks.train import PPOConfig as RLBlocksPPOConfig
+
+    config = RLBlocksPPOConfig.from_dict({
+        "env": "CartPole-v1", "num_envs": 4, "train_batch_size": 500,
+        "model": {"fcnet_hiddens": [32]}, "lr": 5e-4})
+    algo_config = build_algo_config(config, algo, num_env_runners=1)
+    algo_config.env_runners(num_cpus_per_env_runner=0.5).resources(
+        num_cpus_for_main_process=0.5)
+    trainer = algo_config.build_algo()
+    try:
+        module = trainer.get_module()
+        assert type(module).__name__ == ("RLBlocksAPPORLModule" if algo == "APPO"
+                                         else "RLBlocksRLModule")
+        before = trainer.learner_group.get_weights()["default_policy"]
+        assert any(k.startswith("model.") for k in before)
+        losses: dict[str, Any] = {}
+        deadline = time.perf_counter() + 90
+        while time.perf_counter() < deadline:  # nan in iterations without an update
+            result = trainer.train()
+            losses = result.get("learners", {}).get("default_policy", {})
+            if np.isfinite(float(losses.get("total_loss", np.nan))):
+                break
+        assert np.isfinite(float(losses.get("total_loss", np.nan))), losses
+        assert np.isfinite(float(losses["entropy"]))
+        after = trainer.learner_group.get_weights()["default_policy"]
+        changed = [k for k in before if not np.allclose(after[k], before[k])]
+        assert changed, "the learner did not update the rlblocks model's weights"
+    finally:
+        trainer.stop()
