@@ -187,3 +187,32 @@ def test_filter_state_merges_through_rllibs_pipeline():
         stats = p.connectors[1].filter.running_stats
         assert stats.n == 18
         np.testing.assert_allclose(stats.mean, single.running_stats.mean, rtol=1e-12)
+
+
+def test_gymnasium_sequence_is_flattened_as_a_padded_repeated():
+    space = Dict({
+        "items": gym.spaces.Sequence(Box(-1, 1, (2,))),
+        "stacked": gym.spaces.Sequence(Dict({"a": Discrete(2)}), stack=True),
+        "tag": Discrete(3),
+    })
+    piece = FlattenObservationsBatched(space, Discrete(2), sequence_max_len=4)
+    # Repeated layout per sequence: [length, items..., zero padding]
+    assert piece.observation_space.shape == ((1 + 4 * 2) + (1 + 4 * 2) + 3,)
+    obs = {"items": (np.array([0.5, -0.5], np.float32), np.array([0.25, 1.0], np.float32)),
+           "stacked": {"a": np.array([1, 0, 1])}, "tag": 2}
+    ep = SingleAgentEpisode(observation_space=space, action_space=Discrete(2))
+    ep.add_env_reset(observation=obs)
+    run(piece, [ep])
+    expected = np.concatenate([
+        [2, 0.5, -0.5, 0.25, 1.0, 0, 0, 0, 0],    # items
+        [3, 0, 1, 1, 0, 0, 1, 0, 0],              # stacked: one-hot a per item
+        [0, 0, 1],                                # tag
+    ]).astype(np.float32)
+    np.testing.assert_array_equal(ep.get_observations(-1), expected)
+    assert piece.observation_space.original_space["items"].max_len == 4
+    too_long = dict(obs, items=tuple(np.zeros(2, np.float32) for _ in range(5)))
+    ep.set_observations(at_indices=-1, new_data=too_long)
+    with pytest.raises(ValueError, match="longer than max_len=4"):
+        run(piece, [ep])
+    with pytest.raises(ValueError, match="sequence_max_len"):
+        env_to_module(sequence_max_len=0)

@@ -9,7 +9,9 @@ RLlib's default pieces pick them up.
 * :class:`FlattenObservationsBatched`: any nested Dict/Tuple/Discrete/MultiDiscrete/
   ``Repeated`` observation -> the flat float32 vector of rlblocks' preprocessor
   (``transform_batch``); the output Box carries ``original_space`` so that Dict/Tuple
-  models see the nested structure again. The action-mask form
+  models see the nested structure again. A gymnasium ``Sequence`` is read as a
+  ``Repeated`` of at most ``sequence_max_len`` items (default: the config's
+  ``max_seq_len``), zero-padded; a longer sequence is a ValueError. The action-mask form
   ``Dict(action_mask=..., observations=...)`` keeps ``action_mask`` untouched and
   flattens ``observations`` only.
 * :class:`MeanStdFilterBatched`: rlblocks' :class:`~rlblocks.filters.MeanStdFilter` on the
@@ -31,12 +33,74 @@ from rlblocks.filters import MeanStdFilter, RunningStat
 from rlblocks.preprocessors import NoPreprocessor, Preprocessor, get_preprocessor
 from rlblocks.rllib._ray import ConnectorV2
 from rlblocks.rllib.module import MASK_KEY, OBS_KEY, is_mask_space
+from rlblocks.spaces import Repeated
 
 __all__ = ["FILTERS", "EnvToModule", "FlattenObservationsBatched", "MeanStdFilterBatched",
-           "env_to_module"]
+           "env_to_module", "sequence_as_repeated", "sequence_values_as_lists"]
 
 #: Accepted ``observation_filter`` values.
 FILTERS = ("NoFilter", "MeanStdFilter", "ConcurrentMeanStdFilter")
+
+
+def sequence_as_repeated(space: gym.Space, max_len: int) -> gym.Space:
+    """``space`` with every gymnasium ``Sequence`` replaced by ``Repeated(child, max_len)``.
+
+    Examples:
+        >>> sequence_as_repeated(gym.spaces.Sequence(gym.spaces.Discrete(3)), 4)
+        Repeated(Discrete(3), max_len=4)
+    """
+    if isinstance(space, gym.spaces.Sequence):
+        return Repeated(sequence_as_repeated(space.feature_space, max_len), max_len)
+    if isinstance(space, gym.spaces.Dict):
+        return gym.spaces.Dict({k: sequence_as_repeated(s, max_len)
+                                for k, s in space.spaces.items()})
+    if isinstance(space, gym.spaces.Tuple):
+        return gym.spaces.Tuple(tuple(sequence_as_repeated(s, max_len) for s in space.spaces))
+    return space
+
+
+def _has_sequence(space: gym.Space) -> bool:
+    if isinstance(space, gym.spaces.Sequence):
+        return True
+    if isinstance(space, gym.spaces.Dict):
+        return any(_has_sequence(s) for s in space.spaces.values())
+    if isinstance(space, gym.spaces.Tuple):
+        return any(_has_sequence(s) for s in space.spaces)
+    return False
+
+
+def _unstack(space: gym.Space, value: Any, i: int) -> Any:
+    if isinstance(space, gym.spaces.Dict):
+        return {k: _unstack(s, value[k], i) for k, s in space.spaces.items()}
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(_unstack(s, v, i) for s, v in zip(space.spaces, value, strict=True))
+    return value[i]
+
+
+def _stacked_len(space: gym.Space, value: Any) -> int:
+    if isinstance(space, gym.spaces.Dict):
+        return _stacked_len(next(iter(space.spaces.values())), value[next(iter(space.spaces))])
+    if isinstance(space, gym.spaces.Tuple):
+        return _stacked_len(space.spaces[0], value[0])
+    return len(value)
+
+
+def sequence_values_as_lists(space: gym.Space, value: Any) -> Any:
+    """An observation of ``space`` with every ``Sequence`` value as a list of items (what
+    ``Repeated`` takes); stacked sequences (``stack=True``) are split into items."""
+    if isinstance(space, gym.spaces.Sequence):
+        child = space.feature_space
+        if space.stack:
+            items = [_unstack(child, value, i) for i in range(_stacked_len(child, value))]
+        else:
+            items = list(value)
+        return [sequence_values_as_lists(child, v) for v in items]
+    if isinstance(space, gym.spaces.Dict):
+        return {k: sequence_values_as_lists(s, value[k]) for k, s in space.spaces.items()}
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(sequence_values_as_lists(s, v)
+                     for s, v in zip(space.spaces, value, strict=True))
+    return value
 
 
 def _with_original(space: Box, original: gym.Space | None) -> Box:
@@ -78,6 +142,8 @@ class FlattenObservationsBatched(_BatchedObservationPiece):
         input_observation_space: The env's (single) observation space (set by the pipeline).
         input_action_space: The env's (single) action space.
         model_config: rlblocks model config (preprocessor options, e.g. ``grayscale``).
+        sequence_max_len: The most items of a gymnasium ``Sequence`` observation (default:
+            the config's ``max_seq_len``).
     """
 
     def __init__(
@@ -86,9 +152,15 @@ class FlattenObservationsBatched(_BatchedObservationPiece):
         input_action_space: gym.Space | None = None,
         *,
         model_config: Mapping[str, Any] | None = None,
+        sequence_max_len: int | None = None,
         **kwargs: Any,
     ) -> None:
         self._options = ModelConfig.from_dict(model_config).to_dict()
+        bound = self._options["max_seq_len"] if sequence_max_len is None else sequence_max_len
+        if isinstance(bound, bool) or not isinstance(bound, int) or bound < 1:
+            raise ValueError(f"sequence_max_len must be an int >= 1, got {bound!r}")
+        self._sequence_max_len = bound
+        self._sequence_space: gym.Space | None = None
         self._prep: Preprocessor | None = None
         super().__init__(input_observation_space, input_action_space, **kwargs)
 
@@ -104,6 +176,9 @@ class FlattenObservationsBatched(_BatchedObservationPiece):
             return None
         self._masked = is_mask_space(input_observation_space)
         inner = _inner_space(input_observation_space, self._masked)
+        self._sequence_space = inner if _has_sequence(inner) else None
+        if self._sequence_space is not None:
+            inner = sequence_as_repeated(inner, self._sequence_max_len)
         prep = get_preprocessor(inner)(inner, self._options)
         self._prep = prep
         if isinstance(prep, NoPreprocessor):
@@ -141,6 +216,8 @@ class FlattenObservationsBatched(_BatchedObservationPiece):
         if not eps:
             return batch
         inner = [o[OBS_KEY] for o in last] if self._masked else last
+        if self._sequence_space is not None:
+            inner = [sequence_values_as_lists(self._sequence_space, o) for o in inner]
         self._write(eps, last, self._prep.transform_batch(inner))
         return batch
 
@@ -283,30 +360,38 @@ class EnvToModule:
     """
 
     def __init__(self, model_config: Mapping[str, Any] | None = None,
-                 observation_filter: str = "NoFilter") -> None:
+                 observation_filter: str = "NoFilter",
+                 sequence_max_len: int | None = None) -> None:
         if observation_filter not in FILTERS:
             raise ValueError(f"observation_filter must be one of {FILTERS}, got "
                              f"{observation_filter!r}")
         self.model_config = ModelConfig.from_dict(model_config).to_dict()
         self.observation_filter = observation_filter
+        self.sequence_max_len = sequence_max_len
+        FlattenObservationsBatched(model_config=self.model_config,
+                                   sequence_max_len=sequence_max_len)  # validates early
 
     def __call__(self, env: Any = None, spaces: Any = None, device: Any = None) -> list[Any]:
-        pieces: list[Any] = [FlattenObservationsBatched(model_config=self.model_config)]
+        pieces: list[Any] = [FlattenObservationsBatched(
+            model_config=self.model_config, sequence_max_len=self.sequence_max_len)]
         if self.observation_filter != "NoFilter":
             pieces.append(MeanStdFilterBatched())
         return pieces
 
 
 def env_to_module(model_config: Mapping[str, Any] | None = None,
-                  observation_filter: str = "NoFilter") -> EnvToModule:
+                  observation_filter: str = "NoFilter",
+                  sequence_max_len: int | None = None) -> EnvToModule:
     """The env-to-module connector factory for ``config.env_runners(...)``.
 
     Args:
         model_config: rlblocks model config (preprocessor options).
         observation_filter: ``"NoFilter"`` or ``"MeanStdFilter"``
             (``"ConcurrentMeanStdFilter"`` is the same here: each env runner has its own).
+        sequence_max_len: The most items of a gymnasium ``Sequence`` observation (default:
+            the config's ``max_seq_len``).
 
     Raises:
-        ValueError: An unknown filter or an invalid model config.
+        ValueError: An unknown filter, an invalid model config or ``sequence_max_len``.
     """
-    return EnvToModule(model_config, observation_filter)
+    return EnvToModule(model_config, observation_filter, sequence_max_len)
