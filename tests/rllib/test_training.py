@@ -6,6 +6,7 @@ out; wall times are printed, never asserted.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any
@@ -233,3 +234,34 @@ def test_appo_and_impala_losses_run_on_the_module(algo):
         assert changed, "the learner did not update the rlblocks model's weights"
     finally:
         trainer.stop()
+
+
+def test_killed_env_runner_is_restarted_and_training_goes_on():
+    model = {"fcnet_hiddens": [32]}
+    config = ppo("CartPole-v1", model, batch=1000, minibatch=250, epochs=2, runners=2,
+                 observation_filter="MeanStdFilter")
+    config.fault_tolerance(restart_failed_env_runners=True,
+                           delay_between_env_runner_restarts_s=0.0)
+    algo = config.build_algo()
+    try:
+        algo.train()
+        group = algo.env_runner_group
+        victim = group.healthy_env_runner_ids()[0]
+        # the env runner's process dies mid-training
+        group.foreach_env_runner(lambda w: os._exit(1), remote_worker_ids=[victim],
+                                 local_env_runner=False, timeout_seconds=10)
+        steps = []
+        deadline = time.perf_counter() + 120
+        while time.perf_counter() < deadline:
+            steps.append(algo.train()["env_runners"]["num_env_steps_sampled_lifetime"])
+            if group.num_remote_worker_restarts() >= 1 and \
+                    group.num_healthy_remote_env_runners() == 2 and len(steps) >= 3:
+                break
+        assert group.num_remote_worker_restarts() >= 1
+        assert group.num_healthy_remote_env_runners() == 2
+        assert steps == sorted(steps) and steps[-1] > steps[0]
+        algo.train()  # one more sync: the restarted runner now holds the merged filter too
+        stats = group.foreach_env_runner(_filter_stats, local_env_runner=False)
+    finally:
+        algo.stop()
+    assert len(stats) == 2 and stats[0][0] == stats[1][0] > 0
