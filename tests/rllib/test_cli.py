@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -77,3 +78,21 @@ def test_rllib_flags_need_the_backend(tmp_path):
               "--run-dir", str(tmp_path / "y"))
     assert out.returncode == 2 and "--num-env-runners >= 1" in out.stderr
     assert not (tmp_path / "y").exists()
+
+
+def test_remote_env_runner_filter_and_nested_obs_through_the_cli(tmp_path):
+    run = tmp_path / "dict"
+    out = cli("train", "--env", "rlblocks/DictCartPole-v0", "--backend", "rllib",
+              "--num-env-runners", "1", "--num-envs-per-env-runner", "2",
+              "--run-dir", str(run), "--stop-timesteps", "2000", "--no-progress",
+              "--set", "observation_filter=MeanStdFilter", *SMALL)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "PPO (RLlib, 1 env runners)" in out.stdout
+    ckpt = sorted(run.glob("checkpoint_*"))[-1]
+    state = pickle.loads((ckpt / "rlblocks_filter.pkl").read_bytes())
+    assert state is not None and state["shape"] == [6]  # 4 scalars + one-hot side (2)
+    assert state["running"]["num_pushes"] >= 2000
+    evaluated = cli("evaluate", str(run), "--episodes", "2")
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    result = json.loads(evaluated.stdout.strip().splitlines()[-1])
+    assert result["episodes"] == 2 and result["episode_len_mean"] >= 1
