@@ -109,6 +109,10 @@ def test_recurrent_state_columns_sequence_equals_steps(kind):
     for k in init:
         torch.testing.assert_close(seq[Columns.STATE_OUT][k], s[k], atol=1e-5, rtol=1e-5)
     assert seq[Columns.EMBEDDINGS].shape == (b, t)
+    with pytest.raises(ValueError, match="needs batch\\['state_in'\\]"):
+        module.forward_train({Columns.OBS: obs})
+    with pytest.raises(ValueError, match=r"observations \[B, T, ...\]"):
+        module.forward_train({Columns.OBS: obs[:, 0], Columns.STATE_IN: state})
     # the rlblocks model on flat [B*T] rows with seq_lens gives the same logits
     model = twin(module, Box(-1, 1, (3,)), config)
     with torch.no_grad():

@@ -173,8 +173,21 @@ class RLBlocksRLModule(TorchRLModule, ValueFunctionAPI):  # type: ignore[misc]
         seq_lens = None
         lead: tuple[int, ...] = (obs.shape[0],)
         if self._num_state:
-            state_in = batch[Columns.STATE_IN]
-            state = [state_in[str(i)] for i in range(self._num_state)]
+            state_in = batch.get(Columns.STATE_IN)
+            keys = [str(i) for i in range(self._num_state)]
+            if not isinstance(state_in, dict) or any(k not in state_in for k in keys):
+                raise ValueError(
+                    f"RLBlocksRLModule: the recurrent model needs batch[{Columns.STATE_IN!r}] "
+                    f"with keys {keys} (get_initial_state() gives them), got "
+                    f"{sorted(state_in) if isinstance(state_in, dict) else type(state_in)}"
+                )
+            model_rank = len(self.model.obs_space.shape or ())
+            if obs.dim() != model_rank + 2:
+                raise ValueError(
+                    f"RLBlocksRLModule: a recurrent model takes observations [B, T, ...] "
+                    f"(rank {model_rank + 2}), got shape {tuple(obs.shape)}"
+                )
+            state = [state_in[k] for k in keys]
             b, t = obs.shape[0], obs.shape[1]
             lead = (b, t)
             obs = obs.reshape(b * t, *obs.shape[2:])
