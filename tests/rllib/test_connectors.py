@@ -216,3 +216,27 @@ def test_gymnasium_sequence_is_flattened_as_a_padded_repeated():
         run(piece, [ep])
     with pytest.raises(ValueError, match="sequence_max_len"):
         env_to_module(sequence_max_len=0)
+
+
+def test_previous_action_and_reward_join_the_observation():
+    from rlblocks.rllib import PrevActionRewardObservations
+
+    box = Box(-1, 1, (2,))
+    pieces = env_to_module({"use_lstm": True, "lstm_use_prev_action": True,
+                            "lstm_use_prev_reward": True})()
+    assert [type(p) for p in pieces] == [FlattenObservationsBatched, PrevActionRewardObservations]
+    piece = PrevActionRewardObservations(box, Discrete(3), prev_action=True, prev_reward=True)
+    assert set(piece.observation_space.spaces) == {"observations", "prev_actions",
+                                                   "prev_rewards"}
+    ep = SingleAgentEpisode(observation_space=box, action_space=Discrete(3))
+    ep.add_env_reset(observation=np.zeros(2, np.float32))
+    run(piece, [ep])
+    first = ep.get_observations(-1)
+    assert int(first["prev_actions"]) == 0 and float(first["prev_rewards"]) == 0.0
+    ep.add_env_step(observation=np.ones(2, np.float32), action=2, reward=1.5)
+    run(piece, [ep])
+    second = ep.get_observations(-1)
+    np.testing.assert_array_equal(second["observations"], np.ones(2))
+    assert int(second["prev_actions"]) == 2 and float(second["prev_rewards"]) == 1.5
+    with pytest.raises(ValueError, match="set prev_action and/or prev_reward"):
+        PrevActionRewardObservations(box, Discrete(3), prev_action=False)

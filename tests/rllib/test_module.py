@@ -211,3 +211,32 @@ def test_bad_configs_and_spaces():
     spec.observation_space, spec.action_space = Box(-1, 1, (3,)), Discrete(2)
     assert list(spec.build().rlblocks_config.fcnet_hiddens) == [4]
     np.testing.assert_equal(len(build(Box(-1, 1, (3,)), Discrete(2)).get_initial_state()), 0)
+
+
+def test_lstm_with_previous_action_and_reward():
+    torch.manual_seed(3)
+    config = {"use_lstm": True, "lstm_cell_size": 8, "fcnet_hiddens": [16],
+              "lstm_use_prev_action": True, "lstm_use_prev_reward": True, "max_seq_len": 4}
+    space = Dict({"observations": Box(-1, 1, (3,)), "prev_actions": Discrete(3),
+                  "prev_rewards": Box(-np.inf, np.inf, (), np.float32)})
+    module = build(space, Discrete(3), config)
+    b, t = 2, 4
+    init = module.get_initial_state()
+    state = {k: torch.from_numpy(v)[None].repeat(b, 1) for k, v in init.items()}
+    obs = {"observations": torch.randn(b, t, 3), "prev_actions": torch.randint(0, 3, (b, t)),
+           "prev_rewards": torch.randn(b, t)}
+    with torch.no_grad():
+        seq = module.forward_train({Columns.OBS: obs, Columns.STATE_IN: state})
+        model = twin(module, space["observations"], config)
+        flat, _ = model({"obs": obs["observations"].reshape(b * t, 3),
+                         "prev_actions": obs["prev_actions"].reshape(-1),
+                         "prev_rewards": obs["prev_rewards"].reshape(-1)},
+                        [state[k] for k in sorted(state)], torch.full((b,), t))
+    torch.testing.assert_close(seq[Columns.ACTION_DIST_INPUTS].reshape(b * t, -1), flat)
+    # the previous action changes the output (it is really read)
+    other = dict(obs, prev_actions=(obs["prev_actions"] + 1) % 3)
+    with torch.no_grad():
+        moved = module.forward_train({Columns.OBS: other, Columns.STATE_IN: state})
+    assert not torch.allclose(moved[Columns.ACTION_DIST_INPUTS], seq[Columns.ACTION_DIST_INPUTS])
+    with pytest.raises(ValueError, match="observations must be dicts with the keys"):
+        module.forward_train({Columns.OBS: obs["observations"], Columns.STATE_IN: state})

@@ -265,3 +265,21 @@ def test_killed_env_runner_is_restarted_and_training_goes_on():
     finally:
         algo.stop()
     assert len(stats) == 2 and stats[0][0] == stats[1][0] > 0
+
+
+def test_lstm_with_previous_action_and_reward_trains():
+    import rlblocks.envs  # noqa: F401  (registers rlblocks/StatelessCartPole-v0)
+
+    model = {"use_lstm": True, "lstm_cell_size": 32, "fcnet_hiddens": [32], "max_seq_len": 10,
+             "lstm_use_prev_action": True, "lstm_use_prev_reward": True}
+    algo = ppo("rlblocks/StatelessCartPole-v0", model, batch=1000, minibatch=250,
+               epochs=2).build_algo()
+    try:
+        for _ in range(2):
+            result = algo.train()
+        losses = result["learners"]["default_policy"]
+        assert np.isfinite(float(losses["total_loss"]))
+        obs_space = algo.get_module().observation_space
+        assert set(obs_space.spaces) == {"observations", "prev_actions", "prev_rewards"}
+    finally:
+        algo.stop()

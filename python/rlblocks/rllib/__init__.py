@@ -32,12 +32,15 @@ from rlblocks.rllib.connectors import (
     EnvToModule,
     FlattenObservationsBatched,
     MeanStdFilterBatched,
+    PrevActionRewardObservations,
     env_to_module,
 )
 from rlblocks.rllib.distribution import RLBlocksDistribution
 from rlblocks.rllib.module import (
     MASK_KEY,
     OBS_KEY,
+    PREV_ACTIONS_KEY,
+    PREV_REWARDS_KEY,
     RLBlocksAPPORLModule,
     RLBlocksRLModule,
     is_mask_space,
@@ -46,9 +49,12 @@ from rlblocks.rllib.module import (
 __all__ = [
     "MASK_KEY",
     "OBS_KEY",
+    "PREV_ACTIONS_KEY",
+    "PREV_REWARDS_KEY",
     "EnvToModule",
     "FlattenObservationsBatched",
     "MeanStdFilterBatched",
+    "PrevActionRewardObservations",
     "RLBlocksAPPORLModule",
     "RLBlocksDistribution",
     "RLBlocksRLModule",

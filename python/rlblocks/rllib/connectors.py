@@ -32,11 +32,18 @@ from rlblocks.config import ModelConfig
 from rlblocks.filters import MeanStdFilter, RunningStat
 from rlblocks.preprocessors import NoPreprocessor, Preprocessor, get_preprocessor
 from rlblocks.rllib._ray import ConnectorV2
-from rlblocks.rllib.module import MASK_KEY, OBS_KEY, is_mask_space
+from rlblocks.rllib.module import (
+    MASK_KEY,
+    OBS_KEY,
+    PREV_ACTIONS_KEY,
+    PREV_REWARDS_KEY,
+    is_mask_space,
+)
 from rlblocks.spaces import Repeated
 
 __all__ = ["FILTERS", "EnvToModule", "FlattenObservationsBatched", "MeanStdFilterBatched",
-           "env_to_module", "sequence_as_repeated", "sequence_values_as_lists"]
+           "PrevActionRewardObservations", "env_to_module", "sequence_as_repeated",
+           "sequence_values_as_lists"]
 
 #: Accepted ``observation_filter`` values.
 FILTERS = ("NoFilter", "MeanStdFilter", "ConcurrentMeanStdFilter")
@@ -354,6 +361,67 @@ class MeanStdFilterBatched(_BatchedObservationPiece):
         }
 
 
+class PrevActionRewardObservations(ConnectorV2):  # type: ignore[misc]
+    """Puts the previous action and/or reward next to the observation (``lstm_use_prev_action``
+    / ``lstm_use_prev_reward``): ``{"observations": obs, "prev_actions": a, "prev_rewards":
+    r}`` (an ``action_mask`` stays). Episode starts get zeros. Stored in the episodes, so the
+    learner sees the same inputs. Put it after the flattening and filter pieces.
+
+    Args:
+        input_observation_space: Set by the pipeline.
+        input_action_space: Set by the pipeline (Discrete, MultiDiscrete or Box).
+        prev_action: Add the previous action.
+        prev_reward: Add the previous reward.
+
+    Raises:
+        ValueError: Neither flag, or an unsupported action space.
+    """
+
+    def __init__(self, input_observation_space: gym.Space | None = None,
+                 input_action_space: gym.Space | None = None, *, prev_action: bool = True,
+                 prev_reward: bool = False, **kwargs: Any) -> None:
+        if not (prev_action or prev_reward):
+            raise ValueError("PrevActionRewardObservations: set prev_action and/or prev_reward")
+        self.prev_action, self.prev_reward = bool(prev_action), bool(prev_reward)
+        super().__init__(input_observation_space, input_action_space, **kwargs)
+
+    def recompute_output_observation_space(
+        self, input_observation_space: gym.Space, input_action_space: gym.Space
+    ) -> gym.Space:
+        if input_observation_space is None:
+            return None
+        if isinstance(input_observation_space, gym.spaces.Dict) and is_mask_space(
+                input_observation_space):
+            spaces = dict(input_observation_space.spaces)
+        else:
+            spaces = {OBS_KEY: input_observation_space}
+        if self.prev_action:
+            if not isinstance(input_action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete,
+                                                   Box)):
+                raise ValueError(f"PrevActionRewardObservations: previous actions need a "
+                                 f"Discrete, MultiDiscrete or Box action space, got "
+                                 f"{input_action_space}")
+            spaces[PREV_ACTIONS_KEY] = input_action_space
+        if self.prev_reward:
+            spaces[PREV_REWARDS_KEY] = Box(-np.inf, np.inf, (), np.float32)
+        return gym.spaces.Dict(spaces)
+
+    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any],
+                 explore: bool | None = None, shared_data: dict | None = None,
+                 **kwargs: Any) -> Any:
+        space = self.observation_space
+        for ep in self.single_agent_episode_iterator(episodes, agents_that_stepped_only=True):
+            obs = ep.get_observations(-1)
+            new = dict(obs) if isinstance(obs, dict) and OBS_KEY in obs else {OBS_KEY: obs}
+            if self.prev_action:
+                new[PREV_ACTIONS_KEY] = np.asarray(ep.get_actions(-1, fill=0))
+            if self.prev_reward:
+                new[PREV_REWARDS_KEY] = np.float32(ep.get_rewards(-1, fill=0.0))
+            ep.set_observations(at_indices=-1, new_data=new)
+            ep.observation_space = space
+        return batch
+
+
 class EnvToModule:
     """The value for ``config.env_runners(env_to_module_connector=...)``: called by RLlib as
     ``(env, spaces, device)``, returns the pieces (picklable, so it travels to env runners).
@@ -376,6 +444,10 @@ class EnvToModule:
             model_config=self.model_config, sequence_max_len=self.sequence_max_len)]
         if self.observation_filter != "NoFilter":
             pieces.append(MeanStdFilterBatched())
+        cfg = self.model_config
+        if cfg["use_lstm"] and (cfg["lstm_use_prev_action"] or cfg["lstm_use_prev_reward"]):
+            pieces.append(PrevActionRewardObservations(
+                prev_action=cfg["lstm_use_prev_action"], prev_reward=cfg["lstm_use_prev_reward"]))
         return pieces
 
 

@@ -10,9 +10,11 @@ distribution. Keys of ``model_config`` that rlblocks does not know (RLlib's new-
 with :func:`rlblocks.rllib.rl_module_spec`, which passes every rlblocks key explicitly.
 
 Observations: a flat or image Box (what :func:`rlblocks.rllib.env_to_module` produces; its
-``original_space`` lets Dict/Tuple models see the nested structure), or the action-mask
-form ``Dict(action_mask=..., observations=...)``: the model sees ``observations`` and the
-logits of actions whose mask entry is 0 get the float32 minimum, so they are never sampled.
+``original_space`` lets Dict/Tuple models see the nested structure), or a Dict of
+``observations`` plus any of ``action_mask`` (the logits of actions whose mask entry is 0
+get the float32 minimum, so they are never sampled), ``prev_actions`` and ``prev_rewards``
+(the previous action and reward, for ``lstm_use_prev_action`` / ``lstm_use_prev_reward``;
+``env_to_module`` adds them).
 
 Recurrent models (``use_lstm``, ``use_attention``, custom recurrent ModelV2s) keep their
 state in RLlib's ``STATE_IN`` / ``STATE_OUT`` columns (``{"0": ..., "1": ...}``, one entry
@@ -47,13 +49,16 @@ from rlblocks.rllib._ray import (
 )
 from rlblocks.rllib.distribution import RLBlocksDistribution
 
-__all__ = ["MASK_KEY", "OBS_KEY", "RLBlocksAPPORLModule", "RLBlocksRLModule", "is_mask_space"]
+__all__ = ["MASK_KEY", "OBS_KEY", "PREV_ACTIONS_KEY", "PREV_REWARDS_KEY", "RLBlocksAPPORLModule",
+           "RLBlocksRLModule", "is_mask_space"]
 
 #: RLlib's action-masking convention: a Dict observation with exactly these two keys.
 MASK_KEY = "action_mask"
 OBS_KEY = "observations"
-
-_UNSUPPORTED_KEYS = ("lstm_use_prev_action", "lstm_use_prev_reward")
+#: Keys the previous-action/reward connector piece adds next to ``observations``.
+PREV_ACTIONS_KEY = "prev_actions"
+PREV_REWARDS_KEY = "prev_rewards"
+_EXTRA_KEYS = {MASK_KEY, PREV_ACTIONS_KEY, PREV_REWARDS_KEY}
 
 
 def is_mask_space(space: gym.Space) -> bool:
@@ -82,12 +87,6 @@ def rlblocks_model_config(model_config: Any) -> ModelConfig:
             raise ValueError(f"model_config must be a dict, got {type(model_config).__name__}")
     config = ModelConfig.from_dict({k: v for k, v in model_config.items() if k in MODEL_DEFAULTS})
     cfg = config.to_dict()
-    for key in _UNSUPPORTED_KEYS:
-        if cfg[key]:
-            raise ValueError(
-                f"RLBlocksRLModule does not support {key}=True (previous actions/rewards as "
-                "model inputs); use the native trainer for it"
-            )
     if config.use_attention and (cfg["attention_use_n_prev_actions"]
                                  or cfg["attention_use_n_prev_rewards"]):
         raise ValueError(
@@ -126,8 +125,19 @@ class RLBlocksRLModule(TorchRLModule, ValueFunctionAPI):  # type: ignore[misc]
         space = self.observation_space
         if space is None or self.action_space is None:
             raise ValueError("RLBlocksRLModule needs observation_space and action_space")
-        self.masked = is_mask_space(space)
-        model_space = space[OBS_KEY] if self.masked else space
+        keyed = (isinstance(space, gym.spaces.Dict) and OBS_KEY in space.spaces
+                 and set(space.spaces) - {OBS_KEY} <= _EXTRA_KEYS)
+        self.keyed = keyed
+        self.masked = keyed and MASK_KEY in space.spaces
+        model_space = space[OBS_KEY] if keyed else space
+        cfg = config.to_dict()
+        for flag, key in (("lstm_use_prev_action", PREV_ACTIONS_KEY),
+                          ("lstm_use_prev_reward", PREV_REWARDS_KEY)):
+            if config.use_lstm and cfg[flag] and not (keyed and key in space.spaces):
+                raise ValueError(
+                    f"RLBlocksRLModule: {flag}=True needs {key!r} in the observations; build "
+                    "the env_to_module_connector with rlblocks.rllib.env_to_module(model_config)"
+                )
         if not isinstance(model_space, Box):
             raise ValueError(
                 f"RLBlocksRLModule needs Box observations (flat or image), got {model_space}; "
@@ -159,13 +169,18 @@ class RLBlocksRLModule(TorchRLModule, ValueFunctionAPI):  # type: ignore[misc]
         model = self.model if model is None else model
         obs = batch[Columns.OBS]
         mask = None
-        if self.masked:
-            if not isinstance(obs, dict) or MASK_KEY not in obs or OBS_KEY not in obs:
+        extras: dict[str, Any] = {}
+        if self.keyed:
+            wanted = set(self.observation_space.spaces)
+            if not isinstance(obs, dict) or not wanted <= set(obs):
                 raise ValueError(
-                    f"RLBlocksRLModule: observations must be dicts with {MASK_KEY!r} and "
-                    f"{OBS_KEY!r}, got {type(obs).__name__}"
+                    f"RLBlocksRLModule: observations must be dicts with the keys "
+                    f"{sorted(wanted)}, got {sorted(obs) if isinstance(obs, dict) else type(obs)}"
                 )
-            mask, obs = obs[MASK_KEY], obs[OBS_KEY]
+            mask = obs.get(MASK_KEY) if self.masked else None
+            extras = {k: torch.as_tensor(obs[k]) for k in (PREV_ACTIONS_KEY, PREV_REWARDS_KEY)
+                      if k in wanted}
+            obs = obs[OBS_KEY]
         obs = torch.as_tensor(obs)
         if not torch.is_floating_point(obs):
             obs = obs.float()
@@ -191,12 +206,14 @@ class RLBlocksRLModule(TorchRLModule, ValueFunctionAPI):  # type: ignore[misc]
             b, t = obs.shape[0], obs.shape[1]
             lead = (b, t)
             obs = obs.reshape(b * t, *obs.shape[2:])
+            extras = {k: v.reshape(b * t, *v.shape[2:]) for k, v in extras.items()}
             loss_mask = batch.get(Columns.LOSS_MASK)
             if loss_mask is not None and tuple(loss_mask.shape) == (b, t):
                 seq_lens = loss_mask.sum(1).long()
             else:
                 seq_lens = torch.full((b,), t, dtype=torch.int64, device=obs.device)
-        out, state_out = model({"obs": obs, "is_training": self.training}, state, seq_lens)
+        out, state_out = model({"obs": obs, "is_training": self.training, **extras}, state,
+                               seq_lens)
         values = model.value_function().reshape(lead)
         out = out.reshape(*lead, out.shape[-1])
         if mask is not None:
