@@ -74,8 +74,12 @@ def _env_id(config: PPOConfig) -> str:
 
 
 def build_algo_config(config: PPOConfig, algo: str = "PPO", num_env_runners: int = 0,
-                      num_envs_per_env_runner: int | None = None) -> Any:
+                      num_envs_per_env_runner: int | None = None,
+                      num_cpus_per_env_runner: float | None = None) -> Any:
     """The RLlib ``AlgorithmConfig`` for an rlblocks PPO config.
+
+    ``num_cpus_per_env_runner`` defaults to this machine's CPUs (less half a CPU for the
+    driver) shared by the runners, between 0.25 and 1.
 
     Raises:
         ValueError: An unknown algorithm, a bad count, or a config RLlib cannot run.
@@ -118,6 +122,11 @@ def build_algo_config(config: PPOConfig, algo: str = "PPO", num_env_runners: int
     runners = int(num_env_runners)
     cpus = os.cpu_count() or 1
     per_runner = max(0.25, min(1.0, (cpus - 0.5) / runners)) if runners else 1.0
+    if num_cpus_per_env_runner is not None:
+        if not float(num_cpus_per_env_runner) > 0:
+            raise ValueError(f"num_cpus_per_env_runner must be > 0, got "
+                             f"{num_cpus_per_env_runner}")
+        per_runner = float(num_cpus_per_env_runner)
     return (
         Config()
         .environment(_env_id(config), env_config=dict(config.env_config))
@@ -186,6 +195,8 @@ class RLlibTrainer:
         algo: ``"PPO"``, ``"APPO"`` or ``"IMPALA"``.
         num_env_runners: Ray env-runner actors (0: sample in the driver).
         num_envs_per_env_runner: Vector envs per runner (default ``config.num_envs``).
+        num_cpus_per_env_runner: CPUs each runner reserves (default: see
+            :func:`build_algo_config`).
         ray_address: An existing cluster's address; None starts a local Ray sized to the
             machine.
 
@@ -196,12 +207,14 @@ class RLlibTrainer:
     def __init__(self, config: PPOConfig | dict[str, Any], run_dir: str | Path, *,
                  algo: str = "PPO", num_env_runners: int = 0,
                  num_envs_per_env_runner: int | None = None,
+                 num_cpus_per_env_runner: float | None = None,
                  ray_address: str | None = None, _resumed: bool = False) -> None:
         self.config = PPOConfig.from_dict(config)
         self.backend = {"name": "rllib", "algo": algo, "num_env_runners": int(num_env_runners),
-                        "num_envs_per_env_runner": num_envs_per_env_runner}
+                        "num_envs_per_env_runner": num_envs_per_env_runner,
+                        "num_cpus_per_env_runner": num_cpus_per_env_runner}
         algo_config = build_algo_config(self.config, algo, num_env_runners,
-                                        num_envs_per_env_runner)
+                                        num_envs_per_env_runner, num_cpus_per_env_runner)
         self.run_dir = Path(run_dir)
         self.iteration = 0
         self.timesteps_total = 0
@@ -355,6 +368,7 @@ class RLlibTrainer:
         trainer = cls(data, run, algo=backend["algo"],
                       num_env_runners=backend["num_env_runners"],
                       num_envs_per_env_runner=backend["num_envs_per_env_runner"],
+                      num_cpus_per_env_runner=backend.get("num_cpus_per_env_runner"),
                       ray_address=ray_address, _resumed=True)
         trainer.algo.restore_from_path(str(ckpt.resolve()))
         trainer.iteration = int(meta["iteration"])
