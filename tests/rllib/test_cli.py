@@ -96,3 +96,27 @@ def test_remote_env_runner_filter_and_nested_obs_through_the_cli(tmp_path):
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     result = json.loads(evaluated.stdout.strip().splitlines()[-1])
     assert result["episodes"] == 2 and result["episode_len_mean"] >= 1
+
+
+def test_config_keys_map_onto_rllib():
+    from rlblocks.rllib.trainer import build_algo_config
+    from rlblocks.train import PPOConfig
+
+    config = PPOConfig.from_dict({
+        "env": "rlblocks/DictCartPole-v0", "num_envs": 3, "train_batch_size": 999,
+        "sgd_minibatch_size": 111, "num_sgd_iter": 7, "lambda": 0.9, "gamma": 0.95,
+        "clip_param": 0.25, "vf_clip_param": 5.0, "entropy_coeff": 0.01, "kl_coeff": 0.2,
+        "lr_schedule": [[100, 1e-3], [2000, 1e-4]], "seed": 5})
+    algo = build_algo_config(config, "PPO", num_env_runners=2)
+    assert algo.env == "rlblocks.envs:rlblocks/DictCartPole-v0"
+    assert (algo.num_envs_per_env_runner, algo.num_env_runners) == (3, 2)
+    assert (algo.train_batch_size_per_learner, algo.minibatch_size, algo.num_epochs) == (
+        999, 111, 7)
+    assert (algo.lambda_, algo.gamma, algo.clip_param, algo.vf_clip_param) == (
+        0.9, 0.95, 0.25, 5.0)
+    assert algo.entropy_coeff == 0.01 and algo.kl_coeff == 0.2 and algo.use_kl_loss
+    assert algo.lr == [[0, 1e-3], [100, 1e-3], [2000, 1e-4]] and algo.seed == 5
+    with pytest.raises(ValueError, match="--algo must be one of"):
+        build_algo_config(config, "DQN")
+    with pytest.raises(ValueError, match="gymnasium id"):
+        build_algo_config(PPOConfig.from_dict({"env": lambda cfg: None}))

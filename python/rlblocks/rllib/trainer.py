@@ -5,7 +5,8 @@ rlblocks' PPO config keys are mapped onto RLlib's (``train_batch_size`` ->
 ``train_batch_size_per_learner``, ``sgd_minibatch_size`` -> ``minibatch_size``,
 ``num_sgd_iter`` -> ``num_epochs``, ``lambda``, ``clip_param``, ``vf_clip_param``,
 ``vf_loss_coeff``, ``entropy_coeff``, ``kl_coeff``, ``kl_target``, ``grad_clip``, ``lr``,
-``gamma``, ``seed``, ``num_envs`` -> ``num_envs_per_env_runner``, ``model`` ->
+``gamma``, ``lr_schedule`` (as RLlib's ``lr`` schedule), ``seed``, ``num_envs`` ->
+``num_envs_per_env_runner``, ``model`` ->
 :func:`~rlblocks.rllib.rl_module_spec`, ``observation_filter`` ->
 :func:`~rlblocks.rllib.env_to_module`); APPO and IMPALA take the keys they know.
 
@@ -93,8 +94,6 @@ def build_algo_config(config: PPOConfig, algo: str = "PPO", num_env_runners: int
         raise ValueError(f"--num-envs-per-env-runner must be >= 1, got {envs}")
     if algo in ("APPO", "IMPALA") and int(num_env_runners) < 1:
         raise ValueError(f"{algo} samples asynchronously: give --num-env-runners >= 1")
-    if config.lr_schedule:
-        raise ValueError("lr_schedule is not mapped onto RLlib yet; use a constant lr")
     model = config.model_config().to_dict()
     if algo == "PPO":
         from ray.rllib.algorithms.ppo import PPOConfig as Config
@@ -104,8 +103,13 @@ def build_algo_config(config: PPOConfig, algo: str = "PPO", num_env_runners: int
         from ray.rllib.algorithms.impala import IMPALAConfig as Config
     from rlblocks.rllib import rl_module_spec
 
+    lr: Any = config.lr
+    if config.lr_schedule:  # RLlib interpolates [[timestep, lr], ...] from timestep 0
+        lr = [[int(t), float(v)] for t, v in config.lr_schedule]
+        if lr[0][0] != 0:
+            lr.insert(0, [0, lr[0][1]])
     train: dict[str, Any] = {
-        "lr": config.lr, "gamma": config.gamma, "grad_clip": config.grad_clip,
+        "lr": lr, "gamma": config.gamma, "grad_clip": config.grad_clip,
         "train_batch_size_per_learner": config.train_batch_size,
         "entropy_coeff": config.entropy_coeff, "vf_loss_coeff": config.vf_loss_coeff,
     }
