@@ -8,8 +8,13 @@
 2. ``ppo`` (``--ppo``): RLlib PPO to a mean return of 150 on CartPole-v1 and on
    rlblocks/DictCartPole-v0 (a nested Dict observation), RLlib's default module and
    connectors vs ``RLBlocksRLModule`` + ``env_to_module``: env steps and wall seconds.
+3. ``scaling`` (``--scaling``): RLlib PPO steps/s with 1 vs 2 env runners on an env whose
+   step costs ~1 ms of CPU, and the native trainer vs RLlib (rlblocks module, no remote
+   runners) on CartPole-v1 with the same PPO settings (8 envs, batch 2048, minibatch 64,
+   10 epochs).
 
-Usage: ``PYTHONPATH=python python benchmarks/bench_rllib.py [--quick] [--ppo] [--seeds N]``.
+Usage: ``PYTHONPATH=python python benchmarks/bench_rllib.py [--quick] [--ppo] [--scaling]
+[--seeds N]``.
 Prints one JSON object per row, then a table.
 """
 
@@ -141,16 +146,107 @@ def ppo_rows(seeds: int, target: float = 150.0, max_steps: int = 200_000) -> lis
     return rows
 
 
+class BusyEnv(gym.Env):
+    """Four random observations, two actions, 100-step episodes; each step spins ~1 ms."""
+
+    def __init__(self, config: dict | None = None):
+        self.observation_space = Box(-1, 1, (4,), np.float32)
+        self.action_space = Discrete(2)
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.np_random.uniform(-1, 1, 4).astype(np.float32), {}
+
+    def step(self, action):
+        end = time.perf_counter() + 0.001
+        while time.perf_counter() < end:
+            pass
+        self.t += 1
+        obs = self.np_random.uniform(-1, 1, 4).astype(np.float32)
+        return obs, float(action == 1), False, self.t >= 100, {}
+
+
+def scaling_rows(iters: int) -> list[dict]:
+    from ray.rllib.algorithms.ppo import PPOConfig as RLlibPPO
+    from rlblocks.rllib.trainer import build_algo_config
+    from rlblocks.train import PPOConfig, PPOTrainer
+
+    rows = []
+    model = {"fcnet_hiddens": [64, 64]}
+    rates = {}
+    for runners in (1, 2):
+        config = (RLlibPPO().environment(BusyEnv)
+                  .rl_module(rl_module_spec=rl_module_spec(model))
+                  .env_runners(num_env_runners=runners, num_envs_per_env_runner=4 // runners,
+                               num_cpus_per_env_runner=0.75,
+                               env_to_module_connector=env_to_module(model))
+                  .training(train_batch_size_per_learner=1000, minibatch_size=500,
+                            num_epochs=1))
+        algo = config.build_algo()
+        try:
+            lifetime0 = int(algo.train()["env_runners"]["num_env_steps_sampled_lifetime"])
+            start = time.perf_counter()
+            for _ in range(iters):
+                result = algo.train()
+            done = int(result["env_runners"]["num_env_steps_sampled_lifetime"]) - lifetime0
+            rates[runners] = done / (time.perf_counter() - start)
+        finally:
+            algo.stop()
+        rows.append({"case": "RLlib PPO, 1 ms/step env, 4 envs in total",
+                     "method": f"{runners} env runner(s)", "steps_per_s": rates[runners],
+                     "ratio": rates[runners] / rates[1]})
+    cfg = {"env": "CartPole-v1", "num_envs": 8, "train_batch_size": 2048,
+           "sgd_minibatch_size": 64, "num_sgd_iter": 10, "seed": 0}
+    native = PPOTrainer(cfg)
+    try:
+        native.train()
+        start, steps0 = time.perf_counter(), native.timesteps_total
+        for _ in range(iters):
+            native.train()
+        native_rate = (native.timesteps_total - steps0) / (time.perf_counter() - start)
+    finally:
+        native.close()
+    algo = build_algo_config(PPOConfig.from_dict(cfg)).build_algo()
+    try:
+        lifetime0 = int(algo.train()["env_runners"]["num_env_steps_sampled_lifetime"])
+        start = time.perf_counter()
+        for _ in range(iters):
+            result = algo.train()
+        done = int(result["env_runners"]["num_env_steps_sampled_lifetime"]) - lifetime0
+        rllib_rate = done / (time.perf_counter() - start)
+    finally:
+        algo.stop()
+    case = "PPO CartPole-v1, 8 envs, batch 2048, mb 64, 10 epochs"
+    rows.append({"case": case, "method": "rlblocks native trainer", "steps_per_s": native_rate,
+                 "ratio": native_rate / rllib_rate})
+    rows.append({"case": case, "method": "RLlib + RLBlocksRLModule", "steps_per_s": rllib_rate,
+                 "ratio": 1.0})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer batch sizes, shorter runs")
     parser.add_argument("--ppo", action="store_true", help="also time PPO to 150")
+    parser.add_argument("--scaling", action="store_true",
+                        help="also 1 vs 2 env runners, and native vs RLlib steps/s")
     parser.add_argument("--seeds", type=int, default=3, help="PPO seeds per case")
     args = parser.parse_args()
     batches = [8, 64] if args.quick else [1, 8, 64, 256]
     report(connector_rows(batches, 0.05 if args.quick else 0.3))
-    if args.ppo:
+    if args.ppo or args.scaling:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    if args.scaling:
+        rows = scaling_rows(2 if args.quick else 4)
+        for row in rows:
+            print(json.dumps(row))
+        print(f"\n{'case':<56} {'method':<26} {'steps/s':>9} {'ratio':>7}")
+        for r in rows:
+            print(f"{r['case']:<56} {r['method']:<26} {r['steps_per_s']:>9,.0f} "
+                  f"{r['ratio']:>6.2f}x")
+    if args.ppo:
         rows = ppo_rows(1 if args.quick else args.seeds)
         for row in rows:
             print(json.dumps(row))
