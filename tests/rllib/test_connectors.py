@@ -218,25 +218,31 @@ def test_gymnasium_sequence_is_flattened_as_a_padded_repeated():
         env_to_module(sequence_max_len=0)
 
 
-def test_previous_action_and_reward_join_the_observation():
+def test_previous_actions_and_rewards_join_the_observation():
     from rlblocks.rllib import PrevActionRewardObservations
 
     box = Box(-1, 1, (2,))
     pieces = env_to_module({"use_lstm": True, "lstm_use_prev_action": True,
                             "lstm_use_prev_reward": True})()
     assert [type(p) for p in pieces] == [FlattenObservationsBatched, PrevActionRewardObservations]
-    piece = PrevActionRewardObservations(box, Discrete(3), prev_action=True, prev_reward=True)
-    assert set(piece.observation_space.spaces) == {"observations", "prev_actions",
-                                                   "prev_rewards"}
+    assert (pieces[1].n_actions, pieces[1].n_rewards) == (1, 1)
+    attention = env_to_module({"use_attention": True, "attention_use_n_prev_actions": 3})()
+    assert (attention[1].n_actions, attention[1].n_rewards) == (3, 0)
+    piece = PrevActionRewardObservations(box, Discrete(3), prev_actions=2, prev_rewards=2)
+    out = piece.observation_space
+    assert set(out.spaces) == {"observations", "prev_actions", "prev_rewards"}
+    assert out["prev_actions"] == MultiDiscrete([3, 3]) and out["prev_rewards"].shape == (2,)
     ep = SingleAgentEpisode(observation_space=box, action_space=Discrete(3))
     ep.add_env_reset(observation=np.zeros(2, np.float32))
     run(piece, [ep])
     first = ep.get_observations(-1)
-    assert int(first["prev_actions"]) == 0 and float(first["prev_rewards"]) == 0.0
-    ep.add_env_step(observation=np.ones(2, np.float32), action=2, reward=1.5)
-    run(piece, [ep])
-    second = ep.get_observations(-1)
-    np.testing.assert_array_equal(second["observations"], np.ones(2))
-    assert int(second["prev_actions"]) == 2 and float(second["prev_rewards"]) == 1.5
-    with pytest.raises(ValueError, match="set prev_action and/or prev_reward"):
-        PrevActionRewardObservations(box, Discrete(3), prev_action=False)
+    assert first["prev_actions"].tolist() == [0, 0] and first["prev_rewards"].tolist() == [0, 0]
+    for action, reward in ((2, 1.5), (1, -0.5)):
+        ep.add_env_step(observation=np.ones(2, np.float32), action=action, reward=reward)
+        run(piece, [ep])
+    last = ep.get_observations(-1)
+    np.testing.assert_array_equal(last["observations"], np.ones(2))
+    assert last["prev_actions"].tolist() == [2, 1] and last["prev_rewards"].tolist() == [1.5, -0.5]
+    assert out.contains(last)
+    with pytest.raises(ValueError, match="count >= 1"):
+        PrevActionRewardObservations(box, Discrete(3), prev_actions=0)

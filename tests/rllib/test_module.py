@@ -203,7 +203,7 @@ def test_bad_configs_and_spaces():
         rl_module_spec({"custom_model": "no_such_model_here"})
     with pytest.raises(ValueError, match="env_to_module"):
         build(Dict({"a": Discrete(2)}), Discrete(2))
-    with pytest.raises(ValueError, match="lstm_use_prev_action"):
+    with pytest.raises(ValueError, match="lstm_use_prev_action/_reward needs"):
         build(Box(-1, 1, (3,)), Discrete(2), {"use_lstm": True, "lstm_use_prev_action": True})
     # RLlib's new-stack keys merged in by AlgorithmConfig are ignored, not errors
     spec = rl_module_spec({"fcnet_hiddens": [4]})
@@ -213,30 +213,40 @@ def test_bad_configs_and_spaces():
     np.testing.assert_equal(len(build(Box(-1, 1, (3,)), Discrete(2)).get_initial_state()), 0)
 
 
-def test_lstm_with_previous_action_and_reward():
+@pytest.mark.parametrize("kind", ["lstm", "attention"])
+def test_previous_actions_and_rewards(kind):
     torch.manual_seed(3)
-    config = {"use_lstm": True, "lstm_cell_size": 8, "fcnet_hiddens": [16],
-              "lstm_use_prev_action": True, "lstm_use_prev_reward": True, "max_seq_len": 4}
-    space = Dict({"observations": Box(-1, 1, (3,)), "prev_actions": Discrete(3),
-                  "prev_rewards": Box(-np.inf, np.inf, (), np.float32)})
+    n = 1 if kind == "lstm" else 2
+    config = ({"use_lstm": True, "lstm_cell_size": 8, "lstm_use_prev_action": True,
+               "lstm_use_prev_reward": True} if kind == "lstm" else
+              {"use_attention": True, "attention_dim": 8, "attention_head_dim": 4,
+               "attention_num_heads": 2, "attention_memory_inference": 3,
+               "attention_memory_training": 3, "attention_position_wise_mlp_dim": 8,
+               "attention_use_n_prev_actions": n, "attention_use_n_prev_rewards": n})
+    config.update(fcnet_hiddens=[16], max_seq_len=4)
+    space = Dict({"observations": Box(-1, 1, (3,)), "prev_actions": MultiDiscrete([3] * n),
+                  "prev_rewards": Box(-np.inf, np.inf, (n,), np.float32)})
     module = build(space, Discrete(3), config)
     b, t = 2, 4
     init = module.get_initial_state()
-    state = {k: torch.from_numpy(v)[None].repeat(b, 1) for k, v in init.items()}
-    obs = {"observations": torch.randn(b, t, 3), "prev_actions": torch.randint(0, 3, (b, t)),
-           "prev_rewards": torch.randn(b, t)}
+    state = {k: torch.from_numpy(v)[None].repeat(b, *([1] * v.ndim)) for k, v in init.items()}
+    obs = {"observations": torch.randn(b, t, 3), "prev_actions": torch.randint(0, 3, (b, t, n)),
+           "prev_rewards": torch.randn(b, t, n)}
+    pa, pr = obs["prev_actions"].reshape(b * t, n), obs["prev_rewards"].reshape(b * t, n)
+    extra = ({"prev_actions": pa[:, 0], "prev_rewards": pr[:, 0]} if kind == "lstm" else
+             {"prev_n_actions": pa, "prev_n_rewards": pr})
     with torch.no_grad():
         seq = module.forward_train({Columns.OBS: obs, Columns.STATE_IN: state})
         model = twin(module, space["observations"], config)
-        flat, _ = model({"obs": obs["observations"].reshape(b * t, 3),
-                         "prev_actions": obs["prev_actions"].reshape(-1),
-                         "prev_rewards": obs["prev_rewards"].reshape(-1)},
+        flat, _ = model({"obs": obs["observations"].reshape(b * t, 3), **extra},
                         [state[k] for k in sorted(state)], torch.full((b,), t))
     torch.testing.assert_close(seq[Columns.ACTION_DIST_INPUTS].reshape(b * t, -1), flat)
-    # the previous action changes the output (it is really read)
+    # the previous actions change the output (they are really read)
     other = dict(obs, prev_actions=(obs["prev_actions"] + 1) % 3)
     with torch.no_grad():
         moved = module.forward_train({Columns.OBS: other, Columns.STATE_IN: state})
     assert not torch.allclose(moved[Columns.ACTION_DIST_INPUTS], seq[Columns.ACTION_DIST_INPUTS])
     with pytest.raises(ValueError, match="observations must be dicts with the keys"):
         module.forward_train({Columns.OBS: obs["observations"], Columns.STATE_IN: state})
+    with pytest.raises(ValueError, match="needs 'prev_actions' in the observations"):
+        build(Box(-1, 1, (3,)), Discrete(3), config)

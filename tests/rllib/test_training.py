@@ -267,11 +267,16 @@ def test_killed_env_runner_is_restarted_and_training_goes_on():
     assert len(stats) == 2 and stats[0][0] == stats[1][0] > 0
 
 
-def test_lstm_with_previous_action_and_reward_trains():
+@pytest.mark.parametrize("kind", ["lstm", "attention"])
+def test_previous_actions_and_rewards_train(kind):
     import rlblocks.envs  # noqa: F401  (registers rlblocks/StatelessCartPole-v0)
 
-    model = {"use_lstm": True, "lstm_cell_size": 32, "fcnet_hiddens": [32], "max_seq_len": 10,
-             "lstm_use_prev_action": True, "lstm_use_prev_reward": True}
+    model = ({"use_lstm": True, "lstm_cell_size": 32, "lstm_use_prev_action": True,
+              "lstm_use_prev_reward": True} if kind == "lstm" else
+             {"use_attention": True, "attention_dim": 16, "attention_head_dim": 8,
+              "attention_memory_inference": 8, "attention_memory_training": 8,
+              "attention_use_n_prev_actions": 2, "attention_use_n_prev_rewards": 2})
+    model.update(fcnet_hiddens=[32], max_seq_len=10)
     algo = ppo("rlblocks/StatelessCartPole-v0", model, batch=1000, minibatch=250,
                epochs=2).build_algo()
     try:

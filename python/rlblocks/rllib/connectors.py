@@ -38,12 +38,13 @@ from rlblocks.rllib.module import (
     PREV_ACTIONS_KEY,
     PREV_REWARDS_KEY,
     is_mask_space,
+    prev_counts,
 )
 from rlblocks.spaces import Repeated
 
 __all__ = ["FILTERS", "EnvToModule", "FlattenObservationsBatched", "MeanStdFilterBatched",
-           "PrevActionRewardObservations", "env_to_module", "sequence_as_repeated",
-           "sequence_values_as_lists"]
+           "PrevActionRewardObservations", "env_to_module", "prev_counts",
+           "sequence_as_repeated", "sequence_values_as_lists"]
 
 #: Accepted ``observation_filter`` values.
 FILTERS = ("NoFilter", "MeanStdFilter", "ConcurrentMeanStdFilter")
@@ -361,28 +362,44 @@ class MeanStdFilterBatched(_BatchedObservationPiece):
         }
 
 
+def _repeat_space(space: gym.Space, n: int) -> gym.Space:
+    """The space of ``n`` stacked values of ``space`` (oldest first)."""
+    if isinstance(space, gym.spaces.Discrete):
+        return gym.spaces.MultiDiscrete(np.full(n, int(space.n)),
+                                        start=np.full(n, int(space.start)))
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        nvec = np.asarray(space.nvec)
+        return gym.spaces.MultiDiscrete(np.stack([nvec] * n), start=np.stack([space.start] * n))
+    assert isinstance(space, Box)
+    return Box(np.stack([space.low] * n), np.stack([space.high] * n), dtype=space.dtype)
+
+
 class PrevActionRewardObservations(ConnectorV2):  # type: ignore[misc]
-    """Puts the previous action and/or reward next to the observation (``lstm_use_prev_action``
-    / ``lstm_use_prev_reward``): ``{"observations": obs, "prev_actions": a, "prev_rewards":
-    r}`` (an ``action_mask`` stays). Episode starts get zeros. Stored in the episodes, so the
-    learner sees the same inputs. Put it after the flattening and filter pieces.
+    """Puts the last ``n`` actions and/or rewards next to the observation:
+    ``{"observations": obs, "prev_actions": [n, ...], "prev_rewards": [n]}`` (oldest first;
+    an ``action_mask`` stays; steps before the episode start are zeros). For
+    ``lstm_use_prev_action`` / ``_reward`` (``n = 1``) and ``attention_use_n_prev_actions`` /
+    ``_rewards``. Stored in the episodes, so the learner sees the same inputs. Put it after
+    the flattening and filter pieces.
 
     Args:
         input_observation_space: Set by the pipeline.
         input_action_space: Set by the pipeline (Discrete, MultiDiscrete or Box).
-        prev_action: Add the previous action.
-        prev_reward: Add the previous reward.
+        prev_actions: How many previous actions (0: none; True means 1).
+        prev_rewards: How many previous rewards (0: none; True means 1).
 
     Raises:
-        ValueError: Neither flag, or an unsupported action space.
+        ValueError: Neither, a negative count, or an unsupported action space.
     """
 
     def __init__(self, input_observation_space: gym.Space | None = None,
-                 input_action_space: gym.Space | None = None, *, prev_action: bool = True,
-                 prev_reward: bool = False, **kwargs: Any) -> None:
-        if not (prev_action or prev_reward):
-            raise ValueError("PrevActionRewardObservations: set prev_action and/or prev_reward")
-        self.prev_action, self.prev_reward = bool(prev_action), bool(prev_reward)
+                 input_action_space: gym.Space | None = None, *, prev_actions: int = 1,
+                 prev_rewards: int = 0, **kwargs: Any) -> None:
+        counts = (int(prev_actions), int(prev_rewards))
+        if min(counts) < 0 or max(counts) == 0:
+            raise ValueError("PrevActionRewardObservations: set prev_actions and/or "
+                             f"prev_rewards to a count >= 1, got {counts}")
+        self.n_actions, self.n_rewards = counts
         super().__init__(input_observation_space, input_action_space, **kwargs)
 
     def recompute_output_observation_space(
@@ -395,15 +412,15 @@ class PrevActionRewardObservations(ConnectorV2):  # type: ignore[misc]
             spaces = dict(input_observation_space.spaces)
         else:
             spaces = {OBS_KEY: input_observation_space}
-        if self.prev_action:
+        if self.n_actions:
             if not isinstance(input_action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete,
                                                    Box)):
                 raise ValueError(f"PrevActionRewardObservations: previous actions need a "
                                  f"Discrete, MultiDiscrete or Box action space, got "
                                  f"{input_action_space}")
-            spaces[PREV_ACTIONS_KEY] = input_action_space
-        if self.prev_reward:
-            spaces[PREV_REWARDS_KEY] = Box(-np.inf, np.inf, (), np.float32)
+            spaces[PREV_ACTIONS_KEY] = _repeat_space(input_action_space, self.n_actions)
+        if self.n_rewards:
+            spaces[PREV_REWARDS_KEY] = Box(-np.inf, np.inf, (self.n_rewards,), np.float32)
         return gym.spaces.Dict(spaces)
 
     def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any],
@@ -413,10 +430,12 @@ class PrevActionRewardObservations(ConnectorV2):  # type: ignore[misc]
         for ep in self.single_agent_episode_iterator(episodes, agents_that_stepped_only=True):
             obs = ep.get_observations(-1)
             new = dict(obs) if isinstance(obs, dict) and OBS_KEY in obs else {OBS_KEY: obs}
-            if self.prev_action:
-                new[PREV_ACTIONS_KEY] = np.asarray(ep.get_actions(-1, fill=0))
-            if self.prev_reward:
-                new[PREV_REWARDS_KEY] = np.float32(ep.get_rewards(-1, fill=0.0))
+            if self.n_actions:
+                new[PREV_ACTIONS_KEY] = np.stack([np.asarray(a) for a in ep.get_actions(
+                    indices=slice(-self.n_actions, None), fill=0)])
+            if self.n_rewards:
+                new[PREV_REWARDS_KEY] = np.asarray(ep.get_rewards(
+                    indices=slice(-self.n_rewards, None), fill=0.0), np.float32)
             ep.set_observations(at_indices=-1, new_data=new)
             ep.observation_space = space
         return batch
@@ -444,10 +463,10 @@ class EnvToModule:
             model_config=self.model_config, sequence_max_len=self.sequence_max_len)]
         if self.observation_filter != "NoFilter":
             pieces.append(MeanStdFilterBatched())
-        cfg = self.model_config
-        if cfg["use_lstm"] and (cfg["lstm_use_prev_action"] or cfg["lstm_use_prev_reward"]):
-            pieces.append(PrevActionRewardObservations(
-                prev_action=cfg["lstm_use_prev_action"], prev_reward=cfg["lstm_use_prev_reward"]))
+        n_actions, n_rewards = prev_counts(self.model_config)
+        if n_actions or n_rewards:
+            pieces.append(PrevActionRewardObservations(prev_actions=n_actions,
+                                                       prev_rewards=n_rewards))
         return pieces
 
 

@@ -13,8 +13,8 @@ Observations: a flat or image Box (what :func:`rlblocks.rllib.env_to_module` pro
 ``original_space`` lets Dict/Tuple models see the nested structure), or a Dict of
 ``observations`` plus any of ``action_mask`` (the logits of actions whose mask entry is 0
 get the float32 minimum, so they are never sampled), ``prev_actions`` and ``prev_rewards``
-(the previous action and reward, for ``lstm_use_prev_action`` / ``lstm_use_prev_reward``;
-``env_to_module`` adds them).
+(the last n actions and rewards, ``[n, ...]``, for ``lstm_use_prev_action`` / ``_reward``
+and ``attention_use_n_prev_actions`` / ``_rewards``; ``env_to_module`` adds them).
 
 Recurrent models (``use_lstm``, ``use_attention``, custom recurrent ModelV2s) keep their
 state in RLlib's ``STATE_IN`` / ``STATE_OUT`` columns (``{"0": ..., "1": ...}``, one entry
@@ -50,7 +50,7 @@ from rlblocks.rllib._ray import (
 from rlblocks.rllib.distribution import RLBlocksDistribution
 
 __all__ = ["MASK_KEY", "OBS_KEY", "PREV_ACTIONS_KEY", "PREV_REWARDS_KEY", "RLBlocksAPPORLModule",
-           "RLBlocksRLModule", "is_mask_space"]
+           "RLBlocksRLModule", "is_mask_space", "prev_counts"]
 
 #: RLlib's action-masking convention: a Dict observation with exactly these two keys.
 MASK_KEY = "action_mask"
@@ -72,6 +72,23 @@ def is_mask_space(space: gym.Space) -> bool:
     return isinstance(space, gym.spaces.Dict) and set(space.spaces) == {MASK_KEY, OBS_KEY}
 
 
+def prev_counts(model_config: Any) -> tuple[int, int]:
+    """How many previous actions and rewards a model config reads (LSTM: 0 or 1 each;
+    attention: ``attention_use_n_prev_actions`` / ``_rewards``).
+
+    Examples:
+        >>> prev_counts({"use_attention": True, "attention_use_n_prev_actions": 3})
+        (3, 0)
+    """
+    if model_config.get("use_lstm"):
+        return (int(bool(model_config.get("lstm_use_prev_action"))),
+                int(bool(model_config.get("lstm_use_prev_reward"))))
+    if model_config.get("use_attention"):
+        return (int(model_config.get("attention_use_n_prev_actions") or 0),
+                int(model_config.get("attention_use_n_prev_rewards") or 0))
+    return 0, 0
+
+
 def rlblocks_model_config(model_config: Any) -> ModelConfig:
     """The rlblocks keys of an RLModule's ``model_config`` (others dropped), validated.
 
@@ -86,13 +103,6 @@ def rlblocks_model_config(model_config: Any) -> ModelConfig:
         else:
             raise ValueError(f"model_config must be a dict, got {type(model_config).__name__}")
     config = ModelConfig.from_dict({k: v for k, v in model_config.items() if k in MODEL_DEFAULTS})
-    cfg = config.to_dict()
-    if config.use_attention and (cfg["attention_use_n_prev_actions"]
-                                 or cfg["attention_use_n_prev_rewards"]):
-        raise ValueError(
-            "RLBlocksRLModule does not support attention_use_n_prev_actions/_rewards; use the "
-            "native trainer for it"
-        )
     return config
 
 
@@ -130,14 +140,21 @@ class RLBlocksRLModule(TorchRLModule, ValueFunctionAPI):  # type: ignore[misc]
         self.keyed = keyed
         self.masked = keyed and MASK_KEY in space.spaces
         model_space = space[OBS_KEY] if keyed else space
-        cfg = config.to_dict()
-        for flag, key in (("lstm_use_prev_action", PREV_ACTIONS_KEY),
-                          ("lstm_use_prev_reward", PREV_REWARDS_KEY)):
-            if config.use_lstm and cfg[flag] and not (keyed and key in space.spaces):
+        counts = prev_counts(config.to_dict())
+        for n, key in zip(counts, (PREV_ACTIONS_KEY, PREV_REWARDS_KEY), strict=True):
+            if n and not (keyed and key in space.spaces):
+                what = ("lstm_use_prev_action/_reward" if config.use_lstm
+                        else "attention_use_n_prev_actions/_rewards")
                 raise ValueError(
-                    f"RLBlocksRLModule: {flag}=True needs {key!r} in the observations; build "
-                    "the env_to_module_connector with rlblocks.rllib.env_to_module(model_config)"
+                    f"RLBlocksRLModule: {what} needs {key!r} in the observations; build the "
+                    "env_to_module_connector with rlblocks.rllib.env_to_module(model_config)"
                 )
+        # the model's input-dict names: LSTM one previous value, attention n of them
+        self._prev_names = ({PREV_ACTIONS_KEY: "prev_actions", PREV_REWARDS_KEY: "prev_rewards"}
+                            if config.use_lstm else
+                            {PREV_ACTIONS_KEY: "prev_n_actions",
+                             PREV_REWARDS_KEY: "prev_n_rewards"})
+        self._prev_single = bool(config.use_lstm)
         if not isinstance(model_space, Box):
             raise ValueError(
                 f"RLBlocksRLModule needs Box observations (flat or image), got {model_space}; "
@@ -179,7 +196,7 @@ class RLBlocksRLModule(TorchRLModule, ValueFunctionAPI):  # type: ignore[misc]
                 )
             mask = obs.get(MASK_KEY) if self.masked else None
             extras = {k: torch.as_tensor(obs[k]) for k in (PREV_ACTIONS_KEY, PREV_REWARDS_KEY)
-                      if k in wanted}
+                      if k in wanted and self._prev_names}
             obs = obs[OBS_KEY]
         obs = torch.as_tensor(obs)
         if not torch.is_floating_point(obs):
@@ -212,8 +229,10 @@ class RLBlocksRLModule(TorchRLModule, ValueFunctionAPI):  # type: ignore[misc]
                 seq_lens = loss_mask.sum(1).long()
             else:
                 seq_lens = torch.full((b,), t, dtype=torch.int64, device=obs.device)
-        out, state_out = model({"obs": obs, "is_training": self.training, **extras}, state,
-                               seq_lens)
+        inputs: dict[str, Any] = {"obs": obs, "is_training": self.training}
+        for key, value in extras.items():  # [rows, n, ...]
+            inputs[self._prev_names[key]] = value[:, 0] if self._prev_single else value
+        out, state_out = model(inputs, state, seq_lens)
         values = model.value_function().reshape(lead)
         out = out.reshape(*lead, out.shape[-1])
         if mask is not None:
