@@ -11,14 +11,20 @@ ray = pytest.importorskip("ray")
 
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
+import torch  # noqa: E402
 from gymnasium.spaces import Box, Dict, Discrete, MultiDiscrete, Tuple  # noqa: E402
+from ray.rllib.core.columns import Columns  # noqa: E402
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode  # noqa: E402
 from rlblocks import get_preprocessor  # noqa: E402
 from rlblocks.filters import MeanStdFilter  # noqa: E402
+from rlblocks.image import gray_resize  # noqa: E402
+from rlblocks.models.visionnet import VisionNetwork  # noqa: E402
 from rlblocks.rllib import (  # noqa: E402
+    AtariFramesBatched,
     FlattenObservationsBatched,
     MeanStdFilterBatched,
     env_to_module,
+    rl_module_spec,
 )
 from rlblocks.spaces import Repeated  # noqa: E402
 
@@ -246,3 +252,55 @@ def test_previous_actions_and_rewards_join_the_observation():
     assert out.contains(last)
     with pytest.raises(ValueError, match="count >= 1"):
         PrevActionRewardObservations(box, Discrete(3), prev_actions=0)
+
+
+def test_atari_frames_gray_resize_and_stack_per_episode():
+    space = Box(0, 255, (210, 160, 3), np.uint8)
+    (piece,) = env_to_module({"dim": 42}, atari=True)()
+    assert isinstance(piece, AtariFramesBatched)
+    piece.input_observation_space = space
+    piece.input_action_space = Discrete(4)
+    assert piece.observation_space == Box(0, 255, (42, 42, 4), np.uint8)
+    rng = np.random.default_rng(0)
+
+    def frame():
+        return rng.integers(0, 256, (210, 160, 3), dtype=np.uint8)
+
+    eps, history = [], []
+    for _ in range(3):
+        ep = SingleAgentEpisode(observation_space=space, action_space=Discrete(4))
+        first = frame()
+        ep.add_env_reset(observation=first)
+        eps.append(ep)
+        history.append([gray_resize(first, 42)[..., 0]] * 4)
+    run(piece, eps)
+    for step in range(6):
+        for i, ep in enumerate(eps):
+            done = i == 1 and step == 2  # episode 1 ends; a new one takes its place
+            f = frame()
+            ep.add_env_step(observation=f, action=0, reward=0.0, terminated=done)
+            history[i] = history[i][1:] + [gray_resize(f, 42)[..., 0]]
+        run(piece, eps)
+        for i, ep in enumerate(eps):
+            np.testing.assert_array_equal(ep.get_observations(-1), np.stack(history[i], -1))
+        if step == 2:
+            new = SingleAgentEpisode(observation_space=space, action_space=Discrete(4))
+            first = frame()
+            new.add_env_reset(observation=first)
+            eps[1] = new
+            history[1] = [gray_resize(first, 42)[..., 0]] * 4
+            run(piece, [new])
+            np.testing.assert_array_equal(new.get_observations(-1), np.stack(history[1], -1))
+    assert len(piece._slots) == 3  # the finished episode's slot was given back
+    # the stacked uint8 frames feed rlblocks' vision network through the module
+    spec = rl_module_spec({"dim": 42})
+    spec.observation_space, spec.action_space = piece.observation_space, Discrete(4)
+    module = spec.build()
+    assert isinstance(module.model, VisionNetwork)
+    batch = torch.from_numpy(np.stack([ep.get_observations(-1) for ep in eps]))
+    out = module.forward_inference({Columns.OBS: batch})[Columns.ACTION_DIST_INPUTS]
+    assert out.shape == (3, 4) and bool(torch.isfinite(out).all())
+    with pytest.raises(ValueError, match="RGB uint8 frames"):
+        AtariFramesBatched(Box(0, 1, (84, 84, 4)), Discrete(2))
+    with pytest.raises(ValueError, match="NoFilter"):
+        env_to_module(observation_filter="MeanStdFilter", atari=True)

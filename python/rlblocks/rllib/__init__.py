@@ -29,6 +29,7 @@ from rlblocks.catalog import ModelCatalog
 from rlblocks.config import ModelConfig
 from rlblocks.rllib._ray import RLModuleSpec
 from rlblocks.rllib.connectors import (
+    AtariFramesBatched,
     EnvToModule,
     FlattenObservationsBatched,
     MeanStdFilterBatched,
@@ -47,6 +48,7 @@ from rlblocks.rllib.module import (
 )
 
 __all__ = [
+    "AtariFramesBatched",
     "MASK_KEY",
     "OBS_KEY",
     "PREV_ACTIONS_KEY",

@@ -43,7 +43,7 @@ from rlblocks.rllib.module import (
 from rlblocks.spaces import Repeated
 
 __all__ = ["FILTERS", "EnvToModule", "FlattenObservationsBatched", "MeanStdFilterBatched",
-           "PrevActionRewardObservations", "env_to_module", "prev_counts",
+           "PrevActionRewardObservations", "AtariFramesBatched", "env_to_module", "prev_counts",
            "sequence_as_repeated", "sequence_values_as_lists"]
 
 #: Accepted ``observation_filter`` values.
@@ -441,6 +441,91 @@ class PrevActionRewardObservations(ConnectorV2):  # type: ignore[misc]
         return batch
 
 
+class AtariFramesBatched(ConnectorV2):  # type: ignore[misc]
+    """The DeepMind frame pipeline for raw RGB frames: gray + ``dim``x``dim`` INTER_AREA resize
+    of the newest frame of all episodes in one C++ call (:func:`rlblocks.image.gray_resize`),
+    then each episode's last ``k`` frames stacked (channel-last, oldest first; an episode
+    starts with ``k`` copies of its first frame), as RLlib's ``wrap_deepmind`` /
+    ``FrameStack`` produce them. The env-side parts of that pipeline (noop reset, frame
+    skip, episodic life, FIRE reset) change the env's dynamics and stay env wrappers
+    (:func:`rlblocks.wrappers.atari.wrap_deepmind` with ``warp=False``).
+
+    Args:
+        input_observation_space: ``Box(0, 255, (H, W, 3), uint8)`` (set by the pipeline).
+        input_action_space: Set by the pipeline.
+        dim: Side of the warped frame (the model config's ``dim``).
+        framestack: Frames per observation (``k``; the model config's ``framestack``: 4).
+
+    Raises:
+        ValueError: A bad ``dim`` / ``framestack`` or non-RGB-uint8 observations.
+    """
+
+    def __init__(self, input_observation_space: gym.Space | None = None,
+                 input_action_space: gym.Space | None = None, *, dim: int = 84,
+                 framestack: int = 4, **kwargs: Any) -> None:
+        if isinstance(dim, bool) or int(dim) < 1 or isinstance(framestack, bool) or \
+                int(framestack) < 1:
+            raise ValueError(f"AtariFramesBatched: dim and framestack must be ints >= 1, got "
+                             f"{dim!r} and {framestack!r}")
+        self.dim, self.k = int(dim), int(framestack)
+        self._stacks = np.zeros((0, self.dim, self.dim, self.k), np.uint8)
+        self._slots: dict[Any, int] = {}
+        self._seen_t: dict[Any, int] = {}
+        self._free: list[int] = []
+        super().__init__(input_observation_space, input_action_space, **kwargs)
+
+    def recompute_output_observation_space(
+        self, input_observation_space: gym.Space, input_action_space: gym.Space
+    ) -> gym.Space:
+        if input_observation_space is None:
+            return None
+        space = input_observation_space
+        if not (isinstance(space, Box) and space.dtype == np.uint8 and len(space.shape) == 3
+                and space.shape[2] == 3):
+            raise ValueError(f"AtariFramesBatched needs RGB uint8 frames Box(0, 255, (H, W, 3)),"
+                             f" got {space}")
+        return Box(0, 255, (self.dim, self.dim, self.k), np.uint8)
+
+    def _slot(self, key: Any) -> int:
+        if key in self._slots:
+            return self._slots[key]
+        if not self._free:
+            old = self._stacks.shape[0]
+            grow = np.zeros((max(8, old), *self._stacks.shape[1:]), np.uint8)
+            self._stacks = np.concatenate([self._stacks, grow])
+            self._free = list(range(self._stacks.shape[0] - 1, old - 1, -1))
+        self._slots[key] = slot = self._free.pop()
+        return slot
+
+    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any],
+                 explore: bool | None = None, shared_data: dict | None = None,
+                 **kwargs: Any) -> Any:
+        from rlblocks.image import gray_resize
+
+        eps = [ep for ep in self.single_agent_episode_iterator(
+            episodes, agents_that_stepped_only=True) if self._seen_t.get(ep.id_) != ep.t]
+        if not eps:
+            return batch
+        fresh = np.array([ep.id_ not in self._slots for ep in eps])
+        slots = np.array([self._slot(ep.id_) for ep in eps])
+        frames = gray_resize(np.stack([ep.get_observations(-1) for ep in eps]), self.dim)
+        stacks = self._stacks
+        # oldest first: shift every continuing stack by one frame, then write the new one
+        old = slots[~fresh]
+        stacks[old, :, :, :-1] = stacks[old, :, :, 1:]
+        stacks[old, :, :, -1:] = frames[~fresh]
+        stacks[slots[fresh]] = np.repeat(frames[fresh], self.k, axis=-1)
+        space = self.observation_space
+        for ep, slot in zip(eps, slots, strict=True):
+            ep.set_observations(at_indices=-1, new_data=stacks[slot].copy())
+            ep.observation_space = space
+            self._seen_t[ep.id_] = ep.t
+            if ep.is_done:
+                self._free.append(self._slots.pop(ep.id_))
+                del self._seen_t[ep.id_]
+        return batch
+
+
 class EnvToModule:
     """The value for ``config.env_runners(env_to_module_connector=...)``: called by RLlib as
     ``(env, spaces, device)``, returns the pieces (picklable, so it travels to env runners).
@@ -448,17 +533,24 @@ class EnvToModule:
 
     def __init__(self, model_config: Mapping[str, Any] | None = None,
                  observation_filter: str = "NoFilter",
-                 sequence_max_len: int | None = None) -> None:
+                 sequence_max_len: int | None = None, atari: bool = False) -> None:
         if observation_filter not in FILTERS:
             raise ValueError(f"observation_filter must be one of {FILTERS}, got "
                              f"{observation_filter!r}")
         self.model_config = ModelConfig.from_dict(model_config).to_dict()
         self.observation_filter = observation_filter
         self.sequence_max_len = sequence_max_len
+        self.atari = bool(atari)
+        if self.atari and observation_filter != "NoFilter":
+            raise ValueError("atari=True frames are not mean/std filtered; use "
+                             "observation_filter='NoFilter'")
         FlattenObservationsBatched(model_config=self.model_config,
                                    sequence_max_len=sequence_max_len)  # validates early
 
     def __call__(self, env: Any = None, spaces: Any = None, device: Any = None) -> list[Any]:
+        if self.atari:
+            cfg = self.model_config
+            return [AtariFramesBatched(dim=cfg["dim"], framestack=4 if cfg["framestack"] else 1)]
         pieces: list[Any] = [FlattenObservationsBatched(
             model_config=self.model_config, sequence_max_len=self.sequence_max_len)]
         if self.observation_filter != "NoFilter":
@@ -472,7 +564,7 @@ class EnvToModule:
 
 def env_to_module(model_config: Mapping[str, Any] | None = None,
                   observation_filter: str = "NoFilter",
-                  sequence_max_len: int | None = None) -> EnvToModule:
+                  sequence_max_len: int | None = None, atari: bool = False) -> EnvToModule:
     """The env-to-module connector factory for ``config.env_runners(...)``.
 
     Args:
@@ -481,8 +573,11 @@ def env_to_module(model_config: Mapping[str, Any] | None = None,
             (``"ConcurrentMeanStdFilter"`` is the same here: each env runner has its own).
         sequence_max_len: The most items of a gymnasium ``Sequence`` observation (default:
             the config's ``max_seq_len``).
+        atari: Raw RGB Atari frames: the DeepMind frame pipeline
+            (:class:`AtariFramesBatched` with the config's ``dim`` and ``framestack``).
 
     Raises:
-        ValueError: An unknown filter, an invalid model config or ``sequence_max_len``.
+        ValueError: An unknown filter, an invalid model config or ``sequence_max_len``, or
+            a filter together with ``atari``.
     """
-    return EnvToModule(model_config, observation_filter, sequence_max_len)
+    return EnvToModule(model_config, observation_filter, sequence_max_len, atari)
