@@ -93,7 +93,7 @@ def rlblocks_model_config(model_config: Any) -> ModelConfig:
     """The rlblocks keys of an RLModule's ``model_config`` (others dropped), validated.
 
     Raises:
-        ValueError: An invalid rlblocks value, or a key the module does not support yet.
+        ValueError: An invalid rlblocks value, or a model_config that is not a dict.
     """
     if model_config is None:
         model_config = {}
@@ -102,11 +102,10 @@ def rlblocks_model_config(model_config: Any) -> ModelConfig:
             model_config = dataclasses.asdict(model_config)
         else:
             raise ValueError(f"model_config must be a dict, got {type(model_config).__name__}")
-    config = ModelConfig.from_dict({k: v for k, v in model_config.items() if k in MODEL_DEFAULTS})
-    return config
+    return ModelConfig.from_dict({k: v for k, v in model_config.items() if k in MODEL_DEFAULTS})
 
 
-def _masked_dist(dist_fn: Any, action_space: gym.Space) -> Any:
+def _masked_dist(action_space: gym.Space) -> Any:
     """The masked twin of the catalog's default discrete distribution for ``action_space``."""
     if isinstance(action_space, Discrete):
         return partial(MaskedCategorical, action_space=action_space)
@@ -163,7 +162,7 @@ class RLBlocksRLModule(TorchRLModule, ValueFunctionAPI):  # type: ignore[misc]
             )
         dist_fn, num_outputs = ModelCatalog.get_action_dist(self.action_space, config)
         if self.masked and not config.custom_action_dist:
-            dist_fn = _masked_dist(dist_fn, self.action_space)
+            dist_fn = _masked_dist(self.action_space)
         self.dist_fn = dist_fn
         self.model: ModelV2 = ModelCatalog.get_model_v2(
             model_space, self.action_space, num_outputs, config, name="rlblocks_rl_module"
@@ -196,7 +195,7 @@ class RLBlocksRLModule(TorchRLModule, ValueFunctionAPI):  # type: ignore[misc]
                 )
             mask = obs.get(MASK_KEY) if self.masked else None
             extras = {k: torch.as_tensor(obs[k]) for k in (PREV_ACTIONS_KEY, PREV_REWARDS_KEY)
-                      if k in wanted and self._prev_names}
+                      if k in wanted}
             obs = obs[OBS_KEY]
         obs = torch.as_tensor(obs)
         if not torch.is_floating_point(obs):
