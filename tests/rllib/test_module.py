@@ -250,3 +250,21 @@ def test_previous_actions_and_rewards(kind):
         module.forward_train({Columns.OBS: obs["observations"], Columns.STATE_IN: state})
     with pytest.raises(ValueError, match="needs 'prev_actions' in the observations"):
         build(Box(-1, 1, (3,)), Discrete(3), config)
+
+
+def test_registered_custom_action_dist_travels_as_a_class():
+    from rlblocks.distributions import Beta
+
+    ModelCatalog.register_custom_action_dist("rllib_test_beta", Beta)
+    spec = rl_module_spec({"custom_action_dist": "rllib_test_beta"})
+    assert spec.model_config["custom_action_dist"] is Beta
+    spec.observation_space, spec.action_space = Box(-1, 1, (3,)), Box(0.0, 2.0, (2,))
+    module = spec.build()
+    logits = module.forward_inference({Columns.OBS: torch.zeros(4, 3)})[
+        Columns.ACTION_DIST_INPUTS]
+    dist = module.get_inference_action_dist_cls().from_logits(logits)
+    assert isinstance(dist.inner, Beta)
+    a = dist.sample()
+    assert a.shape == (4, 2) and bool(((a >= 0) & (a <= 2)).all())  # the space's bounds
+    with pytest.raises(ValueError, match="custom_action_dist 'nope' is not registered"):
+        rl_module_spec({"custom_action_dist": "nope"})
