@@ -224,34 +224,48 @@ def test_gymnasium_sequence_is_flattened_as_a_padded_repeated():
         env_to_module(sequence_max_len=0)
 
 
-def test_previous_actions_and_rewards_join_the_observation():
-    from rlblocks.rllib import PrevActionRewardObservations
+def test_model_views_join_the_observation():
+    from rlblocks.models.framestack_model import FrameStackingModel
+    from rlblocks.rllib import ModelViewObservations
 
     box = Box(-1, 1, (2,))
     pieces = env_to_module({"use_lstm": True, "lstm_use_prev_action": True,
                             "lstm_use_prev_reward": True})()
-    assert [type(p) for p in pieces] == [FlattenObservationsBatched, PrevActionRewardObservations]
-    assert (pieces[1].n_actions, pieces[1].n_rewards) == (1, 1)
-    attention = env_to_module({"use_attention": True, "attention_use_n_prev_actions": 3})()
-    assert (attention[1].n_actions, attention[1].n_rewards) == (3, 0)
-    piece = PrevActionRewardObservations(box, Discrete(3), prev_actions=2, prev_rewards=2)
+    assert [type(p) for p in pieces] == [FlattenObservationsBatched, ModelViewObservations]
+    lstm = pieces[1]
+    lstm.input_observation_space, lstm.input_action_space = box, Discrete(3)
+    assert lstm.views == {"prev_actions": ("actions", [-1], False),
+                          "prev_rewards": ("rewards", [-1], False)}
+    plain = ModelViewObservations(box, Discrete(3), model_config={})
+    assert plain.views == {} and plain.observation_space == box  # nothing to add
+
+    # the guide's frame-stacking model: the last 3 observations, actions and rewards
+    piece = ModelViewObservations(box, Discrete(3), model_config={
+        "custom_model": FrameStackingModel, "custom_model_config": {"num_frames": 3}})
     out = piece.observation_space
-    assert set(out.spaces) == {"observations", "prev_actions", "prev_rewards"}
-    assert out["prev_actions"] == MultiDiscrete([3, 3]) and out["prev_rewards"].shape == (2,)
+    assert set(out.spaces) == {"observations", "prev_n_obs", "prev_n_actions",
+                               "prev_n_rewards"}
+    assert out["prev_n_actions"] == MultiDiscrete([3, 3, 3]) and out["prev_n_obs"].shape == (3, 2)
     ep = SingleAgentEpisode(observation_space=box, action_space=Discrete(3))
-    ep.add_env_reset(observation=np.zeros(2, np.float32))
+    frames = [np.full(2, i, np.float32) / 10 for i in range(5)]
+    ep.add_env_reset(observation=frames[0])
     run(piece, [ep])
     first = ep.get_observations(-1)
-    assert first["prev_actions"].tolist() == [0, 0] and first["prev_rewards"].tolist() == [0, 0]
-    for action, reward in ((2, 1.5), (1, -0.5)):
-        ep.add_env_step(observation=np.ones(2, np.float32), action=action, reward=reward)
+    np.testing.assert_array_equal(first["prev_n_obs"], np.stack([frames[0]] * 3))
+    assert first["prev_n_actions"].tolist() == [0, 0, 0]
+    assert first["prev_n_rewards"].tolist() == [0, 0, 0]
+    for t, (action, reward) in enumerate(((2, 1.5), (1, -0.5), (0, 2.0), (2, 0.25)), 1):
+        ep.add_env_step(observation=frames[t], action=action, reward=reward)
         run(piece, [ep])
+        run(piece, [ep])  # a second call on the same step changes nothing
     last = ep.get_observations(-1)
-    np.testing.assert_array_equal(last["observations"], np.ones(2))
-    assert last["prev_actions"].tolist() == [2, 1] and last["prev_rewards"].tolist() == [1.5, -0.5]
+    np.testing.assert_array_equal(last["observations"], frames[4])
+    np.testing.assert_array_equal(last["prev_n_obs"], np.stack(frames[2:5]))
+    assert last["prev_n_actions"].tolist() == [1, 0, 2]
+    assert last["prev_n_rewards"].tolist() == [-0.5, 2.0, 0.25]
     assert out.contains(last)
-    with pytest.raises(ValueError, match="count >= 1"):
-        PrevActionRewardObservations(box, Discrete(3), prev_actions=0)
+    with pytest.raises(ValueError, match="give model_config or views"):
+        ModelViewObservations(box, Discrete(3))
 
 
 def test_atari_frames_gray_resize_and_stack_per_episode():

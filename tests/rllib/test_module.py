@@ -203,7 +203,7 @@ def test_bad_configs_and_spaces():
         rl_module_spec({"custom_model": "no_such_model_here"})
     with pytest.raises(ValueError, match="env_to_module"):
         build(Dict({"a": Discrete(2)}), Discrete(2))
-    with pytest.raises(ValueError, match="lstm_use_prev_action/_reward needs"):
+    with pytest.raises(ValueError, match=r"the model reads \['prev_actions'\]"):
         build(Box(-1, 1, (3,)), Discrete(2), {"use_lstm": True, "lstm_use_prev_action": True})
     # RLlib's new-stack keys merged in by AlgorithmConfig are ignored, not errors
     spec = rl_module_spec({"fcnet_hiddens": [4]})
@@ -213,43 +213,66 @@ def test_bad_configs_and_spaces():
     np.testing.assert_equal(len(build(Box(-1, 1, (3,)), Discrete(2)).get_initial_state()), 0)
 
 
-@pytest.mark.parametrize("kind", ["lstm", "attention"])
-def test_previous_actions_and_rewards(kind):
+@pytest.mark.parametrize("kind", ["lstm", "attention", "framestack"])
+def test_view_inputs_previous_observations_actions_rewards(kind):
+    from rlblocks.models.framestack_model import FrameStackingModel
+
     torch.manual_seed(3)
-    n = 1 if kind == "lstm" else 2
-    config = ({"use_lstm": True, "lstm_cell_size": 8, "lstm_use_prev_action": True,
-               "lstm_use_prev_reward": True} if kind == "lstm" else
-              {"use_attention": True, "attention_dim": 8, "attention_head_dim": 4,
-               "attention_num_heads": 2, "attention_memory_inference": 3,
-               "attention_memory_training": 3, "attention_position_wise_mlp_dim": 8,
-               "attention_use_n_prev_actions": n, "attention_use_n_prev_rewards": n})
+    if kind == "lstm":
+        n, names = 1, ("prev_actions", "prev_rewards")
+        config = {"use_lstm": True, "lstm_cell_size": 8, "lstm_use_prev_action": True,
+                  "lstm_use_prev_reward": True}
+    elif kind == "attention":
+        n, names = 2, ("prev_n_actions", "prev_n_rewards")
+        config = {"use_attention": True, "attention_dim": 8, "attention_head_dim": 4,
+                  "attention_num_heads": 2, "attention_memory_inference": 3,
+                  "attention_memory_training": 3, "attention_position_wise_mlp_dim": 8,
+                  "attention_use_n_prev_actions": n, "attention_use_n_prev_rewards": n}
+    else:
+        n, names = 3, ("prev_n_actions", "prev_n_rewards")
+        config = {"custom_model": FrameStackingModel,
+                  "custom_model_config": {"num_frames": n, "hidden": 16}}
     config.update(fcnet_hiddens=[16], max_seq_len=4)
-    space = Dict({"observations": Box(-1, 1, (3,)), "prev_actions": MultiDiscrete([3] * n),
-                  "prev_rewards": Box(-np.inf, np.inf, (n,), np.float32)})
+    spaces = {"observations": Box(-1, 1, (3,)), names[0]: MultiDiscrete([3] * n),
+              names[1]: Box(-np.inf, np.inf, (n,), np.float32)}
+    if kind == "framestack":
+        spaces["prev_n_obs"] = Box(-1, 1, (n, 3))
+    space = Dict(spaces)
     module = build(space, Discrete(3), config)
-    b, t = 2, 4
+    b, t = (2, 4) if kind != "framestack" else (8, None)
+    lead = (b, t) if t else (b,)
+    rows = b * (t or 1)
+    obs = {"observations": torch.randn(*lead, 3), names[0]: torch.randint(0, 3, (*lead, n)),
+           names[1]: torch.randn(*lead, n)}
+    if kind == "framestack":
+        obs["prev_n_obs"] = torch.randn(b, n, 3)
+    batch = {Columns.OBS: obs}
     init = module.get_initial_state()
     state = {k: torch.from_numpy(v)[None].repeat(b, *([1] * v.ndim)) for k, v in init.items()}
-    obs = {"observations": torch.randn(b, t, 3), "prev_actions": torch.randint(0, 3, (b, t, n)),
-           "prev_rewards": torch.randn(b, t, n)}
-    pa, pr = obs["prev_actions"].reshape(b * t, n), obs["prev_rewards"].reshape(b * t, n)
-    extra = ({"prev_actions": pa[:, 0], "prev_rewards": pr[:, 0]} if kind == "lstm" else
-             {"prev_n_actions": pa, "prev_n_rewards": pr})
+    if state:
+        batch[Columns.STATE_IN] = state
+    flat = {k: v.reshape(rows, *v.shape[len(lead):]) for k, v in obs.items()}
+    extra = {k: v for k, v in flat.items() if k != "observations"}
+    if kind == "lstm":
+        extra = {k: v[:, 0] for k, v in extra.items()}
     with torch.no_grad():
-        seq = module.forward_train({Columns.OBS: obs, Columns.STATE_IN: state})
+        out = module.forward_train(batch)[Columns.ACTION_DIST_INPUTS]
         model = twin(module, space["observations"], config)
-        flat, _ = model({"obs": obs["observations"].reshape(b * t, 3), **extra},
-                        [state[k] for k in sorted(state)], torch.full((b,), t))
-    torch.testing.assert_close(seq[Columns.ACTION_DIST_INPUTS].reshape(b * t, -1), flat)
+        expected, _ = model({"obs": flat["observations"], **extra},
+                            [state[k] for k in sorted(state)],
+                            torch.full((b,), t) if t else None)
+    torch.testing.assert_close(out.reshape(rows, -1), expected)
     # the previous actions change the output (they are really read)
-    other = dict(obs, prev_actions=(obs["prev_actions"] + 1) % 3)
+    moved_obs = dict(obs, **{names[0]: (obs[names[0]] + 1) % 3})
     with torch.no_grad():
-        moved = module.forward_train({Columns.OBS: other, Columns.STATE_IN: state})
-    assert not torch.allclose(moved[Columns.ACTION_DIST_INPUTS], seq[Columns.ACTION_DIST_INPUTS])
+        moved = module.forward_train({**batch, Columns.OBS: moved_obs})
+    assert not torch.allclose(moved[Columns.ACTION_DIST_INPUTS], out)
     with pytest.raises(ValueError, match="observations must be dicts with the keys"):
-        module.forward_train({Columns.OBS: obs["observations"], Columns.STATE_IN: state})
-    with pytest.raises(ValueError, match="needs 'prev_actions' in the observations"):
+        module.forward_train({**batch, Columns.OBS: obs["observations"]})
+    with pytest.raises(ValueError, match="the model reads"):
         build(Box(-1, 1, (3,)), Discrete(3), config)
+    with pytest.raises(ValueError, match="unexpected observation keys"):
+        build(Dict({**spaces, "other": Box(0, 1, (1,))}), Discrete(3), config)
 
 
 def test_registered_custom_action_dist_travels_as_a_class():

@@ -267,15 +267,24 @@ def test_killed_env_runner_is_restarted_and_training_goes_on():
     assert len(stats) == 2 and stats[0][0] == stats[1][0] > 0
 
 
-@pytest.mark.parametrize("kind", ["lstm", "attention"])
-def test_previous_actions_and_rewards_train(kind):
+@pytest.mark.parametrize("kind", ["lstm", "attention", "framestack"])
+def test_view_inputs_train(kind):
     import rlblocks.envs  # noqa: F401  (registers rlblocks/StatelessCartPole-v0)
+    from rlblocks.models.framestack_model import FrameStackingModel
 
-    model = ({"use_lstm": True, "lstm_cell_size": 32, "lstm_use_prev_action": True,
-              "lstm_use_prev_reward": True} if kind == "lstm" else
-             {"use_attention": True, "attention_dim": 16, "attention_head_dim": 8,
-              "attention_memory_inference": 8, "attention_memory_training": 8,
-              "attention_use_n_prev_actions": 2, "attention_use_n_prev_rewards": 2})
+    if kind == "lstm":
+        model: dict[str, Any] = {"use_lstm": True, "lstm_cell_size": 32,
+                                 "lstm_use_prev_action": True, "lstm_use_prev_reward": True}
+        keys = {"prev_actions", "prev_rewards"}
+    elif kind == "attention":
+        model = {"use_attention": True, "attention_dim": 16, "attention_head_dim": 8,
+                 "attention_memory_inference": 8, "attention_memory_training": 8,
+                 "attention_use_n_prev_actions": 2, "attention_use_n_prev_rewards": 2}
+        keys = {"prev_n_actions", "prev_n_rewards"}
+    else:
+        model = {"custom_model": FrameStackingModel,
+                 "custom_model_config": {"num_frames": 4, "hidden": 64}}
+        keys = {"prev_n_obs", "prev_n_actions", "prev_n_rewards"}
     model.update(fcnet_hiddens=[32], max_seq_len=10)
     algo = ppo("rlblocks/StatelessCartPole-v0", model, batch=1000, minibatch=250,
                epochs=2).build_algo()
@@ -285,6 +294,6 @@ def test_previous_actions_and_rewards_train(kind):
         losses = result["learners"]["default_policy"]
         assert np.isfinite(float(losses["total_loss"]))
         obs_space = algo.get_module().observation_space
-        assert set(obs_space.spaces) == {"observations", "prev_actions", "prev_rewards"}
+        assert set(obs_space.spaces) == {"observations", *keys}
     finally:
         algo.stop()

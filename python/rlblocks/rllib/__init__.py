@@ -33,35 +33,33 @@ from rlblocks.rllib.connectors import (
     EnvToModule,
     FlattenObservationsBatched,
     MeanStdFilterBatched,
-    PrevActionRewardObservations,
+    ModelViewObservations,
     env_to_module,
 )
 from rlblocks.rllib.distribution import RLBlocksDistribution
 from rlblocks.rllib.module import (
     MASK_KEY,
     OBS_KEY,
-    PREV_ACTIONS_KEY,
-    PREV_REWARDS_KEY,
     RLBlocksAPPORLModule,
     RLBlocksRLModule,
     is_mask_space,
+    model_views,
 )
 
 __all__ = [
     "AtariFramesBatched",
     "MASK_KEY",
     "OBS_KEY",
-    "PREV_ACTIONS_KEY",
-    "PREV_REWARDS_KEY",
     "EnvToModule",
     "FlattenObservationsBatched",
     "MeanStdFilterBatched",
-    "PrevActionRewardObservations",
+    "ModelViewObservations",
     "RLBlocksAPPORLModule",
     "RLBlocksDistribution",
     "RLBlocksRLModule",
     "env_to_module",
     "is_mask_space",
+    "model_views",
     "portable_model_config",
     "rl_module_spec",
 ]

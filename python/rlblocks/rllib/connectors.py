@@ -28,22 +28,16 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.spaces import Box
 
+from rlblocks.catalog import ModelCatalog
 from rlblocks.config import ModelConfig
 from rlblocks.filters import MeanStdFilter, RunningStat
 from rlblocks.preprocessors import NoPreprocessor, Preprocessor, get_preprocessor
 from rlblocks.rllib._ray import ConnectorV2
-from rlblocks.rllib.module import (
-    MASK_KEY,
-    OBS_KEY,
-    PREV_ACTIONS_KEY,
-    PREV_REWARDS_KEY,
-    is_mask_space,
-    prev_counts,
-)
+from rlblocks.rllib.module import MASK_KEY, OBS_KEY, is_mask_space, model_views
 from rlblocks.spaces import Repeated
 
 __all__ = ["FILTERS", "EnvToModule", "FlattenObservationsBatched", "MeanStdFilterBatched",
-           "PrevActionRewardObservations", "AtariFramesBatched", "env_to_module", "prev_counts",
+           "ModelViewObservations", "AtariFramesBatched", "env_to_module",
            "sequence_as_repeated", "sequence_values_as_lists"]
 
 #: Accepted ``observation_filter`` values.
@@ -374,70 +368,122 @@ def _repeat_space(space: gym.Space, n: int) -> gym.Space:
     return Box(np.stack([space.low] * n), np.stack([space.high] * n), dtype=space.dtype)
 
 
-class PrevActionRewardObservations(ConnectorV2):  # type: ignore[misc]
-    """Puts the last ``n`` actions and/or rewards next to the observation:
-    ``{"observations": obs, "prev_actions": [n, ...], "prev_rewards": [n]}`` (oldest first;
-    an ``action_mask`` stays; steps before the episode start are zeros). For
-    ``lstm_use_prev_action`` / ``_reward`` (``n = 1``) and ``attention_use_n_prev_actions`` /
-    ``_rewards``. Stored in the episodes, so the learner sees the same inputs. Put it after
+class ModelViewObservations(ConnectorV2):  # type: ignore[misc]
+    """Puts what the model's view requirements read from the trajectory next to the
+    observation: ``{"observations": obs, name: [n, ...], ...}`` (an ``action_mask`` stays),
+    e.g. ``prev_actions`` / ``prev_rewards`` (``lstm_use_prev_action`` / ``_reward``),
+    ``prev_n_actions`` / ``prev_n_rewards`` (``attention_use_n_prev_*``), ``prev_n_obs``
+    (the models guide's frame-stacking model). Past observations before the episode start
+    repeat its first one, past actions and rewards are zeros (the trajectory view API's
+    fill). Each episode's history is kept here, so chunk boundaries change nothing; the
+    values are stored in the episodes, so the learner sees the same inputs. Put it after
     the flattening and filter pieces.
 
     Args:
         input_observation_space: Set by the pipeline.
-        input_action_space: Set by the pipeline (Discrete, MultiDiscrete or Box).
-        prev_actions: How many previous actions (0: none; True means 1).
-        prev_rewards: How many previous rewards (0: none; True means 1).
+        input_action_space: Set by the pipeline.
+        model_config: rlblocks model config; the catalog model for it tells the views.
+        views: Instead of ``model_config``: ``{name: (column, shifts, time_axis)}`` as
+            :func:`rlblocks.rllib.module.model_views` returns them.
 
     Raises:
-        ValueError: Neither, a negative count, or an unsupported action space.
+        ValueError: Both or neither of ``model_config`` / ``views``, or a view of an action
+            space that cannot be stacked.
     """
 
     def __init__(self, input_observation_space: gym.Space | None = None,
-                 input_action_space: gym.Space | None = None, *, prev_actions: int = 1,
-                 prev_rewards: int = 0, **kwargs: Any) -> None:
-        counts = (int(prev_actions), int(prev_rewards))
-        if min(counts) < 0 or max(counts) == 0:
-            raise ValueError("PrevActionRewardObservations: set prev_actions and/or "
-                             f"prev_rewards to a count >= 1, got {counts}")
-        self.n_actions, self.n_rewards = counts
+                 input_action_space: gym.Space | None = None, *,
+                 model_config: Mapping[str, Any] | None = None,
+                 views: Mapping[str, tuple[str, list[int], bool]] | None = None,
+                 **kwargs: Any) -> None:
+        if (model_config is None) == (views is None):
+            raise ValueError("ModelViewObservations: give model_config or views")
+        self._options = (None if model_config is None
+                         else ModelConfig.from_dict(model_config).to_dict())
+        self.views: dict[str, tuple[str, list[int], bool]] = dict(views or {})
+        self._masked = False
+        self._history: dict[Any, dict[str, list[Any]]] = {}
+        self._seen_t: dict[Any, int] = {}
         super().__init__(input_observation_space, input_action_space, **kwargs)
 
     def recompute_output_observation_space(
         self, input_observation_space: gym.Space, input_action_space: gym.Space
     ) -> gym.Space:
-        if input_observation_space is None:
-            return None
-        if isinstance(input_observation_space, gym.spaces.Dict) and is_mask_space(
-                input_observation_space):
-            spaces = dict(input_observation_space.spaces)
-        else:
-            spaces = {OBS_KEY: input_observation_space}
-        if self.n_actions:
-            if not isinstance(input_action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete,
-                                                   Box)):
-                raise ValueError(f"PrevActionRewardObservations: previous actions need a "
-                                 f"Discrete, MultiDiscrete or Box action space, got "
-                                 f"{input_action_space}")
-            spaces[PREV_ACTIONS_KEY] = _repeat_space(input_action_space, self.n_actions)
-        if self.n_rewards:
-            spaces[PREV_REWARDS_KEY] = Box(-np.inf, np.inf, (self.n_rewards,), np.float32)
+        if input_observation_space is None or input_action_space is None:
+            return input_observation_space
+        self._masked = is_mask_space(input_observation_space)
+        inner = _inner_space(input_observation_space, self._masked)
+        if self._options is not None:
+            _, n = ModelCatalog.get_action_dist(input_action_space, self._options)
+            model = ModelCatalog.get_model_v2(inner, input_action_space, n, self._options)
+            self.views = model_views(model)
+        if not self.views:
+            return input_observation_space
+        spaces = (dict(input_observation_space.spaces)
+                  if isinstance(input_observation_space, gym.spaces.Dict) and self._masked
+                  else {OBS_KEY: input_observation_space})
+        for name, (column, shifts, _) in self.views.items():
+            if column == "obs":
+                spaces[name] = _repeat_space(inner, len(shifts))
+            elif column == "actions":
+                if not isinstance(input_action_space, (gym.spaces.Discrete,
+                                                       gym.spaces.MultiDiscrete, Box)):
+                    raise ValueError(f"ModelViewObservations: view {name!r} of actions needs a "
+                                     f"Discrete, MultiDiscrete or Box action space, got "
+                                     f"{input_action_space}")
+                spaces[name] = _repeat_space(input_action_space, len(shifts))
+            else:
+                spaces[name] = Box(-np.inf, np.inf, (len(shifts),), np.float32)
         return gym.spaces.Dict(spaces)
+
+    def recompute_output_action_space(self, input_observation_space: gym.Space,
+                                      input_action_space: gym.Space) -> gym.Space:
+        # the views depend on both spaces, whichever of them is set last
+        if input_observation_space is not None and input_action_space is not None:
+            self._observation_space = self.recompute_output_observation_space(
+                input_observation_space, input_action_space)
+        return input_action_space
 
     def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any],
                  explore: bool | None = None, shared_data: dict | None = None,
                  **kwargs: Any) -> Any:
+        if not self.views:
+            return batch
         space = self.observation_space
+        keep = {c: max(-min(sh) for col, sh, _ in self.views.values() if col == c) + 1
+                for c in ("obs", "actions", "rewards")
+                if any(col == c for col, _, _ in self.views.values())}
+        zero_action = np.zeros(self.input_action_space.shape or (),
+                               self.input_action_space.dtype or np.float32)
         for ep in self.single_agent_episode_iterator(episodes, agents_that_stepped_only=True):
+            if self._seen_t.get(ep.id_) == ep.t:
+                continue  # this observation was processed already
+            hist = self._history.get(ep.id_)
+            if hist is None:
+                hist = self._history[ep.id_] = {"obs": [], "actions": [], "rewards": []}
+            elif len(ep) > 0:
+                hist["actions"].append(np.asarray(ep.get_actions(-1)))
+                hist["rewards"].append(np.float32(ep.get_rewards(-1)))
             obs = ep.get_observations(-1)
-            new = dict(obs) if isinstance(obs, dict) and OBS_KEY in obs else {OBS_KEY: obs}
-            if self.n_actions:
-                new[PREV_ACTIONS_KEY] = np.stack([np.asarray(a) for a in ep.get_actions(
-                    indices=slice(-self.n_actions, None), fill=0)])
-            if self.n_rewards:
-                new[PREV_REWARDS_KEY] = np.asarray(ep.get_rewards(
-                    indices=slice(-self.n_rewards, None), fill=0.0), np.float32)
+            hist["obs"].append(obs[OBS_KEY] if self._masked else obs)
+            for c, n in keep.items():
+                del hist[c][:-n]
+            new = dict(obs) if self._masked else {OBS_KEY: obs}
+            for name, (column, shifts, _) in self.views.items():
+                items = hist[column]
+                if column == "obs":  # shift 0 is the current observation
+                    picked = [items[max(0, len(items) - 1 + s)] for s in shifts]
+                else:  # shift -1 is the last action / reward
+                    picked = [items[len(items) + s] if len(items) + s >= 0 else
+                              (zero_action if column == "actions" else np.float32(0.0))
+                              for s in shifts]
+                new[name] = np.stack([np.asarray(p) for p in picked]).astype(
+                    np.float32 if column == "rewards" else np.asarray(picked[0]).dtype)
             ep.set_observations(at_indices=-1, new_data=new)
             ep.observation_space = space
+            self._seen_t[ep.id_] = ep.t
+            if ep.is_done:
+                del self._history[ep.id_], self._seen_t[ep.id_]
         return batch
 
 
@@ -555,10 +601,13 @@ class EnvToModule:
             model_config=self.model_config, sequence_max_len=self.sequence_max_len)]
         if self.observation_filter != "NoFilter":
             pieces.append(MeanStdFilterBatched())
-        n_actions, n_rewards = prev_counts(self.model_config)
-        if n_actions or n_rewards:
-            pieces.append(PrevActionRewardObservations(prev_actions=n_actions,
-                                                       prev_rewards=n_rewards))
+        cfg = self.model_config
+        if (cfg["custom_model"] or (cfg["use_lstm"] and (cfg["lstm_use_prev_action"]
+                                                         or cfg["lstm_use_prev_reward"]))
+                or (cfg["use_attention"] and (cfg["attention_use_n_prev_actions"]
+                                              or cfg["attention_use_n_prev_rewards"]))):
+            # the model may read past observations/actions/rewards (its view requirements)
+            pieces.append(ModelViewObservations(model_config=cfg))
         return pieces
 
 

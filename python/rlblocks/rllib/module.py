@@ -11,10 +11,12 @@ with :func:`rlblocks.rllib.rl_module_spec`, which passes every rlblocks key expl
 
 Observations: a flat or image Box (what :func:`rlblocks.rllib.env_to_module` produces; its
 ``original_space`` lets Dict/Tuple models see the nested structure), or a Dict of
-``observations`` plus any of ``action_mask`` (the logits of actions whose mask entry is 0
-get the float32 minimum, so they are never sampled), ``prev_actions`` and ``prev_rewards``
-(the last n actions and rewards, ``[n, ...]``, for ``lstm_use_prev_action`` / ``_reward``
-and ``attention_use_n_prev_actions`` / ``_rewards``; ``env_to_module`` adds them).
+``observations`` plus ``action_mask`` (the logits of actions whose mask entry is 0 get the
+float32 minimum, so they are never sampled) and/or the inputs the model's view
+requirements ask for (past observations, actions, rewards, ``[n, ...]`` each, under the
+view's name: ``prev_actions`` for ``lstm_use_prev_action``, ``prev_n_actions`` for
+``attention_use_n_prev_actions``, ``prev_n_obs`` for the guide's frame-stacking model;
+``env_to_module`` adds them).
 
 Recurrent models (``use_lstm``, ``use_attention``, custom recurrent ModelV2s) keep their
 state in RLlib's ``STATE_IN`` / ``STATE_OUT`` columns (``{"0": ..., "1": ...}``, one entry
@@ -49,16 +51,14 @@ from rlblocks.rllib._ray import (
 )
 from rlblocks.rllib.distribution import RLBlocksDistribution
 
-__all__ = ["MASK_KEY", "OBS_KEY", "PREV_ACTIONS_KEY", "PREV_REWARDS_KEY", "RLBlocksAPPORLModule",
-           "RLBlocksRLModule", "is_mask_space", "prev_counts"]
+__all__ = ["MASK_KEY", "OBS_KEY", "RLBlocksAPPORLModule", "RLBlocksRLModule", "is_mask_space",
+           "model_views"]
 
 #: RLlib's action-masking convention: a Dict observation with exactly these two keys.
 MASK_KEY = "action_mask"
 OBS_KEY = "observations"
-#: Keys the previous-action/reward connector piece adds next to ``observations``.
-PREV_ACTIONS_KEY = "prev_actions"
-PREV_REWARDS_KEY = "prev_rewards"
-_EXTRA_KEYS = {MASK_KEY, PREV_ACTIONS_KEY, PREV_REWARDS_KEY}
+#: Trajectory columns a model's view requirements may read besides the observation.
+_VIEW_COLUMNS = ("obs", "actions", "rewards")
 
 
 def is_mask_space(space: gym.Space) -> bool:
@@ -72,21 +72,34 @@ def is_mask_space(space: gym.Space) -> bool:
     return isinstance(space, gym.spaces.Dict) and set(space.spaces) == {MASK_KEY, OBS_KEY}
 
 
-def prev_counts(model_config: Any) -> tuple[int, int]:
-    """How many previous actions and rewards a model config reads (LSTM: 0 or 1 each;
-    attention: ``attention_use_n_prev_actions`` / ``_rewards``).
+def model_views(model: ModelV2) -> dict[str, tuple[str, list[int], bool]]:
+    """The inputs a model reads from the trajectory besides the current observation, from its
+    view requirements: ``{input name: (column, shifts, has_time_axis)}`` for the columns
+    ``obs`` (shifts <= 0), ``actions`` and ``rewards`` (shifts <= -1).
+
+    Raises:
+        ValueError: A view that looks into the future.
 
     Examples:
-        >>> prev_counts({"use_attention": True, "attention_use_n_prev_actions": 3})
-        (3, 0)
+        >>> from rlblocks.models.recurrent import LSTMWrapper
+        >>> from rlblocks.models.fcnet import FullyConnectedNetwork
+        >>> m = LSTMWrapper(Box(-1, 1, (3,)), Discrete(2), 2, {"lstm_use_prev_action": True},
+        ...                 "m", wrapped_cls=FullyConnectedNetwork)
+        >>> model_views(m)
+        {'prev_actions': ('actions', [-1], False)}
     """
-    if model_config.get("use_lstm"):
-        return (int(bool(model_config.get("lstm_use_prev_action"))),
-                int(bool(model_config.get("lstm_use_prev_reward"))))
-    if model_config.get("use_attention"):
-        return (int(model_config.get("attention_use_n_prev_actions") or 0),
-                int(model_config.get("attention_use_n_prev_rewards") or 0))
-    return 0, 0
+    views = {}
+    for name, vr in model.view_requirements.items():
+        column = vr.data_col or name
+        if name == "obs" or column not in _VIEW_COLUMNS:
+            continue
+        shifts = [int(x) for x in np.atleast_1d(vr.shift_arr)]
+        if max(shifts) > (0 if column == "obs" else -1):
+            raise ValueError(
+                f"view requirement {name!r}: shifts {shifts} of {column!r} look into the future"
+            )
+        views[name] = (column, shifts, bool(vr.has_time_axis))
+    return views
 
 
 def rlblocks_model_config(model_config: Any) -> ModelConfig:
@@ -134,26 +147,10 @@ class RLBlocksRLModule(TorchRLModule, ValueFunctionAPI):  # type: ignore[misc]
         space = self.observation_space
         if space is None or self.action_space is None:
             raise ValueError("RLBlocksRLModule needs observation_space and action_space")
-        keyed = (isinstance(space, gym.spaces.Dict) and OBS_KEY in space.spaces
-                 and set(space.spaces) - {OBS_KEY} <= _EXTRA_KEYS)
+        keyed = isinstance(space, gym.spaces.Dict) and OBS_KEY in space.spaces
         self.keyed = keyed
         self.masked = keyed and MASK_KEY in space.spaces
         model_space = space[OBS_KEY] if keyed else space
-        counts = prev_counts(config.to_dict())
-        for n, key in zip(counts, (PREV_ACTIONS_KEY, PREV_REWARDS_KEY), strict=True):
-            if n and not (keyed and key in space.spaces):
-                what = ("lstm_use_prev_action/_reward" if config.use_lstm
-                        else "attention_use_n_prev_actions/_rewards")
-                raise ValueError(
-                    f"RLBlocksRLModule: {what} needs {key!r} in the observations; build the "
-                    "env_to_module_connector with rlblocks.rllib.env_to_module(model_config)"
-                )
-        # the model's input-dict names: LSTM one previous value, attention n of them
-        self._prev_names = ({PREV_ACTIONS_KEY: "prev_actions", PREV_REWARDS_KEY: "prev_rewards"}
-                            if config.use_lstm else
-                            {PREV_ACTIONS_KEY: "prev_n_actions",
-                             PREV_REWARDS_KEY: "prev_n_rewards"})
-        self._prev_single = bool(config.use_lstm)
         if not isinstance(model_space, Box):
             raise ValueError(
                 f"RLBlocksRLModule needs Box observations (flat or image), got {model_space}; "
@@ -168,6 +165,18 @@ class RLBlocksRLModule(TorchRLModule, ValueFunctionAPI):  # type: ignore[misc]
             model_space, self.action_space, num_outputs, config, name="rlblocks_rl_module"
         )
         self._num_state = len(self.model.get_initial_state())
+        self._views = model_views(self.model)
+        given = set(space.spaces) - {OBS_KEY, MASK_KEY} if keyed else set()
+        missing = sorted(set(self._views) - given)
+        if missing:
+            raise ValueError(
+                f"RLBlocksRLModule: the model reads {missing} (previous observations, actions "
+                "or rewards) next to the observation; build the env_to_module_connector with "
+                "rlblocks.rllib.env_to_module(model_config)"
+            )
+        if given - set(self._views):
+            raise ValueError(f"RLBlocksRLModule: unexpected observation keys "
+                             f"{sorted(given - set(self._views))} next to {OBS_KEY!r}")
         self.max_seq_len = int(config.max_seq_len)
         self.action_dist_cls = RLBlocksDistribution.bind(dist_fn, num_outputs, self.model)
 
@@ -194,8 +203,7 @@ class RLBlocksRLModule(TorchRLModule, ValueFunctionAPI):  # type: ignore[misc]
                     f"{sorted(wanted)}, got {sorted(obs) if isinstance(obs, dict) else type(obs)}"
                 )
             mask = obs.get(MASK_KEY) if self.masked else None
-            extras = {k: torch.as_tensor(obs[k]) for k in (PREV_ACTIONS_KEY, PREV_REWARDS_KEY)
-                      if k in wanted}
+            extras = {k: torch.as_tensor(obs[k]) for k in self._views}
             obs = obs[OBS_KEY]
         obs = torch.as_tensor(obs)
         if not torch.is_floating_point(obs):
@@ -229,8 +237,8 @@ class RLBlocksRLModule(TorchRLModule, ValueFunctionAPI):  # type: ignore[misc]
             else:
                 seq_lens = torch.full((b,), t, dtype=torch.int64, device=obs.device)
         inputs: dict[str, Any] = {"obs": obs, "is_training": self.training}
-        for key, value in extras.items():  # [rows, n, ...]
-            inputs[self._prev_names[key]] = value[:, 0] if self._prev_single else value
+        for key, value in extras.items():  # [rows, n, ...]; a single-shift view has no n axis
+            inputs[key] = value if self._views[key][2] else value[:, 0]
         out, state_out = model(inputs, state, seq_lens)
         values = model.value_function().reshape(lead)
         out = out.reshape(*lead, out.shape[-1])
