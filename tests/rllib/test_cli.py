@@ -137,3 +137,19 @@ def test_models_guide_examples_learn_on_rllib(tmp_path, tuned):
     evaluated = cli("evaluate", str(run), "--episodes", "1")
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     assert json.loads(evaluated.stdout.strip().splitlines()[-1])["episodes"] == 1
+
+
+def test_evaluate_uses_the_training_pieces(tmp_path):
+    # a model reading previous actions and rewards, behind a filter: evaluation must build
+    # the same inputs as training
+    run = tmp_path / "lstm"
+    out = cli("train", "--env", "rlblocks/StatelessCartPole-v0", "--backend", "rllib",
+              "--run-dir", str(run), "--stop-timesteps", "1000", "--no-progress",
+              "--set", "model.use_lstm=true", "--set", "model.lstm_use_prev_action=true",
+              "--set", "model.lstm_use_prev_reward=true", "--set", "model.lstm_cell_size=16",
+              "--set", "observation_filter=MeanStdFilter", *SMALL)
+    assert out.returncode == 0, out.stderr[-3000:]
+    evaluated = cli("evaluate", str(run), "--episodes", "2", "--explore")
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    result = json.loads(evaluated.stdout.strip().splitlines()[-1])
+    assert result["episodes"] == 2 and min(result["episode_returns"]) >= 1

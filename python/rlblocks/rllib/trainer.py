@@ -32,11 +32,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlblocks.filters import MeanStdFilter
-from rlblocks.preprocessors import get_preprocessor
 from rlblocks.rllib._ray import Columns, ray
 from rlblocks.rllib.connectors import MeanStdFilterBatched, env_to_module
-from rlblocks.rllib.module import MASK_KEY, OBS_KEY, is_mask_space
 from rlblocks.train.config import PPOConfig
 from rlblocks.train.logger import ProgressLogger, truncate_progress
 
@@ -390,15 +387,18 @@ class RLlibTrainer:
         self._logger.close()
 
 
-def _flatten_for(env_space: gym.Space, model_config: dict[str, Any]) -> Any:
-    inner = env_space[OBS_KEY] if isinstance(env_space, gym.spaces.Dict) and is_mask_space(
-        env_space) else env_space
-    return get_preprocessor(inner)(inner, model_config)
+def _batched(value: Any, time_axis: bool) -> Any:
+    """One processed observation as a batch of one (``[1, 1, ...]`` with a time axis)."""
+    if isinstance(value, dict):
+        return {k: _batched(v, time_axis) for k, v in value.items()}
+    t = torch.as_tensor(np.asarray(value))[None]
+    return t[:, None] if time_axis else t
 
 
 def evaluate_run(run_dir: str | Path, episodes: int = 10, explore: bool = False,
                  seed: int | None = None) -> dict[str, Any]:
-    """Plays ``episodes`` with the newest checkpoint's module (no Ray needed at run time).
+    """Plays ``episodes`` with the newest checkpoint's module and the same env-to-module
+    pieces as training (the filter frozen at its saved state); no Ray cluster is started.
 
     Returns:
         The keys of :meth:`rlblocks.train.PPOTrainer.evaluate`, plus ``checkpoint``.
@@ -407,6 +407,7 @@ def evaluate_run(run_dir: str | Path, episodes: int = 10, explore: bool = False,
         ValueError: Not a run of this backend, no checkpoint, or bad ``episodes``.
     """
     from ray.rllib.core.rl_module.rl_module import RLModule
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
@@ -416,59 +417,54 @@ def evaluate_run(run_dir: str | Path, episodes: int = 10, explore: bool = False,
     data = json.loads((ckpt.parent / "config.json").read_text())
     data.pop("backend")
     config = PPOConfig.from_dict(data)
-    model_config = config.model_config().to_dict()
     module = RLModule.from_checkpoint(str((ckpt / _MODULE).resolve()))
     filter_state = pickle.loads((ckpt / _FILTER).read_bytes())
     env = gym.make(_env_id(config), **dict(config.env_config))
-    prep = _flatten_for(env.observation_space, model_config)
-    masked = is_mask_space(env.observation_space)
-    obs_filter = None
-    if filter_state is not None:
-        obs_filter = MeanStdFilter(tuple(filter_state["shape"]))
-        obs_filter.load_state_dict({
-            "shape": filter_state["shape"], "demean": filter_state["demean"],
-            "destd": filter_state["destd"], "clip": filter_state["clip"],
-            "running_stats": filter_state["running"], "buffer": filter_state["buffer"]})
+    pieces = env_to_module(config.model_config().to_dict(), config.observation_filter)()
+    space = env.observation_space
+    for piece in pieces:
+        piece.input_action_space = env.action_space
+        piece.input_observation_space = space
+        space = piece.observation_space
+        if isinstance(piece, MeanStdFilterBatched):
+            piece.update_stats = False
+            if filter_state is not None:
+                piece.set_state(filter_state)
     dist_cls = (module.get_exploration_action_dist_cls() if explore
                 else module.get_inference_action_dist_cls())
+    stateful = bool(module.get_initial_state())
     base = (config.seed or 0) + 1_000_003 if seed is None else int(seed)
     returns, lengths = [], []
     try:
         for ep in range(episodes):
             obs, _ = env.reset(seed=base + ep)
+            episode = SingleAgentEpisode(observation_space=env.observation_space,
+                                         action_space=env.action_space)
+            episode.add_env_reset(observation=obs)
             state = {k: torch.from_numpy(v)[None] for k, v in module.get_initial_state().items()}
-            total, length, done = 0.0, 0, False
+            total, done = 0.0, False
             while not done:
-                x = prep.transform_batch([obs[OBS_KEY] if masked else obs])
-                if obs_filter is not None:
-                    x = obs_filter(x, update=False)
-                flat = torch.from_numpy(np.asarray(x, dtype=np.float32))
-                model_obs: Any = flat
-                if masked:
-                    model_obs = {MASK_KEY: torch.as_tensor(np.asarray(obs[MASK_KEY]))[None],
-                                 OBS_KEY: flat}
-                batch: dict[str, Any] = {Columns.OBS: model_obs}
-                if state:
-                    batch[Columns.OBS] = (
-                        {k: v[:, None] for k, v in model_obs.items()} if masked
-                        else flat[:, None])
+                for piece in pieces:
+                    piece(rl_module=module, batch={}, episodes=[episode], explore=explore,
+                          shared_data={})
+                batch: dict[str, Any] = {
+                    Columns.OBS: _batched(episode.get_observations(-1), stateful)}
+                if stateful:
                     batch[Columns.STATE_IN] = state
                 with torch.no_grad():
                     out = module.forward_inference(batch)
                 logits = out[Columns.ACTION_DIST_INPUTS]
-                if state:
-                    logits = logits[:, 0]
-                    state = out[Columns.STATE_OUT]
+                if stateful:
+                    logits, state = logits[:, 0], out[Columns.STATE_OUT]
                 dist = dist_cls.from_logits(logits)
-                if not explore:
-                    dist = dist.to_deterministic()
-                action = _unbatch(dist.sample())
+                action = _unbatch(dist.sample() if explore else dist.to_deterministic().sample())
                 obs, reward, terminated, truncated, _ = env.step(action)
+                episode.add_env_step(observation=obs, action=action, reward=float(reward),
+                                     terminated=terminated, truncated=truncated)
                 total += float(reward)
-                length += 1
                 done = terminated or truncated
             returns.append(total)
-            lengths.append(length)
+            lengths.append(len(episode))
     finally:
         env.close()
     arr = np.asarray(returns)
