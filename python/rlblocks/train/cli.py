@@ -191,14 +191,62 @@ def _restore(run_dir: str) -> Any:
     return trainer
 
 
+def _rllib_run(path: str) -> bool:
+    """Whether ``path`` (a run or checkpoint directory) is a ``--backend rllib`` run; reads
+    its ``config.json`` only (no Ray import)."""
+    for candidate in (Path(path), Path(path).parent):
+        cfg = candidate / "config.json"
+        if cfg.is_file():
+            try:
+                backend = json.loads(cfg.read_text()).get("backend")
+            except ValueError:
+                return False
+            return isinstance(backend, dict) and backend.get("name") == "rllib"
+    return False
+
+
+def _rllib_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``--backend rllib`` options; ValueError when given to the native backend."""
+    flags = {"algo": args.algo, "num_env_runners": args.num_env_runners,
+             "num_envs_per_env_runner": args.num_envs_per_env_runner,
+             "ray_address": args.ray_address}
+    if args.backend != "rllib":
+        given = [f"--{k.replace('_', '-')}" for k, v in flags.items() if v is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} need --backend rllib")
+    return flags
+
+
+def _rllib_trainer() -> Any:
+    """``rlblocks.rllib.trainer``; without Ray a user's error naming the extra."""
+    try:
+        from rlblocks.rllib import trainer
+    except ImportError as err:
+        raise ValueError(str(err)) from None
+    return trainer
+
+
 def _train(args: argparse.Namespace) -> int:
     from rlblocks.train.config import PPOConfig
     from rlblocks.train.plot import plot_run
     from rlblocks.train.ppo import PPOTrainer, default_run_dir
 
     _check_stops(args)
+    flags = _rllib_flags(args)
     created: Path | None = None  # a run directory this command made (removed if it fails)
-    if args.resume:
+    trainer: Any
+    if args.resume and _rllib_run(args.resume):
+        if args.config or args.set or args.env:
+            raise ValueError("--resume continues a run with its saved config; --env, --config "
+                             "and --set cannot be combined with it")
+        trainer = _rllib_trainer().RLlibTrainer.restore(args.resume,
+                                                        ray_address=flags["ray_address"])
+        file_stops: tuple[float | None, int | None] = (None, None)
+        if args.stop_timesteps is not None and args.stop_timesteps <= trainer.timesteps_total:
+            trainer.close()
+            raise ValueError(f"--stop-timesteps {args.stop_timesteps}: the run already has "
+                             f"{trainer.timesteps_total} steps")
+    elif args.resume:
         if args.config or args.set or args.env:
             raise ValueError("--resume continues a run with its saved config; --env, --config "
                              "and --set cannot be combined with it")
@@ -207,13 +255,26 @@ def _train(args: argparse.Namespace) -> int:
             raise ValueError(f"--stop-timesteps {args.stop_timesteps}: the run already has "
                              f"{done} steps")
         trainer = _restore(args.resume)
-        file_stops: tuple[float | None, int | None] = (None, None)
+        file_stops = (None, None)
     else:
         data, file_stops = _config_data(args)
         config = PPOConfig.from_dict(data)
         target = Path(args.run_dir) if args.run_dir else default_run_dir(config, args.runs_root)
         created = None if target.exists() else target
-        trainer = PPOTrainer(config, run_dir=target)
+        if args.backend == "rllib":
+            rllib = _rllib_trainer()
+            try:
+                trainer = rllib.RLlibTrainer(
+                    config, target, algo=flags["algo"] or "PPO",
+                    num_env_runners=flags["num_env_runners"] or 0,
+                    num_envs_per_env_runner=flags["num_envs_per_env_runner"],
+                    ray_address=flags["ray_address"])
+            except BaseException:
+                if created is not None:
+                    shutil.rmtree(created, ignore_errors=True)
+                raise
+        else:
+            trainer = PPOTrainer(config, run_dir=target)
     cfg = trainer.config
     stop_reward = args.stop_reward if args.stop_reward is not None else file_stops[0]
     if stop_reward is None and not args.no_default_stop_reward:
@@ -222,7 +283,9 @@ def _train(args: argparse.Namespace) -> int:
                                            DEFAULT_STOP_TIMESTEPS) if s is not None)
     run_dir = trainer.run_dir
     until = f"a mean return >= {stop_reward} or " if stop_reward is not None else ""
-    print(f"rlblocks train: PPO on {cfg.env_name}, {cfg.num_envs} envs, until {until}"
+    algo = (f"{trainer.backend['algo']} (RLlib, {trainer.backend['num_env_runners']} env "
+            f"runners)" if hasattr(trainer, "backend") else "PPO")
+    print(f"rlblocks train: {algo} on {cfg.env_name}, {cfg.num_envs} envs, until {until}"
           f"{stop_timesteps} steps; run directory: {run_dir}", flush=True)
     try:
         metrics = trainer.fit(stop_reward=stop_reward, stop_timesteps=stop_timesteps,
@@ -248,6 +311,13 @@ def _train(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from rlblocks.train.ppo import PPOTrainer
 
+    if _rllib_run(args.run_dir):
+        if args.exported is not None:
+            raise ValueError("--exported plays an export of a native run; this run was trained "
+                             "with --backend rllib (evaluate it without --exported)")
+        print(json.dumps(_rllib_trainer().evaluate_run(
+            args.run_dir, args.episodes, explore=args.explore, seed=args.seed)))
+        return 0
     exported = None
     if args.exported is not None:
         if args.explore:
@@ -369,6 +439,19 @@ def add_subcommands(sub: Any) -> None:
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     train.add_argument("--no-default-stop-reward", action="store_true",
                        help="ignore the env's reward threshold")
+    train.add_argument("--backend", choices=("native", "rllib"), default="native",
+                       help="native: rlblocks' own PPO (default); rllib: RLlib on Ray with "
+                       "rlblocks' module and connectors (needs the ray extra)")
+    train.add_argument("--algo", choices=("PPO", "APPO", "IMPALA"), default=None,
+                       help="RLlib algorithm (--backend rllib; default PPO)")
+    train.add_argument("--num-env-runners", type=int, default=None,
+                       help="Ray env-runner actors (--backend rllib; default 0: sample in "
+                       "the driver)")
+    train.add_argument("--num-envs-per-env-runner", type=int, default=None,
+                       help="vector envs per env runner (--backend rllib; default num_envs)")
+    train.add_argument("--ray-address", default=None,
+                       help="address of a running Ray cluster (--backend rllib; default: "
+                       "start a local Ray sized to the machine)")
     train.set_defaults(func=_guard(_train, "train"))
 
     evaluate = sub.add_parser("evaluate", help="evaluate a run's latest checkpoint")

@@ -41,7 +41,7 @@ PPO_MODEL_DEFAULTS: dict[str, Any] = {
     "vf_share_layers": False,
 }
 
-_VECTOR_MODES = ("sync", "async", "native")
+_VECTOR_MODES = ("sync", "async", "native", "ray")
 _PREPROCESSOR_PREFS = ("deepmind", "rllib", None)
 _FILTERS = ("NoFilter", "MeanStdFilter")
 _DEVICES = ("cpu", "cuda", "auto")
@@ -71,8 +71,10 @@ class PPOConfig:
     vectorization_mode="vector_entry_point")``, e.g. CartPole's numpy one; Atari ids with
     ``preprocessor_pref="deepmind"``: :class:`~rlblocks.wrappers.atari_vector.AtariVectorEnv`),
     or for a callable ``env``, ``env({**env_config, "num_envs": num_envs})`` returning a
-    gymnasium ``VectorEnv`` (e.g. :func:`rlblocks.wrappers.vector.make_vector_env`).
-    Same-step and next-step autoreset both work."""
+    gymnasium ``VectorEnv`` (e.g. :func:`rlblocks.wrappers.vector.make_vector_env`);
+    ``"ray"`` (the ``ray`` extra): the envs in Ray actors, a chunk per actor
+    (:class:`rlblocks.rllib.vector_env.RayVectorEnv`; same seeds, same trajectories as
+    ``"sync"``). Same-step and next-step autoreset both work."""
     preprocessor_pref: str | None = "deepmind"
     """Atari ids (``ALE/...``): ``"deepmind"`` (RLlib's default) runs
     :func:`rlblocks.wrappers.atari.wrap_deepmind`'s pipeline with the model config's ``dim``

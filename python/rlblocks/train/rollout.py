@@ -238,6 +238,12 @@ def make_vector_env(
     if config.vector_mode == "native":
         return _native_vector_env(config, n)
     fns = [make_env_creator(config) for _ in range(n)]
+    if config.vector_mode == "ray":
+        try:
+            from rlblocks.rllib.vector_env import RayVectorEnv
+        except ImportError as err:
+            raise ValueError(f"vector_mode='ray': {err}") from None
+        return RayVectorEnv(fns)
     if config.vector_mode == "async":
         return AsyncVectorEnv([functools.partial(_snapshotting, fn) for fn in fns],
                               autoreset_mode=AutoresetMode.SAME_STEP)

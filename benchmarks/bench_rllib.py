@@ -1,0 +1,262 @@
+"""rlblocks inside RLlib against RLlib's own pieces, same process, same run (needs the ray extra).
+
+1. ``connector``: microseconds per env step to turn the newest nested-Dict observation of B
+   episodes into the flat model input: rlblocks' ``FlattenObservationsBatched`` (one C++
+   ``transform_batch`` call for all episodes) vs RLlib's ``FlattenObservations`` (one
+   Python flatten per episode). The cost of putting the raw observations back into the
+   episodes before each call is measured alone and subtracted from both.
+2. ``ppo`` (``--ppo``): RLlib PPO to a mean return of 150 on CartPole-v1 and on
+   rlblocks/DictCartPole-v0 (a nested Dict observation), RLlib's default module and
+   connectors vs ``RLBlocksRLModule`` + ``env_to_module``: env steps and wall seconds.
+3. ``scaling`` (``--scaling``): RLlib PPO steps/s with 1 vs 2 env runners on an env whose
+   step costs ~1 ms of CPU, and the native trainer vs RLlib (rlblocks module, no remote
+   runners) on CartPole-v1 with the same PPO settings (8 envs, batch 2048, minibatch 64,
+   10 epochs).
+
+Usage: ``PYTHONPATH=python python benchmarks/bench_rllib.py [--quick] [--ppo] [--scaling]
+[--seeds N]``.
+Prints one JSON object per row, then a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.spaces import Box, Dict, Discrete, MultiDiscrete, Tuple
+
+try:
+    import ray
+    from ray.rllib.connectors.env_to_module import FlattenObservations
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+except ImportError:
+    sys.exit('bench_rllib.py needs Ray: pip install "rlblocks[ray]"')
+
+from rlblocks.benchmarking.harness import Result, measure, report
+from rlblocks.rllib import FlattenObservationsBatched, env_to_module, rl_module_spec
+
+NESTED = Dict({
+    "a": Discrete(5),
+    "b": Box(-1, 1, (16,)),
+    "c": Dict({"d": MultiDiscrete([3, 4, 5]), "e": Box(-1, 1, (3, 4))}),
+    "f": Tuple((Discrete(2), Box(-1, 1, (8,)))),
+})
+
+
+def _episodes(batch: int) -> tuple[list[Any], list[Any]]:
+    NESTED.seed(0)
+    raw = [NESTED.sample() for _ in range(batch)]
+    eps = []
+    for o in raw:
+        ep = SingleAgentEpisode(observation_space=NESTED, action_space=Discrete(2))
+        ep.add_env_reset(observation=o)
+        eps.append(ep)
+    return eps, raw
+
+
+def connector_rows(batches: list[int], min_time: float) -> list[Result]:
+    rows: list[Result] = []
+    ours = FlattenObservationsBatched(NESTED, Discrete(2))
+    theirs = FlattenObservations(input_observation_space=NESTED, input_action_space=Discrete(2))
+    for b in batches:
+        eps, raw = _episodes(b)
+
+        def reset(eps: list[Any] = eps, raw: list[Any] = raw) -> None:
+            for ep, o in zip(eps, raw, strict=True):
+                ep.set_observations(at_indices=-1, new_data=o)
+
+        def call(piece: Any, eps: list[Any] = eps) -> None:
+            reset()
+            piece(rl_module=None, batch={}, episodes=eps, explore=True, shared_data={})
+
+        # both give the same flat vectors (rlblocks follows RLlib's layout)
+        call(ours)
+        mine = np.stack([ep.get_observations(-1) for ep in eps])
+        call(theirs)
+        np.testing.assert_allclose(mine, np.stack([ep.get_observations(-1) for ep in eps]))
+        base = measure("connector: write-back only", "reset", reset, b, batch=b,
+                       min_time=min_time).us_per_item
+        for method, piece in (("rlblocks FlattenObservationsBatched", ours),
+                              ("RLlib FlattenObservations", theirs)):
+            r = measure("connector: nested Dict -> flat", method, lambda p=piece: call(p), b,
+                        batch=b, min_time=min_time)
+            gross = r.us_per_item
+            r.us_per_item = max(gross - base, 1e-9)
+            r.items_per_s = 1e6 / r.us_per_item
+            r.extra = {"us_per_item_with_write_back": gross, "write_back_us": base}
+            rows.append(r)
+    return rows
+
+
+def _ppo(env: str, ours: bool, seed: int, target: float, max_steps: int) -> dict[str, Any]:
+    import rlblocks.envs  # noqa: F401  (registers rlblocks/DictCartPole-v0)
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    env_id = f"rlblocks.envs:{env}" if env.startswith("rlblocks/") else env
+    model = {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh", "vf_share_layers": False}
+    config = (PPOConfig().environment(env_id)
+              .env_runners(num_env_runners=0, num_envs_per_env_runner=8)
+              .training(train_batch_size_per_learner=2048, minibatch_size=256, num_epochs=6,
+                        lr=3e-4)
+              .debugging(seed=seed))
+    if ours:
+        config = config.rl_module(rl_module_spec=rl_module_spec(model)).env_runners(
+            env_to_module_connector=env_to_module(model))
+    else:
+        from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+        config = config.rl_module(model_config=DefaultModelConfig(
+            fcnet_hiddens=[64, 64], fcnet_activation="tanh", vf_share_layers=False))
+        if isinstance(gym.make(env_id).observation_space, Dict):
+            config = config.env_runners(
+                env_to_module_connector=lambda env, spaces, device: FlattenObservations())
+    algo = config.build_algo()
+    start, steps, best = time.perf_counter(), 0, -np.inf
+    try:
+        while steps < max_steps and best < target:
+            result = algo.train()
+            steps = int(result["env_runners"]["num_env_steps_sampled_lifetime"])
+            ret = result["env_runners"].get("episode_return_mean")
+            if ret is not None and np.isfinite(ret):
+                best = max(best, float(ret))
+    finally:
+        algo.stop()
+    return {"steps": steps, "wall_s": time.perf_counter() - start, "reached": best >= target,
+            "best_return": best}
+
+
+def ppo_rows(seeds: int, target: float = 150.0, max_steps: int = 200_000) -> list[dict]:
+    rows = []
+    for env in ("CartPole-v1", "rlblocks/DictCartPole-v0"):
+        for ours in (False, True):
+            runs = [_ppo(env, ours, s, target, max_steps) for s in range(seeds)]
+            rows.append({
+                "case": f"RLlib PPO to {target:g}: {env}",
+                "method": "rlblocks module + env_to_module" if ours else "RLlib defaults",
+                "seeds": seeds, "reached": sum(r["reached"] for r in runs),
+                "median_steps": float(np.median([r["steps"] for r in runs])),
+                "median_wall_s": float(np.median([r["wall_s"] for r in runs])),
+                "steps_per_s": float(np.median([r["steps"] / r["wall_s"] for r in runs])),
+            })
+    return rows
+
+
+class BusyEnv(gym.Env):
+    """Four random observations, two actions, 100-step episodes; each step spins ~1 ms."""
+
+    def __init__(self, config: dict | None = None):
+        self.observation_space = Box(-1, 1, (4,), np.float32)
+        self.action_space = Discrete(2)
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.np_random.uniform(-1, 1, 4).astype(np.float32), {}
+
+    def step(self, action):
+        end = time.perf_counter() + 0.001
+        while time.perf_counter() < end:
+            pass
+        self.t += 1
+        obs = self.np_random.uniform(-1, 1, 4).astype(np.float32)
+        return obs, float(action == 1), False, self.t >= 100, {}
+
+
+def scaling_rows(iters: int) -> list[dict]:
+    from ray.rllib.algorithms.ppo import PPOConfig as RLlibPPO
+    from rlblocks.rllib.trainer import build_algo_config
+    from rlblocks.train import PPOConfig, PPOTrainer
+
+    rows = []
+    model = {"fcnet_hiddens": [64, 64]}
+    rates = {}
+    for runners in (1, 2):
+        config = (RLlibPPO().environment(BusyEnv)
+                  .rl_module(rl_module_spec=rl_module_spec(model))
+                  .env_runners(num_env_runners=runners, num_envs_per_env_runner=4 // runners,
+                               num_cpus_per_env_runner=0.75,
+                               env_to_module_connector=env_to_module(model))
+                  .training(train_batch_size_per_learner=1000, minibatch_size=500,
+                            num_epochs=1))
+        algo = config.build_algo()
+        try:
+            lifetime0 = int(algo.train()["env_runners"]["num_env_steps_sampled_lifetime"])
+            start = time.perf_counter()
+            for _ in range(iters):
+                result = algo.train()
+            done = int(result["env_runners"]["num_env_steps_sampled_lifetime"]) - lifetime0
+            rates[runners] = done / (time.perf_counter() - start)
+        finally:
+            algo.stop()
+        rows.append({"case": "RLlib PPO, 1 ms/step env, 4 envs in total",
+                     "method": f"{runners} env runner(s)", "steps_per_s": rates[runners],
+                     "ratio": rates[runners] / rates[1]})
+    cfg = {"env": "CartPole-v1", "num_envs": 8, "train_batch_size": 2048,
+           "sgd_minibatch_size": 64, "num_sgd_iter": 10, "seed": 0}
+    native = PPOTrainer(cfg)
+    try:
+        native.train()
+        start, steps0 = time.perf_counter(), native.timesteps_total
+        for _ in range(iters):
+            native.train()
+        native_rate = (native.timesteps_total - steps0) / (time.perf_counter() - start)
+    finally:
+        native.close()
+    algo = build_algo_config(PPOConfig.from_dict(cfg)).build_algo()
+    try:
+        lifetime0 = int(algo.train()["env_runners"]["num_env_steps_sampled_lifetime"])
+        start = time.perf_counter()
+        for _ in range(iters):
+            result = algo.train()
+        done = int(result["env_runners"]["num_env_steps_sampled_lifetime"]) - lifetime0
+        rllib_rate = done / (time.perf_counter() - start)
+    finally:
+        algo.stop()
+    case = "PPO CartPole-v1, 8 envs, batch 2048, mb 64, 10 epochs"
+    rows.append({"case": case, "method": "rlblocks native trainer", "steps_per_s": native_rate,
+                 "ratio": native_rate / rllib_rate})
+    rows.append({"case": case, "method": "RLlib + RLBlocksRLModule", "steps_per_s": rllib_rate,
+                 "ratio": 1.0})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer batch sizes, shorter runs")
+    parser.add_argument("--ppo", action="store_true", help="also time PPO to 150")
+    parser.add_argument("--scaling", action="store_true",
+                        help="also 1 vs 2 env runners, and native vs RLlib steps/s")
+    parser.add_argument("--seeds", type=int, default=3, help="PPO seeds per case")
+    args = parser.parse_args()
+    batches = [8, 64] if args.quick else [1, 8, 64, 256]
+    report(connector_rows(batches, 0.05 if args.quick else 0.3))
+    if args.ppo or args.scaling:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    if args.scaling:
+        rows = scaling_rows(2 if args.quick else 4)
+        for row in rows:
+            print(json.dumps(row))
+        print(f"\n{'case':<56} {'method':<26} {'steps/s':>9} {'ratio':>7}")
+        for r in rows:
+            print(f"{r['case']:<56} {r['method']:<26} {r['steps_per_s']:>9,.0f} "
+                  f"{r['ratio']:>6.2f}x")
+    if args.ppo:
+        rows = ppo_rows(1 if args.quick else args.seeds)
+        for row in rows:
+            print(json.dumps(row))
+        print(f"\n{'case':<44} {'method':<32} {'reached':>8} {'steps':>9} {'wall s':>8} "
+              f"{'steps/s':>8}")
+        for r in rows:
+            print(f"{r['case']:<44} {r['method']:<32} {r['reached']:>4}/{r['seeds']:<3} "
+                  f"{r['median_steps']:>9,.0f} {r['median_wall_s']:>8.1f} "
+                  f"{r['steps_per_s']:>8,.0f}")
+
+
+if __name__ == "__main__":
+    main()

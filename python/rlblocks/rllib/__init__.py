@@ -1,0 +1,102 @@
+"""rlblocks inside RLlib's new API stack (needs the ``ray`` extra: ``pip install "rlblocks[ray]"``).
+
+* :class:`RLBlocksRLModule`: an RLlib ``TorchRLModule`` (with ``ValueFunctionAPI``) whose
+  network is the rlblocks model ``ModelCatalog`` builds from an rlblocks model config;
+  :class:`RLBlocksAPPORLModule` adds APPO's target network.
+* :class:`RLBlocksDistribution`: an RLlib ``TorchDistribution`` over any rlblocks action
+  distribution.
+* :func:`rl_module_spec` for ``config.rl_module(rl_module_spec=...)`` and
+  :func:`env_to_module` for ``config.env_runners(env_to_module_connector=...)`` (C++
+  flattening and MeanStdFilter, batched over the episodes of an env runner).
+
+Example::
+
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from rlblocks.rllib import env_to_module, rl_module_spec
+
+    model = {"fcnet_hiddens": [64, 64]}
+    config = (PPOConfig().environment("CartPole-v1")
+              .rl_module(rl_module_spec=rl_module_spec(model))
+              .env_runners(env_to_module_connector=env_to_module(model)))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rlblocks.catalog import ModelCatalog
+from rlblocks.config import ModelConfig
+from rlblocks.rllib._ray import RLModuleSpec
+from rlblocks.rllib.connectors import (
+    AtariFramesBatched,
+    EnvToModule,
+    FlattenObservationsBatched,
+    MeanStdFilterBatched,
+    ModelViewObservations,
+    env_to_module,
+)
+from rlblocks.rllib.distribution import RLBlocksDistribution
+from rlblocks.rllib.module import (
+    MASK_KEY,
+    OBS_KEY,
+    RLBlocksAPPORLModule,
+    RLBlocksRLModule,
+    is_mask_space,
+    model_views,
+)
+
+__all__ = [
+    "AtariFramesBatched",
+    "MASK_KEY",
+    "OBS_KEY",
+    "EnvToModule",
+    "FlattenObservationsBatched",
+    "MeanStdFilterBatched",
+    "ModelViewObservations",
+    "RLBlocksAPPORLModule",
+    "RLBlocksDistribution",
+    "RLBlocksRLModule",
+    "env_to_module",
+    "is_mask_space",
+    "model_views",
+    "portable_model_config",
+    "rl_module_spec",
+]
+
+
+def portable_model_config(model_config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The full rlblocks model config, with registered custom model / distribution names
+    replaced by their classes (the catalog's registries do not reach Ray worker processes).
+
+    Raises:
+        ValueError: An invalid config or an unregistered custom name.
+    """
+    cfg = ModelConfig.from_dict(model_config).to_dict()
+    name = cfg.get("custom_model")
+    if isinstance(name, str) and name in ModelCatalog._custom_models:
+        cfg["custom_model"] = ModelCatalog._custom_models[name]
+    elif isinstance(name, str) and ":" not in name:
+        ModelCatalog._resolve_custom_model(name)  # raises the catalog's clear ValueError
+    dist = cfg.get("custom_action_dist")
+    if isinstance(dist, str) and dist in ModelCatalog._custom_action_dists:
+        cfg["custom_action_dist"] = ModelCatalog._custom_action_dists[dist]
+    elif isinstance(dist, str) and ":" not in dist:
+        raise ValueError(f"custom_action_dist {dist!r} is not registered; registered names: "
+                         f"{sorted(ModelCatalog._custom_action_dists)}")
+    return cfg
+
+
+def rl_module_spec(model_config: Mapping[str, Any] | None = None, *,
+                   appo: bool = False) -> Any:
+    """An ``RLModuleSpec`` of :class:`RLBlocksRLModule` for ``model_config``.
+
+    Args:
+        model_config: rlblocks model config (``MODEL_DEFAULTS`` keys); None: defaults.
+        appo: Use :class:`RLBlocksAPPORLModule` (APPO's target network).
+
+    Raises:
+        ValueError: An invalid config (see :meth:`rlblocks.config.ModelConfig.from_dict`).
+    """
+    cls = RLBlocksAPPORLModule if appo else RLBlocksRLModule
+    return RLModuleSpec(module_class=cls, model_config=portable_model_config(model_config))

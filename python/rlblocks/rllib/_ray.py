@@ -1,0 +1,35 @@
+"""The one module of rlblocks that imports Ray; everything in ``rlblocks.rllib`` goes through it.
+
+Without the ``ray`` extra, importing it raises an ImportError that names the extra.
+"""
+
+from __future__ import annotations
+
+try:
+    import ray
+    from ray.rllib.connectors.connector_v2 import ConnectorV2
+    from ray.rllib.core.columns import Columns
+    from ray.rllib.core.distribution.torch.torch_distribution import TorchDistribution
+    from ray.rllib.core.rl_module.apis import (
+        TARGET_NETWORK_ACTION_DIST_INPUTS,
+        TargetNetworkAPI,
+        ValueFunctionAPI,
+    )
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+    from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
+except ImportError as e:  # pragma: no cover - exercised by tests/test_dependencies.py
+    raise ImportError(
+        f'rlblocks.rllib needs Ray: pip install "rlblocks[ray]" ({e})'
+    ) from e
+
+__all__ = [
+    "TARGET_NETWORK_ACTION_DIST_INPUTS",
+    "Columns",
+    "ConnectorV2",
+    "RLModuleSpec",
+    "TargetNetworkAPI",
+    "TorchDistribution",
+    "TorchRLModule",
+    "ValueFunctionAPI",
+    "ray",
+]

@@ -1,0 +1,484 @@
+"""``rlblocks train --backend rllib``: RLlib (PPO, APPO or IMPALA) with rlblocks' module and
+connectors, writing the native trainer's run directory.
+
+rlblocks' PPO config keys are mapped onto RLlib's (``train_batch_size`` ->
+``train_batch_size_per_learner``, ``sgd_minibatch_size`` -> ``minibatch_size``,
+``num_sgd_iter`` -> ``num_epochs``, ``lambda``, ``clip_param``, ``vf_clip_param``,
+``vf_loss_coeff``, ``entropy_coeff``, ``kl_coeff``, ``kl_target``, ``grad_clip``, ``lr``,
+``gamma``, ``lr_schedule`` (as RLlib's ``lr`` schedule), ``seed``, ``num_envs`` ->
+``num_envs_per_env_runner``, ``model`` ->
+:func:`~rlblocks.rllib.rl_module_spec`, ``observation_filter`` ->
+:func:`~rlblocks.rllib.env_to_module`); APPO and IMPALA take the keys they know.
+
+The run directory holds ``config.json`` (the rlblocks config plus a ``backend`` block),
+``progress.csv`` with the native trainer's columns (those RLlib does not report are empty),
+``checkpoint_NNNNNN/`` (RLlib's checkpoint plus ``rlblocks_rllib.json``) and
+``progress.png``. :meth:`RLlibTrainer.restore` resumes a run; :func:`evaluate_run` plays
+episodes with the checkpoint's module, without starting Ray.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pickle
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlblocks.rllib._ray import Columns, ray
+from rlblocks.rllib.connectors import MeanStdFilterBatched, env_to_module
+from rlblocks.train.config import PPOConfig
+from rlblocks.train.logger import ProgressLogger, truncate_progress
+
+__all__ = ["ALGOS", "PROGRESS_COLUMNS", "RLlibTrainer", "build_algo_config", "evaluate_run",
+           "is_rllib_run"]
+
+ALGOS = ("PPO", "APPO", "IMPALA")
+
+#: The native trainer's ``progress.csv`` columns (``PPOTrainer.train``), in its order.
+PROGRESS_COLUMNS = (
+    "training_iteration", "timesteps_total", "episodes_total", "episodes_this_iter",
+    "episode_return_mean", "episode_return_min", "episode_return_max", "episode_len_mean",
+    "total_loss", "policy_loss", "vf_loss", "entropy", "kl", "approx_kl", "clipfrac",
+    "kl_coeff", "explained_variance", "advantage_mean", "value_target_mean", "lr",
+    "steps_per_s", "time_this_iter_s", "time_total_s",
+)
+
+_LEARNER_KEYS = {"policy_loss": "policy_loss", "vf_loss": "vf_loss",
+                 "total_loss": "total_loss", "entropy": "entropy", "kl": "mean_kl_loss",
+                 "kl_coeff": "curr_kl_coeff", "explained_variance": "vf_explained_var",
+                 "lr": "default_optimizer_learning_rate"}
+_META = "rlblocks_rllib.json"
+_FILTER = "rlblocks_filter.pkl"
+_MODULE = Path("learner_group") / "learner" / "rl_module" / "default_policy"
+
+
+def _env_id(config: PPOConfig) -> str:
+    """The env as RLlib's workers can make it (``rlblocks/...`` ids import their module)."""
+    if not isinstance(config.env, str):
+        raise ValueError("--backend rllib needs a gymnasium id as env (a callable env creator "
+                         "cannot be sent to Ray's workers)")
+    env = config.env
+    if env.startswith("rlblocks/"):
+        return f"rlblocks.envs:{env}"
+    return env
+
+
+def build_algo_config(config: PPOConfig, algo: str = "PPO", num_env_runners: int = 0,
+                      num_envs_per_env_runner: int | None = None,
+                      num_cpus_per_env_runner: float | None = None) -> Any:
+    """The RLlib ``AlgorithmConfig`` for an rlblocks PPO config.
+
+    ``num_cpus_per_env_runner`` defaults to this machine's CPUs (less half a CPU for the
+    driver) shared by the runners, between 0.25 and 1.
+
+    Raises:
+        ValueError: An unknown algorithm, a bad count, or a config RLlib cannot run.
+    """
+    if algo not in ALGOS:
+        raise ValueError(f"--algo must be one of {ALGOS}, got {algo!r}")
+    if isinstance(num_env_runners, bool) or int(num_env_runners) < 0:
+        raise ValueError(f"--num-env-runners must be >= 0, got {num_env_runners}")
+    envs = config.num_envs if num_envs_per_env_runner is None else int(num_envs_per_env_runner)
+    if envs < 1:
+        raise ValueError(f"--num-envs-per-env-runner must be >= 1, got {envs}")
+    if algo in ("APPO", "IMPALA") and int(num_env_runners) < 1:
+        raise ValueError(f"{algo} samples asynchronously: give --num-env-runners >= 1")
+    model = config.model_config().to_dict()
+    if algo == "PPO":
+        from ray.rllib.algorithms.ppo import PPOConfig as Config
+    elif algo == "APPO":
+        from ray.rllib.algorithms.appo import APPOConfig as Config
+    else:
+        from ray.rllib.algorithms.impala import IMPALAConfig as Config
+    from rlblocks.rllib import rl_module_spec
+
+    lr: Any = config.lr
+    if config.lr_schedule:  # RLlib interpolates [[timestep, lr], ...] from timestep 0
+        lr = [[int(t), float(v)] for t, v in config.lr_schedule]
+        if lr[0][0] != 0:
+            lr.insert(0, [0, lr[0][1]])
+    train: dict[str, Any] = {
+        "lr": lr, "gamma": config.gamma, "grad_clip": config.grad_clip,
+        "train_batch_size_per_learner": config.train_batch_size,
+        "entropy_coeff": config.entropy_coeff, "vf_loss_coeff": config.vf_loss_coeff,
+    }
+    if algo == "PPO":
+        train.update(minibatch_size=config.sgd_minibatch_size, num_epochs=config.num_sgd_iter,
+                     lambda_=config.lambda_, clip_param=config.clip_param,
+                     vf_clip_param=(config.vf_clip_param if config.vf_clip_param is not None
+                                    else float("inf")),
+                     kl_coeff=config.kl_coeff, kl_target=config.kl_target,
+                     use_kl_loss=config.kl_coeff > 0)
+    elif algo == "APPO":
+        train.update(clip_param=config.clip_param, kl_coeff=config.kl_coeff,
+                     kl_target=config.kl_target, use_kl_loss=config.kl_coeff > 0)
+    runners = int(num_env_runners)
+    cpus = os.cpu_count() or 1
+    per_runner = max(0.25, min(1.0, (cpus - 0.5) / runners)) if runners else 1.0
+    if num_cpus_per_env_runner is not None:
+        if not float(num_cpus_per_env_runner) > 0:
+            raise ValueError(f"num_cpus_per_env_runner must be > 0, got "
+                             f"{num_cpus_per_env_runner}")
+        per_runner = float(num_cpus_per_env_runner)
+    return (
+        Config()
+        .environment(_env_id(config), env_config=dict(config.env_config))
+        .rl_module(rl_module_spec=rl_module_spec(model, appo=algo == "APPO"))
+        .env_runners(num_env_runners=runners, num_envs_per_env_runner=envs,
+                     num_cpus_per_env_runner=per_runner,
+                     env_to_module_connector=env_to_module(model, config.observation_filter))
+        .resources(num_cpus_for_main_process=0.5 if runners else 1)
+        .learners(num_learners=0)
+        .training(**train)
+        .reporting(metrics_num_episodes_for_smoothing=config.metrics_smoothing_episodes,
+                   min_time_s_per_iteration=0)
+        .debugging(seed=config.seed)
+    )
+
+
+def _num(value: Any) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return out
+
+
+def _init_ray(address: str | None) -> None:
+    if ray.is_initialized():
+        return
+    if address:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    else:
+        ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
+
+
+def is_rllib_run(run_dir: str | Path) -> bool:
+    """Whether ``run_dir`` (or the run of a checkpoint in it) was made by this backend."""
+    path = Path(run_dir)
+    for candidate in (path, path.parent):
+        cfg = candidate / "config.json"
+        if cfg.is_file():
+            try:
+                return json.loads(cfg.read_text()).get("backend", {}).get("name") == "rllib"
+            except (ValueError, AttributeError):
+                return False
+    return False
+
+
+def _checkpoints(run_dir: Path) -> list[Path]:
+    return sorted(p for p in run_dir.glob("checkpoint_*") if (p / _META).is_file())
+
+
+def _newest_checkpoint(path: Path) -> Path:
+    if (path / _META).is_file():
+        return path
+    found = _checkpoints(path)
+    if not found:
+        raise ValueError(f"no RLlib-backend checkpoint in {str(path)!r}")
+    return found[-1]
+
+
+class RLlibTrainer:
+    """Trains with RLlib on Ray and logs like :class:`rlblocks.train.PPOTrainer`.
+
+    Args:
+        config: The rlblocks PPO config (or dict).
+        run_dir: The run directory (created).
+        algo: ``"PPO"``, ``"APPO"`` or ``"IMPALA"``.
+        num_env_runners: Ray env-runner actors (0: sample in the driver).
+        num_envs_per_env_runner: Vector envs per runner (default ``config.num_envs``).
+        num_cpus_per_env_runner: CPUs each runner reserves (default: see
+            :func:`build_algo_config`).
+        ray_address: An existing cluster's address; None starts a local Ray sized to the
+            machine.
+
+    Raises:
+        ValueError: A bad config or setting.
+    """
+
+    def __init__(self, config: PPOConfig | dict[str, Any], run_dir: str | Path, *,
+                 algo: str = "PPO", num_env_runners: int = 0,
+                 num_envs_per_env_runner: int | None = None,
+                 num_cpus_per_env_runner: float | None = None,
+                 ray_address: str | None = None, _resumed: bool = False) -> None:
+        self.config = PPOConfig.from_dict(config)
+        self.backend = {"name": "rllib", "algo": algo, "num_env_runners": int(num_env_runners),
+                        "num_envs_per_env_runner": num_envs_per_env_runner,
+                        "num_cpus_per_env_runner": num_cpus_per_env_runner}
+        algo_config = build_algo_config(self.config, algo, num_env_runners,
+                                        num_envs_per_env_runner, num_cpus_per_env_runner)
+        self.run_dir = Path(run_dir)
+        self.iteration = 0
+        self.timesteps_total = 0
+        self.episodes_total = 0
+        self.time_total_s = 0.0
+        self.last_metrics: dict[str, Any] = {}
+        self.checkpoint_path: Path | None = None
+        if not _resumed:
+            try:
+                self.run_dir.mkdir(parents=True, exist_ok=True)
+                (self.run_dir / "config.json").write_text(json.dumps(
+                    {**self.config.to_dict(), "backend": self.backend}, indent=2, default=repr))
+            except OSError as err:
+                raise ValueError(f"cannot use {str(self.run_dir)!r} as the run directory: "
+                                 f"{err.strerror or err}") from err
+        self._logger = ProgressLogger(self.run_dir)
+        _init_ray(ray_address)
+        self.algo = algo_config.build_algo()
+
+    # --- training ------------------------------------------------------------------------------
+    def train(self) -> dict[str, Any]:
+        """One RLlib iteration; the metrics in the native trainer's columns."""
+        start = time.perf_counter()
+        result = self.algo.train()
+        elapsed = time.perf_counter() - start
+        runners = result.get("env_runners", {})
+        learner = result.get("learners", {}).get("default_policy", {})
+        steps = int(_num(runners.get("num_env_steps_sampled_lifetime", 0)) or 0)
+        done_now = steps - self.timesteps_total
+        self.iteration += 1
+        self.timesteps_total = steps
+        episodes = int(_num(runners.get("num_episodes", 0)) or 0)
+        self.episodes_total += episodes
+        self.time_total_s += elapsed
+        metrics: dict[str, Any] = {c: math.nan for c in PROGRESS_COLUMNS}
+        metrics.update({
+            "training_iteration": self.iteration, "timesteps_total": self.timesteps_total,
+            "episodes_total": self.episodes_total, "episodes_this_iter": episodes,
+            "episode_return_mean": _num(runners.get("episode_return_mean")),
+            "episode_return_min": _num(runners.get("episode_return_min")),
+            "episode_return_max": _num(runners.get("episode_return_max")),
+            "episode_len_mean": _num(runners.get("episode_len_mean")),
+            "steps_per_s": done_now / elapsed if elapsed > 0 else math.nan,
+            "time_this_iter_s": elapsed, "time_total_s": self.time_total_s,
+        })
+        for ours, theirs in _LEARNER_KEYS.items():
+            if theirs in learner:
+                metrics[ours] = _num(learner[theirs])
+        if math.isnan(metrics["lr"]):
+            metrics["lr"] = self.config.lr
+        self.last_metrics = metrics
+        self._logger.write(metrics)
+        return metrics
+
+    def fit(self, stop_reward: float | None = None, stop_timesteps: int | None = None,
+            progress: bool = True, stop_iters: int | None = None) -> dict[str, Any]:
+        """Trains until the mean return, step or iteration budget is reached; checkpoints
+        every ``config.checkpoint_freq`` iterations and at the end."""
+        if stop_reward is None and stop_timesteps is None and stop_iters is None:
+            raise ValueError("fit needs a stopping criterion: stop_reward, stop_timesteps or "
+                             "stop_iters")
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=stop_timesteps, initial=self.timesteps_total, unit="step",
+                       dynamic_ncols=True,
+                       desc=f"{self.backend['algo']} (RLlib) {self.config.env_name}")
+        metrics = self.last_metrics
+        try:
+            while not self._should_stop(metrics, stop_reward, stop_timesteps, stop_iters):
+                before = self.timesteps_total
+                metrics = self.train()
+                if bar is not None:
+                    bar.update(self.timesteps_total - before)
+                    bar.set_postfix(ret=f"{metrics['episode_return_mean']:.1f}",
+                                    sps=f"{metrics['steps_per_s']:.0f}", refresh=False)
+                freq = self.config.checkpoint_freq
+                if freq and self.iteration % freq == 0:
+                    self.save()
+        finally:
+            if bar is not None:
+                bar.close()
+        if self.checkpoint_path is None or not self.checkpoint_path.name.endswith(
+                f"{self.iteration:06d}"):
+            self.save()
+        return metrics
+
+    def _should_stop(self, metrics: dict[str, Any], stop_reward: float | None,
+                     stop_timesteps: int | None, stop_iters: int | None) -> bool:
+        if stop_timesteps is not None and self.timesteps_total >= stop_timesteps:
+            return True
+        if stop_iters is not None and self.iteration >= stop_iters:
+            return True
+        ret = _num(metrics.get("episode_return_mean"))
+        return stop_reward is not None and not math.isnan(ret) and ret >= stop_reward
+
+    # --- checkpoints ---------------------------------------------------------------------------
+    def _filter_state(self) -> dict[str, Any] | None:
+        if self.config.observation_filter == "NoFilter":
+            return None
+
+        def state(runner: Any) -> Any:
+            for piece in runner._env_to_module.connectors:
+                if isinstance(piece, MeanStdFilterBatched):
+                    return piece.get_state()
+            return None
+
+        group = self.algo.env_runner_group
+        if group.num_remote_env_runners() > 0:
+            found = group.foreach_env_runner(state, local_env_runner=False)
+        else:
+            found = [state(group.local_env_runner)]
+        return next((s for s in found if s is not None), None)
+
+    def save(self) -> Path:
+        """Writes ``run_dir/checkpoint_<iteration>`` (older ones beyond
+        ``config.keep_checkpoints`` are removed)."""
+        target = self.run_dir / f"checkpoint_{self.iteration:06d}"
+        tmp = target.with_name(target.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        self.algo.save_to_path(str(tmp.resolve()))
+        (tmp / _FILTER).write_bytes(pickle.dumps(self._filter_state()))
+        (tmp / _META).write_text(json.dumps({
+            "iteration": self.iteration, "timesteps_total": self.timesteps_total,
+            "episodes_total": self.episodes_total, "time_total_s": self.time_total_s,
+            "last_metrics": self.last_metrics, "backend": self.backend}, default=repr))
+        shutil.rmtree(target, ignore_errors=True)
+        tmp.rename(target)
+        self.checkpoint_path = target
+        keep = max(1, int(self.config.keep_checkpoints))
+        for old in _checkpoints(self.run_dir)[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+        return target
+
+    @classmethod
+    def restore(cls, run_dir: str | Path, ray_address: str | None = None) -> RLlibTrainer:
+        """Continues a run from its newest checkpoint (``progress.csv`` is cut back to it).
+
+        Raises:
+            ValueError: Not a run of this backend, or no checkpoint.
+        """
+        path = Path(run_dir)
+        ckpt = _newest_checkpoint(path)
+        run = ckpt.parent
+        if not is_rllib_run(run):
+            raise ValueError(f"{str(run)!r} is not a run of `rlblocks train --backend rllib`")
+        data = json.loads((run / "config.json").read_text())
+        backend = data.pop("backend")
+        meta = json.loads((ckpt / _META).read_text())
+        trainer = cls(data, run, algo=backend["algo"],
+                      num_env_runners=backend["num_env_runners"],
+                      num_envs_per_env_runner=backend["num_envs_per_env_runner"],
+                      num_cpus_per_env_runner=backend.get("num_cpus_per_env_runner"),
+                      ray_address=ray_address, _resumed=True)
+        trainer.algo.restore_from_path(str(ckpt.resolve()))
+        trainer.iteration = int(meta["iteration"])
+        trainer.timesteps_total = int(meta["timesteps_total"])
+        trainer.episodes_total = int(meta["episodes_total"])
+        trainer.time_total_s = float(meta["time_total_s"])
+        trainer.last_metrics = dict(meta.get("last_metrics") or {})
+        trainer.checkpoint_path = ckpt
+        truncate_progress(run, trainer.iteration)
+        return trainer
+
+    def close(self) -> None:
+        """Stops the algorithm (its env runners and learners)."""
+        self.algo.stop()
+        self._logger.close()
+
+
+def _batched(value: Any, time_axis: bool) -> Any:
+    """One processed observation as a batch of one (``[1, 1, ...]`` with a time axis)."""
+    if isinstance(value, dict):
+        return {k: _batched(v, time_axis) for k, v in value.items()}
+    t = torch.as_tensor(np.asarray(value))[None]
+    return t[:, None] if time_axis else t
+
+
+def evaluate_run(run_dir: str | Path, episodes: int = 10, explore: bool = False,
+                 seed: int | None = None) -> dict[str, Any]:
+    """Plays ``episodes`` with the newest checkpoint's module and the same env-to-module
+    pieces as training (the filter frozen at its saved state); no Ray cluster is started.
+
+    Returns:
+        The keys of :meth:`rlblocks.train.PPOTrainer.evaluate`, plus ``checkpoint``.
+
+    Raises:
+        ValueError: Not a run of this backend, no checkpoint, or bad ``episodes``.
+    """
+    from ray.rllib.core.rl_module.rl_module import RLModule
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
+    ckpt = _newest_checkpoint(Path(run_dir))
+    if not is_rllib_run(ckpt.parent):
+        raise ValueError(f"{str(ckpt.parent)!r} is not a run of `rlblocks train --backend rllib`")
+    data = json.loads((ckpt.parent / "config.json").read_text())
+    data.pop("backend")
+    config = PPOConfig.from_dict(data)
+    module = RLModule.from_checkpoint(str((ckpt / _MODULE).resolve()))
+    filter_state = pickle.loads((ckpt / _FILTER).read_bytes())
+    env = gym.make(_env_id(config), **dict(config.env_config))
+    pieces = env_to_module(config.model_config().to_dict(), config.observation_filter)()
+    space = env.observation_space
+    for piece in pieces:
+        piece.input_action_space = env.action_space
+        piece.input_observation_space = space
+        space = piece.observation_space
+        if isinstance(piece, MeanStdFilterBatched):
+            piece.update_stats = False
+            if filter_state is not None:
+                piece.set_state(filter_state)
+    dist_cls = (module.get_exploration_action_dist_cls() if explore
+                else module.get_inference_action_dist_cls())
+    stateful = bool(module.get_initial_state())
+    base = (config.seed or 0) + 1_000_003 if seed is None else int(seed)
+    returns, lengths = [], []
+    try:
+        for ep in range(episodes):
+            obs, _ = env.reset(seed=base + ep)
+            episode = SingleAgentEpisode(observation_space=env.observation_space,
+                                         action_space=env.action_space)
+            episode.add_env_reset(observation=obs)
+            state = {k: torch.from_numpy(v)[None] for k, v in module.get_initial_state().items()}
+            total, done = 0.0, False
+            while not done:
+                for piece in pieces:
+                    piece(rl_module=module, batch={}, episodes=[episode], explore=explore,
+                          shared_data={})
+                batch: dict[str, Any] = {
+                    Columns.OBS: _batched(episode.get_observations(-1), stateful)}
+                if stateful:
+                    batch[Columns.STATE_IN] = state
+                with torch.no_grad():
+                    out = module.forward_inference(batch)
+                logits = out[Columns.ACTION_DIST_INPUTS]
+                if stateful:
+                    logits, state = logits[:, 0], out[Columns.STATE_OUT]
+                dist = dist_cls.from_logits(logits)
+                action = _unbatch(dist.sample() if explore else dist.to_deterministic().sample())
+                obs, reward, terminated, truncated, _ = env.step(action)
+                episode.add_env_step(observation=obs, action=action, reward=float(reward),
+                                     terminated=terminated, truncated=truncated)
+                total += float(reward)
+                done = terminated or truncated
+            returns.append(total)
+            lengths.append(len(episode))
+    finally:
+        env.close()
+    arr = np.asarray(returns)
+    return {
+        "episodes": episodes, "episode_return_mean": float(arr.mean()),
+        "episode_return_std": float(arr.std()), "episode_return_min": float(arr.min()),
+        "episode_return_max": float(arr.max()), "episode_len_mean": float(np.mean(lengths)),
+        "episode_returns": returns, "checkpoint": str(ckpt),
+    }
+
+
+def _unbatch(actions: Any) -> Any:
+    if isinstance(actions, dict):
+        return {k: _unbatch(v) for k, v in actions.items()}
+    if isinstance(actions, (tuple, list)):
+        return type(actions)(_unbatch(a) for a in actions)
+    return actions[0].detach().cpu().numpy()
