@@ -153,3 +153,13 @@ def test_evaluate_uses_the_training_pieces(tmp_path):
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     result = json.loads(evaluated.stdout.strip().splitlines()[-1])
     assert result["episodes"] == 2 and min(result["episode_returns"]) >= 1
+
+
+def test_atari_ids_are_refused_with_a_clear_error() -> None:
+    from types import SimpleNamespace
+
+    from rlblocks.rllib.trainer import _env_id
+
+    with pytest.raises(ValueError, match="does not run Atari ids yet"):
+        _env_id(SimpleNamespace(env="ALE/Pong-v5"))
+    assert _env_id(SimpleNamespace(env="CartPole-v1")) == "CartPole-v1"

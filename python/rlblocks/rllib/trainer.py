@@ -66,6 +66,12 @@ def _env_id(config: PPOConfig) -> str:
         raise ValueError("--backend rllib needs a gymnasium id as env (a callable env creator "
                          "cannot be sent to Ray's workers)")
     env = config.env
+    if env.startswith(("ALE/", "ale_py:")):
+        # The frame connector exists (env_to_module(..., atari=True)), but the per-env
+        # DeepMind wrappers (noop reset, frame skip + max, episodic life, fire reset) are not
+        # wired into RLlib's env runners yet: refuse rather than train on raw frames.
+        raise ValueError(f"--backend rllib does not run Atari ids yet ({env}); train it with "
+                         "the native trainer (the default backend)")
     if env.startswith("rlblocks/"):
         return f"rlblocks.envs:{env}"
     return env
