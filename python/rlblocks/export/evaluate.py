@@ -17,6 +17,7 @@ import numpy as np
 
 from rlblocks.export.runtime import ExportedPolicy, _map
 from rlblocks.export.sidecar import read_sidecar
+from rlblocks.train.loop import episode_summary
 
 __all__ = ["evaluate_exported", "load_exported"]
 
@@ -93,13 +94,4 @@ def evaluate_exported(policy: ExportedPolicy, env: gym.Env, episodes: int = 10,
             lengths.append(length)
     finally:
         env.close()
-    arr = np.asarray(returns)
-    return {
-        "episodes": episodes,
-        "episode_return_mean": float(arr.mean()),
-        "episode_return_std": float(arr.std()),
-        "episode_return_min": float(arr.min()),
-        "episode_return_max": float(arr.max()),
-        "episode_len_mean": float(np.mean(lengths)),
-        "episode_returns": returns,
-    }
+    return episode_summary(returns, lengths)

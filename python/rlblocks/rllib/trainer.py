@@ -36,6 +36,7 @@ from rlblocks.rllib._ray import Columns, ray
 from rlblocks.rllib.connectors import MeanStdFilterBatched, env_to_module
 from rlblocks.train.config import PPOConfig
 from rlblocks.train.logger import ProgressLogger, truncate_progress
+from rlblocks.train.loop import episode_summary, train_until
 
 __all__ = ["ALGOS", "PROGRESS_COLUMNS", "RLlibTrainer", "build_algo_config", "evaluate_run",
            "is_rllib_run"]
@@ -280,44 +281,9 @@ class RLlibTrainer:
             progress: bool = True, stop_iters: int | None = None) -> dict[str, Any]:
         """Trains until the mean return, step or iteration budget is reached; checkpoints
         every ``config.checkpoint_freq`` iterations and at the end."""
-        if stop_reward is None and stop_timesteps is None and stop_iters is None:
-            raise ValueError("fit needs a stopping criterion: stop_reward, stop_timesteps or "
-                             "stop_iters")
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=stop_timesteps, initial=self.timesteps_total, unit="step",
-                       dynamic_ncols=True,
-                       desc=f"{self.backend['algo']} (RLlib) {self.config.env_name}")
-        metrics = self.last_metrics
-        try:
-            while not self._should_stop(metrics, stop_reward, stop_timesteps, stop_iters):
-                before = self.timesteps_total
-                metrics = self.train()
-                if bar is not None:
-                    bar.update(self.timesteps_total - before)
-                    bar.set_postfix(ret=f"{metrics['episode_return_mean']:.1f}",
-                                    sps=f"{metrics['steps_per_s']:.0f}", refresh=False)
-                freq = self.config.checkpoint_freq
-                if freq and self.iteration % freq == 0:
-                    self.save()
-        finally:
-            if bar is not None:
-                bar.close()
-        if self.checkpoint_path is None or not self.checkpoint_path.name.endswith(
-                f"{self.iteration:06d}"):
-            self.save()
-        return metrics
-
-    def _should_stop(self, metrics: dict[str, Any], stop_reward: float | None,
-                     stop_timesteps: int | None, stop_iters: int | None) -> bool:
-        if stop_timesteps is not None and self.timesteps_total >= stop_timesteps:
-            return True
-        if stop_iters is not None and self.iteration >= stop_iters:
-            return True
-        ret = _num(metrics.get("episode_return_mean"))
-        return stop_reward is not None and not math.isnan(ret) and ret >= stop_reward
+        return train_until(self, f"{self.backend['algo']} (RLlib) {self.config.env_name}",
+                           stop_reward, stop_timesteps, stop_iters, progress, self.save,
+                           self.config.checkpoint_freq)
 
     # --- checkpoints ---------------------------------------------------------------------------
     def _filter_state(self) -> dict[str, Any] | None:
@@ -473,13 +439,7 @@ def evaluate_run(run_dir: str | Path, episodes: int = 10, explore: bool = False,
             lengths.append(len(episode))
     finally:
         env.close()
-    arr = np.asarray(returns)
-    return {
-        "episodes": episodes, "episode_return_mean": float(arr.mean()),
-        "episode_return_std": float(arr.std()), "episode_return_min": float(arr.min()),
-        "episode_return_max": float(arr.max()), "episode_len_mean": float(np.mean(lengths)),
-        "episode_returns": returns, "checkpoint": str(ckpt),
-    }
+    return {**episode_summary(returns, lengths), "checkpoint": str(ckpt)}
 
 
 def _unbatch(actions: Any) -> Any:

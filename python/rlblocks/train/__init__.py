@@ -9,7 +9,21 @@ Examples:
 
 from __future__ import annotations
 
-from rlblocks.train.config import PPOConfig
-from rlblocks.train.ppo import PPOTrainer
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlblocks.train.config import PPOConfig
+    from rlblocks.train.ppo import PPOTrainer
 
 __all__ = ["PPOConfig", "PPOTrainer"]
+
+# Loaded on first use: the package's torch-free modules (config, loop, logger) can be
+# imported without torch (rlblocks.export's runtime relies on it).
+_LAZY = {"PPOConfig": "rlblocks.train.config", "PPOTrainer": "rlblocks.train.ppo"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'rlblocks.train' has no attribute {name!r}")
+    return getattr(importlib.import_module(_LAZY[name]), name)

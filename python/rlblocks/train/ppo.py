@@ -50,6 +50,7 @@ from rlblocks.train.checkpoint import (
 from rlblocks.train.config import PPOConfig, lr_at
 from rlblocks.train.learner import PPOLearner
 from rlblocks.train.logger import ProgressLogger, truncate_progress
+from rlblocks.train.loop import episode_summary, train_until
 from rlblocks.train.policy import Policy, clip_actions
 from rlblocks.train.rollout import (
     EnvRunner,
@@ -239,44 +240,9 @@ class PPOTrainer:
         Raises:
             ValueError: No stopping criterion given.
         """
-        if stop_reward is None and stop_timesteps is None and stop_iters is None:
-            raise ValueError("fit needs a stopping criterion: stop_reward, stop_timesteps or "
-                             "stop_iters")
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=stop_timesteps, initial=self.timesteps_total, unit="step",
-                       dynamic_ncols=True, desc=f"PPO {self.config.env_name}")
-        metrics = self.last_metrics
-        try:
-            while not self._should_stop(metrics, stop_reward, stop_timesteps, stop_iters):
-                before = self.timesteps_total
-                metrics = self.train()
-                if bar is not None:
-                    bar.update(self.timesteps_total - before)
-                    bar.set_postfix(ret=f"{metrics['episode_return_mean']:.1f}",
-                                    sps=f"{metrics['steps_per_s']:.0f}", refresh=False)
-                freq = self.config.checkpoint_freq
-                if self.run_dir is not None and freq and self.iteration % freq == 0:
-                    self.save()
-        finally:
-            if bar is not None:
-                bar.close()
-        saved_now = (self.checkpoint_path is not None
-                     and self.checkpoint_path.name == f"checkpoint_{self.iteration:06d}")
-        if self.run_dir is not None and not saved_now:
-            self.save()
-        return metrics
-
-    def _should_stop(self, metrics: dict[str, Any], stop_reward: float | None,
-                     stop_timesteps: int | None, stop_iters: int | None) -> bool:
-        if stop_timesteps is not None and self.timesteps_total >= stop_timesteps:
-            return True
-        if stop_iters is not None and self.iteration >= stop_iters:
-            return True
-        ret = metrics.get("episode_return_mean", math.nan)
-        return stop_reward is not None and not math.isnan(ret) and ret >= stop_reward
+        return train_until(self, f"PPO {self.config.env_name}", stop_reward, stop_timesteps,
+                           stop_iters, progress, self.save if self.run_dir is not None else None,
+                           self.config.checkpoint_freq)
 
     # --- acting ---------------------------------------------------------------------------
     def compute_actions(
@@ -344,16 +310,7 @@ class PPOTrainer:
                     lengths.append(length)
             finally:
                 env.close()
-        arr = np.asarray(returns)
-        return {
-            "episodes": episodes,
-            "episode_return_mean": float(arr.mean()),
-            "episode_return_std": float(arr.std()),
-            "episode_return_min": float(arr.min()),
-            "episode_return_max": float(arr.max()),
-            "episode_len_mean": float(np.mean(lengths)),
-            "episode_returns": returns,
-        }
+        return episode_summary(returns, lengths)
 
     def evaluation_env(self) -> gym.Env:
         """A fresh single env as :meth:`evaluate` uses it (the run's wrappers included)."""

@@ -1,0 +1,110 @@
+"""The loop both trainers' ``fit`` run: train until a return, step or iteration budget, with
+a progress bar and periodic checkpoints (:class:`~rlblocks.train.ppo.PPOTrainer`, and
+``rlblocks.rllib``'s ``RLlibTrainer``); and the summary every ``evaluate`` returns. No torch.
+
+Examples:
+    >>> class Counter:
+    ...     timesteps_total, iteration, last_metrics, checkpoint_path = 0, 0, {}, None
+    ...     def train(self):
+    ...         self.iteration += 1
+    ...         self.timesteps_total += 10
+    ...         return {"episode_return_mean": 5.0 * self.iteration, "steps_per_s": 1.0}
+    >>> train_until(Counter(), "demo", stop_reward=20.0, progress=False)["episode_return_mean"]
+    20.0
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Protocol
+
+__all__ = ["Trainable", "episode_summary", "should_stop", "train_until"]
+
+
+class Trainable(Protocol):
+    """What :func:`train_until` needs of a trainer."""
+
+    timesteps_total: int
+    iteration: int
+    last_metrics: dict[str, Any]
+    checkpoint_path: Path | None
+
+    def train(self) -> dict[str, Any]: ...
+
+
+def should_stop(trainer: Trainable, metrics: dict[str, Any], stop_reward: float | None,
+                stop_timesteps: int | None, stop_iters: int | None) -> bool:
+    """Whether a budget is spent or the mean return (NaN before the first episode) reached
+    ``stop_reward``."""
+    if stop_timesteps is not None and trainer.timesteps_total >= stop_timesteps:
+        return True
+    if stop_iters is not None and trainer.iteration >= stop_iters:
+        return True
+    try:
+        ret = float(metrics.get("episode_return_mean", math.nan))
+    except (TypeError, ValueError):
+        ret = math.nan
+    return stop_reward is not None and not math.isnan(ret) and ret >= stop_reward
+
+
+def train_until(trainer: Trainable, desc: str, stop_reward: float | None = None,
+                stop_timesteps: int | None = None, stop_iters: int | None = None,
+                progress: bool = True, save: Any = None, checkpoint_freq: int = 0
+                ) -> dict[str, Any]:
+    """Calls ``trainer.train()`` until :func:`should_stop`; with ``save`` (a callable), every
+    ``checkpoint_freq`` iterations and at the end unless the last iteration was just saved.
+
+    Returns:
+        The last iteration's metrics.
+
+    Raises:
+        ValueError: No stopping criterion given.
+    """
+    if stop_reward is None and stop_timesteps is None and stop_iters is None:
+        raise ValueError("fit needs a stopping criterion: stop_reward, stop_timesteps or "
+                         "stop_iters")
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=stop_timesteps, initial=trainer.timesteps_total, unit="step",
+                   dynamic_ncols=True, desc=desc)
+    metrics = trainer.last_metrics
+    try:
+        while not should_stop(trainer, metrics, stop_reward, stop_timesteps, stop_iters):
+            before = trainer.timesteps_total
+            metrics = trainer.train()
+            if bar is not None:
+                bar.update(trainer.timesteps_total - before)
+                bar.set_postfix(ret=f"{metrics['episode_return_mean']:.1f}",
+                                sps=f"{metrics['steps_per_s']:.0f}", refresh=False)
+            if save is not None and checkpoint_freq and trainer.iteration % checkpoint_freq == 0:
+                save()
+    finally:
+        if bar is not None:
+            bar.close()
+    path = trainer.checkpoint_path
+    if save is not None and (path is None or path.name != f"checkpoint_{trainer.iteration:06d}"):
+        save()
+    return metrics
+
+
+def episode_summary(returns: list[float], lengths: list[int]) -> dict[str, Any]:
+    """What ``evaluate`` returns for finished episodes (at least one).
+
+    Examples:
+        >>> episode_summary([10.0, 20.0], [5, 7])["episode_return_mean"]
+        15.0
+    """
+    arr = [float(r) for r in returns]
+    mean = sum(arr) / len(arr)
+    return {
+        "episodes": len(arr),
+        "episode_return_mean": mean,
+        "episode_return_std": math.sqrt(sum((r - mean) ** 2 for r in arr) / len(arr)),
+        "episode_return_min": min(arr),
+        "episode_return_max": max(arr),
+        "episode_len_mean": sum(lengths) / len(lengths),
+        "episode_returns": list(returns),
+    }
