@@ -1,8 +1,11 @@
-"""Shared fixtures: run a test on both implementations (C++ core and numpy reference)."""
+"""Shared fixtures: run a test on both implementations (C++ core and numpy reference); and,
+without Ray, no doctest collection of rlblocks.rllib (see pytest_configure)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -41,3 +44,17 @@ def both_impls(fn, *args, **kwargs):
     finally:
         _impl.use_numpy_reference(not before)
     return native, reference
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Without Ray, the ``rlblocks.rllib`` package (the ``ray`` extra) is not collected for
+    doctests, wherever rlblocks is imported from (``--pyargs rlblocks`` collects it from
+    site-packages, where directory-scoped hooks do not reach: its folder is added to
+    ``--ignore``); its tests in ``tests/rllib`` skip themselves."""
+    if importlib.util.find_spec("ray") is not None:
+        return
+    spec = importlib.util.find_spec("rlblocks")
+    if spec is None or not spec.submodule_search_locations:
+        return
+    rllib = [str(Path(p) / "rllib") for p in spec.submodule_search_locations]
+    config.option.ignore = [*(config.getoption("ignore") or []), *rllib]
