@@ -210,13 +210,28 @@ class SquashedGaussian(ActionDistribution):
         jac = torch.log(1.0 - n * n + SMALL_NUMBER).sum(-1)
         return self._normal_logp(u) - jac - self._log_half_range
 
-    def sampled_action_logp(self) -> torch.Tensor:
-        if self._last_z is None:
-            raise RuntimeError("SquashedGaussian.sampled_action_logp() needs a sample() call")
-        z = self._last_z
+    def _presquash_logp(self, z: torch.Tensor) -> torch.Tensor:
         t = torch.tanh(z)
         jac = torch.log(1.0 - t * t + SMALL_NUMBER).sum(-1)
         return self._normal_logp(z) - jac - self._log_half_range
+
+    def sampled_action_logp(self) -> torch.Tensor:
+        if self._last_z is None:
+            raise RuntimeError("SquashedGaussian.sampled_action_logp() needs a sample() call")
+        return self._presquash_logp(self._last_z)
+
+    def rsample_and_logp(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised sample (gradients reach the inputs) and its log-density, scored
+        on the pre-squash draw (SAC's actor loss).
+
+        Examples:
+            >>> d = SquashedGaussian(torch.zeros(3, 4, requires_grad=True))
+            >>> x, logp = d.rsample_and_logp()
+            >>> x.shape, logp.shape, logp.requires_grad
+            (torch.Size([3, 2]), torch.Size([3]), True)
+        """
+        z = self.mean + self.std * torch.randn_like(self.mean)
+        return self._squash(z), self._presquash_logp(z)
 
     def entropy(self) -> torch.Tensor:
         raise ValueError(

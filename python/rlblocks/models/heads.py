@@ -42,6 +42,11 @@ class DuelingQModel(ModelInterface):
     ``num_outputs`` is None) and the state-value head ``V`` (1 unit) are SlimFC layers
     (xavier init, linear) on the base model's outputs.
 
+    With ``num_atoms > 1`` the head is distributional (C51): ``A`` has ``n * num_atoms``
+    units and ``V`` ``num_atoms``; :meth:`get_q_logits` gives per-action logits over the
+    ``num_atoms`` support points ``linspace(v_min, v_max, num_atoms)`` (the advantages
+    centred over actions, per atom), and :meth:`get_q_values` their expectations.
+
     Examples:
         >>> import gymnasium as gym, torch
         >>> from rlblocks.models.fcnet import FullyConnectedNetwork
@@ -61,10 +66,17 @@ class DuelingQModel(ModelInterface):
         name: str,
         *,
         base_model: ModelV2,
+        num_atoms: int = 1,
+        v_min: float = -10.0,
+        v_max: float = 10.0,
     ):
         super().__init__(
             obs_space, action_space, num_outputs, model_config, name, base_model=base_model
         )
+        if isinstance(num_atoms, bool) or int(num_atoms) != num_atoms or num_atoms < 1:
+            raise ValueError(f"DuelingQModel: num_atoms must be an int >= 1, got {num_atoms!r}")
+        if num_atoms > 1 and not float(v_min) < float(v_max):
+            raise ValueError(f"DuelingQModel: v_min ({v_min}) must be < v_max ({v_max})")
         if num_outputs:
             n_actions = int(num_outputs)
         elif isinstance(action_space, Discrete):
@@ -76,14 +88,28 @@ class DuelingQModel(ModelInterface):
             )
         if not self.num_outputs:
             raise ValueError("DuelingQModel: the base model reports no output size")
-        self.A = SlimFC(self.num_outputs, n_actions)
-        self.V = SlimFC(self.num_outputs, 1)
+        self.n_actions, self.num_atoms = n_actions, int(num_atoms)
+        self.A = SlimFC(self.num_outputs, n_actions * self.num_atoms)
+        self.V = SlimFC(self.num_outputs, self.num_atoms)
+        self.register_buffer(
+            "support", torch.linspace(float(v_min), float(v_max), self.num_atoms), persistent=False
+        )
+
+    def get_q_logits(self, underlying_output: torch.Tensor) -> torch.Tensor:
+        """``[B, n_actions, num_atoms]``: ``V + A - mean_actions(A)`` per atom (for
+        ``num_atoms == 1`` these are the Q-values with a trailing axis of 1)."""
+        b = underlying_output.shape[0]
+        advantages = self.A(underlying_output).reshape(b, self.n_actions, self.num_atoms)
+        value = self.V(underlying_output).reshape(b, 1, self.num_atoms)
+        return value + advantages - advantages.mean(dim=1, keepdim=True)
 
     def get_q_values(self, underlying_output: torch.Tensor) -> torch.Tensor:
-        """Q-values ``[B, n_actions]`` from the base model's outputs ``[B, num_outputs]``."""
-        advantages = self.A(underlying_output)
-        value = self.V(underlying_output)
-        return value + advantages - advantages.mean(dim=1, keepdim=True)
+        """Q-values ``[B, n_actions]`` from the base model's outputs ``[B, num_outputs]``
+        (the expectation over the support when ``num_atoms > 1``)."""
+        logits = self.get_q_logits(underlying_output)
+        if self.num_atoms == 1:
+            return logits.squeeze(-1)
+        return (torch.softmax(logits, dim=-1) * self.support).sum(-1)
 
 
 class ContinuousActionQModel(ModelInterface):

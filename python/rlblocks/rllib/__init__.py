@@ -2,7 +2,9 @@
 
 * :class:`RLBlocksRLModule`: an RLlib ``TorchRLModule`` (with ``ValueFunctionAPI``) whose
   network is the rlblocks model ``ModelCatalog`` builds from an rlblocks model config;
-  :class:`RLBlocksAPPORLModule` adds APPO's target network.
+  :class:`RLBlocksAPPORLModule` adds APPO's target network;
+  :class:`RLBlocksDQNRLModule` and :class:`RLBlocksSACRLModule` run rlblocks' Q heads in
+  RLlib's DQN and SAC.
 * :class:`RLBlocksDistribution`: an RLlib ``TorchDistribution`` over any rlblocks action
   distribution.
 * :func:`rl_module_spec` for ``config.rl_module(rl_module_spec=...)`` and
@@ -45,6 +47,7 @@ from rlblocks.rllib.module import (
     is_mask_space,
     model_views,
 )
+from rlblocks.rllib.qlearning import RLBlocksDQNRLModule, RLBlocksSACRLModule
 
 __all__ = [
     "AtariFramesBatched",
@@ -52,11 +55,14 @@ __all__ = [
     "OBS_KEY",
     "EnvToModule",
     "FlattenObservationsBatched",
+    "MODULE_CLASSES",
     "MeanStdFilterBatched",
     "ModelViewObservations",
     "RLBlocksAPPORLModule",
+    "RLBlocksDQNRLModule",
     "RLBlocksDistribution",
     "RLBlocksRLModule",
+    "RLBlocksSACRLModule",
     "env_to_module",
     "is_mask_space",
     "model_views",
@@ -87,16 +93,37 @@ def portable_model_config(model_config: Mapping[str, Any] | None = None) -> dict
     return cfg
 
 
+#: The rlblocks module class of each RLlib algorithm ``rl_module_spec`` builds for.
+MODULE_CLASSES: dict[str, type] = {
+    "PPO": RLBlocksRLModule, "IMPALA": RLBlocksRLModule, "APPO": RLBlocksAPPORLModule,
+    "DQN": RLBlocksDQNRLModule, "SAC": RLBlocksSACRLModule,
+}
+
+
 def rl_module_spec(model_config: Mapping[str, Any] | None = None, *,
-                   appo: bool = False) -> Any:
-    """An ``RLModuleSpec`` of :class:`RLBlocksRLModule` for ``model_config``.
+                   appo: bool = False, algo: str | None = None) -> Any:
+    """An ``RLModuleSpec`` of the rlblocks module for ``algo`` and ``model_config``.
 
     Args:
         model_config: rlblocks model config (``MODEL_DEFAULTS`` keys); None: defaults.
-        appo: Use :class:`RLBlocksAPPORLModule` (APPO's target network).
+            RLlib's algorithm keys (DQN's ``dueling``, ``double_q``, ``num_atoms``, ...,
+            SAC's ``twin_q``) come from the algorithm config itself.
+        appo: Same as ``algo="APPO"``.
+        algo: ``"PPO"`` (default), ``"IMPALA"``: :class:`RLBlocksRLModule`; ``"APPO"``:
+            :class:`RLBlocksAPPORLModule`; ``"DQN"``: :class:`RLBlocksDQNRLModule`;
+            ``"SAC"``: :class:`RLBlocksSACRLModule`.
 
     Raises:
-        ValueError: An invalid config (see :meth:`rlblocks.config.ModelConfig.from_dict`).
+        ValueError: An invalid config (see :meth:`rlblocks.config.ModelConfig.from_dict`)
+            or an unknown ``algo``.
+
+    Examples:
+        >>> rl_module_spec({"fcnet_hiddens": [64]}, algo="DQN").module_class.__name__
+        'RLBlocksDQNRLModule'
     """
-    cls = RLBlocksAPPORLModule if appo else RLBlocksRLModule
-    return RLModuleSpec(module_class=cls, model_config=portable_model_config(model_config))
+    name = "APPO" if appo and algo is None else (algo or "PPO")
+    if name not in MODULE_CLASSES or (appo and name != "APPO"):
+        raise ValueError(f"rl_module_spec: algo must be one of {sorted(MODULE_CLASSES)}, got "
+                         f"{algo!r}{' with appo=True' if appo else ''}")
+    return RLModuleSpec(module_class=MODULE_CLASSES[name],
+                        model_config=portable_model_config(model_config))

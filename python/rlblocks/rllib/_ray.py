@@ -12,11 +12,14 @@ try:
     from ray.rllib.core.distribution.torch.torch_distribution import TorchDistribution
     from ray.rllib.core.rl_module.apis import (
         TARGET_NETWORK_ACTION_DIST_INPUTS,
+        InferenceOnlyAPI,
+        QNetAPI,
         TargetNetworkAPI,
         ValueFunctionAPI,
     )
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
     from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
+    from ray.rllib.utils.schedules.scheduler import Scheduler
 except ImportError as e:  # pragma: no cover - exercised by tests/test_dependencies.py
     raise ImportError(
         f'rlblocks.rllib needs Ray: pip install "rlblocks[ray]" ({e})'
@@ -26,7 +29,10 @@ __all__ = [
     "TARGET_NETWORK_ACTION_DIST_INPUTS",
     "Columns",
     "ConnectorV2",
+    "InferenceOnlyAPI",
+    "QNetAPI",
     "RLModuleSpec",
+    "Scheduler",
     "TargetNetworkAPI",
     "TorchDistribution",
     "TorchRLModule",

@@ -153,6 +153,24 @@ class RLBlocksDistribution(TorchDistribution):  # type: ignore[misc]
             f"{type(d).__name__} has no reparameterised sample (rsample); use sample()"
         )
 
+    def rsample_and_logp(self, *, sample_shape: Any = None) -> tuple[Any, torch.Tensor]:
+        """A reparameterised sample and its log-likelihood (a SquashedGaussian scores its
+        pre-squash draw, never ``atanh`` of the squashed action)."""
+        if isinstance(self.inner, SquashedGaussian) and not sample_shape \
+                and not self._deterministic:
+            return self.inner.rsample_and_logp()
+        sample = self.rsample(sample_shape=sample_shape)
+        return sample, self.logp(sample)
+
+    def sample_and_logp(self, *, sample_shape: Any = None) -> tuple[Any, torch.Tensor]:
+        """A sample (no gradient) and its log-likelihood."""
+        if isinstance(self.inner, SquashedGaussian) and not sample_shape \
+                and not self._deterministic:
+            with torch.no_grad():
+                return self.inner.rsample_and_logp()
+        sample = self.sample(sample_shape=sample_shape)
+        return sample, self.logp(sample)
+
     def logp(self, value: Any, **kwargs: Any) -> torch.Tensor:
         """Log-likelihood of ``value`` under the wrapped distribution."""
         return self.inner.logp(value)

@@ -1,5 +1,5 @@
-"""``rlblocks train --backend rllib``: RLlib (PPO, APPO or IMPALA) with rlblocks' module and
-connectors, writing the native trainer's run directory.
+"""``rlblocks train --backend rllib``: RLlib (PPO, APPO, IMPALA, DQN or SAC) with rlblocks'
+modules and connectors, writing the native trainer's run directory.
 
 rlblocks' PPO config keys are mapped onto RLlib's (``train_batch_size`` ->
 ``train_batch_size_per_learner``, ``sgd_minibatch_size`` -> ``minibatch_size``,
@@ -9,6 +9,14 @@ rlblocks' PPO config keys are mapped onto RLlib's (``train_batch_size`` ->
 ``num_envs_per_env_runner``, ``model`` ->
 :func:`~rlblocks.rllib.rl_module_spec`, ``observation_filter`` ->
 :func:`~rlblocks.rllib.env_to_module`); APPO and IMPALA take the keys they know.
+
+DQN and SAC take ``env``, ``env_config``, ``model`` (over RLlib's ``MODEL_DEFAULTS``, not the
+PPO defaults), ``num_envs``, ``gamma``, ``seed`` and ``observation_filter`` from the config;
+their own hyperparameters (``lr``, ``n_step``, ``replay_buffer_config``, ``epsilon``,
+``target_network_update_freq``, ``tau``, ``actor_lr``, ...) go in the config's ``rllib``
+block (``--set rllib.training.n_step=3``), RLlib's defaults otherwise; a PPO key set to a
+non-default value is refused for them rather than ignored. Every algorithm applies the
+``rllib`` block last.
 
 The run directory holds ``config.json`` (the rlblocks config plus a ``backend`` block),
 ``progress.csv`` with the native trainer's columns (those RLlib does not report are empty),
@@ -32,16 +40,23 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlblocks.config import ModelConfig
 from rlblocks.rllib._ray import Columns, ray
 from rlblocks.rllib.connectors import MeanStdFilterBatched, env_to_module
 from rlblocks.train.config import PPOConfig
 from rlblocks.train.logger import ProgressLogger, truncate_progress
 from rlblocks.train.loop import episode_summary, train_until
 
-__all__ = ["ALGOS", "PROGRESS_COLUMNS", "RLlibTrainer", "build_algo_config", "evaluate_run",
-           "is_rllib_run"]
+__all__ = ["ALGOS", "PROGRESS_COLUMNS", "Q_ALGOS", "Q_COLUMNS", "RLlibTrainer",
+           "build_algo_config", "evaluate_run", "is_rllib_run"]
 
-ALGOS = ("PPO", "APPO", "IMPALA")
+ALGOS = ("PPO", "APPO", "IMPALA", "DQN", "SAC")
+#: The Q-learning algorithms (rlblocks' Q heads, RLlib's replay buffers).
+Q_ALGOS = ("DQN", "SAC")
+#: PPO settings that DQN and SAC do not read (theirs live in the config's ``rllib`` block).
+_PPO_ONLY = ("train_batch_size", "sgd_minibatch_size", "num_sgd_iter", "lr", "lr_schedule",
+             "lambda_", "clip_param", "vf_clip_param", "vf_loss_coeff", "entropy_coeff",
+             "kl_coeff", "kl_target", "grad_clip", "normalize_advantages")
 
 #: The native trainer's ``progress.csv`` columns (``PPOTrainer.train``), in its order.
 PROGRESS_COLUMNS = (
@@ -52,11 +67,18 @@ PROGRESS_COLUMNS = (
     "steps_per_s", "time_this_iter_s", "time_total_s",
 )
 
+#: Columns DQN and SAC add after the native ones (their learners' metrics).
+Q_COLUMNS = ("qf_loss", "qf_mean", "td_error_mean", "alpha", "alpha_loss")
+
 _LEARNER_KEYS = {"policy_loss": "policy_loss", "vf_loss": "vf_loss",
                  "total_loss": "total_loss", "entropy": "entropy", "kl": "mean_kl_loss",
                  "kl_coeff": "curr_kl_coeff", "explained_variance": "vf_explained_var",
-                 "lr": "default_optimizer_learning_rate"}
+                 "lr": "default_optimizer_learning_rate", "qf_loss": "qf_loss",
+                 "qf_mean": "qf_mean", "td_error_mean": "td_error_mean",
+                 "alpha": "alpha_value", "alpha_loss": "alpha_loss"}
 _META = "rlblocks_rllib.json"
+#: The timestep ``evaluate_run(explore=True)`` explores at (the end of any epsilon schedule).
+_LATE = 2**62
 _FILTER = "rlblocks_filter.pkl"
 _MODULE = Path("learner_group") / "learner" / "rl_module" / "default_policy"
 
@@ -78,35 +100,8 @@ def _env_id(config: PPOConfig) -> str:
     return env
 
 
-def build_algo_config(config: PPOConfig, algo: str = "PPO", num_env_runners: int = 0,
-                      num_envs_per_env_runner: int | None = None,
-                      num_cpus_per_env_runner: float | None = None) -> Any:
-    """The RLlib ``AlgorithmConfig`` for an rlblocks PPO config.
-
-    ``num_cpus_per_env_runner`` defaults to this machine's CPUs (less half a CPU for the
-    driver) shared by the runners, between 0.25 and 1.
-
-    Raises:
-        ValueError: An unknown algorithm, a bad count, or a config RLlib cannot run.
-    """
-    if algo not in ALGOS:
-        raise ValueError(f"--algo must be one of {ALGOS}, got {algo!r}")
-    if isinstance(num_env_runners, bool) or int(num_env_runners) < 0:
-        raise ValueError(f"--num-env-runners must be >= 0, got {num_env_runners}")
-    envs = config.num_envs if num_envs_per_env_runner is None else int(num_envs_per_env_runner)
-    if envs < 1:
-        raise ValueError(f"--num-envs-per-env-runner must be >= 1, got {envs}")
-    if algo in ("APPO", "IMPALA") and int(num_env_runners) < 1:
-        raise ValueError(f"{algo} samples asynchronously: give --num-env-runners >= 1")
-    model = config.model_config().to_dict()
-    if algo == "PPO":
-        from ray.rllib.algorithms.ppo import PPOConfig as Config
-    elif algo == "APPO":
-        from ray.rllib.algorithms.appo import APPOConfig as Config
-    else:
-        from ray.rllib.algorithms.impala import IMPALAConfig as Config
-    from rlblocks.rllib import rl_module_spec
-
+def _ppo_training(config: PPOConfig, algo: str) -> dict[str, Any]:
+    """RLlib ``.training(...)`` keys of PPO, APPO and IMPALA from an rlblocks PPO config."""
     lr: Any = config.lr
     if config.lr_schedule:  # RLlib interpolates [[timestep, lr], ...] from timestep 0
         lr = [[int(t), float(v)] for t, v in config.lr_schedule]
@@ -127,6 +122,73 @@ def build_algo_config(config: PPOConfig, algo: str = "PPO", num_env_runners: int
     elif algo == "APPO":
         train.update(clip_param=config.clip_param, kl_coeff=config.kl_coeff,
                      kl_target=config.kl_target, use_kl_loss=config.kl_coeff > 0)
+    return train
+
+
+def _q_training(config: PPOConfig, algo: str) -> dict[str, Any]:
+    """RLlib ``.training(...)`` keys of DQN and SAC: ``gamma`` (the rest is RLlib's or the
+    config's ``rllib`` block).
+
+    Raises:
+        ValueError: A PPO-only key with a non-default value (it would be ignored).
+    """
+    defaults = PPOConfig(env=config.env)
+    changed = [("lambda" if k == "lambda_" else k) for k in _PPO_ONLY
+               if getattr(config, k) != getattr(defaults, k)]
+    if changed:
+        example = "lr" if algo == "DQN" else "actor_lr"
+        raise ValueError(f"{', '.join(changed)}: PPO settings that {algo} does not read; set "
+                         f"{algo}'s own in the config's rllib.training block (e.g. --set "
+                         f"rllib.training.{example}=1e-3)")
+    return {"gamma": config.gamma}
+
+
+def _algorithm_config_class(algo: str) -> Any:
+    from ray.rllib.algorithms import appo, dqn, impala, ppo, sac
+
+    return {"PPO": ppo.PPOConfig, "APPO": appo.APPOConfig, "IMPALA": impala.IMPALAConfig,
+            "DQN": dqn.DQNConfig, "SAC": sac.SACConfig}[algo]
+
+
+def _apply_sections(algo_config: Any, sections: dict[str, dict[str, Any]]) -> Any:
+    """``algo_config.<section>(**keys)`` for the config's ``rllib`` block; an unknown key is a
+    ValueError naming it."""
+    for section, keys in sections.items():
+        try:
+            algo_config = getattr(algo_config, section)(**keys)
+        except TypeError as err:
+            raise ValueError(f"rllib.{section}: {err}") from None
+    return algo_config
+
+
+def build_algo_config(config: PPOConfig, algo: str = "PPO", num_env_runners: int = 0,
+                      num_envs_per_env_runner: int | None = None,
+                      num_cpus_per_env_runner: float | None = None) -> Any:
+    """The RLlib ``AlgorithmConfig`` for an rlblocks config.
+
+    ``num_cpus_per_env_runner`` defaults to this machine's CPUs (less half a CPU for the
+    driver) shared by the runners, between 0.25 and 1.
+
+    Raises:
+        ValueError: An unknown algorithm, a bad count, or a config RLlib cannot run.
+    """
+    if algo not in ALGOS:
+        raise ValueError(f"--algo must be one of {ALGOS}, got {algo!r}")
+    if isinstance(num_env_runners, bool) or int(num_env_runners) < 0:
+        raise ValueError(f"--num-env-runners must be >= 0, got {num_env_runners}")
+    envs = config.num_envs if num_envs_per_env_runner is None else int(num_envs_per_env_runner)
+    if envs < 1:
+        raise ValueError(f"--num-envs-per-env-runner must be >= 1, got {envs}")
+    if algo in ("APPO", "IMPALA") and int(num_env_runners) < 1:
+        raise ValueError(f"{algo} samples asynchronously: give --num-env-runners >= 1")
+    if algo in Q_ALGOS:
+        model = ModelConfig.from_dict(config.model).to_dict()
+        train = _q_training(config, algo)
+    else:
+        model = config.model_config().to_dict()
+        train = _ppo_training(config, algo)
+    from rlblocks.rllib import rl_module_spec
+
     runners = int(num_env_runners)
     cpus = os.cpu_count() or 1
     per_runner = max(0.25, min(1.0, (cpus - 0.5) / runners)) if runners else 1.0
@@ -135,10 +197,10 @@ def build_algo_config(config: PPOConfig, algo: str = "PPO", num_env_runners: int
             raise ValueError(f"num_cpus_per_env_runner must be > 0, got "
                              f"{num_cpus_per_env_runner}")
         per_runner = float(num_cpus_per_env_runner)
-    return (
-        Config()
+    algo_config = (
+        _algorithm_config_class(algo)()
         .environment(_env_id(config), env_config=dict(config.env_config))
-        .rl_module(rl_module_spec=rl_module_spec(model, appo=algo == "APPO"))
+        .rl_module(rl_module_spec=rl_module_spec(model, algo=algo))
         .env_runners(num_env_runners=runners, num_envs_per_env_runner=envs,
                      num_cpus_per_env_runner=per_runner,
                      env_to_module_connector=env_to_module(model, config.observation_filter))
@@ -149,6 +211,7 @@ def build_algo_config(config: PPOConfig, algo: str = "PPO", num_env_runners: int
                    min_time_s_per_iteration=0)
         .debugging(seed=config.seed)
     )
+    return _apply_sections(algo_config, config.rllib)
 
 
 def _num(value: Any) -> float:
@@ -257,7 +320,8 @@ class RLlibTrainer:
         episodes = int(_num(runners.get("num_episodes", 0)) or 0)
         self.episodes_total += episodes
         self.time_total_s += elapsed
-        metrics: dict[str, Any] = {c: math.nan for c in PROGRESS_COLUMNS}
+        columns = PROGRESS_COLUMNS + (Q_COLUMNS if self.backend["algo"] in Q_ALGOS else ())
+        metrics: dict[str, Any] = {c: math.nan for c in columns}
         metrics.update({
             "training_iteration": self.iteration, "timesteps_total": self.timesteps_total,
             "episodes_total": self.episodes_total, "episodes_this_iter": episodes,
@@ -271,7 +335,7 @@ class RLlibTrainer:
         for ours, theirs in _LEARNER_KEYS.items():
             if theirs in learner:
                 metrics[ours] = _num(learner[theirs])
-        if math.isnan(metrics["lr"]):
+        if math.isnan(metrics["lr"]) and self.backend["algo"] not in Q_ALGOS:
             metrics["lr"] = self.config.lr
         self.last_metrics = metrics
         self._logger.write(metrics)
@@ -424,12 +488,17 @@ def evaluate_run(run_dir: str | Path, episodes: int = 10, explore: bool = False,
                 if stateful:
                     batch[Columns.STATE_IN] = state
                 with torch.no_grad():
-                    out = module.forward_inference(batch)
-                logits = out[Columns.ACTION_DIST_INPUTS]
-                if stateful:
-                    logits, state = logits[:, 0], out[Columns.STATE_OUT]
-                dist = dist_cls.from_logits(logits)
-                action = _unbatch(dist.sample() if explore else dist.to_deterministic().sample())
+                    out = (module.forward_exploration(batch, t=_LATE) if explore
+                           else module.forward_inference(batch))
+                if Columns.ACTIONS in out:  # DQN: epsilon-greedy / greedy in the module
+                    action = _unbatch(out[Columns.ACTIONS])
+                else:
+                    logits = out[Columns.ACTION_DIST_INPUTS]
+                    if stateful:
+                        logits, state = logits[:, 0], out[Columns.STATE_OUT]
+                    dist = dist_cls.from_logits(logits)
+                    action = _unbatch(dist.sample() if explore
+                                      else dist.to_deterministic().sample())
                 obs, reward, terminated, truncated, _ = env.step(action)
                 episode.add_env_step(observation=obs, action=action, reward=float(reward),
                                      terminated=terminated, truncated=truncated)

@@ -442,8 +442,9 @@ def add_subcommands(sub: Any) -> None:
     train.add_argument("--backend", choices=("native", "rllib"), default="native",
                        help="native: rlblocks' own PPO (default); rllib: RLlib on Ray with "
                        "rlblocks' module and connectors (needs the ray extra)")
-    train.add_argument("--algo", choices=("PPO", "APPO", "IMPALA"), default=None,
-                       help="RLlib algorithm (--backend rllib; default PPO)")
+    train.add_argument("--algo", choices=("PPO", "APPO", "IMPALA", "DQN", "SAC"),
+                       default=None, help="RLlib algorithm (--backend rllib; default PPO); "
+                       "DQN/SAC options go in the config's rllib.training block")
     train.add_argument("--num-env-runners", type=int, default=None,
                        help="Ray env-runner actors (--backend rllib; default 0: sample in "
                        "the driver)")

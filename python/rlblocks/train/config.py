@@ -144,6 +144,11 @@ class PPOConfig:
     closed-form PPO gradients, flat parameter buffers, direct fused-Adam calls) where they
     cover the model; False runs the plain torch path everywhere (same results within
     float tolerance, slower)."""
+    rllib: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """``--backend rllib`` only: RLlib ``AlgorithmConfig`` sections applied last, as
+    ``{section: {key: value}}`` for ``training``, ``env_runners``, ``learners``,
+    ``reporting`` (e.g. DQN's ``{"training": {"n_step": 3, "target_network_update_freq":
+    500}}``); the native trainer refuses a non-empty block."""
 
     def __post_init__(self) -> None:
         self._validate()
@@ -283,6 +288,26 @@ class PPOConfig:
             self.num_threads = _int(self.num_threads, "num_threads", minimum=1)
         if self.lr_schedule is not None:
             self.lr_schedule = _schedule(self.lr_schedule, "lr_schedule")
+        self.rllib = _rllib_sections(self.rllib)
+
+
+#: The RLlib ``AlgorithmConfig`` methods a config's ``rllib`` block may call.
+RLLIB_SECTIONS = ("training", "env_runners", "learners", "reporting")
+
+
+def _rllib_sections(value: Any) -> dict[str, dict[str, Any]]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"rllib must be a dict of RLlib config sections {RLLIB_SECTIONS}, got "
+                         f"{value!r}")
+    out = {}
+    for section, keys in value.items():
+        if section not in RLLIB_SECTIONS:
+            raise ValueError(f"rllib.{section}: not an RLlib config section this backend sets; "
+                             f"use one of {RLLIB_SECTIONS}")
+        if not isinstance(keys, Mapping) or not all(isinstance(k, str) for k in keys):
+            raise ValueError(f"rllib.{section} must be a dict of RLlib keys, got {keys!r}")
+        out[section] = dict(keys)
+    return out
 
 
 def lr_at(config: PPOConfig, timestep: int) -> float:

@@ -112,6 +112,9 @@ class PPOTrainer:
     def __init__(self, config: PPOConfig | Mapping[str, Any], run_dir: str | Path | None = None):
         self.config = PPOConfig.from_dict(config)
         cfg = self.config
+        if cfg.rllib:
+            raise ValueError("the config's 'rllib' block sets RLlib options: train it with "
+                             "--backend rllib (RLlibTrainer), or remove the block")
         make_env_creator(cfg)  # validates the env early, with a clear message
         self.seed = cfg.seed if cfg.seed is not None else int(
             np.random.SeedSequence().generate_state(1)[0] % (2**31))

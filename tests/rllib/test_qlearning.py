@@ -1,0 +1,299 @@
+"""rlblocks' Q heads inside RLlib's DQN and SAC: the modules against the rlblocks heads and
+closed-form maths, RLlib's target sync, masks, and (bounded) learning runs.
+
+Learning tests stop as soon as their target is reached and fail when the budget runs out;
+wall times are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from gymnasium.spaces import Box, Dict, Discrete  # noqa: E402
+from ray.rllib.algorithms.dqn import DQNConfig  # noqa: E402
+from ray.rllib.algorithms.sac import SACConfig  # noqa: E402
+from ray.rllib.core.columns import Columns  # noqa: E402
+from rlblocks.config import ModelConfig  # noqa: E402
+from rlblocks.models.fcnet import FullyConnectedNetwork  # noqa: E402
+from rlblocks.models.heads import DuelingQModel  # noqa: E402
+from rlblocks.rllib import (  # noqa: E402
+    RLBlocksDQNRLModule,
+    RLBlocksSACRLModule,
+    env_to_module,
+    rl_module_spec,
+)
+from rlblocks.rllib.qlearning import (  # noqa: E402
+    QF_LOGITS,
+    QF_NEXT_PREDS,
+    QF_PREDS,
+    QF_PROBS,
+    QF_TARGET_NEXT_PREDS,
+)
+from test_training import MaskedPick  # noqa: E402
+
+MODEL = {"fcnet_hiddens": [32, 32], "fcnet_activation": "relu"}
+OBS = Box(-1.0, 1.0, (5,), np.float32)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.cloudpickle.register_pickle_by_value(sys.modules[MaskedPick.__module__])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             configure_logging=False, ignore_reinit_error=True)
+    yield
+    ray.shutdown()
+
+
+def build(algo: str, obs_space: gym.Space, action_space: gym.Space, model: dict | None = None,
+          **algo_keys: Any) -> Any:
+    """A learner-side module (with target networks), as RLlib builds it."""
+    spec = rl_module_spec(model or MODEL, algo=algo)
+    spec.observation_space, spec.action_space = obs_space, action_space
+    spec.model_config = {**spec.model_config, **algo_keys}
+    module = spec.build()
+    module.make_target_networks()
+    return module
+
+
+def obs_batch(n: int = 64, seed: int = 0) -> torch.Tensor:
+    return torch.from_numpy(np.random.default_rng(seed).uniform(-1, 1, (n, 5)).astype(np.float32))
+
+
+# --- DQN module ------------------------------------------------------------------------------
+def test_dueling_q_values_equal_the_rlblocks_head_and_closed_form():
+    module = build("DQN", OBS, Discrete(4), dueling=True)
+    assert isinstance(module, RLBlocksDQNRLModule)
+    obs = obs_batch()
+    q = module.compute_q_values({Columns.OBS: obs})[QF_PREDS]
+    # an independently built rlblocks DuelingQModel with the module's weights
+    cfg = ModelConfig.from_dict({**MODEL, "vf_share_layers": True})
+    base = FullyConnectedNetwork(OBS, Discrete(4), None, cfg, "base")
+    head = DuelingQModel(OBS, Discrete(4), 4, cfg, "q", base_model=base)
+    head.load_state_dict(module.q_model.state_dict())
+    features, _ = head({"obs": obs})
+    torch.testing.assert_close(q, head.get_q_values(features), rtol=0, atol=1e-6)
+    # closed form: V + A - mean(A) from the two head layers
+    a, v = head.A(features), head.V(features)
+    torch.testing.assert_close(q, v + a - a.mean(1, keepdim=True), rtol=0, atol=1e-6)
+
+
+def test_plain_q_head_is_the_catalog_model():
+    module = build("DQN", OBS, Discrete(3), dueling=False)
+    obs = obs_batch()
+    out, _ = module.q_model({"obs": obs})
+    assert out.shape == (64, 3)
+    torch.testing.assert_close(module.compute_q_values({Columns.OBS: obs})[QF_PREDS], out)
+
+
+@pytest.mark.parametrize("dueling", [True, False])
+def test_distributional_q_is_the_expectation_over_the_support(dueling):
+    module = build("DQN", OBS, Discrete(3), dueling=dueling, num_atoms=7, v_min=-2.0, v_max=5.0)
+    out = module.compute_q_values({Columns.OBS: obs_batch()})
+    probs, logits = out[QF_PROBS], out[QF_LOGITS]
+    assert logits.shape == probs.shape == (64, 3, 7)
+    torch.testing.assert_close(probs.sum(-1), torch.ones(64, 3))
+    support = torch.linspace(-2.0, 5.0, 7)
+    torch.testing.assert_close(out[QF_PREDS], (probs * support).sum(-1))
+    if dueling:  # advantages centred over actions, per atom: the mean logit is V's
+        features, _ = module.q_model({"obs": obs_batch()})
+        torch.testing.assert_close(logits.mean(1), module.q_model.V(features), rtol=0,
+                                   atol=1e-5)
+
+
+def test_train_forward_double_q_and_target_outputs():
+    module = build("DQN", OBS, Discrete(4), double_q=True)
+    obs, nxt = obs_batch(seed=1), obs_batch(seed=2)
+    out = module.forward_train({Columns.OBS: obs, Columns.NEXT_OBS: nxt})
+    torch.testing.assert_close(out[QF_PREDS], module.compute_q_values({Columns.OBS: obs})[QF_PREDS])
+    torch.testing.assert_close(out[QF_NEXT_PREDS],
+                               module.compute_q_values({Columns.OBS: nxt})[QF_PREDS])
+    torch.testing.assert_close(out[QF_TARGET_NEXT_PREDS],
+                               module.forward_target({Columns.OBS: nxt})[QF_PREDS])
+    # the target network is a copy: changing the online net leaves it alone
+    before = module.forward_target({Columns.OBS: nxt})[QF_PREDS].clone()
+    with torch.no_grad():
+        for p in module.q_model.parameters():
+            p.add_(0.1)
+    torch.testing.assert_close(module.forward_target({Columns.OBS: nxt})[QF_PREDS], before)
+    assert not torch.allclose(module.compute_q_values({Columns.OBS: nxt})[QF_PREDS], before)
+    assert all(not p.requires_grad for p in module.target_q_model.parameters())
+
+
+def test_masked_actions_are_never_chosen_explored_or_bootstrapped():
+    space = Dict({"action_mask": Box(0, 1, (5,), np.int8), "observations": OBS})
+    module = build("DQN", space, Discrete(5), epsilon=1.0)  # always explore
+    rng = np.random.default_rng(0)
+    mask = (rng.random((500, 5)) < 0.4).astype(np.int8)
+    mask[np.arange(500), rng.integers(0, 5, 500)] = 1
+    batch = {Columns.OBS: {"observations": obs_batch(500), "action_mask": torch.from_numpy(mask)}}
+    for forward in (module.forward_exploration, module.forward_inference):
+        actions = forward(batch)[Columns.ACTIONS].numpy()
+        assert mask[np.arange(500), actions].all()
+    explored = module.forward_exploration(batch)[Columns.ACTIONS].numpy()
+    assert len(np.unique(explored)) == 5  # uniform among the allowed ones
+    q = module.compute_q_values(batch)[QF_PREDS]
+    assert torch.isneginf(q[torch.from_numpy(mask) == 0]).all()
+    assert torch.isfinite(q[torch.from_numpy(mask) == 1]).all()
+
+
+def test_recurrent_models_and_bad_spaces_are_refused():
+    with pytest.raises(ValueError, match="recurrent"):
+        build("DQN", OBS, Discrete(2), {"use_lstm": True})
+    with pytest.raises(ValueError, match="Discrete action space"):
+        build("DQN", OBS, Box(-1, 1, (2,)))
+    with pytest.raises(ValueError, match="finite"):
+        build("SAC", OBS, Box(-np.inf, np.inf, (2,)))
+    with pytest.raises(ValueError, match="algo must be one of"):
+        rl_module_spec(MODEL, algo="DDPG")
+
+
+# --- SAC module ------------------------------------------------------------------------------
+def test_sac_critics_actor_and_squashed_samples():
+    space = Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32))
+    module = build("SAC", OBS, space, twin_q=True)
+    assert isinstance(module, RLBlocksSACRLModule)
+    obs = obs_batch()
+    actions = torch.from_numpy(np.stack([space.sample() for _ in range(64)]))
+    q1 = module._critic_q(module.qf, obs, actions)
+    q2 = module._critic_q(module.qf_twin, obs, actions)
+    assert q1.shape == (64,) and not torch.allclose(q1, q2)  # independent critics
+    batch = {Columns.OBS: obs, Columns.ACTIONS: actions}
+    torch.testing.assert_close(module.compute_q_values(batch), torch.min(q1, q2))
+    # the critic is Q(features(obs), action) of rlblocks' ContinuousActionQModel
+    features, _ = module.qf({"obs": obs})
+    torch.testing.assert_close(q1, module.qf.get_single_q_value(features, actions).squeeze(-1))
+
+    logits = module.forward_exploration({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS]
+    dist = module.get_train_action_dist_cls().from_logits(logits)
+    sample, logp = dist.rsample_and_logp()
+    assert (sample >= torch.from_numpy(space.low)).all()
+    assert (sample <= torch.from_numpy(space.high)).all()
+    inside = ((sample - torch.from_numpy(space.low)).abs().min(-1).values > 1e-3) & \
+        ((torch.from_numpy(space.high) - sample).abs().min(-1).values > 1e-3)
+    torch.testing.assert_close(logp[inside], dist.logp(sample)[inside], rtol=1e-4, atol=1e-4)
+    logp.sum().backward()
+    # every actor weight but the (unused) value branch of the catalog model gets a gradient
+    assert all(p.grad is not None for n, p in module.pi.named_parameters()
+               if "_value_branch" not in n)
+
+
+def test_sac_train_forward_keeps_the_actor_loss_off_the_critics():
+    module = build("SAC", OBS, Box(-1, 1, (2,)), twin_q=True)
+    batch = {Columns.OBS: obs_batch(seed=3), Columns.NEXT_OBS: obs_batch(seed=4),
+             Columns.ACTIONS: torch.zeros(64, 2)}
+    out = module.forward_train(batch)
+    assert out["q_curr"].shape == out["logp_resampled"].shape == (64,)
+    assert not out["q_target_next"].requires_grad
+    out["q_curr"].sum().backward()
+    assert all(p.grad is None for p in module.qf.parameters())
+    assert any(p.grad is not None for p in module.pi.parameters())
+    assert all(p.requires_grad for p in module.qf.parameters())  # restored after the pass
+
+
+def test_discrete_sac_outputs():
+    module = build("SAC", OBS, Discrete(3), twin_q=True)
+    out = module.forward_train({Columns.OBS: obs_batch(), Columns.NEXT_OBS: obs_batch(seed=5),
+                                Columns.ACTIONS: torch.zeros(64, dtype=torch.int64)})
+    for key in ("qf_preds", "qf_twin_preds", "q_target_next", "action_probs"):
+        assert out[key].shape == (64, 3), key
+    torch.testing.assert_close(out["action_probs"].sum(-1), torch.ones(64))
+
+
+# --- inside RLlib -------------------------------------------------------------------------------
+def dqn(env: Any, model: dict, *, envs: int = 1, lr: float = 1e-3, batch: int = 64,
+        gamma: float = 0.99, **training: Any) -> DQNConfig:
+    train = dict(lr=lr, gamma=gamma, train_batch_size_per_learner=batch, n_step=3,
+                 target_network_update_freq=500, epsilon=[(0, 1.0), (5000, 0.02)],
+                 replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": 50000},
+                 num_steps_sampled_before_learning_starts=1000)
+    train.update(training)
+    return (DQNConfig().environment(env)
+            .rl_module(rl_module_spec=rl_module_spec(model, algo="DQN"))
+            .env_runners(num_env_runners=0, num_envs_per_env_runner=envs,
+                         rollout_fragment_length=4, env_to_module_connector=env_to_module(model))
+            .learners(num_learners=0).training(**train)
+            .reporting(min_time_s_per_iteration=0).debugging(seed=0))
+
+
+def learner_module(algo: Any) -> Any:
+    return algo.learner_group._learner.module["default_policy"]
+
+
+def test_rllib_target_sync_copies_exactly():
+    synced = dqn("CartPole-v1", MODEL, target_network_update_freq=1, tau=1.0,
+                 num_steps_sampled_before_learning_starts=64).build_algo()
+    frozen = dqn("CartPole-v1", MODEL, target_network_update_freq=10**9, tau=1.0,
+                 num_steps_sampled_before_learning_starts=64).build_algo()
+    try:
+        for algo, equal in ((synced, True), (frozen, False)):
+            algo.train()
+            module = learner_module(algo)
+            pairs = list(zip(module.q_model.state_dict().values(),
+                             module.target_q_model.state_dict().values(), strict=True))
+            assert all(torch.equal(a, b) for a, b in pairs) is equal
+    finally:
+        synced.stop()
+        frozen.stop()
+
+
+def train_until(config: Any, target: float, max_seconds: float) -> tuple[float, int, float]:
+    """(best mean return, env steps, seconds): trains until ``target`` or the time budget."""
+    algo = config.build_algo()
+    start, best, steps = time.perf_counter(), -np.inf, 0
+    try:
+        while time.perf_counter() - start < max_seconds:
+            runners = algo.train()["env_runners"]
+            ret = runners.get("episode_return_mean")
+            steps = int(runners.get("num_env_steps_sampled_lifetime", steps))
+            if ret is not None and np.isfinite(ret):
+                best = max(best, float(ret))
+            if best >= target:
+                break
+        return best, steps, time.perf_counter() - start
+    finally:
+        algo.stop()
+
+
+def test_dqn_dueling_double_cartpole_reaches_150():
+    best, steps, secs = train_until(dqn("CartPole-v1", {"fcnet_hiddens": [64, 64],
+                                                        "fcnet_activation": "relu"}),
+                                    150.0, max_seconds=240)
+    print(f"\nDQN CartPole-v1: mean return {best:.1f} after {steps} steps, {secs:.1f} s")
+    assert best >= 150.0
+
+
+def test_dqn_learns_a_nested_dict_masked_env():
+    # MaskedPick: nested Dict observation + action mask; random legal picks score ~6 of 20
+    config = dqn(MaskedPick, {"fcnet_hiddens": [32]}, gamma=0.5,
+                 epsilon=[(0, 1.0), (2000, 0.02)], num_steps_sampled_before_learning_starts=500)
+    best, steps, secs = train_until(config, 15.0, max_seconds=120)
+    print(f"\nDQN MaskedPick: mean return {best:.1f} after {steps} steps, {secs:.1f} s")
+    assert best >= 15.0
+
+
+def test_sac_pendulum_improves_past_minus_400():
+    model = {"fcnet_hiddens": [64, 64], "fcnet_activation": "relu"}
+    config = (SACConfig().environment("Pendulum-v1")
+              .rl_module(rl_module_spec=rl_module_spec(model, algo="SAC"))
+              .env_runners(num_env_runners=0, num_envs_per_env_runner=1,
+                           env_to_module_connector=env_to_module(model))
+              .learners(num_learners=0)
+              .training(actor_lr=1e-3, critic_lr=1e-3, alpha_lr=1e-3, tau=0.01,
+                        train_batch_size_per_learner=128,
+                        replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": 50000},
+                        num_steps_sampled_before_learning_starts=500)
+              .reporting(min_time_s_per_iteration=0, metrics_num_episodes_for_smoothing=5)
+              .debugging(seed=0))
+    best, steps, secs = train_until(config, -400.0, max_seconds=300)
+    print(f"\nSAC Pendulum-v1: mean return {best:.1f} after {steps} steps, {secs:.1f} s")
+    assert best >= -400.0
