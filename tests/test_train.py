@@ -33,6 +33,14 @@ def tiny(**kw) -> dict:
 
 
 # --- config ---------------------------------------------------------------------------------
+def test_native_trainer_refuses_an_rllib_block(tmp_path):
+    cfg = PPOConfig.from_dict({"env": "CartPole-v1", "rllib": {"training": {"n_step": 3}}})
+    assert PPOConfig.from_dict(cfg.to_dict()).rllib == {"training": {"n_step": 3}}
+    with pytest.raises(ValueError, match="train it with --backend rllib"):
+        PPOTrainer(cfg, run_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
 def test_config_rllib_keys_roundtrip():
     cfg = PPOConfig.from_dict({"env": "CartPole-v1", "lambda": 0.9, "lr": 1e-3,
                                "model": {"fcnet_hiddens": [32]}})
@@ -57,6 +65,9 @@ def test_config_rllib_keys_roundtrip():
         ({"gamma": 1.5}, "gamma must be in"),
         ({"model": {"fcnet_hidden": [3]}}, "unknown model config key 'fcnet_hidden'"),
         ({"vector_mode": "threads"}, "vector_mode must be one of"),
+        ({"rllib": {"evaluation": {}}}, "rllib.evaluation: not an RLlib config section"),
+        ({"rllib": {"training": [1]}}, "rllib.training must be a dict of RLlib keys"),
+        ({"rllib": 3}, "rllib must be a dict of RLlib config sections"),
         ({"lr_schedule": [[0, 1e-3], [10]]}, "lr_schedule[1]"),
         ({"rollout_fragment_length": 7}, "rollout_fragment_length"),
         ({"num_sgd_iter": 0}, "num_sgd_iter must be an int >= 1"),

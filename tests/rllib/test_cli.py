@@ -117,6 +117,11 @@ def test_config_keys_map_onto_rllib():
     assert algo.entropy_coeff == 0.01 and algo.kl_coeff == 0.2 and algo.use_kl_loss
     assert algo.lr == [[0, 1e-3], [100, 1e-3], [2000, 1e-4]] and algo.seed == 5
     with pytest.raises(ValueError, match="--algo must be one of"):
+        build_algo_config(config, "DDPG")
+    with pytest.raises(ValueError, match="train_batch_size, sgd_minibatch_size, num_sgd_iter, "
+                                         "lr_schedule, lambda, clip_param, vf_clip_param, "
+                                         "entropy_coeff, kl_coeff: PPO settings that DQN does "
+                                         "not read"):
         build_algo_config(config, "DQN")
     with pytest.raises(ValueError, match="gymnasium id"):
         build_algo_config(PPOConfig.from_dict({"env": lambda cfg: None}))
@@ -163,3 +168,74 @@ def test_atari_ids_are_refused_with_a_clear_error() -> None:
     with pytest.raises(ValueError, match="does not run Atari ids yet"):
         _env_id(SimpleNamespace(env="ALE/Pong-v5"))
     assert _env_id(SimpleNamespace(env="CartPole-v1")) == "CartPole-v1"
+
+
+def test_dqn_and_sac_configs_map_onto_rllib():
+    from rlblocks.rllib import RLBlocksDQNRLModule, RLBlocksSACRLModule
+    from rlblocks.rllib.trainer import build_algo_config
+    from rlblocks.train import PPOConfig
+
+    config = PPOConfig.from_dict({
+        "env": "CartPole-v1", "num_envs": 2, "gamma": 0.9, "seed": 3,
+        "model": {"fcnet_hiddens": [16]},
+        "rllib": {"training": {"n_step": 3, "lr": 1e-3, "num_atoms": 5},
+                  "env_runners": {"rollout_fragment_length": 4}}})
+    algo = build_algo_config(config, "DQN")
+    assert algo.rl_module_spec.module_class is RLBlocksDQNRLModule
+    assert (algo.gamma, algo.n_step, algo.lr, algo.num_atoms) == (0.9, 3, 1e-3, 5)
+    assert (algo.rollout_fragment_length, algo.num_envs_per_env_runner) == (4, 2)
+    # DQN/SAC models start from RLlib's MODEL_DEFAULTS, not the PPO ones
+    assert algo.rl_module_spec.model_config["fcnet_activation"] == "tanh"
+    assert algo.rl_module_spec.model_config["fcnet_weights_initializer"] is None
+    sac = build_algo_config(PPOConfig.from_dict({
+        "env": "Pendulum-v1", "rllib": {"training": {"actor_lr": 1e-4, "twin_q": False}}}), "SAC")
+    assert sac.rl_module_spec.module_class is RLBlocksSACRLModule
+    assert (sac.actor_lr, sac.twin_q, sac.lr) == (1e-4, False, None)
+    with pytest.raises(ValueError, match="rllib.training: .*no_such_key"):
+        build_algo_config(PPOConfig.from_dict({
+            "env": "CartPole-v1", "rllib": {"training": {"no_such_key": 1}}}), "DQN")
+
+
+def test_dqn_and_sac_train_resume_and_evaluate_through_the_cli(tmp_path):
+    run = tmp_path / "dqn"
+    small = ["--set", "num_envs=1", "--set", "model.fcnet_hiddens=[32]",
+             "--set", "checkpoint_freq=2", "--set", "rllib.env_runners.rollout_fragment_length=4",
+             "--set", "rllib.training.num_steps_sampled_before_learning_starts=500"]
+    out = cli("train", "--env", "CartPole-v1", "--backend", "rllib", "--algo", "DQN",
+              "--run-dir", str(run), "--stop-timesteps", "2000", "--no-progress", *small)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "DQN (RLlib, 0 env runners)" in out.stdout
+    assert (run / "progress.png").is_file()
+    with open(run / "progress.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["training_iteration"]) for r in rows] == [1, 2]
+    assert float(rows[-1]["qf_loss"]) >= 0 and rows[-1]["td_error_mean"] != "nan"
+    resumed = cli("train", "--resume", str(run), "--stop-timesteps", "3000", "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    with open(run / "progress.csv", newline="") as f:
+        assert [int(r["training_iteration"]) for r in csv.DictReader(f)] == [1, 2, 3]
+    for flags in ([], ["--explore"]):
+        evaluated = cli("evaluate", str(run), "--episodes", "2", *flags)
+        assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+        result = json.loads(evaluated.stdout.strip().splitlines()[-1])
+        assert result["episodes"] == 2 and result["checkpoint"].endswith("checkpoint_000003")
+
+    sac = tmp_path / "sac"
+    out = cli("train", "--env", "Pendulum-v1", "--backend", "rllib", "--algo", "SAC",
+              "--run-dir", str(sac), "--stop-timesteps", "600", "--no-progress",
+              "--set", "num_envs=1", "--set", "model.fcnet_hiddens=[32]",
+              "--set", "rllib.training.num_steps_sampled_before_learning_starts=200",
+              "--set", "rllib.reporting.min_sample_timesteps_per_iteration=200")
+    assert out.returncode == 0, out.stderr[-3000:]
+    with open(sac / "progress.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert float(rows[-1]["alpha"]) > 0 and rows[-1]["qf_loss"] != "nan"
+    evaluated = cli("evaluate", str(sac), "--episodes", "1")
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert json.loads(evaluated.stdout.strip().splitlines()[-1])["episode_len_mean"] == 200
+
+    refused = cli("train", "--env", "CartPole-v1", "--backend", "rllib", "--algo", "DQN",
+                  "--set", "lr=1e-3", "--run-dir", str(tmp_path / "no"))
+    assert refused.returncode == 2
+    assert "lr: PPO settings that DQN does not read" in refused.stderr
+    assert not (tmp_path / "no").exists()

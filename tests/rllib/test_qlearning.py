@@ -264,11 +264,14 @@ def train_until(config: Any, target: float, max_seconds: float) -> tuple[float, 
         algo.stop()
 
 
-def test_dqn_dueling_double_cartpole_reaches_150():
-    best, steps, secs = train_until(dqn("CartPole-v1", {"fcnet_hiddens": [64, 64],
-                                                        "fcnet_activation": "relu"}),
-                                    150.0, max_seconds=240)
-    print(f"\nDQN CartPole-v1: mean return {best:.1f} after {steps} steps, {secs:.1f} s")
+@pytest.mark.parametrize("atoms", [1, 51], ids=["expected", "distributional"])
+def test_dqn_dueling_double_cartpole_reaches_150(atoms):
+    model = {"fcnet_hiddens": [64, 64], "fcnet_activation": "relu"}
+    config = dqn("CartPole-v1", model, dueling=True, double_q=True, num_atoms=atoms,
+                 v_min=0.0, v_max=100.0)
+    best, steps, secs = train_until(config, 150.0, max_seconds=240)
+    print(f"\nDQN ({atoms} atoms) CartPole-v1: mean return {best:.1f} after {steps} steps, "
+          f"{secs:.1f} s")
     assert best >= 150.0
 
 

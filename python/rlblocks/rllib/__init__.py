@@ -9,7 +9,13 @@
   distribution.
 * :func:`rl_module_spec` for ``config.rl_module(rl_module_spec=...)`` and
   :func:`env_to_module` for ``config.env_runners(env_to_module_connector=...)`` (C++
-  flattening and MeanStdFilter, batched over the episodes of an env runner).
+  flattening and MeanStdFilter, batched over the episodes of an env runner; with
+  ``atari=True`` the DeepMind frame pipeline).
+* :func:`atari_replay_buffer_config` for DQN's ``config.training(replay_buffer_config=...)``
+  with ``env_to_module(..., atari=True, stack_in_episode=False)``: the episode replay
+  buffers :class:`FrameStackEpisodeReplayBuffer` /
+  :class:`FrameStackPrioritizedEpisodeReplayBuffer` store each frame once and stack the
+  frames of each sampled transition.
 
 Example::
 
@@ -48,6 +54,11 @@ from rlblocks.rllib.module import (
     model_views,
 )
 from rlblocks.rllib.qlearning import RLBlocksDQNRLModule, RLBlocksSACRLModule
+from rlblocks.rllib.replay import (
+    FrameStackEpisodeReplayBuffer,
+    FrameStackPrioritizedEpisodeReplayBuffer,
+    atari_replay_buffer_config,
+)
 
 __all__ = [
     "AtariFramesBatched",
@@ -55,6 +66,8 @@ __all__ = [
     "OBS_KEY",
     "EnvToModule",
     "FlattenObservationsBatched",
+    "FrameStackEpisodeReplayBuffer",
+    "FrameStackPrioritizedEpisodeReplayBuffer",
     "MODULE_CLASSES",
     "MeanStdFilterBatched",
     "ModelViewObservations",
@@ -63,6 +76,7 @@ __all__ = [
     "RLBlocksDistribution",
     "RLBlocksRLModule",
     "RLBlocksSACRLModule",
+    "atari_replay_buffer_config",
     "env_to_module",
     "is_mask_space",
     "model_views",

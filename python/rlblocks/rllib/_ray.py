@@ -19,6 +19,10 @@ try:
     )
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
     from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
+    from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
+    from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import (
+        PrioritizedEpisodeReplayBuffer,
+    )
     from ray.rllib.utils.schedules.scheduler import Scheduler
 except ImportError as e:  # pragma: no cover - exercised by tests/test_dependencies.py
     raise ImportError(
@@ -29,7 +33,9 @@ __all__ = [
     "TARGET_NETWORK_ACTION_DIST_INPUTS",
     "Columns",
     "ConnectorV2",
+    "EpisodeReplayBuffer",
     "InferenceOnlyAPI",
+    "PrioritizedEpisodeReplayBuffer",
     "QNetAPI",
     "RLModuleSpec",
     "Scheduler",

@@ -17,6 +17,10 @@ RLlib's default pieces pick them up.
 * :class:`MeanStdFilterBatched`: rlblocks' :class:`~rlblocks.filters.MeanStdFilter` on the
   (flat) observations, whose state merges across env runners exactly (parallel merge):
   the merged stats equal those of one filter that saw every observation.
+* :class:`AtariFramesBatched`: the DeepMind frame pipeline (gray + resize of all episodes'
+  newest frames in one C++ call, per-episode frame stacks); with
+  ``stack_in_episode=False`` the episodes keep one frame per step (a replay buffer stores
+  each frame once) and the stacks go straight into the module's batch.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from rlblocks.catalog import ModelCatalog
 from rlblocks.config import ModelConfig
 from rlblocks.filters import MeanStdFilter, RunningStat
 from rlblocks.preprocessors import NoPreprocessor, Preprocessor, get_preprocessor
-from rlblocks.rllib._ray import ConnectorV2
+from rlblocks.rllib._ray import Columns, ConnectorV2
 from rlblocks.rllib.module import MASK_KEY, OBS_KEY, is_mask_space, model_views
 from rlblocks.spaces import Repeated
 
@@ -496,11 +500,28 @@ class AtariFramesBatched(ConnectorV2):  # type: ignore[misc]
     skip, episodic life, FIRE reset) change the env's dynamics and stay env wrappers
     (:func:`rlblocks.wrappers.atari.wrap_deepmind` with ``warp=False``).
 
+    Where the stack lives is ``stack_in_episode``'s choice:
+
+    * True (default): each episode step holds the stacked ``(dim, dim, k)`` observation, so
+      every RLlib learner (PPO's included) and replay buffer reads it as is; a replay buffer
+      then stores each frame ``k`` times (in ``k`` consecutive observations).
+    * False: each episode step holds only its warped ``(dim, dim, 1)`` frame, and this piece
+      puts the stacked observations into the module's batch itself. A replay buffer then
+      stores each frame once; the learner's stacks come from
+      :class:`~rlblocks.rllib.replay.FrameStackEpisodeReplayBuffer` (or its prioritized
+      twin), which rebuilds ``OBS`` and ``NEXT_OBS`` of each sampled transition from the
+      stored frames. For off-policy algorithms with those buffers only (DQN, SAC).
+
+    Either way the stacks are kept here per episode (not read back from the episode), so an
+    episode's chunk boundaries change nothing.
+
     Args:
         input_observation_space: ``Box(0, 255, (H, W, 3), uint8)`` (set by the pipeline).
         input_action_space: Set by the pipeline.
         dim: Side of the warped frame (the model config's ``dim``).
         framestack: Frames per observation (``k``; the model config's ``framestack``: 4).
+        stack_in_episode: Whether the episodes keep the stacked observations (True) or the
+            single frames (False); see above.
 
     Raises:
         ValueError: A bad ``dim`` / ``framestack`` or non-RGB-uint8 observations.
@@ -508,15 +529,20 @@ class AtariFramesBatched(ConnectorV2):  # type: ignore[misc]
 
     def __init__(self, input_observation_space: gym.Space | None = None,
                  input_action_space: gym.Space | None = None, *, dim: int = 84,
-                 framestack: int = 4, **kwargs: Any) -> None:
+                 framestack: int = 4, stack_in_episode: bool = True, **kwargs: Any) -> None:
         if isinstance(dim, bool) or int(dim) < 1 or isinstance(framestack, bool) or \
                 int(framestack) < 1:
             raise ValueError(f"AtariFramesBatched: dim and framestack must be ints >= 1, got "
                              f"{dim!r} and {framestack!r}")
         self.dim, self.k = int(dim), int(framestack)
+        self.stack_in_episode = bool(stack_in_episode)
+        #: The space of what each episode step holds (the stack, or one frame).
+        self.episode_observation_space = Box(
+            0, 255, (self.dim, self.dim, self.k if self.stack_in_episode else 1), np.uint8)
         self._stacks = np.zeros((0, self.dim, self.dim, self.k), np.uint8)
         self._slots: dict[Any, int] = {}
         self._seen_t: dict[Any, int] = {}
+        self._finished: set[Any] = set()
         self._free: list[int] = []
         super().__init__(input_observation_space, input_action_space, **kwargs)
 
@@ -543,32 +569,45 @@ class AtariFramesBatched(ConnectorV2):  # type: ignore[misc]
         self._slots[key] = slot = self._free.pop()
         return slot
 
+    def _release_finished(self, present: set[Any]) -> None:
+        """Gives back the stacks of finished episodes that this call no longer passes (a
+        finished episode still gets its batch row in the call that saw its last frame)."""
+        for key in [k for k in self._finished if k not in present]:
+            self._finished.discard(key)
+            self._free.append(self._slots.pop(key))
+            del self._seen_t[key]
+
     def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any],
                  explore: bool | None = None, shared_data: dict | None = None,
                  **kwargs: Any) -> Any:
         from rlblocks.image import gray_resize
 
-        eps = [ep for ep in self.single_agent_episode_iterator(
-            episodes, agents_that_stepped_only=True) if self._seen_t.get(ep.id_) != ep.t]
-        if not eps:
-            return batch
-        fresh = np.array([ep.id_ not in self._slots for ep in eps])
-        slots = np.array([self._slot(ep.id_) for ep in eps])
-        frames = gray_resize(np.stack([ep.get_observations(-1) for ep in eps]), self.dim)
-        stacks = self._stacks
-        # oldest first: shift every continuing stack by one frame, then write the new one
-        old = slots[~fresh]
-        stacks[old, :, :, :-1] = stacks[old, :, :, 1:]
-        stacks[old, :, :, -1:] = frames[~fresh]
-        stacks[slots[fresh]] = np.repeat(frames[fresh], self.k, axis=-1)
-        space = self.observation_space
-        for ep, slot in zip(eps, slots, strict=True):
-            ep.set_observations(at_indices=-1, new_data=stacks[slot].copy())
-            ep.observation_space = space
-            self._seen_t[ep.id_] = ep.t
-            if ep.is_done:
-                self._free.append(self._slots.pop(ep.id_))
-                del self._seen_t[ep.id_]
+        eps = list(self.single_agent_episode_iterator(episodes, agents_that_stepped_only=True))
+        self._release_finished({ep.id_ for ep in eps})
+        new = [ep for ep in eps if self._seen_t.get(ep.id_) != ep.t]
+        if new:
+            fresh = np.array([ep.id_ not in self._slots for ep in new])
+            slots = np.array([self._slot(ep.id_) for ep in new])
+            frames = gray_resize(np.stack([ep.get_observations(-1) for ep in new]), self.dim)
+            stacks = self._stacks
+            # oldest first: shift every continuing stack by one frame, then write the new one
+            old = slots[~fresh]
+            stacks[old, :, :, :-1] = stacks[old, :, :, 1:]
+            stacks[old, :, :, -1:] = frames[~fresh]
+            stacks[slots[fresh]] = np.repeat(frames[fresh], self.k, axis=-1)
+            space = self.episode_observation_space
+            for ep, slot, frame in zip(new, slots, frames, strict=True):
+                ep.set_observations(at_indices=-1, new_data=(
+                    stacks[slot].copy() if self.stack_in_episode else frame))
+                ep.observation_space = space
+                self._seen_t[ep.id_] = ep.t
+                if ep.is_done:
+                    self._finished.add(ep.id_)
+        if not self.stack_in_episode and eps:
+            # the module's input: the stacks (one fancy-indexed copy: they change next step)
+            rows = self._stacks[np.array([self._slots[ep.id_] for ep in eps])]
+            for ep, row in zip(eps, rows, strict=True):
+                self.add_batch_item(batch, Columns.OBS, row, single_agent_episode=ep)
         return batch
 
 
@@ -579,7 +618,8 @@ class EnvToModule:
 
     def __init__(self, model_config: Mapping[str, Any] | None = None,
                  observation_filter: str = "NoFilter",
-                 sequence_max_len: int | None = None, atari: bool = False) -> None:
+                 sequence_max_len: int | None = None, atari: bool = False,
+                 stack_in_episode: bool = True) -> None:
         if observation_filter not in FILTERS:
             raise ValueError(f"observation_filter must be one of {FILTERS}, got "
                              f"{observation_filter!r}")
@@ -587,16 +627,21 @@ class EnvToModule:
         self.observation_filter = observation_filter
         self.sequence_max_len = sequence_max_len
         self.atari = bool(atari)
+        self.stack_in_episode = bool(stack_in_episode)
         if self.atari and observation_filter != "NoFilter":
             raise ValueError("atari=True frames are not mean/std filtered; use "
                              "observation_filter='NoFilter'")
+        if not self.stack_in_episode and not self.atari:
+            raise ValueError("stack_in_episode=False is an option of the Atari frame pipeline; "
+                             "give atari=True")
         FlattenObservationsBatched(model_config=self.model_config,
                                    sequence_max_len=sequence_max_len)  # validates early
 
     def __call__(self, env: Any = None, spaces: Any = None, device: Any = None) -> list[Any]:
         if self.atari:
             cfg = self.model_config
-            return [AtariFramesBatched(dim=cfg["dim"], framestack=4 if cfg["framestack"] else 1)]
+            return [AtariFramesBatched(dim=cfg["dim"], framestack=4 if cfg["framestack"] else 1,
+                                       stack_in_episode=self.stack_in_episode)]
         pieces: list[Any] = [FlattenObservationsBatched(
             model_config=self.model_config, sequence_max_len=self.sequence_max_len)]
         if self.observation_filter != "NoFilter":
@@ -613,7 +658,8 @@ class EnvToModule:
 
 def env_to_module(model_config: Mapping[str, Any] | None = None,
                   observation_filter: str = "NoFilter",
-                  sequence_max_len: int | None = None, atari: bool = False) -> EnvToModule:
+                  sequence_max_len: int | None = None, atari: bool = False,
+                  stack_in_episode: bool = True) -> EnvToModule:
     """The env-to-module connector factory for ``config.env_runners(...)``.
 
     Args:
@@ -624,9 +670,14 @@ def env_to_module(model_config: Mapping[str, Any] | None = None,
             the config's ``max_seq_len``).
         atari: Raw RGB Atari frames: the DeepMind frame pipeline
             (:class:`AtariFramesBatched` with the config's ``dim`` and ``framestack``).
+        stack_in_episode: With ``atari``: False keeps one frame per episode step (a replay
+            buffer stores each frame once; pair it with
+            :func:`rlblocks.rllib.atari_replay_buffer_config`), True the stacked frames
+            (what on-policy learners such as PPO's read).
 
     Raises:
-        ValueError: An unknown filter, an invalid model config or ``sequence_max_len``, or
-            a filter together with ``atari``.
+        ValueError: An unknown filter, an invalid model config or ``sequence_max_len``, a
+            filter together with ``atari``, or ``stack_in_episode=False`` without ``atari``.
     """
-    return EnvToModule(model_config, observation_filter, sequence_max_len, atari)
+    return EnvToModule(model_config, observation_filter, sequence_max_len, atari,
+                       stack_in_episode)

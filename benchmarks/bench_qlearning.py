@@ -1,0 +1,313 @@
+"""Q-learning to a target return: RLlib vs rlblocks inside RLlib vs Stable-Baselines3.
+
+Measures the env steps and wall seconds each implementation needs to reach a mean episode
+return of
+
+* DQN on CartPole-v1: 150 (mean of the last 20 episodes),
+* SAC on Pendulum-v1: -400 (mean of the last 5 episodes),
+
+for three implementations, in the same process and run, one seed after the other:
+
+1. ``rllib``: RLlib's new API stack with its own default RLModule and connectors
+   (``fcnet_hiddens=[64, 64]``, ReLU, no extra head layers).
+2. ``rlblocks-on-rllib``: the same RLlib algorithm config with ``rlblocks.rllib``'s module
+   (``rl_module_spec(model, algo=...)``) and ``env_to_module(model)`` connector.
+3. ``sb3``: Stable-Baselines3's DQN / SAC with the same network sizes and, where SB3 has
+   them, the same hyperparameters (learning rates, batch, buffer, learning starts, gamma,
+   target updates, one gradient step per 4 (DQN) or 1 (SAC) env steps, epsilon schedule,
+   n-step returns, gradient clipping). SB3's DQN has neither dueling heads nor double Q
+   (RLlib's defaults, on here); the output says what else SB3 lacks.
+
+Every run stops at the target or at its wall-time cap (DQN 240 s, SAC 300 s; ``--quick``:
+90 s and 120 s, one seed) and reports whether it got there. RLlib reports its smoothed
+return once per training iteration (1000 env steps for DQN, 100 for SAC); the SB3 callback
+checks its own running mean (same window) at the same step counts, so both stop on the same
+grid. Wall time is training only: building the algorithm / model is reported apart
+(``build_s``). Ray and Stable-Baselines3 are optional: an implementation whose package is
+missing is skipped with a note.
+
+Usage: ``PYTHONPATH=python python benchmarks/bench_qlearning.py [--quick] [--seeds N]
+[--algos DQN,SAC] [--impls rllib,rlblocks-on-rllib,sb3]``.
+Prints one JSON object per run, then a table per algorithm and implementation (medians
+over the runs that reached the target).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import deque
+from typing import Any
+
+import numpy as np
+import torch
+
+try:
+    import ray
+    from ray.rllib.algorithms.dqn import DQNConfig
+    from ray.rllib.algorithms.sac import SACConfig
+    from rlblocks.rllib import env_to_module, rl_module_spec
+except ImportError:
+    ray = None
+
+try:
+    import stable_baselines3 as sb3
+    from stable_baselines3.common.callbacks import BaseCallback
+except ImportError:
+    sb3 = None
+
+IMPLS = ("rllib", "rlblocks-on-rllib", "sb3")
+MODEL = {"fcnet_hiddens": [64, 64], "fcnet_activation": "relu"}
+RLLIB_MODEL = {**MODEL, "head_fcnet_hiddens": []}
+
+# algo -> (env, target return, smoothing window, env steps per RLlib iteration, caps in s)
+TASKS: dict[str, dict[str, Any]] = {
+    "DQN": {"env": "CartPole-v1", "target": 150.0, "window": 20, "iteration_steps": 1000,
+            "cap_s": 240.0, "quick_cap_s": 90.0},
+    "SAC": {"env": "Pendulum-v1", "target": -400.0, "window": 5, "iteration_steps": 100,
+            "cap_s": 300.0, "quick_cap_s": 120.0},
+}
+
+# shared hyperparameters (the values the project's RLlib tests learn with)
+DQN_HP = {"lr": 1e-3, "gamma": 0.99, "batch": 64, "n_step": 3, "target_update": 500,
+          "eps_start": 1.0, "eps_end": 0.02, "eps_steps": 5000, "buffer": 50_000,
+          "learning_starts": 1000, "rollout": 4, "grad_clip": 40.0}
+SAC_HP = {"lr": 1e-3, "gamma": 0.99, "batch": 128, "tau": 0.01, "buffer": 50_000,
+          "learning_starts": 500, "initial_alpha": 1.0}
+
+
+# --- RLlib -----------------------------------------------------------------------------------
+def _rllib_config(algo: str, ours: bool, seed: int) -> Any:
+    task = TASKS[algo]
+    if algo == "DQN":
+        hp = DQN_HP
+        config = (DQNConfig().environment(task["env"])
+                  .env_runners(num_env_runners=0, num_envs_per_env_runner=1,
+                               rollout_fragment_length=hp["rollout"])
+                  .training(lr=hp["lr"], gamma=hp["gamma"],
+                            train_batch_size_per_learner=hp["batch"], n_step=hp["n_step"],
+                            target_network_update_freq=hp["target_update"],
+                            epsilon=[(0, hp["eps_start"]), (hp["eps_steps"], hp["eps_end"])],
+                            replay_buffer_config={"type": "EpisodeReplayBuffer",
+                                                  "capacity": hp["buffer"]},
+                            num_steps_sampled_before_learning_starts=hp["learning_starts"],
+                            dueling=True, double_q=True))
+    else:
+        hp = SAC_HP
+        config = (SACConfig().environment(task["env"])
+                  .env_runners(num_env_runners=0, num_envs_per_env_runner=1)
+                  .training(actor_lr=hp["lr"], critic_lr=hp["lr"], alpha_lr=hp["lr"],
+                            gamma=hp["gamma"], tau=hp["tau"],
+                            train_batch_size_per_learner=hp["batch"],
+                            replay_buffer_config={"type": "EpisodeReplayBuffer",
+                                                  "capacity": hp["buffer"]},
+                            num_steps_sampled_before_learning_starts=hp["learning_starts"],
+                            twin_q=True, initial_alpha=hp["initial_alpha"]))
+    config = (config.learners(num_learners=0)
+              .reporting(min_time_s_per_iteration=0,
+                         metrics_num_episodes_for_smoothing=task["window"])
+              .debugging(seed=seed))
+    if ours:
+        return (config.rl_module(rl_module_spec=rl_module_spec(MODEL, algo=algo))
+                .env_runners(env_to_module_connector=env_to_module(MODEL)))
+    return config.rl_module(model_config=RLLIB_MODEL)
+
+
+def run_rllib(algo: str, ours: bool, seed: int, cap_s: float) -> dict[str, Any]:
+    target = TASKS[algo]["target"]
+    t0 = time.perf_counter()
+    trainer = _rllib_config(algo, ours, seed).build_algo()
+    build_s = time.perf_counter() - t0
+    start, steps, ret = time.perf_counter(), 0, float("nan")
+    try:
+        while time.perf_counter() - start < cap_s:
+            runners = trainer.train()["env_runners"]
+            steps = int(runners.get("num_env_steps_sampled_lifetime", steps))
+            value = runners.get("episode_return_mean")
+            if value is not None and np.isfinite(value):
+                ret = float(value)
+                if ret >= target:
+                    break
+    finally:
+        wall = time.perf_counter() - start
+        trainer.stop()
+    return {"reached": bool(ret >= target), "steps": steps, "wall_s": wall,
+            "final_return": ret, "build_s": build_s}
+
+
+# --- Stable-Baselines3 -----------------------------------------------------------------------
+def sb3_dqn_takes_n_steps() -> bool:
+    import inspect
+
+    return "n_steps" in inspect.signature(sb3.DQN.__init__).parameters
+
+
+def _sb3_model(algo: str, seed: int, total: int) -> Any:
+    import gymnasium as gym
+
+    env = gym.make(TASKS[algo]["env"])
+    arch = {"net_arch": [64, 64], "activation_fn": torch.nn.ReLU}
+    if algo == "DQN":
+        hp = DQN_HP
+        extra = {"n_steps": hp["n_step"]} if sb3_dqn_takes_n_steps() else {}
+        return sb3.DQN("MlpPolicy", env, learning_rate=hp["lr"], gamma=hp["gamma"],
+                       batch_size=hp["batch"], buffer_size=hp["buffer"],
+                       learning_starts=hp["learning_starts"], tau=1.0,
+                       target_update_interval=hp["target_update"],
+                       train_freq=hp["rollout"], gradient_steps=1,
+                       exploration_initial_eps=hp["eps_start"],
+                       exploration_final_eps=hp["eps_end"],
+                       exploration_fraction=hp["eps_steps"] / total,
+                       max_grad_norm=hp["grad_clip"], policy_kwargs=arch, seed=seed,
+                       device="cpu", **extra)
+    hp = SAC_HP
+    return sb3.SAC("MlpPolicy", env, learning_rate=hp["lr"], gamma=hp["gamma"],
+                   batch_size=hp["batch"], buffer_size=hp["buffer"],
+                   learning_starts=hp["learning_starts"], tau=hp["tau"],
+                   train_freq=1, gradient_steps=1, target_update_interval=1,
+                   ent_coef=f"auto_{hp['initial_alpha']}", target_entropy="auto",
+                   policy_kwargs=arch, seed=seed, device="cpu")
+
+
+def run_sb3(algo: str, seed: int, cap_s: float) -> dict[str, Any]:
+    task = TASKS[algo]
+    target, every = task["target"], task["iteration_steps"]
+
+    class StopAtTarget(BaseCallback):
+        """Keeps the last ``window`` episode returns; stops at the target or the cap."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.returns: deque[float] = deque(maxlen=task["window"])
+            self.ret = float("nan")
+            self.start = time.perf_counter()
+
+        def _on_training_start(self) -> None:
+            self.start = time.perf_counter()
+
+        def _on_step(self) -> bool:
+            for info in self.locals.get("infos", ()):
+                if "episode" in info:  # added by SB3's Monitor wrapper at episode ends
+                    self.returns.append(float(info["episode"]["r"]))
+            if self.num_timesteps % every == 0 and self.returns:
+                self.ret = float(np.mean(self.returns))
+                if self.ret >= target:
+                    return False
+            return time.perf_counter() - self.start < cap_s
+
+    total = 10_000_000  # never reached: the callback stops each run
+    t0 = time.perf_counter()
+    model = _sb3_model(algo, seed, total)
+    callback = StopAtTarget()
+    build_s = time.perf_counter() - t0
+    model.learn(total_timesteps=total, callback=callback)
+    wall = time.perf_counter() - callback.start
+    model.env.close()
+    return {"reached": bool(callback.ret >= target), "steps": int(model.num_timesteps),
+            "wall_s": wall, "final_return": callback.ret, "build_s": build_s}
+
+
+# --- driver ----------------------------------------------------------------------------------
+def _median(values: list[float]) -> float | None:
+    return float(np.median(values)) if values else None
+
+
+def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for algo in TASKS:
+        for impl in IMPLS:
+            mine = [r for r in runs if r["algo"] == algo and r["impl"] == impl]
+            if not mine:
+                continue
+            done = [r for r in mine if r["reached"]]
+            rows.append({
+                "algo": algo, "impl": impl, "runs": len(mine), "reached": len(done),
+                "median_steps": _median([r["steps"] for r in done]),
+                "median_wall_s": _median([r["wall_s"] for r in done]),
+                "steps_per_s": _median([r["steps"] / r["wall_s"] for r in mine]),
+            })
+    for row in rows:
+        base = next((r for r in rows if r["algo"] == row["algo"] and r["impl"] == "rllib"),
+                    None)
+        row["wall_vs_rllib"] = (row["median_wall_s"] / base["median_wall_s"]
+                                if base and base["median_wall_s"] and row["median_wall_s"]
+                                else None)
+    return rows
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one seed, shorter time caps")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per implementation")
+    parser.add_argument("--algos", default="DQN,SAC", help="comma-separated: DQN,SAC")
+    parser.add_argument("--impls", default=",".join(IMPLS),
+                        help="comma-separated subset of " + ",".join(IMPLS))
+    args = parser.parse_args()
+    algos = [a.strip().upper() for a in args.algos.split(",") if a.strip()]
+    impls = [i.strip() for i in args.impls.split(",") if i.strip()]
+    for name, known in (("algo", algos), ("impl", impls)):
+        bad = sorted(set(known) - set(TASKS if name == "algo" else IMPLS))
+        if bad:
+            parser.error(f"unknown {name}(s): {', '.join(bad)}")
+    seeds = range(1 if args.quick else args.seeds)
+
+    if ray is None and {"rllib", "rlblocks-on-rllib"} & set(impls):
+        print('# rllib, rlblocks-on-rllib: skipped; install Ray (pip install "rlblocks[ray]") '
+              "to run this comparison")
+        impls = [i for i in impls if i == "sb3"]
+    if sb3 is None and "sb3" in impls:
+        print('# sb3: skipped; install Stable-Baselines3 (pip install "rlblocks[bench]") to run '
+              "this comparison")
+        impls = [i for i in impls if i != "sb3"]
+    if not impls:
+        return
+    threads = torch.get_num_threads()
+    notes = [f"torch {torch.__version__}, {threads} torch threads"]
+    if ray is not None:
+        notes.append(f"ray {ray.__version__}")
+    if sb3 is not None:
+        notes.append(f"stable-baselines3 {sb3.__version__}")
+        if "sb3" in impls and "DQN" in algos:
+            notes.append("SB3 DQN: no dueling head, no double Q, "
+                         + (f"{DQN_HP['n_step']}-step returns (n_steps)"
+                            if sb3_dqn_takes_n_steps()
+                            else "no n-step returns in this version (SB3 runs 1-step)"))
+    print("# " + "; ".join(notes))
+    if {"rllib", "rlblocks-on-rllib"} & set(impls):
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+
+    runs = []
+    for algo in algos:
+        cap = TASKS[algo]["quick_cap_s" if args.quick else "cap_s"]
+        for impl in impls:
+            for seed in seeds:
+                torch.set_num_threads(threads)  # same torch threading for every run
+                if impl == "sb3":
+                    result = run_sb3(algo, seed, cap)
+                else:
+                    result = run_rllib(algo, impl == "rlblocks-on-rllib", seed, cap)
+                run = {"algo": algo, "impl": impl, "seed": seed, "env": TASKS[algo]["env"],
+                       "target": TASKS[algo]["target"], "cap_s": cap, **result}
+                runs.append(run)
+                print(json.dumps(run), flush=True)
+
+    print(f"\n{'algo':<4} {'env':<12} {'target':>7} {'impl':<18} {'reached':>8} "
+          f"{'med steps':>10} {'med wall s':>11} {'steps/s':>8} {'wall/rllib':>11}")
+    for r in summarize(runs):
+        task = TASKS[r["algo"]]
+        ratio = "-" if r["wall_vs_rllib"] is None else f"{r['wall_vs_rllib']:.2f}x"
+        print(f"{r['algo']:<4} {task['env']:<12} {task['target']:>7g} {r['impl']:<18} "
+              f"{r['reached']:>4}/{r['runs']:<3} {_fmt(r['median_steps'], ',.0f'):>10} "
+              f"{_fmt(r['median_wall_s'], '.1f'):>11} {_fmt(r['steps_per_s'], ',.0f'):>8} "
+              f"{ratio:>11}")
+    print("(medians over the runs that reached the target; steps/s over all runs)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
