@@ -204,7 +204,7 @@ class RLBlocksDQNRLModule(_QModule):
         inputs, mask = self._split(batch[Columns.OBS])
         out, _ = model(inputs)
         b = out.shape[0]
-        if self.uses_dueling:
+        if isinstance(model, DuelingQModel):
             logits = model.get_q_logits(out)  # [B, n, atoms]
         else:
             logits = out.reshape(b, self.n_actions, self.num_atoms)
@@ -352,7 +352,7 @@ class RLBlocksSACRLModule(_QModule):
     def _critic_q(self, critic: ModelV2, obs: Any, actions: Any = None) -> torch.Tensor:
         """``[B]`` Q-values of ``actions`` (Box), or ``[B, n]`` of every action (Discrete)."""
         features, _ = critic(self._split(obs)[0])
-        if self.discrete:
+        if not isinstance(critic, ContinuousActionQModel):  # Discrete: Q of every action
             return features
         return critic.get_single_q_value(features, torch.as_tensor(actions)).squeeze(-1)
 
