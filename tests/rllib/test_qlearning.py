@@ -26,6 +26,7 @@ from rlblocks.config import ModelConfig  # noqa: E402
 from rlblocks.models.fcnet import FullyConnectedNetwork  # noqa: E402
 from rlblocks.models.heads import DuelingQModel  # noqa: E402
 from rlblocks.rllib import (  # noqa: E402
+    FlattenObservationsBatched,
     RLBlocksDQNRLModule,
     RLBlocksSACRLModule,
     env_to_module,
@@ -38,6 +39,7 @@ from rlblocks.rllib.qlearning import (  # noqa: E402
     QF_PROBS,
     QF_TARGET_NEXT_PREDS,
 )
+from rlblocks.spaces import Repeated  # noqa: E402
 from test_training import MaskedPick  # noqa: E402
 
 MODEL = {"fcnet_hiddens": [32, 32], "fcnet_activation": "relu"}
@@ -144,6 +146,25 @@ def test_masked_actions_are_never_chosen_explored_or_bootstrapped():
     q = module.compute_q_values(batch)[QF_PREDS]
     assert torch.isneginf(q[torch.from_numpy(mask) == 0]).all()
     assert torch.isfinite(q[torch.from_numpy(mask) == 1]).all()
+
+
+def test_image_and_nested_observations_build_their_catalog_encoders():
+    image = Box(0, 255, (42, 42, 4), np.uint8)
+    frames = torch.randint(0, 255, (3, 42, 42, 4), dtype=torch.uint8)
+    conv = {"conv_filters": [[8, [4, 4], 2], [16, [3, 3], 2], [32, [11, 11], 1]]}
+    dqn_module = build("DQN", image, Discrete(6), conv)
+    assert type(dqn_module.q_model.base_model).__name__ == "VisionNetwork"
+    assert dqn_module.compute_q_values({Columns.OBS: frames})[QF_PREDS].shape == (3, 6)
+    sac_module = build("SAC", image, Box(-1, 1, (2,)), conv)
+    batch = {Columns.OBS: frames, Columns.ACTIONS: torch.zeros(3, 2)}
+    assert sac_module.compute_q_values(batch).shape == (3,)
+    # a nested Dict with a Repeated list, flattened by the C++ connector
+    nested = Dict({"a": Box(-1, 1, (3,)),
+                   "b": Repeated(Dict({"c": Discrete(3), "d": Box(-1, 1, (2,))}), 4)})
+    piece = FlattenObservationsBatched(nested, Discrete(2), model_config={})
+    module = build("DQN", piece.observation_space, Discrete(2))
+    rows = np.stack([piece.preprocessor.transform(nested.sample()) for _ in range(7)])
+    assert module.compute_q_values({Columns.OBS: torch.from_numpy(rows)})[QF_PREDS].shape == (7, 2)
 
 
 def test_recurrent_models_and_bad_spaces_are_refused():
