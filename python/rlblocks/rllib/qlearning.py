@@ -152,7 +152,7 @@ class _QModule(TorchRLModule, InferenceOnlyAPI, TargetNetworkAPI, QNetAPI):  # t
                 if hasattr(self, t)]
 
     def get_non_inference_attributes(self) -> list[str]:
-        return [name for pair in self._TARGETS for name in pair if name != "q_model"]
+        return [target for _, target in self._TARGETS]
 
     def get_initial_state(self) -> dict[str, Any]:
         return {}
@@ -321,13 +321,13 @@ class RLBlocksSACRLModule(_QModule):
                              f"{space}")
         self.dist_fn = dist_fn
         self.pi = ModelCatalog.get_model_v2(model_space, space, num_outputs, config, name="pi")
-        self.qf = self._critic(model_space, config, "qf")
-        if self.twin_q:
-            self.qf_twin = self._critic(model_space, config, "qf_twin")
         empty = torch.nn.ModuleList
-        self.pi_encoder, self.qf_encoder = empty(), empty()
-        if self.twin_q:
-            self.qf_twin_encoder = empty()
+        self.pi_encoder = empty()
+        if not self.inference_only:  # env runners only act: no critics there
+            self.qf, self.qf_encoder = self._critic(model_space, config, "qf"), empty()
+            if self.twin_q:
+                self.qf_twin = self._critic(model_space, config, "qf_twin")
+                self.qf_twin_encoder = empty()
         self.action_dist_cls = RLBlocksDistribution.bind(
             _bounded(dist_fn, space), num_outputs, self.pi)
 
