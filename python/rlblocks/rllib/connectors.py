@@ -510,7 +510,9 @@ class AtariFramesBatched(ConnectorV2):  # type: ignore[misc]
       stores each frame once; the learner's stacks come from
       :class:`~rlblocks.rllib.replay.FrameStackEpisodeReplayBuffer` (or its prioritized
       twin), which rebuilds ``OBS`` and ``NEXT_OBS`` of each sampled transition from the
-      stored frames. For off-policy algorithms with those buffers only (DQN, SAC).
+      stored frames. Only for algorithms that learn from those buffers (RLlib's DQN; SAC
+      samples its transitions the same way); a learner fed the episodes themselves (PPO)
+      would see single frames.
 
     Either way the stacks are kept here per episode (not read back from the episode), so an
     episode's chunk boundaries change nothing.
