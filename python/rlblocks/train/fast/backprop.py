@@ -58,7 +58,7 @@ OUTSIDE_THE_LOSS = frozenset({
     "rollout_fragment_length", "sgd_minibatch_size", "num_sgd_iter", "lr", "lr_schedule",
     "gamma", "lambda_", "grad_clip", "observation_filter", "clip_actions", "seed", "device",
     "num_threads", "checkpoint_freq", "keep_checkpoints", "tensorboard",
-    "metrics_smoothing_episodes", "framework", "fast_paths",
+    "metrics_smoothing_episodes", "framework", "fast_paths", "rllib",
 })
 
 __all__ = ["FCBackprop"]
