@@ -160,14 +160,46 @@ def test_evaluate_uses_the_training_pieces(tmp_path):
     assert result["episodes"] == 2 and min(result["episode_returns"]) >= 1
 
 
-def test_atari_ids_are_refused_with_a_clear_error() -> None:
-    from types import SimpleNamespace
+def test_atari_ids_get_the_deepmind_pipeline_and_frames_stored_once_for_dqn():
+    from rlblocks.rllib.trainer import build_algo_config
+    from rlblocks.train import PPOConfig
 
-    from rlblocks.rllib.trainer import _env_id
+    pytest.importorskip("ale_py")
+    dqn = build_algo_config(PPOConfig.from_dict({"env": "ALE/Pong-v5"}), "DQN")
+    assert dqn.env == "rlblocks-deepmind:ALE/Pong-v5"
+    assert dqn.replay_buffer_config["type"].endswith("FrameStackPrioritizedEpisodeReplayBuffer")
+    assert dqn._env_to_module_connector.stack_in_episode is False
+    # a buffer of the user's own: the stacks stay in the episodes
+    own = build_algo_config(PPOConfig.from_dict({"env": "ALE/Pong-v5", "rllib": {"training": {
+        "replay_buffer_config": {"type": "EpisodeReplayBuffer"}}}}), "DQN")
+    assert own._env_to_module_connector.stack_in_episode is True
+    ppo = build_algo_config(PPOConfig.from_dict({"env": "ALE/Pong-v5"}), "PPO")
+    assert ppo._env_to_module_connector.atari and ppo._env_to_module_connector.stack_in_episode
+    with pytest.raises(ValueError, match="DeepMind pipeline only"):
+        build_algo_config(PPOConfig.from_dict({"env": "ALE/Pong-v5",
+                                               "preprocessor_pref": "rllib"}), "PPO")
 
-    with pytest.raises(ValueError, match="does not run Atari ids yet"):
-        _env_id(SimpleNamespace(env="ALE/Pong-v5"))
-    assert _env_id(SimpleNamespace(env="CartPole-v1")) == "CartPole-v1"
+
+def test_atari_trains_and_evaluates_through_the_cli(tmp_path):
+    pytest.importorskip("ale_py")
+    conv = ["--set", "model.conv_filters=[[8,[8,8],4],[16,[4,4],2],[32,[11,11],1]]",
+            "--set", "num_envs=1"]
+    extra = {"PPO": ["--set", "train_batch_size=100", "--set", "sgd_minibatch_size=50",
+                     "--set", "num_sgd_iter=1"],
+             "DQN": ["--set", "rllib.training.num_steps_sampled_before_learning_starts=50",
+                     "--set", "rllib.training.train_batch_size_per_learner=8",
+                     "--set", "rllib.reporting.min_sample_timesteps_per_iteration=100",
+                     "--set", "rllib.env_runners.rollout_fragment_length=4"]}
+    for algo, flags in extra.items():
+        run = tmp_path / algo
+        out = cli("train", "--env", "ALE/Breakout-v5", "--backend", "rllib", "--algo", algo,
+                  "--run-dir", str(run), "--stop-timesteps", "200", "--no-progress", *conv,
+                  *flags)
+        assert out.returncode == 0, out.stderr[-3000:]
+        # EpisodicLife: an evaluation episode ends with the first lost life
+        evaluated = cli("evaluate", str(run), "--episodes", "1")
+        assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+        assert json.loads(evaluated.stdout.strip().splitlines()[-1])["episode_len_mean"] >= 1
 
 
 def test_dqn_and_sac_configs_map_onto_rllib():

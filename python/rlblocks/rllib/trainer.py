@@ -18,6 +18,12 @@ block (``--set rllib.training.n_step=3``), RLlib's defaults otherwise; a PPO key
 non-default value is refused for them rather than ignored. Every algorithm applies the
 ``rllib`` block last.
 
+Atari ids (``ALE/...``, ``preprocessor_pref="deepmind"``) run the native trainer's DeepMind
+pipeline: :func:`deepmind_env` (registered with Ray) in the env runners and
+``env_to_module(..., atari=True)``; DQN and SAC keep one frame per episode step with
+:func:`~rlblocks.rllib.replay.atari_replay_buffer_config`'s buffer unless the ``rllib``
+block names a buffer of its own.
+
 The run directory holds ``config.json`` (the rlblocks config plus a ``backend`` block),
 ``progress.csv`` with the native trainer's columns (those RLlib does not report are empty),
 ``checkpoint_NNNNNN/`` (RLlib's checkpoint plus ``rlblocks_rllib.json``) and
@@ -33,6 +39,7 @@ import os
 import pickle
 import shutil
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +50,13 @@ import torch
 from rlblocks.config import ModelConfig
 from rlblocks.rllib._ray import Columns, ray
 from rlblocks.rllib.connectors import MeanStdFilterBatched, env_to_module
+from rlblocks.rllib.replay import atari_replay_buffer_config
 from rlblocks.train.config import PPOConfig
 from rlblocks.train.logger import ProgressLogger, truncate_progress
 from rlblocks.train.loop import episode_summary, train_until
 
 __all__ = ["ALGOS", "PROGRESS_COLUMNS", "Q_ALGOS", "Q_COLUMNS", "RLlibTrainer",
-           "build_algo_config", "evaluate_run", "is_rllib_run"]
+           "build_algo_config", "deepmind_env", "evaluate_run", "is_rllib_run"]
 
 ALGOS = ("PPO", "APPO", "IMPALA", "DQN", "SAC")
 #: The Q-learning algorithms (rlblocks' Q heads, RLlib's replay buffers).
@@ -83,21 +91,65 @@ _FILTER = "rlblocks_filter.pkl"
 _MODULE = Path("learner_group") / "learner" / "rl_module" / "default_policy"
 
 
+def _is_atari(config: PPOConfig) -> bool:
+    return isinstance(config.env, str) and config.env.startswith(("ALE/", "ale_py:"))
+
+
+def deepmind_env(env_id: str, env_config: dict[str, Any] | None = None) -> gym.Env:
+    """An Atari id with the env-side DeepMind wrappers (noop reset, frame skip + max,
+    episodic life, FIRE reset: :func:`~rlblocks.wrappers.atari.wrap_deepmind` with
+    ``warp=False``), as the native trainer makes it; the frame half (gray, resize, stack)
+    is the env-to-module connector's. ``env_config`` goes to ``gym.make``."""
+    from rlblocks.train.rollout import registered_id
+    from rlblocks.wrappers.atari import wrap_deepmind
+
+    return wrap_deepmind(gym.make(registered_id(env_id), **dict(env_config or {})), warp=False)
+
+
 def _env_id(config: PPOConfig) -> str:
-    """The env as RLlib's workers can make it (``rlblocks/...`` ids import their module)."""
+    """The env as RLlib's workers can make it (``rlblocks/...`` ids import their module;
+    Atari ids are registered with Ray as :func:`deepmind_env` creators)."""
     if not isinstance(config.env, str):
         raise ValueError("--backend rllib needs a gymnasium id as env (a callable env creator "
                          "cannot be sent to Ray's workers)")
     env = config.env
-    if env.startswith(("ALE/", "ale_py:")):
-        # The frame connector exists (env_to_module(..., atari=True)), but the per-env
-        # DeepMind wrappers (noop reset, frame skip + max, episodic life, fire reset) are not
-        # wired into RLlib's env runners yet: refuse rather than train on raw frames.
-        raise ValueError(f"--backend rllib does not run Atari ids yet ({env}); train it with "
-                         "the native trainer (the default backend)")
+    if _is_atari(config):
+        if config.preprocessor_pref != "deepmind":
+            raise ValueError(f"--backend rllib runs Atari ids with the DeepMind pipeline only "
+                             f"(preprocessor_pref='deepmind'), got {config.preprocessor_pref!r}")
+        from ray.tune.registry import register_env
+
+        name = f"rlblocks-deepmind:{env}"
+        register_env(name, partial(deepmind_env, env))
+        return name
     if env.startswith("rlblocks/"):
         return f"rlblocks.envs:{env}"
     return env
+
+
+def _model(config: PPOConfig, algo: str) -> dict[str, Any]:
+    """The run's model config: DQN/SAC over RLlib's ``MODEL_DEFAULTS``, the others over the
+    PPO defaults."""
+    if algo in Q_ALGOS:
+        return ModelConfig.from_dict(config.model).to_dict()
+    return config.model_config().to_dict()
+
+
+def _frames_once(config: PPOConfig, algo: str) -> bool:
+    """DQN/SAC on Atari: episodes keep one frame per step and rlblocks' frame-stacking
+    replay buffer rebuilds the stacks, unless the ``rllib`` block names another buffer."""
+    if algo not in Q_ALGOS or not _is_atari(config):
+        return False
+    buffer = config.rllib.get("training", {}).get("replay_buffer_config") or {}
+    return "FrameStack" in str(buffer.get("type", "FrameStack"))
+
+
+def _pieces(config: PPOConfig, algo: str, training: bool = True) -> Any:
+    """The env-to-module connector factory of a run (evaluation keeps stacks in the
+    episode: the module sees the same observations)."""
+    return env_to_module(_model(config, algo), config.observation_filter,
+                         atari=_is_atari(config),
+                         stack_in_episode=not (training and _frames_once(config, algo)))
 
 
 def _ppo_training(config: PPOConfig, algo: str) -> dict[str, Any]:
@@ -181,12 +233,10 @@ def build_algo_config(config: PPOConfig, algo: str = "PPO", num_env_runners: int
         raise ValueError(f"--num-envs-per-env-runner must be >= 1, got {envs}")
     if algo in ("APPO", "IMPALA") and int(num_env_runners) < 1:
         raise ValueError(f"{algo} samples asynchronously: give --num-env-runners >= 1")
-    if algo in Q_ALGOS:
-        model = ModelConfig.from_dict(config.model).to_dict()
-        train = _q_training(config, algo)
-    else:
-        model = config.model_config().to_dict()
-        train = _ppo_training(config, algo)
+    model = _model(config, algo)
+    train = _q_training(config, algo) if algo in Q_ALGOS else _ppo_training(config, algo)
+    if _frames_once(config, algo):
+        train["replay_buffer_config"] = atari_replay_buffer_config(model)
     from rlblocks.rllib import rl_module_spec
 
     runners = int(num_env_runners)
@@ -203,7 +253,7 @@ def build_algo_config(config: PPOConfig, algo: str = "PPO", num_env_runners: int
         .rl_module(rl_module_spec=rl_module_spec(model, algo=algo))
         .env_runners(num_env_runners=runners, num_envs_per_env_runner=envs,
                      num_cpus_per_env_runner=per_runner,
-                     env_to_module_connector=env_to_module(model, config.observation_filter))
+                     env_to_module_connector=_pieces(config, algo))
         .resources(num_cpus_for_main_process=0.5 if runners else 1)
         .learners(num_learners=0)
         .training(**train)
@@ -451,12 +501,13 @@ def evaluate_run(run_dir: str | Path, episodes: int = 10, explore: bool = False,
     if not is_rllib_run(ckpt.parent):
         raise ValueError(f"{str(ckpt.parent)!r} is not a run of `rlblocks train --backend rllib`")
     data = json.loads((ckpt.parent / "config.json").read_text())
-    data.pop("backend")
+    algo = str(data.pop("backend").get("algo", "PPO"))
     config = PPOConfig.from_dict(data)
     module = RLModule.from_checkpoint(str((ckpt / _MODULE).resolve()))
     filter_state = pickle.loads((ckpt / _FILTER).read_bytes())
-    env = gym.make(_env_id(config), **dict(config.env_config))
-    pieces = env_to_module(config.model_config().to_dict(), config.observation_filter)()
+    env = (deepmind_env(str(config.env), config.env_config) if _is_atari(config)
+           else gym.make(_env_id(config), **dict(config.env_config)))
+    pieces = _pieces(config, algo, training=False)()
     space = env.observation_space
     for piece in pieces:
         piece.input_action_space = env.action_space
