@@ -23,11 +23,14 @@ Every run stops at the target or at its wall-time cap (DQN 240 s, SAC 300 s; ``-
 return once per training iteration (1000 env steps for DQN, 100 for SAC); the SB3 callback
 checks its own running mean (same window) at the same step counts, so both stop on the same
 grid. Wall time is training only: building the algorithm / model is reported apart
-(``build_s``). Ray and Stable-Baselines3 are optional: an implementation whose package is
-missing is skipped with a note.
+(``build_s``). Every run uses the same number of torch threads (``--torch-threads``,
+default 1: these networks are small, and two threads on a busy 2-core machine were several
+times slower); each JSON line carries the 1-minute load average before and after the run,
+so runs slowed by other work on the machine can be told apart. Ray and Stable-Baselines3 are
+optional: an implementation whose package is missing is skipped with a note.
 
 Usage: ``PYTHONPATH=python python benchmarks/bench_qlearning.py [--quick] [--seeds N]
-[--algos DQN,SAC] [--impls rllib,rlblocks-on-rllib,sb3]``.
+[--torch-threads T] [--algos DQN,SAC] [--impls rllib,rlblocks-on-rllib,sb3]``.
 Prints one JSON object per run, then a table per algorithm and implementation (medians
 over the runs that reached the target).
 """
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections import deque
@@ -245,6 +249,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one seed, shorter time caps")
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per implementation")
+    parser.add_argument("--torch-threads", type=int, default=1,
+                        help="torch intra-op threads for every run (default 1: small nets)")
     parser.add_argument("--algos", default="DQN,SAC", help="comma-separated: DQN,SAC")
     parser.add_argument("--impls", default=",".join(IMPLS),
                         help="comma-separated subset of " + ",".join(IMPLS))
@@ -267,8 +273,8 @@ def main() -> None:
         impls = [i for i in impls if i != "sb3"]
     if not impls:
         return
-    threads = torch.get_num_threads()
-    notes = [f"torch {torch.__version__}, {threads} torch threads"]
+    threads = args.torch_threads
+    notes = [f"torch {torch.__version__}, {threads} torch thread(s), {os.cpu_count()} CPUs"]
     if ray is not None:
         notes.append(f"ray {ray.__version__}")
     if sb3 is not None:
@@ -288,12 +294,14 @@ def main() -> None:
         for impl in impls:
             for seed in seeds:
                 torch.set_num_threads(threads)  # same torch threading for every run
+                load = os.getloadavg()[0]
                 if impl == "sb3":
                     result = run_sb3(algo, seed, cap)
                 else:
                     result = run_rllib(algo, impl == "rlblocks-on-rllib", seed, cap)
                 run = {"algo": algo, "impl": impl, "seed": seed, "env": TASKS[algo]["env"],
-                       "target": TASKS[algo]["target"], "cap_s": cap, **result}
+                       "target": TASKS[algo]["target"], "cap_s": cap, **result,
+                       "load_avg_1min": [round(load, 2), round(os.getloadavg()[0], 2)]}
                 runs.append(run)
                 print(json.dumps(run), flush=True)
 
