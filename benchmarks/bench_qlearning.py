@@ -9,7 +9,7 @@ return of
 for three implementations, in the same process and run, one seed after the other:
 
 1. ``rllib``: RLlib's new API stack with its own default RLModule and connectors
-   (``fcnet_hiddens=[64, 64]``, ReLU, no extra head layers).
+   (``fcnet_hiddens=[64, 64]``, tanh or ``--activation relu``, no extra head layers).
 2. ``rlblocks-on-rllib``: the same RLlib algorithm config with ``rlblocks.rllib``'s module
    (``rl_module_spec(model, algo=...)``) and ``env_to_module(model)`` connector.
 3. ``sb3``: Stable-Baselines3's DQN / SAC with the same network sizes and, where SB3 has
@@ -63,8 +63,14 @@ except ImportError:
     sb3 = None
 
 IMPLS = ("rllib", "rlblocks-on-rllib", "sb3")
-MODEL = {"fcnet_hiddens": [64, 64], "fcnet_activation": "relu"}
+MODEL = {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh"}  # --activation sets it
 RLLIB_MODEL = {**MODEL, "head_fcnet_hiddens": []}
+ACTIVATIONS = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}
+
+
+def set_activation(name: str) -> None:
+    """The hidden activation of every implementation's network."""
+    MODEL["fcnet_activation"] = RLLIB_MODEL["fcnet_activation"] = name
 
 # algo -> (env, target return, smoothing window, env steps per RLlib iteration, caps in s)
 TASKS: dict[str, dict[str, Any]] = {
@@ -152,7 +158,7 @@ def _sb3_model(algo: str, seed: int, total: int) -> Any:
     import gymnasium as gym
 
     env = gym.make(TASKS[algo]["env"])
-    arch = {"net_arch": [64, 64], "activation_fn": torch.nn.ReLU}
+    arch = {"net_arch": [64, 64], "activation_fn": ACTIVATIONS[MODEL["fcnet_activation"]]}
     if algo == "DQN":
         hp = DQN_HP
         extra = {"n_steps": hp["n_step"]} if sb3_dqn_takes_n_steps() else {}
@@ -252,9 +258,13 @@ def main() -> None:
     parser.add_argument("--torch-threads", type=int, default=1,
                         help="torch intra-op threads for every run (default 1: small nets)")
     parser.add_argument("--algos", default="DQN,SAC", help="comma-separated: DQN,SAC")
+    parser.add_argument("--activation", choices=sorted(ACTIVATIONS), default="tanh",
+                        help="hidden activation of every network (default tanh, RLlib's "
+                             "MODEL_DEFAULTS)")
     parser.add_argument("--impls", default=",".join(IMPLS),
                         help="comma-separated subset of " + ",".join(IMPLS))
     args = parser.parse_args()
+    set_activation(args.activation)
     algos = [a.strip().upper() for a in args.algos.split(",") if a.strip()]
     impls = [i.strip() for i in args.impls.split(",") if i.strip()]
     for name, known in (("algo", algos), ("impl", impls)):

@@ -89,6 +89,37 @@ def test_dueling_q_values_equal_the_rlblocks_head_and_closed_form():
     torch.testing.assert_close(q, v + a - a.mean(1, keepdim=True), rtol=0, atol=1e-6)
 
 
+def test_dqn_module_computes_what_rllibs_default_module_computes():
+    """Same layers (64-64 ReLU encoder, linear dueling heads), RLlib's weights copied in: the
+    outputs RLlib's DQN learner reads are equal."""
+    from ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module import (
+        DefaultDQNTorchRLModule,
+    )
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    keys = {"dueling": True, "double_q": True, "num_atoms": 1, "epsilon": 0.1}
+    theirs = RLModuleSpec(
+        module_class=DefaultDQNTorchRLModule, observation_space=OBS, action_space=Discrete(3),
+        model_config={**DQNConfig().model_config, "fcnet_hiddens": [64, 64],
+                      "fcnet_activation": "relu", "head_fcnet_hiddens": [], **keys}).build()
+    ours = build("DQN", OBS, Discrete(3), {"fcnet_hiddens": [64, 64],
+                                           "fcnet_activation": "relu"}, **keys)
+    src = theirs.state_dict()
+    names = {"base_model._hidden_layers.0._model.0": "encoder.net.mlp.0",
+             "base_model._hidden_layers.1._model.0": "encoder.net.mlp.2",
+             "A._model.0": "af.net.mlp.0", "V._model.0": "vf.net.mlp.0"}
+    state = {f"{ours_name}.{p}": src[f"{theirs_name}.{p}"].clone()
+             for ours_name, theirs_name in names.items() for p in ("weight", "bias")}
+    ours.q_model.load_state_dict(state, strict=False)
+    theirs.make_target_networks()
+    ours.make_target_networks()
+    batch = {Columns.OBS: obs_batch(seed=6), Columns.NEXT_OBS: obs_batch(seed=7)}
+    expected, got = theirs.forward_train(batch), ours.forward_train(batch)
+    assert set(expected) == set(got)
+    for key in expected:
+        torch.testing.assert_close(got[key], expected[key], rtol=0, atol=1e-6)
+
+
 def test_plain_q_head_is_the_catalog_model():
     module = build("DQN", OBS, Discrete(3), dueling=False)
     obs = obs_batch()
@@ -287,7 +318,7 @@ def train_until(config: Any, target: float, max_seconds: float) -> tuple[float, 
 
 @pytest.mark.parametrize("atoms", [1, 51], ids=["expected", "distributional"])
 def test_dqn_dueling_double_cartpole_reaches_150(atoms):
-    model = {"fcnet_hiddens": [64, 64], "fcnet_activation": "relu"}
+    model = {"fcnet_hiddens": [64, 64]}  # MODEL_DEFAULTS' tanh (steadier here than ReLU)
     config = dqn("CartPole-v1", model, dueling=True, double_q=True, num_atoms=atoms,
                  v_min=0.0, v_max=100.0)
     best, steps, secs = train_until(config, 150.0, max_seconds=240)
