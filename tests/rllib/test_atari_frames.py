@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import math
-import sys
 from typing import Any
 
 import pytest
@@ -210,15 +209,6 @@ def test_piece_keeps_a_finished_episodes_row_until_it_is_gone():
     np.testing.assert_array_equal(ep.get_observations(-1), b)
     piece(rl_module=None, batch={}, episodes=[], explore=True, shared_data={})
     assert not piece._slots and len(piece._free) == 8  # given back once it was gone
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             configure_logging=False, ignore_reinit_error=True)
-    yield
-    ray.shutdown()
 
 
 def test_dqn_trains_on_single_frame_episodes(local_ray):

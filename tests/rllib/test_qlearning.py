@@ -46,14 +46,9 @@ MODEL = {"fcnet_hiddens": [32, 32], "fcnet_activation": "relu"}
 OBS = Box(-1.0, 1.0, (5,), np.float32)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.cloudpickle.register_pickle_by_value(sys.modules[MaskedPick.__module__])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             configure_logging=False, ignore_reinit_error=True)
-    yield
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("local_ray")  # tests/rllib/conftest.py
+# the MaskedPick env's module travels to Ray's workers by value too
+ray.cloudpickle.register_pickle_by_value(sys.modules[MaskedPick.__module__])
 
 
 def build(algo: str, obs_space: gym.Space, action_space: gym.Space, model: dict | None = None,

@@ -7,7 +7,6 @@ out; wall times are printed, never asserted.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from typing import Any
 
@@ -21,15 +20,7 @@ from gymnasium.spaces import Box, Dict, Discrete, MultiDiscrete  # noqa: E402
 from ray.rllib.algorithms.ppo import PPOConfig  # noqa: E402
 from rlblocks.rllib import env_to_module, rl_module_spec  # noqa: E402
 
-
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    # Ray's workers cannot import this test module: ship its functions and classes by value
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             configure_logging=False, ignore_reinit_error=True)
-    yield
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("local_ray")  # tests/rllib/conftest.py
 
 
 def ppo(env: Any, model: dict, *, batch: int = 2048, minibatch: int = 256, epochs: int = 6,

@@ -16,13 +16,7 @@ from rlblocks.rllib.vector_env import RayVectorEnv  # noqa: E402
 from rlblocks.train import PPOConfig, PPOTrainer  # noqa: E402
 from rlblocks.train.rollout import make_vector_env  # noqa: E402
 
-
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             configure_logging=False, ignore_reinit_error=True)
-    yield
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("local_ray")  # tests/rllib/conftest.py
 
 
 def _leaves(x):

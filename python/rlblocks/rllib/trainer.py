@@ -54,6 +54,7 @@ from rlblocks.rllib.replay import atari_replay_buffer_config
 from rlblocks.train.config import PPOConfig
 from rlblocks.train.logger import ProgressLogger, truncate_progress
 from rlblocks.train.loop import episode_summary, train_until
+from rlblocks.wrappers.atari import is_atari, wrap_deepmind
 
 __all__ = ["ALGOS", "PROGRESS_COLUMNS", "Q_ALGOS", "Q_COLUMNS", "RLlibTrainer",
            "build_algo_config", "deepmind_env", "evaluate_run", "is_rllib_run"]
@@ -92,7 +93,7 @@ _MODULE = Path("learner_group") / "learner" / "rl_module" / "default_policy"
 
 
 def _is_atari(config: PPOConfig) -> bool:
-    return isinstance(config.env, str) and config.env.startswith(("ALE/", "ale_py:"))
+    return isinstance(config.env, str) and is_atari(config.env)
 
 
 def deepmind_env(env_id: str, env_config: dict[str, Any] | None = None) -> gym.Env:
@@ -101,7 +102,6 @@ def deepmind_env(env_id: str, env_config: dict[str, Any] | None = None) -> gym.E
     ``warp=False``), as the native trainer makes it; the frame half (gray, resize, stack)
     is the env-to-module connector's. ``env_config`` goes to ``gym.make``."""
     from rlblocks.train.rollout import registered_id
-    from rlblocks.wrappers.atari import wrap_deepmind
 
     return wrap_deepmind(gym.make(registered_id(env_id), **dict(env_config or {})), warp=False)
 
