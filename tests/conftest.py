@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -44,6 +46,18 @@ def both_impls(fn, *args, **kwargs):
     finally:
         _impl.use_numpy_reference(not before)
     return native, reference
+
+
+@pytest.fixture(scope="module")
+def local_ray(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A local 2-CPU Ray for one test module (tests/rllib). Ray's workers cannot import test
+    modules, so the module's functions and classes travel to them by value."""
+    ray = pytest.importorskip("ray")
+    ray.cloudpickle.register_pickle_by_value(request.module)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             configure_logging=False, ignore_reinit_error=True)
+    yield ray
+    ray.shutdown()
 
 
 def pytest_configure(config: pytest.Config) -> None:

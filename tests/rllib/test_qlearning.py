@@ -46,7 +46,7 @@ MODEL = {"fcnet_hiddens": [32, 32], "fcnet_activation": "relu"}
 OBS = Box(-1.0, 1.0, (5,), np.float32)
 
 
-pytestmark = pytest.mark.usefixtures("local_ray")  # tests/rllib/conftest.py
+pytestmark = pytest.mark.usefixtures("local_ray")  # tests/conftest.py
 # the MaskedPick env's module travels to Ray's workers by value too
 ray.cloudpickle.register_pickle_by_value(sys.modules[MaskedPick.__module__])
 

@@ -20,7 +20,7 @@ from gymnasium.spaces import Box, Dict, Discrete, MultiDiscrete  # noqa: E402
 from ray.rllib.algorithms.ppo import PPOConfig  # noqa: E402
 from rlblocks.rllib import env_to_module, rl_module_spec  # noqa: E402
 
-pytestmark = pytest.mark.usefixtures("local_ray")  # tests/rllib/conftest.py
+pytestmark = pytest.mark.usefixtures("local_ray")  # tests/conftest.py
 
 
 def ppo(env: Any, model: dict, *, batch: int = 2048, minibatch: int = 256, epochs: int = 6,

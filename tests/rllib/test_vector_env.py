@@ -16,7 +16,7 @@ from rlblocks.rllib.vector_env import RayVectorEnv  # noqa: E402
 from rlblocks.train import PPOConfig, PPOTrainer  # noqa: E402
 from rlblocks.train.rollout import make_vector_env  # noqa: E402
 
-pytestmark = pytest.mark.usefixtures("local_ray")  # tests/rllib/conftest.py
+pytestmark = pytest.mark.usefixtures("local_ray")  # tests/conftest.py
 
 
 def _leaves(x):
