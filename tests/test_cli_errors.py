@@ -52,8 +52,9 @@ CASES = {
         "TypeError: Corridor.__init__() got an unexpected keyword argument 'nope'"),
     "an uninstalled dependency of the env": (
         ["--env", "my_pkg.bad_envs:NeedsAPackage-v0"],
-        "DependencyNotInstalled: No module named 'no_such_physics_engine'. Install it with "
-        "`pip install no-such-physics-engine`"),
+        "could not be made with env_config {} at my_pkg/bad_envs.py:21 in __init__ `raise "
+        "gym.error.DependencyNotInstalled( ...`: DependencyNotInstalled: No module named "
+        "'no_such_physics_engine'. Install it with `pip install no-such-physics-engine`"),
     "an observation missing a Dict key": (
         ["--env", FAULTY],
         "env 'my_pkg.bad_envs:Faulty-v0' failed in step: KeyError: 'b' (an observation lacks "
@@ -73,9 +74,31 @@ CASES = {
     "a seed beyond 2**63": (["--env", "CartPole-v1", "--set", f"seed={2**70}"],
                             f"seed must be an int in [0, {2**63 - 1}], got {2**70}"),
     "--stop-timesteps 0": (["--env", "CartPole-v1", "--stop-timesteps", "0"],
-                           "--stop-timesteps must be > 0, got 0"),
+                           "--stop-timesteps must be a whole number of steps > 0, got 0"),
     "--stop-timesteps -5": (["--env", "CartPole-v1", "--stop-timesteps", "-5"],
-                            "--stop-timesteps must be > 0, got -5"),
+                            "--stop-timesteps must be a whole number of steps > 0, got -5"),
+    "--stop-reward nan": (["--env", "CartPole-v1", "--stop-reward", "nan"],
+                          "--stop-reward must be a finite number, got nan"),
+    "model=5": (["--env", "CartPole-v1", "--set", "model=5"],
+                "--set model=5: model must be a mapping of keys (e.g. --set "
+                "model.fcnet_hiddens=[64,64]), got int"),
+    "env_config=[1]": (["--env", "CartPole-v1", "--set", "env_config=[1]"],
+                       "--set env_config=[1]: env_config must be a mapping of keys"),
+    "--set stop.timesteps_total=64.9": (
+        ["--env", "CartPole-v1", "--set", "stop.timesteps_total=64.9"],
+        "stop.timesteps_total must be a whole number of steps > 0, got 64.9"),
+    "an exception in the user's step": (
+        ["--env", FAULTY, "--set", "env_config.fault=raise"],
+        "env 'my_pkg.bad_envs:Faulty-v0' failed in step at my_pkg/bad_envs.py:53 in step "
+        "`self.t = self.t / (self.at - self.at)`: ZeroDivisionError: division by zero"),
+    "an exception in the user's step, async envs (no worker traceback)": (
+        ["--env", FAULTY, "--set", "env_config.fault=raise", "--set", "vector_mode=async"],
+        "env 'my_pkg.bad_envs:Faulty-v0' failed in step at my_pkg/bad_envs.py:53 in step "
+        "`self.t = self.t / (self.at - self.at)`: ZeroDivisionError: division by zero"),
+    "a KeyError of the user's own code is not taken for a missing Dict key": (
+        ["--env", FAULTY, "--set", "env_config.fault=key_error"],
+        "failed in step at my_pkg/bad_envs.py:55 in step `self.t = {\"steps\": "
+        "self.t}[\"step_count\"]`: KeyError: 'step_count'"),
 }
 
 
@@ -86,7 +109,148 @@ def test_a_users_error_is_one_line_and_leaves_no_run_dir(case: str, tmp_path: Pa
     out = rlblocks_cli("train", "--stop-timesteps", "640", *SMALL, *args, "--run-dir", str(run))
     line = error_line(out)
     assert line.startswith("rlblocks train: error: ") and message in line, line
+    assert ("lacks a key" in line) == (case == "an observation missing a Dict key"), line
     assert not run.exists()  # a failed start leaves no (empty) run directory
+
+
+def run_main(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """``rlblocks ARGS`` in this process: the one error line (exit code 2, no traceback)."""
+    from rlblocks.cli import main
+
+    assert main(list(args)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    return err[0]
+
+
+STOP_BLOCKS = {
+    "timesteps_total: [1]": "stop.timesteps_total must be a whole number of steps > 0, got [1]",
+    "episode_return_mean: {a: 1}":
+        "stop.episode_return_mean must be a finite number, got {'a': 1}",
+    "timesteps_total: 0": "stop.timesteps_total must be a whole number of steps > 0, got 0",
+    "timesteps_total: .nan": "stop.timesteps_total must be a whole number of steps > 0, got nan",
+    "episode_return_mean: .inf": "stop.episode_return_mean must be a finite number, got inf",
+    "timesteps_total: true": "stop.timesteps_total must be a whole number of steps > 0, got True",
+    "timesteps_total: 64.9": "stop.timesteps_total must be a whole number of steps > 0, got 64.9",
+    "episode_return_mean: true": "stop.episode_return_mean must be a finite number, got True",
+    "timesteps: 100": "stop: unknown keys ['timesteps'] (known: episode_return_mean, "
+                      "timesteps_total)",
+}
+
+
+@pytest.mark.parametrize("block", list(STOP_BLOCKS))
+def test_a_bad_stop_block_names_the_key(block: str, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "ppo.yaml"
+    config.write_text(f"env: CartPole-v1\nstop: {{{block}}}\n")
+    run = tmp_path / "run"
+    line = run_main(capsys, "train", "--config", str(config), "--run-dir", str(run),
+                    "--no-progress")
+    assert line == f"rlblocks train: error: {STOP_BLOCKS[block]}"
+    assert not run.exists()
+
+
+def test_config_files_read_exponents_as_numbers(tmp_path: Path) -> None:
+    from rlblocks.train.cli import load_config_file
+    from rlblocks.train.tuned import split_stop
+
+    config = tmp_path / "ppo.yaml"
+    config.write_text("env: CartPole-v1\nlr: 1e-3\nstop: {timesteps_total: 1e5, "
+                      "episode_return_mean: 4.5E2}\n")
+    data, reward, steps = split_stop(load_config_file(config))
+    assert data == {"env": "CartPole-v1", "lr": 0.001}
+    assert (reward, steps) == (450.0, 100_000) and isinstance(steps, int)
+    assert PPOConfig.from_dict(data).lr == 0.001
+
+
+def test_plot_refuses_an_out_dir_that_does_not_exist(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    log = ProgressLogger(tmp_path / "run")
+    log.write({"training_iteration": 1, "timesteps_total": 64, "episode_return_mean": 9.0})
+    out = tmp_path / "missing" / "deeper" / "x.png"
+    line = run_main(capsys, "plot", str(tmp_path / "run"), "--out", str(out))
+    assert line == (f"rlblocks plot: error: cannot write the plot to '{out}': its directory "
+                    f"'{out.parent}' does not exist")
+    assert not (tmp_path / "missing").exists()
+    from rlblocks.cli import main
+
+    assert main(["plot", str(tmp_path / "run"), "--out", str(tmp_path / "x.png")]) == 0
+    assert (tmp_path / "x.png").stat().st_size > 0
+
+
+def test_help_and_tuned_import_no_torch_and_show_no_rst() -> None:
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from rlblocks.cli import main\n"
+        "out = {}\n"
+        "for argv in ([], ['train'], ['evaluate'], ['export'], ['tuned'], ['plot'], "
+        "['bench']):\n"
+        "    buf = io.StringIO()\n"
+        "    with contextlib.redirect_stdout(buf):\n"
+        "        try:\n"
+        "            main([*argv, '--help'])\n"
+        "        except SystemExit:\n"
+        "            pass\n"
+        "    out[' '.join(argv)] = buf.getvalue()\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as buf:\n"
+        "    main(['tuned'])\n"
+        "out['tuned list'] = buf.getvalue()\n"
+        "print(json.dumps({'torch': 'torch' in sys.modules, 'out': out}))\n"
+    )
+    import json
+
+    where = str(Path(rlblocks.__file__).resolve().parents[1])
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONPATH": where})
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout)
+    assert got["torch"] is False
+    assert "stateless_cartpole_attention" in got["out"]["tuned list"]
+    for command, text in got["out"].items():
+        assert "usage: rlblocks" in text or command == "tuned list", command
+        for raw in ("``", ":class:", ":mod:", ":func:", ":meth:"):
+            assert raw not in text, (command, raw)
+
+
+def test_version() -> None:
+    out = rlblocks_cli("--version")
+    assert out.returncode == 0 and out.stdout.strip() == f"rlblocks {rlblocks.__version__}"
+
+
+MISSING_EXTRAS = {
+    "tensorboard": (("tensorboard", "torch.utils.tensorboard"),
+                    ["--env", "CartPole-v1", "--set", "tensorboard=true"],
+                    "tensorboard=True needs the tensorboard package: pip install "
+                    '"rlblocks[train]"'),
+    "ale-py": (("ale_py",), ["--env", "ALE/Pong-v5"],
+               "unknown gymnasium environment 'ALE/Pong-v5' (ALE ids need the atari extra: "
+               'pip install "rlblocks[atari]")'),
+}
+
+
+@pytest.mark.parametrize("package", list(MISSING_EXTRAS))
+def test_a_missing_package_names_the_extra_and_leaves_no_run_dir(package: str,
+                                                                 tmp_path: Path) -> None:
+    # The packages are installed here: an import hook makes them missing, as without the extra.
+    blocked, args, message = MISSING_EXTRAS[package]
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name.startswith({blocked!r}):\n"
+        "            raise ImportError(f'No module named {name!r}')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from rlblocks.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    where = str(Path(rlblocks.__file__).resolve().parents[1])
+    run = tmp_path / "run"
+    out = subprocess.run([sys.executable, "-c", code, "train", *SMALL, *args,
+                          "--run-dir", str(run)], cwd=USER_DIR, capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "PYTHONPATH": where})
+    line = error_line(out)
+    assert line.startswith(f"rlblocks train: error: {message}"), line
+    assert not run.exists()  # not even config.json
 
 
 def test_a_run_dir_that_cannot_be_made(tmp_path: Path) -> None:

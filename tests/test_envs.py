@@ -13,7 +13,9 @@ from rlblocks.envs import (
     RepeatAfterMe,
     StatelessCartPole,
     correlated_reward,
+    zoo,
 )
+from rlblocks.envs.masked_bandit import MaskedBanditEnv
 
 
 @pytest.mark.parametrize("env_id", sorted(envs.ENV_IDS))
@@ -193,3 +195,188 @@ def test_same_seed_same_episode() -> None:
                 np.testing.assert_array_equal(oa[k], ob[k])
         else:
             assert oa == ob
+
+
+# --- the zoo (rlblocks.envs.zoo, rlblocks.envs.ZOO) ---------------------------------------
+
+ZOO_IDS = sorted(envs.ZOO)
+
+
+def _mean_return(env: gym.Env, policy, episodes: int, seed: int) -> float:
+    """Mean return of ``policy(obs, previous_obs)`` over whole episodes."""
+    total = 0.0
+    for ep in range(episodes):
+        obs, _ = env.reset(seed=seed + ep)
+        previous, done = obs, False
+        while not done:
+            nxt, reward, term, trunc, _ = env.step(policy(obs, previous))
+            previous, obs, done = obs, nxt, term or trunc
+            total += reward
+    return total / episodes
+
+
+def _legal_random(env: MaskedBanditEnv, rng: np.random.Generator):
+    def act(obs, _previous):
+        blocks = np.asarray(obs["action_mask"]).reshape(env.k, env.n)
+        picks = np.array([rng.choice(np.flatnonzero(b)) for b in blocks])
+        return int(picks[0]) if env.kind == "discrete" else picks
+    return act
+
+
+@pytest.mark.parametrize("env_id", ZOO_IDS)
+def test_zoo_ids_are_checked_16_step_envs(env_id: str) -> None:
+    entry = envs.ZOO[env_id]
+    env = gym.make(env_id)
+    assert env.spec is not None and env.spec.reward_threshold == entry.threshold
+    check_env(env.unwrapped, skip_render_check=True)
+    assert set(entry.model) <= {"use_lstm", "use_attention"}  # nothing tuned
+    assert entry.random_return < entry.threshold
+    obs, _ = env.reset(seed=1)
+    steps, trunc = 0, False
+    while not trunc:
+        masked = isinstance(obs, dict) and "action_mask" in obs
+        action = env.unwrapped.best_action() if masked else env.action_space.sample()
+        obs, _, term, trunc, _ = env.step(action)
+        assert env.observation_space.contains(obs) and not term
+        steps += 1
+    assert steps == 16
+
+
+@pytest.mark.parametrize("env_id", ZOO_IDS)
+def test_zoo_random_and_stale_policies_score_the_random_return(env_id: str) -> None:
+    """The table's random return is right, the best policy scores the maximum, and acting
+    on the previous step's observation is no better than random."""
+    entry = envs.ZOO[env_id]
+    env = gym.make(env_id).unwrapped
+    rng = np.random.default_rng(0)
+    if isinstance(env, MaskedBanditEnv):
+        assert entry.random_return == pytest.approx(env.random_legal_return)
+        random = _legal_random(env, rng)
+        best = _mean_return(env, lambda o, p: env.best_action(), 20, 0)
+        assert best == 16.0
+        got = _mean_return(env, random, 250, 0)
+        assert got == pytest.approx(entry.random_return, abs=0.4)
+        # ignoring the mask (a uniform pick among all actions) scores far below the floor
+        env.action_space.seed(0)
+        unmasked = _mean_return(env, lambda o, p: env.action_space.sample(), 250, 0)
+        assert entry.first_return is not None and unmasked < entry.first_return - 3
+        return
+    assert isinstance(env, zoo.ZooEnv)
+    assert entry.random_return == pytest.approx(env.random_return)
+    env.action_space.seed(0)
+    got = _mean_return(env, lambda o, p: env.action_space.sample(), 250, 0)
+    assert got == pytest.approx(entry.random_return, abs=0.35)
+    if isinstance(env, zoo.Recall):
+        # a memoryless agent that answers for the CURRENT symbol scores random too
+        stale = _mean_return(env, lambda o, p: int(o), 250, 0)
+        assert stale == pytest.approx(entry.random_return, abs=0.35)
+        return
+    assert _mean_return(env, lambda o, p: env.answer(o), 20, 0) == env.max_return == 16.0
+    stale = _mean_return(env, lambda o, p: env.answer(p), 250, 0)
+    # the first step's "previous" observation is the current one: one step in 16 is right
+    expected = entry.random_return + (1 - env.random_step_reward) * 1.0
+    assert stale == pytest.approx(expected, abs=0.35)
+
+
+def test_zoo_recall_rewards_the_delayed_symbol() -> None:
+    env = zoo.Recall(delay=3, n=3, episode_len=10)
+    obs, _ = env.reset(seed=4)
+    seen, rewards = [obs], []
+    for t in range(10):
+        action = seen[t - 3] if t >= 3 else 2
+        obs, reward, _, trunc, _ = env.step(action)
+        seen.append(obs)
+        rewards.append(reward)
+    assert rewards == [0.0] * 3 + [1.0] * 7 and trunc
+    env.reset(seed=4)
+    assert env.step(seen[0])[1] == 0.0  # nothing scores during the first `delay` steps
+
+
+def test_zoo_answers_need_every_part_of_the_observation() -> None:
+    nested = zoo.NestedBandit("tuple")
+    obs = (2, (np.array([0.1, 0.9, -0.5], np.float32), np.zeros(2, np.float32)))
+    assert nested.answer(obs) == 7
+    assert nested.answer((0, obs[1])) == 1  # the code is one digit ...
+    assert nested.answer((2, (np.array([0.9, 0.1, -0.5], np.float32), obs[1][1]))) == 6
+    md = zoo.MultiDiscreteBandit(n=3, k=2)
+    assert [md.answer(np.array(v)) for v in ([0, 0], [0, 2], [2, 0], [1, 1])] == [0, 2, 6, 4]
+    rep = zoo.RepeatedBandit("last", max_len=4)
+    assert [rep.answer(v) for v in ([1], [1, 2], [0, 2, 2, 1])] == [1, 2, 1]
+    count = zoo.RepeatedBandit("count", max_len=4)
+    assert [count.answer(v) for v in ([], [2], [0, 0, 0, 0])] == [0, 1, 4]
+    box = zoo.BoxBandit(shape=(10, 10, 2), dtype="float64")
+    image = zoo.ImageBandit()
+    obs, _ = image.reset(seed=0)
+    flipped = obs[:, ::-1]  # the square changes sides
+    assert image.answer(flipped) == 1 - image.answer(obs)
+    grid = zoo.GridBandit()
+    obs, _ = grid.reset(seed=0)
+    assert grid.answer(obs[:, ::-1]) == 2 - grid.answer(obs)
+    x, _ = box.reset(seed=0)
+    assert box.answer(x) != box.answer(-x) and x.dtype == np.float64
+
+
+def test_zoo_action_bandits_give_partial_credit() -> None:
+    x = np.array([-0.9, 0.5], np.float32)
+    md = zoo.ActionBandit("multidiscrete")
+    assert md.score(x, np.array([0, 2])) == 1.0 and md.score(x, np.array([0, 1])) == 0.5
+    box = zoo.ActionBandit("box")
+    assert box.score(x, np.array([0.9, -0.5])) == pytest.approx(1.0)
+    assert box.score(x, np.array([0.4, -0.5])) == pytest.approx(0.75)
+    assert box.score(x, np.array([5.0, -0.5])) == pytest.approx(0.95)  # clipped to 1.0
+    d = zoo.ActionBandit("dict")
+    assert d.score(x, {"third": 0, "sign": 1}) == 1.0
+    assert d.score(x, {"third": 0, "sign": 0}) == 0.5
+    tup = zoo.ActionBandit("tuple")
+    assert tup.score(x, (0, np.array([-0.5], np.float32))) == pytest.approx(1.0)
+    assert tup.score(x, (1, np.array([-0.5], np.float32))) == pytest.approx(0.5)
+
+
+def test_zoo_rejects_bad_arguments_and_actions() -> None:
+    for make, match in [
+        (lambda: zoo.BoxBandit(dtype="int8"), "dtype"),
+        (lambda: zoo.BoxBandit(shape=()), "shape"),
+        (lambda: zoo.ImageBandit(shape=(10, 4, 3)), "shape"),
+        (lambda: zoo.GridBandit(size=6), "odd"),
+        (lambda: zoo.DiscreteBandit(n=1), "n must"),
+        (lambda: zoo.NestedBandit("list"), "kind"),
+        (lambda: zoo.RepeatedBandit("first"), "target"),
+        (lambda: zoo.ActionBandit("graph"), "action"),
+        (lambda: zoo.Recall(delay=16, episode_len=16), "delay"),
+        (lambda: zoo.DiscreteBandit(episode_len=0), "episode_len"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            make()
+    with pytest.raises(RuntimeError, match="reset"):
+        zoo.DiscreteBandit().step(0)
+    for env, bad in [
+        (zoo.DiscreteBandit(n=5), 5),
+        (zoo.ActionBandit("box"), np.zeros(3)),
+        (zoo.ActionBandit("box"), np.array([np.nan, 0.0])),
+        (zoo.ActionBandit("multidiscrete"), np.array([0, 3])),
+        (zoo.ActionBandit("tuple"), (0,)),
+        (zoo.ActionBandit("dict"), {"third": 0}),
+        (zoo.ActionBandit("dict"), {"third": 3, "sign": 0}),
+    ]:
+        env.reset(seed=0)
+        with pytest.raises(ValueError, match="action"):
+            env.step(bad)
+
+
+def test_zoo_same_seed_same_episode() -> None:
+    for env_id in ZOO_IDS:
+        a, b = gym.make(env_id), gym.make(env_id)
+        oa, _ = a.reset(seed=5)
+        ob, _ = b.reset(seed=5)
+        a.action_space.seed(1)
+        for _ in range(4):
+            masked = isinstance(oa, dict) and "action_mask" in oa
+            act = a.unwrapped.best_action() if masked else a.action_space.sample()
+            oa, ra = a.step(act)[:2]
+            ob, rb = b.step(act)[:2]
+            assert ra == rb
+        fa = gym.spaces.flatten(a.observation_space, oa) if not isinstance(
+            a.observation_space, zoo.Repeated) else np.asarray(oa)
+        fb = gym.spaces.flatten(b.observation_space, ob) if not isinstance(
+            b.observation_space, zoo.Repeated) else np.asarray(ob)
+        np.testing.assert_array_equal(fa, fb)

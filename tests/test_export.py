@@ -268,9 +268,10 @@ def test_sidecar_describes_layout_outputs_and_state(tmp_path: Path) -> None:
     assert [o["dtype"] for o in side["outputs"]["actions"]] == ["int64", "float32", "int64"]
     assert [o["shape"] for o in side["outputs"]["actions"]] == [["B"], ["B", 2], ["B", 2]]
     assert side["outputs"]["dist_inputs"]["shape"] == ["B", 3 + 4 + 5]
-    assert side["input_names"] == ["obs", "state_in_0", "state_in_1"]
-    assert [i["shape"] for i in side["inputs"][1:]] == [["B", 8], ["B", 8]]
-    assert side["output_names"][-2:] == ["state_out_0", "state_out_1"]
+    # PPO's separate value layers (difference 25): the value LSTM's h_v, c_v follow h, c
+    assert side["input_names"] == ["obs", "state_in_0", "state_in_1", "state_in_2", "state_in_3"]
+    assert [i["shape"] for i in side["inputs"][1:]] == [["B", 8]] * 4
+    assert side["output_names"][-4:] == [f"state_out_{i}" for i in range(4)]
     assert space_from_json(side["observation"]["space"]) == NESTED_OBS
     assert space_from_json(side["action_space"]) == NESTED_ACTIONS
     assert path.is_file()

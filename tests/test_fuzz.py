@@ -30,3 +30,11 @@ def test_native_core_and_numpy_twin_agree_on_random_and_corrupted_inputs() -> No
 def test_the_fuzzer_reports_crashes_and_differences(inject: str, finding: str) -> None:
     result = fuzz("--cases", "5", "--inject", inject)
     assert result.returncode == 1 and finding in result.stdout, result.stdout[-2000:]
+
+
+def test_the_fuzzer_drives_aliased_outputs_and_huge_filter_values() -> None:
+    result = fuzz("--cases", "3", "--seed", "0", "--show")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "(aliased out, batched_out)" in result.stdout
+    assert "(aliased out, list_out)" in result.stdout
+    assert "(filter push, MeanStdFilter)" in result.stdout

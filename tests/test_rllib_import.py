@@ -49,8 +49,13 @@ def test_outputs_and_values_match_rllib(case_name):
     with torch.no_grad():
         if data["kind"] == "lstm":
             input_dict = {k: data[k] for k in ("obs", "prev_actions", "prev_rewards")}
-            out, state = model(input_dict, list(data["state_in"]), data["seq_lens"])
-            for ours, theirs in zip(state, data["state_out"], strict=True):
+            # vf_share_layers False: rlblocks' value LSTM (a copy of RLlib's shared one after
+            # loading, difference 25) has its own [h_v, c_v], fed the same state here.
+            n_state = len(model.get_initial_state())
+            state_in = list(data["state_in"]) * (n_state // len(data["state_in"]))
+            out, state = model(input_dict, state_in, data["seq_lens"])
+            theirs_out = list(data["state_out"]) * (n_state // len(data["state_out"]))
+            for ours, theirs in zip(state, theirs_out, strict=True):
                 torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
         else:
             out, _ = model({"obs": data["obs"]})
@@ -67,7 +72,11 @@ def test_parameter_counts_match_rllib(case_name):
         # rlblocks keeps the wrapped model's own value head (unused by the wrapper); RLlib's
         # wrapper overwrote that attribute.
         head = sum(p.numel() for p in model.wrapped._value_branch.parameters())
-        assert ours == data["num_params"] + head
+        # vf_share_layers False: rlblocks' separate value path (difference 25)
+        trunk = model.value_trunk
+        separate = 0 if trunk is None else sum(p.numel() for p in trunk.parameters())
+        assert (separate > 0) == (data["overrides"].get("vf_share_layers") is False)
+        assert ours == data["num_params"] + head + separate
     elif data["kind"] != "complex":
         assert ours == data["num_params"]
     else:

@@ -782,7 +782,8 @@ def test_compute_single_action_equals_the_model_and_carries_state():
             logits, expected_state = model({"obs": flat}, [s[None] for s in state],
                                            torch.tensor([1]))
             assert int(action) == int(logits.argmax(-1)[0])
-            assert [tuple(s.shape) for s in state_out] == [(8,), (8,)]
+            # [h, c] of the policy's LSTM, then the value LSTM's (PPO default: difference 25)
+            assert [tuple(s.shape) for s in state_out] == [(8,)] * 4
             for got, want in zip(state_out, expected_state, strict=True):
                 torch.testing.assert_close(got, want[0])
             state = state_out

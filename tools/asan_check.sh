@@ -36,4 +36,4 @@ fi
 RLBLOCKS_FUZZ_CASES="${RLBLOCKS_FUZZ_CASES:-1500}" sanitized python -m pytest -q -p no:cacheprovider -o addopts="" \
   tests/test_preprocessors.py tests/test_bad_input.py tests/test_restore.py tests/test_filters.py \
   tests/test_framestack.py tests/test_image.py tests/test_sequences.py tests/test_tanh_kernel.py \
-  tests/test_native_safety.py tests/test_fuzz.py
+  tests/test_native_safety.py tests/test_hardening_native.py tests/test_fuzz.py

@@ -6,9 +6,15 @@ with ``start`` up to +-2**62, 1-d and 2-d ``nvec``, Box of every dtype, empty sh
 MultiBinary) get valid batches and corrupted ones (wrong dtype, shape or keys, None,
 strings, huge and negative integers, NaN, byte-swapped, non-contiguous and read-only
 arrays, over-long lists, 0-row and 100,000-row batches, objects whose ``__index__`` empties
-the list being read). Each implementation runs in its own subprocess, so a crash is a
-finding, not the end of the run. A finding is: a crash, an output that differs, one side
-accepting what the other refuses, or an exception other than ValueError / TypeError.
+the list being read, huge finite and denormal floats). ``transform_batch(obs, out=buf)`` is
+also driven with leaves that are views of ``buf`` itself (list and batched input, B = 1..3
+and 2000): the result must equal the numpy twin's, which builds the rows before writing.
+A MeanStdFilter is fed random observations mixing huge (1e308, 1e300, 3.4e38), denormal
+and ordinary values one at a time: both implementations must refuse the same pushes and
+give bit-identical outputs and statistics. Each implementation runs in its own subprocess,
+so a crash is a finding, not the end of the run. A finding is: a crash, an output that
+differs, one side accepting what the other refuses, or an exception other than ValueError /
+TypeError.
 
     python tools/fuzz_flatten.py --cases 300 [--seed 0] [--jobs 2]
 
@@ -35,6 +41,10 @@ STARTS = (0, 0, 0, -3, 7, 2**24 + 1, 2**40, -(2**62), 2**62)
 BOX_DTYPES = ("float32", "float64", "float16", "int8", "int16", "int32", "int64", "uint8",
               "uint16", "uint32", "uint64")
 BIG_BATCH = 100_000
+ALIAS_BIG_BATCH = 2000
+HUGE = (1e308, -1e308, 1.7976931348623157e308, 1e300, -1e300, 3.4028235e38, 3.5e38, 1e154)
+DENORMAL = (5e-324, -5e-324, 2.2250738585072014e-308 / 2, 1e-45, 1e-40)
+FILTER_VALUES = (0.0, -0.0, 1.0, -1.0, 2.5, 1e20, -1e20, 1e154, 3.4e38) + HUGE + DENORMAL
 
 
 # ------------------------------------------------------------------------ spaces
@@ -202,6 +212,9 @@ def corruptions(rng: np.random.Generator) -> list[tuple[str, Callable[[Any], Any
         ("empty list", lambda x: []),
         ("0-d array", lambda x: np.asarray(0)),
         ("uint64 max", lambda x: np.full(np.shape(x), np.iinfo(np.uint64).max, np.uint64)),
+        ("huge finite", lambda x: np.full(np.shape(x), float(rng.choice(HUGE)))),
+        ("denormal", lambda x: np.full(np.shape(x), float(rng.choice(DENORMAL)))),
+        ("float32 denormal", lambda x: np.full(np.shape(x), 1e-45, np.float32)),
         ("shrinking mapping", lambda x: ShrinkingMapping(x) if isinstance(x, dict) else x),
         ("dict subclass", lambda x: RenamingDict(x) if isinstance(x, dict) else x),
     ]
@@ -245,6 +258,87 @@ def case_inputs(seed: int) -> tuple[Any, list[tuple[str, str, Any]]]:
     return space, inputs
 
 
+# ------------------------------------------------------------------------ out= aliasing
+
+
+def alias_into(rng: np.random.Generator, value: Any, out_rows: np.ndarray) -> Any:
+    """``value`` (one observation, or a batched structure when ``out_rows`` is 2-d) with its
+    array leaves replaced by views of ``out_rows`` that hold the same values as float32
+    (leaves float32 cannot hold exactly are kept). Leaves may overlap each other: later
+    ones overwrite what earlier ones see, identically for both implementations."""
+    if isinstance(value, dict):
+        return {k: alias_into(rng, v, out_rows) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(alias_into(rng, v, out_rows) for v in value)
+    if isinstance(value, list) or isinstance(value, Mapping):
+        return value  # Repeated lists: kept as they are
+    a = np.asarray(value)
+    if a.dtype.kind not in "biuf":
+        return value
+    with np.errstate(all="ignore"):
+        f = a.astype(np.float32)
+        exact = np.array_equal(f.astype(a.dtype), a) and np.isfinite(f).all()
+    width = out_rows.shape[-1]
+    batched = out_rows.ndim == 2
+    n = int(np.prod(a.shape[1:] if batched else a.shape, dtype=np.int64))
+    rows_differ = batched and (a.ndim == 0 or a.shape[0] != len(out_rows))
+    if not exact or n == 0 or n > width or rows_differ:
+        return value
+    j = int(rng.integers(0, width - n + 1))
+    region = out_rows[..., j:j + n]
+    region[...] = f.reshape(region.shape)
+    view = region.reshape(a.shape)
+    return view if np.shares_memory(view, out_rows) else value
+
+
+def alias_inputs(seed: int, space: Any, samples: list) -> list[tuple[str, str, Any]]:
+    """(name, method, (obs, out)) inputs whose leaves are views of ``out``."""
+    from rlblocks import get_preprocessor
+
+    rng = np.random.default_rng([seed, 1])
+    size = get_preprocessor(space)(space).size
+    if size == 0:
+        return []
+    inputs = []
+    for batch in ([len(samples)] + ([ALIAS_BIG_BATCH] if seed % 25 == 0 else [])):
+        rows = [samples[i % len(samples)] for i in range(batch)]
+        out = rng.standard_normal((batch, size)).astype(np.float32)
+        obs = alias_into(rng, stack(space, rows), out)
+        inputs.append(("aliased out", "batched_out", (obs, out)))
+        out = rng.standard_normal((batch, size)).astype(np.float32)
+        obs = [alias_into(rng, r, out[i]) for i, r in enumerate(rows)]
+        inputs.append(("aliased out", "list_out", (obs, out)))
+    return inputs
+
+
+# ------------------------------------------------------------------------ filters
+
+
+def filter_outcomes(seed: int) -> Iterator[dict[str, Any]]:
+    """Pushes random observations mixing huge, denormal and ordinary values one at a time
+    (one observation or a 1-row batch) into a MeanStdFilter; yields each call's outcome and,
+    at the end, the statistics."""
+    from rlblocks.filters import MeanStdFilter
+
+    rng = np.random.default_rng([seed, 2])
+    shape = [(), (3,), (2, 2)][int(rng.integers(0, 3))]
+    f = MeanStdFilter(shape, clip=float(rng.choice([10.0, 0.0])) or None)
+    for _ in range(8):
+        x = rng.choice(np.asarray(FILTER_VALUES), size=shape)
+        if rng.random() < 0.5:  # mostly ordinary values, so that stats build up
+            x = np.where(rng.random(shape) < 0.7, rng.standard_normal(shape), x)
+        if rng.random() < 0.3:
+            with np.errstate(over="ignore"):  # beyond float32: inf, refused by both
+                x = x.astype(np.float32)
+        if rng.random() < 0.3:
+            x = x[None]
+        update = bool(rng.random() < 0.8)
+        yield outcome(lambda x=x, u=update: f(x, update=u))
+    yield outcome(lambda: np.concatenate([np.ravel(f.running_stats.mean),
+                                          np.ravel(f.running_stats.std).astype(np.float64),
+                                          [f.running_stats.n, f.buffer.n]]))
+
+
 def outcome(fn: Callable[[], Any]) -> dict[str, Any]:
     try:
         out = np.asarray(fn())
@@ -279,13 +373,22 @@ def run_worker(first: int, cases: int, inject: str | None = None) -> None:
     for seed in range(first, first + cases):
         space, inputs = case_inputs(seed)
         pre = rb.get_preprocessor(space)(space)
+        samples = [inputs[0][2]] + [inputs[1][2][i] for i in range(len(inputs[1][2]))]
+        inputs += alias_inputs(seed, space, samples)
         for i, (name, method, value) in enumerate(inputs):
             if method == "list" and not isinstance(value, list):
                 continue
-            fn = pre.transform if method == "transform" else pre.transform_batch
-            result = outcome(lambda f=fn, v=value: f(v))  # type: ignore[misc]
+            if method.endswith("_out"):
+                obs, out = value
+                result = outcome(lambda p=pre, o=obs, b=out: p.transform_batch(o, out=b))
+            else:
+                fn = pre.transform if method == "transform" else pre.transform_batch
+                result = outcome(lambda f=fn, v=value: f(v))  # type: ignore[misc]
             print(json.dumps({"seed": seed, "i": i, "input": name, "method": method, **result}),
                   flush=True)
+        for j, result in enumerate(filter_outcomes(seed)):
+            print(json.dumps({"seed": seed, "i": 10_000 + j, "input": "filter push",
+                              "method": "MeanStdFilter", **result}), flush=True)
 
 
 # ------------------------------------------------------------------------ driver

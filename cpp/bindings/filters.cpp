@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "rlblocks/checked.hpp"
 #include "rlblocks/running_stat.hpp"
 
 namespace py = pybind11;
@@ -29,11 +30,7 @@ std::string batch_shape_str(const Shape& s) {
   return r + (s.empty() ? ",)" : ")");
 }
 
-std::int64_t numel(const Shape& s) {
-  std::int64_t n = 1;
-  for (auto d : s) n *= d;
-  return n;
-}
+std::int64_t numel(const Shape& s) { return checked_product(s, "shape: number of elements"); }
 
 struct PyRunningStat {
   explicit PyRunningStat(const Shape& shp) : shape(shp), stat(numel(shp)) {}
@@ -54,6 +51,13 @@ Shape parse_shape(const py::handle& obj) {
     const auto v = py::cast<std::int64_t>(py::int_(py::reinterpret_borrow<py::object>(d)));
     if (v < 0) throw py::value_error("shape: dimensions must be >= 0, got " + std::string(py::repr(obj)));
     s.push_back(v);
+  }
+  // The state holds several float64 arrays of this many elements: refuse a size that
+  // wraps or that no allocation could hold, before anything is allocated.
+  const std::int64_t n = checked_product(s, "shape: number of elements");
+  if (n > (std::int64_t{1} << 40)) {
+    throw py::value_error("shape: " + shape_str(s) + " has " + std::to_string(n) +
+                          " elements; at most 2**40 are allowed");
   }
   return s;
 }
@@ -103,20 +107,59 @@ Input convert_input(const py::handle& obj, const Shape& shape, bool allow_single
   return in;
 }
 
-template <class T>
-[[noreturn]] void raise_nonfinite(const T* x, std::int64_t n, const Input& in, const char* name) {
-  const std::int64_t i = first_nonfinite(x, n);
-  if (i < 0) {
-    throw py::value_error(std::string(name) +
-                          ": values too large, their sum overflows float64; nothing was updated");
+// "[..., 1, 2]": where feature `col` of a stat of shape `shape` sits in x (one observation
+// or a batch).
+std::string column_str(std::int64_t col, const Shape& shape) {
+  std::vector<std::int64_t> idx(shape.size());
+  for (std::size_t k = shape.size(); k-- > 0;) {
+    idx[k] = shape[k] > 0 ? col % shape[k] : 0;
+    col = shape[k] > 0 ? col / shape[k] : 0;
   }
+  std::string s = "[...";
+  for (auto v : idx) s += ", " + std::to_string(v);
+  return s + "]";
+}
+
+std::string float_repr(double v) { return py::repr(py::float_(v)).cast<std::string>(); }
+
+// ValueError for a finite input the running statistics cannot take: feature `col`'s
+// moments or its merge with the stats (whose mean there is `ref`, 0 for a batch's own
+// moments) overflow float64. Names the column and its value farthest from `ref`.
+template <class T>
+[[noreturn]] void raise_overflow(const T* x, std::int64_t rows, std::int64_t dim, std::int64_t col, double ref,
+                                 bool merge, const Shape& shape, const char* name) {
+  if (col == -2) {
+    throw py::value_error(std::string(name) + ": the number of pushes would exceed int64; nothing was updated");
+  }
+  double value = 0.0, far = -1.0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const double v = static_cast<double>(x[r * dim + col]);
+    const double dist = std::fabs(v - ref);
+    if (dist > far) {
+      far = dist;
+      value = v;
+    }
+  }
+  const std::string why = merge ? "its squared deviation from the running mean " + float_repr(ref) +
+                                       " overflows float64"
+                                 : std::string("the squared deviations of this column overflow float64");
+  throw py::value_error(std::string(name) + column_str(col, shape) + " = " + float_repr(value) +
+                        " cannot be added to the running statistics: " + why + "; nothing was updated");
+}
+
+template <class T>
+[[noreturn]] void raise_nonfinite(const T* x, std::int64_t n, const Input& in, std::int64_t dim, const Shape& shape,
+                                  const char* name) {
+  const std::int64_t i = first_nonfinite(x, n);
+  if (i < 0) raise_overflow(x, in.rows, dim, std::max<std::int64_t>(0, first_overflowing_column(x, in.rows, dim)),
+                            0.0, false, shape, name);
   // Unravel i into an index of the input.
   std::vector<std::int64_t> idx(in.shape.size());
   std::int64_t rem = i;
   for (std::size_t k = in.shape.size(); k-- > 0;) {
-    const std::int64_t dim = in.shape[k];
-    idx[k] = dim > 0 ? rem % dim : 0;
-    rem = dim > 0 ? rem / dim : 0;
+    const std::int64_t dim_k = in.shape[k];
+    idx[k] = dim_k > 0 ? rem % dim_k : 0;
+    rem = dim_k > 0 ? rem / dim_k : 0;
   }
   std::string where;
   for (auto v : idx) where += "[" + std::to_string(v) + "]";
@@ -131,14 +174,23 @@ bool moments_of(const Input& in, std::int64_t dim, Moments& m) {
   return batch_moments(static_cast<const double*>(in.data()), in.rows, dim, m);
 }
 
-[[noreturn]] void raise_bad_input(const Input& in, std::int64_t dim, const char* name) {
+// ValueError for an input whose moments failed: its first NaN/inf, or the column that overflows.
+[[noreturn]] void raise_bad_input(const Input& in, std::int64_t dim, const Shape& shape, const char* name) {
   const std::int64_t n = in.rows * dim;
-  if (in.f32) raise_nonfinite(static_cast<const float*>(in.data()), n, in, name);
-  raise_nonfinite(static_cast<const double*>(in.data()), n, in, name);
+  if (in.f32) raise_nonfinite(static_cast<const float*>(in.data()), n, in, dim, shape, name);
+  raise_nonfinite(static_cast<const double*>(in.data()), n, in, dim, shape, name);
+}
+
+// ValueError for a finite input whose merge into a stat (mean `mean`) overflows at `col`.
+[[noreturn]] void raise_merge_overflow(const Input& in, std::int64_t dim, std::int64_t col, const RunningStat& stat,
+                                       const Shape& shape, const char* name) {
+  const double ref = col >= 0 && stat.n() > 0 ? stat.state().mean[static_cast<std::size_t>(col)] : 0.0;
+  if (in.f32) raise_overflow(static_cast<const float*>(in.data()), in.rows, dim, col, ref, true, shape, name);
+  raise_overflow(static_cast<const double*>(in.data()), in.rows, dim, col, ref, true, shape, name);
 }
 
 // Validated moments of an input (GIL released for large inputs); raises on NaN/inf.
-Moments checked_moments(const Input& in, std::int64_t dim, const char* name) {
+Moments checked_moments(const Input& in, std::int64_t dim, const Shape& shape, const char* name) {
   Moments m(dim);
   bool ok;
   if (in.rows * dim >= kReleaseGilElems) {
@@ -147,7 +199,7 @@ Moments checked_moments(const Input& in, std::int64_t dim, const char* name) {
   } else {
     ok = moments_of(in, dim, m);
   }
-  if (!ok) raise_bad_input(in, dim, name);
+  if (!ok) raise_bad_input(in, dim, shape, name);
   return m;
 }
 
@@ -189,9 +241,15 @@ std::int64_t count_from(const py::dict& state, const char* key) {
     throw py::value_error(std::string("state['") + key + "']: expected a non-negative int, got " +
                           std::string(py::repr(obj)));
   }
-  const auto v = py::cast<std::int64_t>(py::int_(py::reinterpret_borrow<py::object>(obj)));
-  if (v < 0) throw py::value_error(std::string("state['") + key + "']: expected a non-negative int, got " + std::to_string(v));
-  return v;
+  const py::int_ big(py::reinterpret_borrow<py::object>(obj));
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(big.ptr(), &overflow);
+  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+  if (overflow != 0 || v < 0) {
+    throw py::value_error(std::string("state['") + key + "']: expected a non-negative int below 2**63, got " +
+                          std::string(py::repr(obj)));
+  }
+  return static_cast<std::int64_t>(v);
 }
 
 py::dict get_state(const PyRunningStat& s) {
@@ -224,8 +282,9 @@ void set_state(PyRunningStat& s, const py::dict& d) {
 
 void push_input(PyRunningStat& s, const py::handle& x, bool allow_single, bool allow_batch) {
   const Input in = convert_input(x, s.shape, allow_single, allow_batch, "x");
-  const Moments m = checked_moments(in, s.stat.dim(), "x");
-  s.stat.merge_moments(m);
+  const Moments m = checked_moments(in, s.stat.dim(), s.shape, "x");
+  const std::int64_t bad = s.stat.try_merge(m);
+  if (bad != -1) raise_merge_overflow(in, s.stat.dim(), bad, s.stat, s.shape, "x");
 }
 
 py::array_t<float> float_array(const std::vector<float>& v, const Shape& shape) {
@@ -263,11 +322,14 @@ py::array_t<float> filter_step(PyRunningStat& running, PyRunningStat& buffer, co
   float* dst = result.mutable_data();
   Moments m(dim);
   std::vector<double> mean(static_cast<std::size_t>(dim)), denom(static_cast<std::size_t>(dim));
+  std::int64_t bad = -1;  // a feature whose merge overflows (nothing was changed)
+  bool in_buffer = false;
   auto run = [&]() -> bool {
     if (update) {
       if (!moments_of(in, dim, m)) return false;  // checks NaN/inf before anything changes
-      buffer.stat.merge_moments(m);
-      running.stat.merge_and_norm_params(&m, demean, destd, mean.data(), denom.data());
+      bad = RunningStat::merge_pair_and_norm_params(running.stat, buffer.stat, &m, demean, destd, mean.data(),
+                                                    denom.data(), in_buffer);
+      if (bad != -1) return true;
     } else {
       // Without an update the input must still be finite (the same contract either way).
       const bool finite = in.f32 ? first_nonfinite(static_cast<const float*>(in.data()), total) < 0
@@ -289,7 +351,8 @@ py::array_t<float> filter_step(PyRunningStat& running, PyRunningStat& buffer, co
   } else {
     ok = run();
   }
-  if (!ok) raise_bad_input(in, dim, "x");
+  if (!ok) raise_bad_input(in, dim, running.shape, "x");
+  if (bad != -1) raise_merge_overflow(in, dim, bad, in_buffer ? buffer.stat : running.stat, running.shape, "x");
   return result;
 }
 
@@ -331,7 +394,13 @@ void register_filters(py::module_& m) {
                                     shape_str(s.shape));
             }
             const DeltaState d = other.stat.delta();  // snapshot first: other may be s itself
-            s.stat.update(d);
+            const std::int64_t bad = s.stat.update(d);
+            if (bad == -2) throw py::value_error("update: the number of pushes would exceed int64; nothing was updated");
+            if (bad >= 0) {
+              throw py::value_error("update: merging other's statistics overflows float64 at " +
+                                    column_str(bad, s.shape) + " (mean " + float_repr(d.mean[static_cast<std::size_t>(bad)]) +
+                                    "); nothing was updated");
+            }
           },
           py::arg("other"))
       .def("copy", [](const PyRunningStat& s) { return new PyRunningStat(s); })

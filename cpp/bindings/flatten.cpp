@@ -13,14 +13,18 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bindings.hpp"
 #include "flatten_read.hpp"
+#include "rlblocks/checked.hpp"
 #include "rlblocks/flatten.hpp"
 
 namespace py = pybind11;
@@ -70,12 +74,14 @@ class FlattenPlan {
       for (int ch : nd.children) {
         if (ch < 0 || ch >= static_cast<int>(nodes_.size())) throw py::value_error("FlattenPlan: bad child");
         if (nd.kind == Kind::Repeated) {
-          if (nd.size != 1 + nd.max_len * nodes_[static_cast<std::size_t>(ch)].size) {
+          const std::int64_t items = checked_mul(nd.max_len, nodes_[static_cast<std::size_t>(ch)].size,
+                                                 "FlattenPlan: Repeated max_len * item size");
+          if (nd.size != checked_add(1, items, "FlattenPlan: Repeated size")) {
             throw py::value_error("FlattenPlan: inconsistent Repeated size");
           }
         } else {
           nd.child_offsets.push_back(off);
-          off += nodes_[static_cast<std::size_t>(ch)].size;
+          off = checked_add(off, nodes_[static_cast<std::size_t>(ch)].size, "FlattenPlan: flat offset");
         }
       }
       if ((nd.kind == Kind::Dict || nd.kind == Kind::Tuple) && off != nd.size) {
@@ -109,14 +115,17 @@ class FlattenPlan {
     const bool ok = as_array(array.ptr(), a) && a.numeric && a.type == ElemType::F32 && a.contiguous &&
                     (py::detail::array_proxy(array.ptr())->flags & py::detail::npy_api::NPY_ARRAY_WRITEABLE_);
     if (!ok) throw py::value_error("write: array must be a writeable C-contiguous float32 ndarray");
-    if (offset < 0 || offset + size() > a.numel) {
+    std::int64_t end = 0;  // offset + size, never wrapped
+    if (offset < 0 || add_overflows(offset, size(), end) || end > a.numel) {
       throw py::value_error("write: offset " + std::to_string(offset) + " + size " + std::to_string(size()) +
                             " exceeds the array's " + std::to_string(a.numel) + " elements");
     }
     c.begin_row();
     walk(root(), obs.ptr(), 0, c);
     c.begin_row();
-    execute(c, reinterpret_cast<float*>(a.data) + offset, 1);
+    float* dst = reinterpret_cast<float*>(a.data) + offset;
+    detach_aliased_sources(c, dst, 1);
+    execute(c, dst, 1);
   }
 
   // A sequence of per-env observations -> (B, size).
@@ -130,10 +139,11 @@ class FlattenPlan {
     for (std::int64_t r = 0; r < batch; ++r) {
       c.begin_row();
       PathGuard g(c, nullptr, r);
-      walk(root(), items[r], r * w, c);
+      walk(root(), items[r], checked_mul(r, w, "transform_batch: row offset"), c);
     }
     c.begin_row();
     py::array_t<float> result = output(out, batch);
+    if (!out.is_none()) detach_aliased_sources(c, result.mutable_data(), batch);
     execute(c, result.mutable_data(), batch);
     return result;
   }
@@ -146,6 +156,7 @@ class FlattenPlan {
     c.tag_rows = true;
     walk_batched(root(), obs.ptr(), 0, batch, c);
     py::array_t<float> result = output(out, batch);
+    if (!out.is_none()) detach_aliased_sources(c, result.mutable_data(), batch);
     execute(c, result.mutable_data(), batch);
     return result;
   }
@@ -196,14 +207,16 @@ class FlattenPlan {
       for (auto v : nd.nvec) {
         if (v < 1) throw py::value_error("FlattenPlan: bad MultiDiscrete nvec");
         nd.block_offsets.push_back(off);
-        off += v;
+        off = checked_add(off, v, "FlattenPlan: MultiDiscrete one-hot size");
       }
       if (off != nd.size || nd.starts.size() != nd.nvec.size()) throw py::value_error("FlattenPlan: bad MultiDiscrete");
     } else if (kind == "box") {
       nd.kind = Kind::Box;
       nd.shape = d["shape"].cast<std::vector<std::int64_t>>();
-      nd.numel = 1;
-      for (auto v : nd.shape) nd.numel *= v;
+      for (auto v : nd.shape) {
+        if (v < 0) throw py::value_error("FlattenPlan: negative Box dimension");
+      }
+      nd.numel = checked_product(nd.shape, "FlattenPlan: Box size");
       if (nd.numel != nd.size) throw py::value_error("FlattenPlan: bad Box size");
       nd.map = d["map"].cast<std::string>() == "atari_ram" ? ValueMap::AtariRam : ValueMap::Identity;
     } else if (kind == "callback") {
@@ -214,6 +227,64 @@ class FlattenPlan {
       throw py::value_error("FlattenPlan: unknown node kind " + kind);
     }
     return nd;
+  }
+
+  // ------------------------------------------------ copies and aliasing
+
+  // Ops count elements in int32: a leaf of more elements is split into several ops.
+  static constexpr std::int64_t kMaxOpElems = std::int64_t{1} << 30;
+
+  static void add_row_copies(Collector& c, const char* src, ElemType type, std::int64_t dst, std::int64_t numel,
+                             ValueMap map) {
+    for (std::int64_t done = 0; done < numel; done += kMaxOpElems) {
+      const std::int64_t n = std::min(kMaxOpElems, numel - done);
+      c.add_copy(RowCopy{src + done * elem_size(type), dst + done, static_cast<std::int32_t>(n), type, map});
+    }
+  }
+
+  // Byte range [lo, hi) read by `rows` runs of `bytes` bytes, run r at src + r * stride.
+  static std::pair<std::uintptr_t, std::uintptr_t> read_range(const void* src, std::int64_t stride,
+                                                              std::int64_t rows, std::int64_t bytes) {
+    auto lo = reinterpret_cast<std::uintptr_t>(src);
+    auto hi = lo + static_cast<std::uintptr_t>(bytes);
+    if (rows > 1) {
+      const auto span = static_cast<std::uintptr_t>(stride) * static_cast<std::uintptr_t>(rows - 1);
+      if (stride >= 0) hi += span;
+      else lo += span;  // wraps to lo - |stride| * (rows - 1)
+    }
+    return {lo, hi};
+  }
+
+  // The collected ops read their inputs while the kernel writes the output: an input that
+  // shares memory with the output (a leaf that is a view of `out=`) would be read after it
+  // was zero-filled or overwritten. Every such input is copied first, so the result equals
+  // the one from a separate output (the numpy reference builds the rows before writing).
+  void detach_aliased_sources(Collector& c, float* out, std::int64_t batch) const {
+    const auto out_lo = reinterpret_cast<std::uintptr_t>(out);
+    const auto out_hi = out_lo + static_cast<std::uintptr_t>(checked_mul(
+                                     checked_mul(batch, size(), "transform_batch: batch * size"), 4,
+                                     "transform_batch: output bytes"));
+    if (out_lo == out_hi) return;
+    // Rebases `src` into a private copy of [lo, hi) when that range meets the output.
+    auto detach = [&](const void* src, std::pair<std::uintptr_t, std::uintptr_t> range) -> const char* {
+      const auto [lo, hi] = range;
+      if (!(lo < out_hi && out_lo < hi)) return static_cast<const char*>(src);
+      const std::size_t pad = lo % 16;  // keep the alignment of every element
+      py::array_t<std::uint8_t> copy(static_cast<py::ssize_t>(hi - lo + pad));
+      char* base = reinterpret_cast<char*>(copy.mutable_data()) + pad;
+      std::memcpy(base, reinterpret_cast<const void*>(lo), hi - lo);
+      c.keepalive.push_back(copy);
+      return base + (reinterpret_cast<std::uintptr_t>(src) - lo);
+    };
+    for (RowCopy& op : c.copies) {
+      op.src = detach(op.src, read_range(op.src, 0, 1, std::int64_t{op.n} * elem_size(op.type)));
+    }
+    for (ColumnCopy& op : c.column_copies) {
+      op.src = detach(op.src, read_range(op.src, op.row_stride, batch, std::int64_t{op.n} * elem_size(op.type)));
+    }
+    for (ColumnOneHot& op : c.column_one_hots) {
+      op.src = detach(op.src, read_range(op.src, op.row_stride, batch, std::int64_t{op.k} * elem_size(op.type)));
+    }
   }
 
   // ------------------------------------------------ one observation
@@ -254,16 +325,21 @@ class FlattenPlan {
                             std::int64_t dst, Collector& c, bool column = false) const {
     ArrayView a;
     if (!as_array(result.ptr(), a) || !a.contiguous || a.type != ElemType::F32 ||
-        a.numel != nd.size * (column ? *lead.begin() : 1) || (column && (a.nd == 0 || a.dims[0] != *lead.begin()))) {
+        a.numel != checked_mul(nd.size, column ? *lead.begin() : 1, "flatten: callback result size") || (column && (a.nd == 0 || a.dims[0] != *lead.begin()))) {
       fail(c, "the preprocessor of " + nd.label + " returned " + short_repr(result.ptr()) +
                   ", expected a C-contiguous float32 array with " + std::to_string(nd.size) + " values per item");
     }
     c.keepalive.push_back(result);
     if (nd.size == 0) return;
     if (column) {
-      c.column_copies.push_back(ColumnCopy{a.data, nd.size * 4, dst, static_cast<std::int32_t>(nd.size), a.type, ValueMap::Identity});
+      const std::int64_t row_bytes = checked_mul(nd.size, 4, "flatten: callback row bytes");
+      for (std::int64_t done = 0; done < nd.size; done += kMaxOpElems) {  // int32 counts per op
+        const std::int64_t n = std::min(kMaxOpElems, nd.size - done);
+        c.column_copies.push_back(
+            ColumnCopy{a.data + done * 4, row_bytes, dst + done, static_cast<std::int32_t>(n), a.type, ValueMap::Identity});
+      }
     } else {
-      c.add_copy(RowCopy{a.data, dst, static_cast<std::int32_t>(nd.size), a.type, ValueMap::Identity});
+      add_row_copies(c, a.data, a.type, dst, nd.size, ValueMap::Identity);
     }
   }
 
@@ -403,7 +479,8 @@ class FlattenPlan {
       visit_elem_type(a.type, [&](auto tag) { bad = first_bad_index<decltype(tag)>(nd, a, 1, nd.numel); });
       if (bad < 0) {
         c.hold(obj);
-        c.add_copy(RowCopy{a.data, dst, static_cast<std::int32_t>(nd.numel), a.type, ValueMap::OneHot, nd.blocks()});
+        c.add_copy(RowCopy{a.data, dst, checked_narrow<std::int32_t>(nd.numel, "flatten: one-hot components"), a.type,
+                           ValueMap::OneHot, nd.blocks()});
         return;
       }
     }
@@ -476,8 +553,8 @@ class FlattenPlan {
       fail(c, "expected shape " + (lead < 0 ? shape_of({}, nd.shape) : shape_of({lead}, nd.shape)) + " for " +
                   nd.label + ", got " + shape_of(a));
     }
-    const std::int64_t numel = nd.numel * (lead < 0 ? 1 : lead);
-    if (numel > 0) c.add_copy(RowCopy{a.data, dst, static_cast<std::int32_t>(numel), a.type, nd.map});
+    const std::int64_t numel = checked_mul(nd.numel, lead < 0 ? 1 : lead, "flatten: Box leaf size");
+    if (numel > 0) add_row_copies(c, a.data, a.type, dst, numel, nd.map);
   }
 
   // ------------------------------------------------ batched structure
@@ -547,7 +624,8 @@ class FlattenPlan {
         for (std::int64_t r = 0; r < batch; ++r) {
           c.row = r;
           PathGuard g(c, nullptr, r);
-          walk_repeated(nd, items[r], r * size() + col, c);
+          walk_repeated(nd, items[r], checked_add(checked_mul(r, size(), "transform_batch: row offset"), col,
+                                                  "transform_batch: row offset"), c);
         }
         c.row = saved_row;
         return;
@@ -574,7 +652,8 @@ class FlattenPlan {
         if (batch > 0 && k > 0) {
           validate_indices(nd, a, batch, k, c);
           c.hold(obj);
-          c.column_one_hots.push_back(ColumnOneHot{a.data, a.strides[0], col, nd.blocks(), static_cast<std::int32_t>(k), a.type});
+          c.column_one_hots.push_back(ColumnOneHot{a.data, a.strides[0], col, nd.blocks(),
+                                                    checked_narrow<std::int32_t>(k, "flatten: one-hot components"), a.type});
         }
         return;
       }
@@ -593,8 +672,11 @@ class FlattenPlan {
         }
         if (nd.numel > 0 && batch > 0) {
           c.hold(obj);
-          c.column_copies.push_back(
-              ColumnCopy{a.data, a.strides[0], col, static_cast<std::int32_t>(nd.numel), a.type, nd.map});
+          for (std::int64_t done = 0; done < nd.numel; done += kMaxOpElems) {  // int32 counts per op
+            const std::int64_t n = std::min(kMaxOpElems, nd.numel - done);
+            c.column_copies.push_back(ColumnCopy{a.data + done * elem_size(a.type), a.strides[0], col + done,
+                                                 static_cast<std::int32_t>(n), a.type, nd.map});
+          }
         }
         return;
       }
@@ -646,7 +728,7 @@ class FlattenPlan {
     job.num_column_copies = c.column_copies.size();
     job.column_one_hots = c.column_one_hots.data();
     job.num_column_one_hots = c.column_one_hots.size();
-    if (batch * size() >= 4096) {
+    if (checked_mul(batch, size(), "transform_batch: batch * size") >= 4096) {
       py::gil_scoped_release release;  // the ops hold raw pointers only
       run_flatten(job);
     } else {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "rlblocks/checked.hpp"
 #include "rlblocks/flatten.hpp"
 
 namespace rlblocks::bindings::flatten_read {
@@ -217,7 +218,7 @@ inline bool as_array(PyObject* obj, ArrayView& a) {
   a.dims = proxy->dimensions;
   a.strides = proxy->strides;
   a.numel = 1;
-  for (std::size_t i = 0; i < a.nd; ++i) a.numel *= a.dims[i];
+  a.numel = checked_product(a.dims, a.nd, "array size");
   a.numeric = true;
   switch (descr->kind) {
     case 'f':

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "rlblocks/checked.hpp"
 #include "rlblocks/frame_stack.hpp"
 
 namespace py = pybind11;
@@ -63,11 +64,14 @@ class PyFrameStacker {
     }
     const std::int64_t h = frame_shape_[0], w = frame_shape_[1];
     const std::int64_t c = frame_shape_.size() == 3 ? frame_shape_[2] : 1;
-    const std::int64_t bytes = num_envs_ * k_ * h * w * c * itemsize;
-    if (bytes / num_envs_ / k_ / itemsize != h * w * c || bytes > (std::int64_t{1} << 40)) {
-      throw py::value_error("num_envs * k * frame size is too large");
+    const std::int64_t dims[] = {num_envs_, k_, h, w, c, itemsize};
+    const std::int64_t bytes = checked_product(dims, 6, "FrameStacker: num_envs * k * H * W * C * itemsize");
+    if (bytes > (std::int64_t{1} << 40)) {
+      throw py::value_error("FrameStacker: num_envs * k * frame bytes = " + std::to_string(bytes) +
+                            " is too large (at most 2**40 bytes)");
     }
-    obs_shape_ = channels_last_ ? Shape{h, w, k_ * c} : Shape{k_ * c, h, w};
+    const std::int64_t kc = checked_mul(k_, c, "FrameStacker: k * C");
+    obs_shape_ = channels_last_ ? Shape{h, w, kc} : Shape{kc, h, w};
     stack_ = std::make_unique<FrameStack>(num_envs_, k_, h, w, c, itemsize, channels_last_);
   }
 

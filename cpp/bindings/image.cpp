@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "rlblocks/checked.hpp"
 #include "rlblocks/image.hpp"
 #include "rlblocks/palette.hpp"
 
@@ -40,8 +41,11 @@ img::FrameBatch<T> frames_view(const py::array& a, const char* fn) {
   if (a.ndim() != 4) throw py::value_error(std::string(fn) + ": frames must have shape (B, H, W, C), got " + shape_str(a));
   const auto item = static_cast<py::ssize_t>(sizeof(T));
   const py::ssize_t c = a.shape(3);
-  const bool ok = (a.shape(3) <= 1 || a.strides(3) == item) && (a.shape(2) <= 1 || a.strides(2) == c * item) &&
-                  a.strides(1) >= 0 && a.strides(0) >= 0 && a.strides(1) % item == 0 && a.strides(0) % item == 0;
+  // An empty batch has no pixels to read (numpy gives it zero strides): it is answered with
+  // an empty output, as the numpy reference does.
+  const bool ok = a.size() == 0 ||
+                  ((a.shape(3) <= 1 || a.strides(3) == item) && (a.shape(2) <= 1 || a.strides(2) == c * item) &&
+                   a.strides(1) >= 0 && a.strides(0) >= 0 && a.strides(1) % item == 0 && a.strides(0) % item == 0);
   if (!ok) {
     throw py::value_error(std::string(fn) +
                           ": frames must have contiguous pixels inside each row and non-negative batch/row "
@@ -102,11 +106,13 @@ void resize(const py::handle& frames_obj, std::int64_t height, std::int64_t widt
         throw py::value_error(std::string(fn) + ": out must not overlap max_with");
       }
     }
+    if (f.batch == 0) return;  // an empty batch: nothing to compute (no tables for its size)
     py::gil_scoped_release release;
     img::resize_u8(f, height, width, gray, out, pooled ? &second : nullptr);
   } else if (is_f32(frames) && !gray) {
     const auto f = frames_view<float>(frames, fn);
     auto* out = out_data<float>(out_obj, {f.batch, height, width, f.channels}, frames, fn);
+    if (f.batch == 0) return;
     py::gil_scoped_release release;
     img::resize_f32(f, height, width, out);
   } else {
@@ -132,22 +138,28 @@ void crop(const py::handle& frames_obj, std::int64_t top, std::int64_t left, std
   const py::array frames = as_array(frames_obj, fn, "frames");
   if (frames.ndim() != 4) throw py::value_error(std::string(fn) + ": frames must have shape (B, H, W, C), got " + shape_str(frames));
   const std::int64_t h = frames.shape(1), w = frames.shape(2), c = frames.shape(3);
-  if (top < 0 || left < 0 || height < 1 || width < 1 || top + height > h || left + width > w) {
-    throw py::value_error(std::string(fn) + ": window rows [" + std::to_string(top) + ", " + std::to_string(top + height) +
-                          ") x cols [" + std::to_string(left) + ", " + std::to_string(left + width) +
+  std::int64_t bottom = 0, right = 0;  // top + height, left + width, never wrapped
+  if (top < 0 || left < 0 || height < 1 || width < 1 || add_overflows(top, height, bottom) || bottom > h ||
+      add_overflows(left, width, right) || right > w) {
+    throw py::value_error(std::string(fn) + ": window rows [" + std::to_string(top) + ", " + std::to_string(static_cast<std::uint64_t>(top) + static_cast<std::uint64_t>(height)) +
+                          ") x cols [" + std::to_string(left) + ", " + std::to_string(static_cast<std::uint64_t>(left) + static_cast<std::uint64_t>(width)) +
                           ") must be non-empty and inside the " + std::to_string(h) + "x" + std::to_string(w) + " frame");
   }
   const py::ssize_t item = frames.itemsize();
-  const bool ok = (c <= 1 || frames.strides(3) == item) && (w <= 1 || frames.strides(2) == c * item) &&
-                  frames.strides(0) >= 0 && frames.strides(1) >= 0;
+  const bool ok = frames.size() == 0 ||  // an empty batch: nothing to read, an empty output
+                  ((c <= 1 || frames.strides(3) == item) && (w <= 1 || frames.strides(2) == c * item) &&
+                   frames.strides(0) >= 0 && frames.strides(1) >= 0);
   if (!ok) {
     throw py::value_error(std::string(fn) + ": frames must have contiguous pixels inside each row and non-negative "
                           "batch/row strides (pass np.ascontiguousarray(frames))");
   }
   py::array out = checked_out(out_obj, frames.dtype(), {frames.shape(0), height, width, c}, fn, &frames);
-  const auto* src = static_cast<const std::uint8_t*>(frames.data()) + top * frames.strides(1) + left * c * item;
+  const std::int64_t pixel_bytes = checked_mul(c, item, "crop: pixel bytes");
+  const auto* src = static_cast<const std::uint8_t*>(frames.data()) + checked_mul(top, frames.strides(1), "crop: offset") +
+                    checked_mul(left, pixel_bytes, "crop: offset");
   auto* dst = static_cast<std::uint8_t*>(out.mutable_data());
-  const std::int64_t batch = frames.shape(0), fs = frames.strides(0), rs = frames.strides(1), row_bytes = width * c * item;
+  const std::int64_t batch = frames.shape(0), fs = frames.strides(0), rs = frames.strides(1),
+                     row_bytes = checked_mul(width, pixel_bytes, "crop: row bytes");
   py::gil_scoped_release release;
   img::copy_blocks(src, batch, height, row_bytes, fs, rs, dst);
 }
@@ -167,8 +179,8 @@ void max_last_two(const py::handle& frames_obj, int axis, const py::handle& out_
   std::vector<std::int64_t> shape;
   std::int64_t outer = 1, inner = 1;
   for (py::ssize_t d = 0; d < frames.ndim(); ++d) {
-    if (d < axis) outer *= frames.shape(d);
-    if (d > axis) inner *= frames.shape(d);
+    if (d < axis) outer = checked_mul(outer, frames.shape(d), "max_last_two: frames size");
+    if (d > axis) inner = checked_mul(inner, frames.shape(d), "max_last_two: frames size");
     if (d != axis) shape.push_back(frames.shape(d));
   }
   const std::int64_t t = frames.shape(axis);
@@ -199,11 +211,13 @@ void generic_pixel(const py::handle& frames_obj, std::int64_t dim, bool grayscal
   if (is_u8(frames)) {
     const auto f = frames_view<std::uint8_t>(frames, fn);
     auto* out = out_data<float>(out_obj, shape, frames, fn);
+    if (f.batch == 0) return;
     py::gil_scoped_release release;
     img::generic_pixel_u8(f, dim, grayscale, zero_mean, out);
   } else if (is_f32(frames)) {
     const auto f = frames_view<float>(frames, fn);
     auto* out = out_data<float>(out_obj, shape, frames, fn);
+    if (f.batch == 0) return;
     py::gil_scoped_release release;
     img::generic_pixel_f32(f, dim, grayscale, zero_mean, out);
   } else {
@@ -217,8 +231,9 @@ palette::IndexBatch index_view(const py::array& a, const char* fn, const char* w
     throw py::value_error(std::string(fn) + ": " + what + " must be a uint8 array of shape (B, H, W), got " +
                           dtype_str(a) + " array of shape " + shape_str(a));
   }
-  const bool ok = (a.shape(2) <= 1 || a.strides(2) == 1) && (a.shape(1) <= 1 || a.strides(1) == a.shape(2)) &&
-                  a.strides(0) >= 0;
+  const bool ok = a.size() == 0 ||  // an empty batch: nothing to read, an empty output
+                  ((a.shape(2) <= 1 || a.strides(2) == 1) && (a.shape(1) <= 1 || a.strides(1) == a.shape(2)) &&
+                   a.strides(0) >= 0);
   if (!ok) throw py::value_error(std::string(fn) + ": " + what + " must have contiguous frames (pass np.ascontiguousarray)");
   palette::IndexBatch b;
   b.data = static_cast<const std::uint8_t*>(a.data());
@@ -261,11 +276,15 @@ void palette_resize(const py::handle& index_obj, const py::handle& palette_obj, 
     src.second_stride = s.frame_stride;
   }
   auto* out = out_data<std::uint8_t>(out_obj, {src.batch, height, width, gray ? 1 : 3}, index, fn);
+  if (overlaps(py::reinterpret_borrow<py::array>(out_obj), py::reinterpret_borrow<py::array>(palette_obj))) {
+    throw py::value_error(std::string(fn) + ": out must not overlap palette");
+  }
   if (src.second != nullptr) {
     if (overlaps(py::reinterpret_borrow<py::array>(out_obj), second)) {
       throw py::value_error(std::string(fn) + ": out must not overlap max_with");
     }
   }
+  if (src.batch == 0) return;  // an empty batch: nothing to compute
   py::gil_scoped_release release;
   palette::resize_u8(src, pal, height, width, gray, out);
 }

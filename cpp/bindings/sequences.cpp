@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "rlblocks/checked.hpp"
 #include "rlblocks/sequences.hpp"
 
 namespace py = pybind11;
@@ -52,6 +53,7 @@ std::vector<std::int64_t> int_vector(const py::handle& obj, const char* what) {
 py::array_t<std::int32_t> seq_lens_from_ids_py(const py::object& episode_ids, const py::object& agent_indices,
                                                const py::object& unroll_ids, std::int64_t max_seq_len) {
   if (max_seq_len < 1) throw py::value_error("max_seq_len must be >= 1, got " + std::to_string(max_seq_len));
+  checked_narrow<std::int32_t>(max_seq_len, "max_seq_len");  // the lengths are int32
   if (episode_ids.is_none()) throw py::value_error("episode_ids are required when seq_lens are not given");
   const I64Array eps = int_array(episode_ids, "episode_ids");
   const std::int64_t n = eps.shape(0);
@@ -101,7 +103,7 @@ py::array with_rows(const py::array& a, std::int64_t rows) {
 // Bytes of one row of a C-contiguous array.
 std::int64_t row_bytes(const py::array& a) {
   std::int64_t bytes = a.dtype().itemsize();
-  for (py::ssize_t d = 1; d < a.ndim(); ++d) bytes *= a.shape(d);
+  for (py::ssize_t d = 1; d < a.ndim(); ++d) bytes = checked_mul(bytes, a.shape(d), "row bytes");
   return bytes;
 }
 
@@ -119,9 +121,9 @@ py::list pad_sequences_py(const py::list& leaves, const py::object& seq_lens_obj
       throw py::value_error("seq_lens[" + std::to_string(k) + "] = " + std::to_string(len) +
                             " is outside [0, max_seq_len=" + std::to_string(max_seq_len) + "]");
     }
-    lens[k] = static_cast<std::int32_t>(len);
+    lens[k] = checked_narrow<std::int32_t>(len, "seq_lens");
     starts[k] = rows;
-    rows += len;
+    rows = checked_add(rows, len, "seq_lens: total rows");
   }
   std::vector<std::int64_t> order;
   if (!order_obj.is_none()) {
@@ -151,7 +153,8 @@ py::list pad_sequences_py(const py::list& leaves, const py::object& seq_lens_obj
       throw py::value_error("leaf " + std::to_string(idx) + ": expected " + std::to_string(rows) +
                             " rows (the sum of seq_lens), got shape " + shape_str(a));
     }
-    py::array out = with_rows(a, num_seq * max_seq_len);
+    py::array out = with_rows(a, checked_mul(num_seq, max_seq_len, "len(seq_lens) * max_seq_len"));
+    checked_mul(row_bytes(a), max_seq_len, "max_seq_len * row bytes");  // one slot, as the kernel sizes it
     ops.push_back(PadLeaf{static_cast<const char*>(a.data()), static_cast<char*>(out.mutable_data()), row_bytes(a)});
     inputs.push_back(a);
     outputs.push_back(out);

@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+import numpy as np
+
 try:
     from rlblocks import _core
 except ImportError as err:  # pragma: no cover - exercised only on broken installs
@@ -31,7 +33,15 @@ __version__ = "0.1.0"
 
 
 def set_num_threads(n: int) -> None:
-    """Threads used by every batched native kernel (the calling thread counts as one)."""
+    """Threads used by every batched native kernel (the calling thread counts as one).
+
+    Raises:
+        ValueError: ``n`` is not an int (a float such as 1.5, a bool, a string) or is < 1.
+    """
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+        raise ValueError(f"set_num_threads: n must be an int >= 1, got {n!r}")
+    if not 1 <= n <= 2**31 - 1:
+        raise ValueError(f"set_num_threads: n must be an int in [1, 2**31 - 1], got {n!r}")
     _core.set_num_threads(int(n))
 
 

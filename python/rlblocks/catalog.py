@@ -8,7 +8,10 @@ holding an image, a raw Discrete) gives a
 :class:`~rlblocks.models.complex_input.ComplexInputNetwork`. ``use_lstm`` /
 ``use_attention`` wrap the chosen model (``LSTMWrapper`` / ``AttentionWrapper``), and
 ``model_interface`` puts an extra API on top, all by composition: no classes are created
-at run time.
+at run time. An observation space whose ``original_space`` is RLlib's action-mask Dict
+``Dict(action_mask, observations)`` gets the model for ``observations`` alone inside an
+:class:`~rlblocks.masks.ActionMaskModel` that masks its outputs (a custom model class with
+``handles_action_mask = True`` gets the whole Dict instead, and is masked too).
 
 Examples:
     >>> import gymnasium as gym, torch
@@ -41,6 +44,7 @@ import gymnasium as gym
 from gymnasium.spaces import Box, Dict, Tuple
 
 from rlblocks.config import ModelConfig
+from rlblocks.masks import build_masked_model, is_mask_space
 from rlblocks.models.modelv2 import ModelInterface, ModelV2
 from rlblocks.preprocessors import Preprocessor, get_preprocessor
 from rlblocks.spaces import flatten_space
@@ -157,6 +161,47 @@ class ModelCatalog:
                 "composes instead of mixing classes: write the extra API as a ModelInterface "
                 "subclass, whose self.base_model is the chosen model"
             )
+        original = getattr(obs_space, "original_space", obs_space)
+        if is_mask_space(obs_space) and not getattr(
+                ModelCatalog._resolve_custom_model(config.custom_model) if config.custom_model
+                else None, "handles_action_mask", False):
+            raise ValueError(
+                "an 'action_mask' observation space must be preprocessed before the model is "
+                "built (pass ModelCatalog.get_preprocessor_for_space(space).observation_space), "
+                "so that the model can mask its outputs")
+        if is_mask_space(original) and not isinstance(obs_space, Dict):
+            # RLlib's action-mask convention: the chosen model sees ``observations`` only
+            # (or the whole Dict, for a model with ``handles_action_mask = True``) and its
+            # outputs are masked (rlblocks.masks).
+            if model_interface is not None:
+                raise ValueError(
+                    f"model_interface {model_interface.__name__} with an 'action_mask' "
+                    "observation is not supported; mask the outputs in the interface instead")
+            reads_mask = bool(config.custom_model) and bool(getattr(
+                ModelCatalog._resolve_custom_model(config.custom_model),
+                "handles_action_mask", False))
+
+            def build(space: gym.Space) -> ModelV2:
+                return ModelCatalog._build_model(space, action_space, num_outputs, config,
+                                                 name, None, default_model, model_kwargs)
+
+            return build_masked_model(obs_space, action_space, num_outputs, config, name,
+                                      build, reads_mask)
+        return ModelCatalog._build_model(obs_space, action_space, num_outputs, config, name,
+                                         model_interface, default_model, model_kwargs)
+
+    @staticmethod
+    def _build_model(
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        num_outputs: int | None,
+        config: ModelConfig,
+        name: str,
+        model_interface: type[ModelInterface] | None,
+        default_model: type[ModelV2] | None,
+        model_kwargs: Mapping[str, Any],
+    ) -> ModelV2:
+        """``get_model_v2`` for a validated config (no action-mask handling)."""
         kwargs = dict(model_kwargs)
         model_cfg_arg: Mapping[str, Any] = config
         if config.custom_model:

@@ -57,7 +57,13 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rlblocks", description=__doc__.splitlines()[0])
+    from rlblocks import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="rlblocks", description="The rlblocks command line: train, evaluate, export and "
+        "plot PPO runs, list the tuned configs, run the benchmarks. `rlblocks COMMAND --help` "
+        "describes a command (no command imports torch for its help).")
+    parser.add_argument("--version", action="version", version=f"rlblocks {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     bench = sub.add_parser("bench", help="run benchmarks (JSON lines + a table)")
     bench.add_argument("names", nargs="*", help="benchmarks to run (default: preprocessors; 'all')")

@@ -32,6 +32,8 @@ __all__ = [
     "MODEL_DEFAULTS",
     "ConvFilter",
     "ModelConfig",
+    "SEPARATE_VALUE_ALGOS",
+    "algorithm_model_config",
     "validate_model_config",
 ]
 
@@ -102,6 +104,32 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "_disable_preprocessor_api": False,
     "_disable_action_flattening": False,
 }
+
+#: Algorithms whose default model keeps separate policy and value layers
+#: (``vf_share_layers=False``, as RLlib's new API stack does for PPO): the value loss of an
+#: actor-critic then never reaches the policy's layers (difference 25).
+SEPARATE_VALUE_ALGOS = ("PPO", "APPO", "IMPALA")
+
+
+def algorithm_model_config(model_config: Mapping[str, Any] | None, algo: str) -> dict[str, Any]:
+    """``model_config`` (a copy) with ``algo``'s model defaults for the keys it does not set.
+
+    ``MODEL_DEFAULTS`` stays RLlib's (``vf_share_layers`` True, which DQN and SAC keep); PPO,
+    APPO and IMPALA get ``vf_share_layers=False`` unless the config sets it (difference 25).
+
+    Examples:
+        >>> algorithm_model_config({"fcnet_hiddens": [64, 64]}, "PPO")
+        {'fcnet_hiddens': [64, 64], 'vf_share_layers': False}
+        >>> algorithm_model_config({"vf_share_layers": True}, "APPO")
+        {'vf_share_layers': True}
+        >>> algorithm_model_config(None, "DQN")
+        {}
+    """
+    config = dict(model_config or {})
+    if algo.upper() in SEPARATE_VALUE_ALGOS:
+        config.setdefault("vf_share_layers", False)
+    return config
+
 
 # RLlib key -> attribute name (leading underscores dropped).
 _ATTR = {key: key.lstrip("_") for key in MODEL_DEFAULTS}

@@ -19,6 +19,13 @@ Differences from RLlib (docs/differences.md, difference 15):
   batch*, so row 0 of a batch is normalised with statistics that include rows 1..B-1. The
   stats equal pushing the rows one at a time (to about 1e-15 relative).
 * NaN/inf, a wrong shape or a non-numeric input raise ``ValueError`` and update nothing.
+  So does a finite value the float64 statistics cannot hold (``-1e308`` after ``1e308``,
+  ``+-1e300`` in one column: the squared deviation overflows): the error names the column
+  and the value, and the stats stay exactly as they were (RLlib's would turn NaN/inf and
+  normalise every later observation to NaN or 0). Huge values whose moments fit are taken
+  (sums are scaled by a power of two when the plain sum overflows), and a feature whose
+  spread exceeds float32 (std > 3.4e38) is divided by its float64 std instead of inf.
+* ``demean``, ``destd`` and ``update`` must be bools (``"no"`` would read as True).
 * ``shape`` is a tuple (RLlib stores ``np.array(shape)``).
 * ``state_dict()`` / ``load_state_dict()`` for checkpoints, and pickling.
 
@@ -69,6 +76,14 @@ ShapeLike = int | Sequence[int]
 
 def _backend_stat(shape: tuple[int, ...], native: bool) -> Any:
     return _core.RunningStat(shape) if native else _ref.RunningStat(shape)
+
+
+def _checked_flag(value: Any, name: str) -> bool:
+    """A bool option (``demean``, ``destd``): True/False or numpy's bools, nothing else (a
+    string such as ``"no"`` would otherwise read as True)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name}: expected True or False, got {value!r}")
+    return bool(value)
 
 
 def _normalise_shape(shape: Any) -> tuple[int, ...]:
@@ -183,7 +198,8 @@ class RunningStat:
         twice counts its samples twice.
 
         Raises:
-            ValueError: ``other`` has a different shape.
+            ValueError: ``other`` has a different shape, or the merged mean / sum of squared
+                deviations would overflow float64 (nothing is changed then).
         """
         if not isinstance(other, RunningStat):
             raise ValueError(f"update: expected a RunningStat, got {type(other).__name__}")
@@ -330,8 +346,8 @@ class MeanStdFilter:
         clip: float | None = 10.0,
     ) -> None:
         self.shape: tuple[int, ...] = _normalise_shape(shape)
-        self.demean = bool(demean)
-        self.destd = bool(destd)
+        self.demean = _checked_flag(demean, "demean")
+        self.destd = _checked_flag(destd, "destd")
         self.clip = self._checked_clip(clip)
         self._native = _impl.native()
         self._running = RunningStat._wrap(_backend_stat(self.shape, self._native))
@@ -397,7 +413,7 @@ class MeanStdFilter:
             self._running._stat,
             self._buffer._stat,
             x,
-            bool(update),
+            _checked_flag(update, "update"),
             self.demean,
             self.destd,
             self._clip_bound(),
@@ -490,7 +506,9 @@ class MeanStdFilter:
         buffer = RunningStat._wrap(_backend_stat(self.shape, self._native))
         running.set_state(state["running_stats"])
         buffer.set_state(state["buffer"])
-        self.demean, self.destd, self.clip = bool(state["demean"]), bool(state["destd"]), clip
+        demean = _checked_flag(state["demean"], "state['demean']")
+        destd = _checked_flag(state["destd"], "state['destd']")
+        self.demean, self.destd, self.clip = demean, destd, clip
         self._running, self._buffer = running, buffer
 
     def __getstate__(self) -> dict[str, Any]:

@@ -429,6 +429,8 @@ def palette_resize(index: np.ndarray, palette: np.ndarray, size: Size,
     o = _out(out, (a.shape[0], h, w, 1 if gray else 3), np.uint8, a, single, "palette_resize")
     if m is not None and np.may_share_memory(o, m):
         raise ValueError("palette_resize: out must not overlap max_with")
+    if np.may_share_memory(o, pal):
+        raise ValueError("palette_resize: out must not overlap palette")
     if _impl.native():
         _core.image_palette_resize(a, pal, h, w, bool(gray), o, m)
     else:

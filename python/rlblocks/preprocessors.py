@@ -22,6 +22,7 @@ Examples:
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -124,7 +125,34 @@ def get_preprocessor(space: gym.Space, include_multi_binary: bool = False) -> ty
     return NoPreprocessor
 
 
+def _check_passthrough_out(out: Any, arr: np.ndarray, name: str = "out") -> None:
+    """The ``out=`` of a pass-through batch: a writeable ndarray of ``arr``'s shape whose dtype
+    holds the values. The rule is numpy's ``same_kind`` casting with one restriction: a
+    float out takes any real values (a narrower float rounds), an integer or bool out only
+    what it holds exactly (``safe``), so 0.7 never becomes 0 and 300 never wraps."""
+    if not isinstance(out, np.ndarray):
+        raise ValueError(
+            f"{name}: expected a writeable numpy array of shape {arr.shape}, got "
+            f"{type(out).__name__}"
+        )
+    if out.shape != arr.shape:
+        raise ValueError(f"{name}: expected shape {arr.shape}, got {out.shape}")
+    if not out.flags.writeable:
+        raise ValueError(f"{name}: expected a writeable array, got a read-only one")
+    kind_ok = out.dtype.kind == "f" and arr.dtype.kind in "biuf"
+    if not (kind_ok or np.can_cast(arr.dtype, out.dtype, casting="safe")):
+        raise ValueError(
+            f"{name}: dtype {out.dtype} cannot hold {arr.dtype} values without changing them "
+            "(allowed: a float dtype, or an integer/bool dtype that holds every "
+            f"{arr.dtype} value)"
+        )
+
+
 def _check_write_bounds(offset: int, size: int, array: np.ndarray) -> None:
+    if isinstance(offset, (bool, np.bool_)) or not isinstance(offset, (int, np.integer)):
+        raise ValueError(f"write: offset must be an int, got {offset!r}")
+    if not isinstance(array, np.ndarray):
+        raise ValueError(f"write: array must be a numpy array, got {type(array).__name__}")
     if offset < 0 or offset + size > np.size(array):
         raise ValueError(
             f"write: offset {offset} + size {size} exceeds the array's {np.size(array)} elements"
@@ -148,7 +176,7 @@ class Preprocessor(ABC):
         self.shape: tuple[int, ...] = tuple(
             int(d) for d in self._init_shape(obs_space, self._options)
         )
-        self._size = int(np.prod(self.shape, dtype=np.int64))
+        self._size = _checked_size(math.prod(self.shape), str(obs_space))
         self._out_space: gym.Space | None = None
 
     @abstractmethod
@@ -187,7 +215,11 @@ class Preprocessor(ABC):
         ``obs_batch`` is either a ``list`` of per-env observations or a batched nested
         structure whose leaves have a leading batch dimension (a dict of arrays, a tuple of
         arrays, an array). ``out``, if given, must be a writeable C-contiguous float32 array
-        of shape ``(B, size)``; it is left untouched when the batch is invalid.
+        of shape ``(B, size)``; it is left untouched when the batch is invalid. Leaves may be
+        views of ``out`` itself (e.g. last step's rows): they are read before anything is
+        written, so the result is the same as with a separate buffer. Pass-through spaces
+        take an ``out`` of shape ``(B, *shape)`` whose dtype holds the values: a float dtype,
+        or an integer/bool dtype the values cast to safely (``np.can_cast(..., "safe")``).
         """
 
     def __repr__(self) -> str:
@@ -211,6 +243,17 @@ def compile_layout(
     return nodes
 
 
+def _checked_size(size: int, label: str) -> int:
+    """A flat size as an exact Python int, refused when it does not fit int64 (the native
+    core's sizes and offsets; numpy's int64 sums and products would wrap silently)."""
+    if size > _MAX_SIZE:
+        raise ValueError(f"{label}: flat size {size} does not fit in int64 (at most {_MAX_SIZE})")
+    return int(size)
+
+
+_MAX_SIZE = 2**63 - 1
+
+
 def _compile(
     space: gym.Space, options: dict[str, Any], nodes: list[dict[str, Any]], top: bool = False
 ) -> int:
@@ -227,7 +270,7 @@ def _compile(
         start = np.broadcast_to(np.asarray(space.start, dtype=np.int64), nvec.shape)
         node = {
             "kind": "multidiscrete",
-            "size": int(nvec.sum()),
+            "size": _checked_size(sum(int(v) for v in nvec.ravel()), label),
             "shape": [int(d) for d in nvec.shape],
             "nvec": nvec.ravel().tolist(),
             "starts": start.ravel().tolist(),
@@ -236,7 +279,7 @@ def _compile(
         children = [_compile(c, options, nodes) for c in space.spaces]
         node = {
             "kind": "tuple",
-            "size": sum(nodes[c]["size"] for c in children),
+            "size": _checked_size(sum(nodes[c]["size"] for c in children), label),
             "children": children,
         }
     elif isinstance(space, Dict):
@@ -244,7 +287,7 @@ def _compile(
         children = [_compile(space.spaces[k], options, nodes) for k in keys]
         node = {
             "kind": "dict",
-            "size": sum(nodes[c]["size"] for c in children),
+            "size": _checked_size(sum(nodes[c]["size"] for c in children), label),
             "keys": keys,
             "children": children,
         }
@@ -252,7 +295,7 @@ def _compile(
         child = _compile(space.child_space, options, nodes)
         node = {
             "kind": "repeated",
-            "size": 1 + space.max_len * nodes[child]["size"],
+            "size": _checked_size(1 + space.max_len * nodes[child]["size"], label),
             "children": [child],
             "max_len": space.max_len,
         }
@@ -271,7 +314,7 @@ def _compile(
         shape = [int(d) for d in space.shape]
         node = {
             "kind": "box",
-            "size": int(np.prod(shape, dtype=np.int64)),
+            "size": _checked_size(math.prod(shape), label),
             "shape": shape,
             "map": "atari_ram" if _is_atari_ram(space) else "identity",
         }
@@ -306,6 +349,7 @@ class _FlatteningPreprocessor(Preprocessor):
         return out if self._flat_shape else out.reshape(self.shape)
 
     def write(self, observation: Any, array: np.ndarray, offset: int) -> None:
+        _check_write_bounds(offset, self.size, array)  # Python ints: offset + size never wraps
         if (
             _impl.native()
             and isinstance(array, np.ndarray)
@@ -315,7 +359,6 @@ class _FlatteningPreprocessor(Preprocessor):
         ):
             self._plan.write(observation, array, int(offset))
         else:
-            _check_write_bounds(offset, self.size, array)
             super().write(observation, array, offset)
 
     def transform_batch(self, obs_batch: Any, out: np.ndarray | None = None) -> np.ndarray:
@@ -386,7 +429,9 @@ class NoPreprocessor(Preprocessor):
     """Pass-through (Box, MultiBinary, Simplex): ``transform`` returns the observation itself.
 
     As in RLlib the value keeps its shape and dtype; ``transform_batch`` stacks a batch into
-    ``(B, *shape)`` in the space's dtype, and ``write`` copies the raveled value.
+    ``(B, *shape)`` in the space's dtype, and ``write`` copies the raveled value. An ``out=``
+    (or ``write`` array) whose dtype would change the values (0.7 into int8, 300 into uint8)
+    is refused with ValueError: floats take any real values, integers only a safe cast.
     """
 
     def _init_shape(self, obs_space: gym.Space, options: dict[str, Any]) -> Sequence[int]:
@@ -421,7 +466,9 @@ class NoPreprocessor(Preprocessor):
     def write(self, observation: Any, array: np.ndarray, offset: int) -> None:
         arr = self._check(observation, batch=False)
         _check_write_bounds(offset, self.size, array)
-        array[offset : offset + self.size] = arr.ravel()
+        flat = arr.ravel()
+        _check_passthrough_out(array[offset : offset + self.size], flat, "write: array")
+        array[offset : offset + self.size] = flat
 
     def transform_batch(self, obs_batch: Any, out: np.ndarray | None = None) -> np.ndarray:
         dtype = self._obs_space.dtype or np.float32
@@ -431,9 +478,9 @@ class NoPreprocessor(Preprocessor):
         arr = self._check(obs_batch, batch=True)
         if out is None:
             return np.asarray(arr, dtype=dtype)
-        if out.shape != arr.shape:
-            raise ValueError(f"out: expected shape {arr.shape}, got {out.shape}")
-        np.copyto(out, arr, casting="unsafe")
+        _check_passthrough_out(out, arr)
+        # copyto reads a view of `out` correctly (numpy buffers overlapping operands)
+        np.copyto(out, arr, casting="same_kind")
         return out
 
 
@@ -466,10 +513,18 @@ class GenericPixelPreprocessor(Preprocessor):
         result = self._pixels(np.stack(obs_batch) if isinstance(obs_batch, list) else obs_batch)
         if out is None:
             return result
-        if out.shape != result.shape or out.dtype != np.float32:
+        ok = (
+            isinstance(out, np.ndarray)
+            and out.shape == result.shape
+            and out.dtype == np.float32
+            and out.flags.writeable
+        )
+        if not ok:
+            got = (
+                f"{out.dtype} {out.shape}" if isinstance(out, np.ndarray) else type(out).__name__
+            )
             raise ValueError(
-                f"out: expected a float32 array of shape {result.shape}, "
-                f"got {out.dtype} {out.shape}"
+                f"out: expected a writeable float32 array of shape {result.shape}, got {got}"
             )
         out[...] = result
         return out

@@ -127,6 +127,17 @@ def test_config_keys_map_onto_rllib():
         build_algo_config(PPOConfig.from_dict({"env": lambda cfg: None}))
 
 
+@pytest.mark.parametrize("key, value", [("target_kl", 0.02), ("normalize_reward", True),
+                                        ("clip_reward", 5.0), ("evaluation_interval", 2)])
+def test_native_only_options_are_refused_not_ignored(key, value):
+    from rlblocks.rllib.trainer import build_algo_config
+    from rlblocks.train import PPOConfig
+
+    config = PPOConfig.from_dict({"env": "CartPole-v1", key: value})
+    with pytest.raises(ValueError, match=f"{key}=.*native-trainer option"):
+        build_algo_config(config, "PPO")
+
+
 @pytest.mark.parametrize("tuned", ["correlated_actions", "parametric_cartpole"])
 def test_models_guide_examples_learn_on_rllib(tmp_path, tuned):
     # the autoregressive model + distribution (Tuple actions, the distribution calls the

@@ -38,6 +38,8 @@ def build(obs_space: gym.Space, action_space: gym.Space, config: dict | None = N
 
 def twin(module: RLBlocksRLModule, obs_space: gym.Space, config: dict) -> ModelV2:
     """The rlblocks model for the same config, holding the module's weights."""
+    # the module's own config: rl_module_spec adds PPO's vf_share_layers=False (difference 25)
+    config = {**config, "vf_share_layers": module.rlblocks_config.vf_share_layers}
     _, n = ModelCatalog.get_action_dist(module.action_space, config)
     model = ModelCatalog.get_model_v2(obs_space, module.action_space, n, config)
     model.load_state_dict(module.model.state_dict())
@@ -154,7 +156,9 @@ def test_action_mask_observations():
 
 def test_rllib_weights_migrate_into_the_module():
     data = torch.load(FIXTURES / "fc_default.pt", weights_only=True)
-    module = build(Box(-1, 1, (5,)), Discrete(4), data["overrides"])
+    # the RLlib model's config: MODEL_DEFAULTS' shared layers, which PPO's module would
+    # otherwise replace by separate ones (difference 25)
+    module = build(Box(-1, 1, (5,)), Discrete(4), {"vf_share_layers": True, **data["overrides"]})
     load_rllib_state_dict(module.model, data["state_dict"])
     with torch.no_grad():
         out = module.forward_inference({Columns.OBS: data["obs"]})[Columns.ACTION_DIST_INPUTS]

@@ -32,6 +32,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "rlblocks/checked.hpp"
 #include "rlblocks/thread_pool.hpp"
 
 #if defined(__SSE2__)
@@ -120,6 +121,13 @@ class FrameStack {
  public:
   static constexpr std::int64_t kMaxK = 256;
 
+  // Bytes of one frame, checked (SizeError when H * W * C * elem_size leaves int64).
+  static std::int64_t frame_bytes(std::int64_t height, std::int64_t width, std::int64_t channels,
+                                  std::int64_t elem_size) {
+    const std::int64_t dims[] = {height, width, channels, elem_size};
+    return checked_product(dims, 4, "FrameStack: frame bytes");
+  }
+
   // num_envs >= 1, 1 <= k <= kMaxK, elem_size >= 1; height/width/channels may be 0.
   FrameStack(std::int64_t num_envs, std::int64_t k, std::int64_t height, std::int64_t width,
              std::int64_t channels, std::int64_t elem_size, bool channels_last)
@@ -130,9 +138,10 @@ class FrameStack {
         channels_(channels),
         elem_(elem_size),
         channels_last_(channels_last),
-        frame_bytes_(height * width * channels * elem_size),
+        frame_bytes_(frame_bytes(height, width, channels, elem_size)),
         slots_(channels_last ? k : 2 * k),
-        ring_(static_cast<std::size_t>(num_envs * slots_ * frame_bytes_)),
+        ring_(static_cast<std::size_t>(checked_mul(checked_mul(num_envs, slots_, "FrameStack: ring slots"),
+                                                   frame_bytes_, "FrameStack: ring bytes"))),
         ready_(static_cast<std::size_t>(num_envs), 0) {
     if (num_envs < 1 || k < 1 || k > kMaxK || height < 0 || width < 0 || channels < 0 || elem_size < 1) {
       throw std::invalid_argument("FrameStack: invalid sizes");

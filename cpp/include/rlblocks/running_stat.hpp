@@ -11,6 +11,12 @@
 //   so results are identical for any number of threads.
 // * update(other): merges other's *delta* state (RLlib semantics); self's delta fields do
 //   not change.
+// * Overflow: huge finite values never poison the state. A batch whose plain sums overflow
+//   is summed again scaled by a power of two per feature (exact), so only moments that
+//   truly do not fit float64 fail; a merge whose new mean or S would not be finite (e.g.
+//   1e308 after -1e308: the deviation is not representable, or +-1e300: its square is not)
+//   is refused before anything changes (try_merge returns the feature), so a refused push
+//   leaves the state exactly as it was.
 // * var is S/(n-1) rounded to float32 (zero while n <= 1); std = sqrt(max(0, var)) in
 //   float32, as in RLlib.
 //
@@ -25,6 +31,7 @@
 #include <mutex>
 #include <vector>
 
+#include "rlblocks/checked.hpp"
 #include "rlblocks/thread_pool.hpp"
 
 namespace rlblocks {
@@ -58,8 +65,34 @@ inline void chan_merge(std::int64_t& n, double* mean, double* m2, std::int64_t n
   n += nb;
 }
 
+// Two-pass moments of column d of rows [r0, r1) with every value scaled by 2**-e, where
+// 2**e bounds the column's largest magnitude: the sums cannot overflow, and scaling by a
+// power of two is exact. Returns false when the unscaled M2 does not fit float64 (or a
+// value is not finite).
+template <class T>
+bool scaled_column_moments(const T* x, std::int64_t r0, std::int64_t r1, std::int64_t dim, std::int64_t d,
+                           double& mean, double& m2) {
+  double big = 0.0;
+  for (std::int64_t r = r0; r < r1; ++r) big = std::max(big, std::fabs(static_cast<double>(x[r * dim + d])));
+  if (!std::isfinite(big)) return false;
+  int e = 0;
+  std::frexp(big, &e);  // big < 2**e; ldexp scales exactly (2**e itself may not be finite)
+  double sum = 0.0;
+  for (std::int64_t r = r0; r < r1; ++r) sum += std::ldexp(static_cast<double>(x[r * dim + d]), -e);
+  const double ms = sum / static_cast<double>(r1 - r0);
+  double ss = 0.0;
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const double dev = std::ldexp(static_cast<double>(x[r * dim + d]), -e) - ms;
+    ss += dev * dev;
+  }
+  mean = std::ldexp(ms, e);
+  m2 = std::ldexp(ss, 2 * e);
+  return std::isfinite(mean) && std::isfinite(m2);
+}
+
 // Two-pass moments of rows [r0, r1) of x (row-major, `dim` values per row), written to
-// mean/m2. Returns false when a sum is not finite (a NaN/inf value, or float64 overflow).
+// mean/m2. Columns whose plain sums overflow are redone scaled (scaled_column_moments).
+// Returns false when a value is not finite (NaN/inf) or a column's M2 exceeds float64.
 template <class T>
 bool block_moments(const T* x, std::int64_t r0, std::int64_t r1, std::int64_t dim, double* mean, double* m2) {
   std::fill(mean, mean + dim, 0.0);
@@ -69,22 +102,32 @@ bool block_moments(const T* x, std::int64_t r0, std::int64_t r1, std::int64_t di
     for (std::int64_t d = 0; d < dim; ++d) mean[d] += static_cast<double>(row[d]);
   }
   const double rows = static_cast<double>(r1 - r0);
-  bool finite = true;
-  for (std::int64_t d = 0; d < dim; ++d) {
-    mean[d] /= rows;
-    finite = finite && std::isfinite(mean[d]);
-  }
-  if (!finite) return false;
-  if (r1 - r0 == 1) return true;  // m2 of one row is 0
-  for (std::int64_t r = r0; r < r1; ++r) {
-    const T* row = x + r * dim;
-    for (std::int64_t d = 0; d < dim; ++d) {
-      const double dev = static_cast<double>(row[d]) - mean[d];
-      m2[d] += dev * dev;
+  for (std::int64_t d = 0; d < dim; ++d) mean[d] /= rows;
+  if (r1 - r0 > 1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const T* row = x + r * dim;
+      for (std::int64_t d = 0; d < dim; ++d) {
+        const double dev = static_cast<double>(row[d]) - mean[d];
+        m2[d] += dev * dev;
+      }
     }
+  }  // else: m2 of one row is 0
+  bool ok = true;
+  for (std::int64_t d = 0; d < dim; ++d) {
+    if (std::isfinite(mean[d]) && std::isfinite(m2[d])) continue;
+    ok = scaled_column_moments(x, r0, r1, dim, d, mean[d], m2[d]) && ok;
   }
-  for (std::int64_t d = 0; d < dim; ++d) finite = finite && std::isfinite(m2[d]);
-  return finite;
+  return ok;
+}
+
+// The first column whose moments over rows [0, rows) do not fit float64, or -1.
+template <class T>
+std::int64_t first_overflowing_column(const T* x, std::int64_t rows, std::int64_t dim) {
+  for (std::int64_t d = 0; d < dim && rows > 0; ++d) {
+    double mean = 0.0, m2 = 0.0;
+    if (!scaled_column_moments(x, 0, rows, dim, d, mean, m2)) return d;
+  }
+  return -1;
 }
 
 // Index of the first NaN/inf element of x (n elements), or -1.
@@ -132,8 +175,8 @@ bool batch_moments(const T* x, std::int64_t rows, std::int64_t dim, Moments& out
     const std::int64_t r0 = b * block, r1 = std::min(rows, r0 + block);
     chan_merge(out.n, out.mean.data(), out.m2.data(), r1 - r0, mean, mean + dim, dim);
   }
-  for (std::int64_t d = 0; d < dim; ++d) {
-    if (!std::isfinite(out.m2[static_cast<std::size_t>(d)])) return false;
+  for (std::size_t d = 0; d < static_cast<std::size_t>(dim); ++d) {
+    if (!std::isfinite(out.mean[d]) || !std::isfinite(out.m2[d])) return false;
   }
   return true;
 }
@@ -190,17 +233,39 @@ class RunningStat {
   // Adds a batch summarised by its moments. Same result (to rounding) as pushing the rows
   // one by one with RLlib's push: the first push sets mean = mean_delta = x, and every later
   // increment of mean / S is applied to mean_delta / S_delta too.
-  void merge_moments(const Moments& b) {
+  // Returns -1, or (changing nothing) the first feature whose new state would not be finite;
+  // -2 when the count would overflow int64.
+  std::int64_t try_merge(const Moments& b) {
     std::lock_guard<std::mutex> lk(mu_);
-    merge_locked(b);
+    const std::int64_t bad = check_merge_locked(b);
+    if (bad == -1) merge_locked(b);
+    return bad;
   }
 
-  // merge_moments, then the float64 mean and float32-derived denominators used to normalise
-  // (taken under the same lock, so they are the stats right after this batch).
-  void merge_and_norm_params(const Moments* b, bool demean, bool destd, double* mean, double* denom) {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (b) merge_locked(*b);
-    norm_params_locked(demean, destd, mean, denom);
+  // try_merge into both `running` and `buffer` (atomically: both locks are held, and
+  // neither changes unless both can take the batch), then running's float64 mean and
+  // float32-derived denominators used to normalise, i.e. the stats right after this batch.
+  // Without a batch (b == nullptr) only the normalisation parameters are read. Returns -1,
+  // or the bad feature (-2: count overflow) and `in_buffer` = whether buffer refused it.
+  static std::int64_t merge_pair_and_norm_params(RunningStat& running, RunningStat& buffer, const Moments* b,
+                                                 bool demean, bool destd, double* mean, double* denom,
+                                                 bool& in_buffer) {
+    std::unique_lock<std::mutex> l1(running.mu_, std::defer_lock), l2(buffer.mu_, std::defer_lock);
+    if (&running == &buffer) l1.lock();
+    else std::lock(l1, l2);
+    in_buffer = false;
+    if (b) {
+      std::int64_t bad = running.check_merge_locked(*b);
+      if (bad == -1 && &buffer != &running) {
+        bad = buffer.check_merge_locked(*b);
+        in_buffer = bad != -1;
+      }
+      if (bad != -1) return bad;
+      if (&buffer != &running) buffer.merge_locked(*b);
+      running.merge_locked(*b);
+    }
+    running.norm_params_locked(demean, destd, mean, denom);
+    return -1;
   }
 
   void norm_params(bool demean, bool destd, double* mean, double* denom) const {
@@ -214,24 +279,35 @@ class RunningStat {
   }
 
   // RLlib's update(other): merges other's delta state; self's delta fields are unchanged.
-  void update(const DeltaState& o) {
+  // Returns -1, or (changing nothing) the first feature whose merged mean or S would not be
+  // finite; -2 when the count would overflow int64.
+  std::int64_t update(const DeltaState& o) {
     std::lock_guard<std::mutex> lk(mu_);
     const std::int64_t n1 = n_, n2 = o.n;
-    if (n1 + n2 == 0 || n2 == 0) return;
-    if (n1 == 0) {
-      mean_ = o.mean;
-      for (std::size_t d = 0; d < ssd_.size(); ++d) ssd_[d] += o.ssd[d];
-      n_ = n2;
-      return;
-    }
+    if (n2 == 0) return -1;
+    std::int64_t n = 0;
+    if (add_overflows(n1, n2, n)) return -2;
+    std::vector<double> mean(mean_.size()), ssd(ssd_.size());
     const double a = static_cast<double>(n1), b = static_cast<double>(n2);
     const double w = b / (a + b), c = a * b / (a + b);
     for (std::size_t d = 0; d < mean_.size(); ++d) {
-      const double delta = o.mean[d] - mean_[d];
-      mean_[d] += delta * w;
-      ssd_[d] += o.ssd[d] + delta * delta * c;
+      double delta = 0.0;
+      if (n1 == 0) {
+        mean[d] = o.mean[d];
+        ssd[d] = ssd_[d] + o.ssd[d];
+      } else {
+        delta = o.mean[d] - mean_[d];
+        mean[d] = mean_[d] + delta * w;
+        ssd[d] = ssd_[d] + (o.ssd[d] + delta * delta * c);
+      }
+      if (!std::isfinite(delta) || !std::isfinite(mean[d]) || !std::isfinite(ssd[d])) {
+        return static_cast<std::int64_t>(d);
+      }
     }
-    n_ = n1 + n2;
+    mean_.swap(mean);
+    ssd_.swap(ssd);
+    n_ = n;
+    return -1;
   }
 
   struct State {
@@ -284,6 +360,33 @@ class RunningStat {
     return n_ > 1 ? static_cast<float>(ssd_[d] / static_cast<double>(n_ - 1)) : 0.0f;
   }
 
+  // -1 when merge_locked(b) keeps every field finite and the counts in int64; otherwise
+  // the first feature that would overflow (-2: a count).
+  std::int64_t check_merge_locked(const Moments& b) const {
+    if (b.n == 0) return -1;
+    std::int64_t n = 0;
+    if (add_overflows(n_, b.n, n) || add_overflows(n_delta_, b.n, n)) return -2;
+    const double n1 = static_cast<double>(n_), n2 = static_cast<double>(b.n);
+    const double w = n2 / (n1 + n2), c = n1 * n2 / (n1 + n2);
+    for (std::size_t d = 0; d < mean_.size(); ++d) {
+      const double bm = b.mean[d], b2 = b.m2[d];
+      bool ok;
+      if (n_ == 0) {
+        ok = std::isfinite(bm) && std::isfinite(b2) && std::isfinite(ssd_[d] + b2) && std::isfinite(ssd_delta_[d] + b2);
+      } else {
+        const double delta = bm - mean_[d];
+        const double inc = delta * w;
+        const double s_inc = b2 + delta * delta * c;
+        ok = std::isfinite(delta) && std::isfinite(s_inc) && std::isfinite(mean_[d] + inc) &&
+             std::isfinite(mean_delta_[d] + inc) && std::isfinite(ssd_[d] + s_inc) &&
+             std::isfinite(ssd_delta_[d] + s_inc);
+      }
+      if (!ok) return static_cast<std::int64_t>(d);
+    }
+    return -1;
+  }
+
+  // The caller has checked the merge with check_merge_locked.
   void merge_locked(const Moments& b) {
     if (b.n == 0) return;
     const double* bm = b.mean.data();
@@ -318,6 +421,9 @@ class RunningStat {
       if (destd) {
         const float sd = std::sqrt(std::max(0.0f, var_locked(d)));
         denom[d] = static_cast<double>(sd + 1e-6f);  // float32 sum, as numpy does
+        // A spread beyond float32 (var or std > 3.4e38): the float64 std, so the feature is
+        // still normalised (float32 would divide by inf and zero it from then on).
+        if (!std::isfinite(denom[d])) denom[d] = std::sqrt(ssd_[d] / static_cast<double>(n_ - 1));
       } else {
         denom[d] = 1.0;
       }

@@ -21,9 +21,18 @@ Examples:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
+
+_MAX_COUNT = 2**63 - 1  # counts are int64, as in the native core
+
+
+def _check_count(n: int) -> None:
+    if n > _MAX_COUNT:
+        raise ValueError("x: the number of pushes would exceed int64; nothing was updated")
+
 
 _STATE_ARRAYS = ("mean_array", "mean_delta_array", "sum_sq_diff_array", "sum_sq_diff_delta_array")
 
@@ -49,7 +58,25 @@ def parse_shape(shape: Any) -> tuple[int, ...]:
         dims.append(int(d))
     if any(d < 0 for d in dims):
         raise ValueError(f"shape: dimensions must be >= 0, got {shape!r}")
+    numel = checked_product(dims, "shape: number of elements")
+    if numel > 2**40:
+        raise ValueError(
+            f"shape: {_shape_str(tuple(dims))} has {numel} elements; at most 2**40 are allowed"
+        )
     return tuple(dims)
+
+
+def checked_product(dims: Any, what: str) -> int:
+    """The product of sizes as the native core computes it (``checked.hpp``): ValueError
+    naming ``what`` and the factors when the product of the non-zero ones exceeds int64."""
+    dims = [int(d) for d in dims]
+    product = math.prod(d for d in dims if d != 0)
+    if product > _MAX_COUNT:
+        raise ValueError(
+            f"{what}: {' * '.join(str(d) for d in dims)} does not fit in int64 (the largest "
+            f"size is {_MAX_COUNT})"
+        )
+    return 0 if 0 in dims else product
 
 
 def convert_input(
@@ -91,23 +118,75 @@ def check_finite(arr: np.ndarray, name: str = "x") -> None:
         )
 
 
+def _column_str(col: int, shape: tuple[int, ...]) -> str:
+    """``[..., 1, 2]``: where feature ``col`` of a stat of ``shape`` sits in an input."""
+    idx = np.unravel_index(col, shape) if shape else ()
+    return "[..." + "".join(f", {int(i)}" for i in idx) + "]"
+
+
+def _raise_overflow(
+    arr: np.ndarray, shape: tuple[int, ...], col: int, ref: float, merge: bool, name: str = "x"
+) -> None:
+    """ValueError for a finite input the statistics cannot take: feature ``col``'s moments, or
+    their merge with stats whose mean there is ``ref``, overflow float64. Names the column
+    and its value farthest from ``ref`` (as the native core)."""
+    column = arr.reshape(-1, int(np.prod(shape, dtype=np.int64)))[:, col].astype(np.float64)
+    with np.errstate(over="ignore"):
+        value = float(column[int(np.argmax(np.abs(column - ref)))])
+    why = (
+        f"its squared deviation from the running mean {ref!r} overflows float64"
+        if merge
+        else "the squared deviations of this column overflow float64"
+    )
+    raise ValueError(
+        f"{name}{_column_str(col, shape)} = {value!r} cannot be added to the running "
+        f"statistics: {why}; nothing was updated"
+    )
+
+
+def _scaled_moments(col: np.ndarray) -> tuple[float, float]:
+    """Mean and M2 of one finite column, summed scaled by 2**-e (``2**e`` bounds its
+    magnitude: no overflow, and the scaling is exact); either may be inf when the true value
+    does not fit float64."""
+    big = float(np.max(np.abs(col)))
+    e = math.frexp(big)[1]  # big < 2**e; ldexp scales exactly (2**e itself may overflow)
+    scaled = np.ldexp(col.astype(np.float64), -e)
+    ms = 0.0
+    for v in scaled:  # summed in order, as the native core
+        ms += float(v)
+    ms /= len(scaled)
+    ss = 0.0
+    for v in scaled:
+        ss += (float(v) - ms) ** 2
+    with np.errstate(over="ignore"):
+        return float(np.ldexp(ms, e)), float(np.ldexp(ss, 2 * e))
+
+
 def batch_moments(arr: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
-    """Count, mean and sum of squared deviations of a finite batch (two passes).
+    """Count, mean and sum of squared deviations of a finite batch (two passes). A column
+    whose plain sums overflow is summed again scaled by a power of two.
 
     Raises:
-        ValueError: The sums overflow float64.
+        ValueError: A column's moments do not fit float64 (naming it and its largest value).
     """
     nb = arr.shape[0]
     if nb == 0:
         return 0, np.zeros(arr.shape[1:]), np.zeros(arr.shape[1:])
     if nb == 1:  # finite float32/float64 values: the mean is the row, nothing overflows
-        return 1, arr[0].astype(np.float64), np.zeros(arr.shape[1:])
+        # (+ 0.0: a sum that starts at 0, as natively, so a -0.0 row has mean +0.0)
+        return 1, arr[0].astype(np.float64) + 0.0, np.zeros(arr.shape[1:])
     with np.errstate(over="ignore", invalid="ignore"):
         bmean = arr.mean(axis=0, dtype=np.float64)
         dev = arr - bmean
         bm2 = np.einsum("i...,i...->...", dev, dev)
-    if not (np.isfinite(bmean).all() and np.isfinite(bm2).all()):
-        raise ValueError("x: values too large, their sum overflows float64; nothing was updated")
+    bad = ~(np.isfinite(bmean) & np.isfinite(bm2))
+    if bad.any():
+        flat = arr.reshape(nb, -1)
+        mean_flat, m2_flat = bmean.reshape(-1), bm2.reshape(-1)
+        for col in np.flatnonzero(bad.reshape(-1)):
+            mean_flat[col], m2_flat[col] = _scaled_moments(flat[:, col])
+            if not (math.isfinite(mean_flat[col]) and math.isfinite(m2_flat[col])):
+                _raise_overflow(arr, arr.shape[1:], int(col), 0.0, False)
     return nb, bmean, bm2
 
 
@@ -146,7 +225,8 @@ class RunningStat:
     @property
     def var(self) -> np.ndarray:
         if self._n > 1:
-            return (self._ssd / (self._n - 1)).astype(np.float32)
+            with np.errstate(over="ignore"):  # a spread beyond float32 is inf, as natively
+                return (self._ssd / (self._n - 1)).astype(np.float32)
         return np.zeros(self._shape, dtype=np.float32)
 
     @property
@@ -158,27 +238,70 @@ class RunningStat:
         arr, _ = convert_input(x, self._shape, True, False)
         check_finite(arr)
         x64 = arr.astype(np.float64)
-        self._n += 1
-        self._n_delta += 1
-        if self._n == 1:
+        n = self._n + 1
+        _check_count(n)
+        _check_count(self._n_delta + 1)
+        if n == 1:
             self._mean[...] = x64
             self._mean_delta[...] = x64
         else:
-            d = x64 - self._mean
-            self._mean += d / self._n
-            self._mean_delta += d / self._n
-            s_inc = d * (x64 - self._mean)
-            self._ssd += s_inc
-            self._ssd_delta += s_inc
+            with np.errstate(over="ignore", invalid="ignore"):
+                d = x64 - self._mean
+                mean = self._mean + d / n
+                mean_delta = self._mean_delta + d / n
+                s_inc = d * (x64 - mean)
+                ssd, ssd_delta = self._ssd + s_inc, self._ssd_delta + s_inc
+            fields = (d, mean, mean_delta, s_inc, ssd, ssd_delta)
+            bad = ~np.logical_and.reduce([np.isfinite(f) for f in fields])
+            if bad.any():  # refused before anything changes
+                col = int(np.argmax(bad.reshape(-1)))
+                _raise_overflow(arr, self._shape, col, float(self._mean.reshape(-1)[col]), True)
+            self._mean, self._mean_delta = mean, mean_delta
+            self._ssd, self._ssd_delta = ssd, ssd_delta
+        self._n = n
+        self._n_delta += 1
 
     def push_batch(self, x: Any) -> None:
         """Adds a batch ``(B, *shape)``: two-pass moments, then one Chan merge."""
         arr, _ = convert_input(x, self._shape, False, True)
         check_finite(arr)
-        self.merge_moments(*batch_moments(arr))
+        moments = batch_moments(arr)
+        bad = self.check_merge(*moments)
+        if bad is not None:
+            _raise_overflow(arr, self._shape, bad, self._ref_mean(bad), True)
+        self.merge_moments(*moments)
+
+    def _ref_mean(self, col: int) -> float:
+        """The mean of feature ``col`` an overflow message measures deviations from."""
+        return float(self._mean.reshape(-1)[col]) if self._n > 0 else 0.0
+
+    def check_merge(self, nb: int, bmean: np.ndarray, bm2: np.ndarray) -> int | None:
+        """None when :meth:`merge_moments` keeps every field finite; otherwise the first
+        feature (flat index) that would overflow float64.
+
+        Raises:
+            ValueError: The number of pushes would exceed int64.
+        """
+        if nb == 0:
+            return None
+        _check_count(self._n + nb)
+        _check_count(self._n_delta + nb)
+        with np.errstate(over="ignore", invalid="ignore"):
+            if self._n == 0:
+                fields = [bmean, bm2, self._ssd + bm2, self._ssd_delta + bm2]
+            else:
+                n1, n2 = float(self._n), float(nb)
+                delta = bmean - self._mean
+                inc = delta * (n2 / (n1 + n2))
+                s_inc = bm2 + delta * delta * (n1 * n2 / (n1 + n2))
+                fields = [delta, s_inc, self._mean + inc, self._mean_delta + inc,
+                          self._ssd + s_inc, self._ssd_delta + s_inc]
+        bad = ~np.logical_and.reduce([np.isfinite(f) for f in fields]).reshape(-1)
+        return int(np.argmax(bad)) if bad.any() else None
 
     def merge_moments(self, nb: int, bmean: np.ndarray, bm2: np.ndarray) -> None:
-        """Merges a batch given by its count, mean and sum of squared deviations."""
+        """Merges a batch given by its count, mean and sum of squared deviations (checked by
+        :meth:`check_merge`)."""
         if nb == 0:
             return
         if self._n == 0:
@@ -206,17 +329,29 @@ class RunningStat:
                 f"{_shape_str(self._shape)}"
             )
         n1, n2 = self._n, other._n_delta
-        if n1 + n2 == 0 or n2 == 0:
+        if n2 == 0:
             return
+        if n1 + n2 > _MAX_COUNT:
+            raise ValueError("update: the number of pushes would exceed int64; nothing was updated")
         o_mean, o_ssd = other._mean_delta.copy(), other._ssd_delta.copy()
-        if n1 == 0:
-            self._mean[...] = o_mean
-            self._ssd += o_ssd
-        else:
-            a, b = float(n1), float(n2)
-            delta = o_mean - self._mean
-            self._mean += delta * (b / (a + b))
-            self._ssd += o_ssd + delta * delta * (a * b / (a + b))
+        with np.errstate(over="ignore", invalid="ignore"):
+            if n1 == 0:
+                delta = np.zeros(self._shape)
+                mean, ssd = o_mean, self._ssd + o_ssd
+            else:
+                a, b = float(n1), float(n2)
+                delta = o_mean - self._mean
+                mean = self._mean + delta * (b / (a + b))
+                ssd = self._ssd + (o_ssd + delta * delta * (a * b / (a + b)))
+        bad = ~(np.isfinite(delta) & np.isfinite(mean) & np.isfinite(ssd)).reshape(-1)
+        if bad.any():
+            col = int(np.argmax(bad))
+            raise ValueError(
+                f"update: merging other's statistics overflows float64 at "
+                f"{_column_str(col, self._shape)} (mean {float(o_mean.reshape(-1)[col])!r}); "
+                "nothing was updated"
+            )
+        self._mean, self._ssd = np.array(mean, dtype=np.float64), ssd
         self._n = n1 + n2
 
     def copy(self) -> RunningStat:
@@ -243,8 +378,12 @@ class RunningStat:
             if key not in state:
                 raise ValueError(f"state: missing key '{key}'")
             v = state[key]
-            if isinstance(v, bool) or not hasattr(v, "__index__") or int(v) < 0:
+            if isinstance(v, bool) or not hasattr(v, "__index__"):
                 raise ValueError(f"state['{key}']: expected a non-negative int, got {v!r}")
+            if not 0 <= int(v) <= _MAX_COUNT:
+                raise ValueError(
+                    f"state['{key}']: expected a non-negative int below 2**63, got {v!r}"
+                )
             counts[key] = int(v)
         arrays = {}
         for key in _STATE_ARRAYS:
@@ -270,6 +409,16 @@ class RunningStat:
         self._mean_delta = arrays["mean_delta_array"]
         self._ssd = arrays["sum_sq_diff_array"]
         self._ssd_delta = arrays["sum_sq_diff_delta_array"]
+
+
+def _denominator(stat: RunningStat) -> np.ndarray:
+    """``std + 1e-6`` in float32 (RLlib); where the spread is beyond float32 (std inf), the
+    float64 std, so the feature is still normalised."""
+    denom = np.array(stat.std + np.float32(1e-6), dtype=np.float64)
+    wide = ~np.isfinite(denom)
+    if wide.any():
+        denom[wide] = np.sqrt(stat._ssd[wide] / (stat.n - 1))
+    return denom
 
 
 def _checked_out(out: Any, arr: np.ndarray) -> np.ndarray:
@@ -324,10 +473,15 @@ def mean_std_filter(
     check_finite(arr)
     if update:
         moments = batch_moments(arr if batch else arr[None])
-        buffer.merge_moments(*moments)
+        for stat in (running, buffer) if buffer is not running else (running,):
+            bad = stat.check_merge(*moments)
+            if bad is not None:  # neither stat changes
+                _raise_overflow(arr, running.shape, bad, stat._ref_mean(bad), True)
+        if buffer is not running:
+            buffer.merge_moments(*moments)
         running.merge_moments(*moments)
     mean = running.mean if demean else 0.0
-    denom = (running.std + np.float32(1e-6)).astype(np.float64) if destd else 1.0
+    denom = _denominator(running) if destd else 1.0
     v = (arr.astype(np.float64) - mean) / denom
     if clip != np.inf:
         v = np.clip(v, -clip, clip)

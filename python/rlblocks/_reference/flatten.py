@@ -86,7 +86,7 @@ class ReferenceFlattener:
                 "it holds no values"
             )
         if node["kind"] not in ("dict", "tuple"):
-            return len(obj)
+            return _leading_dim(obj, path)
         i = next(i for i, c in enumerate(node["children"]) if self._has_leaf(c))
         if node["kind"] == "dict":
             value = self._dict_values(node, [obj], path)[0][i]
@@ -115,7 +115,7 @@ class ReferenceFlattener:
             result = result.reshape(len(bases), node["size"])
             buf[bases[:, None] + np.arange(node["size"])] = result
         else:  # leaves take the batch array itself; Repeated a sequence of per-env lists
-            if len(obj) != len(bases):
+            if _leading_dim(obj, path) != len(bases):
                 raise ValueError(
                     f"{format_path(path)}: batch dimension {len(obj)} differs from the batch size "
                     f"{len(bases)} of the first leaf"
@@ -303,10 +303,16 @@ class ReferenceFlattener:
             got = arr.shape[1:] if arr.ndim and arr.shape[0] == shape[0] else arr.shape
             raise ValueError(f"{where}: expected shape {shape[1:]} for {label}, got {got}")
         per_obs = not batched_leaf  # values holds one Python value per observation
-        if per_obs and arr.dtype == object and not any(isinstance(v, np.ndarray) for v in values):
+        has_array = per_obs and arr.dtype == object and any(
+            isinstance(v, np.ndarray) for v in values
+        )
+        if per_obs and arr.dtype == object and not has_array:
             arr = _object_indices(arr, label, where)
-        elif (per_obs and arr.dtype.kind == "f" and len(values) > 1
-              and np.nanmax(np.abs(arr.astype(np.float64)), initial=0) >= 2**53):
+        elif (per_obs and len(values) > 1 and (has_array or (
+                arr.dtype.kind == "f"
+                and np.nanmax(np.abs(arr.astype(np.float64)), initial=0) >= 2**53))):
+            # pooling would round (floats beside int64) or mix Python objects with arrays
+            # (a list of __index__ objects beside an array): each value on its own
             parts = [ReferenceFlattener._indices([v], (1, *shape[1:]), label, where)
                      for v in values]
             for part in parts:
@@ -358,6 +364,23 @@ class ReferenceFlattener:
                 f"{where}: value {idx[row, k]} is out of range for {label} "
                 f"(allowed {lo[row, k]}..{hi[row, k]})"
             )
+
+
+def _leading_dim(obj: Any, path: tuple) -> int:
+    """The batch dimension of a batched leaf; ValueError (as the native core) when it has none."""
+    if isinstance(obj, np.ndarray):
+        if obj.ndim == 0:
+            raise ValueError(
+                f"{format_path(path)}: expected a leading batch dimension, got a 0-d array"
+            )
+        return int(obj.shape[0])
+    try:
+        return len(obj)
+    except TypeError:
+        raise ValueError(
+            f"{format_path(path)}: expected an array with a leading batch dimension, got "
+            f"{type(obj).__name__}"
+        ) from None
 
 
 def _describe(obj: Any) -> str:

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from rlblocks._reference.filters import checked_product
+
 MAX_K = 256
 
 
@@ -61,6 +63,16 @@ def parse_config(
     if dt.kind not in "biuf" or dt.itemsize not in (1, 2, 4, 8) or not dt.isnative:
         raise ValueError(
             f"dtype: expected a native bool/int/uint/float dtype of 1, 2, 4 or 8 bytes, got {dt}"
+        )
+    c = shape[2] if len(shape) == 3 else 1
+    nbytes = checked_product(
+        (n, kk, shape[0], shape[1], c, dt.itemsize),
+        "FrameStacker: num_envs * k * H * W * C * itemsize",
+    )
+    if nbytes > 2**40:
+        raise ValueError(
+            f"FrameStacker: num_envs * k * frame bytes = {nbytes} is too large "
+            "(at most 2**40 bytes)"
         )
     return n, kk, shape, dt
 
@@ -104,7 +116,10 @@ class FrameStacker:
                 f"{name}: dtype {arr.dtype} cannot be safely cast to the stacker's dtype "
                 f"{self.dtype}"
             )
-        return arr.astype(self.dtype, copy=False).reshape(n, *self._ring.shape[2:])
+        # converted to C order first, as natively: a strided view is copied, and the overlap
+        # check with out= then applies to the memory actually read
+        arr = np.ascontiguousarray(arr.astype(self.dtype, copy=False))
+        return arr.reshape(n, *self._ring.shape[2:])
 
     def _out(self, out: Any, n: int, frames: np.ndarray | None) -> np.ndarray:
         want = (n, *self.observation_shape)

@@ -46,6 +46,10 @@ def seq_lens_from_ids(
     """
     if max_seq_len < 1:
         raise ValueError(f"max_seq_len must be >= 1, got {max_seq_len}")
+    if max_seq_len > 2**31 - 1:  # the lengths are int32, as natively
+        raise ValueError(
+            f"max_seq_len: {max_seq_len} does not fit (allowed -2147483648..2147483647)"
+        )
     if episode_ids is None:
         raise ValueError("episode_ids are required when seq_lens are not given")
     eps = _int_vector(episode_ids, "episode_ids")

@@ -137,9 +137,19 @@ def _translator_for(model: nn.Module) -> KeyTranslator:
 def translate_rllib_state_dict(
     model: ModelV2, state_dict: Mapping[str, torch.Tensor]
 ) -> dict[str, torch.Tensor]:
-    """RLlib's state dict with keys renamed (and unused entries dropped) for ``model``."""
+    """RLlib's state dict with keys renamed (and unused entries dropped) for ``model``.
+
+    A model built with ``vf_share_layers=False`` whose RLlib twin shares its trunk anyway
+    (ComplexInputNetwork, LSTMWrapper; difference 25) gets its ``value_trunk.<key>`` entries
+    copied from the policy's ``<key>``, so its outputs and values equal RLlib's.
+    """
     _register_builtins()
-    return _translator_for(model)(model, state_dict)
+    out = _translator_for(model)(model, state_dict)
+    prefix = "value_trunk."
+    for key in model.state_dict():
+        if key.startswith(prefix) and key not in out and key[len(prefix):] in out:
+            out[key] = out[key[len(prefix):]].clone()
+    return out
 
 
 def load_rllib_state_dict(model: ModelV2, state_dict: Mapping[str, torch.Tensor]) -> None:

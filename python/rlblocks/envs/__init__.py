@@ -7,6 +7,11 @@ Importing this package registers the gymnasium ids below, so ``gymnasium.make`` 
 * ``rlblocks/ParametricCartPole-v0`` — :class:`ParametricCartPole` (masked, embedded actions).
 * ``rlblocks/CorrelatedActions-v0`` — :class:`CorrelatedActionsEnv` (autoregressive actions).
 * ``rlblocks/DictCartPole-v0`` — :class:`DictCartPole` (a nested Dict observation).
+* ``rlblocks/MaskedBandit-v0`` — :class:`~rlblocks.envs.masked_bandit.MaskedBanditEnv`
+  (RLlib's ``Dict(action_mask, observations)`` convention, a new mask every step).
+* ``rlblocks/zoo-<Name>-v0`` — the zoo of small learning tasks (:mod:`rlblocks.envs.zoo`),
+  one per feature; :data:`ZOO` lists each id with its model settings, step budget, random
+  return and pass threshold.
 
 Keyword arguments of ``gymnasium.make`` go to the class's constructor.
 
@@ -15,9 +20,14 @@ Examples:
     >>> import rlblocks.envs
     >>> gym.make("rlblocks/StatelessCartPole-v0").observation_space.shape
     (2,)
+    >>> rlblocks.envs.ZOO["rlblocks/zoo-RecallLSTM-v0"].model
+    {'use_lstm': True}
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
 
 import gymnasium as gym
 
@@ -29,11 +39,13 @@ from rlblocks.envs.stateless_cartpole import StatelessCartPole
 
 __all__ = [
     "ENV_IDS",
+    "ZOO",
     "CorrelatedActionsEnv",
     "DictCartPole",
     "ParametricCartPole",
     "RepeatAfterMe",
     "StatelessCartPole",
+    "ZooEntry",
     "correlated_reward",
 ]
 
@@ -44,6 +56,90 @@ ENV_IDS: dict[str, str] = {
     "rlblocks/ParametricCartPole-v0": "rlblocks.envs.parametric_cartpole:ParametricCartPole",
     "rlblocks/CorrelatedActions-v0": "rlblocks.envs.correlated_actions:CorrelatedActionsEnv",
     "rlblocks/DictCartPole-v0": "rlblocks.envs.dict_cartpole:DictCartPole",
+    "rlblocks/MaskedBandit-v0": "rlblocks.envs.masked_bandit:MaskedBanditEnv",
+}
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    """One task of the zoo (:mod:`rlblocks.envs.zoo`) as the learning tests train it.
+
+    ``threshold`` is also the id's gymnasium ``reward_threshold``, so ``rlblocks train``
+    stops there by itself.
+    """
+
+    entry_point: str
+    """``module:Class`` of the env."""
+    kwargs: dict[str, Any]
+    """Constructor keyword arguments."""
+    model: dict[str, Any] = field(default_factory=dict)
+    """Model config keys the task needs on top of the trainer's defaults (memory)."""
+    budget: int = 100_000
+    """Environment steps within which PPO with the CLI's defaults passes ``threshold``."""
+    random_return: float = 0.0
+    """Expected episode return of uniformly random actions."""
+    threshold: float = 0.0
+    """Mean episode return that counts as learnt (clearly above ``random_return``)."""
+    first_return: float | None = None
+    """A floor for the FIRST iteration's mean return, or None: masked tasks score it from
+    the start when the masks are honoured (``random_return`` is then that of a uniform pick
+    among the legal actions; ignoring the masks scores far below it)."""
+
+
+def _zoo(cls: str, kwargs: dict[str, Any], random_return: float, threshold: float,
+         budget: int, model: dict[str, Any] | None = None,
+         first_return: float | None = None) -> ZooEntry:
+    module = "masked_bandit" if cls == "MaskedBanditEnv" else "zoo"
+    return ZooEntry(f"rlblocks.envs.{module}:{cls}", kwargs, dict(model or {}), budget,
+                    random_return, threshold, first_return)
+
+
+#: The zoo: gymnasium id -> :class:`ZooEntry`. Episodes are 16 steps; rewards are 1 for a
+#: right answer (a fraction for partly right multi-part or continuous actions). Where the
+#: answer combines several parts of the observation (MultiDiscrete, Dict, Tuple: random
+#: 16/9), an agent that ignores one part scores at most 16/3, below the threshold.
+ZOO: dict[str, ZooEntry] = {
+    # observations (the answer is a function of the current observation; Discrete actions)
+    "rlblocks/zoo-BoxRank1-v0": _zoo("BoxBandit", {"shape": (4,)}, 8.0, 12.0, 40_000),
+    "rlblocks/zoo-BoxRank1Float64-v0": _zoo(
+        "BoxBandit", {"shape": (4,), "dtype": "float64"}, 8.0, 12.0, 40_000),
+    "rlblocks/zoo-BoxRank2-v0": _zoo("BoxBandit", {"shape": (3, 4)}, 8.0, 12.0, 40_000),
+    "rlblocks/zoo-BoxRank2Float64-v0": _zoo(
+        "BoxBandit", {"shape": (3, 4), "dtype": "float64"}, 8.0, 12.0, 40_000),
+    "rlblocks/zoo-BoxRank3-v0": _zoo("BoxBandit", {"shape": (10, 10, 2)}, 8.0, 12.0, 50_000),
+    "rlblocks/zoo-BoxRank3Float64-v0": _zoo(
+        "BoxBandit", {"shape": (10, 10, 2), "dtype": "float64"}, 8.0, 12.0, 50_000),
+    "rlblocks/zoo-Image-v0": _zoo("ImageBandit", {"shape": (10, 10, 3)}, 8.0, 12.0, 40_000),
+    "rlblocks/zoo-Grid-v0": _zoo("GridBandit", {"size": 7}, 16 / 3, 10.0, 50_000),
+    "rlblocks/zoo-Discrete-v0": _zoo("DiscreteBandit", {"n": 5}, 3.2, 10.0, 40_000),
+    "rlblocks/zoo-MultiDiscrete-v0": _zoo(
+        "MultiDiscreteBandit", {"n": 3, "k": 2}, 16 / 9, 9.0, 50_000),
+    "rlblocks/zoo-Dict-v0": _zoo("NestedBandit", {"kind": "dict"}, 16 / 9, 8.5, 60_000),
+    "rlblocks/zoo-Tuple-v0": _zoo("NestedBandit", {"kind": "tuple"}, 16 / 9, 8.5, 60_000),
+    "rlblocks/zoo-RepeatedCount-v0": _zoo(
+        "RepeatedBandit", {"target": "count", "max_len": 4}, 3.2, 10.0, 60_000),
+    "rlblocks/zoo-RepeatedLast-v0": _zoo(
+        "RepeatedBandit", {"target": "last", "max_len": 4}, 16 / 3, 10.0, 50_000),
+    # action masks (random_return: a uniform pick among the legal actions)
+    "rlblocks/zoo-MaskedDiscrete-v0": _zoo(
+        "MaskedBanditEnv", {"action": "discrete", "n": 4, "episode_len": 16}, 7.5, 11.0,
+        40_000, first_return=6.0),
+    "rlblocks/zoo-MaskedMultiDiscrete-v0": _zoo(
+        "MaskedBanditEnv", {"action": "multidiscrete", "n": 4, "episode_len": 16}, 7.5, 10.5,
+        50_000, first_return=6.0),
+    # actions
+    "rlblocks/zoo-MultiDiscreteAction-v0": _zoo(
+        "ActionBandit", {"action": "multidiscrete"}, 16 / 3, 10.0, 60_000),
+    "rlblocks/zoo-BoxAction-v0": _zoo("ActionBandit", {"action": "box"}, 20 / 3, 10.0, 60_000),
+    "rlblocks/zoo-TupleAction-v0": _zoo(
+        "ActionBandit", {"action": "tuple"}, 6.0, 9.5, 60_000),
+    "rlblocks/zoo-DictAction-v0": _zoo(
+        "ActionBandit", {"action": "dict"}, 20 / 3, 11.0, 50_000),
+    # memory
+    "rlblocks/zoo-RecallLSTM-v0": _zoo(
+        "Recall", {"delay": 2, "n": 2}, 7.0, 11.0, 50_000, {"use_lstm": True}),
+    "rlblocks/zoo-RecallAttention-v0": _zoo(
+        "Recall", {"delay": 2, "n": 2}, 7.0, 10.0, 50_000, {"use_attention": True}),
 }
 
 
@@ -51,6 +147,10 @@ def _register() -> None:
     for env_id, entry_point in ENV_IDS.items():
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point=entry_point)
+    for env_id, entry in ZOO.items():
+        if env_id not in gym.registry:
+            gym.register(id=env_id, entry_point=entry.entry_point, kwargs=dict(entry.kwargs),
+                         reward_threshold=entry.threshold)
 
 
 _register()

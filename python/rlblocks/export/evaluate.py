@@ -16,14 +16,19 @@ import gymnasium as gym
 import numpy as np
 
 from rlblocks.export.runtime import ExportedPolicy, _map
-from rlblocks.export.sidecar import read_sidecar
+from rlblocks.export.sidecar import read_sidecar, space_from_json
 from rlblocks.train.loop import episode_summary
 
-__all__ = ["evaluate_exported", "load_exported"]
+__all__ = ["check_env", "evaluate_exported", "load_exported"]
 
 
 def load_exported(path: str | Path) -> ExportedPolicy:
-    """:class:`OnnxPolicy` or :class:`TorchExportPolicy`, as the sidecar of ``path`` says."""
+    """:class:`OnnxPolicy` or :class:`TorchExportPolicy`, as the sidecar of ``path`` says.
+
+    Raises:
+        ValueError: A missing artifact or sidecar, an unknown format, or an artifact whose
+            graph disagrees with its sidecar (see :func:`rlblocks.export.validate.check_artifact`).
+    """
     fmt = read_sidecar(path).get("artifact_format")
     if fmt == "onnx":
         from rlblocks.export.onnx_policy import OnnxPolicy
@@ -44,6 +49,22 @@ def _clip(action: Any, space: gym.Space) -> Any:
     if isinstance(space, gym.spaces.Dict):
         return {k: _clip(action[k], s) for k, s in space.spaces.items()}
     return action
+
+
+def check_env(policy: ExportedPolicy, env: gym.Env) -> None:
+    """The env observes and acts in the spaces the policy was exported for.
+
+    Raises:
+        ValueError: Naming the space, the policy's and the env's.
+    """
+    where = str(policy.path)
+    obs_space = space_from_json(policy.sidecar["observation"]["space"])
+    if env.observation_space != obs_space:
+        raise ValueError(f"{where!r}: the exported policy observes {obs_space}, the "
+                         f"environment's observation space is {env.observation_space}")
+    if env.action_space != policy.action_space:
+        raise ValueError(f"{where!r}: the exported policy acts in {policy.action_space}, the "
+                         f"environment's action space is {env.action_space}")
 
 
 def run_episode(policy: ExportedPolicy, env: gym.Env, seed: int | None) -> tuple[float, int]:
@@ -82,12 +103,17 @@ def evaluate_exported(policy: ExportedPolicy, env: gym.Env, episodes: int = 10,
     Returns:
         The keys of ``PPOTrainer.evaluate``: ``episodes``, ``episode_return_mean`` /
         ``_std`` / ``_min`` / ``_max``, ``episode_len_mean``, ``episode_returns``.
+
+    Raises:
+        ValueError: ``episodes`` below 1, or an env whose observation or action space is
+            not the policy's (:func:`check_env`).
     """
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
     returns: list[float] = []
     lengths: list[int] = []
     try:
+        check_env(policy, env)
         for ep in range(episodes):
             total, length = run_episode(policy, env, None if seed is None else seed + ep)
             returns.append(total)

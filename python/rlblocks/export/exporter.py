@@ -74,11 +74,18 @@ def _sidecar(trainer: Any, graph: PolicyGraph, artifact: Path, fmt: str) -> dict
     if pol.n_prev_rewards:
         inputs.append({"name": "prev_rewards", "dtype": "float32",
                        "shape": ["B", pol.n_prev_rewards]})
+    observation_extra: dict[str, Any] = {}
+    if pol.mask_layout is not None and pol.mask_columns is not None:
+        # The mask travels inside the obs input, at these columns (rlblocks.masks).
+        observation_extra["action_mask"] = {
+            "offset": int(pol.mask_columns.start), "size": int(pol.mask_layout.size),
+            "segments": [list(seg) for seg in pol.mask_layout.segments]}
     return {
         "artifact": artifact.name,
         "artifact_format": fmt,
         "env": cfg.env_name,
         "observation": {
+            **observation_extra,
             "space": space_to_json(trainer.venv.single_observation_space),
             "preprocessor": type(prep).__name__,
             "preprocessor_options": {k: model_config[k] for k in PREPROCESSOR_OPTIONS},

@@ -9,10 +9,12 @@ Examples:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from rlblocks.export.runtime import ExportedPolicy
+from rlblocks.export.validate import TensorSpec
 
 try:
     import onnxruntime as ort
@@ -32,7 +34,9 @@ class OnnxPolicy(ExportedPolicy):
         num_threads: onnxruntime's intra-op threads (1 is fastest for small batches).
 
     Raises:
-        ValueError: A missing file or sidecar, or an artifact that onnxruntime rejects.
+        ValueError: A missing file or sidecar, an artifact that onnxruntime rejects, or a
+            graph whose inputs or outputs (names, order, shapes, dtypes) differ from the
+            sidecar's, naming the field, what the sidecar says and what the graph has.
     """
 
     def __init__(self, path: str | Path, num_threads: int = 1):
@@ -48,10 +52,20 @@ class OnnxPolicy(ExportedPolicy):
                                                 providers=["CPUExecutionProvider"])
         except Exception as err:  # onnxruntime raises its own exception types
             raise ValueError(f"onnxruntime cannot load {str(self.path)!r}: {err}") from None
-        names = [i.name for i in self.session.get_inputs()]
-        if names != self.input_names:
-            raise ValueError(f"{str(self.path)!r}: inputs {names} differ from its sidecar's "
-                             f"{self.input_names}")
+        self._check_graph([_spec(i) for i in self.session.get_inputs()],
+                          [_spec(o) for o in self.session.get_outputs()])
 
     def _run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         return list(self.session.run(self.output_names, feeds))
+
+
+#: onnxruntime's element type names that differ from numpy's.
+_ORT_TYPES = {"float": "float32", "double": "float64", "float16": "float16", "bool": "bool"}
+
+
+def _spec(arg: Any) -> TensorSpec:
+    """An onnxruntime ``NodeArg`` (``type`` like ``"tensor(float)"``) as a TensorSpec."""
+    kind = str(arg.type)
+    elem = kind[len("tensor("):-1] if kind.startswith("tensor(") else kind
+    shape = tuple(d if isinstance(d, int) or d is None else str(d) for d in (arg.shape or ()))
+    return TensorSpec(str(arg.name), shape, _ORT_TYPES.get(elem, elem))

@@ -4,7 +4,10 @@ An artifact ``policy.onnx`` (or ``policy.pt2``) comes with ``policy.onnx.json``.
 the observation space (as JSON, so that any language can rebuild it), the flat layout the
 preprocessor writes (each leaf's path, offset, size and kind), the inputs (state shapes,
 previous actions and rewards) and the outputs (one per action leaf, in the action space's
-dtype, then ``dist_inputs``, ``value`` and the next state). Nothing here imports torch.
+dtype, then ``dist_inputs``, ``value`` and the next state). For an ``action_mask``
+observation (RLlib's convention, :mod:`rlblocks.masks`), ``observation.action_mask`` gives
+the mask's ``offset`` and ``size`` in the ``obs`` row and the ``segments`` (``[start, end)``
+per categorical action component, each needing an entry > 0). Nothing here imports torch.
 
 Examples:
     >>> import gymnasium as gym

@@ -39,6 +39,7 @@ Examples:
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -496,6 +497,12 @@ class AttentionWrapper(ModelV2):
     Discrete/MultiDiscrete, raw for Box) and rewards, oldest first (``input_dict
     ["prev_n_actions"]`` ``[B, n, ...]``, ``["prev_n_rewards"]`` ``[B, n]``), are appended.
 
+    ``vf_share_layers`` False (difference 25; RLlib's wrapper always shares its GTrXL): the
+    value head reads ``value_trunk``, its own wrapped model and GTrXL of the same
+    architecture (``value_trunk.wrapped``, ``value_trunk.gtrxl``), so the value loss never
+    changes the policy's layers; the state is the policy GTrXL's memories, then the value
+    GTrXL's.
+
     Examples:
         >>> import gymnasium as gym, torch
         >>> from rlblocks.models.fcnet import FullyConnectedNetwork
@@ -534,28 +541,48 @@ class AttentionWrapper(ModelV2):
         self.action_dim = action_input_size(action_space) if self.use_n_prev_actions else 0
         in_size += self.use_n_prev_actions * self.action_dim + self.use_n_prev_rewards
         self.attention_dim = int(cfg["attention_dim"])
-        self.gtrxl = GTrXLNet(
-            gym.spaces.Box(-np.inf, np.inf, shape=(in_size,), dtype=np.float32),
-            action_space, None, model_config, "gtrxl",
-            num_transformer_units=cfg["attention_num_transformer_units"],
-            attention_dim=self.attention_dim,
-            num_heads=cfg["attention_num_heads"],
-            head_dim=cfg["attention_head_dim"],
-            memory_inference=cfg["attention_memory_inference"],
-            memory_training=cfg["attention_memory_training"],
-            position_wise_mlp_dim=cfg["attention_position_wise_mlp_dim"],
-            init_gru_gate_bias=cfg["attention_init_gru_gate_bias"],
-        )
+        gtrxl_space = gym.spaces.Box(-np.inf, np.inf, shape=(in_size,), dtype=np.float32)
+        gtrxl_sizes = {
+            "num_transformer_units": cfg["attention_num_transformer_units"],
+            "attention_dim": self.attention_dim,
+            "num_heads": cfg["attention_num_heads"],
+            "head_dim": cfg["attention_head_dim"],
+            "memory_inference": cfg["attention_memory_inference"],
+            "memory_training": cfg["attention_memory_training"],
+            "position_wise_mlp_dim": cfg["attention_position_wise_mlp_dim"],
+            "init_gru_gate_bias": cfg["attention_init_gru_gate_bias"],
+        }
+        self.gtrxl = GTrXLNet(gtrxl_space, action_space, None, model_config, "gtrxl",
+                              **gtrxl_sizes)
         if self.num_outputs is None:
             self.num_outputs = self.attention_dim
             self._logits_branch: nn.Module | None = None
         else:
             self._logits_branch = _linear(self.attention_dim, self.num_outputs)
         self._value_branch = _linear(self.attention_dim, 1)
+        # vf_share_layers False (difference 25; RLlib's wrapper always shares its GTrXL): the
+        # value head reads its own wrapped model and GTrXL (same architecture), whose memories
+        # follow the policy's in the state.
+        self.value_trunk: nn.ModuleDict | None = None
+        if not self.config.vf_share_layers and self._logits_branch is not None:
+            self.value_trunk = nn.ModuleDict({
+                "wrapped": wrapped_cls(obs_space, action_space, None, model_config,
+                                       f"{name}_value_wrapped", **kwargs),
+                "gtrxl": GTrXLNet(gtrxl_space, action_space, None, model_config,
+                                  "value_gtrxl", **gtrxl_sizes),
+            })
         self._features: torch.Tensor | None = None
         self._mask: torch.Tensor | None = None
         vrs = dict(self.wrapped.view_requirements)
         vrs.update(self.gtrxl.view_requirements)
+        units = self.gtrxl.num_transformer_units
+        if self.value_trunk is not None:
+            for i in range(units):  # the value GTrXL's memories: state_in_{units + i}
+                for io in ("in", "out"):
+                    vr = copy.copy(self.gtrxl.view_requirements[f"state_{io}_{i}"])
+                    if io == "in":
+                        vr.data_col = f"state_out_{units + i}"
+                    vrs[f"state_{io}_{units + i}"] = vr
         vrs["obs"] = ViewRequirement(shift=0, space=obs_space)
         if self.use_n_prev_actions:
             vrs["prev_n_actions"] = ViewRequirement(
@@ -566,13 +593,47 @@ class AttentionWrapper(ModelV2):
         self.view_requirements = vrs
 
     def get_initial_state(self) -> list[torch.Tensor]:
-        """Zero memories, ``[memory_inference, attention_dim]`` per transformer unit."""
-        return self.gtrxl.get_initial_state()
+        """Zero memories, ``[memory_inference, attention_dim]`` per transformer unit (then as
+        many for the value GTrXL when ``vf_share_layers`` is False)."""
+        if self.value_trunk is None:
+            return self.gtrxl.get_initial_state()
+        return self.gtrxl.get_initial_state() + self._value_gtrxl().get_initial_state()
+
+    def _value_gtrxl(self) -> GTrXLNet:
+        assert self.value_trunk is not None
+        gtrxl = self.value_trunk["gtrxl"]
+        assert isinstance(gtrxl, GTrXLNet)
+        return gtrxl
 
     def forward(
         self, input_dict: dict[str, Any], state: list[torch.Tensor], seq_lens: Any
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        wrapped_out, _ = self.wrapped.forward(input_dict, [], None)
+        x = self._gtrxl_input(self.wrapped, input_dict)
+        rows = x.shape[0]
+        lens = validate_seq_lens(seq_lens, rows, type(self).__name__)
+        units = self.gtrxl.num_transformer_units
+        n_state = units if self.value_trunk is None else 2 * units
+        if len(state) != n_state:
+            raise ValueError(f"AttentionWrapper: expected {n_state} memory tensors in state "
+                             f"({units} per GTrXL), got {len(state)}")
+        feats, new_state, mask = self.gtrxl.features(x, list(state[:units]), lens)
+        value_feats = feats
+        if self.value_trunk is not None:
+            vx = self._gtrxl_input(self.value_trunk["wrapped"], input_dict)
+            value_feats, value_state, _ = self._value_gtrxl().features(
+                vx, list(state[units:]), lens)
+            new_state = new_state + value_state
+        self._features = value_feats
+        self._mask = mask
+        out = feats if self._logits_branch is None else self._logits_branch(feats)
+        if mask is not None:
+            out = out * mask[:, None]
+        return out, new_state
+
+    def _gtrxl_input(self, wrapped: nn.Module, input_dict: dict[str, Any]) -> torch.Tensor:
+        """``[rows, in_size]``: ``wrapped``'s features, then the previous n actions and
+        rewards when configured."""
+        wrapped_out, _ = wrapped.forward(input_dict, [], None)
         rows = wrapped_out.shape[0]
         parts = [wrapped_out.reshape(rows, -1).float()]
         if self.use_n_prev_actions:
@@ -595,15 +656,7 @@ class AttentionWrapper(ModelV2):
                     f"{tuple(prev_r.shape)}"
                 )
             parts.append(prev_r.reshape(rows, n).float())
-        x = torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
-        lens = validate_seq_lens(seq_lens, rows, type(self).__name__)
-        feats, new_state, mask = self.gtrxl.features(x, state, lens)
-        self._features = feats
-        self._mask = mask
-        out = feats if self._logits_branch is None else self._logits_branch(feats)
-        if mask is not None:
-            out = out * mask[:, None]
-        return out, new_state
+        return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
 
     def value_function(self) -> torch.Tensor:
         if self._features is None:

@@ -13,6 +13,11 @@ Departure from RLlib (DESIGN 17): the encoders are registered once (``cnns.<i>``
 ``cnn_<i>`` etc.) and have no value heads (RLlib builds value towers that are never used),
 so the parameter count is RLlib's minus those unused towers.
 
+``vf_share_layers`` (difference 25; RLlib ignores the key here and always shares): when
+False, ``value_layer`` sits on ``value_trunk``, a second set of encoders and post-FC stack of
+the same architecture (``value_trunk.cnns.<i>``, ``value_trunk.post_fc_stack``, ...), so the
+value loss never changes the policy's layers.
+
 Examples:
     >>> import gymnasium as gym, torch
     >>> from rlblocks import get_preprocessor
@@ -52,6 +57,21 @@ def _leaf(obs: Any, path: tuple) -> Any:
     return obs
 
 
+class _Trunk(nn.Module):
+    """The value function's own encoders and post-FC stack (``vf_share_layers`` False)."""
+
+    def __init__(
+        self,
+        cnns: nn.ModuleDict,
+        one_hot: nn.ModuleDict,
+        flatten: nn.ModuleDict,
+        post_fc_stack: FullyConnectedNetwork,
+    ):
+        super().__init__()
+        self.cnns, self.one_hot, self.flatten = cnns, one_hot, flatten
+        self.post_fc_stack = post_fc_stack
+
+
 class ComplexInputNetwork(ModelV2):
     """Per-component encoders, concatenation, a post-FC stack, logits and value heads.
 
@@ -63,7 +83,8 @@ class ComplexInputNetwork(ModelV2):
         model_config: RLlib model config (dict or :class:`ModelConfig`). Read:
             ``conv_filters``, ``conv_activation`` (image encoders), ``fcnet_hiddens``,
             ``fcnet_activation`` (other encoders), ``post_fcnet_hiddens``,
-            ``post_fcnet_activation`` (post-FC stack), ``_disable_preprocessor_api``.
+            ``post_fcnet_activation`` (post-FC stack), ``vf_share_layers``,
+            ``_disable_preprocessor_api``.
         name: Model name.
 
     Raises:
@@ -86,10 +107,34 @@ class ComplexInputNetwork(ModelV2):
         self._leaves: list[tuple[tuple, gym.Space]] = space_path_items(
             original, sort_dict_keys=True
         )
-        self.cnns = nn.ModuleDict()
-        self.one_hot = nn.ModuleDict()
-        self.flatten = nn.ModuleDict()
-        self.flatten_dims: dict[str, int] = {}
+        self.cnns, self.one_hot, self.flatten, self.post_fc_stack = self._build_trunk(cfg)
+        self.flatten_dims: dict[str, int] = {
+            str(i): int(np.prod(leaf.shape or (), dtype=np.int64))
+            for i, (_, leaf) in enumerate(self._leaves)
+            if str(i) in self.flatten
+        }
+        features = self.post_fc_stack.num_outputs
+        assert features is not None
+        self.logits_layer: SlimFC | None = None
+        self.value_layer: SlimFC | None = None
+        if self.num_outputs:
+            self.logits_layer = SlimFC(features, self.num_outputs, normc_initializer(0.01), None)
+            self.value_layer = SlimFC(features, 1, normc_initializer(0.01), None)
+        else:
+            self.num_outputs = features
+        # vf_share_layers False: the value head sits on its own copy of the encoders and the
+        # post-FC stack (difference 25), so the value loss never reaches the policy's layers.
+        self.value_trunk: _Trunk | None = None
+        if not cfg.vf_share_layers and self.value_layer is not None:
+            self.value_trunk = _Trunk(*self._build_trunk(cfg))
+        self._value_out: torch.Tensor | None = None
+
+    def _build_trunk(
+        self, cfg: ModelConfig
+    ) -> tuple[nn.ModuleDict, nn.ModuleDict, nn.ModuleDict, FullyConnectedNetwork]:
+        """One set of per-component encoders (cnns, one_hot, flatten) and the post-FC stack."""
+        action_space = self.action_space
+        cnns, one_hot, flatten = nn.ModuleDict(), nn.ModuleDict(), nn.ModuleDict()
         encoder_cfg = ModelConfig.from_dict(
             {
                 "fcnet_hiddens": list(cfg.fcnet_hiddens),
@@ -107,7 +152,7 @@ class ComplexInputNetwork(ModelV2):
                 enc: ModelV2 = VisionNetwork(
                     leaf, action_space, None, encoder_cfg, f"cnn_{i}", value_branch=False
                 )
-                self.cnns[key] = enc
+                cnns[key] = enc
             elif isinstance(leaf, (Discrete, MultiDiscrete)):
                 size = int(leaf.n) if isinstance(leaf, Discrete) else int(np.sum(leaf.nvec))
                 enc = FullyConnectedNetwork(
@@ -118,7 +163,7 @@ class ComplexInputNetwork(ModelV2):
                     f"one_hot_{i}",
                     value_branch=False,
                 )
-                self.one_hot[key] = enc
+                one_hot[key] = enc
             elif isinstance(leaf, (Box, MultiBinary)):
                 size = int(np.prod(leaf.shape, dtype=np.int64))
                 enc = FullyConnectedNetwork(
@@ -129,8 +174,7 @@ class ComplexInputNetwork(ModelV2):
                     f"flatten_{i}",
                     value_branch=False,
                 )
-                self.flatten[key] = enc
-                self.flatten_dims[key] = size
+                flatten[key] = enc
             else:
                 raise ValueError(
                     f"ComplexInputNetwork: component {where} is a {type(leaf).__name__}; "
@@ -148,7 +192,7 @@ class ComplexInputNetwork(ModelV2):
                 "post_fcnet_hiddens": [],
             }
         )
-        self.post_fc_stack = FullyConnectedNetwork(
+        post_fc_stack = FullyConnectedNetwork(
             Box(-np.inf, np.inf, (concat_size,), np.float32),
             action_space,
             None,
@@ -156,16 +200,34 @@ class ComplexInputNetwork(ModelV2):
             "post_fc_stack",
             value_branch=False,
         )
-        features = self.post_fc_stack.num_outputs
-        assert features is not None
-        self.logits_layer: SlimFC | None = None
-        self.value_layer: SlimFC | None = None
-        if self.num_outputs:
-            self.logits_layer = SlimFC(features, self.num_outputs, normc_initializer(0.01), None)
-            self.value_layer = SlimFC(features, 1, normc_initializer(0.01), None)
-        else:
-            self.num_outputs = features
-        self._value_out: torch.Tensor | None = None
+        return cnns, one_hot, flatten, post_fc_stack
+
+    def _encode(
+        self,
+        obs: Any,
+        cnns: nn.ModuleDict,
+        one_hot: nn.ModuleDict,
+        flatten: nn.ModuleDict,
+        post_fc_stack: nn.Module,
+    ) -> torch.Tensor:
+        outs = []
+        for i, (path, leaf) in enumerate(self._leaves):
+            key = str(i)
+            component = _leaf(obs, path)
+            if key in cnns:
+                out, _ = cnns[key]({"obs": component})
+            elif key in one_hot:
+                if not torch.is_floating_point(component):
+                    from rlblocks.utils import torch_one_hot
+
+                    component = torch_one_hot(component, leaf)
+                out, _ = one_hot[key]({"obs": component})
+            else:
+                flat = component.reshape(-1, self.flatten_dims[key])
+                out, _ = flatten[key]({"obs": flat})
+            outs.append(out)
+        out, _ = post_fc_stack({"obs": torch.cat(outs, dim=1)})
+        return out
 
     def forward(
         self, input_dict: dict[str, Any], state: list[torch.Tensor], seq_lens: torch.Tensor | None
@@ -175,26 +237,14 @@ class ComplexInputNetwork(ModelV2):
             from rlblocks.restore import restore_original_dimensions
 
             obs = restore_original_dimensions(obs, self.processed_obs_space, "torch")
-        outs = []
-        for i, (path, leaf) in enumerate(self._leaves):
-            key = str(i)
-            component = _leaf(obs, path)
-            if key in self.cnns:
-                out, _ = self.cnns[key]({"obs": component})
-            elif key in self.one_hot:
-                if not torch.is_floating_point(component):
-                    from rlblocks.utils import torch_one_hot
-
-                    component = torch_one_hot(component, leaf)
-                out, _ = self.one_hot[key]({"obs": component})
-            else:
-                flat = component.reshape(-1, self.flatten_dims[key])
-                out, _ = self.flatten[key]({"obs": flat})
-            outs.append(out)
-        out, _ = self.post_fc_stack({"obs": torch.cat(outs, dim=1)})
+        out = self._encode(obs, self.cnns, self.one_hot, self.flatten, self.post_fc_stack)
         if self.logits_layer is None or self.value_layer is None:
             return out, []
-        self._value_out = self.value_layer(out).reshape(-1)
+        vt = self.value_trunk
+        value_features = out if vt is None else self._encode(
+            obs, vt.cnns, vt.one_hot, vt.flatten, vt.post_fc_stack
+        )
+        self._value_out = self.value_layer(value_features).reshape(-1)
         return self.logits_layer(out), []
 
     def value_function(self) -> torch.Tensor:

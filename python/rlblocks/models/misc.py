@@ -29,6 +29,8 @@ __all__ = [
     "SlimConv2d",
     "SlimFC",
     "Tanh",
+    "default_filter_config",
+    "derive_filter_config",
     "get_activation_fn",
     "get_filter_config",
     "get_initializer",
@@ -349,8 +351,94 @@ def get_filter_config(shape: Sequence[int]) -> list[list[Any]]:
     raise ValueError(
         f"No default CNN configuration for obs shape {dims}: defaults exist for "
         "96x96, 84x84, 64x64, 42x42 and 10x10 images; set model config 'conv_filters' to a "
-        f"list of [out_channels, [kernel_h, kernel_w], stride].{advice}"
+        "list of [out_channels, [kernel_h, kernel_w], stride], or start from "
+        f"default_filter_config(shape), which the vision net uses.{advice}"
     )
+
+
+#: Derived conv stacks halve every side longer than this, then cover the rest with one conv
+#: (RLlib's own stacks end with an 11x11 kernel on an 11x11 map).
+DERIVED_MAX_FINAL_KERNEL = 11
+
+
+def derive_filter_config(shape: Sequence[int]) -> list[list[Any]]:
+    """A conv stack for any ``(H, W[, C])`` image that ends in a 1x1 map (difference 26).
+
+    While a side is longer than ``DERIVED_MAX_FINAL_KERNEL`` (11), a conv with kernel 4 and
+    stride 2 on that side ("same" padding, as the vision net pads every conv but the last)
+    halves it, rounding up; a side already short enough gets stride 1 and kernel
+    ``min(3, side)``. Channels go 16, 32, 64, 64, ... A map that needs no halving (MiniGrid's
+    7x7) gets two stride-1 convs of 16 and 32 channels instead. The last conv has 256
+    channels and a kernel equal to the remaining map, stride 1, "valid" padding, so its
+    output is 1x1.
+
+    Raises:
+        ValueError: ``shape`` is not ``(H, W)`` or ``(H, W, C)`` with positive sides.
+
+    Examples:
+        >>> derive_filter_config((7, 7, 3))
+        [[16, [3, 3], 1], [32, [3, 3], 1], [256, [7, 7], 1]]
+        >>> derive_filter_config((1, 40))
+        [[16, [1, 4], [1, 2]], [32, [1, 4], [1, 2]], [256, [1, 10], 1]]
+    """
+    dims = [int(d) for d in shape]
+    if len(dims) not in (2, 3) or min(dims) < 1:
+        raise ValueError(
+            f"derive_filter_config: an image shape is (H, W) or (H, W, C) with positive sizes, "
+            f"got {dims}"
+        )
+    h, w = dims[0], dims[1]
+    limit = DERIVED_MAX_FINAL_KERNEL
+    filters: list[list[Any]] = []
+    channels = 16
+    while h > limit or w > limit:
+        sh, sw = (2 if h > limit else 1), (2 if w > limit else 1)
+        kernel = [4 if sh == 2 else min(3, h), 4 if sw == 2 else min(3, w)]
+        filters.append([channels, kernel, sh if sh == sw else [sh, sw]])
+        h, w = math.ceil(h / sh), math.ceil(w / sw)
+        channels = min(2 * channels, 64)
+    if not filters:
+        kernel = [min(3, h), min(3, w)]
+        filters = [[16, list(kernel), 1], [32, list(kernel), 1]]
+    filters.append([256, [h, w], 1])
+    return filters
+
+
+def default_filter_config(shape: Sequence[int], need_1x1: bool = True) -> list[list[Any]]:
+    """The vision net's default ``conv_filters`` for an ``(H, W[, C])`` image.
+
+    RLlib's table (:func:`get_filter_config`) where ``H == W`` is one of its sizes (96, 84,
+    64, 42, 10); :func:`derive_filter_config` for every other size (difference 26). RLlib's
+    64x64 stack ends at a 3x3 map, which logits or a separate value tower cannot take (RLlib
+    fails there); with ``need_1x1`` such a table entry gives way to the derived stack (for
+    64x64: RLlib's first three layers, then ``[256, [8, 8], 1]``).
+
+    Examples:
+        >>> default_filter_config((84, 84, 4)) == get_filter_config((84, 84, 4))
+        True
+        >>> default_filter_config((9, 9, 3))[-1]
+        [256, [9, 9], 1]
+        >>> default_filter_config((64, 64, 3))[-1], default_filter_config((64, 64, 3), False)[-1]
+        ([256, [8, 8], 1], [128, [4, 4], 2])
+    """
+    dims = [int(d) for d in shape]
+    if len(dims) in (2, 3):
+        for size, filters in _FILTER_TABLE:
+            if dims[:2] == [size, size]:
+                table = [[f[0], list(f[1]), f[2]] for f in filters]
+                if not need_1x1 or _ends_at_1x1(dims[:2], table):
+                    return table
+    return derive_filter_config(dims)
+
+
+def _ends_at_1x1(hw: Sequence[int], filters: Sequence[Sequence[Any]]) -> bool:
+    """Whether ``filters`` ("same" padding, the last one "valid") end at a 1x1 map."""
+    size = (int(hw[0]), int(hw[1]))
+    for f in filters[:-1]:
+        _, size = same_padding(size, f[1], f[2])
+    kh, kw = _pair(filters[-1][1])
+    sh, sw = _pair(filters[-1][2])
+    return (size[0] - kh) // sh + 1 == 1 and (size[1] - kw) // sw + 1 == 1
 
 
 class SlimFC(nn.Module):

@@ -5,9 +5,16 @@ The environment puts, in a Dict observation, ``action_mask`` (``[A]``, 1 = legal
 ``avail_actions`` (``[A, E]``: one embedding per action slot) and the real observation
 (any other single key). The model turns the real observation into an intent vector of size
 ``E`` with a fully connected network, scores every slot by the dot product with its
-embedding, and adds ``max(log(mask), FLOAT_MIN)`` so masked slots get the float32 floor.
+embedding, and sets masked slots to the float32 minimum (``FLOAT_MIN``).
 Use it with :class:`rlblocks.distributions.MaskedCategorical` (masked actions are then
 never sampled and entropy/KL cover legal actions only) or with a plain ``Categorical``.
+
+Without ``avail_actions`` (RLlib's plain mask convention ``Dict(action_mask,
+observations)``: a mask and nothing else), the embeddings are learned parameters
+(``[A, E]``, one per action slot) instead of observed ones. The model declares
+``handles_action_mask = True``: the catalog gives it the whole Dict (it reads the mask
+itself) and still masks its outputs again (see :mod:`rlblocks.masks`), which changes
+nothing.
 
 Examples:
     >>> import gymnasium as gym, torch
@@ -32,11 +39,13 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium.spaces import Box, Dict, Discrete
+from torch import nn
 
 from rlblocks.config import ModelConfig
 from rlblocks.distributions import FLOAT_MIN
 from rlblocks.models.fcnet import FullyConnectedNetwork
 from rlblocks.models.modelv2 import ModelV2
+from rlblocks.preprocessors import get_preprocessor
 
 __all__ = ["ParametricActionsModel"]
 
@@ -45,11 +54,12 @@ EMBED_KEY = "avail_actions"
 
 
 class ParametricActionsModel(ModelV2):
-    """Logits = avail_actions · intent(real_obs) + max(log(action_mask), FLOAT_MIN).
+    """Logits = avail_actions · intent(real_obs), masked slots set to FLOAT_MIN.
 
     Args:
         obs_space: The Dict observation space (or a preprocessor's flat space carrying it
-            as ``original_space``) with ``action_mask``, ``avail_actions`` and one more key.
+            as ``original_space``) with ``action_mask``, optionally ``avail_actions`` (else
+            the embeddings are learned), and one more key.
         action_space: ``Discrete(A)``: one action per slot.
         num_outputs: ``A``.
         model_config: RLlib model config for the intent network (``fcnet_hiddens``, ...).
@@ -62,6 +72,9 @@ class ParametricActionsModel(ModelV2):
     Raises:
         ValueError: The spaces do not fit the layout above.
     """
+
+    #: The catalog gives this model the whole action-mask Dict (it reads ``action_mask``).
+    handles_action_mask = True
 
     def __init__(
         self,
@@ -82,11 +95,12 @@ class ParametricActionsModel(ModelV2):
                 f"{MASK_KEY!r} and {EMBED_KEY!r}, got {original}"
             )
         keys = [k for k in original.spaces if k not in (MASK_KEY, EMBED_KEY)]
-        if MASK_KEY not in original.spaces or EMBED_KEY not in original.spaces:
+        if MASK_KEY not in original.spaces:
             raise ValueError(
-                f"ParametricActionsModel: the observation needs keys {MASK_KEY!r} and "
-                f"{EMBED_KEY!r}, got {list(original.spaces)}"
+                f"ParametricActionsModel: the observation needs the key {MASK_KEY!r} (and "
+                f"optionally {EMBED_KEY!r}), got {list(original.spaces)}"
             )
+        self.observed_embeddings = EMBED_KEY in original.spaces
         if obs_key is None:
             if len(keys) != 1:
                 raise ValueError(
@@ -101,7 +115,8 @@ class ParametricActionsModel(ModelV2):
                 f"ParametricActionsModel needs a Discrete action space, got {action_space}"
             )
         n_actions = int(action_space.n)
-        embed_shape = tuple(original.spaces[EMBED_KEY].shape or ())
+        embed_shape = (tuple(original.spaces[EMBED_KEY].shape or ()) if self.observed_embeddings
+                       else (n_actions, int(action_embed_size)))
         mask_shape = tuple(original.spaces[MASK_KEY].shape or ())
         if embed_shape != (n_actions, int(action_embed_size)) or mask_shape != (n_actions,):
             raise ValueError(
@@ -114,11 +129,20 @@ class ParametricActionsModel(ModelV2):
                 f"ParametricActionsModel: num_outputs must equal the number of actions "
                 f"({n_actions}), got {num_outputs}"
             )
-        real_shape = tuple(original.spaces[obs_key].shape or true_obs_shape)
+        real_space = original.spaces[obs_key]
+        if real_space.shape is None:  # Dict / Tuple observations: their flat size
+            real_size = int(get_preprocessor(real_space)(real_space).size)
+        elif isinstance(real_space, Discrete):  # restored as a one-hot
+            real_size = int(real_space.n)
+        else:
+            real_size = int(np.prod(real_space.shape or true_obs_shape, dtype=np.int64))
         self.obs_key = obs_key
         self.action_embed_size = int(action_embed_size)
+        if not self.observed_embeddings:
+            # Learned embeddings, one per action slot (unit normal, like nn.Embedding).
+            self.action_embeddings = nn.Parameter(torch.randn(n_actions, self.action_embed_size))
         self.action_embed_model = FullyConnectedNetwork(
-            Box(-np.inf, np.inf, (int(np.prod(real_shape)),), np.float32),
+            Box(-np.inf, np.inf, (real_size,), np.float32),
             action_space,
             self.action_embed_size,
             self.model_config,
@@ -129,14 +153,25 @@ class ParametricActionsModel(ModelV2):
         self, input_dict: dict[str, Any], state: list[torch.Tensor], seq_lens: torch.Tensor | None
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         obs = input_dict["obs"]
-        avail_actions = obs[EMBED_KEY].float()
         action_mask = obs[MASK_KEY].float()
-        real = obs[self.obs_key].float()
-        intent, _ = self.action_embed_model({"obs": real.reshape(real.shape[0], -1)})
-        # [B, A, E] * [B, 1, E] summed over E: one logit per action slot.
-        logits = (avail_actions * intent.unsqueeze(1)).sum(2)
-        inf_mask = torch.clamp(torch.log(action_mask), min=FLOAT_MIN)
-        return logits + inf_mask, state
+        real = _flat(obs[self.obs_key])
+        intent, _ = self.action_embed_model({"obs": real})
+        if self.observed_embeddings:
+            # [B, A, E] * [B, 1, E] summed over E: one logit per action slot.
+            logits = (obs[EMBED_KEY].float() * intent.unsqueeze(1)).sum(2)
+        else:
+            logits = intent @ self.action_embeddings.t()
+        return logits.masked_fill(action_mask <= 0, FLOAT_MIN), state
 
     def value_function(self) -> torch.Tensor:
         return self.action_embed_model.value_function()
+
+
+def _flat(x: Any) -> torch.Tensor:
+    """A restored observation (a tensor, or a Dict / Tuple of them) as ``[B, N]`` float32."""
+    if isinstance(x, Mapping):
+        return torch.cat([_flat(v) for v in x.values()], -1)
+    if isinstance(x, (tuple, list)):
+        return torch.cat([_flat(v) for v in x], -1)
+    t = torch.as_tensor(x).float()
+    return t.reshape(t.shape[0], -1)

@@ -174,6 +174,11 @@ class LSTMWrapper(RecurrentNetwork):
     (``input_dict["prev_actions"]``, ``input_dict["prev_rewards"]``). State: ``[h, c]``, each
     ``[B, lstm_cell_size]``.
 
+    ``vf_share_layers`` False (difference 25; RLlib's wrapper always shares its LSTM): the
+    value head reads ``value_trunk``, its own wrapped model and LSTM of the same
+    architecture (``value_trunk.wrapped``, ``value_trunk.lstm``), so the value loss never
+    changes the policy's layers; the state is then ``[h, c, h_v, c_v]``.
+
     Examples:
         >>> import gymnasium as gym, torch
         >>> from rlblocks.models.fcnet import FullyConnectedNetwork
@@ -206,6 +211,7 @@ class LSTMWrapper(RecurrentNetwork):
         in_size = self.wrapped.num_outputs
         if in_size is None:
             in_size = flatten_obs_space_size(obs_space)
+        self.wrapped_size = int(in_size)
         self.cell_size = int(cfg["lstm_cell_size"])
         self.use_prev_action = bool(cfg["lstm_use_prev_action"])
         self.use_prev_reward = bool(cfg["lstm_use_prev_reward"])
@@ -224,12 +230,23 @@ class LSTMWrapper(RecurrentNetwork):
         self._value_branch = nn.Linear(self.cell_size, 1)
         nn.init.xavier_uniform_(self._value_branch.weight)
         nn.init.zeros_(self._value_branch.bias)
+        # vf_share_layers False (difference 25): the value head reads its own wrapped model
+        # and LSTM (same architecture), whose state follows the policy's: [h, c, h_v, c_v].
+        self.value_trunk: nn.ModuleDict | None = None
+        if not self.config.vf_share_layers and self._logits_branch is not None:
+            self.value_trunk = nn.ModuleDict({
+                "wrapped": wrapped_cls(obs_space, action_space, None, model_config,
+                                       f"{name}_value_wrapped", **kwargs),
+                "lstm": nn.LSTM(self.lstm_input_size, self.cell_size,
+                                batch_first=not self.is_time_major()),
+            })
+        self.num_state = 2 if self.value_trunk is None else 4
         self._features: torch.Tensor | None = None
         self._mask: torch.Tensor | None = None
         vrs = dict(self.wrapped.view_requirements)
         vrs["obs"] = ViewRequirement(shift=0, space=obs_space)
         space = gym.spaces.Box(-np.inf, np.inf, shape=(self.cell_size,), dtype=np.float32)
-        for i in range(2):
+        for i in range(self.num_state):
             vrs[f"state_in_{i}"] = ViewRequirement(f"state_out_{i}", shift=-1, space=space)
             vrs[f"state_out_{i}"] = ViewRequirement(space=space, used_for_training=False)
         if self.use_prev_action:
@@ -239,14 +256,28 @@ class LSTMWrapper(RecurrentNetwork):
         self.view_requirements = vrs
 
     def get_initial_state(self) -> list[torch.Tensor]:
-        """Zero ``h`` and ``c``, each ``[lstm_cell_size]``, on the model's device."""
+        """Zero ``h`` and ``c``, each ``[lstm_cell_size]``, on the model's device (and the
+        value LSTM's ``h_v``, ``c_v`` when ``vf_share_layers`` is False)."""
         w = next(self.lstm.parameters())
-        return [w.new_zeros(self.cell_size), w.new_zeros(self.cell_size)]
+        return [w.new_zeros(self.cell_size) for _ in range(self.num_state)]
 
     def forward(
         self, input_dict: dict[str, Any], state: list[torch.Tensor], seq_lens: Any
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        wrapped_out, _ = self.wrapped.forward(input_dict, [], None)
+        x = self._lstm_input(self.wrapped, input_dict)
+        rows = x.shape[0]
+        if self.value_trunk is not None:
+            # one [rows, 2 * lstm_input_size] input; forward_rnn splits it between the LSTMs
+            x = torch.cat([x, self._lstm_input(self.value_trunk["wrapped"], input_dict)], dim=1)
+        lens = validate_seq_lens(seq_lens, rows, type(self).__name__)
+        out, new_state = super().forward({"obs_flat": x}, state, lens)
+        self._mask = sequence_row_mask(lens, rows // lens.shape[0])
+        return out, new_state
+
+    def _lstm_input(self, wrapped: nn.Module, input_dict: dict[str, Any]) -> torch.Tensor:
+        """``[rows, lstm_input_size]``: ``wrapped``'s features, then the previous action and
+        reward when configured."""
+        wrapped_out, _ = wrapped.forward(input_dict, [], None)
         rows = wrapped_out.shape[0]
         parts = [wrapped_out.reshape(rows, -1).float()]
         if self.use_prev_action:
@@ -269,30 +300,50 @@ class LSTMWrapper(RecurrentNetwork):
                     f"{tuple(prev_r.shape)}"
                 )
             parts.append(prev_r.reshape(rows, 1).float())
-        x = torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
-        lens = validate_seq_lens(seq_lens, rows, type(self).__name__)
-        out, new_state = super().forward({"obs_flat": x}, state, lens)
-        self._mask = sequence_row_mask(lens, rows // lens.shape[0])
-        return out, new_state
+        return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
 
     def forward_rnn(
         self, inputs: torch.Tensor, state: list[torch.Tensor], seq_lens: torch.Tensor
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        if len(state) != 2:
-            raise ValueError(f"LSTMWrapper: state must be [h, c], got {len(state)} tensors")
-        h0, c0 = state
+        names = ["h", "c"] if self.value_trunk is None else ["h", "c", "h_v", "c_v"]
+        if len(state) != self.num_state:
+            raise ValueError(f"LSTMWrapper: state must be [{', '.join(names)}], got "
+                             f"{len(state)} tensors")
         bdim = 0 if not self.is_time_major() else 1
         b, t = inputs.shape[bdim], inputs.shape[1 - bdim]
-        for name, s in (("h", h0), ("c", c0)):
+        for name, s in zip(names, state, strict=True):
             if s.dim() != 2 or s.shape[0] != b or s.shape[1] != self.cell_size:
                 raise ValueError(
                     f"LSTMWrapper: state {name} must be [B={b}, {self.cell_size}], got "
                     f"{tuple(s.shape)}"
                 )
+        mask = (torch.arange(t, device=inputs.device)[None, :] < seq_lens[:, None]).to(
+            inputs.dtype)
+        mask = mask if not self.is_time_major() else mask.t()
+        n_in = self.lstm_input_size
+        feats, h, c = self._run_lstm(self.lstm, inputs[..., :n_in], state[0], state[1],
+                                     seq_lens, mask)
+        new_state = [h, c]
+        value_feats = feats
+        if self.value_trunk is not None:
+            value_feats, h_v, c_v = self._run_lstm(self.value_trunk["lstm"], inputs[..., n_in:],
+                                                   state[2], state[3], seq_lens, mask)
+            new_state += [h_v, c_v]
+        self._features = value_feats.transpose(0, 1) if self.is_time_major() else value_feats
+        out = feats if self._logits_branch is None else self._logits_branch(feats) * mask[..., None]
+        return out, new_state
+
+    def _run_lstm(
+        self, lstm: nn.Module, inputs: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor,
+        seq_lens: torch.Tensor, mask: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``lstm`` over padded sequences: features (0 at padded steps) and the ``h``, ``c``
+        at each sequence's true end (the given ones for empty sequences)."""
+        t = inputs.shape[1 if not self.is_time_major() else 0]
         hc0 = (h0.unsqueeze(0).to(inputs.dtype), c0.unsqueeze(0).to(inputs.dtype))
         full = t == 1 or is_symbolic() or bool((seq_lens == t).all())
         if full:
-            feats, (h, c) = self.lstm(inputs, hc0)
+            feats, (h, c) = lstm(inputs, hc0)
             h, c = h[0], c[0]
             if t == 1 and not is_symbolic() and bool((seq_lens == 0).any()):
                 keep = (seq_lens == 0)[:, None]
@@ -301,18 +352,13 @@ class LSTMWrapper(RecurrentNetwork):
             packed = nn.utils.rnn.pack_padded_sequence(
                 inputs, seq_lens.clamp(min=1).cpu(), batch_first=not self.is_time_major(),
                 enforce_sorted=False)
-            packed_out, (h, c) = self.lstm(packed, hc0)
+            packed_out, (h, c) = lstm(packed, hc0)
             feats, _ = nn.utils.rnn.pad_packed_sequence(
                 packed_out, batch_first=not self.is_time_major(), total_length=t)
             h, c = h[0], c[0]
             empty = (seq_lens == 0)[:, None]
             h, c = torch.where(empty, h0, h), torch.where(empty, c0, c)
-        mask = (torch.arange(t, device=inputs.device)[None, :] < seq_lens[:, None]).to(feats.dtype)
-        mask = mask if not self.is_time_major() else mask.t()
-        feats = feats * mask[..., None]
-        self._features = feats.transpose(0, 1) if self.is_time_major() else feats
-        out = feats if self._logits_branch is None else self._logits_branch(feats) * mask[..., None]
-        return out, [h, c]
+        return feats * mask[..., None], h, c
 
     def value_function(self) -> torch.Tensor:
         if self._features is None or self._mask is None:

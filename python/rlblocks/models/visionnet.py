@@ -9,6 +9,12 @@ features are flattened and go through normc(1.0) FC layers instead, the last of 
 features, or a separate conv tower ending in a 1x1 conv (``_value_branch_separate``) when
 ``vf_share_layers`` is False.
 
+Default filters: RLlib's ``get_filter_config`` table for the sizes it has (96, 84, 64, 42,
+10 square), a derived stack ending at 1x1 for every other size, and for 64x64 when the
+logits or a separate value tower need 1x1 (RLlib's 64x64 stack ends at 3x3) (difference 26:
+:func:`~rlblocks.models.misc.default_filter_config`); the filters used are written back
+into ``model_config["conv_filters"]`` (see :func:`resolved_conv_filters`).
+
 Departure from RLlib (DESIGN 17): the last post-FC hidden layer gets
 ``post_fcnet_activation`` (RLlib leaves it linear), and the shared value head sits on the
 actual feature size when ``post_fcnet_hiddens`` is set (RLlib builds it for the conv
@@ -37,13 +43,13 @@ from rlblocks.config import ConvFilter, ModelConfig
 from rlblocks.models.misc import (
     SlimConv2d,
     SlimFC,
-    get_filter_config,
+    default_filter_config,
     normc_initializer,
     same_padding,
 )
 from rlblocks.models.modelv2 import ModelV2
 
-__all__ = ["VisionNetwork", "conv_stack_output_size"]
+__all__ = ["VisionNetwork", "conv_stack_output_size", "resolved_conv_filters"]
 
 
 def _valid_out(size: int, kernel: int, stride: int) -> int:
@@ -56,7 +62,7 @@ def conv_stack_output_size(
     """Spatial size after ``filters`` ("same" padding for all but the last, "valid" last).
 
     Examples:
-        >>> f = [ConvFilter.parse(x) for x in get_filter_config((84, 84, 4))]
+        >>> f = [ConvFilter.parse(x) for x in default_filter_config((84, 84, 4))]
         >>> conv_stack_output_size((84, 84), f)
         (1, 1)
     """
@@ -103,7 +109,8 @@ class VisionNetwork(ModelV2):
         num_outputs: Logits size, or None/0 to output the flattened conv features
             (``self.num_outputs`` becomes their size).
         model_config: RLlib model config (dict or :class:`ModelConfig`). Read:
-            ``conv_filters`` (default: ``get_filter_config(obs_space.shape)``),
+            ``conv_filters`` (default: ``default_filter_config(obs_space.shape)``: RLlib's
+            table for its sizes, a derived stack ending at 1x1 for any other),
             ``conv_activation``, ``post_fcnet_hiddens``, ``post_fcnet_activation``,
             ``no_final_linear``, ``vf_share_layers``.
         name: Model name.
@@ -111,8 +118,8 @@ class VisionNetwork(ModelV2):
             models; ``value_function()`` then raises).
 
     Raises:
-        ValueError: The space is not a rank-3 Box, there is no default filter config for
-            it, or the conv stack does not end at 1x1 when it has to.
+        ValueError: The space is not a rank-3 Box, or the conv stack does not end at 1x1
+            when it has to.
     """
 
     def __init__(
@@ -135,7 +142,10 @@ class VisionNetwork(ModelV2):
         if cfg.conv_filters:
             filters = tuple(cfg.conv_filters)
         else:
-            filters = tuple(ConvFilter.parse(f) for f in get_filter_config(shape))
+            need_1x1 = bool(self.num_outputs) or (value_branch and not cfg.vf_share_layers)
+            filters = tuple(
+                ConvFilter.parse(f) for f in default_filter_config(shape, need_1x1=need_1x1)
+            )
         self.filters: tuple[ConvFilter, ...] = filters
         self.model_config["conv_filters"] = [f.to_list() for f in filters]
         activation = cfg.conv_activation
@@ -234,3 +244,22 @@ class VisionNetwork(ModelV2):
             return self._value_branch_separate(self._features).flatten(1).squeeze(1)
         assert self._value_branch is not None
         return self._value_branch(self._features.flatten(1)).squeeze(1)
+
+
+
+def resolved_conv_filters(model: nn.Module) -> list[list[Any]] | None:
+    """The ``conv_filters`` every :class:`VisionNetwork` inside ``model`` uses (the model
+    itself, a wrapped model, the image encoders of a ComplexInputNetwork), in RLlib's list
+    form; None when it holds none or they differ (images of different sizes).
+
+    Examples:
+        >>> m = VisionNetwork(gym.spaces.Box(0, 1, (7, 7, 3)), gym.spaces.Discrete(3), 3, {}, "v")
+        >>> resolved_conv_filters(m)
+        [[16, [3, 3], 1], [32, [3, 3], 1], [256, [7, 7], 1]]
+    """
+    found = {
+        m.filters: [f.to_list() for f in m.filters]
+        for m in model.modules()
+        if isinstance(m, VisionNetwork)
+    }
+    return next(iter(found.values())) if len(found) == 1 else None

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlblocks.catalog import ModelCatalog
-from rlblocks.config import ModelConfig
+from rlblocks.config import ModelConfig, algorithm_model_config
 from rlblocks.rllib._ray import RLModuleSpec
 from rlblocks.rllib.connectors import (
     AtariFramesBatched,
@@ -120,6 +120,8 @@ def rl_module_spec(model_config: Mapping[str, Any] | None = None, *,
 
     Args:
         model_config: rlblocks model config (``MODEL_DEFAULTS`` keys); None: defaults.
+            PPO, APPO and IMPALA default to ``vf_share_layers=False`` (separate value layers,
+            as RLlib's new stack; difference 25) unless the config sets the key.
             RLlib's algorithm keys (DQN's ``dueling``, ``double_q``, ``num_atoms``, ...,
             SAC's ``twin_q``) come from the algorithm config itself.
         appo: Same as ``algo="APPO"``.
@@ -140,4 +142,5 @@ def rl_module_spec(model_config: Mapping[str, Any] | None = None, *,
         raise ValueError(f"rl_module_spec: algo must be one of {sorted(MODULE_CLASSES)}, got "
                          f"{algo!r}{' with appo=True' if appo else ''}")
     return RLModuleSpec(module_class=MODULE_CLASSES[name],
-                        model_config=portable_model_config(model_config))
+                        model_config=portable_model_config(algorithm_model_config(
+                            model_config, name)))

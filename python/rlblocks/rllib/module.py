@@ -11,8 +11,10 @@ with :func:`rlblocks.rllib.rl_module_spec`, which passes every rlblocks key expl
 
 Observations: a flat or image Box (what :func:`rlblocks.rllib.env_to_module` produces; its
 ``original_space`` lets Dict/Tuple models see the nested structure), or a Dict of
-``observations`` plus ``action_mask`` (the logits of actions whose mask entry is 0 get the
-float32 minimum, so they are never sampled) and/or the inputs the model's view
+``observations`` plus ``action_mask`` (RLlib's convention, :mod:`rlblocks.masks`: the
+logits of actions whose mask entry is <= 0 get the float32 minimum, so they are never
+sampled; Discrete, MultiDiscrete and the discrete parts of Tuple/Dict action spaces; a mask
+row without a legal action is a ValueError when acting) and/or the inputs the model's view
 requirements ask for (past observations, actions, rewards, ``[n, ...]`` each, under the
 view's name: ``prev_actions`` for ``lstm_use_prev_action``, ``prev_n_actions`` for
 ``attention_use_n_prev_actions``, ``prev_n_obs`` for the guide's frame-stacking model;
@@ -30,17 +32,24 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from functools import partial
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
-from gymnasium.spaces import Box, Discrete, MultiDiscrete
+from gymnasium.spaces import Box
 
 from rlblocks.catalog import ModelCatalog
 from rlblocks.config import MODEL_DEFAULTS, ModelConfig
-from rlblocks.distributions import FLOAT_MIN, MaskedCategorical, MaskedMultiCategorical
+from rlblocks.masks import (
+    MASK_KEY,
+    OBS_KEY,
+    apply_action_mask,
+    check_action_mask,
+    is_mask_space,
+    mask_layout,
+    masked_dist,
+)
 from rlblocks.models.modelv2 import ModelV2
 from rlblocks.rllib._ray import (
     TARGET_NETWORK_ACTION_DIST_INPUTS,
@@ -54,22 +63,8 @@ from rlblocks.rllib.distribution import RLBlocksDistribution
 __all__ = ["MASK_KEY", "OBS_KEY", "RLBlocksAPPORLModule", "RLBlocksRLModule", "is_mask_space",
            "model_views"]
 
-#: RLlib's action-masking convention: a Dict observation with exactly these two keys.
-MASK_KEY = "action_mask"
-OBS_KEY = "observations"
 #: Trajectory columns a model's view requirements may read besides the observation.
 _VIEW_COLUMNS = ("obs", "actions", "rewards")
-
-
-def is_mask_space(space: gym.Space) -> bool:
-    """Whether ``space`` is RLlib's action-mask form ``Dict(action_mask, observations)``.
-
-    Examples:
-        >>> is_mask_space(gym.spaces.Dict({"action_mask": Box(0, 1, (2,)),
-        ...                                "observations": Box(-1, 1, (4,))}))
-        True
-    """
-    return isinstance(space, gym.spaces.Dict) and set(space.spaces) == {MASK_KEY, OBS_KEY}
 
 
 def model_views(model: ModelV2) -> dict[str, tuple[str, list[int], bool]]:
@@ -83,6 +78,7 @@ def model_views(model: ModelV2) -> dict[str, tuple[str, list[int], bool]]:
     Examples:
         >>> from rlblocks.models.recurrent import LSTMWrapper
         >>> from rlblocks.models.fcnet import FullyConnectedNetwork
+        >>> from gymnasium.spaces import Discrete
         >>> m = LSTMWrapper(Box(-1, 1, (3,)), Discrete(2), 2, {"lstm_use_prev_action": True},
         ...                 "m", wrapped_cls=FullyConnectedNetwork)
         >>> model_views(m)
@@ -118,19 +114,6 @@ def rlblocks_model_config(model_config: Any) -> ModelConfig:
     return ModelConfig.from_dict({k: v for k, v in model_config.items() if k in MODEL_DEFAULTS})
 
 
-def _masked_dist(action_space: gym.Space) -> Any:
-    """The masked twin of the catalog's default discrete distribution for ``action_space``."""
-    if isinstance(action_space, Discrete):
-        return partial(MaskedCategorical, action_space=action_space)
-    if isinstance(action_space, MultiDiscrete):
-        nvec = [int(v) for v in np.asarray(action_space.nvec).ravel()]
-        return partial(MaskedMultiCategorical, input_lens=nvec, action_space=action_space)
-    raise ValueError(
-        f"an '{MASK_KEY}' observation needs a Discrete or MultiDiscrete action space, got "
-        f"{action_space}"
-    )
-
-
 class RLBlocksRLModule(TorchRLModule, ValueFunctionAPI):  # type: ignore[misc]
     """RLlib's ``TorchRLModule`` + ``ValueFunctionAPI`` whose network is an rlblocks ModelV2.
 
@@ -158,8 +141,12 @@ class RLBlocksRLModule(TorchRLModule, ValueFunctionAPI):  # type: ignore[misc]
                 "flatten nested Dict/Tuple/Discrete observations"
             )
         dist_fn, num_outputs = ModelCatalog.get_action_dist(self.action_space, config)
+        # The mask layout over the outputs (rlblocks.masks, shared with the native trainer):
+        # wrong lengths and unmaskable action spaces fail here, at build time.
+        self.mask_layout = (mask_layout(self.action_space, num_outputs, space[MASK_KEY], config)
+                            if self.masked else None)
         if self.masked and not config.custom_action_dist:
-            dist_fn = _masked_dist(self.action_space)
+            dist_fn = masked_dist(self.action_space) or dist_fn
         self.dist_fn = dist_fn
         self.model: ModelV2 = ModelCatalog.get_model_v2(
             model_space, self.action_space, num_outputs, config, name="rlblocks_rl_module"
@@ -188,9 +175,10 @@ class RLBlocksRLModule(TorchRLModule, ValueFunctionAPI):  # type: ignore[misc]
 
     # --- forward passes ------------------------------------------------------------------------
     def _run(
-        self, batch: dict[str, Any], model: ModelV2 | None = None
+        self, batch: dict[str, Any], model: ModelV2 | None = None, acting: bool = False
     ) -> tuple[dict[str, Any], torch.Tensor]:
-        """``(outputs, values)`` of one call of ``model`` (default ``self.model``) on ``batch``."""
+        """``(outputs, values)`` of one call of ``model`` (default ``self.model``) on ``batch``;
+        ``acting`` (inference / exploration) refuses mask rows without a legal action."""
         model = self.model if model is None else model
         obs = batch[Columns.OBS]
         mask = None
@@ -242,21 +230,23 @@ class RLBlocksRLModule(TorchRLModule, ValueFunctionAPI):  # type: ignore[misc]
         out, state_out = model(inputs, state, seq_lens)
         values = model.value_function().reshape(lead)
         out = out.reshape(*lead, out.shape[-1])
-        if mask is not None:
+        if mask is not None and self.mask_layout is not None:
             mask = torch.as_tensor(mask, device=out.device)
-            if mask.shape != out.shape:
+            if tuple(mask.shape) != (*lead, self.mask_layout.size):
                 raise ValueError(
                     f"RLBlocksRLModule: {MASK_KEY} of shape {tuple(mask.shape)} does not match "
-                    f"the logits' {tuple(out.shape)}"
+                    f"the expected {(*lead, self.mask_layout.size)}"
                 )
-            out = out.masked_fill(mask <= 0, FLOAT_MIN)
+            if acting:
+                check_action_mask(mask, self.mask_layout)
+            out = apply_action_mask(out, mask, self.mask_layout)
         result: dict[str, Any] = {Columns.ACTION_DIST_INPUTS: out}
         if self._num_state:
             result[Columns.STATE_OUT] = {str(i): s for i, s in enumerate(state_out)}
         return result, values
 
     def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        return self._run(batch)[0]
+        return self._run(batch, acting=True)[0]
 
     def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         result, values = self._run(batch)

@@ -66,13 +66,16 @@ Q_ALGOS = ("DQN", "SAC")
 _PPO_ONLY = ("train_batch_size", "sgd_minibatch_size", "num_sgd_iter", "lr", "lr_schedule",
              "lambda_", "clip_param", "vf_clip_param", "vf_loss_coeff", "entropy_coeff",
              "kl_coeff", "kl_target", "grad_clip", "normalize_advantages")
+#: Native-trainer features that this backend does not run: refused when set, never ignored.
+_NATIVE_ONLY = {"target_kl": "rllib.training", "normalize_reward": "an env wrapper",
+                "clip_reward": "an env wrapper", "evaluation_interval": "rllib.evaluation"}
 
 #: The native trainer's ``progress.csv`` columns (``PPOTrainer.train``), in its order.
 PROGRESS_COLUMNS = (
     "training_iteration", "timesteps_total", "episodes_total", "episodes_this_iter",
     "episode_return_mean", "episode_return_min", "episode_return_max", "episode_len_mean",
     "total_loss", "policy_loss", "vf_loss", "entropy", "kl", "approx_kl", "clipfrac",
-    "kl_coeff", "explained_variance", "advantage_mean", "value_target_mean", "lr",
+    "kl_coeff", "sgd_epochs", "explained_variance", "advantage_mean", "value_target_mean", "lr",
     "steps_per_s", "time_this_iter_s", "time_total_s",
 )
 
@@ -195,6 +198,15 @@ def _q_training(config: PPOConfig, algo: str) -> dict[str, Any]:
     return {"gamma": config.gamma}
 
 
+def _refuse_native_only(config: PPOConfig) -> None:
+    """Raises ValueError for a native-trainer feature set in a config for this backend."""
+    defaults = PPOConfig(env=config.env)
+    for key, instead in _NATIVE_ONLY.items():
+        if getattr(config, key) != getattr(defaults, key):
+            raise ValueError(f"{key}={getattr(config, key)!r}: a native-trainer option that "
+                             f"--backend rllib does not run; use RLlib's own ({instead})")
+
+
 def _algorithm_config_class(algo: str) -> Any:
     from ray.rllib.algorithms import appo, dqn, impala, ppo, sac
 
@@ -233,6 +245,7 @@ def build_algo_config(config: PPOConfig, algo: str = "PPO", num_env_runners: int
         raise ValueError(f"--num-envs-per-env-runner must be >= 1, got {envs}")
     if algo in ("APPO", "IMPALA") and int(num_env_runners) < 1:
         raise ValueError(f"{algo} samples asynchronously: give --num-env-runners >= 1")
+    _refuse_native_only(config)
     model = _model(config, algo)
     train = _q_training(config, algo) if algo in Q_ALGOS else _ppo_training(config, algo)
     if _frames_once(config, algo):

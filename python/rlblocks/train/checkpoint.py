@@ -2,9 +2,16 @@
 
 A checkpoint holds ``state.pt`` (model, optimizer, filter, RNG states, counters, env
 snapshot; a ``torch.save`` pickle, so only load checkpoints you trust) and ``meta.json``
-(format version, iteration, timesteps, a checksum of ``state.pt``). Both are written into a
-temporary directory next to the final one, flushed, then the directory is renamed into place:
-a crash mid-save never leaves a half-written checkpoint under the final name.
+(format version, iteration, timesteps, the last mean return, a checksum of ``state.pt``).
+Both are written into a temporary directory next to the final one and fsynced, then the
+directory is renamed into place. Replacing a checkpoint of the same name renames the old copy
+to ``.checkpoint_NNNNNN.old`` first, renames the new one in, and only then deletes the old
+one, so a valid copy exists at every moment: a save killed between the two renames leaves
+``.old`` under the real name's absence, which :func:`list_checkpoints` reads as that
+checkpoint and :func:`recover_interrupted_saves` (run by every save and every resume) renames
+back. Resuming from an older checkpoint than the newest moves the newer ones aside
+(:func:`abandon_newer_checkpoints`), so that a later plain resume cannot pick up the
+abandoned timeline.
 
 Examples:
     >>> import tempfile, pathlib
@@ -23,41 +30,130 @@ import os
 import re
 import shutil
 import tempfile
+import time
+import warnings
 from pathlib import Path
 from typing import Any
 
-import torch
-
-__all__ = ["FORMAT_VERSION", "checkpoint_meta", "find_checkpoint", "list_checkpoints",
-           "load_checkpoint", "prune_checkpoints", "remove_orphaned_temp_dirs", "save_checkpoint"]
+__all__ = ["FORMAT_VERSION", "abandon_newer_checkpoints", "checkpoint_meta", "checkpoint_run_dir",
+           "find_checkpoint", "list_checkpoints", "load_checkpoint", "prune_checkpoints",
+           "recover_interrupted_saves", "save_checkpoint"]
 
 FORMAT_VERSION = 1
 _NAME = re.compile(r"^checkpoint_(\d{6,})$")
 # Temporary directories of save_checkpoint: ".checkpoint_NNNNNN.<random>" while writing,
-# ".checkpoint_NNNNNN.old" while replacing.
-_TEMP = re.compile(r"^\.checkpoint_\d{6,}\..+$")
+# ".checkpoint_NNNNNN.old" (the previous copy) while replacing.
+_TEMP = re.compile(r"^\.checkpoint_(\d{6,})\.(.+)$")
+_OLD = "old"
 
 
-def remove_orphaned_temp_dirs(run_dir: str | Path) -> list[Path]:
-    """Deletes the temporary directories that a killed :func:`save_checkpoint` left behind
-    (one process writes a run's checkpoints) and returns them."""
+def _fsync_dir(path: Path) -> None:
+    """Makes the renames inside ``path`` durable (a no-op where directories cannot be
+    opened, e.g. on Windows)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def recover_interrupted_saves(run_dir: str | Path) -> list[Path]:
+    """Repairs what a killed :func:`save_checkpoint` left behind (one process writes a
+    run's checkpoints): a ``.checkpoint_NNNNNN.old`` whose ``checkpoint_NNNNNN`` is missing
+    (the save was killed between its two renames) is renamed back, since it is the only
+    valid copy; other temporary directories (half-written, or an ``.old`` copy that the new
+    checkpoint already replaced) are deleted.
+
+    Returns:
+        The temporary directories deleted.
+    """
     run = Path(run_dir)
     if not run.is_dir():
         return []
-    orphans = [p for p in run.iterdir() if p.is_dir() and _TEMP.match(p.name)]
-    for p in orphans:
+    removed = []
+    temps = sorted((p for p in run.iterdir() if p.is_dir() and _TEMP.match(p.name)),
+                   key=lambda p: not p.name.endswith("." + _OLD))  # the .old copies first
+    for p in temps:
+        m = _TEMP.match(p.name)
+        assert m is not None
+        real = run / f"checkpoint_{m.group(1)}"
+        if m.group(2) == _OLD and not real.exists():
+            os.replace(p, real)
+            _fsync_dir(run)
+            continue
         shutil.rmtree(p, ignore_errors=True)
-    return orphans
+        removed.append(p)
+    return removed
 
 
 def list_checkpoints(run_dir: str | Path) -> list[Path]:
-    """The checkpoint directories of a run, oldest first."""
+    """The checkpoint directories of a run, oldest first (read only: where a killed save
+    left only ``.checkpoint_NNNNNN.old``, that copy stands for ``checkpoint_NNNNNN``)."""
     run = Path(run_dir)
     if not run.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in run.iterdir()
-             if p.is_dir() and (m := _NAME.match(p.name))]
-    return [p for _, p in sorted(found)]
+    found: dict[int, Path] = {}
+    for p in run.iterdir():
+        if not p.is_dir():
+            continue
+        if m := _NAME.match(p.name):
+            found[int(m.group(1))] = p
+        elif (t := _TEMP.match(p.name)) and t.group(2) == _OLD:
+            found.setdefault(int(t.group(1)), p)
+    return [found[i] for i in sorted(found)]
+
+
+def abandon_newer_checkpoints(run_dir: str | Path, iteration: int) -> Path | None:
+    """Resuming from iteration ``iteration`` while the run holds later checkpoints: moves
+    them, and a copy of the whole ``progress.csv``, into ``run_dir/abandoned_<time>/`` with
+    a RuntimeWarning, so that the run keeps one timeline (a later resume of the run
+    directory would otherwise pick the abandoned newest checkpoint).
+
+    Returns:
+        The ``abandoned_<time>`` directory, or None when no checkpoint is newer.
+    """
+    run = Path(run_dir)
+    newer = [p for p in list_checkpoints(run) if _iteration(p) > iteration]
+    if not newer:
+        return None
+    stamp = time.strftime("%Y%m%d_%H%M%S")
+    dest = run / f"abandoned_{stamp}"
+    n = 1
+    while dest.exists():
+        n += 1
+        dest = run / f"abandoned_{stamp}_{n}"
+    dest.mkdir()
+    progress = run / "progress.csv"
+    if progress.is_file():
+        shutil.copy2(progress, dest / "progress.csv")
+    for p in newer:
+        os.replace(p, dest / f"checkpoint_{_iteration(p):06d}")
+    _fsync_dir(run)
+    names = ", ".join(f"checkpoint_{_iteration(p):06d}" for p in newer)
+    warnings.warn(f"resuming from iteration {iteration} abandons the later checkpoints of "
+                  f"{str(run)!r} ({names}): moved to {str(dest)!r}, with the old progress.csv",
+                  RuntimeWarning, stacklevel=2)
+    return dest
+
+
+def checkpoint_run_dir(path: str | Path) -> Path:
+    """The run directory of ``path``: a checkpoint's parent (also for a checkpoint name
+    that a killed save left missing), else ``path`` itself."""
+    p = Path(path)
+    if _NAME.match(p.name) or _TEMP.match(p.name) or (p / "state.pt").is_file():
+        return p.parent
+    return p
+
+
+def _iteration(path: Path) -> int:
+    m = _NAME.match(path.name) or _TEMP.match(path.name)
+    assert m is not None
+    return int(m.group(1))
 
 
 def find_checkpoint(path: str | Path) -> Path:
@@ -102,8 +198,10 @@ def save_checkpoint(run_dir: str | Path, state: dict[str, Any], path: str | Path
 
 def _save(run: Path, state: dict[str, Any], path: str | Path | None) -> Path:
     target = Path(path) if path is not None else run / f"checkpoint_{int(state['iteration']):06d}"
+    import torch
+
     target.parent.mkdir(parents=True, exist_ok=True)
-    remove_orphaned_temp_dirs(target.parent)
+    recover_interrupted_saves(target.parent)
     buf = io.BytesIO()
     torch.save(state, buf)
     payload = buf.getvalue()
@@ -114,6 +212,9 @@ def _save(run: Path, state: dict[str, Any], path: str | Path | None) -> Path:
         "sha256": hashlib.sha256(payload).hexdigest(),
         "bytes": len(payload),
     }
+    last = (state.get("last_metrics") or {}).get("episode_return_mean")
+    if isinstance(last, (int, float)) and not isinstance(last, bool):
+        meta["episode_return_mean"] = float(last)  # NaN before the first episode
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         for name, data in (("state.pt", payload), ("meta.json", json.dumps(meta).encode())):
@@ -121,14 +222,17 @@ def _save(run: Path, state: dict[str, Any], path: str | Path | None) -> Path:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
+        _fsync_dir(tmp)
         if target.exists():
-            old = target.with_name(f".{target.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(target, old)
+            old = target.with_name(f".{target.name}.{_OLD}")
+            shutil.rmtree(old, ignore_errors=True)  # target is the valid copy meanwhile
+            os.replace(target, old)  # from here until the next rename, .old is the copy
             os.replace(tmp, target)
+            _fsync_dir(target.parent)
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, target)
+            _fsync_dir(target.parent)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -171,6 +275,8 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
             f"checkpoint {str(ckpt)!r} is corrupt: state.pt ({len(payload)} bytes) does not "
             f"match the checksum in meta.json ({meta.get('bytes')} bytes expected)"
         )
+    import torch
+
     try:
         state = torch.load(io.BytesIO(payload), map_location="cpu", weights_only=False)
     except Exception as err:  # unpickling errors come in many types

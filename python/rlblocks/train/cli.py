@@ -22,6 +22,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import warnings
@@ -29,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rlblocks.train.checkpoint import checkpoint_meta
+from rlblocks.train.checkpoint import checkpoint_meta, find_checkpoint, list_checkpoints
 from rlblocks.train.logger import read_progress
 
 __all__ = ["add_subcommands", "load_config_file", "parse_overrides"]
@@ -37,6 +38,14 @@ __all__ = ["add_subcommands", "load_config_file", "parse_overrides"]
 #: ``rlblocks train`` stops here when neither --stop-timesteps nor the env's reward
 #: threshold ends the run first.
 DEFAULT_STOP_TIMESTEPS = 500_000
+
+#: The stop conditions a run of ``rlblocks train`` went by (a ``--resume`` goes on by them).
+STOP_FILE = "stop.json"
+
+#: Config keys whose value is a mapping of further keys (``--set model.KEY=VALUE``).
+_MAPPING_KEYS = {"model": "model.fcnet_hiddens=[64,64]", "env_config": "env_config.size=8",
+                 "rllib": "rllib.training.n_step=3",
+                 "stop": "stop.timesteps_total=100000"}
 
 
 def _yaml_value(text: str) -> Any:
@@ -52,6 +61,21 @@ def _yaml_value(text: str) -> Any:
         except ValueError:
             return value
     return value
+
+
+def _yaml_load(text: str) -> Any:
+    """``yaml.safe_load``, but ``1e5`` and ``1e-3`` are numbers (YAML 1.2), as ``--set``
+    reads them, not the strings of YAML 1.1."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+        list("-+0123456789."))
+    return yaml.load(text, Loader=Loader)  # noqa: S506 (a SafeLoader subclass)
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
@@ -92,9 +116,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         if p.suffix.lower() == ".json":
             data = json.loads(text)
         else:
-            import yaml
-
-            data = yaml.safe_load(text)
+            data = _yaml_load(text)
     except Exception as err:  # json and yaml raise different error types
         raise ValueError(f"config file {str(p)!r} could not be parsed: {err}") from None
     if data is None:
@@ -116,9 +138,14 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def _default_stop_reward(env: Any) -> float | None:
+    """The env's reward threshold; None if it has none or is not a known id (a bad id
+    is reported when the trainer makes the env)."""
     from rlblocks.train.rollout import env_spec
 
-    spec = env_spec(env)
+    try:
+        spec = env_spec(env)
+    except ValueError:
+        return None
     if spec is None or spec.reward_threshold is None:
         return None
     return float(spec.reward_threshold)
@@ -134,7 +161,7 @@ def _user_modules_importable() -> None:
 
 def _config_data(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Any, Any]]:
     """The PPO keys of ``--tuned`` / ``--config`` / ``--env`` / ``--set`` (later ones win)
-    and the ``stop`` block of the file, if any."""
+    and the ``stop`` block (of the file or tuned config, changed by ``--set stop.KEY=V``)."""
     from rlblocks.train.tuned import load_tuned, split_stop
 
     if args.tuned and (args.config or args.env):
@@ -142,12 +169,19 @@ def _config_data(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Any, A
                          "keys of it, or --config / --env without --tuned")
     if args.tuned:
         tuned = load_tuned(args.tuned)
-        data, stops = dict(tuned.config), (tuned.stop_reward, tuned.stop_timesteps)
+        stop = {"episode_return_mean": tuned.stop_reward, "timesteps_total": tuned.stop_timesteps}
+        base = {**tuned.config, "stop": {k: v for k, v in stop.items() if v is not None}}
     else:
-        data, reward, steps = split_stop(load_config_file(args.config) if args.config else {})
-        stops = (reward, steps)
+        base = load_config_file(args.config) if args.config else {}
     overrides = parse_overrides(args.set or [])
-    data = _merge(data, overrides)
+    merged = _merge(base, overrides)
+    for key, example in _MAPPING_KEYS.items():
+        value = merged.get(key)
+        if value is not None and not isinstance(value, dict):
+            where = "--set" if key in overrides else "the config's"
+            raise ValueError(f"{where} {key}={value!r}: {key} must be a mapping of keys "
+                             f"(e.g. --set {example}), got {type(value).__name__}")
+    data, reward, steps = split_stop(merged)
     if args.env:
         data["env"] = args.env
     if not data.get("env"):
@@ -155,7 +189,7 @@ def _config_data(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Any, A
                          "lists them) or 'env' in the --config file")
     if not args.tuned and not args.config:
         _hint_tuned(str(data["env"]), data.get("model") or {})
-    return data, stops
+    return data, (reward, steps)
 
 
 def _hint_tuned(env: str, model: dict[str, Any]) -> None:
@@ -173,10 +207,101 @@ def _hint_tuned(env: str, model: dict[str, Any]) -> None:
 
 
 def _check_stops(args: argparse.Namespace) -> None:
-    if args.stop_timesteps is not None and args.stop_timesteps <= 0:
-        raise ValueError(f"--stop-timesteps must be > 0, got {args.stop_timesteps}")
-    if args.stop_reward is not None and not math.isfinite(args.stop_reward):
-        raise ValueError(f"--stop-reward must be a finite number, got {args.stop_reward}")
+    """The command line's stop flags, by the same check as a config's ``stop`` block."""
+    from rlblocks.train.tuned import stop_value
+
+    if args.stop_timesteps is not None:
+        stop_value("timesteps_total", args.stop_timesteps, "--stop-timesteps")
+    if args.stop_reward is not None:
+        stop_value("episode_return_mean", args.stop_reward, "--stop-reward")
+
+
+def _saved_stops(run_dir: str | Path) -> dict[str, Any]:
+    """The stop conditions of ``run_dir``'s ``stop.json`` (``{}`` if it has none)."""
+    path = Path(run_dir) / STOP_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _run_env(run_dir: Path) -> Any:
+    """The ``env`` of ``run_dir``'s ``config.json`` (None if unreadable)."""
+    try:
+        data = json.loads((run_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data.get("env") if isinstance(data, dict) else None
+
+
+def _write_stops(run_dir: Path, stop_reward: float | None, stop_timesteps: int) -> None:
+    (run_dir / STOP_FILE).write_text(json.dumps(
+        {"episode_return_mean": stop_reward, "timesteps_total": stop_timesteps}) + "\n")
+
+
+class _Stops:
+    """The stop conditions of a ``train`` command and where each came from (for messages)."""
+
+    def __init__(self, args: argparse.Namespace, file_stops: tuple[Any, Any], env: Any,
+                 saved: dict[str, Any]) -> None:
+        self.reward: float | None
+        if args.stop_reward is not None:
+            self.reward, self.reward_from = args.stop_reward, "--stop-reward"
+        elif file_stops[0] is not None:
+            self.reward, self.reward_from = file_stops[0], "stop.episode_return_mean"
+        elif args.no_default_stop_reward:
+            self.reward, self.reward_from = None, ""
+        elif "episode_return_mean" in saved:
+            self.reward, self.reward_from = saved["episode_return_mean"], "stop.episode_return_mean"
+        else:
+            self.reward = _default_stop_reward(env)
+            self.reward_from = "the env's reward threshold"
+        if args.stop_timesteps is not None:
+            self.timesteps, self.timesteps_from = args.stop_timesteps, "--stop-timesteps"
+        elif file_stops[1] is not None:
+            self.timesteps, self.timesteps_from = file_stops[1], "stop.timesteps_total"
+        elif isinstance(saved.get("timesteps_total"), int):
+            self.timesteps, self.timesteps_from = saved["timesteps_total"], "stop.timesteps_total"
+        else:
+            self.timesteps, self.timesteps_from = DEFAULT_STOP_TIMESTEPS, "the default budget"
+
+    def check_not_met(self, steps: int, last_return: Any) -> None:
+        """Refuses a ``--resume`` whose stop condition the run has already met (it would
+        end at once): the message says how to extend it."""
+        if steps >= self.timesteps:
+            if self.timesteps_from == "--stop-timesteps":
+                raise ValueError(f"--stop-timesteps {self.timesteps}: the run already has "
+                                 f"{steps} steps")
+            raise ValueError(f"the run is already done: {self.timesteps_from}="
+                             f"{self.timesteps} already reached at {steps:,} steps; pass "
+                             f"--stop-timesteps N larger than {steps} to train on")
+        try:
+            ret = float(last_return)
+        except (TypeError, ValueError):
+            return
+        if self.reward is None or math.isnan(ret) or ret < self.reward:
+            return
+        reached = f"a mean return of {ret:.1f} at {steps:,} steps"
+        if self.reward_from == "--stop-reward":
+            raise ValueError(f"--stop-reward {self.reward:g}: the run already has {reached}; "
+                             f"pass a --stop-reward larger than {ret:.1f}")
+        why = "" if self.reward_from.startswith("stop.") else f" ({self.reward_from})"
+        raise ValueError(f"the run is already done: stop.episode_return_mean={self.reward:g}"
+                         f"{why} already reached with {reached}; pass --stop-reward R larger "
+                         f"than {ret:.1f}, or --no-default-stop-reward to train on to the "
+                         "step budget")
+
+
+def _last_return(path: str | Path, meta: dict[str, Any]) -> Any:
+    """The checkpoint's mean return: its ``meta.json`` (else its progress.csv row)."""
+    if "episode_return_mean" in meta:
+        return meta["episode_return_mean"]
+    ckpt = find_checkpoint(path)
+    for row in read_progress(ckpt.parent):
+        if row.get("training_iteration") == meta.get("iteration"):
+            return row.get("episode_return_mean")
+    return None
 
 
 def _restore(run_dir: str) -> Any:
@@ -228,74 +353,77 @@ def _rllib_trainer() -> Any:
 
 def _train(args: argparse.Namespace) -> int:
     from rlblocks.train.config import PPOConfig
-    from rlblocks.train.plot import plot_run
-    from rlblocks.train.ppo import PPOTrainer, default_run_dir
 
     _check_stops(args)
     flags = _rllib_flags(args)
+    if args.resume and (args.config or args.set or args.env or args.tuned):
+        raise ValueError("--resume continues a run with its saved config; --env, --config, "
+                         "--tuned and --set cannot be combined with it")
     created: Path | None = None  # a run directory this command made (removed if it fails)
-    trainer: Any
-    if args.resume and _rllib_run(args.resume):
-        if args.config or args.set or args.env:
-            raise ValueError("--resume continues a run with its saved config; --env, --config "
-                             "and --set cannot be combined with it")
-        trainer = _rllib_trainer().RLlibTrainer.restore(args.resume,
-                                                        ray_address=flags["ray_address"])
-        file_stops: tuple[float | None, int | None] = (None, None)
-        if args.stop_timesteps is not None and args.stop_timesteps <= trainer.timesteps_total:
-            trainer.close()
-            raise ValueError(f"--stop-timesteps {args.stop_timesteps}: the run already has "
-                             f"{trainer.timesteps_total} steps")
-    elif args.resume:
-        if args.config or args.set or args.env:
-            raise ValueError("--resume continues a run with its saved config; --env, --config "
-                             "and --set cannot be combined with it")
-        done = int(checkpoint_meta(args.resume)["timesteps_total"])
-        if args.stop_timesteps is not None and args.stop_timesteps <= done:
-            raise ValueError(f"--stop-timesteps {args.stop_timesteps}: the run already has "
-                             f"{done} steps")
-        trainer = _restore(args.resume)
-        file_stops = (None, None)
-    else:
-        data, file_stops = _config_data(args)
-        config = PPOConfig.from_dict(data)
-        target = Path(args.run_dir) if args.run_dir else default_run_dir(config, args.runs_root)
-        created = None if target.exists() else target
-        if args.backend == "rllib":
-            rllib = _rllib_trainer()
-            try:
-                trainer = rllib.RLlibTrainer(
-                    config, target, algo=flags["algo"] or "PPO",
-                    num_env_runners=flags["num_env_runners"] or 0,
-                    num_envs_per_env_runner=flags["num_envs_per_env_runner"],
-                    ray_address=flags["ray_address"])
-            except BaseException:
-                if created is not None:
-                    shutil.rmtree(created, ignore_errors=True)
-                raise
-        else:
-            trainer = PPOTrainer(config, run_dir=target)
-    cfg = trainer.config
-    stop_reward = args.stop_reward if args.stop_reward is not None else file_stops[0]
-    if stop_reward is None and not args.no_default_stop_reward:
-        stop_reward = _default_stop_reward(cfg.env)
-    stop_timesteps: int = next(s for s in (args.stop_timesteps, file_stops[1],
-                                           DEFAULT_STOP_TIMESTEPS) if s is not None)
-    run_dir = trainer.run_dir
-    until = f"a mean return >= {stop_reward} or " if stop_reward is not None else ""
-    algo = (f"{trainer.backend['algo']} (RLlib, {trainer.backend['num_env_runners']} env "
-            f"runners)" if hasattr(trainer, "backend") else "PPO")
-    print(f"rlblocks train: {algo} on {cfg.env_name}, {cfg.num_envs} envs, until {until}"
-          f"{stop_timesteps} steps; run directory: {run_dir}", flush=True)
+    trainer: Any = None
     try:
-        metrics = trainer.fit(stop_reward=stop_reward, stop_timesteps=stop_timesteps,
-                              progress=not args.no_progress)
+        if args.resume and _rllib_run(args.resume):
+            trainer = _rllib_trainer().RLlibTrainer.restore(args.resume,
+                                                            ray_address=flags["ray_address"])
+            stops = _Stops(args, (None, None), trainer.config.env, _saved_stops(trainer.run_dir))
+            stops.check_not_met(trainer.timesteps_total,
+                                trainer.last_metrics.get("episode_return_mean"))
+        elif args.resume:
+            meta = checkpoint_meta(args.resume)
+            run = find_checkpoint(args.resume).parent
+            stops = _Stops(args, (None, None), _run_env(run), _saved_stops(run))
+            stops.check_not_met(int(meta["timesteps_total"]), _last_return(args.resume, meta))
+            trainer = _restore(args.resume)
+        else:
+            data, file_stops = _config_data(args)
+            config = PPOConfig.from_dict(data)
+            stops = _Stops(args, file_stops, config.env, {})
+            target = (Path(args.run_dir) if args.run_dir
+                      else _default_run_dir(config, args.runs_root))
+            created = None if target.exists() else target
+            trainer = _new_trainer(args, flags, config, target)
+        return _fit(args, trainer, stops)
     except BaseException:
-        if created is not None and trainer.checkpoint_path is None and not read_progress(created):
+        if created is not None and not list_checkpoints(created) and not read_progress(created):
             shutil.rmtree(created, ignore_errors=True)  # a failed start leaves nothing behind
         raise
     finally:
-        trainer.close()
+        if trainer is not None:
+            trainer.close()
+
+
+def _default_run_dir(config: Any, root: str) -> Path:
+    from rlblocks.train.ppo import default_run_dir
+
+    return default_run_dir(config, root)
+
+
+def _new_trainer(args: argparse.Namespace, flags: dict[str, Any], config: Any,
+                 target: Path) -> Any:
+    if args.backend == "rllib":
+        return _rllib_trainer().RLlibTrainer(
+            config, target, algo=flags["algo"] or "PPO",
+            num_env_runners=flags["num_env_runners"] or 0,
+            num_envs_per_env_runner=flags["num_envs_per_env_runner"],
+            ray_address=flags["ray_address"])
+    from rlblocks.train.ppo import PPOTrainer
+
+    return PPOTrainer(config, run_dir=target)
+
+
+def _fit(args: argparse.Namespace, trainer: Any, stops: _Stops) -> int:
+    from rlblocks.train.plot import plot_run
+
+    cfg = trainer.config
+    run_dir = trainer.run_dir
+    _write_stops(Path(run_dir), stops.reward, stops.timesteps)
+    until = f"a mean return >= {stops.reward} or " if stops.reward is not None else ""
+    algo = (f"{trainer.backend['algo']} (RLlib, {trainer.backend['num_env_runners']} env "
+            f"runners)" if hasattr(trainer, "backend") else "PPO")
+    print(f"rlblocks train: {algo} on {cfg.env_name}, {cfg.num_envs} envs, until {until}"
+          f"{stops.timesteps} steps; run directory: {run_dir}", flush=True)
+    metrics = trainer.fit(stop_reward=stops.reward, stop_timesteps=stops.timesteps,
+                          progress=not args.no_progress)
     plot = plot_run(trainer.run_dir or ".")
     ret = metrics.get("episode_return_mean", math.nan)
     print(
@@ -419,7 +547,15 @@ def _guard(fn: Any, name: str) -> Any:
 def add_subcommands(sub: Any) -> None:
     """Adds ``train``, ``evaluate``, ``export``, ``tuned`` and ``plot`` to an argparse
     subparsers object."""
-    train = sub.add_parser("train", help="train PPO on a gymnasium env")
+    train = sub.add_parser(
+        "train", help="train PPO on a gymnasium env",
+        description="Trains PPO with a progress bar and writes a run directory: config.json, "
+        "stop.json, progress.csv, checkpoint_NNNNNN/ and progress.png. --set values are read "
+        "as YAML (lr=1e-3, model.fcnet_hiddens=[32,32], observation_filter=MeanStdFilter); "
+        "dotted keys reach into model, env_config and stop. A --config file or a --tuned "
+        "config may end with a stop: {episode_return_mean: R, timesteps_total: N} block. "
+        "--resume RUN_DIR continues a run by its saved config and stop conditions; "
+        "resuming from an older checkpoint moves the later ones into abandoned_<time>/.")
     train.add_argument("--env", help="gymnasium id, e.g. CartPole-v1, or module:EnvId for an "
                        "env that a module of yours registers (my_pkg.envs:MyEnv-v0)")
     train.add_argument("--config", help="YAML or JSON file of PPO config keys (and an optional "
@@ -455,7 +591,10 @@ def add_subcommands(sub: Any) -> None:
                        "start a local Ray sized to the machine)")
     train.set_defaults(func=_guard(_train, "train"))
 
-    evaluate = sub.add_parser("evaluate", help="evaluate a run's latest checkpoint")
+    evaluate = sub.add_parser(
+        "evaluate", help="evaluate a run's latest checkpoint",
+        description="Plays episodes with a run's newest checkpoint (or a given checkpoint "
+        "directory) and prints a JSON summary; the run directory is only read.")
     evaluate.add_argument("run_dir", help="run directory or checkpoint directory")
     evaluate.add_argument("--episodes", type=int, default=10, help="episodes to run")
     evaluate.add_argument("--explore", action="store_true", help="sample actions")
@@ -465,7 +604,10 @@ def add_subcommands(sub: Any) -> None:
                           "instead of the checkpoint, on the run's env")
     evaluate.set_defaults(func=_guard(_evaluate, "evaluate"))
 
-    export = sub.add_parser("export", help="export a run's policy to ONNX or torch.export")
+    export = sub.add_parser(
+        "export", help="export a run's policy to ONNX or torch.export",
+        description="Writes the policy of a run's newest checkpoint as an ONNX or "
+        "torch.export artifact with a JSON sidecar describing its inputs and outputs.")
     export.add_argument("run_dir", help="run directory or checkpoint directory")
     export.add_argument("--format", choices=["onnx", "torch-export"], default="onnx",
                         help="artifact format (default onnx; needs rlblocks[export])")
@@ -474,12 +616,18 @@ def add_subcommands(sub: Any) -> None:
                         "JSON sidecar is written next to it as FILE.json")
     export.set_defaults(func=_guard(_export, "export"))
 
-    tuned = sub.add_parser("tuned", help="list the tuned configs, or print one")
+    tuned = sub.add_parser(
+        "tuned", help="list the tuned configs, or print one",
+        description="Lists the tuned configs shipped with rlblocks (env, model, target, last "
+        "measurement), or prints one's YAML; run one with rlblocks train --tuned NAME.")
     tuned.add_argument("name", nargs="?", help="print this tuned config's YAML")
     tuned.add_argument("--list", action="store_true", help="list them (the default)")
     tuned.set_defaults(func=_guard(_tuned, "tuned"))
 
-    plot = sub.add_parser("plot", help="learning curve PNG of a run")
+    plot = sub.add_parser(
+        "plot", help="learning curve PNG of a run",
+        description="Plots one progress.csv column against another into a PNG (the "
+        "directory of --out must exist).")
     plot.add_argument("run_dir", help="run directory")
     plot.add_argument("--out", default=None, help="PNG path (default RUN_DIR/progress.png)")
     plot.add_argument("--x", default="timesteps_total", help="x column of progress.csv")

@@ -30,9 +30,11 @@ __all__ = ["PPOConfig", "lr_at"]
 
 #: The model config the trainer uses unless the user's ``model`` dict says otherwise
 #: (CleanRL's / the SB3 zoo's choice for classic control: two tanh layers of 64 with
-#: orthogonal weights of gain sqrt(2), separate policy and value networks). Keys the user
-#: gives replace these one by one; a user's ``fcnet_weights_initializer`` also drops the
-#: default's ``_config``.
+#: orthogonal weights of gain sqrt(2), separate policy and value networks: every default
+#: model, ComplexInputNetwork, vision and recurrent wrappers included, then gives the value
+#: function its own layers, as ``rlblocks.config.SEPARATE_VALUE_ALGOS`` asks for PPO, APPO and
+#: IMPALA; difference 25). Keys the user gives replace these one by one; a user's
+#: ``fcnet_weights_initializer`` also drops the default's ``_config``.
 PPO_MODEL_DEFAULTS: dict[str, Any] = {
     "fcnet_hiddens": [64, 64],
     "fcnet_activation": "tanh",
@@ -115,6 +117,18 @@ class PPOConfig:
     ``kl_target / 2``."""
     grad_clip: float | None = 0.5
     """Max global gradient norm; None disables clipping."""
+    target_kl: float | None = None
+    """Early stop of the SGD epochs (Stable-Baselines3's rule): once a minibatch's approximate
+    KL(old || new) exceeds ``1.5 * target_kl``, that minibatch's step and the remaining epochs
+    are skipped (``sgd_epochs`` in the metrics says how many epochs ran); None: off."""
+    normalize_reward: bool = False
+    """Divide rewards by the running std of the discounted return (``gamma``), as
+    Stable-Baselines3's ``VecNormalize(norm_reward=True)``; the training loss sees the scaled
+    rewards, the episode returns reported stay the env's. The running stats are saved with
+    checkpoints."""
+    clip_reward: float | None = None
+    """Clip each training reward (after ``normalize_reward``) to ``[-clip_reward,
+    clip_reward]`` (VecNormalize's ``clip_reward``, 10 there); None: no clipping."""
     normalize_advantages: bool = True
     """Standardise advantages per minibatch."""
     observation_filter: str = "NoFilter"
@@ -137,6 +151,13 @@ class PPOConfig:
     """Also write TensorBoard event files (needs the ``tensorboard`` package)."""
     metrics_smoothing_episodes: int = 100
     """``episode_return_mean`` averages the returns of this many most recent episodes."""
+    evaluation_interval: int = 0
+    """Evaluate every this many iterations (0: never): ``evaluation_episodes`` episodes with
+    the deterministic (greedy) action on an env of its own, reported as ``evaluation/...``
+    metrics (``progress.csv`` columns; NaN in the other iterations). The run directory's
+    ``best/`` checkpoint then follows the evaluation return (else the training return)."""
+    evaluation_episodes: int = 10
+    """Episodes per evaluation (``evaluation_interval``)."""
     framework: str = "torch"
     """Accepted for RLlib compatibility; only ``"torch"``."""
     fast_paths: bool = True
@@ -232,7 +253,9 @@ class PPOConfig:
         for name in ("num_envs", "train_batch_size", "sgd_minibatch_size", "num_sgd_iter",
                      "metrics_smoothing_episodes"):
             setattr(self, name, _int(getattr(self, name), name, minimum=1))
-        for name in ("checkpoint_freq", "keep_checkpoints"):
+        self.evaluation_episodes = _int(self.evaluation_episodes, "evaluation_episodes",
+                                        minimum=1)
+        for name in ("checkpoint_freq", "keep_checkpoints", "evaluation_interval"):
             setattr(self, name, _int(getattr(self, name), name, minimum=0))
         if self.train_batch_size % self.num_envs:
             raise ValueError(
@@ -274,11 +297,16 @@ class PPOConfig:
                                          low_open=True)
         if self.grad_clip is not None:
             self.grad_clip = _number(self.grad_clip, "grad_clip", low=0.0, low_open=True)
+        if self.target_kl is not None:
+            self.target_kl = _number(self.target_kl, "target_kl", low=0.0, low_open=True)
+        if self.clip_reward is not None:
+            self.clip_reward = _number(self.clip_reward, "clip_reward", low=0.0, low_open=True)
         self.vf_loss_coeff = _number(self.vf_loss_coeff, "vf_loss_coeff", low=0.0)
         self.entropy_coeff = _number(self.entropy_coeff, "entropy_coeff", low=0.0)
         self.kl_coeff = _number(self.kl_coeff, "kl_coeff", low=0.0)
         self.kl_target = _number(self.kl_target, "kl_target", low=0.0, low_open=True)
-        for name in ("normalize_advantages", "clip_actions", "tensorboard", "fast_paths"):
+        for name in ("normalize_advantages", "clip_actions", "tensorboard", "fast_paths",
+                     "normalize_reward"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.seed is not None:
@@ -344,8 +372,10 @@ _OTHER_NAMES = {
     "batch_size": "sgd_minibatch_size", "n_epochs": "num_sgd_iter", "num_epochs":
     "num_sgd_iter", "update_epochs": "num_sgd_iter", "ent_coef": "entropy_coeff", "vf_coef":
     "vf_loss_coeff", "max_grad_norm": "grad_clip", "clip_range": "clip_param", "clip_coef":
-    "clip_param", "n_envs": "num_envs", "num_envs_per_worker": "num_envs", "target_kl":
-    "kl_target", "norm_adv": "normalize_advantages", "n_steps": "rollout_fragment_length",
+    "clip_param", "n_envs": "num_envs", "num_envs_per_worker": "num_envs",
+    "norm_adv": "normalize_advantages", "n_steps": "rollout_fragment_length",
+    "norm_reward": "normalize_reward", "eval_freq": "evaluation_interval",
+    "n_eval_episodes": "evaluation_episodes",
 }
 
 

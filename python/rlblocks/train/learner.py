@@ -186,6 +186,10 @@ class PPOLearner:
             cols = tree_map(lambda c: c[keep], cols)
         stats: list[torch.Tensor] = []
         last = cfg.num_sgd_iter - 1
+        # target_kl: every minibatch records its statistics (its approx KL decides the early
+        # stop); the epoch that ran last is the one reported.
+        early = cfg.target_kl is not None
+        epochs_run = 0
         pol.set_training(True)
         self._fast = self._backprop if (
             self._backprop is not None and self._backprop.usable()) else None
@@ -196,6 +200,9 @@ class PPOLearner:
             num_seqs = len(lens)
             n_mb = max(1, min(num_seqs, round(total_rows / cfg.sgd_minibatch_size)))
             for epoch in range(cfg.num_sgd_iter):
+                epochs_run, stop = epoch + 1, False
+                if early:
+                    stats.clear()
                 for mb in np.array_split(rng.permutation(num_seqs), n_mb):
                     idx = index[mb].reshape(-1)
                     used = idx >= 0 if valid is None else (idx >= 0) & valid[np.maximum(idx, 0)]
@@ -204,21 +211,36 @@ class PPOLearner:
                     data = tree_map(lambda c, r=rows: c[r], cols)
                     seq_lens = torch.as_tensor(lens[mb], device=pol.device)
                     state = [s[torch.as_tensor(mb, device=pol.device)] for s in states]
-                    self._step(data, state, seq_lens, mask, stats, epoch == last)
+                    if self._step(data, state, seq_lens, mask, stats, epoch == last or early):
+                        stop = True
+                        break
+                if stop:
+                    break
         else:
             n_mb = max(1, total_rows // cfg.sgd_minibatch_size)
             if n_mb == 1:  # one minibatch of every row: no shuffling, standardise once
                 if cfg.normalize_advantages:
                     cols["advantages"] = _standardized(cols["advantages"], None)
                 for epoch in range(cfg.num_sgd_iter):
-                    self._step(cols, [], None, None, stats, epoch == last,
-                               normalize_advantages=False)
+                    epochs_run = epoch + 1
+                    if early:
+                        stats.clear()
+                    if self._step(cols, [], None, None, stats, epoch == last or early,
+                                  normalize_advantages=False):
+                        break
             else:
                 for epoch in range(cfg.num_sgd_iter):
+                    epochs_run, stop = epoch + 1, False
+                    if early:
+                        stats.clear()
                     for mb in np.array_split(rng.permutation(total_rows), n_mb):
                         rows = torch.as_tensor(mb, device=pol.device)
                         data = tree_map(lambda c, r=rows: c[r], cols)
-                        self._step(data, [], None, None, stats, epoch == last)
+                        if self._step(data, [], None, None, stats, epoch == last or early):
+                            stop = True
+                            break
+                    if stop:
+                        break
         pol.set_training(False)
         means = torch.stack(stats).mean(0).tolist()
         result = dict(zip(_STAT_NAMES, means, strict=True))
@@ -228,6 +250,7 @@ class PPOLearner:
         elif kl < 0.5 * cfg.kl_target:
             self.kl_coeff *= 0.5
         result["kl_coeff"] = self.kl_coeff
+        result["sgd_epochs"] = epochs_run
         real = slice(None) if batch.valid is None else batch.valid
         result["explained_variance"] = explained_variance(targets[real], batch.vf_preds[real])
         result["advantage_mean"] = float(adv[real].mean())
@@ -243,7 +266,9 @@ class PPOLearner:
         stats: list[torch.Tensor],
         record: bool,
         normalize_advantages: bool | None = None,
-    ) -> None:
+    ) -> bool:
+        """One minibatch step; True when ``target_kl`` stops the epochs (the step is then
+        not applied: the approx KL is measured before it, as Stable-Baselines3 does)."""
         cfg, pol = self.config, self.policy
         if normalize_advantages is None:
             normalize_advantages = cfg.normalize_advantages
@@ -252,10 +277,12 @@ class PPOLearner:
                 self._flat.sync_grads()
             total, step_stats = self._fast.step(data, self.kl_coeff, normalize_advantages, record)
             _as_loss(total)
-            self._apply_gradients()
             if step_stats is not None:
                 stats.append(step_stats)
-            return
+                if self._kl_exceeded(step_stats[_STAT_NAMES.index("approx_kl")]):
+                    return True
+            self._apply_gradients()
+            return False
         obs = data["obs"]
         if mask is not None:
             keep = mask.reshape(-1, *([1] * (obs.dim() - 1))).to(obs.dtype)
@@ -303,14 +330,21 @@ class PPOLearner:
         else:
             self.optimizer.zero_grad(set_to_none=True)
             total.backward()
+        if record:
+            with torch.no_grad():
+                approx_kl = _masked_mean((ratio - 1.0) - log_ratio, mask)
+                clipfrac = _masked_mean(((ratio - 1.0).abs() > cfg.clip_param).float(), mask)
+                stats.append(torch.stack([total, policy_loss, vf_loss, entropy, kl, approx_kl,
+                                          clipfrac]).detach())
+            if self._kl_exceeded(approx_kl):
+                return True
         self._apply_gradients()
-        if not record:
-            return
-        with torch.no_grad():
-            approx_kl = _masked_mean((ratio - 1.0) - log_ratio, mask)
-            clipfrac = _masked_mean(((ratio - 1.0).abs() > cfg.clip_param).float(), mask)
-            stats.append(torch.stack([total, policy_loss, vf_loss, entropy, kl, approx_kl,
-                                      clipfrac]))
+        return False
+
+    def _kl_exceeded(self, approx_kl: torch.Tensor) -> bool:
+        """Whether ``target_kl`` is set and this approx KL is above ``1.5 * target_kl``."""
+        target = self.config.target_kl
+        return target is not None and float(approx_kl) > 1.5 * target
 
     def _apply_gradients(self) -> None:
         """Gradient-norm clipping, then the optimizer step."""

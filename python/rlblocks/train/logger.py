@@ -42,6 +42,7 @@ class ProgressLogger:
     """
 
     def __init__(self, run_dir: str | Path, tensorboard: bool = False) -> None:
+        writer_class = _summary_writer() if tensorboard else None  # before touching the disk
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / PROGRESS
@@ -50,15 +51,12 @@ class ProgressLogger:
             with open(self.path, newline="") as f:
                 self._columns = next(csv.reader(f), None)
         self._tb: Any = None
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError as err:
-                raise ValueError(
-                    f"tensorboard=True needs the tensorboard package (pip install tensorboard): "
-                    f"{err}"
-                ) from None
-            self._tb = SummaryWriter(str(self.run_dir))
+        if writer_class is not None:
+            # A resumed run (progress.csv cut back to its checkpoint) hides the events that
+            # an earlier process logged after that point: TensorBoard's purge_step.
+            rows = read_progress(self.run_dir)
+            purge = _tb_step(rows[-1]) + 1 if rows else None
+            self._tb = writer_class(str(self.run_dir), purge_step=purge)
 
     def write(self, metrics: dict[str, Any]) -> None:
         """Appends one row (numbers and strings; other values are skipped)."""
@@ -72,7 +70,7 @@ class ProgressLogger:
         append_whole(self.path, text.getvalue().encode())
         self._columns = columns
         if self._tb is not None:
-            step = int(metrics.get("timesteps_total", metrics.get("training_iteration", 0)))
+            step = _tb_step(metrics)
             for k, v in row.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
                     self._tb.add_scalar(k, v, step)
@@ -83,6 +81,29 @@ class ProgressLogger:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+
+
+def _summary_writer() -> Any:
+    """TensorBoard's ``SummaryWriter`` class.
+
+    Raises:
+        ValueError: The tensorboard package is missing (the message names the extra).
+    """
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as err:
+        raise ValueError(f'tensorboard=True needs the tensorboard package: pip install '
+                         f'"rlblocks[train]" ({err})') from None
+    return SummaryWriter
+
+
+def _tb_step(metrics: dict[str, Any]) -> int:
+    """The TensorBoard step of a row: its ``timesteps_total`` (else its iteration)."""
+    value = metrics.get("timesteps_total", metrics.get("training_iteration", 0))
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
 
 
 def append_whole(path: Path, data: bytes) -> None:

@@ -16,10 +16,46 @@ Examples:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ["Trainable", "episode_summary", "should_stop", "train_until"]
+__all__ = ["Callback", "StopTraining", "Trainable", "episode_summary", "should_stop",
+           "train_until"]
+
+
+class StopTraining(Exception):  # noqa: N818 (a signal, not an error)
+    """Raised by a callback (or anything ``train()`` calls) to end ``fit`` cleanly: the
+    iteration's metrics are kept and the final checkpoint is written."""
+
+
+class Callback:
+    """Hooks ``fit(..., callbacks=[...])`` calls; subclass it or pass any object with some
+    of these methods.
+
+    ``on_iteration`` returning True stops the run after this iteration (as does raising
+    :class:`StopTraining`, or calling ``trainer.stop()``).
+
+    Examples:
+        >>> class StopAt(Callback):
+        ...     def on_iteration(self, trainer, result):
+        ...         return trainer.iteration >= 2
+        >>> class Counter:
+        ...     timesteps_total, iteration, last_metrics, checkpoint_path = 0, 0, {}, None
+        ...     def train(self):
+        ...         self.iteration += 1
+        ...         return {"episode_return_mean": 0.0, "steps_per_s": 1.0}
+        >>> train_until(Counter(), "demo", stop_iters=10, progress=False, callbacks=[StopAt()])
+        {'episode_return_mean': 0.0, 'steps_per_s': 1.0}
+    """
+
+    def on_iteration(self, trainer: Any, result: dict[str, Any]) -> bool | None:
+        """After each iteration (its metrics in ``result``); True stops the run."""
+        return None
+
+    def on_checkpoint(self, trainer: Any, path: Path) -> None:
+        """After each checkpoint ``fit`` writes (``path``: its directory)."""
+        return None
 
 
 class Trainable(Protocol):
@@ -50,10 +86,17 @@ def should_stop(trainer: Trainable, metrics: dict[str, Any], stop_reward: float 
 
 def train_until(trainer: Trainable, desc: str, stop_reward: float | None = None,
                 stop_timesteps: int | None = None, stop_iters: int | None = None,
-                progress: bool = True, save: Any = None, checkpoint_freq: int = 0
+                progress: bool = True, save: Any = None, checkpoint_freq: int = 0,
+                callbacks: Sequence[Any] = (),
+                after_iteration: Callable[[dict[str, Any]], None] | None = None,
                 ) -> dict[str, Any]:
     """Calls ``trainer.train()`` until :func:`should_stop`; with ``save`` (a callable), every
     ``checkpoint_freq`` iterations and at the end unless the last iteration was just saved.
+
+    After each iteration ``after_iteration(metrics)`` runs (the trainer's own bookkeeping),
+    then each callback's ``on_iteration(trainer, metrics)``; a True return, a
+    :class:`StopTraining` or ``trainer.stop_requested`` ends the loop. Each checkpoint
+    written calls ``on_checkpoint(trainer, path)``.
 
     Returns:
         The last iteration's metrics.
@@ -64,6 +107,25 @@ def train_until(trainer: Trainable, desc: str, stop_reward: float | None = None,
     if stop_reward is None and stop_timesteps is None and stop_iters is None:
         raise ValueError("fit needs a stopping criterion: stop_reward, stop_timesteps or "
                          "stop_iters")
+    callbacks = list(callbacks)
+
+    def checkpoint() -> None:
+        path = save()
+        for cb in callbacks:
+            hook = getattr(cb, "on_checkpoint", None)
+            if hook is not None:
+                hook(trainer, path)
+
+    def stop_requested(metrics: dict[str, Any]) -> bool:
+        stop = bool(getattr(trainer, "stop_requested", False))
+        if after_iteration is not None:
+            after_iteration(metrics)
+        for cb in callbacks:
+            hook = getattr(cb, "on_iteration", None)
+            if hook is not None and hook(trainer, metrics) is True:
+                stop = True
+        return stop or bool(getattr(trainer, "stop_requested", False))
+
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -74,19 +136,27 @@ def train_until(trainer: Trainable, desc: str, stop_reward: float | None = None,
     try:
         while not should_stop(trainer, metrics, stop_reward, stop_timesteps, stop_iters):
             before = trainer.timesteps_total
-            metrics = trainer.train()
+            try:
+                metrics = trainer.train()
+            except StopTraining:
+                break
             if bar is not None:
                 bar.update(trainer.timesteps_total - before)
                 bar.set_postfix(ret=f"{metrics['episode_return_mean']:.1f}",
                                 sps=f"{metrics['steps_per_s']:.0f}", refresh=False)
             if save is not None and checkpoint_freq and trainer.iteration % checkpoint_freq == 0:
-                save()
+                checkpoint()
+            try:
+                if stop_requested(metrics):
+                    break
+            except StopTraining:
+                break
     finally:
         if bar is not None:
             bar.close()
     path = trainer.checkpoint_path
     if save is not None and (path is None or path.name != f"checkpoint_{trainer.iteration:06d}"):
-        save()
+        checkpoint()
     return metrics
 
 

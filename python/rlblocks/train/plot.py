@@ -40,8 +40,15 @@ def plot_run(
         The PNG's path.
 
     Raises:
-        ValueError: No progress.csv rows, or an unknown column (the message lists them).
+        ValueError: No progress.csv rows, an unknown column (the message lists them), or an
+            ``out`` whose directory does not exist (it is not created: a typo in the path
+            would otherwise make directories anywhere).
     """
+    path = Path(out) if out is not None else Path(run_dir) / "progress.png"
+    if out is not None and not path.parent.is_dir():
+        what = "is not a directory" if path.parent.exists() else "does not exist"
+        raise ValueError(f"cannot write the plot to {str(path)!r}: its directory "
+                         f"{str(path.parent)!r} {what}")
     rows = read_progress(run_dir)
     if not rows:
         raise ValueError(f"{str(run_dir)!r} has no progress.csv rows to plot (is it a run "
@@ -67,8 +74,6 @@ def plot_run(
         ax.set_title(f"{Path(run_dir).resolve().name}")
         ax.grid(True, alpha=0.3)
         fig.tight_layout()
-        path = Path(out) if out is not None else Path(run_dir) / "progress.png"
-        path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=110)
     finally:
         plt.close(fig)

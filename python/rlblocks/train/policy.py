@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from rlblocks.catalog import ModelCatalog
+from rlblocks.masks import ActionMaskModel, check_action_mask, masked_action_rows
 from rlblocks.models.fc_layers import FCLayers
 from rlblocks.models.modelv2 import ModelV2
 from rlblocks.train._tree import tree_map
@@ -90,6 +91,10 @@ class Policy:
         recurrent: Whether the model has RNN state (``use_lstm``, ``use_attention``, ...).
         n_prev_actions, n_prev_rewards: How many previous actions / rewards the model reads.
         prev_actions_key, prev_rewards_key: The input-dict keys they go under.
+        mask_layout, mask_columns: For an ``action_mask`` observation (RLlib's convention,
+            :mod:`rlblocks.masks`) the mask's :class:`~rlblocks.masks.MaskLayout` and its
+            columns in the flat observation; None otherwise. :meth:`act` then refuses rows
+            without a legal action and checks every action drawn against the mask.
     """
 
     def __init__(
@@ -109,6 +114,11 @@ class Policy:
             name="ppo_model",
         ).to(self.device)
         self.recurrent = len(self.model.get_initial_state()) > 0
+        # RLlib's action-mask convention (rlblocks.masks): the model masks its outputs; every
+        # act call also refuses rows without a legal action and checks the sampled actions.
+        mask_model = self.model if isinstance(self.model, ActionMaskModel) else None
+        self.mask_layout = None if mask_model is None else mask_model.layout
+        self.mask_columns = None if mask_model is None else mask_model.mask_columns
         # The default FC model's layers, run without module calls when no graph is needed,
         # and its numpy twin for rollout actions (both skipped while FCLayers.matches_model
         # is False: a forward hook is set or a layer changed).
@@ -263,11 +273,24 @@ class Policy:
             assert self._actor is not None
             fast = self._actor.act(obs, explore)
             return fast if full else {k: fast[k] for k in ("actions", "state_out")}
+        mask = None
+        if self.mask_layout is not None:
+            mask = self._tensor(obs)[..., self.mask_columns]
+            check_action_mask(mask, self.mask_layout)
         self.set_training(False)
         dist, values, state_out = self.forward(
             self.input_dict(obs, prev_actions, prev_rewards, is_training=False), state, None
         )
         actions = dist.sample() if explore else dist.deterministic_sample()
+        if mask is not None and self.mask_layout is not None:
+            bad = masked_action_rows(actions, mask, self.mask_layout)
+            if bad.any():
+                dist_fn = getattr(self.dist_class, "func", self.dist_class)
+                who = getattr(dist_fn, "__name__", None) or repr(dist_fn)
+                raise ValueError(
+                    f"the action distribution {who} chose a masked action (row "
+                    f"{int(bad.argmax())}): it does not respect the FLOAT_MIN logits of "
+                    "masked actions")
         result: dict[str, Any] = {
             "actions": tree_map(lambda a: a.detach().cpu().numpy(), actions),
             "state_out": [s.detach() for s in state_out],

@@ -23,6 +23,7 @@ Examples:
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import pickle
@@ -40,17 +41,20 @@ import torch
 
 from rlblocks.catalog import ModelCatalog
 from rlblocks.filters import get_filter
+from rlblocks.models.visionnet import resolved_conv_filters
 from rlblocks.train._tree import tree_map
 from rlblocks.train.checkpoint import (
+    abandon_newer_checkpoints,
+    checkpoint_run_dir,
     load_checkpoint,
     prune_checkpoints,
-    remove_orphaned_temp_dirs,
+    recover_interrupted_saves,
     save_checkpoint,
 )
 from rlblocks.train.config import PPOConfig, lr_at
 from rlblocks.train.learner import PPOLearner
 from rlblocks.train.logger import ProgressLogger, truncate_progress
-from rlblocks.train.loop import episode_summary, train_until
+from rlblocks.train.loop import StopTraining, episode_summary, train_until
 from rlblocks.train.policy import Policy, clip_actions
 from rlblocks.train.rollout import (
     EnvRunner,
@@ -60,7 +64,38 @@ from rlblocks.train.rollout import (
     make_vector_env,
 )
 
-__all__ = ["PPOTrainer", "default_run_dir"]
+__all__ = ["BEST", "EnvInstance", "PPOTrainer", "StopTraining", "default_run_dir"]
+
+#: The run directory's subdirectory holding the best checkpoint so far.
+BEST = "best"
+
+
+class EnvInstance:
+    """The ``env`` of a config made from an env instance or a vector env given to
+    :class:`PPOTrainer`: called, it returns a deep copy of one env (evaluation, restoring).
+
+    Args:
+        env: A ``gymnasium.Env``, or None when the given vector env has no copyable sub-env
+            (calling it then raises ValueError).
+        name: The name runs and logs use.
+    """
+
+    def __init__(self, env: gym.Env | None, name: str) -> None:
+        self.env = env
+        self.__name__ = name
+
+    def __call__(self, env_config: dict[str, Any]) -> gym.Env:
+        if self.env is None:
+            raise ValueError(f"{self.__name__}: this vector env has no single env to copy for "
+                             "evaluation; give PPOTrainer an env id or creator instead")
+        return copy.deepcopy(self.env)
+
+
+def _env_name(env: Any) -> str:
+    spec = getattr(env, "spec", None)
+    if spec is not None and getattr(spec, "id", None):
+        return str(spec.id)
+    return type(getattr(env, "unwrapped", env)).__name__
 
 
 def default_run_dir(config: PPOConfig, root: str | Path = "rlblocks_runs") -> Path:
@@ -103,14 +138,22 @@ class PPOTrainer:
         run_dir: Where ``config.json``, ``progress.csv``, checkpoints (and TensorBoard
             events) go; None writes nothing until :meth:`save` (which then picks
             :func:`default_run_dir`).
+        env: Overrides the config's ``env``: an id or ``env_creator(env_config)``, a
+            ``gymnasium.Env`` instance (trained as the only env: ``num_envs`` becomes 1;
+            evaluation runs on a deep copy) or a gymnasium ``VectorEnv`` (``num_envs``
+            becomes its size; evaluation copies its first sub-env when it has ``envs``).
 
     Raises:
         ValueError: A bad config, no or an unknown env, or a model/distribution that does
             not fit the env's spaces.
     """
 
-    def __init__(self, config: PPOConfig | Mapping[str, Any], run_dir: str | Path | None = None):
+    def __init__(self, config: PPOConfig | Mapping[str, Any] | None = None,
+                 run_dir: str | Path | None = None, env: Any = None):
         self.config = PPOConfig.from_dict(config)
+        given_venv: Any = None
+        if env is not None:
+            self.config, given_venv = _with_env(self.config, env)
         cfg = self.config
         if cfg.rllib:
             raise ValueError("the config's 'rllib' block sets RLlib options: train it with "
@@ -124,7 +167,8 @@ class PPOTrainer:
         torch.manual_seed(self.seed)
         random.seed(self.seed)
         self._rng = np.random.default_rng(self.seed)
-        self._build(venv=None)
+        self._build(venv=given_venv)
+        self._init_extras()
         self.iteration = 0
         self.timesteps_total = 0
         self.time_total_s = 0.0
@@ -138,6 +182,16 @@ class PPOTrainer:
             except Exception:
                 self.runner.close()
                 raise
+
+    def _init_extras(self) -> None:
+        """State of evaluation during training, the best checkpoint and stop requests."""
+        self.stop_requested = False
+        self.best_score = -math.inf
+        self._eval_env: gym.Env | None = None
+
+    def stop(self) -> None:
+        """Asks :meth:`fit` to stop after the current iteration (e.g. from a callback)."""
+        self.stop_requested = True
 
     def _build(self, venv: Any) -> None:
         cfg = self.config
@@ -154,8 +208,13 @@ class PPOTrainer:
     def _open_run_dir(self, run_dir: Path) -> None:
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
-            (run_dir / "config.json").write_text(
-                json.dumps(_json_config(self.config), indent=2, default=repr))
+            data = _json_config(self.config)
+            # the conv stack the vision net picked (RLlib's table or a derived one, difference
+            # 26), so a run's config.json shows the filters it trained with
+            filters = resolved_conv_filters(self.policy.model)
+            if filters is not None and data["model"].get("conv_filters") is None:
+                data["model"]["conv_filters"] = filters
+            (run_dir / "config.json").write_text(json.dumps(data, indent=2, default=repr))
             self._logger = ProgressLogger(run_dir, tensorboard=self.config.tensorboard)
         except OSError as err:
             raise ValueError(f"cannot use {str(run_dir)!r} as the run directory: "
@@ -214,10 +273,42 @@ class PPOTrainer:
                 value = float(value.detach().float().mean())
             name = f"model_{key}" if key in metrics else key
             metrics[name] = value
+        if cfg.evaluation_interval:
+            evaluation = None
+            if self.iteration % cfg.evaluation_interval == 0:
+                evaluation = self._evaluate_during_training()
+            for key in ("episode_return_mean", "episode_return_std", "episode_return_min",
+                        "episode_return_max", "episode_len_mean"):
+                metrics[f"evaluation/{key}"] = math.nan if evaluation is None else evaluation[key]
         self.last_metrics = metrics
         if self._logger is not None:
             self._logger.write(metrics)
         return metrics
+
+    def _evaluate_during_training(self) -> dict[str, Any]:
+        """``evaluation_episodes`` greedy episodes on the trainer's own evaluation env (kept
+        open between evaluations; the same seeds every time)."""
+        if self._eval_env is None:
+            self._eval_env = self.evaluation_env()
+        return self._evaluate_on(self._eval_env, self.config.evaluation_episodes, False,
+                                 self.evaluation_seed())
+
+    def _track_best(self, result: dict[str, Any], evaluated: bool) -> None:
+        """Saves ``run_dir/best`` when this iteration's score beats the best so far: the
+        evaluation return when evaluating (at evaluation iterations), else the training
+        return (at checkpoint iterations)."""
+        if self.run_dir is None or not evaluated:
+            return
+        key = ("evaluation/episode_return_mean" if self.config.evaluation_interval
+               else "episode_return_mean")
+        try:
+            score = float(result.get(key, math.nan))
+        except (TypeError, ValueError):
+            return
+        if math.isnan(score) or score <= self.best_score:
+            return
+        self.best_score = score
+        save_checkpoint(self.run_dir, self.state_dict(), self.run_dir / BEST)
 
     def fit(
         self,
@@ -225,17 +316,24 @@ class PPOTrainer:
         stop_timesteps: int | None = None,
         progress: bool = True,
         stop_iters: int | None = None,
+        callbacks: list[Any] | tuple[Any, ...] = (),
     ) -> dict[str, Any]:
         """Trains until ``episode_return_mean >= stop_reward`` or a step/iteration budget.
 
         With a run directory, a checkpoint is written every ``config.checkpoint_freq``
-        iterations and at the end.
+        iterations and at the end, and ``run_dir/best`` holds the best checkpoint so far: by
+        the evaluation return at evaluation iterations (``evaluation_interval``), else by the
+        training return at checkpoint iterations.
 
         Args:
             stop_reward: Stop once the mean return reaches this.
             stop_timesteps: Stop once ``timesteps_total`` reaches this.
             progress: Show a tqdm progress bar (timesteps, mean return, steps/s).
             stop_iters: Stop after this many iterations in total.
+            callbacks: Objects with ``on_iteration(trainer, result)`` (returning True
+                stops the run) and/or ``on_checkpoint(trainer, path)``
+                (:class:`~rlblocks.train.loop.Callback`); :meth:`stop` or raising
+                :class:`~rlblocks.train.loop.StopTraining` stops it too.
 
         Returns:
             The last iteration's metrics.
@@ -243,9 +341,24 @@ class PPOTrainer:
         Raises:
             ValueError: No stopping criterion given.
         """
+        self.stop_requested = False
+        interval = self.config.evaluation_interval
+
+        def after_iteration(result: dict[str, Any]) -> None:
+            if interval:
+                self._track_best(result, self.iteration % interval == 0)
+
+        class _BestOfCheckpoints:
+            @staticmethod
+            def on_checkpoint(trainer: PPOTrainer, path: Path) -> None:
+                if not interval:
+                    trainer._track_best(trainer.last_metrics, True)
+
         return train_until(self, f"PPO {self.config.env_name}", stop_reward, stop_timesteps,
                            stop_iters, progress, self.save if self.run_dir is not None else None,
-                           self.config.checkpoint_freq)
+                           self.config.checkpoint_freq,
+                           callbacks=[_BestOfCheckpoints(), *callbacks],
+                           after_iteration=after_iteration)
 
     # --- acting ---------------------------------------------------------------------------
     def compute_actions(
@@ -302,17 +415,21 @@ class PPOTrainer:
         if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
             raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
         env = self.evaluation_env()
+        try:
+            return self._evaluate_on(env, episodes, explore, self.evaluation_seed(seed))
+        finally:
+            env.close()
+
+    def _evaluate_on(self, env: gym.Env, episodes: int, explore: bool, base: int
+                     ) -> dict[str, Any]:
+        """Episodes ``base + i`` on ``env``; the training RNG streams are left untouched."""
         returns: list[float] = []
         lengths: list[int] = []
-        base = self.evaluation_seed(seed)
         with torch.random.fork_rng(devices=[]):
-            try:
-                for ep in range(episodes):
-                    total, length = self._run_episode(env, base + ep, explore)
-                    returns.append(total)
-                    lengths.append(length)
-            finally:
-                env.close()
+            for ep in range(episodes):
+                total, length = self._run_episode(env, base + ep, explore)
+                returns.append(total)
+                lengths.append(length)
         return episode_summary(returns, lengths)
 
     def evaluation_env(self) -> gym.Env:
@@ -387,6 +504,7 @@ class PPOTrainer:
             "numpy_rng": self._rng.bit_generator.state,
             "python_rng": random.getstate(),
             "last_metrics": dict(self.last_metrics),
+            "best_score": self.best_score,
         }
 
     def save(self, path: str | Path | None = None) -> Path:
@@ -420,7 +538,8 @@ class PPOTrainer:
             env: The env (id or creator) when the checkpoint could not store it (a lambda or
                 closure as ``env``).
             run_dir: Where the resumed run logs; default: the checkpoint's run directory
-                (its ``progress.csv`` is cut back to the checkpoint's iteration).
+                (its ``progress.csv`` is cut back to the checkpoint's iteration, and its
+                later checkpoints are moved into ``abandoned_<time>/`` with a warning).
             log: Log into the run directory; False leaves every file untouched (for
                 evaluation or inspection; :meth:`save` then needs a path or picks a new
                 default run directory).
@@ -428,6 +547,8 @@ class PPOTrainer:
         Raises:
             ValueError: No checkpoint, a corrupt one, or an env that must be given.
         """
+        if log:  # a save killed between its renames: its old copy is the valid one
+            recover_interrupted_saves(checkpoint_run_dir(path))
         state = load_checkpoint(path)
         if state.get("format") != "rlblocks.ppo":
             raise ValueError(f"{state['_path']!r} is not a PPO checkpoint")
@@ -468,6 +589,8 @@ class PPOTrainer:
         trainer.timesteps_total = int(state["timesteps_total"])
         trainer.time_total_s = float(state["time_total_s"])
         trainer.last_metrics = dict(state.get("last_metrics") or {})
+        trainer._init_extras()
+        trainer.best_score = float(state.get("best_score", -math.inf))
         try:
             trainer.model.load_state_dict(state["model"])
             trainer.learner.optimizer.load_state_dict(state["optimizer"])
@@ -490,14 +613,24 @@ class PPOTrainer:
         trainer.checkpoint_path = ckpt
         trainer._logger = None
         if log:
-            remove_orphaned_temp_dirs(target)
+            recover_interrupted_saves(target)
+            abandon_newer_checkpoints(target, trainer.iteration)  # one timeline per run
             truncate_progress(target, trainer.iteration)
             trainer._open_run_dir(target)
+            if (target / BEST / "state.pt").is_file() and Path(ckpt) != target / BEST:
+                try:  # best/ may have been saved after this checkpoint, with a higher score
+                    best = float(load_checkpoint(target / BEST).get("best_score", -math.inf))
+                except ValueError:  # a corrupt best/ is replaced by the next best score
+                    best = -math.inf
+                trainer.best_score = max(trainer.best_score, best)
         return trainer
 
     def close(self) -> None:
         """Closes the envs and the log writers."""
         self.runner.close()
+        if getattr(self, "_eval_env", None) is not None:
+            self._eval_env.close()  # type: ignore[union-attr]
+            self._eval_env = None
         if self._logger is not None:
             self._logger.close()
 
@@ -506,3 +639,22 @@ class PPOTrainer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _with_env(config: PPOConfig, env: Any) -> tuple[PPOConfig, Any]:
+    """``(config, vector env or None)`` for ``PPOTrainer(env=...)``."""
+    from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
+
+    if isinstance(env, VectorEnv):
+        subs = getattr(env, "envs", None)
+        first = subs[0] if subs else None
+        source = EnvInstance(first, _env_name(first if first is not None else env))
+        return config.replace(env=source, num_envs=int(env.num_envs)), env
+    if isinstance(env, gym.Env):
+        source = EnvInstance(env, _env_name(env))
+        venv = SyncVectorEnv([lambda: env], autoreset_mode=AutoresetMode.SAME_STEP)
+        return config.replace(env=source, num_envs=1), venv
+    if isinstance(env, str) or callable(env):
+        return config.replace(env=env), None
+    raise ValueError(f"env must be an id, an env_creator(env_config), a gymnasium.Env or a "
+                     f"gymnasium VectorEnv, got {type(env).__name__}")

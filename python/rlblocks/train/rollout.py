@@ -47,14 +47,17 @@ import numpy as np
 import torch
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
+from rlblocks.filters import NoFilter
 from rlblocks.preprocessors import Preprocessor
 from rlblocks.spaces import format_path, space_path_items
 from rlblocks.train._tree import tree_map
 from rlblocks.train.config import PPOConfig
+from rlblocks.train.env_errors import captured_worker_errors, env_failure, raised_at
 from rlblocks.train.policy import Policy, clip_actions
 
 __all__ = [
     "EnvRunner",
+    "RewardScaler",
     "deepmind_atari",
     "SampleBatch",
     "SingleEnvView",
@@ -126,6 +129,8 @@ def check_env(env: Any) -> None:
     where = ""
     if key != env:
         where = f" (importing {env.partition(':')[0]!r} did not register it)"
+    elif env.startswith("ALE/"):
+        where = ' (ALE ids need the atari extra: pip install "rlblocks[atari]")'
     elif "/" in env:
         where = (f" (ids in the {env.split('/')[0]!r} namespace need their package "
                  "installed and imported, e.g. ale-py for 'ALE/...'; for your own package "
@@ -172,8 +177,10 @@ def make_env_creator(config: PPOConfig, render_mode: str | None = None) -> Calla
             assert env is not None
             made = env(env_config)
         except Exception as err:  # the user's constructor may fail in any way
+            frame = raised_at(err)
+            at = f" at {frame}" if frame else ""
             raise ValueError(f"env {config.env_name!r} could not be made with env_config "
-                             f"{env_config}: {describe_error(err)}") from err
+                             f"{env_config}{at}: {describe_error(err)}") from err
         if not isinstance(made, gym.Env):
             raise ValueError(
                 f"env_creator {config.env_name} must return a gymnasium.Env, got "
@@ -357,6 +364,64 @@ def _stack_time(steps: list[Any]) -> Any:
     return tree_map(lambda *xs: np.stack(xs), *steps)
 
 
+class RewardScaler:
+    """The reward half of Stable-Baselines3's ``VecNormalize``: each env's discounted return
+    ``R = gamma * R + r`` feeds a running variance (float64, parallel merge of each step's
+    batch; count starts at 1e-4, var at 1, as SB3's ``RunningMeanStd``); rewards are divided
+    by ``sqrt(var + 1e-8)``, then clipped to ``[-clip, clip]``; ``R`` restarts at episode ends.
+
+    Args:
+        num_envs: Envs stepped together.
+        gamma: The discount of the running return.
+        normalize: Scale by the running return std (else only clip).
+        clip: Clip bound after scaling; None: no clipping.
+
+    Examples:
+        >>> scaler = RewardScaler(1, gamma=0.0, normalize=True, clip=None)
+        >>> for r in (1.0, 3.0, 1.0, 3.0):
+        ...     out = scaler(np.array([r], np.float32), np.array([False]))
+        >>> round(float(scaler.var), 3), round(float(out[0]), 2)
+        (1.0, 3.0)
+    """
+
+    def __init__(self, num_envs: int, gamma: float, normalize: bool, clip: float | None) -> None:
+        self.gamma, self.normalize, self.clip = float(gamma), bool(normalize), clip
+        self.returns = np.zeros(num_envs, np.float64)
+        self.count, self.mean, self.var = 1e-4, 0.0, 1.0
+
+    def _update(self, x: np.ndarray) -> None:
+        if x.size == 0:
+            return
+        b_mean, b_var, b_count = float(x.mean()), float(x.var()), float(x.size)
+        delta, total = b_mean - self.mean, self.count + b_count
+        m2 = self.var * self.count + b_var * b_count + delta**2 * self.count * b_count / total
+        self.mean, self.var, self.count = self.mean + delta * b_count / total, m2 / total, total
+
+    def __call__(self, rewards: np.ndarray, dones: np.ndarray,
+                 valid: np.ndarray | None = None) -> np.ndarray:
+        """The training rewards of one step (``valid``: envs whose step is real)."""
+        out = np.asarray(rewards, np.float64)
+        if self.normalize:
+            self.returns = self.returns * self.gamma + out
+            self._update(self.returns if valid is None else self.returns[valid])
+            out = out / np.sqrt(self.var + 1e-8)
+        if self.clip is not None:
+            out = np.clip(out, -self.clip, self.clip)
+        self.returns[np.asarray(dones, bool)] = 0.0
+        return out.astype(np.float32)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The running statistics and the returns in progress."""
+        return {"count": self.count, "mean": self.mean, "var": self.var,
+                "returns": self.returns.copy()}
+
+    def load_state_dict(self, state: dict[str, Any], returns: bool = True) -> None:
+        """Restores :meth:`state_dict` (``returns=False``: the stats only, for fresh envs)."""
+        self.count, self.mean, self.var = (float(state[k]) for k in ("count", "mean", "var"))
+        if returns:
+            self.returns = np.asarray(state["returns"], np.float64).copy()
+
+
 class EnvRunner:
     """Steps a vector env with a policy and returns time-major batches.
 
@@ -378,6 +443,11 @@ class EnvRunner:
         seed: int | None,
         venv: VectorEnv | None = None,
     ) -> None:
+        if policy.mask_layout is not None and not isinstance(obs_filter, NoFilter):
+            raise ValueError(
+                f"observation_filter={type(obs_filter).__name__} with 'action_mask' "
+                "observations would normalise the mask along with the observation; use "
+                "observation_filter='NoFilter'")
         self.config = config
         self.policy = policy
         self.preprocessor = preprocessor
@@ -404,20 +474,22 @@ class EnvRunner:
         self._next_step_reset = mode == AutoresetMode.NEXT_STEP
         # NEXT_STEP: envs whose episode ended last step; their next step is a reset step.
         self._resetting = np.zeros(self.num_envs, bool)
+        self.reward_scaler: RewardScaler | None = None
+        if config.normalize_reward or config.clip_reward is not None:
+            self.reward_scaler = RewardScaler(self.num_envs, config.gamma,
+                                              config.normalize_reward, config.clip_reward)
 
     # --- the env's side -------------------------------------------------------------------
     def _env(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """``venv.reset`` / ``venv.step``; what the envs (or gymnasium batching their
-        observations) raise becomes a ValueError naming the env."""
-        try:
-            return getattr(self.venv, method)(*args, **kwargs)
-        except Exception as err:
-            hint = ""
-            if isinstance(err, KeyError):
-                hint = (" (an observation lacks a key of the observation space "
-                        f"{self.venv.single_observation_space})")
-            raise ValueError(f"env {self.config.env_name!r} failed in {method}: "
-                             f"{describe_error(err)}{hint}") from err
+        observations) raise becomes a ValueError naming the env and the user's frame that
+        raised (async workers' tracebacks are captured, not printed)."""
+        with captured_worker_errors() as worker_logs:
+            try:
+                return getattr(self.venv, method)(*args, **kwargs)
+            except Exception as err:
+                raise ValueError(env_failure(self.config.env_name, method, err, worker_logs,
+                                             self.venv.single_observation_space)) from err
 
     def _process(self, raw: Any, update: bool = True) -> np.ndarray:
         x = self.preprocessor.transform_batch(raw)
@@ -519,6 +591,9 @@ class EnvRunner:
                 self._prev_rewards = np.roll(self._prev_rewards, -1, axis=1)
                 self._prev_rewards[:, -1] = rewards
             processed = self._process(raw)
+            if self.reward_scaler is not None:  # the loss sees scaled rewards, the stats not
+                rewards = self.reward_scaler(
+                    rewards, dones, None if not self._next_step_reset else valid)
             bootstrap = np.flatnonzero(truncated & ~terminated)
             if bootstrap.size:
                 rewards[bootstrap] += cfg.gamma * self._final_values(
@@ -622,6 +697,8 @@ class EnvRunner:
             "episode_lengths": list(self.episode_lengths),
             "episodes_total": self.episodes_total,
             "resetting": self._resetting.copy(),
+            "reward_scaler": (None if self.reward_scaler is None
+                              else self.reward_scaler.state_dict()),
         }
 
     def load_state_dict(self, state: dict[str, Any], envs_restored: bool) -> None:
@@ -637,6 +714,8 @@ class EnvRunner:
             self._ep_return = np.asarray(state["ep_return"], np.float64).copy()
             self._ep_len = np.asarray(state["ep_len"], np.int64).copy()
             self._resetting = np.asarray(state.get("resetting", self._resetting), bool).copy()
+        if self.reward_scaler is not None and state.get("reward_scaler") is not None:
+            self.reward_scaler.load_state_dict(state["reward_scaler"], returns=envs_restored)
 
     def close(self) -> None:
         """Closes the vector env."""

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TUNED_DIR", "TunedConfig", "list_tuned", "load_tuned", "split_stop", "tuned_for"]
+__all__ = ["STOP_KEYS", "TUNED_DIR", "TunedConfig", "list_tuned", "load_tuned", "split_stop",
+           "stop_value", "tuned_for"]
 
 #: Where the YAML files (and ``measured.json``) live.
 TUNED_DIR = Path(__file__).with_name("tuned_configs")
@@ -70,28 +72,74 @@ class TunedConfig:
         return base
 
 
+#: The keys a ``stop`` block may hold.
+STOP_KEYS = ("episode_return_mean", "timesteps_total")
+
+
 def split_stop(data: dict[str, Any]) -> tuple[dict[str, Any], float | None, int | None]:
     """A config file's mapping -> ``(PPO keys, stop reward, stop timesteps)``.
 
     Raises:
-        ValueError: A ``stop`` block that is not ``{episode_return_mean, timesteps_total}``.
+        ValueError: A ``stop`` block that is not ``{episode_return_mean, timesteps_total}``
+            or holds a bad value (see :func:`stop_value`).
 
     Examples:
         >>> split_stop({"env": "CartPole-v1", "stop": {"episode_return_mean": 475}})
         ({'env': 'CartPole-v1'}, 475.0, None)
     """
     config = {k: v for k, v in data.items() if k not in _META_KEYS}
-    stop = data.get("stop") or {}
+    stop = data.get("stop")
+    if stop is None:
+        stop = {}
     if not isinstance(stop, dict):
-        raise ValueError(f"stop must be a mapping, got {stop!r}")
-    unknown = set(stop) - {"episode_return_mean", "timesteps_total"}
+        raise ValueError(f"stop must be a mapping like {{episode_return_mean: 475, "
+                         f"timesteps_total: 100000}}, got {stop!r}")
+    unknown = [k for k in stop if k not in STOP_KEYS]
     if unknown:
-        raise ValueError(f"stop: unknown keys {sorted(unknown)} (known: episode_return_mean, "
-                         "timesteps_total)")
+        raise ValueError(f"stop: unknown keys {unknown} (known: {', '.join(STOP_KEYS)})")
     reward = stop.get("episode_return_mean")
     steps = stop.get("timesteps_total")
-    return (config, None if reward is None else float(reward),
-            None if steps is None else int(steps))
+    return (config,
+            None if reward is None else float(stop_value("episode_return_mean", reward)),
+            None if steps is None else int(stop_value("timesteps_total", steps)))
+
+
+def stop_value(key: str, value: Any, name: str | None = None) -> float | int:
+    """A validated stop condition (the one check for config files, tuned configs and the
+    command line): ``episode_return_mean`` a finite number, ``timesteps_total`` a whole
+    number of steps > 0 (``1e5`` is 100000; ``64.9`` and ``true`` are refused).
+
+    Args:
+        key: ``"episode_return_mean"`` or ``"timesteps_total"``.
+        value: The value to check.
+        name: How the message names it (default ``stop.<key>``).
+
+    Raises:
+        ValueError: A bad value; the message names the key, the value and what is allowed.
+
+    Examples:
+        >>> stop_value("timesteps_total", 1e5)
+        100000
+        >>> stop_value("timesteps_total", 64.9)
+        Traceback (most recent call last):
+        ...
+        ValueError: stop.timesteps_total must be a whole number of steps > 0, got 64.9
+    """
+    label = name or f"stop.{key}"
+    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if key == "timesteps_total":
+        if whole and not isinstance(value, bool) and value > 0:
+            return int(value)
+        raise ValueError(f"{label} must be a whole number of steps > 0, got {value!r}")
+    if key == "episode_return_mean":
+        try:
+            number = float(value) if isinstance(value, (int, float)) else math.nan
+        except OverflowError:  # an int beyond float's range
+            number = math.inf
+        if not isinstance(value, bool) and math.isfinite(number):
+            return number
+        raise ValueError(f"{label} must be a finite number, got {value!r}")
+    raise ValueError(f"stop: unknown key {key!r} (known: {', '.join(STOP_KEYS)})")
 
 
 def _measured() -> dict[str, Any]:

@@ -59,6 +59,8 @@ OUTSIDE_THE_LOSS = frozenset({
     "gamma", "lambda_", "grad_clip", "observation_filter", "clip_actions", "seed", "device",
     "num_threads", "checkpoint_freq", "keep_checkpoints", "tensorboard",
     "metrics_smoothing_episodes", "framework", "fast_paths", "rllib",
+    # the learner's epoch loop (target_kl), the rollout's rewards, evaluation
+    "target_kl", "normalize_reward", "clip_reward", "evaluation_interval", "evaluation_episodes",
 })
 
 __all__ = ["FCBackprop"]
