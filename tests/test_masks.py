@@ -457,3 +457,7 @@ def test_rllib_backend_cli_never_takes_a_masked_action(tmp_path: Path) -> None:
             *settings({"use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 4})]
     assert main(argv) == 0
     assert MaskedBanditEnv.counts["steps"] >= 128 and MaskedBanditEnv.counts["masked"] == 0
+    trained = MaskedBanditEnv.counts["steps"]
+    for extra in ([], ["--explore"]):  # greedy and sampled actions of the restored run
+        assert main(["evaluate", str(tmp_path / "run"), "--episodes", "3", *extra]) == 0
+    assert MaskedBanditEnv.counts["steps"] > trained and MaskedBanditEnv.counts["masked"] == 0

@@ -282,3 +282,20 @@ def test_dqn_and_sac_train_resume_and_evaluate_through_the_cli(tmp_path):
     assert refused.returncode == 2
     assert "lr: PPO settings that DQN does not read" in refused.stderr
     assert not (tmp_path / "no").exists()
+
+
+def test_repeated_observations_train_and_evaluate(tmp_path):
+    # a Repeated observation is flattened on the env side (RLlib cannot unbatch its lists);
+    # the filter and the model's view of previous actions read the flat rows, and
+    # evaluation builds the same env
+    run = tmp_path / "repeated"
+    out = cli("train", "--env", "rlblocks/zoo-RepeatedLast-v0", "--backend", "rllib",
+              "--run-dir", str(run), "--stop-timesteps", "1000", "--no-progress",
+              "--set", "model.use_lstm=true", "--set", "model.lstm_use_prev_action=true",
+              "--set", "model.lstm_cell_size=16",
+              "--set", "observation_filter=MeanStdFilter", *SMALL)
+    assert out.returncode == 0, out.stderr[-3000:]
+    evaluated = cli("evaluate", str(run), "--episodes", "2")
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    result = json.loads(evaluated.stdout.strip().splitlines()[-1])
+    assert result["episodes"] == 2 and result["episode_len_mean"] == 16

@@ -318,3 +318,60 @@ def test_atari_frames_gray_resize_and_stack_per_episode():
         AtariFramesBatched(Box(0, 1, (84, 84, 4)), Discrete(2))
     with pytest.raises(ValueError, match="NoFilter"):
         env_to_module(observation_filter="MeanStdFilter", atari=True)
+
+
+class _MaskedRepeatedEnv(gym.Env):
+    """Action mask + a Dict holding a Repeated: lists of 0..3 items, random lengths."""
+
+    def __init__(self):
+        self.observation_space = Dict({
+            "action_mask": Box(0, 1, (3,), np.int8),
+            "observations": Dict({"r": Repeated(Box(-1, 1, (2,)), 3), "x": Discrete(4)}),
+        })
+        self.action_space = Discrete(3)
+
+    def _obs(self):
+        return self.observation_space.sample()
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.observation_space.seed(seed)
+        return self._obs(), {}
+
+    def step(self, action):
+        return self._obs(), 0.0, False, False, {}
+
+
+def test_repeated_is_flattened_env_side_and_the_connector_passes_it_through():
+    from ray.rllib.utils.spaces.space_utils import unbatch
+    from rlblocks.rllib.connectors import FlatRepeatedObservations, has_repeated
+
+    raw = _MaskedRepeatedEnv()
+    assert has_repeated(raw.observation_space) and not has_repeated(NESTED["c"])
+    env = FlatRepeatedObservations(_MaskedRepeatedEnv())
+    inner = raw.observation_space["observations"]
+    prep = get_preprocessor(inner)(inner)
+    space = env.observation_space
+    assert space["action_mask"] == raw.observation_space["action_mask"]
+    assert space["observations"].shape == prep.shape
+    assert space["observations"].original_space == inner
+    # the same rows as rlblocks' preprocessor; the action mask untouched
+    raw.reset(seed=5)
+    obs, _ = env.reset(seed=5)
+    expected, _ = raw.reset(seed=5)
+    np.testing.assert_array_equal(obs["observations"], prep.transform(expected["observations"]))
+    np.testing.assert_array_equal(obs["action_mask"], expected["action_mask"])
+    # the connector keeps the flat rows (and the original space) as they are
+    piece = FlattenObservationsBatched(space, Discrete(3))
+    assert piece.observation_space["observations"].original_space == inner
+    eps, rows = episodes(space, 4, seed=6)
+    run(piece, eps)
+    for ep, o in zip(eps, rows, strict=True):
+        np.testing.assert_array_equal(ep.get_observations(-1)["observations"], o["observations"])
+    # what RLlib's env runner does with a vector env's batch: unbatch it per env
+    venv = gym.vector.SyncVectorEnv([lambda: FlatRepeatedObservations(_MaskedRepeatedEnv())
+                                     for _ in range(3)])
+    batch, _ = venv.reset(seed=0)
+    per_env = unbatch(batch)
+    assert len(per_env) == 3 and per_env[0]["observations"].shape == prep.shape
+    venv.close()

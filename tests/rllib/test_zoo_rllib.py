@@ -23,18 +23,10 @@ ray = pytest.importorskip("ray")
 
 import rlblocks.envs as envs  # noqa: E402
 
-#: RLlib's env runner cannot sample a ``Repeated`` observation yet: gymnasium batches a custom
-#: space as a Tuple of per-env lists, and RLlib's ``unbatch`` (``SingleAgentEnvRunner.
-#: _reset_envs``) flattens those lists into their items ("TypeError: object of type 'int'
-#: has no len()"), before rlblocks' connectors see them. Strict: a fix makes this XPASS,
-#: which fails until the mark is removed.
-REPEATED_UNBATCH = pytest.mark.xfail(
-    strict=True, reason="RLlib's unbatch flattens the lists of a Repeated observation")
-
 RLLIB_ZOO = [
     "rlblocks/zoo-BoxRank1-v0",
     "rlblocks/zoo-Image-v0",
-    pytest.param("rlblocks/zoo-RepeatedLast-v0", marks=REPEATED_UNBATCH),
+    "rlblocks/zoo-RepeatedLast-v0",
     "rlblocks/zoo-MaskedDiscrete-v0",
     "rlblocks/zoo-Dict-v0",
     "rlblocks/zoo-DictAction-v0",

@@ -39,6 +39,7 @@ from rlblocks.rllib._ray import RLModuleSpec
 from rlblocks.rllib.connectors import (
     AtariFramesBatched,
     EnvToModule,
+    FlatRepeatedObservations,
     FlattenObservationsBatched,
     MeanStdFilterBatched,
     ModelViewObservations,
@@ -65,6 +66,7 @@ __all__ = [
     "MASK_KEY",
     "OBS_KEY",
     "EnvToModule",
+    "FlatRepeatedObservations",
     "FlattenObservationsBatched",
     "FrameStackEpisodeReplayBuffer",
     "FrameStackPrioritizedEpisodeReplayBuffer",

@@ -40,9 +40,9 @@ from rlblocks.rllib._ray import Columns, ConnectorV2
 from rlblocks.rllib.module import MASK_KEY, OBS_KEY, is_mask_space, model_views
 from rlblocks.spaces import Repeated
 
-__all__ = ["FILTERS", "EnvToModule", "FlattenObservationsBatched", "MeanStdFilterBatched",
-           "ModelViewObservations", "AtariFramesBatched", "env_to_module",
-           "sequence_as_repeated", "sequence_values_as_lists"]
+__all__ = ["FILTERS", "EnvToModule", "FlatRepeatedObservations", "FlattenObservationsBatched",
+           "MeanStdFilterBatched", "ModelViewObservations", "AtariFramesBatched",
+           "env_to_module", "has_repeated", "sequence_as_repeated", "sequence_values_as_lists"]
 
 #: Accepted ``observation_filter`` values.
 FILTERS = ("NoFilter", "MeanStdFilter", "ConcurrentMeanStdFilter")
@@ -72,6 +72,17 @@ def _has_sequence(space: gym.Space) -> bool:
         return any(_has_sequence(s) for s in space.spaces.values())
     if isinstance(space, gym.spaces.Tuple):
         return any(_has_sequence(s) for s in space.spaces)
+    return False
+
+
+def has_repeated(space: gym.Space) -> bool:
+    """Whether a ``Repeated`` space is anywhere in ``space``'s tree (Dict/Tuple children)."""
+    if isinstance(space, Repeated):
+        return True
+    if isinstance(space, gym.spaces.Dict):
+        return any(has_repeated(s) for s in space.spaces.values())
+    if isinstance(space, gym.spaces.Tuple):
+        return any(has_repeated(s) for s in space.spaces)
     return False
 
 
@@ -122,6 +133,47 @@ def _inner_space(space: gym.Space, masked: bool) -> gym.Space:
 def _mask_dict(space: gym.Space, out: gym.Space) -> gym.spaces.Dict:
     assert isinstance(space, gym.spaces.Dict)
     return gym.spaces.Dict({MASK_KEY: space[MASK_KEY], OBS_KEY: out})
+
+
+class FlatRepeatedObservations(gym.ObservationWrapper):  # type: ignore[type-arg]
+    """Env side of ``Repeated`` observations on RLlib: each observation -> the flat float32
+    row of rlblocks' preprocessor (the row :class:`FlattenObservationsBatched` would make).
+
+    gymnasium's vector env batches a custom space such as ``Repeated`` as a Tuple of
+    per-env lists, which RLlib's env runner cannot unbatch; a flat Box it can. The Box
+    carries ``original_space`` (the ``Repeated``-holding space), so the module restores the
+    structure exactly as after the connector's flattening, and the connector passes the
+    rows through (a flat Box needs no preprocessor). The action-mask form
+    ``Dict(action_mask=..., observations=...)`` keeps ``action_mask`` and flattens
+    ``observations`` only. A gymnasium ``Sequence`` inside is read as a ``Repeated`` of at
+    most the config's ``max_seq_len`` items, as the connector reads it.
+
+    Args:
+        env: The env (its observation space holds a ``Repeated``).
+        model_config: rlblocks model config (preprocessor options).
+    """
+
+    def __init__(self, env: gym.Env, model_config: Mapping[str, Any] | None = None) -> None:
+        super().__init__(env)
+        options = ModelConfig.from_dict(model_config).to_dict()
+        space = env.observation_space
+        self._masked = is_mask_space(space)
+        inner = _inner_space(space, self._masked)
+        self._sequence_space = inner if _has_sequence(inner) else None
+        if self._sequence_space is not None:
+            inner = sequence_as_repeated(inner, options["max_seq_len"])
+        self._prep = get_preprocessor(inner)(inner, options)
+        out = _with_original(Box(-np.inf, np.inf, self._prep.shape, np.float32), inner)
+        self.observation_space = _mask_dict(space, out) if self._masked else out
+
+    def observation(self, observation: Any) -> Any:
+        inner = observation[OBS_KEY] if self._masked else observation
+        if self._sequence_space is not None:
+            inner = sequence_values_as_lists(self._sequence_space, inner)
+        row = np.asarray(self._prep.transform(inner), np.float32)
+        if self._masked:
+            return {MASK_KEY: observation[MASK_KEY], OBS_KEY: row}
+        return row
 
 
 class _BatchedObservationPiece(ConnectorV2):  # type: ignore[misc]

@@ -49,7 +49,12 @@ import torch
 
 from rlblocks.config import ModelConfig
 from rlblocks.rllib._ray import Columns, ray
-from rlblocks.rllib.connectors import MeanStdFilterBatched, env_to_module
+from rlblocks.rllib.connectors import (
+    FlatRepeatedObservations,
+    MeanStdFilterBatched,
+    env_to_module,
+    has_repeated,
+)
 from rlblocks.rllib.replay import atari_replay_buffer_config
 from rlblocks.train.config import PPOConfig
 from rlblocks.train.logger import ProgressLogger, truncate_progress
@@ -109,9 +114,42 @@ def deepmind_env(env_id: str, env_config: dict[str, Any] | None = None) -> gym.E
     return wrap_deepmind(gym.make(registered_id(env_id), **dict(env_config or {})), warp=False)
 
 
-def _env_id(config: PPOConfig) -> str:
+def flat_repeated_env(env_id: str, model_config: dict[str, Any],
+                      env_config: dict[str, Any] | None = None) -> gym.Env:
+    """``gym.make(env_id, **env_config)`` with its ``Repeated`` observations flattened on the
+    env side (:class:`~rlblocks.rllib.connectors.FlatRepeatedObservations`): RLlib's env
+    runner cannot unbatch the per-env lists that gymnasium's vector env makes of them."""
+    return FlatRepeatedObservations(gym.make(env_id, **dict(env_config or {})), model_config)
+
+
+def _gym_id(env: str) -> str:
+    return f"rlblocks.envs:{env}" if env.startswith("rlblocks/") else env
+
+
+def _probe_repeated(config: PPOConfig) -> bool:
+    """Whether the run's env observes a ``Repeated`` (anywhere in its space; one env is made
+    here to see its space)."""
+    env = gym.make(_gym_id(str(config.env)), **dict(config.env_config))
+    try:
+        return has_repeated(env.observation_space)
+    finally:
+        env.close()
+
+
+def make_env(config: PPOConfig, algo: str = "PPO") -> gym.Env:
+    """The run's env as its env runners make it (for ``rlblocks evaluate``)."""
+    if _is_atari(config):
+        return deepmind_env(str(config.env), config.env_config)
+    gym_id = _gym_id(str(config.env))
+    if _probe_repeated(config):
+        return flat_repeated_env(gym_id, _model(config, algo), config.env_config)
+    return gym.make(gym_id, **dict(config.env_config))
+
+
+def _env_id(config: PPOConfig, algo: str = "PPO") -> str:
     """The env as RLlib's workers can make it (``rlblocks/...`` ids import their module;
-    Atari ids are registered with Ray as :func:`deepmind_env` creators)."""
+    Atari ids are registered with Ray as :func:`deepmind_env` creators, envs observing a
+    ``Repeated`` as :func:`flat_repeated_env` creators)."""
     if not isinstance(config.env, str):
         raise ValueError("--backend rllib needs a gymnasium id as env (a callable env creator "
                          "cannot be sent to Ray's workers)")
@@ -125,9 +163,13 @@ def _env_id(config: PPOConfig) -> str:
         name = f"rlblocks-deepmind:{env}"
         register_env(name, partial(deepmind_env, env))
         return name
-    if env.startswith("rlblocks/"):
-        return f"rlblocks.envs:{env}"
-    return env
+    if _probe_repeated(config):
+        from ray.tune.registry import register_env
+
+        name = f"rlblocks-flat-repeated:{env}"
+        register_env(name, partial(flat_repeated_env, _gym_id(env), _model(config, algo)))
+        return name
+    return _gym_id(env)
 
 
 def _model(config: PPOConfig, algo: str) -> dict[str, Any]:
@@ -262,7 +304,7 @@ def build_algo_config(config: PPOConfig, algo: str = "PPO", num_env_runners: int
         per_runner = float(num_cpus_per_env_runner)
     algo_config = (
         _algorithm_config_class(algo)()
-        .environment(_env_id(config), env_config=dict(config.env_config))
+        .environment(_env_id(config, algo), env_config=dict(config.env_config))
         .rl_module(rl_module_spec=rl_module_spec(model, algo=algo))
         .env_runners(num_env_runners=runners, num_envs_per_env_runner=envs,
                      num_cpus_per_env_runner=per_runner,
@@ -507,6 +549,11 @@ def evaluate_run(run_dir: str | Path, episodes: int = 10, explore: bool = False,
     """
     from ray.rllib.core.rl_module.rl_module import RLModule
     from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+    from ray.rllib.utils.spaces.space_utils import (
+        clip_action,
+        get_base_struct_from_space,
+        unsquash_action,
+    )
 
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
@@ -518,8 +565,13 @@ def evaluate_run(run_dir: str | Path, episodes: int = 10, explore: bool = False,
     config = PPOConfig.from_dict(data)
     module = RLModule.from_checkpoint(str((ckpt / _MODULE).resolve()))
     filter_state = pickle.loads((ckpt / _FILTER).read_bytes())
-    env = (deepmind_env(str(config.env), config.env_config) if _is_atari(config)
-           else gym.make(_env_id(config), **dict(config.env_config)))
+    env = make_env(config, algo)
+    # What RLlib's env runner sends the env: the module's actions unsquashed to the Box
+    # bounds (normalize_actions) or clipped to them (clip_actions), as in training.
+    runner = build_algo_config(config, algo)
+    struct = get_base_struct_from_space(env.action_space)
+    to_env = (unsquash_action if runner.normalize_actions
+              else clip_action if runner.clip_actions else None)
     pieces = _pieces(config, algo, training=False)()
     space = env.observation_space
     for piece in pieces:
@@ -563,7 +615,8 @@ def evaluate_run(run_dir: str | Path, episodes: int = 10, explore: bool = False,
                     dist = dist_cls.from_logits(logits)
                     action = _unbatch(dist.sample() if explore
                                       else dist.to_deterministic().sample())
-                obs, reward, terminated, truncated, _ = env.step(action)
+                obs, reward, terminated, truncated, _ = env.step(
+                    action if to_env is None else to_env(action, struct))
                 episode.add_env_step(observation=obs, action=action, reward=float(reward),
                                      terminated=terminated, truncated=truncated)
                 total += float(reward)
