@@ -65,25 +65,22 @@ def sequence_as_repeated(space: gym.Space, max_len: int) -> gym.Space:
     return space
 
 
-def _has_sequence(space: gym.Space) -> bool:
-    if isinstance(space, gym.spaces.Sequence):
+def _holds(space: gym.Space, kind: type[gym.Space]) -> bool:
+    """Whether a ``kind`` space is anywhere in ``space``'s tree (Dict/Tuple children)."""
+    if isinstance(space, kind):
         return True
-    if isinstance(space, gym.spaces.Dict):
-        return any(_has_sequence(s) for s in space.spaces.values())
-    if isinstance(space, gym.spaces.Tuple):
-        return any(_has_sequence(s) for s in space.spaces)
-    return False
+    children = (space.spaces.values() if isinstance(space, gym.spaces.Dict)
+                else space.spaces if isinstance(space, gym.spaces.Tuple) else ())
+    return any(_holds(s, kind) for s in children)
+
+
+def _has_sequence(space: gym.Space) -> bool:
+    return _holds(space, gym.spaces.Sequence)
 
 
 def has_repeated(space: gym.Space) -> bool:
     """Whether a ``Repeated`` space is anywhere in ``space``'s tree (Dict/Tuple children)."""
-    if isinstance(space, Repeated):
-        return True
-    if isinstance(space, gym.spaces.Dict):
-        return any(has_repeated(s) for s in space.spaces.values())
-    if isinstance(space, gym.spaces.Tuple):
-        return any(has_repeated(s) for s in space.spaces)
-    return False
+    return _holds(space, Repeated)
 
 
 def _unstack(space: gym.Space, value: Any, i: int) -> Any:
