@@ -195,7 +195,8 @@ MISMATCHES = {
                         r"Discrete\(3\) \(prev_actions\[0, 0\]: 3 is outside"),
     "malformed-space": ("lstm", _malformed_action_space,
                         r"sidecar's action_space \{'type': 'Discrete', 'n': -3, 'start': 0\} is "
-                        r"malformed \(ValueError: n \(counts\) have to be positive"),
+                        r"malformed \((ValueError|AssertionError): "  # gymnasium 1.4 | 1.2
+                        r"n \(counts\) have to be positive"),
 }
 
 
