@@ -37,6 +37,7 @@ Examples:
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 import gymnasium as gym
@@ -59,7 +60,7 @@ __all__ = [
 ]
 
 
-class ZooEnv(gym.Env):
+class ZooEnv(gym.Env, ABC):
     """Base of the zoo: ``episode_len`` independent rounds, truncated (never terminated).
 
     Subclasses set ``observation_space`` / ``action_space`` and implement :meth:`_draw`
@@ -113,16 +114,17 @@ class ZooEnv(gym.Env):
         self._obs = self._draw()
         return self._obs, reward, False, self._t >= self.episode_len, {}
 
+    @abstractmethod
     def score(self, obs: Any, action: Any) -> float:
         """The reward of ``action`` taken on ``obs`` (in ``[0, 1]``)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def answer(self, obs: Any) -> Any:
         """An action that earns the full reward on ``obs``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _draw(self) -> Any:
-        raise NotImplementedError
+        """The next observation."""
 
 
 def _check_action(space: gym.Space, action: Any, name: str, path: str = "action") -> None:
