@@ -12,37 +12,21 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import sys
 from collections.abc import Sequence
 
-# Benchmark name -> module in rlblocks.benchmarking (each has main(argv) -> None).
-BENCHMARKS = {
-    "preprocessors": "rlblocks.benchmarking.preprocessors",
-    "atari": "rlblocks.benchmarking.atari",
-    "filters": "rlblocks.benchmarking.filters",
-    "sequences": "rlblocks.benchmarking.sequences",
-    "distributions": "rlblocks.benchmarking.distributions",
-    "models": "rlblocks.benchmarking.models",
-    "train": "rlblocks.benchmarking.train",
-    "tuned": "rlblocks.benchmarking.tuned",
-    "export": "rlblocks.benchmarking.export",
-}
-
-
-def _available(name: str) -> bool:
-    return importlib.util.find_spec(BENCHMARKS[name]) is not None
+from rlblocks.benchmarking import BENCHMARKS
 
 
 def _bench(args: argparse.Namespace) -> int:
-    names = [n for n in BENCHMARKS if _available(n)]
+    names = list(BENCHMARKS)
     if args.list:
         print("\n".join(names))
         return 0
     chosen = args.names or ["preprocessors"]
     if chosen == ["all"]:
         chosen = names
-    unknown = [n for n in chosen if n not in BENCHMARKS or not _available(n)]
+    unknown = [n for n in chosen if n not in BENCHMARKS]
     if unknown:
         print(
             f"rlblocks bench: unknown benchmark(s) {unknown}; available: {names} or 'all'",

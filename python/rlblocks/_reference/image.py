@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -128,7 +129,7 @@ def axis_taps(n_in: int, n_out: int, enlarge: bool) -> tuple[np.ndarray, ...]:
     return start, wd, wq, wg
 
 
-def _plan(h_in: int, w_in: int, h_out: int, w_out: int):
+def _plan(h_in: int, w_in: int, h_out: int, w_out: int) -> tuple[Any, Any]:
     enlarge = h_out > h_in or w_out > w_in
     return axis_taps(h_in, h_out, enlarge), axis_taps(w_in, w_out, enlarge)
 

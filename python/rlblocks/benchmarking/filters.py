@@ -26,6 +26,7 @@ import sys
 from collections import deque
 from collections.abc import Callable, Sequence
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -172,7 +173,7 @@ def bench_framestack(quick: bool, threads: int) -> list[Result]:
                                    min_time=min_time))
             stacks = [deque([frames[e][:, :, None]] * k, maxlen=k) for e in range(batch)]
 
-            def rllib_step(stacks=stacks, frames=frames):
+            def rllib_step(stacks: Any = stacks, frames: Any = frames) -> list[np.ndarray]:
                 obs = []
                 for e, d in enumerate(stacks):
                     d.append(frames[e][:, :, None])
