@@ -29,7 +29,7 @@ times slower); each JSON line carries the 1-minute load average before and after
 so runs slowed by other work on the machine can be told apart. Ray and Stable-Baselines3 are
 optional: an implementation whose package is missing is skipped with a note.
 
-Usage: ``PYTHONPATH=python python benchmarks/bench_qlearning.py [--quick] [--seeds N]
+Usage: ``python benchmarks/bench_qlearning.py [--quick] [--seeds N]
 [--torch-threads T] [--algos DQN,SAC] [--impls rllib,rlblocks-on-rllib,sb3]``.
 Prints one JSON object per run, then a table per algorithm and implementation (medians
 over the runs that reached the target).
@@ -38,7 +38,6 @@ over the runs that reached the target).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -47,6 +46,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from _harness import emit, format_rows, median, skip_note
 
 try:
     import ray
@@ -72,20 +72,51 @@ def set_activation(name: str) -> None:
     """The hidden activation of every implementation's network."""
     MODEL["fcnet_activation"] = RLLIB_MODEL["fcnet_activation"] = name
 
+
 # algo -> (env, target return, smoothing window, env steps per RLlib iteration, caps in s)
 TASKS: dict[str, dict[str, Any]] = {
-    "DQN": {"env": "CartPole-v1", "target": 150.0, "window": 20, "iteration_steps": 1000,
-            "cap_s": 240.0, "quick_cap_s": 90.0},
-    "SAC": {"env": "Pendulum-v1", "target": -400.0, "window": 5, "iteration_steps": 100,
-            "cap_s": 300.0, "quick_cap_s": 120.0},
+    "DQN": {
+        "env": "CartPole-v1",
+        "target": 150.0,
+        "window": 20,
+        "iteration_steps": 1000,
+        "cap_s": 240.0,
+        "quick_cap_s": 90.0,
+    },
+    "SAC": {
+        "env": "Pendulum-v1",
+        "target": -400.0,
+        "window": 5,
+        "iteration_steps": 100,
+        "cap_s": 300.0,
+        "quick_cap_s": 120.0,
+    },
 }
 
 # shared hyperparameters (the values the project's RLlib tests learn with)
-DQN_HP = {"lr": 1e-3, "gamma": 0.99, "batch": 64, "n_step": 3, "target_update": 500,
-          "eps_start": 1.0, "eps_end": 0.02, "eps_steps": 5000, "buffer": 50_000,
-          "learning_starts": 1000, "rollout": 4, "grad_clip": 40.0}
-SAC_HP = {"lr": 1e-3, "gamma": 0.99, "batch": 128, "tau": 0.01, "buffer": 50_000,
-          "learning_starts": 500, "initial_alpha": 1.0}
+DQN_HP = {
+    "lr": 1e-3,
+    "gamma": 0.99,
+    "batch": 64,
+    "n_step": 3,
+    "target_update": 500,
+    "eps_start": 1.0,
+    "eps_end": 0.02,
+    "eps_steps": 5000,
+    "buffer": 50_000,
+    "learning_starts": 1000,
+    "rollout": 4,
+    "grad_clip": 40.0,
+}
+SAC_HP = {
+    "lr": 1e-3,
+    "gamma": 0.99,
+    "batch": 128,
+    "tau": 0.01,
+    "buffer": 50_000,
+    "learning_starts": 500,
+    "initial_alpha": 1.0,
+}
 
 
 # --- RLlib -----------------------------------------------------------------------------------
@@ -93,35 +124,53 @@ def _rllib_config(algo: str, ours: bool, seed: int) -> Any:
     task = TASKS[algo]
     if algo == "DQN":
         hp = DQN_HP
-        config = (DQNConfig().environment(task["env"])
-                  .env_runners(num_env_runners=0, num_envs_per_env_runner=1,
-                               rollout_fragment_length=hp["rollout"])
-                  .training(lr=hp["lr"], gamma=hp["gamma"],
-                            train_batch_size_per_learner=hp["batch"], n_step=hp["n_step"],
-                            target_network_update_freq=hp["target_update"],
-                            epsilon=[(0, hp["eps_start"]), (hp["eps_steps"], hp["eps_end"])],
-                            replay_buffer_config={"type": "EpisodeReplayBuffer",
-                                                  "capacity": hp["buffer"]},
-                            num_steps_sampled_before_learning_starts=hp["learning_starts"],
-                            dueling=True, double_q=True))
+        config = (
+            DQNConfig()
+            .environment(task["env"])
+            .env_runners(
+                num_env_runners=0, num_envs_per_env_runner=1, rollout_fragment_length=hp["rollout"]
+            )
+            .training(
+                lr=hp["lr"],
+                gamma=hp["gamma"],
+                train_batch_size_per_learner=hp["batch"],
+                n_step=hp["n_step"],
+                target_network_update_freq=hp["target_update"],
+                epsilon=[(0, hp["eps_start"]), (hp["eps_steps"], hp["eps_end"])],
+                replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": hp["buffer"]},
+                num_steps_sampled_before_learning_starts=hp["learning_starts"],
+                dueling=True,
+                double_q=True,
+            )
+        )
     else:
         hp = SAC_HP
-        config = (SACConfig().environment(task["env"])
-                  .env_runners(num_env_runners=0, num_envs_per_env_runner=1)
-                  .training(actor_lr=hp["lr"], critic_lr=hp["lr"], alpha_lr=hp["lr"],
-                            gamma=hp["gamma"], tau=hp["tau"],
-                            train_batch_size_per_learner=hp["batch"],
-                            replay_buffer_config={"type": "EpisodeReplayBuffer",
-                                                  "capacity": hp["buffer"]},
-                            num_steps_sampled_before_learning_starts=hp["learning_starts"],
-                            twin_q=True, initial_alpha=hp["initial_alpha"]))
-    config = (config.learners(num_learners=0)
-              .reporting(min_time_s_per_iteration=0,
-                         metrics_num_episodes_for_smoothing=task["window"])
-              .debugging(seed=seed))
+        config = (
+            SACConfig()
+            .environment(task["env"])
+            .env_runners(num_env_runners=0, num_envs_per_env_runner=1)
+            .training(
+                actor_lr=hp["lr"],
+                critic_lr=hp["lr"],
+                alpha_lr=hp["lr"],
+                gamma=hp["gamma"],
+                tau=hp["tau"],
+                train_batch_size_per_learner=hp["batch"],
+                replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": hp["buffer"]},
+                num_steps_sampled_before_learning_starts=hp["learning_starts"],
+                twin_q=True,
+                initial_alpha=hp["initial_alpha"],
+            )
+        )
+    config = (
+        config.learners(num_learners=0)
+        .reporting(min_time_s_per_iteration=0, metrics_num_episodes_for_smoothing=task["window"])
+        .debugging(seed=seed)
+    )
     if ours:
-        return (config.rl_module(rl_module_spec=rl_module_spec(MODEL, algo=algo))
-                .env_runners(env_to_module_connector=env_to_module(MODEL)))
+        return config.rl_module(rl_module_spec=rl_module_spec(MODEL, algo=algo)).env_runners(
+            env_to_module_connector=env_to_module(MODEL)
+        )
     return config.rl_module(model_config=RLLIB_MODEL)
 
 
@@ -143,8 +192,13 @@ def run_rllib(algo: str, ours: bool, seed: int, cap_s: float) -> dict[str, Any]:
     finally:
         wall = time.perf_counter() - start
         trainer.stop()
-    return {"reached": bool(ret >= target), "steps": steps, "wall_s": wall,
-            "final_return": ret, "build_s": build_s}
+    return {
+        "reached": bool(ret >= target),
+        "steps": steps,
+        "wall_s": wall,
+        "final_return": ret,
+        "build_s": build_s,
+    }
 
 
 # --- Stable-Baselines3 -----------------------------------------------------------------------
@@ -162,23 +216,46 @@ def _sb3_model(algo: str, seed: int, total: int) -> Any:
     if algo == "DQN":
         hp = DQN_HP
         extra = {"n_steps": hp["n_step"]} if sb3_dqn_takes_n_steps() else {}
-        return sb3.DQN("MlpPolicy", env, learning_rate=hp["lr"], gamma=hp["gamma"],
-                       batch_size=hp["batch"], buffer_size=hp["buffer"],
-                       learning_starts=hp["learning_starts"], tau=1.0,
-                       target_update_interval=hp["target_update"],
-                       train_freq=hp["rollout"], gradient_steps=1,
-                       exploration_initial_eps=hp["eps_start"],
-                       exploration_final_eps=hp["eps_end"],
-                       exploration_fraction=hp["eps_steps"] / total,
-                       max_grad_norm=hp["grad_clip"], policy_kwargs=arch, seed=seed,
-                       device="cpu", **extra)
+        return sb3.DQN(
+            "MlpPolicy",
+            env,
+            learning_rate=hp["lr"],
+            gamma=hp["gamma"],
+            batch_size=hp["batch"],
+            buffer_size=hp["buffer"],
+            learning_starts=hp["learning_starts"],
+            tau=1.0,
+            target_update_interval=hp["target_update"],
+            train_freq=hp["rollout"],
+            gradient_steps=1,
+            exploration_initial_eps=hp["eps_start"],
+            exploration_final_eps=hp["eps_end"],
+            exploration_fraction=hp["eps_steps"] / total,
+            max_grad_norm=hp["grad_clip"],
+            policy_kwargs=arch,
+            seed=seed,
+            device="cpu",
+            **extra,
+        )
     hp = SAC_HP
-    return sb3.SAC("MlpPolicy", env, learning_rate=hp["lr"], gamma=hp["gamma"],
-                   batch_size=hp["batch"], buffer_size=hp["buffer"],
-                   learning_starts=hp["learning_starts"], tau=hp["tau"],
-                   train_freq=1, gradient_steps=1, target_update_interval=1,
-                   ent_coef=f"auto_{hp['initial_alpha']}", target_entropy="auto",
-                   policy_kwargs=arch, seed=seed, device="cpu")
+    return sb3.SAC(
+        "MlpPolicy",
+        env,
+        learning_rate=hp["lr"],
+        gamma=hp["gamma"],
+        batch_size=hp["batch"],
+        buffer_size=hp["buffer"],
+        learning_starts=hp["learning_starts"],
+        tau=hp["tau"],
+        train_freq=1,
+        gradient_steps=1,
+        target_update_interval=1,
+        ent_coef=f"auto_{hp['initial_alpha']}",
+        target_entropy="auto",
+        policy_kwargs=arch,
+        seed=seed,
+        device="cpu",
+    )
 
 
 def run_sb3(algo: str, seed: int, cap_s: float) -> dict[str, Any]:
@@ -215,15 +292,16 @@ def run_sb3(algo: str, seed: int, cap_s: float) -> dict[str, Any]:
     model.learn(total_timesteps=total, callback=callback)
     wall = time.perf_counter() - callback.start
     model.env.close()
-    return {"reached": bool(callback.ret >= target), "steps": int(model.num_timesteps),
-            "wall_s": wall, "final_return": callback.ret, "build_s": build_s}
+    return {
+        "reached": bool(callback.ret >= target),
+        "steps": int(model.num_timesteps),
+        "wall_s": wall,
+        "final_return": callback.ret,
+        "build_s": build_s,
+    }
 
 
 # --- driver ----------------------------------------------------------------------------------
-def _median(values: list[float]) -> float | None:
-    return float(np.median(values)) if values else None
-
-
 def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for algo in TASKS:
@@ -232,37 +310,47 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if not mine:
                 continue
             done = [r for r in mine if r["reached"]]
-            rows.append({
-                "algo": algo, "impl": impl, "runs": len(mine), "reached": len(done),
-                "median_steps": _median([r["steps"] for r in done]),
-                "median_wall_s": _median([r["wall_s"] for r in done]),
-                "steps_per_s": _median([r["steps"] / r["wall_s"] for r in mine]),
-            })
+            rows.append(
+                {
+                    "algo": algo,
+                    "impl": impl,
+                    "runs": len(mine),
+                    "reached": len(done),
+                    "median_steps": median([r["steps"] for r in done]),
+                    "median_wall_s": median([r["wall_s"] for r in done]),
+                    "steps_per_s": median([r["steps"] / r["wall_s"] for r in mine]),
+                }
+            )
     for row in rows:
-        base = next((r for r in rows if r["algo"] == row["algo"] and r["impl"] == "rllib"),
-                    None)
-        row["wall_vs_rllib"] = (row["median_wall_s"] / base["median_wall_s"]
-                                if base and base["median_wall_s"] and row["median_wall_s"]
-                                else None)
+        base = next((r for r in rows if r["algo"] == row["algo"] and r["impl"] == "rllib"), None)
+        row["wall_vs_rllib"] = (
+            row["median_wall_s"] / base["median_wall_s"]
+            if base and base["median_wall_s"] and row["median_wall_s"]
+            else None
+        )
     return rows
-
-
-def _fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one seed, shorter time caps")
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per implementation")
-    parser.add_argument("--torch-threads", type=int, default=1,
-                        help="torch intra-op threads for every run (default 1: small nets)")
+    parser.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads for every run (default 1: small nets)",
+    )
     parser.add_argument("--algos", default="DQN,SAC", help="comma-separated: DQN,SAC")
-    parser.add_argument("--activation", choices=sorted(ACTIVATIONS), default="tanh",
-                        help="hidden activation of every network (default tanh, RLlib's "
-                             "MODEL_DEFAULTS)")
-    parser.add_argument("--impls", default=",".join(IMPLS),
-                        help="comma-separated subset of " + ",".join(IMPLS))
+    parser.add_argument(
+        "--activation",
+        choices=sorted(ACTIVATIONS),
+        default="tanh",
+        help="hidden activation of every network (default tanh, RLlib's MODEL_DEFAULTS)",
+    )
+    parser.add_argument(
+        "--impls", default=",".join(IMPLS), help="comma-separated subset of " + ",".join(IMPLS)
+    )
     args = parser.parse_args()
     set_activation(args.activation)
     algos = [a.strip().upper() for a in args.algos.split(",") if a.strip()]
@@ -274,12 +362,10 @@ def main() -> None:
     seeds = range(1 if args.quick else args.seeds)
 
     if ray is None and {"rllib", "rlblocks-on-rllib"} & set(impls):
-        print('# rllib, rlblocks-on-rllib: skipped; install Ray (pip install "rlblocks[ray]") '
-              "to run this comparison")
+        print(skip_note("rllib, rlblocks-on-rllib", "rlblocks[ray]"))
         impls = [i for i in impls if i == "sb3"]
     if sb3 is None and "sb3" in impls:
-        print('# sb3: skipped; install Stable-Baselines3 (pip install "rlblocks[bench]") to run '
-              "this comparison")
+        print(skip_note("sb3", "rlblocks[bench]"))
         impls = [i for i in impls if i != "sb3"]
     if not impls:
         return
@@ -290,10 +376,14 @@ def main() -> None:
     if sb3 is not None:
         notes.append(f"stable-baselines3 {sb3.__version__}")
         if "sb3" in impls and "DQN" in algos:
-            notes.append("SB3 DQN: no dueling head, no double Q, "
-                         + (f"{DQN_HP['n_step']}-step returns (n_steps)"
-                            if sb3_dqn_takes_n_steps()
-                            else "no n-step returns in this version (SB3 runs 1-step)"))
+            notes.append(
+                "SB3 DQN: no dueling head, no double Q, "
+                + (
+                    f"{DQN_HP['n_step']}-step returns (n_steps)"
+                    if sb3_dqn_takes_n_steps()
+                    else "no n-step returns in this version (SB3 runs 1-step)"
+                )
+            )
     print("# " + "; ".join(notes))
     if {"rllib", "rlblocks-on-rllib"} & set(impls):
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
@@ -309,21 +399,40 @@ def main() -> None:
                     result = run_sb3(algo, seed, cap)
                 else:
                     result = run_rllib(algo, impl == "rlblocks-on-rllib", seed, cap)
-                run = {"algo": algo, "impl": impl, "seed": seed, "env": TASKS[algo]["env"],
-                       "target": TASKS[algo]["target"], "cap_s": cap, **result,
-                       "load_avg_1min": [round(load, 2), round(os.getloadavg()[0], 2)]}
+                run = {
+                    "algo": algo,
+                    "impl": impl,
+                    "seed": seed,
+                    "env": TASKS[algo]["env"],
+                    "target": TASKS[algo]["target"],
+                    "cap_s": cap,
+                    **result,
+                    "load_avg_1min": [round(load, 2), round(os.getloadavg()[0], 2)],
+                }
                 runs.append(run)
-                print(json.dumps(run), flush=True)
+                emit(run)
 
-    print(f"\n{'algo':<4} {'env':<12} {'target':>7} {'impl':<18} {'reached':>8} "
-          f"{'med steps':>10} {'med wall s':>11} {'steps/s':>8} {'wall/rllib':>11}")
-    for r in summarize(runs):
-        task = TASKS[r["algo"]]
-        ratio = "-" if r["wall_vs_rllib"] is None else f"{r['wall_vs_rllib']:.2f}x"
-        print(f"{r['algo']:<4} {task['env']:<12} {task['target']:>7g} {r['impl']:<18} "
-              f"{r['reached']:>4}/{r['runs']:<3} {_fmt(r['median_steps'], ',.0f'):>10} "
-              f"{_fmt(r['median_wall_s'], '.1f'):>11} {_fmt(r['steps_per_s'], ',.0f'):>8} "
-              f"{ratio:>11}")
+    print(
+        "\n"
+        + format_rows(
+            summarize(runs),
+            [
+                ("algo", "algo", "<4"),
+                ("env", lambda r: TASKS[r["algo"]]["env"], "<12"),
+                ("target", lambda r: TASKS[r["algo"]]["target"], ">7g"),
+                ("impl", "impl", "<18"),
+                ("reached", lambda r: f"{r['reached']}/{r['runs']}", ">8"),
+                ("med steps", "median_steps", ">10,.0f"),
+                ("med wall s", "median_wall_s", ">11.1f"),
+                ("steps/s", "steps_per_s", ">8,.0f"),
+                (
+                    "wall/rllib",
+                    lambda r: r["wall_vs_rllib"] and f"{r['wall_vs_rllib']:.2f}x",
+                    ">11",
+                ),
+            ],
+        )
+    )
     print("(medians over the runs that reached the target; steps/s over all runs)")
 
 

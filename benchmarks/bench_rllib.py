@@ -13,7 +13,7 @@
    runners) on CartPole-v1 with the same PPO settings (8 envs, batch 2048, minibatch 64,
    10 epochs).
 
-Usage: ``PYTHONPATH=python python benchmarks/bench_rllib.py [--quick] [--ppo] [--scaling]
+Usage: ``python benchmarks/bench_rllib.py [--quick] [--ppo] [--scaling]
 [--seeds N]``.
 Prints one JSON object per row, then a table.
 """
@@ -21,7 +21,6 @@ Prints one JSON object per row, then a table.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import Any
@@ -37,15 +36,18 @@ try:
 except ImportError:
     sys.exit('bench_rllib.py needs Ray: pip install "rlblocks[ray]"')
 
+from _harness import emit, format_rows, median
 from rlblocks.benchmarking.harness import Result, measure, report
 from rlblocks.rllib import FlattenObservationsBatched, env_to_module, rl_module_spec
 
-NESTED = Dict({
-    "a": Discrete(5),
-    "b": Box(-1, 1, (16,)),
-    "c": Dict({"d": MultiDiscrete([3, 4, 5]), "e": Box(-1, 1, (3, 4))}),
-    "f": Tuple((Discrete(2), Box(-1, 1, (8,)))),
-})
+NESTED = Dict(
+    {
+        "a": Discrete(5),
+        "b": Box(-1, 1, (16,)),
+        "c": Dict({"d": MultiDiscrete([3, 4, 5]), "e": Box(-1, 1, (3, 4))}),
+        "f": Tuple((Discrete(2), Box(-1, 1, (8,)))),
+    }
+)
 
 
 def _episodes(batch: int) -> tuple[list[Any], list[Any]]:
@@ -79,12 +81,21 @@ def connector_rows(batches: list[int], min_time: float) -> list[Result]:
         mine = np.stack([ep.get_observations(-1) for ep in eps])
         call(theirs)
         np.testing.assert_allclose(mine, np.stack([ep.get_observations(-1) for ep in eps]))
-        base = measure("connector: write-back only", "reset", reset, b, batch=b,
-                       min_time=min_time).us_per_item
-        for method, piece in (("rlblocks FlattenObservationsBatched", ours),
-                              ("RLlib FlattenObservations", theirs)):
-            r = measure("connector: nested Dict -> flat", method, lambda p=piece: call(p), b,
-                        batch=b, min_time=min_time)
+        base = measure(
+            "connector: write-back only", "reset", reset, b, batch=b, min_time=min_time
+        ).us_per_item
+        for method, piece in (
+            ("rlblocks FlattenObservationsBatched", ours),
+            ("RLlib FlattenObservations", theirs),
+        ):
+            r = measure(
+                "connector: nested Dict -> flat",
+                method,
+                lambda p=piece: call(p),
+                b,
+                batch=b,
+                min_time=min_time,
+            )
             gross = r.us_per_item
             r.us_per_item = max(gross - base, 1e-9)
             r.items_per_s = 1e6 / r.us_per_item
@@ -99,22 +110,29 @@ def _ppo(env: str, ours: bool, seed: int, target: float, max_steps: int) -> dict
 
     env_id = f"rlblocks.envs:{env}" if env.startswith("rlblocks/") else env
     model = {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh", "vf_share_layers": False}
-    config = (PPOConfig().environment(env_id)
-              .env_runners(num_env_runners=0, num_envs_per_env_runner=8)
-              .training(train_batch_size_per_learner=2048, minibatch_size=256, num_epochs=6,
-                        lr=3e-4)
-              .debugging(seed=seed))
+    config = (
+        PPOConfig()
+        .environment(env_id)
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=8)
+        .training(train_batch_size_per_learner=2048, minibatch_size=256, num_epochs=6, lr=3e-4)
+        .debugging(seed=seed)
+    )
     if ours:
         config = config.rl_module(rl_module_spec=rl_module_spec(model)).env_runners(
-            env_to_module_connector=env_to_module(model))
+            env_to_module_connector=env_to_module(model)
+        )
     else:
         from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 
-        config = config.rl_module(model_config=DefaultModelConfig(
-            fcnet_hiddens=[64, 64], fcnet_activation="tanh", vf_share_layers=False))
+        config = config.rl_module(
+            model_config=DefaultModelConfig(
+                fcnet_hiddens=[64, 64], fcnet_activation="tanh", vf_share_layers=False
+            )
+        )
         if isinstance(gym.make(env_id).observation_space, Dict):
             config = config.env_runners(
-                env_to_module_connector=lambda env, spaces, device: FlattenObservations())
+                env_to_module_connector=lambda env, spaces, device: FlattenObservations()
+            )
     algo = config.build_algo()
     start, steps, best = time.perf_counter(), 0, -np.inf
     try:
@@ -126,8 +144,12 @@ def _ppo(env: str, ours: bool, seed: int, target: float, max_steps: int) -> dict
                 best = max(best, float(ret))
     finally:
         algo.stop()
-    return {"steps": steps, "wall_s": time.perf_counter() - start, "reached": best >= target,
-            "best_return": best}
+    return {
+        "steps": steps,
+        "wall_s": time.perf_counter() - start,
+        "reached": best >= target,
+        "best_return": best,
+    }
 
 
 def ppo_rows(seeds: int, target: float = 150.0, max_steps: int = 200_000) -> list[dict]:
@@ -135,14 +157,17 @@ def ppo_rows(seeds: int, target: float = 150.0, max_steps: int = 200_000) -> lis
     for env in ("CartPole-v1", "rlblocks/DictCartPole-v0"):
         for ours in (False, True):
             runs = [_ppo(env, ours, s, target, max_steps) for s in range(seeds)]
-            rows.append({
-                "case": f"RLlib PPO to {target:g}: {env}",
-                "method": "rlblocks module + env_to_module" if ours else "RLlib defaults",
-                "seeds": seeds, "reached": sum(r["reached"] for r in runs),
-                "median_steps": float(np.median([r["steps"] for r in runs])),
-                "median_wall_s": float(np.median([r["wall_s"] for r in runs])),
-                "steps_per_s": float(np.median([r["steps"] / r["wall_s"] for r in runs])),
-            })
+            rows.append(
+                {
+                    "case": f"RLlib PPO to {target:g}: {env}",
+                    "method": "rlblocks module + env_to_module" if ours else "RLlib defaults",
+                    "seeds": seeds,
+                    "reached": sum(r["reached"] for r in runs),
+                    "median_steps": median(r["steps"] for r in runs),
+                    "median_wall_s": median(r["wall_s"] for r in runs),
+                    "steps_per_s": median(r["steps"] / r["wall_s"] for r in runs),
+                }
+            )
     return rows
 
 
@@ -170,20 +195,25 @@ class BusyEnv(gym.Env):
 
 def scaling_rows(iters: int) -> list[dict]:
     from ray.rllib.algorithms.ppo import PPOConfig as RLlibPPO
-    from rlblocks.rllib.trainer import build_algo_config
+    from rlblocks.rllib.algo_config import build_algo_config
     from rlblocks.train import PPOConfig, PPOTrainer
 
     rows = []
     model = {"fcnet_hiddens": [64, 64]}
     rates = {}
     for runners in (1, 2):
-        config = (RLlibPPO().environment(BusyEnv)
-                  .rl_module(rl_module_spec=rl_module_spec(model))
-                  .env_runners(num_env_runners=runners, num_envs_per_env_runner=4 // runners,
-                               num_cpus_per_env_runner=0.75,
-                               env_to_module_connector=env_to_module(model))
-                  .training(train_batch_size_per_learner=1000, minibatch_size=500,
-                            num_epochs=1))
+        config = (
+            RLlibPPO()
+            .environment(BusyEnv)
+            .rl_module(rl_module_spec=rl_module_spec(model))
+            .env_runners(
+                num_env_runners=runners,
+                num_envs_per_env_runner=4 // runners,
+                num_cpus_per_env_runner=0.75,
+                env_to_module_connector=env_to_module(model),
+            )
+            .training(train_batch_size_per_learner=1000, minibatch_size=500, num_epochs=1)
+        )
         algo = config.build_algo()
         try:
             lifetime0 = int(algo.train()["env_runners"]["num_env_steps_sampled_lifetime"])
@@ -194,11 +224,22 @@ def scaling_rows(iters: int) -> list[dict]:
             rates[runners] = done / (time.perf_counter() - start)
         finally:
             algo.stop()
-        rows.append({"case": "RLlib PPO, 1 ms/step env, 4 envs in total",
-                     "method": f"{runners} env runner(s)", "steps_per_s": rates[runners],
-                     "ratio": rates[runners] / rates[1]})
-    cfg = {"env": "CartPole-v1", "num_envs": 8, "train_batch_size": 2048,
-           "sgd_minibatch_size": 64, "num_sgd_iter": 10, "seed": 0}
+        rows.append(
+            {
+                "case": "RLlib PPO, 1 ms/step env, 4 envs in total",
+                "method": f"{runners} env runner(s)",
+                "steps_per_s": rates[runners],
+                "ratio": rates[runners] / rates[1],
+            }
+        )
+    cfg = {
+        "env": "CartPole-v1",
+        "num_envs": 8,
+        "train_batch_size": 2048,
+        "sgd_minibatch_size": 64,
+        "num_sgd_iter": 10,
+        "seed": 0,
+    }
     native = PPOTrainer(cfg)
     try:
         native.train()
@@ -219,10 +260,22 @@ def scaling_rows(iters: int) -> list[dict]:
     finally:
         algo.stop()
     case = "PPO CartPole-v1, 8 envs, batch 2048, mb 64, 10 epochs"
-    rows.append({"case": case, "method": "rlblocks native trainer", "steps_per_s": native_rate,
-                 "ratio": native_rate / rllib_rate})
-    rows.append({"case": case, "method": "RLlib + RLBlocksRLModule", "steps_per_s": rllib_rate,
-                 "ratio": 1.0})
+    rows.append(
+        {
+            "case": case,
+            "method": "rlblocks native trainer",
+            "steps_per_s": native_rate,
+            "ratio": native_rate / rllib_rate,
+        }
+    )
+    rows.append(
+        {
+            "case": case,
+            "method": "RLlib + RLBlocksRLModule",
+            "steps_per_s": rllib_rate,
+            "ratio": 1.0,
+        }
+    )
     return rows
 
 
@@ -230,8 +283,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer batch sizes, shorter runs")
     parser.add_argument("--ppo", action="store_true", help="also time PPO to 150")
-    parser.add_argument("--scaling", action="store_true",
-                        help="also 1 vs 2 env runners, and native vs RLlib steps/s")
+    parser.add_argument(
+        "--scaling",
+        action="store_true",
+        help="also 1 vs 2 env runners, and native vs RLlib steps/s",
+    )
     parser.add_argument("--seeds", type=int, default=3, help="PPO seeds per case")
     args = parser.parse_args()
     batches = [8, 64] if args.quick else [1, 8, 64, 256]
@@ -241,21 +297,37 @@ def main() -> None:
     if args.scaling:
         rows = scaling_rows(2 if args.quick else 4)
         for row in rows:
-            print(json.dumps(row))
-        print(f"\n{'case':<56} {'method':<26} {'steps/s':>9} {'ratio':>7}")
-        for r in rows:
-            print(f"{r['case']:<56} {r['method']:<26} {r['steps_per_s']:>9,.0f} "
-                  f"{r['ratio']:>6.2f}x")
+            emit(row)
+        print(
+            "\n"
+            + format_rows(
+                rows,
+                [
+                    ("case", "case", "<56"),
+                    ("method", "method", "<26"),
+                    ("steps/s", "steps_per_s", ">9,.0f"),
+                    ("ratio", lambda r: f"{r['ratio']:.2f}x", ">7"),
+                ],
+            )
+        )
     if args.ppo:
         rows = ppo_rows(1 if args.quick else args.seeds)
         for row in rows:
-            print(json.dumps(row))
-        print(f"\n{'case':<44} {'method':<32} {'reached':>8} {'steps':>9} {'wall s':>8} "
-              f"{'steps/s':>8}")
-        for r in rows:
-            print(f"{r['case']:<44} {r['method']:<32} {r['reached']:>4}/{r['seeds']:<3} "
-                  f"{r['median_steps']:>9,.0f} {r['median_wall_s']:>8.1f} "
-                  f"{r['steps_per_s']:>8,.0f}")
+            emit(row)
+        print(
+            "\n"
+            + format_rows(
+                rows,
+                [
+                    ("case", "case", "<44"),
+                    ("method", "method", "<32"),
+                    ("reached", lambda r: f"{r['reached']}/{r['seeds']}", ">8"),
+                    ("steps", "median_steps", ">9,.0f"),
+                    ("wall s", "median_wall_s", ">8.1f"),
+                    ("steps/s", "steps_per_s", ">8,.0f"),
+                ],
+            )
+        )
 
 
 if __name__ == "__main__":

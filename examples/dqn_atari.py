@@ -55,16 +55,21 @@ def make_env(env_config: dict[str, Any]) -> gym.Env:
     import ale_py
 
     gym.register_envs(ale_py)
-    env = gym.make(env_config["id"], frameskip=1, repeat_action_probability=0.0,
-                   full_action_space=False)
+    env = gym.make(
+        env_config["id"], frameskip=1, repeat_action_probability=0.0, full_action_space=False
+    )
     return wrap_deepmind(env, dim=MODEL["dim"], noframeskip=True, warp=False)
 
 
 def replay_buffer_config(capacity: int, stack_in_episode: bool) -> dict[str, Any]:
     """rlblocks' frame-stacking buffer, or RLlib's own for episodes that hold the stacks."""
     if stack_in_episode:
-        return {"type": "PrioritizedEpisodeReplayBuffer", "capacity": capacity,
-                "alpha": 0.6, "beta": 0.4}
+        return {
+            "type": "PrioritizedEpisodeReplayBuffer",
+            "capacity": capacity,
+            "alpha": 0.6,
+            "beta": 0.4,
+        }
     return atari_replay_buffer_config(MODEL, capacity)
 
 
@@ -76,22 +81,33 @@ def build_config(args: argparse.Namespace, stack_in_episode: bool) -> DQNConfig:
         DQNConfig()
         .environment(ENV_NAME, env_config={"id": args.env})
         .rl_module(rl_module_spec=rl_module_spec(MODEL, algo="DQN"))
-        .env_runners(num_env_runners=args.num_env_runners, num_envs_per_env_runner=1,
-                     rollout_fragment_length=4,
-                     env_to_module_connector=env_to_module(
-                         MODEL, atari=True, stack_in_episode=stack_in_episode))
+        .env_runners(
+            num_env_runners=args.num_env_runners,
+            num_envs_per_env_runner=1,
+            rollout_fragment_length=4,
+            env_to_module_connector=env_to_module(
+                MODEL, atari=True, stack_in_episode=stack_in_episode
+            ),
+        )
         .learners(num_learners=0, num_gpus_per_learner=1 if torch.cuda.is_available() else 0)
         .training(
-            lr=1e-4, gamma=0.99, n_step=3, train_batch_size_per_learner=16 if smoke else 32,
-            double_q=True, dueling=True, grad_clip=10.0,
+            lr=1e-4,
+            gamma=0.99,
+            n_step=3,
+            train_batch_size_per_learner=16 if smoke else 32,
+            double_q=True,
+            dueling=True,
+            grad_clip=10.0,
             target_network_update_freq=200 if smoke else 8000,
             epsilon=[(0, 1.0), (1000 if smoke else 250_000, 0.01)],
             num_steps_sampled_before_learning_starts=100 if smoke else 20_000,
             # smoke: one update per 16 sampled steps (the full run's is one per 4)
             training_intensity=1.0 if smoke else None,
-            replay_buffer_config=replay_buffer_config(args.capacity, stack_in_episode))
-        .reporting(min_time_s_per_iteration=0,
-                   min_sample_timesteps_per_iteration=100 if smoke else 1000)
+            replay_buffer_config=replay_buffer_config(args.capacity, stack_in_episode),
+        )
+        .reporting(
+            min_time_s_per_iteration=0, min_sample_timesteps_per_iteration=100 if smoke else 1000
+        )
         .debugging(seed=args.seed)
     )
 
@@ -118,18 +134,29 @@ def measure_buffer(args: argparse.Namespace, steps: int) -> list[dict[str, Any]]
         total = tracemalloc.get_traced_memory()[0] - before
         tracemalloc.stop()
         stored = buffer.get_num_timesteps()
-        rows.append({"storage": "stacks in episode" if stack_in_episode else "single frames",
-                     "buffer": type(buffer).__name__, "steps": stored,
-                     "obs_per_step": stored_frames_bytes(buffer) / stored,
-                     "total_per_step": total / stored})
-    print(f"\nreplay buffer memory, {args.env}, {MODEL['dim']}x{MODEL['dim']} frames, 4 "
-          "stacked (bytes per stored step):")
+        rows.append(
+            {
+                "storage": "stacks in episode" if stack_in_episode else "single frames",
+                "buffer": type(buffer).__name__,
+                "steps": stored,
+                "obs_per_step": stored_frames_bytes(buffer) / stored,
+                "total_per_step": total / stored,
+            }
+        )
+    print(
+        f"\nreplay buffer memory, {args.env}, {MODEL['dim']}x{MODEL['dim']} frames, 4 "
+        "stacked (bytes per stored step):"
+    )
     print(f"{'storage':<18} {'buffer':<41} {'steps':>6} {'observations':>13} {'total':>9}")
     for row in rows:
-        print(f"{row['storage']:<18} {row['buffer']:<41} {row['steps']:>6} "
-              f"{row['obs_per_step']:>13.0f} {row['total_per_step']:>9.0f}")
-    print(f"single frames use {rows[1]['total_per_step'] / rows[0]['total_per_step']:.1%} of "
-          "the memory of stacks in episode")
+        print(
+            f"{row['storage']:<18} {row['buffer']:<41} {row['steps']:>6} "
+            f"{row['obs_per_step']:>13.0f} {row['total_per_step']:>9.0f}"
+        )
+    print(
+        f"single frames use {rows[1]['total_per_step'] / rows[0]['total_per_step']:.1%} of "
+        "the memory of stacks in episode"
+    )
     return rows
 
 
@@ -146,21 +173,26 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             runners = result.get("env_runners", {})
             learner = result.get("learners", {}).get("default_policy", {})
             steps = int(runners.get("num_env_steps_sampled_lifetime", 0))
-            summary = {"training_iteration": int(result["training_iteration"]),
-                       "timesteps_total": steps,
-                       "episode_return_mean": float(runners.get("episode_return_mean",
-                                                                math.nan)),
-                       "qf_loss": float(learner.get("qf_loss", math.nan))}
-            print(f"iter {summary['training_iteration']:>4}  steps {steps:>8}  return "
-                  f"{summary['episode_return_mean']:>6.1f}  qf_loss {summary['qf_loss']:.4f}  "
-                  f"{time.perf_counter() - start:7.1f} s")
+            summary = {
+                "training_iteration": int(result["training_iteration"]),
+                "timesteps_total": steps,
+                "episode_return_mean": float(runners.get("episode_return_mean", math.nan)),
+                "qf_loss": float(learner.get("qf_loss", math.nan)),
+            }
+            print(
+                f"iter {summary['training_iteration']:>4}  steps {steps:>8}  return "
+                f"{summary['episode_return_mean']:>6.1f}  qf_loss {summary['qf_loss']:.4f}  "
+                f"{time.perf_counter() - start:7.1f} s"
+            )
             if steps >= stop_timesteps or summary["episode_return_mean"] >= args.stop_reward:
                 break
         buffer = algo.local_replay_buffer
         stored = buffer.get_num_timesteps()
         summary["buffer_obs_bytes_per_step"] = stored_frames_bytes(buffer) / max(stored, 1)
-        print(f"replay buffer ({type(buffer).__name__}): {stored} stored steps, "
-              f"{summary['buffer_obs_bytes_per_step']:.0f} observation bytes per stored step")
+        print(
+            f"replay buffer ({type(buffer).__name__}): {stored} stored steps, "
+            f"{summary['buffer_obs_bytes_per_step']:.0f} observation bytes per stored step"
+        )
     finally:
         algo.stop()
     return summary
@@ -173,13 +205,24 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--smoke", action="store_true", help="a few hundred steps")
     parser.add_argument("--stop-reward", type=float, default=18.0)
     parser.add_argument("--stop-timesteps", type=int, default=10_000_000)
-    parser.add_argument("--capacity", type=int, default=100_000,
-                        help="replay buffer capacity (env steps)")
-    parser.add_argument("--stack-in-episode", action="store_true",
-                        help="keep the 4-frame stacks in the episodes (RLlib's own buffer)")
-    parser.add_argument("--measure-buffer", type=int, nargs="?", const=5000, default=None,
-                        metavar="STEPS", help="only measure both buffers' memory at STEPS "
-                        "stored steps (default 5000; 500 with --smoke)")
+    parser.add_argument(
+        "--capacity", type=int, default=100_000, help="replay buffer capacity (env steps)"
+    )
+    parser.add_argument(
+        "--stack-in-episode",
+        action="store_true",
+        help="keep the 4-frame stacks in the episodes (RLlib's own buffer)",
+    )
+    parser.add_argument(
+        "--measure-buffer",
+        type=int,
+        nargs="?",
+        const=5000,
+        default=None,
+        metavar="STEPS",
+        help="only measure both buffers' memory at STEPS "
+        "stored steps (default 5000; 500 with --smoke)",
+    )
     parser.add_argument("--num-env-runners", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)

@@ -1,5 +1,5 @@
 """Shared fixtures: run a test on both implementations (C++ core and numpy reference); and,
-without Ray, no doctest collection of rlblocks.rllib (see pytest_configure)."""
+without Ray, no doctest collection of the modules that need it (see pytest_configure)."""
 
 from __future__ import annotations
 
@@ -54,21 +54,31 @@ def local_ray(request: pytest.FixtureRequest) -> Iterator[Any]:
     modules, so the module's functions and classes travel to them by value."""
     ray = pytest.importorskip("ray")
     ray.cloudpickle.register_pickle_by_value(request.module)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             configure_logging=False, ignore_reinit_error=True)
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        ignore_reinit_error=True,
+    )
     yield ray
     ray.shutdown()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Without Ray, the ``rlblocks.rllib`` package (the ``ray`` extra) is not collected for
-    doctests, wherever rlblocks is imported from (``--pyargs rlblocks`` collects it from
-    site-packages, where directory-scoped hooks do not reach: its folder is added to
-    ``--ignore``); its tests in ``tests/rllib`` skip themselves."""
+    """Without Ray, the ``rlblocks.rllib`` package and ``rlblocks.wrappers.ray_vector`` (the
+    ``ray`` extra) are not collected for doctests, wherever rlblocks is imported from
+    (``--pyargs rlblocks`` collects it from site-packages, where directory-scoped hooks do
+    not reach: their paths are added to ``--ignore``); its tests in ``tests/rllib`` skip
+    themselves."""
     if importlib.util.find_spec("ray") is not None:
         return
     spec = importlib.util.find_spec("rlblocks")
     if spec is None or not spec.submodule_search_locations:
         return
-    rllib = [str(Path(p) / "rllib") for p in spec.submodule_search_locations]
-    config.option.ignore = [*(config.getoption("ignore") or []), *rllib]
+    needs_ray = [
+        str(Path(p) / sub)
+        for p in spec.submodule_search_locations
+        for sub in ("rllib", "wrappers/ray_vector.py")
+    ]
+    config.option.ignore = [*(config.getoption("ignore") or []), *needs_ray]

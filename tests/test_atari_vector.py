@@ -6,7 +6,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from rlblocks.wrappers import atari as W
+import rlblocks.wrappers as W
 from rlblocks.wrappers.atari_vector import AtariVectorEnv
 from rlblocks.wrappers.vector import make_vector_env
 
@@ -34,7 +34,8 @@ def test_palette_env_frames_are_the_rgb_screens(game):
     for _ in range(1500):
         np.testing.assert_array_equal(np.asarray(obs), want)
         assert {k: info[k] for k in ("lives", "frame_number")} == {
-            k: want_info[k] for k in ("lives", "frame_number")}
+            k: want_info[k] for k in ("lives", "frame_number")
+        }
         a = int(rng.integers(pal.action_space.n))
         obs, r, te, tr, info = pal.step(a)
         want, r2, te2, tr2, want_info = ref.step(a)
@@ -94,10 +95,19 @@ def replay(singles, done, actions):
 @pytest.mark.parametrize(("num_envs", "workers", "steps"), [(3, 1, 700), (2, 0, 150)])
 def test_vector_env_matches_single_pipelines(num_envs, workers, steps):
     game = "ALE/Breakout-v5"
-    venv = make_vector_env(game, num_envs, {"dim": 84}, "deepmind",
-                             vectorization_mode="atari", noframeskip=True, **KW) if workers == \
-        num_envs - 1 else AtariVectorEnv(game, num_envs, noframeskip=True, num_workers=workers,
-                                         **KW)
+    venv = (
+        make_vector_env(
+            game,
+            num_envs,
+            {"dim": 84},
+            "deepmind",
+            vectorization_mode="atari",
+            noframeskip=True,
+            **KW,
+        )
+        if workers == num_envs - 1
+        else AtariVectorEnv(game, num_envs, noframeskip=True, num_workers=workers, **KW)
+    )
     singles = single_pipelines(game, num_envs, 84, True)
     try:
         assert venv.single_observation_space.shape == (84, 84, 4)
@@ -119,8 +129,11 @@ def test_vector_env_matches_single_pipelines(num_envs, workers, steps):
             actions = rng.integers(4, size=num_envs)
             obs, reward, te, tr, info = venv.step(actions)
             live = [s for s in singles if s is not None]
-            stepped = replay(live, [d for d, s in zip(done, singles, strict=True) if s],
-                             [a for a, s in zip(actions, singles, strict=True) if s])
+            stepped = replay(
+                live,
+                [d for d, s in zip(done, singles, strict=True) if s],
+                [a for a, s in zip(actions, singles, strict=True) if s],
+            )
             it = iter(stepped)
             ref = [next(it) if s is not None else None for s in singles]
             for i, r in enumerate(ref):
@@ -151,8 +164,12 @@ def test_vector_env_options_and_bad_input():
             venv.step(np.zeros(2, dtype=np.int64))
         obs, info = venv.reset(seed=0)
         assert obs.shape == (2, 42, 42, 1) and set(info) >= {"lives", "_lives", "frame_number"}
-        for bad, match in [(np.zeros(3, np.int64), "2 integers"), (np.zeros(2), "2 integers"),
-                           (np.array([0, 6]), "out of range"), (np.array([-1, 0]), "out of range")]:
+        for bad, match in [
+            (np.zeros(3, np.int64), "2 integers"),
+            (np.zeros(2), "2 integers"),
+            (np.array([0, 6]), "out of range"),
+            (np.array([-1, 0]), "out of range"),
+        ]:
             with pytest.raises(ValueError, match=match):
                 venv.step(bad)
         with pytest.raises(ValueError, match="options"):
@@ -165,8 +182,12 @@ def test_vector_env_options_and_bad_input():
         venv.close()
     with pytest.raises(RuntimeError, match="closed"):
         venv.step(np.zeros(2, dtype=np.int64))
-    for kwargs, match in [({"num_envs": 0}, "num_envs"), ({"num_workers": 2}, "num_workers"),
-                          ({"dim": 0}, "dim"), ({"framestack": 0}, "framestack")]:
+    for kwargs, match in [
+        ({"num_envs": 0}, "num_envs"),
+        ({"num_workers": 2}, "num_workers"),
+        ({"dim": 0}, "dim"),
+        ({"framestack": 0}, "framestack"),
+    ]:
         with pytest.raises(ValueError, match=match):
             AtariVectorEnv("ALE/Pong-v5", **{"num_envs": 2, **kwargs})
     with pytest.raises(ValueError, match="DeepMind pipeline"):
@@ -188,8 +209,10 @@ def test_vector_env_reports_a_dead_worker():
 
 def test_vector_env_spawn_context_matches_fork():
     """Workers started with "spawn" (macOS/Windows default) compute the same steps."""
-    envs = [AtariVectorEnv("ALE/Pong-v5", 2, context=ctx, noframeskip=True, **KW)
-            for ctx in ("spawn", None)]
+    envs = [
+        AtariVectorEnv("ALE/Pong-v5", 2, context=ctx, noframeskip=True, **KW)
+        for ctx in ("spawn", None)
+    ]
     try:
         first = [e.reset(seed=4)[0] for e in envs]
         np.testing.assert_array_equal(first[0], first[1])

@@ -7,9 +7,10 @@ from collections import deque
 import gymnasium as gym
 import numpy as np
 import pytest
+import rlblocks.wrappers as W
 from gymnasium.vector import AutoresetMode
 from rlblocks import image
-from rlblocks.wrappers import atari as W
+from rlblocks.wrappers.atari_vector import VectorAtariPreprocessing, VectorGenericPixel
 from rlblocks.wrappers.vector import make_vector_env
 
 cv2 = pytest.importorskip("cv2")
@@ -21,8 +22,15 @@ class FakePixelEnv(gym.Env):
 
     metadata: dict = {"render_modes": []}
 
-    def __init__(self, episode_len=7, shape=(30, 20, 3), meanings=("NOOP", "FIRE", "UP"),
-                 flat=False, base=0, truncate_at=None):
+    def __init__(
+        self,
+        episode_len=7,
+        shape=(30, 20, 3),
+        meanings=("NOOP", "FIRE", "UP"),
+        flat=False,
+        base=0,
+        truncate_at=None,
+    ):
         self.observation_space = gym.spaces.Box(0, 255, shape, dtype=np.uint8)
         self.action_space = gym.spaces.Discrete(len(meanings))
         self.meanings = list(meanings)
@@ -95,8 +103,9 @@ def test_warp_frame_fuses_the_max_of_max_and_skip():
         np.testing.assert_array_equal(got[0], image.gray_resize(want[0], 84))
         assert got[1:4] == want[1:4]
         if got[2]:
-            np.testing.assert_array_equal(warped.reset()[0],
-                                          image.gray_resize(plain.reset()[0], 84))
+            np.testing.assert_array_equal(
+                warped.reset()[0], image.gray_resize(plain.reset()[0], 84)
+            )
     fake = FakePixelEnv(shape=(210, 160, 3))
     fake.spec = gym.envs.registration.EnvSpec("FakePixel-v0")
     dm = W.wrap_deepmind(fake, noframeskip=True)
@@ -181,8 +190,9 @@ def test_normalized_image_env_is_exact_for_every_byte():
     obs, _ = env.reset()
     raw, _ = FakePixelEnv(shape=(16, 16, 1)).reset()
     np.testing.assert_array_equal(obs, (raw.astype(np.float64) - 128) / 128)
-    stacked = W.NormalizedImageEnv(W.FrameStack(W.WarpFrame(FakePixelEnv(shape=(210, 160, 3)),
-                                                            dim=42), 4))
+    stacked = W.NormalizedImageEnv(
+        W.FrameStack(W.WarpFrame(FakePixelEnv(shape=(210, 160, 3)), dim=42), 4)
+    )
     assert stacked.reset()[0].shape == (42, 42, 4)
     with pytest.raises(ValueError, match="uint8 Box"):
         W.NormalizedImageEnv(gym.make("CartPole-v1"))
@@ -259,8 +269,14 @@ class ReferenceDeepMind:
         return obs, r, te, tr
 
     def stacked_cv2(self):
-        warp = [cv2.resize(cv2.cvtColor(f, cv2.COLOR_RGB2GRAY), (self.dim, self.dim),
-                           interpolation=cv2.INTER_AREA) for f in self.frames]
+        warp = [
+            cv2.resize(
+                cv2.cvtColor(f, cv2.COLOR_RGB2GRAY),
+                (self.dim, self.dim),
+                interpolation=cv2.INTER_AREA,
+            )
+            for f in self.frames
+        ]
         return np.stack(warp, axis=-1)
 
     def stacked_ours(self):
@@ -276,8 +292,11 @@ def make_ale(game: str) -> gym.Env:
 @pytest.mark.parametrize("palette", [False, True], ids=["rgb-env", "palette-env"])
 @pytest.mark.parametrize(("game", "steps"), [("ALE/Pong-v5", 150), ("ALE/Breakout-v5", 250)])
 def test_wrap_deepmind_matches_reference_on_real_games(game, steps, palette):
-    base = (W.make_atari_env(game, frameskip=1, repeat_action_probability=0.0) if palette
-            else make_ale(game))
+    base = (
+        W.make_atari_env(game, frameskip=1, repeat_action_probability=0.0)
+        if palette
+        else make_ale(game)
+    )
     ours = W.wrap_deepmind(base, dim=84, framestack=True, noframeskip=True)
     ref = ReferenceDeepMind(make_ale(game))
     rng = np.random.default_rng(0)
@@ -319,8 +338,10 @@ def test_preprocess_env_picks_pipeline_from_config():
 
 
 def fake_fns(lengths, **kw):
-    return [lambda n=n, i=i: FakePixelEnv(episode_len=n, base=7919 * i, **kw)
-            for i, n in enumerate(lengths)]
+    return [
+        lambda n=n, i=i: FakePixelEnv(episode_len=n, base=7919 * i, **kw)
+        for i, n in enumerate(lengths)
+    ]
 
 
 def single_reference(length, base, steps, dim, k, autoreset):
@@ -346,8 +367,9 @@ def single_reference(length, base, steps, dim, k, autoreset):
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
 def test_vector_stacks_restart_under_autoreset(mode):
     lengths = [3, 5, 4]
-    venv = W.VectorAtariPreprocessing(
-        gym.vector.SyncVectorEnv(fake_fns(lengths), autoreset_mode=mode), dim=10, framestack=4)
+    venv = VectorAtariPreprocessing(
+        gym.vector.SyncVectorEnv(fake_fns(lengths), autoreset_mode=mode), dim=10, framestack=4
+    )
     assert venv.single_observation_space.shape == (10, 10, 4)
     obs, _ = venv.reset()
     got, finals = [obs], {}
@@ -366,9 +388,11 @@ def test_vector_stacks_restart_under_autoreset(mode):
 
 
 def test_vector_reset_mask_restarts_only_masked_envs():
-    venv = W.VectorAtariPreprocessing(
+    venv = VectorAtariPreprocessing(
         gym.vector.SyncVectorEnv(fake_fns([50, 50]), autoreset_mode=AutoresetMode.DISABLED),
-        dim=8, framestack=2)
+        dim=8,
+        framestack=2,
+    )
     first, _ = venv.reset()
     after, *_ = venv.step(np.zeros(2, dtype=np.int64))
     obs, _ = venv.reset(options={"reset_mask": np.array([True, False])})
@@ -386,8 +410,15 @@ def _fake_frame(base, episode, t, shape=(30, 20, 3)):
 def test_vector_env_matches_single_pipelines_on_real_pong_async():
     make_ale("ALE/Pong-v5")  # skips without ale_py
     kwargs = {"frameskip": 1, "repeat_action_probability": 0.0}
-    venv = make_vector_env("ALE/Pong-v5", 2, {"dim": 84}, "deepmind",
-                             vectorization_mode="async", noframeskip=True, **kwargs)
+    venv = make_vector_env(
+        "ALE/Pong-v5",
+        2,
+        {"dim": 84},
+        "deepmind",
+        vectorization_mode="async",
+        noframeskip=True,
+        **kwargs,
+    )
     singles = [W.wrap_deepmind(make_ale("ALE/Pong-v5"), 84, True, True) for _ in range(2)]
     try:
         obs, _ = venv.reset(seed=11)
@@ -405,11 +436,15 @@ def test_vector_env_matches_single_pipelines_on_real_pong_async():
 
 
 def test_vector_generic_pixel_and_bad_spaces():
-    venv = W.VectorGenericPixel(gym.vector.SyncVectorEnv(fake_fns([5, 5], shape=(210, 160, 3))),
-                                dim=42, grayscale=True)
+    venv = VectorGenericPixel(
+        gym.vector.SyncVectorEnv(fake_fns([5, 5], shape=(210, 160, 3))), dim=42, grayscale=True
+    )
     obs, _ = venv.reset()
-    expected = image.generic_pixel(np.stack([_fake_frame(0, 0, 0, (210, 160, 3)),
-                                             _fake_frame(7919, 0, 0, (210, 160, 3))]), 42, True)
+    expected = image.generic_pixel(
+        np.stack([_fake_frame(0, 0, 0, (210, 160, 3)), _fake_frame(7919, 0, 0, (210, 160, 3))]),
+        42,
+        True,
+    )
     np.testing.assert_array_equal(obs, expected)
     with pytest.raises(ValueError, match="uint8"):
-        W.VectorAtariPreprocessing(gym.vector.SyncVectorEnv(fake_fns([5], shape=(10, 10, 1))))
+        VectorAtariPreprocessing(gym.vector.SyncVectorEnv(fake_fns([5], shape=(10, 10, 1))))

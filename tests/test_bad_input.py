@@ -11,6 +11,8 @@ import pytest
 from rlblocks.preprocessors import get_preprocessor
 from rlblocks.spaces import Repeated
 
+pytestmark = pytest.mark.native
+
 B, D, MD = gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete
 
 SPACE = gym.spaces.Dict(

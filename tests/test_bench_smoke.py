@@ -1,4 +1,6 @@
-"""Smoke test of the preprocessor benchmark: it runs, and prints well-formed JSON lines.
+"""Smoke tests of the benchmarks: the package's kernel benchmarks run and print well-formed
+JSON lines; the peer comparisons under benchmarks/ import, parse ``--help`` and keep their
+examples true.
 
 Timings are never asserted (shared, noisy machines); only the output format and the
 correctness checks the benchmark does itself (hand-written numpy == rlblocks).
@@ -6,11 +8,17 @@ correctness checks the benchmark does itself (hand-written numpy == rlblocks).
 
 from __future__ import annotations
 
+import doctest
+import importlib
 import json
 from pathlib import Path
 
 import pytest
+from rlblocks.benchmarking import BENCHMARKS, atari
 from rlblocks.benchmarking import preprocessors as bench
+from rlblocks.benchmarking.preprocessor_cases import build_cases
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 KEYS = {"case", "method", "us_per_item", "items_per_s", "batch", "threads", "extra", "ratio"}
 
@@ -21,38 +29,106 @@ def _json_rows(text: str) -> list[dict]:
 
 def test_quick_subset_prints_json_lines(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     out_file = tmp_path / "rows.jsonl"
-    bench.main(["--quick", "--cases", "discrete,dict", "--batches", "1,4", "--min-time", "0.002",
-                "--json", str(out_file)])
+    bench.main(
+        [
+            "--quick",
+            "--cases",
+            "discrete,dict",
+            "--batches",
+            "1,4",
+            "--min-time",
+            "0.002",
+            "--json",
+            str(out_file),
+        ]
+    )
     rows = _json_rows(capsys.readouterr().out)
     assert rows, "no JSON lines printed"
     for row in rows:
         assert set(row) == KEYS
         assert row["us_per_item"] > 0
     methods = {r["method"] for r in rows}
-    assert {"rlblocks t=1", "rlblocks t=2", "rlblocks transform", "numpy reference",
-            "numpy hand-written", "gymnasium flatten loop"} <= methods
-    assert {r["case"] for r in rows} == {"Discrete(100) list", "Discrete(100) batched",
-                                         "nested Dict list", "nested Dict batched"}
+    assert {
+        "rlblocks t=1",
+        "rlblocks t=2",
+        "rlblocks transform",
+        "numpy reference",
+        "numpy hand-written",
+        "gymnasium flatten loop",
+    } <= methods
+    assert {r["case"] for r in rows} == {
+        "Discrete(100) list",
+        "Discrete(100) batched",
+        "nested Dict list",
+        "nested Dict batched",
+    }
     assert all(r["ratio"] is not None for r in rows if r["method"].startswith("rlblocks"))
     assert all(r["extra"].get("matches_rlblocks", True) for r in rows)
     assert _json_rows(out_file.read_text()) == rows
 
 
 def test_repeated_and_bound_rows(capsys: pytest.CaptureFixture[str]) -> None:
-    rows = bench.run(["repeated", "multidiscrete"], [2], [1], min_time=0.002, repeats=1,
-                     progress=False)
-    assert {r.case for r in rows} == {"Repeated(Dict) len~U(0,32) list",
-                                      "MultiDiscrete([10]*16) list",
-                                      "MultiDiscrete([10]*16) batched"}
+    rows = bench.run(
+        ["repeated", "multidiscrete"], [2], [1], min_time=0.002, repeats=1, progress=False
+    )
+    assert {r.case for r in rows} == {
+        "Repeated(Dict) len~U(0,32) list",
+        "MultiDiscrete([10]*16) list",
+        "MultiDiscrete([10]*16) batched",
+    }
     bench.report_rows(rows)
     assert "target checks" in capsys.readouterr().out
 
 
 def test_bound_row_arithmetic() -> None:
-    case = bench.build_cases(["discrete"], 4)[1]  # batched: int64 in, 100 float32 out
+    case = build_cases(["discrete"], 4)[1]  # batched: int64 in, 100 float32 out
     ours = bench.Result(case.name, "rlblocks t=1", 0.1, 1e7, 4, 1)
     row = bench.bound_row(case, 4, 1e9, [ours])
     assert row.extra["bytes_in_per_item"] == 8
     assert row.extra["bytes_out_per_item"] == 400
     assert row.us_per_item == pytest.approx(0.408)
     assert row.extra["rlblocks_t=1_over_bound"] == pytest.approx(0.1 / 0.408, rel=1e-2)
+
+
+def test_the_atari_kernel_rows_compare_with_the_numpy_twin() -> None:
+    rows = atari.kernel_results([1], min_time=0.002)
+    methods = {r.method for r in rows if r.case == atari.KERNEL_1}
+    assert {"rlblocks C++", "numpy twin"} <= methods
+    assert all(r.us_per_item > 0 for r in rows)
+
+
+def test_the_package_table_holds_only_its_own_benchmarks() -> None:
+    for module in BENCHMARKS.values():
+        assert module.startswith("rlblocks.benchmarking.")
+        assert callable(importlib.import_module(module).main)
+
+
+# The peer comparisons are scripts under benchmarks/ (they import their shared helpers).
+@pytest.mark.parametrize("name", ["_harness", "_ppo_runs", "bench_train", "bench_tuned"])
+def test_script_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    failed, tried = doctest.testmod(
+        importlib.import_module(name), optionflags=doctest.NORMALIZE_WHITESPACE
+    )
+    assert tried and not failed
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "bench_atari_pipeline",
+        "bench_distributions",
+        "bench_export",
+        "bench_models",
+        "bench_train",
+        "bench_tuned",
+    ],
+)
+def test_script_help(
+    name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    with pytest.raises(SystemExit) as exit_info:
+        importlib.import_module(name).main(["--help"])
+    assert exit_info.value.code == 0
+    assert "--quick" in capsys.readouterr().out

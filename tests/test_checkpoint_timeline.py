@@ -31,16 +31,30 @@ PYTHONPATH = str(Path(rlblocks.__file__).resolve().parents[1])
 
 
 def tiny(**kw: object) -> PPOConfig:
-    return PPOConfig(env="CartPole-v1", num_envs=2, train_batch_size=64, sgd_minibatch_size=64,
-                     num_sgd_iter=1, model={"fcnet_hiddens": [8]}, keep_checkpoints=0, **kw)
+    return PPOConfig(
+        env="CartPole-v1",
+        num_envs=2,
+        train_batch_size=64,
+        sgd_minibatch_size=64,
+        num_sgd_iter=1,
+        model={"fcnet_hiddens": [8]},
+        keep_checkpoints=0,
+        **kw,
+    )
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     code = "import sys; from rlblocks.cli import main; sys.exit(main(sys.argv[1:]))"
     env = {**os.environ, "PYTHONPATH": PYTHONPATH}
     env.pop("RLBLOCKS_TRACEBACK", None)
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def iterations(run: Path) -> list[int]:
@@ -55,8 +69,11 @@ def test_resuming_an_older_checkpoint_abandons_the_newer_ones(tmp_path: Path) ->
             if i % 2 == 0:
                 trainer.save()
     assert [p.name for p in list_checkpoints(run)] == [f"checkpoint_00000{i}" for i in (2, 4, 6)]
-    with pytest.warns(RuntimeWarning, match=r"abandons the later checkpoints .*checkpoint_000004, "
-                                            r"checkpoint_000006"):
+    with pytest.warns(
+        RuntimeWarning,
+        match=r"abandons the later checkpoints .*checkpoint_000004, "
+        r"checkpoint_000006",
+    ):
         trainer = PPOTrainer.restore(run / "checkpoint_000002")
     with trainer:
         assert iterations(run) == [1, 2]
@@ -66,7 +83,10 @@ def test_resuming_an_older_checkpoint_abandons_the_newer_ones(tmp_path: Path) ->
     abandoned = [p for p in run.iterdir() if p.name.startswith("abandoned_")]
     assert len(abandoned) == 1
     assert sorted(p.name for p in abandoned[0].iterdir()) == [
-        "checkpoint_000004", "checkpoint_000006", "progress.csv"]
+        "checkpoint_000004",
+        "checkpoint_000006",
+        "progress.csv",
+    ]
     assert iterations(abandoned[0]) == [1, 2, 3, 4, 5, 6]  # the old timeline, whole
     assert load_checkpoint(abandoned[0] / "checkpoint_000006")["iteration"] == 6
     # The run directory holds the new timeline only: a plain resume picks its newest.
@@ -97,8 +117,9 @@ def test_tensorboard_hides_the_events_after_the_resumed_iteration(tmp_path: Path
 
     log = ProgressLogger(tmp_path, tensorboard=True)
     for i in range(1, 7):
-        log.write({"training_iteration": i, "timesteps_total": 100 * i,
-                   "episode_return_mean": float(i)})
+        log.write(
+            {"training_iteration": i, "timesteps_total": 100 * i, "episode_return_mean": float(i)}
+        )
     log.close()
     truncate_progress(tmp_path, 2)  # resumed from iteration 2
     log = ProgressLogger(tmp_path, tensorboard=True)
@@ -148,9 +169,13 @@ KILL_POINTS = {
 def test_a_save_killed_at_any_point_leaves_a_valid_checkpoint(point: str, tmp_path: Path) -> None:
     what, nth, survivor = KILL_POINTS[point]
     run = tmp_path / "run"
-    out = subprocess.run([sys.executable, "-c", KILL, str(run), what, str(nth)],
-                         capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": PYTHONPATH})
+    out = subprocess.run(
+        [sys.executable, "-c", KILL, str(run), what, str(nth)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": PYTHONPATH},
+    )
     assert out.returncode == 9, out.stderr
     left = sorted(p.name for p in run.iterdir())
     assert len(left) == 2, left  # the killed save left a temporary directory
@@ -164,8 +189,7 @@ def test_a_save_killed_at_any_point_leaves_a_valid_checkpoint(point: str, tmp_pa
     assert load_checkpoint(run / "checkpoint_000002")["v"] == survivor
 
 
-def test_resume_restores_the_old_copy_of_a_save_killed_between_its_renames(
-        tmp_path: Path) -> None:
+def test_resume_restores_the_old_copy_of_a_save_killed_between_its_renames(tmp_path: Path) -> None:
     run = tmp_path / "run"
     with PPOTrainer(tiny(), run_dir=run) as trainer:
         trainer.train()
@@ -186,47 +210,85 @@ def test_resume_restores_the_old_copy_of_a_save_killed_between_its_renames(
 
 # --- the command line --------------------------------------------------------------------
 
+
 def test_resume_of_a_finished_run_says_how_to_extend_it_and_evaluate_writes_nothing(
-        tmp_path: Path) -> None:
-    small = ["--set", "num_envs=2", "--set", "train_batch_size=64", "--set",
-             "sgd_minibatch_size=64", "--set", "num_sgd_iter=1", "--set",
-             "model.fcnet_hiddens=[8]", "--no-progress"]
-    out = cli("train", "--env", "CartPole-v1", *small, "--stop-timesteps", "128",
-              "--run-dir", "run", cwd=tmp_path)
+    tmp_path: Path,
+) -> None:
+    small = [
+        "--set",
+        "num_envs=2",
+        "--set",
+        "train_batch_size=64",
+        "--set",
+        "sgd_minibatch_size=64",
+        "--set",
+        "num_sgd_iter=1",
+        "--set",
+        "model.fcnet_hiddens=[8]",
+        "--no-progress",
+    ]
+    out = cli(
+        "train",
+        "--env",
+        "CartPole-v1",
+        *small,
+        "--stop-timesteps",
+        "128",
+        "--run-dir",
+        "run",
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     run = tmp_path / "run"
-    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in run.iterdir()
-              if p.is_file()}
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in run.iterdir() if p.is_file()}
     assert {"config.json", "progress.csv", "stop.json"} <= set(before)
 
     out = cli("train", "--resume", "run", "--no-progress", cwd=tmp_path)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.strip() == (
         "rlblocks train: error: the run is already done: stop.timesteps_total=128 already "
-        "reached at 128 steps; pass --stop-timesteps N larger than 128 to train on")
+        "reached at 128 steps; pass --stop-timesteps N larger than 128 to train on"
+    )
     ret = read_progress(run)[-1]["episode_return_mean"]
-    out = cli("train", "--resume", "run", "--stop-reward", "1", "--stop-timesteps", "192",
-              "--no-progress", cwd=tmp_path)
+    out = cli(
+        "train",
+        "--resume",
+        "run",
+        "--stop-reward",
+        "1",
+        "--stop-timesteps",
+        "192",
+        "--no-progress",
+        cwd=tmp_path,
+    )
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.strip() == (
         f"rlblocks train: error: --stop-reward 1: the run already has a mean return of "
-        f"{ret:.1f} at 128 steps; pass a --stop-reward larger than {ret:.1f}")
+        f"{ret:.1f} at 128 steps; pass a --stop-reward larger than {ret:.1f}"
+    )
     (run / "stop.json").write_text('{"episode_return_mean": 2, "timesteps_total": 128}')
     before["stop.json"] = ((run / "stop.json").read_bytes(), (run / "stop.json").stat().st_mtime_ns)
-    out = cli("train", "--resume", "run", "--stop-timesteps", "192", "--no-progress",
-              cwd=tmp_path)
+    out = cli("train", "--resume", "run", "--stop-timesteps", "192", "--no-progress", cwd=tmp_path)
     assert out.stderr.strip() == (
         f"rlblocks train: error: the run is already done: stop.episode_return_mean=2 already "
         f"reached with a mean return of {ret:.1f} at 128 steps; pass --stop-reward R larger "
-        f"than {ret:.1f}, or --no-default-stop-reward to train on to the step budget")
+        f"than {ret:.1f}, or --no-default-stop-reward to train on to the step budget"
+    )
 
     out = cli("evaluate", "run", "--episodes", "1", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    after = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in run.iterdir()
-             if p.is_file()}
+    after = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in run.iterdir() if p.is_file()}
     assert after == before  # refused resumes and evaluation rewrote nothing
 
-    out = cli("train", "--resume", "run", "--stop-timesteps", "192", "--no-progress",
-              "--no-default-stop-reward", cwd=tmp_path)
+    out = cli(
+        "train",
+        "--resume",
+        "run",
+        "--stop-timesteps",
+        "192",
+        "--no-progress",
+        "--no-default-stop-reward",
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     assert iterations(run) == [1, 2, 3]

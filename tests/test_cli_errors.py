@@ -24,8 +24,19 @@ from rlblocks.train.logger import ProgressLogger, append_whole, read_progress
 
 USER_DIR = Path(__file__).parent / "fixtures" / "user_envs"
 FAULTY = "my_pkg.bad_envs:Faulty-v0"
-SMALL = ["--set", "num_envs=2", "--set", "train_batch_size=64", "--set", "sgd_minibatch_size=32",
-         "--set", "num_sgd_iter=1", "--set", "model.fcnet_hiddens=[8]", "--no-progress"]
+SMALL = [
+    "--set",
+    "num_envs=2",
+    "--set",
+    "train_batch_size=64",
+    "--set",
+    "sgd_minibatch_size=32",
+    "--set",
+    "num_sgd_iter=1",
+    "--set",
+    "model.fcnet_hiddens=[8]",
+    "--no-progress",
+]
 
 
 def rlblocks_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -33,8 +44,14 @@ def rlblocks_cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": where}
     env.pop("RLBLOCKS_TRACEBACK", None)
     code = "import sys; from rlblocks.cli import main; sys.exit(main(sys.argv[1:]))"
-    return subprocess.run([sys.executable, "-P", "-c", code, *args], cwd=USER_DIR, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-P", "-c", code, *args],
+        cwd=USER_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def error_line(out: subprocess.CompletedProcess[str]) -> str:
@@ -49,56 +66,80 @@ CASES = {
     "unknown env_config key": (
         ["--env", "my_pkg.envs:Corridor-v0", "--set", "env_config.nope=1"],
         "env 'my_pkg.envs:Corridor-v0' could not be made with env_config {'nope': 1}: "
-        "TypeError: Corridor.__init__() got an unexpected keyword argument 'nope'"),
+        "TypeError: Corridor.__init__() got an unexpected keyword argument 'nope'",
+    ),
     "an uninstalled dependency of the env": (
         ["--env", "my_pkg.bad_envs:NeedsAPackage-v0"],
         "could not be made with env_config {} at my_pkg/bad_envs.py:21 in __init__ `raise "
         "gym.error.DependencyNotInstalled( ...`: DependencyNotInstalled: No module named "
-        "'no_such_physics_engine'. Install it with `pip install no-such-physics-engine`"),
+        "'no_such_physics_engine'. Install it with `pip install no-such-physics-engine`",
+    ),
     "an observation missing a Dict key": (
         ["--env", FAULTY],
         "env 'my_pkg.bad_envs:Faulty-v0' failed in step: KeyError: 'b' (an observation lacks "
-        "a key of the observation space Dict("),
+        "a key of the observation space Dict(",
+    ),
     "a NaN observation": (
         ["--env", FAULTY, "--set", "env_config.fault=nan_obs"],
         "env 'my_pkg.bad_envs:Faulty-v0' (sub-env 0) returned a non-finite observation: "
-        'obs["a"][1] = nan'),
+        'obs["a"][1] = nan',
+    ),
     "a NaN observation, async envs": (
         ["--env", FAULTY, "--set", "env_config.fault=nan_obs", "--set", "vector_mode=async"],
-        'returned a non-finite observation: obs["a"][1] = nan'),
+        'returned a non-finite observation: obs["a"][1] = nan',
+    ),
     "an infinite reward": (
         ["--env", FAULTY, "--set", "env_config.fault=inf_reward"],
-        "env 'my_pkg.bad_envs:Faulty-v0' (sub-env 0) returned a non-finite reward: inf"),
-    "lr=inf": (["--env", "CartPole-v1", "--set", "lr=inf"],
-               "lr must be a finite number > 0.0, got inf"),
-    "a seed beyond 2**63": (["--env", "CartPole-v1", "--set", f"seed={2**70}"],
-                            f"seed must be an int in [0, {2**63 - 1}], got {2**70}"),
-    "--stop-timesteps 0": (["--env", "CartPole-v1", "--stop-timesteps", "0"],
-                           "--stop-timesteps must be a whole number of steps > 0, got 0"),
-    "--stop-timesteps -5": (["--env", "CartPole-v1", "--stop-timesteps", "-5"],
-                            "--stop-timesteps must be a whole number of steps > 0, got -5"),
-    "--stop-reward nan": (["--env", "CartPole-v1", "--stop-reward", "nan"],
-                          "--stop-reward must be a finite number, got nan"),
-    "model=5": (["--env", "CartPole-v1", "--set", "model=5"],
-                "--set model=5: model must be a mapping of keys (e.g. --set "
-                "model.fcnet_hiddens=[64,64]), got int"),
-    "env_config=[1]": (["--env", "CartPole-v1", "--set", "env_config=[1]"],
-                       "--set env_config=[1]: env_config must be a mapping of keys"),
+        "env 'my_pkg.bad_envs:Faulty-v0' (sub-env 0) returned a non-finite reward: inf",
+    ),
+    "lr=inf": (
+        ["--env", "CartPole-v1", "--set", "lr=inf"],
+        "lr must be a finite number > 0.0, got inf",
+    ),
+    "a seed beyond 2**63": (
+        ["--env", "CartPole-v1", "--set", f"seed={2**70}"],
+        f"seed must be an int in [0, {2**63 - 1}], got {2**70}",
+    ),
+    "--stop-timesteps 0": (
+        ["--env", "CartPole-v1", "--stop-timesteps", "0"],
+        "--stop-timesteps must be a whole number of steps > 0, got 0",
+    ),
+    "--stop-timesteps -5": (
+        ["--env", "CartPole-v1", "--stop-timesteps", "-5"],
+        "--stop-timesteps must be a whole number of steps > 0, got -5",
+    ),
+    "--stop-reward nan": (
+        ["--env", "CartPole-v1", "--stop-reward", "nan"],
+        "--stop-reward must be a finite number, got nan",
+    ),
+    "model=5": (
+        ["--env", "CartPole-v1", "--set", "model=5"],
+        "--set model=5: model must be a mapping of keys (e.g. --set "
+        "model.fcnet_hiddens=[64,64]), got int",
+    ),
+    "env_config=[1]": (
+        ["--env", "CartPole-v1", "--set", "env_config=[1]"],
+        "--set env_config=[1]: env_config must be a mapping of keys",
+    ),
     "--set stop.timesteps_total=64.9": (
         ["--env", "CartPole-v1", "--set", "stop.timesteps_total=64.9"],
-        "stop.timesteps_total must be a whole number of steps > 0, got 64.9"),
+        "stop.timesteps_total must be a whole number of steps > 0, got 64.9",
+    ),
     "an exception in the user's step": (
         ["--env", FAULTY, "--set", "env_config.fault=raise"],
         "env 'my_pkg.bad_envs:Faulty-v0' failed in step at my_pkg/bad_envs.py:53 in step "
-        "`self.t = self.t / (self.at - self.at)`: ZeroDivisionError: division by zero"),
+        "`self.t = self.t / (self.at - self.at)`: ZeroDivisionError: division by zero",
+    ),
     "an exception in the user's step, async envs (no worker traceback)": (
         ["--env", FAULTY, "--set", "env_config.fault=raise", "--set", "vector_mode=async"],
         "env 'my_pkg.bad_envs:Faulty-v0' failed in step at my_pkg/bad_envs.py:53 in step "
-        "`self.t = self.t / (self.at - self.at)`: ZeroDivisionError: division by zero"),
+        "`self.t = self.t / (self.at - self.at)`: ZeroDivisionError: division by zero",
+    ),
     "a KeyError of the user's own code is not taken for a missing Dict key": (
         ["--env", FAULTY, "--set", "env_config.fault=key_error"],
-        "failed in step at my_pkg/bad_envs.py:55 in step `self.t = {\"steps\": "
-        "self.t}[\"step_count\"]`: KeyError: 'step_count'"),
+        'failed in step at my_pkg/bad_envs.py:55 in step `self.t = {"steps": '
+        "self.t}[\"step_count\"]`: KeyError: 'step_count'",
+    ),
 }
 
 
@@ -125,8 +166,7 @@ def run_main(capsys: pytest.CaptureFixture[str], *args: str) -> str:
 
 STOP_BLOCKS = {
     "timesteps_total: [1]": "stop.timesteps_total must be a whole number of steps > 0, got [1]",
-    "episode_return_mean: {a: 1}":
-        "stop.episode_return_mean must be a finite number, got {'a': 1}",
+    "episode_return_mean: {a: 1}": "stop.episode_return_mean must be a finite number, got {'a': 1}",
     "timesteps_total: 0": "stop.timesteps_total must be a whole number of steps > 0, got 0",
     "timesteps_total: .nan": "stop.timesteps_total must be a whole number of steps > 0, got nan",
     "episode_return_mean: .inf": "stop.episode_return_mean must be a finite number, got inf",
@@ -134,82 +174,54 @@ STOP_BLOCKS = {
     "timesteps_total: 64.9": "stop.timesteps_total must be a whole number of steps > 0, got 64.9",
     "episode_return_mean: true": "stop.episode_return_mean must be a finite number, got True",
     "timesteps: 100": "stop: unknown keys ['timesteps'] (known: episode_return_mean, "
-                      "timesteps_total)",
+    "timesteps_total)",
 }
 
 
 @pytest.mark.parametrize("block", list(STOP_BLOCKS))
-def test_a_bad_stop_block_names_the_key(block: str, tmp_path: Path,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_stop_block_names_the_key(
+    block: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = tmp_path / "ppo.yaml"
     config.write_text(f"env: CartPole-v1\nstop: {{{block}}}\n")
     run = tmp_path / "run"
-    line = run_main(capsys, "train", "--config", str(config), "--run-dir", str(run),
-                    "--no-progress")
+    line = run_main(
+        capsys, "train", "--config", str(config), "--run-dir", str(run), "--no-progress"
+    )
     assert line == f"rlblocks train: error: {STOP_BLOCKS[block]}"
     assert not run.exists()
 
 
 def test_config_files_read_exponents_as_numbers(tmp_path: Path) -> None:
-    from rlblocks.train.cli import load_config_file
+    from rlblocks.cli.train_config import load_config_file
     from rlblocks.train.tuned import split_stop
 
     config = tmp_path / "ppo.yaml"
-    config.write_text("env: CartPole-v1\nlr: 1e-3\nstop: {timesteps_total: 1e5, "
-                      "episode_return_mean: 4.5E2}\n")
+    config.write_text(
+        "env: CartPole-v1\nlr: 1e-3\nstop: {timesteps_total: 1e5, episode_return_mean: 4.5E2}\n"
+    )
     data, reward, steps = split_stop(load_config_file(config))
     assert data == {"env": "CartPole-v1", "lr": 0.001}
     assert (reward, steps) == (450.0, 100_000) and isinstance(steps, int)
     assert PPOConfig.from_dict(data).lr == 0.001
 
 
-def test_plot_refuses_an_out_dir_that_does_not_exist(tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_plot_refuses_an_out_dir_that_does_not_exist(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     log = ProgressLogger(tmp_path / "run")
     log.write({"training_iteration": 1, "timesteps_total": 64, "episode_return_mean": 9.0})
     out = tmp_path / "missing" / "deeper" / "x.png"
     line = run_main(capsys, "plot", str(tmp_path / "run"), "--out", str(out))
-    assert line == (f"rlblocks plot: error: cannot write the plot to '{out}': its directory "
-                    f"'{out.parent}' does not exist")
+    assert line == (
+        f"rlblocks plot: error: cannot write the plot to '{out}': its directory "
+        f"'{out.parent}' does not exist"
+    )
     assert not (tmp_path / "missing").exists()
     from rlblocks.cli import main
 
     assert main(["plot", str(tmp_path / "run"), "--out", str(tmp_path / "x.png")]) == 0
     assert (tmp_path / "x.png").stat().st_size > 0
-
-
-def test_help_and_tuned_import_no_torch_and_show_no_rst() -> None:
-    code = (
-        "import contextlib, io, json, sys\n"
-        "from rlblocks.cli import main\n"
-        "out = {}\n"
-        "for argv in ([], ['train'], ['evaluate'], ['export'], ['tuned'], ['plot'], "
-        "['bench']):\n"
-        "    buf = io.StringIO()\n"
-        "    with contextlib.redirect_stdout(buf):\n"
-        "        try:\n"
-        "            main([*argv, '--help'])\n"
-        "        except SystemExit:\n"
-        "            pass\n"
-        "    out[' '.join(argv)] = buf.getvalue()\n"
-        "with contextlib.redirect_stdout(io.StringIO()) as buf:\n"
-        "    main(['tuned'])\n"
-        "out['tuned list'] = buf.getvalue()\n"
-        "print(json.dumps({'torch': 'torch' in sys.modules, 'out': out}))\n"
-    )
-    import json
-
-    where = str(Path(rlblocks.__file__).resolve().parents[1])
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, env={**os.environ, "PYTHONPATH": where})
-    assert res.returncode == 0, res.stderr
-    got = json.loads(res.stdout)
-    assert got["torch"] is False
-    assert "stateless_cartpole_attention" in got["out"]["tuned list"]
-    for command, text in got["out"].items():
-        assert "usage: rlblocks" in text or command == "tuned list", command
-        for raw in ("``", ":class:", ":mod:", ":func:", ":meth:"):
-            assert raw not in text, (command, raw)
 
 
 def test_version() -> None:
@@ -218,19 +230,24 @@ def test_version() -> None:
 
 
 MISSING_EXTRAS = {
-    "tensorboard": (("tensorboard", "torch.utils.tensorboard"),
-                    ["--env", "CartPole-v1", "--set", "tensorboard=true"],
-                    "tensorboard=True needs the tensorboard package: pip install "
-                    '"rlblocks[train]"'),
-    "ale-py": (("ale_py",), ["--env", "ALE/Pong-v5"],
-               "unknown gymnasium environment 'ALE/Pong-v5' (ALE ids need the atari extra: "
-               'pip install "rlblocks[atari]")'),
+    "tensorboard": (
+        ("tensorboard", "torch.utils.tensorboard"),
+        ["--env", "CartPole-v1", "--set", "tensorboard=true"],
+        'tensorboard=True needs the tensorboard package: pip install "rlblocks[train]"',
+    ),
+    "ale-py": (
+        ("ale_py",),
+        ["--env", "ALE/Pong-v5"],
+        "unknown gymnasium environment 'ALE/Pong-v5' (ALE ids need the atari extra: "
+        'pip install "rlblocks[atari]")',
+    ),
 }
 
 
 @pytest.mark.parametrize("package", list(MISSING_EXTRAS))
-def test_a_missing_package_names_the_extra_and_leaves_no_run_dir(package: str,
-                                                                 tmp_path: Path) -> None:
+def test_a_missing_package_names_the_extra_and_leaves_no_run_dir(
+    package: str, tmp_path: Path
+) -> None:
     # The packages are installed here: an import hook makes them missing, as without the extra.
     blocked, args, message = MISSING_EXTRAS[package]
     code = (
@@ -245,9 +262,14 @@ def test_a_missing_package_names_the_extra_and_leaves_no_run_dir(package: str,
     )
     where = str(Path(rlblocks.__file__).resolve().parents[1])
     run = tmp_path / "run"
-    out = subprocess.run([sys.executable, "-c", code, "train", *SMALL, *args,
-                          "--run-dir", str(run)], cwd=USER_DIR, capture_output=True, text=True,
-                         timeout=300, env={**os.environ, "PYTHONPATH": where})
+    out = subprocess.run(
+        [sys.executable, "-c", code, "train", *SMALL, *args, "--run-dir", str(run)],
+        cwd=USER_DIR,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": where},
+    )
     line = error_line(out)
     assert line.startswith(f"rlblocks train: error: {message}"), line
     assert not run.exists()  # not even config.json
@@ -256,15 +278,19 @@ def test_a_missing_package_names_the_extra_and_leaves_no_run_dir(package: str,
 def test_a_run_dir_that_cannot_be_made(tmp_path: Path) -> None:
     blocker = tmp_path / "a_file"
     blocker.write_text("")
-    line = error_line(rlblocks_cli("train", "--env", "CartPole-v1", *SMALL,
-                                   "--run-dir", str(blocker / "run")))
-    assert line == (f"rlblocks train: error: cannot use '{blocker / 'run'}' as the run "
-                    "directory: Not a directory")
+    line = error_line(
+        rlblocks_cli("train", "--env", "CartPole-v1", *SMALL, "--run-dir", str(blocker / "run"))
+    )
+    assert line == (
+        f"rlblocks train: error: cannot use '{blocker / 'run'}' as the run "
+        "directory: Not a directory"
+    )
     if os.geteuid() != 0:  # root writes anywhere
         locked = tmp_path / "locked"
         locked.mkdir(mode=0o500)
-        line = error_line(rlblocks_cli("train", "--env", "CartPole-v1", *SMALL,
-                                       "--run-dir", str(locked / "run")))
+        line = error_line(
+            rlblocks_cli("train", "--env", "CartPole-v1", *SMALL, "--run-dir", str(locked / "run"))
+        )
         assert "Permission denied" in line
 
 
@@ -275,8 +301,9 @@ def test_a_full_disk_is_one_line_and_tears_no_row(tmp_path: Path) -> None:
     run.mkdir()
     (run / "progress.csv").symlink_to("/dev/full")
     line = error_line(rlblocks_cli("train", "--env", "CartPole-v1", *SMALL, "--run-dir", str(run)))
-    assert line == (f"rlblocks train: error: cannot write '{run / 'progress.csv'}': "
-                    "No space left on device")
+    assert line == (
+        f"rlblocks train: error: cannot write '{run / 'progress.csv'}': No space left on device"
+    )
     assert list_checkpoints(run) == []
 
 
@@ -299,9 +326,13 @@ def test_append_whole_cuts_a_failed_write_back(tmp_path: Path) -> None:
         "    print(err)\n"
     )
     where = str(Path(rlblocks.__file__).resolve().parents[1])
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "progress.csv")],
-                         capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": where})
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "progress.csv")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": where},
+    )
     assert "cannot write" in out.stdout, out.stderr
     assert (tmp_path / "progress.csv").read_bytes() == before  # no torn row
     append_whole(tmp_path / "progress.csv", b"2,3.0\n")
@@ -318,8 +349,9 @@ def test_orphaned_checkpoint_temp_dirs_are_removed(tmp_path: Path) -> None:
     save_checkpoint(run, {"iteration": 2, "timesteps_total": 20})
     assert sorted(p.name for p in run.iterdir()) == ["checkpoint_000001", "checkpoint_000002"]
     (run / ".checkpoint_000003.zz").mkdir()  # and on resume
-    with PPOTrainer(PPOConfig(env="CartPole-v1", num_envs=2, train_batch_size=64),
-                    run_dir=tmp_path / "real") as trainer:
+    with PPOTrainer(
+        PPOConfig(env="CartPole-v1", num_envs=2, train_batch_size=64), run_dir=tmp_path / "real"
+    ) as trainer:
         trainer.train()
         trainer.save()
     (tmp_path / "real" / ".checkpoint_000009.zz").mkdir()
@@ -328,8 +360,16 @@ def test_orphaned_checkpoint_temp_dirs_are_removed(tmp_path: Path) -> None:
 
 
 def tiny_async(**kw: object) -> PPOConfig:
-    return PPOConfig(env="CartPole-v1", num_envs=2, train_batch_size=64, sgd_minibatch_size=32,
-                     num_sgd_iter=2, model={"fcnet_hiddens": [8]}, seed=5, **kw)
+    return PPOConfig(
+        env="CartPole-v1",
+        num_envs=2,
+        train_batch_size=64,
+        sgd_minibatch_size=32,
+        num_sgd_iter=2,
+        model={"fcnet_hiddens": [8]},
+        seed=5,
+        **kw,
+    )
 
 
 def test_async_resume_is_exact(tmp_path: Path) -> None:
@@ -354,18 +394,24 @@ def test_resuming_native_vector_envs_warns_once_and_says_so(tmp_path: Path) -> N
     with PPOTrainer(tiny_async(vector_mode="native"), run_dir=tmp_path / "n") as trainer:
         trainer.train()
         trainer.save()
-    with pytest.warns(RuntimeWarning, match="episodes in progress at the checkpoint are "
-                                            "dropped") as record:
+    with pytest.warns(
+        RuntimeWarning, match="episodes in progress at the checkpoint are dropped"
+    ) as record:
         PPOTrainer.restore(tmp_path / "n").close()
     assert len(record) == 1
-    out = rlblocks_cli("train", "--resume", str(tmp_path / "n"), "--stop-timesteps", "128",
-                       "--no-progress")
+    out = rlblocks_cli(
+        "train", "--resume", str(tmp_path / "n"), "--stop-timesteps", "128", "--no-progress"
+    )
     assert out.returncode == 0, out.stderr
     warning = [ln for ln in out.stderr.splitlines() if ln.startswith("rlblocks: warning:")]
     assert len(warning) == 1 and "vector_mode='native'" in warning[0]
     steps = [r["timesteps_total"] for r in read_progress(tmp_path / "n")]
     assert len(steps) >= 2 and steps[-1] >= 128 > steps[-2]  # native CartPole: NEXT_STEP resets
-    line = error_line(rlblocks_cli("train", "--resume", str(tmp_path / "n"),
-                                   "--stop-timesteps", "100", "--no-progress"))
-    assert line == (f"rlblocks train: error: --stop-timesteps 100: the run already has "
-                    f"{steps[-1]} steps")
+    line = error_line(
+        rlblocks_cli(
+            "train", "--resume", str(tmp_path / "n"), "--stop-timesteps", "100", "--no-progress"
+        )
+    )
+    assert line == (
+        f"rlblocks train: error: --stop-timesteps 100: the run already has {steps[-1]} steps"
+    )

@@ -41,8 +41,9 @@ def test_rllib_sizes_keep_rllib_filters(size, channels):
     shape = (size, size, channels)
     assert default_filter_config(shape) == get_filter_config(shape)
     for share in (True, False):
-        m = VisionNetwork(gym.spaces.Box(0, 1, shape), DISCRETE4, 4,
-                          {"vf_share_layers": share}, "v")
+        m = VisionNetwork(
+            gym.spaces.Box(0, 1, shape), DISCRETE4, 4, {"vf_share_layers": share}, "v"
+        )
         assert m.model_config["conv_filters"] == get_filter_config(shape)
     features = VisionNetwork(gym.spaces.Box(0, 1, shape), DISCRETE4, None, {}, "f")
     assert features.model_config["conv_filters"] == get_filter_config(shape)
@@ -70,8 +71,7 @@ def test_rllib_helper_itself_is_unchanged():
 
 
 def test_derived_examples():
-    assert derive_filter_config((7, 7, 3)) == [[16, [3, 3], 1], [32, [3, 3], 1],
-                                               [256, [7, 7], 1]]
+    assert derive_filter_config((7, 7, 3)) == [[16, [3, 3], 1], [32, [3, 3], 1], [256, [7, 7], 1]]
     assert derive_filter_config((1, 1)) == [[16, [1, 1], 1], [32, [1, 1], 1], [256, [1, 1], 1]]
     assert derive_filter_config((12, 12, 1)) == [[16, [4, 4], 2], [256, [6, 6], 1]]
     f = derive_filter_config((1, 50))
@@ -104,8 +104,13 @@ def test_every_size_up_to_160_ends_at_1x1():
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(h=st.integers(1, 128), w=st.integers(1, 128), c=st.sampled_from([1, 3, 4]),
-       share=st.booleans(), post=st.sampled_from([[], [8]]))
+@given(
+    h=st.integers(1, 128),
+    w=st.integers(1, 128),
+    c=st.sampled_from([1, 3, 4]),
+    share=st.booleans(),
+    post=st.sampled_from([[], [8]]),
+)
 def test_vision_net_builds_for_any_size(h, w, c, share, post):
     space = gym.spaces.Box(0.0, 1.0, (h, w, c), np.float32)
     cfg = {"vf_share_layers": share, "post_fcnet_hiddens": post}
@@ -121,8 +126,19 @@ def test_vision_net_builds_for_any_size(h, w, c, share, post):
     assert resolved_conv_filters(m) == default_filter_config((h, w, c))
 
 
-@pytest.mark.parametrize("shape", [(7, 7, 3), (10, 10, 3), (42, 42, 1), (64, 64, 3),
-                                   (96, 96, 3), (84, 84, 4), (1, 37, 1), (53, 1, 3)])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (7, 7, 3),
+        (10, 10, 3),
+        (42, 42, 1),
+        (64, 64, 3),
+        (96, 96, 3),
+        (84, 84, 4),
+        (1, 37, 1),
+        (53, 1, 3),
+    ],
+)
 def test_catalog_models_for_odd_and_rllib_sizes(shape):
     space = gym.spaces.Box(0.0, 1.0, shape, np.float32)
     m = ModelCatalog.get_model_v2(space, DISCRETE4, 4, {})
@@ -143,8 +159,7 @@ def test_minigrid_sized_images_inside_other_models():
     assert out.shape == (2, 4)
     assert resolved_conv_filters(m) == derive_filter_config((7, 7, 3))
 
-    lstm = ModelCatalog.get_model_v2(image, DISCRETE4, 4, {"use_lstm": True,
-                                                           "lstm_cell_size": 8})
+    lstm = ModelCatalog.get_model_v2(image, DISCRETE4, 4, {"use_lstm": True, "lstm_cell_size": 8})
     assert isinstance(lstm, LSTMWrapper)
     state = [s[None].expand(2, -1) for s in lstm.get_initial_state()]
     with torch.no_grad():
@@ -153,8 +168,9 @@ def test_minigrid_sized_images_inside_other_models():
 
 
 def test_resolved_filters_none_when_images_differ():
-    nested = gym.spaces.Dict({"a": gym.spaces.Box(0, 1, (7, 7, 1)),
-                              "b": gym.spaces.Box(0, 1, (9, 9, 1))})
+    nested = gym.spaces.Dict(
+        {"a": gym.spaces.Box(0, 1, (7, 7, 1)), "b": gym.spaces.Box(0, 1, (9, 9, 1))}
+    )
     flat = get_preprocessor(nested)(nested).observation_space
     m = ComplexInputNetwork(flat, DISCRETE4, 4, {"fcnet_hiddens": [4]}, "c")
     assert resolved_conv_filters(m) is None
@@ -184,8 +200,13 @@ class GridBandit(gym.Env):
 
 
 def test_native_trainer_writes_the_filters_it_used(tmp_path):
-    base = {"env": GridBandit, "num_envs": 2, "train_batch_size": 32,
-            "sgd_minibatch_size": 16, "num_sgd_iter": 1}
+    base = {
+        "env": GridBandit,
+        "num_envs": 2,
+        "train_batch_size": 32,
+        "sgd_minibatch_size": 16,
+        "num_sgd_iter": 1,
+    }
     trainer = PPOTrainer(base, run_dir=tmp_path / "derived")
     try:
         metrics = trainer.train()

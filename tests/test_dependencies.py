@@ -37,9 +37,15 @@ SOURCE = ROOT / "python" / "rlblocks"
 
 # Import name -> distribution, for packages that may not be installed here to be asked.
 KNOWN_PROVIDERS = {
-    "cv2": "opencv-python-headless", "yaml": "pyyaml", "ale_py": "ale-py",
-    "stable_baselines3": "stable-baselines3", "sb3_contrib": "sb3-contrib",
-    "envpool": "envpool", "ray": "ray", "onnx": "onnx", "onnxruntime": "onnxruntime",
+    "cv2": "opencv-python-headless",
+    "yaml": "pyyaml",
+    "ale_py": "ale-py",
+    "stable_baselines3": "stable-baselines3",
+    "sb3_contrib": "sb3-contrib",
+    "envpool": "envpool",
+    "ray": "ray",
+    "onnx": "onnx",
+    "onnxruntime": "onnxruntime",
     "tensorboard": "tensorboard",
 }
 
@@ -55,8 +61,9 @@ def _requirement(req: str) -> str:
 def _declared() -> tuple[set[str], set[str]]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     core = {_requirement(r) for r in project["dependencies"]}
-    extras = {_requirement(r) for reqs in project.get("optional-dependencies", {}).values()
-              for r in reqs} - {"rlblocks"}
+    extras = {
+        _requirement(r) for reqs in project.get("optional-dependencies", {}).values() for r in reqs
+    } - {"rlblocks"}
     return core, extras
 
 
@@ -116,8 +123,10 @@ def undeclared_imports(core: set[str], extras: set[str]) -> list[str]:
             if not _providers(top) & allowed:
                 kind = "a guarded import" if guarded else "a module-level import"
                 needs = "a dependency or an extra" if guarded else "a core dependency"
-                problems.append(f"{path.relative_to(ROOT)}:{line}: {kind} of {top!r} needs "
-                                f"{needs} in pyproject.toml")
+                problems.append(
+                    f"{path.relative_to(ROOT)}:{line}: {kind} of {top!r} needs "
+                    f"{needs} in pyproject.toml"
+                )
     return problems
 
 
@@ -134,8 +143,10 @@ def test_the_static_check_catches_a_missing_dependency() -> None:
         problems = undeclared_imports(core - {dropped}, extras - {dropped})
         assert problems, f"removing {dropped} from pyproject.toml went unnoticed"
     # A guarded import of an extra's package is fine; without that extra it is reported.
-    assert any("'ray'" in p or "'stable_baselines3'" in p
-               for p in undeclared_imports(core, extras - {"ray", "stable-baselines3"}))
+    assert any(
+        "'ray'" in p or "'stable_baselines3'" in p
+        for p in undeclared_imports(core, extras - {"ray", "stable-baselines3"})
+    )
 
 
 # Runs in a fresh interpreter: refuses non-core third-party packages to rlblocks' modules,
@@ -180,9 +191,14 @@ def _import_all(allowed: set[str]) -> subprocess.CompletedProcess[str]:
 
     where = str(Path(rlblocks.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([where, os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-c", _IMPORT_ALL, json.dumps(sorted(allowed))],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT / "tests",
-                          env=env)
+    return subprocess.run(
+        [sys.executable, "-c", _IMPORT_ALL, json.dumps(sorted(allowed))],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT / "tests",
+        env=env,
+    )
 
 
 def test_every_module_imports_with_only_the_core_dependencies() -> None:
@@ -194,19 +210,24 @@ def test_every_module_imports_with_only_the_core_dependencies() -> None:
     assert {"rlblocks.restore", "rlblocks.train.ppo", "rlblocks.cli"} <= set(result["imported"])
     # rlblocks.rllib needs the `ray` extra, rlblocks.export.onnx_policy the `export` extra;
     # importing them without it says so.
-    extras = {"rlblocks.rllib": "rlblocks[ray]", "rlblocks.export.onnx_policy": "rlblocks[export]"}
+    extras = {
+        "rlblocks.rllib": "rlblocks[ray]",
+        "rlblocks.wrappers.ray_vector": "rlblocks[ray]",
+        "rlblocks.export.onnx_policy": "rlblocks[export]",
+    }
     extra_only = {name: err for name, err in failures.items() if name.startswith(tuple(extras))}
     for name, err in extra_only.items():
         hint = next(h for prefix, h in extras.items() if name.startswith(prefix))
         assert hint in err, f"{name}: {err}"
     assert {"rlblocks.export", "rlblocks.export.exporter", "rlblocks.export.runtime"} <= set(
-        result["imported"])
+        result["imported"]
+    )
     assert {k: v for k, v in failures.items() if k not in extra_only} == {}
 
 
 def test_the_import_hook_catches_an_undeclared_package() -> None:
-    # Without optree declared, the hook refuses it to rlblocks.restore (which needs it).
+    # Without optree declared, the hook refuses it to rlblocks.nest (which needs it).
     core, _ = _declared()
     out = _import_all(core - {"optree"})
     assert out.returncode != 0
-    assert "rlblocks.restore imports undeclared 'optree'" in out.stderr, out.stderr[-2000:]
+    assert "rlblocks.nest imports undeclared 'optree'" in out.stderr, out.stderr[-2000:]

@@ -73,7 +73,7 @@ def test_categorical_temperature_copies_and_scales() -> None:
     logits = torch.tensor([[1.0, 2.0, 4.0]])
     before = logits.clone()
     d = Categorical(logits, None, temperature=0.5)
-    assert torch.equal(logits, before)  # DESIGN 7: the caller's tensor is untouched
+    assert torch.equal(logits, before)  # difference 7: the caller's tensor is untouched
     _close(d.probs, torch.softmax(before / 0.5, -1))
     for bad in (0.0, -1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="temperature"):
@@ -114,8 +114,7 @@ def test_categorical_batch_dims_and_start() -> None:
     _close(d2.logp(s2), TD.Categorical(logits=logits).log_prob(s2 + 2))
     for dist in (d, d2, cls(logits, None, temperature=0.5)):  # the unchecked sampled path
         sample = dist.sample()
-        torch.testing.assert_close(dist.sampled_action_logp(), dist.logp(sample),
-                                   rtol=0, atol=0)
+        torch.testing.assert_close(dist.sampled_action_logp(), dist.logp(sample), rtol=0, atol=0)
 
 
 def test_categorical_bad_actions() -> None:
@@ -350,7 +349,7 @@ def test_diag_gaussian_scalar_box_shapes() -> None:
     cls, n = select_action_dist(space, {})
     assert n == 2
     d = cls(torch.randn(5, 2), None)
-    assert d.sample().shape == (5,) and d.deterministic_sample().shape == (5,)  # DESIGN 8
+    assert d.sample().shape == (5,) and d.deterministic_sample().shape == (5,)  # difference 8
     a = torch.randn(5)
     _close(d.logp(a), d.logp(a[:, None]))
     assert d.logp(a).shape == (5,)
@@ -457,7 +456,7 @@ def test_beta_matches_scipy_and_torch() -> None:
     _close(d.logp(a), ref, atol=1e-4, rtol=1e-4)
     _close(d.entropy(), stats.beta.entropy(alpha.numpy(), beta.numpy()).sum(1), atol=1e-4)
     oa, ob = (torch.nn.functional.softplus(y) + 1).chunk(2, 1)
-    kl = TD.kl_divergence(TD.Beta(alpha, beta), TD.Beta(oa, ob)).sum(1)  # DESIGN 10: summed
+    kl = TD.kl_divergence(TD.Beta(alpha, beta), TD.Beta(oa, ob)).sum(1)  # difference 10: summed
     _close(d.kl(o), kl, atol=1e-4, rtol=1e-4)
     _close(d.deterministic_sample(), alpha / (alpha + beta) * 4 - 1)
 
@@ -504,7 +503,7 @@ def test_dirichlet_matches_scipy() -> None:
     x, y = torch.randn(10, 4), torch.randn(10, 4)
     d, o = Dirichlet(x, None), Dirichlet(y, None)
     c = x.exp() + 1e-7
-    _close(d.deterministic_sample(), c / c.sum(1, keepdim=True))  # DESIGN 12: the mean
+    _close(d.deterministic_sample(), c / c.sum(1, keepdim=True))  # difference 12: the mean
     pts = torch.distributions.Dirichlet(torch.ones(4)).sample((10,)).double()
     pts = (pts / pts.sum(1, keepdim=True)).float()
     for i in range(10):
@@ -584,7 +583,7 @@ def test_multi_action_structure_and_flat_logp() -> None:
     )
     state = torch.get_rng_state()
     _close(d.logp(flat), expected)
-    assert torch.equal(state, torch.get_rng_state())  # DESIGN 13: no sampling to split
+    assert torch.equal(state, torch.get_rng_state())  # difference 13: no sampling to split
     _close(d.logp(flat.numpy()), expected)
     _close(d.sampled_action_logp(), d.logp(a), atol=1e-4)
     _close(
@@ -946,9 +945,12 @@ def test_binary_autoregressive_model_and_distribution() -> None:
 
 
 def test_multi_action_required_model_output_shape_on_instance_and_class():
-    space = gym.spaces.Dict({"a": gym.spaces.Discrete(4),
-                             "b": gym.spaces.Tuple((gym.spaces.MultiDiscrete([2, 3]),
-                                                    gym.spaces.Box(-1, 1, (3,))))})
+    space = gym.spaces.Dict(
+        {
+            "a": gym.spaces.Discrete(4),
+            "b": gym.spaces.Tuple((gym.spaces.MultiDiscrete([2, 3]), gym.spaces.Box(-1, 1, (3,)))),
+        }
+    )
     from rlblocks.catalog import ModelCatalog
 
     dist_cls, n = ModelCatalog.get_action_dist(space, {})
@@ -960,3 +962,24 @@ def test_multi_action_required_model_output_shape_on_instance_and_class():
     assert MultiActionDistribution.required_model_output_shape(space, {}) == n
     with pytest.raises(ValueError, match="needs the action space"):
         MultiActionDistribution.required_model_output_shape()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda x: DiagGaussian(x),
+        lambda x: SquashedGaussian(x, low=-2.0, high=3.0),
+        lambda x: Beta(x, low=-2.0, high=3.0),
+        lambda x: Dirichlet(x),
+    ],
+)
+def test_rsample_shapes_bounds_and_gradients(make) -> None:
+    inputs = torch.randn(5, 4, requires_grad=True)
+    dist = make(inputs)
+    one, many = dist.rsample(), dist.rsample((3, 2))
+    assert many.shape == (3, 2, *one.shape)
+    if not isinstance(dist, DiagGaussian):
+        lo, hi = (0.0, 1.0) if isinstance(dist, Dirichlet) else (-2.0, 3.0)
+        assert bool((many >= lo).all() and (many <= hi).all())
+    many.sum().backward()
+    assert inputs.grad is not None and bool(inputs.grad.abs().sum() > 0)

@@ -1,4 +1,5 @@
-"""The README is a test: every ```python and ```bash block of README.md and docs/*.md runs.
+"""The README is a test: every ```python and ```bash block of README.md, CONTRIBUTING.md
+and docs/*.md runs.
 
 Each block is one test case, named ``FILE:LINE`` (the line of its opening fence). Python
 blocks run in a fresh interpreter (a new namespace, nothing shared between blocks), bash
@@ -35,7 +36,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOC_FILES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
 LANGUAGES = ("python", "bash")
 DEFAULT_TIMEOUT = 120.0
 _FENCE = re.compile(r"^```(\w*)\s*$")
@@ -68,7 +69,7 @@ def _apply_marker(block: Block, text: str) -> None:
         raise ValueError(f"{block.id}: empty test marker")
     kind, args = words[0], words[1:]
     if kind == "skip":
-        block.skip = text[len("skip"):].strip(" ()") or "skipped by its marker"
+        block.skip = text[len("skip") :].strip(" ()") or "skipped by its marker"
     elif kind == "requires" and args:
         block.requires.extend(args)
     elif kind == "env" and len(args) == 1 and "=" in args[0]:
@@ -79,8 +80,9 @@ def _apply_marker(block: Block, text: str) -> None:
     elif kind == "timeout" and len(args) == 1:
         block.timeout = float(args[0])
     else:
-        raise ValueError(f"{block.id}: unknown test marker {text!r} (skip, requires, env, "
-                         "replace, timeout)")
+        raise ValueError(
+            f"{block.id}: unknown test marker {text!r} (skip, requires, env, replace, timeout)"
+        )
 
 
 def parse_blocks(path: Path, text: str | None = None) -> list[Block]:
@@ -104,7 +106,7 @@ def parse_blocks(path: Path, text: str | None = None) -> list[Block]:
             raise ValueError(f"{path}:{start + 1}: code block is never closed")
         language = m.group(1)
         if language in LANGUAGES:
-            block = Block(path, start + 1, language, "\n".join(lines[start + 1:end]) + "\n")
+            block = Block(path, start + 1, language, "\n".join(lines[start + 1 : end]) + "\n")
             markers = []
             j = start - 1
             while j >= 0 and (mm := _MARKER.match(lines[j])):
@@ -126,8 +128,10 @@ def prepared_code(block: Block) -> str:
     code = block.code
     for old, new in block.replacements:
         if old not in code:
-            raise AssertionError(f"{block.id}: replace rule {old!r} matches nothing in the "
-                                 "block; update the marker with the docs")
+            raise AssertionError(
+                f"{block.id}: replace rule {old!r} matches nothing in the "
+                "block; update the marker with the docs"
+            )
         code = code.replace(old, new)
     return code
 
@@ -144,21 +148,28 @@ def run_block(block: Block, workdir: Path) -> None:
         # Padded with blank lines so that a traceback names the Markdown file and line.
         source = workdir / "_block.py"
         source.write_text("\n" * block.line + code)
-        runner = ("import sys; path, name = sys.argv[1], sys.argv[2]; "
-                  "exec(compile(open(path).read(), name, 'exec'), {'__name__': '__main__'})")
+        runner = (
+            "import sys; path, name = sys.argv[1], sys.argv[2]; "
+            "exec(compile(open(path).read(), name, 'exec'), {'__name__': '__main__'})"
+        )
         cmd = [sys.executable, "-c", runner, str(source), str(block.path)]
     else:
         cmd = ["bash", "-euo", "pipefail", "-c", code]
     try:
-        proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True,
-                              timeout=block.timeout)
+        proc = subprocess.run(
+            cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=block.timeout
+        )
     except subprocess.TimeoutExpired as err:
-        pytest.fail(f"{block.id}: still running after {block.timeout:.0f} s (shorten it with "
-                    f"a replace marker)\n{err.stdout or ''}\n{err.stderr or ''}")
+        pytest.fail(
+            f"{block.id}: still running after {block.timeout:.0f} s (shorten it with "
+            f"a replace marker)\n{err.stdout or ''}\n{err.stderr or ''}"
+        )
     if proc.returncode != 0:
-        pytest.fail(f"{block.id} ({block.language}) exited with {proc.returncode}:\n"
-                    f"--- code ---\n{code}--- stdout ---\n{proc.stdout[-4000:]}\n"
-                    f"--- stderr ---\n{proc.stderr[-6000:]}")
+        pytest.fail(
+            f"{block.id} ({block.language}) exited with {proc.returncode}:\n"
+            f"--- code ---\n{code}--- stdout ---\n{proc.stdout[-4000:]}\n"
+            f"--- stderr ---\n{proc.stderr[-6000:]}"
+        )
 
 
 def check_requirements(block: Block) -> None:
@@ -173,8 +184,9 @@ def check_requirements(block: Block) -> None:
 BLOCKS = all_blocks()
 
 
-@pytest.mark.parametrize("block", [b for b in BLOCKS if "ray" not in b.requires],
-                         ids=lambda b: b.id)
+@pytest.mark.parametrize(
+    "block", [b for b in BLOCKS if "ray" not in b.requires], ids=lambda b: b.id
+)
 def test_doc_block_runs(block: Block, tmp_path: Path) -> None:
     check_requirements(block)
     run_block(block, tmp_path)
@@ -197,30 +209,31 @@ def test_every_doc_has_been_parsed() -> None:
 
 
 def test_parser_markers_and_rules(tmp_path: Path) -> None:
-    text = "\n".join([
-        "intro",
-        "<!-- test: requires nosuchmodule_xyz -->",
-        "<!-- test: env A=1 -->",
-        '<!-- test: replace "sleep 100" "true" -->',
-        "```bash",
-        "sleep 100",
-        "```",
-        "```text",
-        "not collected",
-        "```",
-        "<!-- test: skip (needs a GPU) -->",
-        "```python",
-        "raise SystemExit(3)",
-        "```",
-        "```python",
-        "import os",
-        "assert os.environ['A'] == '1'",
-        "```",
-    ])
+    text = "\n".join(
+        [
+            "intro",
+            "<!-- test: requires nosuchmodule_xyz -->",
+            "<!-- test: env A=1 -->",
+            '<!-- test: replace "sleep 100" "true" -->',
+            "```bash",
+            "sleep 100",
+            "```",
+            "```text",
+            "not collected",
+            "```",
+            "<!-- test: skip (needs a GPU) -->",
+            "```python",
+            "raise SystemExit(3)",
+            "```",
+            "```python",
+            "import os",
+            "assert os.environ['A'] == '1'",
+            "```",
+        ]
+    )
     doc = tmp_path / "doc.md"
     blocks = parse_blocks(doc, text)
-    assert [(b.line, b.language) for b in blocks] == [(5, "bash"), (12, "python"),
-                                                       (15, "python")]
+    assert [(b.line, b.language) for b in blocks] == [(5, "bash"), (12, "python"), (15, "python")]
     assert blocks[0].requires == ["nosuchmodule_xyz"] and blocks[0].env == {"A": "1"}
     assert prepared_code(blocks[0]) == "true\n"
     assert blocks[1].skip == "needs a GPU"
@@ -236,5 +249,13 @@ def test_parser_markers_and_rules(tmp_path: Path) -> None:
         run_block(bad, tmp_path)
     with pytest.raises(pytest.fail.Exception, match="exited with 1"):
         run_block(Block(doc, 1, "bash", "false\necho never\n"), tmp_path)
-    run_block(Block(doc, 1, "bash", "test \"$(command -v python)\" = "
-                    f"{shlex.quote(str(Path(sys.executable).parent / 'python'))}\n"), tmp_path)
+    run_block(
+        Block(
+            doc,
+            1,
+            "bash",
+            'test "$(command -v python)" = '
+            f"{shlex.quote(str(Path(sys.executable).parent / 'python'))}\n",
+        ),
+        tmp_path,
+    )

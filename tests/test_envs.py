@@ -14,8 +14,12 @@ from rlblocks.envs import (
     StatelessCartPole,
     correlated_reward,
     zoo,
+    zoo_actions,
+    zoo_memory,
+    zoo_observations,
 )
 from rlblocks.envs.masked_bandit import MaskedBanditEnv
+from rlblocks.spaces import Repeated
 
 
 @pytest.mark.parametrize("env_id", sorted(envs.ENV_IDS))
@@ -220,6 +224,7 @@ def _legal_random(env: MaskedBanditEnv, rng: np.random.Generator):
         blocks = np.asarray(obs["action_mask"]).reshape(env.k, env.n)
         picks = np.array([rng.choice(np.flatnonzero(b)) for b in blocks])
         return int(picks[0]) if env.kind == "discrete" else picks
+
     return act
 
 
@@ -266,7 +271,7 @@ def test_zoo_random_and_stale_policies_score_the_random_return(env_id: str) -> N
     env.action_space.seed(0)
     got = _mean_return(env, lambda o, p: env.action_space.sample(), 250, 0)
     assert got == pytest.approx(entry.random_return, abs=0.35)
-    if isinstance(env, zoo.Recall):
+    if isinstance(env, zoo_memory.Recall):
         # a memoryless agent that answers for the CURRENT symbol scores random too
         stale = _mean_return(env, lambda o, p: int(o), 250, 0)
         assert stale == pytest.approx(entry.random_return, abs=0.35)
@@ -279,7 +284,7 @@ def test_zoo_random_and_stale_policies_score_the_random_return(env_id: str) -> N
 
 
 def test_zoo_recall_rewards_the_delayed_symbol() -> None:
-    env = zoo.Recall(delay=3, n=3, episode_len=10)
+    env = zoo_memory.Recall(delay=3, n=3, episode_len=10)
     obs, _ = env.reset(seed=4)
     seen, rewards = [obs], []
     for t in range(10):
@@ -293,23 +298,23 @@ def test_zoo_recall_rewards_the_delayed_symbol() -> None:
 
 
 def test_zoo_answers_need_every_part_of_the_observation() -> None:
-    nested = zoo.NestedBandit("tuple")
+    nested = zoo_observations.NestedBandit("tuple")
     obs = (2, (np.array([0.1, 0.9, -0.5], np.float32), np.zeros(2, np.float32)))
     assert nested.answer(obs) == 7
     assert nested.answer((0, obs[1])) == 1  # the code is one digit ...
     assert nested.answer((2, (np.array([0.9, 0.1, -0.5], np.float32), obs[1][1]))) == 6
-    md = zoo.MultiDiscreteBandit(n=3, k=2)
+    md = zoo_observations.MultiDiscreteBandit(n=3, k=2)
     assert [md.answer(np.array(v)) for v in ([0, 0], [0, 2], [2, 0], [1, 1])] == [0, 2, 6, 4]
-    rep = zoo.RepeatedBandit("last", max_len=4)
+    rep = zoo_observations.RepeatedBandit("last", max_len=4)
     assert [rep.answer(v) for v in ([1], [1, 2], [0, 2, 2, 1])] == [1, 2, 1]
-    count = zoo.RepeatedBandit("count", max_len=4)
+    count = zoo_observations.RepeatedBandit("count", max_len=4)
     assert [count.answer(v) for v in ([], [2], [0, 0, 0, 0])] == [0, 1, 4]
-    box = zoo.BoxBandit(shape=(10, 10, 2), dtype="float64")
-    image = zoo.ImageBandit()
+    box = zoo_observations.BoxBandit(shape=(10, 10, 2), dtype="float64")
+    image = zoo_observations.ImageBandit()
     obs, _ = image.reset(seed=0)
     flipped = obs[:, ::-1]  # the square changes sides
     assert image.answer(flipped) == 1 - image.answer(obs)
-    grid = zoo.GridBandit()
+    grid = zoo_observations.GridBandit()
     obs, _ = grid.reset(seed=0)
     assert grid.answer(obs[:, ::-1]) == 2 - grid.answer(obs)
     x, _ = box.reset(seed=0)
@@ -318,45 +323,45 @@ def test_zoo_answers_need_every_part_of_the_observation() -> None:
 
 def test_zoo_action_bandits_give_partial_credit() -> None:
     x = np.array([-0.9, 0.5], np.float32)
-    md = zoo.ActionBandit("multidiscrete")
+    md = zoo_actions.ActionBandit("multidiscrete")
     assert md.score(x, np.array([0, 2])) == 1.0 and md.score(x, np.array([0, 1])) == 0.5
-    box = zoo.ActionBandit("box")
+    box = zoo_actions.ActionBandit("box")
     assert box.score(x, np.array([0.9, -0.5])) == pytest.approx(1.0)
     assert box.score(x, np.array([0.4, -0.5])) == pytest.approx(0.75)
     assert box.score(x, np.array([5.0, -0.5])) == pytest.approx(0.95)  # clipped to 1.0
-    d = zoo.ActionBandit("dict")
+    d = zoo_actions.ActionBandit("dict")
     assert d.score(x, {"third": 0, "sign": 1}) == 1.0
     assert d.score(x, {"third": 0, "sign": 0}) == 0.5
-    tup = zoo.ActionBandit("tuple")
+    tup = zoo_actions.ActionBandit("tuple")
     assert tup.score(x, (0, np.array([-0.5], np.float32))) == pytest.approx(1.0)
     assert tup.score(x, (1, np.array([-0.5], np.float32))) == pytest.approx(0.5)
 
 
 def test_zoo_rejects_bad_arguments_and_actions() -> None:
     for make, match in [
-        (lambda: zoo.BoxBandit(dtype="int8"), "dtype"),
-        (lambda: zoo.BoxBandit(shape=()), "shape"),
-        (lambda: zoo.ImageBandit(shape=(10, 4, 3)), "shape"),
-        (lambda: zoo.GridBandit(size=6), "odd"),
-        (lambda: zoo.DiscreteBandit(n=1), "n must"),
-        (lambda: zoo.NestedBandit("list"), "kind"),
-        (lambda: zoo.RepeatedBandit("first"), "target"),
-        (lambda: zoo.ActionBandit("graph"), "action"),
-        (lambda: zoo.Recall(delay=16, episode_len=16), "delay"),
-        (lambda: zoo.DiscreteBandit(episode_len=0), "episode_len"),
+        (lambda: zoo_observations.BoxBandit(dtype="int8"), "dtype"),
+        (lambda: zoo_observations.BoxBandit(shape=()), "shape"),
+        (lambda: zoo_observations.ImageBandit(shape=(10, 4, 3)), "shape"),
+        (lambda: zoo_observations.GridBandit(size=6), "odd"),
+        (lambda: zoo_observations.DiscreteBandit(n=1), "n must"),
+        (lambda: zoo_observations.NestedBandit("list"), "kind"),
+        (lambda: zoo_observations.RepeatedBandit("first"), "target"),
+        (lambda: zoo_actions.ActionBandit("graph"), "action"),
+        (lambda: zoo_memory.Recall(delay=16, episode_len=16), "delay"),
+        (lambda: zoo_observations.DiscreteBandit(episode_len=0), "episode_len"),
     ]:
         with pytest.raises(ValueError, match=match):
             make()
     with pytest.raises(RuntimeError, match="reset"):
-        zoo.DiscreteBandit().step(0)
+        zoo_observations.DiscreteBandit().step(0)
     for env, bad in [
-        (zoo.DiscreteBandit(n=5), 5),
-        (zoo.ActionBandit("box"), np.zeros(3)),
-        (zoo.ActionBandit("box"), np.array([np.nan, 0.0])),
-        (zoo.ActionBandit("multidiscrete"), np.array([0, 3])),
-        (zoo.ActionBandit("tuple"), (0,)),
-        (zoo.ActionBandit("dict"), {"third": 0}),
-        (zoo.ActionBandit("dict"), {"third": 3, "sign": 0}),
+        (zoo_observations.DiscreteBandit(n=5), 5),
+        (zoo_actions.ActionBandit("box"), np.zeros(3)),
+        (zoo_actions.ActionBandit("box"), np.array([np.nan, 0.0])),
+        (zoo_actions.ActionBandit("multidiscrete"), np.array([0, 3])),
+        (zoo_actions.ActionBandit("tuple"), (0,)),
+        (zoo_actions.ActionBandit("dict"), {"third": 0}),
+        (zoo_actions.ActionBandit("dict"), {"third": 3, "sign": 0}),
     ]:
         env.reset(seed=0)
         with pytest.raises(ValueError, match="action"):
@@ -375,8 +380,14 @@ def test_zoo_same_seed_same_episode() -> None:
             oa, ra = a.step(act)[:2]
             ob, rb = b.step(act)[:2]
             assert ra == rb
-        fa = gym.spaces.flatten(a.observation_space, oa) if not isinstance(
-            a.observation_space, zoo.Repeated) else np.asarray(oa)
-        fb = gym.spaces.flatten(b.observation_space, ob) if not isinstance(
-            b.observation_space, zoo.Repeated) else np.asarray(ob)
+        fa = (
+            gym.spaces.flatten(a.observation_space, oa)
+            if not isinstance(a.observation_space, Repeated)
+            else np.asarray(oa)
+        )
+        fb = (
+            gym.spaces.flatten(b.observation_space, ob)
+            if not isinstance(b.observation_space, Repeated)
+            else np.asarray(ob)
+        )
         np.testing.assert_array_equal(fa, fb)

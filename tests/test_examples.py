@@ -13,8 +13,11 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 #: Examples of rlblocks inside RLlib (the ``ray`` extra and more): tests/rllib/ runs them.
 RLLIB_SCRIPTS = {"dqn_atari"}
-SCRIPTS = sorted(p.stem for p in EXAMPLES.glob("*.py")
-                 if not p.stem.startswith("_") and p.stem not in RLLIB_SCRIPTS)
+SCRIPTS = sorted(
+    p.stem
+    for p in EXAMPLES.glob("*.py")
+    if not p.stem.startswith("_") and p.stem not in RLLIB_SCRIPTS
+)
 sys.path.insert(0, str(EXAMPLES))  # the scripts import their shared helpers (_runner.py)
 
 

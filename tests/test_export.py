@@ -26,8 +26,8 @@ from rlblocks.cli import main
 from rlblocks.export import TorchExportPolicy, export_policy
 from rlblocks.export.runtime import ExportedPolicy
 from rlblocks.export.sidecar import read_sidecar, space_from_json, space_to_json
+from rlblocks.nest import tree_map
 from rlblocks.train import PPOConfig, PPOTrainer
-from rlblocks.train._tree import tree_map
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -56,50 +56,94 @@ class SpacesEnv(gym.Env):
         return self.observation_space.sample(), 0.0, self._t >= 10, False, {}
 
 
-def _trainer(obs_space: gym.Space, action_space: gym.Space, model: dict[str, Any],
-             **config: Any) -> PPOTrainer:
-    return PPOTrainer(PPOConfig.from_dict({
-        "env": lambda _cfg: SpacesEnv(obs_space, action_space), "num_envs": 1, "seed": 3,
-        "model": model, **config}))
+def _trainer(
+    obs_space: gym.Space, action_space: gym.Space, model: dict[str, Any], **config: Any
+) -> PPOTrainer:
+    return PPOTrainer(
+        PPOConfig.from_dict(
+            {
+                "env": lambda _cfg: SpacesEnv(obs_space, action_space),
+                "num_envs": 1,
+                "seed": 3,
+                "model": model,
+                **config,
+            }
+        )
+    )
 
 
-NESTED_OBS = gym.spaces.Dict({
-    "pos": Box(-1, 1, (3,)),
-    "kind": Discrete(4, start=-1),
-    "inner": gym.spaces.Dict({"image": Box(0, 1, (10, 10, 3)), "md": MultiDiscrete([2, 3])}),
-})
-NESTED_ACTIONS = gym.spaces.Tuple((
-    Discrete(3, start=1),
-    gym.spaces.Dict({"move": Box(-2, 2, (2,)), "pick": MultiDiscrete([2, 3])}),
-))
+NESTED_OBS = gym.spaces.Dict(
+    {
+        "pos": Box(-1, 1, (3,)),
+        "kind": Discrete(4, start=-1),
+        "inner": gym.spaces.Dict({"image": Box(0, 1, (10, 10, 3)), "md": MultiDiscrete([2, 3])}),
+    }
+)
+NESTED_ACTIONS = gym.spaces.Tuple(
+    (
+        Discrete(3, start=1),
+        gym.spaces.Dict({"move": Box(-2, 2, (2,)), "pick": MultiDiscrete([2, 3])}),
+    )
+)
 
 FEED_FORWARD = {
     "fc-discrete": (Box(-1, 1, (5,)), Discrete(3, start=2), {"fcnet_hiddens": [16, 16]}),
-    "fc-multidiscrete": (Box(-1, 1, (5,)), MultiDiscrete([3, 4], start=[1, -2]),
-                         {"fcnet_hiddens": [16]}),
+    "fc-multidiscrete": (
+        Box(-1, 1, (5,)),
+        MultiDiscrete([3, 4], start=[1, -2]),
+        {"fcnet_hiddens": [16]},
+    ),
     "fc-box": (Box(-1, 1, (5,)), Box(-1, 1, (2,)), {"fcnet_hiddens": [16]}),
     "fc-nested-tuple": (Box(-1, 1, (5,)), NESTED_ACTIONS, {"fcnet_hiddens": [16]}),
     # pixels scaled to [0, 1]: raw 0..255 inputs put float32 rounding of the convolutions
     # (which differ between torch and onnxruntime) above 1e-5
     "vision": (Box(0, 1, (42, 42, 3)), Discrete(4), {}),
-    "complex-input": (NESTED_OBS, MultiDiscrete([2, 5]),
-                      {"fcnet_hiddens": [16], "conv_filters": [[4, [3, 3], 2], [8, [5, 5], 1]]}),
+    "complex-input": (
+        NESTED_OBS,
+        MultiDiscrete([2, 5]),
+        {"fcnet_hiddens": [16], "conv_filters": [[4, [3, 3], 2], [8, [5, 5], 1]]},
+    ),
 }
 
 RECURRENT = {
     # no Discrete start here: the trainer starts prev_actions at 0 (outside Discrete(n, start=1))
-    "lstm": (Box(-1, 1, (5,)), Discrete(3),
-             {"use_lstm": True, "lstm_cell_size": 16, "fcnet_hiddens": [16],
-              "lstm_use_prev_action": True, "lstm_use_prev_reward": True}),
-    "lstm-box": (NESTED_OBS, Box(-1, 1, (2,)),
-                 {"use_lstm": True, "lstm_cell_size": 8, "fcnet_hiddens": [8],
-                  "conv_filters": [[4, [3, 3], 2], [8, [5, 5], 1]]}),
-    "attention": (Box(-1, 1, (5,)), MultiDiscrete([2, 3]),
-                  {"use_attention": True, "attention_dim": 16, "attention_num_heads": 2,
-                   "attention_head_dim": 8, "attention_memory_inference": 6,
-                   "attention_memory_training": 6, "attention_position_wise_mlp_dim": 16,
-                   "fcnet_hiddens": [16], "attention_use_n_prev_actions": 2,
-                   "attention_use_n_prev_rewards": 2}),
+    "lstm": (
+        Box(-1, 1, (5,)),
+        Discrete(3),
+        {
+            "use_lstm": True,
+            "lstm_cell_size": 16,
+            "fcnet_hiddens": [16],
+            "lstm_use_prev_action": True,
+            "lstm_use_prev_reward": True,
+        },
+    ),
+    "lstm-box": (
+        NESTED_OBS,
+        Box(-1, 1, (2,)),
+        {
+            "use_lstm": True,
+            "lstm_cell_size": 8,
+            "fcnet_hiddens": [8],
+            "conv_filters": [[4, [3, 3], 2], [8, [5, 5], 1]],
+        },
+    ),
+    "attention": (
+        Box(-1, 1, (5,)),
+        MultiDiscrete([2, 3]),
+        {
+            "use_attention": True,
+            "attention_dim": 16,
+            "attention_num_heads": 2,
+            "attention_head_dim": 8,
+            "attention_memory_inference": 6,
+            "attention_memory_training": 6,
+            "attention_position_wise_mlp_dim": 16,
+            "fcnet_hiddens": [16],
+            "attention_use_n_prev_actions": 2,
+            "attention_use_n_prev_rewards": 2,
+        },
+    ),
 }
 
 
@@ -130,15 +174,22 @@ def _assert_actions_equal(got: Any, expected: Any, space: gym.Space) -> None:
             np.testing.assert_allclose(g, e, rtol=TOL, atol=TOL)
 
 
-def _torch_step(trainer: PPOTrainer, obs: list[Any], state: list[Any], pa: Any, pr: Any
-                ) -> dict[str, Any]:
+def _torch_step(
+    trainer: PPOTrainer, obs: list[Any], state: list[Any], pa: Any, pr: Any
+) -> dict[str, Any]:
     x = np.asarray(trainer.obs_filter(trainer.preprocessor.transform_batch(obs), update=False))
     return trainer.policy.act(x, state, pa, pr, explore=False, full=True)
 
 
-def _check_outputs(exported: ExportedPolicy, trainer: PPOTrainer, obs: list[Any],
-                   state_t: list[Any], state_e: list[Any] | None, pa: Any, pr: Any
-                   ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def _check_outputs(
+    exported: ExportedPolicy,
+    trainer: PPOTrainer,
+    obs: list[Any],
+    state_t: list[Any],
+    state_e: list[Any] | None,
+    pa: Any,
+    pr: Any,
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     want = _torch_step(trainer, obs, state_t, pa, pr)
     got = exported.forward(exported.preprocess(obs), state_e, pa, pr)
     n = len(exported.sidecar["outputs"]["actions"])
@@ -183,8 +234,10 @@ def test_recurrent_models_match_the_trainer_over_20_steps(case: str, tmp_path: P
         for step in range(20):
             obs = _observations(obs_space, b, seed=100 + step)
             want, got = _check_outputs(exported, trainer, obs, state_t, state_e, pa, pr)
-            state_t, state_e = want["state_out"], [got[f"state_out_{i}"]
-                                                   for i in range(len(state_e))]
+            state_t, state_e = (
+                want["state_out"],
+                [got[f"state_out_{i}"] for i in range(len(state_e))],
+            )
             if pa is not None:
                 pa = np.roll(pa, -1, axis=1)
                 pa[:, -1] = np.asarray(want["actions"]).reshape(pa.shape[0], *pa.shape[2:])
@@ -207,16 +260,24 @@ def test_torch_export_artifact_matches_the_trainer(case: str, tmp_path: Path) ->
         b = 20
         state = trainer.policy.initial_state(b)
         pa, pr = exported.initial_prev(b)
-        _check_outputs(exported, trainer, _observations(obs_space, b, seed=5), state,
-                       [s.numpy() for s in state] if state else None, pa, pr)
+        _check_outputs(
+            exported,
+            trainer,
+            _observations(obs_space, b, seed=5),
+            state,
+            [s.numpy() for s in state] if state else None,
+            pa,
+            pr,
+        )
     finally:
         trainer.close()
 
 
 def test_mean_std_filter_is_baked_in(tmp_path: Path) -> None:
     obs_space = Box(-1, 1, (5,))
-    trainer = _trainer(obs_space, Discrete(3), {"fcnet_hiddens": [16]},
-                       observation_filter="MeanStdFilter")
+    trainer = _trainer(
+        obs_space, Discrete(3), {"fcnet_hiddens": [16]}, observation_filter="MeanStdFilter"
+    )
     try:
         rng = np.random.default_rng(0)
         # statistics far from (0, 1): an artifact without them would act differently
@@ -231,16 +292,24 @@ def test_mean_std_filter_is_baked_in(tmp_path: Path) -> None:
         assert sidecar["observation"]["filter"] == {"kind": "MeanStdFilter", "baked_in": True}
         # the check can fail: the unfiltered network acts differently on these inputs
         raw = trainer.policy.act(np.stack(obs), [], explore=False, full=True)
-        assert not np.allclose(raw["dist_inputs"], exported.forward(np.stack(obs))[
-            "dist_inputs"], atol=TOL)
+        assert not np.allclose(
+            raw["dist_inputs"], exported.forward(np.stack(obs))["dist_inputs"], atol=TOL
+        )
     finally:
         trainer.close()
 
 
 def test_sidecar_describes_layout_outputs_and_state(tmp_path: Path) -> None:
-    trainer = _trainer(NESTED_OBS, NESTED_ACTIONS, {"use_lstm": True, "lstm_cell_size": 8,
-                                                    "fcnet_hiddens": [8], "conv_filters": [
-                                                        [4, [3, 3], 2], [8, [5, 5], 1]]})
+    trainer = _trainer(
+        NESTED_OBS,
+        NESTED_ACTIONS,
+        {
+            "use_lstm": True,
+            "lstm_cell_size": 8,
+            "fcnet_hiddens": [8],
+            "conv_filters": [[4, [3, 3], 2], [8, [5, 5], 1]],
+        },
+    )
     try:
         path = export_policy(trainer, tmp_path / "p.pt2", "torch-export")
     finally:
@@ -253,8 +322,14 @@ def test_sidecar_describes_layout_outputs_and_state(tmp_path: Path) -> None:
     assert layout['obs["inner"]["md"]']["offset"] == 300
     assert layout['obs["kind"]']["offset"] == 305
     assert layout['obs["kind"]']["kind"] == "one_hot" and layout['obs["kind"]']["start"] == -1
-    assert layout['obs["pos"]'] == {"path": 'obs["pos"]', "offset": 309, "size": 3,
-                                    "kind": "box", "shape": [3]}
+    assert layout['obs["pos"]'] == {
+        "path": 'obs["pos"]',
+        "offset": 309,
+        "size": 3,
+        "dtype": "float32",
+        "kind": "box",
+        "shape": [3],
+    }
     # the layout is the one the preprocessor writes: one-hot slot of kind=-1 at 305
     prep = TorchExportPolicy(path).preprocessor
     obs = NESTED_OBS.sample()
@@ -264,7 +339,10 @@ def test_sidecar_describes_layout_outputs_and_state(tmp_path: Path) -> None:
     np.testing.assert_array_equal(row[309:312], obs["pos"])
     assert side["observation"]["size"] == 312
     assert [o["name"] for o in side["outputs"]["actions"]] == [
-        "action.0", "action.1.move", "action.1.pick"]
+        "action.0",
+        "action.1.move",
+        "action.1.pick",
+    ]
     assert [o["dtype"] for o in side["outputs"]["actions"]] == ["int64", "float32", "int64"]
     assert [o["shape"] for o in side["outputs"]["actions"]] == [["B"], ["B", 2], ["B", 2]]
     assert side["outputs"]["dist_inputs"]["shape"] == ["B", 3 + 4 + 5]
@@ -280,19 +358,26 @@ def test_sidecar_describes_layout_outputs_and_state(tmp_path: Path) -> None:
 def test_space_json_round_trip() -> None:
     from rlblocks.spaces import Repeated
 
-    spaces = [Box(np.array([-1.0, 0.0]), np.array([1.0, np.inf]), dtype=np.float64),
-              Box(0, 255, (4, 4), np.uint8), MultiDiscrete([[2, 3], [4, 5]]),
-              gym.spaces.MultiBinary(3),
-              Repeated(gym.spaces.Dict({"a": Discrete(2), "b": Box(-1, 1, (2,))}), 4),
-              NESTED_OBS, NESTED_ACTIONS]
+    spaces = [
+        Box(np.array([-1.0, 0.0]), np.array([1.0, np.inf]), dtype=np.float64),
+        Box(0, 255, (4, 4), np.uint8),
+        MultiDiscrete([[2, 3], [4, 5]]),
+        gym.spaces.MultiBinary(3),
+        Repeated(gym.spaces.Dict({"a": Discrete(2), "b": Box(-1, 1, (2,))}), 4),
+        NESTED_OBS,
+        NESTED_ACTIONS,
+    ]
     for space in spaces:
         back = space_from_json(json.loads(json.dumps(space_to_json(space))))
         assert back == space, space
 
 
 def test_bad_observations_get_the_preprocessors_value_error(tmp_path: Path) -> None:
-    trainer = _trainer(NESTED_OBS, Discrete(2), {"fcnet_hiddens": [8], "conv_filters": [
-        [4, [3, 3], 2], [8, [5, 5], 1]]})
+    trainer = _trainer(
+        NESTED_OBS,
+        Discrete(2),
+        {"fcnet_hiddens": [8], "conv_filters": [[4, [3, 3], 2], [8, [5, 5], 1]]},
+    )
     try:
         policy = OnnxPolicy(export_policy(trainer, tmp_path / "p.onnx"))
     finally:
@@ -314,9 +399,18 @@ def test_bad_observations_get_the_preprocessors_value_error(tmp_path: Path) -> N
 
 
 def _train_cartpole(run_dir: Path, **config: Any) -> PPOTrainer:
-    trainer = PPOTrainer({"env": "CartPole-v1", "num_envs": 4, "train_batch_size": 512,
-                          "sgd_minibatch_size": 128, "num_sgd_iter": 4, "seed": 0, **config},
-                         run_dir=run_dir)
+    trainer = PPOTrainer(
+        {
+            "env": "CartPole-v1",
+            "num_envs": 4,
+            "train_batch_size": 512,
+            "sgd_minibatch_size": 128,
+            "num_sgd_iter": 4,
+            "seed": 0,
+            **config,
+        },
+        run_dir=run_dir,
+    )
     trainer.fit(stop_iters=4, progress=False)
     return trainer
 
@@ -330,17 +424,45 @@ def test_cli_export_and_evaluate_give_the_trainers_returns(tmp_path: Path, capsy
     capsys.readouterr()
     assert main(["evaluate", str(run), "--episodes", "3", "--seed", "11"]) == 0
     want = json.loads(capsys.readouterr().out)
-    assert main(["evaluate", str(run), "--episodes", "3", "--seed", "11",
-                 "--exported", str(run / "policy.onnx")]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(run),
+                "--episodes",
+                "3",
+                "--seed",
+                "11",
+                "--exported",
+                str(run / "policy.onnx"),
+            ]
+        )
+        == 0
+    )
     got = json.loads(capsys.readouterr().out)
     assert got["episode_returns"] == want["episode_returns"]
     assert len(set(want["episode_returns"])) > 1 or want["episode_return_mean"] > 30
     # torch.export artifact, same returns
-    assert main(["export", str(run), "--format", "torch-export", "--out",
-                 str(tmp_path / "p.pt2")]) == 0
+    assert (
+        main(["export", str(run), "--format", "torch-export", "--out", str(tmp_path / "p.pt2")])
+        == 0
+    )
     capsys.readouterr()
-    assert main(["evaluate", str(run), "--episodes", "3", "--seed", "11",
-                 "--exported", str(tmp_path / "p.pt2")]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(run),
+                "--episodes",
+                "3",
+                "--seed",
+                "11",
+                "--exported",
+                str(tmp_path / "p.pt2"),
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["episode_returns"] == want["episode_returns"]
 
 
@@ -356,8 +478,7 @@ def test_cli_user_errors_are_one_line(tmp_path: Path, capsys: Any) -> None:
     err = capsys.readouterr().err.strip()
     assert err.startswith("rlblocks evaluate: error:") and "\n" not in err
     assert main(["export", str(run)]) == 0
-    assert main(["evaluate", str(run), "--explore", "--exported",
-                 str(run / "policy.onnx")]) == 2
+    assert main(["evaluate", str(run), "--explore", "--exported", str(run / "policy.onnx")]) == 2
     assert "--explore cannot be combined" in capsys.readouterr().err
 
 
@@ -385,8 +506,13 @@ def test_onnx_policy_does_not_import_torch(tmp_path: Path) -> None:
 
     where = str(Path(rlblocks.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([where, os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, "-c", _NO_TORCH, str(path)], capture_output=True,
-                         text=True, timeout=120, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", _NO_TORCH, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "False"
 
@@ -398,8 +524,11 @@ def test_single_action_matches_compute_single_action(tmp_path: Path) -> None:
         for obs in _observations(Box(-1, 1, (5,)), 5, seed=9):
             got, _ = policy.compute_single_action(obs)
             want, _ = trainer.compute_single_action(obs)
-            _assert_actions_equal(tree_map(lambda a: np.asarray(a)[None], got),
-                                  tree_map(lambda a: np.asarray(a)[None], want), NESTED_ACTIONS)
+            _assert_actions_equal(
+                tree_map(lambda a: np.asarray(a)[None], got),
+                tree_map(lambda a: np.asarray(a)[None], want),
+                NESTED_ACTIONS,
+            )
     finally:
         trainer.close()
 
@@ -409,13 +538,18 @@ def test_export_refuses_unknown_format(tmp_path: Path) -> None:
         export_policy(tmp_path, tmp_path / "x", fmt="tflite")
 
 
-def test_benchmark_runs_and_reports_the_same_action() -> None:
-    from rlblocks.benchmarking import export as bench
+def test_benchmark_runs_and_reports_the_same_action(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import bench_export as bench
 
     rows = bench.run(quick=True, min_time=0.004)
     assert {r.method for r in rows} == {
-        "rlblocks OnnxPolicy", "rlblocks TorchExportPolicy", "trainer.compute_single_action",
-        "torch model forward", "torch model forward + value"}
+        "rlblocks OnnxPolicy",
+        "rlblocks TorchExportPolicy",
+        "trainer.compute_single_action",
+        "torch model forward",
+        "torch model forward + value",
+    }
     assert len({r.case for r in rows}) == 2
     assert all(r.extra["same_action"] for r in rows)
     assert all(r.us_per_item > 0 for r in rows)
@@ -424,10 +558,18 @@ def test_benchmark_runs_and_reports_the_same_action() -> None:
 def test_masked_model_applies_its_mask_inside(tmp_path: Path) -> None:
     import rlblocks.envs  # noqa: F401  (registers rlblocks/ParametricCartPole-v0)
 
-    trainer = PPOTrainer({"env": "rlblocks/ParametricCartPole-v0", "num_envs": 1, "seed": 1,
-                          "env_config": {"max_avail_actions": 6}, "model": {
-                              "custom_model": "rlblocks.models.parametric:ParametricActionsModel",
-                              "vf_share_layers": True}})
+    trainer = PPOTrainer(
+        {
+            "env": "rlblocks/ParametricCartPole-v0",
+            "num_envs": 1,
+            "seed": 1,
+            "env_config": {"max_avail_actions": 6},
+            "model": {
+                "custom_model": "rlblocks.models.parametric:ParametricActionsModel",
+                "vf_share_layers": True,
+            },
+        }
+    )
     try:
         policy = OnnxPolicy(export_policy(trainer, tmp_path / "p.onnx"))
         space = trainer.venv.single_observation_space
@@ -441,48 +583,72 @@ def test_masked_model_applies_its_mask_inside(tmp_path: Path) -> None:
         actions, _ = policy.compute_actions(obs)
         legal = np.stack([o["action_mask"] for o in obs])
         assert legal[np.arange(200), actions].all()  # never a masked action
-        assert (legal.sum(1) < 6).mean() > 0.9       # and most rows did mask some
+        assert (legal.sum(1) < 6).mean() > 0.9  # and most rows did mask some
     finally:
         trainer.close()
 
 
 def test_layout_of_repeated_and_atari_ram() -> None:
-    from rlblocks.export.sidecar import observation_layout
     from rlblocks.preprocessors import get_preprocessor
     from rlblocks.spaces import Repeated
 
-    space = gym.spaces.Dict({"ram": Box(0, 255, (128,), np.uint8), "items": Repeated(
-        gym.spaces.Tuple((Discrete(3), Box(-1, 1, (2,)))), 4)})
-    layout = observation_layout(get_preprocessor(space)(space))
+    space = gym.spaces.Dict(
+        {
+            "ram": Box(0, 255, (128,), np.uint8),
+            "items": Repeated(gym.spaces.Tuple((Discrete(3), Box(-1, 1, (2,)))), 4),
+        }
+    )
+    layout = get_preprocessor(space)(space).layout.describe()
     assert [(e["path"], e["offset"], e["kind"]) for e in layout] == [
-        ('obs["items"]', 0, "repeated_length"), ('obs["items"][0][0]', 1, "one_hot"),
-        ('obs["items"][0][1]', 4, "box"), ('obs["ram"]', 21, "box")]
+        ('obs["items"]', 0, "repeated_length"),
+        ('obs["items"][0][0]', 1, "one_hot"),
+        ('obs["items"][0][1]', 4, "box"),
+        ('obs["ram"]', 21, "box"),
+    ]
     assert layout[0]["max_len"] == 4 and layout[0]["item_size"] == 5
     assert layout[3]["map"] == "(x - 128) / 128"
 
 
-@pytest.mark.parametrize("model", [
-    {"use_lstm": True, "lstm_cell_size": 16, "lstm_use_prev_action": True,
-     "lstm_use_prev_reward": True},
-    {"use_attention": True, "attention_dim": 16, "attention_num_heads": 2,
-     "attention_head_dim": 8, "attention_memory_inference": 4, "attention_memory_training": 4,
-     "attention_position_wise_mlp_dim": 16, "attention_use_n_prev_actions": 2,
-     "attention_use_n_prev_rewards": 2},
-], ids=["lstm", "attention"])
-def test_recurrent_episodes_match_the_trainers_evaluate(model: dict[str, Any],
-                                                        tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "model",
+    [
+        {
+            "use_lstm": True,
+            "lstm_cell_size": 16,
+            "lstm_use_prev_action": True,
+            "lstm_use_prev_reward": True,
+        },
+        {
+            "use_attention": True,
+            "attention_dim": 16,
+            "attention_num_heads": 2,
+            "attention_head_dim": 8,
+            "attention_memory_inference": 4,
+            "attention_memory_training": 4,
+            "attention_position_wise_mlp_dim": 16,
+            "attention_use_n_prev_actions": 2,
+            "attention_use_n_prev_rewards": 2,
+        },
+    ],
+    ids=["lstm", "attention"],
+)
+def test_recurrent_episodes_match_the_trainers_evaluate(
+    model: dict[str, Any], tmp_path: Path
+) -> None:
     from rlblocks.export import evaluate_exported
 
-    trainer = PPOTrainer({"env": "CartPole-v1", "num_envs": 1, "seed": 4,
-                          "model": {"fcnet_hiddens": [16], **model}})
+    trainer = PPOTrainer(
+        {"env": "CartPole-v1", "num_envs": 1, "seed": 4, "model": {"fcnet_hiddens": [16], **model}}
+    )
     try:
         with torch.no_grad():  # large weights: the state and previous actions sway actions
             for p in trainer.model.parameters():
                 p.mul_(20.0)
         policy = OnnxPolicy(export_policy(trainer, tmp_path / "p.onnx"))
         want = trainer.evaluate(4, seed=21)
-        got = evaluate_exported(policy, trainer.evaluation_env(), 4,
-                                seed=trainer.evaluation_seed(21))
+        got = evaluate_exported(
+            policy, trainer.evaluation_env(), 4, seed=trainer.evaluation_seed(21)
+        )
         assert got["episode_returns"] == want["episode_returns"]
         assert len(set(want["episode_returns"])) > 1  # not one constant action
     finally:

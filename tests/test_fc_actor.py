@@ -6,21 +6,26 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from rlblocks.train.config import PPOConfig
+from rlblocks.train.actor import ActorInput
 from rlblocks.train.fast import FCActor
 from rlblocks.train.policy import Policy
+from rlblocks.train.trainer_config import PPOConfig
 
 OBS = gym.spaces.Box(-2.0, 2.0, (5,), np.float32)
 
 CASES = [
     (gym.spaces.Discrete(4), {"fcnet_hiddens": [16, 16]}),
-    (gym.spaces.Discrete(3, start=-1), {"fcnet_hiddens": [8], "fcnet_activation": "relu",
-                                        "vf_share_layers": True}),
+    (
+        gym.spaces.Discrete(3, start=-1),
+        {"fcnet_hiddens": [8], "fcnet_activation": "relu", "vf_share_layers": True},
+    ),
     (gym.spaces.Discrete(5), {"fcnet_hiddens": []}),
     (gym.spaces.Box(-1, 1, (3,)), {"fcnet_hiddens": [16, 8]}),
     (gym.spaces.Box(-1, 1, (2,)), {"fcnet_hiddens": [16], "free_log_std": True}),
-    (gym.spaces.Box(-1, 1, ()), {"fcnet_hiddens": [8], "no_final_linear": True,
-                                 "fcnet_activation": "linear"}),
+    (
+        gym.spaces.Box(-1, 1, ()),
+        {"fcnet_hiddens": [8], "no_final_linear": True, "fcnet_activation": "linear"},
+    ),
 ]
 
 
@@ -39,17 +44,13 @@ def test_numpy_actions_equal_the_torch_path(space, model, explore):
     """Same seed, same actions; log-probs, values and distribution inputs agree to float32
     rounding; the torch RNG advances by the same draws on both paths."""
     pol = policy(space, model)
-    assert pol._actor is not None
+    assert isinstance(pol.actor, FCActor) and pol.actor.numpy
     obs = np.random.default_rng(1).uniform(-2, 2, (64, 5)).astype(np.float32)
     results = []
-    for use_numpy in (True, False):
-        actor = pol._actor
-        if not use_numpy:
-            pol._actor = None
+    for actor in (pol.actor, pol.actor.fallback):
         torch.manual_seed(7)
-        out = pol.act(obs, [], explore=explore)
+        out = actor.act(ActorInput(obs, [], None, None), explore, True)
         after = torch.rand(1).item()
-        pol._actor = actor
         results.append((out, after))
     (fast, after_fast), (ref, after_ref) = results
     assert after_fast == after_ref
@@ -81,14 +82,44 @@ def test_values_and_weight_updates_are_seen():
 def test_hooks_and_other_models_use_the_torch_path():
     pol = policy(gym.spaces.Discrete(2), {"fcnet_hiddens": [8]})
     calls = []
-    handle = pol.model._hidden_layers[0]._model[0].register_forward_hook(
-        lambda *args: calls.append(1))
+    handle = (
+        pol.model._hidden_layers[0]._model[0].register_forward_hook(lambda *args: calls.append(1))
+    )
     pol.act(np.zeros((2, 5), np.float32), [])
     handle.remove()
     assert calls
-    lstm = Policy(OBS, gym.spaces.Discrete(2),
-                  PPOConfig.from_dict({"model": {"fcnet_hiddens": [8], "use_lstm": True}}))
-    assert FCActor.build(lstm.model, lstm.dist_class) is None
-    multi = Policy(OBS, gym.spaces.MultiDiscrete([2, 3]),
-                   PPOConfig.from_dict({"model": {"fcnet_hiddens": [8]}}))
-    assert FCActor.build(multi.model, multi.dist_class) is None
+    lstm = Policy(
+        OBS,
+        gym.spaces.Discrete(2),
+        PPOConfig.from_dict({"model": {"fcnet_hiddens": [8], "use_lstm": True}}),
+    )
+    assert not isinstance(lstm.actor, FCActor)
+    multi = Policy(
+        OBS,
+        gym.spaces.MultiDiscrete([2, 3]),
+        PPOConfig.from_dict({"model": {"fcnet_hiddens": [8]}}),
+    )
+    assert isinstance(multi.actor, FCActor) and not multi.actor.numpy
+
+
+def test_the_actor_choice_is_logged_once_at_build(caplog):
+    """One info line on ``rlblocks.train`` per policy: which actor serves, and why."""
+    cases = [
+        ({"fcnet_hiddens": [8, 8]}, True, "actor: fast numpy FC (2 hidden layers)"),
+        ({"fcnet_hiddens": [8]}, False, "actor: torch module (fast_paths is off)"),
+        (
+            {"fcnet_hiddens": [8], "use_lstm": True},
+            True,
+            "actor: torch module (not the default fully connected model)",
+        ),
+    ]
+    for model, fast, line in cases:
+        caplog.clear()
+        with caplog.at_level("INFO", logger="rlblocks.train"):
+            pol = Policy(
+                OBS,
+                gym.spaces.Discrete(2),
+                PPOConfig.from_dict({"model": model, "fast_paths": fast}),
+            )
+            pol.act(np.zeros((2, 5), np.float32), pol.initial_state(2))
+        assert [r.getMessage() for r in caplog.records if r.name == "rlblocks.train"] == [line]

@@ -21,11 +21,11 @@ from rlblocks.distributions import Categorical
 from rlblocks.models.fcnet import FullyConnectedNetwork
 from rlblocks.models.modelv2 import ModelV2
 from rlblocks.train import PPOTrainer
-from rlblocks.train.config import PPOConfig
 from rlblocks.train.fast import FCBackprop
 from rlblocks.train.learner import PPOLearner
-from rlblocks.train.policy import Policy
-from rlblocks.train.rollout import SampleBatch
+from rlblocks.train.policy import ModuleActor, Policy
+from rlblocks.train.runner import SampleBatch
+from rlblocks.train.trainer_config import PPOConfig
 
 OBS = gym.spaces.Box(-1.0, 1.0, (5,), np.float32)
 STAT_NAMES = ("total_loss", "policy_loss", "vf_loss", "entropy", "kl", "approx_kl", "clipfrac")
@@ -37,8 +37,6 @@ ACTION_SPACES = {
     "box3": gym.spaces.Box(-2.0, 2.0, (3,), np.float32),
     "box-scalar": gym.spaces.Box(-1.0, 1.0, (), np.float32),
 }
-
-
 
 
 def make(
@@ -576,7 +574,7 @@ def test_a_config_key_the_hand_written_loss_does_not_know_falls_back_to_autograd
 
 def test_fast_paths_off_runs_the_plain_torch_path():
     cfg, pol, learner = make(gym.spaces.Discrete(3), {"fcnet_hiddens": [8]}, fast_paths=False)
-    assert pol._fc_layers is None and pol._actor is None
+    assert isinstance(pol.actor, ModuleActor)
     assert learner._backprop is None and learner._flat is None
     assert not learner.optimizer.param_groups[0].get("fused")
 

@@ -16,9 +16,11 @@ from rlblocks.filters import (
     ConcurrentMeanStdFilter,
     MeanStdFilter,
     NoFilter,
-    RunningStat,
     get_filter,
 )
+from rlblocks.running_stat import RunningStat
+
+pytestmark = pytest.mark.native
 
 IMPLS = ["native", "numpy"]
 
@@ -43,8 +45,12 @@ def assert_stat_close(stat: RunningStat, data: np.ndarray, rtol: float) -> None:
     scale = np.abs(data).max(axis=0) + 1e-300
     np.testing.assert_allclose(stat.mean, mean, rtol=0, atol=rtol * scale.max())
     ssd = stat.state()["sum_sq_diff_array"]
-    np.testing.assert_allclose(ssd, var * (len(data) - 1), rtol=rtol,
-                               atol=rtol * float((data.astype(np.float64) ** 2).sum()))
+    np.testing.assert_allclose(
+        ssd,
+        var * (len(data) - 1),
+        rtol=rtol,
+        atol=rtol * float((data.astype(np.float64) ** 2).sum()),
+    )
 
 
 # ---------------------------------------------------------------- RunningStat
@@ -54,12 +60,15 @@ shapes = st.lists(st.integers(1, 4), min_size=0, max_size=3).map(tuple)
 
 
 @settings(max_examples=40, deadline=None)
-@given(shape=shapes, sizes=st.lists(st.integers(0, 70), min_size=1, max_size=4),
-       seed=st.integers(0, 2**32 - 1), f32=st.booleans())
+@given(
+    shape=shapes,
+    sizes=st.lists(st.integers(0, 70), min_size=1, max_size=4),
+    seed=st.integers(0, 2**32 - 1),
+    f32=st.booleans(),
+)
 def test_batch_push_equals_one_at_a_time(shape, sizes, seed, f32):
     rng = np.random.default_rng(seed)
-    batches = [rng.normal(rng.uniform(-5, 5), rng.uniform(0.1, 3), size=(n, *shape))
-               for n in sizes]
+    batches = [rng.normal(rng.uniform(-5, 5), rng.uniform(0.1, 3), size=(n, *shape)) for n in sizes]
     if f32:
         batches = [b.astype(np.float32) for b in batches]
     native = rlblocks._core.RunningStat(shape)
@@ -76,8 +85,9 @@ def test_batch_push_equals_one_at_a_time(shape, sizes, seed, f32):
         assert got["num_pushes_delta"] == want["num_pushes_delta"]
         for key in ref._STATE_ARRAYS:
             scale = max(1.0, float(np.abs(want[key]).max(initial=0.0)))
-            np.testing.assert_allclose(got[key], want[key], rtol=1e-12, atol=1e-12 * scale,
-                                       err_msg=key)
+            np.testing.assert_allclose(
+                got[key], want[key], rtol=1e-12, atol=1e-12 * scale, err_msg=key
+            )
     np.testing.assert_allclose(native.var, oracle.var, rtol=1e-6, atol=1e-30)
 
 
@@ -124,17 +134,20 @@ def test_large_batch_multi_block_independent_of_threads():
     assert_stat_close(s, data, 1e-12)
 
 
-@pytest.mark.parametrize("bad", [
-    np.array([1.0, np.nan, 3.0]),
-    np.array([[1.0, 2.0, 3.0], [np.inf, 0.0, 0.0]]),
-    np.zeros(4),
-    np.zeros((2, 4)),
-    np.zeros((2, 2, 3)),
-    np.array(["a", "b", "c"]),
-    np.array([1 + 2j, 0, 0]),
-    [1.0, None, 2.0],
-    "abc",
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        np.array([1.0, np.nan, 3.0]),
+        np.array([[1.0, 2.0, 3.0], [np.inf, 0.0, 0.0]]),
+        np.zeros(4),
+        np.zeros((2, 4)),
+        np.zeros((2, 2, 3)),
+        np.array(["a", "b", "c"]),
+        np.array([1 + 2j, 0, 0]),
+        [1.0, None, 2.0],
+        "abc",
+    ],
+)
 def test_running_stat_rejects_bad_input_and_changes_nothing(impl, bad):
     s = RunningStat((3,))
     s.push_batch(np.arange(6.0).reshape(2, 3))
@@ -163,9 +176,13 @@ def test_nan_message_names_the_element():
 def test_set_state_validates(impl):
     s = RunningStat((2,))
     good = s.state()
-    for key, value in [("num_pushes", -1), ("num_pushes", 1.5), ("mean_array", np.zeros(3)),
-                       ("sum_sq_diff_array", np.array([-1.0, 0.0])),
-                       ("mean_array", np.array([np.nan, 0.0]))]:
+    for key, value in [
+        ("num_pushes", -1),
+        ("num_pushes", 1.5),
+        ("mean_array", np.zeros(3)),
+        ("sum_sq_diff_array", np.array([-1.0, 0.0])),
+        ("mean_array", np.array([np.nan, 0.0])),
+    ]:
         with pytest.raises(ValueError):
             s.set_state({**good, key: value})
     with pytest.raises(ValueError, match="missing key"):
@@ -222,8 +239,10 @@ def test_running_stat_pickles(impl):
 @pytest.mark.parametrize("num_workers", [1, 3, 8])
 def test_n_workers_merged_equal_one_stat_over_all_data(impl, num_workers):
     rng = np.random.default_rng(num_workers)
-    chunks = [rng.normal(rng.uniform(-100, 100), rng.uniform(0.01, 50), size=(n, 4, 3))
-              for n in rng.integers(1, 400, size=num_workers)]
+    chunks = [
+        rng.normal(rng.uniform(-100, 100), rng.uniform(0.01, 50), size=(n, 4, 3))
+        for n in rng.integers(1, 400, size=num_workers)
+    ]
     driver = RunningStat((4, 3))
     for chunk in chunks:
         w = RunningStat((4, 3))
@@ -234,8 +253,9 @@ def test_n_workers_merged_equal_one_stat_over_all_data(impl, num_workers):
     mean, var = all_data_stats(data)
     assert driver.n == len(data)
     np.testing.assert_allclose(driver.mean, mean, rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(driver.state()["sum_sq_diff_array"], var * (len(data) - 1),
-                               rtol=1e-10)
+    np.testing.assert_allclose(
+        driver.state()["sum_sq_diff_array"], var * (len(data) - 1), rtol=1e-10
+    )
     np.testing.assert_allclose(driver.var, var.astype(np.float32), rtol=1e-6)
 
 
@@ -324,20 +344,29 @@ def test_batch_normalised_with_stats_after_whole_batch(impl):
     out = f(x)
     rs = f.running_stats
     assert rs.n == 64 and f.buffer.n == 64
-    np.testing.assert_allclose(out, manual_normalise(x, rs.mean, rs.std, None), rtol=1e-6,
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        out, manual_normalise(x, rs.mean, rs.std, None), rtol=1e-6, atol=1e-6
+    )
     seq = MeanStdFilter((6,))
     for row in x:
         seq(row)
     for key in ref._STATE_ARRAYS:
-        np.testing.assert_allclose(seq.running_stats.state()[key], rs.state()[key],
-                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(
+            seq.running_stats.state()[key], rs.state()[key], rtol=1e-12, atol=1e-12
+        )
 
 
-@pytest.mark.parametrize("demean,destd,clip", [
-    (True, True, 10.0), (False, True, 10.0), (True, False, None), (False, False, 0.5),
-    (True, True, 0.0), (True, True, 0.25),
-])
+@pytest.mark.parametrize(
+    "demean,destd,clip",
+    [
+        (True, True, 10.0),
+        (False, True, 10.0),
+        (True, False, None),
+        (False, False, 0.5),
+        (True, True, 0.0),
+        (True, True, 0.25),
+    ],
+)
 def test_flags_and_clip(impl, demean, destd, clip):
     rng = np.random.default_rng(6)
     f = MeanStdFilter((4,), demean=demean, destd=destd, clip=clip)
@@ -378,12 +407,15 @@ def test_out_and_in_place(impl):
     np.testing.assert_array_equal(y, out)
 
 
-@pytest.mark.parametrize("bad_out", [
-    np.empty((4, 3), np.float64),
-    np.empty((3, 3), np.float32),
-    np.empty((4, 6), np.float32)[:, ::2],
-    "out",
-])
+@pytest.mark.parametrize(
+    "bad_out",
+    [
+        np.empty((4, 3), np.float64),
+        np.empty((3, 3), np.float32),
+        np.empty((4, 6), np.float32)[:, ::2],
+        "out",
+    ],
+)
 def test_bad_out_rejected_nothing_updated(impl, bad_out):
     f = MeanStdFilter((3,))
     with pytest.raises(ValueError, match="out"):
@@ -405,10 +437,18 @@ def test_overlapping_out_rejected(impl):
     assert f.running_stats.n == 0
 
 
-@pytest.mark.parametrize("bad", [
-    np.array([[1.0, 2.0, np.nan]]), np.array([np.inf, 0, 0]), np.zeros((2, 4)),
-    np.zeros((1, 1, 3)), np.array([["a", "b", "c"]]), None, {"a": 1},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        np.array([[1.0, 2.0, np.nan]]),
+        np.array([np.inf, 0, 0]),
+        np.zeros((2, 4)),
+        np.zeros((1, 1, 3)),
+        np.array([["a", "b", "c"]]),
+        None,
+        {"a": 1},
+    ],
+)
 def test_filter_rejects_bad_input(impl, bad):
     f = MeanStdFilter((3,))
     f(np.ones((2, 3)))
@@ -436,20 +476,34 @@ def test_float64_overflow_rejected(impl):
     assert f.running_stats.n == 4
 
 
-@pytest.mark.parametrize("bad_args", [
-    {"shape": None}, {"shape": {"a": 1}}, {"shape": (2, -1)}, {"shape": "ab"},
-    {"shape": (2,), "clip": -1.0}, {"shape": (2,), "clip": float("nan")},
-    {"shape": (2,), "clip": "big"},
-])
+@pytest.mark.parametrize(
+    "bad_args",
+    [
+        {"shape": None},
+        {"shape": {"a": 1}},
+        {"shape": (2, -1)},
+        {"shape": "ab"},
+        {"shape": (2,), "clip": -1.0},
+        {"shape": (2,), "clip": float("nan")},
+        {"shape": (2,), "clip": "big"},
+    ],
+)
 def test_constructor_validation(impl, bad_args):
     with pytest.raises(ValueError):
         MeanStdFilter(**bad_args)
 
 
 @settings(max_examples=30, deadline=None)
-@given(shape=shapes, batch=st.integers(0, 40), seed=st.integers(0, 2**32 - 1),
-       clip=st.sampled_from([None, 0.5, 3.0, 10.0]), demean=st.booleans(),
-       destd=st.booleans(), f32=st.booleans(), single=st.booleans())
+@given(
+    shape=shapes,
+    batch=st.integers(0, 40),
+    seed=st.integers(0, 2**32 - 1),
+    clip=st.sampled_from([None, 0.5, 3.0, 10.0]),
+    demean=st.booleans(),
+    destd=st.booleans(),
+    f32=st.booleans(),
+    single=st.booleans(),
+)
 def test_native_matches_numpy_twin(shape, batch, seed, clip, demean, destd, f32, single):
     rng = np.random.default_rng(seed)
     hist = rng.normal(rng.uniform(-3, 3), rng.uniform(0.1, 4), size=(batch, *shape))
@@ -588,9 +642,9 @@ def test_native_running_stat_is_atomic_under_threads():
 def test_running_stat_from_state_round_trips_and_keeps_merging(impl):
     rng = np.random.default_rng(0)
     first, second = rng.normal(size=(50, 3)), rng.normal(size=(30, 3))
-    stat = rlblocks.filters.RunningStat((3,))
+    stat = RunningStat((3,))
     stat.push_batch(first)
-    copy = rlblocks.filters.RunningStat.from_state((3,), stat.state())
+    copy = RunningStat.from_state((3,), stat.state())
     assert copy.n == stat.n == 50
     np.testing.assert_array_equal(copy.mean, stat.mean)
     np.testing.assert_array_equal(copy.std, stat.std)
@@ -600,4 +654,4 @@ def test_running_stat_from_state_round_trips_and_keeps_merging(impl):
     np.testing.assert_array_equal(copy.mean, stat.mean)
     np.testing.assert_allclose(copy.mean, np.concatenate([first, second]).mean(0), rtol=1e-12)
     with pytest.raises(ValueError):
-        rlblocks.filters.RunningStat.from_state((4,), stat.state())  # the shape does not fit
+        RunningStat.from_state((4,), stat.state())  # the shape does not fit

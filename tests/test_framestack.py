@@ -14,6 +14,8 @@ from rlblocks import _impl
 from rlblocks._reference import framestack as ref
 from rlblocks.framestack import FrameStacker, stacked_space
 
+pytestmark = pytest.mark.native
+
 
 @pytest.fixture(params=["native", "numpy"])
 def impl(request):
@@ -57,20 +59,26 @@ def random_frames(rng, n, frame_shape, dtype):
 
 
 frame_shapes = st.tuples(st.integers(1, 5), st.integers(1, 5)) | st.tuples(
-    st.integers(1, 4), st.integers(1, 4), st.integers(1, 5))
-dtypes = st.sampled_from([np.uint8, np.int8, np.uint16, np.int32, np.float32, np.float64,
-                          np.bool_])
+    st.integers(1, 4), st.integers(1, 4), st.integers(1, 5)
+)
+dtypes = st.sampled_from([np.uint8, np.int8, np.uint16, np.int32, np.float32, np.float64, np.bool_])
 
 
 @settings(max_examples=60, deadline=None)
-@given(num_envs=st.integers(1, 5), k=st.sampled_from([1, 2, 3, 4, 5, 8, 9, 12]),
-       frame_shape=frame_shapes, dtype=dtypes, channels_last=st.booleans(),
-       steps=st.integers(0, 12), seed=st.integers(0, 2**32 - 1))
-def test_native_twin_and_deque_oracle_agree(num_envs, k, frame_shape, dtype, channels_last,
-                                            steps, seed):
+@given(
+    num_envs=st.integers(1, 5),
+    k=st.sampled_from([1, 2, 3, 4, 5, 8, 9, 12]),
+    frame_shape=frame_shapes,
+    dtype=dtypes,
+    channels_last=st.booleans(),
+    steps=st.integers(0, 12),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_native_twin_and_deque_oracle_agree(
+    num_envs, k, frame_shape, dtype, channels_last, steps, seed
+):
     rng = np.random.default_rng(seed)
-    native = rlblocks._core.FrameStacker(num_envs, k, frame_shape, np.dtype(dtype),
-                                         channels_last)
+    native = rlblocks._core.FrameStacker(num_envs, k, frame_shape, np.dtype(dtype), channels_last)
     twin = ref.FrameStacker(num_envs, k, frame_shape, dtype, channels_last)
     oracle = DequeOracle(num_envs, k, channels_last)
     first = random_frames(rng, num_envs, frame_shape, dtype)
@@ -100,8 +108,11 @@ def test_native_twin_and_deque_oracle_agree(num_envs, k, frame_shape, dtype, cha
             got = [native.reset(sub, ids), twin.reset(sub, ids)]
             for i, e in enumerate(ids):
                 oracle.reset(int(e), sub[i])
-            want = (oracle.all_obs(ids.tolist()) if len(ids)
-                    else np.empty((0, *native.observation_shape), dtype))
+            want = (
+                oracle.all_obs(ids.tolist())
+                if len(ids)
+                else np.empty((0, *native.observation_shape), dtype)
+            )
         for g in got:
             assert g.dtype == np.dtype(dtype)
             np.testing.assert_array_equal(g, want)
@@ -136,8 +147,7 @@ def test_copy_false_errors_change_nothing(impl):
     first = FrameStacker(2, k=2, frame_shape=(3, 3), channels_last=False)
     first.reset(np.zeros((2, 3, 3), np.uint8))
     with pytest.raises(ValueError, match="exclude each other"):
-        first.push(np.ones((2, 3, 3), np.uint8), out=np.empty((2, 2, 3, 3), np.uint8),
-                   copy=False)
+        first.push(np.ones((2, 3, 3), np.uint8), out=np.empty((2, 2, 3, 3), np.uint8), copy=False)
     for stacker in (last, first):
         assert not stacker.observation().any()
 
@@ -145,8 +155,7 @@ def test_copy_false_errors_change_nothing(impl):
 def test_rllib_layout_84x84(impl):
     fs = FrameStacker(2, 4, (84, 84, 1))
     assert fs.observation_shape == (84, 84, 4) and fs.native == (impl == "native")
-    obs = fs.reset(np.stack([np.full((84, 84, 1), 1, np.uint8), np.full((84, 84, 1), 2,
-                                                                          np.uint8)]))
+    obs = fs.reset(np.stack([np.full((84, 84, 1), 1, np.uint8), np.full((84, 84, 1), 2, np.uint8)]))
     assert obs.shape == (2, 84, 84, 4) and (obs[0] == 1).all() and (obs[1] == 2).all()
     for t in range(3, 8):
         obs = fs.push(np.full((2, 84, 84, 1), t, np.uint8))
@@ -227,28 +236,32 @@ def snapshot(fs):
     return fs.observation().copy()
 
 
-@pytest.mark.parametrize("call", [
-    lambda fs: fs.push(np.zeros((3, 4, 5), np.uint8)),  # wrong H
-    lambda fs: fs.push(np.zeros((2, 4, 4), np.uint8)),  # wrong B
-    lambda fs: fs.push(np.zeros((3, 4, 4, 1), np.uint8)),  # extra channel axis
-    lambda fs: fs.push(np.zeros((3, 4, 4), np.int64)),  # unsafe cast
-    lambda fs: fs.push(np.zeros((3, 4, 4), np.float32)),
-    lambda fs: fs.push(np.zeros((3, 4, 4), np.uint8), reset_mask=[1, 0, 0]),
-    lambda fs: fs.push(np.zeros((3, 4, 4), np.uint8), reset_mask=np.zeros(2, bool)),
-    lambda fs: fs.push(np.zeros((3, 4, 4), np.uint8), out=np.empty((3, 4, 4, 3), np.uint8)),
-    lambda fs: fs.push(np.zeros((3, 4, 4), np.uint8), out=np.empty((3, 4, 4, 2), np.uint16)),
-    lambda fs: fs.push(np.zeros((3, 4, 4), np.uint8),
-                       out=np.empty((3, 4, 4, 4), np.uint8)[..., ::2]),
-    lambda fs: fs.push(np.zeros((3, 4, 4), np.uint8), out=[0]),
-    lambda fs: fs.push("frames"),
-    lambda fs: fs.reset(np.zeros((1, 4, 4), np.uint8), env_ids=[3]),
-    lambda fs: fs.reset(np.zeros((1, 4, 4), np.uint8), env_ids=[-1]),
-    lambda fs: fs.reset(np.zeros((2, 4, 4), np.uint8), env_ids=[1, 1]),
-    lambda fs: fs.reset(np.zeros((1, 4, 4), np.uint8), env_ids=[0.5]),
-    lambda fs: fs.reset(np.zeros((2, 4, 4), np.uint8), env_ids=[0]),
-    lambda fs: fs.reset(np.zeros((1, 4, 4), np.uint8), env_ids=[[0]]),
-    lambda fs: fs.observation(out=np.empty((3, 4, 4, 2), np.int8)),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda fs: fs.push(np.zeros((3, 4, 5), np.uint8)),  # wrong H
+        lambda fs: fs.push(np.zeros((2, 4, 4), np.uint8)),  # wrong B
+        lambda fs: fs.push(np.zeros((3, 4, 4, 1), np.uint8)),  # extra channel axis
+        lambda fs: fs.push(np.zeros((3, 4, 4), np.int64)),  # unsafe cast
+        lambda fs: fs.push(np.zeros((3, 4, 4), np.float32)),
+        lambda fs: fs.push(np.zeros((3, 4, 4), np.uint8), reset_mask=[1, 0, 0]),
+        lambda fs: fs.push(np.zeros((3, 4, 4), np.uint8), reset_mask=np.zeros(2, bool)),
+        lambda fs: fs.push(np.zeros((3, 4, 4), np.uint8), out=np.empty((3, 4, 4, 3), np.uint8)),
+        lambda fs: fs.push(np.zeros((3, 4, 4), np.uint8), out=np.empty((3, 4, 4, 2), np.uint16)),
+        lambda fs: fs.push(
+            np.zeros((3, 4, 4), np.uint8), out=np.empty((3, 4, 4, 4), np.uint8)[..., ::2]
+        ),
+        lambda fs: fs.push(np.zeros((3, 4, 4), np.uint8), out=[0]),
+        lambda fs: fs.push("frames"),
+        lambda fs: fs.reset(np.zeros((1, 4, 4), np.uint8), env_ids=[3]),
+        lambda fs: fs.reset(np.zeros((1, 4, 4), np.uint8), env_ids=[-1]),
+        lambda fs: fs.reset(np.zeros((2, 4, 4), np.uint8), env_ids=[1, 1]),
+        lambda fs: fs.reset(np.zeros((1, 4, 4), np.uint8), env_ids=[0.5]),
+        lambda fs: fs.reset(np.zeros((2, 4, 4), np.uint8), env_ids=[0]),
+        lambda fs: fs.reset(np.zeros((1, 4, 4), np.uint8), env_ids=[[0]]),
+        lambda fs: fs.observation(out=np.empty((3, 4, 4, 2), np.int8)),
+    ],
+)
 def test_bad_input_raises_and_changes_nothing(impl, call):
     fs = FrameStacker(3, 2, (4, 4))
     rng = np.random.default_rng(2)
@@ -289,20 +302,23 @@ def test_push_before_reset(impl):
     assert obs[0, 0, 0].tolist() == [1, 1, 5] and obs[1, 0, 0].tolist() == [5, 5, 5]
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"num_envs": 0, "k": 4, "frame_shape": (2, 2)},
-    {"num_envs": 1, "k": 0, "frame_shape": (2, 2)},
-    {"num_envs": 1, "k": 257, "frame_shape": (2, 2)},
-    {"num_envs": 1, "k": 4, "frame_shape": (2,)},
-    {"num_envs": 1, "k": 4, "frame_shape": (2, 2, 2, 2)},
-    {"num_envs": 1, "k": 4, "frame_shape": (2, 0)},
-    {"num_envs": 1, "k": 4, "frame_shape": "ab"},
-    {"num_envs": 1.5, "k": 4, "frame_shape": (2, 2)},
-    {"num_envs": 1, "k": 4, "frame_shape": (2, 2), "dtype": object},
-    {"num_envs": 1, "k": 4, "frame_shape": (2, 2), "dtype": np.complex64},
-    {"num_envs": 1, "k": 4, "frame_shape": (2, 2), "dtype": ">u2"},
-    {"num_envs": 1, "k": 4, "frame_shape": (2, 2), "dtype": "not a dtype"},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"num_envs": 0, "k": 4, "frame_shape": (2, 2)},
+        {"num_envs": 1, "k": 0, "frame_shape": (2, 2)},
+        {"num_envs": 1, "k": 257, "frame_shape": (2, 2)},
+        {"num_envs": 1, "k": 4, "frame_shape": (2,)},
+        {"num_envs": 1, "k": 4, "frame_shape": (2, 2, 2, 2)},
+        {"num_envs": 1, "k": 4, "frame_shape": (2, 0)},
+        {"num_envs": 1, "k": 4, "frame_shape": "ab"},
+        {"num_envs": 1.5, "k": 4, "frame_shape": (2, 2)},
+        {"num_envs": 1, "k": 4, "frame_shape": (2, 2), "dtype": object},
+        {"num_envs": 1, "k": 4, "frame_shape": (2, 2), "dtype": np.complex64},
+        {"num_envs": 1, "k": 4, "frame_shape": (2, 2), "dtype": ">u2"},
+        {"num_envs": 1, "k": 4, "frame_shape": (2, 2), "dtype": "not a dtype"},
+    ],
+)
 def test_constructor_validation(impl, kwargs):
     with pytest.raises(ValueError):
         FrameStacker(**kwargs)
@@ -359,7 +375,7 @@ def test_large_output_streaming_path_matches_twin(offset, channels_last):
     twin = ref.FrameStacker(num_envs, 4, (84, 84), channels_last=channels_last)
     raw = np.empty(num_envs * 84 * 84 * 4 + 16 + offset, np.uint8)
     start = (-raw.ctypes.data) % 16 + offset
-    out = raw[start:start + num_envs * 84 * 84 * 4].reshape(num_envs, *native.observation_shape)
+    out = raw[start : start + num_envs * 84 * 84 * 4].reshape(num_envs, *native.observation_shape)
     frames = rng.integers(0, 256, size=(num_envs, 84, 84), dtype=np.uint8)
     native.reset(frames)
     twin.reset(frames)

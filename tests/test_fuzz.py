@@ -10,13 +10,16 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.native
+
 FUZZ = Path(__file__).parents[1] / "tools" / "fuzz_flatten.py"
 CASES = int(os.environ.get("RLBLOCKS_FUZZ_CASES", "400"))
 
 
 def fuzz(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(FUZZ), *args], capture_output=True, text=True,
-                          timeout=900)
+    return subprocess.run(
+        [sys.executable, str(FUZZ), *args], capture_output=True, text=True, timeout=900
+    )
 
 
 def test_native_core_and_numpy_twin_agree_on_random_and_corrupted_inputs() -> None:
@@ -25,8 +28,9 @@ def test_native_core_and_numpy_twin_agree_on_random_and_corrupted_inputs() -> No
     assert "0 findings" in result.stdout
 
 
-@pytest.mark.parametrize("inject, finding", [("crash", "native worker crashed"),
-                                             ("differ", "outputs differ")])
+@pytest.mark.parametrize(
+    "inject, finding", [("crash", "native worker crashed"), ("differ", "outputs differ")]
+)
 def test_the_fuzzer_reports_crashes_and_differences(inject: str, finding: str) -> None:
     result = fuzz("--cases", "5", "--inject", inject)
     assert result.returncode == 1 and finding in result.stdout, result.stdout[-2000:]

@@ -27,9 +27,12 @@ import pytest
 import rlblocks as rb
 from rlblocks import _core, image
 from rlblocks._reference import filters as ref_filters
-from rlblocks.filters import MeanStdFilter, RunningStat
+from rlblocks.filters import MeanStdFilter
 from rlblocks.framestack import FrameStacker
+from rlblocks.running_stat import RunningStat
 from rlblocks.spaces import Repeated
+
+pytestmark = pytest.mark.native
 
 INT64_MAX = 2**63 - 1
 
@@ -38,11 +41,13 @@ def make(space: gym.Space):
     return rb.get_preprocessor(space)(space)
 
 
-DICT_SPACE = gym.spaces.Dict({
-    "a": gym.spaces.Discrete(3),
-    "b": gym.spaces.Box(-1.0, 1.0, (4,), np.float32),
-    "c": gym.spaces.MultiDiscrete([2, 3]),
-})  # flat layout: a 0..2, b 3..6, c 7..11
+DICT_SPACE = gym.spaces.Dict(
+    {
+        "a": gym.spaces.Discrete(3),
+        "b": gym.spaces.Box(-1.0, 1.0, (4,), np.float32),
+        "c": gym.spaces.MultiDiscrete([2, 3]),
+    }
+)  # flat layout: a 0..2, b 3..6, c 7..11
 
 
 # ------------------------------------------------------------------ 1. checked sizes
@@ -82,33 +87,47 @@ def test_write_at_the_exact_end_still_works(impl) -> None:
     pre = make(DICT_SPACE)
     buf = np.zeros(20, np.float32)
     pre.write({"a": 2, "b": np.full(4, 0.5, np.float32), "c": [0, 1]}, buf, 20 - pre.size)
-    assert buf[20 - pre.size:].tolist() == [0, 0, 1, 0.5, 0.5, 0.5, 0.5, 1, 0, 0, 1, 0]
+    assert buf[20 - pre.size :].tolist() == [0, 0, 1, 0.5, 0.5, 0.5, 0.5, 1, 0, 0, 1, 0]
 
 
-@pytest.mark.parametrize("space", [
-    gym.spaces.MultiDiscrete([2**62, 2**62]),
-    gym.spaces.Tuple([gym.spaces.Discrete(2**62), gym.spaces.Discrete(2**62)]),
-    Repeated(gym.spaces.Discrete(2**40), max_len=2**40),
-    gym.spaces.Dict({"r": Repeated(gym.spaces.Discrete(2**32), max_len=2**31)}),
-])
+@pytest.mark.parametrize(
+    "space",
+    [
+        gym.spaces.MultiDiscrete([2**62, 2**62]),
+        gym.spaces.Tuple([gym.spaces.Discrete(2**62), gym.spaces.Discrete(2**62)]),
+        Repeated(gym.spaces.Discrete(2**40), max_len=2**40),
+        gym.spaces.Dict({"r": Repeated(gym.spaces.Discrete(2**32), max_len=2**31)}),
+    ],
+)
 def test_layouts_whose_flat_size_exceeds_int64_are_refused(space) -> None:
     with pytest.raises(ValueError, match="does not fit in int64"):
         make(space)
 
 
 def box_node(size: int, label: str) -> dict:
-    return {"kind": "box", "size": size, "shape": [size], "map": "identity", "label": label,
-            "children": []}
+    return {
+        "kind": "box",
+        "size": size,
+        "shape": [size],
+        "map": "identity",
+        "label": label,
+        "children": [],
+    }
 
 
 def test_native_plan_refuses_offsets_that_overflow() -> None:
     # a hand-made layout (the plan's own checks, independent of the Python compiler)
-    nodes = [box_node(2**62, "a"), box_node(2**62, "b"),
-             {"kind": "tuple", "size": -(2**63), "children": [0, 1], "label": "t"}]
+    nodes = [
+        box_node(2**62, "a"),
+        box_node(2**62, "b"),
+        {"kind": "tuple", "size": -(2**63), "children": [0, 1], "label": "t"},
+    ]
     with pytest.raises(ValueError, match="flat offset"):
         _core.FlattenPlan(nodes, 2)
-    rep = [box_node(2**40, "a"),
-           {"kind": "repeated", "size": 1, "children": [0], "max_len": 2**40, "label": "r"}]
+    rep = [
+        box_node(2**40, "a"),
+        {"kind": "repeated", "size": 1, "children": [0], "max_len": 2**40, "label": "r"},
+    ]
     with pytest.raises(ValueError, match="max_len \\* item size"):
         _core.FlattenPlan(rep, 1)
 
@@ -164,9 +183,9 @@ def test_batched_leaves_that_are_views_of_out_give_the_right_rows(impl, batch) -
     rng = np.random.default_rng(batch)
     for lo in (3, 0, 5, 8):  # the leaf over its own slot, over the one-hot slots, shifted
         buf = rng.standard_normal((batch, pre.size)).astype(np.float32)
-        buf[:, lo:lo + 4] = rng.uniform(-1, 1, (batch, 4))
+        buf[:, lo : lo + 4] = rng.uniform(-1, 1, (batch, 4))
         buf[:, 8:10] = rng.integers(0, 2, (batch, 2))  # "c" indices as float32 views too
-        obs = {"a": np.arange(batch) % 3, "b": buf[:, lo:lo + 4], "c": buf[:, 8:10]}
+        obs = {"a": np.arange(batch) % 3, "b": buf[:, lo : lo + 4], "c": buf[:, 8:10]}
         obs["c"] = np.where(obs["c"] > 1, 1, obs["c"])  # a copy: only b aliases here
         want = pre.transform_batch(copied(obs))
         got = pre.transform_batch(obs, out=buf)
@@ -188,16 +207,18 @@ def test_list_items_that_are_views_of_out_give_the_right_rows(impl, batch) -> No
 
 
 def test_one_hot_and_repeated_leaves_aliasing_out(impl) -> None:
-    space = gym.spaces.Dict({
-        "m": gym.spaces.MultiDiscrete([4, 4]),
-        "r": Repeated(gym.spaces.Box(-5.0, 5.0, (2,), np.float32), max_len=3),
-    })  # m 0..7, r 8..14
+    space = gym.spaces.Dict(
+        {
+            "m": gym.spaces.MultiDiscrete([4, 4]),
+            "r": Repeated(gym.spaces.Box(-5.0, 5.0, (2,), np.float32), max_len=3),
+        }
+    )  # m 0..7, r 8..14
     pre = make(space)
     batch = 6
     buf = np.zeros((batch, pre.size), np.float32)
     buf[:, 0:2] = np.arange(batch * 2).reshape(batch, 2) % 4
     buf[:, 9:15] = np.arange(batch * 6).reshape(batch, 6)
-    lists = [buf[i, 9:9 + 2 * (i % 4)].reshape(-1, 2) for i in range(batch)]
+    lists = [buf[i, 9 : 9 + 2 * (i % 4)].reshape(-1, 2) for i in range(batch)]
     batched = {"m": buf[:, 0:2], "r": lists}
     want = pre.transform_batch(copied(batched))
     pre.transform_batch(batched, out=buf)
@@ -211,7 +232,7 @@ def test_write_from_a_view_of_the_target_array(impl) -> None:
     obs = {"a": 2, "b": buf[5:9], "c": buf[10:12]}
     want = pre.transform(copied(obs))
     pre.write(obs, buf, 4)
-    np.testing.assert_array_equal(buf[4:4 + pre.size], want)
+    np.testing.assert_array_equal(buf[4 : 4 + pre.size], want)
 
 
 def test_native_and_twin_agree_on_aliased_outputs() -> None:
@@ -268,8 +289,11 @@ def test_a_column_with_opposite_huge_values_is_refused_not_zeroed(impl) -> None:
 
 def test_the_same_values_as_one_batch_are_refused_the_same_way(impl) -> None:
     s = RunningStat((2,))
-    with pytest.raises(ValueError, match=r"x\[\.\.\., 0\] = 1e\+308 cannot be added.*squared "
-                                         r"deviations of this column"):
+    with pytest.raises(
+        ValueError,
+        match=r"x\[\.\.\., 0\] = 1e\+308 cannot be added.*squared "
+        r"deviations of this column",
+    ):
         s.push_batch(np.array([[1e308, 0.0], [-1e308, 1.0]]))
     assert s.n == 0
 
@@ -308,8 +332,11 @@ def test_merges_that_overflow_are_refused_and_change_nothing(impl) -> None:
     a(np.array([1e308, 1.0]))
     b(np.array([-1e308, 2.0]))
     before = state_of(a.running_stats)
-    with pytest.raises(ValueError, match=r"update: merging other's statistics overflows float64 "
-                                         r"at \[\.\.\., 0\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"update: merging other's statistics overflows float64 "
+        r"at \[\.\.\., 0\]",
+    ):
         a.apply_changes(b, with_buffer=False)
     assert state_of(a.running_stats) == before
     c = MeanStdFilter((2,))
@@ -392,14 +419,17 @@ def test_pixel_out_of_a_wrong_type_is_a_value_error() -> None:
         pre.transform_batch(np.zeros((1, 210, 160, 3), np.uint8), out=[0])
 
 
-@pytest.mark.parametrize("call", [
-    lambda f: image.resize(f, 84),
-    lambda f: image.gray_resize(f, 84),
-    lambda f: image.generic_pixel(f, 42),
-    lambda f: image.rgb_to_gray(f),
-    lambda f: image.crop(f, 1, 2, 10, 20),
-    lambda f: image.resize(f.astype(np.float32), (30, 40)),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda f: image.resize(f, 84),
+        lambda f: image.gray_resize(f, 84),
+        lambda f: image.generic_pixel(f, 42),
+        lambda f: image.rgb_to_gray(f),
+        lambda f: image.crop(f, 1, 2, 10, 20),
+        lambda f: image.resize(f.astype(np.float32), (30, 40)),
+    ],
+)
 def test_empty_image_batches_give_empty_batches(call) -> None:
     frames = np.zeros((0, 210, 160, 3), np.uint8)
     native, twin = rb_both(lambda: call(frames))
@@ -407,15 +437,21 @@ def test_empty_image_batches_give_empty_batches(call) -> None:
 
 
 def test_empty_palette_batches_give_empty_batches() -> None:
-    native, twin = rb_both(lambda: image.palette_resize(
-        np.zeros((0, 210, 160), np.uint8), np.zeros((256, 3), np.uint8), 84))
+    native, twin = rb_both(
+        lambda: image.palette_resize(
+            np.zeros((0, 210, 160), np.uint8), np.zeros((256, 3), np.uint8), 84
+        )
+    )
     assert native.shape == twin.shape == (0, 84, 84, 1)
 
 
-@pytest.mark.parametrize("obs", [
-    {"a": 1, "b": np.zeros((1, 4), np.float32), "c": np.zeros((1, 2), np.int64)},
-    {"a": np.array(1), "b": np.zeros((1, 4), np.float32), "c": np.zeros((1, 2), np.int64)},
-])
+@pytest.mark.parametrize(
+    "obs",
+    [
+        {"a": 1, "b": np.zeros((1, 4), np.float32), "c": np.zeros((1, 2), np.int64)},
+        {"a": np.array(1), "b": np.zeros((1, 4), np.float32), "c": np.zeros((1, 2), np.int64)},
+    ],
+)
 def test_a_leaf_without_the_batch_dimension_is_the_same_value_error(obs) -> None:
     pre = make(DICT_SPACE)
 

@@ -9,6 +9,8 @@ import pytest
 import rlblocks
 from rlblocks import _core, _impl, image
 
+pytestmark = pytest.mark.native
+
 cv2 = pytest.importorskip("cv2")
 
 RNG = np.random.default_rng(1234)
@@ -71,10 +73,24 @@ def assert_within_one(ours: np.ndarray, theirs: np.ndarray) -> None:
 
 # Sizes: Atari (non-integer ratio), integer ratios, odd ratios, enlarging, mixed, degenerate.
 SIZES = [
-    (210, 160, 84, 84), (160, 160, 84, 84), (210, 160, 105, 80), (84, 84, 42, 42),
-    (100, 100, 33, 33), (7, 5, 3, 2), (5, 5, 1, 1), (300, 7, 11, 3), (13, 17, 13, 17),
-    (84, 84, 210, 160), (10, 10, 33, 33), (6, 21, 18, 119), (45, 87, 7, 150),
-    (160, 160, 84, 200), (1, 1, 4, 4), (2, 9, 5, 4), (250, 250, 31, 17), (64, 48, 64, 47),
+    (210, 160, 84, 84),
+    (160, 160, 84, 84),
+    (210, 160, 105, 80),
+    (84, 84, 42, 42),
+    (100, 100, 33, 33),
+    (7, 5, 3, 2),
+    (5, 5, 1, 1),
+    (300, 7, 11, 3),
+    (13, 17, 13, 17),
+    (84, 84, 210, 160),
+    (10, 10, 33, 33),
+    (6, 21, 18, 119),
+    (45, 87, 7, 150),
+    (160, 160, 84, 200),
+    (1, 1, 4, 4),
+    (2, 9, 5, 4),
+    (250, 250, 31, 17),
+    (64, 48, 64, 47),
 ]
 
 
@@ -173,8 +189,9 @@ def test_views_and_other_layouts_are_read_correctly():
     fortran = np.asfortranarray(big[0])
     np.testing.assert_array_equal(image.resize(fortran, 50), image.resize(big[0], 50))
     flipped = big[0, ::-1]
-    np.testing.assert_array_equal(image.resize(flipped, 50),
-                                  image.resize(np.ascontiguousarray(flipped), 50))
+    np.testing.assert_array_equal(
+        image.resize(flipped, 50), image.resize(np.ascontiguousarray(flipped), 50)
+    )
     ints = big[0].astype(np.int64)
     np.testing.assert_array_equal(image.gray_resize(ints, 84), image.gray_resize(big[0], 84))
 
@@ -191,25 +208,30 @@ def test_out_is_filled_in_place():
 
 def test_crop_and_max_last_two():
     frames = RNG.integers(0, 256, (3, 210, 160, 3), dtype=np.uint8)
-    np.testing.assert_array_equal(both(image.crop, frames, 25, 3, 160, 150),
-                                  frames[:, 25:185, 3:153])
+    np.testing.assert_array_equal(
+        both(image.crop, frames, 25, 3, 160, 150), frames[:, 25:185, 3:153]
+    )
     floats = RNG.random((2, 10, 12, 2)).astype(np.float64)
     np.testing.assert_array_equal(both(image.crop, floats, 0, 0, 10, 12), floats)
     stack = RNG.integers(0, 256, (4, 3, 21, 16, 3), dtype=np.uint8)
-    np.testing.assert_array_equal(both(image.max_last_two, stack, axis=1),
-                                  np.maximum(stack[:, 1], stack[:, 2]))
-    np.testing.assert_array_equal(both(image.max_last_two, stack[0]),
-                                  np.maximum(stack[0, 1], stack[0, 2]))
+    np.testing.assert_array_equal(
+        both(image.max_last_two, stack, axis=1), np.maximum(stack[:, 1], stack[:, 2])
+    )
+    np.testing.assert_array_equal(
+        both(image.max_last_two, stack[0]), np.maximum(stack[0, 1], stack[0, 2])
+    )
     f = RNG.random((2, 5, 7)).astype(np.float32)
-    np.testing.assert_array_equal(both(image.max_last_two, f, axis=-1),
-                                  np.maximum(f[..., 5], f[..., 6]))
+    np.testing.assert_array_equal(
+        both(image.max_last_two, f, axis=-1), np.maximum(f[..., 5], f[..., 6])
+    )
 
 
 # --------------------------------------------------------------------- GenericPixel
 
 
-def rllib_generic_fixed(frame: np.ndarray, dim: int, grayscale: bool,
-                        zero_mean: bool) -> np.ndarray:
+def rllib_generic_fixed(
+    frame: np.ndarray, dim: int, grayscale: bool, zero_mean: bool
+) -> np.ndarray:
     """RLlib's steps with OpenCV, with the float maths done right (float64 throughout)."""
     x = frame[25:-25, :, :]
     if dim < 84:
@@ -246,8 +268,10 @@ def test_generic_pixel_uint8_rgb_does_not_wrap_or_raise():
 
 def test_generic_pixel_float64_input_is_converted():
     frame = RNG.integers(0, 256, (210, 160, 3)).astype(np.float64)
-    np.testing.assert_array_equal(image.generic_pixel(frame, 42, True),
-                                  image.generic_pixel(frame.astype(np.float32), 42, True))
+    np.testing.assert_array_equal(
+        image.generic_pixel(frame, 42, True),
+        image.generic_pixel(frame.astype(np.float32), 42, True),
+    )
 
 
 # --------------------------------------------------------------------- bad input
@@ -323,19 +347,20 @@ def test_native_bindings_refuse_bad_arrays_directly():
     frames = np.zeros((2, 30, 20, 3), dtype=np.uint8)
     out = np.full((2, 10, 10, 1), 7, dtype=np.uint8)
     bad = [
-        lambda: _core.image_resize(frames[0], 10, 10, True, out),                 # rank
+        lambda: _core.image_resize(frames[0], 10, 10, True, out),  # rank
         lambda: _core.image_resize(frames.astype(np.int16), 10, 10, True, out),  # dtype
-        lambda: _core.image_resize(frames[..., :2], 10, 10, True, out),          # channels
-        lambda: _core.image_resize(frames[:, :, ::-1], 10, 10, True, out),       # strides
-        lambda: _core.image_resize(frames, 10, 11, True, out),                   # out shape
-        lambda: _core.image_resize(frames, 0, 10, True, out),                    # size
-        lambda: _core.image_resize(frames, 10, 10, True, out[:, ::2]),           # out layout
-        lambda: _core.image_resize(frames, 10, 10, True, [1, 2]),                # out type
-        lambda: _core.image_crop(frames, 25, 0, 10, 10, out),                    # window
-        lambda: _core.image_max_last_two(frames, 4, out),                        # axis
-        lambda: _core.image_generic_pixel(frames, 10, True, True, out),          # H <= 50
-        lambda: _core.image_resize(frames, 10, 10, True,
-                                   frames.reshape(-1)[:200].reshape(2, 10, 10, 1)),  # overlap
+        lambda: _core.image_resize(frames[..., :2], 10, 10, True, out),  # channels
+        lambda: _core.image_resize(frames[:, :, ::-1], 10, 10, True, out),  # strides
+        lambda: _core.image_resize(frames, 10, 11, True, out),  # out shape
+        lambda: _core.image_resize(frames, 0, 10, True, out),  # size
+        lambda: _core.image_resize(frames, 10, 10, True, out[:, ::2]),  # out layout
+        lambda: _core.image_resize(frames, 10, 10, True, [1, 2]),  # out type
+        lambda: _core.image_crop(frames, 25, 0, 10, 10, out),  # window
+        lambda: _core.image_max_last_two(frames, 4, out),  # axis
+        lambda: _core.image_generic_pixel(frames, 10, True, True, out),  # H <= 50
+        lambda: _core.image_resize(
+            frames, 10, 10, True, frames.reshape(-1)[:200].reshape(2, 10, 10, 1)
+        ),  # overlap
     ]
     for call in bad:
         with pytest.raises(ValueError):
@@ -347,15 +372,19 @@ def test_max_with_fuses_the_max_pool():
     a = RNG.integers(0, 256, (3, 210, 160, 3), dtype=np.uint8)
     b = RNG.integers(0, 256, (3, 210, 160, 3), dtype=np.uint8)
     pooled = np.maximum(a, b)
-    np.testing.assert_array_equal(both(image.gray_resize, a, 84, max_with=b),
-                                  image.gray_resize(pooled, 84))
-    np.testing.assert_array_equal(both(image.resize, a, (50, 70), max_with=b),
-                                  image.resize(pooled, (50, 70)))
-    np.testing.assert_array_equal(image.gray_resize(a[1], 84, max_with=b[1]),
-                                  image.gray_resize(pooled[1], 84))
+    np.testing.assert_array_equal(
+        both(image.gray_resize, a, 84, max_with=b), image.gray_resize(pooled, 84)
+    )
+    np.testing.assert_array_equal(
+        both(image.resize, a, (50, 70), max_with=b), image.resize(pooled, (50, 70))
+    )
+    np.testing.assert_array_equal(
+        image.gray_resize(a[1], 84, max_with=b[1]), image.gray_resize(pooled[1], 84)
+    )
     view = b[:, ::-1]  # any layout is converted
-    np.testing.assert_array_equal(image.gray_resize(a, 84, max_with=view),
-                                  image.gray_resize(np.maximum(a, view), 84))
+    np.testing.assert_array_equal(
+        image.gray_resize(a, 84, max_with=view), image.gray_resize(np.maximum(a, view), 84)
+    )
 
 
 @pytest.mark.parametrize("impl", ["native", "numpy"])
@@ -372,8 +401,9 @@ def test_bad_max_with_raises(impl):
             image.resize(a.astype(np.float32), 8, max_with=a)
         alias = np.zeros(2 * 20 * 16 * 3, dtype=np.uint8)
         with pytest.raises(ValueError, match="overlap"):
-            image.gray_resize(a, 8, out=alias[:128].reshape(2, 8, 8, 1),
-                              max_with=alias.reshape(2, 20, 16, 3))
+            image.gray_resize(
+                a, 8, out=alias[:128].reshape(2, 8, 8, 1), max_with=alias.reshape(2, 20, 16, 3)
+            )
     with pytest.raises(ValueError, match="max_with"):
         _core.image_resize(a, 8, 8, True, out, a[:, :10])
     assert (out == 7).all()
@@ -398,19 +428,26 @@ def _palette_case(batch, h, w, colours=6, seed=0):
     return pal, idx, second
 
 
-@pytest.mark.parametrize(("H", "W", "h", "w"), [(210, 160, 84, 84), (210, 160, 42, 64),
-                                                (37, 53, 50, 20), (5, 17, 5, 17)])
+@pytest.mark.parametrize(
+    ("H", "W", "h", "w"), [(210, 160, 84, 84), (210, 160, 42, 64), (37, 53, 50, 20), (5, 17, 5, 17)]
+)
 @pytest.mark.parametrize("gray", [True, False])
 def test_palette_resize_is_the_resize_of_the_rgb_frames(H, W, h, w, gray):
     pal, idx, second = _palette_case(3, H, W, seed=H + W + h)
     plain = image.gray_resize if gray else image.resize
     want = plain(pal[idx], (h, w), max_with=pal[second])
     np.testing.assert_array_equal(
-        both(image.palette_resize, idx, pal, (h, w), gray=gray, max_with=second), want)
-    np.testing.assert_array_equal(both(image.palette_resize, idx[1], pal, (h, w), gray=gray),
-                                  plain(pal[idx[1]], (h, w)))
-    ref = [cv2.resize(cv2.cvtColor(f, cv2.COLOR_RGB2GRAY) if gray else f, (w, h),
-                      interpolation=cv2.INTER_AREA) for f in np.maximum(pal[idx], pal[second])]
+        both(image.palette_resize, idx, pal, (h, w), gray=gray, max_with=second), want
+    )
+    np.testing.assert_array_equal(
+        both(image.palette_resize, idx[1], pal, (h, w), gray=gray), plain(pal[idx[1]], (h, w))
+    )
+    ref = [
+        cv2.resize(
+            cv2.cvtColor(f, cv2.COLOR_RGB2GRAY) if gray else f, (w, h), interpolation=cv2.INTER_AREA
+        )
+        for f in np.maximum(pal[idx], pal[second])
+    ]
     ref = np.stack(ref).reshape(want.shape).astype(int)
     assert np.abs(want.astype(int) - ref).max() <= 1
 
@@ -425,10 +462,12 @@ def test_palette_resize_threads_out_and_views():
     np.testing.assert_array_equal(out, want)
     wide = np.zeros((9, 210, 200), dtype=np.uint8)
     wide[:, :, 20:180] = idx  # a strided view is copied, never misread
-    np.testing.assert_array_equal(image.palette_resize(wide[:, :, 20:180], pal, 84,
-                                                       max_with=second), want)
-    np.testing.assert_array_equal(image.palette_resize(idx[::2], pal, 84), image.gray_resize(
-        pal[idx[::2]], 84))
+    np.testing.assert_array_equal(
+        image.palette_resize(wide[:, :, 20:180], pal, 84, max_with=second), want
+    )
+    np.testing.assert_array_equal(
+        image.palette_resize(idx[::2], pal, 84), image.gray_resize(pal[idx[::2]], 84)
+    )
 
 
 @pytest.mark.parametrize("n", [0, 1, 31, 32, 33, 210 * 160])
@@ -452,18 +491,29 @@ def test_palette_unknown_finds_every_index(n):
     assert image.palette_unknown(base.reshape(1, -1), known.astype(bool)) is False
 
 
-@pytest.mark.parametrize(("call", "match"), [
-    (lambda p, i: image.palette_resize(i.astype(np.int16), p, 84), "uint8 palette indices"),
-    (lambda p, i: image.palette_resize(i[None, None], p, 84), "uint8 palette indices"),
-    (lambda p, i: image.palette_resize(i, p[:255], 84),
-     r"palette must be a uint8 array of shape \(256, 3\)"),
-    (lambda p, i: image.palette_resize(i, p.astype(np.float32), 84), "palette must be a uint8"),
-    (lambda p, i: image.palette_resize(i, p, 0), "size must be >= 1"),
-    (lambda p, i: image.palette_resize(i, p, 84, max_with=i[:-1]), "max_with must have"),
-    (lambda p, i: image.palette_resize(i, p, 84, np.empty((84, 84, 3), np.uint8)), "out must be"),
-    (lambda p, i: image.palette_unknown(i.astype(np.int32), np.ones(256, np.uint8)), "uint8"),
-    (lambda p, i: image.palette_unknown(i, np.ones(255, np.uint8)), r"known must be .*\(256,\)"),
-])
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda p, i: image.palette_resize(i.astype(np.int16), p, 84), "uint8 palette indices"),
+        (lambda p, i: image.palette_resize(i[None, None], p, 84), "uint8 palette indices"),
+        (
+            lambda p, i: image.palette_resize(i, p[:255], 84),
+            r"palette must be a uint8 array of shape \(256, 3\)",
+        ),
+        (lambda p, i: image.palette_resize(i, p.astype(np.float32), 84), "palette must be a uint8"),
+        (lambda p, i: image.palette_resize(i, p, 0), "size must be >= 1"),
+        (lambda p, i: image.palette_resize(i, p, 84, max_with=i[:-1]), "max_with must have"),
+        (
+            lambda p, i: image.palette_resize(i, p, 84, np.empty((84, 84, 3), np.uint8)),
+            "out must be",
+        ),
+        (lambda p, i: image.palette_unknown(i.astype(np.int32), np.ones(256, np.uint8)), "uint8"),
+        (
+            lambda p, i: image.palette_unknown(i, np.ones(255, np.uint8)),
+            r"known must be .*\(256,\)",
+        ),
+    ],
+)
 def test_palette_bad_input_raises(call, match, impl):
     pal, idx, _ = _palette_case(1, 30, 20)
     with pytest.raises(ValueError, match=match):
@@ -482,7 +532,7 @@ def test_palette_native_bindings_refuse_bad_arrays_directly():
     with pytest.raises(ValueError, match="out must not overlap max_with"):
         buf = np.zeros(2 * 30 * 20 + 2 * 64, np.uint8)
         m = buf[: 2 * 600].reshape(2, 30, 20)
-        out = buf[2 * 600 - 64:][:128].reshape(2, 8, 8, 1)  # shares 64 bytes with m
+        out = buf[2 * 600 - 64 :][:128].reshape(2, 8, 8, 1)  # shares 64 bytes with m
         _core.image_palette_resize(idx, pal, 8, 8, True, out, m)
     with pytest.raises(ValueError, match="known must be"):
         _core.image_palette_unknown(idx, pal)

@@ -51,8 +51,9 @@ def import_graph() -> dict[str, set[str]]:
                 if node.level:
                     parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                     base = ".".join(parts + ([base] if base else []))
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base
-                           for a in node.names]
+                targets = [
+                    f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names
+                ]
             else:
                 continue
             graph[name].update(t for t in targets if t in files and t != name)
@@ -114,5 +115,42 @@ def test_the_fast_paths_never_import_the_policy_or_the_learner() -> None:
         for w in graph[todo.pop()] - reached:
             reached.add(w)
             todo.append(w)
-    assert not reached & {"rlblocks.train.policy", "rlblocks.train.learner",
-                          "rlblocks.train.ppo", "rlblocks.train.rollout"}
+    assert not reached & {
+        "rlblocks.train.policy",
+        "rlblocks.train.learner",
+        "rlblocks.train.ppo",
+        "rlblocks.train.envs",
+        "rlblocks.train.runner",
+    }
+
+
+def command_line_importers(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    """The modules outside ``rlblocks.cli`` that import it (or one of its modules)."""
+
+    def in_cli(name: str) -> bool:
+        return name == "rlblocks.cli" or name.startswith("rlblocks.cli.")
+
+    return {
+        name: sorted(filter(in_cli, targets))
+        for name, targets in graph.items()
+        if not in_cli(name) and any(in_cli(t) for t in targets)
+    }
+
+
+def test_no_library_module_imports_the_command_line() -> None:
+    graph = import_graph()
+    assert "rlblocks.cli.train" in graph and "rlblocks.cli" in graph["rlblocks.cli.__main__"]
+    assert command_line_importers(graph) == {}
+
+
+def test_the_command_line_check_finds_an_importer() -> None:
+    graph = {
+        "rlblocks.train.ppo": {"rlblocks.cli.train_stops"},
+        "rlblocks.cli": {"rlblocks.cli.train"},
+        "rlblocks.cli.train": {"rlblocks.train.ppo"},
+        "rlblocks.client": {"rlblocks.cli"},
+    }
+    assert command_line_importers(graph) == {
+        "rlblocks.train.ppo": ["rlblocks.cli.train_stops"],
+        "rlblocks.client": ["rlblocks.cli"],
+    }

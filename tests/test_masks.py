@@ -37,21 +37,46 @@ from rlblocks.models.parametric import ParametricActionsModel
 from rlblocks.models.recurrent import LSTMWrapper
 from rlblocks.models.visionnet import VisionNetwork
 from rlblocks.train import PPOTrainer
-from rlblocks.train.config import PPOConfig
 from rlblocks.train.policy import Policy
+from rlblocks.train.trainer_config import PPOConfig
 
 ENV = "rlblocks/MaskedBandit-v0"
-TINY = ["--set", "num_envs=2", "--set", "train_batch_size=64", "--set", "sgd_minibatch_size=32",
-        "--set", "num_sgd_iter=2", "--set", "model.fcnet_hiddens=[16]", "--set", "seed=1",
-        "--stop-timesteps", "128", "--no-progress", "--no-default-stop-reward"]
-LSTM = {"use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 4, "lstm_use_prev_action": True,
-        "lstm_use_prev_reward": True}
-ATTENTION = {"use_attention": True, "attention_dim": 16, "attention_head_dim": 8,
-             "attention_num_transformer_units": 1, "attention_memory_inference": 4,
-             "attention_memory_training": 4, "max_seq_len": 5,
-             "attention_position_wise_mlp_dim": 16}
-ATTENTION_PREV = {**ATTENTION, "attention_use_n_prev_actions": 2,
-                  "attention_use_n_prev_rewards": 2}
+TINY = [
+    "--set",
+    "num_envs=2",
+    "--set",
+    "train_batch_size=64",
+    "--set",
+    "sgd_minibatch_size=32",
+    "--set",
+    "num_sgd_iter=2",
+    "--set",
+    "model.fcnet_hiddens=[16]",
+    "--set",
+    "seed=1",
+    "--stop-timesteps",
+    "128",
+    "--no-progress",
+    "--no-default-stop-reward",
+]
+LSTM = {
+    "use_lstm": True,
+    "lstm_cell_size": 8,
+    "max_seq_len": 4,
+    "lstm_use_prev_action": True,
+    "lstm_use_prev_reward": True,
+}
+ATTENTION = {
+    "use_attention": True,
+    "attention_dim": 16,
+    "attention_head_dim": 8,
+    "attention_num_transformer_units": 1,
+    "attention_memory_inference": 4,
+    "attention_memory_training": 4,
+    "max_seq_len": 5,
+    "attention_position_wise_mlp_dim": 16,
+}
+ATTENTION_PREV = {**ATTENTION, "attention_use_n_prev_actions": 2, "attention_use_n_prev_rewards": 2}
 VISION = {"conv_filters": [[8, [3, 3], 2], [16, [3, 2], 1]]}
 
 
@@ -59,8 +84,9 @@ def mask_space(obs: gym.Space, n: int) -> Dict:
     return Dict({"action_mask": MultiBinary(n), "observations": obs})
 
 
-def build(obs: gym.Space, action_space: gym.Space, config: dict[str, Any] | None = None
-          ) -> tuple[ModelV2, Any, Any]:
+def build(
+    obs: gym.Space, action_space: gym.Space, config: dict[str, Any] | None = None
+) -> tuple[ModelV2, Any, Any]:
     """(model, preprocessor, dist class) as the trainer builds them."""
     prep = ModelCatalog.get_preprocessor_for_space(obs, config)
     dist, n = ModelCatalog.get_action_dist(action_space, config)
@@ -69,8 +95,7 @@ def build(obs: gym.Space, action_space: gym.Space, config: dict[str, Any] | None
 
 
 def settings(model: dict[str, Any]) -> list[str]:
-    return [arg for k, v in model.items()
-            for arg in ("--set", f"model.{k}={json.dumps(v)}")]
+    return [arg for k, v in model.items() for arg in ("--set", f"model.{k}={json.dumps(v)}")]
 
 
 @pytest.fixture(autouse=True)
@@ -84,8 +109,7 @@ def test_layout_covers_the_discrete_components_in_flatten_order() -> None:
     md = mask_layout(MultiDiscrete([2, 3]), 5, Box(0, 1, (5,)))
     assert md.segments == ((0, 2), (2, 5)) and md.pieces == (("mask", 0, 5),)
     # Dict keys sorted ("a" Box first): the Box's 4 logits (mean, log-std) stay open
-    space = gym.spaces.Dict({"b": MultiDiscrete([2, 2]), "a": Box(-1, 1, (2,)),
-                             "c": Discrete(3)})
+    space = gym.spaces.Dict({"b": MultiDiscrete([2, 2]), "a": Box(-1, 1, (2,)), "c": Discrete(3)})
     lay = mask_layout(space, 4 + 4 + 3, MultiBinary(7))
     assert lay.pieces == (("open", 4, 0), ("mask", 0, 4), ("mask", 4, 7))
     assert lay.segments == ((0, 2), (2, 4), (4, 7))
@@ -106,8 +130,9 @@ def test_wrong_mask_length_fails_at_build_time_naming_both() -> None:
     with pytest.raises(ValueError, match="needs a Discrete or MultiDiscrete"):
         build(mask_space(Box(-1, 1, (3,)), 2), Box(-1, 1, (2,)))
     with pytest.raises(ValueError, match="1-D MultiBinary or Box"):
-        build(Dict({"action_mask": Box(0, 1, (2, 2)), "observations": Box(-1, 1, (3,))}),
-              Discrete(4))
+        build(
+            Dict({"action_mask": Box(0, 1, (2, 2)), "observations": Box(-1, 1, (3,))}), Discrete(4)
+        )
     # through the trainer too, before any step is taken
     with pytest.raises(ValueError, match=r"has 5 entries but .* needs 4"):
         PPOTrainer({"env": lambda cfg: WrongMask(), "num_envs": 1})
@@ -147,23 +172,32 @@ def test_masked_action_rows() -> None:
 
 
 # --- every catalog model sees `observations` only ---------------------------------------------
-@pytest.mark.parametrize("obs, config, inner_cls", [
-    (Box(-1, 1, (5,)), {}, FullyConnectedNetwork),
-    (Box(0, 255, (6, 4, 3), np.uint8), VISION, VisionNetwork),
-    (Dict({"x": Box(-1, 1, (3,)), "k": Discrete(3)}), {}, FullyConnectedNetwork),
-    (Dict({"img": Box(0, 1, (6, 4, 1)), "k": Discrete(3)}),
-     {"conv_filters": VISION["conv_filters"]}, ComplexInputNetwork),
-    (Box(-1, 1, (5,)), LSTM, LSTMWrapper),
-    (Box(-1, 1, (5,)), ATTENTION_PREV, AttentionWrapper),
-], ids=["fc", "vision", "dict-fc", "complex", "lstm", "attention"])
-def test_catalog_models_see_observations_only(obs: gym.Space, config: dict[str, Any],
-                                              inner_cls: type) -> None:
+@pytest.mark.parametrize(
+    "obs, config, inner_cls",
+    [
+        (Box(-1, 1, (5,)), {}, FullyConnectedNetwork),
+        (Box(0, 255, (6, 4, 3), np.uint8), VISION, VisionNetwork),
+        (Dict({"x": Box(-1, 1, (3,)), "k": Discrete(3)}), {}, FullyConnectedNetwork),
+        (
+            Dict({"img": Box(0, 1, (6, 4, 1)), "k": Discrete(3)}),
+            {"conv_filters": VISION["conv_filters"]},
+            ComplexInputNetwork,
+        ),
+        (Box(-1, 1, (5,)), LSTM, LSTMWrapper),
+        (Box(-1, 1, (5,)), ATTENTION_PREV, AttentionWrapper),
+    ],
+    ids=["fc", "vision", "dict-fc", "complex", "lstm", "attention"],
+)
+def test_catalog_models_see_observations_only(
+    obs: gym.Space, config: dict[str, Any], inner_cls: type
+) -> None:
     torch.manual_seed(0)
     space = mask_space(obs, 4)
     prep = ModelCatalog.get_preprocessor_for_space(space, config)
     # the trainer's policy builds the model and its inputs (previous actions / rewards)
-    policy = Policy(prep.observation_space, Discrete(4),
-                    PPOConfig(model={"fcnet_hiddens": [16], **config}))
+    policy = Policy(
+        prep.observation_space, Discrete(4), PPOConfig(model={"fcnet_hiddens": [16], **config})
+    )
     model, dist_cls = policy.model, policy.dist_class
     assert isinstance(model, ActionMaskModel) and type(model.inner) is inner_cls
     inner_prep = ModelCatalog.get_preprocessor_for_space(obs, config)
@@ -177,8 +211,10 @@ def test_catalog_models_see_observations_only(obs: gym.Space, config: dict[str, 
     seq_lens = torch.ones(6, dtype=torch.int64) if state else None
     with torch.no_grad():
         out, _ = model(inputs, state, seq_lens)
-        inner_inputs = {**inputs, "obs": torch.from_numpy(inner_prep.transform_batch(
-            [o["observations"] for o in raw]))}
+        inner_inputs = {
+            **inputs,
+            "obs": torch.from_numpy(inner_prep.transform_batch([o["observations"] for o in raw])),
+        }
         want, _ = model.inner(inner_inputs, state, seq_lens)
     mask = torch.from_numpy(np.stack([o["action_mask"] for o in raw])).float()
     torch.testing.assert_close(out[mask > 0], want[mask > 0])
@@ -232,8 +268,9 @@ def test_an_unpreprocessed_mask_space_is_refused_unless_the_model_reads_the_mask
     space = mask_space(Box(-1, 1, (3,)), 4)
     with pytest.raises(ValueError, match="must be preprocessed"):
         ModelCatalog.get_model_v2(space, Discrete(4), 4, {})
-    model = ModelCatalog.get_model_v2(space, Discrete(4), 4,
-                                      {"custom_model": ParametricActionsModel})
+    model = ModelCatalog.get_model_v2(
+        space, Discrete(4), 4, {"custom_model": ParametricActionsModel}
+    )
     assert type(model) is ParametricActionsModel  # it masks the raw Dict itself
     obs = {"action_mask": torch.tensor([[1.0, 0, 0, 1]]), "observations": torch.zeros(1, 3)}
     out, _ = model({"obs": obs})
@@ -242,8 +279,10 @@ def test_an_unpreprocessed_mask_space_is_refused_unless_the_model_reads_the_mask
 
 def test_parametric_actions_model_without_avail_actions() -> None:
     space = mask_space(Box(-1, 1, (3,)), 4)
-    config = {"custom_model": ParametricActionsModel,
-              "custom_model_config": {"action_embed_size": 3}}
+    config = {
+        "custom_model": ParametricActionsModel,
+        "custom_model_config": {"action_embed_size": 3},
+    }
     model, prep, _ = build(space, Discrete(4), config)
     inner = model.inner
     assert isinstance(inner, ParametricActionsModel) and not inner.observed_embeddings
@@ -256,23 +295,44 @@ def test_parametric_actions_model_without_avail_actions() -> None:
 
 
 # --- the native trainer, through the command line -----------------------------------------------
-@pytest.mark.parametrize("action, obs, model", [
-    ("discrete", "box", {}),
-    ("multidiscrete", "box", LSTM),
-    ("tuple", "box", ATTENTION),
-    ("discrete", "box", ATTENTION_PREV),
-    ("tuple", "image", VISION),
-    ("multidiscrete", "image", {**VISION, **LSTM}),
-    ("dict", "box", {}),
-], ids=["discrete-fc", "multidiscrete-lstm", "tuple-attention", "discrete-attention-prev",
-        "tuple-vision", "multidiscrete-vision-lstm", "dict-fc"])
+@pytest.mark.parametrize(
+    "action, obs, model",
+    [
+        ("discrete", "box", {}),
+        ("multidiscrete", "box", LSTM),
+        ("tuple", "box", ATTENTION),
+        ("discrete", "box", ATTENTION_PREV),
+        ("tuple", "image", VISION),
+        ("multidiscrete", "image", {**VISION, **LSTM}),
+        ("dict", "box", {}),
+    ],
+    ids=[
+        "discrete-fc",
+        "multidiscrete-lstm",
+        "tuple-attention",
+        "discrete-attention-prev",
+        "tuple-vision",
+        "multidiscrete-vision-lstm",
+        "dict-fc",
+    ],
+)
 def test_cli_train_evaluate_export_never_take_a_masked_action(
     tmp_path: Path, capsys: Any, action: str, obs: str, model: dict[str, Any]
 ) -> None:
     run = tmp_path / "run"
-    argv = ["train", "--env", ENV, "--run-dir", str(run), *TINY,
-            "--set", f"env_config.action={action}", "--set", f"env_config.obs={obs}",
-            *settings(model)]
+    argv = [
+        "train",
+        "--env",
+        ENV,
+        "--run-dir",
+        str(run),
+        *TINY,
+        "--set",
+        f"env_config.action={action}",
+        "--set",
+        f"env_config.obs={obs}",
+        *settings(model),
+    ]
     assert main(argv) == 0, capsys.readouterr().err
     trained = dict(MaskedBanditEnv.counts)
     assert trained["steps"] >= 128 and trained["masked"] == 0, trained
@@ -282,8 +342,21 @@ def test_cli_train_evaluate_export_never_take_a_masked_action(
     assert main(["export", str(run)]) == 0
     assert main(["export", str(run), "--format", "torch-export"]) == 0
     for artifact in ("policy.onnx", "policy.pt2"):
-        assert main(["evaluate", str(run), "--episodes", "3", "--seed", "5",
-                     "--exported", str(run / artifact)]) == 0
+        assert (
+            main(
+                [
+                    "evaluate",
+                    str(run),
+                    "--episodes",
+                    "3",
+                    "--seed",
+                    "5",
+                    "--exported",
+                    str(run / artifact),
+                ]
+            )
+            == 0
+        )
     sidecar = json.loads((run / "policy.onnx.json").read_text())
     size = 2 * 4 if action in ("multidiscrete", "dict") else 4
     assert sidecar["observation"]["action_mask"]["offset"] == 0
@@ -296,8 +369,15 @@ def test_exported_policies_respect_random_masks_and_refuse_empty_ones(tmp_path: 
     from rlblocks.export import export_policy
     from rlblocks.export.evaluate import load_exported
 
-    trainer = PPOTrainer({"env": ENV, "num_envs": 1, "seed": 0,
-                          "env_config": {"action": "tuple"}, "model": {"fcnet_hiddens": [8]}})
+    trainer = PPOTrainer(
+        {
+            "env": ENV,
+            "num_envs": 1,
+            "seed": 0,
+            "env_config": {"action": "tuple"},
+            "model": {"fcnet_hiddens": [8]},
+        }
+    )
     try:
         space = trainer.venv.single_observation_space
         rng = np.random.default_rng(0)
@@ -314,8 +394,8 @@ def test_exported_policies_respect_random_masks_and_refuse_empty_ones(tmp_path: 
         for fmt, name in (("onnx", "p.onnx"), ("torch-export", "p.pt2")):
             policy = load_exported(export_policy(trainer, tmp_path / name, fmt))
             actions, _ = policy.compute_actions(obs)
-            assert legal[np.arange(200), actions[0]].all()       # never a masked action
-            np.testing.assert_array_equal(actions[0], want[0])   # the trainer's choice
+            assert legal[np.arange(200), actions[0]].all()  # never a masked action
+            np.testing.assert_array_equal(actions[0], want[0])  # the trainer's choice
             empty = {**obs[0], "action_mask": np.zeros(4, np.int8)}
             with pytest.raises(ValueError, match="row 1 leaves no legal action"):
                 policy.compute_actions([obs[0], empty])
@@ -328,16 +408,42 @@ def test_exported_policies_respect_random_masks_and_refuse_empty_ones(tmp_path: 
 # --- distributions and refusals -----------------------------------------------------------------
 def test_masked_categorical_custom_dist_works_or_is_refused(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    assert main(["train", "--env", ENV, "--run-dir", str(run), *TINY, "--set",
-                 "model.custom_action_dist=rlblocks.distributions:MaskedCategorical"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--env",
+                ENV,
+                "--run-dir",
+                str(run),
+                *TINY,
+                "--set",
+                "model.custom_action_dist=rlblocks.distributions:MaskedCategorical",
+            ]
+        )
+        == 0
+    )
     assert MaskedBanditEnv.counts["steps"] >= 128 and MaskedBanditEnv.counts["masked"] == 0
     with pytest.raises(ValueError, match="needs a Discrete action space"):
-        PPOTrainer({"env": ENV, "env_config": {"action": "multidiscrete"}, "num_envs": 1,
-                    "model": {"custom_action_dist": "rlblocks.distributions:MaskedCategorical"}})
-    with PPOTrainer({"env": ENV, "env_config": {"action": "multidiscrete"}, "num_envs": 2,
-                     "train_batch_size": 64, "sgd_minibatch_size": 32, "num_sgd_iter": 2,
-                     "model": {"custom_action_dist":
-                               "rlblocks.distributions:MaskedMultiCategorical"}}) as trainer:
+        PPOTrainer(
+            {
+                "env": ENV,
+                "env_config": {"action": "multidiscrete"},
+                "num_envs": 1,
+                "model": {"custom_action_dist": "rlblocks.distributions:MaskedCategorical"},
+            }
+        )
+    with PPOTrainer(
+        {
+            "env": ENV,
+            "env_config": {"action": "multidiscrete"},
+            "num_envs": 2,
+            "train_batch_size": 64,
+            "sgd_minibatch_size": 32,
+            "num_sgd_iter": 2,
+            "model": {"custom_action_dist": "rlblocks.distributions:MaskedMultiCategorical"},
+        }
+    ) as trainer:
         trainer.train()
         trainer.evaluate(2)
     assert MaskedBanditEnv.counts["steps"] >= 128 + 64 + 20
@@ -353,8 +459,9 @@ class IgnoresLogits(Categorical):
 
 def test_a_distribution_that_ignores_the_mask_is_refused_loudly() -> None:
     assert issubclass(IgnoresLogits, ActionDistribution)
-    trainer = PPOTrainer({"env": ENV, "num_envs": 4, "seed": 0,
-                          "model": {"custom_action_dist": IgnoresLogits}})
+    trainer = PPOTrainer(
+        {"env": ENV, "num_envs": 4, "seed": 0, "model": {"custom_action_dist": IgnoresLogits}}
+    )
     try:
         with pytest.raises(ValueError, match="chose a masked action"):
             for _ in range(5):
@@ -365,10 +472,20 @@ def test_a_distribution_that_ignores_the_mask_is_refused_loudly() -> None:
 
 
 def test_parametric_actions_model_trains_on_a_plain_mask() -> None:
-    with PPOTrainer({"env": ENV, "num_envs": 2, "train_batch_size": 64,
-                     "sgd_minibatch_size": 32, "num_sgd_iter": 2, "seed": 0, "model": {
-                         "custom_model": "rlblocks.models.parametric:ParametricActionsModel",
-                         "fcnet_hiddens": [16]}}) as trainer:
+    with PPOTrainer(
+        {
+            "env": ENV,
+            "num_envs": 2,
+            "train_batch_size": 64,
+            "sgd_minibatch_size": 32,
+            "num_sgd_iter": 2,
+            "seed": 0,
+            "model": {
+                "custom_model": "rlblocks.models.parametric:ParametricActionsModel",
+                "fcnet_hiddens": [16],
+            },
+        }
+    ) as trainer:
         assert isinstance(trainer.model.inner, ParametricActionsModel)
         trainer.train()
         trainer.evaluate(2)
@@ -396,8 +513,10 @@ def test_masked_bandit_env_scores_and_counts() -> None:
         for _ in range(50):  # a masked action scores -1 and is counted
             obs, *_ = env.step(env.action_space.sample())
         batched = gym.vector.utils.concatenate(
-            env.action_space, [env.unwrapped.best_action()],
-            gym.vector.utils.create_empty_array(env.action_space, 1))
+            env.action_space,
+            [env.unwrapped.best_action()],
+            gym.vector.utils.create_empty_array(env.action_space, 1),
+        )
         assert not masked_action_rows(batched, obs["action_mask"][None], lay).any()
     counts = MaskedBanditEnv.counts
     assert counts["steps"] == 4 * 51 and 0 < counts["masked"] < 4 * 51
@@ -406,8 +525,23 @@ def test_masked_bandit_env_scores_and_counts() -> None:
 # --- learning -----------------------------------------------------------------------------------
 def test_learns_above_random_with_defaults(tmp_path: Path, capsys: Any) -> None:
     run = tmp_path / "run"
-    assert main(["train", "--env", ENV, "--run-dir", str(run), "--stop-timesteps", "12000",
-                 "--no-progress", "--set", "seed=0"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--env",
+                ENV,
+                "--run-dir",
+                str(run),
+                "--stop-timesteps",
+                "12000",
+                "--no-progress",
+                "--set",
+                "seed=0",
+            ]
+        )
+        == 0
+    )
     env = MaskedBanditEnv()
     random_legal = env.random_legal_return  # 4.69 for n=4, 10 steps
     capsys.readouterr()
@@ -433,7 +567,8 @@ def test_rllib_module_masks_tuple_actions_with_the_shared_helper() -> None:
     obs = torch.randn(2, 4)
     with torch.no_grad():
         logits = module.forward_inference(
-            {Columns.OBS: {"action_mask": mask, "observations": obs}})[Columns.ACTION_DIST_INPUTS]
+            {Columns.OBS: {"action_mask": mask, "observations": obs}}
+        )[Columns.ACTION_DIST_INPUTS]
     assert torch.equal(logits[:, [0, 1, 2, 7, 8]] == FLOAT_MIN, mask <= 0)
     assert not bool((logits[:, 3:7] == FLOAT_MIN).any())
     dist = module.get_exploration_action_dist_cls().from_logits(logits)
@@ -452,9 +587,19 @@ def test_rllib_module_masks_tuple_actions_with_the_shared_helper() -> None:
 
 def test_rllib_backend_cli_never_takes_a_masked_action(tmp_path: Path) -> None:
     pytest.importorskip("ray")
-    argv = ["train", "--backend", "rllib", "--env", ENV, "--run-dir", str(tmp_path / "run"),
-            *TINY, "--set", "env_config.action=tuple",
-            *settings({"use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 4})]
+    argv = [
+        "train",
+        "--backend",
+        "rllib",
+        "--env",
+        ENV,
+        "--run-dir",
+        str(tmp_path / "run"),
+        *TINY,
+        "--set",
+        "env_config.action=tuple",
+        *settings({"use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 4}),
+    ]
     assert main(argv) == 0
     assert MaskedBanditEnv.counts["steps"] >= 128 and MaskedBanditEnv.counts["masked"] == 0
     trained = MaskedBanditEnv.counts["steps"]

@@ -6,6 +6,7 @@ import io
 import itertools
 import math
 import warnings
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -131,11 +132,16 @@ def test_tanh_second_derivative(shape):
 
 
 def test_fcnet_honours_hidden_initializers_and_keeps_head_init():
-    cfg = {"fcnet_hiddens": [16, 8], "vf_share_layers": False, "post_fcnet_hiddens": [6],
-           "fcnet_weights_initializer": "orthogonal_",
-           "fcnet_weights_initializer_config": {"gain": 2.0},
-           "fcnet_bias_initializer": "Constant", "fcnet_bias_initializer_config": {"val": 0.25},
-           "post_fcnet_weights_initializer": "zeros"}
+    cfg = {
+        "fcnet_hiddens": [16, 8],
+        "vf_share_layers": False,
+        "post_fcnet_hiddens": [6],
+        "fcnet_weights_initializer": "orthogonal_",
+        "fcnet_weights_initializer_config": {"gain": 2.0},
+        "fcnet_bias_initializer": "Constant",
+        "fcnet_bias_initializer_config": {"val": 0.25},
+        "post_fcnet_weights_initializer": "zeros",
+    }
     m = FullyConnectedNetwork(gym.spaces.Box(-1, 1, (5,)), gym.spaces.Discrete(3), 3, cfg, "fc")
     for stack in (m._hidden_layers, m._value_branch_separate):
         for layer in list(stack)[:2]:  # fcnet_hiddens: orthogonal rows of norm 2, bias 0.25
@@ -155,8 +161,11 @@ def test_default_initializers_draw_the_same_weights_as_before():
     box, discrete = gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2)
     a = FullyConnectedNetwork(box, discrete, 2, {"fcnet_hiddens": [8]}, "a")
     torch.manual_seed(3)
-    normc = {"fcnet_hiddens": [8], "fcnet_weights_initializer": "normc",
-             "fcnet_weights_initializer_config": {"std": 1.0}}
+    normc = {
+        "fcnet_hiddens": [8],
+        "fcnet_weights_initializer": "normc",
+        "fcnet_weights_initializer_config": {"std": 1.0},
+    }
     b = FullyConnectedNetwork(box, discrete, 2, normc, "b")
     for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
         torch.testing.assert_close(pa, pb, rtol=0, atol=0)
@@ -170,8 +179,13 @@ def test_get_initializer_errors():
     with pytest.raises(ValueError, match="takes only std"):
         get_initializer("normc", {"gain": 1.0})
     with pytest.raises(ValueError, match="unknown initializer"):
-        FullyConnectedNetwork(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), 2,
-                              {"fcnet_weights_initializer": "nope"}, "fc")
+        FullyConnectedNetwork(
+            gym.spaces.Box(-1, 1, (4,)),
+            gym.spaces.Discrete(2),
+            2,
+            {"fcnet_weights_initializer": "nope"},
+            "fc",
+        )
     calls = []
     init = get_initializer(lambda t, scale: calls.append(scale), {"scale": 3})
     init(torch.empty(2))
@@ -787,8 +801,9 @@ def test_torch_compile_small_fc():
 
 
 # ----------------------------------------------------------------------------- benchmark smoke
-def test_benchmark_runs_and_its_sequential_twins_match():
-    from rlblocks.benchmarking import models as bench
+def test_benchmark_runs_and_its_sequential_twins_match(monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import bench_models as bench
 
     rows = bench.run_case("fc", bench.build_fc, [1, 4], threads=1, min_time=0.001)
     assert [r.method for r in rows[:3]] == [

@@ -21,8 +21,22 @@ from hypothesis import strategies as st
 from rlblocks import _core
 from rlblocks.spaces import Repeated
 
-INDEX_DTYPES = ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
-                "uint16", "uint32", "uint64", "bool"]
+pytestmark = pytest.mark.native
+
+INDEX_DTYPES = [
+    "float16",
+    "float32",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "bool",
+]
 
 
 def make(space: gym.Space):
@@ -38,10 +52,16 @@ def outcome(fn):
 
 
 def assert_twins_agree(pre, method: str, value) -> tuple[str, object]:
-    native_fn = {"transform": pre._plan.transform, "list": pre._plan.transform_list,
-                 "batched": pre._plan.transform_batched}[method]
-    ref_fn = {"transform": pre._reference.transform, "list": pre._reference.transform_list,
-              "batched": pre._reference.transform_batched}[method]
+    native_fn = {
+        "transform": pre._plan.transform,
+        "list": pre._plan.transform_list,
+        "batched": pre._plan.transform_batched,
+    }[method]
+    ref_fn = {
+        "transform": pre._reference.transform,
+        "list": pre._reference.transform_list,
+        "batched": pre._reference.transform_batched,
+    }[method]
     native, ref = outcome(lambda: native_fn(value)), outcome(lambda: ref_fn(value))
     assert native[0] == ref[0], f"native {native} vs numpy {ref}"
     if native[0] == "ok":
@@ -62,9 +82,11 @@ def test_float_index_is_checked_as_the_integer_written(dtype: str, start: int) -
     base = np.zeros(9, np.float32)
     out = base[1:].reshape(2, 4)
     accepts = all(start <= v < start + 2 for v in exact)
-    for call in (lambda: pre.transform_batch([x, x], out=out),
-                 lambda: pre.transform_batch(np.stack([x, x]), out=out),
-                 lambda: pre.transform(x)):
+    for call in (
+        lambda: pre.transform_batch([x, x], out=out),
+        lambda: pre.transform_batch(np.stack([x, x]), out=out),
+        lambda: pre.transform(x),
+    ):
         if accepts:
             call()
         else:
@@ -76,14 +98,22 @@ def test_float_index_is_checked_as_the_integer_written(dtype: str, start: int) -
 
 
 @settings(max_examples=150, deadline=None)
-@given(dtype=st.sampled_from(INDEX_DTYPES),
-       start=st.sampled_from([0, -3, 2**24 + 1, 2**31 - 2, 2**53 + 1, -(2**62), 2**62]),
-       n=st.integers(1, 3), delta=st.integers(-2, 4), method=st.sampled_from(["list", "batched"]))
+@given(
+    dtype=st.sampled_from(INDEX_DTYPES),
+    start=st.sampled_from([0, -3, 2**24 + 1, 2**31 - 2, 2**53 + 1, -(2**62), 2**62]),
+    n=st.integers(1, 3),
+    delta=st.integers(-2, 4),
+    method=st.sampled_from(["list", "batched"]),
+)
 def test_every_index_width_agrees_with_the_reference_at_the_range_edges(
     dtype: str, start: int, n: int, delta: int, method: str
 ) -> None:
-    space = gym.spaces.Dict({"d": gym.spaces.Discrete(n, start=start),
-                             "m": gym.spaces.MultiDiscrete([n, n], start=[start, start])})
+    space = gym.spaces.Dict(
+        {
+            "d": gym.spaces.Discrete(n, start=start),
+            "m": gym.spaces.MultiDiscrete([n, n], start=[start, start]),
+        }
+    )
     value = start + delta
     try:
         with np.errstate(over="ignore"):
@@ -92,16 +122,18 @@ def test_every_index_width_agrees_with_the_reference_at_the_range_edges(
         return
     obs = {"d": v, "m": np.array([v, v])}
     pre = make(space)
-    batch = [obs, obs] if method == "list" else {"d": np.stack([v, v]),
-                                                 "m": np.stack([obs["m"]] * 2)}
+    batch = (
+        [obs, obs] if method == "list" else {"d": np.stack([v, v]), "m": np.stack([obs["m"]] * 2)}
+    )
     assert_twins_agree(pre, method, batch)
     assert_twins_agree(pre, "transform", obs)
 
 
 def test_spaces_whose_range_overflows_int64_are_refused() -> None:
     with pytest.raises(ValueError, match="overflows int64"):
-        _core.FlattenPlan([{"kind": "discrete", "size": 2, "label": "D", "n": 2,
-                            "start": 2**63 - 1}], 0)
+        _core.FlattenPlan(
+            [{"kind": "discrete", "size": 2, "label": "D", "n": 2, "start": 2**63 - 1}], 0
+        )
 
 
 # ------------------------------------------------------------------ 2. arrays kept alive
@@ -137,8 +169,9 @@ print("ok")
 
 
 def test_items_replaced_by_another_thread_stay_alive_while_the_kernel_reads_them() -> None:
-    result = subprocess.run([sys.executable, "-c", RACE], capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", RACE], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
 
 
@@ -190,8 +223,9 @@ print("ok")
 
 
 def test_an_index_that_empties_its_container_is_read_safely() -> None:
-    result = subprocess.run([sys.executable, "-c", MUTATION], capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", MUTATION], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
 
 
@@ -212,9 +246,13 @@ def test_a_dict_subclass_overriding_getitem_is_read_through_it() -> None:
 @pytest.mark.parametrize("dtype", ["f8", "f4", "i2", "i4", "i8", "u2", "u4", "u8"])
 @pytest.mark.parametrize("method", ["transform", "list", "batched"])
 def test_non_native_byte_order_is_converted_never_reinterpreted(dtype: str, method: str) -> None:
-    space = gym.spaces.Dict({"box": gym.spaces.Box(0, 200, (3,), np.float64),
-                             "md": gym.spaces.MultiDiscrete([3, 3]),
-                             "d": gym.spaces.Discrete(3)})
+    space = gym.spaces.Dict(
+        {
+            "box": gym.spaces.Box(0, 200, (3,), np.float64),
+            "md": gym.spaces.MultiDiscrete([3, 3]),
+            "d": gym.spaces.Discrete(3),
+        }
+    )
     pre = make(space)
     native_order = {"box": np.array([1, 2, 150]), "md": np.array([2, 1]), "d": np.array(1)}
     native_order = {k: v.astype("=" + dtype) for k, v in native_order.items()}
@@ -238,19 +276,22 @@ def test_non_native_byte_order_is_converted_never_reinterpreted(dtype: str, meth
 # ------------------------------------------------------------------ 5. what both twins accept
 
 
-@pytest.mark.parametrize("value, accepted", [
-    (np.array([[2]]), False),            # a 2-d array is not a Discrete value
-    (np.array(2), True),
-    (np.complex128(1 + 2j), False),      # no silent truncation of the imaginary part
-    (np.array(1 + 0j), False),
-    (np.float16(2), True),
-    (np.array(2, np.float16), True),
-    (2.0, True),
-    (2.5, False),
-    ("2", False),
-    (None, False),
-    (2**70, False),
-])
+@pytest.mark.parametrize(
+    "value, accepted",
+    [
+        (np.array([[2]]), False),  # a 2-d array is not a Discrete value
+        (np.array(2), True),
+        (np.complex128(1 + 2j), False),  # no silent truncation of the imaginary part
+        (np.array(1 + 0j), False),
+        (np.float16(2), True),
+        (np.array(2, np.float16), True),
+        (2.0, True),
+        (2.5, False),
+        ("2", False),
+        (None, False),
+        (2**70, False),
+    ],
+)
 def test_discrete_values_both_twins_accept(value, accepted: bool) -> None:
     pre = make(gym.spaces.Discrete(3))
     result = assert_twins_agree(pre, "transform", value)
@@ -258,8 +299,7 @@ def test_discrete_values_both_twins_accept(value, accepted: bool) -> None:
 
 
 def test_float16_index_batches_and_complex_boxes() -> None:
-    pre = make(gym.spaces.Tuple([gym.spaces.MultiDiscrete([3, 3]),
-                                 gym.spaces.Box(-1, 1, (2,))]))
+    pre = make(gym.spaces.Tuple([gym.spaces.MultiDiscrete([3, 3]), gym.spaces.Box(-1, 1, (2,))]))
     ok = assert_twins_agree(pre, "batched", (np.array([[1, 2]], np.float16), np.zeros((1, 2))))
     assert ok[0] == "ok"
     for box in (np.zeros((1, 2), np.complex64), np.array([["0.5", "1"]])):
@@ -277,8 +317,12 @@ def test_a_scalar_for_a_dict_is_a_value_error() -> None:
 def test_a_64_dimensional_array_for_a_pass_through_box_is_a_value_error(ndim: int) -> None:
     pre = make(gym.spaces.Box(-1, 1, (2,)))
     x = np.zeros((1,) * ndim)
-    for call in (lambda: pre.transform(x), lambda: pre.transform_batch(x),
-                 lambda: pre.transform_batch([x]), lambda: pre.write(x, np.zeros(2), 0)):
+    for call in (
+        lambda: pre.transform(x),
+        lambda: pre.transform_batch(x),
+        lambda: pre.transform_batch([x]),
+        lambda: pre.write(x, np.zeros(2), 0),
+    ):
         with pytest.raises(ValueError, match="expected"):
             call()
     with pytest.raises(ValueError, match="real numbers"):
@@ -289,7 +333,7 @@ def test_a_64_dimensional_array_for_a_pass_through_box_is_a_value_error(ndim: in
 def test_the_batch_size_comes_from_the_first_child_that_holds_values(empty) -> None:
     space = gym.spaces.Tuple([empty, gym.spaces.Dict({"x": empty, "y": gym.spaces.Discrete(2)})])
     pre = make(space)
-    value = ({} if isinstance(empty, gym.spaces.Dict) else ())
+    value = {} if isinstance(empty, gym.spaces.Dict) else ()
     out = assert_twins_agree(pre, "batched", (value, {"x": value, "y": np.array([0, 1, 1])}))
     assert out[0] == "ok" and out[1].shape == (3, 2)
     nothing = make(gym.spaces.Tuple([empty]))
@@ -332,4 +376,3 @@ def test_spaces_of_the_fuzzer_are_accepted_by_both_twins_on_valid_samples() -> N
                 result = assert_twins_agree(pre, method, value)
                 # a batched structure without any leaf has no batch size to read
                 assert result[0] == "ok" or "holds no values" in str(result[1]), (seed, method)
-

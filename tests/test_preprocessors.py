@@ -26,6 +26,8 @@ from rlblocks.preprocessors import (
 from rlblocks.spaces import Repeated
 from spaces_strategies import nested_spaces, stack_batch
 
+pytestmark = pytest.mark.native
+
 B, D, MD, MB = gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary
 
 

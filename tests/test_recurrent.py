@@ -15,13 +15,16 @@ from wrapper_checks import check_catalog_wraps_default_model
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 
 
-
-
 def make_lstm(action_space=None, seed=0, **cfg):
     action_space = action_space or gym.spaces.Discrete(3)
     torch.manual_seed(seed)
-    config = {"fcnet_hiddens": [8], "lstm_cell_size": 6, "lstm_use_prev_action": True,
-              "lstm_use_prev_reward": True, **cfg}
+    config = {
+        "fcnet_hiddens": [8],
+        "lstm_cell_size": 6,
+        "lstm_use_prev_action": True,
+        "lstm_use_prev_reward": True,
+        **cfg,
+    }
     return LSTMWrapper(OBS, action_space, 4, config, "lstm", wrapped_cls=FullyConnectedNetwork)
 
 
@@ -42,10 +45,15 @@ def run_steps(model, eps, obs, prev_a, prev_r):
             state = [s[None] for s in model.get_initial_state()]
         h_in.append(state[0][0])
         c_in.append(state[1][0])
-        out, state = model({"obs": torch.from_numpy(obs[t : t + 1]),
-                            "prev_actions": torch.as_tensor(prev_a[t : t + 1]),
-                            "prev_rewards": torch.from_numpy(prev_r[t : t + 1])},
-                           state, torch.tensor([1]))
+        out, state = model(
+            {
+                "obs": torch.from_numpy(obs[t : t + 1]),
+                "prev_actions": torch.as_tensor(prev_a[t : t + 1]),
+                "prev_rewards": torch.from_numpy(prev_r[t : t + 1]),
+            },
+            state,
+            torch.tensor([1]),
+        )
         outs.append(out[0])
         vals.append(model.value_function()[0])
         h_out.append(state[0][0])
@@ -55,9 +63,14 @@ def run_steps(model, eps, obs, prev_a, prev_r):
 
 
 @pytest.mark.parametrize("time_major", [False, True])
-@pytest.mark.parametrize("action_space", [gym.spaces.Discrete(3),
-                                          gym.spaces.MultiDiscrete([2, 3]),
-                                          gym.spaces.Box(-1, 1, (2,), np.float32)])
+@pytest.mark.parametrize(
+    "action_space",
+    [
+        gym.spaces.Discrete(3),
+        gym.spaces.MultiDiscrete([2, 3]),
+        gym.spaces.Box(-1, 1, (2,), np.float32),
+    ],
+)
 def test_step_by_step_equals_sequence_forward(time_major, action_space):
     rng = np.random.default_rng(1)
     model = make_lstm(action_space, _time_major=time_major)
@@ -71,12 +84,21 @@ def test_step_by_step_equals_sequence_forward(time_major, action_space):
     with torch.no_grad():
         outs, vals, h_in, c_in, h_out, c_out = run_steps(model, eps, obs, prev_a, prev_r)
         (o, pa, pr), (h0, c0), lens = chop_into_sequences(
-            feature_columns=[obs, prev_a, prev_r], state_columns=[h_in.numpy(), c_in.numpy()],
-            episode_ids=eps, max_seq_len=5)
+            feature_columns=[obs, prev_a, prev_r],
+            state_columns=[h_in.numpy(), c_in.numpy()],
+            episode_ids=eps,
+            max_seq_len=5,
+        )
         assert len(set(lens.tolist())) > 1  # sequences of different lengths, padded
-        out, (h, c) = model({"obs": torch.from_numpy(o), "prev_actions": torch.from_numpy(pa),
-                             "prev_rewards": torch.from_numpy(pr)},
-                            [torch.from_numpy(h0), torch.from_numpy(c0)], torch.from_numpy(lens))
+        out, (h, c) = model(
+            {
+                "obs": torch.from_numpy(o),
+                "prev_actions": torch.from_numpy(pa),
+                "prev_rewards": torch.from_numpy(pr),
+            },
+            [torch.from_numpy(h0), torch.from_numpy(c0)],
+            torch.from_numpy(lens),
+        )
         v = model.value_function()
     t = o.shape[0] // len(lens)
     valid = (np.arange(t)[None, :] < lens[:, None]).reshape(-1)
@@ -96,12 +118,22 @@ def test_padding_changes_nothing():
     results = []
     for extra in (0, 4):
         (o, pa, pr), (h, c), lens = chop_into_sequences(
-            feature_columns=[obs, acts, rew], state_columns=[h0, h0 * 0.5], episode_ids=eps,
-            max_seq_len=4, _extra_padding=extra)
+            feature_columns=[obs, acts, rew],
+            state_columns=[h0, h0 * 0.5],
+            episode_ids=eps,
+            max_seq_len=4,
+            _extra_padding=extra,
+        )
         with torch.no_grad():
-            out, state = model({"obs": torch.from_numpy(o), "prev_actions": torch.from_numpy(pa),
-                                "prev_rewards": torch.from_numpy(pr)},
-                               [torch.from_numpy(h), torch.from_numpy(c)], torch.from_numpy(lens))
+            out, state = model(
+                {
+                    "obs": torch.from_numpy(o),
+                    "prev_actions": torch.from_numpy(pa),
+                    "prev_rewards": torch.from_numpy(pr),
+                },
+                [torch.from_numpy(h), torch.from_numpy(c)],
+                torch.from_numpy(lens),
+            )
             t = o.shape[0] // len(lens)
             valid = torch.from_numpy((np.arange(t)[None, :] < lens[:, None]).reshape(-1))
             results.append((out[valid], model.value_function()[valid], state))
@@ -129,9 +161,14 @@ def test_learns_to_recall_observation_k_steps_back():
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
     space = gym.spaces.Box(0.0, 1.0, (n_sym,), np.float32)
-    model = LSTMWrapper(space, gym.spaces.Discrete(n_sym), n_sym,
-                        {"fcnet_hiddens": [16], "lstm_cell_size": 32}, "mem",
-                        wrapped_cls=FullyConnectedNetwork)
+    model = LSTMWrapper(
+        space,
+        gym.spaces.Discrete(n_sym),
+        n_sym,
+        {"fcnet_hiddens": [16], "lstm_cell_size": 32},
+        "mem",
+        wrapped_cls=FullyConnectedNetwork,
+    )
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 
     def batch_data():
@@ -167,8 +204,9 @@ class _Export(torch.nn.Module):
 
     def forward(self, obs, prev_a, prev_r, h, c):
         lens = torch.ones(obs.shape[0], dtype=torch.int64)
-        out, (h2, c2) = self.model({"obs": obs, "prev_actions": prev_a, "prev_rewards": prev_r},
-                                   [h, c], lens)
+        out, (h2, c2) = self.model(
+            {"obs": obs, "prev_actions": prev_a, "prev_rewards": prev_r}, [h, c], lens
+        )
         return out, self.model.value_function(), h2, c2
 
 
@@ -180,9 +218,13 @@ def test_lstm_wrapped_fc_exports_with_state_in_and_out():
 
     def inputs(seed):
         g = torch.Generator().manual_seed(seed)
-        return (torch.rand(5, 3, generator=g), torch.randint(0, 3, (5,), generator=g),
-                torch.rand(5, generator=g), torch.randn(5, 6, generator=g),
-                torch.randn(5, 6, generator=g))
+        return (
+            torch.rand(5, 3, generator=g),
+            torch.randint(0, 3, (5,), generator=g),
+            torch.rand(5, generator=g),
+            torch.randn(5, 6, generator=g),
+            torch.randn(5, 6, generator=g),
+        )
 
     with torch.no_grad():
         traced = torch.jit.trace(exp, inputs(0))
@@ -210,22 +252,27 @@ class _CumsumRNN(RecurrentNetwork):
 
 @pytest.mark.parametrize("time_major", [False, True])
 def test_custom_recurrent_network_rows_keep_input_order(time_major):
-    m = _CumsumRNN(gym.spaces.Box(-9, 9, (2,)), gym.spaces.Discrete(2), 2,
-                   {"_time_major": time_major}, "c")
+    m = _CumsumRNN(
+        gym.spaces.Box(-9, 9, (2,)), gym.spaces.Discrete(2), 2, {"_time_major": time_major}, "c"
+    )
     x = torch.arange(12.0).reshape(6, 2)
     out, _ = m({"obs": x}, [torch.zeros(2, 2)], torch.tensor([3, 3]))
     want = torch.cat([x[:3].cumsum(0), x[3:].cumsum(0)])
     torch.testing.assert_close(out, want)
     with pytest.raises(NotImplementedError):
         RecurrentNetwork(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(2), 2, {}, "r")(
-            {"obs": x}, [], torch.tensor([6]))
+            {"obs": x}, [], torch.tensor([6])
+        )
 
 
 def test_bad_input_raises():
     model = make_lstm()
     h = [s.expand(2, -1) for s in model.get_initial_state()]
-    d = {"obs": torch.zeros(6, 3), "prev_actions": torch.zeros(6, dtype=torch.long),
-         "prev_rewards": torch.zeros(6)}
+    d = {
+        "obs": torch.zeros(6, 3),
+        "prev_actions": torch.zeros(6, dtype=torch.long),
+        "prev_rewards": torch.zeros(6),
+    }
     with pytest.raises(ValueError, match="seq_lens are required"):
         model.forward(dict(d, obs_flat=d["obs"]), h, None)
     with pytest.raises(ValueError, match=r"seq_lens must be in \[0, T=3\]"):
@@ -269,9 +316,13 @@ def test_lstm_wrapped_fc_torch_export_with_state_in_and_out():
     g = torch.Generator().manual_seed(0)
 
     def inputs():
-        return (torch.rand(5, 3, generator=g), torch.randint(0, 3, (5,), generator=g),
-                torch.rand(5, generator=g), torch.randn(5, 6, generator=g),
-                torch.randn(5, 6, generator=g))
+        return (
+            torch.rand(5, 3, generator=g),
+            torch.randint(0, 3, (5,), generator=g),
+            torch.rand(5, generator=g),
+            torch.randn(5, 6, generator=g),
+            torch.randn(5, 6, generator=g),
+        )
 
     program = torch.export.export(exp, inputs())
     exported = program.module()
@@ -280,5 +331,6 @@ def test_lstm_wrapped_fc_torch_export_with_state_in_and_out():
         for a, b in zip(exported(*x), exp(*x), strict=True):
             torch.testing.assert_close(a, b)
         _, _, h, c = exported(*x)
-        torch.testing.assert_close(exported(x[0], x[1], x[2], h, c)[0],
-                                   exp(x[0], x[1], x[2], *exp(*x)[2:])[0])
+        torch.testing.assert_close(
+            exported(x[0], x[1], x[2], h, c)[0], exp(x[0], x[1], x[2], *exp(*x)[2:])[0]
+        )

@@ -14,6 +14,8 @@ from rlblocks import RepeatedValues, get_preprocessor, restore_original_dimensio
 from rlblocks.spaces import Repeated
 from spaces_strategies import nested_spaces
 
+pytestmark = pytest.mark.native
+
 B, D, MD = gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete
 
 
@@ -133,8 +135,16 @@ def test_wrong_shapes_raise():
         restore_original_dimensions(np.zeros((2, 4)), space, "numpy")
     with pytest.raises(ValueError, match="Expected flattened"):
         restore_original_dimensions(np.zeros(5), space, "numpy")
-    with pytest.raises(ValueError, match="tensorlib"):
-        restore_original_dimensions(np.zeros((1, 5)), space, "jax")
+
+
+def test_tensorlib_is_ignored_results_keep_the_input_type():
+    """RLlib's ``tensorlib`` picks a framework; rlblocks keeps the input's (documented)."""
+    space = gym.spaces.Tuple((D(2), D(3)))
+    flat = np.arange(5.0)[None]
+    for lib in ("torch", "numpy", "tf", None):
+        a, b = restore_original_dimensions(flat, space, lib)
+        assert isinstance(a, np.ndarray) and a.tolist() == [[0.0, 1.0]]
+        assert b.tolist() == [[2.0, 3.0, 4.0]]
 
 
 def test_plan_cache_never_serves_a_dead_space():

@@ -80,7 +80,7 @@ def test_parameter_counts_match_rllib(case_name):
     elif data["kind"] != "complex":
         assert ours == data["num_params"]
     else:
-        # RLlib's ComplexInputNetwork also holds value towers it never uses (DESIGN 17).
+        # RLlib's ComplexInputNetwork also holds value towers it never uses (difference 18).
         unused = sum(
             v.numel()
             for k, v in data["state_dict"].items()

@@ -17,6 +17,8 @@ from rlblocks.sequences import (
     sequence_mask,
 )
 
+pytestmark = pytest.mark.native
+
 
 @pytest.fixture(params=["native", "numpy"])
 def impl(request):
@@ -57,12 +59,22 @@ def test_rllib_docstring_example(impl):
 def test_ids_never_collide(impl):
     # RLlib's additive uid merges (eps 1, agent 0) with (eps 0, agent 1); we do not.
     _, _, lens = chop_into_sequences(
-        feature_columns=[np.arange(4)], state_columns=[], max_seq_len=10,
-        episode_ids=[1, 1, 0, 0], agent_indices=[0, 0, 1, 1], unroll_ids=[0, 0, 0, 0])
+        feature_columns=[np.arange(4)],
+        state_columns=[],
+        max_seq_len=10,
+        episode_ids=[1, 1, 0, 0],
+        agent_indices=[0, 0, 1, 1],
+        unroll_ids=[0, 0, 0, 0],
+    )
     assert lens.tolist() == [2, 2]
     _, _, lens = chop_into_sequences(
-        feature_columns=[np.arange(4)], state_columns=[], max_seq_len=10,
-        episode_ids=[0, 0, 0, 0], agent_indices=[0, 0, 0, 0], unroll_ids=[0, 0, 1 << 33, 1 << 33])
+        feature_columns=[np.arange(4)],
+        state_columns=[],
+        max_seq_len=10,
+        episode_ids=[0, 0, 0, 0],
+        agent_indices=[0, 0, 0, 0],
+        unroll_ids=[0, 0, 1 << 33, 1 << 33],
+    )
     assert lens.tolist() == [2, 2]
 
 
@@ -174,31 +186,53 @@ def test_seq_lens_bad_input_raises(kernel):
 
 def test_chop_bad_input_raises(impl):
     with pytest.raises(ValueError, match="padding must be one of"):
-        chop_into_sequences(feature_columns=[], state_columns=[], max_seq_len=3,
-                            seq_lens=[1], padding="edge")
+        chop_into_sequences(
+            feature_columns=[], state_columns=[], max_seq_len=3, seq_lens=[1], padding="edge"
+        )
     with pytest.raises(ValueError, match="exceeds max_seq_len=2"):
-        chop_into_sequences(feature_columns=[np.arange(3)], state_columns=[], max_seq_len=2,
-                            seq_lens=[3], dynamic_max=False)
+        chop_into_sequences(
+            feature_columns=[np.arange(3)],
+            state_columns=[],
+            max_seq_len=2,
+            seq_lens=[3],
+            dynamic_max=False,
+        )
     with pytest.raises(ValueError, match="expected 4 rows"):
-        chop_into_sequences(feature_columns=[np.arange(5)], state_columns=[], max_seq_len=4,
-                            seq_lens=[2, 2])
+        chop_into_sequences(
+            feature_columns=[np.arange(5)], state_columns=[], max_seq_len=4, seq_lens=[2, 2]
+        )
     with pytest.raises(ValueError, match="state_columns\\[0\\] leaf 0: expected 4 rows"):
-        chop_into_sequences(feature_columns=[np.arange(4)], state_columns=[np.zeros(3)],
-                            max_seq_len=4, seq_lens=[2, 2])
+        chop_into_sequences(
+            feature_columns=[np.arange(4)],
+            state_columns=[np.zeros(3)],
+            max_seq_len=4,
+            seq_lens=[2, 2],
+        )
     with pytest.raises(ValueError, match="negative"):
-        chop_into_sequences(feature_columns=[np.arange(4)], state_columns=[], max_seq_len=4,
-                            seq_lens=[5, -1])
+        chop_into_sequences(
+            feature_columns=[np.arange(4)], state_columns=[], max_seq_len=4, seq_lens=[5, -1]
+        )
     with pytest.raises(ValueError, match="episode_ids are required"):
         chop_into_sequences(feature_columns=[np.arange(4)], state_columns=[], max_seq_len=4)
 
 
 def test_fixed_max_extra_padding_and_last_padding(impl):
-    f, _, lens = chop_into_sequences(feature_columns=[np.arange(1, 6)], state_columns=[],
-                                     max_seq_len=4, episode_ids=[0, 0, 0, 1, 1],
-                                     dynamic_max=False, padding="last")
+    f, _, lens = chop_into_sequences(
+        feature_columns=[np.arange(1, 6)],
+        state_columns=[],
+        max_seq_len=4,
+        episode_ids=[0, 0, 0, 1, 1],
+        dynamic_max=False,
+        padding="last",
+    )
     assert f[0].tolist() == [1, 2, 3, 3, 4, 5, 5, 5] and lens.tolist() == [3, 2]
-    f, _, _ = chop_into_sequences(feature_columns=[np.arange(1, 6)], state_columns=[],
-                                  max_seq_len=4, episode_ids=[0, 0, 0, 1, 1], _extra_padding=1)
+    f, _, _ = chop_into_sequences(
+        feature_columns=[np.arange(1, 6)],
+        state_columns=[],
+        max_seq_len=4,
+        episode_ids=[0, 0, 0, 1, 1],
+        _extra_padding=1,
+    )
     assert f[0].tolist() == [1, 2, 3, 0, 4, 5, 0, 0]
 
 
@@ -208,20 +242,29 @@ def test_nested_features_states_and_objects(impl):
     names = np.array(list("abcde"))
     h = np.arange(5.0) * 10
     feats, states, lens = chop_into_sequences(
-        feature_columns=[obs, infos, names], state_columns=[(h, {"c": h + 1})],
-        max_seq_len=2, episode_ids=[3, 3, 3, 7, 7], handle_nested_data=True,
-        pad_infos_with_empty_dicts=True)
+        feature_columns=[obs, infos, names],
+        state_columns=[(h, {"c": h + 1})],
+        max_seq_len=2,
+        episode_ids=[3, 3, 3, 7, 7],
+        handle_nested_data=True,
+        pad_infos_with_empty_dicts=True,
+    )
     assert lens.tolist() == [2, 1, 2]
     a, b = feats[0]  # sorted keys: "a" then "b"
     assert a.tolist() == [[0, 1], [2, 3], [4, 5], [0, 0], [6, 7], [8, 9]]
     assert b.tolist() == [0.0, 1.0, 2.0, 0.0, 3.0, 4.0]
     assert feats[1][0].tolist() == [{"i": 0}, {"i": 1}, {"i": 2}, {}, {"i": 3}, {"i": 4}]
     assert feats[2][0].tolist() == ["a", "b", "c", None, "d", "e"]
-    (hs, cd), = states
+    ((hs, cd),) = states
     assert hs.tolist() == [0.0, 20.0, 30.0] and cd["c"].tolist() == [1.0, 21.0, 31.0]
     # states_already_reduced_to_init passes the columns through.
-    _, st_, _ = chop_into_sequences(feature_columns=[], state_columns=[h[:3]], max_seq_len=2,
-                                    seq_lens=[2, 1, 2], states_already_reduced_to_init=True)
+    _, st_, _ = chop_into_sequences(
+        feature_columns=[],
+        state_columns=[h[:3]],
+        max_seq_len=2,
+        seq_lens=[2, 1, 2],
+        states_already_reduced_to_init=True,
+    )
     assert st_[0] is h[:3] or np.array_equal(st_[0], h[:3])
 
 
@@ -229,21 +272,28 @@ def test_shuffle_permutes_everything_together(impl):
     np.random.seed(0)  # noqa: NPY002 (shuffle uses the global RNG, as RLlib)
     x = np.arange(12.0)
     feats, states, lens = chop_into_sequences(
-        feature_columns=[x], state_columns=[x * 100], max_seq_len=3,
-        episode_ids=np.repeat(np.arange(5), [3, 1, 2, 3, 3]), shuffle=True)
+        feature_columns=[x],
+        state_columns=[x * 100],
+        max_seq_len=3,
+        episode_ids=np.repeat(np.arange(5), [3, 1, 2, 3, 3]),
+        shuffle=True,
+    )
     assert sorted(lens.tolist()) == [1, 2, 3, 3, 3]
     blocks = feats[0].reshape(5, 3)
     for k in range(5):
         first = blocks[k, 0]
         assert states[0][k] == first * 100
         assert blocks[k, : lens[k]].tolist() == list(np.arange(first, first + lens[k]))
-        assert (blocks[k, lens[k]:] == 0).all()
+        assert (blocks[k, lens[k] :] == 0).all()
 
 
 def test_empty_batch(impl):
-    feats, states, lens = chop_into_sequences(feature_columns=[np.zeros((0, 3))],
-                                              state_columns=[np.zeros((0, 2))], max_seq_len=4,
-                                              episode_ids=np.zeros(0, np.int64))
+    feats, states, lens = chop_into_sequences(
+        feature_columns=[np.zeros((0, 3))],
+        state_columns=[np.zeros((0, 2))],
+        max_seq_len=4,
+        episode_ids=np.zeros(0, np.int64),
+    )
     assert feats[0].shape == (0, 3) and states[0].shape == (0, 2) and lens.shape == (0,)
 
 
@@ -265,8 +315,12 @@ class _VR:
 
 
 def test_pad_batch_rnn_attention_and_divisibility(impl):
-    batch = {"obs": np.arange(5.0), "eps_id": np.array([0, 0, 0, 1, 1]),
-             "state_in_0": np.arange(5.0) * 10, "state_out_0": np.arange(5.0)}
+    batch = {
+        "obs": np.arange(5.0),
+        "eps_id": np.array([0, 0, 0, 1, 1]),
+        "state_in_0": np.arange(5.0) * 10,
+        "state_out_0": np.arange(5.0),
+    }
     out = pad_batch_to_sequences_of_same_size(batch, max_seq_len=2)
     assert isinstance(out, PaddedBatch) and out.zero_padded and out.max_seq_len == 2
     assert out["obs"].tolist() == [0, 1, 2, 0, 3, 4]
@@ -276,13 +330,16 @@ def test_pad_batch_rnn_attention_and_divisibility(impl):
     assert pad_batch_to_sequences_of_same_size(out, 2) is out
     assert batch["obs"].shape == (5,)  # input untouched
     # Attention memories: fixed max, max_seq_len attribute left unset (as RLlib).
-    out = pad_batch_to_sequences_of_same_size(batch, max_seq_len=3,
-                                              view_requirements={"state_in_0": _VR(-3)})
+    out = pad_batch_to_sequences_of_same_size(
+        batch, max_seq_len=3, view_requirements={"state_in_0": _VR(-3)}
+    )
     assert out["obs"].tolist() == [0, 1, 2, 3, 4, 0] and out.max_seq_len is None
     # No states, divisibility not met -> chunks of batch_divisibility_req.
     out = pad_batch_to_sequences_of_same_size(
-        {"obs": np.arange(5.0), "eps_id": np.zeros(5, np.int64)}, max_seq_len=20,
-        batch_divisibility_req=2)
+        {"obs": np.arange(5.0), "eps_id": np.zeros(5, np.int64)},
+        max_seq_len=20,
+        batch_divisibility_req=2,
+    )
     assert out["obs"].tolist() == [0, 1, 2, 3, 4, 0] and out.max_seq_len == 2
     # No states, divisibility met -> unchanged.
     out = pad_batch_to_sequences_of_same_size({"obs": np.arange(4.0)}, 20, batch_divisibility_req=2)
@@ -292,8 +349,11 @@ def test_pad_batch_rnn_attention_and_divisibility(impl):
 @pytest.mark.parametrize("kernel", [_core.gather_rows, ref.gather_rows])
 def test_gather_rows_parity_and_bounds(kernel):
     rng = np.random.default_rng(0)
-    leaves = [rng.normal(size=(7, 3)).astype(np.float32), np.arange(7, dtype=np.int16),
-              rng.normal(size=(7, 2, 2))[:, ::-1]]
+    leaves = [
+        rng.normal(size=(7, 3)).astype(np.float32),
+        np.arange(7, dtype=np.int16),
+        rng.normal(size=(7, 2, 2))[:, ::-1],
+    ]
     idx = np.array([6, 0, 3, 3])
     for got, leaf in zip(kernel(leaves, idx), leaves, strict=True):
         assert got.dtype == leaf.dtype
@@ -318,13 +378,16 @@ def test_gather_rows_parity_and_bounds(kernel):
     shuffle=st.booleans(),
     seed=st.integers(0, 100),
 )
-def test_chop_native_equals_numpy_end_to_end(runs, max_len, dynamic_max, extra, padding,
-                                             shuffle, seed):
+def test_chop_native_equals_numpy_end_to_end(
+    runs, max_len, dynamic_max, extra, padding, shuffle, seed
+):
     rng = np.random.default_rng(seed)
     eps = np.repeat(np.arange(len(runs)), runs)
     n = len(eps)
-    cols = [{"x": rng.normal(size=(n, 2)).astype(np.float32), "y": rng.integers(0, 5, n)},
-            rng.random(n) < 0.5]
+    cols = [
+        {"x": rng.normal(size=(n, 2)).astype(np.float32), "y": rng.integers(0, 5, n)},
+        rng.random(n) < 0.5,
+    ]
     states = [rng.normal(size=(n, 3))]
     outs = []
     saved = _impl.native()
@@ -332,10 +395,19 @@ def test_chop_native_equals_numpy_end_to_end(runs, max_len, dynamic_max, extra, 
         for numpy_ref in (False, True):
             _impl.use_numpy_reference(numpy_ref)
             np.random.seed(seed)  # noqa: NPY002 (shuffle uses the global RNG, as RLlib)
-            outs.append(chop_into_sequences(
-                feature_columns=cols, state_columns=states, episode_ids=eps,
-                max_seq_len=max_len, dynamic_max=dynamic_max, _extra_padding=extra,
-                padding=padding, shuffle=shuffle, handle_nested_data=True))
+            outs.append(
+                chop_into_sequences(
+                    feature_columns=cols,
+                    state_columns=states,
+                    episode_ids=eps,
+                    max_seq_len=max_len,
+                    dynamic_max=dynamic_max,
+                    _extra_padding=extra,
+                    padding=padding,
+                    shuffle=shuffle,
+                    handle_nested_data=True,
+                )
+            )
     finally:
         _impl.use_numpy_reference(not saved)
     (f1, s1, l1), (f2, s2, l2) = outs

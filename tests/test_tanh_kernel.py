@@ -15,6 +15,8 @@ from hypothesis.extra import numpy as hnp
 from rlblocks import _core
 from rlblocks.models.misc import tanh_cpu
 
+pytestmark = pytest.mark.native
+
 F32 = np.float32
 TINY = np.finfo(F32).smallest_subnormal
 SPECIALS = [
@@ -260,8 +262,10 @@ def test_strided_or_fortran_out_is_refused_as_non_contiguous():
     with a message that says so."""
     x = np.zeros((4, 5), F32)
     for out in (np.empty((4, 10), F32)[:, ::2], np.asfortranarray(np.empty((4, 5), F32))):
-        with pytest.raises(ValueError, match="^tanh: out must be a writeable C-contiguous .*, got "
-                                             "non-contiguous float32"):
+        with pytest.raises(
+            ValueError,
+            match="^tanh: out must be a writeable C-contiguous .*, got non-contiguous float32",
+        ):
             _core.tanh(x, out=out)
 
 

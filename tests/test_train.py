@@ -25,9 +25,15 @@ from rlblocks.train.logger import read_progress
 
 def tiny(**kw) -> dict:
     """A fast config: 2 envs x 32 steps, 2 minibatches, 2 epochs."""
-    base = {"env": "CartPole-v1", "num_envs": 2, "train_batch_size": 64,
-            "sgd_minibatch_size": 32, "num_sgd_iter": 2, "seed": 3,
-            "model": {"fcnet_hiddens": [16]}}
+    base = {
+        "env": "CartPole-v1",
+        "num_envs": 2,
+        "train_batch_size": 64,
+        "sgd_minibatch_size": 32,
+        "num_sgd_iter": 2,
+        "seed": 3,
+        "model": {"fcnet_hiddens": [16]},
+    }
     base.update(kw)
     return base
 
@@ -42,8 +48,9 @@ def test_native_trainer_refuses_an_rllib_block(tmp_path):
 
 
 def test_config_rllib_keys_roundtrip():
-    cfg = PPOConfig.from_dict({"env": "CartPole-v1", "lambda": 0.9, "lr": 1e-3,
-                               "model": {"fcnet_hiddens": [32]}})
+    cfg = PPOConfig.from_dict(
+        {"env": "CartPole-v1", "lambda": 0.9, "lr": 1e-3, "model": {"fcnet_hiddens": [32]}}
+    )
     assert cfg.lambda_ == 0.9 and cfg.lr == 1e-3
     again = PPOConfig.from_dict(cfg.to_dict())
     assert again == cfg
@@ -111,8 +118,11 @@ def test_clip_grad_norm_matches_torch(scale):
     from rlblocks.train.fast import clip_grad_norm as _clip_grad_norm
 
     torch.manual_seed(0)
-    ours = [torch.nn.Parameter(torch.randn(5, 3)), torch.nn.Parameter(torch.randn(7)),
-            torch.nn.Parameter(torch.randn(2))]
+    ours = [
+        torch.nn.Parameter(torch.randn(5, 3)),
+        torch.nn.Parameter(torch.randn(7)),
+        torch.nn.Parameter(torch.randn(2)),
+    ]
     ref = [torch.nn.Parameter(p.detach().clone()) for p in ours]
     for p, q in zip(ours[:2], ref[:2], strict=True):  # the last one has no gradient
         p.grad = torch.randn_like(p) * scale
@@ -165,8 +175,9 @@ def test_private_torch_kernels_fall_back_to_the_public_api(breakage, monkeypatch
         for p in params:
             p.grad = torch.full_like(p, 2.0)
         learner.clip_grad_norm(params, 0.5)
-        torch.testing.assert_close(torch.cat([p.grad for p in params]).norm(),
-                                   torch.tensor(0.5), rtol=1e-5, atol=0)
+        torch.testing.assert_close(
+            torch.cat([p.grad for p in params]).norm(), torch.tensor(0.5), rtol=1e-5, atol=0
+        )
         if breakage == "failing":
             assert learner._PRIVATE_KERNELS_WORK["foreach_norm"] is False
     for key, value in expected.items():  # foreach Adam rounds a little differently from fused
@@ -242,11 +253,22 @@ def test_lstm_ppo_improves_on_stateless_cartpole():
     # shared layers). Returns of 80 need the velocities the LSTM infers from successive
     # positions: the same settings without memory peak near 54 in 100k steps.
     config = {
-        "env": stateless_cartpole, "num_envs": 8, "train_batch_size": 1024,
-        "sgd_minibatch_size": 256, "num_sgd_iter": 6, "lr": 1e-3, "vf_loss_coeff": 0.01,
-        "gamma": 0.95, "seed": 0,
-        "model": {"use_lstm": True, "lstm_cell_size": 64, "max_seq_len": 16,
-                  "fcnet_hiddens": [64], "lstm_use_prev_action": True},
+        "env": stateless_cartpole,
+        "num_envs": 8,
+        "train_batch_size": 1024,
+        "sgd_minibatch_size": 256,
+        "num_sgd_iter": 6,
+        "lr": 1e-3,
+        "vf_loss_coeff": 0.01,
+        "gamma": 0.95,
+        "seed": 0,
+        "model": {
+            "use_lstm": True,
+            "lstm_cell_size": 64,
+            "max_seq_len": 16,
+            "fcnet_hiddens": [64],
+            "lstm_use_prev_action": True,
+        },
     }
     with PPOTrainer(config) as trainer:
         first = trainer.train()["episode_return_mean"]
@@ -259,17 +281,31 @@ def test_lstm_ppo_improves_on_stateless_cartpole():
 
 @pytest.mark.parametrize(
     "model",
-    [{"use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 7, "lstm_use_prev_action": True,
-      "lstm_use_prev_reward": True},
-     {"use_attention": True, "attention_dim": 8, "attention_head_dim": 4,
-      "attention_memory_inference": 5, "attention_memory_training": 5, "max_seq_len": 6,
-      "attention_position_wise_mlp_dim": 8, "attention_use_n_prev_actions": 2,
-      "attention_use_n_prev_rewards": 3}],
+    [
+        {
+            "use_lstm": True,
+            "lstm_cell_size": 8,
+            "max_seq_len": 7,
+            "lstm_use_prev_action": True,
+            "lstm_use_prev_reward": True,
+        },
+        {
+            "use_attention": True,
+            "attention_dim": 8,
+            "attention_head_dim": 4,
+            "attention_memory_inference": 5,
+            "attention_memory_training": 5,
+            "max_seq_len": 6,
+            "attention_position_wise_mlp_dim": 8,
+            "attention_use_n_prev_actions": 2,
+            "attention_use_n_prev_rewards": 3,
+        },
+    ],
     ids=["lstm", "attention"],
 )
 def test_sequence_batches_reproduce_the_rollout(model):
     """Training sequences (with their recorded start states) give the rollout's logp/values."""
-    from rlblocks.train._tree import tree_map
+    from rlblocks.nest import tree_map
 
     config = tiny(num_envs=3, train_batch_size=150, model={"fcnet_hiddens": [8], **model})
     with PPOTrainer(config) as trainer:
@@ -277,8 +313,9 @@ def test_sequence_batches_reproduce_the_rollout(model):
         learner, pol = trainer.learner, trainer.policy
         batch = trainer.runner.collect(50)
         assert batch.dones.any()  # episode boundaries inside the fragment
-        adv, targets = compute_gae(batch.rewards, batch.vf_preds, batch.dones,
-                                   batch.last_values, 0.99, 0.95)
+        adv, targets = compute_gae(
+            batch.rewards, batch.vf_preds, batch.dones, batch.last_values, 0.99, 0.95
+        )
         cols = learner._columns(batch, adv, targets)
         batch = learner._order_sequences(batch)
         index, lens, _ = learner._sequence_index(batch)
@@ -322,8 +359,10 @@ class ToyEnv(gym.Env):
         self._t = 0
 
     def _obs(self):
-        obs = {"pos": self.np_random.uniform(-1, 1, 3).astype(np.float32),
-               "kind": int(self.np_random.integers(3))}
+        obs = {
+            "pos": self.np_random.uniform(-1, 1, 3).astype(np.float32),
+            "kind": int(self.np_random.integers(3)),
+        }
         if self.mask:
             m = (self.np_random.random(self.action_space.n) < 0.5).astype(np.float32)
             m[self.np_random.integers(self.action_space.n)] = 1.0
@@ -364,17 +403,31 @@ ModelCatalog.register_custom_action_dist("test_train_masked_cat", MaskedCategori
         (gym.spaces.Box(-1.0, 1.0, (2,), np.float32), {}),
         (gym.spaces.MultiDiscrete([3, 2]), {}),
         (gym.spaces.Tuple((gym.spaces.Discrete(3), gym.spaces.Box(-1, 1, (2,), np.float32))), {}),
-        (gym.spaces.Dict({"a": gym.spaces.Discrete(2), "b": gym.spaces.MultiDiscrete([2, 2])}),
-         {}),
-        (gym.spaces.Discrete(4), {"use_attention": True, "attention_dim": 16,
-                                  "attention_head_dim": 8, "attention_memory_inference": 4,
-                                  "attention_memory_training": 4, "max_seq_len": 5,
-                                  "attention_position_wise_mlp_dim": 16,
-                                  "attention_use_n_prev_actions": 2,
-                                  "attention_use_n_prev_rewards": 2}),
-        (gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
-         {"use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 4, "lstm_use_prev_action": True,
-          "lstm_use_prev_reward": True}),
+        (gym.spaces.Dict({"a": gym.spaces.Discrete(2), "b": gym.spaces.MultiDiscrete([2, 2])}), {}),
+        (
+            gym.spaces.Discrete(4),
+            {
+                "use_attention": True,
+                "attention_dim": 16,
+                "attention_head_dim": 8,
+                "attention_memory_inference": 4,
+                "attention_memory_training": 4,
+                "max_seq_len": 5,
+                "attention_position_wise_mlp_dim": 16,
+                "attention_use_n_prev_actions": 2,
+                "attention_use_n_prev_rewards": 2,
+            },
+        ),
+        (
+            gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+            {
+                "use_lstm": True,
+                "lstm_cell_size": 8,
+                "max_seq_len": 4,
+                "lstm_use_prev_action": True,
+                "lstm_use_prev_reward": True,
+            },
+        ),
     ],
     ids=["box", "multidiscrete", "tuple", "dict", "attention", "lstm-box"],
 )
@@ -397,9 +450,10 @@ def test_action_spaces_and_models_train(action_space, model):
 
 
 def test_masked_actions_are_never_illegal():
-    config = tiny(env=lambda cfg: ToyEnv(gym.spaces.Discrete(5), mask=True),
-                  model={"custom_model": "test_train_masked",
-                         "custom_action_dist": "test_train_masked_cat"})
+    config = tiny(
+        env=lambda cfg: ToyEnv(gym.spaces.Discrete(5), mask=True),
+        model={"custom_model": "test_train_masked", "custom_action_dist": "test_train_masked_cat"},
+    )
     with PPOTrainer(config) as trainer:  # ToyEnv asserts on every illegal action
         for _ in range(3):
             m = trainer.train()
@@ -426,9 +480,10 @@ def test_autoregressive_actions_train():
     ModelCatalog.register_custom_model("test_train_ar", AutoregressiveModel)
     ModelCatalog.register_custom_action_dist("test_train_ar_dist", BinaryAutoregressiveDistribution)
     space = gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Discrete(2)))
-    config = tiny(env=lambda cfg: ToyEnv(space),
-                  model={"custom_model": "test_train_ar",
-                         "custom_action_dist": "test_train_ar_dist"})
+    config = tiny(
+        env=lambda cfg: ToyEnv(space),
+        model={"custom_model": "test_train_ar", "custom_action_dist": "test_train_ar_dist"},
+    )
     with PPOTrainer(config) as trainer:
         before = trainer.model.head2.weight.detach().clone()
         m = trainer.train()
@@ -466,6 +521,7 @@ def counting_vector_env(mode):
     def make(env_config):
         fns = [lambda: gym.wrappers.TimeLimit(CountingEnv(), 5)] * env_config["num_envs"]
         return gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
+
     return make
 
 
@@ -483,16 +539,28 @@ def _transitions(trainer, iterations, steps):
     return [np.array(r) for r in rows], returns
 
 
-@pytest.mark.parametrize("model", [{"fcnet_hiddens": [8]},
-                                   {"fcnet_hiddens": [8], "use_lstm": True, "lstm_cell_size": 4,
-                                    "max_seq_len": 3}], ids=["mlp", "lstm"])
+@pytest.mark.parametrize(
+    "model",
+    [
+        {"fcnet_hiddens": [8]},
+        {"fcnet_hiddens": [8], "use_lstm": True, "lstm_cell_size": 4, "max_seq_len": 3},
+    ],
+    ids=["mlp", "lstm"],
+)
 def test_next_step_autoreset_gives_the_same_transitions_as_same_step(model):
     from gymnasium.vector import AutoresetMode
 
     runs = {}
     for mode in (AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP):
-        cfg = tiny(env=counting_vector_env(mode), vector_mode="native", num_envs=3,
-                   train_batch_size=30, sgd_minibatch_size=15, gamma=0.9, model=model)
+        cfg = tiny(
+            env=counting_vector_env(mode),
+            vector_mode="native",
+            num_envs=3,
+            train_batch_size=30,
+            sgd_minibatch_size=15,
+            gamma=0.9,
+            model=model,
+        )
         with PPOTrainer(cfg) as trainer:
             runs[mode] = _transitions(trainer, 4, 10)
             batch = trainer.runner.collect(10)
@@ -532,11 +600,22 @@ def test_ppo_trains_on_the_batched_atari_vector_env():
     from rlblocks.wrappers.vector import make_vector_env
 
     def pong(env_config):
-        return make_vector_env("ALE/Pong-v5", env_config["num_envs"], {"dim": 42},
-                               vectorization_mode="atari", repeat_action_probability=0.0)
+        return make_vector_env(
+            "ALE/Pong-v5",
+            env_config["num_envs"],
+            {"dim": 42},
+            vectorization_mode="atari",
+            repeat_action_probability=0.0,
+        )
 
-    cfg = tiny(env=pong, vector_mode="native", train_batch_size=64, sgd_minibatch_size=64,
-               num_sgd_iter=1, model={"conv_filters": [[8, [4, 4], 4], [16, [11, 11], 1]]})
+    cfg = tiny(
+        env=pong,
+        vector_mode="native",
+        train_batch_size=64,
+        sgd_minibatch_size=64,
+        num_sgd_iter=1,
+        model={"conv_filters": [[8, [4, 4], 4], [16, [11, 11], 1]]},
+    )
     with PPOTrainer(cfg) as trainer:
         assert trainer.venv.single_observation_space.shape == (42, 42, 4)
         m = trainer.train()
@@ -548,9 +627,15 @@ def test_atari_ids_get_the_deepmind_pipeline_sync_and_native_alike():
     model = {"dim": 42, "conv_filters": [[8, [4, 4], 4], [16, [11, 11], 1]]}
     metrics = {}
     for mode, cls in (("sync", "VectorAtariPreprocessing"), ("native", "AtariVectorEnv")):
-        cfg = tiny(env="ALE/Breakout-v5", vector_mode=mode, train_batch_size=64,
-                   sgd_minibatch_size=64, num_sgd_iter=1, model=model,
-                   env_config={"repeat_action_probability": 0.0})
+        cfg = tiny(
+            env="ALE/Breakout-v5",
+            vector_mode=mode,
+            train_batch_size=64,
+            sgd_minibatch_size=64,
+            num_sgd_iter=1,
+            model=model,
+            env_config={"repeat_action_probability": 0.0},
+        )
         with PPOTrainer(cfg) as trainer:
             assert type(trainer.venv).__name__ == cls
             assert trainer.venv.single_observation_space.shape == (42, 42, 4)
@@ -559,8 +644,13 @@ def test_atari_ids_get_the_deepmind_pipeline_sync_and_native_alike():
     # the same pipeline either way: identical batches, hence identical losses
     for key in ("timesteps_total", "policy_loss", "vf_loss", "episode_return_mean"):
         np.testing.assert_equal(metrics["sync"][key], metrics["native"][key])
-    with PPOTrainer(tiny(env="ALE/Breakout-v5", preprocessor_pref=None,
-                         env_config={"repeat_action_probability": 0.0})) as raw:
+    with PPOTrainer(
+        tiny(
+            env="ALE/Breakout-v5",
+            preprocessor_pref=None,
+            env_config={"repeat_action_probability": 0.0},
+        )
+    ) as raw:
         assert raw.venv.single_observation_space.shape == (210, 160, 3)
     with pytest.raises(ValueError, match="preprocessor_pref must be one of"):
         PPOConfig(env="ALE/Breakout-v5", preprocessor_pref="atari")
@@ -583,7 +673,7 @@ class LossModel(FullyConnectedNetwork):
     def custom_loss(self, policy_loss, loss_inputs):
         self.custom_calls += 1
         assert "advantages" in loss_inputs and "actions" in loss_inputs
-        l2 = sum((p ** 2).sum() for p in self.parameters())
+        l2 = sum((p**2).sum() for p in self.parameters())
         return policy_loss + 1e-4 * l2
 
     def metrics(self):
@@ -610,8 +700,9 @@ def test_mean_std_filter_state_is_checkpointed(tmp_path):
     assert n >= 64
     restored = PPOTrainer.restore(path, log=False)
     assert restored.obs_filter.running_stats.n == n
-    np.testing.assert_array_equal(restored.obs_filter.running_stats.mean,
-                                  trainer.obs_filter.running_stats.mean)
+    np.testing.assert_array_equal(
+        restored.obs_filter.running_stats.mean, trainer.obs_filter.running_stats.mean
+    )
     restored.close()
 
 
@@ -622,15 +713,35 @@ def test_lr_schedule_is_applied():
 
 
 # --- checkpoints and resume ----------------------------------------------------------------
-DETERMINISTIC = ("timesteps_total", "episodes_total", "episode_return_mean", "policy_loss",
-                 "vf_loss", "entropy", "kl", "approx_kl", "clipfrac", "explained_variance",
-                 "kl_coeff")
+DETERMINISTIC = (
+    "timesteps_total",
+    "episodes_total",
+    "episode_return_mean",
+    "policy_loss",
+    "vf_loss",
+    "entropy",
+    "kl",
+    "approx_kl",
+    "clipfrac",
+    "explained_variance",
+    "kl_coeff",
+)
 
 
-@pytest.mark.parametrize("model", [{"fcnet_hiddens": [16]},
-                                   {"fcnet_hiddens": [16], "use_lstm": True, "lstm_cell_size": 8,
-                                    "max_seq_len": 8, "lstm_use_prev_action": True}],
-                         ids=["fc", "lstm"])
+@pytest.mark.parametrize(
+    "model",
+    [
+        {"fcnet_hiddens": [16]},
+        {
+            "fcnet_hiddens": [16],
+            "use_lstm": True,
+            "lstm_cell_size": 8,
+            "max_seq_len": 8,
+            "lstm_use_prev_action": True,
+        },
+    ],
+    ids=["fc", "lstm"],
+)
 def test_resume_equals_uninterrupted_run(tmp_path, model):
     config = tiny(model=model, kl_coeff=0.2, observation_filter="MeanStdFilter")
     with PPOTrainer(config, run_dir=tmp_path / "a") as a:
@@ -686,8 +797,10 @@ def test_fit_writes_checkpoints_and_keeps_the_newest(tmp_path):
     with PPOTrainer(config, run_dir=tmp_path) as trainer:
         m = trainer.fit(stop_timesteps=256, progress=False)
     assert m["timesteps_total"] == 256
-    assert [p.name for p in list_checkpoints(tmp_path)] == ["checkpoint_000003",
-                                                            "checkpoint_000004"]
+    assert [p.name for p in list_checkpoints(tmp_path)] == [
+        "checkpoint_000003",
+        "checkpoint_000004",
+    ]
     assert json.loads((tmp_path / "config.json").read_text())["env"] == "CartPole-v1"
     with pytest.raises(ValueError, match="stopping criterion"):
         trainer.fit()
@@ -703,10 +816,26 @@ def test_fit_with_progress_bar_and_stop_reward(capsys):
 # --- command line ---------------------------------------------------------------------------
 def test_cli_train_evaluate_plot_resume(tmp_path, capsys):
     run = tmp_path / "run"
-    args = ["train", "--env", "CartPole-v1", "--set", "num_envs=2", "--set",
-            "train_batch_size=64", "--set", "sgd_minibatch_size=32", "--set", "num_sgd_iter=1",
-            "--set", "model.fcnet_hiddens=[8]", "--stop-timesteps", "128", "--run-dir", str(run),
-            "--no-progress"]
+    args = [
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--set",
+        "num_envs=2",
+        "--set",
+        "train_batch_size=64",
+        "--set",
+        "sgd_minibatch_size=32",
+        "--set",
+        "num_sgd_iter=1",
+        "--set",
+        "model.fcnet_hiddens=[8]",
+        "--stop-timesteps",
+        "128",
+        "--run-dir",
+        str(run),
+        "--no-progress",
+    ]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert f"plot: {run / 'progress.png'}" in out and "results:" in out
@@ -748,8 +877,8 @@ def test_policy_stacks_a_window_of_observations_for_obs_shift_views():
     import numpy as np
     from rlblocks.catalog import ModelCatalog
     from rlblocks.models import FrameStackingModel
-    from rlblocks.train.config import PPOConfig
     from rlblocks.train.policy import Policy
+    from rlblocks.train.trainer_config import PPOConfig
 
     ModelCatalog.register_custom_model("window_test_model", FrameStackingModel)
     model = {"custom_model": "window_test_model"}
@@ -769,8 +898,9 @@ def test_policy_stacks_a_window_of_observations_for_obs_shift_views():
 
 def test_compute_single_action_equals_the_model_and_carries_state():
     lstm = {"use_lstm": True, "lstm_cell_size": 8, "fcnet_hiddens": [16], "max_seq_len": 4}
-    trainer = PPOTrainer(PPOConfig(env="CartPole-v1", num_envs=2, train_batch_size=64,
-                                   model=lstm, seed=3))
+    trainer = PPOTrainer(
+        PPOConfig(env="CartPole-v1", num_envs=2, train_batch_size=64, model=lstm, seed=3)
+    )
     try:
         model = trainer.policy.model
         observations = [np.array([0.01 * i, -0.02, 0.03 * i, 0.1], np.float32) for i in range(5)]
@@ -779,8 +909,9 @@ def test_compute_single_action_equals_the_model_and_carries_state():
             action, state_out = trainer.compute_single_action(obs, state)
             # The same step through the model itself: logits -> most likely action.
             flat = torch.as_tensor(trainer.preprocessor.transform(obs))[None]
-            logits, expected_state = model({"obs": flat}, [s[None] for s in state],
-                                           torch.tensor([1]))
+            logits, expected_state = model(
+                {"obs": flat}, [s[None] for s in state], torch.tensor([1])
+            )
             assert int(action) == int(logits.argmax(-1)[0])
             # [h, c] of the policy's LSTM, then the value LSTM's (PPO default: difference 25)
             assert [tuple(s.shape) for s in state_out] == [(8,)] * 4
@@ -809,9 +940,17 @@ def test_previous_actions_start_at_the_action_spaces_own_start():
     (``start``), not 0, which is outside ``Discrete(2, start=5)``."""
     config = {
         "env": lambda cfg: _ShiftedActions(gym.make("CartPole-v1")),
-        "num_envs": 2, "train_batch_size": 64, "sgd_minibatch_size": 32, "num_sgd_iter": 1,
-        "model": {"fcnet_hiddens": [8], "use_lstm": True, "lstm_cell_size": 8,
-                  "lstm_use_prev_action": True, "max_seq_len": 8},
+        "num_envs": 2,
+        "train_batch_size": 64,
+        "sgd_minibatch_size": 32,
+        "num_sgd_iter": 1,
+        "model": {
+            "fcnet_hiddens": [8],
+            "use_lstm": True,
+            "lstm_cell_size": 8,
+            "lstm_use_prev_action": True,
+            "max_seq_len": 8,
+        },
     }
     with PPOTrainer(config) as trainer:
         assert trainer.policy.initial_prev_action.tolist() == 5

@@ -19,11 +19,18 @@ import torch
 from rlblocks.train import PPOConfig, PPOTrainer
 from rlblocks.train.logger import read_progress
 from rlblocks.train.loop import Callback, StopTraining
-from rlblocks.train.rollout import RewardScaler
+from rlblocks.train.runner import RewardScaler
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = {"env": "CartPole-v1", "num_envs": 2, "train_batch_size": 64, "sgd_minibatch_size": 32,
-        "num_sgd_iter": 2, "model": {"fcnet_hiddens": [16]}, "seed": 3}
+TINY = {
+    "env": "CartPole-v1",
+    "num_envs": 2,
+    "train_batch_size": 64,
+    "sgd_minibatch_size": 32,
+    "num_sgd_iter": 2,
+    "model": {"fcnet_hiddens": [16]},
+    "seed": 3,
+}
 
 
 def tiny(**changes: Any) -> dict[str, Any]:
@@ -74,8 +81,10 @@ def test_best_checkpoint_by_training_return(tmp_path: Path) -> None:
     assert resumed.iteration == 3
     resumed.close()
     # a resumed run knows the best score of best/, even one saved after its checkpoint
-    with PPOTrainer(tiny(checkpoint_freq=2, evaluation_interval=1, evaluation_episodes=1),
-                    run_dir=tmp_path / "ev") as trainer:
+    with PPOTrainer(
+        tiny(checkpoint_freq=2, evaluation_interval=1, evaluation_episodes=1),
+        run_dir=tmp_path / "ev",
+    ) as trainer:
         trainer.fit(stop_iters=2, progress=False)
         trainer.best_score = -1.0  # as if checkpoint 2 had been saved before a better best/
         trainer.save()
@@ -174,8 +183,7 @@ def test_target_kl_validation_and_suggestion() -> None:
 
 
 # --- reward normalisation / clipping ---------------------------------------------------------
-def _sb3_reference(rewards: np.ndarray, dones: np.ndarray, gamma: float, clip: float
-                   ) -> np.ndarray:
+def _sb3_reference(rewards: np.ndarray, dones: np.ndarray, gamma: float, clip: float) -> np.ndarray:
     """Stable-Baselines3's VecNormalize reward path, written out step by step."""
     count, mean, var = 1e-4, 0.0, 1.0
     ret = np.zeros(rewards.shape[1])
@@ -199,8 +207,7 @@ def test_reward_scaler_matches_vecnormalize() -> None:
     got = np.array([scaler(r, d) for r, d in zip(rewards, dones, strict=True)])
     np.testing.assert_allclose(got, _sb3_reference(rewards, dones, 0.99, 10.0), rtol=1e-5)
     clip_only = RewardScaler(4, gamma=0.99, normalize=False, clip=1.0)
-    np.testing.assert_array_equal(clip_only(rewards[0], dones[0]),
-                                  np.clip(rewards[0], -1.0, 1.0))
+    np.testing.assert_array_equal(clip_only(rewards[0], dones[0]), np.clip(rewards[0], -1.0, 1.0))
 
 
 def test_clip_reward_in_batches_but_raw_episode_returns() -> None:
@@ -288,23 +295,43 @@ def test_sdist_holds_the_source_tree_only(tmp_path: Path) -> None:
     pytest.importorskip("scikit_build_core")
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("needs the git checkout")
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-                            cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     src = tmp_path / "src"
     sources = {f for f in listed if (ROOT / f).is_file() and f != ".gitignore"}
     for name in sources:
         (src / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, src / name)
-    for junk in ("build/cp311/_core.so", "rlblocks_runs/PPO_x/progress.csv", "runs/a/state.pt",
-                 "python/rlblocks/__pycache__/x.cpython-311.pyc", "dist/rlblocks-0.1.whl",
-                 "python/rlblocks/_core.so"):
+    for junk in (
+        "build/cp311/_core.so",
+        "rlblocks_runs/PPO_x/progress.csv",
+        "runs/a/state.pt",
+        "python/rlblocks/__pycache__/x.cpython-311.pyc",
+        "dist/rlblocks-0.1.whl",
+        "python/rlblocks/_core.so",
+    ):
         (src / junk).parent.mkdir(parents=True, exist_ok=True)
         (src / junk).write_text("junk")
     out = tmp_path / "out"
     out.mkdir()
-    proc = subprocess.run([sys.executable, "-c", "import sys; from scikit_build_core.build import "
-                           "build_sdist; print(build_sdist(sys.argv[1]))", str(out)], cwd=src,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from scikit_build_core.build import "
+            "build_sdist; print(build_sdist(sys.argv[1]))",
+            str(out),
+        ],
+        cwd=src,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (sdist,) = out.glob("*.tar.gz")
     with tarfile.open(sdist) as tar:

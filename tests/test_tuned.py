@@ -17,13 +17,22 @@ NAMES = [p.stem for p in sorted(TUNED_DIR.glob("*.yaml"))]
 
 def test_the_tuned_configs_cover_the_issue_list() -> None:
     envs = {t.env for t in list_tuned()}
-    assert {"CartPole-v1", "Acrobot-v1", "Pendulum-v1", "rlblocks/StatelessCartPole-v0",
-            "rlblocks/RepeatAfterMe-v0", "rlblocks/ParametricCartPole-v0",
-            "rlblocks/CorrelatedActions-v0", "rlblocks/DictCartPole-v0", "ALE/Pong-v5",
-            "ALE/Breakout-v5"} <= envs
+    assert {
+        "CartPole-v1",
+        "Acrobot-v1",
+        "Pendulum-v1",
+        "rlblocks/StatelessCartPole-v0",
+        "rlblocks/RepeatAfterMe-v0",
+        "rlblocks/ParametricCartPole-v0",
+        "rlblocks/CorrelatedActions-v0",
+        "rlblocks/DictCartPole-v0",
+        "ALE/Pong-v5",
+        "ALE/Breakout-v5",
+    } <= envs
     assert tuned_for("rlblocks/StatelessCartPole-v0", "use_lstm") == ["stateless_cartpole_lstm"]
     assert tuned_for("rlblocks/StatelessCartPole-v0", "use_attention") == [
-        "stateless_cartpole_attention"]
+        "stateless_cartpole_attention"
+    ]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -33,13 +42,21 @@ def test_each_tuned_config_is_valid_and_builds(name: str) -> None:
     PPOConfig.from_dict(tuned.config)  # every key known, every value in range
     if tuned.hardware != "CPU":  # Atari: the model needs ale-py's envs; build the config only
         return
-    with PPOTrainer({**tuned.config, "num_envs": 2, "train_batch_size": 64,
-                     "sgd_minibatch_size": 32, "num_sgd_iter": 1}) as trainer:
+    with PPOTrainer(
+        {
+            **tuned.config,
+            "num_envs": 2,
+            "train_batch_size": 64,
+            "sgd_minibatch_size": 32,
+            "num_sgd_iter": 1,
+        }
+    ) as trainer:
         assert trainer.train()["timesteps_total"] == 64
 
 
-@pytest.mark.parametrize("name", ["stateless_cartpole_attention", "correlated_actions",
-                                  "repeat_after_me_lstm"])
+@pytest.mark.parametrize(
+    "name", ["stateless_cartpole_attention", "correlated_actions", "repeat_after_me_lstm"]
+)
 def test_tuned_config_reaches_its_return_from_the_cli(name: str, tmp_path) -> None:
     run = tmp_path / name
     assert main(["train", "--tuned", name, "--no-progress", "--run-dir", str(run)]) == 0
@@ -51,19 +68,45 @@ def test_tuned_config_reaches_its_return_from_the_cli(name: str, tmp_path) -> No
 
 def test_set_overrides_a_tuned_config_and_its_stop_block_applies(tmp_path, capsys) -> None:
     run = tmp_path / "run"
-    assert main(["train", "--tuned", "cartpole", "--set", "num_envs=2",
-                 "--set", "train_batch_size=64", "--stop-timesteps", "128", "--no-progress",
-                 "--run-dir", str(run)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--tuned",
+                "cartpole",
+                "--set",
+                "num_envs=2",
+                "--set",
+                "train_batch_size=64",
+                "--stop-timesteps",
+                "128",
+                "--no-progress",
+                "--run-dir",
+                str(run),
+            ]
+        )
+        == 0
+    )
     assert "until a mean return >= 475.0 or 128 steps" in capsys.readouterr().out
     assert [r["timesteps_total"] for r in read_progress(run)] == [64, 128]
 
 
 def test_a_config_file_stop_block(tmp_path, capsys) -> None:
     path = tmp_path / "mine.yaml"
-    path.write_text(yaml.safe_dump({"env": "CartPole-v1", "num_envs": 2, "train_batch_size": 64,
-                                    "stop": {"timesteps_total": 64}}))
-    assert main(["train", "--config", str(path), "--no-progress",
-                 "--run-dir", str(tmp_path / "run")]) == 0
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "env": "CartPole-v1",
+                "num_envs": 2,
+                "train_batch_size": 64,
+                "stop": {"timesteps_total": 64},
+            }
+        )
+    )
+    assert (
+        main(["train", "--config", str(path), "--no-progress", "--run-dir", str(tmp_path / "run")])
+        == 0
+    )
     assert [r["timesteps_total"] for r in read_progress(tmp_path / "run")] == [64]
     path.write_text(yaml.safe_dump({"env": "CartPole-v1", "stop": {"reward": 1}}))
     assert main(["train", "--config", str(path)]) == 2
@@ -71,17 +114,55 @@ def test_a_config_file_stop_block(tmp_path, capsys) -> None:
 
 
 def test_memory_alone_gets_a_one_line_hint(tmp_path, capsys) -> None:
-    assert main(["train", "--env", "rlblocks/StatelessCartPole-v0", "--set", "model.use_lstm=true",
-                 "--set", "num_envs=2", "--set", "train_batch_size=64", "--stop-timesteps",
-                 "64", "--no-progress", "--run-dir", str(tmp_path / "a")]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--env",
+                "rlblocks/StatelessCartPole-v0",
+                "--set",
+                "model.use_lstm=true",
+                "--set",
+                "num_envs=2",
+                "--set",
+                "train_batch_size=64",
+                "--stop-timesteps",
+                "64",
+                "--no-progress",
+                "--run-dir",
+                str(tmp_path / "a"),
+            ]
+        )
+        == 0
+    )
     hints = [ln for ln in capsys.readouterr().err.splitlines() if "hint" in ln]
-    assert hints == ["rlblocks train: hint: use_lstm alone uses RLlib's defaults; the tuned "
-                     "config for rlblocks/StatelessCartPole-v0 is `rlblocks train --tuned "
-                     "stateless_cartpole_lstm`"]
+    assert hints == [
+        "rlblocks train: hint: use_lstm alone uses RLlib's defaults; the tuned "
+        "config for rlblocks/StatelessCartPole-v0 is `rlblocks train --tuned "
+        "stateless_cartpole_lstm`"
+    ]
     # Anything else set in the model, or an env without a tuned memory config: no hint.
-    assert main(["train", "--env", "CartPole-v1", "--set", "model.use_lstm=true",
-                 "--set", "num_envs=2", "--set", "train_batch_size=64", "--stop-timesteps",
-                 "64", "--no-progress", "--run-dir", str(tmp_path / "b")]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--env",
+                "CartPole-v1",
+                "--set",
+                "model.use_lstm=true",
+                "--set",
+                "num_envs=2",
+                "--set",
+                "train_batch_size=64",
+                "--stop-timesteps",
+                "64",
+                "--no-progress",
+                "--run-dir",
+                str(tmp_path / "b"),
+            ]
+        )
+        == 0
+    )
     assert "hint" not in capsys.readouterr().err
 
 
@@ -99,15 +180,19 @@ def test_tuned_listing_and_errors(capsys) -> None:
 
 def test_custom_models_and_distributions_by_import_path() -> None:
     space = gym.spaces.Box(-1, 1, (3,))
-    with pytest.raises(ValueError, match="custom_model 'rlblocks.models:NoSuchModel': cannot "
-                                         "import it"):
-        ModelCatalog.get_model_v2(space, gym.spaces.Discrete(2), 2,
-                                  {"custom_model": "rlblocks.models:NoSuchModel"})
+    with pytest.raises(
+        ValueError, match="custom_model 'rlblocks.models:NoSuchModel': cannot import it"
+    ):
+        ModelCatalog.get_model_v2(
+            space, gym.spaces.Discrete(2), 2, {"custom_model": "rlblocks.models:NoSuchModel"}
+        )
     with pytest.raises(ValueError, match="custom_action_dist 'no_such_module:X'"):
-        ModelCatalog.get_action_dist(gym.spaces.Discrete(2),
-                                     {"custom_action_dist": "no_such_module:X"})
+        ModelCatalog.get_action_dist(
+            gym.spaces.Discrete(2), {"custom_action_dist": "no_such_module:X"}
+        )
     dist, n = ModelCatalog.get_action_dist(
-        gym.spaces.Discrete(3), {"custom_action_dist": "rlblocks.distributions:Categorical"})
+        gym.spaces.Discrete(3), {"custom_action_dist": "rlblocks.distributions:Categorical"}
+    )
     import torch
     from rlblocks.distributions import Categorical
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import rlblocks
 from rlblocks.train import PPOConfig, PPOTrainer
-from rlblocks.train.rollout import env_spec, registered_id
+from rlblocks.train.envs import env_spec, registered_id
 
 USER_DIR = Path(__file__).parent / "fixtures" / "user_envs"
 ENV = "my_pkg.envs:Corridor-v0"
@@ -27,8 +27,14 @@ def rlblocks_cli(*args: str, cwd: Path = USER_DIR) -> subprocess.CompletedProces
     where = str(Path(rlblocks.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": where}
     code = "import sys; from rlblocks.cli import main; sys.exit(main(sys.argv[1:]))"
-    return subprocess.run([sys.executable, "-P", "-c", code, *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-P", "-c", code, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def progress_rows(run_dir: Path) -> list[dict[str, str]]:
@@ -38,9 +44,22 @@ def progress_rows(run_dir: Path) -> list[dict[str, str]]:
 
 def test_train_evaluate_and_resume_a_users_env(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    out = rlblocks_cli("train", "--env", ENV, "--set", "env_config.length=4",
-                       "--set", "train_batch_size=512", "--stop-reward", "-3.2",
-                       "--stop-timesteps", "40000", "--no-progress", "--run-dir", str(run))
+    out = rlblocks_cli(
+        "train",
+        "--env",
+        ENV,
+        "--set",
+        "env_config.length=4",
+        "--set",
+        "train_batch_size=512",
+        "--stop-reward",
+        "-3.2",
+        "--stop-timesteps",
+        "40000",
+        "--no-progress",
+        "--run-dir",
+        str(run),
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads((run / "config.json").read_text())["env_config"] == {"length": 4}
     rows = progress_rows(run)
@@ -52,8 +71,15 @@ def test_train_evaluate_and_resume_a_users_env(tmp_path: Path) -> None:
     assert json.loads(out.stdout.splitlines()[-1])["episode_return_mean"] == -3.0
 
     steps = int(rows[-1]["timesteps_total"])
-    out = rlblocks_cli("train", "--resume", str(run), "--stop-timesteps", str(steps + 1024),
-                       "--no-default-stop-reward", "--no-progress")
+    out = rlblocks_cli(
+        "train",
+        "--resume",
+        str(run),
+        "--stop-timesteps",
+        str(steps + 1024),
+        "--no-default-stop-reward",
+        "--no-progress",
+    )
     assert out.returncode == 0, out.stderr
     assert int(progress_rows(run)[-1]["timesteps_total"]) >= steps + 1024
 
@@ -74,14 +100,20 @@ def test_env_config_reaches_the_constructor(monkeypatch: pytest.MonkeyPatch) -> 
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ("no_such_pkg.envs:Corridor-v0",
-         "env 'no_such_pkg.envs:Corridor-v0': module 'no_such_pkg.envs' could not be imported "
-         "(ModuleNotFoundError: No module named 'no_such_pkg')"),
-        ("my_pkg.envs:Corridr-v0",
-         "unknown gymnasium environment 'Corridr-v0' (importing 'my_pkg.envs' did not register "
-         "it); did you mean 'Corridor-v0'?"),
-        ("my_pkg.envs:",
-         "env 'my_pkg.envs:': expected 'module:EnvId', e.g. 'my_pkg.envs:MyEnv-v0'"),
+        (
+            "no_such_pkg.envs:Corridor-v0",
+            "env 'no_such_pkg.envs:Corridor-v0': module 'no_such_pkg.envs' could not be imported "
+            "(ModuleNotFoundError: No module named 'no_such_pkg')",
+        ),
+        (
+            "my_pkg.envs:Corridr-v0",
+            "unknown gymnasium environment 'Corridr-v0' (importing 'my_pkg.envs' did not register "
+            "it); did you mean 'Corridor-v0'?",
+        ),
+        (
+            "my_pkg.envs:",
+            "env 'my_pkg.envs:': expected 'module:EnvId', e.g. 'my_pkg.envs:MyEnv-v0'",
+        ),
     ],
 )
 def test_a_bad_module_env_is_one_line(env: str, message: str) -> None:

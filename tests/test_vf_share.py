@@ -23,18 +23,34 @@ from rlblocks.train import PPOConfig, PPOTrainer
 DISCRETE3 = gym.spaces.Discrete(3)
 IMAGE = gym.spaces.Box(0.0, 1.0, (7, 7, 3), np.float32)
 RANK2 = gym.spaces.Box(-1.0, 1.0, (3, 4), np.float32)
-NESTED = gym.spaces.Dict({"img": gym.spaces.Box(0.0, 1.0, (6, 6, 2), np.float32),
-                          "kind": gym.spaces.Discrete(4),
-                          "pos": gym.spaces.Box(-1.0, 1.0, (3,), np.float32)})
+NESTED = gym.spaces.Dict(
+    {
+        "img": gym.spaces.Box(0.0, 1.0, (6, 6, 2), np.float32),
+        "kind": gym.spaces.Discrete(4),
+        "pos": gym.spaces.Box(-1.0, 1.0, (3,), np.float32),
+    }
+)
 FLAT = gym.spaces.Box(-1.0, 1.0, (5,), np.float32)
 SMALL = {"fcnet_hiddens": [8, 8], "post_fcnet_hiddens": [6], "conv_filters": None}
-LSTM = {"fcnet_hiddens": [8], "use_lstm": True, "lstm_cell_size": 6, "max_seq_len": 4,
-        "lstm_use_prev_action": True}
-ATTENTION = {"fcnet_hiddens": [8], "use_attention": True, "attention_dim": 8,
-             "attention_head_dim": 4, "attention_num_heads": 2,
-             "attention_memory_inference": 3, "attention_memory_training": 3,
-             "attention_position_wise_mlp_dim": 8, "max_seq_len": 4,
-             "attention_use_n_prev_actions": 2}
+LSTM = {
+    "fcnet_hiddens": [8],
+    "use_lstm": True,
+    "lstm_cell_size": 6,
+    "max_seq_len": 4,
+    "lstm_use_prev_action": True,
+}
+ATTENTION = {
+    "fcnet_hiddens": [8],
+    "use_attention": True,
+    "attention_dim": 8,
+    "attention_head_dim": 4,
+    "attention_num_heads": 2,
+    "attention_memory_inference": 3,
+    "attention_memory_training": 3,
+    "attention_position_wise_mlp_dim": 8,
+    "max_seq_len": 4,
+    "attention_use_n_prev_actions": 2,
+}
 
 # (case, observation space, model config, the class the catalog must pick)
 CASES = [
@@ -61,10 +77,12 @@ def run(model, prep, space: gym.Space, seed: int = 0):
     space.seed(seed)
     rows = 8
     obs = torch.from_numpy(prep.transform_batch([space.sample() for _ in range(rows)]))
-    input_dict = {"obs": obs,
-                  "prev_actions": torch.tensor([0, 1, 2, 0, 1, 2, 0, 1]),
-                  "prev_n_actions": torch.tensor([[0, 1], [1, 2]] * 4),
-                  "prev_rewards": torch.ones(rows)}
+    input_dict = {
+        "obs": obs,
+        "prev_actions": torch.tensor([0, 1, 2, 0, 1, 2, 0, 1]),
+        "prev_n_actions": torch.tensor([[0, 1], [1, 2]] * 4),
+        "prev_rewards": torch.ones(rows),
+    }
     state = [torch.randn(2, *s.shape) for s in model.get_initial_state()]
     out, _ = model(input_dict, state, torch.tensor([4, 3]) if state else None)
     return out, model.value_function()
@@ -108,12 +126,16 @@ def test_separate_value_layers_get_no_policy_gradient(case, space, config, cls):
 def test_shared_layers_get_value_gradient(case, space, config, cls):
     torch.manual_seed(0)
     model, prep = build(space, config, share=True)
-    assert not any("value_trunk" in n or "_separate" in n for n, _ in model.named_parameters()
-                   if not n.startswith("wrapped."))
+    assert not any(
+        "value_trunk" in n or "_separate" in n
+        for n, _ in model.named_parameters()
+        if not n.startswith("wrapped.")
+    )
     out, value = run(model, prep, space)
     value_grads = grads(model, (value - 1.0).pow(2).sum())
-    shared = [n for n, g in value_grads.items()
-              if not is_value_param(n) and g is not None and g.any()]
+    shared = [
+        n for n, g in value_grads.items() if not is_value_param(n) and g is not None and g.any()
+    ]
     assert shared, f"{case}: with vf_share_layers=True the value loss must move shared layers"
 
 
@@ -127,8 +149,10 @@ def test_recurrent_state_has_the_value_path(config, n_share, n_separate):
     # the policy's state does not depend on the value path's
     state = [torch.randn(2, *s.shape) for s in separate.get_initial_state()]
     obs = torch.from_numpy(prep.transform_batch([FLAT.sample() for _ in range(8)]))
-    extra = {"prev_actions": torch.zeros(8, dtype=torch.long),
-             "prev_n_actions": torch.zeros(8, 2, dtype=torch.long)}
+    extra = {
+        "prev_actions": torch.zeros(8, dtype=torch.long),
+        "prev_n_actions": torch.zeros(8, 2, dtype=torch.long),
+    }
     out_a, st_a = separate({"obs": obs, **extra}, state, torch.tensor([4, 4]))
     other = state[:n_share] + [torch.randn_like(s) for s in state[n_share:]]
     out_b, st_b = separate({"obs": obs, **extra}, other, torch.tensor([4, 4]))
@@ -219,8 +243,15 @@ class Rank2Bandit(gym.Env):
 
 
 def test_rank2_box_bandit_learns_with_default_model(tmp_path):
-    config = {"env": Rank2Bandit, "num_envs": 4, "train_batch_size": 256,
-              "sgd_minibatch_size": 64, "num_sgd_iter": 4, "lr": 1e-3, "seed": 5}
+    config = {
+        "env": Rank2Bandit,
+        "num_envs": 4,
+        "train_batch_size": 256,
+        "sgd_minibatch_size": 64,
+        "num_sgd_iter": 4,
+        "lr": 1e-3,
+        "seed": 5,
+    }
     trainer = PPOTrainer(config, run_dir=tmp_path / "run")
     try:
         assert isinstance(trainer.model, ComplexInputNetwork)

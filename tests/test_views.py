@@ -51,7 +51,13 @@ def test_episode_boundaries_and_fills():
     v = build_view_inputs(traj, vrs)
     assert v["prev_n_obs"].shape == (6, 3, 2) and v["prev_n_obs"].dtype == np.float32
     assert v["prev_n_obs"][:, :, 0].tolist() == [
-        [10, 10, 10], [10, 10, 11], [10, 11, 12], [13, 13, 13], [13, 13, 14], [13, 14, 15]]
+        [10, 10, 10],
+        [10, 10, 11],
+        [10, 11, 12],
+        [13, 13, 13],
+        [13, 13, 14],
+        [13, 14, 15],
+    ]
     assert v["prev_n_actions"].tolist() == [[0, 0], [0, 1], [1, 2], [0, 0], [0, 4], [4, 5]]
     assert v["prev_rewards"].tolist() == [0.0, 0.5, 1.5, 0.0, 3.5, 4.5]
     np.testing.assert_array_equal(v["obs"], obs)
@@ -63,15 +69,22 @@ def test_episode_boundaries_and_fills():
 
 def test_state_memory_view_and_next_obs():
     mem = np.arange(1, 6, dtype=np.float32)[:, None].repeat(3, 1)  # [5, D=3]
-    v = build_view_inputs({"state_out_0": mem},
-                          {"state_in_0": ViewRequirement("state_out_0", shift="-3:-1")})
+    v = build_view_inputs(
+        {"state_out_0": mem}, {"state_in_0": ViewRequirement("state_out_0", shift="-3:-1")}
+    )
     assert v["state_in_0"].shape == (5, 3, 3)
     assert v["state_in_0"][:, :, 0].tolist() == [
-        [0, 0, 0], [0, 0, 1], [0, 1, 2], [1, 2, 3], [2, 3, 4]]
+        [0, 0, 0],
+        [0, 0, 1],
+        [0, 1, 2],
+        [1, 2, 3],
+        [2, 3, 4],
+    ]
     # A single trajectory may have obs with one extra (final) row for new_obs.
     traj = {"obs": np.arange(4.0), "rewards": np.ones(3)}
-    v = build_view_inputs(traj, {"new_obs": ViewRequirement("obs", shift=1),
-                                 "rewards": ViewRequirement()})
+    v = build_view_inputs(
+        traj, {"new_obs": ViewRequirement("obs", shift=1), "rewards": ViewRequirement()}
+    )
     assert v["new_obs"].tolist() == [1.0, 2.0, 3.0]
 
 
@@ -99,24 +112,32 @@ def test_frame_stacking_model_sees_history():
     obs_space, act_space = gym.spaces.Box(-1, 1, (4,), np.float32), gym.spaces.Discrete(2)
     m = FrameStackingModel(obs_space, act_space, 2, {}, "fs", num_frames=3, hidden=16)
     rng = np.random.default_rng(0)
-    traj = {"obs": rng.uniform(-1, 1, (6, 4)).astype(np.float32),
-            "actions": np.array([0, 1, 1, 0, 1, 0]), "rewards": rng.normal(size=6),
-            "eps_id": np.array([0, 0, 0, 0, 1, 1])}
+    traj = {
+        "obs": rng.uniform(-1, 1, (6, 4)).astype(np.float32),
+        "actions": np.array([0, 1, 1, 0, 1, 0]),
+        "rewards": rng.normal(size=6),
+        "eps_id": np.array([0, 0, 0, 0, 1, 1]),
+    }
     views = build_view_inputs(traj, m.view_requirements)
     assert set(views) == {"obs", "prev_n_obs", "prev_n_rewards", "prev_n_actions"}
     tensors = {k: torch.as_tensor(v) for k, v in views.items()}
     with torch.no_grad():
         out, state = m(tensors)
         # Row 3 by hand: obs 1..3, actions 0..2, rewards 0..2 (one-hot actions).
-        x = torch.cat([torch.from_numpy(traj["obs"][1:4]).reshape(-1),
-                       torch.eye(2)[torch.tensor([0, 1, 1])].reshape(-1),
-                       torch.as_tensor(traj["rewards"][0:3]).float()])
+        x = torch.cat(
+            [
+                torch.from_numpy(traj["obs"][1:4]).reshape(-1),
+                torch.eye(2)[torch.tensor([0, 1, 1])].reshape(-1),
+                torch.as_tensor(traj["rewards"][0:3]).float(),
+            ]
+        )
         want = m.out(m.layer2(m.layer1(x[None])))[0]
         torch.testing.assert_close(out[3], want)
         # Changing an older observation changes row 3's output (it is in the stack) ...
         traj["obs"][1] += 1.0
-        out2, _ = m({k: torch.as_tensor(v) for k, v in build_view_inputs(
-            traj, m.view_requirements).items()})
+        out2, _ = m(
+            {k: torch.as_tensor(v) for k, v in build_view_inputs(traj, m.view_requirements).items()}
+        )
         assert not torch.allclose(out2[3], out[3])
         # ... but not row 4's (a new episode starts there).
         torch.testing.assert_close(out2[4], out[4])

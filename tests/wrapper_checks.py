@@ -15,9 +15,13 @@ def spaces_for(kind):
         return OBS, None
     if kind == "vision":
         return gym.spaces.Box(0.0, 1.0, (10, 10, 3), np.float32), None
-    space = gym.spaces.Dict({"img": gym.spaces.Box(0.0, 1.0, (10, 10, 3), np.float32),
-                             "pos": gym.spaces.Box(-1, 1, (2,), np.float32),
-                             "kind": gym.spaces.Discrete(3)})
+    space = gym.spaces.Dict(
+        {
+            "img": gym.spaces.Box(0.0, 1.0, (10, 10, 3), np.float32),
+            "pos": gym.spaces.Box(-1, 1, (2,), np.float32),
+            "kind": gym.spaces.Discrete(3),
+        }
+    )
     prep = rb.get_preprocessor(space)(space)
     return prep.observation_space, prep
 
@@ -30,8 +34,11 @@ def check_catalog_wraps_default_model(kind, model_config, wrapper_cls):
     model = rb.ModelCatalog.get_model_v2(obs_space, gym.spaces.Discrete(2), 2, model_config)
     assert isinstance(model, wrapper_cls)
     obs_space.seed(0)
-    raw = [obs_space.sample() for _ in range(6)] if prep is None else [
-        prep.observation_space.original_space.sample() for _ in range(6)]
+    raw = (
+        [obs_space.sample() for _ in range(6)]
+        if prep is None
+        else [prep.observation_space.original_space.sample() for _ in range(6)]
+    )
     obs = np.stack(raw) if prep is None else prep.transform_batch(raw)
     obs = torch.as_tensor(obs, dtype=torch.float32)
     lens = torch.tensor([3, 3])
@@ -48,5 +55,3 @@ def check_catalog_wraps_default_model(kind, model_config, wrapper_cls):
             for s_seq, s_step in zip(new_state, st, strict=True):
                 torch.testing.assert_close(s_seq[b : b + 1], s_step, atol=1e-5, rtol=0)
         torch.testing.assert_close(out, torch.stack(steps), atol=1e-5, rtol=0)
-
-

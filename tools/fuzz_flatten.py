@@ -38,8 +38,19 @@ from typing import Any
 import numpy as np
 
 STARTS = (0, 0, 0, -3, 7, 2**24 + 1, 2**40, -(2**62), 2**62)
-BOX_DTYPES = ("float32", "float64", "float16", "int8", "int16", "int32", "int64", "uint8",
-              "uint16", "uint32", "uint64")
+BOX_DTYPES = (
+    "float32",
+    "float64",
+    "float16",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+)
 BIG_BATCH = 100_000
 ALIAS_BIG_BATCH = 2000
 HUGE = (1e308, -1e308, 1.7976931348623157e308, 1e300, -1e300, 3.4028235e38, 3.5e38, 1e154)
@@ -54,9 +65,12 @@ def random_space(rng: np.random.Generator, depth: int = 0) -> Any:
     import gymnasium as gym
     from rlblocks.spaces import Repeated
 
-    kind = rng.choice(["dict", "tuple", "repeated"] if depth == 0 else
-                      ["discrete", "multidiscrete", "box", "multibinary"] * 2
-                      + (["dict", "tuple", "repeated"] if depth < 3 else []))
+    kind = rng.choice(
+        ["dict", "tuple", "repeated"]
+        if depth == 0
+        else ["discrete", "multidiscrete", "box", "multibinary"] * 2
+        + (["dict", "tuple", "repeated"] if depth < 3 else [])
+    )
     if kind == "dict":
         n = int(rng.integers(0, 4))
         return gym.spaces.Dict({f"k{i}": random_space(rng, depth + 1) for i in range(n)})
@@ -89,8 +103,10 @@ def stack(space: Any, samples: list) -> Any:
         return {k: stack(s, [x[k] for x in samples]) for k, s in space.spaces.items()}
     if isinstance(space, gym.spaces.Tuple):
         return tuple(stack(s, [x[i] for x in samples]) for i, s in enumerate(space.spaces))
-    if isinstance(space, (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete,
-                          gym.spaces.MultiBinary)):
+    if isinstance(
+        space,
+        (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary),
+    ):
         dtype = space.dtype if space.dtype is not None else np.int64
         return np.asarray(samples, dtype=dtype).reshape((len(samples), *(space.shape or ())))
     return list(samples)
@@ -164,6 +180,7 @@ def replace_at(value: Any, path: tuple, fn: Callable[[Any], Any]) -> Any:
 
 def corruptions(rng: np.random.Generator) -> list[tuple[str, Callable[[Any], Any]]]:
     """Named ways to damage one node of a sample."""
+
     def swapped(x: Any) -> Any:
         a = np.asarray(x)
         return a.astype(a.dtype.newbyteorder()) if a.dtype.kind in "iuf" else a
@@ -188,12 +205,20 @@ def corruptions(rng: np.random.Generator) -> list[tuple[str, Callable[[Any], Any
         ("string", lambda x: "3"),
         ("complex", lambda x: np.asarray(x) + 1j if np.asarray(x).dtype != object else 1j),
         ("str array", lambda x: np.asarray(x).astype(str)),
-        ("float", lambda x: np.asarray(x, dtype=np.float64) + 0.5 if np.asarray(x).dtype != object
-         else 0.5),
-        ("float16", lambda x: np.asarray(x).astype(np.float16)
-         if np.asarray(x).dtype.kind in "iuf" else x),
-        ("float32", lambda x: np.asarray(x).astype(np.float32)
-         if np.asarray(x).dtype.kind in "iuf" else x),
+        (
+            "float",
+            lambda x: (
+                np.asarray(x, dtype=np.float64) + 0.5 if np.asarray(x).dtype != object else 0.5
+            ),
+        ),
+        (
+            "float16",
+            lambda x: np.asarray(x).astype(np.float16) if np.asarray(x).dtype.kind in "iuf" else x,
+        ),
+        (
+            "float32",
+            lambda x: np.asarray(x).astype(np.float32) if np.asarray(x).dtype.kind in "iuf" else x,
+        ),
         ("nan", lambda x: np.full(np.shape(x), np.nan)),
         ("huge int", lambda x: big),
         ("huge float", lambda x: float(big)),
@@ -251,7 +276,7 @@ def case_inputs(seed: int) -> tuple[Any, list[tuple[str, str, Any]]]:
         inputs.append((label, "transform", corrupt))
         inputs.append((label, "list", [samples[-1], corrupt] if batch else [corrupt]))
         try:
-            batched = replace_at(stack(space, samples[:max(batch, 1)]), path, fn)
+            batched = replace_at(stack(space, samples[: max(batch, 1)]), path, fn)
         except Exception:
             continue
         inputs.append((label, "batched", batched))
@@ -285,7 +310,7 @@ def alias_into(rng: np.random.Generator, value: Any, out_rows: np.ndarray) -> An
     if not exact or n == 0 or n > width or rows_differ:
         return value
     j = int(rng.integers(0, width - n + 1))
-    region = out_rows[..., j:j + n]
+    region = out_rows[..., j : j + n]
     region[...] = f.reshape(region.shape)
     view = region.reshape(a.shape)
     return view if np.shares_memory(view, out_rows) else value
@@ -300,7 +325,7 @@ def alias_inputs(seed: int, space: Any, samples: list) -> list[tuple[str, str, A
     if size == 0:
         return []
     inputs = []
-    for batch in ([len(samples)] + ([ALIAS_BIG_BATCH] if seed % 25 == 0 else [])):
+    for batch in [len(samples)] + ([ALIAS_BIG_BATCH] if seed % 25 == 0 else []):
         rows = [samples[i % len(samples)] for i in range(batch)]
         out = rng.standard_normal((batch, size)).astype(np.float32)
         obs = alias_into(rng, stack(space, rows), out)
@@ -334,9 +359,15 @@ def filter_outcomes(seed: int) -> Iterator[dict[str, Any]]:
             x = x[None]
         update = bool(rng.random() < 0.8)
         yield outcome(lambda x=x, u=update: f(x, update=u))
-    yield outcome(lambda: np.concatenate([np.ravel(f.running_stats.mean),
-                                          np.ravel(f.running_stats.std).astype(np.float64),
-                                          [f.running_stats.n, f.buffer.n]]))
+    yield outcome(
+        lambda: np.concatenate(
+            [
+                np.ravel(f.running_stats.mean),
+                np.ravel(f.running_stats.std).astype(np.float64),
+                [f.running_stats.n, f.buffer.n],
+            ]
+        )
+    )
 
 
 def outcome(fn: Callable[[], Any]) -> dict[str, Any]:
@@ -347,8 +378,11 @@ def outcome(fn: Callable[[], Any]) -> dict[str, Any]:
     except Exception as err:  # noqa: BLE001 - a finding, reported by the driver
         return {"raises": type(err).__name__, "message": str(err)[:200], "unexpected": True}
     digest = hashlib.sha256(np.ascontiguousarray(out).tobytes()).digest()
-    return {"shape": list(out.shape), "dtype": str(out.dtype),
-            "sha": base64.b64encode(digest[:12]).decode()}
+    return {
+        "shape": list(out.shape),
+        "dtype": str(out.dtype),
+        "sha": base64.b64encode(digest[:12]).decode(),
+    }
 
 
 def run_worker(first: int, cases: int, inject: str | None = None) -> None:
@@ -384,11 +418,23 @@ def run_worker(first: int, cases: int, inject: str | None = None) -> None:
             else:
                 fn = pre.transform if method == "transform" else pre.transform_batch
                 result = outcome(lambda f=fn, v=value: f(v))  # type: ignore[misc]
-            print(json.dumps({"seed": seed, "i": i, "input": name, "method": method, **result}),
-                  flush=True)
+            print(
+                json.dumps({"seed": seed, "i": i, "input": name, "method": method, **result}),
+                flush=True,
+            )
         for j, result in enumerate(filter_outcomes(seed)):
-            print(json.dumps({"seed": seed, "i": 10_000 + j, "input": "filter push",
-                              "method": "MeanStdFilter", **result}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "seed": seed,
+                        "i": 10_000 + j,
+                        "input": "filter push",
+                        "method": "MeanStdFilter",
+                        **result,
+                    }
+                ),
+                flush=True,
+            )
 
 
 # ------------------------------------------------------------------------ driver
@@ -397,8 +443,13 @@ def run_worker(first: int, cases: int, inject: str | None = None) -> None:
 def spawn(impl: str, first: int, cases: int, inject: str | None) -> subprocess.Popen:
     env = dict(os.environ, RLBLOCKS_IMPL=impl)
     cmd = [sys.executable, __file__, "--worker", "--seed", str(first), "--cases", str(cases)]
-    return subprocess.Popen(cmd + (["--inject", inject] if inject else []),
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        cmd + (["--inject", inject] if inject else []),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def compare(first: int, cases: int, show: bool = False, inject: str | None = None) -> list[str]:
@@ -410,22 +461,31 @@ def compare(first: int, cases: int, show: bool = False, inject: str | None = Non
         results[impl] = {(r["seed"], r["i"]): r for r in map(json.loads, out.splitlines())}
         if proc.returncode != 0:
             last = max(results[impl], default=None)
-            findings.append(f"{impl} worker crashed (exit {proc.returncode}) after case {last}: "
-                            f"{err.strip()[-600:]}")
+            findings.append(
+                f"{impl} worker crashed (exit {proc.returncode}) after case {last}: "
+                f"{err.strip()[-600:]}"
+            )
     native, ref = results["native"], results["numpy"]
     for key in sorted(native.keys() & ref.keys()):
         a, b = native[key], ref[key]
         where = f"seed {key[0]} input {key[1]} ({a['input']}, {a['method']})"
         if show:
-            print(where, "native:", a.get("raises") or a["sha"], "| numpy:", b.get("raises")
-                  or b["sha"])
+            print(
+                where,
+                "native:",
+                a.get("raises") or a["sha"],
+                "| numpy:",
+                b.get("raises") or b["sha"],
+            )
         for side, r in (("native", a), ("numpy", b)):
             if r.get("unexpected"):
                 findings.append(f"{where}: {side} raised {r['raises']}: {r['message']}")
         if ("raises" in a) != ("raises" in b):
-            findings.append(f"{where}: native {a.get('raises', 'accepts')} "
-                            f"({a.get('message', '')}) vs numpy {b.get('raises', 'accepts')} "
-                            f"({b.get('message', '')})")
+            findings.append(
+                f"{where}: native {a.get('raises', 'accepts')} "
+                f"({a.get('message', '')}) vs numpy {b.get('raises', 'accepts')} "
+                f"({b.get('message', '')})"
+            )
         elif "raises" not in a and (a["sha"], a["shape"]) != (b["sha"], b["shape"]):
             findings.append(f"{where}: outputs differ")
     return findings
@@ -447,15 +507,22 @@ def main(argv: list[str] | None = None) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     t0 = time.perf_counter()
-    chunks = [(s, min(args.chunk, args.seed + args.cases - s))
-              for s in range(args.seed, args.seed + args.cases, args.chunk)]
+    chunks = [
+        (s, min(args.chunk, args.seed + args.cases - s))
+        for s in range(args.seed, args.seed + args.cases, args.chunk)
+    ]
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        findings = [f for fs in pool.map(
-            lambda c: compare(*c, show=args.show, inject=args.inject), chunks) for f in fs]
+        findings = [
+            f
+            for fs in pool.map(lambda c: compare(*c, show=args.show, inject=args.inject), chunks)
+            for f in fs
+        ]
     for f in findings:
         print("FINDING:", f)
-    print(f"fuzz_flatten: {args.cases} cases from seed {args.seed}, {len(findings)} findings, "
-          f"{time.perf_counter() - t0:.0f} s")
+    print(
+        f"fuzz_flatten: {args.cases} cases from seed {args.seed}, {len(findings)} findings, "
+        f"{time.perf_counter() - t0:.0f} s"
+    )
     return 1 if findings else 0
 
 

@@ -31,9 +31,7 @@ std::string shape_str(const Int* dims, std::size_t nd) {
   return s + (nd == 1 ? ",)" : ")");
 }
 inline std::string shape_str(const Shape& s) { return shape_str(s.data(), s.size()); }
-inline std::string shape_str(const py::array& a) {
-  return shape_str(a.shape(), static_cast<std::size_t>(a.ndim()));
-}
+inline std::string shape_str(const py::array& a) { return shape_str(a.shape(), static_cast<std::size_t>(a.ndim())); }
 
 inline Shape array_shape(const py::array& a) { return Shape(a.shape(), a.shape() + a.ndim()); }
 
@@ -43,9 +41,8 @@ inline std::string dtype_str(const py::array& a) { return py::str(a.dtype()).cas
 inline std::string describe(const py::handle& obj) {
   if (!py::isinstance<py::array>(obj)) return Py_TYPE(obj.ptr())->tp_name;
   const auto a = py::reinterpret_borrow<py::array>(obj);
-  return std::string(a.writeable() ? "" : "read-only ") +
-         ((a.flags() & py::array::c_style) ? "" : "non-contiguous ") + dtype_str(a) + " array of shape " +
-         shape_str(a);
+  return std::string(a.writeable() ? "" : "read-only ") + ((a.flags() & py::array::c_style) ? "" : "non-contiguous ") +
+         dtype_str(a) + " array of shape " + shape_str(a);
 }
 
 // Byte range [lo, hi) spanned by an array with non-negative strides (empty: lo == hi).
@@ -68,8 +65,8 @@ inline bool overlaps(const py::array& a, const py::array& b) {
 // The `out=` argument of a kernel: a writeable, aligned, C-contiguous array of exactly
 // `dtype` and `shape`, not overlapping `input` (when given); otherwise ValueError
 // "<fn>: out must be a writeable C-contiguous <dtype> array of shape <shape>, got ...".
-inline py::array checked_out(const py::handle& out, const py::dtype& dtype, const Shape& shape,
-                             const std::string& fn, const py::array* input = nullptr) {
+inline py::array checked_out(const py::handle& out, const py::dtype& dtype, const Shape& shape, const std::string& fn,
+                             const py::array* input = nullptr) {
   const bool is_array = py::isinstance<py::array>(out);
   const auto a = is_array ? py::reinterpret_borrow<py::array>(out) : py::array();
   const bool ok = is_array && a.dtype().equal(dtype) && (a.flags() & py::array::c_style) && a.writeable() &&

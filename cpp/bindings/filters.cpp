@@ -72,8 +72,7 @@ struct Input {
   const void* data() const { return arr.data(); }
 };
 
-Input convert_input(const py::handle& obj, const Shape& shape, bool allow_single, bool allow_batch,
-                    const char* name) {
+Input convert_input(const py::handle& obj, const Shape& shape, bool allow_single, bool allow_batch, const char* name) {
   py::array raw = py::array::ensure(obj);
   if (!raw) {
     PyErr_Clear();
@@ -91,17 +90,17 @@ Input convert_input(const py::handle& obj, const Shape& shape, bool allow_single
   const bool batch = allow_batch && in.shape.size() == nd + 1 && Shape(in.shape.begin() + 1, in.shape.end()) == shape;
   if (!single && !batch) {
     std::string want = allow_single && allow_batch ? shape_str(shape) + " or a batch " + batch_shape_str(shape)
-                       : allow_single             ? shape_str(shape)
-                                                  : batch_shape_str(shape);
+                       : allow_single              ? shape_str(shape)
+                                                   : batch_shape_str(shape);
     throw py::value_error(std::string(name) + ": expected shape " + want + ", got " + shape_str(in.shape));
   }
   in.batch = !single;
   in.rows = single ? 1 : in.shape[0];
   in.f32 = kind == 'f' && raw.itemsize() == 4;
   if (in.f32) {
-    in.arr = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(raw);
+    in.arr = py::array_t < float, py::array::c_style | py::array::forcecast > ::ensure(raw);
   } else {
-    in.arr = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(raw);
+    in.arr = py::array_t < double, py::array::c_style | py::array::forcecast > ::ensure(raw);
   }
   if (!in.arr) throw py::error_already_set();
   return in;
@@ -140,9 +139,9 @@ template <class T>
       value = v;
     }
   }
-  const std::string why = merge ? "its squared deviation from the running mean " + float_repr(ref) +
-                                       " overflows float64"
-                                 : std::string("the squared deviations of this column overflow float64");
+  const std::string why = merge
+                              ? "its squared deviation from the running mean " + float_repr(ref) + " overflows float64"
+                              : std::string("the squared deviations of this column overflow float64");
   throw py::value_error(std::string(name) + column_str(col, shape) + " = " + float_repr(value) +
                         " cannot be added to the running statistics: " + why + "; nothing was updated");
 }
@@ -151,8 +150,9 @@ template <class T>
 [[noreturn]] void raise_nonfinite(const T* x, std::int64_t n, const Input& in, std::int64_t dim, const Shape& shape,
                                   const char* name) {
   const std::int64_t i = first_nonfinite(x, n);
-  if (i < 0) raise_overflow(x, in.rows, dim, std::max<std::int64_t>(0, first_overflowing_column(x, in.rows, dim)),
-                            0.0, false, shape, name);
+  if (i < 0)
+    raise_overflow(x, in.rows, dim, std::max<std::int64_t>(0, first_overflowing_column(x, in.rows, dim)), 0.0, false,
+                   shape, name);
   // Unravel i into an index of the input.
   std::vector<std::int64_t> idx(in.shape.size());
   std::int64_t rem = i;
@@ -226,7 +226,7 @@ std::vector<double> from_array(const py::dict& state, const char* key, const Sha
     throw py::value_error(std::string("state['") + key + "']: expected shape " + shape_str(shape) + ", got " +
                           shape_str(array_shape(raw)));
   }
-  auto arr = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(raw);
+  auto arr = py::array_t < double, py::array::c_style | py::array::forcecast > ::ensure(raw);
   std::vector<double> v(arr.data(), arr.data() + arr.size());
   for (double x : v) {
     if (!std::isfinite(x)) throw py::value_error(std::string("state['") + key + "']: values must be finite");
@@ -298,8 +298,9 @@ py::array_t<float> out_array(const py::object& out, const Input& in) {
   const py::array a = checked_out(out, py::dtype::of<float>(), in.shape, "mean_std_filter");
   // Only exact in-place use (same float32 buffer) is allowed; any other overlap would race.
   if (a.nbytes() > 0 && overlaps(a, in.arr) && !(in.f32 && a.data() == in.arr.data())) {
-    throw py::value_error("mean_std_filter: out overlaps the input; pass the float32 input itself (in place) "
-                          "or a separate array");
+    throw py::value_error(
+        "mean_std_filter: out overlaps the input; pass the float32 input itself (in place) "
+        "or a separate array");
   }
   return py::reinterpret_borrow<py::array_t<float>>(a);
 }
@@ -365,8 +366,7 @@ py::tuple shape_tuple(const Shape& s) {
 }  // namespace
 
 void register_filters(py::module_& m) {
-  py::class_<PyRunningStat>(m, "RunningStat",
-                            "Running mean/variance (float64) with exact batched updates and merges.")
+  py::class_<PyRunningStat>(m, "RunningStat", "Running mean/variance (float64) with exact batched updates and merges.")
       .def(py::init([](const py::object& shape) { return new PyRunningStat(parse_shape(shape)); }), py::arg("shape"))
       .def_property_readonly("shape", [](const PyRunningStat& s) { return shape_tuple(s.shape); })
       .def_property_readonly("n", [](const PyRunningStat& s) { return s.stat.n(); })
@@ -384,8 +384,10 @@ void register_filters(py::module_& m) {
                                s.stat.var_std(nullptr, v.data());
                                return float_array(v, s.shape);
                              })
-      .def("push", [](PyRunningStat& s, const py::handle& x) { push_input(s, x, true, false); }, py::arg("x"))
-      .def("push_batch", [](PyRunningStat& s, const py::handle& x) { push_input(s, x, false, true); }, py::arg("x"))
+      .def(
+          "push", [](PyRunningStat& s, const py::handle& x) { push_input(s, x, true, false); }, py::arg("x"))
+      .def(
+          "push_batch", [](PyRunningStat& s, const py::handle& x) { push_input(s, x, false, true); }, py::arg("x"))
       .def(
           "update",
           [](PyRunningStat& s, const PyRunningStat& other) {
@@ -395,11 +397,12 @@ void register_filters(py::module_& m) {
             }
             const DeltaState d = other.stat.delta();  // snapshot first: other may be s itself
             const std::int64_t bad = s.stat.update(d);
-            if (bad == -2) throw py::value_error("update: the number of pushes would exceed int64; nothing was updated");
+            if (bad == -2)
+              throw py::value_error("update: the number of pushes would exceed int64; nothing was updated");
             if (bad >= 0) {
               throw py::value_error("update: merging other's statistics overflows float64 at " +
-                                    column_str(bad, s.shape) + " (mean " + float_repr(d.mean[static_cast<std::size_t>(bad)]) +
-                                    "); nothing was updated");
+                                    column_str(bad, s.shape) + " (mean " +
+                                    float_repr(d.mean[static_cast<std::size_t>(bad)]) + "); nothing was updated");
             }
           },
           py::arg("other"))

@@ -1,14 +1,14 @@
 // Binding for the flattening kernel: walks Python observations (GIL held) along a layout
-// plan compiled once per space, validates every value, and turns the walk into plain ops
-// that `run_flatten` executes with the GIL released.
+// plan compiled once per space (flatten_layout.hpp), validates every value, and turns the
+// walk into plain ops that `run_flatten` executes with the GIL released (flatten_execute.hpp).
 //
 // Nothing is written to the output before the whole batch has been validated, so a bad
 // observation raises ValueError and leaves the caller's buffer untouched.
 //
 // Python code can run during the walk (a mapping's __getitem__, an element's __index__)
 // and other threads run while the kernel does: every container is walked through a
-// reference the walk owns (lists are snapshotted into tuples), and every array an op reads
-// is kept alive until the call returns.
+// reference the walk owns (the items of lists and tuples are held before they are walked),
+// and every array an op reads is kept alive until the call returns.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -23,6 +23,8 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "flatten_execute.hpp"
+#include "flatten_layout.hpp"
 #include "flatten_read.hpp"
 #include "rlblocks/checked.hpp"
 #include "rlblocks/flatten.hpp"
@@ -32,70 +34,14 @@ namespace py = pybind11;
 namespace rlblocks::bindings {
 namespace {
 
-using namespace flatten_read;  // NOLINT: the readers are this file's vocabulary
-
-// Callback: a leaf whose values come from Python (e.g. an image preprocessor nested in a
-// Dict); it is called while walking, with the GIL held, and its float32 result copied.
-enum class Kind { Dict, Tuple, Repeated, Discrete, MultiDiscrete, Box, Callback };
-
-struct Node {
-  Kind kind = Kind::Box;
-  std::int64_t size = 0;  // flat size of this node
-  std::string label;      // repr of the space, for messages
-  // Dict / Tuple / Repeated
-  std::vector<py::object> keys;
-  std::vector<int> children;
-  std::vector<std::int64_t> child_offsets;
-  std::int64_t max_len = 0;
-  // Discrete
-  std::int64_t n = 0, start = 0;
-  // MultiDiscrete / Box
-  std::vector<std::int64_t> shape;
-  std::int64_t numel = 0;
-  std::vector<std::int64_t> nvec, starts, block_offsets;
-  ValueMap map = ValueMap::Identity;
-  // Callback: fn(obs) -> float32 array of `size` elements; batch_fn(obs) -> (B, size).
-  py::object fn, batch_fn;
-  bool has_leaf = false;  // whether any value lives below (an empty Dict/Tuple has none)
-
-  OneHotBlocks blocks() const { return {block_offsets.data(), starts.data(), nvec.data()}; }
-};
-
+using namespace flatten_read;    // NOLINT: the readers are this file's vocabulary
+using namespace flatten_layout;  // NOLINT: and the layout's nodes
 
 // ---------------------------------------------------------------- the plan
 
-class FlattenPlan {
+class FlattenPlan : public Layout {
  public:
-  FlattenPlan(const py::list& nodes, int root) : root_(root) {
-    for (py::handle h : nodes) nodes_.push_back(parse_node(py::reinterpret_borrow<py::dict>(h)));
-    if (root < 0 || root >= static_cast<int>(nodes_.size())) throw py::value_error("FlattenPlan: bad root");
-    for (Node& nd : nodes_) {
-      std::int64_t off = 0;
-      for (int ch : nd.children) {
-        if (ch < 0 || ch >= static_cast<int>(nodes_.size())) throw py::value_error("FlattenPlan: bad child");
-        if (nd.kind == Kind::Repeated) {
-          const std::int64_t items = checked_mul(nd.max_len, nodes_[static_cast<std::size_t>(ch)].size,
-                                                 "FlattenPlan: Repeated max_len * item size");
-          if (nd.size != checked_add(1, items, "FlattenPlan: Repeated size")) {
-            throw py::value_error("FlattenPlan: inconsistent Repeated size");
-          }
-        } else {
-          nd.child_offsets.push_back(off);
-          off = checked_add(off, nodes_[static_cast<std::size_t>(ch)].size, "FlattenPlan: flat offset");
-        }
-      }
-      if ((nd.kind == Kind::Dict || nd.kind == Kind::Tuple) && off != nd.size) {
-        throw py::value_error("FlattenPlan: inconsistent sizes for " + nd.label);
-      }
-      if (nd.kind != Kind::Box && nd.kind != Kind::Callback) zero_fill_ = true;
-      for (std::size_t j = 0; j < nd.starts.size(); ++j) {
-        if (nd.starts[j] > INT64_MAX - (nd.nvec[j] - 1)) throw py::value_error("FlattenPlan: start + n - 1 overflows int64");
-      }
-    }
-    for (Node& nd : nodes_) nd.has_leaf = node_has_leaf(nd);
-  }
-
-  std::int64_t size() const { return root().size; }
+  using Layout::Layout;
 
   py::array_t<float> transform(py::handle obs) {
     CollectorLease lease;
@@ -104,7 +50,7 @@ class FlattenPlan {
     walk(root(), obs.ptr(), 0, c);
     c.begin_row();
     py::array_t<float> out(size());
-    execute(c, out.mutable_data(), 1);
+    execute(c, out.mutable_data(), 1, size(), zero_fill());
     return out;
   }
 
@@ -124,27 +70,28 @@ class FlattenPlan {
     walk(root(), obs.ptr(), 0, c);
     c.begin_row();
     float* dst = reinterpret_cast<float*>(a.data) + offset;
-    detach_aliased_sources(c, dst, 1);
-    execute(c, dst, 1);
+    detach_aliased_sources(c, dst, 1, size());
+    execute(c, dst, 1, size(), zero_fill());
   }
 
   // A sequence of per-env observations -> (B, size).
   py::array_t<float> transform_list(py::handle obs_list, py::object out) {
     CollectorLease lease;
     Collector& c = *lease;
-    const py::tuple seq = snapshot(obs_list.ptr());
-    const std::int64_t batch = static_cast<std::int64_t>(PyTuple_GET_SIZE(seq.ptr()));
-    PyObject** items = &PyTuple_GET_ITEM(seq.ptr(), 0);
+    const bool list_or_tuple = PyList_Check(obs_list.ptr()) || PyTuple_Check(obs_list.ptr());
+    const py::object seq = list_or_tuple ? py::reinterpret_borrow<py::object>(obs_list) : snapshot(obs_list.ptr());
+    const std::int64_t batch = static_cast<std::int64_t>(PySequence_Fast_GET_SIZE(seq.ptr()));
+    const std::size_t first = c.hold_items(seq.ptr());
     const std::int64_t w = size();
     for (std::int64_t r = 0; r < batch; ++r) {
       c.begin_row();
       PathGuard g(c, nullptr, r);
-      walk(root(), items[r], checked_mul(r, w, "transform_batch: row offset"), c);
+      walk(root(), c.held(first + static_cast<std::size_t>(r)), checked_mul(r, w, "transform_batch: row offset"), c);
     }
     c.begin_row();
     py::array_t<float> result = output(out, batch);
-    if (!out.is_none()) detach_aliased_sources(c, result.mutable_data(), batch);
-    execute(c, result.mutable_data(), batch);
+    if (!out.is_none()) detach_aliased_sources(c, result.mutable_data(), batch, size());
+    execute(c, result.mutable_data(), batch, size(), zero_fill());
     return result;
   }
 
@@ -156,80 +103,13 @@ class FlattenPlan {
     c.tag_rows = true;
     walk_batched(root(), obs.ptr(), 0, batch, c);
     py::array_t<float> result = output(out, batch);
-    if (!out.is_none()) detach_aliased_sources(c, result.mutable_data(), batch);
-    execute(c, result.mutable_data(), batch);
+    if (!out.is_none()) detach_aliased_sources(c, result.mutable_data(), batch, size());
+    execute(c, result.mutable_data(), batch, size(), zero_fill());
     return result;
   }
 
  private:
-  const Node& root() const { return nodes_[static_cast<std::size_t>(root_)]; }
-  bool node_has_leaf(const Node& nd) const {
-    if (nd.kind != Kind::Dict && nd.kind != Kind::Tuple) return true;
-    for (std::size_t i = 0; i < nd.children.size(); ++i) {
-      if (node_has_leaf(child(nd, i))) return true;
-    }
-    return false;
-  }
-  const Node& child(const Node& nd, std::size_t i) const { return nodes_[static_cast<std::size_t>(nd.children[i])]; }
-
-  static Node parse_node(const py::dict& d) {
-    Node nd;
-    const std::string kind = d["kind"].cast<std::string>();
-    nd.size = d["size"].cast<std::int64_t>();
-    nd.label = d["label"].cast<std::string>();
-    if (d.contains("children")) nd.children = d["children"].cast<std::vector<int>>();
-    if (kind == "dict") {
-      nd.kind = Kind::Dict;
-      for (py::handle k : d["keys"]) nd.keys.push_back(py::reinterpret_borrow<py::object>(k));
-      if (nd.keys.size() != nd.children.size()) throw py::value_error("FlattenPlan: keys/children mismatch");
-    } else if (kind == "tuple") {
-      nd.kind = Kind::Tuple;
-    } else if (kind == "repeated") {
-      nd.kind = Kind::Repeated;
-      nd.max_len = d["max_len"].cast<std::int64_t>();
-      if (nd.children.size() != 1) throw py::value_error("FlattenPlan: Repeated needs one child");
-    } else if (kind == "discrete") {
-      nd.kind = Kind::Discrete;
-      nd.n = d["n"].cast<std::int64_t>();
-      nd.start = d["start"].cast<std::int64_t>();
-      if (nd.n != nd.size || nd.n < 1) throw py::value_error("FlattenPlan: bad Discrete");
-      nd.nvec = {nd.n};  // a Discrete is a one-component MultiDiscrete for batched one-hots
-      nd.starts = {nd.start};
-      nd.block_offsets = {0};
-      nd.numel = 1;
-    } else if (kind == "multidiscrete") {
-      nd.kind = Kind::MultiDiscrete;
-      nd.shape = d["shape"].cast<std::vector<std::int64_t>>();
-      nd.nvec = d["nvec"].cast<std::vector<std::int64_t>>();
-      nd.starts = d["starts"].cast<std::vector<std::int64_t>>();
-      nd.numel = static_cast<std::int64_t>(nd.nvec.size());
-      std::int64_t off = 0;
-      for (auto v : nd.nvec) {
-        if (v < 1) throw py::value_error("FlattenPlan: bad MultiDiscrete nvec");
-        nd.block_offsets.push_back(off);
-        off = checked_add(off, v, "FlattenPlan: MultiDiscrete one-hot size");
-      }
-      if (off != nd.size || nd.starts.size() != nd.nvec.size()) throw py::value_error("FlattenPlan: bad MultiDiscrete");
-    } else if (kind == "box") {
-      nd.kind = Kind::Box;
-      nd.shape = d["shape"].cast<std::vector<std::int64_t>>();
-      for (auto v : nd.shape) {
-        if (v < 0) throw py::value_error("FlattenPlan: negative Box dimension");
-      }
-      nd.numel = checked_product(nd.shape, "FlattenPlan: Box size");
-      if (nd.numel != nd.size) throw py::value_error("FlattenPlan: bad Box size");
-      nd.map = d["map"].cast<std::string>() == "atari_ram" ? ValueMap::AtariRam : ValueMap::Identity;
-    } else if (kind == "callback") {
-      nd.kind = Kind::Callback;
-      nd.fn = d["fn"];
-      nd.batch_fn = d["batch_fn"];
-    } else {
-      throw py::value_error("FlattenPlan: unknown node kind " + kind);
-    }
-    return nd;
-  }
-
-  // ------------------------------------------------ copies and aliasing
+  // ------------------------------------------------ copies
 
   // Ops count elements in int32: a leaf of more elements is split into several ops.
   static constexpr std::int64_t kMaxOpElems = std::int64_t{1} << 30;
@@ -238,52 +118,7 @@ class FlattenPlan {
                              ValueMap map) {
     for (std::int64_t done = 0; done < numel; done += kMaxOpElems) {
       const std::int64_t n = std::min(kMaxOpElems, numel - done);
-      c.add_copy(RowCopy{src + done * elem_size(type), dst + done, static_cast<std::int32_t>(n), type, map});
-    }
-  }
-
-  // Byte range [lo, hi) read by `rows` runs of `bytes` bytes, run r at src + r * stride.
-  static std::pair<std::uintptr_t, std::uintptr_t> read_range(const void* src, std::int64_t stride,
-                                                              std::int64_t rows, std::int64_t bytes) {
-    auto lo = reinterpret_cast<std::uintptr_t>(src);
-    auto hi = lo + static_cast<std::uintptr_t>(bytes);
-    if (rows > 1) {
-      const auto span = static_cast<std::uintptr_t>(stride) * static_cast<std::uintptr_t>(rows - 1);
-      if (stride >= 0) hi += span;
-      else lo += span;  // wraps to lo - |stride| * (rows - 1)
-    }
-    return {lo, hi};
-  }
-
-  // The collected ops read their inputs while the kernel writes the output: an input that
-  // shares memory with the output (a leaf that is a view of `out=`) would be read after it
-  // was zero-filled or overwritten. Every such input is copied first, so the result equals
-  // the one from a separate output (the numpy reference builds the rows before writing).
-  void detach_aliased_sources(Collector& c, float* out, std::int64_t batch) const {
-    const auto out_lo = reinterpret_cast<std::uintptr_t>(out);
-    const auto out_hi = out_lo + static_cast<std::uintptr_t>(checked_mul(
-                                     checked_mul(batch, size(), "transform_batch: batch * size"), 4,
-                                     "transform_batch: output bytes"));
-    if (out_lo == out_hi) return;
-    // Rebases `src` into a private copy of [lo, hi) when that range meets the output.
-    auto detach = [&](const void* src, std::pair<std::uintptr_t, std::uintptr_t> range) -> const char* {
-      const auto [lo, hi] = range;
-      if (!(lo < out_hi && out_lo < hi)) return static_cast<const char*>(src);
-      const std::size_t pad = lo % 16;  // keep the alignment of every element
-      py::array_t<std::uint8_t> copy(static_cast<py::ssize_t>(hi - lo + pad));
-      char* base = reinterpret_cast<char*>(copy.mutable_data()) + pad;
-      std::memcpy(base, reinterpret_cast<const void*>(lo), hi - lo);
-      c.keepalive.push_back(copy);
-      return base + (reinterpret_cast<std::uintptr_t>(src) - lo);
-    };
-    for (RowCopy& op : c.copies) {
-      op.src = detach(op.src, read_range(op.src, 0, 1, std::int64_t{op.n} * elem_size(op.type)));
-    }
-    for (ColumnCopy& op : c.column_copies) {
-      op.src = detach(op.src, read_range(op.src, op.row_stride, batch, std::int64_t{op.n} * elem_size(op.type)));
-    }
-    for (ColumnOneHot& op : c.column_one_hots) {
-      op.src = detach(op.src, read_range(op.src, op.row_stride, batch, std::int64_t{op.k} * elem_size(op.type)));
+      c.add_copy(src + done * elem_size(type), dst + done, static_cast<std::int32_t>(n), type, map);
     }
   }
 
@@ -295,20 +130,10 @@ class FlattenPlan {
       case Kind::Tuple: walk_tuple(nd, obj, dst, c, false, 0); return;
       case Kind::Repeated: walk_repeated(nd, obj, dst, c); return;
       case Kind::Discrete: {
-        if (PyLong_CheckExact(obj)) {  // the common cases, without the general parser
-          int overflow = 0;
-          const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-          const std::int64_t off = overflow ? -1 : index_offset(static_cast<std::int64_t>(v), nd.start, nd.n);
-          if (off >= 0) {
-            c.add_set(dst + off, 1.0f);
-            return;
-          }
-        } else if (IndexValue iv; read_numpy_scalar(obj, iv) && iv.integral) {
-          const std::int64_t off = index_offset(iv.v, nd.start, nd.n);
-          if (off >= 0) {
-            c.add_set(dst + off, 1.0f);
-            return;
-          }
+        const std::int64_t off = fast_index_offset(obj, nd.start, nd.n);  // ints, numpy scalars
+        if (off >= 0) {
+          c.add_set(dst + off, 1.0f);
+          return;
         }
         const IndexValue iv = read_index_scalar(c, obj, nd.label);
         c.add_set(dst + checked_index(c, iv, nd.start, nd.n, nd.label), 1.0f);
@@ -325,7 +150,8 @@ class FlattenPlan {
                             std::int64_t dst, Collector& c, bool column = false) const {
     ArrayView a;
     if (!as_array(result.ptr(), a) || !a.contiguous || a.type != ElemType::F32 ||
-        a.numel != checked_mul(nd.size, column ? *lead.begin() : 1, "flatten: callback result size") || (column && (a.nd == 0 || a.dims[0] != *lead.begin()))) {
+        a.numel != checked_mul(nd.size, column ? *lead.begin() : 1, "flatten: callback result size") ||
+        (column && (a.nd == 0 || a.dims[0] != *lead.begin()))) {
       fail(c, "the preprocessor of " + nd.label + " returned " + short_repr(result.ptr()) +
                   ", expected a C-contiguous float32 array with " + std::to_string(nd.size) + " values per item");
     }
@@ -335,8 +161,8 @@ class FlattenPlan {
       const std::int64_t row_bytes = checked_mul(nd.size, 4, "flatten: callback row bytes");
       for (std::int64_t done = 0; done < nd.size; done += kMaxOpElems) {  // int32 counts per op
         const std::int64_t n = std::min(kMaxOpElems, nd.size - done);
-        c.column_copies.push_back(
-            ColumnCopy{a.data + done * 4, row_bytes, dst + done, static_cast<std::int32_t>(n), a.type, ValueMap::Identity});
+        c.column_copies.push_back(ColumnCopy{a.data + done * 4, row_bytes, dst + done, static_cast<std::int32_t>(n),
+                                             a.type, ValueMap::Identity});
       }
     } else {
       add_row_copies(c, a.data, a.type, dst, nd.size, ValueMap::Identity);
@@ -344,8 +170,7 @@ class FlattenPlan {
   }
 
   // Dict/Tuple children: per env (batched=false) or batched structure.
-  void walk_child(const Node& ch, PyObject* v, std::int64_t dst, Collector& c, bool batched,
-                  std::int64_t batch) const {
+  void walk_child(const Node& ch, PyObject* v, std::int64_t dst, Collector& c, bool batched, std::int64_t batch) const {
     if (batched) walk_batched(ch, v, dst, batch, c);
     else walk(ch, v, dst, c);
   }
@@ -353,11 +178,10 @@ class FlattenPlan {
   void walk_dict(const Node& nd, PyObject* obj, std::int64_t dst, Collector& c, bool batched,
                  std::int64_t batch) const {
     // a dict, or a subclass that does not override __getitem__: read without calling Python
-    const bool is_dict = PyDict_Check(obj) && Py_TYPE(obj)->tp_as_mapping->mp_subscript ==
-                                                  PyDict_Type.tp_as_mapping->mp_subscript;
+    const bool is_dict =
+        PyDict_Check(obj) && Py_TYPE(obj)->tp_as_mapping->mp_subscript == PyDict_Type.tp_as_mapping->mp_subscript;
     if (!is_dict && !is_mapping(obj)) {
-      fail(c, "expected a dict with keys " + keys_string(nd) + " for " + nd.label + ", got " +
-                  Py_TYPE(obj)->tp_name);
+      fail(c, "expected a dict with keys " + keys_string(nd) + " for " + nd.label + ", got " + Py_TYPE(obj)->tp_name);
     }
     // All values are fetched (and owned) before any is walked: walking one may run code
     // that changes the mapping.
@@ -369,11 +193,21 @@ class FlattenPlan {
       heap.resize(nkeys);
       values = heap.data();
     }
+    // A dict built in the space's key order from the same key objects (what samples and
+    // most envs produce) is read in one pass, comparing keys by identity; lookups otherwise.
+    bool in_order = is_dict;
+    Py_ssize_t pos = 0;
     for (std::size_t i = 0; i < nkeys; ++i) {
       PyObject* key = nd.keys[i].ptr();
       py::object& v = values[i];
       if (is_dict) {
-        PyObject* item = PyDict_GetItemWithError(obj, key);
+        PyObject *k = nullptr, *item = nullptr;
+        if (in_order && PyDict_Next(obj, &pos, &k, &item) && k == key) {
+          v = py::reinterpret_borrow<py::object>(item);
+          continue;
+        }
+        in_order = false;
+        item = PyDict_GetItemWithError(obj, key);
         if (!item && PyErr_Occurred()) throw py::error_already_set();
         v = py::reinterpret_borrow<py::object>(item);
       } else {
@@ -401,19 +235,18 @@ class FlattenPlan {
   void walk_tuple(const Node& nd, PyObject* obj, std::int64_t dst, Collector& c, bool batched,
                   std::int64_t batch) const {
     if (!PyTuple_Check(obj) && !PyList_Check(obj)) {
-      fail(c, "expected a tuple of " + std::to_string(nd.children.size()) + " items for " + nd.label +
-                  ", got " + Py_TYPE(obj)->tp_name);
+      fail(c, "expected a tuple of " + std::to_string(nd.children.size()) + " items for " + nd.label + ", got " +
+                  Py_TYPE(obj)->tp_name);
     }
-    const py::tuple seq = snapshot(obj);
-    const Py_ssize_t len = PyTuple_GET_SIZE(seq.ptr());
+    const Py_ssize_t len = PySequence_Fast_GET_SIZE(obj);
     if (static_cast<std::size_t>(len) != nd.children.size()) {
       fail(c, "expected " + std::to_string(nd.children.size()) + " items for " + nd.label + ", got " +
                   std::to_string(len));
     }
-    PyObject** items = len ? &PyTuple_GET_ITEM(seq.ptr(), 0) : nullptr;
+    const std::size_t first = c.hold_items(obj);
     for (std::size_t i = 0; i < nd.children.size(); ++i) {
       PathGuard g(c, nullptr, static_cast<std::int64_t>(i));
-      walk_child(child(nd, i), items[i], dst + nd.child_offsets[i], c, batched, batch);
+      walk_child(child(nd, i), c.held(first + i), dst + nd.child_offsets[i], c, batched, batch);
     }
   }
 
@@ -422,12 +255,10 @@ class FlattenPlan {
     ArrayView a;
     const bool is_array = as_array(obj, a);
     if (!is_array && !PyList_Check(obj) && !PyTuple_Check(obj)) {
-      fail(c, "expected a list of at most " + std::to_string(nd.max_len) + " items for " + nd.label +
-                  ", got " + Py_TYPE(obj)->tp_name);
+      fail(c, "expected a list of at most " + std::to_string(nd.max_len) + " items for " + nd.label + ", got " +
+                  Py_TYPE(obj)->tp_name);
     }
-    py::tuple seq;
-    if (!is_array) seq = snapshot(obj);
-    const std::int64_t len = is_array ? (a.nd == 0 ? -1 : a.dims[0]) : PyTuple_GET_SIZE(seq.ptr());
+    const std::int64_t len = is_array ? (a.nd == 0 ? -1 : a.dims[0]) : PySequence_Fast_GET_SIZE(obj);
     if (len < 0) fail(c, "expected a list for " + nd.label + ", got a 0-d array");
     if (len > nd.max_len) {
       fail(c, "list of length " + std::to_string(len) + " is longer than max_len=" + std::to_string(nd.max_len) +
@@ -438,6 +269,7 @@ class FlattenPlan {
       walk_box(ch, obj, dst + 1, c, len);
       return;
     }
+    const std::size_t first = is_array ? 0 : c.hold_items(obj);
     for (std::int64_t i = 0; i < len; ++i) {
       PyObject* item;
       if (is_array) {
@@ -445,7 +277,7 @@ class FlattenPlan {
         if (!item) throw py::error_already_set();
         c.keepalive.push_back(py::reinterpret_steal<py::object>(item));
       } else {
-        item = PyTuple_GET_ITEM(seq.ptr(), i);
+        item = c.held(first + static_cast<std::size_t>(i));
       }
       PathGuard g(c, nullptr, i);
       walk(ch, item, dst + 1 + i * ch.size, c);
@@ -453,15 +285,17 @@ class FlattenPlan {
   }
 
   void walk_multidiscrete(const Node& nd, PyObject* obj, std::int64_t dst, Collector& c) const {
-    const std::string component = nd.label + " component";
     if ((PyList_Check(obj) || PyTuple_Check(obj)) && nd.shape.size() == 1 &&
         PySequence_Fast_GET_SIZE(obj) == nd.shape[0] && nd.shape[0] > 0) {  // a list of numbers: read in place
-      const py::tuple seq = snapshot(obj);
-      PyObject** items = &PyTuple_GET_ITEM(seq.ptr(), 0);
+      const std::size_t first = c.hold_items(obj);
       for (std::size_t k = 0; k < nd.nvec.size(); ++k) {
-        PathGuard g(c, nullptr, static_cast<std::int64_t>(k));
-        const IndexValue iv = read_index_scalar(c, items[k], component);
-        c.add_set(dst + nd.block_offsets[k] + checked_index(c, iv, nd.starts[k], nd.nvec[k], component), 1.0f);
+        PyObject* item = c.held(first + k);
+        std::int64_t off = fast_index_offset(item, nd.starts[k], nd.nvec[k]);
+        if (off < 0) {
+          PathGuard g(c, nullptr, static_cast<std::int64_t>(k));
+          off = checked_index(c, read_index_scalar(c, item, nd.component), nd.starts[k], nd.nvec[k], nd.component);
+        }
+        c.add_set(dst + nd.block_offsets[k] + off, 1.0f);
       }
       return;
     }
@@ -475,12 +309,10 @@ class FlattenPlan {
       fail(c, "expected shape " + shape_of({}, nd.shape) + " for " + nd.label + ", got " + shape_of(a));
     }
     if (a.contiguous && nd.numel > 0) {  // one typed check, then a single one-hot op for the leaf
-      std::int64_t bad = -1;
-      visit_elem_type(a.type, [&](auto tag) { bad = first_bad_index<decltype(tag)>(nd, a, 1, nd.numel); });
-      if (bad < 0) {
+      if (first_bad_index(nd, a, 1, nd.numel) < 0) {
         c.hold(obj);
-        c.add_copy(RowCopy{a.data, dst, checked_narrow<std::int32_t>(nd.numel, "flatten: one-hot components"), a.type,
-                           ValueMap::OneHot, nd.blocks()});
+        c.add_copy(a.data, dst, checked_narrow<std::int32_t>(nd.numel, "flatten: one-hot components"), a.type,
+                   ValueMap::OneHot, nd.blocks());
         return;
       }
     }
@@ -491,29 +323,26 @@ class FlattenPlan {
       const std::int64_t off = iv.integral ? index_offset(iv.v, lo, n) : -1;
       if (off < 0) {
         push_unraveled(c, k, a);
-        checked_index(c, iv, lo, n, component);
+        checked_index(c, iv, lo, n, nd.component);
       }
       c.add_set(dst + nd.block_offsets[ku] + off, 1.0f);
     });
   }
 
-  // Checks a (batch, k) block of indices (rows possibly strided) against nd's ranges; the
-  // typed loop is the fast path, the first bad element is reported with its full path.
-  template <class T>
+  // The first bad index of a (batch, k) block of `a` (rows possibly strided) as r * k + j, or -1.
   static std::int64_t first_bad_index(const Node& nd, const ArrayView& a, std::int64_t batch, std::int64_t k) {
-    for (std::int64_t r = 0; r < batch; ++r) {
-      const T* row = reinterpret_cast<const T*>(a.data + r * a.strides[0]);
-      for (std::int64_t j = 0; j < k; ++j) {
-        const auto ju = static_cast<std::size_t>(j);
-        if (index_offset(row[j], nd.starts[ju], nd.nvec[ju]) < 0) return r * k + j;
-      }
-    }
-    return -1;
+    const std::int64_t stride = a.nd > 0 ? a.strides[0] : 0;
+    std::int64_t bad = -1;
+    visit_elem_type(a.type, [&](auto tag) {
+      bad = detail::first_bad_one_hot<decltype(tag)>(a.data, stride, batch, k, nd.blocks());
+    });
+    return bad;
   }
 
+  // Checks a (batch, k) block of indices against nd's ranges; the first bad element is
+  // reported with its full path.
   void validate_indices(const Node& nd, const ArrayView& a, std::int64_t batch, std::int64_t k, Collector& c) const {
-    std::int64_t bad = -1;
-    visit_elem_type(a.type, [&](auto tag) { bad = first_bad_index<decltype(tag)>(nd, a, batch, k); });
+    const std::int64_t bad = first_bad_index(nd, a, batch, k);
     if (bad < 0) return;
     const std::int64_t r = bad / k, j = bad % k;
     const std::size_t ju = static_cast<std::size_t>(j);
@@ -526,7 +355,7 @@ class FlattenPlan {
       rest /= a.dims[d];
     }
     for (std::size_t d = 0; d < a.nd; ++d) c.push_path(nullptr, idx[d]);
-    checked_index(c, iv, nd.starts[ju], nd.nvec[ju], nd.kind == Kind::Discrete ? nd.label : nd.label + " component");
+    checked_index(c, iv, nd.starts[ju], nd.nvec[ju], nd.component);
   }
 
   // Pushes the multi-index of flat element k of `a` onto the error path.
@@ -581,7 +410,8 @@ class FlattenPlan {
     while (!child(nd, i).has_leaf) ++i;
     py::object v;
     if (nd.kind == Kind::Dict) {
-      if (!PyDict_Check(obj) && !is_mapping(obj)) fail(c, std::string("expected a dict of batched values for ") + nd.label);
+      if (!PyDict_Check(obj) && !is_mapping(obj))
+        fail(c, std::string("expected a dict of batched values for ") + nd.label);
       v = py::reinterpret_steal<py::object>(PyObject_GetItem(obj, nd.keys[i].ptr()));
       if (!v) {
         if (!PyErr_ExceptionMatches(PyExc_KeyError)) throw py::error_already_set();
@@ -591,14 +421,16 @@ class FlattenPlan {
       PathGuard g(c, nd.keys[i].ptr(), 0);
       return batch_size(child(nd, i), v.ptr(), c);
     }
-    if (!PyTuple_Check(obj) && !PyList_Check(obj)) fail(c, std::string("expected a tuple of batched values for ") + nd.label);
-    const py::tuple seq = snapshot(obj);
-    if (static_cast<std::size_t>(PyTuple_GET_SIZE(seq.ptr())) != nd.children.size()) {
+    if (!PyTuple_Check(obj) && !PyList_Check(obj))
+      fail(c, std::string("expected a tuple of batched values for ") + nd.label);
+    const Py_ssize_t len = PySequence_Fast_GET_SIZE(obj);
+    if (static_cast<std::size_t>(len) != nd.children.size()) {
       fail(c, "expected " + std::to_string(nd.children.size()) + " items for " + nd.label + ", got " +
-                  std::to_string(PyTuple_GET_SIZE(seq.ptr())));
+                  std::to_string(len));
     }
+    const std::size_t first = c.hold_items(obj);
     PathGuard g(c, nullptr, static_cast<std::int64_t>(i));
-    return batch_size(child(nd, i), PyTuple_GET_ITEM(seq.ptr(), static_cast<Py_ssize_t>(i)), c);
+    return batch_size(child(nd, i), c.held(first + i), c);
   }
 
   void check_batch(Collector& c, std::int64_t got, std::int64_t batch) const {
@@ -624,8 +456,10 @@ class FlattenPlan {
         for (std::int64_t r = 0; r < batch; ++r) {
           c.row = r;
           PathGuard g(c, nullptr, r);
-          walk_repeated(nd, items[r], checked_add(checked_mul(r, size(), "transform_batch: row offset"), col,
-                                                  "transform_batch: row offset"), c);
+          walk_repeated(
+              nd, items[r],
+              checked_add(checked_mul(r, size(), "transform_batch: row offset"), col, "transform_batch: row offset"),
+              c);
         }
         c.row = saved_row;
         return;
@@ -642,7 +476,8 @@ class FlattenPlan {
         const std::vector<std::int64_t>& shape = nd.kind == Kind::MultiDiscrete ? nd.shape : scalar;
         if (a.nd > 0) check_batch(c, a.dims[0], batch);
         if (!has_shape(a, {batch}, shape)) {
-          fail(c, "expected shape " + shape_of({batch}, shape) + " for a batch of " + nd.label + ", got " + shape_of(a));
+          fail(c,
+               "expected shape " + shape_of({batch}, shape) + " for a batch of " + nd.label + ", got " + shape_of(a));
         }
         if (!rows_contiguous(a)) {  // the kernel reads each row's k indices back to back
           py::object arr = convert_array(c, obj, false, "a batch of integers");
@@ -653,13 +488,12 @@ class FlattenPlan {
           validate_indices(nd, a, batch, k, c);
           c.hold(obj);
           c.column_one_hots.push_back(ColumnOneHot{a.data, a.strides[0], col, nd.blocks(),
-                                                    checked_narrow<std::int32_t>(k, "flatten: one-hot components"), a.type});
+                                                   checked_narrow<std::int32_t>(k, "flatten: one-hot components"),
+                                                   a.type});
         }
         return;
       }
-      case Kind::Callback:
-        copy_callback_result(nd, nd.batch_fn(py::handle(obj)), {batch}, col, c, true);
-        return;
+      case Kind::Callback: copy_callback_result(nd, nd.batch_fn(py::handle(obj)), {batch}, col, c, true); return;
       case Kind::Box: {
         ArrayView a;
         if (!as_array(obj, a) || !rows_contiguous(a)) {
@@ -668,7 +502,8 @@ class FlattenPlan {
         }
         if (a.nd > 0) check_batch(c, a.dims[0], batch);
         if (!has_shape(a, {batch}, nd.shape)) {
-          fail(c, "expected shape " + shape_of({batch}, nd.shape) + " for a batch of " + nd.label + ", got " + shape_of(a));
+          fail(c, "expected shape " + shape_of({batch}, nd.shape) + " for a batch of " + nd.label + ", got " +
+                      shape_of(a));
         }
         if (nd.numel > 0 && batch > 0) {
           c.hold(obj);
@@ -691,55 +526,9 @@ class FlattenPlan {
         checked_out(out, py::dtype::of<float>(), {batch, size()}, "transform_batch"));
   }
 
-  // Counting sort of row-tagged ops into row buckets.
-  template <class Op>
-  static void bucket_by_row(const std::vector<Op>& ops, const std::vector<std::int64_t>& rows,
-                            std::int64_t batch, std::vector<Op>& sorted_ops, std::vector<std::int64_t>& start) {
-    start.assign(static_cast<std::size_t>(batch + 1), 0);
-    for (auto r : rows) ++start[static_cast<std::size_t>(r + 1)];
-    for (std::size_t r = 0; r < static_cast<std::size_t>(batch); ++r) start[r + 1] += start[r];
-    sorted_ops.resize(ops.size());
-    std::vector<std::int64_t> fill(start.begin(), start.end() - 1);
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      sorted_ops[static_cast<std::size_t>(fill[static_cast<std::size_t>(rows[i])]++)] = ops[i];
-    }
-  }
-
-  void execute(Collector& c, float* out, std::int64_t batch) const {
-    FlattenJob job;
-    job.out = out;
-    job.rows = batch;
-    job.row_size = size();
-    job.zero_fill = zero_fill_;
-    if (c.tag_rows) {
-      bucket_by_row(c.copies, c.copy_rows, batch, c.sorted_copies, c.copy_row_start);
-      bucket_by_row(c.sets, c.set_rows, batch, c.sorted_sets, c.set_row_start);
-      job.copies = c.sorted_copies.data();
-      job.sets = c.sorted_sets.data();
-    } else {
-      job.copies = c.copies.data();
-      job.sets = c.sets.data();
-    }
-    if (!c.copies.empty()) job.copy_row_start = c.copy_row_start.data();
-    else job.copies = nullptr;
-    if (!c.sets.empty()) job.set_row_start = c.set_row_start.data();
-    else job.sets = nullptr;
-    job.column_copies = c.column_copies.data();
-    job.num_column_copies = c.column_copies.size();
-    job.column_one_hots = c.column_one_hots.data();
-    job.num_column_one_hots = c.column_one_hots.size();
-    if (checked_mul(batch, size(), "transform_batch: batch * size") >= 4096) {
-      py::gil_scoped_release release;  // the ops hold raw pointers only
-      run_flatten(job);
-    } else {
-      run_flatten(job);
-    }
-  }
-
-  // A tuple holding the items of a list or tuple (the tuple itself, or a copy of the list),
-  // so that code run while walking the items cannot free them.
+  // A tuple of the items of a sequence that is not a list or tuple (transform_list takes any).
   static py::tuple snapshot(PyObject* seq) {
-    PyObject* t = PyList_Check(seq) ? PyList_AsTuple(seq) : PySequence_Tuple(seq);
+    PyObject* t = PySequence_Tuple(seq);
     if (!t) throw py::error_already_set();
     return py::reinterpret_steal<py::tuple>(t);
   }
@@ -774,10 +563,6 @@ class FlattenPlan {
     }
     return "[" + s + "]";
   }
-
-  std::vector<Node> nodes_;
-  int root_;
-  bool zero_fill_ = false;
 };
 
 }  // namespace
@@ -791,8 +576,9 @@ void register_flatten(py::module_& m) {
       .def("write", &FlattenPlan::write, py::arg("obs"), py::arg("array"), py::arg("offset"))
       .def("transform_list", &FlattenPlan::transform_list, py::arg("obs_list"), py::arg("out") = py::none())
       .def("transform_batched", &FlattenPlan::transform_batched, py::arg("obs"), py::arg("out") = py::none());
-  m.def("_flatten_scratch_bytes", [] { return thread_collector().capacity_bytes(); },
-        "Bytes the calling thread keeps between flatten calls (capped; for tests).");
+  m.def(
+      "_flatten_scratch_bytes", [] { return thread_collector().capacity_bytes(); },
+      "Bytes the calling thread keeps between flatten calls (capped; for tests).");
 }
 
 }  // namespace rlblocks::bindings

@@ -63,12 +63,23 @@ struct Collector {
     copy_row_start.clear();
     set_row_start.clear();
   }
-  void add_copy(const RowCopy& op) {
-    copies.push_back(op);
+  // The ops are written field by field in place: building one on the stack and copying it
+  // makes the compiler reload the fields it just stored, one store-forwarding stall per op.
+  void add_copy(const void* src, std::int64_t dst, std::int32_t n, ElemType type, ValueMap map,
+                const OneHotBlocks& blocks = {}) {
+    RowCopy& op = copies.emplace_back();
+    op.src = src;
+    op.dst = dst;
+    op.n = n;
+    op.type = type;
+    op.map = map;
+    op.blocks = blocks;
     if (tag_rows) copy_rows.push_back(row);
   }
   void add_set(std::int64_t dst, float value) {
-    sets.push_back(RowSet{dst, value});
+    RowSet& op = sets.emplace_back();
+    op.dst = dst;
+    op.value = value;
     if (tag_rows) set_rows.push_back(row);
   }
   void push_path(PyObject* key, std::int64_t index) {
@@ -81,6 +92,17 @@ struct Collector {
   }
   // Keeps `obj` alive until the call returns (an array whose memory an op reads).
   void hold(PyObject* obj) { keepalive.push_back(py::reinterpret_borrow<py::object>(obj)); }
+  // Holds the items of a list or tuple `seq` (the walk's snapshot: code run while walking
+  // them cannot free them) and returns where they start in `keepalive`; item i is then
+  // keepalive[first + i] (an index, not a pointer: walking an item may grow the vector).
+  std::size_t hold_items(PyObject* seq) {
+    const std::size_t first = keepalive.size();
+    const Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
+    PyObject** items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < len; ++i) keepalive.push_back(py::reinterpret_borrow<py::object>(items[i]));
+    return first;
+  }
+  PyObject* held(std::size_t i) const { return keepalive[i].ptr(); }
 
   // A call over a huge batch must not leave its peak allocation behind in every thread
   // that made one: buffers above kKeepBytes are released after the call.
@@ -217,8 +239,7 @@ inline bool as_array(PyObject* obj, ArrayView& a) {
   a.nd = static_cast<std::size_t>(proxy->nd);
   a.dims = proxy->dimensions;
   a.strides = proxy->strides;
-  a.numel = 1;
-  a.numel = checked_product(a.dims, a.nd, "array size");
+  a.numel = a.nd == 0 ? 1 : a.nd == 1 ? a.dims[0] : checked_product(a.dims, a.nd, "array size");
   a.numeric = true;
   switch (descr->kind) {
     case 'f':
@@ -242,18 +263,20 @@ inline bool as_array(PyObject* obj, ArrayView& a) {
   const int flags = proxy->flags;
   a.native = descr->byteorder != '>' || itemsize == 1;
   a.c_order = (flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_) != 0;
-  a.contiguous = a.numeric && a.native &&
-                 (flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_) &&
+  a.contiguous = a.numeric && a.native && (flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_) &&
                  (flags & py::detail::npy_api::NPY_ARRAY_ALIGNED_);
   return true;
 }
 
 // a.shape == (lead..., *shape) where `lead` holds the leading dims (if any).
-inline bool has_shape(const ArrayView& a, std::initializer_list<std::int64_t> lead, const std::vector<std::int64_t>& shape) {
+inline bool has_shape(const ArrayView& a, std::initializer_list<std::int64_t> lead,
+                      const std::vector<std::int64_t>& shape) {
   if (a.nd != lead.size() + shape.size()) return false;
   std::size_t i = 0;
-  for (auto d : lead) if (a.dims[i++] != d) return false;
-  for (auto d : shape) if (a.dims[i++] != d) return false;
+  for (auto d : lead)
+    if (a.dims[i++] != d) return false;
+  for (auto d : shape)
+    if (a.dims[i++] != d) return false;
   return true;
 }
 
@@ -315,11 +338,11 @@ inline py::object convert_array(Collector& c, PyObject* obj, bool to_float32, co
   const auto itemsize = arr.dtype().itemsize();
   py::object result;
   if (to_float32) {
-    result = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(arr);
+    result = py::array_t < float, py::array::c_style | py::array::forcecast > ::ensure(arr);
   } else if (kind == 'f' && itemsize == 2) {
-    result = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(arr);
+    result = py::array_t < float, py::array::c_style | py::array::forcecast > ::ensure(arr);
   } else if (kind == 'f' && itemsize > 8) {
-    result = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(arr);
+    result = py::array_t < double, py::array::c_style | py::array::forcecast > ::ensure(arr);
   } else {
     result = py::array::ensure(arr, py::array::c_style);
     ArrayView a;
@@ -349,8 +372,8 @@ inline IndexValue read_index_elem(const char* p, ElemType t) {
     if constexpr (std::is_floating_point_v<T>) {
       const double d = static_cast<double>(v);
       // |d| < 2**63, so the integer fits int64 (2**63 is exact in double)
-      const bool ok = std::isfinite(d) && d == std::floor(d) && d >= -9223372036854775808.0 &&
-                      d < 9223372036854775808.0;
+      const bool ok =
+          std::isfinite(d) && d == std::floor(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0;
       iv = IndexValue{ok, ok ? static_cast<std::int64_t>(d) : 0, d};
     } else if constexpr (std::is_same_v<T, std::uint64_t>) {
       const bool ok = v <= static_cast<std::uint64_t>(INT64_MAX);
@@ -372,21 +395,19 @@ inline std::string index_value_string(const IndexValue& iv) {
 // Validates one index against [start, start + n) and returns it (minus start).
 // (The layout guarantees start + n - 1 fits in int64.)
 inline std::int64_t checked_index(const Collector& c, const IndexValue& iv, std::int64_t start, std::int64_t n,
-                           const std::string& label) {
+                                  const std::string& label) {
+  const std::int64_t off = iv.integral ? index_offset(iv.v, start, n) : -1;
+  if (off >= 0) return off;
   const std::string allowed = std::to_string(start) + ".." + std::to_string(start + (n - 1));
   if (!iv.integral) {
     fail(c, "value " + index_value_string(iv) + " is not an integer; " + label + " allows integers " + allowed);
   }
-  const std::int64_t off = index_offset(iv.v, start, n);
-  if (off < 0) fail(c, "value " + std::to_string(iv.v) + " is out of range for " + label + " (allowed " + allowed + ")");
-  return off;
+  fail(c, "value " + std::to_string(iv.v) + " is out of range for " + label + " (allowed " + allowed + ")");
 }
 
 // Whether obj is a real number (int, float, numpy's real scalars; not complex, not str).
 inline bool is_real_number(PyObject* obj) {
-  static PyObject* real = [] {
-    return py::object(py::module_::import("numbers").attr("Real")).release().ptr();
-  }();
+  static PyObject* real = [] { return py::object(py::module_::import("numbers").attr("Real")).release().ptr(); }();
   const int r = PyObject_IsInstance(obj, real);
   if (r < 0) throw py::error_already_set();
   return r == 1;
@@ -399,12 +420,18 @@ struct ScalarType {
   ElemType elem;
 };
 
-inline const std::vector<ScalarType>& numpy_scalar_types() {
-  static const std::vector<ScalarType> types = [] {
-    std::vector<ScalarType> out;
+struct ScalarTypes {
+  ScalarType types[16];
+  int count = 0;
+};
+
+// int64 first: it is what numpy and gymnasium produce by default.
+inline const ScalarTypes& numpy_scalar_types() {
+  static const ScalarTypes types = [] {
+    ScalarTypes out;
     py::module_ np = py::module_::import("numpy");
-    for (const char* name : {"int64", "int32", "uint8", "int16", "int8", "uint16", "uint32", "uint64",
-                             "longlong", "ulonglong", "intc", "uintc", "bool_", "float32"}) {
+    for (const char* name : {"int64", "int32", "uint8", "int16", "int8", "uint16", "uint32", "uint64", "longlong",
+                             "ulonglong", "intc", "uintc", "bool_", "float32"}) {
       if (!py::hasattr(np, name)) continue;
       py::object t = np.attr(name);
       py::dtype dt = py::dtype::from_args(t);
@@ -412,28 +439,69 @@ inline const std::vector<ScalarType>& numpy_scalar_types() {
       const auto size = dt.itemsize();
       switch (dt.kind()) {
         case 'b': elem = ElemType::Bool; break;
-        case 'f': elem = ElemType::F32; if (size != 4) continue; break;
-        case 'i': elem = size == 1 ? ElemType::I8 : size == 2 ? ElemType::I16 : size == 4 ? ElemType::I32 : ElemType::I64; break;
-        case 'u': elem = size == 1 ? ElemType::U8 : size == 2 ? ElemType::U16 : size == 4 ? ElemType::U32 : ElemType::U64; break;
+        case 'f':
+          elem = ElemType::F32;
+          if (size != 4) continue;
+          break;
+        case 'i':
+          elem = size == 1 ? ElemType::I8 : size == 2 ? ElemType::I16 : size == 4 ? ElemType::I32 : ElemType::I64;
+          break;
+        case 'u':
+          elem = size == 1 ? ElemType::U8 : size == 2 ? ElemType::U16 : size == 4 ? ElemType::U32 : ElemType::U64;
+          break;
         default: continue;
       }
-      out.push_back({reinterpret_cast<PyTypeObject*>(t.ptr()), elem});
+      out.types[out.count++] = {reinterpret_cast<PyTypeObject*>(t.ptr()), elem};
     }
     return out;
   }();
   return types;
 }
 
+// The scalar type entry of obj when it is an exact numpy integer/bool/float32 scalar.
+inline const ScalarType* numpy_scalar_type(PyObject* obj) {
+  const ScalarTypes& s = numpy_scalar_types();
+  const PyTypeObject* t = Py_TYPE(obj);
+  for (int i = 0; i < s.count; ++i) {
+    if (s.types[i].type == t) return &s.types[i];
+  }
+  return nullptr;
+}
+
+// Where a numpy scalar stores its value (right after the object header).
+inline const char* numpy_scalar_data(PyObject* obj) { return reinterpret_cast<const char*>(obj) + sizeof(PyObject); }
+
 // The value of an exact numpy scalar, if obj is one.
 inline bool read_numpy_scalar(PyObject* obj, IndexValue& iv) {
-  const PyTypeObject* t = Py_TYPE(obj);
-  for (const ScalarType& s : numpy_scalar_types()) {
-    if (s.type == t) {
-      iv = read_index_elem(reinterpret_cast<const char*>(obj) + sizeof(PyObject), s.elem);
-      return true;
-    }
+  const ScalarType* s = numpy_scalar_type(obj);
+  if (s == nullptr) return false;
+  iv = read_index_elem(numpy_scalar_data(obj), s->elem);
+  return true;
+}
+
+// The offset of a Python int or exact numpy scalar in [start, start + n), or -1 (any other
+// object, or a value that is not such an integer: the caller reports it).
+inline std::int64_t fast_index_offset(PyObject* obj, std::int64_t start, std::int64_t n) {
+  if (PyLong_CheckExact(obj)) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    return overflow ? -1 : index_offset(static_cast<std::int64_t>(v), start, n);
   }
-  return false;
+  const ScalarType* s = numpy_scalar_type(obj);
+  if (s == nullptr) return -1;
+  const char* p = numpy_scalar_data(obj);
+  if (s->elem == ElemType::I64) {  // the common case, without the type switch
+    std::int64_t v;
+    std::memcpy(&v, p, sizeof v);
+    return index_offset(v, start, n);
+  }
+  std::int64_t off = -1;
+  visit_elem_type(s->elem, [&](auto tag) {
+    decltype(tag) v;
+    std::memcpy(&v, p, sizeof v);
+    off = index_offset(v, start, n);
+  });
+  return off;
 }
 
 inline IndexValue read_index_scalar(Collector& c, PyObject* obj, const std::string& label) {

@@ -46,7 +46,8 @@ class PyFrameStacker {
     if (py::isinstance<py::str>(frame_shape) || !py::isinstance<py::sequence>(frame_shape)) {
       throw py::value_error("frame_shape: expected (H, W) or (H, W, C), got " + std::string(py::repr(frame_shape)));
     }
-    for (py::handle d : py::reinterpret_borrow<py::sequence>(frame_shape)) frame_shape_.push_back(to_int(d, "frame_shape"));
+    for (py::handle d : py::reinterpret_borrow<py::sequence>(frame_shape))
+      frame_shape_.push_back(to_int(d, "frame_shape"));
     bool positive = true;
     for (auto d : frame_shape_) positive = positive && d >= 1;
     if ((frame_shape_.size() != 2 && frame_shape_.size() != 3) || !positive) {
@@ -97,11 +98,12 @@ class PyFrameStacker {
     return std::move(o);
   }
 
-  py::object push(const py::object& self, const py::object& frames, const py::object& reset_mask,
-                  const py::object& out, bool copy) {
+  py::object push(const py::object& self, const py::object& frames, const py::object& reset_mask, const py::object& out,
+                  bool copy) {
     if (!copy && channels_last_) {
-      throw py::value_error("copy=False needs channels_last=False: channel-last stacks interleave the frames, "
-                            "so they exist only as copies");
+      throw py::value_error(
+          "copy=False needs channels_last=False: channel-last stacks interleave the frames, "
+          "so they exist only as copies");
     }
     if (!copy && !out.is_none()) throw py::value_error("out= and copy=False exclude each other");
     py::array f = checked_frames(frames, num_envs_, "frames");
@@ -111,12 +113,13 @@ class PyFrameStacker {
       py::array raw = py::array::ensure(reset_mask);
       if (!raw) PyErr_Clear();
       if (!raw || raw.dtype().kind() != 'b' || array_shape(raw) != Shape{num_envs_}) {
-        const std::string got = raw ? std::string(py::str(raw.dtype())) + " array of shape " + shape_str(array_shape(raw))
-                                    : std::string(py::repr(reset_mask));
-        throw py::value_error("reset_mask: expected a bool array of shape (" + std::to_string(num_envs_) +
-                              ",), got " + got);
+        const std::string got =
+            raw ? std::string(py::str(raw.dtype())) + " array of shape " + shape_str(array_shape(raw))
+                : std::string(py::repr(reset_mask));
+        throw py::value_error("reset_mask: expected a bool array of shape (" + std::to_string(num_envs_) + ",), got " +
+                              got);
       }
-      mask = py::array_t<bool, py::array::c_style | py::array::forcecast>::ensure(raw);
+      mask = py::array_t < bool, py::array::c_style | py::array::forcecast > ::ensure(raw);
       mask_ptr = reinterpret_cast<const std::uint8_t*>(mask.data());
     }
     const std::int64_t unready = stack_->first_unready(mask_ptr);
@@ -151,7 +154,8 @@ class PyFrameStacker {
 
   py::object observation(const py::object& out) {
     const std::int64_t unready = stack_->first_unready(nullptr);
-    if (unready >= 0) throw py::value_error("env " + std::to_string(unready) + " has no frames yet: call reset() first");
+    if (unready >= 0)
+      throw py::value_error("env " + std::to_string(unready) + " has no frames yet: call reset() first");
     py::array o = out_array(out, num_envs_, py::array());
     auto* dst = static_cast<unsigned char*>(o.mutable_data());
     if (num_envs_ * stack_->stacked_bytes() >= kReleaseGilBytes) {
@@ -186,7 +190,7 @@ class PyFrameStacker {
       throw py::value_error("env_ids: expected a 1-d sequence of ints in [0, " + std::to_string(num_envs_) + "), got " +
                             std::string(py::repr(env_ids)));
     }
-    auto arr = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(raw);
+    auto arr = py::array_t < std::int64_t, py::array::c_style | py::array::forcecast > ::ensure(raw);
     std::vector<std::int64_t> ids(arr.data(), arr.data() + arr.size());
     std::vector<char> seen(static_cast<std::size_t>(num_envs_), 0);
     for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -223,9 +227,8 @@ class PyFrameStacker {
       }
     }
     const int flags = py::array::c_style | py::array::forcecast;
-    py::object conv = py::reinterpret_steal<py::object>(
-        py::detail::npy_api::get().PyArray_FromAny_(raw.ptr(), dtype_.inc_ref().ptr(), 0, 0,
-                                                    flags | py::detail::npy_api::NPY_ARRAY_ALIGNED_, nullptr));
+    py::object conv = py::reinterpret_steal<py::object>(py::detail::npy_api::get().PyArray_FromAny_(
+        raw.ptr(), dtype_.inc_ref().ptr(), 0, 0, flags | py::detail::npy_api::NPY_ARRAY_ALIGNED_, nullptr));
     if (!conv) throw py::error_already_set();
     return py::reinterpret_borrow<py::array>(conv);
   }

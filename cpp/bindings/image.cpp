@@ -13,7 +13,9 @@
 
 #include "bindings.hpp"
 #include "rlblocks/checked.hpp"
-#include "rlblocks/image.hpp"
+#include "rlblocks/image_frames.hpp"
+#include "rlblocks/image_generic_pixel.hpp"
+#include "rlblocks/image_resize.hpp"
 #include "rlblocks/palette.hpp"
 
 namespace py = pybind11;
@@ -38,14 +40,15 @@ py::array as_array(const py::handle& obj, const char* fn, const char* what) {
 // strides are non-negative multiples of the item size (a crop view qualifies).
 template <class T>
 img::FrameBatch<T> frames_view(const py::array& a, const char* fn) {
-  if (a.ndim() != 4) throw py::value_error(std::string(fn) + ": frames must have shape (B, H, W, C), got " + shape_str(a));
+  if (a.ndim() != 4)
+    throw py::value_error(std::string(fn) + ": frames must have shape (B, H, W, C), got " + shape_str(a));
   const auto item = static_cast<py::ssize_t>(sizeof(T));
   const py::ssize_t c = a.shape(3);
   // An empty batch has no pixels to read (numpy gives it zero strides): it is answered with
   // an empty output, as the numpy reference does.
-  const bool ok = a.size() == 0 ||
-                  ((a.shape(3) <= 1 || a.strides(3) == item) && (a.shape(2) <= 1 || a.strides(2) == c * item) &&
-                   a.strides(1) >= 0 && a.strides(0) >= 0 && a.strides(1) % item == 0 && a.strides(0) % item == 0);
+  const bool ok =
+      a.size() == 0 || ((a.shape(3) <= 1 || a.strides(3) == item) && (a.shape(2) <= 1 || a.strides(2) == c * item) &&
+                        a.strides(1) >= 0 && a.strides(0) >= 0 && a.strides(1) % item == 0 && a.strides(0) % item == 0);
   if (!ok) {
     throw py::value_error(std::string(fn) +
                           ": frames must have contiguous pixels inside each row and non-negative batch/row "
@@ -72,8 +75,8 @@ void check_size(std::int64_t v, const char* fn, const char* what) {
   if (v < 1) throw py::value_error(std::string(fn) + ": " + what + " must be >= 1, got " + std::to_string(v));
 }
 
-void resize(const py::handle& frames_obj, std::int64_t height, std::int64_t width, bool gray,
-            const py::handle& out_obj, const py::handle& max_with_obj) {
+void resize(const py::handle& frames_obj, std::int64_t height, std::int64_t width, bool gray, const py::handle& out_obj,
+            const py::handle& max_with_obj) {
   const char* fn = gray ? "gray_resize" : "resize";
   const py::array frames = as_array(frames_obj, fn, "frames");
   check_size(height, fn, "height");
@@ -82,11 +85,13 @@ void resize(const py::handle& frames_obj, std::int64_t height, std::int64_t widt
     throw py::value_error(std::string(fn) + ": frames must have H, W and C >= 1, got shape " + shape_str(frames));
   }
   const bool pooled = !max_with_obj.is_none();
-  if (pooled && !is_u8(frames)) throw py::value_error(std::string(fn) + ": max_with needs uint8 frames, got " + dtype_str(frames));
+  if (pooled && !is_u8(frames))
+    throw py::value_error(std::string(fn) + ": max_with needs uint8 frames, got " + dtype_str(frames));
   if (is_u8(frames)) {
     const auto f = frames_view<std::uint8_t>(frames, fn);
     if (gray && f.channels != 3) {
-      throw py::value_error(std::string(fn) + ": frames must have 3 channels (RGB, last axis), got shape " + shape_str(frames));
+      throw py::value_error(std::string(fn) + ": frames must have 3 channels (RGB, last axis), got shape " +
+                            shape_str(frames));
     }
     img::FrameBatch<std::uint8_t> second;
     py::array max_with;
@@ -96,7 +101,8 @@ void resize(const py::handle& frames_obj, std::int64_t height, std::int64_t widt
       for (py::ssize_t d = 0; same && d < 4; ++d) same = max_with.shape(d) == frames.shape(d);
       if (!same) {
         throw py::value_error(std::string(fn) + ": max_with must be a uint8 array of the frames' shape " +
-                              shape_str(frames) + ", got " + dtype_str(max_with) + " array of shape " + shape_str(max_with));
+                              shape_str(frames) + ", got " + dtype_str(max_with) + " array of shape " +
+                              shape_str(max_with));
       }
       second = frames_view<std::uint8_t>(max_with, fn);
     }
@@ -126,36 +132,44 @@ void rgb_to_gray(const py::handle& frames_obj, const py::handle& out_obj) {
   const py::array frames = as_array(frames_obj, fn, "frames");
   if (!is_u8(frames)) throw py::value_error(std::string(fn) + ": frames must be uint8, got " + dtype_str(frames));
   const auto f = frames_view<std::uint8_t>(frames, fn);
-  if (f.channels != 3) throw py::value_error(std::string(fn) + ": frames must have 3 channels (RGB, last axis), got shape " + shape_str(frames));
+  if (f.channels != 3)
+    throw py::value_error(std::string(fn) + ": frames must have 3 channels (RGB, last axis), got shape " +
+                          shape_str(frames));
   auto* out = out_data<std::uint8_t>(out_obj, {f.batch, f.height, f.width, 1}, frames, fn);
   py::gil_scoped_release release;
   img::rgb_to_gray(f, out);
 }
 
-void crop(const py::handle& frames_obj, std::int64_t top, std::int64_t left, std::int64_t height,
-          std::int64_t width, const py::handle& out_obj) {
+void crop(const py::handle& frames_obj, std::int64_t top, std::int64_t left, std::int64_t height, std::int64_t width,
+          const py::handle& out_obj) {
   const char* fn = "crop";
   const py::array frames = as_array(frames_obj, fn, "frames");
-  if (frames.ndim() != 4) throw py::value_error(std::string(fn) + ": frames must have shape (B, H, W, C), got " + shape_str(frames));
+  if (frames.ndim() != 4)
+    throw py::value_error(std::string(fn) + ": frames must have shape (B, H, W, C), got " + shape_str(frames));
   const std::int64_t h = frames.shape(1), w = frames.shape(2), c = frames.shape(3);
   std::int64_t bottom = 0, right = 0;  // top + height, left + width, never wrapped
   if (top < 0 || left < 0 || height < 1 || width < 1 || add_overflows(top, height, bottom) || bottom > h ||
       add_overflows(left, width, right) || right > w) {
-    throw py::value_error(std::string(fn) + ": window rows [" + std::to_string(top) + ", " + std::to_string(static_cast<std::uint64_t>(top) + static_cast<std::uint64_t>(height)) +
-                          ") x cols [" + std::to_string(left) + ", " + std::to_string(static_cast<std::uint64_t>(left) + static_cast<std::uint64_t>(width)) +
-                          ") must be non-empty and inside the " + std::to_string(h) + "x" + std::to_string(w) + " frame");
+    throw py::value_error(std::string(fn) + ": window rows [" + std::to_string(top) + ", " +
+                          std::to_string(static_cast<std::uint64_t>(top) + static_cast<std::uint64_t>(height)) +
+                          ") x cols [" + std::to_string(left) + ", " +
+                          std::to_string(static_cast<std::uint64_t>(left) + static_cast<std::uint64_t>(width)) +
+                          ") must be non-empty and inside the " + std::to_string(h) + "x" + std::to_string(w) +
+                          " frame");
   }
   const py::ssize_t item = frames.itemsize();
   const bool ok = frames.size() == 0 ||  // an empty batch: nothing to read, an empty output
                   ((c <= 1 || frames.strides(3) == item) && (w <= 1 || frames.strides(2) == c * item) &&
                    frames.strides(0) >= 0 && frames.strides(1) >= 0);
   if (!ok) {
-    throw py::value_error(std::string(fn) + ": frames must have contiguous pixels inside each row and non-negative "
+    throw py::value_error(std::string(fn) +
+                          ": frames must have contiguous pixels inside each row and non-negative "
                           "batch/row strides (pass np.ascontiguousarray(frames))");
   }
   py::array out = checked_out(out_obj, frames.dtype(), {frames.shape(0), height, width, c}, fn, &frames);
   const std::int64_t pixel_bytes = checked_mul(c, item, "crop: pixel bytes");
-  const auto* src = static_cast<const std::uint8_t*>(frames.data()) + checked_mul(top, frames.strides(1), "crop: offset") +
+  const auto* src = static_cast<const std::uint8_t*>(frames.data()) +
+                    checked_mul(top, frames.strides(1), "crop: offset") +
                     checked_mul(left, pixel_bytes, "crop: offset");
   auto* dst = static_cast<std::uint8_t*>(out.mutable_data());
   const std::int64_t batch = frames.shape(0), fs = frames.strides(0), rs = frames.strides(1),
@@ -205,7 +219,8 @@ void generic_pixel(const py::handle& frames_obj, std::int64_t dim, bool grayscal
   const py::array frames = as_array(frames_obj, fn, "frames");
   check_size(dim, fn, "dim");
   if (frames.ndim() != 4 || frames.shape(1) <= 2 * img::kGenericCrop || frames.shape(2) < 1 || frames.shape(3) != 3) {
-    throw py::value_error(std::string(fn) + ": frames must have shape (B, H, W, 3) with H > 50, got " + shape_str(frames));
+    throw py::value_error(std::string(fn) + ": frames must have shape (B, H, W, 3) with H > 50, got " +
+                          shape_str(frames));
   }
   const std::vector<std::int64_t> shape{frames.shape(0), dim, dim, grayscale ? 1 : 3};
   if (is_u8(frames)) {
@@ -231,10 +246,11 @@ palette::IndexBatch index_view(const py::array& a, const char* fn, const char* w
     throw py::value_error(std::string(fn) + ": " + what + " must be a uint8 array of shape (B, H, W), got " +
                           dtype_str(a) + " array of shape " + shape_str(a));
   }
-  const bool ok = a.size() == 0 ||  // an empty batch: nothing to read, an empty output
-                  ((a.shape(2) <= 1 || a.strides(2) == 1) && (a.shape(1) <= 1 || a.strides(1) == a.shape(2)) &&
-                   a.strides(0) >= 0);
-  if (!ok) throw py::value_error(std::string(fn) + ": " + what + " must have contiguous frames (pass np.ascontiguousarray)");
+  const bool ok =
+      a.size() == 0 ||  // an empty batch: nothing to read, an empty output
+      ((a.shape(2) <= 1 || a.strides(2) == 1) && (a.shape(1) <= 1 || a.strides(1) == a.shape(2)) && a.strides(0) >= 0);
+  if (!ok)
+    throw py::value_error(std::string(fn) + ": " + what + " must have contiguous frames (pass np.ascontiguousarray)");
   palette::IndexBatch b;
   b.data = static_cast<const std::uint8_t*>(a.data());
   b.batch = a.shape(0);
@@ -246,8 +262,8 @@ palette::IndexBatch index_view(const py::array& a, const char* fn, const char* w
 
 const std::uint8_t* table_view(const py::handle& obj, const char* fn, const char* what, py::ssize_t cols) {
   const py::array t = as_array(obj, fn, what);
-  const bool shape_ok = cols == 0 ? (t.ndim() == 1 && t.shape(0) == 256)
-                                  : (t.ndim() == 2 && t.shape(0) == 256 && t.shape(1) == cols);
+  const bool shape_ok =
+      cols == 0 ? (t.ndim() == 1 && t.shape(0) == 256) : (t.ndim() == 2 && t.shape(0) == 256 && t.shape(1) == cols);
   if (!is_u8(t) || !shape_ok || !(t.flags() & py::array::c_style)) {
     throw py::value_error(std::string(fn) + ": " + what + " must be a C-contiguous uint8 array of shape " +
                           (cols == 0 ? std::string("(256,)") : "(256, " + std::to_string(cols) + ")") + ", got " +
@@ -256,8 +272,8 @@ const std::uint8_t* table_view(const py::handle& obj, const char* fn, const char
   return static_cast<const std::uint8_t*>(t.data());
 }
 
-void palette_resize(const py::handle& index_obj, const py::handle& palette_obj, std::int64_t height,
-                    std::int64_t width, bool gray, const py::handle& out_obj, const py::handle& max_with_obj) {
+void palette_resize(const py::handle& index_obj, const py::handle& palette_obj, std::int64_t height, std::int64_t width,
+                    bool gray, const py::handle& out_obj, const py::handle& max_with_obj) {
   const char* fn = "palette_resize";
   const py::array index = as_array(index_obj, fn, "index");
   check_size(height, fn, "height");
@@ -319,8 +335,8 @@ void register_image(py::module_& m) {
         "(uint8, same shape) is max-pooled with the frames first.");
   m.def("image_rgb_to_gray", &rgb_to_gray, py::arg("frames"), py::arg("out"),
         "OpenCV fixed-point RGB->gray of (B, H, W, 3) uint8 frames into out (B, H, W, 1).");
-  m.def("image_crop", &crop, py::arg("frames"), py::arg("top"), py::arg("left"), py::arg("height"),
-        py::arg("width"), py::arg("out"), "Copies a window of (B, H, W, C) frames into out.");
+  m.def("image_crop", &crop, py::arg("frames"), py::arg("top"), py::arg("left"), py::arg("height"), py::arg("width"),
+        py::arg("out"), "Copies a window of (B, H, W, C) frames into out.");
   m.def("image_max_last_two", &max_last_two, py::arg("frames"), py::arg("axis"), py::arg("out"),
         "Element-wise max of the last two entries along axis.");
   m.def("image_generic_pixel", &generic_pixel, py::arg("frames"), py::arg("dim"), py::arg("grayscale"),
@@ -332,8 +348,7 @@ void register_image(py::module_& m) {
   m.def("image_palette_unknown", &palette_unknown, py::arg("index"), py::arg("known"),
         "Whether the uint8 index array holds an index i with known[i] == 0 (known: (256,) uint8).");
   m.def(
-      "_image_allow_simd",
-      [](bool allowed) { return img::detail::simd_allowed().exchange(allowed); },
+      "_image_allow_simd", [](bool allowed) { return img::detail::simd_allowed().exchange(allowed); },
       py::arg("allowed"),
       "Allows or forbids the AVX2 image paths (for tests: both paths compute the same integers); "
       "returns the previous setting.");

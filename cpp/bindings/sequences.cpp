@@ -34,7 +34,7 @@ I64Array int_array(const py::handle& obj, const char* what) {
   if (a.ndim() != 1) throw py::value_error(std::string(what) + ": expected a 1-D array, got shape " + shape_str(a));
   auto as64 = I64Array::ensure(a);
   if (kind == 'u' && a.dtype().itemsize() == 8) {  // uint64 above int64 max would wrap
-    auto u = py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+    auto u = py::array_t < std::uint64_t, py::array::c_style | py::array::forcecast > ::ensure(a);
     for (py::ssize_t i = 0; i < u.shape(0); ++i) {
       if (u.data()[i] > static_cast<std::uint64_t>(INT64_MAX)) {
         throw py::value_error(std::string(what) + "[" + std::to_string(i) + "] = " + std::to_string(u.data()[i]) +

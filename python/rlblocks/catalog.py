@@ -65,8 +65,9 @@ def import_object(path: str, what: str) -> Any:
         for part in name.split("."):
             found = getattr(found, part)
     except (ImportError, AttributeError, ValueError) as err:
-        raise ValueError(f"{what} {path!r}: cannot import it ({type(err).__name__}: {err})"
-                         ) from None
+        raise ValueError(
+            f"{what} {path!r}: cannot import it ({type(err).__name__}: {err})"
+        ) from None
     return found
 
 
@@ -108,6 +109,64 @@ class ModelCatalog:
                 f"class, got {action_dist_class!r}"
             )
         ModelCatalog._custom_action_dists[action_dist_name] = action_dist_class
+
+    @staticmethod
+    def is_custom_model(name: str) -> bool:
+        """Whether a custom model is registered as ``name``."""
+        return name in ModelCatalog._custom_models
+
+    @staticmethod
+    def get_custom_model(name: str) -> type[ModelV2]:
+        """The model class registered as ``name`` (``register_custom_model``).
+
+        Raises:
+            ValueError: No model is registered as ``name``; the message lists the registered
+                names and the closest ones.
+
+        Examples:
+            >>> from rlblocks.models.fcnet import FullyConnectedNetwork
+            >>> ModelCatalog.register_custom_model("my_fc", FullyConnectedNetwork)
+            >>> ModelCatalog.get_custom_model("my_fc").__name__
+            'FullyConnectedNetwork'
+            >>> ModelCatalog.is_custom_model("my_fc"), ModelCatalog.is_custom_model("my_fx")
+            (True, False)
+        """
+        registry = ModelCatalog._custom_models
+        if name not in registry:
+            close = difflib.get_close_matches(name, list(registry), n=3)
+            hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+            raise ValueError(
+                f"custom_model {name!r} is not registered (registered: "
+                f"{sorted(registry)}){hint} Register it with "
+                "ModelCatalog.register_custom_model(name, cls) or pass the class itself."
+            )
+        return registry[name]
+
+    @staticmethod
+    def is_custom_action_dist(name: str) -> bool:
+        """Whether a custom action distribution is registered as ``name``."""
+        return name in ModelCatalog._custom_action_dists
+
+    @staticmethod
+    def get_custom_action_dist(name: str) -> Any:
+        """The distribution class registered as ``name`` (``register_custom_action_dist``).
+
+        Raises:
+            ValueError: No distribution is registered as ``name``.
+
+        Examples:
+            >>> from rlblocks.distributions import Categorical
+            >>> ModelCatalog.register_custom_action_dist("my_cat", Categorical)
+            >>> ModelCatalog.get_custom_action_dist("my_cat").__name__
+            'Categorical'
+        """
+        registry = ModelCatalog._custom_action_dists
+        if name not in registry:
+            raise ValueError(
+                f"custom_action_dist {name!r} is not registered; registered names: "
+                f"{sorted(registry)}"
+            )
+        return registry[name]
 
     # --- models ------------------------------------------------------------------------------
     @staticmethod
@@ -163,12 +222,17 @@ class ModelCatalog:
             )
         original = getattr(obs_space, "original_space", obs_space)
         if is_mask_space(obs_space) and not getattr(
-                ModelCatalog._resolve_custom_model(config.custom_model) if config.custom_model
-                else None, "handles_action_mask", False):
+            ModelCatalog._resolve_custom_model(config.custom_model)
+            if config.custom_model
+            else None,
+            "handles_action_mask",
+            False,
+        ):
             raise ValueError(
                 "an 'action_mask' observation space must be preprocessed before the model is "
                 "built (pass ModelCatalog.get_preprocessor_for_space(space).observation_space), "
-                "so that the model can mask its outputs")
+                "so that the model can mask its outputs"
+            )
         if is_mask_space(original) and not isinstance(obs_space, Dict):
             # RLlib's action-mask convention: the chosen model sees ``observations`` only
             # (or the whole Dict, for a model with ``handles_action_mask = True``) and its
@@ -176,19 +240,41 @@ class ModelCatalog:
             if model_interface is not None:
                 raise ValueError(
                     f"model_interface {model_interface.__name__} with an 'action_mask' "
-                    "observation is not supported; mask the outputs in the interface instead")
-            reads_mask = bool(config.custom_model) and bool(getattr(
-                ModelCatalog._resolve_custom_model(config.custom_model),
-                "handles_action_mask", False))
+                    "observation is not supported; mask the outputs in the interface instead"
+                )
+            reads_mask = bool(config.custom_model) and bool(
+                getattr(
+                    ModelCatalog._resolve_custom_model(config.custom_model),
+                    "handles_action_mask",
+                    False,
+                )
+            )
 
             def build(space: gym.Space) -> ModelV2:
-                return ModelCatalog._build_model(space, action_space, num_outputs, config,
-                                                 name, None, default_model, model_kwargs)
+                return ModelCatalog._build_model(
+                    space,
+                    action_space,
+                    num_outputs,
+                    config,
+                    name,
+                    None,
+                    default_model,
+                    model_kwargs,
+                )
 
-            return build_masked_model(obs_space, action_space, num_outputs, config, name,
-                                      build, reads_mask)
-        return ModelCatalog._build_model(obs_space, action_space, num_outputs, config, name,
-                                         model_interface, default_model, model_kwargs)
+            return build_masked_model(
+                obs_space, action_space, num_outputs, config, name, build, reads_mask
+            )
+        return ModelCatalog._build_model(
+            obs_space,
+            action_space,
+            num_outputs,
+            config,
+            name,
+            model_interface,
+            default_model,
+            model_kwargs,
+        )
 
     @staticmethod
     def _build_model(
@@ -264,16 +350,7 @@ class ModelCatalog:
         if isinstance(custom, str) and ":" in custom and custom not in ModelCatalog._custom_models:
             return _check_model_class(import_object(custom, "custom_model"), "custom_model")
         if isinstance(custom, str):
-            registry = ModelCatalog._custom_models
-            if custom not in registry:
-                close = difflib.get_close_matches(custom, list(registry), n=3)
-                hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
-                raise ValueError(
-                    f"custom_model {custom!r} is not registered (registered: "
-                    f"{sorted(registry)}){hint} Register it with "
-                    "ModelCatalog.register_custom_model(name, cls) or pass the class itself."
-                )
-            return registry[custom]
+            return ModelCatalog.get_custom_model(custom)
         return _check_model_class(custom, "custom_model")
 
     # --- action distributions ----------------------------------------------------------------

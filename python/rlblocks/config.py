@@ -34,6 +34,7 @@ __all__ = [
     "ModelConfig",
     "SEPARATE_VALUE_ALGOS",
     "algorithm_model_config",
+    "config_mapping",
     "validate_model_config",
 ]
 
@@ -217,7 +218,7 @@ def _float(value: Any, key: str, positive: bool = False) -> float:
 
 
 def _activation(value: Any, key: str) -> Any:
-    from rlblocks.models.misc import get_activation_fn
+    from rlblocks.activations import get_activation_fn
 
     try:
         get_activation_fn(value)
@@ -434,10 +435,7 @@ class ModelConfig(Mapping[str, Any]):
         """
         if isinstance(config, ModelConfig):
             return config
-        if config is None:
-            config = {}
-        if not isinstance(config, Mapping):
-            raise ValueError(f"model config must be a dict, got {type(config).__name__}")
+        config = config_mapping(config, "model config")
         for key in config:
             if key not in MODEL_DEFAULTS:
                 raise ValueError(_unknown_key_message(key))
@@ -527,6 +525,27 @@ class ModelConfig(Mapping[str, Any]):
         return key in MODEL_DEFAULTS
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def config_mapping(config: Any, what: str) -> Mapping[str, Any]:
+    """A config given as a dict: None is ``{}``; anything but a mapping raises.
+
+    Raises:
+        ValueError: ``config`` is not a mapping (``what`` names it in the message).
+
+    Examples:
+        >>> config_mapping(None, "model config")
+        {}
+        >>> config_mapping([1], "model config")
+        Traceback (most recent call last):
+        ...
+        ValueError: model config must be a dict, got list
+    """
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise ValueError(f"{what} must be a dict, got {type(config).__name__}")
+    return config
 
 
 def _unknown_key_message(key: Any) -> str:

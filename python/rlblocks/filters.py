@@ -1,8 +1,9 @@
 """Observation filters: running mean/std normalisation with RLlib's semantics (C++ core).
 
-``MeanStdFilter`` keeps two :class:`RunningStat` objects, ``running_stats`` (everything this
-filter has seen or merged) and ``buffer`` (what it has seen since the last
-``reset_buffer()``), exactly like RLlib, and supports RLlib's distributed sync protocol:
+``MeanStdFilter`` keeps two :class:`~rlblocks.running_stat.RunningStat` objects,
+``running_stats`` (everything this filter has seen or merged) and ``buffer`` (what it has
+seen since the last ``reset_buffer()``), exactly like RLlib, and supports RLlib's
+distributed sync protocol:
 
 * each worker: ``snapshot = f.as_serializable(); f.reset_buffer()``;
 * the driver: ``local.apply_changes(snapshot, with_buffer=False)`` for every worker;
@@ -54,28 +55,22 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
 
 from rlblocks import _core, _impl
 from rlblocks._reference import filters as _ref
+from rlblocks.running_stat import RunningStat, ShapeLike, normalise_shape
 
 __all__ = [
     "ConcurrentMeanStdFilter",
     "Filter",
     "MeanStdFilter",
     "NoFilter",
-    "RunningStat",
     "get_filter",
 ]
-
-ShapeLike = int | Sequence[int]
-
-
-def _backend_stat(shape: tuple[int, ...], native: bool) -> Any:
-    return _core.RunningStat(shape) if native else _ref.RunningStat(shape)
 
 
 def _checked_flag(value: Any, name: str) -> bool:
@@ -84,166 +79,6 @@ def _checked_flag(value: Any, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name}: expected True or False, got {value!r}")
     return bool(value)
-
-
-def _normalise_shape(shape: Any) -> tuple[int, ...]:
-    if isinstance(shape, bool):
-        raise ValueError(f"shape: expected an int or a tuple of ints, got {shape!r}")
-    if hasattr(shape, "__index__"):
-        shape = (int(shape),)
-    if shape is None or isinstance(shape, (dict, str, bytes)) or not hasattr(shape, "__iter__"):
-        raise ValueError(f"shape: expected an int or a tuple of non-negative ints, got {shape!r}")
-    return _ref.parse_shape(tuple(shape))
-
-
-class RunningStat:
-    """Running mean and variance of observations of a fixed shape (float64 state).
-
-    Welford for one observation, two-pass moments plus Chan's merge for a batch, and RLlib's
-    ``update(other)`` which merges ``other``'s pushes since it was created (its "delta"
-    state). All operations are exact to rounding: merged stats equal one stat that saw every
-    sample. ``var`` is the unbiased ``S / (n - 1)`` as float32 (0 while ``n <= 1``) and
-    ``std = sqrt(max(0, var))`` in float32, as in RLlib.
-
-    With the C++ backend every method is atomic (an internal mutex), so sharing one stat
-    between threads never corrupts it.
-
-    Args:
-        shape: Shape of one observation (an int means a 1-d shape).
-
-    Examples:
-        >>> import numpy as np
-        >>> s = RunningStat((2,))
-        >>> s.push(np.array([1.0, 10.0]))
-        >>> s.push_batch(np.array([[3.0, 10.0], [5.0, 10.0]]))
-        >>> s.n, s.mean.tolist(), s.var.tolist(), s.std.tolist()
-        (3, [3.0, 10.0], [4.0, 0.0], [2.0, 0.0])
-    """
-
-    __slots__ = ("_stat",)
-
-    def __init__(self, shape: ShapeLike = ()) -> None:
-        self._stat = _backend_stat(_normalise_shape(shape), _impl.native())
-
-    @classmethod
-    def _wrap(cls, backend: Any) -> RunningStat:
-        obj = cls.__new__(cls)
-        obj._stat = backend
-        return obj
-
-    @classmethod
-    def from_state(cls, shape: ShapeLike, state: dict[str, Any]) -> RunningStat:
-        """A stat of ``shape`` holding ``state`` (as returned by :meth:`state`)."""
-        stat = cls(shape)
-        stat.set_state(state)
-        return stat
-
-    @property
-    def native(self) -> bool:
-        """Whether this stat runs on the C++ core (else the numpy twin)."""
-        return isinstance(self._stat, _core.RunningStat)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """Shape of one observation."""
-        return tuple(self._stat.shape)
-
-    @property
-    def n(self) -> int:
-        """Number of observations (RLlib's ``num_pushes``)."""
-        return int(self._stat.n)
-
-    num_pushes = n
-
-    @property
-    def n_delta(self) -> int:
-        """Observations pushed into this stat itself (RLlib's ``num_pushes_delta``)."""
-        return int(self._stat.n_delta)
-
-    @property
-    def mean(self) -> np.ndarray:
-        """Running mean (float64 copy)."""
-        return self._stat.mean
-
-    @property
-    def var(self) -> np.ndarray:
-        """Unbiased variance as float32 (zeros while ``n <= 1``)."""
-        return self._stat.var
-
-    @property
-    def std(self) -> np.ndarray:
-        """``sqrt(max(0, var))`` in float32."""
-        return self._stat.std
-
-    def push(self, x: Any) -> None:
-        """Adds one observation of shape ``self.shape``.
-
-        Raises:
-            ValueError: Wrong shape, non-numeric or non-finite values (nothing is updated).
-        """
-        self._stat.push(x)
-
-    def push_batch(self, x: Any) -> None:
-        """Adds a batch ``(B, *shape)``; the same stats as pushing its rows one by one.
-
-        Raises:
-            ValueError: Wrong shape, non-numeric or non-finite values (nothing is updated).
-        """
-        self._stat.push_batch(x)
-
-    def update(self, other: RunningStat) -> None:
-        """Merges what ``other`` saw since it was created (its delta state) into self.
-
-        Self's own delta state does not change, as in RLlib. Applying the same ``other``
-        twice counts its samples twice.
-
-        Raises:
-            ValueError: ``other`` has a different shape, or the merged mean / sum of squared
-                deviations would overflow float64 (nothing is changed then).
-        """
-        if not isinstance(other, RunningStat):
-            raise ValueError(f"update: expected a RunningStat, got {type(other).__name__}")
-        self._stat.update(other._converted(self.native))
-
-    def _converted(self, native: bool) -> Any:
-        """The backend object, converted (by state) when the other backend is wanted."""
-        if self.native == native:
-            return self._stat
-        twin = _backend_stat(self.shape, native)
-        twin.set_state(self._stat.get_state())
-        return twin
-
-    def _to_backend(self, native: bool) -> RunningStat:
-        if self.native == native:
-            return self
-        return RunningStat._wrap(self._converted(native))
-
-    def copy(self) -> RunningStat:
-        """An independent copy (same backend)."""
-        return RunningStat._wrap(self._stat.copy())
-
-    def state(self) -> dict[str, Any]:
-        """RLlib's six fields: ``num_pushes``, ``num_pushes_delta``, ``mean_array``,
-        ``mean_delta_array``, ``sum_sq_diff_array``, ``sum_sq_diff_delta_array``."""
-        return self._stat.get_state()
-
-    to_state = state
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Loads :meth:`state` output; ValueError (nothing changed) if it does not fit."""
-        if not isinstance(state, dict):
-            raise ValueError(f"state: expected a dict, got {type(state).__name__}")
-        self._stat.set_state(state)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"shape": self.shape, "native": self.native, "state": self.state()}
-
-    def __setstate__(self, d: dict[str, Any]) -> None:
-        self._stat = _backend_stat(tuple(d["shape"]), bool(d["native"]))
-        self._stat.set_state(d["state"])
-
-    def __repr__(self) -> str:
-        return f"RunningStat(shape={self.shape}, n={self.n})"
 
 
 class Filter(Protocol):
@@ -345,13 +180,13 @@ class MeanStdFilter:
         destd: bool = True,
         clip: float | None = 10.0,
     ) -> None:
-        self.shape: tuple[int, ...] = _normalise_shape(shape)
+        self.shape: tuple[int, ...] = normalise_shape(shape)
         self.demean = _checked_flag(demean, "demean")
         self.destd = _checked_flag(destd, "destd")
         self.clip = self._checked_clip(clip)
         self._native = _impl.native()
-        self._running = RunningStat._wrap(_backend_stat(self.shape, self._native))
-        self._buffer = RunningStat._wrap(_backend_stat(self.shape, self._native))
+        self._running = RunningStat.on_backend(self.shape, self._native)
+        self._buffer = RunningStat.on_backend(self.shape, self._native)
 
     @staticmethod
     def _checked_clip(clip: Any) -> float | None:
@@ -390,7 +225,7 @@ class MeanStdFilter:
             raise ValueError(f"{name}: expected a RunningStat, got {type(stat).__name__}")
         if stat.shape != self.shape:
             raise ValueError(f"{name}: shape {stat.shape} differs from the filter's {self.shape}")
-        return stat._to_backend(self._native)
+        return stat.converted(self._native)
 
     def __call__(self, x: Any, update: bool = True, out: np.ndarray | None = None) -> Any:
         """Normalises one observation or a batch ``(B, *shape)``; returns float32.
@@ -410,8 +245,8 @@ class MeanStdFilter:
         """
         fn = _core.mean_std_filter if self._native else _ref.mean_std_filter
         result = fn(
-            self._running._stat,
-            self._buffer._stat,
+            self._running.backend,
+            self._buffer.backend,
             x,
             _checked_flag(update, "update"),
             self.demean,
@@ -472,7 +307,7 @@ class MeanStdFilter:
 
     def reset_buffer(self) -> None:
         """Starts a fresh, empty buffer."""
-        self._buffer = RunningStat._wrap(_backend_stat(self.shape, self._native))
+        self._buffer = RunningStat.on_backend(self.shape, self._native)
 
     clear_buffer = reset_buffer
 
@@ -495,15 +330,18 @@ class MeanStdFilter:
         """
         if not isinstance(state, dict):
             raise ValueError(f"state: expected a dict, got {type(state).__name__}")
-        missing = [k for k in ("shape", "demean", "destd", "clip", "running_stats", "buffer")
-                   if k not in state]
+        missing = [
+            k
+            for k in ("shape", "demean", "destd", "clip", "running_stats", "buffer")
+            if k not in state
+        ]
         if missing:
             raise ValueError(f"state: missing keys {missing}")
-        if _normalise_shape(state["shape"]) != self.shape:
+        if normalise_shape(state["shape"]) != self.shape:
             raise ValueError(f"state: shape {tuple(state['shape'])} differs from {self.shape}")
         clip = self._checked_clip(state["clip"])
-        running = RunningStat._wrap(_backend_stat(self.shape, self._native))
-        buffer = RunningStat._wrap(_backend_stat(self.shape, self._native))
+        running = RunningStat.on_backend(self.shape, self._native)
+        buffer = RunningStat.on_backend(self.shape, self._native)
         running.set_state(state["running_stats"])
         buffer.set_state(state["buffer"])
         demean = _checked_flag(state["demean"], "state['demean']")
@@ -520,8 +358,10 @@ class MeanStdFilter:
         self.load_state_dict(d)
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(shape={self.shape}, demean={self.demean}, "
-                f"destd={self.destd}, clip={self.clip}, n={self._running.n})")
+        return (
+            f"{type(self).__name__}(shape={self.shape}, demean={self.demean}, "
+            f"destd={self.destd}, clip={self.clip}, n={self._running.n})"
+        )
 
 
 class ConcurrentMeanStdFilter(MeanStdFilter):
@@ -593,9 +433,7 @@ class _NullLock:
 _NULL_LOCK = _NullLock()
 
 
-def get_filter(
-    filter_config: str | Callable[[Any], Any], shape: ShapeLike
-) -> Any:
+def get_filter(filter_config: str | Callable[[Any], Any], shape: ShapeLike) -> Any:
     """The filter named by ``filter_config`` (RLlib's ``get_filter``).
 
     ``"MeanStdFilter"`` and ``"ConcurrentMeanStdFilter"`` give filters *without clipping*

@@ -120,9 +120,7 @@ class FrameStacker:
         """Shape of one env's stack: ``(H, W, k*C)`` or ``(k*C, H, W)``."""
         return tuple(self._impl.observation_shape)
 
-    def reset(
-        self, frames: Any, env_ids: Any = None, out: np.ndarray | None = None
-    ) -> np.ndarray:
+    def reset(self, frames: Any, env_ids: Any = None, out: np.ndarray | None = None) -> np.ndarray:
         """Fills the stacks of ``env_ids`` with their reset frames.
 
         Args:
@@ -139,7 +137,10 @@ class FrameStacker:
         return self._impl.reset(frames, env_ids, out)
 
     def push(
-        self, frames: Any, reset_mask: Any = None, out: np.ndarray | None = None,
+        self,
+        frames: Any,
+        reset_mask: Any = None,
+        out: np.ndarray | None = None,
         copy: bool = True,
     ) -> np.ndarray:
         """Appends one frame per env and returns every env's stack.
@@ -179,9 +180,11 @@ class FrameStacker:
         return self._impl.observation(out)
 
     def __repr__(self) -> str:
-        return (f"FrameStacker(num_envs={self.num_envs}, k={self.k}, "
-                f"frame_shape={self.frame_shape}, dtype={self.dtype}, "
-                f"channels_last={self.channels_last})")
+        return (
+            f"FrameStacker(num_envs={self.num_envs}, k={self.k}, "
+            f"frame_shape={self.frame_shape}, dtype={self.dtype}, "
+            f"channels_last={self.channels_last})"
+        )
 
 
 def stacked_space(space: Any, k: int, channels_last: bool = True) -> Any:

@@ -31,8 +31,16 @@ import numpy as np
 from rlblocks import _core, _impl
 from rlblocks._reference import image as _ref
 
-__all__ = ["crop", "generic_pixel", "gray_resize", "max_last_two", "palette_resize",
-           "palette_unknown", "resize", "rgb_to_gray"]
+__all__ = [
+    "crop",
+    "generic_pixel",
+    "gray_resize",
+    "max_last_two",
+    "palette_resize",
+    "palette_unknown",
+    "resize",
+    "rgb_to_gray",
+]
 
 Size = int | tuple[int, int] | Sequence[int]
 
@@ -44,32 +52,37 @@ def _size(size: Size, fn: str) -> tuple[int, int]:
         try:
             h, w = (int(v) for v in size)  # type: ignore[union-attr]
         except (TypeError, ValueError):
-            raise ValueError(f"{fn}: size must be an int or a (height, width) pair, "
-                             f"got {size!r}") from None
+            raise ValueError(
+                f"{fn}: size must be an int or a (height, width) pair, got {size!r}"
+            ) from None
     if h < 1 or w < 1:
         raise ValueError(f"{fn}: size must be >= 1 in both dimensions, got ({h}, {w})")
     return h, w
 
 
-def _frames(frames: object, fn: str, *, floats: bool, channels: int | None = None,
-            min_height: int = 1) -> tuple[np.ndarray, bool]:
+def _frames(
+    frames: object, fn: str, *, floats: bool, channels: int | None = None, min_height: int = 1
+) -> tuple[np.ndarray, bool]:
     """Validates and converts input to a batch ``(B, H, W, C)``; returns it and whether the
     input was a single frame. uint8 passes through; other integer arrays are accepted when
     every value is in [0, 255]; floats become float32 when ``floats`` is allowed."""
     a = frames if isinstance(frames, np.ndarray) else np.asarray(frames)
     allowed = "uint8 or float" if floats else "uint8"
     if a.ndim not in (3, 4):
-        raise ValueError(f"{fn}: frames must have shape (H, W, C) or (B, H, W, C), "
-                         f"got shape {a.shape}")
+        raise ValueError(
+            f"{fn}: frames must have shape (H, W, C) or (B, H, W, C), got shape {a.shape}"
+        )
     single = a.ndim == 3
     if single:
         a = a[None]
     if a.shape[1] < min_height or a.shape[2] < 1 or a.shape[3] < 1:
-        raise ValueError(f"{fn}: frames need H >= {min_height}, W >= 1 and C >= 1, "
-                         f"got shape {a.shape[1:]}")
+        raise ValueError(
+            f"{fn}: frames need H >= {min_height}, W >= 1 and C >= 1, got shape {a.shape[1:]}"
+        )
     if channels is not None and a.shape[3] != channels:
-        raise ValueError(f"{fn}: frames must have {channels} channels (last axis), "
-                         f"got shape {a.shape[1:]}")
+        raise ValueError(
+            f"{fn}: frames must have {channels} channels (last axis), got shape {a.shape[1:]}"
+        )
     if a.dtype == np.uint8:
         pass
     elif np.issubdtype(a.dtype, np.integer):
@@ -89,8 +102,14 @@ def _frames(frames: object, fn: str, *, floats: bool, channels: int | None = Non
     return a, single
 
 
-def _out(out: np.ndarray | None, shape: tuple[int, ...], dtype: type, frames: np.ndarray,
-         single: bool, fn: str) -> np.ndarray:
+def _out(
+    out: np.ndarray | None,
+    shape: tuple[int, ...],
+    dtype: type,
+    frames: np.ndarray,
+    single: bool,
+    fn: str,
+) -> np.ndarray:
     """The batched output array: a new one, or the caller's, validated by the native core
     exactly as its kernels validate ``out=``."""
     if out is None:
@@ -138,8 +157,13 @@ def _max_with(max_with: object, a: np.ndarray, single: bool, fn: str) -> np.ndar
     return m
 
 
-def gray_resize(frames: np.ndarray, size: Size, out: np.ndarray | None = None, *,
-                max_with: np.ndarray | None = None) -> np.ndarray:
+def gray_resize(
+    frames: np.ndarray,
+    size: Size,
+    out: np.ndarray | None = None,
+    *,
+    max_with: np.ndarray | None = None,
+) -> np.ndarray:
     """Grayscale + INTER_AREA resize of RGB uint8 frames, fused in one pass.
 
     Within +-1 of ``cv2.resize(cv2.cvtColor(f, COLOR_RGB2GRAY), (w, h), INTER_AREA)`` for
@@ -165,12 +189,25 @@ def gray_resize(frames: np.ndarray, size: Size, out: np.ndarray | None = None, *
         >>> gray_resize(frame, 84, max_with=np.full_like(frame, 255))[0, 0, 0]
         np.uint8(255)
     """
-    if (type(size) is int and out is None and type(frames) is np.ndarray
-            and (max_with is None or (type(max_with) is np.ndarray and max_with.dtype == np.uint8
-                                      and max_with.shape == frames.shape
-                                      and max_with.flags.c_contiguous))
-            and frames.dtype == np.uint8 and frames.ndim in (3, 4) and frames.flags.c_contiguous
-            and size >= 1 and _impl.native()):
+    if (
+        type(size) is int
+        and out is None
+        and type(frames) is np.ndarray
+        and (
+            max_with is None
+            or (
+                type(max_with) is np.ndarray
+                and max_with.dtype == np.uint8
+                and max_with.shape == frames.shape
+                and max_with.flags.c_contiguous
+            )
+        )
+        and frames.dtype == np.uint8
+        and frames.ndim in (3, 4)
+        and frames.flags.c_contiguous
+        and size >= 1
+        and _impl.native()
+    ):
         # Fast path for the per-step wrapper call; the C++ side validates shape and layout.
         batch = frames if frames.ndim == 4 else frames[None]
         second = max_with if max_with is None or max_with.ndim == 4 else max_with[None]
@@ -190,8 +227,13 @@ def gray_resize(frames: np.ndarray, size: Size, out: np.ndarray | None = None, *
     return _result(o, single)
 
 
-def resize(frames: np.ndarray, size: Size, out: np.ndarray | None = None, *,
-           max_with: np.ndarray | None = None) -> np.ndarray:
+def resize(
+    frames: np.ndarray,
+    size: Size,
+    out: np.ndarray | None = None,
+    *,
+    max_with: np.ndarray | None = None,
+) -> np.ndarray:
     """INTER_AREA resize of uint8 or float frames (any channel count, any size ratio).
 
     Args:
@@ -226,8 +268,9 @@ def resize(frames: np.ndarray, size: Size, out: np.ndarray | None = None, *,
     return _result(o, single)
 
 
-def crop(frames: np.ndarray, top: int, left: int, height: int, width: int,
-         out: np.ndarray | None = None) -> np.ndarray:
+def crop(
+    frames: np.ndarray, top: int, left: int, height: int, width: int, out: np.ndarray | None = None
+) -> np.ndarray:
     """Copies the window ``[top:top+height, left:left+width]`` of every frame.
 
     Args:
@@ -247,16 +290,20 @@ def crop(frames: np.ndarray, top: int, left: int, height: int, width: int,
     """
     a = frames if isinstance(frames, np.ndarray) else np.asarray(frames)
     if a.ndim not in (3, 4) or not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
-        raise ValueError(f"crop: frames must be a numeric array of shape (H, W, C) or "
-                         f"(B, H, W, C), got {a.dtype} array of shape {a.shape}")
+        raise ValueError(
+            f"crop: frames must be a numeric array of shape (H, W, C) or "
+            f"(B, H, W, C), got {a.dtype} array of shape {a.shape}"
+        )
     single = a.ndim == 3
     if single:
         a = a[None]
     top, left, height, width = int(top), int(left), int(height), int(width)
     H, W = a.shape[1], a.shape[2]
     if top < 0 or left < 0 or height < 1 or width < 1 or top + height > H or left + width > W:
-        raise ValueError(f"crop: window rows [{top}, {top + height}) x cols [{left}, "
-                         f"{left + width}) must be non-empty and inside the {H}x{W} frame")
+        raise ValueError(
+            f"crop: window rows [{top}, {top + height}) x cols [{left}, "
+            f"{left + width}) must be non-empty and inside the {H}x{W} frame"
+        )
     item, c = a.itemsize, a.shape[3]
     rows_ok = (c == 1 or a.strides[3] == item) and (W == 1 or a.strides[2] == c * item)
     if not rows_ok or a.strides[0] < 0 or a.strides[1] < 0:
@@ -298,10 +345,11 @@ def max_last_two(frames: np.ndarray, axis: int = 0, out: np.ndarray | None = Non
         raise ValueError(f"max_last_two: axis must be in [{-a.ndim}, {a.ndim}), got {axis}")
     ax %= a.ndim
     if a.shape[ax] < 2:
-        raise ValueError(f"max_last_two: frames need at least 2 entries along axis {ax}, "
-                         f"got shape {a.shape}")
+        raise ValueError(
+            f"max_last_two: frames need at least 2 entries along axis {ax}, got shape {a.shape}"
+        )
     a = np.ascontiguousarray(a)
-    shape = a.shape[:ax] + a.shape[ax + 1:]
+    shape = a.shape[:ax] + a.shape[ax + 1 :]
     o = _out(out, (1, *shape), a.dtype.type, a, True, "max_last_two")[0]
     if _impl.native():
         _core.image_max_last_two(a, ax, o)
@@ -310,8 +358,13 @@ def max_last_two(frames: np.ndarray, axis: int = 0, out: np.ndarray | None = Non
     return o
 
 
-def generic_pixel(frames: np.ndarray, dim: int = 84, grayscale: bool = False,
-                  zero_mean: bool = True, out: np.ndarray | None = None) -> np.ndarray:
+def generic_pixel(
+    frames: np.ndarray,
+    dim: int = 84,
+    grayscale: bool = False,
+    zero_mean: bool = True,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
     """RLlib's GenericPixelPreprocessor maths, with correct float results for every option.
 
     Steps: crop rows ``25:-25``; INTER_AREA to 84x84 first when ``dim < 84``; INTER_AREA to
@@ -343,8 +396,9 @@ def generic_pixel(frames: np.ndarray, dim: int = 84, grayscale: bool = False,
     if dim < 1:
         raise ValueError(f"generic_pixel: dim must be >= 1, got {dim}")
     a, single = _frames(frames, "generic_pixel", floats=True, channels=3, min_height=51)
-    o = _out(out, (a.shape[0], dim, dim, 1 if grayscale else 3), np.float32, a, single,
-             "generic_pixel")
+    o = _out(
+        out, (a.shape[0], dim, dim, 1 if grayscale else 3), np.float32, a, single, "generic_pixel"
+    )
     if _impl.native():
         _core.image_generic_pixel(a, dim, bool(grayscale), bool(zero_mean), o)
     else:
@@ -355,8 +409,10 @@ def generic_pixel(frames: np.ndarray, dim: int = 84, grayscale: bool = False,
 def _index_frames(index: object, fn: str, what: str) -> tuple[np.ndarray, bool]:
     a = index if isinstance(index, np.ndarray) else np.asarray(index)
     if a.dtype != np.uint8 or a.ndim not in (2, 3) or 0 in a.shape[-2:]:
-        raise ValueError(f"{fn}: {what} must be uint8 palette indices of shape (H, W) or "
-                         f"(B, H, W), got {a.dtype} array of shape {a.shape}")
+        raise ValueError(
+            f"{fn}: {what} must be uint8 palette indices of shape (H, W) or "
+            f"(B, H, W), got {a.dtype} array of shape {a.shape}"
+        )
     single = a.ndim == 2
     if single:
         a = a[None]
@@ -368,14 +424,22 @@ def _index_frames(index: object, fn: str, what: str) -> tuple[np.ndarray, bool]:
 def _palette_table(table: object, fn: str, what: str, shape: tuple[int, ...]) -> np.ndarray:
     t = table if isinstance(table, np.ndarray) else np.asarray(table)
     if t.shape != shape or t.dtype not in (np.uint8, np.bool_):
-        raise ValueError(f"{fn}: {what} must be a uint8 array of shape {shape}, got "
-                         f"{t.dtype} array of shape {t.shape}")
+        raise ValueError(
+            f"{fn}: {what} must be a uint8 array of shape {shape}, got "
+            f"{t.dtype} array of shape {t.shape}"
+        )
     return np.ascontiguousarray(t.view(np.uint8))
 
 
-def palette_resize(index: np.ndarray, palette: np.ndarray, size: Size,
-                   out: np.ndarray | None = None, *, gray: bool = True,
-                   max_with: np.ndarray | None = None) -> np.ndarray:
+def palette_resize(
+    index: np.ndarray,
+    palette: np.ndarray,
+    size: Size,
+    out: np.ndarray | None = None,
+    *,
+    gray: bool = True,
+    max_with: np.ndarray | None = None,
+) -> np.ndarray:
     """:func:`gray_resize` (or colour :func:`resize`) of palette-indexed screens.
 
     ALE's ``getScreen`` returns one palette index per pixel; ``palette[index]`` is the RGB
@@ -401,15 +465,29 @@ def palette_resize(index: np.ndarray, palette: np.ndarray, size: Size,
         >>> palette_resize(np.full((210, 160), 2, dtype=np.uint8), pal, 84)[0, 0, 0]
         np.uint8(124)
     """
-    if (type(size) is int and size >= 1 and out is None and type(index) is np.ndarray
-            and index.dtype == np.uint8 and index.ndim in (2, 3) and index.flags.c_contiguous
-            and type(palette) is np.ndarray
-            and palette.dtype == np.uint8 and palette.shape == (256, 3)
-            and palette.flags.c_contiguous
-            and (max_with is None or (type(max_with) is np.ndarray and max_with.dtype == np.uint8
-                                      and max_with.shape == index.shape
-                                      and max_with.flags.c_contiguous))
-            and _impl.native()):
+    if (
+        type(size) is int
+        and size >= 1
+        and out is None
+        and type(index) is np.ndarray
+        and index.dtype == np.uint8
+        and index.ndim in (2, 3)
+        and index.flags.c_contiguous
+        and type(palette) is np.ndarray
+        and palette.dtype == np.uint8
+        and palette.shape == (256, 3)
+        and palette.flags.c_contiguous
+        and (
+            max_with is None
+            or (
+                type(max_with) is np.ndarray
+                and max_with.dtype == np.uint8
+                and max_with.shape == index.shape
+                and max_with.flags.c_contiguous
+            )
+        )
+        and _impl.native()
+    ):
         # Fast path for the per-step wrapper call; the C++ side checks overlaps.
         batch = index if index.ndim == 3 else index[None]
         second = max_with if max_with is None or max_with.ndim != 2 else max_with[None]
@@ -423,9 +501,11 @@ def palette_resize(index: np.ndarray, palette: np.ndarray, size: Size,
     if max_with is not None:
         m, _ = _index_frames(max_with, "palette_resize", "max_with")
         if m.shape != a.shape:
-            raise ValueError(f"palette_resize: max_with must have the index shape "
-                             f"{a.shape[1:] if single else a.shape}, got "
-                             f"{m.shape[1:] if single else m.shape}")
+            raise ValueError(
+                f"palette_resize: max_with must have the index shape "
+                f"{a.shape[1:] if single else a.shape}, got "
+                f"{m.shape[1:] if single else m.shape}"
+            )
     o = _out(out, (a.shape[0], h, w, 1 if gray else 3), np.uint8, a, single, "palette_resize")
     if m is not None and np.may_share_memory(o, m):
         raise ValueError("palette_resize: out must not overlap max_with")

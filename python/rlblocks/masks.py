@@ -56,6 +56,7 @@ from rlblocks.distributions import (
     MaskedMultiCategorical,
     select_action_dist,
 )
+from rlblocks.layout import layout
 from rlblocks.models.modelv2 import ModelV2
 from rlblocks.spaces import format_path, space_path_items
 
@@ -137,8 +138,12 @@ def _discrete_leaf(space: gym.Space) -> tuple[tuple[int, ...], tuple[int, ...]] 
         return (int(space.n),), (int(space.start),)
     if isinstance(space, MultiDiscrete):
         nvec = tuple(int(v) for v in np.asarray(space.nvec).ravel())
-        starts = tuple(int(v) for v in np.broadcast_to(
-            np.asarray(getattr(space, "start", 0)), np.asarray(space.nvec).shape).ravel())
+        starts = tuple(
+            int(v)
+            for v in np.broadcast_to(
+                np.asarray(getattr(space, "start", 0)), np.asarray(space.nvec).shape
+            ).ravel()
+        )
         return nvec, starts
     if isinstance(space, Box) and np.issubdtype(space.dtype, np.integer):
         lo, hi = int(np.min(space.low)), int(np.max(space.high))
@@ -174,7 +179,8 @@ def mask_layout(
     """
     if not isinstance(mask_space, (MultiBinary, Box)) or len(mask_space.shape or ()) != 1:
         raise ValueError(
-            f"the {MASK_KEY!r} observation must be a 1-D MultiBinary or Box, got {mask_space}")
+            f"the {MASK_KEY!r} observation must be a 1-D MultiBinary or Box, got {mask_space}"
+        )
     given = int(mask_space.shape[0])
     config = ModelConfig.from_dict(model_config).to_dict()
     config["custom_action_dist"] = None
@@ -202,18 +208,21 @@ def mask_layout(
     if not leaves:
         raise ValueError(
             f"an {MASK_KEY!r} observation needs a Discrete or MultiDiscrete action space (or an "
-            f"integer Box, or a Tuple / Dict with such a component) to mask, got {action_space}")
+            f"integer Box, or a Tuple / Dict with such a component) to mask, got {action_space}"
+        )
     if given != entry:
         raise ValueError(
             f"{MASK_KEY!r} has {given} entries but the action space {action_space} needs "
             f"{entry} (one per category of each discrete component, flatten order: "
-            f"{MaskLayout(entry, logit, tuple(leaves), (), ()).describe()})")
+            f"{MaskLayout(entry, logit, tuple(leaves), (), ()).describe()})"
+        )
     if num_outputs is not None and int(num_outputs) != logit:
         raise ValueError(
             f"cannot place the {MASK_KEY!r} over the model outputs: the action space "
             f"{action_space} gives {logit} distribution inputs in the catalog's layout, the "
             f"action distribution takes {num_outputs} (a custom_action_dist with another "
-            "layout cannot be masked)")
+            "layout cannot be masked)"
+        )
     return MaskLayout(entry, logit, tuple(leaves), tuple(pieces), tuple(segments))
 
 
@@ -227,9 +236,7 @@ def _open_blocks(mask: torch.Tensor, layout: MaskLayout) -> torch.Tensor:
     return torch.cat(parts, -1)
 
 
-def apply_action_mask(
-    logits: torch.Tensor, mask: torch.Tensor, layout: MaskLayout
-) -> torch.Tensor:
+def apply_action_mask(logits: torch.Tensor, mask: torch.Tensor, layout: MaskLayout) -> torch.Tensor:
     """``logits`` with every masked action's logit set to ``FLOAT_MIN``.
 
     A component whose block has no legal entry is left as it is (see the module docstring:
@@ -244,7 +251,8 @@ def apply_action_mask(
         raise ValueError(
             f"{MASK_KEY} of shape {tuple(mask.shape)} and logits of shape "
             f"{tuple(logits.shape)}: expected {layout.size} mask entries over "
-            f"{layout.num_outputs} outputs")
+            f"{layout.num_outputs} outputs"
+        )
     lead = logits.shape[:-1]
     mask = mask.reshape(-1, layout.size)
     illegal = (mask <= 0) & ~_open_blocks(mask, layout)
@@ -253,8 +261,9 @@ def apply_action_mask(
         if kind == "mask":
             parts.append(illegal[:, a:b])
         else:
-            parts.append(torch.zeros((illegal.shape[0], a), dtype=torch.bool,
-                                     device=illegal.device))
+            parts.append(
+                torch.zeros((illegal.shape[0], a), dtype=torch.bool, device=illegal.device)
+            )
     full = torch.cat(parts, -1).reshape(*lead, layout.num_outputs)
     return logits.masked_fill(full, FLOAT_MIN)
 
@@ -281,14 +290,15 @@ def check_action_mask(mask: Any, layout: MaskLayout) -> None:
     for leaf in layout.leaves:
         entry = leaf.mask_offset
         for j, n in enumerate(leaf.nvec):
-            empty = ~legal[:, entry:entry + n].any(-1)
+            empty = ~legal[:, entry : entry + n].any(-1)
             if empty.any():
                 row = int(np.flatnonzero(empty)[0])
                 where = format_path(leaf.path, "action") if leaf.path else "action"
                 comp = f" component {j}" if len(leaf.nvec) > 1 else ""
                 raise ValueError(
                     f"{MASK_KEY} row {row} leaves no legal action for {where} {leaf.space}"
-                    f"{comp} (mask entries {entry}:{entry + n} are all <= 0)")
+                    f"{comp} (mask entries {entry}:{entry + n} are all <= 0)"
+                )
             entry += n
 
 
@@ -342,19 +352,11 @@ def mask_columns(
     """``(mask, observations)`` column slices of the flat (preprocessed) observation of an
     action-mask Dict (``obs_space`` or its ``original_space``), in the Dict's key order;
     ``options``: the preprocessor options (the model config)."""
-    from rlblocks.preprocessors import get_preprocessor
-
     original = getattr(obs_space, "original_space", obs_space)
     if not is_mask_space(original):
         raise ValueError(f"not an action-mask observation space: {original}")
-    assert isinstance(original, gym.spaces.Dict)
-    offset = 0
-    found: dict[str, slice] = {}
-    for key, child in original.spaces.items():
-        size = int(get_preprocessor(child)(child, dict(options or {})).size)
-        found[key] = slice(offset, offset + size)
-        offset += size
-    return found[MASK_KEY], found[OBS_KEY]
+    lay = layout(original, options)
+    return lay.find((MASK_KEY,)).columns, lay.find((OBS_KEY,)).columns
 
 
 class ActionMaskModel(ModelV2):
@@ -412,13 +414,15 @@ class ActionMaskModel(ModelV2):
         if not self.full_obs and int(np.prod(self._inner_shape, dtype=np.int64)) != width:
             raise ValueError(
                 f"ActionMaskModel: {OBS_KEY!r} takes {width} columns of the observation, the "
-                f"wrapped model's input shape is {self._inner_shape}")
+                f"wrapped model's input shape is {self._inner_shape}"
+            )
         views = dict(inner.view_requirements)
         for key, vr in views.items():
             if key != "obs" and getattr(vr, "data_col", None) == "obs":
                 raise ValueError(
                     f"{type(inner).__name__} reads past observations ({key!r}), which is not "
-                    f"supported with {MASK_KEY!r} observations")
+                    f"supported with {MASK_KEY!r} observations"
+                )
         if "obs" in views:
             from rlblocks.views import ViewRequirement
 
@@ -472,11 +476,15 @@ def build_masked_model(
     from rlblocks.preprocessors import get_preprocessor
 
     original = getattr(obs_space, "original_space", obs_space)
-    if not isinstance(obs_space, Box) or len(obs_space.shape or ()) != 1 or (
-            not isinstance(original, gym.spaces.Dict)):
+    if (
+        not isinstance(obs_space, Box)
+        or len(obs_space.shape or ()) != 1
+        or (not isinstance(original, gym.spaces.Dict))
+    ):
         raise ValueError(
             f"an {MASK_KEY!r} observation must reach the model preprocessed (a flat Box whose "
-            f"original_space is the Dict), got {obs_space}")
+            f"original_space is the Dict), got {obs_space}"
+        )
     layout = mask_layout(action_space, num_outputs, original[MASK_KEY], config)
     inner_space: gym.Space
     if reads_mask:
@@ -484,6 +492,14 @@ def build_masked_model(
     else:
         child = original[OBS_KEY]
         inner_space = get_preprocessor(child)(child, config.to_dict()).observation_space
-    return ActionMaskModel(obs_space, action_space, num_outputs, config, name,
-                           inner=build(inner_space), layout=layout, full_obs=reads_mask,
-                           inner_shape=tuple(inner_space.shape or ()))
+    return ActionMaskModel(
+        obs_space,
+        action_space,
+        num_outputs,
+        config,
+        name,
+        inner=build(inner_space),
+        layout=layout,
+        full_obs=reads_mask,
+        inner_shape=tuple(inner_space.shape or ()),
+    )

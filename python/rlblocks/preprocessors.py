@@ -33,7 +33,17 @@ from gymnasium.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete, Tu
 
 from rlblocks import _core, _impl
 from rlblocks._reference import flatten as _ref
-from rlblocks.spaces import Repeated, Simplex
+from rlblocks.layout import (
+    Layout,
+    Node,
+    check_supported,
+    checked_size,
+    is_atari_pixels,
+    is_atari_ram,
+    layout,
+    pixel_options,
+)
+from rlblocks.spaces import Repeated
 
 __all__ = [
     "AtariRamPreprocessor",
@@ -48,49 +58,6 @@ __all__ = [
     "compile_layout",
     "get_preprocessor",
 ]
-
-ATARI_OBS_SHAPE = (210, 160, 3)
-ATARI_RAM_OBS_SHAPE = (128,)
-
-_UNSUPPORTED = tuple(
-    getattr(gym.spaces, name)
-    for name in ("Text", "Graph", "Sequence", "OneOf")
-    if hasattr(gym.spaces, name)
-)
-
-
-def _is_atari_pixels(space: gym.Space) -> bool:
-    return isinstance(space, Box) and space.shape == ATARI_OBS_SHAPE and space.dtype == np.uint8
-
-
-def _is_atari_ram(space: gym.Space) -> bool:
-    return isinstance(space, Box) and space.shape == ATARI_RAM_OBS_SHAPE and space.dtype == np.uint8
-
-
-def _check_supported(space: gym.Space, path: str = "space") -> None:
-    """Raises a clear error for spaces no preprocessor can handle (anywhere in the tree)."""
-    if _UNSUPPORTED and isinstance(space, _UNSUPPORTED):
-        raise ValueError(
-            f"{path}: rlblocks has no preprocessor for {type(space).__name__} spaces ({space}). "
-            "Supported: Box, Discrete, MultiDiscrete, MultiBinary, Tuple, Dict, Repeated, Simplex; "
-            "encode this observation into one of them (e.g. text as a MultiDiscrete of token ids)."
-        )
-    if isinstance(space, Tuple):
-        for i, child in enumerate(space.spaces):
-            _check_supported(child, f"{path}[{i}]")
-    elif isinstance(space, Dict):
-        for key, child in space.spaces.items():
-            _check_supported(child, f"{path}[{key!r}]")
-    elif isinstance(space, Repeated):
-        _check_supported(space.child_space, f"{path}.child_space")
-    elif (
-        not isinstance(space, (Box, Discrete, MultiDiscrete, MultiBinary, Simplex))
-        and space.shape is None
-    ):
-        raise ValueError(
-            f"{path}: {type(space).__name__} has no shape, so rlblocks cannot preprocess it "
-            f"({space})."
-        )
 
 
 def get_preprocessor(space: gym.Space, include_multi_binary: bool = False) -> type[Preprocessor]:
@@ -107,12 +74,12 @@ def get_preprocessor(space: gym.Space, include_multi_binary: bool = False) -> ty
         >>> get_preprocessor(gym.spaces.Box(-1, 1, (128,))).__name__   # float: not Atari RAM
         'NoPreprocessor'
     """
-    _check_supported(space)
+    check_supported(space)
     if isinstance(space, (Discrete, MultiDiscrete)):
         return OneHotPreprocessor
-    if _is_atari_pixels(space):
+    if is_atari_pixels(space):
         return GenericPixelPreprocessor
-    if _is_atari_ram(space):
+    if is_atari_ram(space):
         return AtariRamPreprocessor
     if isinstance(space, Tuple):
         return TupleFlatteningPreprocessor
@@ -170,13 +137,13 @@ class Preprocessor(ABC):
     """
 
     def __init__(self, obs_space: gym.Space, options: Mapping[str, Any] | None = None):
-        _check_supported(obs_space)
+        check_supported(obs_space)
         self._obs_space = obs_space
         self._options: dict[str, Any] = dict(options) if options else {}
         self.shape: tuple[int, ...] = tuple(
             int(d) for d in self._init_shape(obs_space, self._options)
         )
-        self._size = _checked_size(math.prod(self.shape), str(obs_space))
+        self._size = checked_size(math.prod(self.shape), str(obs_space))
         self._out_space: gym.Space | None = None
 
     @abstractmethod
@@ -188,13 +155,23 @@ class Preprocessor(ABC):
         return self._size
 
     @property
+    def layout(self) -> Layout:
+        """Where each part of the input space lands in the flat row (:mod:`rlblocks.layout`)."""
+        return layout(self._obs_space, self._options)
+
+    @property
     def observation_space(self) -> gym.Space:
-        """``Box(-1, 1, shape, float32)`` carrying ``.original_space`` (the input space)."""
+        """``Box(-1, 1, shape, float32)`` carrying ``.original_space`` (the input space) and
+        ``.layout`` (what :func:`rlblocks.restore_original_dimensions` unpacks with)."""
         if self._out_space is None:
-            space = Box(-1.0, 1.0, self.shape, dtype=np.float32)
-            space.original_space = self._obs_space  # type: ignore[attr-defined]
-            self._out_space = space
+            self._out_space = self._output_box(-1.0, 1.0)
         return self._out_space
+
+    def _output_box(self, low: float, high: float) -> Box:
+        space = Box(low, high, self.shape, dtype=np.float32)
+        space.original_space = self._obs_space  # type: ignore[attr-defined]
+        space.layout = self.layout  # type: ignore[attr-defined]
+        return space
 
     def check_shape(self, observation: Any) -> None:
         """Raises ValueError if ``observation`` does not fit the space (every call validates)."""
@@ -232,95 +209,48 @@ class Preprocessor(ABC):
 def compile_layout(
     space: gym.Space, options: Mapping[str, Any] | None = None
 ) -> list[dict[str, Any]]:
-    """Compiles a space into the flat layout the C++ core and the numpy reference execute.
+    """The plan the C++ core and the numpy reference execute, from :func:`rlblocks.layout`.
 
-    Returns a list of node dicts; the last one is the root. Leaf kinds: ``discrete``,
-    ``multidiscrete``, ``box`` (``map``: ``identity`` or ``atari_ram``) and ``callback`` (a
-    nested preprocessor such as Atari pixels); containers: ``dict``, ``tuple``, ``repeated``.
+    Returns a list of node dicts, children before parents; the last one is the root. Leaf
+    kinds: ``discrete``, ``multidiscrete``, ``box`` (``map``: ``identity`` or
+    ``atari_ram``) and ``callback`` (raw Atari frames, through the pixel preprocessor);
+    containers: ``dict``, ``tuple``, ``repeated``.
     """
     nodes: list[dict[str, Any]] = []
-    _compile(space, dict(options or {}), nodes, top=True)
+    _plan_node(layout(space, options).root, dict(options or {}), nodes)
     return nodes
 
 
-def _checked_size(size: int, label: str) -> int:
-    """A flat size as an exact Python int, refused when it does not fit int64 (the native
-    core's sizes and offsets; numpy's int64 sums and products would wrap silently)."""
-    if size > _MAX_SIZE:
-        raise ValueError(f"{label}: flat size {size} does not fit in int64 (at most {_MAX_SIZE})")
-    return int(size)
-
-
-_MAX_SIZE = 2**63 - 1
-
-
-def _compile(
-    space: gym.Space, options: dict[str, Any], nodes: list[dict[str, Any]], top: bool = False
-) -> int:
-    label = str(space)
-    if isinstance(space, Discrete):
-        node = {
-            "kind": "discrete",
-            "size": int(space.n),
-            "n": int(space.n),
-            "start": int(space.start),
-        }
-    elif isinstance(space, MultiDiscrete):
-        nvec = np.asarray(space.nvec, dtype=np.int64)
-        start = np.broadcast_to(np.asarray(space.start, dtype=np.int64), nvec.shape)
-        node = {
-            "kind": "multidiscrete",
-            "size": _checked_size(sum(int(v) for v in nvec.ravel()), label),
-            "shape": [int(d) for d in nvec.shape],
-            "nvec": nvec.ravel().tolist(),
-            "starts": start.ravel().tolist(),
-        }
-    elif isinstance(space, Tuple):
-        children = [_compile(c, options, nodes) for c in space.spaces]
-        node = {
-            "kind": "tuple",
-            "size": _checked_size(sum(nodes[c]["size"] for c in children), label),
-            "children": children,
-        }
-    elif isinstance(space, Dict):
-        keys = list(space.spaces)
-        children = [_compile(space.spaces[k], options, nodes) for k in keys]
-        node = {
-            "kind": "dict",
-            "size": _checked_size(sum(nodes[c]["size"] for c in children), label),
-            "keys": keys,
-            "children": children,
-        }
-    elif isinstance(space, Repeated):
-        child = _compile(space.child_space, options, nodes)
-        node = {
-            "kind": "repeated",
-            "size": _checked_size(1 + space.max_len * nodes[child]["size"], label),
-            "children": [child],
-            "max_len": space.max_len,
-        }
-    elif _is_atari_pixels(space) and not top:
-        pixel = GenericPixelPreprocessor(space, options)
-        node = {
-            "kind": "callback",
-            "size": pixel.size,
-            "fn": pixel._flat_transform,
-            "batch_fn": pixel._flat_transform_batch,
-            "preprocessor": pixel,
-        }
+def _plan_node(node: Node, options: dict[str, Any], nodes: list[dict[str, Any]]) -> int:
+    entry: dict[str, Any] = {
+        "kind": node.kind,
+        "size": node.size,
+        "label": str(node.space),
+        "children": [_plan_node(child, options, nodes) for child in node.children],
+    }
+    if node.kind == "discrete":
+        entry.update(n=node.n, start=node.start)
+    elif node.kind == "multidiscrete":
+        entry.update(
+            shape=[int(d) for d in node.space.shape or ()],
+            nvec=list(node.nvec),
+            starts=list(node.starts),
+        )
+    elif node.kind == "dict":
+        entry["keys"] = list(node.keys)
+    elif node.kind == "repeated":
+        entry["max_len"] = node.max_len
+    elif node.kind == "pixels":
+        pixel = GenericPixelPreprocessor(node.space, options)
+        entry.update(
+            kind="callback",
+            fn=pixel._flat_transform,
+            batch_fn=pixel._flat_transform_batch,
+            preprocessor=pixel,
+        )
     else:
-        if space.shape is None:
-            raise ValueError(f"cannot flatten {space}: it has no shape")
-        shape = [int(d) for d in space.shape]
-        node = {
-            "kind": "box",
-            "size": _checked_size(math.prod(shape), label),
-            "shape": shape,
-            "map": "atari_ram" if _is_atari_ram(space) else "identity",
-        }
-    node["label"] = label
-    node.setdefault("children", [])
-    nodes.append(node)
+        entry.update(shape=list(node.shape), map=node.value_map)
+    nodes.append(entry)
     return len(nodes) - 1
 
 
@@ -328,17 +258,17 @@ class _FlatteningPreprocessor(Preprocessor):
     """A preprocessor executed through a compiled layout (C++ plan or numpy reference)."""
 
     def __init__(self, obs_space: gym.Space, options: Mapping[str, Any] | None = None):
-        super().__init__(obs_space, options)  # compiles self._layout through _init_shape
-        self._plan = _core.FlattenPlan(self._layout, len(self._layout) - 1)
-        self._reference = _ref.ReferenceFlattener(self._layout)
+        super().__init__(obs_space, options)  # compiles self._plan_nodes through _init_shape
+        self._plan = _core.FlattenPlan(self._plan_nodes, len(self._plan_nodes) - 1)
+        self._reference = _ref.ReferenceFlattener(self._plan_nodes)
         self._flat_shape = len(self.shape) == 1
 
     def _init_shape(self, obs_space: gym.Space, options: dict[str, Any]) -> Sequence[int]:
-        self._layout = compile_layout(obs_space, options)
+        self._plan_nodes = compile_layout(obs_space, options)
         return self._layout_shape(obs_space)
 
     def _layout_shape(self, obs_space: gym.Space) -> Sequence[int]:
-        return (self._layout[-1]["size"],)
+        return (self._plan_nodes[-1]["size"],)
 
     def transform(self, observation: Any) -> np.ndarray:
         out = (
@@ -419,9 +349,7 @@ class MultiBinaryPreprocessor(_FlatteningPreprocessor):
     @property
     def observation_space(self) -> gym.Space:
         if self._out_space is None:
-            space = Box(0.0, 1.0, self.shape, dtype=np.float32)
-            space.original_space = self._obs_space  # type: ignore[attr-defined]
-            self._out_space = space
+            self._out_space = self._output_box(0.0, 1.0)
         return self._out_space
 
 
@@ -494,11 +422,7 @@ class GenericPixelPreprocessor(Preprocessor):
     """
 
     def _init_shape(self, obs_space: gym.Space, options: dict[str, Any]) -> Sequence[int]:
-        self._dim = int(options.get("dim", 84))
-        self._grayscale = bool(options.get("grayscale", False))
-        self._zero_mean = bool(options.get("zero_mean", True))
-        if self._dim < 1:
-            raise ValueError(f"GenericPixelPreprocessor: dim must be >= 1, got {self._dim}")
+        self._dim, self._grayscale, self._zero_mean = pixel_options(options)
         return (self._dim, self._dim, 1 if self._grayscale else 3)
 
     def _pixels(self, frames: Any) -> np.ndarray:
@@ -520,9 +444,7 @@ class GenericPixelPreprocessor(Preprocessor):
             and out.flags.writeable
         )
         if not ok:
-            got = (
-                f"{out.dtype} {out.shape}" if isinstance(out, np.ndarray) else type(out).__name__
-            )
+            got = f"{out.dtype} {out.shape}" if isinstance(out, np.ndarray) else type(out).__name__
             raise ValueError(
                 f"out: expected a writeable float32 array of shape {result.shape}, got {got}"
             )

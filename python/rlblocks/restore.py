@@ -17,20 +17,17 @@ Examples:
 
 from __future__ import annotations
 
-import weakref
-from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import optree
 from gymnasium.spaces import Dict, Tuple
 
+from rlblocks.layout import Node, layout
+from rlblocks.nest import register_node, tree_map
 from rlblocks.spaces import Repeated
 
 __all__ = ["RepeatedValues", "restore_original_dimensions"]
-
-_NAMESPACE = "rlblocks"
 
 
 class RepeatedValues:
@@ -54,20 +51,14 @@ class RepeatedValues:
 
     def unbatch_repeat_dim(self) -> list:
         """``max_len`` slices ``values[:, i]`` (each still batched over the first dim)."""
-        return [
-            optree.tree_map(lambda v, i=i: v[:, i], self.values, namespace=_NAMESPACE)
-            for i in range(self.max_len)
-        ]
+        return [tree_map(lambda v, i=i: v[:, i], self.values) for i in range(self.max_len)]
 
     def unbatch_all(self) -> list[list]:
         """Per batch item (first dim), the list of its ``int(lengths[b])`` items."""
         if self._unbatched_all is None:
             lengths = np.asarray(_to_numpy(self.lengths)).astype(np.int64).reshape(-1)
             self._unbatched_all = [
-                [
-                    optree.tree_map(lambda v, b=b, i=i: v[b, i], self.values, namespace=_NAMESPACE)
-                    for i in range(int(n))
-                ]
+                [tree_map(lambda v, b=b, i=i: v[b, i], self.values) for i in range(int(n))]
                 for b, n in enumerate(lengths)
             ]
         return self._unbatched_all
@@ -88,71 +79,11 @@ def _unflatten_repeated(max_len: int, children: Any) -> RepeatedValues:
     return RepeatedValues(values, lengths, max_len)
 
 
-optree.register_pytree_node(  # optree's stubs expect a Collection node type
-    RepeatedValues,  # type: ignore[arg-type]
-    _flatten_repeated,  # type: ignore[arg-type]
-    _unflatten_repeated,  # type: ignore[arg-type]
-    namespace=_NAMESPACE,
-)
+register_node(RepeatedValues, _flatten_repeated, _unflatten_repeated)
 
 
 def _to_numpy(x: Any) -> Any:
     return x.detach().cpu().numpy() if hasattr(x, "detach") else x
-
-
-@dataclass
-class _Node:
-    """How one space unpacks from a flat slice: size, the child's value shape, children."""
-
-    kind: str  # "leaf", "tuple", "dict", "repeated"
-    size: int
-    shape: tuple[int, ...]
-    keys: list = field(default_factory=list)
-    children: list[_Node] = field(default_factory=list)
-    offsets: list[int] = field(default_factory=list)
-    max_len: int = 0
-
-
-def _build(space: gym.Space) -> _Node:
-    from rlblocks.preprocessors import get_preprocessor
-
-    if isinstance(space, (Tuple, Dict)):
-        children_spaces = (
-            list(space.spaces) if isinstance(space, Tuple) else list(space.spaces.values())
-        )
-        children = [_build(c) for c in children_spaces]
-        offsets = (
-            np.concatenate([[0], np.cumsum([c.size for c in children])[:-1]]).astype(int).tolist()
-        )
-        size = sum(c.size for c in children)
-        keys = list(space.spaces) if isinstance(space, Dict) else []
-        kind = "dict" if isinstance(space, Dict) else "tuple"
-        return _Node(kind, size, (size,), keys, children, offsets)
-    if isinstance(space, Repeated):
-        child = _build(space.child_space)
-        size = 1 + space.max_len * child.size
-        return _Node("repeated", size, (size,), children=[child], max_len=space.max_len)
-    prep = get_preprocessor(space)(space)
-    return _Node("leaf", prep.size, tuple(prep.shape))
-
-
-# Plans cached per space object; the weak reference is checked on every hit so that a
-# recycled id() can never return another space's plan (RLlib's cache keyed on id alone).
-_CACHE: dict[int, tuple[weakref.ref, _Node]] = {}
-
-
-def _plan(space: gym.Space) -> _Node:
-    hit = _CACHE.get(id(space))
-    if hit is not None and hit[0]() is space:
-        return hit[1]
-    node = _build(space)
-    try:
-        key = id(space)
-        ref = weakref.ref(space, lambda _r: _CACHE.pop(key, None))
-    except TypeError:  # not weak-referenceable: do not cache
-        return node
-    _CACHE[id(space)] = (ref, node)
-    return node
 
 
 def restore_original_dimensions(obs: Any, obs_space: gym.Space, tensorlib: Any = "torch") -> Any:
@@ -160,28 +91,24 @@ def restore_original_dimensions(obs: Any, obs_space: gym.Space, tensorlib: Any =
 
     Args:
         obs: The flat batch (numpy array or torch tensor), any number of batch dims.
-        obs_space: A preprocessor's ``observation_space`` (or the original space itself).
-        tensorlib: ``"torch"``, ``"numpy"`` or a module; results keep the input's type, this
-            only documents intent (kept for RLlib compatibility).
+        obs_space: A preprocessor's ``observation_space`` (it carries the ``layout`` the
+            preprocessor wrote, Atari frame options included) or the original space itself.
+        tensorlib: Accepted for RLlib compatibility and ignored: results keep the input's
+            type (numpy in, numpy out; torch in, torch out).
 
     Returns:
         Tuple spaces give a tuple, Dict spaces a dict in space order, Repeated a
         ``RepeatedValues``; other spaces return ``obs`` unchanged.
     """
-    if isinstance(tensorlib, str) and tensorlib not in ("torch", "numpy", "np", "tf", "tf2"):
-        raise ValueError(f"tensorlib must be 'torch', 'numpy' or a module, got {tensorlib!r}")
-    original = getattr(obs_space, "original_space", obs_space)
-    return _unpack(obs, original)
-
-
-def _unpack(obs: Any, space: gym.Space) -> Any:
+    space = getattr(obs_space, "original_space", obs_space)
     if not isinstance(space, (Tuple, Dict, Repeated)):
         return obs
     if isinstance(space, Tuple) and isinstance(obs, (list, tuple)):
         return tuple(obs)
     if isinstance(space, Dict) and isinstance(obs, dict):
         return obs
-    node = _plan(space)
+    lay = getattr(obs_space, "layout", None)
+    node = lay.root if lay is not None and lay.space is space else layout(space).root
     shape = tuple(obs.shape)
     if len(shape) < 2 or shape[-1] != node.size:
         raise ValueError(
@@ -190,8 +117,8 @@ def _unpack(obs: Any, space: gym.Space) -> Any:
     return _split(obs, node, shape[:-1])
 
 
-def _split(obs: Any, node: _Node, batch: tuple[int, ...]) -> Any:
-    if node.kind == "leaf":
+def _split(obs: Any, node: Node, batch: tuple[int, ...]) -> Any:
+    if node.is_leaf:
         return obs.reshape(batch + node.shape)
     if node.kind == "repeated":
         child = node.children[0]
@@ -201,8 +128,8 @@ def _split(obs: Any, node: _Node, batch: tuple[int, ...]) -> Any:
         )
     parts = [
         _split(obs[..., off : off + c.size], c, batch)
-        for off, c in zip(node.offsets, node.children, strict=False)
+        for off, c in zip(node.offsets, node.children, strict=True)
     ]
     if node.kind == "tuple":
         return tuple(parts)
-    return dict(zip(node.keys, parts, strict=False))
+    return dict(zip(node.keys, parts, strict=True))

@@ -28,6 +28,7 @@ import numpy as np
 
 from rlblocks import _impl
 from rlblocks._reference import sequences as _ref
+from rlblocks.nest import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 __all__ = [
     "PaddedBatch",
@@ -41,35 +42,31 @@ _PADDINGS = ("zero", "last")
 
 
 # ------------------------------------------------------------------ nested data helpers
+# Nested columns are flattened with dict keys sorted: RLlib's rnn_sequencing flattens with
+# dm-tree, and the feature leaves chop_into_sequences returns come in that order.
 
 
-def _flatten(x: Any) -> list[Any]:
-    """Leaves of a nested structure: dicts by sorted key, tuples/lists in order (like dm-tree)."""
-    if isinstance(x, Mapping):
-        return [leaf for k in sorted(x) for leaf in _flatten(x[k])]
-    if isinstance(x, (tuple, list)):
-        return [leaf for v in x for leaf in _flatten(v)]
-    return [x]
+def _leaves(x: Any) -> list[Any]:
+    return tree_leaves(x, sort_keys=True)
 
 
 def _unflatten(structure: Any, leaves: list[Any]) -> Any:
-    it = iter(leaves)
-
-    def build(s: Any) -> Any:
-        if isinstance(s, Mapping):
-            built = {k: build(s[k]) for k in sorted(s)}
-            return {k: built[k] for k in s}
-        if isinstance(s, (tuple, list)):
-            return type(s)(build(v) for v in s)
-        return next(it)
-
-    return build(structure)
+    """``structure`` with ``leaves`` in :func:`_leaves`' order (dicts keep their order)."""
+    return tree_unflatten(tree_flatten(structure, sort_keys=True)[1], leaves)
 
 
-def _column_leaves(col: Any) -> list[np.ndarray]:
+def _column_leaves(col: Any, rows: int, what: str) -> list[np.ndarray]:
+    """The leaves of a column (a list is one array), each checked to have ``rows`` rows."""
     if isinstance(col, list):
         col = np.array(col)
-    return [f if isinstance(f, np.ndarray) else np.asarray(f) for f in _flatten(col)]
+    leaves = [f if isinstance(f, np.ndarray) else np.asarray(f) for f in _leaves(col)]
+    for j, leaf in enumerate(leaves):
+        if leaf.ndim < 1 or leaf.shape[0] != rows:
+            raise ValueError(
+                f"{what} leaf {j}: expected {rows} rows (the sum of seq_lens), "
+                f"got shape {leaf.shape}"
+            )
+    return leaves
 
 
 def _as_int_array(x: Any, what: str) -> np.ndarray:
@@ -89,7 +86,11 @@ def _as_int_array(x: Any, what: str) -> np.ndarray:
 
 
 def _pad_object(
-    a: np.ndarray, lens: np.ndarray, max_len: int, pad_last: bool, order: np.ndarray | None,
+    a: np.ndarray,
+    lens: np.ndarray,
+    max_len: int,
+    pad_last: bool,
+    order: np.ndarray | None,
     fill_empty_dicts: bool,
 ) -> np.ndarray:
     """Pads an object/str leaf (None, or fresh ``{}`` for info dicts, in the padding)."""
@@ -116,8 +117,12 @@ def _is_numeric(a: np.ndarray) -> bool:
 
 
 def _pad_leaves(
-    leaves: list[np.ndarray], lens: np.ndarray, max_len: int, pad_last: bool,
-    order: np.ndarray | None, fill_empty_dicts: bool,
+    leaves: list[np.ndarray],
+    lens: np.ndarray,
+    max_len: int,
+    pad_last: bool,
+    order: np.ndarray | None,
+    fill_empty_dicts: bool,
 ) -> list[np.ndarray]:
     """Pads all leaves (numeric ones in ONE native call, object/str ones in Python)."""
     numeric_idx = [i for i, a in enumerate(leaves) if _is_numeric(a)]
@@ -259,17 +264,12 @@ def chop_into_sequences(
     all_leaves: list[np.ndarray] = []
     counts: list[int] = []
     for c, col in enumerate(feature_columns):
-        leaves = _column_leaves(col)
-        for j, leaf in enumerate(leaves):
-            if leaf.ndim < 1 or leaf.shape[0] != rows:
-                raise ValueError(
-                    f"feature_columns[{c}] leaf {j}: expected {rows} rows (the sum of seq_lens), "
-                    f"got shape {leaf.shape}"
-                )
+        leaves = _column_leaves(col, rows, f"feature_columns[{c}]")
         all_leaves.extend(leaves)
         counts.append(len(leaves))
-    padded = _pad_leaves(all_leaves, lens, max_len, padding == "last", order,
-                         pad_infos_with_empty_dicts)
+    padded = _pad_leaves(
+        all_leaves, lens, max_len, padding == "last", order, pad_infos_with_empty_dicts
+    )
     feature_sequences: list[Any] = []
     pos = 0
     for n in counts:
@@ -286,13 +286,7 @@ def chop_into_sequences(
         for c, col in enumerate(state_columns):
             if isinstance(col, list):
                 col = np.array(col)
-            leaves = [s if isinstance(s, np.ndarray) else np.asarray(s) for s in _flatten(col)]
-            for j, s in enumerate(leaves):
-                if s.ndim < 1 or s.shape[0] != rows:
-                    raise ValueError(
-                        f"state_columns[{c}] leaf {j}: expected {rows} rows (the sum of "
-                        f"seq_lens), got shape {s.shape}"
-                    )
+            leaves = _column_leaves(col, rows, f"state_columns[{c}]")
             structures.append(col)
             state_leaves.extend(leaves)
             state_counts.append(len(leaves))
@@ -361,8 +355,11 @@ def add_time_dimension(
         raise ValueError("add_time_dimension needs seq_lens or max_seq_len")
     out = padded_inputs.reshape((b, t) + tuple(padded_inputs.shape[1:]))
     if time_major:
-        out = out.transpose(0, 1) if hasattr(out, "transpose") and not isinstance(
-            out, np.ndarray) else np.swapaxes(out, 0, 1)
+        out = (
+            out.transpose(0, 1)
+            if hasattr(out, "transpose") and not isinstance(out, np.ndarray)
+            else np.swapaxes(out, 0, 1)
+        )
     return out
 
 
@@ -463,8 +460,10 @@ def pad_batch_to_sequences_of_same_size(
         meets = rows is not None and rows % batch_divisibility_req == 0 and not multi
     reduced = False
     if has_states:
-        if seq_lens is not None and "state_in_0" in batch and len(batch["state_in_0"]) == len(
-            seq_lens
+        if (
+            seq_lens is not None
+            and "state_in_0" in batch
+            and len(batch["state_in_0"]) == len(seq_lens)
         ):
             reduced = True
         vr = (view_requirements or {}).get("state_in_0")
@@ -480,15 +479,16 @@ def pad_batch_to_sequences_of_same_size(
             n = len(next(iter(batch.values())))
             perm = np.random.permutation(n)  # noqa: NPY002 (global RNG, as RLlib)
             for k, v in out.items():
-                out[k] = _unflatten(v, [np.asarray(x)[perm] for x in _flatten(v)])
+                out[k] = tree_map(lambda x: np.asarray(x)[perm], v)
         return out
 
     state_keys = [k for k in batch if k.startswith("state_in_")]
     if feature_keys:
         keys = list(feature_keys)
     else:
-        keys = [k for k in batch if not k.startswith(("state_in_", "state_out_"))
-                and k != "seq_lens"]
+        keys = [
+            k for k in batch if not k.startswith(("state_in_", "state_out_")) and k != "seq_lens"
+        ]
     feats, states, lens = chop_into_sequences(
         feature_columns=[batch[k] for k in keys],
         state_columns=[batch[k] for k in state_keys],

@@ -20,7 +20,14 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.spaces import Dict, Tuple
 
-__all__ = ["Repeated", "Simplex", "flatten_space", "format_path", "space_path_items"]
+__all__ = [
+    "Repeated",
+    "Simplex",
+    "clip_actions",
+    "flatten_space",
+    "format_path",
+    "space_path_items",
+]
 
 
 class Repeated(gym.Space[list]):
@@ -211,6 +218,23 @@ def space_path_items(
             out += space_path_items(space.spaces[k], sort_dict_keys, prefix + (k,))
         return out
     return [(prefix, space)]
+
+
+def clip_actions(actions: Any, space: gym.Space) -> Any:
+    """Clips every Box part of ``actions`` (batched or not) to the space's bounds.
+
+    Examples:
+        >>> space = gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Box(-1, 1, (2,))))
+        >>> clip_actions((np.array([1]), np.array([[3.0, -0.5]])), space)[1].tolist()
+        [[1.0, -0.5]]
+    """
+    if isinstance(space, gym.spaces.Box):
+        return np.clip(actions, space.low, space.high).astype(space.dtype)
+    if isinstance(space, Tuple):
+        return tuple(clip_actions(a, s) for a, s in zip(actions, space.spaces, strict=True))
+    if isinstance(space, Dict):
+        return {k: clip_actions(actions[k], s) for k, s in space.spaces.items()}
+    return actions
 
 
 def format_path(path: Sequence[Any], root: str = "obs") -> str:

@@ -226,8 +226,11 @@ def build_view_inputs(
             src = np.where(before, ep_start[:, None], idx)
             vals = col[src]
         else:
-            vals = col[np.where(before, 0, idx)] if len(col) else np.zeros(
-                idx.shape + col.shape[1:], col.dtype)
+            vals = (
+                col[np.where(before, 0, idx)]
+                if len(col)
+                else np.zeros(idx.shape + col.shape[1:], col.dtype)
+            )
             vals[before] = 0
         out[name] = vals if vr.has_time_axis else vals[:, 0]
     return out

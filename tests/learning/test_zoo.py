@@ -43,8 +43,16 @@ def train_cli(env_id: str, run_dir: str) -> dict[str, Any]:
     from rlblocks.cli import main
 
     entry = envs.ZOO[env_id]
-    argv = ["train", "--env", env_id, "--stop-timesteps", str(entry.budget),
-            "--run-dir", run_dir, "--no-progress"]
+    argv = [
+        "train",
+        "--env",
+        env_id,
+        "--stop-timesteps",
+        str(entry.budget),
+        "--run-dir",
+        run_dir,
+        "--no-progress",
+    ]
     for key, value in entry.model.items():
         argv += ["--set", f"model.{key}={json.dumps(value)}"]
     start, cpu = time.perf_counter(), time.process_time()
@@ -71,20 +79,24 @@ def _selected_ids(session: pytest.Session) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def zoo_runs(request: pytest.FixtureRequest,
-             tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future]]:
+def zoo_runs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Future]]:
     """Starts the selected zoo runs on ``WORKERS`` processes; env id -> future result."""
     root = tmp_path_factory.mktemp("zoo")
-    pool = ProcessPoolExecutor(max_workers=WORKERS,
-                               mp_context=multiprocessing.get_context("spawn"))
+    pool = ProcessPoolExecutor(max_workers=WORKERS, mp_context=multiprocessing.get_context("spawn"))
     start = time.perf_counter()
-    futures = {env_id: pool.submit(train_cli, env_id, str(root / env_id.split("/")[-1]))
-               for env_id in _selected_ids(request.session)}
+    futures = {
+        env_id: pool.submit(train_cli, env_id, str(root / env_id.split("/")[-1]))
+        for env_id in _selected_ids(request.session)
+    }
     yield futures
     pool.shutdown(wait=True, cancel_futures=True)
-    lines = [f"zoo (native, {WORKERS} workers): {time.perf_counter() - start:.0f} s in all",
-             f"{'env':38} {'random':>7} {'pass':>6} {'return':>7} {'steps':>7} {'wall s':>7} "
-             f"{'cpu s':>6}"]
+    lines = [
+        f"zoo (native, {WORKERS} workers): {time.perf_counter() - start:.0f} s in all",
+        f"{'env':38} {'random':>7} {'pass':>6} {'return':>7} {'steps':>7} {'wall s':>7} "
+        f"{'cpu s':>6}",
+    ]
     for env_id, future in futures.items():
         entry = envs.ZOO[env_id]
         if future.done() and not future.cancelled() and future.exception() is None:
@@ -92,9 +104,11 @@ def zoo_runs(request: pytest.FixtureRequest,
             rows = result["rows"]
             ret = float(rows[-1]["episode_return_mean"]) if rows else float("nan")
             steps = int(rows[-1]["timesteps_total"]) if rows else 0
-            lines.append(f"{env_id:38} {entry.random_return:7.2f} {entry.threshold:6.1f} "
-                         f"{ret:7.2f} {steps:7d} {result['wall_s']:7.1f} "
-                         f"{result['cpu_s']:6.1f}")
+            lines.append(
+                f"{env_id:38} {entry.random_return:7.2f} {entry.threshold:6.1f} "
+                f"{ret:7.2f} {steps:7d} {result['wall_s']:7.1f} "
+                f"{result['cpu_s']:6.1f}"
+            )
         else:
             lines.append(f"{env_id:38} (no result)")
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
@@ -110,15 +124,16 @@ def test_zoo_env_learns_with_cli_defaults(env_id: str, zoo_runs: dict[str, Futur
     result = zoo_runs[env_id].result(timeout=TIMEOUT_S)
     rows = result["rows"]
     assert result["rc"] == 0 and rows, f"{env_id}: rlblocks train exited with {result['rc']}"
-    curve = [(int(r["timesteps_total"]), round(float(r["episode_return_mean"]), 2))
-             for r in rows]
+    curve = [(int(r["timesteps_total"]), round(float(r["episode_return_mean"]), 2)) for r in rows]
     final = curve[-1][1]
     assert entry.threshold > entry.random_return
     assert final >= entry.threshold, (
         f"{env_id}: mean return {final} after {curve[-1][0]} steps, below the pass threshold "
-        f"{entry.threshold} (random {entry.random_return:.2f}); curve {curve}")
+        f"{entry.threshold} (random {entry.random_return:.2f}); curve {curve}"
+    )
     assert curve[-1][0] <= entry.budget + 2048
     if entry.first_return is not None:
         assert curve[0][1] >= entry.first_return, (
             f"{env_id}: first iteration's mean return {curve[0][1]} < {entry.first_return}: "
-            f"the action mask was not honoured (legal-random {entry.random_return})")
+            f"the action mask was not honoured (legal-random {entry.random_return})"
+        )

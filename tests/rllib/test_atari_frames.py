@@ -60,8 +60,9 @@ class FakeFrames(gym.Env):
     def __init__(self, config: Any = None) -> None:
         self._left = 0
 
-    def reset(self, *, seed: int | None = None,
-              options: dict | None = None) -> tuple[np.ndarray, dict]:
+    def reset(
+        self, *, seed: int | None = None, options: dict | None = None
+    ) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
         self._left = int(self.np_random.integers(2, 12))
         return self._frame(), {}
@@ -77,16 +78,23 @@ class FakeFrames(gym.Env):
 
 
 def dqn(stack_in_episode: bool, **training: Any) -> DQNConfig:
-    return (DQNConfig().environment(FakeFrames)
-            .rl_module(rl_module_spec=rl_module_spec(MODEL, algo="DQN"))
-            .env_runners(num_env_runners=0, num_envs_per_env_runner=2,
-                         rollout_fragment_length=4,
-                         env_to_module_connector=env_to_module(
-                             MODEL, atari=True, stack_in_episode=stack_in_episode))
-            .learners(num_learners=0)
-            .training(**training)
-            .reporting(min_time_s_per_iteration=0, min_sample_timesteps_per_iteration=0)
-            .debugging(seed=3))
+    return (
+        DQNConfig()
+        .environment(FakeFrames)
+        .rl_module(rl_module_spec=rl_module_spec(MODEL, algo="DQN"))
+        .env_runners(
+            num_env_runners=0,
+            num_envs_per_env_runner=2,
+            rollout_fragment_length=4,
+            env_to_module_connector=env_to_module(
+                MODEL, atari=True, stack_in_episode=stack_in_episode
+            ),
+        )
+        .learners(num_learners=0)
+        .training(**training)
+        .reporting(min_time_s_per_iteration=0, min_sample_timesteps_per_iteration=0)
+        .debugging(seed=3)
+    )
 
 
 def rollout(stack_in_episode: bool) -> tuple[list[np.ndarray], list[list[Any]]]:
@@ -130,24 +138,31 @@ def test_module_sees_the_same_stacks_and_episodes_hold_single_frames(rollouts):
 def learner_batch(stack_in_episode: bool, sampled: list[Any]) -> dict[str, Any]:
     """The train batch RLlib's DQN learner pipeline makes from buffer-sampled episodes."""
     pipeline = dqn(stack_in_episode).build_learner_connector(STACKED, Discrete(3))
-    pipeline.insert_after(AddObservationsFromEpisodesToBatch,
-                          AddNextObservationsFromEpisodesToTrainBatch())
+    pipeline.insert_after(
+        AddObservationsFromEpisodesToBatch, AddNextObservationsFromEpisodesToTrainBatch()
+    )
     return pipeline(rl_module=None, batch={}, episodes=copy.deepcopy(sampled), shared_data={})
 
 
-@pytest.mark.parametrize("stock, ours", [
-    (EpisodeReplayBuffer, FrameStackEpisodeReplayBuffer),
-    (PrioritizedEpisodeReplayBuffer, FrameStackPrioritizedEpisodeReplayBuffer),
-])
+@pytest.mark.parametrize(
+    "stock, ours",
+    [
+        (EpisodeReplayBuffer, FrameStackEpisodeReplayBuffer),
+        (PrioritizedEpisodeReplayBuffer, FrameStackPrioritizedEpisodeReplayBuffer),
+    ],
+)
 def test_learner_sees_the_same_n_step_obs_and_next_obs(rollouts, stock, ours):
     buffers = {True: stock(capacity=10_000), False: ours(capacity=10_000, framestack=4)}
     for stack, buffer in buffers.items():
         for chunk in rollouts[stack][1]:
             buffer.add(chunk)  # as DQN adds each sample() call's episodes
         buffer.rng = np.random.default_rng(0)
-    draws = {stack: buffer.sample(num_items=256, n_step=3, batch_length_T=0, gamma=0.9,
-                                  beta=0.4, sample_episodes=True)
-             for stack, buffer in buffers.items()}
+    draws = {
+        stack: buffer.sample(
+            num_items=256, n_step=3, batch_length_T=0, gamma=0.9, beta=0.4, sample_episodes=True
+        )
+        for stack, buffer in buffers.items()
+    }
     old, new = draws[True], draws[False]
     assert [ep.t_started for ep in new] == [ep.t_started for ep in old]
     assert min(ep.t_started for ep in new) == 0  # stacks padded with the first frame
@@ -158,13 +173,20 @@ def test_learner_sees_the_same_n_step_obs_and_next_obs(rollouts, stock, ours):
         np.testing.assert_array_equal(b.get_observations(0), a.get_observations(0))
         np.testing.assert_array_equal(b.get_observations(-1), a.get_observations(-1))
     old_batch, new_batch = learner_batch(True, old), learner_batch(False, new)
-    for column in (Columns.OBS, Columns.NEXT_OBS, Columns.REWARDS, Columns.TERMINATEDS,
-                   Columns.TRUNCATEDS):
+    for column in (
+        Columns.OBS,
+        Columns.NEXT_OBS,
+        Columns.REWARDS,
+        Columns.TERMINATEDS,
+        Columns.TRUNCATEDS,
+    ):
         np.testing.assert_array_equal(new_batch[column], old_batch[column])
     assert new_batch[Columns.OBS].shape == (256, DIM, DIM, 4)
     # ... from a quarter of the stored pixels
-    stored = {stack: sum(ep.get_observations().nbytes for ep in buffer.episodes)
-              for stack, buffer in buffers.items()}
+    stored = {
+        stack: sum(ep.get_observations().nbytes for ep in buffer.episodes)
+        for stack, buffer in buffers.items()
+    }
     assert stored[True] == 4 * stored[False]
     assert buffers[False].get_num_timesteps() == buffers[True].get_num_timesteps()
 
@@ -185,8 +207,13 @@ def test_wrong_setups_are_clear_errors(rollouts):
     with pytest.raises(ValueError, match="capacity"):
         atari_replay_buffer_config(capacity=0)
     cfg = atari_replay_buffer_config({"framestack": False}, 123)
-    assert cfg == {"type": "rlblocks.rllib.replay.FrameStackPrioritizedEpisodeReplayBuffer",
-                   "capacity": 123, "framestack": 1, "alpha": 0.6, "beta": 0.4}
+    assert cfg == {
+        "type": "rlblocks.rllib.replay.FrameStackPrioritizedEpisodeReplayBuffer",
+        "capacity": 123,
+        "framestack": 1,
+        "alpha": 0.6,
+        "beta": 0.4,
+    }
 
 
 def test_piece_keeps_a_finished_episodes_row_until_it_is_gone():
@@ -212,9 +239,13 @@ def test_piece_keeps_a_finished_episodes_row_until_it_is_gone():
 
 
 def test_dqn_trains_on_single_frame_episodes(local_ray):
-    config = dqn(False, replay_buffer_config=atari_replay_buffer_config(MODEL, 2000),
-                 n_step=3, train_batch_size_per_learner=16,
-                 num_steps_sampled_before_learning_starts=32)
+    config = dqn(
+        False,
+        replay_buffer_config=atari_replay_buffer_config(MODEL, 2000),
+        n_step=3,
+        train_batch_size_per_learner=16,
+        num_steps_sampled_before_learning_starts=32,
+    )
     algo = config.build_algo()
     try:
         for _ in range(20):  # 8 steps an iteration; learning from the 5th
@@ -226,4 +257,3 @@ def test_dqn_trains_on_single_frame_episodes(local_ray):
         assert math.isfinite(float(loss))
     finally:
         algo.stop()
-

@@ -15,14 +15,29 @@ ray = pytest.importorskip("ray")
 
 from rlblocks.train import PPOTrainer  # noqa: E402
 
-SMALL = ["--set", "num_envs=4", "--set", "train_batch_size=1000",
-         "--set", "sgd_minibatch_size=250", "--set", "num_sgd_iter=2",
-         "--set", "checkpoint_freq=2", "--set", "model.fcnet_hiddens=[32]"]
+SMALL = [
+    "--set",
+    "num_envs=4",
+    "--set",
+    "train_batch_size=1000",
+    "--set",
+    "sgd_minibatch_size=250",
+    "--set",
+    "num_sgd_iter=2",
+    "--set",
+    "checkpoint_freq=2",
+    "--set",
+    "model.fcnet_hiddens=[32]",
+]
 
 
 def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rlblocks.cli", *args], capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "rlblocks.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def header(run: Path) -> list[str]:
@@ -32,18 +47,39 @@ def header(run: Path) -> list[str]:
 
 def test_train_resume_evaluate(tmp_path):
     run = tmp_path / "run"
-    out = cli("train", "--env", "CartPole-v1", "--backend", "rllib", "--run-dir", str(run),
-              "--stop-timesteps", "3000", "--no-progress", *SMALL)
+    out = cli(
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--backend",
+        "rllib",
+        "--run-dir",
+        str(run),
+        "--stop-timesteps",
+        "3000",
+        "--no-progress",
+        *SMALL,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "PPO (RLlib, 0 env runners)" in out.stdout
     config = json.loads((run / "config.json").read_text())
     assert config["backend"]["name"] == "rllib" and config["env"] == "CartPole-v1"
     assert (run / "progress.png").is_file()
-    assert sorted(p.name for p in run.glob("checkpoint_*")) == ["checkpoint_000002",
-                                                               "checkpoint_000003"]
+    assert sorted(p.name for p in run.glob("checkpoint_*")) == [
+        "checkpoint_000002",
+        "checkpoint_000003",
+    ]
     # the same progress.csv columns as the native trainer
-    native = PPOTrainer({"env": "CartPole-v1", "num_envs": 2, "train_batch_size": 64,
-                         "sgd_minibatch_size": 32, "num_sgd_iter": 1}, run_dir=tmp_path / "n")
+    native = PPOTrainer(
+        {
+            "env": "CartPole-v1",
+            "num_envs": 2,
+            "train_batch_size": 64,
+            "sgd_minibatch_size": 32,
+            "num_sgd_iter": 1,
+        },
+        run_dir=tmp_path / "n",
+    )
     native.train()
     native.close()
     assert header(run) == header(tmp_path / "n")
@@ -70,22 +106,47 @@ def test_train_resume_evaluate(tmp_path):
 
 
 def test_rllib_flags_need_the_backend(tmp_path):
-    out = cli("train", "--env", "CartPole-v1", "--num-env-runners", "2",
-              "--run-dir", str(tmp_path / "x"))
+    out = cli(
+        "train", "--env", "CartPole-v1", "--num-env-runners", "2", "--run-dir", str(tmp_path / "x")
+    )
     assert out.returncode == 2
     assert "--num-env-runners need --backend rllib" in out.stderr
-    out = cli("train", "--env", "CartPole-v1", "--backend", "rllib", "--algo", "APPO",
-              "--run-dir", str(tmp_path / "y"))
+    out = cli(
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--backend",
+        "rllib",
+        "--algo",
+        "APPO",
+        "--run-dir",
+        str(tmp_path / "y"),
+    )
     assert out.returncode == 2 and "--num-env-runners >= 1" in out.stderr
     assert not (tmp_path / "y").exists()
 
 
 def test_remote_env_runner_filter_and_nested_obs_through_the_cli(tmp_path):
     run = tmp_path / "dict"
-    out = cli("train", "--env", "rlblocks/DictCartPole-v0", "--backend", "rllib",
-              "--num-env-runners", "1", "--num-envs-per-env-runner", "2",
-              "--run-dir", str(run), "--stop-timesteps", "2000", "--no-progress",
-              "--set", "observation_filter=MeanStdFilter", *SMALL)
+    out = cli(
+        "train",
+        "--env",
+        "rlblocks/DictCartPole-v0",
+        "--backend",
+        "rllib",
+        "--num-env-runners",
+        "1",
+        "--num-envs-per-env-runner",
+        "2",
+        "--run-dir",
+        str(run),
+        "--stop-timesteps",
+        "2000",
+        "--no-progress",
+        "--set",
+        "observation_filter=MeanStdFilter",
+        *SMALL,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "PPO (RLlib, 1 env runners)" in out.stdout
     ckpt = sorted(run.glob("checkpoint_*"))[-1]
@@ -99,38 +160,62 @@ def test_remote_env_runner_filter_and_nested_obs_through_the_cli(tmp_path):
 
 
 def test_config_keys_map_onto_rllib():
-    from rlblocks.rllib.trainer import build_algo_config
+    from rlblocks.rllib.algo_config import build_algo_config
     from rlblocks.train import PPOConfig
 
-    config = PPOConfig.from_dict({
-        "env": "rlblocks/DictCartPole-v0", "num_envs": 3, "train_batch_size": 999,
-        "sgd_minibatch_size": 111, "num_sgd_iter": 7, "lambda": 0.9, "gamma": 0.95,
-        "clip_param": 0.25, "vf_clip_param": 5.0, "entropy_coeff": 0.01, "kl_coeff": 0.2,
-        "lr_schedule": [[100, 1e-3], [2000, 1e-4]], "seed": 5})
+    config = PPOConfig.from_dict(
+        {
+            "env": "rlblocks/DictCartPole-v0",
+            "num_envs": 3,
+            "train_batch_size": 999,
+            "sgd_minibatch_size": 111,
+            "num_sgd_iter": 7,
+            "lambda": 0.9,
+            "gamma": 0.95,
+            "clip_param": 0.25,
+            "vf_clip_param": 5.0,
+            "entropy_coeff": 0.01,
+            "kl_coeff": 0.2,
+            "lr_schedule": [[100, 1e-3], [2000, 1e-4]],
+            "seed": 5,
+        }
+    )
     algo = build_algo_config(config, "PPO", num_env_runners=2)
     assert algo.env == "rlblocks.envs:rlblocks/DictCartPole-v0"
     assert (algo.num_envs_per_env_runner, algo.num_env_runners) == (3, 2)
     assert (algo.train_batch_size_per_learner, algo.minibatch_size, algo.num_epochs) == (
-        999, 111, 7)
-    assert (algo.lambda_, algo.gamma, algo.clip_param, algo.vf_clip_param) == (
-        0.9, 0.95, 0.25, 5.0)
+        999,
+        111,
+        7,
+    )
+    assert (algo.lambda_, algo.gamma, algo.clip_param, algo.vf_clip_param) == (0.9, 0.95, 0.25, 5.0)
     assert algo.entropy_coeff == 0.01 and algo.kl_coeff == 0.2 and algo.use_kl_loss
     assert algo.lr == [[0, 1e-3], [100, 1e-3], [2000, 1e-4]] and algo.seed == 5
     with pytest.raises(ValueError, match="--algo must be one of"):
         build_algo_config(config, "DDPG")
-    with pytest.raises(ValueError, match="train_batch_size, sgd_minibatch_size, num_sgd_iter, "
-                                         "lr_schedule, lambda, clip_param, vf_clip_param, "
-                                         "entropy_coeff, kl_coeff: PPO settings that DQN does "
-                                         "not read"):
+    with pytest.raises(
+        ValueError,
+        match="train_batch_size, sgd_minibatch_size, num_sgd_iter, "
+        "lr_schedule, lambda, clip_param, vf_clip_param, "
+        "entropy_coeff, kl_coeff: PPO settings that DQN does "
+        "not read",
+    ):
         build_algo_config(config, "DQN")
     with pytest.raises(ValueError, match="gymnasium id"):
         build_algo_config(PPOConfig.from_dict({"env": lambda cfg: None}))
 
 
-@pytest.mark.parametrize("key, value", [("target_kl", 0.02), ("normalize_reward", True),
-                                        ("clip_reward", 5.0), ("evaluation_interval", 2)])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("target_kl", 0.02),
+        ("normalize_reward", True),
+        ("clip_reward", 5.0),
+        ("evaluation_interval", 2),
+    ],
+)
 def test_native_only_options_are_refused_not_ignored(key, value):
-    from rlblocks.rllib.trainer import build_algo_config
+    from rlblocks.rllib.algo_config import build_algo_config
     from rlblocks.train import PPOConfig
 
     config = PPOConfig.from_dict({"env": "CartPole-v1", key: value})
@@ -143,12 +228,27 @@ def test_models_guide_examples_learn_on_rllib(tmp_path, tuned):
     # the autoregressive model + distribution (Tuple actions, the distribution calls the
     # model) and the parametric-actions model (masked logits from a nested observation)
     run = tmp_path / tuned
-    out = cli("train", "--tuned", tuned, "--backend", "rllib", "--stop-reward", "120",
-              "--stop-timesteps", "40000", "--no-progress", "--run-dir", str(run))
+    out = cli(
+        "train",
+        "--tuned",
+        tuned,
+        "--backend",
+        "rllib",
+        "--stop-reward",
+        "120",
+        "--stop-timesteps",
+        "40000",
+        "--no-progress",
+        "--run-dir",
+        str(run),
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     with open(run / "progress.csv", newline="") as f:
-        best = max(float(r["episode_return_mean"]) for r in csv.DictReader(f)
-                   if r["episode_return_mean"] not in ("", "nan"))
+        best = max(
+            float(r["episode_return_mean"])
+            for r in csv.DictReader(f)
+            if r["episode_return_mean"] not in ("", "nan")
+        )
     assert best >= 120, best  # random play: about 100 (correlated) / 22 (parametric)
     evaluated = cli("evaluate", str(run), "--episodes", "1")
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
@@ -159,11 +259,29 @@ def test_evaluate_uses_the_training_pieces(tmp_path):
     # a model reading previous actions and rewards, behind a filter: evaluation must build
     # the same inputs as training
     run = tmp_path / "lstm"
-    out = cli("train", "--env", "rlblocks/StatelessCartPole-v0", "--backend", "rllib",
-              "--run-dir", str(run), "--stop-timesteps", "1000", "--no-progress",
-              "--set", "model.use_lstm=true", "--set", "model.lstm_use_prev_action=true",
-              "--set", "model.lstm_use_prev_reward=true", "--set", "model.lstm_cell_size=16",
-              "--set", "observation_filter=MeanStdFilter", *SMALL)
+    out = cli(
+        "train",
+        "--env",
+        "rlblocks/StatelessCartPole-v0",
+        "--backend",
+        "rllib",
+        "--run-dir",
+        str(run),
+        "--stop-timesteps",
+        "1000",
+        "--no-progress",
+        "--set",
+        "model.use_lstm=true",
+        "--set",
+        "model.lstm_use_prev_action=true",
+        "--set",
+        "model.lstm_use_prev_reward=true",
+        "--set",
+        "model.lstm_cell_size=16",
+        "--set",
+        "observation_filter=MeanStdFilter",
+        *SMALL,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     evaluated = cli("evaluate", str(run), "--episodes", "2", "--explore")
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
@@ -172,7 +290,7 @@ def test_evaluate_uses_the_training_pieces(tmp_path):
 
 
 def test_atari_ids_get_the_deepmind_pipeline_and_frames_stored_once_for_dqn():
-    from rlblocks.rllib.trainer import build_algo_config
+    from rlblocks.rllib.algo_config import build_algo_config
     from rlblocks.train import PPOConfig
 
     pytest.importorskip("ale_py")
@@ -181,31 +299,70 @@ def test_atari_ids_get_the_deepmind_pipeline_and_frames_stored_once_for_dqn():
     assert dqn.replay_buffer_config["type"].endswith("FrameStackPrioritizedEpisodeReplayBuffer")
     assert dqn._env_to_module_connector.stack_in_episode is False
     # a buffer of the user's own: the stacks stay in the episodes
-    own = build_algo_config(PPOConfig.from_dict({"env": "ALE/Pong-v5", "rllib": {"training": {
-        "replay_buffer_config": {"type": "EpisodeReplayBuffer"}}}}), "DQN")
+    own = build_algo_config(
+        PPOConfig.from_dict(
+            {
+                "env": "ALE/Pong-v5",
+                "rllib": {"training": {"replay_buffer_config": {"type": "EpisodeReplayBuffer"}}},
+            }
+        ),
+        "DQN",
+    )
     assert own._env_to_module_connector.stack_in_episode is True
     ppo = build_algo_config(PPOConfig.from_dict({"env": "ALE/Pong-v5"}), "PPO")
     assert ppo._env_to_module_connector.atari and ppo._env_to_module_connector.stack_in_episode
     with pytest.raises(ValueError, match="DeepMind pipeline only"):
-        build_algo_config(PPOConfig.from_dict({"env": "ALE/Pong-v5",
-                                               "preprocessor_pref": "rllib"}), "PPO")
+        build_algo_config(
+            PPOConfig.from_dict({"env": "ALE/Pong-v5", "preprocessor_pref": "rllib"}), "PPO"
+        )
 
 
 def test_atari_trains_and_evaluates_through_the_cli(tmp_path):
     pytest.importorskip("ale_py")
-    conv = ["--set", "model.conv_filters=[[8,[8,8],4],[16,[4,4],2],[32,[11,11],1]]",
-            "--set", "num_envs=1"]
-    extra = {"PPO": ["--set", "train_batch_size=100", "--set", "sgd_minibatch_size=50",
-                     "--set", "num_sgd_iter=1"],
-             "DQN": ["--set", "rllib.training.num_steps_sampled_before_learning_starts=50",
-                     "--set", "rllib.training.train_batch_size_per_learner=8",
-                     "--set", "rllib.reporting.min_sample_timesteps_per_iteration=100",
-                     "--set", "rllib.env_runners.rollout_fragment_length=4"]}
+    conv = [
+        "--set",
+        "model.conv_filters=[[8,[8,8],4],[16,[4,4],2],[32,[11,11],1]]",
+        "--set",
+        "num_envs=1",
+    ]
+    extra = {
+        "PPO": [
+            "--set",
+            "train_batch_size=100",
+            "--set",
+            "sgd_minibatch_size=50",
+            "--set",
+            "num_sgd_iter=1",
+        ],
+        "DQN": [
+            "--set",
+            "rllib.training.num_steps_sampled_before_learning_starts=50",
+            "--set",
+            "rllib.training.train_batch_size_per_learner=8",
+            "--set",
+            "rllib.reporting.min_sample_timesteps_per_iteration=100",
+            "--set",
+            "rllib.env_runners.rollout_fragment_length=4",
+        ],
+    }
     for algo, flags in extra.items():
         run = tmp_path / algo
-        out = cli("train", "--env", "ALE/Breakout-v5", "--backend", "rllib", "--algo", algo,
-                  "--run-dir", str(run), "--stop-timesteps", "200", "--no-progress", *conv,
-                  *flags)
+        out = cli(
+            "train",
+            "--env",
+            "ALE/Breakout-v5",
+            "--backend",
+            "rllib",
+            "--algo",
+            algo,
+            "--run-dir",
+            str(run),
+            "--stop-timesteps",
+            "200",
+            "--no-progress",
+            *conv,
+            *flags,
+        )
         assert out.returncode == 0, out.stderr[-3000:]
         # EpisodicLife: an evaluation episode ends with the first lost life
         evaluated = cli("evaluate", str(run), "--episodes", "1")
@@ -215,14 +372,22 @@ def test_atari_trains_and_evaluates_through_the_cli(tmp_path):
 
 def test_dqn_and_sac_configs_map_onto_rllib():
     from rlblocks.rllib import RLBlocksDQNRLModule, RLBlocksSACRLModule
-    from rlblocks.rllib.trainer import build_algo_config
+    from rlblocks.rllib.algo_config import build_algo_config
     from rlblocks.train import PPOConfig
 
-    config = PPOConfig.from_dict({
-        "env": "CartPole-v1", "num_envs": 2, "gamma": 0.9, "seed": 3,
-        "model": {"fcnet_hiddens": [16]},
-        "rllib": {"training": {"n_step": 3, "lr": 1e-3, "num_atoms": 5},
-                  "env_runners": {"rollout_fragment_length": 4}}})
+    config = PPOConfig.from_dict(
+        {
+            "env": "CartPole-v1",
+            "num_envs": 2,
+            "gamma": 0.9,
+            "seed": 3,
+            "model": {"fcnet_hiddens": [16]},
+            "rllib": {
+                "training": {"n_step": 3, "lr": 1e-3, "num_atoms": 5},
+                "env_runners": {"rollout_fragment_length": 4},
+            },
+        }
+    )
     algo = build_algo_config(config, "DQN")
     assert algo.rl_module_spec.module_class is RLBlocksDQNRLModule
     assert (algo.gamma, algo.n_step, algo.lr, algo.num_atoms) == (0.9, 3, 1e-3, 5)
@@ -230,22 +395,50 @@ def test_dqn_and_sac_configs_map_onto_rllib():
     # DQN/SAC models start from RLlib's MODEL_DEFAULTS, not the PPO ones
     assert algo.rl_module_spec.model_config["fcnet_activation"] == "tanh"
     assert algo.rl_module_spec.model_config["fcnet_weights_initializer"] is None
-    sac = build_algo_config(PPOConfig.from_dict({
-        "env": "Pendulum-v1", "rllib": {"training": {"actor_lr": 1e-4, "twin_q": False}}}), "SAC")
+    sac = build_algo_config(
+        PPOConfig.from_dict(
+            {"env": "Pendulum-v1", "rllib": {"training": {"actor_lr": 1e-4, "twin_q": False}}}
+        ),
+        "SAC",
+    )
     assert sac.rl_module_spec.module_class is RLBlocksSACRLModule
     assert (sac.actor_lr, sac.twin_q, sac.lr) == (1e-4, False, None)
     with pytest.raises(ValueError, match="rllib.training: .*no_such_key"):
-        build_algo_config(PPOConfig.from_dict({
-            "env": "CartPole-v1", "rllib": {"training": {"no_such_key": 1}}}), "DQN")
+        build_algo_config(
+            PPOConfig.from_dict({"env": "CartPole-v1", "rllib": {"training": {"no_such_key": 1}}}),
+            "DQN",
+        )
 
 
 def test_dqn_and_sac_train_resume_and_evaluate_through_the_cli(tmp_path):
     run = tmp_path / "dqn"
-    small = ["--set", "num_envs=1", "--set", "model.fcnet_hiddens=[32]",
-             "--set", "checkpoint_freq=2", "--set", "rllib.env_runners.rollout_fragment_length=4",
-             "--set", "rllib.training.num_steps_sampled_before_learning_starts=500"]
-    out = cli("train", "--env", "CartPole-v1", "--backend", "rllib", "--algo", "DQN",
-              "--run-dir", str(run), "--stop-timesteps", "2000", "--no-progress", *small)
+    small = [
+        "--set",
+        "num_envs=1",
+        "--set",
+        "model.fcnet_hiddens=[32]",
+        "--set",
+        "checkpoint_freq=2",
+        "--set",
+        "rllib.env_runners.rollout_fragment_length=4",
+        "--set",
+        "rllib.training.num_steps_sampled_before_learning_starts=500",
+    ]
+    out = cli(
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--backend",
+        "rllib",
+        "--algo",
+        "DQN",
+        "--run-dir",
+        str(run),
+        "--stop-timesteps",
+        "2000",
+        "--no-progress",
+        *small,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "DQN (RLlib, 0 env runners)" in out.stdout
     assert (run / "progress.png").is_file()
@@ -264,11 +457,28 @@ def test_dqn_and_sac_train_resume_and_evaluate_through_the_cli(tmp_path):
         assert result["episodes"] == 2 and result["checkpoint"].endswith("checkpoint_000003")
 
     sac = tmp_path / "sac"
-    out = cli("train", "--env", "Pendulum-v1", "--backend", "rllib", "--algo", "SAC",
-              "--run-dir", str(sac), "--stop-timesteps", "600", "--no-progress",
-              "--set", "num_envs=1", "--set", "model.fcnet_hiddens=[32]",
-              "--set", "rllib.training.num_steps_sampled_before_learning_starts=200",
-              "--set", "rllib.reporting.min_sample_timesteps_per_iteration=200")
+    out = cli(
+        "train",
+        "--env",
+        "Pendulum-v1",
+        "--backend",
+        "rllib",
+        "--algo",
+        "SAC",
+        "--run-dir",
+        str(sac),
+        "--stop-timesteps",
+        "600",
+        "--no-progress",
+        "--set",
+        "num_envs=1",
+        "--set",
+        "model.fcnet_hiddens=[32]",
+        "--set",
+        "rllib.training.num_steps_sampled_before_learning_starts=200",
+        "--set",
+        "rllib.reporting.min_sample_timesteps_per_iteration=200",
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     with open(sac / "progress.csv", newline="") as f:
         rows = list(csv.DictReader(f))
@@ -277,8 +487,19 @@ def test_dqn_and_sac_train_resume_and_evaluate_through_the_cli(tmp_path):
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     assert json.loads(evaluated.stdout.strip().splitlines()[-1])["episode_len_mean"] == 200
 
-    refused = cli("train", "--env", "CartPole-v1", "--backend", "rllib", "--algo", "DQN",
-                  "--set", "lr=1e-3", "--run-dir", str(tmp_path / "no"))
+    refused = cli(
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--backend",
+        "rllib",
+        "--algo",
+        "DQN",
+        "--set",
+        "lr=1e-3",
+        "--run-dir",
+        str(tmp_path / "no"),
+    )
     assert refused.returncode == 2
     assert "lr: PPO settings that DQN does not read" in refused.stderr
     assert not (tmp_path / "no").exists()
@@ -289,11 +510,27 @@ def test_repeated_observations_train_and_evaluate(tmp_path):
     # the filter and the model's view of previous actions read the flat rows, and
     # evaluation builds the same env
     run = tmp_path / "repeated"
-    out = cli("train", "--env", "rlblocks/zoo-RepeatedLast-v0", "--backend", "rllib",
-              "--run-dir", str(run), "--stop-timesteps", "1000", "--no-progress",
-              "--set", "model.use_lstm=true", "--set", "model.lstm_use_prev_action=true",
-              "--set", "model.lstm_cell_size=16",
-              "--set", "observation_filter=MeanStdFilter", *SMALL)
+    out = cli(
+        "train",
+        "--env",
+        "rlblocks/zoo-RepeatedLast-v0",
+        "--backend",
+        "rllib",
+        "--run-dir",
+        str(run),
+        "--stop-timesteps",
+        "1000",
+        "--no-progress",
+        "--set",
+        "model.use_lstm=true",
+        "--set",
+        "model.lstm_use_prev_action=true",
+        "--set",
+        "model.lstm_cell_size=16",
+        "--set",
+        "observation_filter=MeanStdFilter",
+        *SMALL,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     evaluated = cli("evaluate", str(run), "--episodes", "2")
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]

@@ -28,12 +28,14 @@ from rlblocks.rllib import (  # noqa: E402
 )
 from rlblocks.spaces import Repeated  # noqa: E402
 
-NESTED = Dict({
-    "a": Discrete(5),
-    "c": Dict({"d": MultiDiscrete([3, 4]), "e": Box(-1, 1, (3, 2))}),
-    "f": Tuple((Discrete(2), Box(-1, 1, (4,)))),
-    "r": Repeated(Box(-1, 1, (2,)), 3),
-})
+NESTED = Dict(
+    {
+        "a": Discrete(5),
+        "c": Dict({"d": MultiDiscrete([3, 4]), "e": Box(-1, 1, (3, 2))}),
+        "f": Tuple((Discrete(2), Box(-1, 1, (4,)))),
+        "r": Repeated(Box(-1, 1, (2,)), 3),
+    }
+)
 
 
 def episodes(space: gym.Space, n: int, seed: int) -> tuple[list[SingleAgentEpisode], list]:
@@ -66,8 +68,12 @@ def test_flatten_equals_rlblocks_transform():
 
 
 def test_mask_key_passes_through_and_box_is_untouched():
-    space = Dict({"action_mask": Box(0, 1, (4,), np.int8),
-                  "observations": Dict({"x": Discrete(3), "y": Box(-1, 1, (2,))})})
+    space = Dict(
+        {
+            "action_mask": Box(0, 1, (4,), np.int8),
+            "observations": Dict({"x": Discrete(3), "y": Box(-1, 1, (2,))}),
+        }
+    )
     piece = FlattenObservationsBatched(space, Discrete(4))
     assert set(piece.observation_space.spaces) == {"action_mask", "observations"}
     assert piece.observation_space["action_mask"] == space["action_mask"]
@@ -133,8 +139,7 @@ def test_mean_std_filter_merged_from_two_runners_equals_one_stream():
     r1.update_stats = False
     run(r1, [ep])
     s = single.running_stats
-    np.testing.assert_allclose(ep.get_observations(-1), (x[0] - s.mean) / (s.std + 1e-6),
-                               rtol=1e-5)
+    np.testing.assert_allclose(ep.get_observations(-1), (x[0] - s.mean) / (s.std + 1e-6), rtol=1e-5)
 
 
 def test_mean_std_filter_batches_all_episodes_and_checks_its_state():
@@ -145,8 +150,9 @@ def test_mean_std_filter_batches_all_episodes_and_checks_its_state():
     stack = np.stack(obs)
     np.testing.assert_allclose(f.filter.running_stats.mean, stack.mean(0), rtol=1e-6)
     reference = MeanStdFilter((3,))
-    np.testing.assert_allclose(np.stack([ep.get_observations(-1) for ep in eps]),
-                               reference(stack), rtol=1e-6)
+    np.testing.assert_allclose(
+        np.stack([ep.get_observations(-1) for ep in eps]), reference(stack), rtol=1e-6
+    )
     with pytest.raises(ValueError, match="needs the keys"):
         f.set_state({"shape": [3]})
     other = MeanStdFilterBatched(Box(-1, 1, (4,)), Discrete(2))
@@ -176,8 +182,10 @@ def test_filter_state_merges_through_rllibs_pipeline():
 
     def pipeline():
         return EnvToModulePipeline(
-            input_observation_space=space, input_action_space=Discrete(2),
-            connectors=env_to_module(observation_filter="MeanStdFilter")())
+            input_observation_space=space,
+            input_action_space=Discrete(2),
+            connectors=env_to_module(observation_filter="MeanStdFilter")(),
+        )
 
     driver, p1, p2 = pipeline(), pipeline(), pipeline()
     prep = get_preprocessor(space)(space)
@@ -196,24 +204,31 @@ def test_filter_state_merges_through_rllibs_pipeline():
 
 
 def test_gymnasium_sequence_is_flattened_as_a_padded_repeated():
-    space = Dict({
-        "items": gym.spaces.Sequence(Box(-1, 1, (2,))),
-        "stacked": gym.spaces.Sequence(Dict({"a": Discrete(2)}), stack=True),
-        "tag": Discrete(3),
-    })
+    space = Dict(
+        {
+            "items": gym.spaces.Sequence(Box(-1, 1, (2,))),
+            "stacked": gym.spaces.Sequence(Dict({"a": Discrete(2)}), stack=True),
+            "tag": Discrete(3),
+        }
+    )
     piece = FlattenObservationsBatched(space, Discrete(2), sequence_max_len=4)
     # Repeated layout per sequence: [length, items..., zero padding]
     assert piece.observation_space.shape == ((1 + 4 * 2) + (1 + 4 * 2) + 3,)
-    obs = {"items": (np.array([0.5, -0.5], np.float32), np.array([0.25, 1.0], np.float32)),
-           "stacked": {"a": np.array([1, 0, 1])}, "tag": 2}
+    obs = {
+        "items": (np.array([0.5, -0.5], np.float32), np.array([0.25, 1.0], np.float32)),
+        "stacked": {"a": np.array([1, 0, 1])},
+        "tag": 2,
+    }
     ep = SingleAgentEpisode(observation_space=space, action_space=Discrete(2))
     ep.add_env_reset(observation=obs)
     run(piece, [ep])
-    expected = np.concatenate([
-        [2, 0.5, -0.5, 0.25, 1.0, 0, 0, 0, 0],    # items
-        [3, 0, 1, 1, 0, 0, 1, 0, 0],              # stacked: one-hot a per item
-        [0, 0, 1],                                # tag
-    ]).astype(np.float32)
+    expected = np.concatenate(
+        [
+            [2, 0.5, -0.5, 0.25, 1.0, 0, 0, 0, 0],  # items
+            [3, 0, 1, 1, 0, 0, 1, 0, 0],  # stacked: one-hot a per item
+            [0, 0, 1],  # tag
+        ]
+    ).astype(np.float32)
     np.testing.assert_array_equal(ep.get_observations(-1), expected)
     assert piece.observation_space.original_space["items"].max_len == 4
     too_long = dict(obs, items=tuple(np.zeros(2, np.float32) for _ in range(5)))
@@ -229,22 +244,27 @@ def test_model_views_join_the_observation():
     from rlblocks.rllib import ModelViewObservations
 
     box = Box(-1, 1, (2,))
-    pieces = env_to_module({"use_lstm": True, "lstm_use_prev_action": True,
-                            "lstm_use_prev_reward": True})()
+    pieces = env_to_module(
+        {"use_lstm": True, "lstm_use_prev_action": True, "lstm_use_prev_reward": True}
+    )()
     assert [type(p) for p in pieces] == [FlattenObservationsBatched, ModelViewObservations]
     lstm = pieces[1]
     lstm.input_observation_space, lstm.input_action_space = box, Discrete(3)
-    assert lstm.views == {"prev_actions": ("actions", [-1], False),
-                          "prev_rewards": ("rewards", [-1], False)}
+    assert lstm.views == {
+        "prev_actions": ("actions", [-1], False),
+        "prev_rewards": ("rewards", [-1], False),
+    }
     plain = ModelViewObservations(box, Discrete(3), model_config={})
     assert plain.views == {} and plain.observation_space == box  # nothing to add
 
     # the guide's frame-stacking model: the last 3 observations, actions and rewards
-    piece = ModelViewObservations(box, Discrete(3), model_config={
-        "custom_model": FrameStackingModel, "custom_model_config": {"num_frames": 3}})
+    piece = ModelViewObservations(
+        box,
+        Discrete(3),
+        model_config={"custom_model": FrameStackingModel, "custom_model_config": {"num_frames": 3}},
+    )
     out = piece.observation_space
-    assert set(out.spaces) == {"observations", "prev_n_obs", "prev_n_actions",
-                               "prev_n_rewards"}
+    assert set(out.spaces) == {"observations", "prev_n_obs", "prev_n_actions", "prev_n_rewards"}
     assert out["prev_n_actions"] == MultiDiscrete([3, 3, 3]) and out["prev_n_obs"].shape == (3, 2)
     ep = SingleAgentEpisode(observation_space=box, action_space=Discrete(3))
     frames = [np.full(2, i, np.float32) / 10 for i in range(5)]
@@ -324,10 +344,12 @@ class _MaskedRepeatedEnv(gym.Env):
     """Action mask + a Dict holding a Repeated: lists of 0..3 items, random lengths."""
 
     def __init__(self):
-        self.observation_space = Dict({
-            "action_mask": Box(0, 1, (3,), np.int8),
-            "observations": Dict({"r": Repeated(Box(-1, 1, (2,)), 3), "x": Discrete(4)}),
-        })
+        self.observation_space = Dict(
+            {
+                "action_mask": Box(0, 1, (3,), np.int8),
+                "observations": Dict({"r": Repeated(Box(-1, 1, (2,)), 3), "x": Discrete(4)}),
+            }
+        )
         self.action_space = Discrete(3)
 
     def _obs(self):
@@ -369,8 +391,9 @@ def test_repeated_is_flattened_env_side_and_the_connector_passes_it_through():
     for ep, o in zip(eps, rows, strict=True):
         np.testing.assert_array_equal(ep.get_observations(-1)["observations"], o["observations"])
     # what RLlib's env runner does with a vector env's batch: unbatch it per env
-    venv = gym.vector.SyncVectorEnv([lambda: FlatRepeatedObservations(_MaskedRepeatedEnv())
-                                     for _ in range(3)])
+    venv = gym.vector.SyncVectorEnv(
+        [lambda: FlatRepeatedObservations(_MaskedRepeatedEnv()) for _ in range(3)]
+    )
     batch, _ = venv.reset(seed=0)
     per_env = unbatch(batch)
     assert len(per_env) == 3 and per_env[0]["observations"].shape == prep.shape

@@ -75,8 +75,9 @@ def test_diag_gaussian_closed_form_and_rsample():
     d, o = cls.from_logits(inputs), cls.from_logits(other)
     mean, log_std = inputs.chunk(2, -1)
     ref = torch.distributions.Normal(mean, log_std.exp())
-    ref_o = torch.distributions.Normal(*[t if i == 0 else t.exp()
-                                         for i, t in enumerate(other.chunk(2, -1))])
+    ref_o = torch.distributions.Normal(
+        *[t if i == 0 else t.exp() for i, t in enumerate(other.chunk(2, -1))]
+    )
     x = torch.randn(B, 3)
     torch.testing.assert_close(d.logp(x), ref.log_prob(x).sum(-1))
     torch.testing.assert_close(d.entropy(), ref.entropy().sum(-1))
@@ -129,8 +130,9 @@ def test_squashed_gaussian_wraps_rlblocks_and_refuses_entropy():
     mean, log_std = inputs.chunk(2, -1)
     u = torch.atanh((a / 2.0).clamp(-1 + 1e-6, 1 - 1e-6))
     normal = torch.distributions.Normal(mean, log_std.clamp(-5, 2).exp())
-    expected = (normal.log_prob(u) - torch.log(1 - torch.tanh(u) ** 2 + 1e-6)).sum(-1) \
-        - 2 * np.log(2.0)
+    expected = (normal.log_prob(u) - torch.log(1 - torch.tanh(u) ** 2 + 1e-6)).sum(-1) - 2 * np.log(
+        2.0
+    )
     torch.testing.assert_close(d.logp(a), expected, atol=1e-3, rtol=1e-3)
     with pytest.raises(ValueError, match="Entropy/KL not defined"):
         d.entropy()
@@ -144,8 +146,10 @@ def test_multi_categorical_and_nested_multi_action():
     d = cls.from_logits(logits)
     a = d.sample()
     assert a.shape == (B, 2)
-    expected = (torch.log_softmax(logits[:, :3], -1).gather(1, a[:, :1])[:, 0]
-                + torch.log_softmax(logits[:, 3:], -1).gather(1, a[:, 1:])[:, 0])
+    expected = (
+        torch.log_softmax(logits[:, :3], -1).gather(1, a[:, :1])[:, 0]
+        + torch.log_softmax(logits[:, 3:], -1).gather(1, a[:, 1:])[:, 0]
+    )
     torch.testing.assert_close(d.logp(a), expected)
 
     space = Dict({"move": Tuple((Discrete(3), Box(-1, 1, (2,)))), "say": Discrete(2)})
@@ -159,9 +163,11 @@ def test_multi_categorical_and_nested_multi_action():
     cat1 = torch.log_softmax(inputs[:, :3], -1)
     normal = torch.distributions.Normal(inputs[:, 3:5], inputs[:, 5:7].exp())
     cat2 = torch.log_softmax(inputs[:, 7:], -1)
-    expected = (cat1.gather(1, a["move"][0][:, None])[:, 0]
-                + normal.log_prob(a["move"][1]).sum(-1)
-                + cat2.gather(1, a["say"][:, None])[:, 0])
+    expected = (
+        cat1.gather(1, a["move"][0][:, None])[:, 0]
+        + normal.log_prob(a["move"][1]).sum(-1)
+        + cat2.gather(1, a["say"][:, None])[:, 0]
+    )
     torch.testing.assert_close(d.logp(a), expected)
     ent = -(cat1.exp() * cat1).sum(-1) + normal.entropy().sum(-1) - (cat2.exp() * cat2).sum(-1)
     torch.testing.assert_close(d.entropy(), ent)
@@ -198,8 +204,10 @@ def test_autoregressive_distribution_through_the_adapter():
     assert a1.shape == a2.shape == (B,)
     # logp is the chain rule: log P(a1) + log P(a2 | a1), from the model's action_model
     l1, l2 = model.action_model(context, [a1, a2])
-    expected = (torch.log_softmax(l1, -1).gather(1, a1[:, None])[:, 0]
-                + torch.log_softmax(l2, -1).gather(1, a2[:, None])[:, 0])
+    expected = (
+        torch.log_softmax(l1, -1).gather(1, a1[:, None])[:, 0]
+        + torch.log_softmax(l2, -1).gather(1, a2[:, None])[:, 0]
+    )
     torch.testing.assert_close(d.logp((a1, a2)), expected)
     assert d.entropy().shape == (B,)
 

@@ -16,8 +16,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_dqn_atari_smoke_trains_and_reports_the_buffer():
-    done = subprocess.run([sys.executable, str(ROOT / "examples" / "dqn_atari.py"), "--smoke"],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "dqn_atari.py"), "--smoke"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     assert "qf_loss" in done.stdout
     assert "FrameStackPrioritizedEpisodeReplayBuffer" in done.stdout

@@ -29,8 +29,9 @@ from rlblocks.rllib import (  # noqa: E402
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "rllib"
 
 
-def build(obs_space: gym.Space, action_space: gym.Space, config: dict | None = None,
-          appo: bool = False) -> RLBlocksRLModule:
+def build(
+    obs_space: gym.Space, action_space: gym.Space, config: dict | None = None, appo: bool = False
+) -> RLBlocksRLModule:
     spec = rl_module_spec(config, appo=appo)
     spec.observation_space, spec.action_space = obs_space, action_space
     return spec.build()
@@ -56,15 +57,23 @@ def test_forward_equals_the_rlblocks_model(case):
     if case == "fc":
         env_space, config = Box(-1, 1, (7,)), {"fcnet_hiddens": [16, 8]}
     elif case == "complex":
-        env_space = Dict({"img": Box(0, 1, (10, 10, 3)), "kind": Discrete(3),
-                          "pos": Tuple((Box(-1, 1, (2,)), MultiDiscrete([2, 3])))})
+        env_space = Dict(
+            {
+                "img": Box(0, 1, (10, 10, 3)),
+                "kind": Discrete(3),
+                "pos": Tuple((Box(-1, 1, (2,)), MultiDiscrete([2, 3]))),
+            }
+        )
         config = {"conv_filters": [[4, [3, 3], 2], [8, [5, 5], 1]], "fcnet_hiddens": [16]}
     else:
         env_space, config = Box(0, 1, (42, 42, 3)), {}
     obs_space = flat_space(env_space)
     module = build(obs_space, Discrete(4), config)
-    expected_cls = {"fc": FullyConnectedNetwork, "complex": ComplexInputNetwork,
-                    "vision": VisionNetwork}[case]
+    expected_cls = {
+        "fc": FullyConnectedNetwork,
+        "complex": ComplexInputNetwork,
+        "vision": VisionNetwork,
+    }[case]
     assert type(module.model) is expected_cls
     model = twin(module, obs_space, config)
     prep = get_preprocessor(env_space)(env_space)
@@ -79,19 +88,29 @@ def test_forward_equals_the_rlblocks_model(case):
     torch.testing.assert_close(values, expected_values)
     train = module.forward_train({Columns.OBS: obs})
     torch.testing.assert_close(train[Columns.EMBEDDINGS].detach(), expected_values)
-    torch.testing.assert_close(module.compute_values({}, train[Columns.EMBEDDINGS]),
-                               train[Columns.EMBEDDINGS])
+    torch.testing.assert_close(
+        module.compute_values({}, train[Columns.EMBEDDINGS]), train[Columns.EMBEDDINGS]
+    )
 
 
 @pytest.mark.parametrize("kind", ["lstm", "attention"])
 def test_recurrent_state_columns_sequence_equals_steps(kind):
     torch.manual_seed(1)
-    config = ({"use_lstm": True, "lstm_cell_size": 8, "fcnet_hiddens": [16], "max_seq_len": 5}
-              if kind == "lstm" else
-              {"use_attention": True, "attention_dim": 8, "attention_head_dim": 4,
-               "attention_num_heads": 2, "attention_memory_inference": 3,
-               "attention_memory_training": 3, "attention_position_wise_mlp_dim": 8,
-               "fcnet_hiddens": [16], "max_seq_len": 5})
+    config = (
+        {"use_lstm": True, "lstm_cell_size": 8, "fcnet_hiddens": [16], "max_seq_len": 5}
+        if kind == "lstm"
+        else {
+            "use_attention": True,
+            "attention_dim": 8,
+            "attention_head_dim": 4,
+            "attention_num_heads": 2,
+            "attention_memory_inference": 3,
+            "attention_memory_training": 3,
+            "attention_position_wise_mlp_dim": 8,
+            "fcnet_hiddens": [16],
+            "max_seq_len": 5,
+        }
+    )
     module = build(Box(-1, 1, (3,)), Discrete(2), config)
     assert module.is_stateful() and module.model_config["max_seq_len"] == 5
     init = module.get_initial_state()
@@ -103,11 +122,12 @@ def test_recurrent_state_columns_sequence_equals_steps(kind):
         s = state
         steps = []
         for i in range(t):
-            out = module.forward_exploration({Columns.OBS: obs[:, i:i + 1], Columns.STATE_IN: s})
+            out = module.forward_exploration({Columns.OBS: obs[:, i : i + 1], Columns.STATE_IN: s})
             steps.append(out[Columns.ACTION_DIST_INPUTS])
             s = out[Columns.STATE_OUT]
-    torch.testing.assert_close(seq[Columns.ACTION_DIST_INPUTS], torch.cat(steps, 1),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        seq[Columns.ACTION_DIST_INPUTS], torch.cat(steps, 1), atol=1e-5, rtol=1e-5
+    )
     for k in init:
         torch.testing.assert_close(seq[Columns.STATE_OUT][k], s[k], atol=1e-5, rtol=1e-5)
     assert seq[Columns.EMBEDDINGS].shape == (b, t)
@@ -118,19 +138,22 @@ def test_recurrent_state_columns_sequence_equals_steps(kind):
     # the rlblocks model on flat [B*T] rows with seq_lens gives the same logits
     model = twin(module, Box(-1, 1, (3,)), config)
     with torch.no_grad():
-        flat, _ = model({"obs": obs.reshape(b * t, 3)}, [state[k] for k in sorted(state)],
-                        torch.full((b,), t))
+        flat, _ = model(
+            {"obs": obs.reshape(b * t, 3)}, [state[k] for k in sorted(state)], torch.full((b,), t)
+        )
     torch.testing.assert_close(seq[Columns.ACTION_DIST_INPUTS].reshape(b * t, -1), flat)
     # a loss mask shortens the sequences: padded steps do not change the state
     mask = torch.ones(b, t, dtype=torch.bool)
     mask[:, 3:] = False
     with torch.no_grad():
-        short = module.forward_train({Columns.OBS: obs, Columns.STATE_IN: state,
-                                      Columns.LOSS_MASK: mask})
+        short = module.forward_train(
+            {Columns.OBS: obs, Columns.STATE_IN: state, Columns.LOSS_MASK: mask}
+        )
         three = module.forward_train({Columns.OBS: obs[:, :3], Columns.STATE_IN: state})
     for k in init:
-        torch.testing.assert_close(short[Columns.STATE_OUT][k], three[Columns.STATE_OUT][k],
-                                   atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            short[Columns.STATE_OUT][k], three[Columns.STATE_OUT][k], atol=1e-5, rtol=1e-5
+        )
 
 
 def test_action_mask_observations():
@@ -142,7 +165,8 @@ def test_action_mask_observations():
     obs = torch.randn(2, 4)
     with torch.no_grad():
         logits = module.forward_inference(
-            {Columns.OBS: {"action_mask": mask, "observations": obs}})[Columns.ACTION_DIST_INPUTS]
+            {Columns.OBS: {"action_mask": mask, "observations": obs}}
+        )[Columns.ACTION_DIST_INPUTS]
         raw, _ = twin(module, space["observations"], {"fcnet_hiddens": [8]})({"obs": obs})
     torch.testing.assert_close(logits[mask > 0], raw[mask > 0])
     assert bool((logits[mask == 0] == FLOAT_MIN).all())
@@ -179,8 +203,9 @@ class _Scaled(FullyConnectedNetwork):
 
 def test_registered_custom_model_travels_as_a_class():
     ModelCatalog.register_custom_model("rllib_test_scaled", _Scaled)
-    spec = rl_module_spec({"custom_model": "rllib_test_scaled",
-                           "custom_model_config": {"scale": 3.0}})
+    spec = rl_module_spec(
+        {"custom_model": "rllib_test_scaled", "custom_model_config": {"scale": 3.0}}
+    )
     assert spec.model_config["custom_model"] is _Scaled
     spec.observation_space, spec.action_space = Box(-1, 1, (3,)), Discrete(2)
     module = spec.build()
@@ -191,7 +216,7 @@ def test_appo_module_has_a_target_network():
     module = build(Box(-1, 1, (3,)), Discrete(2), {"fcnet_hiddens": [8]}, appo=True)
     assert isinstance(module, RLBlocksAPPORLModule)
     module.make_target_networks()
-    (main, target), = module.get_target_network_pairs()
+    ((main, target),) = module.get_target_network_pairs()
     assert main is module.model and target is not main
     obs = torch.randn(6, 3)
     out = module.forward_target({Columns.OBS: obs})
@@ -224,21 +249,37 @@ def test_view_inputs_previous_observations_actions_rewards(kind):
     torch.manual_seed(3)
     if kind == "lstm":
         n, names = 1, ("prev_actions", "prev_rewards")
-        config = {"use_lstm": True, "lstm_cell_size": 8, "lstm_use_prev_action": True,
-                  "lstm_use_prev_reward": True}
+        config = {
+            "use_lstm": True,
+            "lstm_cell_size": 8,
+            "lstm_use_prev_action": True,
+            "lstm_use_prev_reward": True,
+        }
     elif kind == "attention":
         n, names = 2, ("prev_n_actions", "prev_n_rewards")
-        config = {"use_attention": True, "attention_dim": 8, "attention_head_dim": 4,
-                  "attention_num_heads": 2, "attention_memory_inference": 3,
-                  "attention_memory_training": 3, "attention_position_wise_mlp_dim": 8,
-                  "attention_use_n_prev_actions": n, "attention_use_n_prev_rewards": n}
+        config = {
+            "use_attention": True,
+            "attention_dim": 8,
+            "attention_head_dim": 4,
+            "attention_num_heads": 2,
+            "attention_memory_inference": 3,
+            "attention_memory_training": 3,
+            "attention_position_wise_mlp_dim": 8,
+            "attention_use_n_prev_actions": n,
+            "attention_use_n_prev_rewards": n,
+        }
     else:
         n, names = 3, ("prev_n_actions", "prev_n_rewards")
-        config = {"custom_model": FrameStackingModel,
-                  "custom_model_config": {"num_frames": n, "hidden": 16}}
+        config = {
+            "custom_model": FrameStackingModel,
+            "custom_model_config": {"num_frames": n, "hidden": 16},
+        }
     config.update(fcnet_hiddens=[16], max_seq_len=4)
-    spaces = {"observations": Box(-1, 1, (3,)), names[0]: MultiDiscrete([3] * n),
-              names[1]: Box(-np.inf, np.inf, (n,), np.float32)}
+    spaces = {
+        "observations": Box(-1, 1, (3,)),
+        names[0]: MultiDiscrete([3] * n),
+        names[1]: Box(-np.inf, np.inf, (n,), np.float32),
+    }
     if kind == "framestack":
         spaces["prev_n_obs"] = Box(-1, 1, (n, 3))
     space = Dict(spaces)
@@ -246,8 +287,11 @@ def test_view_inputs_previous_observations_actions_rewards(kind):
     b, t = (2, 4) if kind != "framestack" else (8, None)
     lead = (b, t) if t else (b,)
     rows = b * (t or 1)
-    obs = {"observations": torch.randn(*lead, 3), names[0]: torch.randint(0, 3, (*lead, n)),
-           names[1]: torch.randn(*lead, n)}
+    obs = {
+        "observations": torch.randn(*lead, 3),
+        names[0]: torch.randint(0, 3, (*lead, n)),
+        names[1]: torch.randn(*lead, n),
+    }
     if kind == "framestack":
         obs["prev_n_obs"] = torch.randn(b, n, 3)
     batch = {Columns.OBS: obs}
@@ -255,16 +299,18 @@ def test_view_inputs_previous_observations_actions_rewards(kind):
     state = {k: torch.from_numpy(v)[None].repeat(b, *([1] * v.ndim)) for k, v in init.items()}
     if state:
         batch[Columns.STATE_IN] = state
-    flat = {k: v.reshape(rows, *v.shape[len(lead):]) for k, v in obs.items()}
+    flat = {k: v.reshape(rows, *v.shape[len(lead) :]) for k, v in obs.items()}
     extra = {k: v for k, v in flat.items() if k != "observations"}
     if kind == "lstm":
         extra = {k: v[:, 0] for k, v in extra.items()}
     with torch.no_grad():
         out = module.forward_train(batch)[Columns.ACTION_DIST_INPUTS]
         model = twin(module, space["observations"], config)
-        expected, _ = model({"obs": flat["observations"], **extra},
-                            [state[k] for k in sorted(state)],
-                            torch.full((b,), t) if t else None)
+        expected, _ = model(
+            {"obs": flat["observations"], **extra},
+            [state[k] for k in sorted(state)],
+            torch.full((b,), t) if t else None,
+        )
     torch.testing.assert_close(out.reshape(rows, -1), expected)
     # the previous actions change the output (they are really read)
     moved_obs = dict(obs, **{names[0]: (obs[names[0]] + 1) % 3})
@@ -287,8 +333,7 @@ def test_registered_custom_action_dist_travels_as_a_class():
     assert spec.model_config["custom_action_dist"] is Beta
     spec.observation_space, spec.action_space = Box(-1, 1, (3,)), Box(0.0, 2.0, (2,))
     module = spec.build()
-    logits = module.forward_inference({Columns.OBS: torch.zeros(4, 3)})[
-        Columns.ACTION_DIST_INPUTS]
+    logits = module.forward_inference({Columns.OBS: torch.zeros(4, 3)})[Columns.ACTION_DIST_INPUTS]
     dist = module.get_inference_action_dist_cls().from_logits(logits)
     assert isinstance(dist.inner, Beta)
     a = dist.sample()

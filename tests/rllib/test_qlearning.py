@@ -51,8 +51,13 @@ pytestmark = pytest.mark.usefixtures("local_ray")  # tests/conftest.py
 ray.cloudpickle.register_pickle_by_value(sys.modules[MaskedPick.__module__])
 
 
-def build(algo: str, obs_space: gym.Space, action_space: gym.Space, model: dict | None = None,
-          **algo_keys: Any) -> Any:
+def build(
+    algo: str,
+    obs_space: gym.Space,
+    action_space: gym.Space,
+    model: dict | None = None,
+    **algo_keys: Any,
+) -> Any:
     """A learner-side module (with target networks), as RLlib builds it."""
     spec = rl_module_spec(model or MODEL, algo=algo)
     spec.observation_space, spec.action_space = obs_space, action_space
@@ -94,17 +99,32 @@ def test_dqn_module_computes_what_rllibs_default_module_computes():
 
     keys = {"dueling": True, "double_q": True, "num_atoms": 1, "epsilon": 0.1}
     theirs = RLModuleSpec(
-        module_class=DefaultDQNTorchRLModule, observation_space=OBS, action_space=Discrete(3),
-        model_config={**DQNConfig().model_config, "fcnet_hiddens": [64, 64],
-                      "fcnet_activation": "relu", "head_fcnet_hiddens": [], **keys}).build()
-    ours = build("DQN", OBS, Discrete(3), {"fcnet_hiddens": [64, 64],
-                                           "fcnet_activation": "relu"}, **keys)
+        module_class=DefaultDQNTorchRLModule,
+        observation_space=OBS,
+        action_space=Discrete(3),
+        model_config={
+            **DQNConfig().model_config,
+            "fcnet_hiddens": [64, 64],
+            "fcnet_activation": "relu",
+            "head_fcnet_hiddens": [],
+            **keys,
+        },
+    ).build()
+    ours = build(
+        "DQN", OBS, Discrete(3), {"fcnet_hiddens": [64, 64], "fcnet_activation": "relu"}, **keys
+    )
     src = theirs.state_dict()
-    names = {"base_model._hidden_layers.0._model.0": "encoder.net.mlp.0",
-             "base_model._hidden_layers.1._model.0": "encoder.net.mlp.2",
-             "A._model.0": "af.net.mlp.0", "V._model.0": "vf.net.mlp.0"}
-    state = {f"{ours_name}.{p}": src[f"{theirs_name}.{p}"].clone()
-             for ours_name, theirs_name in names.items() for p in ("weight", "bias")}
+    names = {
+        "base_model._hidden_layers.0._model.0": "encoder.net.mlp.0",
+        "base_model._hidden_layers.1._model.0": "encoder.net.mlp.2",
+        "A._model.0": "af.net.mlp.0",
+        "V._model.0": "vf.net.mlp.0",
+    }
+    state = {
+        f"{ours_name}.{p}": src[f"{theirs_name}.{p}"].clone()
+        for ours_name, theirs_name in names.items()
+        for p in ("weight", "bias")
+    }
     ours.q_model.load_state_dict(state, strict=False)
     theirs.make_target_networks()
     ours.make_target_networks()
@@ -134,8 +154,7 @@ def test_distributional_q_is_the_expectation_over_the_support(dueling):
     torch.testing.assert_close(out[QF_PREDS], (probs * support).sum(-1))
     if dueling:  # advantages centred over actions, per atom: the mean logit is V's
         features, _ = module.q_model({"obs": obs_batch()})
-        torch.testing.assert_close(logits.mean(1), module.q_model.V(features), rtol=0,
-                                   atol=1e-5)
+        torch.testing.assert_close(logits.mean(1), module.q_model.V(features), rtol=0, atol=1e-5)
 
 
 def test_train_forward_double_q_and_target_outputs():
@@ -143,10 +162,12 @@ def test_train_forward_double_q_and_target_outputs():
     obs, nxt = obs_batch(seed=1), obs_batch(seed=2)
     out = module.forward_train({Columns.OBS: obs, Columns.NEXT_OBS: nxt})
     torch.testing.assert_close(out[QF_PREDS], module.compute_q_values({Columns.OBS: obs})[QF_PREDS])
-    torch.testing.assert_close(out[QF_NEXT_PREDS],
-                               module.compute_q_values({Columns.OBS: nxt})[QF_PREDS])
-    torch.testing.assert_close(out[QF_TARGET_NEXT_PREDS],
-                               module.forward_target({Columns.OBS: nxt})[QF_PREDS])
+    torch.testing.assert_close(
+        out[QF_NEXT_PREDS], module.compute_q_values({Columns.OBS: nxt})[QF_PREDS]
+    )
+    torch.testing.assert_close(
+        out[QF_TARGET_NEXT_PREDS], module.forward_target({Columns.OBS: nxt})[QF_PREDS]
+    )
     # the target network is a copy: changing the online net leaves it alone
     before = module.forward_target({Columns.OBS: nxt})[QF_PREDS].clone()
     with torch.no_grad():
@@ -185,8 +206,9 @@ def test_image_and_nested_observations_build_their_catalog_encoders():
     batch = {Columns.OBS: frames, Columns.ACTIONS: torch.zeros(3, 2)}
     assert sac_module.compute_q_values(batch).shape == (3,)
     # a nested Dict with a Repeated list, flattened by the C++ connector
-    nested = Dict({"a": Box(-1, 1, (3,)),
-                   "b": Repeated(Dict({"c": Discrete(3), "d": Box(-1, 1, (2,))}), 4)})
+    nested = Dict(
+        {"a": Box(-1, 1, (3,)), "b": Repeated(Dict({"c": Discrete(3), "d": Box(-1, 1, (2,))}), 4)}
+    )
     piece = FlattenObservationsBatched(nested, Discrete(2), model_config={})
     module = build("DQN", piece.observation_space, Discrete(2))
     rows = np.stack([piece.preprocessor.transform(nested.sample()) for _ in range(7)])
@@ -225,19 +247,24 @@ def test_sac_critics_actor_and_squashed_samples():
     sample, logp = dist.rsample_and_logp()
     assert (sample >= torch.from_numpy(space.low)).all()
     assert (sample <= torch.from_numpy(space.high)).all()
-    inside = ((sample - torch.from_numpy(space.low)).abs().min(-1).values > 1e-3) & \
-        ((torch.from_numpy(space.high) - sample).abs().min(-1).values > 1e-3)
+    inside = ((sample - torch.from_numpy(space.low)).abs().min(-1).values > 1e-3) & (
+        (torch.from_numpy(space.high) - sample).abs().min(-1).values > 1e-3
+    )
     torch.testing.assert_close(logp[inside], dist.logp(sample)[inside], rtol=1e-4, atol=1e-4)
     logp.sum().backward()
     # every actor weight but the (unused) value branch of the catalog model gets a gradient
-    assert all(p.grad is not None for n, p in module.pi.named_parameters()
-               if "_value_branch" not in n)
+    assert all(
+        p.grad is not None for n, p in module.pi.named_parameters() if "_value_branch" not in n
+    )
 
 
 def test_sac_train_forward_keeps_the_actor_loss_off_the_critics():
     module = build("SAC", OBS, Box(-1, 1, (2,)), twin_q=True)
-    batch = {Columns.OBS: obs_batch(seed=3), Columns.NEXT_OBS: obs_batch(seed=4),
-             Columns.ACTIONS: torch.zeros(64, 2)}
+    batch = {
+        Columns.OBS: obs_batch(seed=3),
+        Columns.NEXT_OBS: obs_batch(seed=4),
+        Columns.ACTIONS: torch.zeros(64, 2),
+    }
     out = module.forward_train(batch)
     assert out["q_curr"].shape == out["logp_resampled"].shape == (64,)
     assert not out["q_target_next"].requires_grad
@@ -249,27 +276,55 @@ def test_sac_train_forward_keeps_the_actor_loss_off_the_critics():
 
 def test_discrete_sac_outputs():
     module = build("SAC", OBS, Discrete(3), twin_q=True)
-    out = module.forward_train({Columns.OBS: obs_batch(), Columns.NEXT_OBS: obs_batch(seed=5),
-                                Columns.ACTIONS: torch.zeros(64, dtype=torch.int64)})
+    out = module.forward_train(
+        {
+            Columns.OBS: obs_batch(),
+            Columns.NEXT_OBS: obs_batch(seed=5),
+            Columns.ACTIONS: torch.zeros(64, dtype=torch.int64),
+        }
+    )
     for key in ("qf_preds", "qf_twin_preds", "q_target_next", "action_probs"):
         assert out[key].shape == (64, 3), key
     torch.testing.assert_close(out["action_probs"].sum(-1), torch.ones(64))
 
 
 # --- inside RLlib -------------------------------------------------------------------------------
-def dqn(env: Any, model: dict, *, envs: int = 1, lr: float = 1e-3, batch: int = 64,
-        gamma: float = 0.99, **training: Any) -> DQNConfig:
-    train = dict(lr=lr, gamma=gamma, train_batch_size_per_learner=batch, n_step=3,
-                 target_network_update_freq=500, epsilon=[(0, 1.0), (5000, 0.02)],
-                 replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": 50000},
-                 num_steps_sampled_before_learning_starts=1000)
+def dqn(
+    env: Any,
+    model: dict,
+    *,
+    envs: int = 1,
+    lr: float = 1e-3,
+    batch: int = 64,
+    gamma: float = 0.99,
+    **training: Any,
+) -> DQNConfig:
+    train = dict(
+        lr=lr,
+        gamma=gamma,
+        train_batch_size_per_learner=batch,
+        n_step=3,
+        target_network_update_freq=500,
+        epsilon=[(0, 1.0), (5000, 0.02)],
+        replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": 50000},
+        num_steps_sampled_before_learning_starts=1000,
+    )
     train.update(training)
-    return (DQNConfig().environment(env)
-            .rl_module(rl_module_spec=rl_module_spec(model, algo="DQN"))
-            .env_runners(num_env_runners=0, num_envs_per_env_runner=envs,
-                         rollout_fragment_length=4, env_to_module_connector=env_to_module(model))
-            .learners(num_learners=0).training(**train)
-            .reporting(min_time_s_per_iteration=0).debugging(seed=0))
+    return (
+        DQNConfig()
+        .environment(env)
+        .rl_module(rl_module_spec=rl_module_spec(model, algo="DQN"))
+        .env_runners(
+            num_env_runners=0,
+            num_envs_per_env_runner=envs,
+            rollout_fragment_length=4,
+            env_to_module_connector=env_to_module(model),
+        )
+        .learners(num_learners=0)
+        .training(**train)
+        .reporting(min_time_s_per_iteration=0)
+        .debugging(seed=0)
+    )
 
 
 def learner_module(algo: Any) -> Any:
@@ -277,16 +332,31 @@ def learner_module(algo: Any) -> Any:
 
 
 def test_rllib_target_sync_copies_exactly():
-    synced = dqn("CartPole-v1", MODEL, target_network_update_freq=1, tau=1.0,
-                 num_steps_sampled_before_learning_starts=64).build_algo()
-    frozen = dqn("CartPole-v1", MODEL, target_network_update_freq=10**9, tau=1.0,
-                 num_steps_sampled_before_learning_starts=64).build_algo()
+    synced = dqn(
+        "CartPole-v1",
+        MODEL,
+        target_network_update_freq=1,
+        tau=1.0,
+        num_steps_sampled_before_learning_starts=64,
+    ).build_algo()
+    frozen = dqn(
+        "CartPole-v1",
+        MODEL,
+        target_network_update_freq=10**9,
+        tau=1.0,
+        num_steps_sampled_before_learning_starts=64,
+    ).build_algo()
     try:
         for algo, equal in ((synced, True), (frozen, False)):
             algo.train()
             module = learner_module(algo)
-            pairs = list(zip(module.q_model.state_dict().values(),
-                             module.target_q_model.state_dict().values(), strict=True))
+            pairs = list(
+                zip(
+                    module.q_model.state_dict().values(),
+                    module.target_q_model.state_dict().values(),
+                    strict=True,
+                )
+            )
             assert all(torch.equal(a, b) for a, b in pairs) is equal
     finally:
         synced.stop()
@@ -314,18 +384,26 @@ def train_until(config: Any, target: float, max_seconds: float) -> tuple[float, 
 @pytest.mark.parametrize("atoms", [1, 51], ids=["expected", "distributional"])
 def test_dqn_dueling_double_cartpole_reaches_150(atoms):
     model = {"fcnet_hiddens": [64, 64]}  # MODEL_DEFAULTS' tanh (steadier here than ReLU)
-    config = dqn("CartPole-v1", model, dueling=True, double_q=True, num_atoms=atoms,
-                 v_min=0.0, v_max=100.0)
+    config = dqn(
+        "CartPole-v1", model, dueling=True, double_q=True, num_atoms=atoms, v_min=0.0, v_max=100.0
+    )
     best, steps, secs = train_until(config, 150.0, max_seconds=240)
-    print(f"\nDQN ({atoms} atoms) CartPole-v1: mean return {best:.1f} after {steps} steps, "
-          f"{secs:.1f} s")
+    print(
+        f"\nDQN ({atoms} atoms) CartPole-v1: mean return {best:.1f} after {steps} steps, "
+        f"{secs:.1f} s"
+    )
     assert best >= 150.0
 
 
 def test_dqn_learns_a_nested_dict_masked_env():
     # MaskedPick: nested Dict observation + action mask; random legal picks score ~6 of 20
-    config = dqn(MaskedPick, {"fcnet_hiddens": [32]}, gamma=0.5,
-                 epsilon=[(0, 1.0), (2000, 0.02)], num_steps_sampled_before_learning_starts=500)
+    config = dqn(
+        MaskedPick,
+        {"fcnet_hiddens": [32]},
+        gamma=0.5,
+        epsilon=[(0, 1.0), (2000, 0.02)],
+        num_steps_sampled_before_learning_starts=500,
+    )
     best, steps, secs = train_until(config, 15.0, max_seconds=120)
     print(f"\nDQN MaskedPick: mean return {best:.1f} after {steps} steps, {secs:.1f} s")
     assert best >= 15.0
@@ -333,17 +411,28 @@ def test_dqn_learns_a_nested_dict_masked_env():
 
 def test_sac_pendulum_improves_past_minus_400():
     model = {"fcnet_hiddens": [64, 64], "fcnet_activation": "relu"}
-    config = (SACConfig().environment("Pendulum-v1")
-              .rl_module(rl_module_spec=rl_module_spec(model, algo="SAC"))
-              .env_runners(num_env_runners=0, num_envs_per_env_runner=1,
-                           env_to_module_connector=env_to_module(model))
-              .learners(num_learners=0)
-              .training(actor_lr=1e-3, critic_lr=1e-3, alpha_lr=1e-3, tau=0.01,
-                        train_batch_size_per_learner=128,
-                        replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": 50000},
-                        num_steps_sampled_before_learning_starts=500)
-              .reporting(min_time_s_per_iteration=0, metrics_num_episodes_for_smoothing=5)
-              .debugging(seed=0))
+    config = (
+        SACConfig()
+        .environment("Pendulum-v1")
+        .rl_module(rl_module_spec=rl_module_spec(model, algo="SAC"))
+        .env_runners(
+            num_env_runners=0,
+            num_envs_per_env_runner=1,
+            env_to_module_connector=env_to_module(model),
+        )
+        .learners(num_learners=0)
+        .training(
+            actor_lr=1e-3,
+            critic_lr=1e-3,
+            alpha_lr=1e-3,
+            tau=0.01,
+            train_batch_size_per_learner=128,
+            replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": 50000},
+            num_steps_sampled_before_learning_starts=500,
+        )
+        .reporting(min_time_s_per_iteration=0, metrics_num_episodes_for_smoothing=5)
+        .debugging(seed=0)
+    )
     best, steps, secs = train_until(config, -400.0, max_seconds=300)
     print(f"\nSAC Pendulum-v1: mean return {best:.1f} after {steps} steps, {secs:.1f} s")
     assert best >= -400.0

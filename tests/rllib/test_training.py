@@ -23,19 +23,37 @@ from rlblocks.rllib import env_to_module, rl_module_spec  # noqa: E402
 pytestmark = pytest.mark.usefixtures("local_ray")  # tests/conftest.py
 
 
-def ppo(env: Any, model: dict, *, batch: int = 2048, minibatch: int = 256, epochs: int = 6,
-        lr: float = 3e-4, gamma: float = 0.99, env_config: dict | None = None, runners: int = 0,
-        observation_filter: str = "NoFilter") -> PPOConfig:
+def ppo(
+    env: Any,
+    model: dict,
+    *,
+    batch: int = 2048,
+    minibatch: int = 256,
+    epochs: int = 6,
+    lr: float = 3e-4,
+    gamma: float = 0.99,
+    env_config: dict | None = None,
+    runners: int = 0,
+    observation_filter: str = "NoFilter",
+) -> PPOConfig:
     return (
         PPOConfig()
         .environment(env, env_config=env_config or {})
         .rl_module(rl_module_spec=rl_module_spec(model))
-        .env_runners(num_env_runners=runners, num_envs_per_env_runner=8,
-                     num_cpus_per_env_runner=0.5,
-                     env_to_module_connector=env_to_module(model, observation_filter))
+        .env_runners(
+            num_env_runners=runners,
+            num_envs_per_env_runner=8,
+            num_cpus_per_env_runner=0.5,
+            env_to_module_connector=env_to_module(model, observation_filter),
+        )
         .resources(num_cpus_for_main_process=0.5)
-        .training(train_batch_size_per_learner=batch, minibatch_size=minibatch,
-                  num_epochs=epochs, lr=lr, gamma=gamma)
+        .training(
+            train_batch_size_per_learner=batch,
+            minibatch_size=minibatch,
+            num_epochs=epochs,
+            lr=lr,
+            gamma=gamma,
+        )
         .debugging(seed=0)
     )
 
@@ -63,17 +81,43 @@ def test_ppo_cartpole_reaches_150():
     assert best >= 150.0
 
 
-class MaskedPick(gym.Env):
+class FreshObservationEnv(gym.Env):
+    """A new random observation (``_obs``) every step, episodes of ``horizon`` steps."""
+
+    horizon = 20
+
+    def reset(self, *, seed=None, options=None):
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def _step(self, reward: float) -> tuple:
+        self.t += 1
+        return self._obs(), reward, False, self.t >= self.horizon, {}
+
+
+def ppo_learns(env: type[gym.Env], target: float) -> None:
+    """PPO on ``env`` reaches a mean return of ``target`` within 25 iterations."""
+    config = ppo(env, {"fcnet_hiddens": [32]}, batch=1000, minibatch=125, lr=1e-3, gamma=0.5)
+    best, iters, secs = train_until(config, target, max_iters=25)
+    print(f"\nPPO {env.__name__}: mean return {best:.1f} after {iters} iterations, {secs:.1f} s")
+    assert best >= target
+
+
+class MaskedPick(FreshObservationEnv):
     """Pick the target slot (shown in the observation) among the legal ones; a masked pick
     raises (so a single masked action fails the run)."""
 
     N = 6
 
     def __init__(self, config: dict | None = None):
-        self.observation_space = Dict({
-            "action_mask": Box(0, 1, (self.N,), np.int8),
-            "observations": Dict({"target": Discrete(self.N), "noise": Box(-1, 1, (2,))}),
-        })
+        self.observation_space = Dict(
+            {
+                "action_mask": Box(0, 1, (self.N,), np.int8),
+                "observations": Dict({"target": Discrete(self.N), "noise": Box(-1, 1, (2,))}),
+            }
+        )
         self.action_space = Discrete(self.N)
         self.rng = np.random.default_rng()
         self.t = 0
@@ -82,92 +126,87 @@ class MaskedPick(gym.Env):
         self.target = int(self.rng.integers(self.N))
         self.mask = (self.rng.random(self.N) < 0.5).astype(np.int8)
         self.mask[self.target] = 1
-        return {"action_mask": self.mask.copy(),
-                "observations": {"target": self.target,
-                                 "noise": self.rng.uniform(-1, 1, 2).astype(np.float32)}}
-
-    def reset(self, *, seed=None, options=None):
-        if seed is not None:
-            self.rng = np.random.default_rng(seed)
-        self.t = 0
-        return self._obs(), {}
+        return {
+            "action_mask": self.mask.copy(),
+            "observations": {
+                "target": self.target,
+                "noise": self.rng.uniform(-1, 1, 2).astype(np.float32),
+            },
+        }
 
     def step(self, action):
         if not self.mask[int(action)]:
             raise RuntimeError(f"masked action {action} chosen (mask {self.mask.tolist()})")
-        reward = float(int(action) == self.target)
-        self.t += 1
-        return self._obs(), reward, False, self.t >= 20, {}
+        return self._step(float(int(action) == self.target))
 
 
 def test_masked_env_never_gets_a_masked_action_and_learns():
     # random legal picks score about 20 / 3.5 ~ 6 per episode; 20 is perfect
-    config = ppo(MaskedPick, {"fcnet_hiddens": [32]}, batch=1000, minibatch=125, lr=1e-3,
-                 gamma=0.5)
-    best, iters, secs = train_until(config, 15.0, max_iters=25)
-    print(f"\nPPO MaskedPick: mean return {best:.1f} after {iters} iterations, {secs:.1f} s")
-    assert best >= 15.0
+    ppo_learns(MaskedPick, 15.0)
 
 
-class NestedMatch(gym.Env):
+class NestedMatch(FreshObservationEnv):
     """Nested Dict observation, MultiDiscrete action: copy ``a`` and ``b.c[0]``."""
 
+    horizon = 10
+
     def __init__(self, config: dict | None = None):
-        self.observation_space = Dict({
-            "a": Discrete(3),
-            "b": Dict({"c": MultiDiscrete([2, 2]), "d": Box(-1, 1, (2,))}),
-        })
+        self.observation_space = Dict(
+            {
+                "a": Discrete(3),
+                "b": Dict({"c": MultiDiscrete([2, 2]), "d": Box(-1, 1, (2,))}),
+            }
+        )
         self.action_space = MultiDiscrete([3, 2])
         self.rng = np.random.default_rng()
         self.t = 0
 
     def _obs(self) -> dict:
-        self.obs = {"a": int(self.rng.integers(3)),
-                    "b": {"c": self.rng.integers(0, 2, 2),
-                          "d": self.rng.uniform(-1, 1, 2).astype(np.float32)}}
+        self.obs = {
+            "a": int(self.rng.integers(3)),
+            "b": {
+                "c": self.rng.integers(0, 2, 2),
+                "d": self.rng.uniform(-1, 1, 2).astype(np.float32),
+            },
+        }
         return self.obs
 
-    def reset(self, *, seed=None, options=None):
-        if seed is not None:
-            self.rng = np.random.default_rng(seed)
-        self.t = 0
-        return self._obs(), {}
-
     def step(self, action):
-        reward = float(action[0] == self.obs["a"]) + float(action[1] == self.obs["b"]["c"][0])
-        self.t += 1
-        return self._obs(), reward, False, self.t >= 10, {}
+        return self._step(
+            float(action[0] == self.obs["a"]) + float(action[1] == self.obs["b"]["c"][0])
+        )
 
 
 def test_nested_dict_observation_multidiscrete_action_learns():
     # random actions score (1/3 + 1/2) * 10 ~ 8.3 per episode; 20 is perfect
-    config = ppo(NestedMatch, {"fcnet_hiddens": [32]}, batch=1000, minibatch=125, lr=1e-3,
-                 gamma=0.5)
-    best, iters, secs = train_until(config, 15.0, max_iters=25)
-    print(f"\nPPO NestedMatch: mean return {best:.1f} after {iters} iterations, {secs:.1f} s")
-    assert best >= 15.0
+    ppo_learns(NestedMatch, 15.0)
 
 
 def _filter_stats(worker: Any) -> tuple[int, list[float]]:
     from rlblocks.rllib import MeanStdFilterBatched
 
-    (piece,) = [c for c in worker._env_to_module.connectors
-                if isinstance(c, MeanStdFilterBatched)]
+    (piece,) = [c for c in worker._env_to_module.connectors if isinstance(c, MeanStdFilterBatched)]
     stats = piece.filter.running_stats
     return stats.n, stats.mean.tolist()
 
 
 def test_mean_std_filter_state_merges_across_two_env_runners():
     model = {"fcnet_hiddens": [32]}
-    config = ppo("CartPole-v1", model, batch=1000, minibatch=250, epochs=2, runners=2,
-                 observation_filter="MeanStdFilter")
+    config = ppo(
+        "CartPole-v1",
+        model,
+        batch=1000,
+        minibatch=250,
+        epochs=2,
+        runners=2,
+        observation_filter="MeanStdFilter",
+    )
     algo = config.build_algo()
     try:
         for _ in range(3):
             result = algo.train()
         steps = result["env_runners"]["num_env_steps_sampled_lifetime"]
-        remote = algo.env_runner_group.foreach_env_runner(_filter_stats,
-                                                          local_env_runner=False)
+        remote = algo.env_runner_group.foreach_env_runner(_filter_stats, local_env_runner=False)
         local = _filter_stats(algo.env_runner_group.local_env_runner)
     finally:
         algo.stop()
@@ -184,31 +223,40 @@ def test_lstm_on_stateless_cartpole_improves():
     import rlblocks.envs  # noqa: F401  (registers rlblocks/StatelessCartPole-v0)
 
     model = {"use_lstm": True, "lstm_cell_size": 64, "fcnet_hiddens": [64], "max_seq_len": 20}
-    config = ppo("rlblocks/StatelessCartPole-v0", model, batch=2000, minibatch=250, epochs=6,
-                 lr=1e-3)
+    config = ppo(
+        "rlblocks/StatelessCartPole-v0", model, batch=2000, minibatch=250, epochs=6, lr=1e-3
+    )
     # a memoryless policy sees only positions; random play scores about 22
     best, iters, secs = train_until(config, 60.0, max_iters=40)
-    print(f"\nPPO LSTM StatelessCartPole: mean return {best:.1f} after {iters} iterations, "
-          f"{secs:.1f} s")
+    print(
+        f"\nPPO LSTM StatelessCartPole: mean return {best:.1f} after {iters} iterations, "
+        f"{secs:.1f} s"
+    )
     assert best >= 60.0
 
 
 @pytest.mark.parametrize("algo", ["APPO", "IMPALA"])
 def test_appo_and_impala_losses_run_on_the_module(algo):
-    from rlblocks.rllib.trainer import build_algo_config
+    from rlblocks.rllib.algo_config import build_algo_config
     from rlblocks.train import PPOConfig as RLBlocksPPOConfig
 
-    config = RLBlocksPPOConfig.from_dict({
-        "env": "CartPole-v1", "num_envs": 4, "train_batch_size": 500,
-        "model": {"fcnet_hiddens": [32]}, "lr": 5e-4})
+    config = RLBlocksPPOConfig.from_dict(
+        {
+            "env": "CartPole-v1",
+            "num_envs": 4,
+            "train_batch_size": 500,
+            "model": {"fcnet_hiddens": [32]},
+            "lr": 5e-4,
+        }
+    )
     algo_config = build_algo_config(config, algo, num_env_runners=1)
-    algo_config.env_runners(num_cpus_per_env_runner=0.5).resources(
-        num_cpus_for_main_process=0.5)
+    algo_config.env_runners(num_cpus_per_env_runner=0.5).resources(num_cpus_for_main_process=0.5)
     trainer = algo_config.build_algo()
     try:
         module = trainer.get_module()
-        assert type(module).__name__ == ("RLBlocksAPPORLModule" if algo == "APPO"
-                                         else "RLBlocksRLModule")
+        assert type(module).__name__ == (
+            "RLBlocksAPPORLModule" if algo == "APPO" else "RLBlocksRLModule"
+        )
         before = trainer.learner_group.get_weights()["default_policy"]
         assert any(k.startswith("model.") for k in before)
         losses: dict[str, Any] = {}
@@ -229,24 +277,37 @@ def test_appo_and_impala_losses_run_on_the_module(algo):
 
 def test_killed_env_runner_is_restarted_and_training_goes_on():
     model = {"fcnet_hiddens": [32]}
-    config = ppo("CartPole-v1", model, batch=1000, minibatch=250, epochs=2, runners=2,
-                 observation_filter="MeanStdFilter")
-    config.fault_tolerance(restart_failed_env_runners=True,
-                           delay_between_env_runner_restarts_s=0.0)
+    config = ppo(
+        "CartPole-v1",
+        model,
+        batch=1000,
+        minibatch=250,
+        epochs=2,
+        runners=2,
+        observation_filter="MeanStdFilter",
+    )
+    config.fault_tolerance(restart_failed_env_runners=True, delay_between_env_runner_restarts_s=0.0)
     algo = config.build_algo()
     try:
         algo.train()
         group = algo.env_runner_group
         victim = group.healthy_env_runner_ids()[0]
         # the env runner's process dies mid-training
-        group.foreach_env_runner(lambda w: os._exit(1), remote_worker_ids=[victim],
-                                 local_env_runner=False, timeout_seconds=10)
+        group.foreach_env_runner(
+            lambda w: os._exit(1),
+            remote_worker_ids=[victim],
+            local_env_runner=False,
+            timeout_seconds=10,
+        )
         steps = []
         deadline = time.perf_counter() + 120
         while time.perf_counter() < deadline:
             steps.append(algo.train()["env_runners"]["num_env_steps_sampled_lifetime"])
-            if group.num_remote_worker_restarts() >= 1 and \
-                    group.num_healthy_remote_env_runners() == 2 and len(steps) >= 3:
+            if (
+                group.num_remote_worker_restarts() >= 1
+                and group.num_healthy_remote_env_runners() == 2
+                and len(steps) >= 3
+            ):
                 break
         assert group.num_remote_worker_restarts() >= 1
         assert group.num_healthy_remote_env_runners() == 2
@@ -264,21 +325,34 @@ def test_view_inputs_train(kind):
     from rlblocks.models.framestack_model import FrameStackingModel
 
     if kind == "lstm":
-        model: dict[str, Any] = {"use_lstm": True, "lstm_cell_size": 32,
-                                 "lstm_use_prev_action": True, "lstm_use_prev_reward": True}
+        model: dict[str, Any] = {
+            "use_lstm": True,
+            "lstm_cell_size": 32,
+            "lstm_use_prev_action": True,
+            "lstm_use_prev_reward": True,
+        }
         keys = {"prev_actions", "prev_rewards"}
     elif kind == "attention":
-        model = {"use_attention": True, "attention_dim": 16, "attention_head_dim": 8,
-                 "attention_memory_inference": 8, "attention_memory_training": 8,
-                 "attention_use_n_prev_actions": 2, "attention_use_n_prev_rewards": 2}
+        model = {
+            "use_attention": True,
+            "attention_dim": 16,
+            "attention_head_dim": 8,
+            "attention_memory_inference": 8,
+            "attention_memory_training": 8,
+            "attention_use_n_prev_actions": 2,
+            "attention_use_n_prev_rewards": 2,
+        }
         keys = {"prev_n_actions", "prev_n_rewards"}
     else:
-        model = {"custom_model": FrameStackingModel,
-                 "custom_model_config": {"num_frames": 4, "hidden": 64}}
+        model = {
+            "custom_model": FrameStackingModel,
+            "custom_model_config": {"num_frames": 4, "hidden": 64},
+        }
         keys = {"prev_n_obs", "prev_n_actions", "prev_n_rewards"}
     model.update(fcnet_hiddens=[32], max_seq_len=10)
-    algo = ppo("rlblocks/StatelessCartPole-v0", model, batch=1000, minibatch=250,
-               epochs=2).build_algo()
+    algo = ppo(
+        "rlblocks/StatelessCartPole-v0", model, batch=1000, minibatch=250, epochs=2
+    ).build_algo()
     try:
         for _ in range(2):
             result = algo.train()

@@ -12,9 +12,9 @@ ray = pytest.importorskip("ray")
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 from gymnasium.vector import AutoresetMode, SyncVectorEnv  # noqa: E402
-from rlblocks.rllib.vector_env import RayVectorEnv  # noqa: E402
 from rlblocks.train import PPOConfig, PPOTrainer  # noqa: E402
-from rlblocks.train.rollout import make_vector_env  # noqa: E402
+from rlblocks.train.envs import vector_env_from_config  # noqa: E402
+from rlblocks.wrappers.ray_vector import RayVectorEnv  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("local_ray")  # tests/conftest.py
 
@@ -52,8 +52,9 @@ def test_same_seeds_same_trajectories_as_sync(env_id):
                 finals += 1
                 np.testing.assert_array_equal(a[4]["_final_obs"], b[4]["_final_obs"])
                 for i in np.flatnonzero(a[4]["_final_obs"]):
-                    for x, y in zip(_leaves(a[4]["final_obs"][i]), _leaves(b[4]["final_obs"][i]),
-                                    strict=True):
+                    for x, y in zip(
+                        _leaves(a[4]["final_obs"][i]), _leaves(b[4]["final_obs"][i]), strict=True
+                    ):
                         np.testing.assert_array_equal(x, y)
         assert finals > 0  # episodes ended (and were reset) along the way
     finally:
@@ -62,8 +63,14 @@ def test_same_seeds_same_trajectories_as_sync(env_id):
 
 
 def test_native_trainer_vector_mode_ray_equals_sync():
-    base = {"env": "CartPole-v1", "num_envs": 4, "train_batch_size": 256,
-            "sgd_minibatch_size": 64, "num_sgd_iter": 2, "seed": 3}
+    base = {
+        "env": "CartPole-v1",
+        "num_envs": 4,
+        "train_batch_size": 256,
+        "sgd_minibatch_size": 64,
+        "num_sgd_iter": 2,
+        "seed": 3,
+    }
     results = {}
     for mode in ("sync", "ray"):
         trainer = PPOTrainer({**base, "vector_mode": mode})
@@ -74,8 +81,13 @@ def test_native_trainer_vector_mode_ray_equals_sync():
         finally:
             trainer.close()
     for a, b in zip(results["sync"], results["ray"], strict=True):
-        for key in ("timesteps_total", "episodes_total", "episode_return_mean", "total_loss",
-                    "entropy"):
+        for key in (
+            "timesteps_total",
+            "episodes_total",
+            "episode_return_mean",
+            "total_loss",
+            "entropy",
+        ):
             if isinstance(a[key], float) and math.isnan(a[key]):
                 assert math.isnan(b[key])
             else:
@@ -87,7 +99,7 @@ def test_bad_arguments():
         RayVectorEnv([])
     with pytest.raises(ValueError, match="num_actors must be in 1..2"):
         RayVectorEnv([lambda: gym.make("CartPole-v1")] * 2, num_actors=3)
-    venv = make_vector_env(PPOConfig(env="CartPole-v1", num_envs=2, vector_mode="ray"))
+    venv = vector_env_from_config(PPOConfig(env="CartPole-v1", num_envs=2, vector_mode="ray"))
     try:
         assert isinstance(venv, RayVectorEnv)
     finally:

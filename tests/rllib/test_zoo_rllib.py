@@ -39,9 +39,21 @@ RLLIB_ZOO = [
 def test_zoo_env_learns_on_rllib(env_id: str, tmp_path: Path) -> None:
     entry = envs.ZOO[env_id]
     run = tmp_path / "run"
-    argv = [sys.executable, "-m", "rlblocks.cli", "train", "--env", env_id, "--backend",
-            "rllib", "--stop-timesteps", str(entry.budget), "--run-dir", str(run),
-            "--no-progress"]
+    argv = [
+        sys.executable,
+        "-m",
+        "rlblocks.cli",
+        "train",
+        "--env",
+        env_id,
+        "--backend",
+        "rllib",
+        "--stop-timesteps",
+        str(entry.budget),
+        "--run-dir",
+        str(run),
+        "--no-progress",
+    ]
     for key, value in entry.model.items():
         argv += ["--set", f"model.{key}={json.dumps(value)}"]
     start = time.perf_counter()
@@ -49,15 +61,21 @@ def test_zoo_env_learns_on_rllib(env_id: str, tmp_path: Path) -> None:
     wall = time.perf_counter() - start
     assert out.returncode == 0, out.stderr[-3000:]
     with open(run / "progress.csv", newline="") as f:
-        curve = [(int(r["timesteps_total"]), round(float(r["episode_return_mean"]), 2))
-                 for r in csv.DictReader(f)]
-    print(f"{env_id} (rllib): {curve[-1][1]} after {curve[-1][0]} steps (random "
-          f"{entry.random_return:.2f}, pass {entry.threshold}), {wall:.0f} s")
+        curve = [
+            (int(r["timesteps_total"]), round(float(r["episode_return_mean"]), 2))
+            for r in csv.DictReader(f)
+        ]
+    print(
+        f"{env_id} (rllib): {curve[-1][1]} after {curve[-1][0]} steps (random "
+        f"{entry.random_return:.2f}, pass {entry.threshold}), {wall:.0f} s"
+    )
     assert curve[-1][1] >= entry.threshold > entry.random_return, (
         f"{env_id}: mean return {curve[-1][1]} after {curve[-1][0]} steps, below the pass "
-        f"threshold {entry.threshold} (random {entry.random_return:.2f}); curve {curve}")
+        f"threshold {entry.threshold} (random {entry.random_return:.2f}); curve {curve}"
+    )
     assert curve[-1][0] <= entry.budget + 2048
     if entry.first_return is not None:
         assert curve[0][1] >= entry.first_return, (
             f"{env_id}: first iteration's mean return {curve[0][1]} < {entry.first_return}: "
-            f"the action mask was not honoured (legal-random {entry.random_return})")
+            f"the action mask was not honoured (legal-random {entry.random_return})"
+        )

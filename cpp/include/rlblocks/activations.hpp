@@ -44,7 +44,7 @@ __attribute__((target("avx2,fma"))) inline __m256 tanh8(__m256 x) {
   const __m256 z = _mm256_add_ps(y, y);
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(z, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), z);  // ln2 high part
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), z);   // ln2 high part
   r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860682030941723212e-6f), r);  // ln2 low part
   __m256 e = _mm256_set1_ps(1.0f / 5040.0f);
   e = _mm256_fmadd_ps(e, r, _mm256_set1_ps(1.0f / 720.0f));

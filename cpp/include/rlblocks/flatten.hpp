@@ -22,6 +22,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "rlblocks/simd.hpp"
 #include "rlblocks/thread_pool.hpp"
 
 namespace rlblocks {
@@ -32,17 +33,13 @@ inline std::int64_t elem_size(ElemType t) {
   switch (t) {
     case ElemType::F64:
     case ElemType::I64:
-    case ElemType::U64:
-      return 8;
+    case ElemType::U64: return 8;
     case ElemType::F32:
     case ElemType::I32:
-    case ElemType::U32:
-      return 4;
+    case ElemType::U32: return 4;
     case ElemType::I16:
-    case ElemType::U16:
-      return 2;
-    default:
-      return 1;
+    case ElemType::U16: return 2;
+    default: return 1;
   }
 }
 
@@ -118,7 +115,7 @@ struct RowSet {
 };
 
 struct ColumnCopy {
-  const char* src;         // row r's n elements start at src + r * row_stride
+  const char* src;          // row r's n elements start at src + r * row_stride
   std::int64_t row_stride;  // bytes
   std::int64_t col;
   std::int32_t n;
@@ -203,6 +200,54 @@ inline void one_hot_rows_any(const ColumnOneHot& op, float* out, std::int64_t w,
   visit_elem_type(op.type, [&](auto tag) { one_hot_rows<decltype(tag)>(op, out, w, r0, r1); });
 }
 
+#if RLBLOCKS_X86
+// Whether every index of an int64 one-hot block is valid (the same test as index_offset:
+// (v - start) mod 2**64 < n), four components at a time. Row r starts at src + r * stride.
+__attribute__((target("avx2"))) inline bool one_hot_block_valid_avx2(const char* src, std::int64_t stride,
+                                                                     std::int64_t rows, std::int64_t k,
+                                                                     const OneHotBlocks& b) {
+  const __m256i sign = _mm256_set1_epi64x(INT64_MIN);  // unsigned order as signed order
+  __m256i ok = _mm256_set1_epi64x(-1);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const char* row = src + r * stride;
+    std::int64_t j = 0;
+    for (; j + 4 <= k; j += 4) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + j * 8));
+      const __m256i start = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.start + j));
+      const __m256i n = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.nvec + j));
+      const __m256i off = _mm256_xor_si256(_mm256_sub_epi64(v, start), sign);
+      ok = _mm256_and_si256(ok, _mm256_cmpgt_epi64(_mm256_xor_si256(n, sign), off));
+    }
+    for (; j < k; ++j) {
+      std::int64_t v;
+      std::memcpy(&v, row + j * 8, sizeof v);
+      if (index_offset(v, b.start[j], b.nvec[j]) < 0) return false;
+    }
+  }
+  return _mm256_movemask_epi8(ok) == -1;
+}
+#endif
+
+// The first invalid index of a (rows, k) block of one-hot indices of type T (row r at
+// src + r * stride) as r * k + j, or -1 when all are valid for `b`. int64 blocks of four
+// or more components are checked four at a time first when the CPU has AVX2.
+template <class T>
+inline std::int64_t first_bad_one_hot(const char* src, std::int64_t stride, std::int64_t rows, std::int64_t k,
+                                      const OneHotBlocks& b) {
+#if RLBLOCKS_X86
+  if constexpr (std::is_same_v<T, std::int64_t>) {
+    if (k >= 4 && simd::cpu_has_avx2() && one_hot_block_valid_avx2(src, stride, rows, k, b)) return -1;
+  }
+#endif
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* row = reinterpret_cast<const T*>(src + r * stride);
+    for (std::int64_t j = 0; j < k; ++j) {
+      if (index_offset(row[j], b.start[j], b.nvec[j]) < 0) return r * k + j;
+    }
+  }
+  return -1;
+}
+
 }  // namespace detail
 
 // Runs rows [r0, r1) of the job.
@@ -231,10 +276,15 @@ inline void run_flatten_rows(const FlattenJob& job, std::int64_t r0, std::int64_
   }
 }
 
+// Output bytes per chunk before a job is split over the pool: writing a smaller chunk takes
+// about as long as waking a sleeping worker (longer on a busy or virtualised machine), so
+// splitting it would only add the wait.
+inline constexpr std::int64_t kFlattenChunkBytes = std::int64_t{512} << 10;
+
 // Runs the whole job, split over the pool when rows * row_size is large enough.
 inline void run_flatten(const FlattenJob& job) {
   const std::int64_t bytes_per_row = std::max<std::int64_t>(1, job.row_size * 4);
-  parallel_for(job.rows, grain_for_bytes(bytes_per_row),
+  parallel_for(job.rows, grain_for_bytes(bytes_per_row, kFlattenChunkBytes),
                [&job](std::int64_t r0, std::int64_t r1) { run_flatten_rows(job, r0, r1); });
 }
 

@@ -129,8 +129,8 @@ class FrameStack {
   }
 
   // num_envs >= 1, 1 <= k <= kMaxK, elem_size >= 1; height/width/channels may be 0.
-  FrameStack(std::int64_t num_envs, std::int64_t k, std::int64_t height, std::int64_t width,
-             std::int64_t channels, std::int64_t elem_size, bool channels_last)
+  FrameStack(std::int64_t num_envs, std::int64_t k, std::int64_t height, std::int64_t width, std::int64_t channels,
+             std::int64_t elem_size, bool channels_last)
       : num_envs_(num_envs),
         k_(k),
         height_(height),

@@ -5,7 +5,7 @@
 //   caller then fetches that screen in RGB once and learns the new entries).
 // * resize_u8: expands each screen through a 256-entry RGB palette -- optionally the
 //   element-wise max with a second screen first (MaxAndSkip's flicker removal), which is the
-//   max of the two RGB frames -- and resizes it with image.hpp's uint8 INTER_AREA kernel
+//   max of the two RGB frames -- and resizes it with image_resize.hpp's uint8 INTER_AREA kernel
 //   (gray fused or colour). The result is exactly image::resize_u8 of the RGB frames.
 #pragma once
 
@@ -14,7 +14,8 @@
 #include <cstring>
 #include <vector>
 
-#include "rlblocks/image.hpp"
+#include "rlblocks/image_frames.hpp"
+#include "rlblocks/image_resize.hpp"
 #include "rlblocks/thread_pool.hpp"
 
 namespace rlblocks {
@@ -45,8 +46,8 @@ __attribute__((target("avx2"))) inline bool has_unknown_avx2(const std::uint8_t*
   }
   const __m256i tlo = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(lo)));
   const __m256i thi = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(hi)));
-  const __m256i bits = _mm256_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16,
-                                        32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+  const __m256i bits = _mm256_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32,
+                                        64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
   const __m256i nib = _mm256_set1_epi8(0x0F), seven = _mm256_set1_epi8(7), zero = _mm256_setzero_si256();
   __m256i bad = zero;
   std::int64_t j = 0;
@@ -54,8 +55,8 @@ __attribute__((target("avx2"))) inline bool has_unknown_avx2(const std::uint8_t*
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx + j));
     const __m256i l = _mm256_and_si256(x, nib);
     const __m256i h = _mm256_and_si256(_mm256_srli_epi16(x, 4), nib);
-    const __m256i row = _mm256_blendv_epi8(_mm256_shuffle_epi8(tlo, l), _mm256_shuffle_epi8(thi, l),
-                                           _mm256_cmpgt_epi8(h, seven));
+    const __m256i row =
+        _mm256_blendv_epi8(_mm256_shuffle_epi8(tlo, l), _mm256_shuffle_epi8(thi, l), _mm256_cmpgt_epi8(h, seven));
     const __m256i bit = _mm256_shuffle_epi8(bits, h);
     bad = _mm256_or_si256(bad, _mm256_cmpeq_epi8(_mm256_and_si256(row, bit), zero));
   }
@@ -106,7 +107,8 @@ __attribute__((target("avx2"))) inline std::int64_t expand_flat_blocks(const std
     const __m128i va = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + p));
     const __m128i first = _mm_set1_epi8(static_cast<char>(a[p]));
     __m128i same = _mm_cmpeq_epi8(va, first);
-    if (b != nullptr) same = _mm_and_si128(same, _mm_cmpeq_epi8(va, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + p))));
+    if (b != nullptr)
+      same = _mm_and_si128(same, _mm_cmpeq_epi8(va, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + p))));
     std::uint8_t* o = rgb + 3 * p;
     if (_mm_movemask_epi8(same) == 0xFFFF) {
       const __m128i c = _mm_cvtsi32_si128(static_cast<int>(pal4[a[p]]));
@@ -146,8 +148,8 @@ struct IndexBatch {
 };
 
 // out: contiguous (B, h_out, w_out, gray ? 1 : 3); pal: 256 x 3 RGB.
-inline void resize_u8(const IndexBatch& src, const std::uint8_t* pal, std::int64_t h_out, std::int64_t w_out,
-                      bool gray, std::uint8_t* out) {
+inline void resize_u8(const IndexBatch& src, const std::uint8_t* pal, std::int64_t h_out, std::int64_t w_out, bool gray,
+                      std::uint8_t* out) {
   const image::ResizePlan plan = image::resize_plan(src.height, src.width, h_out, w_out);
   const std::int64_t pixels = src.height * src.width;
   const std::int64_t out_frame = h_out * w_out * (gray ? 1 : 3);

@@ -70,8 +70,8 @@ inline void chan_merge(std::int64_t& n, double* mean, double* m2, std::int64_t n
 // power of two is exact. Returns false when the unscaled M2 does not fit float64 (or a
 // value is not finite).
 template <class T>
-bool scaled_column_moments(const T* x, std::int64_t r0, std::int64_t r1, std::int64_t dim, std::int64_t d,
-                           double& mean, double& m2) {
+bool scaled_column_moments(const T* x, std::int64_t r0, std::int64_t r1, std::int64_t dim, std::int64_t d, double& mean,
+                           double& m2) {
   double big = 0.0;
   for (std::int64_t r = r0; r < r1; ++r) big = std::max(big, std::fabs(static_cast<double>(x[r * dim + d])));
   if (!std::isfinite(big)) return false;

@@ -26,7 +26,7 @@ inline void seq_lens_from_ids(const std::int64_t* eps, const std::int64_t* agent
                               std::int64_t n, std::int64_t max_len, std::vector<std::int32_t>& out) {
   out.clear();
   if (n <= 0) return;
-  std::int64_t start = 0;  // first row of the current run of equal ids
+  std::int64_t start = 0;                   // first row of the current run of equal ids
   auto close_run = [&](std::int64_t end) {  // split [start, end) into chunks of max_len
     std::int64_t len = end - start;
     for (; len > max_len; len -= max_len) out.push_back(static_cast<std::int32_t>(max_len));
@@ -49,7 +49,7 @@ struct PadLeaf {
 };
 
 struct PadJob {
-  const std::int32_t* seq_lens = nullptr;  // num_seq lengths, each in [0, max_len]
+  const std::int32_t* seq_lens = nullptr;   // num_seq lengths, each in [0, max_len]
   const std::int64_t* seq_start = nullptr;  // num_seq first-row indices (prefix sums)
   const std::int64_t* order = nullptr;      // slot -> sequence; null = identity
   std::int64_t num_seq = 0;
@@ -100,8 +100,8 @@ inline void prefetch(const void* p) {
 }
 
 struct GatherLeaf {
-  const char* src;         // C-contiguous rows
-  char* dst;               // num_index rows
+  const char* src;  // C-contiguous rows
+  char* dst;        // num_index rows
   std::int64_t row_bytes;
 };
 

@@ -108,9 +108,7 @@ class ThreadPool {
     std::exception_ptr error;
   };
 
-  ThreadPool()
-      : requested_(static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
-        state_(new State()) {}
+  ThreadPool() : requested_(static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))), state_(new State()) {}
 
   static void run_task(State& st, std::int64_t t) {
     const std::int64_t begin = st.n * t / st.num_tasks;

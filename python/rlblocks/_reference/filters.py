@@ -294,8 +294,14 @@ class RunningStat:
                 delta = bmean - self._mean
                 inc = delta * (n2 / (n1 + n2))
                 s_inc = bm2 + delta * delta * (n1 * n2 / (n1 + n2))
-                fields = [delta, s_inc, self._mean + inc, self._mean_delta + inc,
-                          self._ssd + s_inc, self._ssd_delta + s_inc]
+                fields = [
+                    delta,
+                    s_inc,
+                    self._mean + inc,
+                    self._mean_delta + inc,
+                    self._ssd + s_inc,
+                    self._ssd_delta + s_inc,
+                ]
         bad = ~np.logical_and.reduce([np.isfinite(f) for f in fields]).reshape(-1)
         return int(np.argmax(bad)) if bad.any() else None
 

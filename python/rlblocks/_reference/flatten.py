@@ -303,18 +303,27 @@ class ReferenceFlattener:
             got = arr.shape[1:] if arr.ndim and arr.shape[0] == shape[0] else arr.shape
             raise ValueError(f"{where}: expected shape {shape[1:]} for {label}, got {got}")
         per_obs = not batched_leaf  # values holds one Python value per observation
-        has_array = per_obs and arr.dtype == object and any(
-            isinstance(v, np.ndarray) for v in values
+        has_array = (
+            per_obs and arr.dtype == object and any(isinstance(v, np.ndarray) for v in values)
         )
         if per_obs and arr.dtype == object and not has_array:
             arr = _object_indices(arr, label, where)
-        elif (per_obs and len(values) > 1 and (has_array or (
-                arr.dtype.kind == "f"
-                and np.nanmax(np.abs(arr.astype(np.float64)), initial=0) >= 2**53))):
+        elif (
+            per_obs
+            and len(values) > 1
+            and (
+                has_array
+                or (
+                    arr.dtype.kind == "f"
+                    and np.nanmax(np.abs(arr.astype(np.float64)), initial=0) >= 2**53
+                )
+            )
+        ):
             # pooling would round (floats beside int64) or mix Python objects with arrays
             # (a list of __index__ objects beside an array): each value on its own
-            parts = [ReferenceFlattener._indices([v], (1, *shape[1:]), label, where)
-                     for v in values]
+            parts = [
+                ReferenceFlattener._indices([v], (1, *shape[1:]), label, where) for v in values
+            ]
             for part in parts:
                 if part.dtype == np.uint64:
                     ReferenceFlattener._check_range(part.reshape(1, -1), 0, 2**63 - 1, label, where)
@@ -387,9 +396,11 @@ def _describe(obj: Any) -> str:
     """As the native core's messages: ``read-only float64 array of shape (2, 3)``."""
     if not isinstance(obj, np.ndarray):
         return type(obj).__name__
-    return (f"{'' if obj.flags.writeable else 'read-only '}"
-            f"{'' if obj.flags.c_contiguous else 'non-contiguous '}{obj.dtype} array of shape "
-            f"{obj.shape}")
+    return (
+        f"{'' if obj.flags.writeable else 'read-only '}"
+        f"{'' if obj.flags.c_contiguous else 'non-contiguous '}{obj.dtype} array of shape "
+        f"{obj.shape}"
+    )
 
 
 def _object_indices(arr: np.ndarray, label: str, where: str) -> np.ndarray:

@@ -158,9 +158,7 @@ class FrameStacker:
         bad = (ids < 0) | (ids >= self.num_envs)
         if bad.any():
             i = int(np.argmax(bad))
-            raise ValueError(
-                f"env_ids[{i}] = {int(ids[i])} is out of range [0, {self.num_envs})"
-            )
+            raise ValueError(f"env_ids[{i}] = {int(ids[i])} is out of range [0, {self.num_envs})")
         uniq, counts = np.unique(ids, return_counts=True)
         if (counts > 1).any():
             dup = int(uniq[np.argmax(counts > 1)])
@@ -190,14 +188,17 @@ class FrameStacker:
         self._ready[ids] = True
         return self._stack(ids, result)
 
-    def push(self, frames: Any, reset_mask: Any = None, out: Any = None,
-             copy: bool = True) -> np.ndarray:
+    def push(
+        self, frames: Any, reset_mask: Any = None, out: Any = None, copy: bool = True
+    ) -> np.ndarray:
         """Appends one frame per env (envs flagged in ``reset_mask`` are refilled with it)
         and returns all stacks ``(num_envs, *observation_shape)``; ``copy=False``
         (channels-first only) returns them read-only, valid until the next push or reset."""
         if not copy and self.channels_last:
-            raise ValueError("copy=False needs channels_last=False: channel-last stacks "
-                             "interleave the frames, so they exist only as copies")
+            raise ValueError(
+                "copy=False needs channels_last=False: channel-last stacks "
+                "interleave the frames, so they exist only as copies"
+            )
         if not copy and out is not None:
             raise ValueError("out= and copy=False exclude each other")
         f = self._frames(frames, self.num_envs, "frames")

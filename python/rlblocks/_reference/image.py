@@ -1,4 +1,4 @@
-"""Pure-numpy twins of the image kernels (``cpp/include/rlblocks/image.hpp``).
+"""Pure-numpy twins of the image kernels (``cpp/include/rlblocks/image_*.hpp``).
 
 They compute exactly what the C++ core computes (same tap tables, same fixed-point
 integers, same float operation order), so the tests compare the two bit for bit; OpenCV
@@ -120,8 +120,9 @@ def axis_taps(n_in: int, n_out: int, enlarge: bool) -> tuple[np.ndarray, ...]:
             j = index - s
             wd[o, j] = weight
             scaled.append((j, weight * WEIGHT_ONE))
-            scaled_gray.extend((3 * j + c, (weight * coef) * 0.5)
-                               for c, coef in enumerate(GRAY_COEFFS))
+            scaled_gray.extend(
+                (3 * j + c, (weight * coef) * 0.5) for c, coef in enumerate(GRAY_COEFFS)
+            )
         _quantise(scaled, WEIGHT_ONE, wq[o])
         _quantise(scaled_gray, WEIGHT_ONE, wg[o])
     for a in (start, wd, wq, wg):
@@ -143,8 +144,9 @@ def rgb_to_gray(frames: np.ndarray, out: np.ndarray) -> np.ndarray:
 def _gray(frames: np.ndarray) -> np.ndarray:
     x = frames.astype(np.uint32)
     cr, cg, cb = GRAY_COEFFS
-    return ((cr * x[..., 0] + cg * x[..., 1] + cb * x[..., 2] + (1 << (GRAY_SHIFT - 1)))
-            >> GRAY_SHIFT)
+    return (
+        cr * x[..., 0] + cg * x[..., 1] + cb * x[..., 2] + (1 << (GRAY_SHIFT - 1))
+    ) >> GRAY_SHIFT
 
 
 def _resize_u8(frames: np.ndarray, h_out: int, w_out: int, gray: bool) -> np.ndarray:
@@ -193,10 +195,11 @@ def resize(frames: np.ndarray, height: int, width: int, gray: bool, out: np.ndar
     return out
 
 
-def crop(frames: np.ndarray, top: int, left: int, height: int, width: int,
-         out: np.ndarray) -> np.ndarray:
+def crop(
+    frames: np.ndarray, top: int, left: int, height: int, width: int, out: np.ndarray
+) -> np.ndarray:
     """Copies ``frames[:, top:top+height, left:left+width]`` into ``out``."""
-    out[...] = frames[:, top:top + height, left:left + width]
+    out[...] = frames[:, top : top + height, left : left + width]
     return out
 
 
@@ -213,8 +216,9 @@ def _normalise(x: np.ndarray, zero_mean: bool) -> np.ndarray:
     return x * np.float32(1.0 / 255.0)
 
 
-def generic_pixel(frames: np.ndarray, dim: int, grayscale: bool, zero_mean: bool,
-                  out: np.ndarray) -> np.ndarray:
+def generic_pixel(
+    frames: np.ndarray, dim: int, grayscale: bool, zero_mean: bool, out: np.ndarray
+) -> np.ndarray:
     """RLlib's GenericPixelPreprocessor with correct float maths, into float32 ``out``.
 
     Crop rows ``25:-25``; INTER_AREA to 84x84 first when ``dim < 84``; INTER_AREA to
@@ -223,7 +227,7 @@ def generic_pixel(frames: np.ndarray, dim: int, grayscale: bool, zero_mean: bool
     ``x * float32(1/255)``, in float32.
     """
     h = frames.shape[1]
-    x = frames[:, GENERIC_CROP:h - GENERIC_CROP]
+    x = frames[:, GENERIC_CROP : h - GENERIC_CROP]
     step = _resize_u8 if frames.dtype == np.uint8 else _resize_f32
     kwargs = {"gray": False} if frames.dtype == np.uint8 else {}
     if dim < GENERIC_FIRST_DIM:
@@ -238,8 +242,15 @@ def generic_pixel(frames: np.ndarray, dim: int, grayscale: bool, zero_mean: bool
     return out
 
 
-def palette_resize(index: np.ndarray, palette: np.ndarray, height: int, width: int, gray: bool,
-                   out: np.ndarray, max_with: np.ndarray | None = None) -> np.ndarray:
+def palette_resize(
+    index: np.ndarray,
+    palette: np.ndarray,
+    height: int,
+    width: int,
+    gray: bool,
+    out: np.ndarray,
+    max_with: np.ndarray | None = None,
+) -> np.ndarray:
     """Expands ``(B, H, W)`` palette indices to RGB (max-pooled with ``max_with``'s) and
     resizes like :func:`resize`."""
     rgb = palette[index]

@@ -1,7 +1,10 @@
-"""Benchmarks shipped with the package: ``rlblocks bench NAME`` runs ``BENCHMARKS[NAME]``.
+"""Kernel benchmarks against pure numpy, shipped with the package: ``rlblocks bench NAME``
+runs ``BENCHMARKS[NAME]`` on the user's own machine.
 
-Each module has ``main(argv) -> None`` and prints JSON lines and a table. This table is
-read by the command line without importing any benchmark (or torch).
+Each module has ``main(argv)`` and prints JSON lines and a table. This table is
+read by the command line without importing any benchmark (or torch). The comparisons with
+other libraries (Stable-Baselines3, envpool, RLlib, training runs) are the scripts in the
+repository's ``benchmarks/``.
 """
 
 #: Benchmark name -> module (each has ``main(argv)``).
@@ -10,9 +13,4 @@ BENCHMARKS = {
     "atari": "rlblocks.benchmarking.atari",
     "filters": "rlblocks.benchmarking.filters",
     "sequences": "rlblocks.benchmarking.sequences",
-    "distributions": "rlblocks.benchmarking.distributions",
-    "models": "rlblocks.benchmarking.models",
-    "train": "rlblocks.benchmarking.train",
-    "tuned": "rlblocks.benchmarking.tuned",
-    "export": "rlblocks.benchmarking.export",
 }

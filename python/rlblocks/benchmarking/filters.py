@@ -16,7 +16,7 @@ Cases (every method measured in this process, this run):
 Times are per item (per observation for filters, per env-step for frame stacking); ratio =
 best alternative / rlblocks.
 
-Run ``python -m rlblocks.benchmarking.filters [--quick]`` or ``rlblocks bench filters``.
+Run ``rlblocks bench filters [--quick]``.
 """
 
 from __future__ import annotations
@@ -39,8 +39,12 @@ from rlblocks.filters import MeanStdFilter
 from rlblocks.framestack import FrameStacker
 
 
-def _rllib_style_filter_call(running: ref_filters.RunningStat, buffer: ref_filters.RunningStat,
-                             batch: np.ndarray, clip: float) -> np.ndarray:
+def _rllib_style_filter_call(
+    running: ref_filters.RunningStat,
+    buffer: ref_filters.RunningStat,
+    batch: np.ndarray,
+    clip: float,
+) -> np.ndarray:
     """RLlib's MeanStdFilter on a batch: one push + normalise per observation."""
     out = np.empty(batch.shape, np.float32)
     for i, x in enumerate(batch):
@@ -88,35 +92,77 @@ def bench_filters(quick: bool, threads: int) -> list[Result]:
             rlblocks.set_num_threads(1)
             f = MeanStdFilter((dim,))
             out = np.empty(x.shape, np.float32)
-            results.append(measure(case, "rlblocks MeanStdFilter(out=)",
-                                   partial(f, x, out=out), batch, batch=batch,
-                                   threads=1, min_time=min_time))
-            results.append(measure(case, "rlblocks MeanStdFilter", partial(f, x), batch,
-                                   batch=batch, threads=1, min_time=min_time))
+            results.append(
+                measure(
+                    case,
+                    "rlblocks MeanStdFilter(out=)",
+                    partial(f, x, out=out),
+                    batch,
+                    batch=batch,
+                    threads=1,
+                    min_time=min_time,
+                )
+            )
+            results.append(
+                measure(
+                    case,
+                    "rlblocks MeanStdFilter",
+                    partial(f, x),
+                    batch,
+                    batch=batch,
+                    threads=1,
+                    min_time=min_time,
+                )
+            )
             if threads > 1 and batch >= 1024:
                 rlblocks.set_num_threads(threads)
-                results.append(measure(case, "rlblocks MeanStdFilter(out=)",
-                                       partial(f, x, out=out), batch,
-                                       batch=batch, threads=threads, min_time=min_time))
+                results.append(
+                    measure(
+                        case,
+                        "rlblocks MeanStdFilter(out=)",
+                        partial(f, x, out=out),
+                        batch,
+                        batch=batch,
+                        threads=threads,
+                        min_time=min_time,
+                    )
+                )
                 rlblocks.set_num_threads(1)
             running, buffer = ref_filters.RunningStat((dim,)), ref_filters.RunningStat((dim,))
-            results.append(measure(
-                case, "numpy vectorised Welford",
-                partial(ref_filters.mean_std_filter, running, buffer, x, True, True, True, 10.0,
-                        out), batch, batch=batch, threads=1,
-                min_time=min_time))
+            results.append(
+                measure(
+                    case,
+                    "numpy vectorised Welford",
+                    partial(
+                        ref_filters.mean_std_filter, running, buffer, x, True, True, True, 10.0, out
+                    ),
+                    batch,
+                    batch=batch,
+                    threads=1,
+                    min_time=min_time,
+                )
+            )
             if batch <= 1024:
                 running, buffer = ref_filters.RunningStat((dim,)), ref_filters.RunningStat((dim,))
                 xb = x if batch > 1 else x[None]
-                results.append(measure(
-                    case, "RLlib-style per-row push",
-                    partial(_rllib_style_filter_call, running, buffer, xb, 10.0),
-                    batch, batch=batch, threads=1, min_time=min_time, repeats=3))
+                results.append(
+                    measure(
+                        case,
+                        "RLlib-style per-row push",
+                        partial(_rllib_style_filter_call, running, buffer, xb, 10.0),
+                        batch,
+                        batch=batch,
+                        threads=1,
+                        min_time=min_time,
+                        repeats=3,
+                    )
+                )
     return results
 
 
-def _concatenate_step(batch: int, k: int, frames: np.ndarray,
-                      channels_last: bool) -> Callable[[], None]:
+def _concatenate_step(
+    batch: int, k: int, frames: np.ndarray, channels_last: bool
+) -> Callable[[], None]:
     """The plain numpy step: drop the oldest frame, concatenate the new one (a new array
     every step), as a per-step ``np.concatenate`` frame stack does."""
     axis = -1 if channels_last else 1
@@ -141,36 +187,81 @@ def bench_framestack(quick: bool, threads: int) -> list[Result]:
     for channels_last, batch in configs:
         case = f"framestack {k}x{h}x{w} u8" + ("" if channels_last else " NCHW")
         frames = rng.integers(0, 256, size=(batch, h, w), dtype=np.uint8)
-        for t in ([1, threads] if threads > 1 and batch >= 16 else [1]):
+        for t in [1, threads] if threads > 1 and batch >= 16 else [1]:
             rlblocks.set_num_threads(t)
             fs = FrameStacker(batch, k, (h, w), channels_last=channels_last)
             fs.reset(frames)
             out = np.empty((batch, *fs.observation_shape), np.uint8)
-            results.append(measure(case, "rlblocks FrameStacker(out=)",
-                                   partial(fs.push, frames, out=out), batch,
-                                   batch=batch, threads=t, min_time=min_time))
+            results.append(
+                measure(
+                    case,
+                    "rlblocks FrameStacker(out=)",
+                    partial(fs.push, frames, out=out),
+                    batch,
+                    batch=batch,
+                    threads=t,
+                    min_time=min_time,
+                )
+            )
             if t == 1:
-                results.append(measure(case, "rlblocks FrameStacker",
-                                       partial(fs.push, frames),
-                                       batch, batch=batch, threads=t, min_time=min_time))
+                results.append(
+                    measure(
+                        case,
+                        "rlblocks FrameStacker",
+                        partial(fs.push, frames),
+                        batch,
+                        batch=batch,
+                        threads=t,
+                        min_time=min_time,
+                    )
+                )
             if not channels_last:
-                results.append(measure(case, "rlblocks FrameStacker(copy=False)",
-                                       partial(fs.push, frames, copy=False),
-                                       batch, batch=batch, threads=t, min_time=min_time))
+                results.append(
+                    measure(
+                        case,
+                        "rlblocks FrameStacker(copy=False)",
+                        partial(fs.push, frames, copy=False),
+                        batch,
+                        batch=batch,
+                        threads=t,
+                        min_time=min_time,
+                    )
+                )
         rlblocks.set_num_threads(1)
         twin = ref_framestack.FrameStacker(batch, k, (h, w), np.uint8, channels_last)
         twin.reset(frames)
         out = np.empty((batch, *twin.observation_shape), np.uint8)
-        results.append(measure(case, "numpy ring+concatenate(out=)",
-                               partial(twin.push, frames, out=out), batch,
-                               batch=batch, min_time=min_time))
-        results.append(measure(case, "numpy concatenate (new stack)",
-                               _concatenate_step(batch, k, frames, channels_last), batch,
-                               batch=batch, min_time=min_time))
+        results.append(
+            measure(
+                case,
+                "numpy ring+concatenate(out=)",
+                partial(twin.push, frames, out=out),
+                batch,
+                batch=batch,
+                min_time=min_time,
+            )
+        )
+        results.append(
+            measure(
+                case,
+                "numpy concatenate (new stack)",
+                _concatenate_step(batch, k, frames, channels_last),
+                batch,
+                batch=batch,
+                min_time=min_time,
+            )
+        )
         if channels_last:
-            results.append(measure(case, "numpy uint32 shift (k=4 only)",
-                                   _uint32_shift_step(batch, h, w, frames), batch, batch=batch,
-                                   min_time=min_time))
+            results.append(
+                measure(
+                    case,
+                    "numpy uint32 shift (k=4 only)",
+                    _uint32_shift_step(batch, h, w, frames),
+                    batch,
+                    batch=batch,
+                    min_time=min_time,
+                )
+            )
             stacks = [deque([frames[e][:, :, None]] * k, maxlen=k) for e in range(batch)]
 
             def rllib_step(stacks: Any = stacks, frames: Any = frames) -> list[np.ndarray]:
@@ -180,8 +271,16 @@ def bench_framestack(quick: bool, threads: int) -> list[Result]:
                     obs.append(np.concatenate(d, axis=2))
                 return obs
 
-            results.append(measure(case, "RLlib deque+concatenate", rllib_step, batch,
-                                   batch=batch, min_time=min_time))
+            results.append(
+                measure(
+                    case,
+                    "RLlib deque+concatenate",
+                    rllib_step,
+                    batch,
+                    batch=batch,
+                    min_time=min_time,
+                )
+            )
     return results
 
 

@@ -92,11 +92,13 @@ def discrete_variants(n: int, form: str) -> Variants:
             out = np.zeros((len(i), n), F32)
             out[_arange(len(i)), i] = 1.0
             return out
+
         return fn
 
     def eye_take(gather: Gather) -> Callable[[Any], np.ndarray]:
         def fn(obs: Any) -> np.ndarray:
             return np.take(eye, gather.ints(obs, len(obs)) if form == "list" else obs, axis=0)
+
         return fn
 
     if form != "list":
@@ -108,9 +110,13 @@ def discrete_variants(n: int, form: str) -> Variants:
             out[r, v] = 1.0
         return out
 
-    return {"zeros+scatter, fromiter": scatter(NUMPY), "eye-take, fromiter": eye_take(NUMPY),
-            "zeros+scatter, bytes-join": scatter(JOIN), "eye-take, bytes-join": eye_take(JOIN),
-            "per-row": rows}
+    return {
+        "zeros+scatter, fromiter": scatter(NUMPY),
+        "eye-take, fromiter": eye_take(NUMPY),
+        "zeros+scatter, bytes-join": scatter(JOIN),
+        "eye-take, bytes-join": eye_take(JOIN),
+        "per-row": rows,
+    }
 
 
 def multidiscrete_variants(k: int, n: int, form: str) -> Variants:
@@ -126,6 +132,7 @@ def multidiscrete_variants(k: int, n: int, form: str) -> Variants:
             out = np.zeros((b, width), F32)
             out[_arange(b)[:, None], i + offsets] = 1.0
             return out
+
         return fn
 
     def flat_put(gather: Gather) -> Callable[[Any], np.ndarray]:
@@ -137,21 +144,28 @@ def multidiscrete_variants(k: int, n: int, form: str) -> Variants:
             flat += (_arange(b) * width)[:, None]
             out.put(flat, 1.0)
             return out
+
         return fn
 
     def eye_take(gather: Gather) -> Callable[[Any], np.ndarray]:
         def fn(obs: Any) -> np.ndarray:
             i = gather.rows(obs, np.int64, k) if form == "list" else obs
             return np.take(eye, i, axis=0).reshape(len(i), width)
+
         return fn
 
     if form != "list":
-        return {"zeros+scatter": scatter(NUMPY), "zeros+flat-put": flat_put(NUMPY),
-                "eye-take": eye_take(NUMPY)}
-    return {"zeros+flat-put, concatenate": flat_put(NUMPY),
-            "eye-take, concatenate": eye_take(NUMPY),
-            "zeros+flat-put, bytes-join": flat_put(JOIN),
-            "eye-take, bytes-join": eye_take(JOIN)}
+        return {
+            "zeros+scatter": scatter(NUMPY),
+            "zeros+flat-put": flat_put(NUMPY),
+            "eye-take": eye_take(NUMPY),
+        }
+    return {
+        "zeros+flat-put, concatenate": flat_put(NUMPY),
+        "eye-take, concatenate": eye_take(NUMPY),
+        "zeros+flat-put, bytes-join": flat_put(JOIN),
+        "eye-take, bytes-join": eye_take(JOIN),
+    }
 
 
 # nested Dict layout (keys in space order a, b, c{d, e}, f(0, 1)):
@@ -191,8 +205,9 @@ def dict_list_one_pass(obs: list) -> np.ndarray:
     """List of nested dicts: one comprehension pulls all six leaves of every env, ``zip``
     transposes them into columns, and each column is gathered with ``b"".join``."""
     b = len(obs)
-    leaves = [(o["a"], o["b"], c["d"], c["e"], f[0], f[1])
-              for o in obs for c, f in ((o["c"], o["f"]),)]
+    leaves = [
+        (o["a"], o["b"], c["d"], c["e"], f[0], f[1]) for o in obs for c, f in ((o["c"], o["f"]),)
+    ]
     a, bb, d, e, f0, f1 = map(b"".join, zip(*leaves, strict=True))
     out = np.zeros((b, _DICT_SIZE), F32)
     hot = np.empty((b, 5), np.int64)
@@ -247,8 +262,16 @@ def dict_batched_concat(obs: dict) -> np.ndarray:
     d = c["d"]
     b = len(d)
     return np.concatenate(
-        [_EYES[5][obs["a"]], obs["b"], _EYES[3][d[:, 0]], _EYES[4][d[:, 1]], _EYES[5][d[:, 2]],
-         c["e"].reshape(b, 12), _EYES[2][f[0]], f[1]],
+        [
+            _EYES[5][obs["a"]],
+            obs["b"],
+            _EYES[3][d[:, 0]],
+            _EYES[4][d[:, 1]],
+            _EYES[5][d[:, 2]],
+            c["e"].reshape(b, 12),
+            _EYES[2][f[0]],
+            f[1],
+        ],
         axis=1,
     )
 

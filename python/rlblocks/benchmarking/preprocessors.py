@@ -1,6 +1,7 @@
 """Benchmark: observation preprocessors, rlblocks C++ against numpy and gymnasium.
 
-Cases (every method measured in this process, this run; times are µs per observation):
+Cases (defined in :mod:`rlblocks.benchmarking.preprocessor_cases`; every method measured in
+this process, this run; times are µs per observation):
 
 * ``Discrete(100)``: one-hot of 100.
 * ``MultiDiscrete([10]*16)``: 16 one-hots of 10, concatenated (160 floats).
@@ -40,7 +41,7 @@ method alike.
 (the bound row is not an alternative). A summary of the issue's targets is printed at the
 end; nothing is asserted.
 
-Run ``rlblocks bench preprocessors [--quick]`` or ``python benchmarks/bench_preprocessors.py``.
+Run ``rlblocks bench preprocessors [--quick]``.
 """
 
 from __future__ import annotations
@@ -56,7 +57,6 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.spaces import Box, Dict, Discrete, MultiDiscrete, Tuple
 
 import rlblocks
 from rlblocks import _impl
@@ -67,173 +67,36 @@ from rlblocks.benchmarking.harness import (
     format_table,
     measure,
 )
-from rlblocks.benchmarking.numpy_baselines import (
-    JOIN,
-    NUMPY,
-    dict_batched_concat,
-    dict_batched_scatter,
-    dict_list_columns,
-    dict_list_one_pass,
-    dict_list_rows,
-    discrete_variants,
-    multidiscrete_variants,
-    repeated_index,
-    repeated_one_pass,
-    repeated_rows,
-)
-from rlblocks.preprocessors import Preprocessor
-from rlblocks.spaces import Repeated
+from rlblocks.benchmarking.preprocessor_cases import CASE_KEYS, BenchCase, build_cases
 
-__all__ = ["BenchCase", "build_cases", "main", "run"]
+__all__ = ["main", "run"]
 
-F32 = np.float32
-CASE_KEYS = ("discrete", "multidiscrete", "dict", "repeated")
 BOUND_METHOD = "memory-bandwidth bound"
-BOUND_NOTE = ("DRAM copy bandwidth; at B=1024 input+output are < 1 MiB and stay in cache "
-              "between calls, so a kernel can run below this bound")
-REPEATED_NOTE = "input: list of per-env lists (this is also the batched form)"
+BOUND_NOTE = (
+    "DRAM copy bandwidth; at B=1024 input+output are < 1 MiB and stay in cache "
+    "between calls, so a kernel can run below this bound"
+)
 NUMPY_METHODS = ("numpy reference", "numpy reference transform", "numpy hand-written")
-Variants = dict[str, Callable[[Any], np.ndarray]]
-
-# ------------------------------------------------------------------ cases
-
-
-@dataclass
-class BenchCase:
-    """One space in one input form, with its hand-written numpy variants."""
-
-    key: str  # "discrete", "multidiscrete", "dict", "repeated"
-    name: str  # the ``case`` column
-    form: str  # "list" or "batched"
-    space: gym.Space
-    prep: Preprocessor
-    observations: list  # per-env observations (the largest batch; slices give smaller ones)
-    variants: Variants
-    gymnasium: bool  # gymnasium.spaces.flatten is defined for the space
-    bound: bool  # report the memory-bandwidth bound at B=1024
-    note: str = ""
-    _batched: dict[int, Any] = field(default_factory=dict)
-
-    def inputs(self, batch: int) -> Any:
-        """The input for ``batch`` environments in this case's form."""
-        obs = self.observations[:batch]
-        if self.form == "list":
-            return obs
-        if batch not in self._batched:
-            self._batched[batch] = stack_structure(self.space, obs)
-        return self._batched[batch]
-
-
-def stack_structure(space: gym.Space, obs: list) -> Any:
-    """Per-env observations -> a nested structure of arrays with leading dimension B.
-
-    Dict -> dict, Tuple -> tuple, Repeated -> the list of per-env lists (it has no
-    rectangular batched form), anything else -> one stacked array in the space's dtype.
-    """
-    if isinstance(space, Dict):
-        return {k: stack_structure(s, [o[k] for o in obs]) for k, s in space.spaces.items()}
-    if isinstance(space, Tuple):
-        return tuple(stack_structure(s, [o[i] for o in obs]) for i, s in enumerate(space.spaces))
-    if isinstance(space, Repeated):
-        return list(obs)
-    return np.stack([np.asarray(o, dtype=space.dtype) for o in obs])
-
-
-def nested_dict_space() -> Dict:
-    """The issue's nested Dict (6 leaves, 55 floats)."""
-    return Dict({
-        "a": Discrete(5),
-        "b": Box(-1.0, 1.0, (16,), F32),
-        "c": Dict({"d": MultiDiscrete([3, 4, 5]), "e": Box(-1.0, 1.0, (3, 4), F32)}),
-        "f": Tuple((Discrete(2), Box(-1.0, 1.0, (8,), F32))),
-    })
-
-
-def repeated_space() -> Repeated:
-    """The issue's Repeated(Dict(pos Box(3), kind Discrete(5)), max_len=32)."""
-    return Repeated(Dict({"pos": Box(-1.0, 1.0, (3,), F32), "kind": Discrete(5)}), max_len=32)
-
-
-def _sample(space: gym.Space, count: int) -> list:
-    space.seed(0)
-    return [space.sample() for _ in range(count)]
-
-
-def _sample_repeated(space: Repeated, count: int) -> list:
-    """Per-env lists with lengths uniform in 0..max_len from a seeded Generator."""
-    rng = np.random.default_rng(0)
-    child = space.child_space
-    child.seed(0)
-    lengths = rng.integers(0, space.max_len + 1, size=count)
-    return [[child.sample() for _ in range(int(n))] for n in lengths]
-
-
-def build_cases(keys: Sequence[str], max_batch: int) -> list[BenchCase]:
-    """The benchmark cases for ``keys`` (subset of CASE_KEYS), both input forms each."""
-    cases: list[BenchCase] = []
-    for key in keys:
-        if key == "discrete":
-            space: gym.Space = Discrete(100)
-            obs = _sample(space, max_batch)
-            for form in ("list", "batched"):
-                cases.append(BenchCase(key, f"Discrete(100) {form}", form, space, _prep(space), obs,
-                                       discrete_variants(100, form), form == "list",
-                                       form == "batched"))
-        elif key == "multidiscrete":
-            space = MultiDiscrete([10] * 16)
-            obs = _sample(space, max_batch)
-            for form in ("list", "batched"):
-                cases.append(BenchCase(key, f"MultiDiscrete([10]*16) {form}", form, space,
-                                       _prep(space), obs, multidiscrete_variants(16, 10, form),
-                                       form == "list", form == "batched"))
-        elif key == "dict":
-            space = nested_dict_space()
-            obs = _sample(space, max_batch)
-            cases.append(BenchCase(key, "nested Dict list", "list", space, _prep(space), obs,
-                                   {"columns, concatenate": dict_list_columns(NUMPY),
-                                    "columns, bytes-join": dict_list_columns(JOIN),
-                                    "one pass, bytes-join": dict_list_one_pass,
-                                    "per-row": dict_list_rows},
-                                   True, False))
-            cases.append(BenchCase(key, "nested Dict batched", "batched", space, _prep(space), obs,
-                                   {"zeros+put": dict_batched_scatter,
-                                    "eye+concatenate": dict_batched_concat}, False, True))
-        elif key == "repeated":
-            space = repeated_space()
-            obs = _sample_repeated(space, max_batch)
-            cases.append(BenchCase(key, "Repeated(Dict) len~U(0,32) list", "list", space,
-                                   _prep(space), obs,
-                                   {"index-arith, concatenate": repeated_index(NUMPY),
-                                    "index-arith, bytes-join": repeated_index(JOIN),
-                                    "index-arith, one pass, bytes-join": repeated_one_pass,
-                                    "per-row": repeated_rows},
-                                   False, False, note=REPEATED_NOTE))
-        else:
-            raise ValueError(f"unknown case {key!r}; choose from {CASE_KEYS}")
-    return cases
-
-
-def _prep(space: gym.Space) -> Preprocessor:
-    return rlblocks.get_preprocessor(space)(space)
-
 
 # ------------------------------------------------------------------ measuring
 
 
 def _with_reference(fn: Callable[[], Any]) -> Callable[[], Any]:
     """``fn`` run with the numpy reference switched on (and switched back off after)."""
+
     def call() -> Any:
         _impl.use_numpy_reference(True)
         try:
             return fn()
         finally:
             _impl.use_numpy_reference(False)
+
     return call
 
 
 def _gym_flatten_loop(space: gym.Space, obs: list) -> np.ndarray:
     flat: list[Any] = [gym.spaces.flatten(space, o) for o in obs]
-    return np.stack(flat).astype(F32)
+    return np.stack(flat).astype(np.float32)
 
 
 def _input_bytes(obj: Any) -> int:
@@ -263,11 +126,20 @@ def measure_bandwidth(copies: int = 7, mib: int = 256) -> tuple[float, Result]:
     moved = 2 * src.nbytes
     median = float(np.median(times))
     best = moved / min(times)
-    res = Result("copy bandwidth (np.copyto, 1 thr)", f"np.copyto {mib} MiB", median * 1e6,
-                 1.0 / median, 1, 1,
-                 {"GB_per_s_median": round(moved / median / 1e9, 3),
-                  "GB_per_s_best": round(best / 1e9, 3), "bytes_read_plus_written": moved,
-                  "copies": copies})
+    res = Result(
+        "copy bandwidth (np.copyto, 1 thr)",
+        f"np.copyto {mib} MiB",
+        median * 1e6,
+        1.0 / median,
+        1,
+        1,
+        {
+            "GB_per_s_median": round(moved / median / 1e9, 3),
+            "GB_per_s_best": round(best / 1e9, 3),
+            "bytes_read_plus_written": moved,
+            "copies": copies,
+        },
+    )
     return best, res
 
 
@@ -291,8 +163,14 @@ class _Job:
     rounds: list[Result] = field(default_factory=list)
 
 
-def run_case(case: BenchCase, batch: int, threads: Sequence[int], min_time: float,
-             repeats: int, rounds: int = 1) -> list[Result]:
+def run_case(
+    case: BenchCase,
+    batch: int,
+    threads: Sequence[int],
+    min_time: float,
+    repeats: int,
+    rounds: int = 1,
+) -> list[Result]:
     """Every method of ``case`` at ``batch``, in the same place and time.
 
     The methods are measured round-robin ``rounds`` times (each a ``harness.measure`` of
@@ -306,8 +184,10 @@ def run_case(case: BenchCase, batch: int, threads: Sequence[int], min_time: floa
 
     rlblocks.set_num_threads(1)
     expected = prep.transform_batch(obs)
-    jobs = [_Job(f"rlblocks t={t}", lambda: prep.transform_batch(obs), batch, t, dict(note))
-            for t in threads]
+    jobs = [
+        _Job(f"rlblocks t={t}", lambda: prep.transform_batch(obs), batch, t, dict(note))
+        for t in threads
+    ]
     if batch == 1 and case.form == "list":
         if not _check(expected[0], prep.transform(single)):
             _warn(f"{name}: rlblocks transform differs from transform_batch")
@@ -320,8 +200,14 @@ def run_case(case: BenchCase, batch: int, threads: Sequence[int], min_time: floa
     jobs.append(_Job("numpy reference", reference, batch, extra={"matches_rlblocks": ref_ok}))
     if batch == 1 and case.form == "list":
         ref_single = _with_reference(lambda: prep.transform(single))
-        jobs.append(_Job("numpy reference transform", ref_single, 1,
-                         extra={"matches_rlblocks": _check(expected[0], ref_single())}))
+        jobs.append(
+            _Job(
+                "numpy reference transform",
+                ref_single,
+                1,
+                extra={"matches_rlblocks": _check(expected[0], ref_single())},
+            )
+        )
 
     def bind(fn: Callable[[Any], np.ndarray]) -> Callable[[], np.ndarray]:
         return lambda: fn(obs)
@@ -335,14 +221,30 @@ def run_case(case: BenchCase, batch: int, threads: Sequence[int], min_time: floa
 
     if case.gymnasium and case.form == "list":
         gym_ok = _check(expected, _gym_flatten_loop(case.space, obs))
-        jobs.append(_Job("gymnasium flatten loop", lambda: _gym_flatten_loop(case.space, obs),
-                         batch, extra={"matches_rlblocks": gym_ok}))
+        jobs.append(
+            _Job(
+                "gymnasium flatten loop",
+                lambda: _gym_flatten_loop(case.space, obs),
+                batch,
+                extra={"matches_rlblocks": gym_ok},
+            )
+        )
 
     for _ in range(rounds):
         for job in jobs:
             rlblocks.set_num_threads(job.threads)
-            job.rounds.append(measure(name, job.method, job.fn, job.items, batch=batch,
-                                      threads=job.threads, min_time=min_time, repeats=repeats))
+            job.rounds.append(
+                measure(
+                    name,
+                    job.method,
+                    job.fn,
+                    job.items,
+                    batch=batch,
+                    threads=job.threads,
+                    min_time=min_time,
+                    repeats=repeats,
+                )
+            )
     rlblocks.set_num_threads(1)
 
     def result(job: _Job) -> Result:
@@ -350,8 +252,9 @@ def run_case(case: BenchCase, batch: int, threads: Sequence[int], min_time: floa
         extra = dict(job.extra)
         if rounds > 1:
             extra["rounds_us_per_item"] = [round(r.us_per_item, 4) for r in job.rounds]
-        return Result(name, job.method, us, 1e6 / us if us > 0 else float("inf"), batch,
-                      job.threads, extra)
+        return Result(
+            name, job.method, us, 1e6 / us if us > 0 else float("inf"), batch, job.threads, extra
+        )
 
     results = [result(j) for j in jobs if j not in variant_jobs]
     timed = [result(j) for j in variant_jobs]
@@ -371,17 +274,27 @@ def bound_row(case: BenchCase, batch: int, bandwidth: float, results: list[Resul
     bytes_in = _input_bytes(case.inputs(batch)) / batch
     bytes_out = case.prep.size * 4
     us = (bytes_in + bytes_out) / bandwidth * 1e6
-    extra: dict[str, Any] = {"bytes_in_per_item": bytes_in, "bytes_out_per_item": bytes_out,
-                             "bandwidth_GB_per_s_best": round(bandwidth / 1e9, 3),
-                             "note": BOUND_NOTE}
+    extra: dict[str, Any] = {
+        "bytes_in_per_item": bytes_in,
+        "bytes_out_per_item": bytes_out,
+        "bandwidth_GB_per_s_best": round(bandwidth / 1e9, 3),
+        "note": BOUND_NOTE,
+    }
     for r in results:
         if r.case == case.name and r.batch == batch and r.method.startswith("rlblocks t="):
             extra[f"{r.method.replace(' ', '_')}_over_bound"] = round(r.us_per_item / us, 3)
     return Result(case.name, BOUND_METHOD, us, 1e6 / us, batch, 1, extra)
 
 
-def run(keys: Sequence[str], batches: Sequence[int], threads: Sequence[int], min_time: float,
-        repeats: int, rounds: int = 1, progress: bool = True) -> list[Result]:
+def run(
+    keys: Sequence[str],
+    batches: Sequence[int],
+    threads: Sequence[int],
+    min_time: float,
+    repeats: int,
+    rounds: int = 1,
+    progress: bool = True,
+) -> list[Result]:
     """Measures every case; returns the rows (bandwidth row first when a bound is needed)."""
     cases = build_cases(keys, max(batches))
     rows: list[Result] = []
@@ -409,8 +322,9 @@ def run(keys: Sequence[str], batches: Sequence[int], threads: Sequence[int], min
 
 
 def _find(rows: list[Result], case: str, batch: int, method: str) -> Result | None:
-    return next((r for r in rows if r.case == case and r.batch == batch and r.method == method),
-                None)
+    return next(
+        (r for r in rows if r.case == case and r.batch == batch and r.method == method), None
+    )
 
 
 def _best_numpy(rows: list[Result], case: str, batch: int) -> Result | None:
@@ -427,9 +341,11 @@ def _best_classic_numpy(rows: list[Result], case: str, batch: int) -> tuple[str,
         if r.method == "numpy reference":
             cands.append((r.method, r.us_per_item))
         elif r.method == "numpy hand-written":
-            cands += [(f"hand-written [{k}]", float(v))
-                      for k, v in r.extra.get("variants_us_per_item", {}).items()
-                      if "bytes-join" not in k]
+            cands += [
+                (f"hand-written [{k}]", float(v))
+                for k, v in r.extra.get("variants_us_per_item", {}).items()
+                if "bytes-join" not in k
+            ]
     return min(cands, key=lambda c: c[1]) if cands else None
 
 
@@ -452,9 +368,14 @@ def summary(rows: list[Result]) -> list[str]:
                 x = best.us_per_item / r.us_per_item
                 parts.append(f"{m.split()[-1]} {x:.1f}x ({r.us_per_item:.3f} us) [{mark(x >= 5)}]")
         variant = best.extra.get("variant")
-        lines.append(f"{case} B=64: " + ", ".join(parts) + f" vs best numpy ({best.method}"
-                     + (f" [{variant}]" if variant else "") + f", {best.us_per_item:.3f} us)"
-                     " (target >= 5x)")
+        lines.append(
+            f"{case} B=64: "
+            + ", ".join(parts)
+            + f" vs best numpy ({best.method}"
+            + (f" [{variant}]" if variant else "")
+            + f", {best.us_per_item:.3f} us)"
+            " (target >= 5x)"
+        )
         classic = _best_classic_numpy(rows, case, 64)
         if classic is not None and classic[1] > best.us_per_item:
             parts = []
@@ -462,17 +383,30 @@ def summary(rows: list[Result]) -> list[str]:
                 r = _find(rows, case, 64, m)
                 if r is not None:
                     parts.append(f"{m.split()[-1]} {classic[1] / r.us_per_item:.1f}x")
-            lines.append(f"  same without the b''.join gather (best: {classic[0]}, "
-                         f"{classic[1]:.3f} us): " + ", ".join(parts))
+            lines.append(
+                f"  same without the b''.join gather (best: {classic[0]}, "
+                f"{classic[1]:.3f} us): " + ", ".join(parts)
+            )
     r = _find(rows, "nested Dict list", 1, "rlblocks transform")
     if r is not None:
-        alts = [o for o in rows
-                if o.case == r.case and o.batch == 1 and not o.method.startswith("rlblocks")]
+        alts = [
+            o
+            for o in rows
+            if o.case == r.case and o.batch == 1 and not o.method.startswith("rlblocks")
+        ]
         best_alt = min(alts, key=lambda o: o.us_per_item) if alts else None
-        vs = (f"; {best_alt.us_per_item / r.us_per_item:.1f}x vs {best_alt.method} "
-              f"({best_alt.us_per_item:.2f} us)") if best_alt else ""
-        lines.append(f"nested Dict transform (one observation): {r.us_per_item:.2f} us "
-                     f"[{mark(r.us_per_item <= 1.5)}] (target <= 1.5 us; RLlib ~30 us){vs}")
+        vs = (
+            (
+                f"; {best_alt.us_per_item / r.us_per_item:.1f}x vs {best_alt.method} "
+                f"({best_alt.us_per_item:.2f} us)"
+            )
+            if best_alt
+            else ""
+        )
+        lines.append(
+            f"nested Dict transform (one observation): {r.us_per_item:.2f} us "
+            f"[{mark(r.us_per_item <= 1.5)}] (target <= 1.5 us; RLlib ~30 us){vs}"
+        )
     for r in rows:
         if r.method != BOUND_METHOD:
             continue
@@ -481,19 +415,26 @@ def summary(rows: list[Result]) -> list[str]:
             o = _find(rows, r.case, r.batch, m)
             if o is not None:
                 x = o.us_per_item / r.us_per_item
-                parts.append(f"{m.split()[-1]} {o.us_per_item:.4f} us = {x:.2f}x bound "
-                             f"[{mark(x <= 2)}]")
-        lines.append(f"{r.case} B={r.batch}: " + ", ".join(parts) +
-                     f" (bound {r.us_per_item:.4f} us; target <= 2x)")
+                parts.append(
+                    f"{m.split()[-1]} {o.us_per_item:.4f} us = {x:.2f}x bound [{mark(x <= 2)}]"
+                )
+        lines.append(
+            f"{r.case} B={r.batch}: "
+            + ", ".join(parts)
+            + f" (bound {r.us_per_item:.4f} us; target <= 2x)"
+        )
     slower = [r for r in rows if r.ratio is not None and r.ratio < 1.0]
     for r in slower:
-        lines.append(f"rlblocks slower than an alternative: {r.case} B={r.batch} {r.method} "
-                     f"{r.ratio:.2f}x")
+        lines.append(
+            f"rlblocks slower than an alternative: {r.case} B={r.batch} {r.method} {r.ratio:.2f}x"
+        )
     ratios = [r for r in rows if r.ratio is not None]
     if ratios:
         lo = min(ratios, key=lambda r: r.ratio or 0.0)
-        lines.append(f"lowest ratio vs best alternative: {lo.ratio:.2f}x ({lo.case}, B={lo.batch}, "
-                     f"{lo.method})")
+        lines.append(
+            f"lowest ratio vs best alternative: {lo.ratio:.2f}x ({lo.case}, B={lo.batch}, "
+            f"{lo.method})"
+        )
     return lines
 
 
@@ -517,18 +458,30 @@ def _int_list(text: str) -> list[int]:
 def main(argv: Sequence[str] | None = None) -> None:
     """Command line: ``[--quick] [--json FILE]`` (plus ``--cases``/``--batches``/... for
     smoke tests and focused runs)."""
-    parser = argparse.ArgumentParser(prog="bench_preprocessors",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="rlblocks bench preprocessors", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--quick", action="store_true", help="short run (< 60 s)")
     parser.add_argument("--json", metavar="FILE", help="also write the JSON lines to FILE")
-    parser.add_argument("--cases", default=",".join(CASE_KEYS),
-                        help=f"comma-separated subset of {','.join(CASE_KEYS)}")
+    parser.add_argument(
+        "--cases",
+        default=",".join(CASE_KEYS),
+        help=f"comma-separated subset of {','.join(CASE_KEYS)}",
+    )
     parser.add_argument("--batches", type=_int_list, default=[1, 64, 1024], help="e.g. 1,64,1024")
     parser.add_argument("--threads", type=_int_list, default=[1, 2], help="e.g. 1,2")
-    parser.add_argument("--min-time", type=float, default=None,
-                        help="seconds per measurement round (default 0.04; --quick 0.03)")
-    parser.add_argument("--rounds", type=int, default=None,
-                        help="round-robin rounds per case, median reported (default 5; --quick 1)")
+    parser.add_argument(
+        "--min-time",
+        type=float,
+        default=None,
+        help="seconds per measurement round (default 0.04; --quick 0.03)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="round-robin rounds per case, median reported (default 5; --quick 1)",
+    )
     args = parser.parse_args(argv)
     keys = [k for k in args.cases.split(",") if k]
     for k in keys:
@@ -541,11 +494,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     load_start = os.getloadavg()[0]
     rows = run(keys, args.batches, args.threads, min_time, repeats, rounds)
     report_rows(rows, args.json)
-    meta = {"loadavg_1min_start_end": [round(load_start, 2), round(os.getloadavg()[0], 2)],
-            "cpus": os.cpu_count(), "numpy": np.__version__, "gymnasium": gym.__version__,
-            "rlblocks": rlblocks.__version__,
-            "min_time": min_time, "repeats": repeats, "rounds": rounds,
-            "seconds": round(time.perf_counter() - t0, 1)}
+    meta = {
+        "loadavg_1min_start_end": [round(load_start, 2), round(os.getloadavg()[0], 2)],
+        "cpus": os.cpu_count(),
+        "numpy": np.__version__,
+        "gymnasium": gym.__version__,
+        "rlblocks": rlblocks.__version__,
+        "min_time": min_time,
+        "repeats": repeats,
+        "rounds": rounds,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
     print(f"run: {json.dumps(meta)}")
 
 

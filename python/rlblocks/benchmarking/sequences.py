@@ -12,7 +12,7 @@ Cases (all measured in one process, one run):
 * ``gtrxl step B=...``: per-step inference latency of ``AttentionWrapper`` (default attention
   config) carrying its memory, at B=1 and B=64 (reported; no alternative).
 
-Run ``python benchmarks/bench_sequences.py [--quick]``.
+Run ``rlblocks bench sequences [--quick]``.
 """
 
 from __future__ import annotations
@@ -53,7 +53,10 @@ def bench_chop(n: int, min_time: float, threads: int) -> list[Result]:
     def chop() -> object:
         return chop_into_sequences(
             feature_columns=[b["obs"], b["actions"], b["rewards"], b["dones"], b["logp"]],
-            state_columns=[b["h"], b["c"]], episode_ids=b["eps_id"], max_seq_len=20)
+            state_columns=[b["h"], b["c"]],
+            episode_ids=b["eps_id"],
+            max_seq_len=20,
+        )
 
     import rlblocks
     from rlblocks import _core
@@ -70,14 +73,29 @@ def bench_chop(n: int, min_time: float, threads: int) -> list[Result]:
             rlblocks.set_num_threads(thr)
             name = "rlblocks C++" + (f" ({thr} threads)" if thr > 1 else "")
             results.append(measure(case, name, chop, n, batch=n, threads=thr, min_time=min_time))
-            results.append(measure(pad_case, name,
-                                   lambda: _core.pad_sequences(leaves, lens, 20, False),
-                                   n, batch=n, threads=thr, min_time=min_time))
+            results.append(
+                measure(
+                    pad_case,
+                    name,
+                    lambda: _core.pad_sequences(leaves, lens, 20, False),
+                    n,
+                    batch=n,
+                    threads=thr,
+                    min_time=min_time,
+                )
+            )
         _impl.use_numpy_reference(True)
         results.append(measure(case, "numpy reference", chop, n, batch=n, min_time=min_time))
-        results.append(measure(pad_case, "numpy reference",
-                               lambda: ref.pad_sequences(leaves, lens, 20, False),
-                               n, batch=n, min_time=min_time))
+        results.append(
+            measure(
+                pad_case,
+                "numpy reference",
+                lambda: ref.pad_sequences(leaves, lens, 20, False),
+                n,
+                batch=n,
+                min_time=min_time,
+            )
+        )
     finally:
         _impl.use_numpy_reference(not saved)
         rlblocks.set_num_threads(threads)
@@ -117,8 +135,14 @@ def bench_lstm(min_time: float) -> list[Result]:
     for hiddens in ([], [256, 256]):
         torch.manual_seed(0)
         cfg = {"fcnet_hiddens": hiddens, "lstm_cell_size": cell}
-        model = LSTMWrapper(obs_space, gym.spaces.Discrete(n_out), n_out, cfg, "lstm",
-                            wrapped_cls=FullyConnectedNetwork)
+        model = LSTMWrapper(
+            obs_space,
+            gym.spaces.Discrete(n_out),
+            n_out,
+            cfg,
+            "lstm",
+            wrapped_cls=FullyConnectedNetwork,
+        )
         bare = _BareLSTM(obs_dim, hiddens, cell, n_out)
         case = f"lstm fwd B=64 T=20 fc={hiddens}"
 
@@ -131,10 +155,12 @@ def bench_lstm(min_time: float) -> list[Result]:
             with torch.no_grad():
                 return bare(x, h, c, b)
 
-        results.append(measure(case, "rlblocks LSTMWrapper", ours, b * t, batch=b,
-                               min_time=min_time))
-        results.append(measure(case, "bare nn.LSTM + heads", theirs, b * t, batch=b,
-                               min_time=min_time))
+        results.append(
+            measure(case, "rlblocks LSTMWrapper", ours, b * t, batch=b, min_time=min_time)
+        )
+        results.append(
+            measure(case, "bare nn.LSTM + heads", theirs, b * t, batch=b, min_time=min_time)
+        )
     return results
 
 
@@ -145,23 +171,41 @@ def bench_gtrxl(min_time: float) -> list[Result]:
     results = []
     obs_space = gym.spaces.Box(-1, 1, (16,), np.float32)
     torch.manual_seed(0)
-    model = AttentionWrapper(obs_space, gym.spaces.Discrete(4), 4, {"fcnet_hiddens": [64]},
-                             "att", wrapped_cls=FullyConnectedNetwork)
+    model = AttentionWrapper(
+        obs_space,
+        gym.spaces.Discrete(4),
+        4,
+        {"fcnet_hiddens": [64]},
+        "att",
+        wrapped_cls=FullyConnectedNetwork,
+    )
     model.eval()
     for b in (1, 64):
         obs = torch.randn(b, 16)
         lens = torch.ones(b, dtype=torch.int64)
-        holder = {"state": [s[None].expand(b, -1, -1).contiguous()
-                            for s in model.get_initial_state()]}
+        holder = {
+            "state": [s[None].expand(b, -1, -1).contiguous() for s in model.get_initial_state()]
+        }
 
-        def step(obs: torch.Tensor = obs, lens: torch.Tensor = lens,
-                 holder: dict = holder) -> object:
+        def step(
+            obs: torch.Tensor = obs, lens: torch.Tensor = lens, holder: dict = holder
+        ) -> object:
             with torch.no_grad():
                 out, holder["state"] = model({"obs": obs}, holder["state"], lens)
                 return out
 
-        results.append(measure(f"gtrxl step B={b} (per step)", "rlblocks AttentionWrapper", step,
-                               1, batch=b, min_time=min_time, memory=50, attention_dim=64))
+        results.append(
+            measure(
+                f"gtrxl step B={b} (per step)",
+                "rlblocks AttentionWrapper",
+                step,
+                1,
+                batch=b,
+                min_time=min_time,
+                memory=50,
+                attention_dim=64,
+            )
+        )
     return results
 
 
@@ -170,8 +214,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short timings (smoke run)")
     parser.add_argument("--rows", type=int, default=65536, help="rows for the chop benchmark")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch intra-op threads; the C++ rows also run with this many")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads; the C++ rows also run with this many",
+    )
     args = parser.parse_args(argv)
     import rlblocks
 

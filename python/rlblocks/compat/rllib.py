@@ -147,8 +147,8 @@ def translate_rllib_state_dict(
     out = _translator_for(model)(model, state_dict)
     prefix = "value_trunk."
     for key in model.state_dict():
-        if key.startswith(prefix) and key not in out and key[len(prefix):] in out:
-            out[key] = out[key[len(prefix):]].clone()
+        if key.startswith(prefix) and key not in out and key[len(prefix) :] in out:
+            out[key] = out[key[len(prefix) :]].clone()
     return out
 
 
@@ -232,7 +232,7 @@ _ALIASES: dict[str, tuple[str, str]] = {
     "normc_initializer": ("rlblocks.models.misc", "normc_initializer"),
     "same_padding": ("rlblocks.models.misc", "same_padding"),
     "valid_padding": ("rlblocks.models.misc", "valid_padding"),
-    "get_activation_fn": ("rlblocks.models.misc", "get_activation_fn"),
+    "get_activation_fn": ("rlblocks.activations", "get_activation_fn"),
     "get_filter_config": ("rlblocks.models.misc", "get_filter_config"),
     "MODEL_DEFAULTS": ("rlblocks.config", "MODEL_DEFAULTS"),
     "ModelCatalog": ("rlblocks.catalog", "ModelCatalog"),

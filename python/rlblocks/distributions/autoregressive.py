@@ -20,6 +20,7 @@ from rlblocks.distributions.multi_action import (
     _flatten_actions,
     _is_discrete_leaf,
     _leaf_action_shape,
+    _space_order,
     _unflatten,
     select_action_dist,
 )
@@ -87,6 +88,7 @@ class AutoregressiveDistribution(ActionDistribution):
             raise ValueError(f"{name} needs a Tuple or Dict action space, got {space!r}")
         self.action_space = space
         self._paths = space_path_items(space, sort_dict_keys=True)
+        self._space_order = _space_order(space)
         if child_distributions is None:
             cfg = dict(getattr(model, "model_config", None) or {})
             cfg.pop("custom_action_dist", None)
@@ -128,11 +130,11 @@ class AutoregressiveDistribution(ActionDistribution):
         return actions
 
     def sample(self) -> Any:
-        self.last_sample = _unflatten(self.action_space, iter(self._draw(False)))
+        self.last_sample = _unflatten(self._space_order, self._draw(False))
         return self.last_sample
 
     def deterministic_sample(self) -> Any:
-        return _unflatten(self.action_space, iter(self._draw(True)))
+        return _unflatten(self._space_order, self._draw(True))
 
     def logp(self, actions: Any) -> torch.Tensor:
         flat = _flatten_actions(

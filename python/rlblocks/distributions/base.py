@@ -77,7 +77,6 @@ def _check_range(actions: torch.Tensor, high: torch.Tensor | int, what: str) -> 
         )
 
 
-
 def _prod(shape: Sequence[int]) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
@@ -97,7 +96,6 @@ def _batch_shape_check(x: torch.Tensor, expected: torch.Size, what: str) -> None
             f"{what}: actions have shape {tuple(x.shape)}, expected {tuple(expected)} "
             "(the batch shape of the inputs followed by the action shape)"
         )
-
 
 
 class ActionDistribution:

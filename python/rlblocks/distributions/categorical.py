@@ -60,8 +60,6 @@ def _floor_illegal(logits: torch.Tensor, illegal: torch.Tensor) -> torch.Tensor:
     return torch.add(logits, illegal, alpha=FLOAT_MIN).clamp_min(FLOAT_MIN)
 
 
-
-
 class _Logits:
     """What Categorical and MultiCategorical share: normalised logits over the last dim
     (``logits [..., n]``; MultiCategorical's ``n`` is its largest block, padded), drawn by
@@ -126,8 +124,8 @@ class Categorical(_Logits, ActionDistribution):
         tensor([[1., 2., 3.]])
         >>> d.logp(torch.tensor([0])).exp()
         tensor([0.1863])
-        >>> d.entropy().shape
-        torch.Size([1])
+        >>> d.entropy()
+        tensor([1.0202])
     """
 
     def __init__(
@@ -207,8 +205,6 @@ class Categorical(_Logits, ActionDistribution):
         if not isinstance(action_space, Discrete):
             raise ValueError(f"Categorical needs a Discrete action space, got {action_space}")
         return int(action_space.n)
-
-
 
 
 def _multi_categorical_layout(

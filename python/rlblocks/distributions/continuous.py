@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -54,6 +55,29 @@ def _check_even(inputs: torch.Tensor, who: str, action_space: gym.Space | None) 
     return n // 2
 
 
+def _normal_draw(mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """One draw from ``N(mean, std)`` per element, outside the autograd graph."""
+    with torch.no_grad():
+        return mean + std * torch.randn_like(mean)
+
+
+def _normal_rsample(
+    mean: torch.Tensor, std: torch.Tensor, sample_shape: Sequence[int]
+) -> torch.Tensor:
+    """Draws of ``N(mean, std)`` of shape ``sample_shape + mean.shape``, differentiable in
+    ``mean`` and ``std`` (the reparameterisation trick)."""
+    noise = torch.randn(torch.Size(sample_shape) + mean.shape, device=mean.device, dtype=mean.dtype)
+    return mean + std * noise
+
+
+def _normal_log_density(
+    x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, log_std: torch.Tensor
+) -> torch.Tensor:
+    """Per-element log-density of ``x`` under ``N(mean, std)``."""
+    z = (x - mean) / std
+    return -0.5 * z * z - log_std - _HALF_LOG_2PI
+
+
 class DiagGaussian(ActionDistribution):
     """Diagonal Gaussian: inputs ``[*batch, 2d]`` are means then log-stds (RLlib TorchDiagGaussian).
 
@@ -101,10 +125,13 @@ class DiagGaussian(ActionDistribution):
         return x.squeeze(-1) if self._scalar else x
 
     def sample(self) -> torch.Tensor:
-        with torch.no_grad():
-            x = self.mean + self.std * torch.randn_like(self.mean)
-        self.last_sample = self._out(x)
+        self.last_sample = self._out(_normal_draw(self.mean, self.std))
         return self.last_sample
+
+    def rsample(self, sample_shape: Sequence[int] = ()) -> torch.Tensor:
+        """Reparameterised draws of shape ``sample_shape + batch + action`` (gradients
+        reach the inputs)."""
+        return self._out(_normal_rsample(self.mean, self.std, sample_shape))
 
     def deterministic_sample(self) -> torch.Tensor:
         return self._out(self.mean)
@@ -114,8 +141,7 @@ class DiagGaussian(ActionDistribution):
         if self._scalar and x.shape == self.mean.shape[:-1]:
             x = x.unsqueeze(-1)
         _batch_shape_check(x, self.mean.shape, "DiagGaussian.logp")
-        z = (x - self.mean) / self.std
-        return (-0.5 * z * z - self.log_std - _HALF_LOG_2PI).sum(-1)
+        return _normal_log_density(x, self.mean, self.std, self.log_std).sum(-1)
 
     def entropy(self) -> torch.Tensor:
         return (self.log_std + (0.5 + _HALF_LOG_2PI)).sum(-1)
@@ -188,15 +214,18 @@ class SquashedGaussian(ActionDistribution):
         return torch.minimum(torch.maximum(x, self.low), self.high)
 
     def _normal_logp(self, u: torch.Tensor) -> torch.Tensor:
-        z = (u - self.mean) / self.std
-        return (-0.5 * z * z - self.log_std - _HALF_LOG_2PI).clamp(-100.0, 100.0).sum(-1)
+        density = _normal_log_density(u, self.mean, self.std, self.log_std)
+        return density.clamp(-100.0, 100.0).sum(-1)
 
     def sample(self) -> torch.Tensor:
-        with torch.no_grad():
-            z = self.mean + self.std * torch.randn_like(self.mean)
+        z = _normal_draw(self.mean, self.std)
         self._last_z = z
         self.last_sample = self._squash(z)
         return self.last_sample
+
+    def rsample(self, sample_shape: Sequence[int] = ()) -> torch.Tensor:
+        """Reparameterised squashed draws of shape ``sample_shape + batch + action``."""
+        return self._squash(_normal_rsample(self.mean, self.std, sample_shape))
 
     def deterministic_sample(self) -> torch.Tensor:
         return self._squash(self.mean)
@@ -230,7 +259,7 @@ class SquashedGaussian(ActionDistribution):
             >>> x.shape, logp.shape, logp.requires_grad
             (torch.Size([3, 2]), torch.Size([3]), True)
         """
-        z = self.mean + self.std * torch.randn_like(self.mean)
+        z = _normal_rsample(self.mean, self.std, ())
         return self._squash(z), self._presquash_logp(z)
 
     def entropy(self) -> torch.Tensor:
@@ -315,9 +344,13 @@ class Beta(ActionDistribution):
         return torch.distributions.Beta(self.alpha, self.beta, validate_args=False)
 
     def sample(self) -> torch.Tensor:
-        unit = self.dist.rsample()
-        self.last_sample = unit * (self.high - self.low) + self.low
+        self.last_sample = self.rsample()
         return self.last_sample
+
+    def rsample(self, sample_shape: Sequence[int] = ()) -> torch.Tensor:
+        """Reparameterised draws of shape ``sample_shape + batch + action``, in [low, high]."""
+        unit = self.dist.rsample(torch.Size(sample_shape))
+        return unit * (self.high - self.low) + self.low
 
     def deterministic_sample(self) -> torch.Tensor:
         mean = self.alpha / (self.alpha + self.beta)
@@ -383,21 +416,13 @@ class Deterministic(ActionDistribution):
     def sampled_action_logp(self) -> torch.Tensor:
         return torch.zeros(self.inputs.shape[:-1], dtype=torch.float32, device=self.inputs.device)
 
-    def _undefined(self, what: str) -> NotImplementedError:
+    def _missing(self, method: str) -> NotImplementedError:
+        """What ``logp``, ``entropy`` and ``kl`` (left to the base class) raise."""
         return NotImplementedError(
-            f"Deterministic.{what} is undefined: a deterministic policy is a point mass with "
+            f"Deterministic.{method} is undefined: a deterministic policy is a point mass with "
             "no density, entropy or KL. Use a stochastic distribution (e.g. DiagGaussian) if "
             "your algorithm needs it."
         )
-
-    def logp(self, actions: Any) -> torch.Tensor:
-        raise self._undefined("logp")
-
-    def entropy(self) -> torch.Tensor:
-        raise self._undefined("entropy")
-
-    def kl(self, other: ActionDistribution) -> torch.Tensor:
-        raise self._undefined("kl")
 
     @staticmethod
     def required_model_output_shape(action_space: gym.Space, model_config: Any) -> int:
@@ -466,6 +491,10 @@ class Dirichlet(ActionDistribution):
     def sample(self) -> torch.Tensor:
         self.last_sample = self.dist.sample()
         return self.last_sample
+
+    def rsample(self, sample_shape: Sequence[int] = ()) -> torch.Tensor:
+        """Reparameterised draws of shape ``sample_shape + batch + simplex``."""
+        return self.dist.rsample(torch.Size(sample_shape))
 
     def deterministic_sample(self) -> torch.Tensor:
         c = self.concentration

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
-from gymnasium.spaces import Discrete
 
 from rlblocks.distributions.base import (
     FLOAT_MIN,
@@ -20,7 +18,7 @@ from rlblocks.distributions.categorical import (
     MultiCategorical,
     _float_compare,
     _floor_illegal,
-    _normalize,
+    _Logits,
 )
 
 
@@ -41,7 +39,34 @@ def _illegal_from(inputs: torch.Tensor, mask: TensorLike | None, who: str) -> to
     return illegal
 
 
-class MaskedCategorical(Categorical):
+class _MaskKeyword(_Logits):
+    """The masked distributions' constructor: the ``mask`` keyword (read by the masking
+    hook of the distribution it is mixed into), the rest passed on (``action_space`` by
+    name, so the catalog sees it); every row needs a legal action.
+    """
+
+    _fully_masked: str
+    _illegal: torch.Tensor
+
+    def __init__(
+        self,
+        *args: Any,
+        mask: TensorLike | None = None,
+        action_space: gym.Space | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._mask_arg = mask
+        super().__init__(*args, action_space=action_space, **kwargs)  # type: ignore[call-arg]
+        if not bool((self._normalized[2] > FLOAT_MIN).all()):  # a row max at the floor
+            raise ValueError(self._fully_masked)
+
+    @property
+    def legal(self) -> torch.Tensor:
+        """Boolean, shaped like the inputs: which actions are legal."""
+        return self._illegal == 0
+
+
+class MaskedCategorical(_MaskKeyword, Categorical):
     """Categorical restricted to legal actions (action masking, parametric action spaces).
 
     Legality comes from ``mask`` (``[*batch, n]``, nonzero = legal) or, when no mask is
@@ -70,41 +95,20 @@ class MaskedCategorical(Categorical):
         tensor([0.6931, 0.0000])
     """
 
-    def __init__(
-        self,
-        inputs: TensorLike,
-        model: Any = None,
-        temperature: float = 1.0,
-        *,
-        mask: TensorLike | None = None,
-        action_space: Discrete | None = None,
-    ):
-        self._mask_arg = mask
-        super().__init__(inputs, model, temperature, action_space=action_space)
-        self._normalized = self._checked
+    _fully_masked = (
+        "MaskedCategorical: every batch entry needs at least one legal action; "
+        "some rows are fully masked"
+    )
 
     def _masked_logits(self) -> torch.Tensor:
         self._illegal = _illegal_from(self.inputs, self._mask_arg, "MaskedCategorical")
         logits = _floor_illegal(self.inputs, self._illegal)
         if self.temperature != 1.0:
             logits = (logits / self.temperature).clamp_min(FLOAT_MIN)
-        self._checked = _normalize(logits)  # its row max tells fully masked rows
-        if not bool((self._checked[2] > FLOAT_MIN).all()):
-            raise ValueError(
-                "MaskedCategorical: every batch entry needs at least one legal action; "
-                "some rows are fully masked"
-            )
         return logits
 
-    @property
-    def legal(self) -> torch.Tensor:
-        """Boolean ``[*batch, n]``: which actions are legal."""
-        return self._illegal == 0
 
-
-
-
-class MaskedMultiCategorical(MultiCategorical):
+class MaskedMultiCategorical(_MaskKeyword, MultiCategorical):
     """MultiCategorical with per-component action masking.
 
     Legality comes from ``mask`` (``[*batch, sum(input_lens)]``, nonzero = legal) or from
@@ -115,7 +119,7 @@ class MaskedMultiCategorical(MultiCategorical):
         inputs: Logits ``[*batch, sum(input_lens)]``.
         model: The model (unused).
         input_lens: Categories per component (from ``action_space`` when omitted).
-        action_space: Optional MultiDiscrete or integer Box.
+        action_space: Optional MultiDiscrete or integer Box (by name).
         mask: Optional legality mask broadcastable to the inputs.
 
     Examples:
@@ -128,29 +132,11 @@ class MaskedMultiCategorical(MultiCategorical):
         tensor([[0.6931, 0.0000]])
     """
 
-    def __init__(
-        self,
-        inputs: TensorLike,
-        model: Any = None,
-        input_lens: Sequence[int] | np.ndarray | None = None,
-        action_space: gym.Space | None = None,
-        *,
-        mask: TensorLike | None = None,
-    ):
-        self._mask_arg = mask
-        super().__init__(inputs, model, input_lens, action_space)
-        self._normalized = _normalize(self.logits)
-        if not bool((self._normalized[2] > FLOAT_MIN).all()):
-            raise ValueError(
-                "MaskedMultiCategorical: every component of every batch entry needs at least "
-                "one legal action; some are fully masked"
-            )
+    _fully_masked = (
+        "MaskedMultiCategorical: every component of every batch entry needs at "
+        "least one legal action; some are fully masked"
+    )
 
     def _flat_illegal(self) -> torch.Tensor | None:
         self._illegal = _illegal_from(self.inputs, self._mask_arg, "MaskedMultiCategorical")
         return self._illegal
-
-    @property
-    def legal(self) -> torch.Tensor:
-        """Boolean ``[*batch, sum(input_lens)]``: which actions are legal."""
-        return self._illegal == 0

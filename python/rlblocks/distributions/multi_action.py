@@ -29,6 +29,7 @@ from rlblocks.distributions.continuous import (
     DiagGaussian,
     Dirichlet,
 )
+from rlblocks.nest import tree_from_paths
 from rlblocks.spaces import Simplex, format_path, space_path_items
 
 
@@ -106,14 +107,19 @@ def _flatten_actions(
     return out
 
 
-def _unflatten(space: gym.Space, values: Any) -> Any:
-    """Rebuilds the action space's structure from leaf values in flatten order."""
-    if isinstance(space, Tuple):
-        return tuple(_unflatten(s, values) for s in space.spaces)
-    if isinstance(space, Dict):
-        built = {k: _unflatten(space.spaces[k], values) for k in sorted(space.spaces)}
-        return {k: built[k] for k in space.spaces}
-    return next(values)
+def _space_order(space: gym.Space) -> list[tuple[tuple, int]]:
+    """``(path, index in flatten order)`` per leaf of ``space``, in the space's own order.
+
+    The child distributions come in flatten order (Dict keys sorted, as RLlib's
+    MultiActionDistribution); the actions are returned in the space's Dict order.
+    """
+    index = {path: i for i, (path, _) in enumerate(space_path_items(space, sort_dict_keys=True))}
+    return [(path, index[path]) for path, _ in space_path_items(space)]
+
+
+def _unflatten(space_order: list[tuple[tuple, int]], leaves: list[Any]) -> Any:
+    """The action space's structure holding ``leaves`` (given in flatten order)."""
+    return tree_from_paths([(path, leaves[i]) for path, i in space_order])
 
 
 class _class_or_instance_method:
@@ -170,6 +176,7 @@ class MultiActionDistribution(ActionDistribution):
         super().__init__(inputs, model)
         self.action_space = action_space
         self._paths = space_path_items(action_space, sort_dict_keys=True)
+        self._space_order = _space_order(action_space)
         lens = [int(n) for n in input_lens]
         if not (len(child_distributions) == len(lens) == len(self._paths)):
             raise ValueError(
@@ -190,14 +197,13 @@ class MultiActionDistribution(ActionDistribution):
 
     def sample(self) -> Any:
         self.last_sample = _unflatten(
-            self.action_space, iter([c.sample() for c in self.flat_child_distributions])
+            self._space_order, [c.sample() for c in self.flat_child_distributions]
         )
         return self.last_sample
 
     def deterministic_sample(self) -> Any:
         return _unflatten(
-            self.action_space,
-            iter([c.deterministic_sample() for c in self.flat_child_distributions]),
+            self._space_order, [c.deterministic_sample() for c in self.flat_child_distributions]
         )
 
     def logp(self, actions: Any) -> torch.Tensor:
@@ -242,8 +248,10 @@ class MultiActionDistribution(ActionDistribution):
         if isinstance(self_or_cls, MultiActionDistribution):
             return sum(self_or_cls.input_lens)
         if action_space is None:
-            raise ValueError("MultiActionDistribution.required_model_output_shape needs the "
-                             "action space when called on the class")
+            raise ValueError(
+                "MultiActionDistribution.required_model_output_shape needs the "
+                "action space when called on the class"
+            )
         return int(select_action_dist(action_space, dict(model_config or {}))[1])
 
 

@@ -86,12 +86,32 @@ class ZooEntry:
     among the legal actions; ignoring the masks scores far below it)."""
 
 
-def _zoo(cls: str, kwargs: dict[str, Any], random_return: float, threshold: float,
-         budget: int, model: dict[str, Any] | None = None,
-         first_return: float | None = None) -> ZooEntry:
-    module = "masked_bandit" if cls == "MaskedBanditEnv" else "zoo"
-    return ZooEntry(f"rlblocks.envs.{module}:{cls}", kwargs, dict(model or {}), budget,
-                    random_return, threshold, first_return)
+_ZOO_MODULES = {
+    "MaskedBanditEnv": "masked_bandit",
+    "ActionBandit": "zoo_actions",
+    "Recall": "zoo_memory",
+}  # every other zoo class: zoo_observations
+
+
+def _zoo(
+    cls: str,
+    kwargs: dict[str, Any],
+    random_return: float,
+    threshold: float,
+    budget: int,
+    model: dict[str, Any] | None = None,
+    first_return: float | None = None,
+) -> ZooEntry:
+    module = _ZOO_MODULES.get(cls, "zoo_observations")
+    return ZooEntry(
+        f"rlblocks.envs.{module}:{cls}",
+        kwargs,
+        dict(model or {}),
+        budget,
+        random_return,
+        threshold,
+        first_return,
+    )
 
 
 #: The zoo: gymnasium id -> :class:`ZooEntry`. Episodes are 16 steps; rewards are 1 for a
@@ -102,44 +122,61 @@ ZOO: dict[str, ZooEntry] = {
     # observations (the answer is a function of the current observation; Discrete actions)
     "rlblocks/zoo-BoxRank1-v0": _zoo("BoxBandit", {"shape": (4,)}, 8.0, 12.0, 40_000),
     "rlblocks/zoo-BoxRank1Float64-v0": _zoo(
-        "BoxBandit", {"shape": (4,), "dtype": "float64"}, 8.0, 12.0, 40_000),
+        "BoxBandit", {"shape": (4,), "dtype": "float64"}, 8.0, 12.0, 40_000
+    ),
     "rlblocks/zoo-BoxRank2-v0": _zoo("BoxBandit", {"shape": (3, 4)}, 8.0, 12.0, 40_000),
     "rlblocks/zoo-BoxRank2Float64-v0": _zoo(
-        "BoxBandit", {"shape": (3, 4), "dtype": "float64"}, 8.0, 12.0, 40_000),
+        "BoxBandit", {"shape": (3, 4), "dtype": "float64"}, 8.0, 12.0, 40_000
+    ),
     "rlblocks/zoo-BoxRank3-v0": _zoo("BoxBandit", {"shape": (10, 10, 2)}, 8.0, 12.0, 50_000),
     "rlblocks/zoo-BoxRank3Float64-v0": _zoo(
-        "BoxBandit", {"shape": (10, 10, 2), "dtype": "float64"}, 8.0, 12.0, 50_000),
+        "BoxBandit", {"shape": (10, 10, 2), "dtype": "float64"}, 8.0, 12.0, 50_000
+    ),
     "rlblocks/zoo-Image-v0": _zoo("ImageBandit", {"shape": (10, 10, 3)}, 8.0, 12.0, 40_000),
     "rlblocks/zoo-Grid-v0": _zoo("GridBandit", {"size": 7}, 16 / 3, 10.0, 50_000),
     "rlblocks/zoo-Discrete-v0": _zoo("DiscreteBandit", {"n": 5}, 3.2, 10.0, 40_000),
     "rlblocks/zoo-MultiDiscrete-v0": _zoo(
-        "MultiDiscreteBandit", {"n": 3, "k": 2}, 16 / 9, 9.0, 50_000),
+        "MultiDiscreteBandit", {"n": 3, "k": 2}, 16 / 9, 9.0, 50_000
+    ),
     "rlblocks/zoo-Dict-v0": _zoo("NestedBandit", {"kind": "dict"}, 16 / 9, 8.5, 60_000),
     "rlblocks/zoo-Tuple-v0": _zoo("NestedBandit", {"kind": "tuple"}, 16 / 9, 8.5, 60_000),
     "rlblocks/zoo-RepeatedCount-v0": _zoo(
-        "RepeatedBandit", {"target": "count", "max_len": 4}, 3.2, 10.0, 60_000),
+        "RepeatedBandit", {"target": "count", "max_len": 4}, 3.2, 10.0, 60_000
+    ),
     "rlblocks/zoo-RepeatedLast-v0": _zoo(
-        "RepeatedBandit", {"target": "last", "max_len": 4}, 16 / 3, 10.0, 50_000),
+        "RepeatedBandit", {"target": "last", "max_len": 4}, 16 / 3, 10.0, 50_000
+    ),
     # action masks (random_return: a uniform pick among the legal actions)
     "rlblocks/zoo-MaskedDiscrete-v0": _zoo(
-        "MaskedBanditEnv", {"action": "discrete", "n": 4, "episode_len": 16}, 7.5, 11.0,
-        40_000, first_return=6.0),
+        "MaskedBanditEnv",
+        {"action": "discrete", "n": 4, "episode_len": 16},
+        7.5,
+        11.0,
+        40_000,
+        first_return=6.0,
+    ),
     "rlblocks/zoo-MaskedMultiDiscrete-v0": _zoo(
-        "MaskedBanditEnv", {"action": "multidiscrete", "n": 4, "episode_len": 16}, 7.5, 10.5,
-        50_000, first_return=6.0),
+        "MaskedBanditEnv",
+        {"action": "multidiscrete", "n": 4, "episode_len": 16},
+        7.5,
+        10.5,
+        50_000,
+        first_return=6.0,
+    ),
     # actions
     "rlblocks/zoo-MultiDiscreteAction-v0": _zoo(
-        "ActionBandit", {"action": "multidiscrete"}, 16 / 3, 10.0, 60_000),
+        "ActionBandit", {"action": "multidiscrete"}, 16 / 3, 10.0, 60_000
+    ),
     "rlblocks/zoo-BoxAction-v0": _zoo("ActionBandit", {"action": "box"}, 20 / 3, 10.0, 60_000),
-    "rlblocks/zoo-TupleAction-v0": _zoo(
-        "ActionBandit", {"action": "tuple"}, 6.0, 9.5, 60_000),
-    "rlblocks/zoo-DictAction-v0": _zoo(
-        "ActionBandit", {"action": "dict"}, 20 / 3, 11.0, 50_000),
+    "rlblocks/zoo-TupleAction-v0": _zoo("ActionBandit", {"action": "tuple"}, 6.0, 9.5, 60_000),
+    "rlblocks/zoo-DictAction-v0": _zoo("ActionBandit", {"action": "dict"}, 20 / 3, 11.0, 50_000),
     # memory
     "rlblocks/zoo-RecallLSTM-v0": _zoo(
-        "Recall", {"delay": 2, "n": 2}, 7.0, 11.0, 50_000, {"use_lstm": True}),
+        "Recall", {"delay": 2, "n": 2}, 7.0, 11.0, 50_000, {"use_lstm": True}
+    ),
     "rlblocks/zoo-RecallAttention-v0": _zoo(
-        "Recall", {"delay": 2, "n": 2}, 7.0, 10.0, 50_000, {"use_attention": True}),
+        "Recall", {"delay": 2, "n": 2}, 7.0, 10.0, 50_000, {"use_attention": True}
+    ),
 }
 
 
@@ -149,8 +186,12 @@ def _register() -> None:
             gym.register(id=env_id, entry_point=entry_point)
     for env_id, entry in ZOO.items():
         if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=entry.entry_point, kwargs=dict(entry.kwargs),
-                         reward_threshold=entry.threshold)
+            gym.register(
+                id=env_id,
+                entry_point=entry.entry_point,
+                kwargs=dict(entry.kwargs),
+                reward_threshold=entry.threshold,
+            )
 
 
 _register()

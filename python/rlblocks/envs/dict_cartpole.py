@@ -39,13 +39,20 @@ class DictCartPole(gym.Env[dict[str, Any], Any]):
         self.render_mode = render_mode
         self.action_space = spaces.Discrete(2)
         big = float(np.finfo(np.float32).max)
-        self.observation_space = spaces.Dict({
-            "cart": spaces.Dict({"position": _scalar(self.cartpole.x_threshold * 2),
-                                 "velocity": _scalar(big)}),
-            "pole": spaces.Dict({"angle": _scalar(self.cartpole.theta_threshold_radians * 2),
-                                 "angular_velocity": _scalar(big)}),
-            "side": spaces.Discrete(2),
-        })
+        self.observation_space = spaces.Dict(
+            {
+                "cart": spaces.Dict(
+                    {"position": _scalar(self.cartpole.x_threshold * 2), "velocity": _scalar(big)}
+                ),
+                "pole": spaces.Dict(
+                    {
+                        "angle": _scalar(self.cartpole.theta_threshold_radians * 2),
+                        "angular_velocity": _scalar(big),
+                    }
+                ),
+                "side": spaces.Discrete(2),
+            }
+        )
         self.max_episode_steps = max_episode_steps
         self._elapsed = 0
 
@@ -73,6 +80,8 @@ class DictCartPole(gym.Env[dict[str, Any], Any]):
     @staticmethod
     def _nest(obs: np.ndarray) -> dict[str, Any]:
         x, x_dot, theta, theta_dot = (np.asarray([v], np.float32) for v in obs)
-        return {"cart": {"position": x, "velocity": x_dot},
-                "pole": {"angle": theta, "angular_velocity": theta_dot},
-                "side": int(x[0] >= 0)}
+        return {
+            "cart": {"position": x, "velocity": x_dot},
+            "pole": {"angle": theta, "angular_velocity": theta_dot},
+            "side": int(x[0] >= 0),
+        }

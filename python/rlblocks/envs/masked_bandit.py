@@ -62,19 +62,28 @@ class MaskedBanditEnv(gym.Env):
     metadata = {"render_modes": []}  # noqa: RUF012  (gymnasium's own attribute)
     counts: ClassVar[dict[str, int]] = {"steps": 0, "masked": 0}
 
-    def __init__(self, action: str = "discrete", n: int = 4, obs: str = "box",
-                 mask: str = "multibinary", episode_len: int = 10):
+    def __init__(
+        self,
+        action: str = "discrete",
+        n: int = 4,
+        obs: str = "box",
+        mask: str = "multibinary",
+        episode_len: int = 10,
+    ):
         if action not in ("discrete", "multidiscrete", "tuple", "dict"):
-            raise ValueError(f"MaskedBanditEnv: action must be 'discrete', 'multidiscrete', "
-                             f"'tuple' or 'dict', got {action!r}")
+            raise ValueError(
+                f"MaskedBanditEnv: action must be 'discrete', 'multidiscrete', "
+                f"'tuple' or 'dict', got {action!r}"
+            )
         if obs not in ("box", "image"):
             raise ValueError(f"MaskedBanditEnv: obs must be 'box' or 'image', got {obs!r}")
         if mask not in ("multibinary", "box"):
-            raise ValueError(f"MaskedBanditEnv: mask must be 'multibinary' or 'box', got "
-                             f"{mask!r}")
+            raise ValueError(f"MaskedBanditEnv: mask must be 'multibinary' or 'box', got {mask!r}")
         if int(n) < 2 or int(episode_len) < 1:
-            raise ValueError(f"MaskedBanditEnv: need n >= 2 and episode_len >= 1, got n={n}, "
-                             f"episode_len={episode_len}")
+            raise ValueError(
+                f"MaskedBanditEnv: need n >= 2 and episode_len >= 1, got n={n}, "
+                f"episode_len={episode_len}"
+            )
         self.kind, self.n, self.obs_kind = action, int(n), obs
         self.k = 2 if action in ("multidiscrete", "dict") else 1
         self.episode_len = int(episode_len)
@@ -84,20 +93,27 @@ class MaskedBanditEnv(gym.Env):
             self.action_space = spaces.MultiDiscrete([self.n] * self.k)
         elif action == "tuple":
             self.action_space = spaces.Tuple(
-                (spaces.Discrete(self.n), spaces.Box(-1.0, 1.0, (2,), np.float32)))
+                (spaces.Discrete(self.n), spaces.Box(-1.0, 1.0, (2,), np.float32))
+            )
         else:
-            self.action_space = spaces.Dict({
-                "pick": spaces.Discrete(self.n), "aim": spaces.Box(-1.0, 1.0, (2,), np.float32),
-                "also": spaces.MultiDiscrete([self.n])})
+            self.action_space = spaces.Dict(
+                {
+                    "pick": spaces.Discrete(self.n),
+                    "aim": spaces.Box(-1.0, 1.0, (2,), np.float32),
+                    "also": spaces.MultiDiscrete([self.n]),
+                }
+            )
         size = self.k * self.n
-        mask_space: gym.Space = (spaces.MultiBinary(size) if mask == "multibinary"
-                                 else spaces.Box(0.0, 1.0, (size,), np.float32))
+        mask_space: gym.Space = (
+            spaces.MultiBinary(size)
+            if mask == "multibinary"
+            else spaces.Box(0.0, 1.0, (size,), np.float32)
+        )
         if obs == "box":
             obs_space: gym.Space = spaces.Box(-2.0, 2.0, (self.k * (self.n + 2),), np.float32)
         else:
             obs_space = spaces.Box(0.0, 1.0, (6, self.n, self.k), np.float32)
-        self.observation_space = spaces.Dict({"action_mask": mask_space,
-                                              "observations": obs_space})
+        self.observation_space = spaces.Dict({"action_mask": mask_space, "observations": obs_space})
         self._mask_dtype = mask_space.dtype
         self._t = 0
         self._target = np.zeros(self.k, np.int64)
@@ -120,11 +136,14 @@ class MaskedBanditEnv(gym.Env):
             observations = np.zeros((6, self.n, self.k), np.float32)
             for j in range(self.k):
                 observations[:, self._target[j], j] = 1.0
-        return {"action_mask": self._mask.reshape(-1).astype(self._mask_dtype),
-                "observations": observations}
+        return {
+            "action_mask": self._mask.reshape(-1).astype(self._mask_dtype),
+            "observations": observations,
+        }
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
-              ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         super().reset(seed=seed)
         self._t = 0
         return self._observe(), {}
@@ -133,12 +152,10 @@ class MaskedBanditEnv(gym.Env):
         if self.kind == "tuple":
             action = action[0]
         elif self.kind == "dict":  # flatten order: "also" before "pick"
-            return np.array([np.asarray(action["also"]).reshape(-1)[0], action["pick"]],
-                            np.int64)
+            return np.array([np.asarray(action["also"]).reshape(-1)[0], action["pick"]], np.int64)
         return np.atleast_1d(np.asarray(action, np.int64))
 
-    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool,
-                                         dict[str, Any]]:
+    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         if not self.action_space.contains(action):
             raise ValueError(f"MaskedBanditEnv: action {action!r} is not in {self.action_space}")
         chosen = self._discrete(action)
@@ -158,8 +175,11 @@ class MaskedBanditEnv(gym.Env):
         if self.kind == "multidiscrete":
             return self._target.copy()
         if self.kind == "dict":
-            return {"pick": int(self._target[1]), "aim": np.zeros(2, np.float32),
-                    "also": self._target[:1].copy()}
+            return {
+                "pick": int(self._target[1]),
+                "aim": np.zeros(2, np.float32),
+                "also": self._target[:1].copy(),
+            }
         return (int(self._target[0]), np.zeros(2, np.float32))
 
     @property

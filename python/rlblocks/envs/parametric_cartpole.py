@@ -47,8 +47,12 @@ class ParametricCartPole(gym.Env):
 
     metadata: dict[str, Any] = {"render_modes": []}
 
-    def __init__(self, max_avail_actions: int = 10, max_episode_steps: int | None = 500,
-                 embedding_seed: int = 0):
+    def __init__(
+        self,
+        max_avail_actions: int = 10,
+        max_episode_steps: int | None = 500,
+        embedding_seed: int = 0,
+    ):
         if max_avail_actions < 2:
             raise ValueError(
                 f"ParametricCartPole: max_avail_actions must be >= 2, got {max_avail_actions}"

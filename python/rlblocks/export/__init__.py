@@ -22,8 +22,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["ExportedPolicy", "OnnxPolicy", "TorchExportPolicy", "evaluate_exported",
-           "export_policy", "load_exported"]
+__all__ = [
+    "ExportedPolicy",
+    "OnnxPolicy",
+    "TorchExportPolicy",
+    "evaluate_exported",
+    "export_policy",
+    "load_exported",
+]
 
 _LAZY = {
     "export_policy": "rlblocks.export.exporter",

@@ -15,8 +15,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from rlblocks.export.runtime import ExportedPolicy, _map
+from rlblocks.export.runtime import ExportedPolicy
 from rlblocks.export.sidecar import read_sidecar, space_from_json
+from rlblocks.nest import tree_index
+from rlblocks.spaces import clip_actions
 from rlblocks.train.loop import episode_summary
 
 __all__ = ["check_env", "evaluate_exported", "load_exported"]
@@ -41,16 +43,6 @@ def load_exported(path: str | Path) -> ExportedPolicy:
     raise ValueError(f"{str(path)!r}: unknown artifact format {fmt!r}")
 
 
-def _clip(action: Any, space: gym.Space) -> Any:
-    if isinstance(space, gym.spaces.Box):
-        return np.clip(action, space.low, space.high).astype(space.dtype)
-    if isinstance(space, gym.spaces.Tuple):
-        return tuple(_clip(a, s) for a, s in zip(action, space.spaces, strict=True))
-    if isinstance(space, gym.spaces.Dict):
-        return {k: _clip(action[k], s) for k, s in space.spaces.items()}
-    return action
-
-
 def check_env(policy: ExportedPolicy, env: gym.Env) -> None:
     """The env observes and acts in the spaces the policy was exported for.
 
@@ -60,11 +52,15 @@ def check_env(policy: ExportedPolicy, env: gym.Env) -> None:
     where = str(policy.path)
     obs_space = space_from_json(policy.sidecar["observation"]["space"])
     if env.observation_space != obs_space:
-        raise ValueError(f"{where!r}: the exported policy observes {obs_space}, the "
-                         f"environment's observation space is {env.observation_space}")
+        raise ValueError(
+            f"{where!r}: the exported policy observes {obs_space}, the "
+            f"environment's observation space is {env.observation_space}"
+        )
     if env.action_space != policy.action_space:
-        raise ValueError(f"{where!r}: the exported policy acts in {policy.action_space}, the "
-                         f"environment's action space is {env.action_space}")
+        raise ValueError(
+            f"{where!r}: the exported policy acts in {policy.action_space}, the "
+            f"environment's action space is {env.action_space}"
+        )
 
 
 def run_episode(policy: ExportedPolicy, env: gym.Env, seed: int | None) -> tuple[float, int]:
@@ -79,9 +75,9 @@ def run_episode(policy: ExportedPolicy, env: gym.Env, seed: int | None) -> tuple
     total, length, done = 0.0, 0, False
     while not done:
         actions, state_out = policy.compute_actions([raw], state, pa, pr)
-        action = _map(lambda a: a[0], actions)
+        action = tree_index(actions, 0)
         if policy.clip_actions:
-            action = _clip(action, policy.action_space)
+            action = clip_actions(action, policy.action_space)
         raw, reward, terminated, truncated, _ = env.step(action)
         total += float(reward)
         length += 1
@@ -96,8 +92,9 @@ def run_episode(policy: ExportedPolicy, env: gym.Env, seed: int | None) -> tuple
     return total, length
 
 
-def evaluate_exported(policy: ExportedPolicy, env: gym.Env, episodes: int = 10,
-                      seed: int | None = None) -> dict[str, Any]:
+def evaluate_exported(
+    policy: ExportedPolicy, env: gym.Env, episodes: int = 10, seed: int | None = None
+) -> dict[str, Any]:
     """Runs ``episodes`` episodes (episode ``i`` reset with ``seed + i``); closes ``env``.
 
     Returns:

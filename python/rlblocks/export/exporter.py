@@ -25,7 +25,6 @@ import torch
 from rlblocks.export.graph import PolicyGraph
 from rlblocks.export.sidecar import (
     PREPROCESSOR_OPTIONS,
-    observation_layout,
     space_to_json,
     write_sidecar,
 )
@@ -55,31 +54,52 @@ def _sidecar(trainer: Any, graph: PolicyGraph, artifact: Path, fmt: str) -> dict
     model_config = cfg.model_config().to_dict()
     leaves = []
     for name, path, leaf in graph.leaves:
-        leaves.append({"name": name, "path": list(path), "dtype": str(leaf.dtype),
-                       "shape": ["B", *(leaf.shape or ())], "space": space_to_json(leaf)})
+        leaves.append(
+            {
+                "name": name,
+                "path": list(path),
+                "dtype": str(leaf.dtype),
+                "shape": ["B", *(leaf.shape or ())],
+                "space": space_to_json(leaf),
+            }
+        )
     pol = graph.policy
     with torch.no_grad():
         example = graph(*graph.example_inputs(2))
-    shapes = {name: ["B", *t.shape[1:]] for name, t in zip(graph.output_names, example,
-                                                            strict=True)}
-    inputs: list[dict[str, Any]] = [
-        {"name": "obs", "dtype": "float32", "shape": ["B", graph.size]}]
-    inputs += [{"name": f"state_in_{i}", "dtype": "float32", "shape": ["B", *s.shape],
-                "initial": s.detach().cpu().float().numpy().tolist()}
-               for i, s in enumerate(pol.model.get_initial_state())]
+    shapes = {
+        name: ["B", *t.shape[1:]] for name, t in zip(graph.output_names, example, strict=True)
+    }
+    inputs: list[dict[str, Any]] = [{"name": "obs", "dtype": "float32", "shape": ["B", graph.size]}]
+    inputs += [
+        {
+            "name": f"state_in_{i}",
+            "dtype": "float32",
+            "shape": ["B", *s.shape],
+            "initial": s.detach().cpu().float().numpy().tolist(),
+        }
+        for i, s in enumerate(pol.model.get_initial_state())
+    ]
     if pol.n_prev_actions:
-        inputs.append({"name": "prev_actions", "dtype": np.dtype(pol.action_dtype).name,
-                       "shape": ["B", pol.n_prev_actions, *pol.action_shape],
-                       "initial": pol.initial_prev_action.tolist()})
+        inputs.append(
+            {
+                "name": "prev_actions",
+                "dtype": np.dtype(pol.action_dtype).name,
+                "shape": ["B", pol.n_prev_actions, *pol.action_shape],
+                "initial": pol.initial_prev_action.tolist(),
+            }
+        )
     if pol.n_prev_rewards:
-        inputs.append({"name": "prev_rewards", "dtype": "float32",
-                       "shape": ["B", pol.n_prev_rewards]})
+        inputs.append(
+            {"name": "prev_rewards", "dtype": "float32", "shape": ["B", pol.n_prev_rewards]}
+        )
     observation_extra: dict[str, Any] = {}
     if pol.mask_layout is not None and pol.mask_columns is not None:
         # The mask travels inside the obs input, at these columns (rlblocks.masks).
         observation_extra["action_mask"] = {
-            "offset": int(pol.mask_columns.start), "size": int(pol.mask_layout.size),
-            "segments": [list(seg) for seg in pol.mask_layout.segments]}
+            "offset": int(pol.mask_columns.start),
+            "size": int(pol.mask_layout.size),
+            "segments": [list(seg) for seg in pol.mask_layout.segments],
+        }
     return {
         "artifact": artifact.name,
         "artifact_format": fmt,
@@ -91,18 +111,23 @@ def _sidecar(trainer: Any, graph: PolicyGraph, artifact: Path, fmt: str) -> dict
             "preprocessor_options": {k: model_config[k] for k in PREPROCESSOR_OPTIONS},
             "shape": list(prep.shape),
             "size": graph.size,
-            "layout": observation_layout(prep),
-            "filter": {"kind": type(trainer.obs_filter).__name__,
-                       "baked_in": graph.has_filter},
+            "layout": prep.layout.describe(),
+            "filter": {"kind": type(trainer.obs_filter).__name__, "baked_in": graph.has_filter},
         },
         "inputs": inputs,
         "outputs": {
             "actions": leaves,
-            "dist_inputs": {"name": "dist_inputs", "dtype": "float32",
-                            "shape": shapes["dist_inputs"], "dist_class": _name(pol.dist_class)},
+            "dist_inputs": {
+                "name": "dist_inputs",
+                "dtype": "float32",
+                "shape": shapes["dist_inputs"],
+                "dist_class": _name(pol.dist_class),
+            },
             "value": {"name": "value", "dtype": "float32", "shape": ["B"]},
-            "state": [{"name": f"state_out_{i}", "dtype": "float32", "shape": ["B", *shape]}
-                      for i, shape in enumerate(graph.state_shapes)],
+            "state": [
+                {"name": f"state_out_{i}", "dtype": "float32", "shape": ["B", *shape]}
+                for i, shape in enumerate(graph.state_shapes)
+            ],
         },
         "output_names": graph.output_names,
         "input_names": graph.input_names,
@@ -113,8 +138,10 @@ def _sidecar(trainer: Any, graph: PolicyGraph, artifact: Path, fmt: str) -> dict
 
 def _name(cls: Any) -> str:
     """A distribution class's name (through ``functools.partial``)."""
-    return str(getattr(cls, "__name__", None) or getattr(getattr(cls, "func", None), "__name__",
-                                                         type(cls).__name__))
+    return str(
+        getattr(cls, "__name__", None)
+        or getattr(getattr(cls, "func", None), "__name__", type(cls).__name__)
+    )
 
 
 def _dynamic_shapes(graph: PolicyGraph) -> tuple[Any, ...]:
@@ -127,12 +154,14 @@ def _export_program(graph: PolicyGraph) -> torch.export.ExportedProgram:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # attributes assigned during export (value_function)
         try:
-            return torch.export.export(graph, example, dynamic_shapes=_dynamic_shapes(graph),
-                                       strict=False)
+            return torch.export.export(
+                graph, example, dynamic_shapes=_dynamic_shapes(graph), strict=False
+            )
         except Exception as err:  # torch raises many types; one clear line for the user
             first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-            raise ValueError(f"export: torch.export cannot trace this policy "
-                             f"({type(err).__name__}: {first})") from err
+            raise ValueError(
+                f"export: torch.export cannot trace this policy ({type(err).__name__}: {first})"
+            ) from err
 
 
 def _write_onnx(program: torch.export.ExportedProgram, graph: PolicyGraph, path: Path) -> None:
@@ -144,14 +173,18 @@ def _write_onnx(program: torch.export.ExportedProgram, graph: PolicyGraph, path:
     quiet = logging.getLogger("torch.onnx")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # "torchvision is not installed" lines
-    with warnings.catch_warnings(), redirect_stdout(io.StringIO()), \
-            redirect_stderr(io.StringIO()):
+    with warnings.catch_warnings(), redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")
         try:
-            onnx_program = torch.onnx.export(program, (), dynamo=True,
-                                             input_names=graph.input_names,
-                                             output_names=graph.output_names,
-                                             external_data=False, verbose=False)
+            onnx_program = torch.onnx.export(
+                program,
+                (),
+                dynamo=True,
+                input_names=graph.input_names,
+                output_names=graph.output_names,
+                external_data=False,
+                verbose=False,
+            )
         finally:
             quiet.setLevel(level)
     if onnx_program is None:
@@ -182,9 +215,15 @@ def export_policy(source: Any, path: str | Path | None = None, fmt: str = "onnx"
     trainer, opened = _trainer(source)
     try:
         if path is None:
-            base = trainer.run_dir if trainer.run_dir is not None else (
-                trainer.checkpoint_path.parent if trainer.checkpoint_path is not None
-                else Path("."))
+            base = (
+                trainer.run_dir
+                if trainer.run_dir is not None
+                else (
+                    trainer.checkpoint_path.parent
+                    if trainer.checkpoint_path is not None
+                    else Path(".")
+                )
+            )
             path = Path(base) / f"policy{FORMATS[fmt]}"
         artifact = Path(path)
         if artifact.parent and not artifact.parent.exists():

@@ -13,7 +13,7 @@ the mask is part of the ``obs`` input (its columns are the sidecar's
 
 Examples:
     >>> import gymnasium as gym, torch
-    >>> from rlblocks.train.config import PPOConfig
+    >>> from rlblocks.train.trainer_config import PPOConfig
     >>> from rlblocks.train.policy import Policy
     >>> pol = Policy(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2, start=5), PPOConfig())
     >>> g = PolicyGraph(pol, obs_shape=(4,))
@@ -51,8 +51,10 @@ def action_leaves(space: gym.Space) -> list[tuple[str, tuple[Any, ...], gym.Spac
         >>> [name for name, _, _ in action_leaves(space)]
         ['action.0', 'action.1.x']
     """
-    return [(".".join(["action", *map(str, path)]), path, leaf)
-            for path, leaf in space_path_items(space)]
+    return [
+        (".".join(["action", *map(str, path)]), path, leaf)
+        for path, leaf in space_path_items(space)
+    ]
 
 
 def _torch_dtype(dtype: Any) -> torch.dtype:
@@ -76,8 +78,10 @@ class PolicyGraph(nn.Module):
     def __init__(self, policy: Policy, obs_shape: Sequence[int], obs_filter: Any = None):
         super().__init__()
         if policy.n_obs_frames:
-            raise ValueError("export: models that read past observations (an obs window view "
-                             "requirement) are not supported")
+            raise ValueError(
+                "export: models that read past observations (an obs window view "
+                "requirement) are not supported"
+            )
         self.policy = policy
         self.model = policy.model
         self.obs_shape = tuple(int(d) for d in obs_shape)
@@ -96,9 +100,11 @@ class PolicyGraph(nn.Module):
             if obs_filter.clip:
                 self.clip = float(obs_filter.clip)
         elif obs_filter is not None and not isinstance(obs_filter, NoFilter):
-            raise ValueError(f"export: cannot bake the observation filter "
-                             f"{type(obs_filter).__name__} into the graph (MeanStdFilter and "
-                             "NoFilter can be)")
+            raise ValueError(
+                f"export: cannot bake the observation filter "
+                f"{type(obs_filter).__name__} into the graph (MeanStdFilter and "
+                "NoFilter can be)"
+            )
         self.register_buffer("filter_mean", torch.from_numpy(mean))
         self.register_buffer("filter_denom", torch.from_numpy(denom))
         self.state_shapes = [tuple(s.shape) for s in self.model.get_initial_state()]
@@ -109,8 +115,11 @@ class PolicyGraph(nn.Module):
         if policy.n_prev_rewards:
             names.append("prev_rewards")
         self.input_names = names
-        self.output_names = ([name for name, _, _ in self.leaves] + ["dist_inputs", "value"]
-                             + [f"state_out_{i}" for i in range(len(self.state_shapes))])
+        self.output_names = (
+            [name for name, _, _ in self.leaves]
+            + ["dist_inputs", "value"]
+            + [f"state_out_{i}" for i in range(len(self.state_shapes))]
+        )
 
     def example_inputs(self, batch: int = 2) -> tuple[torch.Tensor, ...]:
         """Zeros of every input for ``batch`` rows (the initial state for the state)."""
@@ -118,8 +127,13 @@ class PolicyGraph(nn.Module):
         inputs = [torch.zeros(batch, self.size)]
         inputs += [s.detach().cpu() for s in pol.initial_state(batch)]
         if pol.n_prev_actions:
-            inputs.append(torch.as_tensor(np.broadcast_to(
-                pol.initial_prev_action, (batch, pol.n_prev_actions, *pol.action_shape)).copy()))
+            inputs.append(
+                torch.as_tensor(
+                    np.broadcast_to(
+                        pol.initial_prev_action, (batch, pol.n_prev_actions, *pol.action_shape)
+                    ).copy()
+                )
+            )
         if pol.n_prev_rewards:
             inputs.append(torch.zeros(batch, pol.n_prev_rewards))
         return tuple(inputs)

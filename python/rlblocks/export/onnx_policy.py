@@ -42,18 +42,23 @@ class OnnxPolicy(ExportedPolicy):
     def __init__(self, path: str | Path, num_threads: int = 1):
         super().__init__(path)
         if self.sidecar.get("artifact_format") != "onnx":
-            raise ValueError(f"{str(self.path)!r} is a {self.sidecar.get('artifact_format')} "
-                             "artifact, not ONNX (use TorchExportPolicy)")
+            raise ValueError(
+                f"{str(self.path)!r} is a {self.sidecar.get('artifact_format')} "
+                "artifact, not ONNX (use TorchExportPolicy)"
+            )
         options = ort.SessionOptions()
         options.intra_op_num_threads = int(num_threads)
         options.inter_op_num_threads = 1
         try:
-            self.session = ort.InferenceSession(str(self.path), options,
-                                                providers=["CPUExecutionProvider"])
+            self.session = ort.InferenceSession(
+                str(self.path), options, providers=["CPUExecutionProvider"]
+            )
         except Exception as err:  # onnxruntime raises its own exception types
             raise ValueError(f"onnxruntime cannot load {str(self.path)!r}: {err}") from None
-        self._check_graph([_spec(i) for i in self.session.get_inputs()],
-                          [_spec(o) for o in self.session.get_outputs()])
+        self._check_graph(
+            [_spec(i) for i in self.session.get_inputs()],
+            [_spec(o) for o in self.session.get_outputs()],
+        )
 
     def _run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         return list(self.session.run(self.output_names, feeds))
@@ -66,6 +71,6 @@ _ORT_TYPES = {"float": "float32", "double": "float64", "float16": "float16", "bo
 def _spec(arg: Any) -> TensorSpec:
     """An onnxruntime ``NodeArg`` (``type`` like ``"tensor(float)"``) as a TensorSpec."""
     kind = str(arg.type)
-    elem = kind[len("tensor("):-1] if kind.startswith("tensor(") else kind
+    elem = kind[len("tensor(") : -1] if kind.startswith("tensor(") else kind
     shape = tuple(d if isinstance(d, int) or d is None else str(d) for d in (arg.shape or ()))
     return TensorSpec(str(arg.name), shape, _ORT_TYPES.get(elem, elem))

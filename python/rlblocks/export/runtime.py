@@ -33,6 +33,7 @@ from rlblocks.export.validate import (
     check_structure,
     prepare_feeds,
 )
+from rlblocks.nest import tree_from_paths, tree_index
 
 __all__ = ["ExportedPolicy"]
 
@@ -61,15 +62,19 @@ class ExportedPolicy(ABC):
         self.sidecar = read_sidecar(self.path)
         check_structure(self.sidecar, str(self.path))
         spaces = {}
-        for field, data in (("observation.space", self.sidecar["observation"]["space"]),
-                            ("action_space", self.sidecar["action_space"])):
+        for field, data in (
+            ("observation.space", self.sidecar["observation"]["space"]),
+            ("action_space", self.sidecar["action_space"]),
+        ):
             try:
                 spaces[field] = space_from_json(data)
             except (KeyError, TypeError, IndexError, AssertionError, ValueError) as err:
                 # a description missing parts, or values gymnasium refuses
                 text = repr(data) if len(repr(data)) <= 200 else repr(data)[:197] + "..."
-                raise ValueError(f"{str(self.path)!r}: the export sidecar's {field} {text} is "
-                                 f"malformed ({type(err).__name__}: {err})") from None
+                raise ValueError(
+                    f"{str(self.path)!r}: the export sidecar's {field} {text} is "
+                    f"malformed ({type(err).__name__}: {err})"
+                ) from None
         self.action_space = spaces["action_space"]
         self.preprocessor = make_preprocessor(self.sidecar)
         self.size = int(self.sidecar["observation"]["size"])
@@ -99,15 +104,19 @@ class ExportedPolicy(ABC):
         self.recurrent = bool(self._initial)
         out = self.sidecar["outputs"]
         for entry in [*out["actions"], out["dist_inputs"], out["value"], *out["state"]]:
-            self._empty[entry["name"]] = (tuple(int(d) for d in entry["shape"][1:]),
-                                          np.dtype(entry["dtype"]))
+            self._empty[entry["name"]] = (
+                tuple(int(d) for d in entry["shape"][1:]),
+                np.dtype(entry["dtype"]),
+            )
 
     @property
     def spec(self) -> FeedSpec:
         """What the artifact takes (after the graph was checked against the sidecar)."""
         if self._spec is None:
-            raise RuntimeError(f"{str(self.path)!r}: the artifact's graph was not checked "
-                               "against its sidecar (a subclass must call _check_graph)")
+            raise RuntimeError(
+                f"{str(self.path)!r}: the artifact's graph was not checked "
+                "against its sidecar (a subclass must call _check_graph)"
+            )
         return self._spec
 
     @abstractmethod
@@ -127,8 +136,9 @@ class ExportedPolicy(ABC):
         pa = pr = None
         if spec.n_prev_actions:
             initial = np.asarray(spec.prev_action_initial, spec.prev_action_dtype)
-            pa = np.broadcast_to(initial, (batch_size, spec.n_prev_actions,
-                                           *spec.action_shape)).copy()
+            pa = np.broadcast_to(
+                initial, (batch_size, spec.n_prev_actions, *spec.action_shape)
+            ).copy()
         if spec.n_prev_rewards:
             pr = np.zeros((batch_size, spec.n_prev_rewards), np.float32)
         return pa, pr
@@ -145,8 +155,10 @@ class ExportedPolicy(ABC):
         x = np.ascontiguousarray(x, dtype=np.float32).reshape(x.shape[0], self.size)
         if not np.isfinite(x).all():
             row = int(np.nonzero(~np.isfinite(x).all(axis=1))[0][0])
-            raise ValueError(f"obs[{row}]: NaN or inf in the observation (the exported "
-                             "policy needs finite inputs)")
+            raise ValueError(
+                f"obs[{row}]: NaN or inf in the observation (the exported "
+                "policy needs finite inputs)"
+            )
         return x
 
     def forward(
@@ -171,8 +183,10 @@ class ExportedPolicy(ABC):
         self._check_mask(feeds["obs"])
         b = int(feeds["obs"].shape[0])
         if b == 0:
-            return {name: np.zeros((0, *self._empty[name][0]), self._empty[name][1])
-                    for name in self.output_names}
+            return {
+                name: np.zeros((0, *self._empty[name][0]), self._empty[name][1])
+                for name in self.output_names
+            }
         return dict(zip(self.output_names, self._run(feeds), strict=True))
 
     def _check_mask(self, x: np.ndarray) -> None:
@@ -183,19 +197,20 @@ class ExportedPolicy(ABC):
         if info is None or x.shape[0] == 0:
             return
         offset = int(info["offset"])
-        legal = x.reshape(x.shape[0], -1)[:, offset:offset + int(info["size"])] > 0
+        legal = x.reshape(x.shape[0], -1)[:, offset : offset + int(info["size"])] > 0
         for start, end in info["segments"]:
-            empty = ~legal[:, int(start):int(end)].any(axis=1)
+            empty = ~legal[:, int(start) : int(end)].any(axis=1)
             if empty.any():
                 raise ValueError(
                     f"action_mask row {int(np.flatnonzero(empty)[0])} leaves no legal action "
-                    f"(mask entries {start}:{end} are all <= 0)")
+                    f"(mask entries {start}:{end} are all <= 0)"
+                )
 
     def _structure(self, flat: list[np.ndarray]) -> Any:
         """Action leaves -> the action space's (batched) structure."""
-        if len(self._leaves) == 1 and not self._leaves[0]["path"]:
-            return flat[0]
-        return _unflatten(self.action_space, iter(flat))
+        return tree_from_paths(
+            [(leaf["path"], a) for leaf, a in zip(self._leaves, flat, strict=True)]
+        )
 
     def compute_actions(
         self,
@@ -233,22 +248,4 @@ class ExportedPolicy(ABC):
         """One observation -> ``(action, state_out)`` (state arrays without a batch dim)."""
         batched = None if state is None else [np.asarray(s)[None] for s in state]
         actions, state_out = self.compute_actions([obs], batched)
-        return _map(lambda a: a[0], actions), [s[0] for s in state_out]
-
-
-def _unflatten(space: Any, leaves: Any) -> Any:
-    import gymnasium as gym
-
-    if isinstance(space, gym.spaces.Tuple):
-        return tuple(_unflatten(s, leaves) for s in space.spaces)
-    if isinstance(space, gym.spaces.Dict):
-        return {k: _unflatten(s, leaves) for k, s in space.spaces.items()}
-    return next(leaves)
-
-
-def _map(fn: Any, tree: Any) -> Any:
-    if isinstance(tree, tuple):
-        return tuple(_map(fn, t) for t in tree)
-    if isinstance(tree, dict):
-        return {k: _map(fn, v) for k, v in tree.items()}
-    return fn(tree)
+        return tree_index(actions, 0), [s[0] for s in state_out]

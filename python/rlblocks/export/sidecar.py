@@ -2,7 +2,8 @@
 
 An artifact ``policy.onnx`` (or ``policy.pt2``) comes with ``policy.onnx.json``. It holds
 the observation space (as JSON, so that any language can rebuild it), the flat layout the
-preprocessor writes (each leaf's path, offset, size and kind), the inputs (state shapes,
+preprocessor writes (:meth:`rlblocks.layout.Layout.describe`: each leaf's path, offset,
+size and kind), the inputs (state shapes,
 previous actions and rewards) and the outputs (one per action leaf, in the action space's
 dtype, then ``dist_inputs``, ``value`` and the next state). For an ``action_mask``
 observation (RLlib's convention, :mod:`rlblocks.masks`), ``observation.action_mask`` gives
@@ -17,7 +18,7 @@ Examples:
     True
     >>> from rlblocks.preprocessors import get_preprocessor
     >>> [(leaf["path"], leaf["offset"], leaf["kind"])
-    ...  for leaf in observation_layout(get_preprocessor(space)(space))]
+    ...  for leaf in get_preprocessor(space)(space).layout.describe()]
     [('obs["a"]', 0, 'one_hot'), ('obs["b"]', 3, 'box')]
 """
 
@@ -31,14 +32,14 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from rlblocks.layout import PIXEL_OPTIONS
 from rlblocks.preprocessors import Preprocessor, get_preprocessor
-from rlblocks.spaces import Repeated, Simplex, format_path
+from rlblocks.spaces import Repeated, Simplex
 
 __all__ = [
     "FORMAT",
     "PREPROCESSOR_OPTIONS",
     "make_preprocessor",
-    "observation_layout",
     "read_sidecar",
     "sidecar_path",
     "space_from_json",
@@ -50,7 +51,7 @@ __all__ = [
 FORMAT = "rlblocks.export/1"
 
 #: The model-config keys a preprocessor reads (image size and scaling of raw Atari frames).
-PREPROCESSOR_OPTIONS = ("dim", "grayscale", "zero_mean")
+PREPROCESSOR_OPTIONS = tuple(PIXEL_OPTIONS)
 
 
 def sidecar_path(artifact: str | Path) -> Path:
@@ -83,23 +84,38 @@ def space_to_json(space: gym.Space) -> dict[str, Any]:
     if isinstance(space, gym.spaces.Discrete):
         return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
     if isinstance(space, gym.spaces.MultiDiscrete):
-        return {"type": "MultiDiscrete", "nvec": np.asarray(space.nvec).tolist(),
-                "start": np.asarray(space.start).tolist(), "dtype": str(space.dtype)}
+        return {
+            "type": "MultiDiscrete",
+            "nvec": np.asarray(space.nvec).tolist(),
+            "start": np.asarray(space.start).tolist(),
+            "dtype": str(space.dtype),
+        }
     if isinstance(space, gym.spaces.MultiBinary):
         return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
     if isinstance(space, gym.spaces.Box):
-        return {"type": "Box", "shape": list(space.shape), "dtype": str(space.dtype),
-                "low": _bound(space.low), "high": _bound(space.high)}
+        return {
+            "type": "Box",
+            "shape": list(space.shape),
+            "dtype": str(space.dtype),
+            "low": _bound(space.low),
+            "high": _bound(space.high),
+        }
     if isinstance(space, Simplex):
         return {"type": "Simplex", "shape": list(space.shape or ()), "dtype": str(space.dtype)}
     if isinstance(space, gym.spaces.Tuple):
         return {"type": "Tuple", "spaces": [space_to_json(s) for s in space.spaces]}
     if isinstance(space, gym.spaces.Dict):
-        return {"type": "Dict", "keys": list(space.spaces),
-                "spaces": [space_to_json(s) for s in space.spaces.values()]}
+        return {
+            "type": "Dict",
+            "keys": list(space.spaces),
+            "spaces": [space_to_json(s) for s in space.spaces.values()],
+        }
     if isinstance(space, Repeated):
-        return {"type": "Repeated", "child": space_to_json(space.child_space),
-                "max_len": int(space.max_len)}
+        return {
+            "type": "Repeated",
+            "child": space_to_json(space.child_space),
+            "max_len": int(space.max_len),
+        }
     raise ValueError(f"cannot describe {space} in the export sidecar")
 
 
@@ -119,22 +135,28 @@ def space_from_json(data: Mapping[str, Any]) -> gym.Space:
     if kind == "Discrete":
         return gym.spaces.Discrete(int(data["n"]), start=int(data["start"]))
     if kind == "MultiDiscrete":
-        return gym.spaces.MultiDiscrete(np.asarray(data["nvec"]), dtype=np.dtype(data["dtype"]),
-                                        start=np.asarray(data["start"]))
+        return gym.spaces.MultiDiscrete(
+            np.asarray(data["nvec"]), dtype=np.dtype(data["dtype"]), start=np.asarray(data["start"])
+        )
     if kind == "MultiBinary":
         return gym.spaces.MultiBinary(data["n"])
     if kind == "Box":
         shape = tuple(int(d) for d in data["shape"])
         dtype = np.dtype(data["dtype"])
-        return gym.spaces.Box(_bound_array(data["low"], shape, dtype),
-                              _bound_array(data["high"], shape, dtype), shape, dtype)
+        return gym.spaces.Box(
+            _bound_array(data["low"], shape, dtype),
+            _bound_array(data["high"], shape, dtype),
+            shape,
+            dtype,
+        )
     if kind == "Simplex":
         return Simplex(tuple(data["shape"]), dtype=np.dtype(data["dtype"]))
     if kind == "Tuple":
         return gym.spaces.Tuple(tuple(space_from_json(s) for s in data["spaces"]))
     if kind == "Dict":
-        return gym.spaces.Dict({k: space_from_json(s)
-                                for k, s in zip(data["keys"], data["spaces"], strict=True)})
+        return gym.spaces.Dict(
+            {k: space_from_json(s) for k, s in zip(data["keys"], data["spaces"], strict=True)}
+        )
     if kind == "Repeated":
         return Repeated(space_from_json(data["child"]), int(data["max_len"]))
     raise ValueError(f"export sidecar: unknown space type {kind!r}")
@@ -146,66 +168,11 @@ def make_preprocessor(sidecar: Mapping[str, Any]) -> Preprocessor:
     space = space_from_json(obs["space"])
     prep = get_preprocessor(space)(space, dict(obs["preprocessor_options"]))
     if prep.size != int(obs["size"]):
-        raise ValueError(f"export sidecar: the preprocessor of {space} writes {prep.size} "
-                         f"floats, the artifact expects {obs['size']}")
+        raise ValueError(
+            f"export sidecar: the preprocessor of {space} writes {prep.size} "
+            f"floats, the artifact expects {obs['size']}"
+        )
     return prep
-
-
-def observation_layout(prep: Preprocessor) -> list[dict[str, Any]]:
-    """Where each leaf of the observation lands in the flat ``(size,)`` row.
-
-    Kinds: ``one_hot`` (``n``, ``start``: value ``v`` sets slot ``v - start``),
-    ``multi_one_hot`` (``nvec``, ``starts``: one block per component, row-major),
-    ``box`` (``shape``, copied as float32; Atari RAM with ``map`` ``(x - 128) / 128``),
-    ``repeated_length`` (the list's length, followed by ``max_len`` items of
-    ``item_size`` floats each, then zeros; the item's own leaves are listed after it with
-    offsets of the first item), and ``atari_pixels`` (a raw frame through RLlib's
-    generic pixel preprocessor, ``dim`` / ``grayscale`` / ``zero_mean``).
-    """
-    nodes = getattr(prep, "_layout", None)
-    if nodes is None:  # a pass-through Box (or raw Atari frames) at the top
-        if type(prep).__name__ == "GenericPixelPreprocessor":
-            return [{"path": "obs", "offset": 0, "size": prep.size, "kind": "atari_pixels",
-                     "shape": list(prep.shape)}]
-        return [{"path": "obs", "offset": 0, "size": prep.size, "kind": "box",
-                 "shape": list(prep.shape)}]
-    out: list[dict[str, Any]] = []
-    _walk(nodes, len(nodes) - 1, 0, (), out)
-    return out
-
-
-def _walk(nodes: list[dict[str, Any]], i: int, offset: int, path: tuple[Any, ...],
-          out: list[dict[str, Any]]) -> None:
-    node = nodes[i]
-    kind = node["kind"]
-    entry: dict[str, Any] = {"path": format_path(path), "offset": offset,
-                             "size": int(node["size"])}
-    if kind in ("tuple", "dict"):
-        names = node.get("keys") or list(range(len(node["children"])))
-        for name, child in zip(names, node["children"], strict=True):
-            _walk(nodes, child, offset, (*path, name), out)
-            offset += int(nodes[child]["size"])
-        return
-    if kind == "discrete":
-        entry.update(kind="one_hot", n=node["n"], start=node["start"])
-    elif kind == "multidiscrete":
-        entry.update(kind="multi_one_hot", shape=node["shape"], nvec=node["nvec"],
-                     starts=node["starts"])
-    elif kind == "repeated":
-        child = node["children"][0]
-        entry.update(kind="repeated_length", size=1, max_len=node["max_len"],
-                     item_size=int(nodes[child]["size"]))
-        out.append(entry)
-        _walk(nodes, child, offset + 1, (*path, 0), out)
-        return
-    elif kind == "callback":
-        pixel = node["preprocessor"]
-        entry.update(kind="atari_pixels", shape=list(pixel.shape))
-    else:
-        entry.update(kind="box", shape=node["shape"])
-        if node.get("map") == "atari_ram":
-            entry["map"] = "(x - 128) / 128"
-    out.append(entry)
 
 
 def write_sidecar(artifact: str | Path, data: Mapping[str, Any]) -> Path:
@@ -225,8 +192,10 @@ def read_sidecar(artifact: str | Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        raise ValueError(f"{str(path)!r} is missing: an exported policy needs the JSON "
-                         "sidecar that `rlblocks export` writes next to it") from None
+        raise ValueError(
+            f"{str(path)!r} is missing: an exported policy needs the JSON "
+            "sidecar that `rlblocks export` writes next to it"
+        ) from None
     except (OSError, ValueError) as err:
         raise ValueError(f"cannot read the export sidecar {str(path)!r}: {err}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:

@@ -36,8 +36,10 @@ class TorchExportPolicy(ExportedPolicy):
     def __init__(self, path: str | Path):
         super().__init__(path)
         if self.sidecar.get("artifact_format") != "torch-export":
-            raise ValueError(f"{str(self.path)!r} is a {self.sidecar.get('artifact_format')} "
-                             "artifact, not torch.export (use OnnxPolicy)")
+            raise ValueError(
+                f"{str(self.path)!r} is a {self.sidecar.get('artifact_format')} "
+                "artifact, not torch.export (use OnnxPolicy)"
+            )
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # "No complete tensor found in the group"

@@ -38,8 +38,14 @@ import numpy as np
 
 from rlblocks.spaces import Simplex, space_path_items
 
-__all__ = ["FeedSpec", "TensorSpec", "check_artifact", "check_structure", "dist_inputs_width",
-           "prepare_feeds"]
+__all__ = [
+    "FeedSpec",
+    "TensorSpec",
+    "check_artifact",
+    "check_structure",
+    "dist_inputs_width",
+    "prepare_feeds",
+]
 
 Dim = int | str | None
 
@@ -66,9 +72,11 @@ def _get(data: Any, key: str, field: str, kind: type | tuple[type, ...], where: 
     value = data[key]
     if not isinstance(value, kind):
         kinds = kind if isinstance(kind, tuple) else (kind,)
-        raise ValueError(f"{where}: the export sidecar's field {field!r} is "
-                         f"{type(value).__name__} {value!r}; expected "
-                         f"{' or '.join(k.__name__ for k in kinds)}")
+        raise ValueError(
+            f"{where}: the export sidecar's field {field!r} is "
+            f"{type(value).__name__} {value!r}; expected "
+            f"{' or '.join(k.__name__ for k in kinds)}"
+        )
     return value
 
 
@@ -76,15 +84,22 @@ def _tensor_entry(data: Any, field: str, where: str) -> None:
     _get(data, "name", f"{field}.name", str, where)
     _get(data, "dtype", f"{field}.dtype", str, where)
     shape = _get(data, "shape", f"{field}.shape", list, where)
-    if not shape or shape[0] != "B" or not all(
-            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape[1:]):
-        raise ValueError(f"{where}: the export sidecar's field {field + '.shape'!r} is "
-                         f"{shape!r}; expected 'B' (the batch) followed by sizes >= 0")
+    if (
+        not shape
+        or shape[0] != "B"
+        or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape[1:])
+    ):
+        raise ValueError(
+            f"{where}: the export sidecar's field {field + '.shape'!r} is "
+            f"{shape!r}; expected 'B' (the batch) followed by sizes >= 0"
+        )
     try:
         np.dtype(data["dtype"])
     except TypeError:
-        raise ValueError(f"{where}: the export sidecar's field {field + '.dtype'!r} is "
-                         f"{data['dtype']!r}, not a numpy dtype name") from None
+        raise ValueError(
+            f"{where}: the export sidecar's field {field + '.dtype'!r} is "
+            f"{data['dtype']!r}, not a numpy dtype name"
+        ) from None
 
 
 def check_structure(sidecar: Mapping[str, Any], where: str) -> None:
@@ -101,8 +116,10 @@ def check_structure(sidecar: Mapping[str, Any], where: str) -> None:
     for key in ("input_names", "output_names"):
         names = _get(sidecar, key, key, list, where)
         if not all(isinstance(n, str) for n in names):
-            raise ValueError(f"{where}: the export sidecar's field {key!r} is {names!r}; "
-                             "expected a list of names")
+            raise ValueError(
+                f"{where}: the export sidecar's field {key!r} is {names!r}; "
+                "expected a list of names"
+            )
     for i, entry in enumerate(_get(sidecar, "inputs", "inputs", list, where)):
         _tensor_entry(entry, f"inputs[{i}]", where)
     outputs = _get(sidecar, "outputs", "outputs", dict, where)
@@ -110,8 +127,7 @@ def check_structure(sidecar: Mapping[str, Any], where: str) -> None:
         _tensor_entry(entry, f"outputs.actions[{i}]", where)
         _get(entry, "path", f"outputs.actions[{i}].path", list, where)
     for key in ("dist_inputs", "value"):
-        _tensor_entry(_get(outputs, key, f"outputs.{key}", dict, where), f"outputs.{key}",
-                      where)
+        _tensor_entry(_get(outputs, key, f"outputs.{key}", dict, where), f"outputs.{key}", where)
     for i, entry in enumerate(_get(outputs, "state", "outputs.state", list, where)):
         _tensor_entry(entry, f"outputs.state[{i}]", where)
 
@@ -149,8 +165,11 @@ def dist_inputs_width(space: gym.Space, dist_class: str | None) -> int | None:
     leaf_kinds: dict[str, type | tuple[type, ...]] = {
         "Categorical": gym.spaces.Discrete,
         "MultiCategorical": (gym.spaces.MultiDiscrete, gym.spaces.Box),
-        "DiagGaussian": gym.spaces.Box, "SquashedGaussian": gym.spaces.Box,
-        "Beta": gym.spaces.Box, "Deterministic": gym.spaces.Box, "Dirichlet": Simplex,
+        "DiagGaussian": gym.spaces.Box,
+        "SquashedGaussian": gym.spaces.Box,
+        "Beta": gym.spaces.Box,
+        "Deterministic": gym.spaces.Box,
+        "Dirichlet": Simplex,
     }
     if dist_class == "MultiActionDistribution":
         if not isinstance(space, (gym.spaces.Tuple, gym.spaces.Dict)):
@@ -162,14 +181,18 @@ def dist_inputs_width(space: gym.Space, dist_class: str | None) -> int | None:
         return None
     if dist_class == "Deterministic" and isinstance(space, gym.spaces.Box):
         return prod(space.shape)
-    if dist_class == "MultiCategorical" and isinstance(space, gym.spaces.Box) and not \
-            np.issubdtype(space.dtype, np.integer):
+    if (
+        dist_class == "MultiCategorical"
+        and isinstance(space, gym.spaces.Box)
+        and not np.issubdtype(space.dtype, np.integer)
+    ):
         return None
     return _leaf_width(space)
 
 
-def _expected_specs(sidecar: Mapping[str, Any], action_space: gym.Space
-                    ) -> tuple[list[TensorSpec], list[TensorSpec]]:
+def _expected_specs(
+    sidecar: Mapping[str, Any], action_space: gym.Space
+) -> tuple[list[TensorSpec], list[TensorSpec]]:
     """The inputs and outputs the action space, observation size and state imply."""
     inputs = {i["name"]: i for i in sidecar["inputs"]}
     n_state = sum(1 for name in inputs if name.startswith("state_in_"))
@@ -180,22 +203,32 @@ def _expected_specs(sidecar: Mapping[str, Any], action_space: gym.Space
         ins.append(TensorSpec(f"state_in_{i}", shape, "float32"))
     if "prev_actions" in inputs:
         n = inputs["prev_actions"]["shape"][1:2] or [1]
-        dtype = "int64" if isinstance(action_space, (gym.spaces.Discrete,
-                                                     gym.spaces.MultiDiscrete)) else "float32"
+        dtype = (
+            "int64"
+            if isinstance(action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete))
+            else "float32"
+        )
         ins.append(TensorSpec("prev_actions", ("B", *n, *(action_space.shape or ())), dtype))
     if "prev_rewards" in inputs:
         n = inputs["prev_rewards"]["shape"][1:2] or [1]
         ins.append(TensorSpec("prev_rewards", ("B", *n), "float32"))
-    outs = [TensorSpec(".".join(["action", *map(str, path)]), ("B", *(leaf.shape or ())),
-                       np.dtype(leaf.dtype).name)
-            for path, leaf in space_path_items(action_space)]
+    outs = [
+        TensorSpec(
+            ".".join(["action", *map(str, path)]),
+            ("B", *(leaf.shape or ())),
+            np.dtype(leaf.dtype).name,
+        )
+        for path, leaf in space_path_items(action_space)
+    ]
     dist = sidecar["outputs"]["dist_inputs"]
     width = dist_inputs_width(action_space, dist.get("dist_class"))
     dist_shape = tuple(dist["shape"]) if width is None else ("B", width)
     outs.append(TensorSpec("dist_inputs", dist_shape, "float32"))
     outs.append(TensorSpec("value", ("B",), "float32"))
-    outs += [TensorSpec(f"state_out_{i}", spec.shape, "float32")
-             for i, spec in enumerate(ins[1:1 + n_state])]
+    outs += [
+        TensorSpec(f"state_out_{i}", spec.shape, "float32")
+        for i, spec in enumerate(ins[1 : 1 + n_state])
+    ]
     return ins, outs
 
 
@@ -212,7 +245,9 @@ def _fields(specs: list[TensorSpec], kind: str) -> list[str]:
         return [f"inputs[{i}]" for i in range(len(specs))]
     n_actions = sum(1 for s in specs if s.name is not None and s.name.startswith("action"))
     names = [f"outputs.actions[{i}]" for i in range(n_actions)] + [
-        "outputs.dist_inputs", "outputs.value"]
+        "outputs.dist_inputs",
+        "outputs.value",
+    ]
     return names + [f"outputs.state[{i}]" for i in range(len(specs) - len(names))]
 
 
@@ -232,9 +267,13 @@ def _same_shape(sidecar_shape: Sequence[Dim], graph_shape: Sequence[Dim]) -> boo
     return True
 
 
-def check_artifact(sidecar: Mapping[str, Any], action_space: gym.Space,
-                   graph_inputs: Sequence[TensorSpec], graph_outputs: Sequence[TensorSpec],
-                   where: str) -> None:
+def check_artifact(
+    sidecar: Mapping[str, Any],
+    action_space: gym.Space,
+    graph_inputs: Sequence[TensorSpec],
+    graph_outputs: Sequence[TensorSpec],
+    where: str,
+) -> None:
     """Compares the sidecar with itself and with the graph's inputs and outputs.
 
     The graph's names are compared where it has them (ONNX); its order, shapes (a symbolic
@@ -258,31 +297,43 @@ def check_artifact(sidecar: Mapping[str, Any], action_space: gym.Space,
         graph_names = [s.name for s in graph[kind]]
         named = all(n is not None for n in graph_names)
         if len(graph_names) != len(names[kind]):
-            raise ValueError(f"{where}: {field}: the sidecar says {names[kind]} "
-                             f"({len(names[kind])} {kind}), the graph has {len(graph_names)} "
-                             f"{kind}" + (f" {graph_names}" if named else ""))
+            raise ValueError(
+                f"{where}: {field}: the sidecar says {names[kind]} "
+                f"({len(names[kind])} {kind}), the graph has {len(graph_names)} "
+                f"{kind}" + (f" {graph_names}" if named else "")
+            )
         if named and graph_names != names[kind]:
-            raise ValueError(f"{where}: {field}: the sidecar says {names[kind]}, the graph "
-                             f"has {graph_names}")
+            raise ValueError(
+                f"{where}: {field}: the sidecar says {names[kind]}, the graph has {graph_names}"
+            )
         listed_names = [s.name for s in listed[kind]]
         if listed_names != names[kind]:
-            raise ValueError(f"{where}: {field}: the sidecar says {names[kind]}, its field "
-                             f"{kind!r} lists {listed_names}")
+            raise ValueError(
+                f"{where}: {field}: the sidecar says {names[kind]}, its field "
+                f"{kind!r} lists {listed_names}"
+            )
         wanted_names = [s.name for s in wanted[kind]]
         if wanted_names != names[kind]:
-            raise ValueError(f"{where}: {field}: the sidecar says {names[kind]}, its action "
-                             f"space {action_space} and state need {wanted_names}")
+            raise ValueError(
+                f"{where}: {field}: the sidecar says {names[kind]}, its action "
+                f"space {action_space} and state need {wanted_names}"
+            )
     for kind in ("inputs", "outputs"):
-        for field, side, want, got in zip(_fields(listed[kind], kind), listed[kind],
-                                          wanted[kind], graph[kind], strict=True):
+        for field, side, want, got in zip(
+            _fields(listed[kind], kind), listed[kind], wanted[kind], graph[kind], strict=True
+        ):
             label = f"{kind[:-1]} {side.name!r} ({field})"
             if side.dtype != got.dtype:
-                raise ValueError(f"{where}: {label} dtype: the sidecar says {side.dtype}, the "
-                                 f"graph has {got.dtype}")
+                raise ValueError(
+                    f"{where}: {label} dtype: the sidecar says {side.dtype}, the "
+                    f"graph has {got.dtype}"
+                )
             if not _same_shape(side.shape, got.shape):
-                raise ValueError(f"{where}: {label} shape: the sidecar says "
-                                 f"{_shape_text(side.shape)}, the graph has "
-                                 f"{_shape_text(got.shape)}")
+                raise ValueError(
+                    f"{where}: {label} shape: the sidecar says "
+                    f"{_shape_text(side.shape)}, the graph has "
+                    f"{_shape_text(got.shape)}"
+                )
             if side.dtype != want.dtype or tuple(side.shape) != tuple(want.shape):
                 if side.name == "obs":
                     source = f"observation.size: the sidecar says {want.shape[1]}"
@@ -293,24 +344,31 @@ def check_artifact(sidecar: Mapping[str, Any], action_space: gym.Space,
                 raise ValueError(
                     f"{where}: {source}, which needs {label} to be {want.dtype} "
                     f"{_shape_text(want.shape)}; the graph has {got.dtype} "
-                    f"{_shape_text(got.shape)}")
+                    f"{_shape_text(got.shape)}"
+                )
     for i, entry in enumerate(sidecar["inputs"]):
         if entry["name"].startswith("state_in_"):
             initial = np.shape(entry.get("initial"))
             if initial != tuple(entry["shape"][1:]):
-                raise ValueError(f"{where}: inputs[{i}].initial: the sidecar's initial state "
-                                 f"has shape {list(initial)}, its shape field says "
-                                 f"{_shape_text(entry['shape'])}")
+                raise ValueError(
+                    f"{where}: inputs[{i}].initial: the sidecar's initial state "
+                    f"has shape {list(initial)}, its shape field says "
+                    f"{_shape_text(entry['shape'])}"
+                )
     spec = FeedSpec.from_sidecar(sidecar, action_space)
     if spec.n_prev_actions:
         try:
-            first = np.broadcast_to(_numeric(spec.prev_action_initial, "initial"),
-                                    (1, spec.n_prev_actions, *spec.action_shape))
+            first = np.broadcast_to(
+                _numeric(spec.prev_action_initial, "initial"),
+                (1, spec.n_prev_actions, *spec.action_shape),
+            )
             _check_prev_actions(first, spec, 1)
         except ValueError as err:
-            raise ValueError(f"{where}: the prev_actions input's initial: the sidecar says "
-                             f"{spec.prev_action_initial!r}, not an action of {action_space} "
-                             f"({err})") from None
+            raise ValueError(
+                f"{where}: the prev_actions input's initial: the sidecar says "
+                f"{spec.prev_action_initial!r}, not an action of {action_space} "
+                f"({err})"
+            ) from None
 
 
 # --- the inputs of a call -------------------------------------------------------------------
@@ -381,8 +439,7 @@ def _shape(arr: np.ndarray, want: tuple[int, ...], name: str, what: str) -> None
 def _finite(arr: np.ndarray, name: str, what: str) -> None:
     if arr.dtype.kind == "f" and not np.isfinite(arr).all():
         idx = tuple(np.argwhere(~np.isfinite(arr))[0])
-        raise ValueError(f"{name}{_index(idx)}: {arr[idx]} is not finite ({what} must be "
-                         "finite)")
+        raise ValueError(f"{name}{_index(idx)}: {arr[idx]} is not finite ({what} must be finite)")
 
 
 def _float32(arr: np.ndarray) -> np.ndarray:
@@ -397,15 +454,17 @@ def _float32(arr: np.ndarray) -> np.ndarray:
 def _check_batch(arr: np.ndarray, b: int, name: str) -> None:
     if arr.ndim == 0 or arr.shape[0] != b:
         got = "a scalar" if arr.ndim == 0 else f"{arr.shape[0]} rows (shape {arr.shape})"
-        raise ValueError(f"{name}: {got}, but obs has {b} rows: every input needs the same "
-                         "batch size")
+        raise ValueError(
+            f"{name}: {got}, but obs has {b} rows: every input needs the same batch size"
+        )
 
 
 def _check_obs(x: Any, size: int) -> np.ndarray:
     arr = _numeric(x, "obs")
     if arr.ndim != 2 or arr.shape[1] != size:
-        raise ValueError(f"obs: shape {arr.shape}, expected (B, {size}) (the preprocessed "
-                         "observations)")
+        raise ValueError(
+            f"obs: shape {arr.shape}, expected (B, {size}) (the preprocessed observations)"
+        )
     out = _float32(arr)
     if out is not arr:
         _finite(arr, "obs", "the observations")
@@ -418,12 +477,14 @@ def _check_state(state: Any, spec: FeedSpec, b: int) -> list[np.ndarray]:
     if state is None:
         return [np.repeat(s[None], b, axis=0) for s in spec.state_initial]
     if not isinstance(state, (list, tuple)):
-        raise ValueError(f"state: expected a list of {n} arrays (or None), got "
-                         f"{type(state).__name__}")
+        raise ValueError(
+            f"state: expected a list of {n} arrays (or None), got {type(state).__name__}"
+        )
     if len(state) != n:
         if n == 0:
-            raise ValueError(f"state: the policy is not recurrent (pass None or []), got "
-                             f"{len(state)} arrays")
+            raise ValueError(
+                f"state: the policy is not recurrent (pass None or []), got {len(state)} arrays"
+            )
         raise ValueError(f"state: expected {n} arrays, got {len(state)}")
     out = []
     for i, (s, shape) in enumerate(zip(state, spec.state_shapes, strict=True)):
@@ -458,8 +519,9 @@ def _check_prev_actions(value: Any, spec: FeedSpec, b: int) -> np.ndarray:
     _check_batch(arr, b, name)
     if n == 1 and arr.shape == (b, *shape):
         arr = arr.reshape(b, 1, *shape)
-    _shape(arr, (b, n, *shape), name, f"batch {b} x {n} previous actions x the action "
-           f"shape {shape}")
+    _shape(
+        arr, (b, n, *shape), name, f"batch {b} x {n} previous actions x the action shape {shape}"
+    )
     _finite(arr, name, "previous actions")
     if spec.prev_action_dtype.kind == "f":  # Box: any finite value (actions are not clipped)
         out = _float32(arr)
@@ -469,8 +531,10 @@ def _check_prev_actions(value: Any, spec: FeedSpec, b: int) -> np.ndarray:
         frac = arr != np.floor(arr)
         if frac.any():
             idx = tuple(np.argwhere(frac)[0])
-            raise ValueError(f"{name}{_index(idx)}: {arr[idx]} is not an integer (actions of "
-                             f"{space} are integers)")
+            raise ValueError(
+                f"{name}{_index(idx)}: {arr[idx]} is not an integer (actions of "
+                f"{space} are integers)"
+            )
     lo, hi = _integer_bounds(space, shape)
     bad = (arr < lo) | (arr > hi)
     if bad.any():
@@ -481,8 +545,10 @@ def _check_prev_actions(value: Any, spec: FeedSpec, b: int) -> np.ndarray:
         value_text = arr[idx].item()
         if isinstance(value_text, float) and value_text.is_integer():
             value_text = int(value_text)
-        raise ValueError(f"{name}{_index(idx)}: {value_text} is outside {which}{space} "
-                         f"(allowed: integers {low} to {high})")
+        raise ValueError(
+            f"{name}{_index(idx)}: {value_text} is outside {which}{space} "
+            f"(allowed: integers {low} to {high})"
+        )
     return np.ascontiguousarray(arr, spec.prev_action_dtype)
 
 
@@ -502,8 +568,9 @@ def _check_prev_rewards(value: Any, spec: FeedSpec, b: int) -> np.ndarray:
     return out
 
 
-def prepare_feeds(spec: FeedSpec, x: Any, state: Any = None, prev_actions: Any = None,
-                  prev_rewards: Any = None) -> dict[str, np.ndarray]:
+def prepare_feeds(
+    spec: FeedSpec, x: Any, state: Any = None, prev_actions: Any = None, prev_rewards: Any = None
+) -> dict[str, np.ndarray]:
     """The artifact's inputs for one call, every one validated (None: the default).
 
     ``x`` is the preprocessed ``(B, size)`` batch; ``state`` a list of ``(B, *shape)`` arrays;

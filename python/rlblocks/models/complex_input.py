@@ -8,7 +8,7 @@ flattened values. The encodings are concatenated and go through ``post_fc_stack`
 stack of ``post_fcnet_hiddens`` with ``post_fcnet_activation``), then a linear
 ``logits_layer`` and ``value_layer`` (normc(0.01)).
 
-Departure from RLlib (DESIGN 17): the encoders are registered once (``cnns.<i>``,
+Departure from RLlib (difference 18): the encoders are registered once (``cnns.<i>``,
 ``one_hot.<i>``, ``flatten.<i>``; RLlib also registers every one a second time under
 ``cnn_<i>`` etc.) and have no value heads (RLlib builds value towers that are never used),
 so the parameter count is RLlib's minus those unused towers.
@@ -241,8 +241,10 @@ class ComplexInputNetwork(ModelV2):
         if self.logits_layer is None or self.value_layer is None:
             return out, []
         vt = self.value_trunk
-        value_features = out if vt is None else self._encode(
-            obs, vt.cnns, vt.one_hot, vt.flatten, vt.post_fc_stack
+        value_features = (
+            out
+            if vt is None
+            else self._encode(obs, vt.cnns, vt.one_hot, vt.flatten, vt.post_fc_stack)
         )
         self._value_out = self.value_layer(value_features).reshape(-1)
         return self.logits_layer(out), []

@@ -155,10 +155,12 @@ def _hidden_initializers(cfg: ModelConfig, n_layers: int) -> list[tuple[Any, Any
     out = []
     for i in range(n_layers):
         prefix = "fcnet" if i < n_fc else "post_fcnet"
-        w = get_initializer(cfg[f"{prefix}_weights_initializer"],
-                            cfg[f"{prefix}_weights_initializer_config"])
-        b = get_initializer(cfg[f"{prefix}_bias_initializer"],
-                            cfg[f"{prefix}_bias_initializer_config"])
+        w = get_initializer(
+            cfg[f"{prefix}_weights_initializer"], cfg[f"{prefix}_weights_initializer_config"]
+        )
+        b = get_initializer(
+            cfg[f"{prefix}_bias_initializer"], cfg[f"{prefix}_bias_initializer_config"]
+        )
         out.append((w or normc_initializer(1.0), b or 0.0))
     return out
 

@@ -67,8 +67,9 @@ class FrameStackingModel(ModelV2):
     ) -> None:
         super().__init__(obs_space, action_space, num_outputs, model_config, name)
         if obs_space.shape is None or len(obs_space.shape) != 1:
-            raise ValueError(f"FrameStackingModel needs a 1-D Box observation space, got "
-                             f"{obs_space}")
+            raise ValueError(
+                f"FrameStackingModel needs a 1-D Box observation space, got {obs_space}"
+            )
         if int(num_frames) < 1:
             raise ValueError(f"num_frames must be >= 1, got {num_frames}")
         if num_outputs is None:
@@ -84,18 +85,22 @@ class FrameStackingModel(ModelV2):
         self._last_value: torch.Tensor | None = None
         n = self.num_frames
         self.view_requirements["prev_n_obs"] = ViewRequirement(
-            "obs", shift=f"-{n - 1}:0", space=obs_space)
+            "obs", shift=f"-{n - 1}:0", space=obs_space
+        )
         self.view_requirements["prev_n_rewards"] = ViewRequirement("rewards", shift=f"-{n}:-1")
         self.view_requirements["prev_n_actions"] = ViewRequirement(
-            "actions", shift=f"-{n}:-1", space=action_space)
+            "actions", shift=f"-{n}:-1", space=action_space
+        )
 
     def forward(
         self, input_dict: dict[str, Any], state: list[torch.Tensor], seq_lens: Any
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         for key in ("prev_n_obs", "prev_n_rewards", "prev_n_actions"):
             if key not in input_dict:
-                raise ValueError(f"FrameStackingModel: input_dict lacks {key!r} (build it with "
-                                 "rlblocks.views.build_view_inputs)")
+                raise ValueError(
+                    f"FrameStackingModel: input_dict lacks {key!r} (build it with "
+                    "rlblocks.views.build_view_inputs)"
+                )
         obs = torch.as_tensor(input_dict["prev_n_obs"]).float()
         b = obs.shape[0]
         obs = obs.reshape(b, self.num_frames * self.obs_dim)

@@ -43,9 +43,9 @@ from torch import nn
 
 from rlblocks.config import ModelConfig
 from rlblocks.distributions import FLOAT_MIN
+from rlblocks.layout import layout
 from rlblocks.models.fcnet import FullyConnectedNetwork
 from rlblocks.models.modelv2 import ModelV2
-from rlblocks.preprocessors import get_preprocessor
 
 __all__ = ["ParametricActionsModel"]
 
@@ -64,7 +64,7 @@ class ParametricActionsModel(ModelV2):
         num_outputs: ``A``.
         model_config: RLlib model config for the intent network (``fcnet_hiddens``, ...).
         name: Model name.
-        true_obs_shape: Shape of the real observation, used when ``obs_space`` does not say.
+        true_obs_shape: Accepted for RLlib compatibility; the size comes from ``obs_space``.
         action_embed_size: ``E``, the embedding size.
         obs_key: Key of the real observation (default: the one key that is neither
             ``action_mask`` nor ``avail_actions``).
@@ -115,8 +115,11 @@ class ParametricActionsModel(ModelV2):
                 f"ParametricActionsModel needs a Discrete action space, got {action_space}"
             )
         n_actions = int(action_space.n)
-        embed_shape = (tuple(original.spaces[EMBED_KEY].shape or ()) if self.observed_embeddings
-                       else (n_actions, int(action_embed_size)))
+        embed_shape = (
+            tuple(original.spaces[EMBED_KEY].shape or ())
+            if self.observed_embeddings
+            else (n_actions, int(action_embed_size))
+        )
         mask_shape = tuple(original.spaces[MASK_KEY].shape or ())
         if embed_shape != (n_actions, int(action_embed_size)) or mask_shape != (n_actions,):
             raise ValueError(
@@ -129,13 +132,7 @@ class ParametricActionsModel(ModelV2):
                 f"ParametricActionsModel: num_outputs must equal the number of actions "
                 f"({n_actions}), got {num_outputs}"
             )
-        real_space = original.spaces[obs_key]
-        if real_space.shape is None:  # Dict / Tuple observations: their flat size
-            real_size = int(get_preprocessor(real_space)(real_space).size)
-        elif isinstance(real_space, Discrete):  # restored as a one-hot
-            real_size = int(real_space.n)
-        else:
-            real_size = int(np.prod(real_space.shape or true_obs_shape, dtype=np.int64))
+        real_size = layout(original, self.model_config).find((obs_key,)).node.size
         self.obs_key = obs_key
         self.action_embed_size = int(action_embed_size)
         if not self.observed_embeddings:

@@ -206,8 +206,9 @@ class LSTMWrapper(RecurrentNetwork):
         if wrapped_cls is None:
             raise ValueError("LSTMWrapper needs wrapped_cls (the model class it wraps)")
         cfg = self.model_config
-        self.wrapped = wrapped_cls(obs_space, action_space, None, model_config,
-                                   f"{name}_wrapped", **kwargs)
+        self.wrapped = wrapped_cls(
+            obs_space, action_space, None, model_config, f"{name}_wrapped", **kwargs
+        )
         in_size = self.wrapped.num_outputs
         if in_size is None:
             in_size = flatten_obs_space_size(obs_space)
@@ -218,8 +219,9 @@ class LSTMWrapper(RecurrentNetwork):
         self.action_dim = action_input_size(action_space) if self.use_prev_action else 0
         in_size += self.action_dim + int(self.use_prev_reward)
         self.lstm_input_size = int(in_size)
-        self.lstm = nn.LSTM(self.lstm_input_size, self.cell_size,
-                            batch_first=not self.is_time_major())
+        self.lstm = nn.LSTM(
+            self.lstm_input_size, self.cell_size, batch_first=not self.is_time_major()
+        )
         if self.num_outputs is None:
             self.num_outputs = self.cell_size
             self._logits_branch: nn.Linear | None = None
@@ -234,12 +236,21 @@ class LSTMWrapper(RecurrentNetwork):
         # and LSTM (same architecture), whose state follows the policy's: [h, c, h_v, c_v].
         self.value_trunk: nn.ModuleDict | None = None
         if not self.config.vf_share_layers and self._logits_branch is not None:
-            self.value_trunk = nn.ModuleDict({
-                "wrapped": wrapped_cls(obs_space, action_space, None, model_config,
-                                       f"{name}_value_wrapped", **kwargs),
-                "lstm": nn.LSTM(self.lstm_input_size, self.cell_size,
-                                batch_first=not self.is_time_major()),
-            })
+            self.value_trunk = nn.ModuleDict(
+                {
+                    "wrapped": wrapped_cls(
+                        obs_space,
+                        action_space,
+                        None,
+                        model_config,
+                        f"{name}_value_wrapped",
+                        **kwargs,
+                    ),
+                    "lstm": nn.LSTM(
+                        self.lstm_input_size, self.cell_size, batch_first=not self.is_time_major()
+                    ),
+                }
+            )
         self.num_state = 2 if self.value_trunk is None else 4
         self._features: torch.Tensor | None = None
         self._mask: torch.Tensor | None = None
@@ -283,16 +294,19 @@ class LSTMWrapper(RecurrentNetwork):
         if self.use_prev_action:
             if "prev_actions" not in input_dict:
                 raise ValueError(
-                    "input_dict lacks 'prev_actions', which lstm_use_prev_action needs")
+                    "input_dict lacks 'prev_actions', which lstm_use_prev_action needs"
+                )
             prev = torch.as_tensor(input_dict["prev_actions"])
             if prev.shape[0] != rows:
                 raise ValueError(
-                    f"LSTMWrapper: prev_actions has {prev.shape[0]} rows, obs has {rows}")
+                    f"LSTMWrapper: prev_actions has {prev.shape[0]} rows, obs has {rows}"
+                )
             parts.append(prev_actions_to_input(prev, self.action_space))
         if self.use_prev_reward:
             if "prev_rewards" not in input_dict:
                 raise ValueError(
-                    "input_dict lacks 'prev_rewards', which lstm_use_prev_reward needs")
+                    "input_dict lacks 'prev_rewards', which lstm_use_prev_reward needs"
+                )
             prev_r = torch.as_tensor(input_dict["prev_rewards"])
             if prev_r.numel() != rows:
                 raise ValueError(
@@ -307,8 +321,9 @@ class LSTMWrapper(RecurrentNetwork):
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         names = ["h", "c"] if self.value_trunk is None else ["h", "c", "h_v", "c_v"]
         if len(state) != self.num_state:
-            raise ValueError(f"LSTMWrapper: state must be [{', '.join(names)}], got "
-                             f"{len(state)} tensors")
+            raise ValueError(
+                f"LSTMWrapper: state must be [{', '.join(names)}], got {len(state)} tensors"
+            )
         bdim = 0 if not self.is_time_major() else 1
         b, t = inputs.shape[bdim], inputs.shape[1 - bdim]
         for name, s in zip(names, state, strict=True):
@@ -317,25 +332,31 @@ class LSTMWrapper(RecurrentNetwork):
                     f"LSTMWrapper: state {name} must be [B={b}, {self.cell_size}], got "
                     f"{tuple(s.shape)}"
                 )
-        mask = (torch.arange(t, device=inputs.device)[None, :] < seq_lens[:, None]).to(
-            inputs.dtype)
+        mask = (torch.arange(t, device=inputs.device)[None, :] < seq_lens[:, None]).to(inputs.dtype)
         mask = mask if not self.is_time_major() else mask.t()
         n_in = self.lstm_input_size
-        feats, h, c = self._run_lstm(self.lstm, inputs[..., :n_in], state[0], state[1],
-                                     seq_lens, mask)
+        feats, h, c = self._run_lstm(
+            self.lstm, inputs[..., :n_in], state[0], state[1], seq_lens, mask
+        )
         new_state = [h, c]
         value_feats = feats
         if self.value_trunk is not None:
-            value_feats, h_v, c_v = self._run_lstm(self.value_trunk["lstm"], inputs[..., n_in:],
-                                                   state[2], state[3], seq_lens, mask)
+            value_feats, h_v, c_v = self._run_lstm(
+                self.value_trunk["lstm"], inputs[..., n_in:], state[2], state[3], seq_lens, mask
+            )
             new_state += [h_v, c_v]
         self._features = value_feats.transpose(0, 1) if self.is_time_major() else value_feats
         out = feats if self._logits_branch is None else self._logits_branch(feats) * mask[..., None]
         return out, new_state
 
     def _run_lstm(
-        self, lstm: nn.Module, inputs: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor,
-        seq_lens: torch.Tensor, mask: torch.Tensor,
+        self,
+        lstm: nn.Module,
+        inputs: torch.Tensor,
+        h0: torch.Tensor,
+        c0: torch.Tensor,
+        seq_lens: torch.Tensor,
+        mask: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``lstm`` over padded sequences: features (0 at padded steps) and the ``h``, ``c``
         at each sequence's true end (the given ones for empty sequences)."""
@@ -350,11 +371,15 @@ class LSTMWrapper(RecurrentNetwork):
                 h, c = torch.where(keep, h0, h), torch.where(keep, c0, c)
         else:
             packed = nn.utils.rnn.pack_padded_sequence(
-                inputs, seq_lens.clamp(min=1).cpu(), batch_first=not self.is_time_major(),
-                enforce_sorted=False)
+                inputs,
+                seq_lens.clamp(min=1).cpu(),
+                batch_first=not self.is_time_major(),
+                enforce_sorted=False,
+            )
             packed_out, (h, c) = lstm(packed, hc0)
             feats, _ = nn.utils.rnn.pad_packed_sequence(
-                packed_out, batch_first=not self.is_time_major(), total_length=t)
+                packed_out, batch_first=not self.is_time_major(), total_length=t
+            )
             h, c = h[0], c[0]
             empty = (seq_lens == 0)[:, None]
             h, c = torch.where(empty, h0, h), torch.where(empty, c0, c)

@@ -15,7 +15,7 @@ logits or a separate value tower need 1x1 (RLlib's 64x64 stack ends at 3x3) (dif
 :func:`~rlblocks.models.misc.default_filter_config`); the filters used are written back
 into ``model_config["conv_filters"]`` (see :func:`resolved_conv_filters`).
 
-Departure from RLlib (DESIGN 17): the last post-FC hidden layer gets
+Departure from RLlib (difference 18): the last post-FC hidden layer gets
 ``post_fcnet_activation`` (RLlib leaves it linear), and the shared value head sits on the
 actual feature size when ``post_fcnet_hiddens`` is set (RLlib builds it for the conv
 channels and fails at ``value_function()``). The "last conv must give 1x1" check runs when
@@ -244,7 +244,6 @@ class VisionNetwork(ModelV2):
             return self._value_branch_separate(self._features).flatten(1).squeeze(1)
         assert self._value_branch is not None
         return self._value_branch(self._features.flatten(1)).squeeze(1)
-
 
 
 def resolved_conv_filters(model: nn.Module) -> list[list[Any]] | None:

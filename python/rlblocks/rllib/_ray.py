@@ -1,4 +1,6 @@
-"""The one module of rlblocks that imports Ray; everything in ``rlblocks.rllib`` goes through it.
+"""The one module of rlblocks that imports RLlib; everything in ``rlblocks.rllib`` goes through it
+(the native trainer's ``vector_mode="ray"`` imports only Ray core, in
+:mod:`rlblocks.wrappers.ray_vector`).
 
 Without the ``ray`` extra, importing it raises an ImportError that names the extra.
 """
@@ -8,6 +10,7 @@ from __future__ import annotations
 try:
     import ray
     from ray.rllib.connectors.connector_v2 import ConnectorV2
+    from ray.rllib.core import COMPONENT_ENV_TO_MODULE_CONNECTOR
     from ray.rllib.core.columns import Columns
     from ray.rllib.core.distribution.torch.torch_distribution import TorchDistribution
     from ray.rllib.core.rl_module.apis import (
@@ -25,11 +28,10 @@ try:
     )
     from ray.rllib.utils.schedules.scheduler import Scheduler
 except ImportError as e:  # pragma: no cover - exercised by tests/test_dependencies.py
-    raise ImportError(
-        f'rlblocks.rllib needs Ray: pip install "rlblocks[ray]" ({e})'
-    ) from e
+    raise ImportError(f'rlblocks.rllib needs Ray: pip install "rlblocks[ray]" ({e})') from e
 
 __all__ = [
+    "COMPONENT_ENV_TO_MODULE_CONNECTOR",
     "TARGET_NETWORK_ACTION_DIST_INPUTS",
     "Columns",
     "ConnectorV2",

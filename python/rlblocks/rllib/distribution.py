@@ -26,7 +26,6 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import gymnasium as gym
-import optree
 import torch
 
 from rlblocks.catalog import ModelCatalog
@@ -37,6 +36,7 @@ from rlblocks.distributions import (
     Dirichlet,
     SquashedGaussian,
 )
+from rlblocks.nest import tree_map
 from rlblocks.rllib._ray import TorchDistribution
 
 __all__ = ["RLBlocksDistribution"]
@@ -97,8 +97,12 @@ class RLBlocksDistribution(TorchDistribution):  # type: ignore[misc]
         return type(
             f"RLBlocks{name}",
             (cls,),
-            {"dist_fn": dist_fn, "input_dim": int(input_dim), "model": model,
-             "__module__": cls.__module__},
+            {
+                "dist_fn": dist_fn,
+                "input_dim": int(input_dim),
+                "model": model,
+                "__module__": cls.__module__,
+            },
         )
 
     @classmethod
@@ -125,9 +129,7 @@ class RLBlocksDistribution(TorchDistribution):  # type: ignore[misc]
         for s in shape:
             n *= int(s)
         draws = [draw() for _ in range(n)]
-        return optree.tree_map(
-            lambda *xs: torch.stack(xs).reshape(*shape, *xs[0].shape), *draws
-        )
+        return tree_map(lambda *xs: torch.stack(xs).reshape(*shape, *xs[0].shape), *draws)
 
     def rsample(self, *, sample_shape: Any = None) -> Any:
         """A reparameterised sample (gradients flow to the logits).
@@ -139,16 +141,8 @@ class RLBlocksDistribution(TorchDistribution):  # type: ignore[misc]
         d = self.inner
         if self._deterministic:
             return d.deterministic_sample()
-        if isinstance(d, DiagGaussian):
-            return d._out(d.mean + d.std * torch.randn(shape + d.mean.shape,
-                                                       device=d.mean.device))
-        if isinstance(d, SquashedGaussian):
-            return d._squash(d.mean + d.std * torch.randn(shape + d.mean.shape,
-                                                          device=d.mean.device))
-        if isinstance(d, Beta):
-            return d.dist.rsample(shape) * (d.high - d.low) + d.low
-        if isinstance(d, Dirichlet):
-            return d.dist.rsample(shape)
+        if isinstance(d, (DiagGaussian, SquashedGaussian, Beta, Dirichlet)):
+            return d.rsample(shape)
         raise NotImplementedError(
             f"{type(d).__name__} has no reparameterised sample (rsample); use sample()"
         )
@@ -156,16 +150,22 @@ class RLBlocksDistribution(TorchDistribution):  # type: ignore[misc]
     def rsample_and_logp(self, *, sample_shape: Any = None) -> tuple[Any, torch.Tensor]:
         """A reparameterised sample and its log-likelihood (a SquashedGaussian scores its
         pre-squash draw, never ``atanh`` of the squashed action)."""
-        if isinstance(self.inner, SquashedGaussian) and not sample_shape \
-                and not self._deterministic:
+        if (
+            isinstance(self.inner, SquashedGaussian)
+            and not sample_shape
+            and not self._deterministic
+        ):
             return self.inner.rsample_and_logp()
         sample = self.rsample(sample_shape=sample_shape)
         return sample, self.logp(sample)
 
     def sample_and_logp(self, *, sample_shape: Any = None) -> tuple[Any, torch.Tensor]:
         """A sample (no gradient) and its log-likelihood."""
-        if isinstance(self.inner, SquashedGaussian) and not sample_shape \
-                and not self._deterministic:
+        if (
+            isinstance(self.inner, SquashedGaussian)
+            and not sample_shape
+            and not self._deterministic
+        ):
             with torch.no_grad():
                 return self.inner.rsample_and_logp()
         sample = self.sample(sample_shape=sample_shape)

@@ -60,8 +60,14 @@ from rlblocks.rllib._ray import (
 )
 from rlblocks.rllib.distribution import RLBlocksDistribution
 
-__all__ = ["MASK_KEY", "OBS_KEY", "RLBlocksAPPORLModule", "RLBlocksRLModule", "is_mask_space",
-           "model_views"]
+__all__ = [
+    "MASK_KEY",
+    "OBS_KEY",
+    "RLBlocksAPPORLModule",
+    "RLBlocksRLModule",
+    "is_mask_space",
+    "model_views",
+]
 
 #: Trajectory columns a model's view requirements may read besides the observation.
 _VIEW_COLUMNS = ("obs", "actions", "rewards")
@@ -143,8 +149,11 @@ class RLBlocksRLModule(TorchRLModule, ValueFunctionAPI):  # type: ignore[misc]
         dist_fn, num_outputs = ModelCatalog.get_action_dist(self.action_space, config)
         # The mask layout over the outputs (rlblocks.masks, shared with the native trainer):
         # wrong lengths and unmaskable action spaces fail here, at build time.
-        self.mask_layout = (mask_layout(self.action_space, num_outputs, space[MASK_KEY], config)
-                            if self.masked else None)
+        self.mask_layout = (
+            mask_layout(self.action_space, num_outputs, space[MASK_KEY], config)
+            if self.masked
+            else None
+        )
         if self.masked and not config.custom_action_dist:
             dist_fn = masked_dist(self.action_space) or dist_fn
         self.dist_fn = dist_fn
@@ -162,16 +171,19 @@ class RLBlocksRLModule(TorchRLModule, ValueFunctionAPI):  # type: ignore[misc]
                 "rlblocks.rllib.env_to_module(model_config)"
             )
         if given - set(self._views):
-            raise ValueError(f"RLBlocksRLModule: unexpected observation keys "
-                             f"{sorted(given - set(self._views))} next to {OBS_KEY!r}")
+            raise ValueError(
+                f"RLBlocksRLModule: unexpected observation keys "
+                f"{sorted(given - set(self._views))} next to {OBS_KEY!r}"
+            )
         self.max_seq_len = int(config.max_seq_len)
         self.action_dist_cls = RLBlocksDistribution.bind(dist_fn, num_outputs, self.model)
 
     # --- state ---------------------------------------------------------------------------------
     def get_initial_state(self) -> dict[str, np.ndarray]:
         """One entry per state tensor of the model (``{}`` for feed-forward models)."""
-        return {str(i): s.detach().cpu().numpy()
-                for i, s in enumerate(self.model.get_initial_state())}
+        return {
+            str(i): s.detach().cpu().numpy() for i, s in enumerate(self.model.get_initial_state())
+        }
 
     # --- forward passes ------------------------------------------------------------------------
     def _run(

@@ -35,7 +35,6 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import optree
 import torch
 from gymnasium.spaces import Box, Discrete
 
@@ -44,6 +43,7 @@ from rlblocks.config import ModelConfig
 from rlblocks.distributions import Categorical, SquashedGaussian
 from rlblocks.models.heads import ContinuousActionQModel, DuelingQModel
 from rlblocks.models.modelv2 import ModelV2
+from rlblocks.nest import tree_map
 from rlblocks.rllib._ray import (
     Columns,
     InferenceOnlyAPI,
@@ -55,9 +55,17 @@ from rlblocks.rllib._ray import (
 from rlblocks.rllib.distribution import RLBlocksDistribution
 from rlblocks.rllib.module import MASK_KEY, OBS_KEY, is_mask_space, rlblocks_model_config
 
-__all__ = ["ATOMS", "QF_LOGITS", "QF_NEXT_PREDS", "QF_PREDS", "QF_PROBS",
-           "QF_TARGET_NEXT_PREDS", "QF_TARGET_NEXT_PROBS", "RLBlocksDQNRLModule",
-           "RLBlocksSACRLModule"]
+__all__ = [
+    "ATOMS",
+    "QF_LOGITS",
+    "QF_NEXT_PREDS",
+    "QF_PREDS",
+    "QF_PROBS",
+    "QF_TARGET_NEXT_PREDS",
+    "QF_TARGET_NEXT_PROBS",
+    "RLBlocksDQNRLModule",
+    "RLBlocksSACRLModule",
+]
 
 # The output columns RLlib's DQN / SAC learners read (their values, not imported: these
 # names are part of RLlib's learner contract).
@@ -82,13 +90,16 @@ def _q_config(model_config: Any, who: str) -> ModelConfig:
     branch of FC models is shared (Q-learning never reads it)."""
     config = rlblocks_model_config(model_config)
     if config.use_lstm or config.use_attention:
-        raise ValueError(f"{who}: recurrent models (use_lstm / use_attention) are not supported "
-                         "for Q-learning; use a feed-forward model (frame stacking gives memory)")
+        raise ValueError(
+            f"{who}: recurrent models (use_lstm / use_attention) are not supported "
+            "for Q-learning; use a feed-forward model (frame stacking gives memory)"
+        )
     return ModelConfig.from_dict({**config.to_dict(), "vf_share_layers": True})
 
 
-def _features_model(space: gym.Space, action_space: gym.Space, config: ModelConfig,
-                    name: str) -> ModelV2:
+def _features_model(
+    space: gym.Space, action_space: gym.Space, config: ModelConfig, name: str
+) -> ModelV2:
     """The catalog model without a logits layer: its outputs are its features."""
     model = ModelCatalog.get_model_v2(space, action_space, None, config, name=name)
     if not model.num_outputs:
@@ -97,8 +108,7 @@ def _features_model(space: gym.Space, action_space: gym.Space, config: ModelConf
 
 
 def _cat(a: Any, b: Any) -> Any:
-    return optree.tree_map(lambda x, y: torch.cat([torch.as_tensor(x), torch.as_tensor(y)]),
-                           a, b)
+    return tree_map(lambda x, y: torch.cat([torch.as_tensor(x), torch.as_tensor(y)]), a, b)
 
 
 class _QModule(TorchRLModule, InferenceOnlyAPI, TargetNetworkAPI, QNetAPI):  # type: ignore[misc]
@@ -121,7 +131,8 @@ class _QModule(TorchRLModule, InferenceOnlyAPI, TargetNetworkAPI, QNetAPI):  # t
             raise ValueError(
                 f"{self._WHO} needs Box observations (flat or image), got {model_space}; add "
                 "rlblocks.rllib.env_to_module(...) as the env_to_module_connector to flatten "
-                "nested Dict/Tuple/Discrete observations")
+                "nested Dict/Tuple/Discrete observations"
+            )
         return model_space
 
     def _split(self, obs: Any) -> tuple[dict[str, Any], torch.Tensor | None]:
@@ -129,8 +140,9 @@ class _QModule(TorchRLModule, InferenceOnlyAPI, TargetNetworkAPI, QNetAPI):  # t
         mask = None
         if self.masked:
             if not isinstance(obs, dict) or not {OBS_KEY, MASK_KEY} <= set(obs):
-                raise ValueError(f"{self._WHO}: observations must be dicts with the keys "
-                                 f"{[MASK_KEY, OBS_KEY]}")
+                raise ValueError(
+                    f"{self._WHO}: observations must be dicts with the keys {[MASK_KEY, OBS_KEY]}"
+                )
             mask = torch.as_tensor(obs[MASK_KEY])
             obs = obs[OBS_KEY]
         obs = torch.as_tensor(obs)
@@ -148,8 +160,7 @@ class _QModule(TorchRLModule, InferenceOnlyAPI, TargetNetworkAPI, QNetAPI):  # t
                 setattr(self, target, net)
 
     def get_target_network_pairs(self) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
-        return [(getattr(self, m), getattr(self, t)) for m, t in self._TARGETS
-                if hasattr(self, t)]
+        return [(getattr(self, m), getattr(self, t)) for m, t in self._TARGETS if hasattr(self, t)]
 
     def get_non_inference_attributes(self) -> list[str]:
         return [target for _, target in self._TARGETS]
@@ -186,17 +197,26 @@ class RLBlocksDQNRLModule(_QModule):
         self.n_actions = n = int(self.action_space.n)
         if self.uses_dueling:
             self.q_model: ModelV2 = DuelingQModel(
-                model_space, self.action_space, n, config, "q_model",
+                model_space,
+                self.action_space,
+                n,
+                config,
+                "q_model",
                 base_model=_features_model(model_space, self.action_space, config, "q_features"),
-                num_atoms=self.num_atoms, v_min=self.v_min, v_max=self.v_max)
+                num_atoms=self.num_atoms,
+                v_min=self.v_min,
+                v_max=self.v_max,
+            )
         else:
-            self.q_model = ModelCatalog.get_model_v2(model_space, self.action_space,
-                                                     n * self.num_atoms, config, name="q_model")
-        self.register_buffer("support", torch.linspace(self.v_min, self.v_max, self.num_atoms),
-                             persistent=False)
+            self.q_model = ModelCatalog.get_model_v2(
+                model_space, self.action_space, n * self.num_atoms, config, name="q_model"
+            )
+        self.register_buffer(
+            "support", torch.linspace(self.v_min, self.v_max, self.num_atoms), persistent=False
+        )
         self.epsilon_schedule = Scheduler(
-            fixed_value_or_schedule=raw.get("epsilon", [(0, 1.0), (10000, 0.05)]),
-            framework="torch")
+            fixed_value_or_schedule=raw.get("epsilon", [(0, 1.0), (10000, 0.05)]), framework="torch"
+        )
         self.action_dist_cls = RLBlocksDistribution.bind(Categorical, n)
 
     # --- Q-values --------------------------------------------------------------------------
@@ -218,8 +238,10 @@ class RLBlocksDQNRLModule(_QModule):
         if mask is not None:
             mask = mask.to(q.device)
             if mask.shape != q.shape:
-                raise ValueError(f"{self._WHO}: {MASK_KEY} of shape {tuple(mask.shape)} does not "
-                                 f"match the Q-values' {tuple(q.shape)}")
+                raise ValueError(
+                    f"{self._WHO}: {MASK_KEY} of shape {tuple(mask.shape)} does not "
+                    f"match the Q-values' {tuple(q.shape)}"
+                )
             q = q.masked_fill(mask <= 0, float("-inf"))  # RLlib's learner reads -inf as masked
         result[QF_PREDS] = q
         return result
@@ -241,8 +263,9 @@ class RLBlocksDQNRLModule(_QModule):
     def _forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return {Columns.ACTIONS: self._greedy(batch)[1]}
 
-    def _forward_exploration(self, batch: dict[str, Any], t: int = 0,
-                             **kwargs: Any) -> dict[str, Any]:
+    def _forward_exploration(
+        self, batch: dict[str, Any], t: int = 0, **kwargs: Any
+    ) -> dict[str, Any]:
         """Epsilon-greedy: with probability ``epsilon(t)`` a uniform action (among the
         unmasked ones), else the greedy one."""
         q, greedy = self._greedy(batch)
@@ -309,16 +332,19 @@ class RLBlocksSACRLModule(_QModule):
             num_outputs = int(space.n)
         elif isinstance(space, Box) and space.dtype.kind == "f":
             if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
-                raise ValueError(f"{self._WHO}: SAC squashes actions into the Box bounds, "
-                                 f"which must be finite: {space}")
+                raise ValueError(
+                    f"{self._WHO}: SAC squashes actions into the Box bounds, "
+                    f"which must be finite: {space}"
+                )
             if config.custom_action_dist:
                 dist_fn, num_outputs = ModelCatalog.get_action_dist(space, config)
             else:
                 dist_fn = SquashedGaussian
                 num_outputs = SquashedGaussian.required_model_output_shape(space, config)
         else:
-            raise ValueError(f"{self._WHO} needs a Box (float) or Discrete action space, got "
-                             f"{space}")
+            raise ValueError(
+                f"{self._WHO} needs a Box (float) or Discrete action space, got {space}"
+            )
         self.dist_fn = dist_fn
         self.pi = ModelCatalog.get_model_v2(model_space, space, num_outputs, config, name="pi")
         empty = torch.nn.ModuleList
@@ -329,7 +355,8 @@ class RLBlocksSACRLModule(_QModule):
                 self.qf_twin = self._critic(model_space, config, "qf_twin")
                 self.qf_twin_encoder = empty()
         self.action_dist_cls = RLBlocksDistribution.bind(
-            _bounded(dist_fn, space), num_outputs, self.pi)
+            _bounded(dist_fn, space), num_outputs, self.pi
+        )
 
     def _critic(self, model_space: Box, config: ModelConfig, name: str) -> ModelV2:
         space = self.action_space
@@ -360,16 +387,19 @@ class RLBlocksSACRLModule(_QModule):
         """``min`` over the critics (one without ``twin_q``) of ``Q(obs, actions)``."""
         q = self._critic_q(self.qf, batch[Columns.OBS], batch.get(Columns.ACTIONS))
         if self.twin_q:
-            q = torch.min(q, self._critic_q(self.qf_twin, batch[Columns.OBS],
-                                            batch.get(Columns.ACTIONS)))
+            q = torch.min(
+                q, self._critic_q(self.qf_twin, batch[Columns.OBS], batch.get(Columns.ACTIONS))
+            )
         return q
 
     def forward_target(self, batch: dict[str, Any], **kwargs: Any) -> torch.Tensor:
         """:meth:`compute_q_values` of the target critics."""
         q = self._critic_q(self.target_qf, batch[Columns.OBS], batch.get(Columns.ACTIONS))
         if self.twin_q:
-            q = torch.min(q, self._critic_q(self.target_qf_twin, batch[Columns.OBS],
-                                            batch.get(Columns.ACTIONS)))
+            q = torch.min(
+                q,
+                self._critic_q(self.target_qf_twin, batch[Columns.OBS], batch.get(Columns.ACTIONS)),
+            )
         return q
 
     # --- forward passes -----------------------------------------------------------------------
@@ -416,7 +446,8 @@ class RLBlocksSACRLModule(_QModule):
             for critic in critics:
                 critic.requires_grad_(True)
         out["q_target_next"] = self.forward_target(
-            {Columns.OBS: next_obs, Columns.ACTIONS: next_actions.detach()}).detach()
+            {Columns.OBS: next_obs, Columns.ACTIONS: next_actions.detach()}
+        ).detach()
         return out
 
 

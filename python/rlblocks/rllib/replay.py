@@ -38,15 +38,17 @@ from gymnasium.spaces import Box
 from rlblocks.config import ModelConfig
 from rlblocks.rllib._ray import EpisodeReplayBuffer, PrioritizedEpisodeReplayBuffer
 
-__all__ = ["FrameStackEpisodeReplayBuffer", "FrameStackPrioritizedEpisodeReplayBuffer",
-           "atari_replay_buffer_config"]
+__all__ = [
+    "FrameStackEpisodeReplayBuffer",
+    "FrameStackPrioritizedEpisodeReplayBuffer",
+    "atari_replay_buffer_config",
+]
 
 
 def _window(episode: Any, index: int, k: int) -> np.ndarray:
     """The frames ``index-k+1 .. index`` of a stored episode stacked on the last axis (oldest
     first; indices before the episode's first step repeat its first frame)."""
-    frames = episode.get_observations(indices=[max(0, i) for i in range(index - k + 1,
-                                                                         index + 1)])
+    frames = episode.get_observations(indices=[max(0, i) for i in range(index - k + 1, index + 1)])
     return np.concatenate(list(frames), axis=-1)
 
 
@@ -58,13 +60,15 @@ class _FrameStacking:
 
     def __init__(self, *args: Any, framestack: int = 4, **kwargs: Any) -> None:
         if isinstance(framestack, bool) or not isinstance(framestack, int) or framestack < 1:
-            raise ValueError(f"{type(self).__name__}: framestack must be an int >= 1, got "
-                             f"{framestack!r}")
+            raise ValueError(
+                f"{type(self).__name__}: framestack must be an int >= 1, got {framestack!r}"
+            )
         super().__init__(*args, **kwargs)
         self.framestack = framestack
 
-    def _stacked(self, sampled: list[Any], sources: Sequence[tuple[Any, int]],
-                 to_numpy: bool) -> list[Any]:
+    def _stacked(
+        self, sampled: list[Any], sources: Sequence[tuple[Any, int]], to_numpy: bool
+    ) -> list[Any]:
         """``sampled`` (one-step episodes) with ``o_t`` / ``o_{t+n}`` replaced by the stacks
         of their stored episodes (``sources``: the stored episode and ``t`` of each)."""
         k = self.framestack
@@ -77,12 +81,17 @@ class _FrameStacking:
                 raise ValueError(
                     f"{type(self).__name__} stacks single frames, but the episodes hold "
                     f"observations of shape {np.shape(first)}; give the env runners "
-                    "env_to_module(model_config, atari=True, stack_in_episode=False)")
-            if not (np.array_equal(first, ep.get_observations(0))
-                    and np.array_equal(last, ep.get_observations(-1))):
-                raise RuntimeError(f"{type(self).__name__}: a sampled transition does not "
-                                   "match its stored episode (an RLlib version this buffer "
-                                   "does not know?)")
+                    "env_to_module(model_config, atari=True, stack_in_episode=False)"
+                )
+            if not (
+                np.array_equal(first, ep.get_observations(0))
+                and np.array_equal(last, ep.get_observations(-1))
+            ):
+                raise RuntimeError(
+                    f"{type(self).__name__}: a sampled transition does not "
+                    "match its stored episode (an RLlib version this buffer "
+                    "does not know?)"
+                )
             obs, next_obs = _window(stored, t, k), _window(stored, nxt, k)
             if space is None:
                 space = Box(0, 255, obs.shape, obs.dtype)
@@ -108,25 +117,37 @@ class FrameStackEpisodeReplayBuffer(_FrameStacking, EpisodeReplayBuffer):  # typ
             that hold stacked observations.
     """
 
-    def sample(self, num_items: int | None = None, *, batch_length_T: int | None = None,
-               sample_episodes: bool | None = False, to_numpy: bool = False,
-               **kwargs: Any) -> list[Any]:
+    def sample(
+        self,
+        num_items: int | None = None,
+        *,
+        batch_length_T: int | None = None,
+        sample_episodes: bool | None = False,
+        to_numpy: bool = False,
+        **kwargs: Any,
+    ) -> list[Any]:
         """RLlib's n-step episode sample (``sample_episodes=True``, what DQN asks for) with
         stacked observations."""
         if not sample_episodes or batch_length_T:
-            raise ValueError(f"{type(self).__name__} samples n-step transitions only "
-                             "(sample_episodes=True, no batch_length_T); recurrent modules "
-                             "and sequence batches are not supported")
-        sampled = super().sample(num_items, batch_length_T=batch_length_T,
-                                 sample_episodes=True, **kwargs)
+            raise ValueError(
+                f"{type(self).__name__} samples n-step transitions only "
+                "(sample_episodes=True, no batch_length_T); recurrent modules "
+                "and sequence batches are not supported"
+            )
+        sampled = super().sample(
+            num_items, batch_length_T=batch_length_T, sample_episodes=True, **kwargs
+        )
         evicted = self._num_episodes_evicted
-        sources = [(self.episodes[self.episode_id_to_index[ep.id_] - evicted], ep.t_started)
-                   for ep in sampled]
+        sources = [
+            (self.episodes[self.episode_id_to_index[ep.id_] - evicted], ep.t_started)
+            for ep in sampled
+        ]
         return self._stacked(sampled, sources, to_numpy)
 
 
 class FrameStackPrioritizedEpisodeReplayBuffer(  # type: ignore[misc]
-        _FrameStacking, PrioritizedEpisodeReplayBuffer):
+    _FrameStacking, PrioritizedEpisodeReplayBuffer
+):
     """RLlib's ``PrioritizedEpisodeReplayBuffer`` over single-frame episodes, whose sampled
     n-step transitions carry ``framestack``-frame stacks (see the module docstring).
     Priorities, importance weights and their updates are RLlib's.
@@ -141,8 +162,9 @@ class FrameStackPrioritizedEpisodeReplayBuffer(  # type: ignore[misc]
             observations.
     """
 
-    def sample(self, num_items: int | None = None, *, to_numpy: bool = False,
-               **kwargs: Any) -> list[Any]:
+    def sample(
+        self, num_items: int | None = None, *, to_numpy: bool = False, **kwargs: Any
+    ) -> list[Any]:
         """RLlib's prioritized n-step sample with stacked observations."""
         sampled = super().sample(num_items, **kwargs)
         evicted = self._num_episodes_evicted
@@ -153,9 +175,13 @@ class FrameStackPrioritizedEpisodeReplayBuffer(  # type: ignore[misc]
         return self._stacked(sampled, sources, to_numpy)
 
 
-def atari_replay_buffer_config(model_config: Mapping[str, Any] | None = None,
-                               capacity: int = 50000, *, prioritized: bool = True,
-                               **options: Any) -> dict[str, Any]:
+def atari_replay_buffer_config(
+    model_config: Mapping[str, Any] | None = None,
+    capacity: int = 50000,
+    *,
+    prioritized: bool = True,
+    **options: Any,
+) -> dict[str, Any]:
     """The ``replay_buffer_config`` for ``DQNConfig().training(...)`` that stores each frame of
     ``env_to_module(model_config, atari=True, stack_in_episode=False)`` once.
 
@@ -179,10 +205,12 @@ def atari_replay_buffer_config(model_config: Mapping[str, Any] | None = None,
         raise ValueError(f"capacity must be an int >= 1, got {capacity!r}")
     framestack = 4 if ModelConfig.from_dict(model_config).framestack else 1
     # a class path, not the class: RLlib recognizes episode buffers by their type's name
-    cls = FrameStackPrioritizedEpisodeReplayBuffer if prioritized else \
-        FrameStackEpisodeReplayBuffer
-    config: dict[str, Any] = {"type": f"{cls.__module__}.{cls.__name__}",
-                              "capacity": capacity, "framestack": framestack}
+    cls = FrameStackPrioritizedEpisodeReplayBuffer if prioritized else FrameStackEpisodeReplayBuffer
+    config: dict[str, Any] = {
+        "type": f"{cls.__module__}.{cls.__name__}",
+        "capacity": capacity,
+        "framestack": framestack,
+    }
     if prioritized:
         config.update(alpha=0.6, beta=0.4)
     config.update(options)

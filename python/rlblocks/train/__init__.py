@@ -13,16 +13,20 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rlblocks.train.config import PPOConfig
     from rlblocks.train.loop import Callback, StopTraining
     from rlblocks.train.ppo import PPOTrainer
+    from rlblocks.train.trainer_config import PPOConfig
 
 __all__ = ["Callback", "PPOConfig", "PPOTrainer", "StopTraining"]
 
-# Loaded on first use: the package's torch-free modules (config, loop, logger) can be
+# Loaded on first use: the package's torch-free modules (trainer_config, envs, loop, logger) can be
 # imported without torch (rlblocks.export's runtime relies on it).
-_LAZY = {"PPOConfig": "rlblocks.train.config", "PPOTrainer": "rlblocks.train.ppo",
-         "Callback": "rlblocks.train.loop", "StopTraining": "rlblocks.train.loop"}
+_LAZY = {
+    "PPOConfig": "rlblocks.train.trainer_config",
+    "PPOTrainer": "rlblocks.train.ppo",
+    "Callback": "rlblocks.train.loop",
+    "StopTraining": "rlblocks.train.loop",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -35,9 +35,18 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FORMAT_VERSION", "abandon_newer_checkpoints", "checkpoint_meta", "checkpoint_run_dir",
-           "find_checkpoint", "list_checkpoints", "load_checkpoint", "prune_checkpoints",
-           "recover_interrupted_saves", "save_checkpoint"]
+__all__ = [
+    "FORMAT_VERSION",
+    "abandon_newer_checkpoints",
+    "checkpoint_meta",
+    "checkpoint_run_dir",
+    "find_checkpoint",
+    "list_checkpoints",
+    "load_checkpoint",
+    "prune_checkpoints",
+    "recover_interrupted_saves",
+    "save_checkpoint",
+]
 
 FORMAT_VERSION = 1
 _NAME = re.compile(r"^checkpoint_(\d{6,})$")
@@ -76,8 +85,10 @@ def recover_interrupted_saves(run_dir: str | Path) -> list[Path]:
     if not run.is_dir():
         return []
     removed = []
-    temps = sorted((p for p in run.iterdir() if p.is_dir() and _TEMP.match(p.name)),
-                   key=lambda p: not p.name.endswith("." + _OLD))  # the .old copies first
+    temps = sorted(
+        (p for p in run.iterdir() if p.is_dir() and _TEMP.match(p.name)),
+        key=lambda p: not p.name.endswith("." + _OLD),
+    )  # the .old copies first
     for p in temps:
         m = _TEMP.match(p.name)
         assert m is not None
@@ -135,9 +146,12 @@ def abandon_newer_checkpoints(run_dir: str | Path, iteration: int) -> Path | Non
         os.replace(p, dest / f"checkpoint_{_iteration(p):06d}")
     _fsync_dir(run)
     names = ", ".join(f"checkpoint_{_iteration(p):06d}" for p in newer)
-    warnings.warn(f"resuming from iteration {iteration} abandons the later checkpoints of "
-                  f"{str(run)!r} ({names}): moved to {str(dest)!r}, with the old progress.csv",
-                  RuntimeWarning, stacklevel=2)
+    warnings.warn(
+        f"resuming from iteration {iteration} abandons the later checkpoints of "
+        f"{str(run)!r} ({names}): moved to {str(dest)!r}, with the old progress.csv",
+        RuntimeWarning,
+        stacklevel=2,
+    )
     return dest
 
 
@@ -176,8 +190,9 @@ def find_checkpoint(path: str | Path) -> Path:
     return found[-1]
 
 
-def save_checkpoint(run_dir: str | Path, state: dict[str, Any], path: str | Path | None = None
-                    ) -> Path:
+def save_checkpoint(
+    run_dir: str | Path, state: dict[str, Any], path: str | Path | None = None
+) -> Path:
     """Writes ``state`` atomically to ``path`` (default ``run_dir/checkpoint_<iteration>``).
 
     ``state`` needs ``iteration`` and ``timesteps_total``. An existing checkpoint of the
@@ -192,8 +207,9 @@ def save_checkpoint(run_dir: str | Path, state: dict[str, Any], path: str | Path
         return _save(Path(run_dir), state, path)
     except OSError as err:
         where = err.filename or run_dir
-        raise ValueError(f"cannot write a checkpoint to {str(where)!r}: {err.strerror or err}"
-                         ) from err
+        raise ValueError(
+            f"cannot write a checkpoint to {str(where)!r}: {err.strerror or err}"
+        ) from err
 
 
 def _save(run: Path, state: dict[str, Any], path: str | Path | None) -> Path:
@@ -250,8 +266,9 @@ def checkpoint_meta(path: str | Path) -> dict[str, Any]:
     try:
         meta = json.loads((ckpt / "meta.json").read_text())
     except (OSError, ValueError) as err:
-        raise ValueError(f"checkpoint {str(ckpt)!r} is corrupt: cannot read meta.json ({err})"
-                         ) from None
+        raise ValueError(
+            f"checkpoint {str(ckpt)!r} is corrupt: cannot read meta.json ({err})"
+        ) from None
     if not isinstance(meta, dict) or meta.get("format_version") != FORMAT_VERSION:
         raise ValueError(
             f"checkpoint {str(ckpt)!r}: unsupported format {meta!r} (expected format_version "
@@ -280,8 +297,9 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     try:
         state = torch.load(io.BytesIO(payload), map_location="cpu", weights_only=False)
     except Exception as err:  # unpickling errors come in many types
-        raise ValueError(f"checkpoint {str(ckpt)!r} is corrupt: {type(err).__name__}: {err}"
-                         ) from None
+        raise ValueError(
+            f"checkpoint {str(ckpt)!r} is corrupt: {type(err).__name__}: {err}"
+        ) from None
     if not isinstance(state, dict) or "iteration" not in state:
         raise ValueError(f"checkpoint {str(ckpt)!r} does not hold an rlblocks training state")
     state["_path"] = str(ckpt)

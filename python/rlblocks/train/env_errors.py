@@ -22,8 +22,11 @@ from gymnasium import logger as _gym_logger
 
 __all__ = ["captured_worker_errors", "env_failure", "raised_at", "user_frame"]
 
-_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n'
-                    r"(?P<code>[ \t]+\S[^\n]*)?", re.M)
+_FRAME = re.compile(
+    r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n'
+    r"(?P<code>[ \t]+\S[^\n]*)?",
+    re.M,
+)
 
 
 def _library_dirs() -> tuple[str, ...]:
@@ -32,8 +35,7 @@ def _library_dirs() -> tuple[str, ...]:
 
     import rlblocks
 
-    dirs = [Path(m.__file__).resolve().parent for m in (gymnasium, numpy, rlblocks)
-            if m.__file__]
+    dirs = [Path(m.__file__).resolve().parent for m in (gymnasium, numpy, rlblocks) if m.__file__]
     dirs += [Path(sysconfig.get_paths()[k]).resolve() for k in ("stdlib", "platstdlib")]
     return tuple(str(d) + os.sep for d in dirs)
 
@@ -55,8 +57,11 @@ def user_frame(frames: list[tuple[str, int, str, str | None]]) -> str | None:
     (outermost first): not gymnasium, numpy, rlblocks or the standard library; a frame
     outside site-packages is preferred. None if there is none."""
     library = _library_dirs()
-    own = [f for f in frames
-           if not f[0].startswith("<") and not str(Path(f[0]).resolve()).startswith(library)]
+    own = [
+        f
+        for f in frames
+        if not f[0].startswith("<") and not str(Path(f[0]).resolve()).startswith(library)
+    ]
     if not own:
         return None
     outside = [f for f in own if "site-packages" not in f[0] and "dist-packages" not in f[0]]
@@ -69,8 +74,9 @@ def raised_at(err: BaseException) -> str | None:
 
 
 def _frames_of(err: BaseException) -> list[tuple[str, int, str, str | None]]:
-    return [(f.filename, f.lineno or 0, f.name, f.line)
-            for f in traceback.extract_tb(err.__traceback__)]
+    return [
+        (f.filename, f.lineno or 0, f.name, f.line) for f in traceback.extract_tb(err.__traceback__)
+    ]
 
 
 def _frames_in(text: str) -> list[tuple[str, int, str, str | None]]:
@@ -100,8 +106,13 @@ class captured_worker_errors:  # noqa: N801 - used like a function: with capture
         _gym_logger.error = self._original
 
 
-def env_failure(env_name: str, method: str, err: BaseException, worker_logs: list[str],
-                observation_space: Any = None) -> str:
+def env_failure(
+    env_name: str,
+    method: str,
+    err: BaseException,
+    worker_logs: list[str],
+    observation_space: Any = None,
+) -> str:
     """One line for an exception out of the vector env's ``reset`` / ``step``: where the
     user's code raised it (from its traceback, or an async worker's logged traceback);
     a KeyError raised outside the user's code is gymnasium missing a key of the Dict

@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlblocks.train._tree import tree_map
-from rlblocks.train.config import PPOConfig
+from rlblocks.nest import tree_map
 from rlblocks.train.fast import FCBackprop, FlatParameters, adam_step, clip_grad_norm, make_adam
 from rlblocks.train.policy import Policy
-from rlblocks.train.rollout import SampleBatch
+from rlblocks.train.runner import SampleBatch
+from rlblocks.train.trainer_config import PPOConfig
 
 __all__ = ["PPOLearner", "compute_gae", "explained_variance"]
 
@@ -108,7 +108,8 @@ class PPOLearner:
                 pass
             self._backprop = FCBackprop.build(policy.model, policy.dist_class, config)
             self.optimizer = make_adam(
-                self._params if self._flat is None else [self._flat.param], config.lr)
+                self._params if self._flat is None else [self._flat.param], config.lr
+            )
         else:
             self.optimizer = torch.optim.Adam(self._params, lr=config.lr, eps=1e-5)
         self.kl_coeff = float(config.kl_coeff)
@@ -176,8 +177,9 @@ class PPOLearner:
         (RLlib's choice; the adaptive KL coefficient follows that epoch's KL).
         """
         cfg, pol = self.config, self.policy
-        adv, targets = compute_gae(batch.rewards, batch.vf_preds, batch.dones,
-                                   batch.last_values, cfg.gamma, cfg.lambda_)
+        adv, targets = compute_gae(
+            batch.rewards, batch.vf_preds, batch.dones, batch.last_values, cfg.gamma, cfg.lambda_
+        )
         cols = self._columns(batch, adv, targets)
         total_rows = batch.num_steps
         valid = None if batch.valid is None else np.swapaxes(batch.valid, 0, 1).reshape(-1)
@@ -191,8 +193,9 @@ class PPOLearner:
         early = cfg.target_kl is not None
         epochs_run = 0
         pol.set_training(True)
-        self._fast = self._backprop if (
-            self._backprop is not None and self._backprop.usable()) else None
+        self._fast = (
+            self._backprop if (self._backprop is not None and self._backprop.usable()) else None
+        )
         if pol.recurrent:
             batch = self._order_sequences(batch)
             index, lens, max_len = self._sequence_index(batch)
@@ -225,8 +228,15 @@ class PPOLearner:
                     epochs_run = epoch + 1
                     if early:
                         stats.clear()
-                    if self._step(cols, [], None, None, stats, epoch == last or early,
-                                  normalize_advantages=False):
+                    if self._step(
+                        cols,
+                        [],
+                        None,
+                        None,
+                        stats,
+                        epoch == last or early,
+                        normalize_advantages=False,
+                    ):
                         break
             else:
                 for epoch in range(cfg.num_sgd_iter):
@@ -287,8 +297,9 @@ class PPOLearner:
         if mask is not None:
             keep = mask.reshape(-1, *([1] * (obs.dim() - 1))).to(obs.dtype)
             obs = obs * keep
-        input_dict = pol.input_dict(obs, data.get("prev_actions"), data.get("prev_rewards"),
-                                    is_training=True)
+        input_dict = pol.input_dict(
+            obs, data.get("prev_actions"), data.get("prev_rewards"), is_training=True
+        )
         dist, values, _ = pol.forward(input_dict, state, seq_lens)
         logp = dist.logp(data["actions"])
         log_ratio = logp - data["logp"]
@@ -297,7 +308,8 @@ class PPOLearner:
         if normalize_advantages:
             adv = _standardized(adv, mask)
         surrogate = torch.min(
-            adv * ratio, adv * torch.clamp(ratio, 1.0 - cfg.clip_param, 1.0 + cfg.clip_param))
+            adv * ratio, adv * torch.clamp(ratio, 1.0 - cfg.clip_param, 1.0 + cfg.clip_param)
+        )
         policy_loss = -_masked_mean(surrogate, mask)
         vf_err = (values - data["value_targets"]) ** 2
         if cfg.vf_clip_param is not None:
@@ -334,8 +346,11 @@ class PPOLearner:
             with torch.no_grad():
                 approx_kl = _masked_mean((ratio - 1.0) - log_ratio, mask)
                 clipfrac = _masked_mean(((ratio - 1.0).abs() > cfg.clip_param).float(), mask)
-                stats.append(torch.stack([total, policy_loss, vf_loss, entropy, kl, approx_kl,
-                                          clipfrac]).detach())
+                stats.append(
+                    torch.stack(
+                        [total, policy_loss, vf_loss, entropy, kl, approx_kl, clipfrac]
+                    ).detach()
+                )
             if self._kl_exceeded(approx_kl):
                 return True
         self._apply_gradients()

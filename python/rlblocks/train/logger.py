@@ -92,8 +92,9 @@ def _summary_writer() -> Any:
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError as err:
-        raise ValueError(f'tensorboard=True needs the tensorboard package: pip install '
-                         f'"rlblocks[train]" ({err})') from None
+        raise ValueError(
+            f'tensorboard=True needs the tensorboard package: pip install "rlblocks[train]" ({err})'
+        ) from None
     return SummaryWriter
 
 
@@ -120,7 +121,7 @@ def append_whole(path: Path, data: bytes) -> None:
             try:
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
             except OSError:
                 with contextlib.suppress(OSError):  # not a regular file (a device, ...)
                     os.ftruncate(fd, size)

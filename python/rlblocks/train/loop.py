@@ -20,8 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ["Callback", "StopTraining", "Trainable", "episode_summary", "should_stop",
-           "train_until"]
+__all__ = ["Callback", "StopTraining", "Trainable", "episode_summary", "should_stop", "train_until"]
 
 
 class StopTraining(Exception):  # noqa: N818 (a signal, not an error)
@@ -69,8 +68,13 @@ class Trainable(Protocol):
     def train(self) -> dict[str, Any]: ...
 
 
-def should_stop(trainer: Trainable, metrics: dict[str, Any], stop_reward: float | None,
-                stop_timesteps: int | None, stop_iters: int | None) -> bool:
+def should_stop(
+    trainer: Trainable,
+    metrics: dict[str, Any],
+    stop_reward: float | None,
+    stop_timesteps: int | None,
+    stop_iters: int | None,
+) -> bool:
     """Whether a budget is spent or the mean return (NaN before the first episode) reached
     ``stop_reward``."""
     if stop_timesteps is not None and trainer.timesteps_total >= stop_timesteps:
@@ -84,12 +88,18 @@ def should_stop(trainer: Trainable, metrics: dict[str, Any], stop_reward: float 
     return stop_reward is not None and not math.isnan(ret) and ret >= stop_reward
 
 
-def train_until(trainer: Trainable, desc: str, stop_reward: float | None = None,
-                stop_timesteps: int | None = None, stop_iters: int | None = None,
-                progress: bool = True, save: Any = None, checkpoint_freq: int = 0,
-                callbacks: Sequence[Any] = (),
-                after_iteration: Callable[[dict[str, Any]], None] | None = None,
-                ) -> dict[str, Any]:
+def train_until(
+    trainer: Trainable,
+    desc: str,
+    stop_reward: float | None = None,
+    stop_timesteps: int | None = None,
+    stop_iters: int | None = None,
+    progress: bool = True,
+    save: Any = None,
+    checkpoint_freq: int = 0,
+    callbacks: Sequence[Any] = (),
+    after_iteration: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
     """Calls ``trainer.train()`` until :func:`should_stop`; with ``save`` (a callable), every
     ``checkpoint_freq`` iterations and at the end unless the last iteration was just saved.
 
@@ -105,8 +115,9 @@ def train_until(trainer: Trainable, desc: str, stop_reward: float | None = None,
         ValueError: No stopping criterion given.
     """
     if stop_reward is None and stop_timesteps is None and stop_iters is None:
-        raise ValueError("fit needs a stopping criterion: stop_reward, stop_timesteps or "
-                         "stop_iters")
+        raise ValueError(
+            "fit needs a stopping criterion: stop_reward, stop_timesteps or stop_iters"
+        )
     callbacks = list(callbacks)
 
     def checkpoint() -> None:
@@ -130,8 +141,13 @@ def train_until(trainer: Trainable, desc: str, stop_reward: float | None = None,
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=stop_timesteps, initial=trainer.timesteps_total, unit="step",
-                   dynamic_ncols=True, desc=desc)
+        bar = tqdm(
+            total=stop_timesteps,
+            initial=trainer.timesteps_total,
+            unit="step",
+            dynamic_ncols=True,
+            desc=desc,
+        )
     metrics = trainer.last_metrics
     try:
         while not should_stop(trainer, metrics, stop_reward, stop_timesteps, stop_iters):
@@ -142,8 +158,11 @@ def train_until(trainer: Trainable, desc: str, stop_reward: float | None = None,
                 break
             if bar is not None:
                 bar.update(trainer.timesteps_total - before)
-                bar.set_postfix(ret=f"{metrics['episode_return_mean']:.1f}",
-                                sps=f"{metrics['steps_per_s']:.0f}", refresh=False)
+                bar.set_postfix(
+                    ret=f"{metrics['episode_return_mean']:.1f}",
+                    sps=f"{metrics['steps_per_s']:.0f}",
+                    refresh=False,
+                )
             if save is not None and checkpoint_freq and trainer.iteration % checkpoint_freq == 0:
                 checkpoint()
             try:

@@ -47,12 +47,15 @@ def plot_run(
     path = Path(out) if out is not None else Path(run_dir) / "progress.png"
     if out is not None and not path.parent.is_dir():
         what = "is not a directory" if path.parent.exists() else "does not exist"
-        raise ValueError(f"cannot write the plot to {str(path)!r}: its directory "
-                         f"{str(path.parent)!r} {what}")
+        raise ValueError(
+            f"cannot write the plot to {str(path)!r}: its directory {str(path.parent)!r} {what}"
+        )
     rows = read_progress(run_dir)
     if not rows:
-        raise ValueError(f"{str(run_dir)!r} has no progress.csv rows to plot (is it a run "
-                         "directory of `rlblocks train`?)")
+        raise ValueError(
+            f"{str(run_dir)!r} has no progress.csv rows to plot (is it a run "
+            "directory of `rlblocks train`?)"
+        )
     for col in (x, y):
         if col not in rows[0]:
             raise ValueError(f"progress.csv has no column {col!r}; columns: {sorted(rows[0])}")
@@ -61,9 +64,13 @@ def plot_run(
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    pairs = [(float(r[x]), float(r[y])) for r in rows
-             if isinstance(r[x], (int, float)) and isinstance(r[y], (int, float))
-             and not math.isnan(float(r[y]))]
+    pairs = [
+        (float(r[x]), float(r[y]))
+        for r in rows
+        if isinstance(r[x], (int, float))
+        and isinstance(r[y], (int, float))
+        and not math.isnan(float(r[y]))
+    ]
     fig, ax = plt.subplots(figsize=(7, 4.2))
     try:
         if pairs:

@@ -9,9 +9,14 @@ observations, the observation the trainer carries is the stacked window ``[B, n,
 (oldest first, see :meth:`Policy.stack_obs`). It samples actions for
 rollouts and evaluation; the learner uses :meth:`Policy.forward` for the loss.
 
+All three calls go through one :class:`~rlblocks.train.actor.Actor`, chosen when the
+policy is built and logged once (``rlblocks.train``, info):
+:class:`~rlblocks.train.fast.FCActor` for the default fully connected model with
+``fast_paths`` on, else :class:`ModuleActor`, which calls the torch module.
+
 Examples:
     >>> import gymnasium as gym, numpy as np, torch
-    >>> from rlblocks.train.config import PPOConfig
+    >>> from rlblocks.train.trainer_config import PPOConfig
     >>> _ = torch.manual_seed(0)
     >>> pol = Policy(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), PPOConfig())
     >>> out = pol.act(np.zeros((3, 4), np.float32), [], explore=True)
@@ -21,6 +26,7 @@ Examples:
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import gymnasium as gym
@@ -29,30 +35,15 @@ import torch
 
 from rlblocks.catalog import ModelCatalog
 from rlblocks.masks import ActionMaskModel, check_action_mask, masked_action_rows
-from rlblocks.models.fc_layers import FCLayers
 from rlblocks.models.modelv2 import ModelV2
-from rlblocks.train._tree import tree_map
-from rlblocks.train.config import PPOConfig
+from rlblocks.nest import tree_map
+from rlblocks.train.actor import Actor, ActorInput, Forward, State
 from rlblocks.train.fast import FCActor
+from rlblocks.train.trainer_config import PPOConfig
 
-__all__ = ["Policy", "clip_actions"]
+__all__ = ["ModuleActor", "Policy"]
 
-
-def clip_actions(actions: Any, space: gym.Space) -> Any:
-    """Clips every Box part of ``actions`` (batched or not) to the space's bounds.
-
-    Examples:
-        >>> space = gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Box(-1, 1, (2,))))
-        >>> clip_actions((np.array([1]), np.array([[3.0, -0.5]])), space)[1].tolist()
-        [[1.0, -0.5]]
-    """
-    if isinstance(space, gym.spaces.Box):
-        return np.clip(actions, space.low, space.high).astype(space.dtype)
-    if isinstance(space, gym.spaces.Tuple):
-        return tuple(clip_actions(a, s) for a, s in zip(actions, space.spaces, strict=True))
-    if isinstance(space, gym.spaces.Dict):
-        return {k: clip_actions(actions[k], s) for k, s in space.spaces.items()}
-    return actions
+logger = logging.getLogger("rlblocks.train")
 
 
 def _obs_window(model: ModelV2) -> tuple[str | None, int]:
@@ -71,9 +62,15 @@ def _obs_window(model: ModelV2) -> tuple[str | None, int]:
     return None, 0
 
 
-def _n_prev(model: ModelV2, key: str) -> int:
-    vr = model.view_requirements.get(key)
-    return 0 if vr is None else len(np.atleast_1d(vr.shift_arr))
+def _prev_column(model: ModelV2, what: str) -> tuple[str, int]:
+    """``(key, n)``: the model reads the previous ``n`` actions or rewards (``what``) under
+    ``prev_{what}`` (the LSTM wrapper's key), else ``prev_n_{what}`` (the attention
+    wrapper's; ``n`` is 0 when it reads neither)."""
+    for key in (f"prev_{what}", f"prev_n_{what}"):
+        vr = model.view_requirements.get(key)
+        if vr is not None and len(np.atleast_1d(vr.shift_arr)):
+            return key, len(np.atleast_1d(vr.shift_arr))
+    return f"prev_n_{what}", 0
 
 
 class Policy:
@@ -89,6 +86,8 @@ class Policy:
         model: The :class:`~rlblocks.models.ModelV2`.
         dist_class: The distribution class (or partial), called as ``dist_class(out, model)``.
         recurrent: Whether the model has RNN state (``use_lstm``, ``use_attention``, ...).
+        actor: The :class:`~rlblocks.train.actor.Actor` that serves :meth:`forward`,
+            :meth:`act` and :meth:`values`.
         n_prev_actions, n_prev_rewards: How many previous actions / rewards the model reads.
         prev_actions_key, prev_rewards_key: The input-dict keys they go under.
         mask_layout, mask_columns: For an ``action_mask`` observation (RLlib's convention,
@@ -110,7 +109,11 @@ class Policy:
         self.device = torch.device(device)
         self.dist_class, num_outputs = ModelCatalog.get_action_dist(action_space, model_config)
         self.model = ModelCatalog.get_model_v2(
-            obs_space, action_space, num_outputs, model_config, framework="torch",
+            obs_space,
+            action_space,
+            num_outputs,
+            model_config,
+            framework="torch",
             name="ppo_model",
         ).to(self.device)
         self.recurrent = len(self.model.get_initial_state()) > 0
@@ -119,24 +122,12 @@ class Policy:
         mask_model = self.model if isinstance(self.model, ActionMaskModel) else None
         self.mask_layout = None if mask_model is None else mask_model.layout
         self.mask_columns = None if mask_model is None else mask_model.mask_columns
-        # The default FC model's layers, run without module calls when no graph is needed,
-        # and its numpy twin for rollout actions (both skipped while FCLayers.matches_model
-        # is False: a forward hook is set or a layer changed).
-        self._fc_layers = FCLayers.from_model(self.model) if config.fast_paths else None
-        self._actor = (FCActor.build(self.model, self.dist_class)
-                       if self._fc_layers is not None else None)
+        self.actor: Actor = _build_actor(self, config.fast_paths)
+        logger.info("actor: %s", self.actor.description)
         self.obs_window_key, self.n_obs_frames = _obs_window(self.model)
         self.max_seq_len = int(model_config.max_seq_len)
-        self.prev_actions_key, self.n_prev_actions = "prev_actions", _n_prev(
-            self.model, "prev_actions")
-        if self.n_prev_actions == 0:
-            self.prev_actions_key = "prev_n_actions"
-            self.n_prev_actions = _n_prev(self.model, "prev_n_actions")
-        self.prev_rewards_key, self.n_prev_rewards = "prev_rewards", _n_prev(
-            self.model, "prev_rewards")
-        if self.n_prev_rewards == 0:
-            self.prev_rewards_key = "prev_n_rewards"
-            self.n_prev_rewards = _n_prev(self.model, "prev_n_rewards")
+        self.prev_actions_key, self.n_prev_actions = _prev_column(self.model, "actions")
+        self.prev_rewards_key, self.n_prev_rewards = _prev_column(self.model, "rewards")
         if self.n_prev_actions and not isinstance(
             action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)
         ):
@@ -146,13 +137,17 @@ class Policy:
             )
         shape = action_space.shape if action_space.shape is not None else ()
         self.action_shape: tuple[int, ...] = tuple(shape)
-        self.action_dtype = np.int64 if isinstance(
-            action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)) else np.float32
+        self.action_dtype = (
+            np.int64
+            if isinstance(action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete))
+            else np.float32
+        )
         # The "previous action" before an episode's first step: the space's lowest integer
         # action (index 0 of its one-hot, RLlib's 0 for spaces that start at 0), 0.0 for Box.
         start = getattr(action_space, "start", 0)
         self.initial_prev_action = np.broadcast_to(
-            np.asarray(start, self.action_dtype), self.action_shape).copy()
+            np.asarray(start, self.action_dtype), self.action_shape
+        ).copy()
 
     # --- state ----------------------------------------------------------------------------
     def initial_state(self, batch_size: int) -> list[torch.Tensor]:
@@ -185,17 +180,26 @@ class Policy:
             d[self.obs_window_key] = window
         b = d["obs"].shape[0]
         if self.n_prev_actions:
-            pa = self._tensor(prev_actions if prev_actions is not None else np.broadcast_to(
-                self.initial_prev_action, (b, self.n_prev_actions, *self.action_shape)))
+            pa = self._tensor(
+                prev_actions
+                if prev_actions is not None
+                else np.broadcast_to(
+                    self.initial_prev_action, (b, self.n_prev_actions, *self.action_shape)
+                )
+            )
             d[self.prev_actions_key] = pa[:, 0] if self.prev_actions_key == "prev_actions" else pa
         if self.n_prev_rewards:
-            pr = self._tensor(prev_rewards) if prev_rewards is not None else torch.zeros(
-                (b, self.n_prev_rewards), device=self.device)
+            pr = (
+                self._tensor(prev_rewards)
+                if prev_rewards is not None
+                else torch.zeros((b, self.n_prev_rewards), device=self.device)
+            )
             d[self.prev_rewards_key] = pr[:, 0] if self.prev_rewards_key == "prev_rewards" else pr
         return d
 
-    def stack_obs(self, window: np.ndarray | None, obs: np.ndarray,
-                  new_episode: np.ndarray | None = None) -> np.ndarray:
+    def stack_obs(
+        self, window: np.ndarray | None, obs: np.ndarray, new_episode: np.ndarray | None = None
+    ) -> np.ndarray:
         """The observation to carry: ``obs`` itself, or for models that read the last ``n``
         observations the window ``[B, n, ...]`` advanced by ``obs``.
 
@@ -204,7 +208,7 @@ class Policy:
 
         Examples:
             >>> import gymnasium as gym, numpy as np
-            >>> from rlblocks.train.config import PPOConfig
+            >>> from rlblocks.train.trainer_config import PPOConfig
             >>> pol = Policy(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(2), PPOConfig())
             >>> pol.stack_obs(None, np.ones((1, 2))).shape   # no window view: unchanged
             (1, 2)
@@ -229,35 +233,17 @@ class Policy:
         if self.model.training != training:
             self.model.train(training)
 
-    # --- calling --------------------------------------------------------------------------
-    def _numpy_path(self, obs: Any) -> bool:
-        """Whether :class:`FCActor` serves this call (numpy input, the layers match)."""
-        return (self._actor is not None and isinstance(obs, np.ndarray)
-                and self._actor.layers.matches_model())
-
+    # --- calling: the actor's door ---------------------------------------------------------
     def forward(
-        self,
-        input_dict: dict[str, Any],
-        state: list[torch.Tensor],
-        seq_lens: torch.Tensor | None,
-    ) -> tuple[Any, torch.Tensor, list[torch.Tensor]]:
+        self, input_dict: dict[str, Any], state: State, seq_lens: torch.Tensor | None
+    ) -> Forward:
         """``(distribution, values [B], state_out)`` for one batch."""
-        fc = self._fc_layers
-        if fc is not None and not torch.is_grad_enabled() and fc.matches_model():
-            out, values = fc.infer(input_dict["obs"])
-            return self.dist_class(out, self.model), values, state
-        if self.recurrent and seq_lens is None:
-            b = input_dict["obs"].shape[0]
-            seq_lens = torch.ones(b, dtype=torch.int64, device=self.device)
-        out, state_out = self.model(input_dict, state, seq_lens)
-        values = self.model.value_function().reshape(-1)
-        return self.dist_class(out, self.model), values, state_out
+        return self.actor.forward(input_dict, state, seq_lens)
 
-    @torch.no_grad()
     def act(
         self,
         obs: Any,
-        state: list[torch.Tensor],
+        state: State,
         prev_actions: Any = None,
         prev_rewards: Any = None,
         explore: bool = True,
@@ -269,28 +255,78 @@ class Policy:
             ``actions`` (numpy, the action space's structure), ``state_out``, and with
             ``full``: ``logp`` ``[B]``, ``vf_preds`` ``[B]``, ``dist_inputs`` ``[B, K]``.
         """
-        if self._numpy_path(obs):
-            assert self._actor is not None
-            fast = self._actor.act(obs, explore)
-            return fast if full else {k: fast[k] for k in ("actions", "state_out")}
+        return self.actor.act(ActorInput(obs, state, prev_actions, prev_rewards), explore, full)
+
+    def values(
+        self, obs: Any, state: State, prev_actions: Any = None, prev_rewards: Any = None
+    ) -> np.ndarray:
+        """Value estimates ``[B]`` (no sampling, so no random numbers are drawn)."""
+        return self.actor.values(ActorInput(obs, state, prev_actions, prev_rewards))
+
+
+def _build_actor(policy: Policy, fast_paths: bool) -> Actor:
+    """The FC actor when the model is the default FC network and ``fast_paths`` is on,
+    else the module."""
+    if not fast_paths:
+        return ModuleActor(policy, "fast_paths is off")
+    module = ModuleActor(policy, "")
+    fast = FCActor.build(policy.model, policy.dist_class, module)
+    if isinstance(fast, str):
+        module.description = f"torch module ({fast})"
+        return module
+    return fast
+
+
+class ModuleActor:
+    """The torch module behind the :class:`~rlblocks.train.actor.Actor` door: input dicts,
+    masks, sampling.
+
+    ``act`` and ``values`` run the policy's :meth:`~Policy.forward` (so an FC actor that
+    hands them over still serves the forward without module calls).
+    """
+
+    def __init__(self, policy: Policy, reason: str) -> None:
+        self.policy = policy
+        self.description = f"torch module ({reason})"
+
+    def forward(self, input_dict: dict[str, Any], state: list[Any], seq_lens: Any) -> Forward:
+        """:meth:`Policy.forward` through the module (a sequence length of one for a
+        recurrent model called without them)."""
+        pol = self.policy
+        if pol.recurrent and seq_lens is None:
+            b = input_dict["obs"].shape[0]
+            seq_lens = torch.ones(b, dtype=torch.int64, device=pol.device)
+        out, state_out = pol.model(input_dict, state, seq_lens)
+        values = pol.model.value_function().reshape(-1)
+        return pol.dist_class(out, pol.model), values, state_out
+
+    def _evaluate(self, inputs: ActorInput) -> Forward:
+        pol = self.policy
+        pol.set_training(False)
+        obs, state, prev_actions, prev_rewards = inputs
+        input_dict = pol.input_dict(obs, prev_actions, prev_rewards, is_training=False)
+        return pol.forward(input_dict, state, None)
+
+    @torch.no_grad()
+    def act(self, inputs: ActorInput, explore: bool, full: bool) -> dict[str, Any]:
+        """:meth:`Policy.act`; checks the action mask before and the actions after."""
+        pol = self.policy
         mask = None
-        if self.mask_layout is not None:
-            mask = self._tensor(obs)[..., self.mask_columns]
-            check_action_mask(mask, self.mask_layout)
-        self.set_training(False)
-        dist, values, state_out = self.forward(
-            self.input_dict(obs, prev_actions, prev_rewards, is_training=False), state, None
-        )
+        if pol.mask_layout is not None:
+            mask = pol._tensor(inputs.obs)[..., pol.mask_columns]
+            check_action_mask(mask, pol.mask_layout)
+        dist, values, state_out = self._evaluate(inputs)
         actions = dist.sample() if explore else dist.deterministic_sample()
-        if mask is not None and self.mask_layout is not None:
-            bad = masked_action_rows(actions, mask, self.mask_layout)
+        if mask is not None and pol.mask_layout is not None:
+            bad = masked_action_rows(actions, mask, pol.mask_layout)
             if bad.any():
-                dist_fn = getattr(self.dist_class, "func", self.dist_class)
+                dist_fn = getattr(pol.dist_class, "func", pol.dist_class)
                 who = getattr(dist_fn, "__name__", None) or repr(dist_fn)
                 raise ValueError(
                     f"the action distribution {who} chose a masked action (row "
                     f"{int(bad.argmax())}): it does not respect the FLOAT_MIN logits of "
-                    "masked actions")
+                    "masked actions"
+                )
         result: dict[str, Any] = {
             "actions": tree_map(lambda a: a.detach().cpu().numpy(), actions),
             "state_out": [s.detach() for s in state_out],
@@ -303,19 +339,7 @@ class Policy:
         return result
 
     @torch.no_grad()
-    def values(
-        self,
-        obs: Any,
-        state: list[torch.Tensor],
-        prev_actions: Any = None,
-        prev_rewards: Any = None,
-    ) -> np.ndarray:
-        """Value estimates ``[B]`` (no sampling, so no random numbers are drawn)."""
-        if self._numpy_path(obs):
-            assert self._actor is not None
-            return self._actor.forward(obs)[1]
-        self.set_training(False)
-        _, values, _ = self.forward(
-            self.input_dict(obs, prev_actions, prev_rewards, is_training=False), state, None
-        )
+    def values(self, inputs: ActorInput) -> np.ndarray:
+        """:meth:`Policy.values`."""
+        _, values, _ = self._evaluate(inputs)
         return values.cpu().numpy().astype(np.float32)

@@ -23,7 +23,6 @@ Examples:
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import pickle
@@ -42,7 +41,7 @@ import torch
 from rlblocks.catalog import ModelCatalog
 from rlblocks.filters import get_filter
 from rlblocks.models.visionnet import resolved_conv_filters
-from rlblocks.train._tree import tree_map
+from rlblocks.nest import tree_index
 from rlblocks.train.checkpoint import (
     abandon_newer_checkpoints,
     checkpoint_run_dir,
@@ -51,51 +50,24 @@ from rlblocks.train.checkpoint import (
     recover_interrupted_saves,
     save_checkpoint,
 )
-from rlblocks.train.config import PPOConfig, lr_at
+from rlblocks.train.envs import (
+    config_with_env,
+    evaluation_env,
+    make_env_creator,
+    vector_env_from_config,
+)
+from rlblocks.train.evaluation import evaluate_policy
 from rlblocks.train.learner import PPOLearner
 from rlblocks.train.logger import ProgressLogger, truncate_progress
-from rlblocks.train.loop import StopTraining, episode_summary, train_until
-from rlblocks.train.policy import Policy, clip_actions
-from rlblocks.train.rollout import (
-    EnvRunner,
-    SingleEnvView,
-    deepmind_atari,
-    make_env_creator,
-    make_vector_env,
-)
+from rlblocks.train.loop import StopTraining, train_until
+from rlblocks.train.policy import Policy
+from rlblocks.train.runner import EnvRunner
+from rlblocks.train.trainer_config import PPOConfig, lr_at
 
-__all__ = ["BEST", "EnvInstance", "PPOTrainer", "StopTraining", "default_run_dir"]
+__all__ = ["BEST", "PPOTrainer", "StopTraining", "default_run_dir"]
 
 #: The run directory's subdirectory holding the best checkpoint so far.
 BEST = "best"
-
-
-class EnvInstance:
-    """The ``env`` of a config made from an env instance or a vector env given to
-    :class:`PPOTrainer`: called, it returns a deep copy of one env (evaluation, restoring).
-
-    Args:
-        env: A ``gymnasium.Env``, or None when the given vector env has no copyable sub-env
-            (calling it then raises ValueError).
-        name: The name runs and logs use.
-    """
-
-    def __init__(self, env: gym.Env | None, name: str) -> None:
-        self.env = env
-        self.__name__ = name
-
-    def __call__(self, env_config: dict[str, Any]) -> gym.Env:
-        if self.env is None:
-            raise ValueError(f"{self.__name__}: this vector env has no single env to copy for "
-                             "evaluation; give PPOTrainer an env id or creator instead")
-        return copy.deepcopy(self.env)
-
-
-def _env_name(env: Any) -> str:
-    spec = getattr(env, "spec", None)
-    if spec is not None and getattr(spec, "id", None):
-        return str(spec.id)
-    return type(getattr(env, "unwrapped", env)).__name__
 
 
 def default_run_dir(config: PPOConfig, root: str | Path = "rlblocks_runs") -> Path:
@@ -148,19 +120,28 @@ class PPOTrainer:
             not fit the env's spaces.
     """
 
-    def __init__(self, config: PPOConfig | Mapping[str, Any] | None = None,
-                 run_dir: str | Path | None = None, env: Any = None):
+    def __init__(
+        self,
+        config: PPOConfig | Mapping[str, Any] | None = None,
+        run_dir: str | Path | None = None,
+        env: Any = None,
+    ):
         self.config = PPOConfig.from_dict(config)
         given_venv: Any = None
         if env is not None:
-            self.config, given_venv = _with_env(self.config, env)
+            self.config, given_venv = config_with_env(self.config, env)
         cfg = self.config
         if cfg.rllib:
-            raise ValueError("the config's 'rllib' block sets RLlib options: train it with "
-                             "--backend rllib (RLlibTrainer), or remove the block")
+            raise ValueError(
+                "the config's 'rllib' block sets RLlib options: train it with "
+                "--backend rllib (RLlibTrainer), or remove the block"
+            )
         make_env_creator(cfg)  # validates the env early, with a clear message
-        self.seed = cfg.seed if cfg.seed is not None else int(
-            np.random.SeedSequence().generate_state(1)[0] % (2**31))
+        self.seed = (
+            cfg.seed
+            if cfg.seed is not None
+            else int(np.random.SeedSequence().generate_state(1)[0] % (2**31))
+        )
         if cfg.num_threads is not None:
             torch.set_num_threads(cfg.num_threads)
         self.device = _resolve_device(cfg.device)
@@ -195,15 +176,16 @@ class PPOTrainer:
 
     def _build(self, venv: Any) -> None:
         cfg = self.config
-        self.venv = venv if venv is not None else make_vector_env(cfg)
+        self.venv = venv if venv is not None else vector_env_from_config(cfg)
         obs_space = self.venv.single_observation_space
         action_space = self.venv.single_action_space
         self.preprocessor = ModelCatalog.get_preprocessor_for_space(obs_space, cfg.model_config())
         self.obs_filter = get_filter(cfg.observation_filter, self.preprocessor.shape)
         self.policy = Policy(self.preprocessor.observation_space, action_space, cfg, self.device)
         self.learner = PPOLearner(self.policy, cfg)
-        self.runner = EnvRunner(cfg, self.policy, self.preprocessor, self.obs_filter,
-                                self.seed, venv=self.venv)
+        self.runner = EnvRunner(
+            cfg, self.policy, self.preprocessor, self.obs_filter, self.seed, venv=self.venv
+        )
 
     def _open_run_dir(self, run_dir: Path) -> None:
         try:
@@ -217,8 +199,9 @@ class PPOTrainer:
             (run_dir / "config.json").write_text(json.dumps(data, indent=2, default=repr))
             self._logger = ProgressLogger(run_dir, tensorboard=self.config.tensorboard)
         except OSError as err:
-            raise ValueError(f"cannot use {str(run_dir)!r} as the run directory: "
-                             f"{err.strerror or err}") from err
+            raise ValueError(
+                f"cannot use {str(run_dir)!r} as the run directory: {err.strerror or err}"
+            ) from err
         self.run_dir = run_dir
 
     # --- properties -----------------------------------------------------------------------
@@ -277,8 +260,13 @@ class PPOTrainer:
             evaluation = None
             if self.iteration % cfg.evaluation_interval == 0:
                 evaluation = self._evaluate_during_training()
-            for key in ("episode_return_mean", "episode_return_std", "episode_return_min",
-                        "episode_return_max", "episode_len_mean"):
+            for key in (
+                "episode_return_mean",
+                "episode_return_std",
+                "episode_return_min",
+                "episode_return_max",
+                "episode_len_mean",
+            ):
                 metrics[f"evaluation/{key}"] = math.nan if evaluation is None else evaluation[key]
         self.last_metrics = metrics
         if self._logger is not None:
@@ -290,8 +278,14 @@ class PPOTrainer:
         open between evaluations; the same seeds every time)."""
         if self._eval_env is None:
             self._eval_env = self.evaluation_env()
-        return self._evaluate_on(self._eval_env, self.config.evaluation_episodes, False,
-                                 self.evaluation_seed())
+        return evaluate_policy(
+            self.policy,
+            self._observe,
+            self._eval_env,
+            self.config.evaluation_episodes,
+            self.evaluation_seed(),
+            clip=self.config.clip_actions,
+        )
 
     def _track_best(self, result: dict[str, Any], evaluated: bool) -> None:
         """Saves ``run_dir/best`` when this iteration's score beats the best so far: the
@@ -299,8 +293,11 @@ class PPOTrainer:
         return (at checkpoint iterations)."""
         if self.run_dir is None or not evaluated:
             return
-        key = ("evaluation/episode_return_mean" if self.config.evaluation_interval
-               else "episode_return_mean")
+        key = (
+            "evaluation/episode_return_mean"
+            if self.config.evaluation_interval
+            else "episode_return_mean"
+        )
         try:
             score = float(result.get(key, math.nan))
         except (TypeError, ValueError):
@@ -354,11 +351,18 @@ class PPOTrainer:
                 if not interval:
                     trainer._track_best(trainer.last_metrics, True)
 
-        return train_until(self, f"PPO {self.config.env_name}", stop_reward, stop_timesteps,
-                           stop_iters, progress, self.save if self.run_dir is not None else None,
-                           self.config.checkpoint_freq,
-                           callbacks=[_BestOfCheckpoints(), *callbacks],
-                           after_iteration=after_iteration)
+        return train_until(
+            self,
+            f"PPO {self.config.env_name}",
+            stop_reward,
+            stop_timesteps,
+            stop_iters,
+            progress,
+            self.save if self.run_dir is not None else None,
+            self.config.checkpoint_freq,
+            callbacks=[_BestOfCheckpoints(), *callbacks],
+            after_iteration=after_iteration,
+        )
 
     # --- acting ---------------------------------------------------------------------------
     def compute_actions(
@@ -384,7 +388,7 @@ class PPOTrainer:
             ``(actions, state_out)``: numpy actions in the action space's batched structure
             and the new state list (empty for feed-forward models).
         """
-        x = np.asarray(self.obs_filter(self.preprocessor.transform_batch(obs), update=False))
+        x = self._observe(obs)
         if state is None:
             state = self.policy.initial_state(x.shape[0])
         state = [torch.as_tensor(s, device=self.device) for s in state]
@@ -397,10 +401,11 @@ class PPOTrainer:
         """One observation -> ``(action, state_out)`` (state tensors without a batch dim)."""
         batched = None if state is None else [torch.as_tensor(s)[None] for s in state]
         actions, state_out = self.compute_actions([obs], batched, explore=explore)
-        return tree_map(lambda a: a[0], actions), [s[0] for s in state_out]
+        return tree_index(actions, 0), [s[0] for s in state_out]
 
-    def evaluate(self, episodes: int = 10, explore: bool = False, seed: int | None = None
-                 ) -> dict[str, Any]:
+    def evaluate(
+        self, episodes: int = 10, explore: bool = False, seed: int | None = None
+    ) -> dict[str, Any]:
         """Runs ``episodes`` full episodes on a fresh env (training state is untouched).
 
         Args:
@@ -416,63 +421,29 @@ class PPOTrainer:
             raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
         env = self.evaluation_env()
         try:
-            return self._evaluate_on(env, episodes, explore, self.evaluation_seed(seed))
+            return evaluate_policy(
+                self.policy,
+                self._observe,
+                env,
+                episodes,
+                self.evaluation_seed(seed),
+                explore,
+                self.config.clip_actions,
+            )
         finally:
             env.close()
 
-    def _evaluate_on(self, env: gym.Env, episodes: int, explore: bool, base: int
-                     ) -> dict[str, Any]:
-        """Episodes ``base + i`` on ``env``; the training RNG streams are left untouched."""
-        returns: list[float] = []
-        lengths: list[int] = []
-        with torch.random.fork_rng(devices=[]):
-            for ep in range(episodes):
-                total, length = self._run_episode(env, base + ep, explore)
-                returns.append(total)
-                lengths.append(length)
-        return episode_summary(returns, lengths)
+    def _observe(self, obs: Any) -> np.ndarray:
+        """Raw observations -> the model's inputs (the filter is not updated)."""
+        return np.asarray(self.obs_filter(self.preprocessor.transform_batch(obs), update=False))
 
     def evaluation_env(self) -> gym.Env:
         """A fresh single env as :meth:`evaluate` uses it (the run's wrappers included)."""
-        if self.config.vector_mode == "native" or deepmind_atari(self.config):
-            return SingleEnvView(make_vector_env(self.config, num_envs=1))
-        return make_env_creator(self.config)()
+        return evaluation_env(self.config)
 
     def evaluation_seed(self, seed: int | None = None) -> int:
         """The seed of :meth:`evaluate`'s first episode (default: the run's seed + 1,000,003)."""
         return self.seed + 1_000_003 if seed is None else int(seed)
-
-    def _run_episode(self, env: gym.Env, seed: int, explore: bool) -> tuple[float, int]:
-        """One episode on ``env`` with the current policy; ``(return, length)``."""
-        pol = self.policy
-        raw, _ = env.reset(seed=seed)
-        state = pol.initial_state(1)
-        pa = None
-        if pol.n_prev_actions:
-            pa = np.broadcast_to(pol.initial_prev_action,
-                                 (1, pol.n_prev_actions, *pol.action_shape))
-        pr = np.zeros((1, pol.n_prev_rewards), np.float32) if pol.n_prev_rewards else None
-        total, length, done = 0.0, 0, False
-        x: np.ndarray | None = None
-        while not done:
-            x = pol.stack_obs(x, np.asarray(
-                self.obs_filter(self.preprocessor.transform_batch([raw]), update=False)))
-            out = pol.act(x, state, pa, pr, explore=explore, full=False)
-            action = tree_map(lambda a: a[0], out["actions"])
-            if self.config.clip_actions:
-                action = clip_actions(action, pol.action_space)
-            raw, reward, terminated, truncated, _ = env.step(action)
-            total += float(reward)
-            length += 1
-            done = bool(terminated or truncated)
-            state = out["state_out"]
-            if pa is not None:
-                pa = np.roll(pa, -1, axis=1)
-                pa[0, -1] = np.asarray(out["actions"]).reshape(pol.action_shape)
-            if pr is not None:
-                pr = np.roll(pr, -1, axis=1)
-                pr[0, -1] = reward
-        return total, length
 
     # --- checkpoints ----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -582,9 +553,11 @@ class PPOTrainer:
                 f"{config.vector_mode!r}{'' if config.vector_mode != 'sync' else ', not picklable'}"
                 "), so they restart from a fresh reset: the episodes in progress at the "
                 "checkpoint are dropped and the run does not continue bit for bit",
-                RuntimeWarning, stacklevel=2)
+                RuntimeWarning,
+                stacklevel=2,
+            )
         trainer._rng = np.random.default_rng(trainer.seed)
-        trainer._build(venv=make_vector_env(config, envs=envs) if envs is not None else None)
+        trainer._build(venv=vector_env_from_config(config, envs=envs) if envs is not None else None)
         trainer.iteration = int(state["iteration"])
         trainer.timesteps_total = int(state["timesteps_total"])
         trainer.time_total_s = float(state["time_total_s"])
@@ -597,7 +570,8 @@ class PPOTrainer:
             trainer.obs_filter.load_state_dict(state["filter"])
         except (RuntimeError, ValueError, KeyError) as err:
             raise ValueError(
-                f"checkpoint {state['_path']!r} does not fit this config/model: {err}") from None
+                f"checkpoint {state['_path']!r} does not fit this config/model: {err}"
+            ) from None
         trainer.learner.kl_coeff = float(state["kl_coeff"])
         trainer.runner.load_state_dict(state["runner"], envs_restored=envs is not None)
         if envs is None:
@@ -639,22 +613,3 @@ class PPOTrainer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _with_env(config: PPOConfig, env: Any) -> tuple[PPOConfig, Any]:
-    """``(config, vector env or None)`` for ``PPOTrainer(env=...)``."""
-    from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
-
-    if isinstance(env, VectorEnv):
-        subs = getattr(env, "envs", None)
-        first = subs[0] if subs else None
-        source = EnvInstance(first, _env_name(first if first is not None else env))
-        return config.replace(env=source, num_envs=int(env.num_envs)), env
-    if isinstance(env, gym.Env):
-        source = EnvInstance(env, _env_name(env))
-        venv = SyncVectorEnv([lambda: env], autoreset_mode=AutoresetMode.SAME_STEP)
-        return config.replace(env=source, num_envs=1), venv
-    if isinstance(env, str) or callable(env):
-        return config.replace(env=env), None
-    raise ValueError(f"env must be an id, an env_creator(env_config), a gymnasium.Env or a "
-                     f"gymnasium VectorEnv, got {type(env).__name__}")

@@ -24,8 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["STOP_KEYS", "TUNED_DIR", "TunedConfig", "list_tuned", "load_tuned", "split_stop",
-           "stop_value", "tuned_for"]
+__all__ = [
+    "STOP_KEYS",
+    "TUNED_DIR",
+    "TunedConfig",
+    "list_tuned",
+    "load_tuned",
+    "split_stop",
+    "stop_value",
+    "tuned_for",
+]
 
 #: Where the YAML files (and ``measured.json``) live.
 TUNED_DIR = Path(__file__).with_name("tuned_configs")
@@ -92,16 +100,20 @@ def split_stop(data: dict[str, Any]) -> tuple[dict[str, Any], float | None, int 
     if stop is None:
         stop = {}
     if not isinstance(stop, dict):
-        raise ValueError(f"stop must be a mapping like {{episode_return_mean: 475, "
-                         f"timesteps_total: 100000}}, got {stop!r}")
+        raise ValueError(
+            f"stop must be a mapping like {{episode_return_mean: 475, "
+            f"timesteps_total: 100000}}, got {stop!r}"
+        )
     unknown = [k for k in stop if k not in STOP_KEYS]
     if unknown:
         raise ValueError(f"stop: unknown keys {unknown} (known: {', '.join(STOP_KEYS)})")
     reward = stop.get("episode_return_mean")
     steps = stop.get("timesteps_total")
-    return (config,
-            None if reward is None else float(stop_value("episode_return_mean", reward)),
-            None if steps is None else int(stop_value("timesteps_total", steps)))
+    return (
+        config,
+        None if reward is None else float(stop_value("episode_return_mean", reward)),
+        None if steps is None else int(stop_value("timesteps_total", steps)),
+    )
 
 
 def stop_value(key: str, value: Any, name: str | None = None) -> float | int:
@@ -165,20 +177,29 @@ def load_tuned(name: str) -> TunedConfig:
         names = [p.stem for p in sorted(TUNED_DIR.glob("*.yaml"))]
         close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
         hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
-        raise ValueError(f"no tuned config {name!r}{hint} (`rlblocks tuned` lists them: "
-                         f"{', '.join(names)})")
+        raise ValueError(
+            f"no tuned config {name!r}{hint} (`rlblocks tuned` lists them: {', '.join(names)})"
+        )
     import yaml
 
     data = yaml.safe_load(path.read_text())
     config, reward, steps = split_stop(data)
-    return TunedConfig(name=name, description=str(data.get("description", "")), config=config,
-                       stop_reward=reward, stop_timesteps=steps,
-                       hardware=str(data.get("hardware", "CPU")),
-                       measured=_measured().get(name, {}))
+    return TunedConfig(
+        name=name,
+        description=str(data.get("description", "")),
+        config=config,
+        stop_reward=reward,
+        stop_timesteps=steps,
+        hardware=str(data.get("hardware", "CPU")),
+        measured=_measured().get(name, {}),
+    )
 
 
 def tuned_for(env: str, wrapper: str | None = None) -> list[str]:
     """Names of the tuned configs for ``env`` (whose model sets ``wrapper``, e.g.
     ``"use_lstm"``, if given)."""
-    return [t.name for t in list_tuned() if t.env == env
-            and (wrapper is None or t.config.get("model", {}).get(wrapper))]
+    return [
+        t.name
+        for t in list_tuned()
+        if t.env == env and (wrapper is None or t.config.get("model", {}).get(wrapper))
+    ]

@@ -1,4 +1,4 @@
-"""DeepMind Atari wrappers (gymnasium API) and batched preprocessing of vector envs.
+"""DeepMind Atari wrappers (gymnasium API), one env at a time.
 
 The single-env wrappers follow RLlib's ``env/wrappers/atari_wrappers.py`` in order and
 semantics, with its stale-frame bugs fixed (docs/differences.md, difference 17):
@@ -13,14 +13,11 @@ semantics, with its stale-frame bugs fixed (docs/differences.md, difference 17):
 * ``NoopResetEnv`` re-resets without re-seeding when a no-op ends the episode.
 
 Image work (gray + INTER_AREA resize, max-pool) runs in the C++ kernels of
-:mod:`rlblocks.image`. :func:`make_atari_env` makes the ALE game with :class:`PaletteFrame`
-observations (screens fetched as palette indices instead of RGB; the wrappers above compute
-exactly the same results, faster). :class:`VectorAtariPreprocessing` preprocesses every
-sub-env's frame of a gymnasium vector env in one batched call and keeps per-env frame stacks
-that restart correctly under every autoreset mode; :func:`make_vector_env` and
-:func:`preprocess_env` pick the pipeline from an RLlib model config, and
-``make_vector_env(..., vectorization_mode="atari")`` returns the dedicated multi-process
-:class:`~rlblocks.wrappers.atari_vector.AtariVectorEnv`.
+:mod:`rlblocks.image`; :class:`WarpFrame` and the max-pool read the palette-index screens of
+:func:`rlblocks.wrappers.atari_env.make_atari_env` directly. :func:`preprocess_env` picks
+the pipeline from an RLlib model config. Whole vector envs are preprocessed in batches by
+:mod:`rlblocks.wrappers.atari_vector`; :func:`rlblocks.wrappers.vector.make_vector_env`
+builds them.
 
 Examples:
     >>> import gymnasium as gym
@@ -37,11 +34,10 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
-from gymnasium.vector.utils import batch_space
 
 from rlblocks import _core, _impl, image
 from rlblocks.framestack import FrameStacker
+from rlblocks.wrappers.atari_env import PaletteFrame
 
 __all__ = [
     "ClipRewardEnv",
@@ -52,13 +48,12 @@ __all__ = [
     "MaxAndSkipEnv",
     "NoopResetEnv",
     "NormalizedImageEnv",
-    "PaletteFrame",
-    "VectorAtariPreprocessing",
-    "VectorGenericPixel",
     "WarpFrame",
+    "check_preprocessor_pref",
+    "image_options",
     "is_atari",
-    "make_atari_env",
     "preprocess_env",
+    "push_frame",
     "wrap_deepmind",
 ]
 
@@ -230,8 +225,9 @@ class FireResetEnv(gym.Wrapper):
         super().__init__(env)
         meanings = _meanings(env)
         if len(meanings) < 3 or meanings[1] != "FIRE":
-            raise ValueError(f"FireResetEnv needs action 1 to be FIRE and >= 3 actions, "
-                             f"got meanings {meanings}")
+            raise ValueError(
+                f"FireResetEnv needs action 1 to be FIRE and >= 3 actions, got meanings {meanings}"
+            )
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         again = _reset_kwargs_without_seed(kwargs)
@@ -258,12 +254,14 @@ class WarpFrame(gym.ObservationWrapper):
         super().__init__(env)
         shape = getattr(env.observation_space, "shape", None)
         if shape is None or len(shape) != 3 or shape[2] != 3:
-            raise ValueError("WarpFrame needs RGB (H, W, 3) observations, "
-                             f"got {env.observation_space}")
+            raise ValueError(
+                f"WarpFrame needs RGB (H, W, 3) observations, got {env.observation_space}"
+            )
         self.dim = int(dim)
         self.grayscale = bool(grayscale)
-        self.observation_space = gym.spaces.Box(0, 255, (self.dim, self.dim, 1 if grayscale else 3),
-                                                dtype=np.uint8)
+        self.observation_space = gym.spaces.Box(
+            0, 255, (self.dim, self.dim, 1 if grayscale else 3), dtype=np.uint8
+        )
         self._skip = _find_max_and_skip(env)
         if self._skip is not None:
             self._skip.defer_max = True
@@ -273,18 +271,28 @@ class WarpFrame(gym.ObservationWrapper):
         prev = pair[0] if pair is not None else None
         if type(observation) is PaletteFrame and (prev is None or type(prev) is PaletteFrame):
             index, second = observation.index, None if prev is None else prev.index
-            if _impl.native() and index.flags.c_contiguous and (
-                    second is None or (second.shape == index.shape and second.flags.c_contiguous)):
+            if (
+                _impl.native()
+                and index.flags.c_contiguous
+                and (second is None or (second.shape == index.shape and second.flags.c_contiguous))
+            ):
                 # Per-step path: screens straight from ALE (C-contiguous uint8 (H, W)) and the
                 # env's (256, 3) table; the core validates them all the same.
                 d = self.dim
                 out = np.empty((1, d, d, 1 if self.grayscale else 3), dtype=np.uint8)
-                _core.image_palette_resize(index[None], observation.palette, d, d,
-                                           self.grayscale, out,
-                                           None if second is None else second[None])
+                _core.image_palette_resize(
+                    index[None],
+                    observation.palette,
+                    d,
+                    d,
+                    self.grayscale,
+                    out,
+                    None if second is None else second[None],
+                )
                 return out[0]
-            return image.palette_resize(index, observation.palette, self.dim,
-                                        gray=self.grayscale, max_with=second)
+            return image.palette_resize(
+                index, observation.palette, self.dim, gray=self.grayscale, max_with=second
+            )
         if type(observation) is PaletteFrame or type(prev) is PaletteFrame:
             observation = np.asarray(observation)
             prev = None if prev is None else np.asarray(prev)
@@ -296,8 +304,13 @@ class WarpFrame(gym.ObservationWrapper):
 def _find_max_and_skip(env: gym.Env) -> MaxAndSkipEnv | None:
     """The MaxAndSkipEnv right below ``env`` through wrappers that pass observations on
     unchanged (so its pooling can be fused into WarpFrame's resize), or None."""
-    transparent = (EpisodicLifeEnv, FireResetEnv, gym.wrappers.RecordEpisodeStatistics,
-                   gym.wrappers.common.OrderEnforcing, gym.wrappers.common.PassiveEnvChecker)
+    transparent = (
+        EpisodicLifeEnv,
+        FireResetEnv,
+        gym.wrappers.RecordEpisodeStatistics,
+        gym.wrappers.common.OrderEnforcing,
+        gym.wrappers.common.PassiveEnvChecker,
+    )
     e: Any = env
     while True:
         if type(e) is MaxAndSkipEnv:
@@ -328,12 +341,11 @@ class FrameStack(gym.Wrapper):
         self.k = int(k)
         self._channels = space.shape[2]
         self._stack: np.ndarray | None = None
-        self.observation_space = gym.spaces.Box(np.repeat(space.low, k, axis=2),
-                                                np.repeat(space.high, k, axis=2),
-                                                dtype=space.dtype)
+        self.observation_space = gym.spaces.Box(
+            np.repeat(space.low, k, axis=2), np.repeat(space.high, k, axis=2), dtype=space.dtype
+        )
         try:  # the ring-buffer stacker (C++ core); numpy for dtypes it does not take
-            self._stacker: FrameStacker | None = FrameStacker(1, self.k, space.shape,
-                                                              space.dtype)
+            self._stacker: FrameStacker | None = FrameStacker(1, self.k, space.shape, space.dtype)
         except ValueError:
             self._stacker = None
 
@@ -386,8 +398,9 @@ class GenericPixelEnv(gym.ObservationWrapper):
     """RLlib's ``preprocessor_pref="rllib"`` pixel pipeline as an observation wrapper
     (:func:`rlblocks.image.generic_pixel`): float32 ``(dim, dim, 1 | 3)``."""
 
-    def __init__(self, env: gym.Env, dim: int = 84, grayscale: bool = False,
-                 zero_mean: bool = True) -> None:
+    def __init__(
+        self, env: gym.Env, dim: int = 84, grayscale: bool = False, zero_mean: bool = True
+    ) -> None:
         super().__init__(env)
         self.dim, self.grayscale, self.zero_mean = int(dim), bool(grayscale), bool(zero_mean)
         low = -1.0 if zero_mean else 0.0
@@ -398,109 +411,14 @@ class GenericPixelEnv(gym.ObservationWrapper):
         return image.generic_pixel(observation, self.dim, self.grayscale, self.zero_mean)
 
 
-class PaletteFrame:
-    """One ALE screen as palette indices: ``np.asarray(frame)`` is the RGB frame
-    (``palette[index]``, exactly what ``getScreenRGB`` returns).
-
-    :class:`WarpFrame` resizes it (and max-pools a pair of them) straight from the indices,
-    a third of the bytes; the screen itself is fetched much faster than in RGB
-    (docs/benchmarks.md).
-
-    Attributes:
-        index: uint8 ``(H, W)`` palette indices.
-        palette: uint8 ``(256, 3)`` RGB table; it knows every index in ``index`` (the
-            env's table only ever gains entries, so it stays valid).
-    """
-
-    __slots__ = ("index", "palette")
-
-    def __init__(self, index: np.ndarray, palette: np.ndarray) -> None:
-        self.index, self.palette = index, palette
-
-    @property
-    def shape(self) -> tuple[int, int, int]:
-        return (*self.index.shape, 3)
-
-    @property
-    def dtype(self) -> np.dtype:
-        return np.dtype(np.uint8)
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        rgb = self.palette[self.index]
-        return rgb if dtype is None else rgb.astype(dtype, copy=False)
-
-    def __repr__(self) -> str:
-        return f"PaletteFrame(shape={self.shape})"
-
-
-def _palette_env_class() -> type:
-    from ale_py.env import AtariEnv
-
-    def unknown(index: np.ndarray, known: np.ndarray) -> bool:
-        if _impl.native():
-            return bool(_core.image_palette_unknown(index, known))
-        return image.palette_unknown(index, known)
-
-    class PaletteAtariEnv(AtariEnv):
-        """ale_py's AtariEnv (``obs_type="rgb"``) whose observations are
-        :class:`PaletteFrame` s: each screen is fetched as palette indices; a screen with an
-        index the palette has not seen yet is fetched once in RGB to learn it, so every
-        frame's RGB is exact."""
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            if self._obs_type != "rgb":
-                raise ValueError(f"make_atari_env needs obs_type='rgb', got {self._obs_type!r}")
-            self._palette = np.zeros((256, 3), dtype=np.uint8)
-            self._known = np.zeros(256, dtype=np.uint8)
-
-        def _get_obs(self) -> PaletteFrame:  # type: ignore[override]
-            index = self.ale.getScreen()
-            if unknown(index, self._known):
-                rgb = self.ale.getScreenRGB()
-                flat = index.reshape(-1)
-                self._palette[flat] = rgb.reshape(-1, 3)
-                self._known[flat] = 1
-            return PaletteFrame(index, self._palette)
-
-    return PaletteAtariEnv
-
-
-def make_atari_env(env_id: str, **kwargs: Any) -> gym.Env:
-    """``gym.make(env_id, **kwargs)`` for an ALE id, with :class:`PaletteFrame` observations
-    (RGB frames fetched as palette indices; see :class:`PaletteFrame`).
-
-    :func:`wrap_deepmind` over it computes exactly what it computes over ``gym.make``'s env,
-    faster: the emulator does not convert every skipped frame to RGB, and WarpFrame reads
-    the indices. Only ``obs_type="rgb"`` is supported. No env checker is added.
-
-    Examples:
-        >>> env = make_atari_env("ALE/Pong-v5", frameskip=1)  # doctest: +SKIP
-        >>> wrap_deepmind(env, noframeskip=True).reset(seed=0)[0].shape  # doctest: +SKIP
-        (84, 84, 4)
-    """
-    import dataclasses
-
-    import ale_py
-
-    gym.register_envs(ale_py)
-    try:
-        spec = gym.spec(env_id)
-    except gym.error.Error as err:
-        raise ValueError(f"make_atari_env: unknown env id {env_id!r} ({err})") from None
-    if not (isinstance(spec.entry_point, str) and spec.entry_point.startswith("ale_py")):
-        raise ValueError(f"make_atari_env needs an ALE env id, got {env_id!r} "
-                         f"(entry point {spec.entry_point!r})")
-    merged = {**spec.kwargs, **kwargs}
-    env: gym.Env = _palette_env_class()(**merged)
-    env.unwrapped.spec = dataclasses.replace(spec, kwargs=merged)
-    if spec.max_episode_steps is not None:
-        env = gym.wrappers.TimeLimit(env, spec.max_episode_steps)
-    return env
-
-
-def wrap_deepmind(env: gym.Env, dim: int = 84, framestack: bool = True,
-                  noframeskip: bool = False, *, warp: bool = True) -> gym.Env:
+def wrap_deepmind(
+    env: gym.Env,
+    dim: int = 84,
+    framestack: bool = True,
+    noframeskip: bool = False,
+    *,
+    warp: bool = True,
+) -> gym.Env:
     """RLlib's ``wrap_deepmind``: episode statistics -> NoopReset(30) -> MaxAndSkip(4) (only
     when ``noframeskip`` and the env has a spec, i.e. the env does not skip frames itself)
     -> EpisodicLife -> FireReset (if the game has FIRE) -> WarpFrame(dim) -> FrameStack(4)
@@ -531,9 +449,12 @@ def wrap_deepmind(env: gym.Env, dim: int = 84, framestack: bool = True,
     return env
 
 
-def preprocess_env(env: gym.Env, model_config: Mapping[str, Any] | None = None,
-                   preprocessor_pref: str | None = "deepmind",
-                   noframeskip: bool = False) -> gym.Env:
+def preprocess_env(
+    env: gym.Env,
+    model_config: Mapping[str, Any] | None = None,
+    preprocessor_pref: str | None = "deepmind",
+    noframeskip: bool = False,
+) -> gym.Env:
     """Wraps one env with the pipeline RLlib would pick for this model config.
 
     * ``"deepmind"`` and an Atari env: :func:`wrap_deepmind` with the config's ``dim`` and
@@ -548,8 +469,8 @@ def preprocess_env(env: gym.Env, model_config: Mapping[str, Any] | None = None,
         >>> preprocess_env(env, {"dim": 42}) is env
         True
     """
-    cfg = _model_options(model_config)
-    _check_pref(preprocessor_pref)
+    cfg = image_options(model_config)
+    check_preprocessor_pref(preprocessor_pref)
     if preprocessor_pref is None or not is_atari(env):
         return env
     if preprocessor_pref == "deepmind":
@@ -557,12 +478,23 @@ def preprocess_env(env: gym.Env, model_config: Mapping[str, Any] | None = None,
     return GenericPixelEnv(env, cfg["dim"], cfg["grayscale"], cfg["zero_mean"])
 
 
-def _check_pref(pref: str | None) -> None:
+def check_preprocessor_pref(pref: str | None) -> None:
+    """Raises ValueError unless ``pref`` is ``"deepmind"``, ``"rllib"`` or None."""
     if pref not in ("deepmind", "rllib", None):
         raise ValueError(f"preprocessor_pref must be 'deepmind', 'rllib' or None, got {pref!r}")
 
 
-def _model_options(model_config: Mapping[str, Any] | None) -> dict[str, Any]:
+def image_options(model_config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The image keys of an RLlib model config (``dim``, ``grayscale``, ``zero_mean``,
+    ``framestack``), RLlib's defaults for those it lacks.
+
+    Raises:
+        ValueError: ``dim`` is not a positive int.
+
+    Examples:
+        >>> image_options({"dim": 42, "fcnet_hiddens": [64]})
+        {'dim': 42, 'grayscale': False, 'zero_mean': True, 'framestack': True}
+    """
     defaults = {"dim": 84, "grayscale": False, "zero_mean": True, "framestack": True}
     cfg = dict(defaults)
     if model_config:
@@ -570,9 +502,6 @@ def _model_options(model_config: Mapping[str, Any] | None) -> dict[str, Any]:
     if not isinstance(cfg["dim"], (int, np.integer)) or cfg["dim"] < 1:
         raise ValueError(f"model config 'dim' must be a positive int, got {cfg['dim']!r}")
     return cfg
-
-
-# --------------------------------------------------------------------------- vector envs
 
 
 def push_frame(stack: np.ndarray, frame: np.ndarray) -> np.ndarray:
@@ -589,143 +518,5 @@ def push_frame(stack: np.ndarray, frame: np.ndarray) -> np.ndarray:
     new = np.empty_like(stack)
     flat_new, flat_old = new.reshape(-1), np.ascontiguousarray(stack).reshape(-1)
     flat_new[:-c] = flat_old[c:]  # pixel p's channels j + c land in slots j; the tail is
-    new[..., -c:] = frame          # overwritten here by the newest frame
+    new[..., -c:] = frame  # overwritten here by the newest frame
     return new
-
-
-def _done_mask(terminated: np.ndarray, truncated: np.ndarray) -> np.ndarray:
-    return np.logical_or(np.asarray(terminated, dtype=bool), np.asarray(truncated, dtype=bool))
-
-
-class _StackedFrames:
-    """Per-env frame stacks ``(N, H, W, C*k)`` built from batched ``(N, H, W, C)`` frames."""
-
-    def __init__(self, k: int, channels: int) -> None:
-        self.k, self.c = k, channels
-        self.stack: np.ndarray | None = None
-
-    def restart(self, frames: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
-        """Fills the stacks of ``mask``'s envs (all if None) with their frame, k times."""
-        full = np.tile(frames, (1, 1, 1, self.k))
-        if mask is None or self.stack is None:
-            self.stack = full
-        else:
-            stack = self.stack.copy()
-            stack[mask] = full[mask]
-            self.stack = stack
-        return self.stack
-
-    def push(self, frames: np.ndarray, restart: np.ndarray | None = None) -> np.ndarray:
-        """Appends a frame to every stack; envs in ``restart`` start a new stack instead."""
-        assert self.stack is not None
-        stack = push_frame(self.stack, frames)
-        if restart is not None and restart.any():
-            stack[restart] = np.tile(frames[restart], (1, 1, 1, self.k))
-        self.stack = stack
-        return stack
-
-
-class VectorAtariPreprocessing(VectorWrapper):
-    """WarpFrame + FrameStack for every sub-env of a vector env, in one batched C++ call.
-
-    The sub-envs return RGB frames (typically after :func:`wrap_deepmind` with
-    ``warp=False``); each step converts all of them at once with
-    :func:`rlblocks.image.gray_resize` (or colour :func:`~rlblocks.image.resize`) and pushes
-    them on per-env stacks ``(dim, dim, C*k)``, oldest first. A sub-env's stack restarts from
-    its reset frame: on the step after it finished (``NEXT_STEP`` autoreset), on the same
-    step (``SAME_STEP``; ``info["final_obs"]`` then holds the processed final stacks), or on
-    ``reset(options={"reset_mask": ...})`` (``DISABLED``).
-
-    Args:
-        env: a gymnasium vector env with ``(H, W, 3)`` uint8 observations.
-        dim: side of the warped frame.
-        grayscale: gray ``C=1`` (OpenCV luminance) or colour ``C=3``.
-        framestack: frames per stack (``None`` or 1: no stacking, ``(dim, dim, C)``).
-    """
-
-    def __init__(self, env: VectorEnv, dim: int = 84, grayscale: bool = True,
-                 framestack: int | None = 4) -> None:
-        super().__init__(env)
-        space = env.single_observation_space
-        if (not isinstance(space, gym.spaces.Box) or len(space.shape) != 3 or space.shape[2] != 3
-                or space.dtype != np.uint8):
-            raise ValueError("VectorAtariPreprocessing needs uint8 (H, W, 3) observations, "
-                             f"got {space}")
-        self.dim, self.grayscale = int(dim), bool(grayscale)
-        self.k = int(framestack or 1)
-        if self.dim < 1 or self.k < 1:
-            raise ValueError(f"dim and framestack must be >= 1, got {dim}, {framestack}")
-        c = 1 if self.grayscale else 3
-        self.single_observation_space = gym.spaces.Box(0, 255, (self.dim, self.dim, c * self.k),
-                                                       dtype=np.uint8)
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.autoreset_mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
-        self._frames = _StackedFrames(self.k, c)
-        self._prev_done = np.zeros(self.num_envs, dtype=bool)
-
-    def _warp(self, obs: np.ndarray) -> np.ndarray:
-        if self.grayscale:
-            return image.gray_resize(obs, self.dim)
-        return image.resize(obs, self.dim)
-
-    def reset(self, *, seed: int | None = None,
-              options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
-        mask = None if options is None else options.get("reset_mask")  # read first: the
-        obs, info = self.env.reset(seed=seed, options=options)  # vector env may pop it
-        frames = self._warp(obs)
-        if mask is not None and self._frames.stack is not None:
-            mask = np.asarray(mask, dtype=bool)
-            self._prev_done[mask] = False
-            return self._frames.restart(frames, mask), info
-        self._prev_done[:] = False
-        return self._frames.restart(frames), info
-
-    def step(self, actions: Any) -> tuple[np.ndarray, Any, Any, Any, dict[str, Any]]:
-        if self._frames.stack is None:
-            raise RuntimeError("VectorAtariPreprocessing.step called before reset")
-        obs, reward, terminated, truncated, info = self.env.step(actions)
-        done = _done_mask(terminated, truncated)
-        frames = self._warp(obs)
-        if self.autoreset_mode == AutoresetMode.SAME_STEP and done.any():
-            if "final_obs" in info:
-                final = info["final_obs"]
-                idx = np.flatnonzero(done)
-                final_frames = self._warp(np.stack([final[i] for i in idx]))
-                pushed = push_frame(self._frames.stack[idx], final_frames)
-                new_final = np.array(final, dtype=object, copy=True)
-                for j, i in enumerate(idx):
-                    new_final[i] = pushed[j]
-                info = {**info, "final_obs": new_final}
-            stack = self._frames.push(frames, restart=done)
-        elif self.autoreset_mode == AutoresetMode.NEXT_STEP:
-            stack = self._frames.push(frames, restart=self._prev_done)
-            self._prev_done = done
-        else:
-            stack = self._frames.push(frames)
-        return stack, reward, terminated, truncated, info
-
-
-class VectorGenericPixel(VectorWrapper):
-    """RLlib's GenericPixelPreprocessor over every sub-env's frame in one batched call
-    (float32 ``(N, dim, dim, 1 | 3)``)."""
-
-    def __init__(self, env: VectorEnv, dim: int = 84, grayscale: bool = False,
-                 zero_mean: bool = True) -> None:
-        super().__init__(env)
-        self.dim, self.grayscale, self.zero_mean = int(dim), bool(grayscale), bool(zero_mean)
-        low = -1.0 if zero_mean else 0.0
-        self.single_observation_space = gym.spaces.Box(
-            low, 1.0, (self.dim, self.dim, 1 if grayscale else 3), dtype=np.float32)
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-
-    def _process(self, obs: np.ndarray) -> np.ndarray:
-        return image.generic_pixel(obs, self.dim, self.grayscale, self.zero_mean)
-
-    def reset(self, *, seed: int | None = None,
-              options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
-        obs, info = self.env.reset(seed=seed, options=options)
-        return self._process(obs), info
-
-    def step(self, actions: Any) -> tuple[np.ndarray, Any, Any, Any, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = self.env.step(actions)
-        return self._process(obs), reward, terminated, truncated, info

@@ -1,7 +1,13 @@
-"""A vector env dedicated to the DeepMind Atari pipeline.
+"""Atari for vector envs: batched preprocessing of any vector env's frames, and a vector env
+dedicated to the DeepMind pipeline.
+
+:class:`VectorAtariPreprocessing` (WarpFrame + FrameStack) and :class:`VectorGenericPixel`
+(RLlib's ``preprocessor_pref="rllib"`` pipeline) wrap a gymnasium vector env and process
+every sub-env's frame in one batched C++ call; the frame stacks restart correctly under
+every autoreset mode.
 
 :class:`AtariVectorEnv` runs ``wrap_deepmind`` (up to WarpFrame) over
-:func:`~rlblocks.wrappers.atari.make_atari_env` sub-envs, split over worker processes
+:func:`~rlblocks.wrappers.atari_env.make_atari_env` sub-envs, split over worker processes
 (ALE's ``act`` holds the GIL, so threads would not overlap) and the calling process, which
 steps its own share while the workers step theirs. Each sub-env writes its warped
 ``(dim, dim, 1)`` frame and a few scalars straight into shared memory; a step is one byte
@@ -26,13 +32,15 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 from gymnasium.vector.utils import batch_space
 
+from rlblocks import image
 from rlblocks.framestack import FrameStacker
-from rlblocks.wrappers.atari import make_atari_env, wrap_deepmind
+from rlblocks.wrappers.atari import push_frame, wrap_deepmind
+from rlblocks.wrappers.atari_env import make_atari_env
 
-__all__ = ["AtariVectorEnv"]
+__all__ = ["AtariVectorEnv", "VectorAtariPreprocessing", "VectorGenericPixel"]
 
 _INFO_INT = ("lives", "episode_frame_number", "frame_number")
 
@@ -55,23 +63,33 @@ class _Shared:
 
     @staticmethod
     def allocate(ctx: Any, num_envs: int, dim: int) -> dict[str, Any]:
-        sizes = {"obs": ("B", num_envs * dim * dim), "actions": ("q", num_envs),
-                 "reward": ("d", num_envs), "flags": ("B", num_envs * 4),
-                 "ints": ("q", num_envs * len(_INFO_INT)), "episode": ("d", num_envs * 3)}
+        sizes = {
+            "obs": ("B", num_envs * dim * dim),
+            "actions": ("q", num_envs),
+            "reward": ("d", num_envs),
+            "flags": ("B", num_envs * 4),
+            "ints": ("q", num_envs * len(_INFO_INT)),
+            "episode": ("d", num_envs * 3),
+        }
         return {k: ctx.RawArray(t, n) for k, (t, n) in sizes.items()}
 
 
 class _EnvFactory:
     """Picklable: one DeepMind sub-env up to WarpFrame."""
 
-    def __init__(self, env_id: str, dim: int, noframeskip: bool,
-                 make_kwargs: dict[str, Any]) -> None:
+    def __init__(
+        self, env_id: str, dim: int, noframeskip: bool, make_kwargs: dict[str, Any]
+    ) -> None:
         self.env_id, self.dim, self.noframeskip = env_id, dim, noframeskip
         self.make_kwargs = make_kwargs
 
     def __call__(self) -> gym.Env:
-        return wrap_deepmind(make_atari_env(self.env_id, **self.make_kwargs), self.dim,
-                             framestack=False, noframeskip=self.noframeskip)
+        return wrap_deepmind(
+            make_atari_env(self.env_id, **self.make_kwargs),
+            self.dim,
+            framestack=False,
+            noframeskip=self.noframeskip,
+        )
 
 
 class _Group:
@@ -82,8 +100,16 @@ class _Group:
         self.envs = [factory() for _ in range(count)]
         self.needs_reset = [True] * count
 
-    def _write(self, i: int, obs: np.ndarray, reward: float, terminated: bool, truncated: bool,
-               reset: bool, info: Mapping[str, Any]) -> None:
+    def _write(
+        self,
+        i: int,
+        obs: np.ndarray,
+        reward: float,
+        terminated: bool,
+        truncated: bool,
+        reset: bool,
+        info: Mapping[str, Any],
+    ) -> None:
         s, g = self.shared, self.first + i
         s.obs[g] = obs
         s.reward[g] = reward
@@ -114,8 +140,15 @@ class _Group:
             env.close()
 
 
-def _worker(conn: Any, factory: _EnvFactory, first: int, count: int, raw: dict[str, Any],
-            num_envs: int, dim: int) -> None:
+def _worker(
+    conn: Any,
+    factory: _EnvFactory,
+    first: int,
+    count: int,
+    raw: dict[str, Any],
+    num_envs: int,
+    dim: int,
+) -> None:
     group = None
     try:
         group = _Group(factory, first, count, _Shared(raw, num_envs, dim))
@@ -161,7 +194,7 @@ class AtariVectorEnv(VectorEnv):
             nearly equal groups and the first group runs in this process. Default
             ``num_envs - 1`` (one sub-env each). 0 steps everything here.
         context: multiprocessing start method (``None``: the platform's default).
-        **make_kwargs: passed to :func:`~rlblocks.wrappers.atari.make_atari_env` (e.g.
+        **make_kwargs: passed to :func:`~rlblocks.wrappers.atari_env.make_atari_env` (e.g.
             ``frameskip=1, repeat_action_probability=0.0``).
 
     Examples:
@@ -173,9 +206,18 @@ class AtariVectorEnv(VectorEnv):
 
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP}
 
-    def __init__(self, env_id: str, num_envs: int, *, dim: int = 84, framestack: int | None = 4,
-                 noframeskip: bool = False, num_workers: int | None = None,
-                 context: str | None = None, **make_kwargs: Any) -> None:
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int,
+        *,
+        dim: int = 84,
+        framestack: int | None = 4,
+        noframeskip: bool = False,
+        num_workers: int | None = None,
+        context: str | None = None,
+        **make_kwargs: Any,
+    ) -> None:
         if not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"AtariVectorEnv: num_envs must be a positive int, got {num_envs!r}")
         if not isinstance(dim, (int, np.integer)) or dim < 1:
@@ -185,8 +227,9 @@ class AtariVectorEnv(VectorEnv):
             raise ValueError(f"AtariVectorEnv: framestack must be None or >= 1, got {framestack!r}")
         workers = num_envs - 1 if num_workers is None else num_workers
         if not isinstance(workers, (int, np.integer)) or not 0 <= workers < num_envs:
-            raise ValueError(f"AtariVectorEnv: num_workers must be in [0, {num_envs - 1}], "
-                             f"got {num_workers!r}")
+            raise ValueError(
+                f"AtariVectorEnv: num_workers must be in [0, {num_envs - 1}], got {num_workers!r}"
+            )
         self.closed = True
         self.num_envs, self.dim, self.k = int(num_envs), int(dim), int(k)
         self.metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
@@ -206,9 +249,12 @@ class AtariVectorEnv(VectorEnv):
             for w in range(int(workers)):
                 parent, child = ctx.Pipe()
                 first, count = bounds[w + 1], bounds[w + 2] - bounds[w + 1]
-                proc = ctx.Process(target=_worker, name=f"AtariVectorEnv-{w}", daemon=True,
-                                   args=(child, factory, first, count, raw, self.num_envs,
-                                         self.dim))
+                proc = ctx.Process(
+                    target=_worker,
+                    name=f"AtariVectorEnv-{w}",
+                    daemon=True,
+                    args=(child, factory, first, count, raw, self.num_envs, self.dim),
+                )
                 proc.start()
                 child.close()
                 self._conns.append(parent)
@@ -220,13 +266,15 @@ class AtariVectorEnv(VectorEnv):
         env0 = self._group.envs[0]
         self.single_action_space = env0.action_space
         self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self.single_observation_space = gym.spaces.Box(0, 255, (self.dim, self.dim, self.k),
-                                                       dtype=np.uint8)
+        self.single_observation_space = gym.spaces.Box(
+            0, 255, (self.dim, self.dim, self.k), dtype=np.uint8
+        )
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         if not isinstance(self.single_action_space, gym.spaces.Discrete):
             self.close()
-            raise ValueError(f"AtariVectorEnv needs a Discrete action space, got "
-                             f"{self.single_action_space}")
+            raise ValueError(
+                f"AtariVectorEnv needs a Discrete action space, got {self.single_action_space}"
+            )
         self._n_actions = int(self.single_action_space.n)
         self._stack: np.ndarray | None = None
         self._stacker = FrameStacker(self.num_envs, self.k, (self.dim, self.dim, 1))
@@ -270,10 +318,14 @@ class AtariVectorEnv(VectorEnv):
         ended = s.flags[:, 3].astype(bool)
         if ended.any():
             ep = s.episode
-            info["episode"] = {"r": np.where(ended, ep[:, 0], 0.0),
-                               "l": np.where(ended, ep[:, 1], 0).astype(np.int64),
-                               "t": np.where(ended, ep[:, 2], 0.0),
-                               "_r": ended, "_l": ended, "_t": ended}
+            info["episode"] = {
+                "r": np.where(ended, ep[:, 0], 0.0),
+                "l": np.where(ended, ep[:, 1], 0).astype(np.int64),
+                "t": np.where(ended, ep[:, 2], 0.0),
+                "_r": ended,
+                "_l": ended,
+                "_t": ended,
+            }
             info["_episode"] = ended
         return info
 
@@ -288,8 +340,12 @@ class AtariVectorEnv(VectorEnv):
 
     # ------------------------------------------------------------------ VectorEnv API
 
-    def reset(self, *, seed: int | Sequence[int | None] | None = None,
-              options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         """Resets every sub-env: ``seed`` int -> sub-env ``i`` gets ``seed + i``; a list gives
         one seed (or None) per sub-env. ``options`` are not supported (must be None)."""
         if options:
@@ -301,30 +357,36 @@ class AtariVectorEnv(VectorEnv):
         else:
             seeds = [None if s is None else int(s) for s in seed]
             if len(seeds) != self.num_envs:
-                raise ValueError(f"AtariVectorEnv.reset: expected {self.num_envs} seeds, "
-                                 f"got {len(seeds)}")
+                raise ValueError(
+                    f"AtariVectorEnv.reset: expected {self.num_envs} seeds, got {len(seeds)}"
+                )
         super().reset(seed=None)
         b = self._bounds
-        self._send([pickle.dumps(seeds[b[w + 1]:b[w + 2]]) for w in range(len(self._conns))])
+        self._send([pickle.dumps(seeds[b[w + 1] : b[w + 2]]) for w in range(len(self._conns))])
         try:
             self._group.reset(seeds[: b[1]])
         finally:
             self._wait()
         return self._stacked(None), self._info()
 
-    def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                                          dict[str, Any]]:
+    def step(
+        self, actions: Any
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         if self._stack is None:
             raise RuntimeError("AtariVectorEnv.step called before reset")
         a = np.asarray(actions)
-        if a.shape != (self.num_envs,) or not (np.issubdtype(a.dtype, np.integer)
-                                               or a.dtype == np.bool_):
-            raise ValueError(f"AtariVectorEnv.step: actions must be {self.num_envs} integers, "
-                             f"got {a.dtype} array of shape {a.shape}")
+        if a.shape != (self.num_envs,) or not (
+            np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_
+        ):
+            raise ValueError(
+                f"AtariVectorEnv.step: actions must be {self.num_envs} integers, "
+                f"got {a.dtype} array of shape {a.shape}"
+            )
         if a.size and (a.min() < 0 or a.max() >= self._n_actions):
             bad = a.min() if a.min() < 0 else a.max()
-            raise ValueError(f"AtariVectorEnv.step: action {bad} is out of range "
-                             f"[0, {self._n_actions})")
+            raise ValueError(
+                f"AtariVectorEnv.step: action {bad} is out of range [0, {self._n_actions})"
+            )
         s = self._shared
         s.actions[:] = a
         self._send([b"s"] * len(self._conns))
@@ -334,8 +396,13 @@ class AtariVectorEnv(VectorEnv):
             self._wait()
         restart = s.flags[:, 2].astype(bool)
         obs = self._stacked(restart)
-        return (obs, s.reward.copy(), s.flags[:, 0].astype(bool), s.flags[:, 1].astype(bool),
-                self._info())
+        return (
+            obs,
+            s.reward.copy(),
+            s.flags[:, 0].astype(bool),
+            s.flags[:, 1].astype(bool),
+            self._info(),
+        )
 
     def close(self, **kwargs: Any) -> None:
         if getattr(self, "closed", True):
@@ -363,3 +430,152 @@ class AtariVectorEnv(VectorEnv):
 
     def __repr__(self) -> str:
         return f"AtariVectorEnv(num_envs={self.num_envs}, workers={len(self._procs)})"
+
+
+def _done_mask(terminated: np.ndarray, truncated: np.ndarray) -> np.ndarray:
+    return np.logical_or(np.asarray(terminated, dtype=bool), np.asarray(truncated, dtype=bool))
+
+
+class _StackedFrames:
+    """Per-env frame stacks ``(N, H, W, C*k)`` built from batched ``(N, H, W, C)`` frames."""
+
+    def __init__(self, k: int, channels: int) -> None:
+        self.k, self.c = k, channels
+        self.stack: np.ndarray | None = None
+
+    def restart(self, frames: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        """Fills the stacks of ``mask``'s envs (all if None) with their frame, k times."""
+        full = np.tile(frames, (1, 1, 1, self.k))
+        if mask is None or self.stack is None:
+            self.stack = full
+        else:
+            stack = self.stack.copy()
+            stack[mask] = full[mask]
+            self.stack = stack
+        return self.stack
+
+    def push(self, frames: np.ndarray, restart: np.ndarray | None = None) -> np.ndarray:
+        """Appends a frame to every stack; envs in ``restart`` start a new stack instead."""
+        assert self.stack is not None
+        stack = push_frame(self.stack, frames)
+        if restart is not None and restart.any():
+            stack[restart] = np.tile(frames[restart], (1, 1, 1, self.k))
+        self.stack = stack
+        return stack
+
+
+class VectorAtariPreprocessing(VectorWrapper):
+    """WarpFrame + FrameStack for every sub-env of a vector env, in one batched C++ call.
+
+    The sub-envs return RGB frames (typically after :func:`wrap_deepmind` with
+    ``warp=False``); each step converts all of them at once with
+    :func:`rlblocks.image.gray_resize` (or colour :func:`~rlblocks.image.resize`) and pushes
+    them on per-env stacks ``(dim, dim, C*k)``, oldest first. A sub-env's stack restarts from
+    its reset frame: on the step after it finished (``NEXT_STEP`` autoreset), on the same
+    step (``SAME_STEP``; ``info["final_obs"]`` then holds the processed final stacks), or on
+    ``reset(options={"reset_mask": ...})`` (``DISABLED``).
+
+    Args:
+        env: a gymnasium vector env with ``(H, W, 3)`` uint8 observations.
+        dim: side of the warped frame.
+        grayscale: gray ``C=1`` (OpenCV luminance) or colour ``C=3``.
+        framestack: frames per stack (``None`` or 1: no stacking, ``(dim, dim, C)``).
+    """
+
+    def __init__(
+        self, env: VectorEnv, dim: int = 84, grayscale: bool = True, framestack: int | None = 4
+    ) -> None:
+        super().__init__(env)
+        space = env.single_observation_space
+        if (
+            not isinstance(space, gym.spaces.Box)
+            or len(space.shape) != 3
+            or space.shape[2] != 3
+            or space.dtype != np.uint8
+        ):
+            raise ValueError(
+                f"VectorAtariPreprocessing needs uint8 (H, W, 3) observations, got {space}"
+            )
+        self.dim, self.grayscale = int(dim), bool(grayscale)
+        self.k = int(framestack or 1)
+        if self.dim < 1 or self.k < 1:
+            raise ValueError(f"dim and framestack must be >= 1, got {dim}, {framestack}")
+        c = 1 if self.grayscale else 3
+        self.single_observation_space = gym.spaces.Box(
+            0, 255, (self.dim, self.dim, c * self.k), dtype=np.uint8
+        )
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.autoreset_mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+        self._frames = _StackedFrames(self.k, c)
+        self._prev_done = np.zeros(self.num_envs, dtype=bool)
+
+    def _warp(self, obs: np.ndarray) -> np.ndarray:
+        if self.grayscale:
+            return image.gray_resize(obs, self.dim)
+        return image.resize(obs, self.dim)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        mask = None if options is None else options.get("reset_mask")  # read first: the
+        obs, info = self.env.reset(seed=seed, options=options)  # vector env may pop it
+        frames = self._warp(obs)
+        if mask is not None and self._frames.stack is not None:
+            mask = np.asarray(mask, dtype=bool)
+            self._prev_done[mask] = False
+            return self._frames.restart(frames, mask), info
+        self._prev_done[:] = False
+        return self._frames.restart(frames), info
+
+    def step(self, actions: Any) -> tuple[np.ndarray, Any, Any, Any, dict[str, Any]]:
+        if self._frames.stack is None:
+            raise RuntimeError("VectorAtariPreprocessing.step called before reset")
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        done = _done_mask(terminated, truncated)
+        frames = self._warp(obs)
+        if self.autoreset_mode == AutoresetMode.SAME_STEP and done.any():
+            if "final_obs" in info:
+                final = info["final_obs"]
+                idx = np.flatnonzero(done)
+                final_frames = self._warp(np.stack([final[i] for i in idx]))
+                pushed = push_frame(self._frames.stack[idx], final_frames)
+                new_final = np.array(final, dtype=object, copy=True)
+                for j, i in enumerate(idx):
+                    new_final[i] = pushed[j]
+                info = {**info, "final_obs": new_final}
+            stack = self._frames.push(frames, restart=done)
+        elif self.autoreset_mode == AutoresetMode.NEXT_STEP:
+            stack = self._frames.push(frames, restart=self._prev_done)
+            self._prev_done = done
+        else:
+            stack = self._frames.push(frames)
+        return stack, reward, terminated, truncated, info
+
+
+class VectorGenericPixel(VectorWrapper):
+    """RLlib's GenericPixelPreprocessor over every sub-env's frame in one batched call
+    (float32 ``(N, dim, dim, 1 | 3)``)."""
+
+    def __init__(
+        self, env: VectorEnv, dim: int = 84, grayscale: bool = False, zero_mean: bool = True
+    ) -> None:
+        super().__init__(env)
+        self.dim, self.grayscale, self.zero_mean = int(dim), bool(grayscale), bool(zero_mean)
+        low = -1.0 if zero_mean else 0.0
+        self.single_observation_space = gym.spaces.Box(
+            low, 1.0, (self.dim, self.dim, 1 if grayscale else 3), dtype=np.float32
+        )
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+
+    def _process(self, obs: np.ndarray) -> np.ndarray:
+        return image.generic_pixel(obs, self.dim, self.grayscale, self.zero_mean)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        return self._process(obs), info
+
+    def step(self, actions: Any) -> tuple[np.ndarray, Any, Any, Any, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        return self._process(obs), reward, terminated, truncated, info

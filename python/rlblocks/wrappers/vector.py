@@ -1,8 +1,14 @@
 """Vector envs with the preprocessing RLlib would pick: :func:`make_vector_env`.
 
-It builds on both :mod:`rlblocks.wrappers.atari` (per-env DeepMind wrappers, batched
-vector wrappers) and :mod:`rlblocks.wrappers.atari_vector` (the in-process Atari vector
-env), so that neither of those needs the other.
+It builds on :mod:`rlblocks.wrappers.atari` (per-env DeepMind wrappers) and
+:mod:`rlblocks.wrappers.atari_vector` (batched vector wrappers, the multi-process Atari
+vector env).
+
+Examples:
+    >>> venv = make_vector_env("CartPole-v1", 2)
+    >>> venv.num_envs, venv.single_observation_space.shape
+    (2, (4,))
+    >>> venv.close()
 """
 
 from __future__ import annotations
@@ -14,14 +20,16 @@ import gymnasium as gym
 from gymnasium.vector import VectorEnv
 
 from rlblocks.wrappers.atari import (
-    VectorAtariPreprocessing,
-    VectorGenericPixel,
-    _check_pref,
-    _model_options,
+    check_preprocessor_pref,
+    image_options,
     is_atari,
     wrap_deepmind,
 )
-from rlblocks.wrappers.atari_vector import AtariVectorEnv
+from rlblocks.wrappers.atari_vector import (
+    AtariVectorEnv,
+    VectorAtariPreprocessing,
+    VectorGenericPixel,
+)
 
 __all__ = ["make_vector_env"]
 
@@ -29,8 +37,15 @@ __all__ = ["make_vector_env"]
 class _DeepMindEnvFn:
     """Picklable sub-env factory for async vector envs."""
 
-    def __init__(self, env_id: str, noframeskip: bool, warp: bool, dim: int, framestack: bool,
-                 make_kwargs: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        env_id: str,
+        noframeskip: bool,
+        warp: bool,
+        dim: int,
+        framestack: bool,
+        make_kwargs: dict[str, Any],
+    ) -> None:
         self.env_id, self.noframeskip, self.warp = env_id, noframeskip, warp
         self.dim, self.framestack, self.make_kwargs = dim, framestack, make_kwargs
 
@@ -43,10 +58,16 @@ class _DeepMindEnvFn:
         return wrap_deepmind(env, self.dim, self.framestack, self.noframeskip, warp=self.warp)
 
 
-def make_vector_env(env_id: str, num_envs: int, model_config: Mapping[str, Any] | None = None,
-                    preprocessor_pref: str | None = "deepmind", *,
-                    vectorization_mode: str = "sync", noframeskip: bool = False,
-                    **make_kwargs: Any) -> VectorEnv:
+def make_vector_env(
+    env_id: str,
+    num_envs: int,
+    model_config: Mapping[str, Any] | None = None,
+    preprocessor_pref: str | None = "deepmind",
+    *,
+    vectorization_mode: str = "sync",
+    noframeskip: bool = False,
+    **make_kwargs: Any,
+) -> VectorEnv:
     """A vector env of ``env_id`` with the pipeline picked from the model config.
 
     * ``"deepmind"``: each sub-env gets :func:`wrap_deepmind` up to FireReset; warping and
@@ -71,24 +92,33 @@ def make_vector_env(env_id: str, num_envs: int, model_config: Mapping[str, Any] 
     Returns:
         The (wrapped) vector env.
     """
-    cfg = _model_options(model_config)
-    _check_pref(preprocessor_pref)
+    cfg = image_options(model_config)
+    check_preprocessor_pref(preprocessor_pref)
     if vectorization_mode not in ("sync", "async", "atari"):
-        raise ValueError("vectorization_mode must be 'sync', 'async' or 'atari', "
-                         f"got {vectorization_mode!r}")
+        raise ValueError(
+            f"vectorization_mode must be 'sync', 'async' or 'atari', got {vectorization_mode!r}"
+        )
     deepmind = preprocessor_pref == "deepmind" and is_atari(env_id)
     if vectorization_mode == "atari":
         if not deepmind:
-            raise ValueError("vectorization_mode='atari' runs the DeepMind pipeline: it needs "
-                             f"an ALE env id and preprocessor_pref='deepmind', got {env_id!r}, "
-                             f"{preprocessor_pref!r}")
-        return AtariVectorEnv(env_id, num_envs, dim=cfg["dim"],
-                              framestack=4 if cfg["framestack"] else None,
-                              noframeskip=noframeskip, **make_kwargs)
+            raise ValueError(
+                "vectorization_mode='atari' runs the DeepMind pipeline: it needs "
+                f"an ALE env id and preprocessor_pref='deepmind', got {env_id!r}, "
+                f"{preprocessor_pref!r}"
+            )
+        return AtariVectorEnv(
+            env_id,
+            num_envs,
+            dim=cfg["dim"],
+            framestack=4 if cfg["framestack"] else None,
+            noframeskip=noframeskip,
+            **make_kwargs,
+        )
     if deepmind:
         fns: list[Any] = [
             _DeepMindEnvFn(env_id, noframeskip, False, cfg["dim"], cfg["framestack"], make_kwargs)
-            for _ in range(num_envs)]
+            for _ in range(num_envs)
+        ]
     else:
         fns = [_PlainEnvFn(env_id, make_kwargs) for _ in range(num_envs)]
     # The preprocessing wrappers consume each raw batch at once, so the vector env need not

@@ -1,11 +1,11 @@
 """The trainer's fast paths, behind one door.
 
 Everything here computes what the plain path computes, faster on CPU for the small models
-PPO trains, and each piece declines (returns None / False) where it does not cover the
+PPO trains, and each piece declines (None, False or a reason) where it does not cover the
 case, so the caller falls back to the plain path:
 
-* :class:`FCActor`: rollout actions of the default fully connected model in numpy
-  (instead of torch modules);
+* :class:`FCActor`: the policy's actor for the default fully connected model: rollout
+  actions in numpy, inference as plain tensors (instead of torch modules);
 * :class:`FCBackprop`: the PPO loss and its gradients through that model in closed form
   (instead of autograd); it accepts a configuration only when it implements every config
   field that reaches the loss;
@@ -21,8 +21,8 @@ package imports the policy or the learner.
 
 from __future__ import annotations
 
-from rlblocks.train.fast.actor import FCActor
 from rlblocks.train.fast.backprop import FCBackprop
+from rlblocks.train.fast.fc_actor import FCActor
 from rlblocks.train.fast.flat_params import FlatParameters
 from rlblocks.train.fast.kernels import adam_step, clip_grad_norm, make_adam
 

@@ -19,7 +19,7 @@ both paths' gradients and updates.
 
 Examples:
     >>> import gymnasium as gym, torch
-    >>> from rlblocks.train.config import PPOConfig
+    >>> from rlblocks.train.trainer_config import PPOConfig
     >>> from rlblocks.train.policy import Policy
     >>> cfg = PPOConfig()
     >>> pol = Policy(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), cfg)
@@ -37,33 +37,69 @@ import torch
 
 from rlblocks.distributions import Categorical, DiagGaussian
 from rlblocks.distributions.base import _HALF_LOG_2PI, LOG_BOUND
-from rlblocks.models.fc_layers import FCLayers, backward_stack, run_stack
 from rlblocks.models.modelv2 import ModelV2
+from rlblocks.train.fast.dense_layers import FCLayers, backward_stack, run_stack
 
 if TYPE_CHECKING:
-    from rlblocks.train.config import PPOConfig
+    from rlblocks.train.trainer_config import PPOConfig
 
 #: The PPOConfig fields that reach the loss or its gradient, all implemented here (``model``
 #: through the layer check, ``kl_coeff`` / ``kl_target`` through the coefficient the
 #: learner passes in).
-LOSS_FIELDS = frozenset({
-    "model", "clip_param", "vf_clip_param", "vf_loss_coeff", "entropy_coeff", "kl_coeff",
-    "kl_target", "normalize_advantages",
-})
+LOSS_FIELDS = frozenset(
+    {
+        "model",
+        "clip_param",
+        "vf_clip_param",
+        "vf_loss_coeff",
+        "entropy_coeff",
+        "kl_coeff",
+        "kl_target",
+        "normalize_advantages",
+    }
+)
 #: The fields that do not: the environment, sampling, advantages (computed before the
 #: loss), the optimizer, bookkeeping. A field in neither set (a new loss term, say) makes
 #: :meth:`FCBackprop.build` decline, so autograd runs until it is implemented here.
-OUTSIDE_THE_LOSS = frozenset({
-    "env", "env_config", "num_envs", "vector_mode", "preprocessor_pref", "train_batch_size",
-    "rollout_fragment_length", "sgd_minibatch_size", "num_sgd_iter", "lr", "lr_schedule",
-    "gamma", "lambda_", "grad_clip", "observation_filter", "clip_actions", "seed", "device",
-    "num_threads", "checkpoint_freq", "keep_checkpoints", "tensorboard",
-    "metrics_smoothing_episodes", "framework", "fast_paths", "rllib",
-    # the learner's epoch loop (target_kl), the rollout's rewards, evaluation
-    "target_kl", "normalize_reward", "clip_reward", "evaluation_interval", "evaluation_episodes",
-})
+OUTSIDE_THE_LOSS = frozenset(
+    {
+        "env",
+        "env_config",
+        "num_envs",
+        "vector_mode",
+        "preprocessor_pref",
+        "train_batch_size",
+        "rollout_fragment_length",
+        "sgd_minibatch_size",
+        "num_sgd_iter",
+        "lr",
+        "lr_schedule",
+        "gamma",
+        "lambda_",
+        "grad_clip",
+        "observation_filter",
+        "clip_actions",
+        "seed",
+        "device",
+        "num_threads",
+        "checkpoint_freq",
+        "keep_checkpoints",
+        "tensorboard",
+        "metrics_smoothing_episodes",
+        "framework",
+        "fast_paths",
+        "rllib",
+        # the learner's epoch loop (target_kl), the rollout's rewards, evaluation
+        "target_kl",
+        "normalize_reward",
+        "clip_reward",
+        "evaluation_interval",
+        "evaluation_episodes",
+    }
+)
 
 __all__ = ["FCBackprop"]
+
 
 class FCBackprop:
     """The PPO loss and its gradients for a fully connected model, without autograd.
@@ -73,8 +109,9 @@ class FCBackprop:
     learner reports). The caller clips the gradients and steps the optimizer.
     """
 
-    def __init__(self, layers: FCLayers, gaussian: bool, action_start: int,
-                 config: PPOConfig) -> None:
+    def __init__(
+        self, layers: FCLayers, gaussian: bool, action_start: int, config: PPOConfig
+    ) -> None:
         self.layers = layers
         self.gaussian = gaussian
         self.action_start = action_start
@@ -83,8 +120,9 @@ class FCBackprop:
         self.params = list(layers.model.parameters())
 
     @classmethod
-    def build(cls, model: ModelV2, dist_class: Callable[..., Any],
-              config: PPOConfig) -> FCBackprop | None:
+    def build(
+        cls, model: ModelV2, dist_class: Callable[..., Any], config: PPOConfig
+    ) -> FCBackprop | None:
         """The fast path for ``model`` with ``dist_class``, or None when the model, the
         distribution or a config field is not covered (the learner then uses autograd)."""
         unknown = {f.name for f in dataclasses.fields(config)} - LOSS_FIELDS - OUTSIDE_THE_LOSS
@@ -101,8 +139,7 @@ class FCBackprop:
             probe = dist_class(torch.zeros(1, int(model.num_outputs or 0)), model)
         except (ValueError, TypeError):
             return None
-        if (type(probe) is Categorical and probe.temperature == 1.0
-                and layers.free_log_std is None):
+        if type(probe) is Categorical and probe.temperature == 1.0 and layers.free_log_std is None:
             return cls(layers, False, probe._start, config)
         if type(probe) is DiagGaussian:
             return cls(layers, True, 0, config)
@@ -114,8 +151,9 @@ class FCBackprop:
         return self.layers.matches_model(training=True)
 
     # --- one minibatch ----------------------------------------------------------------------
-    def step(self, data: dict[str, Any], kl_coeff: float, normalize_advantages: bool,
-             record: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def step(
+        self, data: dict[str, Any], kl_coeff: float, normalize_advantages: bool, record: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Loss of one minibatch; every parameter's ``.grad`` is overwritten with its gradient.
 
         Returns:
@@ -183,10 +221,14 @@ class FCBackprop:
                 total = total + kl_coeff * kl
 
             # backward
-            d_features = (layers.logits.backward(features, out, d_out_total, need_dx=True)
-                          if layers.logits is not None else d_out_total)
-            d_vf_in = layers.value_head.backward(vf_in, values.unsqueeze(1),
-                                                 d_values.unsqueeze(1), need_dx=True)
+            d_features = (
+                layers.logits.backward(features, out, d_out_total, need_dx=True)
+                if layers.logits is not None
+                else d_out_total
+            )
+            d_vf_in = layers.value_head.backward(
+                vf_in, values.unsqueeze(1), d_values.unsqueeze(1), need_dx=True
+            )
             assert d_features is not None and d_vf_in is not None
             if layers.value_trunk is None:
                 d_features = d_features + d_vf_in
@@ -200,8 +242,9 @@ class FCBackprop:
             stats = torch.stack([total, policy_loss, vf_loss, entropy, kl, approx_kl, clipfrac])
             return total, stats
 
-    def _combine(self, d_logp_d_out: torch.Tensor, d_logp: torch.Tensor,
-                 d_extra: torch.Tensor | None) -> torch.Tensor:
+    def _combine(
+        self, d_logp_d_out: torch.Tensor, d_logp: torch.Tensor, d_extra: torch.Tensor | None
+    ) -> torch.Tensor:
         """d(loss)/d(distribution inputs): ``d_logp * d(logp)/d(inputs)`` plus the entropy
         and KL terms. With ``free_log_std`` the log-std columns' sum goes to that parameter's
         gradient and the model output's gradient (the means) is returned."""
@@ -215,8 +258,9 @@ class FCBackprop:
         torch.sum(d_out[:, k:], 0, out=self.free_log_std.grad)
         return d_out[:, :k]
 
-    def _categorical(self, logits: torch.Tensor, data: dict[str, Any], kl_coeff: float,
-                     record: bool) -> tuple[Any, ...]:
+    def _categorical(
+        self, logits: torch.Tensor, data: dict[str, Any], kl_coeff: float, record: bool
+    ) -> tuple[Any, ...]:
         """``(logp of the actions, d(logp)/d(logits), the entropy and KL terms' gradient
         (None when neither is in the loss), entropy, KL)``."""
         cfg, n = self.config, logits.shape[0]
@@ -234,8 +278,7 @@ class FCBackprop:
             row_entropy = -(probs * log_probs).sum(1)
             entropy = row_entropy.mean()
             if cfg.entropy_coeff != 0.0:  # d(-c * mean H)/d(logits) = c/n * p (log p + H)
-                d_extra = probs * (log_probs + row_entropy.unsqueeze(1)) * (
-                    cfg.entropy_coeff / n)
+                d_extra = probs * (log_probs + row_entropy.unsqueeze(1)) * (cfg.entropy_coeff / n)
         if kl_coeff > 0.0 or record:
             old_log_probs = torch.log_softmax(data["dist_inputs"], 1)
             old_probs = torch.exp(old_log_probs)
@@ -245,8 +288,9 @@ class FCBackprop:
                 d_extra = d_kl if d_extra is None else d_extra + d_kl
         return logp, d_logp_d_logits, d_extra, entropy, kl
 
-    def _gaussian(self, out: torch.Tensor, data: dict[str, Any], kl_coeff: float,
-                  record: bool) -> tuple[Any, ...]:
+    def _gaussian(
+        self, out: torch.Tensor, data: dict[str, Any], kl_coeff: float, record: bool
+    ) -> tuple[Any, ...]:
         """As :meth:`_categorical` for a diagonal Gaussian (inputs: means, then log-stds)."""
         cfg, n = self.config, out.shape[0]
         if self.free_log_std is not None:
@@ -284,13 +328,17 @@ class FCBackprop:
                 d_kl_mean = (mean - old_mean) / (std * std) * scale
                 d_kl_log_std = (1.0 - var_ratio - t) * in_bounds * scale
                 d_extra_mean = d_kl_mean
-                d_extra_log_std = (d_kl_log_std if d_extra_log_std is None
-                                   else d_extra_log_std + d_kl_log_std)
+                d_extra_log_std = (
+                    d_kl_log_std if d_extra_log_std is None else d_extra_log_std + d_kl_log_std
+                )
         d_logp_d_out = torch.cat([d_mean, d_log_std], 1)
         d_extra = None
         if d_extra_mean is not None or d_extra_log_std is not None:
             em = d_extra_mean if d_extra_mean is not None else torch.zeros_like(mean)
-            el = (d_extra_log_std.expand(n, k) if d_extra_log_std is not None
-                  else torch.zeros_like(mean))
+            el = (
+                d_extra_log_std.expand(n, k)
+                if d_extra_log_std is not None
+                else torch.zeros_like(mean)
+            )
             d_extra = torch.cat([em, el], 1)
         return logp, d_logp_d_out, d_extra, entropy, kl

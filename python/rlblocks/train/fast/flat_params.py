@@ -57,10 +57,10 @@ class FlatParameters:
         with torch.no_grad():
             for p in params:
                 n = p.numel()
-                view = self.param.data[offset:offset + n].view_as(p)
+                view = self.param.data[offset : offset + n].view_as(p)
                 view.copy_(p.data)
                 p.data = view
-                self._grad_views.append(self.param.grad[offset:offset + n].view_as(p))
+                self._grad_views.append(self.param.grad[offset : offset + n].view_as(p))
                 offset += n
         self.attach_grads()
 

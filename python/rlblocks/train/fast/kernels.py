@@ -41,26 +41,51 @@ def adam_step(optimizer: torch.optim.Optimizer, param: torch.nn.Parameter) -> bo
     """
     kernel = getattr(torch, "_fused_adam_", None)
     state = optimizer.state.get(param)
-    if (kernel is None or not _PRIVATE_KERNELS_WORK["fused_adam"]
-            or type(optimizer) is not torch.optim.Adam or not state
-            or len(optimizer.param_groups) != 1 or param.grad is None
-            or optimizer._optimizer_step_pre_hooks or optimizer._optimizer_step_post_hooks
-            or _global_optimizer_hooks()):
+    if (
+        kernel is None
+        or not _PRIVATE_KERNELS_WORK["fused_adam"]
+        or type(optimizer) is not torch.optim.Adam
+        or not state
+        or len(optimizer.param_groups) != 1
+        or param.grad is None
+        or optimizer._optimizer_step_pre_hooks
+        or optimizer._optimizer_step_post_hooks
+        or _global_optimizer_hooks()
+    ):
         return False
     group = optimizer.param_groups[0]
-    if (not group.get("fused") or group["amsgrad"] or group["maximize"]
-            or group.get("differentiable") or group.get("capturable")
-            or group.get("decoupled_weight_decay") or isinstance(group["lr"], torch.Tensor)
-            or group["params"][0] is not param):
+    if (
+        not group.get("fused")
+        or group["amsgrad"]
+        or group["maximize"]
+        or group.get("differentiable")
+        or group.get("capturable")
+        or group.get("decoupled_weight_decay")
+        or isinstance(group["lr"], torch.Tensor)
+        or group["params"][0] is not param
+    ):
         return False
     step = state["step"]
     step.add_(1)
     beta1, beta2 = group["betas"]
     try:
-        kernel([param], [param.grad], [state["exp_avg"]], [state["exp_avg_sq"]], [], [step],
-               amsgrad=False, lr=float(group["lr"]), beta1=beta1, beta2=beta2,
-               weight_decay=group["weight_decay"], eps=group["eps"], maximize=False,
-               grad_scale=None, found_inf=None)
+        kernel(
+            [param],
+            [param.grad],
+            [state["exp_avg"]],
+            [state["exp_avg_sq"]],
+            [],
+            [step],
+            amsgrad=False,
+            lr=float(group["lr"]),
+            beta1=beta1,
+            beta2=beta2,
+            weight_decay=group["weight_decay"],
+            eps=group["eps"],
+            maximize=False,
+            grad_scale=None,
+            found_inf=None,
+        )
     except (TypeError, RuntimeError):
         # A torch release whose private kernel takes other arguments: it failed while
         # checking them, before writing anything. Use Optimizer.step from now on.
@@ -76,8 +101,10 @@ _PRIVATE_KERNELS_WORK = {"fused_adam": True, "foreach_norm": True}
 
 
 def _global_optimizer_hooks() -> bool:
-    return bool(getattr(_optimizer_module, "_global_optimizer_pre_hooks", None)
-                or getattr(_optimizer_module, "_global_optimizer_post_hooks", None))
+    return bool(
+        getattr(_optimizer_module, "_global_optimizer_pre_hooks", None)
+        or getattr(_optimizer_module, "_global_optimizer_post_hooks", None)
+    )
 
 
 def clip_grad_norm(params: list[torch.nn.Parameter], max_norm: float) -> None:

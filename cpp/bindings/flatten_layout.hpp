@@ -1,0 +1,161 @@
+// The layout plan of the flattening binding: a space compiled (by rlblocks.preprocessors)
+// into a tree of nodes, each with its flat size and offsets, parsed from Python once and
+// checked (sizes and offsets consistent, none overflowing int64). flatten.cpp walks
+// observations along it.
+#pragma once
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rlblocks/checked.hpp"
+#include "rlblocks/flatten.hpp"
+
+namespace rlblocks::bindings::flatten_layout {
+
+namespace py = pybind11;
+
+// Callback: a leaf whose values come from Python (e.g. an image preprocessor nested in a
+// Dict); it is called while walking, with the GIL held, and its float32 result copied.
+enum class Kind { Dict, Tuple, Repeated, Discrete, MultiDiscrete, Box, Callback };
+
+struct Node {
+  Kind kind = Kind::Box;
+  std::int64_t size = 0;  // flat size of this node
+  std::string label;      // repr of the space, for messages
+  std::string component;  // what an index names in messages: the label (+ " component")
+  // Dict / Tuple / Repeated
+  std::vector<py::object> keys;
+  std::vector<int> children;
+  std::vector<std::int64_t> child_offsets;
+  std::int64_t max_len = 0;
+  // Discrete
+  std::int64_t n = 0, start = 0;
+  // MultiDiscrete / Box
+  std::vector<std::int64_t> shape;
+  std::int64_t numel = 0;
+  std::vector<std::int64_t> nvec, starts, block_offsets;
+  ValueMap map = ValueMap::Identity;
+  // Callback: fn(obs) -> float32 array of `size` elements; batch_fn(obs) -> (B, size).
+  py::object fn, batch_fn;
+  bool has_leaf = false;  // whether any value lives below (an empty Dict/Tuple has none)
+
+  OneHotBlocks blocks() const { return {block_offsets.data(), starts.data(), nvec.data()}; }
+};
+
+// The nodes of one space's layout (node `root` is the space itself).
+class Layout {
+ public:
+  Layout(const py::list& nodes, int root) : root_(root) {
+    for (py::handle h : nodes) nodes_.push_back(parse_node(py::reinterpret_borrow<py::dict>(h)));
+    if (root < 0 || root >= static_cast<int>(nodes_.size())) throw py::value_error("FlattenPlan: bad root");
+    for (Node& nd : nodes_) {
+      std::int64_t off = 0;
+      for (int ch : nd.children) {
+        if (ch < 0 || ch >= static_cast<int>(nodes_.size())) throw py::value_error("FlattenPlan: bad child");
+        if (nd.kind == Kind::Repeated) {
+          const std::int64_t items = checked_mul(nd.max_len, nodes_[static_cast<std::size_t>(ch)].size,
+                                                 "FlattenPlan: Repeated max_len * item size");
+          if (nd.size != checked_add(1, items, "FlattenPlan: Repeated size")) {
+            throw py::value_error("FlattenPlan: inconsistent Repeated size");
+          }
+        } else {
+          nd.child_offsets.push_back(off);
+          off = checked_add(off, nodes_[static_cast<std::size_t>(ch)].size, "FlattenPlan: flat offset");
+        }
+      }
+      if ((nd.kind == Kind::Dict || nd.kind == Kind::Tuple) && off != nd.size) {
+        throw py::value_error("FlattenPlan: inconsistent sizes for " + nd.label);
+      }
+      if (nd.kind != Kind::Box && nd.kind != Kind::Callback) zero_fill_ = true;
+      for (std::size_t j = 0; j < nd.starts.size(); ++j) {
+        if (nd.starts[j] > INT64_MAX - (nd.nvec[j] - 1))
+          throw py::value_error("FlattenPlan: start + n - 1 overflows int64");
+      }
+    }
+    for (Node& nd : nodes_) nd.has_leaf = node_has_leaf(nd);
+  }
+
+  std::int64_t size() const { return root().size; }
+  // Whether the output must be zero-filled first (anything but Box/Callback leaves writes
+  // only some of its values).
+  bool zero_fill() const { return zero_fill_; }
+  const Node& root() const { return nodes_[static_cast<std::size_t>(root_)]; }
+  const Node& child(const Node& nd, std::size_t i) const { return nodes_[static_cast<std::size_t>(nd.children[i])]; }
+
+ private:
+  bool node_has_leaf(const Node& nd) const {
+    if (nd.kind != Kind::Dict && nd.kind != Kind::Tuple) return true;
+    for (std::size_t i = 0; i < nd.children.size(); ++i) {
+      if (node_has_leaf(child(nd, i))) return true;
+    }
+    return false;
+  }
+
+  static Node parse_node(const py::dict& d) {
+    Node nd;
+    const std::string kind = d["kind"].cast<std::string>();
+    nd.size = d["size"].cast<std::int64_t>();
+    nd.label = d["label"].cast<std::string>();
+    if (d.contains("children")) nd.children = d["children"].cast<std::vector<int>>();
+    if (kind == "dict") {
+      nd.kind = Kind::Dict;
+      for (py::handle k : d["keys"]) nd.keys.push_back(py::reinterpret_borrow<py::object>(k));
+      if (nd.keys.size() != nd.children.size()) throw py::value_error("FlattenPlan: keys/children mismatch");
+    } else if (kind == "tuple") {
+      nd.kind = Kind::Tuple;
+    } else if (kind == "repeated") {
+      nd.kind = Kind::Repeated;
+      nd.max_len = d["max_len"].cast<std::int64_t>();
+      if (nd.children.size() != 1) throw py::value_error("FlattenPlan: Repeated needs one child");
+    } else if (kind == "discrete") {
+      nd.kind = Kind::Discrete;
+      nd.n = d["n"].cast<std::int64_t>();
+      nd.start = d["start"].cast<std::int64_t>();
+      if (nd.n != nd.size || nd.n < 1) throw py::value_error("FlattenPlan: bad Discrete");
+      nd.nvec = {nd.n};  // a Discrete is a one-component MultiDiscrete for batched one-hots
+      nd.component = nd.label;
+      nd.starts = {nd.start};
+      nd.block_offsets = {0};
+      nd.numel = 1;
+    } else if (kind == "multidiscrete") {
+      nd.kind = Kind::MultiDiscrete;
+      nd.shape = d["shape"].cast<std::vector<std::int64_t>>();
+      nd.nvec = d["nvec"].cast<std::vector<std::int64_t>>();
+      nd.starts = d["starts"].cast<std::vector<std::int64_t>>();
+      nd.numel = static_cast<std::int64_t>(nd.nvec.size());
+      nd.component = nd.label + " component";
+      std::int64_t off = 0;
+      for (auto v : nd.nvec) {
+        if (v < 1) throw py::value_error("FlattenPlan: bad MultiDiscrete nvec");
+        nd.block_offsets.push_back(off);
+        off = checked_add(off, v, "FlattenPlan: MultiDiscrete one-hot size");
+      }
+      if (off != nd.size || nd.starts.size() != nd.nvec.size()) throw py::value_error("FlattenPlan: bad MultiDiscrete");
+    } else if (kind == "box") {
+      nd.kind = Kind::Box;
+      nd.shape = d["shape"].cast<std::vector<std::int64_t>>();
+      for (auto v : nd.shape) {
+        if (v < 0) throw py::value_error("FlattenPlan: negative Box dimension");
+      }
+      nd.numel = checked_product(nd.shape, "FlattenPlan: Box size");
+      if (nd.numel != nd.size) throw py::value_error("FlattenPlan: bad Box size");
+      nd.map = d["map"].cast<std::string>() == "atari_ram" ? ValueMap::AtariRam : ValueMap::Identity;
+    } else if (kind == "callback") {
+      nd.kind = Kind::Callback;
+      nd.fn = d["fn"];
+      nd.batch_fn = d["batch_fn"];
+    } else {
+      throw py::value_error("FlattenPlan: unknown node kind " + kind);
+    }
+    return nd;
+  }
+
+  std::vector<Node> nodes_;
+  int root_;
+  bool zero_fill_ = false;
+};
+
+}  // namespace rlblocks::bindings::flatten_layout

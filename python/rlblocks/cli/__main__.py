@@ -1,0 +1,8 @@
+"""``python -m rlblocks.cli ...`` runs the command line, as the ``rlblocks`` script does."""
+
+import sys
+
+from rlblocks.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""What the commands' parsers share: a subcommand whose user errors are one line on
+stderr, and the run-directory argument.
+
+Examples:
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="rlblocks")
+    >>> sub = parser.add_subparsers(dest="command", required=True)
+    >>> show = add_command(sub, "show", lambda args: print(args.run_dir) or 0,
+    ...                    help="print a run directory", description="Prints RUN_DIR.")
+    >>> add_run_dir(show)
+    >>> args = parser.parse_args(["show", "runs/a"])
+    >>> args.func(args)
+    runs/a
+    0
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+#: A command's body: the parsed arguments in, the exit code out.
+Run = Callable[[argparse.Namespace], int]
+
+
+def add_command(
+    sub: Any, name: str, run: Run, *, help: str, description: str
+) -> argparse.ArgumentParser:
+    """Adds the subcommand ``name`` to an argparse subparsers object; ``run`` runs guarded:
+    a user's error (a ValueError, or an OSError such as a full disk) is one line
+    ``rlblocks NAME: error: ...`` on stderr and exit code 2 (``RLBLOCKS_TRACEBACK=1`` shows
+    the traceback), Ctrl-C is ``rlblocks NAME: interrupted`` and exit code 130."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
+    parser.set_defaults(func=_guarded(run, name))
+    return parser
+
+
+def add_run_dir(
+    parser: argparse.ArgumentParser, help: str = "run directory or checkpoint directory"
+) -> None:
+    """The positional ``run_dir`` argument."""
+    parser.add_argument("run_dir", help=help)
+
+
+def _user_modules_importable() -> None:
+    """``--env my_pkg.envs:MyEnv-v0`` finds ``my_pkg`` in the current directory, as
+    ``python -m`` would (appended: it never shadows an installed package)."""
+    cwd = os.getcwd()
+    if "" not in sys.path and cwd not in sys.path:
+        sys.path.append(cwd)
+
+
+def _guarded(run: Run, name: str) -> Run:
+    def guarded(args: argparse.Namespace) -> int:
+        _user_modules_importable()
+        try:
+            return int(run(args))
+        except (ValueError, OSError) as err:
+            if os.environ.get("RLBLOCKS_TRACEBACK"):
+                raise
+            if isinstance(err, OSError):
+                where = f": {err.filename}" if err.filename else ""
+                message = f"{err.strerror or err}{where}"
+            else:
+                message = " ".join(str(err).split())
+            print(f"rlblocks {name}: error: {message}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print(f"rlblocks {name}: interrupted", file=sys.stderr)
+            return 130
+
+    return guarded

@@ -1,0 +1,95 @@
+"""``rlblocks evaluate RUN_DIR``: plays episodes with a run's newest checkpoint (or an
+exported policy of it) and prints a JSON summary; the run directory is only read.
+
+Examples:
+    >>> from rlblocks.cli import build_parser
+    >>> build_parser().parse_args(["evaluate", "runs/a", "--episodes", "3"]).episodes
+    3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import warnings
+from typing import Any
+
+from rlblocks.cli._args import add_command, add_run_dir
+from rlblocks.cli._rllib_backend import rllib_evaluate_run, rllib_run
+
+
+def add_parser(sub: Any) -> None:
+    """Adds ``evaluate`` to an argparse subparsers object."""
+    evaluate = add_command(
+        sub,
+        "evaluate",
+        run,
+        help="evaluate a run's latest checkpoint",
+        description="Plays episodes with a run's newest checkpoint (or a given checkpoint "
+        "directory) and prints a JSON summary; the run directory is only read.",
+    )
+    add_run_dir(evaluate)
+    evaluate.add_argument("--episodes", type=int, default=10, help="episodes to run")
+    evaluate.add_argument("--explore", action="store_true", help="sample actions")
+    evaluate.add_argument("--seed", type=int, default=None, help="evaluation env seed")
+    evaluate.add_argument(
+        "--exported",
+        metavar="FILE",
+        default=None,
+        help="run an exported policy (.onnx or .pt2 from `rlblocks export`) "
+        "instead of the checkpoint, on the run's env",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Prints the evaluation's JSON summary (an RLlib run evaluates without Ray)."""
+    from rlblocks.train.ppo import PPOTrainer
+
+    if rllib_run(args.run_dir):
+        if args.exported is not None:
+            raise ValueError(
+                "--exported plays an export of a native run; this run was trained "
+                "with --backend rllib (evaluate it without --exported)"
+            )
+        print(
+            json.dumps(
+                rllib_evaluate_run()(
+                    args.run_dir, args.episodes, explore=args.explore, seed=args.seed
+                )
+            )
+        )
+        return 0
+    exported = None
+    if args.exported is not None:
+        if args.explore:
+            raise ValueError(
+                "--exported runs the exported deterministic actions; --explore "
+                "cannot be combined with it"
+            )
+        from rlblocks.export.evaluate import load_exported
+
+        try:
+            exported = load_exported(args.exported)
+        except ImportError as err:  # the export extra is missing
+            raise ValueError(str(err)) from err
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # evaluation starts fresh episodes
+        trainer = PPOTrainer.restore(args.run_dir, log=False)
+    try:
+        if exported is not None:
+            from rlblocks.export.evaluate import evaluate_exported
+
+            result = evaluate_exported(
+                exported,
+                trainer.evaluation_env(),
+                args.episodes,
+                seed=trainer.evaluation_seed(args.seed),
+            )
+            result["exported"] = str(args.exported)
+        else:
+            result = trainer.evaluate(args.episodes, explore=args.explore, seed=args.seed)
+    finally:
+        trainer.close()
+    result["checkpoint"] = str(trainer.checkpoint_path)
+    print(json.dumps(result))
+    return 0

@@ -1,0 +1,54 @@
+"""``rlblocks export RUN_DIR``: writes the policy of a run's newest checkpoint as an ONNX or
+torch.export artifact with a JSON sidecar (:mod:`rlblocks.export`).
+
+Examples:
+    >>> from rlblocks.cli import build_parser
+    >>> build_parser().parse_args(["export", "runs/a"]).format
+    'onnx'
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rlblocks.cli._args import add_command, add_run_dir
+
+
+def add_parser(sub: Any) -> None:
+    """Adds ``export`` to an argparse subparsers object."""
+    export = add_command(
+        sub,
+        "export",
+        run,
+        help="export a run's policy to ONNX or torch.export",
+        description="Writes the policy of a run's newest checkpoint as an ONNX or "
+        "torch.export artifact with a JSON sidecar describing its inputs and outputs.",
+    )
+    add_run_dir(export)
+    export.add_argument(
+        "--format",
+        choices=["onnx", "torch-export"],
+        default="onnx",
+        help="artifact format (default onnx; needs rlblocks[export])",
+    )
+    export.add_argument(
+        "--out",
+        default=None,
+        metavar="FILE",
+        help="artifact path (default RUN_DIR/policy.onnx or policy.pt2); the "
+        "JSON sidecar is written next to it as FILE.json",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Exports and prints the artifact's and the sidecar's paths."""
+    from rlblocks.export.exporter import export_policy
+    from rlblocks.export.sidecar import sidecar_path
+
+    try:
+        path = export_policy(args.run_dir, args.out, fmt=args.format)
+    except ImportError as err:  # the export extra is missing
+        raise ValueError(str(err)) from err
+    print(f"exported: {path}\nsidecar: {sidecar_path(path)}")
+    return 0

@@ -1,0 +1,272 @@
+"""``rlblocks train``: trains PPO and writes a run directory.
+
+``rlblocks train --env ENV [--config FILE.yaml|json] [--set key=value ...]
+[--stop-reward R] [--stop-timesteps N] [--resume RUN_DIR]`` trains PPO with a progress bar
+and writes a run directory (``config.json``, ``stop.json``, ``progress.csv``, checkpoints,
+``progress.png``). ``--set`` values are parsed as YAML (``lr=1e-3``,
+``model.fcnet_hiddens=[32,32]``, ``observation_filter=MeanStdFilter``); dotted keys reach
+into ``model`` and ``env_config`` (the env's constructor keyword arguments). ``--env`` takes
+a registered id or gymnasium's ``module:EnvId`` form: the module (found on ``sys.path`` or in
+the current directory) is imported, then the id made. ``--tuned NAME`` starts from a tuned
+config (``rlblocks tuned`` lists them; :mod:`rlblocks.train.tuned`), whose ``stop`` block sets
+the default stop return and step budget (as a ``stop`` block in a ``--config`` file does).
+``--backend rllib`` trains with RLlib on Ray (:mod:`rlblocks.rllib.trainer`).
+
+Examples:
+    >>> from rlblocks.cli import build_parser
+    >>> build_parser().parse_args(["train", "--env", "CartPole-v1", "--set", "lr=1e-3"]).set
+    ['lr=1e-3']
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+from rlblocks.cli._args import add_command
+from rlblocks.cli._rllib_backend import rllib_run, rllib_trainer
+from rlblocks.cli.train_config import config_data
+from rlblocks.cli.train_stops import (
+    DEFAULT_STOP_TIMESTEPS,
+    Stops,
+    check_stop_flags,
+    last_return,
+    saved_stops,
+    write_stops,
+)
+
+
+def add_parser(sub: Any) -> None:
+    """Adds ``train`` to an argparse subparsers object."""
+    train = add_command(
+        sub,
+        "train",
+        run,
+        help="train PPO on a gymnasium env",
+        description="Trains PPO with a progress bar and writes a run directory: config.json, "
+        "stop.json, progress.csv, checkpoint_NNNNNN/ and progress.png. --set values are read "
+        "as YAML (lr=1e-3, model.fcnet_hiddens=[32,32], observation_filter=MeanStdFilter); "
+        "dotted keys reach into model, env_config and stop. A --config file or a --tuned "
+        "config may end with a stop: {episode_return_mean: R, timesteps_total: N} block. "
+        "--resume RUN_DIR continues a run by its saved config and stop conditions; "
+        "resuming from an older checkpoint moves the later ones into abandoned_<time>/.",
+    )
+    train.add_argument(
+        "--env",
+        help="gymnasium id, e.g. CartPole-v1, or module:EnvId for an "
+        "env that a module of yours registers (my_pkg.envs:MyEnv-v0)",
+    )
+    train.add_argument(
+        "--config",
+        help="YAML or JSON file of PPO config keys (and an optional "
+        "stop: {episode_return_mean, timesteps_total} block)",
+    )
+    train.add_argument(
+        "--tuned",
+        metavar="NAME",
+        help="a tuned config shipped with rlblocks (`rlblocks tuned` lists them)",
+    )
+    train.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a config key (repeatable; dotted keys for model.*)",
+    )
+    train.add_argument(
+        "--stop-reward",
+        type=float,
+        default=None,
+        help="stop at this mean return (default: the env's reward threshold)",
+    )
+    train.add_argument(
+        "--stop-timesteps",
+        type=int,
+        default=None,
+        help=f"stop after this many env steps (default {DEFAULT_STOP_TIMESTEPS})",
+    )
+    train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its checkpoint")
+    train.add_argument("--run-dir", help="run directory (default rlblocks_runs/PPO_<env>_<time>)")
+    train.add_argument(
+        "--runs-root", default="rlblocks_runs", help="parent of default run directories"
+    )
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.add_argument(
+        "--no-default-stop-reward", action="store_true", help="ignore the env's reward threshold"
+    )
+    train.add_argument(
+        "--backend",
+        choices=("native", "rllib"),
+        default="native",
+        help="native: rlblocks' own PPO (default); rllib: RLlib on Ray with "
+        "rlblocks' module and connectors (needs the ray extra)",
+    )
+    train.add_argument(
+        "--algo",
+        choices=("PPO", "APPO", "IMPALA", "DQN", "SAC"),
+        default=None,
+        help="RLlib algorithm (--backend rllib; default PPO); "
+        "DQN/SAC options go in the config's rllib.training block",
+    )
+    train.add_argument(
+        "--num-env-runners",
+        type=int,
+        default=None,
+        help="Ray env-runner actors (--backend rllib; default 0: sample in the driver)",
+    )
+    train.add_argument(
+        "--num-envs-per-env-runner",
+        type=int,
+        default=None,
+        help="vector envs per env runner (--backend rllib; default num_envs)",
+    )
+    train.add_argument(
+        "--ray-address",
+        default=None,
+        help="address of a running Ray cluster (--backend rllib; default: "
+        "start a local Ray sized to the machine)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Trains (or resumes) a run; a run directory this command made is removed again if
+    the start fails before a checkpoint or a progress row is written."""
+    from rlblocks.train.checkpoint import checkpoint_meta, find_checkpoint, list_checkpoints
+    from rlblocks.train.logger import read_progress
+    from rlblocks.train.trainer_config import PPOConfig
+
+    check_stop_flags(args)
+    flags = _rllib_flags(args)
+    if args.resume and (args.config or args.set or args.env or args.tuned):
+        raise ValueError(
+            "--resume continues a run with its saved config; --env, --config, "
+            "--tuned and --set cannot be combined with it"
+        )
+    created: Path | None = None  # a run directory this command made (removed if it fails)
+    trainer: Any = None
+    try:
+        if args.resume and rllib_run(args.resume):
+            trainer = rllib_trainer().RLlibTrainer.restore(
+                args.resume, ray_address=flags["ray_address"]
+            )
+            stops = Stops(args, (None, None), trainer.config.env, saved_stops(trainer.run_dir))
+            stops.check_not_met(
+                trainer.timesteps_total, trainer.last_metrics.get("episode_return_mean")
+            )
+        elif args.resume:
+            meta = checkpoint_meta(args.resume)
+            run_dir = find_checkpoint(args.resume).parent
+            stops = Stops(args, (None, None), _run_env(run_dir), saved_stops(run_dir))
+            stops.check_not_met(int(meta["timesteps_total"]), last_return(args.resume, meta))
+            trainer = _restore(args.resume)
+        else:
+            data, file_stops = config_data(args)
+            config = PPOConfig.from_dict(data)
+            stops = Stops(args, file_stops, config.env, {})
+            target = (
+                Path(args.run_dir) if args.run_dir else _default_run_dir(config, args.runs_root)
+            )
+            created = None if target.exists() else target
+            trainer = _new_trainer(args, flags, config, target)
+        return _fit(args, trainer, stops)
+    except BaseException:
+        if created is not None and not list_checkpoints(created) and not read_progress(created):
+            shutil.rmtree(created, ignore_errors=True)  # a failed start leaves nothing behind
+        raise
+    finally:
+        if trainer is not None:
+            trainer.close()
+
+
+def _run_env(run_dir: Path) -> Any:
+    """The ``env`` of ``run_dir``'s ``config.json`` (None if unreadable)."""
+    try:
+        data = json.loads((run_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data.get("env") if isinstance(data, dict) else None
+
+
+def _restore(run_dir: str) -> Any:
+    """``PPOTrainer.restore`` whose warnings (a resume that is not exact) are one line each."""
+    from rlblocks.train.ppo import PPOTrainer
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        trainer = PPOTrainer.restore(run_dir)
+    for w in caught:
+        print(f"rlblocks: warning: {w.message}", file=sys.stderr, flush=True)
+    return trainer
+
+
+def _rllib_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``--backend rllib`` options; ValueError when given to the native backend."""
+    flags = {
+        "algo": args.algo,
+        "num_env_runners": args.num_env_runners,
+        "num_envs_per_env_runner": args.num_envs_per_env_runner,
+        "ray_address": args.ray_address,
+    }
+    if args.backend != "rllib":
+        given = [f"--{k.replace('_', '-')}" for k, v in flags.items() if v is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} need --backend rllib")
+    return flags
+
+
+def _default_run_dir(config: Any, root: str) -> Path:
+    from rlblocks.train.ppo import default_run_dir
+
+    return default_run_dir(config, root)
+
+
+def _new_trainer(args: argparse.Namespace, flags: dict[str, Any], config: Any, target: Path) -> Any:
+    if args.backend == "rllib":
+        return rllib_trainer().RLlibTrainer(
+            config,
+            target,
+            algo=flags["algo"] or "PPO",
+            num_env_runners=flags["num_env_runners"] or 0,
+            num_envs_per_env_runner=flags["num_envs_per_env_runner"],
+            ray_address=flags["ray_address"],
+        )
+    from rlblocks.train.ppo import PPOTrainer
+
+    return PPOTrainer(config, run_dir=target)
+
+
+def _fit(args: argparse.Namespace, trainer: Any, stops: Stops) -> int:
+    from rlblocks.train.plot import plot_run
+
+    cfg = trainer.config
+    run_dir = trainer.run_dir
+    write_stops(Path(run_dir), stops.reward, stops.timesteps)
+    until = f"a mean return >= {stops.reward} or " if stops.reward is not None else ""
+    algo = (
+        f"{trainer.backend['algo']} (RLlib, {trainer.backend['num_env_runners']} env runners)"
+        if hasattr(trainer, "backend")
+        else "PPO"
+    )
+    print(
+        f"rlblocks train: {algo} on {cfg.env_name}, {cfg.num_envs} envs, until {until}"
+        f"{stops.timesteps} steps; run directory: {run_dir}",
+        flush=True,
+    )
+    metrics = trainer.fit(
+        stop_reward=stops.reward, stop_timesteps=stops.timesteps, progress=not args.no_progress
+    )
+    plot = plot_run(trainer.run_dir or ".")
+    ret = metrics.get("episode_return_mean", math.nan)
+    print(
+        f"done: {metrics.get('timesteps_total', 0)} steps, {metrics.get('episodes_total', 0)} "
+        f"episodes, mean return {ret:.1f} (last {cfg.metrics_smoothing_episodes} episodes), "
+        f"{trainer.time_total_s:.0f} s\n"
+        f"results: {run_dir}/progress.csv\ncheckpoint: {trainer.checkpoint_path}\nplot: {plot}",
+        flush=True,
+    )
+    return 0

@@ -1,0 +1,153 @@
+"""When ``rlblocks train`` stops: the flags, the ``stop`` block of a config, the run's
+``stop.json`` (a ``--resume`` goes on by it) or the defaults, and where each came from.
+
+Examples:
+    >>> import tempfile
+    >>> run = Path(tempfile.mkdtemp())
+    >>> write_stops(run, 475.0, 100_000)
+    >>> saved_stops(run)
+    {'episode_return_mean': 475.0, 'timesteps_total': 100000}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "DEFAULT_STOP_TIMESTEPS",
+    "STOP_FILE",
+    "Stops",
+    "check_stop_flags",
+    "last_return",
+    "saved_stops",
+    "write_stops",
+]
+
+#: ``rlblocks train`` stops here when neither --stop-timesteps nor the env's reward
+#: threshold ends the run first.
+DEFAULT_STOP_TIMESTEPS = 500_000
+
+#: The stop conditions a run of ``rlblocks train`` went by (a ``--resume`` goes on by them).
+STOP_FILE = "stop.json"
+
+
+def check_stop_flags(args: argparse.Namespace) -> None:
+    """The command line's stop flags, by the same check as a config's ``stop`` block."""
+    from rlblocks.train.tuned import stop_value
+
+    if args.stop_timesteps is not None:
+        stop_value("timesteps_total", args.stop_timesteps, "--stop-timesteps")
+    if args.stop_reward is not None:
+        stop_value("episode_return_mean", args.stop_reward, "--stop-reward")
+
+
+def saved_stops(run_dir: str | Path) -> dict[str, Any]:
+    """The stop conditions of ``run_dir``'s ``stop.json`` (``{}`` if it has none)."""
+    path = Path(run_dir) / STOP_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_stops(run_dir: Path, stop_reward: float | None, stop_timesteps: int) -> None:
+    """Writes ``run_dir``'s ``stop.json``."""
+    (run_dir / STOP_FILE).write_text(
+        json.dumps({"episode_return_mean": stop_reward, "timesteps_total": stop_timesteps}) + "\n"
+    )
+
+
+def _default_stop_reward(env: Any) -> float | None:
+    """The env's reward threshold; None if it has none or is not a known id (a bad id
+    is reported when the trainer makes the env)."""
+    from rlblocks.train.envs import env_spec
+
+    try:
+        spec = env_spec(env)
+    except ValueError:
+        return None
+    if spec is None or spec.reward_threshold is None:
+        return None
+    return float(spec.reward_threshold)
+
+
+class Stops:
+    """The stop conditions of a ``train`` command and where each came from (for messages):
+    the flags first, then the config's ``stop`` block, the run's ``stop.json``, the
+    defaults."""
+
+    def __init__(
+        self, args: argparse.Namespace, file_stops: tuple[Any, Any], env: Any, saved: dict[str, Any]
+    ) -> None:
+        self.reward: float | None
+        if args.stop_reward is not None:
+            self.reward, self.reward_from = args.stop_reward, "--stop-reward"
+        elif file_stops[0] is not None:
+            self.reward, self.reward_from = file_stops[0], "stop.episode_return_mean"
+        elif args.no_default_stop_reward:
+            self.reward, self.reward_from = None, ""
+        elif "episode_return_mean" in saved:
+            self.reward, self.reward_from = saved["episode_return_mean"], "stop.episode_return_mean"
+        else:
+            self.reward = _default_stop_reward(env)
+            self.reward_from = "the env's reward threshold"
+        if args.stop_timesteps is not None:
+            self.timesteps, self.timesteps_from = args.stop_timesteps, "--stop-timesteps"
+        elif file_stops[1] is not None:
+            self.timesteps, self.timesteps_from = file_stops[1], "stop.timesteps_total"
+        elif isinstance(saved.get("timesteps_total"), int):
+            self.timesteps, self.timesteps_from = saved["timesteps_total"], "stop.timesteps_total"
+        else:
+            self.timesteps, self.timesteps_from = DEFAULT_STOP_TIMESTEPS, "the default budget"
+
+    def check_not_met(self, steps: int, last_return: Any) -> None:
+        """Refuses a ``--resume`` whose stop condition the run has already met (it would
+        end at once): the message says how to extend it."""
+        if steps >= self.timesteps:
+            if self.timesteps_from == "--stop-timesteps":
+                raise ValueError(
+                    f"--stop-timesteps {self.timesteps}: the run already has {steps} steps"
+                )
+            raise ValueError(
+                f"the run is already done: {self.timesteps_from}="
+                f"{self.timesteps} already reached at {steps:,} steps; pass "
+                f"--stop-timesteps N larger than {steps} to train on"
+            )
+        try:
+            ret = float(last_return)
+        except (TypeError, ValueError):
+            return
+        if self.reward is None or math.isnan(ret) or ret < self.reward:
+            return
+        reached = f"a mean return of {ret:.1f} at {steps:,} steps"
+        if self.reward_from == "--stop-reward":
+            raise ValueError(
+                f"--stop-reward {self.reward:g}: the run already has {reached}; "
+                f"pass a --stop-reward larger than {ret:.1f}"
+            )
+        why = "" if self.reward_from.startswith("stop.") else f" ({self.reward_from})"
+        raise ValueError(
+            f"the run is already done: stop.episode_return_mean={self.reward:g}"
+            f"{why} already reached with {reached}; pass --stop-reward R larger "
+            f"than {ret:.1f}, or --no-default-stop-reward to train on to the "
+            "step budget"
+        )
+
+
+def last_return(path: str | Path, meta: dict[str, Any]) -> Any:
+    """The checkpoint's mean return: its ``meta.json`` (else its progress.csv row)."""
+    from rlblocks.train.checkpoint import find_checkpoint
+    from rlblocks.train.logger import read_progress
+
+    if "episode_return_mean" in meta:
+        return meta["episode_return_mean"]
+    ckpt = find_checkpoint(path)
+    for row in read_progress(ckpt.parent):
+        if row.get("training_iteration") == meta.get("iteration"):
+            return row.get("episode_return_mean")
+    return None

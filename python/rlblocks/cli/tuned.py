@@ -1,0 +1,66 @@
+"""``rlblocks tuned [NAME]``: lists the tuned configs shipped with rlblocks, or prints one's
+YAML (:mod:`rlblocks.train.tuned`).
+
+Examples:
+    >>> from rlblocks.cli import build_parser
+    >>> build_parser().parse_args(["tuned"]).name is None
+    True
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rlblocks.cli._args import add_command
+
+
+def add_parser(sub: Any) -> None:
+    """Adds ``tuned`` to an argparse subparsers object."""
+    tuned = add_command(
+        sub,
+        "tuned",
+        run,
+        help="list the tuned configs, or print one",
+        description="Lists the tuned configs shipped with rlblocks (env, model, target, last "
+        "measurement), or prints one's YAML; run one with rlblocks train --tuned NAME.",
+    )
+    tuned.add_argument("name", nargs="?", help="print this tuned config's YAML")
+    tuned.add_argument("--list", action="store_true", help="list them (the default)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Prints one tuned config's YAML, or a table of them all."""
+    from rlblocks.train.tuned import list_tuned, load_tuned
+
+    if args.name:
+        print(load_tuned(args.name).path.read_text(), end="")
+        return 0
+    rows = [
+        (
+            "name",
+            "env",
+            "model",
+            "target",
+            "last measured (seeds reached, median steps, median wall s)",
+        )
+    ]
+    for t in list_tuned():
+        target = f"{t.stop_reward:g} in {t.stop_timesteps:,} steps"
+        if t.hardware != "CPU":
+            target += " (GPU or long run)"
+        m = t.measured
+        measured = (
+            f"{m['reached']}, {m['median_steps']:,}, {m['median_wall_s']} s ({m['date']})"
+            if m
+            else "not measured"
+        )
+        rows.append((t.name, t.env, t.model_summary, target, measured))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[4])
+    print(
+        "\nrun one: rlblocks train --tuned NAME [--set key=value ...]; "
+        "show one: rlblocks tuned NAME"
+    )
+    return 0

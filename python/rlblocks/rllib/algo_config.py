@@ -1,0 +1,343 @@
+"""An rlblocks PPO config as an RLlib ``AlgorithmConfig`` (PPO, APPO, IMPALA, DQN or SAC)
+with rlblocks' modules and connectors, and the run's env as RLlib's env runners make it.
+
+rlblocks' PPO config keys are mapped onto RLlib's (``train_batch_size`` ->
+``train_batch_size_per_learner``, ``sgd_minibatch_size`` -> ``minibatch_size``,
+``num_sgd_iter`` -> ``num_epochs``, ``lambda``, ``clip_param``, ``vf_clip_param``,
+``vf_loss_coeff``, ``entropy_coeff``, ``kl_coeff``, ``kl_target``, ``grad_clip``, ``lr``,
+``gamma``, ``lr_schedule`` (as RLlib's ``lr`` schedule), ``seed``, ``num_envs`` ->
+``num_envs_per_env_runner``, ``model`` ->
+:func:`~rlblocks.rllib.rl_module_spec`, ``observation_filter`` ->
+:func:`~rlblocks.rllib.env_to_module`); APPO and IMPALA take the keys they know.
+
+DQN and SAC take ``env``, ``env_config``, ``model`` (over RLlib's ``MODEL_DEFAULTS``, not the
+PPO defaults), ``num_envs``, ``gamma``, ``seed`` and ``observation_filter`` from the config;
+their own hyperparameters (``lr``, ``n_step``, ``replay_buffer_config``, ``epsilon``,
+``target_network_update_freq``, ``tau``, ``actor_lr``, ...) go in the config's ``rllib``
+block (``--set rllib.training.n_step=3``), RLlib's defaults otherwise; a PPO key set to a
+non-default value is refused for them rather than ignored. Every algorithm applies the
+``rllib`` block last.
+
+Atari ids (``ALE/...``, ``preprocessor_pref="deepmind"``) run the native trainer's DeepMind
+pipeline: :func:`deepmind_env` (registered with Ray) in the env runners and
+``env_to_module(..., atari=True)``; DQN and SAC keep one frame per episode step with
+:func:`~rlblocks.rllib.replay.atari_replay_buffer_config`'s buffer unless the ``rllib``
+block names a buffer of its own.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import partial
+from typing import Any
+
+import gymnasium as gym
+
+from rlblocks.config import ModelConfig
+from rlblocks.rllib.connectors import (
+    EnvToModule,
+    FlatRepeatedObservations,
+    env_to_module,
+    has_repeated,
+)
+from rlblocks.rllib.replay import atari_replay_buffer_config
+from rlblocks.rllib.spec import rl_module_spec
+from rlblocks.train.trainer_config import PPOConfig
+from rlblocks.wrappers.atari import is_atari, wrap_deepmind
+
+__all__ = [
+    "ALGOS",
+    "Q_ALGOS",
+    "build_algo_config",
+    "deepmind_env",
+    "flat_repeated_env",
+    "make_env",
+    "run_env_to_module",
+]
+
+#: The RLlib algorithms this backend runs.
+ALGOS = ("PPO", "APPO", "IMPALA", "DQN", "SAC")
+#: The Q-learning algorithms (rlblocks' Q heads, RLlib's replay buffers).
+Q_ALGOS = ("DQN", "SAC")
+#: PPO settings that DQN and SAC do not read (theirs live in the config's ``rllib`` block).
+_PPO_ONLY = (
+    "train_batch_size",
+    "sgd_minibatch_size",
+    "num_sgd_iter",
+    "lr",
+    "lr_schedule",
+    "lambda_",
+    "clip_param",
+    "vf_clip_param",
+    "vf_loss_coeff",
+    "entropy_coeff",
+    "kl_coeff",
+    "kl_target",
+    "grad_clip",
+    "normalize_advantages",
+)
+#: Native-trainer features that this backend does not run: refused when set, never ignored.
+_NATIVE_ONLY = {
+    "target_kl": "rllib.training",
+    "normalize_reward": "an env wrapper",
+    "clip_reward": "an env wrapper",
+    "evaluation_interval": "rllib.evaluation",
+}
+
+
+def _is_atari(config: PPOConfig) -> bool:
+    return isinstance(config.env, str) and is_atari(config.env)
+
+
+def deepmind_env(env_id: str, env_config: dict[str, Any] | None = None) -> gym.Env:
+    """An Atari id with the env-side DeepMind wrappers (noop reset, frame skip + max,
+    episodic life, FIRE reset: :func:`~rlblocks.wrappers.atari.wrap_deepmind` with
+    ``warp=False``), as the native trainer makes it; the frame half (gray, resize, stack)
+    is the env-to-module connector's. ``env_config`` goes to ``gym.make``."""
+    from rlblocks.train.envs import registered_id
+
+    return wrap_deepmind(gym.make(registered_id(env_id), **dict(env_config or {})), warp=False)
+
+
+def flat_repeated_env(
+    env_id: str, model_config: dict[str, Any], env_config: dict[str, Any] | None = None
+) -> gym.Env:
+    """``gym.make(env_id, **env_config)`` with its ``Repeated`` observations flattened on the
+    env side (:class:`~rlblocks.rllib.connectors.FlatRepeatedObservations`): RLlib's env
+    runner cannot unbatch the per-env lists that gymnasium's vector env makes of them."""
+    return FlatRepeatedObservations(gym.make(env_id, **dict(env_config or {})), model_config)
+
+
+def _gym_id(env: str) -> str:
+    return f"rlblocks.envs:{env}" if env.startswith("rlblocks/") else env
+
+
+def _probe_repeated(config: PPOConfig) -> bool:
+    """Whether the run's env observes a ``Repeated`` (anywhere in its space; one env is made
+    here to see its space)."""
+    env = gym.make(_gym_id(str(config.env)), **dict(config.env_config))
+    try:
+        return has_repeated(env.observation_space)
+    finally:
+        env.close()
+
+
+def make_env(config: PPOConfig, algo: str = "PPO") -> gym.Env:
+    """The run's env as its env runners make it (for ``rlblocks evaluate``)."""
+    if _is_atari(config):
+        return deepmind_env(str(config.env), config.env_config)
+    gym_id = _gym_id(str(config.env))
+    if _probe_repeated(config):
+        return flat_repeated_env(gym_id, _model(config, algo), config.env_config)
+    return gym.make(gym_id, **dict(config.env_config))
+
+
+def _env_id(config: PPOConfig, algo: str = "PPO") -> str:
+    """The env as RLlib's workers can make it (``rlblocks/...`` ids import their module;
+    Atari ids are registered with Ray as :func:`deepmind_env` creators, envs observing a
+    ``Repeated`` as :func:`flat_repeated_env` creators)."""
+    if not isinstance(config.env, str):
+        raise ValueError(
+            "--backend rllib needs a gymnasium id as env (a callable env creator "
+            "cannot be sent to Ray's workers)"
+        )
+    env = config.env
+    if _is_atari(config):
+        if config.preprocessor_pref != "deepmind":
+            raise ValueError(
+                f"--backend rllib runs Atari ids with the DeepMind pipeline only "
+                f"(preprocessor_pref='deepmind'), got {config.preprocessor_pref!r}"
+            )
+        from ray.tune.registry import register_env
+
+        name = f"rlblocks-deepmind:{env}"
+        register_env(name, partial(deepmind_env, env))
+        return name
+    if _probe_repeated(config):
+        from ray.tune.registry import register_env
+
+        name = f"rlblocks-flat-repeated:{env}"
+        register_env(name, partial(flat_repeated_env, _gym_id(env), _model(config, algo)))
+        return name
+    return _gym_id(env)
+
+
+def _model(config: PPOConfig, algo: str) -> dict[str, Any]:
+    """The run's model config: DQN/SAC over RLlib's ``MODEL_DEFAULTS``, the others over the
+    PPO defaults."""
+    if algo in Q_ALGOS:
+        return ModelConfig.from_dict(config.model).to_dict()
+    return config.model_config().to_dict()
+
+
+def _frames_once(config: PPOConfig, algo: str) -> bool:
+    """DQN/SAC on Atari: episodes keep one frame per step and rlblocks' frame-stacking
+    replay buffer rebuilds the stacks, unless the ``rllib`` block names another buffer."""
+    if algo not in Q_ALGOS or not _is_atari(config):
+        return False
+    buffer = config.rllib.get("training", {}).get("replay_buffer_config") or {}
+    return "FrameStack" in str(buffer.get("type", "FrameStack"))
+
+
+def run_env_to_module(config: PPOConfig, algo: str, training: bool = True) -> EnvToModule:
+    """The env-to-module connector factory of a run (evaluation, ``training=False``, keeps
+    the frame stacks in the episode: the module sees the same observations)."""
+    return env_to_module(
+        _model(config, algo),
+        config.observation_filter,
+        atari=_is_atari(config),
+        stack_in_episode=not (training and _frames_once(config, algo)),
+    )
+
+
+def _ppo_training(config: PPOConfig, algo: str) -> dict[str, Any]:
+    """RLlib ``.training(...)`` keys of PPO, APPO and IMPALA from an rlblocks PPO config."""
+    lr: Any = config.lr
+    if config.lr_schedule:  # RLlib interpolates [[timestep, lr], ...] from timestep 0
+        lr = [[int(t), float(v)] for t, v in config.lr_schedule]
+        if lr[0][0] != 0:
+            lr.insert(0, [0, lr[0][1]])
+    train: dict[str, Any] = {
+        "lr": lr,
+        "gamma": config.gamma,
+        "grad_clip": config.grad_clip,
+        "train_batch_size_per_learner": config.train_batch_size,
+        "entropy_coeff": config.entropy_coeff,
+        "vf_loss_coeff": config.vf_loss_coeff,
+    }
+    if algo == "PPO":
+        train.update(
+            minibatch_size=config.sgd_minibatch_size,
+            num_epochs=config.num_sgd_iter,
+            lambda_=config.lambda_,
+            clip_param=config.clip_param,
+            vf_clip_param=(
+                config.vf_clip_param if config.vf_clip_param is not None else float("inf")
+            ),
+            kl_coeff=config.kl_coeff,
+            kl_target=config.kl_target,
+            use_kl_loss=config.kl_coeff > 0,
+        )
+    elif algo == "APPO":
+        train.update(
+            clip_param=config.clip_param,
+            kl_coeff=config.kl_coeff,
+            kl_target=config.kl_target,
+            use_kl_loss=config.kl_coeff > 0,
+        )
+    return train
+
+
+def _q_training(config: PPOConfig, algo: str) -> dict[str, Any]:
+    """RLlib ``.training(...)`` keys of DQN and SAC: ``gamma`` (the rest is RLlib's or the
+    config's ``rllib`` block).
+
+    Raises:
+        ValueError: A PPO-only key with a non-default value (it would be ignored).
+    """
+    defaults = PPOConfig(env=config.env)
+    changed = [
+        ("lambda" if k == "lambda_" else k)
+        for k in _PPO_ONLY
+        if getattr(config, k) != getattr(defaults, k)
+    ]
+    if changed:
+        example = "lr" if algo == "DQN" else "actor_lr"
+        raise ValueError(
+            f"{', '.join(changed)}: PPO settings that {algo} does not read; set "
+            f"{algo}'s own in the config's rllib.training block (e.g. --set "
+            f"rllib.training.{example}=1e-3)"
+        )
+    return {"gamma": config.gamma}
+
+
+def _refuse_native_only(config: PPOConfig) -> None:
+    """Raises ValueError for a native-trainer feature set in a config for this backend."""
+    defaults = PPOConfig(env=config.env)
+    for key, instead in _NATIVE_ONLY.items():
+        if getattr(config, key) != getattr(defaults, key):
+            raise ValueError(
+                f"{key}={getattr(config, key)!r}: a native-trainer option that "
+                f"--backend rllib does not run; use RLlib's own ({instead})"
+            )
+
+
+def _algorithm_config_class(algo: str) -> Any:
+    from ray.rllib.algorithms import appo, dqn, impala, ppo, sac
+
+    return {
+        "PPO": ppo.PPOConfig,
+        "APPO": appo.APPOConfig,
+        "IMPALA": impala.IMPALAConfig,
+        "DQN": dqn.DQNConfig,
+        "SAC": sac.SACConfig,
+    }[algo]
+
+
+def _apply_sections(algo_config: Any, sections: dict[str, dict[str, Any]]) -> Any:
+    """``algo_config.<section>(**keys)`` for the config's ``rllib`` block; an unknown key is a
+    ValueError naming it."""
+    for section, keys in sections.items():
+        try:
+            algo_config = getattr(algo_config, section)(**keys)
+        except TypeError as err:
+            raise ValueError(f"rllib.{section}: {err}") from None
+    return algo_config
+
+
+def build_algo_config(
+    config: PPOConfig,
+    algo: str = "PPO",
+    num_env_runners: int = 0,
+    num_envs_per_env_runner: int | None = None,
+    num_cpus_per_env_runner: float | None = None,
+) -> Any:
+    """The RLlib ``AlgorithmConfig`` for an rlblocks config.
+
+    ``num_cpus_per_env_runner`` defaults to this machine's CPUs (less half a CPU for the
+    driver) shared by the runners, between 0.25 and 1.
+
+    Raises:
+        ValueError: An unknown algorithm, a bad count, or a config RLlib cannot run.
+    """
+    if algo not in ALGOS:
+        raise ValueError(f"--algo must be one of {ALGOS}, got {algo!r}")
+    if isinstance(num_env_runners, bool) or int(num_env_runners) < 0:
+        raise ValueError(f"--num-env-runners must be >= 0, got {num_env_runners}")
+    envs = config.num_envs if num_envs_per_env_runner is None else int(num_envs_per_env_runner)
+    if envs < 1:
+        raise ValueError(f"--num-envs-per-env-runner must be >= 1, got {envs}")
+    if algo in ("APPO", "IMPALA") and int(num_env_runners) < 1:
+        raise ValueError(f"{algo} samples asynchronously: give --num-env-runners >= 1")
+    _refuse_native_only(config)
+    model = _model(config, algo)
+    train = _q_training(config, algo) if algo in Q_ALGOS else _ppo_training(config, algo)
+    if _frames_once(config, algo):
+        train["replay_buffer_config"] = atari_replay_buffer_config(model)
+    runners = int(num_env_runners)
+    cpus = os.cpu_count() or 1
+    per_runner = max(0.25, min(1.0, (cpus - 0.5) / runners)) if runners else 1.0
+    if num_cpus_per_env_runner is not None:
+        if not float(num_cpus_per_env_runner) > 0:
+            raise ValueError(f"num_cpus_per_env_runner must be > 0, got {num_cpus_per_env_runner}")
+        per_runner = float(num_cpus_per_env_runner)
+    algo_config = (
+        _algorithm_config_class(algo)()
+        .environment(_env_id(config, algo), env_config=dict(config.env_config))
+        .rl_module(rl_module_spec=rl_module_spec(model, algo=algo))
+        .env_runners(
+            num_env_runners=runners,
+            num_envs_per_env_runner=envs,
+            num_cpus_per_env_runner=per_runner,
+            env_to_module_connector=run_env_to_module(config, algo),
+        )
+        .resources(num_cpus_for_main_process=0.5 if runners else 1)
+        .learners(num_learners=0)
+        .training(**train)
+        .reporting(
+            metrics_num_episodes_for_smoothing=config.metrics_smoothing_episodes,
+            min_time_s_per_iteration=0,
+        )
+        .debugging(seed=config.seed)
+    )
+    return _apply_sections(algo_config, config.rllib)

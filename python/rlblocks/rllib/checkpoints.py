@@ -1,0 +1,106 @@
+"""The run directory of ``rlblocks train --backend rllib`` and its checkpoints.
+
+A run directory holds ``config.json`` (the rlblocks config plus a ``backend`` block),
+``progress.csv`` and ``checkpoint_NNNNNN/`` directories: RLlib's checkpoint plus
+:data:`META_FILE` (the trainer's counters) and :data:`FILTER_FILE` (the observation
+filter's state).
+
+Examples:
+    >>> is_rllib_run("no/such/run")
+    False
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "FILTER_FILE",
+    "META_FILE",
+    "MODULE_DIR",
+    "RunCheckpoint",
+    "checkpoints",
+    "is_rllib_run",
+    "newest_checkpoint",
+]
+
+#: The trainer's counters and backend settings, in each checkpoint.
+META_FILE = "rlblocks_rllib.json"
+#: The pickled state of the observation filter piece (None without a filter).
+FILTER_FILE = "rlblocks_filter.pkl"
+#: Where RLlib keeps the module inside a checkpoint.
+MODULE_DIR = Path("learner_group") / "learner" / "rl_module" / "default_policy"
+
+
+def is_rllib_run(run_dir: str | Path) -> bool:
+    """Whether ``run_dir`` (or the run of a checkpoint in it) was made by this backend."""
+    path = Path(run_dir)
+    for candidate in (path, path.parent):
+        cfg = candidate / "config.json"
+        if cfg.is_file():
+            try:
+                return json.loads(cfg.read_text()).get("backend", {}).get("name") == "rllib"
+            except (ValueError, AttributeError):
+                return False
+    return False
+
+
+def checkpoints(run_dir: Path) -> list[Path]:
+    """The run's checkpoint directories, oldest first."""
+    return sorted(p for p in run_dir.glob("checkpoint_*") if (p / META_FILE).is_file())
+
+
+@dataclass(frozen=True)
+class RunCheckpoint:
+    """A checkpoint with its run's config.
+
+    Attributes:
+        path: The checkpoint directory (its parent is the run directory).
+        config: The run's rlblocks config (``config.json`` without ``backend``).
+        backend: The run's ``backend`` block (``algo``, runner counts).
+    """
+
+    path: Path
+    config: dict[str, Any]
+    backend: dict[str, Any]
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """The trainer's counters saved with the checkpoint."""
+        return dict(json.loads((self.path / META_FILE).read_text()))
+
+    @property
+    def filter_state(self) -> Any:
+        """The observation filter's saved state (None without a filter)."""
+        return pickle.loads((self.path / FILTER_FILE).read_bytes())
+
+    @property
+    def module_dir(self) -> Path:
+        """The directory of the checkpoint's RLlib module."""
+        return self.path / MODULE_DIR
+
+
+def newest_checkpoint(path: str | Path) -> RunCheckpoint:
+    """The checkpoint ``path`` names, or the newest one of the run ``path`` names.
+
+    Raises:
+        ValueError: No checkpoint there, or not a run of this backend.
+    """
+    path = Path(path)
+    if (path / META_FILE).is_file():
+        ckpt = path
+    else:
+        found = checkpoints(path)
+        if not found:
+            raise ValueError(f"no RLlib-backend checkpoint in {str(path)!r}")
+        ckpt = found[-1]
+    run = ckpt.parent
+    if not is_rllib_run(run):
+        raise ValueError(f"{str(run)!r} is not a run of `rlblocks train --backend rllib`")
+    config = json.loads((run / "config.json").read_text())
+    backend = config.pop("backend")
+    return RunCheckpoint(ckpt, config, backend)

@@ -1,0 +1,153 @@
+"""Ray-less evaluation of a ``--backend rllib`` run: episodes played with the newest
+checkpoint's module and the run's env-to-module pieces, in this process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlblocks.rllib._ray import Columns
+from rlblocks.rllib.algo_config import build_algo_config, make_env, run_env_to_module
+from rlblocks.rllib.checkpoints import newest_checkpoint
+from rlblocks.rllib.connectors import MeanStdFilterBatched
+from rlblocks.train.loop import episode_summary
+from rlblocks.train.trainer_config import PPOConfig
+
+__all__ = ["evaluate_run"]
+
+#: The timestep ``evaluate_run(explore=True)`` explores at (the end of any epsilon schedule).
+_LATE = 2**62
+
+
+def _batched(value: Any, time_axis: bool) -> Any:
+    """One processed observation as a batch of one (``[1, 1, ...]`` with a time axis)."""
+    if isinstance(value, dict):
+        return {k: _batched(v, time_axis) for k, v in value.items()}
+    t = torch.as_tensor(np.asarray(value))[None]
+    return t[:, None] if time_axis else t
+
+
+def evaluate_run(
+    run_dir: str | Path, episodes: int = 10, explore: bool = False, seed: int | None = None
+) -> dict[str, Any]:
+    """Plays ``episodes`` with the newest checkpoint's module and the same env-to-module
+    pieces as training (the filter frozen at its saved state); no Ray cluster is started.
+
+    Returns:
+        The keys of :meth:`rlblocks.train.PPOTrainer.evaluate`, plus ``checkpoint``.
+
+    Raises:
+        ValueError: Not a run of this backend, no checkpoint, or bad ``episodes``.
+    """
+    from ray.rllib.core.rl_module.rl_module import RLModule
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+    from ray.rllib.utils.spaces.space_utils import (
+        clip_action,
+        get_base_struct_from_space,
+        unsquash_action,
+    )
+
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
+    ckpt = newest_checkpoint(run_dir)
+    algo = str(ckpt.backend.get("algo", "PPO"))
+    config = PPOConfig.from_dict(ckpt.config)
+    module = RLModule.from_checkpoint(str(ckpt.module_dir.resolve()))
+    filter_state = ckpt.filter_state
+    env = make_env(config, algo)
+    # What RLlib's env runner sends the env: the module's actions unsquashed to the Box
+    # bounds (normalize_actions) or clipped to them (clip_actions), as in training.
+    runner = build_algo_config(config, algo)
+    struct = get_base_struct_from_space(env.action_space)
+    to_env = (
+        unsquash_action
+        if runner.normalize_actions
+        else clip_action
+        if runner.clip_actions
+        else None
+    )
+    pieces = run_env_to_module(config, algo, training=False)()
+    space = env.observation_space
+    for piece in pieces:
+        piece.input_action_space = env.action_space
+        piece.input_observation_space = space
+        space = piece.observation_space
+        if isinstance(piece, MeanStdFilterBatched):
+            piece.update_stats = False
+            if filter_state is not None:
+                piece.set_state(filter_state)
+    dist_cls = (
+        module.get_exploration_action_dist_cls()
+        if explore
+        else module.get_inference_action_dist_cls()
+    )
+    stateful = bool(module.get_initial_state())
+    base = (config.seed or 0) + 1_000_003 if seed is None else int(seed)
+    returns, lengths = [], []
+    try:
+        for ep in range(episodes):
+            obs, _ = env.reset(seed=base + ep)
+            episode = SingleAgentEpisode(
+                observation_space=env.observation_space, action_space=env.action_space
+            )
+            episode.add_env_reset(observation=obs)
+            state = {k: torch.from_numpy(v)[None] for k, v in module.get_initial_state().items()}
+            total, done = 0.0, False
+            while not done:
+                for piece in pieces:
+                    piece(
+                        rl_module=module,
+                        batch={},
+                        episodes=[episode],
+                        explore=explore,
+                        shared_data={},
+                    )
+                batch: dict[str, Any] = {
+                    Columns.OBS: _batched(episode.get_observations(-1), stateful)
+                }
+                if stateful:
+                    batch[Columns.STATE_IN] = state
+                with torch.no_grad():
+                    out = (
+                        module.forward_exploration(batch, t=_LATE)
+                        if explore
+                        else module.forward_inference(batch)
+                    )
+                if Columns.ACTIONS in out:  # DQN: epsilon-greedy / greedy in the module
+                    action = _unbatch(out[Columns.ACTIONS])
+                else:
+                    logits = out[Columns.ACTION_DIST_INPUTS]
+                    if stateful:
+                        logits, state = logits[:, 0], out[Columns.STATE_OUT]
+                    dist = dist_cls.from_logits(logits)
+                    action = _unbatch(
+                        dist.sample() if explore else dist.to_deterministic().sample()
+                    )
+                obs, reward, terminated, truncated, _ = env.step(
+                    action if to_env is None else to_env(action, struct)
+                )
+                episode.add_env_step(
+                    observation=obs,
+                    action=action,
+                    reward=float(reward),
+                    terminated=terminated,
+                    truncated=truncated,
+                )
+                total += float(reward)
+                done = terminated or truncated
+            returns.append(total)
+            lengths.append(len(episode))
+    finally:
+        env.close()
+    return {**episode_summary(returns, lengths), "checkpoint": str(ckpt.path)}
+
+
+def _unbatch(actions: Any) -> Any:
+    if isinstance(actions, dict):
+        return {k: _unbatch(v) for k, v in actions.items()}
+    if isinstance(actions, (tuple, list)):
+        return type(actions)(_unbatch(a) for a in actions)
+    return actions[0].detach().cpu().numpy()

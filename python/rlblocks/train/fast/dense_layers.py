@@ -1,0 +1,225 @@
+"""``FCLayers``: a :class:`~rlblocks.models.fcnet.FullyConnectedNetwork` as plain tensors.
+
+The network's layers read out once as ``(weight, bias, activation)`` triples (views of the
+model's own parameters, so they follow every update), run without ``nn.Module`` calls:
+at a rollout's batch of a few rows the module machinery (``ModelV2.__call__``, one call
+per Linear and activation) takes longer than the arithmetic. The trainer uses it for
+inference (:class:`~rlblocks.train.fast.FCActor`) and, through
+:class:`~rlblocks.train.fast.FCBackprop`, for training.
+:meth:`FCLayers.from_model` returns None for a network it cannot represent (a subclass,
+another activation), and :meth:`FCLayers.matches_model` tells when hooks or a changed
+layer mean a module-free pass would no longer equal calling the model.
+
+Examples:
+    >>> import gymnasium as gym, torch
+    >>> from rlblocks.models.fcnet import FullyConnectedNetwork
+    >>> m = FullyConnectedNetwork(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), 2,
+    ...                           {"fcnet_hiddens": [8, 8]}, "fc")
+    >>> layers = FCLayers.from_model(m)
+    >>> x = torch.randn(5, 4)
+    >>> out, values = layers.infer(x)
+    >>> ref, _ = m({"obs": x})
+    >>> bool(torch.allclose(out, ref)), bool(torch.allclose(values, m.value_function()))
+    (True, True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn.utils.parametrize import is_parametrized
+
+from rlblocks.models.fcnet import FullyConnectedNetwork
+from rlblocks.models.misc import SlimFC, tanh_cpu
+
+__all__ = ["Dense", "FCLayers", "backward_stack", "run_stack"]
+
+
+@dataclass
+class Dense:
+    """One linear layer and its activation (``None``, ``"tanh"`` or ``"relu"``)."""
+
+    weight: nn.Parameter
+    bias: nn.Parameter
+    activation: str | None
+    linear: nn.Linear  # the module they came from
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``activation(x @ weight.T + bias)``; call under ``torch.no_grad()``."""
+        y = torch.addmm(self.bias, x, self.weight.t())
+        if self.activation == "tanh":
+            if y.device.type == "cpu":
+                return tanh_cpu(y, inplace=True)
+            return torch.tanh_(y)
+        if self.activation == "relu":
+            return torch.relu_(y)
+        return y
+
+    def backward(
+        self, x: torch.Tensor, y: torch.Tensor, dy: torch.Tensor, need_dx: bool
+    ) -> torch.Tensor | None:
+        """Writes the weight and bias gradients for output gradient ``dy`` (``x``, ``y``:
+        this layer's input and output); returns the input gradient when ``need_dx``."""
+        if self.activation == "tanh":
+            dy = torch.ops.aten.tanh_backward(dy, y)
+        elif self.activation == "relu":
+            dy = torch.ops.aten.threshold_backward(dy, y, 0)
+        assert self.weight.grad is not None and self.bias.grad is not None
+        torch.mm(dy.t(), x, out=self.weight.grad)
+        torch.sum(dy, 0, out=self.bias.grad)
+        return torch.mm(dy, self.weight) if need_dx else None
+
+    @classmethod
+    def from_module(cls, layer: nn.Module) -> Dense | None:
+        """The layer of a SlimFC (a plain ``nn.Linear`` with a bias, not parametrized) with a
+        tanh, ReLU or no activation, else None."""
+        if not isinstance(layer, SlimFC):
+            return None
+        parts = list(layer._model)
+        linear = parts[0]
+        if (
+            type(linear) is not nn.Linear
+            or len(parts) > 2
+            or is_parametrized(linear)
+            or not isinstance(linear.weight, nn.Parameter)
+            or not isinstance(linear.bias, nn.Parameter)
+        ):
+            return None
+        activation = None
+        if len(parts) == 2:
+            act = parts[1]
+            if isinstance(act, nn.Tanh):  # includes rlblocks' Tanh
+                activation = "tanh"
+            elif type(act) is nn.ReLU:
+                activation = "relu"
+            else:
+                return None
+        return cls(linear.weight, linear.bias, activation, linear)
+
+
+def _stack(seq: nn.Sequential | None) -> list[Dense] | None:
+    layers = []
+    for module in seq if seq is not None else []:
+        dense = Dense.from_module(module)
+        if dense is None:
+            return None
+        layers.append(dense)
+    return layers
+
+
+def run_stack(layers: list[Dense], x: torch.Tensor) -> list[torch.Tensor]:
+    """``[x, output of layer 0, output of layer 1, ...]``."""
+    acts = [x]
+    for layer in layers:
+        acts.append(layer.forward(acts[-1]))
+    return acts
+
+
+def backward_stack(layers: list[Dense], acts: list[torch.Tensor], d_out: torch.Tensor) -> None:
+    """Backward through ``layers`` given :func:`run_stack`'s ``acts`` and the output's
+    gradient; writes every layer's parameter gradients."""
+    d = d_out
+    for i in range(len(layers) - 1, -1, -1):
+        nxt = layers[i].backward(acts[i], acts[i + 1], d, need_dx=i > 0)
+        if nxt is not None:
+            d = nxt
+
+
+@dataclass
+class FCLayers:
+    """The layers of a FullyConnectedNetwork (see the module docstring).
+
+    Attributes:
+        model: The network the tensors belong to.
+        trunk: The hidden layers (``_hidden_layers``), in order.
+        logits: The logits layer, None with ``no_final_linear``.
+        value_trunk: The value branch's own hidden layers, None when it shares the trunk.
+        value_head: The one-unit value layer.
+        free_log_std: The learned log-stds appended to the outputs, or None.
+    """
+
+    model: FullyConnectedNetwork
+    trunk: list[Dense]
+    logits: Dense | None
+    value_trunk: list[Dense] | None
+    value_head: Dense
+    free_log_std: nn.Parameter | None
+
+    @classmethod
+    def from_model(cls, model: nn.Module) -> FCLayers | None:
+        """The layers of ``model`` if it is a FullyConnectedNetwork (not a subclass) with a
+        value head, linear layers with biases and tanh / ReLU / no activations; else None."""
+        if type(model) is not FullyConnectedNetwork or model._value_branch is None:
+            return None
+        trunk = _stack(model._hidden_layers)
+        logits = Dense.from_module(model._logits) if model._logits is not None else None
+        value_trunk = _stack(model._value_branch_separate)
+        value_head = Dense.from_module(model._value_branch)
+        if (
+            trunk is None
+            or value_trunk is None
+            or value_head is None
+            or (model._logits is not None and logits is None)
+        ):
+            return None
+        free = model._append_free_log_std
+        return cls(
+            model,
+            trunk,
+            logits,
+            value_trunk if model._value_branch_separate is not None else None,
+            value_head,
+            free.log_std if free is not None else None,
+        )
+
+    def __post_init__(self) -> None:
+        self._modules = list(self.model.modules())
+        self._params = list(self.model.parameters())
+        self._dense = [
+            *self.trunk,
+            *([self.logits] if self.logits else []),
+            *(self.value_trunk or []),
+            self.value_head,
+        ]
+
+    def matches_model(self, training: bool = False) -> bool:
+        """Whether a pass through these tensors still equals calling the model: no forward
+        hook is set (nor, for ``training``, a backward or gradient hook), globally or on the
+        model's modules or parameters, and every layer still holds the parameters it was
+        read from (no parametrization or replaced weight since)."""
+        glob = nn.modules.module
+        if glob._global_forward_hooks or glob._global_forward_pre_hooks:
+            return False
+        if any(m._forward_hooks or m._forward_pre_hooks for m in self._modules):
+            return False
+        if any(d.linear.weight is not d.weight or d.linear.bias is not d.bias for d in self._dense):
+            return False
+        if not training:
+            return True
+        return not (
+            glob._global_backward_hooks
+            or glob._global_backward_pre_hooks
+            or any(m._backward_hooks or m._backward_pre_hooks for m in self._modules)
+            or any(
+                p._backward_hooks or getattr(p, "_post_accumulate_grad_hooks", None)
+                for p in self._params
+            )
+        )
+
+    def flat_input(self, obs: torch.Tensor) -> torch.Tensor:
+        """The network's input ``[B, n]`` (float) for a batch of flat observations."""
+        return obs.reshape(obs.shape[0], -1).float()
+
+    def infer(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(outputs [B, num_outputs], values [B])``: the model's forward and
+        ``value_function()``, without autograd."""
+        with torch.no_grad():
+            x = self.flat_input(obs)
+            features = run_stack(self.trunk, x)[-1]
+            out = self.logits.forward(features) if self.logits is not None else features
+            if self.free_log_std is not None:
+                out = torch.cat([out, self.free_log_std.detach().expand(out.shape[0], -1)], 1)
+            vf_in = run_stack(self.value_trunk, x)[-1] if self.value_trunk is not None else features
+            return out, self.value_head.forward(vf_in).reshape(-1)

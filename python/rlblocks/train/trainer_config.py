@@ -1,0 +1,460 @@
+"""``PPOConfig``: every PPO setting in one typed dataclass, built from RLlib-style keys.
+
+The config is validated once, when it is built (``PPOConfig(...)`` or
+:meth:`PPOConfig.from_dict`); the trainer then reads typed attributes only. Keys follow
+RLlib's PPO names (``lambda`` is spelled ``lambda_`` as an attribute, since ``lambda`` is a
+Python keyword; ``from_dict`` and ``to_dict`` use ``lambda``).
+
+Examples:
+    >>> cfg = PPOConfig.from_dict({"env": "CartPole-v1", "lr": 1e-3, "lambda": 0.9})
+    >>> cfg.lr, cfg.lambda_, cfg.rollout_fragment_length
+    (0.001, 0.9, 256)
+    >>> PPOConfig.from_dict({"env": "CartPole-v1", "learning_rate": 1e-3})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown PPO config key 'learning_rate'; did you mean ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlblocks.config import ModelConfig, config_mapping
+
+__all__ = ["PPOConfig", "lr_at"]
+
+#: The model config the trainer uses unless the user's ``model`` dict says otherwise
+#: (CleanRL's / the SB3 zoo's choice for classic control: two tanh layers of 64 with
+#: orthogonal weights of gain sqrt(2), separate policy and value networks: every default
+#: model, ComplexInputNetwork, vision and recurrent wrappers included, then gives the value
+#: function its own layers, as ``rlblocks.config.SEPARATE_VALUE_ALGOS`` asks for PPO, APPO and
+#: IMPALA; difference 25). Keys the user gives replace these one by one; a user's
+#: ``fcnet_weights_initializer`` also drops the default's ``_config``.
+PPO_MODEL_DEFAULTS: dict[str, Any] = {
+    "fcnet_hiddens": [64, 64],
+    "fcnet_activation": "tanh",
+    "fcnet_weights_initializer": "orthogonal",
+    "fcnet_weights_initializer_config": {"gain": math.sqrt(2)},
+    "vf_share_layers": False,
+}
+
+_VECTOR_MODES = ("sync", "async", "native", "ray")
+_PREPROCESSOR_PREFS = ("deepmind", "rllib", None)
+_FILTERS = ("NoFilter", "MeanStdFilter")
+_DEVICES = ("cpu", "cuda", "auto")
+
+
+@dataclass
+class PPOConfig:
+    """Settings of a PPO run (RLlib's key names; defaults tuned for classic control).
+
+    ``train_batch_size`` environment steps are collected per iteration, ``num_envs`` at a
+    time, then ``num_sgd_iter`` epochs of minibatch SGD run over them.
+    """
+
+    env: str | Callable[[dict[str, Any]], Any] | None = None
+    """A gymnasium id (``"CartPole-v1"``) or ``env_creator(env_config) -> gym.Env``."""
+    env_config: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for ``gym.make`` (an id) or the argument of ``env_creator``."""
+    model: dict[str, Any] = field(default_factory=dict)
+    """RLlib model config (``fcnet_hiddens``, ``use_lstm``, ...); validated by
+    :class:`rlblocks.config.ModelConfig`. Missing keys take ``PPO_MODEL_DEFAULTS``, then
+    RLlib's ``MODEL_DEFAULTS``."""
+    num_envs: int = 8
+    """Environments stepped together (one gymnasium vector env)."""
+    vector_mode: str = "sync"
+    """``"sync"`` (all envs in this process), ``"async"`` (one subprocess per env) or
+    ``"native"``: the env's own vector implementation (``gym.make_vec(id,
+    vectorization_mode="vector_entry_point")``, e.g. CartPole's numpy one; Atari ids with
+    ``preprocessor_pref="deepmind"``: :class:`~rlblocks.wrappers.atari_vector.AtariVectorEnv`),
+    or for a callable ``env``, ``env({**env_config, "num_envs": num_envs})`` returning a
+    gymnasium ``VectorEnv`` (e.g. :func:`rlblocks.wrappers.vector.make_vector_env`);
+    ``"ray"`` (the ``ray`` extra): the envs in Ray actors, a chunk per actor
+    (:class:`rlblocks.wrappers.ray_vector.RayVectorEnv`; same seeds, same trajectories as
+    ``"sync"``). Same-step and next-step autoreset both work."""
+    preprocessor_pref: str | None = "deepmind"
+    """Atari ids (``ALE/...``): ``"deepmind"`` (RLlib's default) runs
+    :func:`rlblocks.wrappers.atari.wrap_deepmind`'s pipeline with the model config's ``dim``
+    and ``framestack``, warping and stacking every env's frame in one batched call
+    (``vector_mode="native"``: in :class:`~rlblocks.wrappers.atari_vector.AtariVectorEnv`);
+    ``"rllib"`` or None give the model the raw frames (RLlib's GenericPixelPreprocessor
+    then applies)."""
+    train_batch_size: int = 2048
+    """Environment steps per training iteration (a multiple of ``num_envs``)."""
+    rollout_fragment_length: int | str = "auto"
+    """Steps per env per iteration; ``"auto"`` = ``train_batch_size // num_envs``."""
+    sgd_minibatch_size: int = 256
+    """Rows per SGD minibatch (recurrent models: about this many rows, whole sequences)."""
+    num_sgd_iter: int = 10
+    """Epochs over each training batch."""
+    lr: float = 3e-4
+    """Adam learning rate (used when ``lr_schedule`` is None)."""
+    lr_schedule: list[list[float]] | None = None
+    """``[[timestep, lr], ...]``: piecewise-linear learning rate over timesteps (RLlib
+    form); constant after the last point."""
+    gamma: float = 0.99
+    """Discount factor."""
+    lambda_: float = 0.95
+    """GAE lambda (RLlib key ``lambda``)."""
+    clip_param: float = 0.2
+    """PPO clip range of the probability ratio."""
+    vf_clip_param: float | None = 10.0
+    """Value clipping: the new value may move at most this far from the rollout's value
+    (PPO2 style); None disables it."""
+    vf_loss_coeff: float = 0.5
+    """Weight of the value loss."""
+    entropy_coeff: float = 0.0
+    """Weight of the entropy bonus."""
+    kl_coeff: float = 0.0
+    """Initial coefficient of the KL(old || new) penalty; 0 disables it (RLlib: 0.2)."""
+    kl_target: float = 0.01
+    """Adaptive KL: the coefficient grows 1.5x above ``2 * kl_target`` and halves below
+    ``kl_target / 2``."""
+    grad_clip: float | None = 0.5
+    """Max global gradient norm; None disables clipping."""
+    target_kl: float | None = None
+    """Early stop of the SGD epochs (Stable-Baselines3's rule): once a minibatch's approximate
+    KL(old || new) exceeds ``1.5 * target_kl``, that minibatch's step and the remaining epochs
+    are skipped (``sgd_epochs`` in the metrics says how many epochs ran); None: off."""
+    normalize_reward: bool = False
+    """Divide rewards by the running std of the discounted return (``gamma``), as
+    Stable-Baselines3's ``VecNormalize(norm_reward=True)``; the training loss sees the scaled
+    rewards, the episode returns reported stay the env's. The running stats are saved with
+    checkpoints."""
+    clip_reward: float | None = None
+    """Clip each training reward (after ``normalize_reward``) to ``[-clip_reward,
+    clip_reward]`` (VecNormalize's ``clip_reward``, 10 there); None: no clipping."""
+    normalize_advantages: bool = True
+    """Standardise advantages per minibatch."""
+    observation_filter: str = "NoFilter"
+    """``"NoFilter"`` or ``"MeanStdFilter"`` (running mean/std, saved with checkpoints)."""
+    clip_actions: bool = True
+    """Clip sampled Box actions to the space's bounds before ``env.step``."""
+    seed: int | None = 0
+    """Seeds torch, numpy and the environments; None draws a random seed."""
+    device: str = "cpu"
+    """Torch device: ``"cpu"``, ``"cuda"`` or ``"auto"``."""
+    num_threads: int | None = 1
+    """``torch.set_num_threads`` for the run: 1 is fastest for small MLP/LSTM models on CPU
+    (thread hand-offs cost more than the maths); raise it for conv nets. None leaves
+    torch's setting."""
+    checkpoint_freq: int = 10
+    """Write a checkpoint every this many iterations during ``fit`` (0: only at the end)."""
+    keep_checkpoints: int = 3
+    """How many recent checkpoints a run directory keeps (0 keeps all)."""
+    tensorboard: bool = False
+    """Also write TensorBoard event files (needs the ``tensorboard`` package)."""
+    metrics_smoothing_episodes: int = 100
+    """``episode_return_mean`` averages the returns of this many most recent episodes."""
+    evaluation_interval: int = 0
+    """Evaluate every this many iterations (0: never): ``evaluation_episodes`` episodes with
+    the deterministic (greedy) action on an env of its own, reported as ``evaluation/...``
+    metrics (``progress.csv`` columns; NaN in the other iterations). The run directory's
+    ``best/`` checkpoint then follows the evaluation return (else the training return)."""
+    evaluation_episodes: int = 10
+    """Episodes per evaluation (``evaluation_interval``)."""
+    framework: str = "torch"
+    """Accepted for RLlib compatibility; only ``"torch"``."""
+    fast_paths: bool = True
+    """Use the trainer's fast paths (:mod:`rlblocks.train.fast`: numpy rollout actions,
+    closed-form PPO gradients, flat parameter buffers, direct fused-Adam calls) where they
+    cover the model; False runs the plain torch path everywhere (same results within
+    float tolerance, slower)."""
+    rllib: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """``--backend rllib`` only: RLlib ``AlgorithmConfig`` sections applied last, as
+    ``{section: {key: value}}`` for ``training``, ``env_runners``, ``learners``,
+    ``reporting`` (e.g. DQN's ``{"training": {"n_step": 3, "target_network_update_freq":
+    500}}``); the native trainer refuses a non-empty block."""
+
+    def __post_init__(self) -> None:
+        self._validate()
+
+    # --- building ------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, config: Mapping[str, Any] | PPOConfig | None) -> PPOConfig:
+        """Builds a config from an RLlib-style dict (``lambda``, not ``lambda_``).
+
+        Raises:
+            ValueError: An unknown key (the message suggests close keys) or a bad value.
+        """
+        if isinstance(config, PPOConfig):
+            return config
+        config = config_mapping(config, "PPO config")
+        kwargs: dict[str, Any] = {}
+        known = _config_keys()
+        for key, value in config.items():
+            if key not in known:
+                raise ValueError(_unknown_key_message(key, known))
+            kwargs[known[key]] = value
+        return cls(**kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The RLlib-style dict (``lambda`` key); ``from_dict(to_dict())`` round-trips."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out["lambda" if f.name == "lambda_" else f.name] = (
+                dict(value) if isinstance(value, dict) else value
+            )
+        return out
+
+    def replace(self, **changes: Any) -> PPOConfig:
+        """A validated copy with some fields changed (RLlib names, ``lambda`` allowed).
+
+        Examples:
+            >>> PPOConfig(env="CartPole-v1").replace(num_envs=4).rollout_fragment_length
+            512
+        """
+        merged = self.to_dict()
+        merged.update(changes)
+        if "rollout_fragment_length" not in changes and (
+            "train_batch_size" in changes or "num_envs" in changes
+        ):
+            merged["rollout_fragment_length"] = "auto"
+        return PPOConfig.from_dict(merged)
+
+    # --- derived -------------------------------------------------------------------------
+    def model_config(self) -> ModelConfig:
+        """The validated model config: ``PPO_MODEL_DEFAULTS`` overridden by ``model``."""
+        defaults = dict(PPO_MODEL_DEFAULTS)
+        if "fcnet_weights_initializer" in self.model:
+            del defaults["fcnet_weights_initializer_config"]
+        return ModelConfig.from_dict({**defaults, **self.model})
+
+    @property
+    def env_name(self) -> str:
+        """The env id, or the creator's name, for run-directory names and logs."""
+        if isinstance(self.env, str):
+            return self.env
+        return getattr(self.env, "__name__", type(self.env).__name__)
+
+    # --- validation ----------------------------------------------------------------------
+    def _validate(self) -> None:
+        if self.env is not None and not (isinstance(self.env, str) or callable(self.env)):
+            raise ValueError(
+                f"env must be a gymnasium id (str) or a callable env_creator(env_config), "
+                f"got {self.env!r}"
+            )
+        if not isinstance(self.env_config, Mapping):
+            raise ValueError(f"env_config must be a dict, got {self.env_config!r}")
+        if not isinstance(self.model, Mapping):
+            raise ValueError(f"model must be a dict of model config keys, got {self.model!r}")
+        self.env_config = dict(self.env_config)
+        self.model = dict(self.model)
+        self.model_config()  # raises on bad model keys or values
+        for name in (
+            "num_envs",
+            "train_batch_size",
+            "sgd_minibatch_size",
+            "num_sgd_iter",
+            "metrics_smoothing_episodes",
+        ):
+            setattr(self, name, _int(getattr(self, name), name, minimum=1))
+        self.evaluation_episodes = _int(self.evaluation_episodes, "evaluation_episodes", minimum=1)
+        for name in ("checkpoint_freq", "keep_checkpoints", "evaluation_interval"):
+            setattr(self, name, _int(getattr(self, name), name, minimum=0))
+        if self.train_batch_size % self.num_envs:
+            raise ValueError(
+                f"train_batch_size ({self.train_batch_size}) must be a multiple of num_envs "
+                f"({self.num_envs})"
+            )
+        auto = self.train_batch_size // self.num_envs
+        if self.rollout_fragment_length == "auto":
+            self.rollout_fragment_length = auto
+        else:
+            frag = _int(self.rollout_fragment_length, "rollout_fragment_length", minimum=1)
+            if frag != auto:
+                raise ValueError(
+                    f"rollout_fragment_length ({frag}) must be 'auto' or train_batch_size / "
+                    f"num_envs = {auto}"
+                )
+            self.rollout_fragment_length = frag
+        if self.vector_mode not in _VECTOR_MODES:
+            raise ValueError(
+                f"vector_mode must be one of {_VECTOR_MODES}, got {self.vector_mode!r}"
+            )
+        if self.preprocessor_pref not in _PREPROCESSOR_PREFS:
+            raise ValueError(
+                f"preprocessor_pref must be one of {_PREPROCESSOR_PREFS}, got "
+                f"{self.preprocessor_pref!r}"
+            )
+        if self.observation_filter not in _FILTERS:
+            raise ValueError(
+                f"observation_filter must be one of {_FILTERS}, got {self.observation_filter!r}"
+            )
+        if self.device not in _DEVICES:
+            raise ValueError(f"device must be one of {_DEVICES}, got {self.device!r}")
+        if self.framework != "torch":
+            raise ValueError(
+                f"framework must be 'torch' (rlblocks is torch-only), got {self.framework!r}"
+            )
+        self.lr = _number(self.lr, "lr", low=0.0, low_open=True)
+        self.gamma = _number(self.gamma, "gamma", low=0.0, high=1.0)
+        self.lambda_ = _number(self.lambda_, "lambda", low=0.0, high=1.0)
+        self.clip_param = _number(self.clip_param, "clip_param", low=0.0, low_open=True)
+        if self.vf_clip_param is not None:
+            self.vf_clip_param = _number(
+                self.vf_clip_param, "vf_clip_param", low=0.0, low_open=True
+            )
+        if self.grad_clip is not None:
+            self.grad_clip = _number(self.grad_clip, "grad_clip", low=0.0, low_open=True)
+        if self.target_kl is not None:
+            self.target_kl = _number(self.target_kl, "target_kl", low=0.0, low_open=True)
+        if self.clip_reward is not None:
+            self.clip_reward = _number(self.clip_reward, "clip_reward", low=0.0, low_open=True)
+        self.vf_loss_coeff = _number(self.vf_loss_coeff, "vf_loss_coeff", low=0.0)
+        self.entropy_coeff = _number(self.entropy_coeff, "entropy_coeff", low=0.0)
+        self.kl_coeff = _number(self.kl_coeff, "kl_coeff", low=0.0)
+        self.kl_target = _number(self.kl_target, "kl_target", low=0.0, low_open=True)
+        for name in (
+            "normalize_advantages",
+            "clip_actions",
+            "tensorboard",
+            "fast_paths",
+            "normalize_reward",
+        ):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.seed is not None:
+            # env i is seeded with seed + i; torch takes seeds below 2**64.
+            self.seed = _int(self.seed, "seed", minimum=0, maximum=2**63 - 1)
+        if self.num_threads is not None:
+            self.num_threads = _int(self.num_threads, "num_threads", minimum=1)
+        if self.lr_schedule is not None:
+            self.lr_schedule = _schedule(self.lr_schedule, "lr_schedule")
+        self.rllib = _rllib_sections(self.rllib)
+
+
+#: The RLlib ``AlgorithmConfig`` methods a config's ``rllib`` block may call.
+RLLIB_SECTIONS = ("training", "env_runners", "learners", "reporting")
+
+
+def _rllib_sections(value: Any) -> dict[str, dict[str, Any]]:
+    if not isinstance(value, Mapping):
+        raise ValueError(
+            f"rllib must be a dict of RLlib config sections {RLLIB_SECTIONS}, got {value!r}"
+        )
+    out = {}
+    for section, keys in value.items():
+        if section not in RLLIB_SECTIONS:
+            raise ValueError(
+                f"rllib.{section}: not an RLlib config section this backend sets; "
+                f"use one of {RLLIB_SECTIONS}"
+            )
+        if not isinstance(keys, Mapping) or not all(isinstance(k, str) for k in keys):
+            raise ValueError(f"rllib.{section} must be a dict of RLlib keys, got {keys!r}")
+        out[section] = dict(keys)
+    return out
+
+
+def lr_at(config: PPOConfig, timestep: int) -> float:
+    """The learning rate at ``timestep``: ``lr_schedule`` interpolated, or ``lr``.
+
+    Examples:
+        >>> cfg = PPOConfig(env="CartPole-v1", lr_schedule=[[0, 1e-3], [1000, 0.0]])
+        >>> lr_at(cfg, 250), lr_at(cfg, 5000)
+        (0.00075, 0.0)
+    """
+    if not config.lr_schedule:
+        return config.lr
+    points = config.lr_schedule
+    if timestep <= points[0][0]:
+        return float(points[0][1])
+    for (t0, v0), (t1, v1) in zip(points[:-1], points[1:], strict=True):
+        if timestep <= t1:
+            frac = (timestep - t0) / (t1 - t0) if t1 > t0 else 1.0
+            return float(v0 + frac * (v1 - v0))
+    return float(points[-1][1])
+
+
+def _config_keys() -> dict[str, str]:
+    """RLlib key -> attribute name."""
+    keys = {f.name: f.name for f in dataclasses.fields(PPOConfig)}
+    del keys["lambda_"]
+    keys["lambda"] = "lambda_"
+    return keys
+
+
+# Names other libraries (SB3, CleanRL, RLlib's new stack) use -> our key, for suggestions.
+_OTHER_NAMES = {
+    "learning_rate": "lr",
+    "gae_lambda": "lambda",
+    "minibatch_size": "sgd_minibatch_size",
+    "batch_size": "sgd_minibatch_size",
+    "n_epochs": "num_sgd_iter",
+    "num_epochs": "num_sgd_iter",
+    "update_epochs": "num_sgd_iter",
+    "ent_coef": "entropy_coeff",
+    "vf_coef": "vf_loss_coeff",
+    "max_grad_norm": "grad_clip",
+    "clip_range": "clip_param",
+    "clip_coef": "clip_param",
+    "n_envs": "num_envs",
+    "num_envs_per_worker": "num_envs",
+    "norm_adv": "normalize_advantages",
+    "n_steps": "rollout_fragment_length",
+    "norm_reward": "normalize_reward",
+    "eval_freq": "evaluation_interval",
+    "n_eval_episodes": "evaluation_episodes",
+}
+
+
+def _unknown_key_message(key: Any, known: Mapping[str, str]) -> str:
+    if key in _OTHER_NAMES:
+        return (
+            f"unknown PPO config key {key!r}; did you mean {_OTHER_NAMES[key]!r}? "
+            f"(known keys: {', '.join(sorted(known))})"
+        )
+    close = difflib.get_close_matches(str(key), list(known), n=3, cutoff=0.5)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return f"unknown PPO config key {key!r}{hint} (known keys: {', '.join(sorted(known))})"
+
+
+def _int(value: Any, name: str, minimum: int, maximum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be an int in [{minimum}, {maximum}], got {value!r}")
+    return int(value)
+
+
+def _number(
+    value: Any, name: str, low: float, high: float = math.inf, low_open: bool = False
+) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    try:
+        v = float(value)
+    except OverflowError:  # an int beyond float's range
+        v = math.inf
+    too_low = v <= low if low_open else v < low
+    if not math.isfinite(v) or too_low or v > high:
+        if math.isinf(high):
+            raise ValueError(
+                f"{name} must be a finite number {'>' if low_open else '>='} {low}, got {value!r}"
+            )
+        lo = "(" if low_open else "["
+        raise ValueError(f"{name} must be in {lo}{low}, {high}], got {value!r}")
+    return v
+
+
+def _schedule(value: Any, name: str) -> list[list[float]]:
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ValueError(
+            f"{name} must be a non-empty list of [timestep, value] pairs, got {value!r}"
+        )
+    out: list[list[float]] = []
+    for i, pair in enumerate(value):
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise ValueError(f"{name}[{i}] must be a [timestep, value] pair, got {pair!r}")
+        t = _number(pair[0], f"{name}[{i}] timestep", low=0.0)
+        v = _number(pair[1], f"{name}[{i}] value", low=0.0)
+        if out and t < out[-1][0]:
+            raise ValueError(f"{name}: timesteps must not decrease, got {t} after {out[-1][0]}")
+        out.append([t, v])
+    return out
