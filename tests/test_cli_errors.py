@@ -127,17 +127,17 @@ CASES = {
     ),
     "an exception in the user's step": (
         ["--env", FAULTY, "--set", "env_config.fault=raise"],
-        "env 'my_pkg.bad_envs:Faulty-v0' failed in step at my_pkg/bad_envs.py:53 in step "
+        "env 'my_pkg.bad_envs:Faulty-v0' failed in step at my_pkg/bad_envs.py:55 in step "
         "`self.t = self.t / (self.at - self.at)`: ZeroDivisionError: division by zero",
     ),
     "an exception in the user's step, async envs (no worker traceback)": (
         ["--env", FAULTY, "--set", "env_config.fault=raise", "--set", "vector_mode=async"],
-        "env 'my_pkg.bad_envs:Faulty-v0' failed in step at my_pkg/bad_envs.py:53 in step "
+        "env 'my_pkg.bad_envs:Faulty-v0' failed in step at my_pkg/bad_envs.py:55 in step "
         "`self.t = self.t / (self.at - self.at)`: ZeroDivisionError: division by zero",
     ),
     "a KeyError of the user's own code is not taken for a missing Dict key": (
         ["--env", FAULTY, "--set", "env_config.fault=key_error"],
-        'failed in step at my_pkg/bad_envs.py:55 in step `self.t = {"steps": '
+        'failed in step at my_pkg/bad_envs.py:57 in step `self.t = {"steps": '
         "self.t}[\"step_count\"]`: KeyError: 'step_count'",
     ),
 }
