@@ -192,40 +192,16 @@ def bench_framestack(quick: bool, threads: int) -> list[Result]:
             fs = FrameStacker(batch, k, (h, w), channels_last=channels_last)
             fs.reset(frames)
             out = np.empty((batch, *fs.observation_shape), np.uint8)
-            results.append(
-                measure(
-                    case,
-                    "rlblocks FrameStacker(out=)",
-                    partial(fs.push, frames, out=out),
-                    batch,
-                    batch=batch,
-                    threads=t,
-                    min_time=min_time,
-                )
-            )
+            variants = [("rlblocks FrameStacker(out=)", partial(fs.push, frames, out=out))]
             if t == 1:
-                results.append(
-                    measure(
-                        case,
-                        "rlblocks FrameStacker",
-                        partial(fs.push, frames),
-                        batch,
-                        batch=batch,
-                        threads=t,
-                        min_time=min_time,
-                    )
-                )
+                variants.append(("rlblocks FrameStacker", partial(fs.push, frames)))
             if not channels_last:
+                variants.append(
+                    ("rlblocks FrameStacker(copy=False)", partial(fs.push, frames, copy=False))
+                )
+            for label, step in variants:
                 results.append(
-                    measure(
-                        case,
-                        "rlblocks FrameStacker(copy=False)",
-                        partial(fs.push, frames, copy=False),
-                        batch,
-                        batch=batch,
-                        threads=t,
-                        min_time=min_time,
-                    )
+                    measure(case, label, step, batch, batch=batch, threads=t, min_time=min_time)
                 )
         rlblocks.set_num_threads(1)
         twin = ref_framestack.FrameStacker(batch, k, (h, w), np.uint8, channels_last)

@@ -27,15 +27,20 @@ Families (``rlblocks/zoo-<Name>-v0`` ids and their training budgets are in
 This module holds what every task shares: :class:`ZooEnv` and its action check.
 
 Examples:
-    >>> from rlblocks.envs.zoo_observations import DiscreteBandit
-    >>> env = DiscreteBandit(n=5, episode_len=4)
+    >>> from gymnasium import spaces
+    >>> class Parity(ZooEnv):  # reward 1 for saying whether the observed number is odd
+    ...     observation_space, action_space = spaces.Discrete(10), spaces.Discrete(2)
+    ...     random_step_reward = 0.5
+    ...     def _draw(self):
+    ...         return int(self.np_random.integers(10))
+    ...     def score(self, obs, action):
+    ...         return float(action == obs % 2)
+    ...     def answer(self, obs):
+    ...         return obs % 2
+    >>> env = Parity(episode_len=3)
     >>> obs, _ = env.reset(seed=0)
-    >>> total = 0.0
-    >>> for _ in range(4):
-    ...     obs, reward, terminated, truncated, info = env.step(env.answer(obs))
-    ...     total += reward
-    >>> total, truncated, env.max_return, env.random_return
-    (4.0, True, 4.0, 0.8)
+    >>> env.step(env.answer(obs))[1:4], env.max_return, env.random_return
+    ((1.0, False, False), 3.0, 1.5)
 """
 
 from __future__ import annotations
