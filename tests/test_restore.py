@@ -156,6 +156,5 @@ def test_plan_cache_never_serves_a_dead_space():
         a, b = restore_original_dimensions(np.zeros((1, n + 2)), space, "numpy")
         assert a.shape == (1, n) and b.shape == (1, 2)
         del space, a, b
-        if n % 8 == 0:
-            gc.collect()
+        gc.collect()  # the space (and the layout it holds) is freed: its id can come back
     assert len(seen_ids) < 38  # ids were recycled, so the check above was meaningful
