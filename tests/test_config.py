@@ -35,8 +35,15 @@ RLLIB_KEYS = [
 ]  # fmt: skip
 
 
+RLBLOCKS_KEYS = [
+    "sequence_max_len", "sequence_truncate", "graph_max_nodes", "graph_max_edges",
+    "text_max_length", "text_charset", "text_encoding", "text_truncate", "entity_encoder",
+    "graph_encoder",
+]  # fmt: skip
+
+
 def test_defaults_keys_order_and_values():
-    assert list(MODEL_DEFAULTS) == RLLIB_KEYS
+    assert list(MODEL_DEFAULTS) == RLLIB_KEYS + RLBLOCKS_KEYS
     assert MODEL_DEFAULTS["fcnet_hiddens"] == [256, 256]
     assert MODEL_DEFAULTS["fcnet_activation"] == "tanh"
     assert MODEL_DEFAULTS["post_fcnet_activation"] == "relu"
@@ -71,7 +78,7 @@ def test_typed_attributes_and_mapping_view():
     assert cfg.time_major is True and cfg["_time_major"] is True
     assert cfg.conv_filters == (ConvFilter(8, (3, 3), (2, 1)),)
     assert cfg["conv_filters"] == [[8, [3, 3], [2, 1]]]
-    assert list(cfg) == RLLIB_KEYS and len(cfg) == len(RLLIB_KEYS)
+    assert list(cfg) == RLLIB_KEYS + RLBLOCKS_KEYS and len(cfg) == len(MODEL_DEFAULTS)
     assert "dim" in cfg and "nope" not in cfg
     assert cfg.get("nope", 5) == 5
     with pytest.raises(KeyError):

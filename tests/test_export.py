@@ -86,6 +86,21 @@ NESTED_ACTIONS = gym.spaces.Tuple(
     )
 )
 
+# gymnasium's samples stay within the default bounds (64 items, 64 nodes, 256 edges)
+STRUCTURES_OBS = gym.spaces.Dict(
+    {
+        "items": gym.spaces.Sequence(Box(-1, 1, (2,))),
+        "graph": gym.spaces.Graph(Box(0, 1, (3,)), Discrete(2)),
+        "word": gym.spaces.Text(4, charset="abcd"),
+        "either": gym.spaces.OneOf((Discrete(3), Box(-1, 1, (2,)))),
+    }
+)
+STRUCTURES_MODEL = {
+    "fcnet_hiddens": [16],
+    "entity_encoder": {"dim": 16, "heads": 2},
+    "graph_encoder": {"dim": 16},
+}
+
 FEED_FORWARD = {
     "fc-discrete": (Box(-1, 1, (5,)), Discrete(3, start=2), {"fcnet_hiddens": [16, 16]}),
     "fc-multidiscrete": (
@@ -103,9 +118,20 @@ FEED_FORWARD = {
         MultiDiscrete([2, 5]),
         {"fcnet_hiddens": [16], "conv_filters": [[4, [3, 3], 2], [8, [5, 5], 1]]},
     ),
+    "structures": (STRUCTURES_OBS, Discrete(3), STRUCTURES_MODEL),
+    "structures-text-ids": (
+        STRUCTURES_OBS,
+        Discrete(3),
+        {**STRUCTURES_MODEL, "text_encoding": "ids", "entity_encoder": {"type": "deepsets"}},
+    ),
 }
 
 RECURRENT = {
+    "lstm-structures": (
+        STRUCTURES_OBS,
+        Discrete(3),
+        {**STRUCTURES_MODEL, "use_lstm": True, "lstm_cell_size": 8},
+    ),
     # no Discrete start here: the trainer starts prev_actions at 0 (outside Discrete(n, start=1))
     "lstm": (
         Box(-1, 1, (5,)),
@@ -366,6 +392,9 @@ def test_space_json_round_trip() -> None:
         Repeated(gym.spaces.Dict({"a": Discrete(2), "b": Box(-1, 1, (2,))}), 4),
         NESTED_OBS,
         NESTED_ACTIONS,
+        STRUCTURES_OBS,
+        gym.spaces.Sequence(gym.spaces.Dict({"a": Discrete(2)}), stack=True),
+        gym.spaces.Graph(Box(0, 1, (2,)), None),
     ]
     for space in spaces:
         back = space_from_json(json.loads(json.dumps(space_to_json(space))))

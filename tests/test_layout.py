@@ -77,14 +77,110 @@ def test_find_names_the_missing_path() -> None:
     assert lay.find(("a", 1)).columns == slice(2, 5)
     with pytest.raises(KeyError, match=r'obs\["a"\]\[2\]: no such entry'):
         lay.find(("a", 2))
-    with pytest.raises(KeyError, match="Repeated list"):
+    with pytest.raises(KeyError, match="variable-length list"):
         lay.find(("r", 0))
 
 
+class _Shapeless(gym.Space):
+    """A space of values rlblocks cannot lay out (no shape, not strings)."""
+
+    def __init__(self) -> None:
+        super().__init__(None, None)
+
+    def contains(self, x: object) -> bool:
+        return True
+
+
 def test_unsupported_space_names_its_path() -> None:
-    space = gym.spaces.Dict({"t": gym.spaces.Tuple((D(2), gym.spaces.Text(5)))})
-    with pytest.raises(ValueError, match=r"space\['t'\]\[1\]: rlblocks has no preprocessor"):
+    space = gym.spaces.Dict({"t": gym.spaces.Tuple((D(2), _Shapeless()))})
+    with pytest.raises(ValueError, match=r"space\['t'\]\[1\]: _Shapeless has no shape"):
         layout(space)
+    bad_graph = gym.spaces.Graph(B(0, 1, (2,)), D(2))
+    object.__setattr__(bad_graph, "edge_space", gym.spaces.MultiBinary(2))
+    with pytest.raises(ValueError, match=r"space.edge_space: a Graph's edge_space must be"):
+        layout(bad_graph)
+
+
+def test_new_kinds_sizes_offsets_and_describe() -> None:
+    space = gym.spaces.Dict(
+        {
+            "g": gym.spaces.Graph(B(0, 1, (2,)), D(3)),
+            "o": gym.spaces.OneOf((D(2), B(-1, 1, (3,)))),
+            "s": gym.spaces.Sequence(gym.spaces.Dict({"a": D(2), "b": B(0, 1, (1,))})),
+            "t": gym.spaces.Text(4, charset="xyz"),
+        }
+    )
+    opts = {"graph_max_nodes": 3, "graph_max_edges": 2, "sequence_max_len": 5}
+    lay = layout(space, opts)
+    graph = 2 + 3 * 2 + 2 * 3 + 2 * 2
+    oneof = 2 + 2 + 3
+    sequence = 1 + 5 * 3
+    text = 1 + 4 * 3
+    assert lay.size == graph + oneof + sequence + text
+    assert [(p, o, n.kind) for p, o, n in lay.leaves()] == [
+        (("g",), 0, "graph"),
+        (("o",), graph, "oneof"),
+        (("o", 0), graph + 2, "discrete"),
+        (("o", 1), graph + 4, "box"),
+        (("s",), graph + oneof, "sequence"),
+        (("s", 0, "a"), graph + oneof + 1, "discrete"),
+        (("s", 0, "b"), graph + oneof + 3, "box"),
+        (("t",), graph + oneof + sequence, "text"),
+    ]
+    entries = {e["path"]: e for e in lay.describe()}
+    assert entries['obs["g"]'] | {"node": None, "edge": None} == {
+        "path": 'obs["g"]',
+        "offset": 0,
+        "size": graph,
+        "kind": "graph",
+        "max_nodes": 3,
+        "max_edges": 2,
+        "node": None,
+        "edge": None,
+        "nodes_offset": 2,
+        "edges_offset": 8,
+        "links_offset": 14,
+    }
+    assert entries['obs["g"]']["edge"]["kind"] == "one_hot"
+    assert entries['obs["o"]']["kind"] == "one_of_branch" and entries['obs["o"]']["size"] == 2
+    assert entries['obs["s"]']["kind"] == "sequence_length"
+    assert entries['obs["t"]']["charset"] == "xyz" and entries['obs["t"]']["min_len"] == 1
+    assert lay.find(("o", 1)).columns == slice(graph + 4, graph + 7)
+    with pytest.raises(KeyError, match="variable-length list"):
+        lay.find(("s", 0))
+    assert not lay.find(("g",)).node.dtype and not lay.find(("t",)).node.dtype
+    ids = layout(space, {**opts, "text_encoding": "ids"})
+    assert ids.find(("t",)).node.size == 1 + 4 and ids is not lay
+
+
+def test_string_spaces_use_the_config_charset_and_length() -> None:
+    class Mission(gym.Space[str]):
+        def __init__(self) -> None:
+            super().__init__(None, None)
+
+        def contains(self, x: object) -> bool:
+            return isinstance(x, str)
+
+    node = layout(Mission()).root
+    assert node.kind == "text" and node.max_len == 64 and node.min_len == 0
+    assert "".join(node.charset) == "".join(chr(c) for c in range(32, 127))
+    assert node.length_key == "text_max_length"
+    small = layout(Mission(), {"text_max_length": 3, "text_charset": "ab"}).root
+    assert small.size == 1 + 3 * 2 and small.charset == ("a", "b")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"sequence_max_len": 0}, "sequence_max_len must be an int >= 1"),
+        ({"graph_max_nodes": 2.5}, "graph_max_nodes must be an int >= 1"),
+        ({"text_charset": "aa"}, "text_charset must be"),
+        ({"text_encoding": "bytes"}, "text_encoding must be"),
+    ],
+)
+def test_bad_layout_options(options: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        layout(gym.spaces.Sequence(D(2)), options)
 
 
 def test_built_once_per_space_and_options() -> None:

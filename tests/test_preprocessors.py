@@ -154,20 +154,27 @@ def test_building_a_preprocessor_draws_nothing_from_the_space_rng():
     assert got["a"] == expected["a"] and len(got["b"]) == len(expected["b"])
 
 
-@pytest.mark.parametrize("name", ["Text", "Graph", "Sequence", "OneOf"])
-def test_unsupported_spaces_fail_clearly(name):
-    if not hasattr(gym.spaces, name):
-        pytest.skip(f"gymnasium {gym.__version__} has no {name} space")
-    space = {
-        "Text": lambda: gym.spaces.Text(5),
-        "Graph": lambda: gym.spaces.Graph(B(0, 1, (2,)), D(2)),
-        "Sequence": lambda: gym.spaces.Sequence(D(2)),
-        "OneOf": lambda: gym.spaces.OneOf((D(2), D(3))),
-    }[name]()
-    with pytest.raises(ValueError, match=f"no preprocessor for {name}"):
-        get_preprocessor(space)
-    with pytest.raises(ValueError, match=r"space\['x'\]"):
-        get_preprocessor(gym.spaces.Dict({"x": space}))
+@pytest.mark.parametrize(
+    ("space", "cls"),
+    [
+        (gym.spaces.Text(5), "TextPreprocessor"),
+        (gym.spaces.Graph(B(0, 1, (2,)), D(2)), "GraphPreprocessor"),
+        (gym.spaces.Sequence(D(2)), "SequencePreprocessor"),
+        (gym.spaces.OneOf((D(2), D(3))), "OneOfPreprocessor"),
+    ],
+)
+def test_variable_size_spaces_have_preprocessors(space, cls):
+    assert get_preprocessor(space).__name__ == cls
+    assert get_preprocessor(gym.spaces.Dict({"x": space})).__name__ == "DictFlatteningPreprocessor"
+
+
+def test_shapeless_spaces_fail_clearly():
+    class Shapeless(gym.Space):
+        def __init__(self):
+            super().__init__(None, None)
+
+    with pytest.raises(ValueError, match=r"space\['x'\]: Shapeless has no shape"):
+        get_preprocessor(gym.spaces.Dict({"x": Shapeless()}))
 
 
 # --------------------------------------------------------------------------- parity

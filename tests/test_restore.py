@@ -10,7 +10,15 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-from rlblocks import RepeatedValues, get_preprocessor, restore_original_dimensions
+from rlblocks import (
+    GraphValues,
+    OneOfValues,
+    RepeatedValues,
+    TextValues,
+    get_preprocessor,
+    restore_original_dimensions,
+)
+from rlblocks.nest import tree_map
 from rlblocks.spaces import Repeated
 from spaces_strategies import nested_spaces
 
@@ -25,10 +33,27 @@ def decode(value, space):
         return {k: decode(value[k], s) for k, s in space.spaces.items()}
     if isinstance(space, gym.spaces.Tuple):
         return tuple(decode(v, s) for v, s in zip(value, space.spaces, strict=False))
-    if isinstance(space, Repeated):
+    if isinstance(space, (Repeated, gym.spaces.Sequence)):
         assert isinstance(value, RepeatedValues)
+        child = space.child_space if isinstance(space, Repeated) else space.feature_space
         n = int(value.lengths)
-        return [decode(_index(value.values, i), space.child_space) for i in range(n)]
+        return [decode(_index(value.values, i), child) for i in range(n)]
+    if isinstance(space, gym.spaces.Graph):
+        assert isinstance(value, GraphValues)
+        n, m = int(value.n_nodes), int(value.n_edges)
+        nodes = [decode(value.nodes[i], space.node_space) for i in range(n)]
+        edges = None
+        if space.edge_space is not None:
+            edges = [decode(value.edges[i], space.edge_space) for i in range(m)]
+        return nodes, edges, np.asarray(value.edge_index[:m]).astype(np.int64)
+    if isinstance(space, gym.spaces.Text):
+        assert isinstance(value, TextValues)
+        chars = space.character_list
+        return "".join(chars[int(i)] for i in value.ids[: int(value.lengths)])
+    if isinstance(space, gym.spaces.OneOf):
+        assert isinstance(value, OneOfValues)
+        k = int(value.index)
+        return k, decode(value.values[k], space.spaces[k])
     if isinstance(space, D):
         return int(np.argmax(value)) + int(space.start)
     if isinstance(space, MD):
@@ -40,12 +65,18 @@ def decode(value, space):
 
 
 def _index(values, i):
+    if isinstance(values, GraphValues):  # (a NamedTuple: before plain tuples)
+        return GraphValues(*(None if f is None else f[i] for f in values))
+    if isinstance(values, OneOfValues):
+        return OneOfValues(values.branch[i], tuple(_index(v, i) for v in values.values))
     if isinstance(values, dict):
         return {k: _index(v, i) for k, v in values.items()}
     if isinstance(values, tuple):
         return tuple(_index(v, i) for v in values)
     if isinstance(values, RepeatedValues):
         return RepeatedValues(_index(values.values, i), values.lengths[i], values.max_len)
+    if isinstance(values, TextValues):
+        return TextValues(values.values[i], values.lengths[i], values.encoding, values.num_chars)
     return values[i]
 
 
@@ -60,6 +91,28 @@ def assert_same(decoded, original, space):
         assert len(decoded) == len(original)
         for d, o in zip(decoded, original, strict=False):
             assert_same(d, o, space.child_space)
+    elif isinstance(space, gym.spaces.Sequence):
+        items = original
+        if space.stack:  # one stacked structure: split it into its items
+            items = [_index(original, i) for i in range(len(decoded))]
+        assert len(decoded) == len(items)
+        for d, o in zip(decoded, items, strict=True):
+            assert_same(d, o, space.feature_space)
+    elif isinstance(space, gym.spaces.Graph):
+        nodes, edges, links = decoded
+        assert len(nodes) == len(original.nodes)
+        for d, o in zip(nodes, original.nodes, strict=True):
+            assert_same(d, o, space.node_space)
+        if space.edge_space is not None:
+            for d, o in zip(edges, original.edges, strict=True):
+                assert_same(d, o, space.edge_space)
+        want = original.edge_links if original.edge_links is not None else np.zeros((0, 2))
+        np.testing.assert_array_equal(links, np.asarray(want).reshape(-1, 2))
+    elif isinstance(space, gym.spaces.Text):
+        assert decoded == original
+    elif isinstance(space, gym.spaces.OneOf):
+        assert decoded[0] == int(original[0])
+        assert_same(decoded[1], original[1], space.spaces[decoded[0]])
     elif isinstance(space, (D, MD)):
         np.testing.assert_array_equal(decoded, original)
     else:
@@ -77,6 +130,67 @@ def test_restore_of_transform_recovers_the_observation(space, seed):
     restored = restore_original_dimensions(flat, prep.observation_space, "numpy")
     for i, o in enumerate(obs):
         assert_same(decode(_index(restored, i), space), o, space)
+
+
+STRUCTURES = gym.spaces.Dict(
+    {
+        "items": gym.spaces.Sequence(gym.spaces.Tuple((D(3), B(-1, 1, (2,))))),
+        "stacked": gym.spaces.Sequence(
+            gym.spaces.Dict({"a": D(2), "b": B(0, 1, (2,))}), stack=True
+        ),
+        "graph": gym.spaces.Graph(B(0, 1, (3,)), D(4, start=1)),
+        "bare": gym.spaces.Graph(D(5), None),
+        "word": gym.spaces.Text(6, charset="xyz12"),
+        "either": gym.spaces.OneOf((D(3), gym.spaces.Dict({"c": B(-1, 1, (2,))}))),
+        "list": Repeated(gym.spaces.OneOf((D(2), gym.spaces.Text(2, charset="ab"))), 3),
+    }
+)
+
+
+@pytest.mark.parametrize("encoding", ["one_hot", "ids"])
+@pytest.mark.parametrize("seed", range(6))
+def test_structured_views_recover_the_observation(encoding, seed):
+    # gymnasium's samples: up to ~10 nodes and 90 edges, geometric sequence lengths
+    options = {"sequence_max_len": 48, "graph_max_nodes": 12, "graph_max_edges": 100}
+    prep = get_preprocessor(STRUCTURES)(STRUCTURES, {**options, "text_encoding": encoding})
+    STRUCTURES.seed(seed)
+    obs = [STRUCTURES.sample() for _ in range(4)]
+    flat = prep.transform_batch(obs)
+    restored = restore_original_dimensions(flat, prep.observation_space, "numpy")
+    for i, o in enumerate(obs):
+        assert_same(decode(_index(restored, i), STRUCTURES), o, STRUCTURES)
+    from_torch = restore_original_dimensions(torch.from_numpy(flat), prep.observation_space)
+    tree_map(
+        lambda t, a: a is None or np.testing.assert_array_equal(t.numpy(), a), from_torch, restored
+    )
+
+
+def test_structured_views_are_views_with_masks():
+    prep = get_preprocessor(STRUCTURES)(STRUCTURES, {"graph_max_nodes": 12, "graph_max_edges": 100})
+    STRUCTURES.seed(3)
+    flat = torch.from_numpy(prep.transform_batch([STRUCTURES.sample() for _ in range(5)]))
+    view = restore_original_dimensions(flat, prep.observation_space)
+    ptr = flat.untyped_storage().data_ptr()
+    graph = view["graph"]
+    for part in (graph.nodes, graph.edges, graph.edge_index, graph.n_nodes, view["word"].values):
+        assert part.untyped_storage().data_ptr() == ptr
+    assert graph.nodes.shape == (5, 12, 3) and graph.edges.shape == (5, 100, 4)
+    assert graph.node_mask.dtype == torch.bool
+    assert graph.node_mask.sum(-1).tolist() == graph.n_nodes.long().tolist()
+    assert graph.edge_mask.sum(-1).tolist() == graph.n_edges.long().tolist()
+    assert view["items"].mask.sum(-1).tolist() == view["items"].lengths.long().tolist()
+    assert view["word"].mask.sum(-1).tolist() == view["word"].lengths.long().tolist()
+    assert view["either"].index.dtype == torch.int64
+    bare = view["bare"]
+    assert bare.edges is None and bare.nodes.shape == (5, 12, 5)  # Discrete nodes: one-hot
+    pyg = pytest.importorskip("torch_geometric")
+    assert pyg is not None
+    batch = graph.to_pyg()
+    assert batch.num_graphs == 5 and batch.x.shape[0] == int(graph.n_nodes.sum())
+    assert batch.edge_index.shape == (2, int(graph.n_edges.sum()))
+    assert batch.edge_attr.shape == (int(graph.n_edges.sum()), 4)
+    first = int(graph.n_edges[0])
+    assert torch.equal(batch.edge_index[:, :first], graph.edge_index[0, :first].long().t())
 
 
 def test_structure_types_and_views_numpy_and_torch():

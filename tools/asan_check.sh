@@ -28,6 +28,10 @@ sanitized() {
   LD_PRELOAD="$asan $stdcxx" ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" \
     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" PYTHONPATH="$work/python" "$@"
 }
+# An editable install's import hook runs before PYTHONPATH: the tests would then load the
+# unsanitized build and prove nothing.
+sanitized python -c "import rlblocks._core as c, sys; sys.exit(0 if c.__file__.startswith('$work/') else \
+'asan_check: rlblocks._core loads from ' + c.__file__ + ', not the sanitized build (an editable install shadows PYTHONPATH)')"
 if [ "${1:-}" = "--fuzz" ]; then  # only the fuzzer, with its own arguments (tools/fuzz.sh)
   shift
   sanitized python tools/fuzz_flatten.py "$@"

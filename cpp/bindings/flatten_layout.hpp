@@ -6,8 +6,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "rlblocks/checked.hpp"
@@ -19,7 +22,26 @@ namespace py = pybind11;
 
 // Callback: a leaf whose values come from Python (e.g. an image preprocessor nested in a
 // Dict); it is called while walking, with the GIL held, and its float32 result copied.
-enum class Kind { Dict, Tuple, Repeated, Discrete, MultiDiscrete, Box, Callback };
+// A gymnasium Sequence is a Repeated with `sequence` set (its own messages, truncation and
+// stacked items). Graph: [n_nodes, n_edges, nodes, edges, links]; Text: [length, one-hot or
+// ids per position]; OneOf: [branch one-hot, each branch's block].
+enum class Kind { Dict, Tuple, Repeated, Discrete, MultiDiscrete, Box, Callback, Graph, Text, OneOf };
+
+// A text leaf's charset: ids of code points, with a direct table for ASCII.
+struct Charset {
+  std::vector<std::uint32_t> chars;  // id -> code point
+  std::int32_t ascii[128];           // code point -> id, or -1
+  std::unordered_map<std::uint32_t, std::int32_t> other;
+  py::object text;  // the charset as a str (for messages)
+
+  Charset() { std::fill(std::begin(ascii), std::end(ascii), -1); }
+  // The id of code point `ch`, or -1 when it is not in the charset.
+  std::int32_t id(std::uint32_t ch) const {
+    if (ch < 128) return ascii[ch];
+    const auto it = other.find(ch);
+    return it == other.end() ? -1 : it->second;
+  }
+};
 
 struct Node {
   Kind kind = Kind::Box;
@@ -31,6 +53,16 @@ struct Node {
   std::vector<int> children;
   std::vector<std::int64_t> child_offsets;
   std::int64_t max_len = 0;
+  // Sequence (a Repeated with `sequence` set)
+  bool sequence = false, truncate = false, stack = false;
+  // Graph: counts and where each part starts (relative to the node)
+  std::int64_t max_nodes = 0, max_edges = 0, node_size = 0, edge_size = 0;
+  std::int64_t nodes_offset = 0, edges_offset = 0, links_offset = 0;
+  // Text (max_len above; `truncate` too)
+  std::int64_t min_len = 0;
+  bool one_hot = true;
+  std::string length_key;
+  Charset charset;
   // Discrete
   std::int64_t n = 0, start = 0;
   // MultiDiscrete / Box
@@ -52,9 +84,10 @@ class Layout {
     for (py::handle h : nodes) nodes_.push_back(parse_node(py::reinterpret_borrow<py::dict>(h)));
     if (root < 0 || root >= static_cast<int>(nodes_.size())) throw py::value_error("FlattenPlan: bad root");
     for (Node& nd : nodes_) {
-      std::int64_t off = 0;
+      std::int64_t off = nd.kind == Kind::OneOf ? static_cast<std::int64_t>(nd.children.size()) : 0;
       for (int ch : nd.children) {
         if (ch < 0 || ch >= static_cast<int>(nodes_.size())) throw py::value_error("FlattenPlan: bad child");
+        if (nd.kind == Kind::Graph) continue;  // checked below
         if (nd.kind == Kind::Repeated) {
           const std::int64_t items = checked_mul(nd.max_len, nodes_[static_cast<std::size_t>(ch)].size,
                                                  "FlattenPlan: Repeated max_len * item size");
@@ -66,9 +99,10 @@ class Layout {
           off = checked_add(off, nodes_[static_cast<std::size_t>(ch)].size, "FlattenPlan: flat offset");
         }
       }
-      if ((nd.kind == Kind::Dict || nd.kind == Kind::Tuple) && off != nd.size) {
+      if ((nd.kind == Kind::Dict || nd.kind == Kind::Tuple || nd.kind == Kind::OneOf) && off != nd.size) {
         throw py::value_error("FlattenPlan: inconsistent sizes for " + nd.label);
       }
+      if (nd.kind == Kind::Graph) check_graph(nd);
       if (nd.kind != Kind::Box && nd.kind != Kind::Callback) zero_fill_ = true;
       for (std::size_t j = 0; j < nd.starts.size(); ++j) {
         if (nd.starts[j] > INT64_MAX - (nd.nvec[j] - 1))
@@ -86,6 +120,22 @@ class Layout {
   const Node& child(const Node& nd, std::size_t i) const { return nodes_[static_cast<std::size_t>(nd.children[i])]; }
 
  private:
+  // A Graph's parts: their sizes match the children and add up to the node's size.
+  void check_graph(Node& nd) const {
+    const auto child_size = [&](std::size_t i) { return nodes_[static_cast<std::size_t>(nd.children[i])].size; };
+    if (child_size(0) != nd.node_size || (nd.children.size() == 2 ? child_size(1) : 0) != nd.edge_size) {
+      throw py::value_error("FlattenPlan: Graph item sizes differ from its children");
+    }
+    nd.nodes_offset = 2;
+    nd.edges_offset =
+        checked_add(2, checked_mul(nd.max_nodes, nd.node_size, "FlattenPlan: Graph nodes"), "FlattenPlan: Graph size");
+    nd.links_offset = checked_add(nd.edges_offset, checked_mul(nd.max_edges, nd.edge_size, "FlattenPlan: Graph edges"),
+                                  "FlattenPlan: Graph size");
+    const std::int64_t end = checked_add(nd.links_offset, checked_mul(nd.max_edges, 2, "FlattenPlan: Graph links"),
+                                         "FlattenPlan: Graph size");
+    if (end != nd.size) throw py::value_error("FlattenPlan: inconsistent Graph size");
+  }
+
   bool node_has_leaf(const Node& nd) const {
     if (nd.kind != Kind::Dict && nd.kind != Kind::Tuple) return true;
     for (std::size_t i = 0; i < nd.children.size(); ++i) {
@@ -106,10 +156,33 @@ class Layout {
       if (nd.keys.size() != nd.children.size()) throw py::value_error("FlattenPlan: keys/children mismatch");
     } else if (kind == "tuple") {
       nd.kind = Kind::Tuple;
-    } else if (kind == "repeated") {
+    } else if (kind == "repeated" || kind == "sequence") {
       nd.kind = Kind::Repeated;
       nd.max_len = d["max_len"].cast<std::int64_t>();
+      if (nd.max_len < 0) throw py::value_error("FlattenPlan: negative max_len");
       if (nd.children.size() != 1) throw py::value_error("FlattenPlan: Repeated needs one child");
+      if (kind == "sequence") {
+        nd.sequence = true;
+        nd.truncate = d["truncate"].cast<bool>();
+        nd.stack = d["stack"].cast<bool>();
+      }
+    } else if (kind == "graph") {
+      nd.kind = Kind::Graph;
+      nd.max_nodes = d["max_nodes"].cast<std::int64_t>();
+      nd.max_edges = d["max_edges"].cast<std::int64_t>();
+      nd.node_size = d["node_size"].cast<std::int64_t>();
+      nd.edge_size = d["edge_size"].cast<std::int64_t>();
+      if (nd.max_nodes < 0 || nd.max_edges < 0 || nd.node_size < 0 || nd.edge_size < 0) {
+        throw py::value_error("FlattenPlan: negative Graph size");
+      }
+      if (nd.children.size() != 1 && nd.children.size() != 2) {
+        throw py::value_error("FlattenPlan: Graph needs one or two children");
+      }
+    } else if (kind == "text") {
+      parse_text(d, nd);
+    } else if (kind == "oneof") {
+      nd.kind = Kind::OneOf;
+      if (nd.children.empty()) throw py::value_error("FlattenPlan: OneOf needs a branch");
     } else if (kind == "discrete") {
       nd.kind = Kind::Discrete;
       nd.n = d["n"].cast<std::int64_t>();
@@ -151,6 +224,41 @@ class Layout {
       throw py::value_error("FlattenPlan: unknown node kind " + kind);
     }
     return nd;
+  }
+
+  static void parse_text(const py::dict& d, Node& nd) {
+    nd.kind = Kind::Text;
+    nd.max_len = d["max_len"].cast<std::int64_t>();
+    nd.min_len = d["min_len"].cast<std::int64_t>();
+    nd.truncate = d["truncate"].cast<bool>();
+    nd.length_key = d["length_key"].cast<std::string>();
+    const std::string encoding = d["encoding"].cast<std::string>();
+    if (encoding != "one_hot" && encoding != "ids")
+      throw py::value_error("FlattenPlan: unknown text encoding " + encoding);
+    nd.one_hot = encoding == "one_hot";
+    py::object text = d["charset"];
+    if (!PyUnicode_Check(text.ptr())) throw py::value_error("FlattenPlan: the charset must be a str");
+    nd.charset.text = text;
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text.ptr());
+    if (n == 0) throw py::value_error("FlattenPlan: empty charset");
+    if (n > INT32_MAX) throw py::value_error("FlattenPlan: charset too large");
+    const int kind = PyUnicode_KIND(text.ptr());
+    const void* data = PyUnicode_DATA(text.ptr());
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      const auto ch = static_cast<std::uint32_t>(PyUnicode_READ(kind, data, i));
+      const auto id = static_cast<std::int32_t>(i);
+      if (nd.charset.id(ch) >= 0) throw py::value_error("FlattenPlan: repeated character in the charset");
+      if (ch < 128) nd.charset.ascii[ch] = id;
+      else nd.charset.other.emplace(ch, id);
+      nd.charset.chars.push_back(ch);
+    }
+    if (nd.max_len < 0 || nd.min_len < 0 || nd.min_len > nd.max_len) {
+      throw py::value_error("FlattenPlan: bad text lengths");
+    }
+    const std::int64_t per_position = nd.one_hot ? static_cast<std::int64_t>(n) : 1;
+    const std::int64_t size =
+        checked_add(1, checked_mul(nd.max_len, per_position, "FlattenPlan: text size"), "FlattenPlan: text size");
+    if (size != nd.size) throw py::value_error("FlattenPlan: inconsistent text size");
   }
 
   std::vector<Node> nodes_;

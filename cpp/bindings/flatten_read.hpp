@@ -25,6 +25,7 @@ namespace rlblocks::bindings::flatten_read {
 struct PathElem {
   PyObject* key;  // borrowed; nullptr for an index
   std::int64_t index;
+  const char* attr = nullptr;  // an attribute (`.nodes` of a graph) instead of key / index
 };
 
 // Everything one call collects before executing. Reused per thread (capacity kept).
@@ -82,9 +83,9 @@ struct Collector {
     op.value = value;
     if (tag_rows) set_rows.push_back(row);
   }
-  void push_path(PyObject* key, std::int64_t index) {
+  void push_path(PyObject* key, std::int64_t index, const char* attr = nullptr) {
     if (depth == kMaxDepth) throw py::value_error("observation is nested deeper than 256 levels");
-    path[depth++] = PathElem{key, index};
+    path[depth++] = PathElem{key, index, attr};
   }
   void begin_row() {  // list walks: row boundaries
     copy_row_start.push_back(static_cast<std::int64_t>(copies.size()));
@@ -186,11 +187,30 @@ inline std::string short_repr(PyObject* obj) {
   return out;
 }
 
+// repr(obj) cut to `limit` code points (77 and "..." when longer), as the numpy twin does.
+inline std::string short_repr_chars(PyObject* obj, Py_ssize_t limit = 80) {
+  py::object r = py::reinterpret_steal<py::object>(PyObject_Repr(obj));
+  if (!r) throw py::error_already_set();
+  if (PyUnicode_GET_LENGTH(r.ptr()) > limit) {
+    py::object head = py::reinterpret_steal<py::object>(PyUnicode_Substring(r.ptr(), 0, limit - 3));
+    if (!head) throw py::error_already_set();
+    r = head;
+    const char* s = PyUnicode_AsUTF8(r.ptr());
+    if (!s) throw py::error_already_set();
+    return std::string(s) + "...";
+  }
+  const char* s = PyUnicode_AsUTF8(r.ptr());
+  if (!s) throw py::error_already_set();
+  return s;
+}
+
 inline std::string path_string(const Collector& c) {
   std::string s = "obs";
   for (int i = 0; i < c.depth; ++i) {
     const PathElem& e = c.path[i];
-    if (e.key == nullptr) {
+    if (e.attr != nullptr) {
+      s += std::string(".") + e.attr;
+    } else if (e.key == nullptr) {
       s += "[" + std::to_string(e.index) + "]";
     } else if (PyUnicode_Check(e.key)) {
       const char* k = PyUnicode_AsUTF8(e.key);
@@ -208,6 +228,7 @@ inline std::string path_string(const Collector& c) {
 
 struct PathGuard {
   PathGuard(Collector& c, PyObject* key, std::int64_t index) : c_(c) { c_.push_path(key, index); }
+  PathGuard(Collector& c, const char* attr) : c_(c) { c_.push_path(nullptr, 0, attr); }
   ~PathGuard() { --c_.depth; }
   Collector& c_;
 };

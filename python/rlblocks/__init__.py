@@ -27,7 +27,8 @@ except ImportError as err:  # pragma: no cover - exercised only on broken instal
 
 from rlblocks import spaces
 from rlblocks.preprocessors import Preprocessor, get_preprocessor
-from rlblocks.restore import RepeatedValues, restore_original_dimensions
+from rlblocks.restore import restore_original_dimensions
+from rlblocks.values import GraphValues, OneOfValues, RepeatedValues, TextValues
 
 __version__ = "0.1.0"
 
@@ -77,8 +78,11 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "GraphValues",
+    "OneOfValues",
     "Preprocessor",
     "RepeatedValues",
+    "TextValues",
     "get_preprocessor",
     "get_num_threads",
     "restore_original_dimensions",

@@ -29,6 +29,10 @@ import numpy as np
 
 __all__ = [
     "DEPRECATED_VALUE",
+    "ENTITY_ENCODER_DEFAULTS",
+    "GRAPH_ENCODER_DEFAULTS",
+    "LAYOUT_DEFAULTS",
+    "PRINTABLE_ASCII",
     "MODEL_DEFAULTS",
     "ConvFilter",
     "ModelConfig",
@@ -41,7 +45,46 @@ __all__ = [
 #: Marker RLlib uses for deprecated keys that were not set.
 DEPRECATED_VALUE = -1
 
-#: RLlib's model defaults, every key, in RLlib's order.
+#: The characters of a string observation when ``text_charset`` is None: printable ASCII,
+#: space to tilde (95 characters; character i has id i).
+PRINTABLE_ASCII = "".join(chr(c) for c in range(32, 127))
+
+#: rlblocks' keys that size the variable parts of an observation's flat layout
+#: (:mod:`rlblocks.layout`): gymnasium Sequence, Graph and string spaces.
+LAYOUT_DEFAULTS: dict[str, Any] = {
+    "sequence_max_len": 64,
+    "sequence_truncate": False,
+    "graph_max_nodes": 64,
+    "graph_max_edges": 256,
+    "text_max_length": 64,
+    "text_charset": None,
+    "text_encoding": "one_hot",
+    "text_truncate": False,
+}
+
+#: The encoder of Repeated / Sequence leaves (and, after a character embedding, of text) in
+#: ``ComplexInputNetwork``: ``type`` "attention" (masked self-attention), "deepsets" or
+#: "flatten" (RLlib's: an FC stack over the zero-padded block); ``pool`` "mean", "max" or
+#: "attention".
+ENTITY_ENCODER_DEFAULTS: dict[str, Any] = {
+    "type": "attention",
+    "dim": 64,
+    "heads": 4,
+    "layers": 1,
+    "pool": "mean",
+}
+
+#: The encoder of Graph leaves: ``layers`` rounds of message passing of width ``dim``, then
+#: a pooled readout; ``backend`` "auto" (torch_geometric when importable), "torch" or "pyg".
+GRAPH_ENCODER_DEFAULTS: dict[str, Any] = {
+    "dim": 64,
+    "layers": 2,
+    "pool": "mean",
+    "backend": "auto",
+}
+
+#: RLlib's model defaults, every key, in RLlib's order; then rlblocks' own keys (the layout
+#: of Sequence, Graph and string observations, and the encoders that read them).
 MODEL_DEFAULTS: dict[str, Any] = {
     "fcnet_hiddens": [256, 256],
     "fcnet_activation": "tanh",
@@ -104,6 +147,10 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "_use_default_native_models": DEPRECATED_VALUE,
     "_disable_preprocessor_api": False,
     "_disable_action_flattening": False,
+    # rlblocks' own keys (RLlib has none of these spaces' encoders)
+    **LAYOUT_DEFAULTS,
+    "entity_encoder": ENTITY_ENCODER_DEFAULTS,
+    "graph_encoder": GRAPH_ENCODER_DEFAULTS,
 }
 
 #: Algorithms whose default model keeps separate policy and value layers
@@ -281,6 +328,57 @@ def _deprecated(value: Any, key: str) -> Any:
     return value
 
 
+def _choice(*allowed: str) -> Callable[[Any, str], str]:
+    def check(value: Any, key: str) -> str:
+        if value not in allowed:
+            raise ValueError(f"{key} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+        return str(value)
+
+    return check
+
+
+def _charset(value: Any, key: str) -> str | None:
+    if value is not None and (
+        not isinstance(value, str) or not value or len(set(value)) != len(value)
+    ):
+        raise ValueError(
+            f"{key} must be None (printable ASCII) or a non-empty str of distinct characters, "
+            f"got {value!r}"
+        )
+    return value
+
+
+def _sub_config(
+    defaults: dict[str, Any], checks: dict[str, Callable[[Any, str], Any]]
+) -> Callable[[Any, str], dict[str, Any]]:
+    """A nested config dict: its keys checked, the missing ones taken from ``defaults``."""
+
+    def check(value: Any, key: str) -> dict[str, Any]:
+        given = _mapping(value, key)
+        for sub in given:
+            if sub not in defaults:
+                raise ValueError(f"unknown key {key}.{sub!s}; known: {', '.join(defaults)}")
+        merged = {**defaults, **given}
+        return {sub: checks[sub](v, f"{key}.{sub}") for sub, v in merged.items()}
+
+    return check
+
+
+_ENTITY_CHECKS: dict[str, Callable[[Any, str], Any]] = {
+    "type": _choice("attention", "deepsets", "flatten"),
+    "dim": _positive_int,
+    "heads": _positive_int,
+    "layers": _positive_int,
+    "pool": _choice("mean", "max", "attention"),
+}
+_GRAPH_CHECKS: dict[str, Callable[[Any, str], Any]] = {
+    "dim": _positive_int,
+    "layers": _positive_int,
+    "pool": _choice("mean", "max", "sum"),
+    "backend": _choice("auto", "torch", "pyg"),
+}
+
+
 _CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "fcnet_hiddens": _hiddens,
     "fcnet_activation": _activation,
@@ -324,6 +422,16 @@ _CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "_disable_preprocessor_api": _bool,
     "_disable_action_flattening": _bool,
     **{k: _initializer for k in _INITIALIZER_KEYS},
+    "sequence_max_len": _positive_int,
+    "sequence_truncate": _bool,
+    "graph_max_nodes": _positive_int,
+    "graph_max_edges": _positive_int,
+    "text_max_length": _positive_int,
+    "text_charset": _charset,
+    "text_encoding": _choice("one_hot", "ids"),
+    "text_truncate": _bool,
+    "entity_encoder": _sub_config(ENTITY_ENCODER_DEFAULTS, _ENTITY_CHECKS),
+    "graph_encoder": _sub_config(GRAPH_ENCODER_DEFAULTS, _GRAPH_CHECKS),
 }
 assert set(_CHECKS) == set(MODEL_DEFAULTS)
 
@@ -406,6 +514,16 @@ class ModelConfig(Mapping[str, Any]):
     use_default_native_models: Any = DEPRECATED_VALUE
     disable_preprocessor_api: bool = False
     disable_action_flattening: bool = False
+    sequence_max_len: int = 64
+    sequence_truncate: bool = False
+    graph_max_nodes: int = 64
+    graph_max_edges: int = 256
+    text_max_length: int = 64
+    text_charset: str | None = None
+    text_encoding: str = "one_hot"
+    text_truncate: bool = False
+    entity_encoder: dict[str, Any] = field(default_factory=lambda: dict(ENTITY_ENCODER_DEFAULTS))
+    graph_encoder: dict[str, Any] = field(default_factory=lambda: dict(GRAPH_ENCODER_DEFAULTS))
 
     @classmethod
     def from_dict(cls, config: Mapping[str, Any] | ModelConfig | None = None) -> ModelConfig:

@@ -13,7 +13,13 @@ float32; Atari RAM bytes mapped ``(x - 128) / 128``), ``pixels`` (a raw Atari fr
 through RLlib's generic pixel pipeline), ``tuple`` and ``dict`` (children back to back,
 Dict keys in the space's own order: gymnasium sorts the keys of a plain ``dict`` and keeps
 an ``OrderedDict``'s), ``repeated`` (slot 0 holds the length, then
-``max_len`` items, zero-padded).
+``max_len`` items, zero-padded), ``sequence`` (a gymnasium ``Sequence``, laid out as a
+Repeated of ``sequence_max_len`` items), ``graph`` (``[n_nodes, n_edges, node features,
+edge features, edge links]``, zero-padded to ``graph_max_nodes`` / ``graph_max_edges``),
+``text`` (``[length, one block per character position]``: a one-hot over the charset, or
+the character's id) and ``oneof`` (the branch's one-hot, then every branch's block, the
+inactive ones zero). The sizes of the variable parts come from the model config
+(:data:`LAYOUT_OPTIONS`).
 
 Examples:
     >>> import gymnasium as gym
@@ -36,17 +42,31 @@ Examples:
 from __future__ import annotations
 
 import math
+import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete, Tuple
+from gymnasium.spaces import (
+    Box,
+    Dict,
+    Discrete,
+    Graph,
+    MultiBinary,
+    MultiDiscrete,
+    OneOf,
+    Sequence,
+    Text,
+    Tuple,
+)
 
+from rlblocks.config import LAYOUT_DEFAULTS, PRINTABLE_ASCII
 from rlblocks.spaces import Repeated, Simplex, format_path
 
 __all__ = [
+    "LAYOUT_OPTIONS",
     "PIXEL_OPTIONS",
     "Layout",
     "Node",
@@ -55,6 +75,7 @@ __all__ = [
     "checked_size",
     "is_atari_pixels",
     "is_atari_ram",
+    "is_string_space",
     "layout",
     "pixel_options",
 ]
@@ -62,17 +83,20 @@ __all__ = [
 ATARI_OBS_SHAPE = (210, 160, 3)
 ATARI_RAM_OBS_SHAPE = (128,)
 
-#: The model-config keys the layout reads (size and scaling of raw Atari frames), defaults.
+#: The model-config keys that size and scale raw Atari frames, and their defaults.
 PIXEL_OPTIONS: dict[str, Any] = {"dim": 84, "grayscale": False, "zero_mean": True}
+
+#: Every model-config key the layout reads, and its default: the Atari frame options, and
+#: the bounds and encodings of Sequence, Graph and string leaves.
+LAYOUT_OPTIONS: dict[str, Any] = {**PIXEL_OPTIONS, **LAYOUT_DEFAULTS}
 
 #: Flat sizes and offsets are int64 in the native core.
 MAX_SIZE = 2**63 - 1
 
-_UNSUPPORTED = tuple(
-    getattr(gym.spaces, name)
-    for name in ("Text", "Graph", "Sequence", "OneOf")
-    if hasattr(gym.spaces, name)
-)
+#: Node kinds whose children have a place of their own in the row.
+CONTAINER_KINDS = ("tuple", "dict", "repeated", "sequence", "oneof")
+#: Node kinds holding a variable-length list of items (length slot, then the items).
+LIST_KINDS = ("repeated", "sequence")
 
 
 def is_atari_pixels(space: gym.Space) -> bool:
@@ -83,6 +107,25 @@ def is_atari_pixels(space: gym.Space) -> bool:
 def is_atari_ram(space: gym.Space) -> bool:
     """Atari RAM: ``uint8`` of shape ``(128,)``."""
     return isinstance(space, Box) and space.shape == ATARI_RAM_OBS_SHAPE and space.dtype == np.uint8
+
+
+def is_string_space(space: gym.Space) -> bool:
+    """A space whose values are ``str``: gymnasium ``Text``, or any ``Space[str]`` subclass
+    (MiniGrid's ``MissionSpace``).
+
+    Examples:
+        >>> is_string_space(gym.spaces.Text(5)), is_string_space(gym.spaces.Discrete(2))
+        (True, False)
+    """
+    if isinstance(space, Text):
+        return True
+    for cls in type(space).__mro__:
+        for base in getattr(cls, "__orig_bases__", ()):
+            origin = typing.get_origin(base)
+            if isinstance(origin, type) and issubclass(origin, gym.Space):
+                if typing.get_args(base) == (str,):
+                    return True
+    return False
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,15 +152,39 @@ class Node:
     max_len: int = 0
     value_map: str = "identity"
     pixel_options: tuple[int, bool, bool] = (84, False, True)  # dim, grayscale, zero_mean
+    truncate: bool = False  # sequence / text: keep the first max_len items instead of failing
+    stack: bool = False  # sequence: gymnasium's stack=True (items stacked along a leading dim)
+    max_nodes: int = 0  # graph
+    max_edges: int = 0  # graph
+    min_len: int = 0  # text
+    charset: tuple[str, ...] = ()  # text: character i has id i
+    encoding: str = ""  # text: "one_hot" or "ids"
+    length_key: str = ""  # sequence / text: the model-config key that sets max_len, if any
 
     @property
     def is_leaf(self) -> bool:
-        return self.kind not in ("tuple", "dict", "repeated")
+        return self.kind not in CONTAINER_KINDS
 
     @property
     def dtype(self) -> np.dtype | None:
-        """The dtype a leaf's observation arrives in (``None`` for containers)."""
-        return np.dtype(self.space.dtype) if self.is_leaf and self.space.dtype else None
+        """The dtype a leaf's observation arrives in (``None`` for containers, graphs and
+        text)."""
+        if not self.is_leaf or self.kind in ("graph", "text") or not self.space.dtype:
+            return None
+        return np.dtype(self.space.dtype)
+
+    @property
+    def item(self) -> Node:
+        """The item of a repeated / sequence node (its only child)."""
+        return self.children[0]
+
+    @property
+    def graph_offsets(self) -> tuple[int, int, int]:
+        """A graph node's ``(nodes, edges, links)`` block offsets inside the node."""
+        nodes = 2
+        edges = nodes + self.max_nodes * self.children[0].size
+        edge_size = self.children[1].size if len(self.children) > 1 else 0
+        return nodes, edges, edges + self.max_edges * edge_size
 
 
 class Layout:
@@ -158,9 +225,9 @@ class Layout:
         """
         node, offset = self.root, 0
         for depth, key in enumerate(path):
-            if node.kind == "repeated":
+            if node.kind in LIST_KINDS:
                 raise KeyError(
-                    f"{format_path(path[:depth])} is a Repeated list: its items "
+                    f"{format_path(path[:depth])} is a variable-length list: its items "
                     "have no fixed place in the row"
                 )
             if key not in node.keys:
@@ -179,10 +246,14 @@ class Layout:
         ``one_hot`` (``n``, ``start``: value ``v`` sets slot ``v - start``),
         ``multi_one_hot`` (``nvec``, ``starts``: one block per component, row-major),
         ``box`` (``shape``, copied as float32; Atari RAM with ``map`` ``(x - 128) / 128``),
-        ``repeated_length`` (the list's length, followed by ``max_len`` items of
-        ``item_size`` floats each, then zeros; the item's own leaves follow it, with the
-        first item's offsets) and ``atari_pixels`` (a raw frame through RLlib's generic
-        pixel preprocessor; ``shape`` is what it writes).
+        ``repeated_length`` / ``sequence_length`` (the list's length, followed by
+        ``max_len`` items of ``item_size`` floats each, then zeros; the item's own leaves
+        follow it, with the first item's offsets), ``atari_pixels`` (a raw frame through
+        RLlib's generic pixel preprocessor; ``shape`` is what it writes), ``graph``
+        (``max_nodes``, ``max_edges``, ``node`` / ``edge``: the item's own entry, offset 0,
+        or None; ``nodes_offset``, ``edges_offset``, ``links_offset``: absolute), ``text``
+        (``max_len``, ``min_len``, ``charset``, ``encoding``) and ``one_of_branch`` (the
+        ``branches``-slot one-hot of the branch; the branches' leaves follow it).
         """
         return [_describe(path, offset, node) for path, offset, node in self.leaves()]
 
@@ -205,14 +276,13 @@ class Slot:
 def _leaves(
     node: Node, path: tuple[Any, ...], offset: int
 ) -> Iterator[tuple[tuple[Any, ...], int, Node]]:
-    if node.kind == "repeated":
+    if node.is_leaf:
         yield path, offset, node
-        yield from _leaves(node.children[0], (*path, 0), offset + 1)
-    elif node.children:
-        for key, off, child in zip(node.keys, node.offsets, node.children, strict=True):
-            yield from _leaves(child, (*path, key), offset + off)
-    else:
-        yield path, offset, node
+        return
+    if node.kind in ("repeated", "sequence", "oneof"):
+        yield path, offset, node  # the length slot / the branch one-hot
+    for key, off, child in zip(node.keys, node.offsets, node.children, strict=True):
+        yield from _leaves(child, (*path, key), offset + off)
 
 
 def _describe(path: tuple[Any, ...], offset: int, node: Node) -> dict[str, Any]:
@@ -228,9 +298,34 @@ def _describe(path: tuple[Any, ...], offset: int, node: Node) -> dict[str, Any]:
             nvec=list(node.nvec),
             starts=list(node.starts),
         )
-    elif node.kind == "repeated":
+    elif node.kind in LIST_KINDS:
         entry.update(
-            kind="repeated_length", size=1, max_len=node.max_len, item_size=node.children[0].size
+            kind=f"{node.kind}_length", size=1, max_len=node.max_len, item_size=node.item.size
+        )
+    elif node.kind == "oneof":
+        entry.update(kind="one_of_branch", size=len(node.children), branches=len(node.children))
+    elif node.kind == "graph":
+        nodes, edges, links = node.graph_offsets
+        items = [_describe((), 0, child) for child in node.children]
+        for item in items:
+            del item["path"], item["offset"]
+        entry.update(
+            kind="graph",
+            max_nodes=node.max_nodes,
+            max_edges=node.max_edges,
+            node=items[0],
+            edge=items[1] if len(items) > 1 else None,
+            nodes_offset=offset + nodes,
+            edges_offset=offset + edges,
+            links_offset=offset + links,
+        )
+    elif node.kind == "text":
+        entry.update(
+            kind="text",
+            max_len=node.max_len,
+            min_len=node.min_len,
+            charset="".join(node.charset),
+            encoding=node.encoding,
         )
     elif node.kind == "pixels":
         entry.update(kind="atari_pixels", shape=list(node.shape))
@@ -251,13 +346,7 @@ def checked_size(size: int, label: str) -> int:
 
 def check_supported(space: gym.Space, path: str = "space") -> None:
     """Raises a clear ValueError for a space no layout can describe (anywhere in the tree)."""
-    if _UNSUPPORTED and isinstance(space, _UNSUPPORTED):
-        raise ValueError(
-            f"{path}: rlblocks has no preprocessor for {type(space).__name__} spaces ({space}). "
-            "Supported: Box, Discrete, MultiDiscrete, MultiBinary, Tuple, Dict, Repeated, Simplex; "
-            "encode this observation into one of them (e.g. text as a MultiDiscrete of token ids)."
-        )
-    if isinstance(space, Tuple):
+    if isinstance(space, (Tuple, OneOf)):
         for i, child in enumerate(space.spaces):
             check_supported(child, f"{path}[{i}]")
     elif isinstance(space, Dict):
@@ -265,13 +354,23 @@ def check_supported(space: gym.Space, path: str = "space") -> None:
             check_supported(child, f"{path}[{key!r}]")
     elif isinstance(space, Repeated):
         check_supported(space.child_space, f"{path}.child_space")
+    elif isinstance(space, Sequence):
+        check_supported(space.feature_space, f"{path}.feature_space")
+    elif isinstance(space, Graph):
+        for part in ("node_space", "edge_space"):
+            child = getattr(space, part)
+            if child is not None and not isinstance(child, (Box, Discrete)):
+                raise ValueError(f"{path}.{part}: a Graph's {part} must be Box or Discrete")
+    elif is_string_space(space):
+        return
     elif (
         not isinstance(space, (Box, Discrete, MultiDiscrete, MultiBinary, Simplex))
         and space.shape is None
     ):
         raise ValueError(
             f"{path}: {type(space).__name__} has no shape, so rlblocks cannot preprocess it "
-            f"({space})."
+            f"({space}). Supported: Box, Discrete, MultiDiscrete, MultiBinary, Simplex, Tuple, "
+            "Dict, Repeated, Sequence, Graph, OneOf, Text and other spaces of str values."
         )
 
 
@@ -284,7 +383,58 @@ def pixel_options(options: Mapping[str, Any] | None) -> tuple[int, bool, bool]:
     return dim, bool(opts["grayscale"]), bool(opts["zero_mean"])
 
 
-def _build(space: gym.Space, options: Mapping[str, Any]) -> Node:
+@dataclass(frozen=True)
+class _Options:
+    """The layout's model-config keys, validated (see :data:`LAYOUT_OPTIONS`)."""
+
+    pixels: tuple[int, bool, bool]
+    sequence_max_len: int
+    sequence_truncate: bool
+    graph_max_nodes: int
+    graph_max_edges: int
+    text_max_length: int
+    text_charset: tuple[str, ...]
+    text_encoding: str
+    text_truncate: bool
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any]) -> _Options:
+        opts = {**LAYOUT_OPTIONS, **{k: v for k, v in options.items() if k in LAYOUT_OPTIONS}}
+
+        def count(key: str) -> int:
+            value = opts[key]
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise ValueError(f"{key} must be an int >= 1, got {value!r}")
+            if value < 1:
+                raise ValueError(f"{key} must be an int >= 1, got {value!r}")
+            return int(value)
+
+        charset = opts["text_charset"]
+        if charset is None:
+            charset = PRINTABLE_ASCII
+        if not isinstance(charset, str) or not charset or len(set(charset)) != len(charset):
+            raise ValueError(
+                "text_charset must be a non-empty str of distinct characters (its order gives "
+                f"the ids) or None for printable ASCII, got {charset!r}"
+            )
+        if opts["text_encoding"] not in ("one_hot", "ids"):
+            raise ValueError(
+                f"text_encoding must be 'one_hot' or 'ids', got {opts['text_encoding']!r}"
+            )
+        return cls(
+            pixel_options(opts),
+            count("sequence_max_len"),
+            bool(opts["sequence_truncate"]),
+            count("graph_max_nodes"),
+            count("graph_max_edges"),
+            count("text_max_length"),
+            tuple(charset),
+            str(opts["text_encoding"]),
+            bool(opts["text_truncate"]),
+        )
+
+
+def _build(space: gym.Space, options: _Options) -> Node:
     label = str(space)
     if isinstance(space, Discrete):
         n = int(space.n)
@@ -306,18 +456,72 @@ def _build(space: gym.Space, options: Mapping[str, Any]) -> Node:
             tuple(space.spaces) if isinstance(space, Dict) else tuple(range(len(space.spaces)))
         )
         children = tuple(_build(space.spaces[k], options) for k in keys)
-        offsets = tuple(int(o) for o in np.cumsum([0] + [c.size for c in children[:-1]]))
+        offsets = _offsets(0, children)
         size = checked_size(sum(c.size for c in children), label)
         kind = "dict" if isinstance(space, Dict) else "tuple"
         return Node(kind, space, size, (size,), children, keys, offsets)
-    if isinstance(space, Repeated):
-        child = _build(space.child_space, options)
-        size = checked_size(1 + space.max_len * child.size, label)
+    if isinstance(space, OneOf):
+        branches = tuple(_build(child, options) for child in space.spaces)
+        k = len(branches)
+        size = checked_size(k + sum(c.size for c in branches), label)
+        return Node("oneof", space, size, (size,), branches, tuple(range(k)), _offsets(k, branches))
+    if isinstance(space, (Repeated, Sequence)):
+        repeated = isinstance(space, Repeated)
+        item = _build(space.child_space if repeated else space.feature_space, options)
+        max_len = int(space.max_len) if repeated else options.sequence_max_len
+        size = checked_size(1 + max_len * item.size, label)
         return Node(
-            "repeated", space, size, (size,), (child,), (0,), (1,), max_len=int(space.max_len)
+            "repeated" if repeated else "sequence",
+            space,
+            size,
+            (size,),
+            (item,),
+            (0,),
+            (1,),
+            max_len=max_len,
+            truncate=not repeated and options.sequence_truncate,
+            stack=not repeated and bool(space.stack),
+            length_key="" if repeated else "sequence_max_len",
+        )
+    if isinstance(space, Graph):
+        parts = [space.node_space] + ([space.edge_space] if space.edge_space is not None else [])
+        items = tuple(_build(part, options) for part in parts)
+        max_nodes, max_edges = options.graph_max_nodes, options.graph_max_edges
+        edge_size = items[1].size if len(items) > 1 else 0
+        size = checked_size(2 + max_nodes * items[0].size + max_edges * (edge_size + 2), label)
+        return Node(
+            "graph",
+            space,
+            size,
+            (size,),
+            items,
+            ("nodes", "edges")[: len(items)],
+            max_nodes=max_nodes,
+            max_edges=max_edges,
+        )
+    if is_string_space(space):
+        if isinstance(space, Text):
+            charset = tuple(space.character_list)
+            max_len, min_len, key = int(space.max_length), int(space.min_length), ""
+        else:
+            charset, max_len, min_len = options.text_charset, options.text_max_length, 0
+            key = "text_max_length"
+        per_position = len(charset) if options.text_encoding == "one_hot" else 1
+        size = checked_size(1 + max_len * per_position, label)
+        return Node(
+            "text",
+            space,
+            size,
+            (size,),
+            max_len=max_len,
+            min_len=min_len,
+            charset=charset,
+            encoding=options.text_encoding,
+            truncate=options.text_truncate,
+            length_key=key,
         )
     if is_atari_pixels(space):
-        pixels = pixel_options(options)
+        pixels = options.pixels
         frame = (pixels[0], pixels[0], 1 if pixels[1] else 3)
         return Node("pixels", space, math.prod(frame), frame, pixel_options=pixels)
     if space.shape is None:
@@ -332,8 +536,13 @@ def _build(space: gym.Space, options: Mapping[str, Any]) -> Node:
     )
 
 
-# Each space keeps its layouts (one per pixel-option set) in its own __dict__: the cache
-# lives and dies with the space, and a recycled id() can never serve another space's layout.
+def _offsets(first: int, children: tuple[Node, ...]) -> tuple[int, ...]:
+    """Each child's offset when the children follow each other from ``first``."""
+    return tuple(int(o) for o in np.cumsum([first] + [c.size for c in children[:-1]]))
+
+
+# Each space keeps its layouts (one per option set) in its own __dict__: the cache lives
+# and dies with the space, and a recycled id() can never serve another space's layout.
 _CACHE_ATTR = "_rlblocks_layouts"
 
 
@@ -342,21 +551,18 @@ def layout(space: gym.Space, options: Mapping[str, Any] | None = None) -> Layout
 
     Args:
         space: Any supported space (Box, Discrete, MultiDiscrete, MultiBinary, Simplex,
-            Tuple, Dict, Repeated, nested).
-        options: The model config; only ``dim``, ``grayscale`` and ``zero_mean`` are read
-            (raw Atari frames).
+            Tuple, Dict, Repeated, gymnasium Sequence, Graph, OneOf, Text and other spaces
+            of str values, nested).
+        options: The model config; only the :data:`LAYOUT_OPTIONS` keys are read.
 
     Raises:
-        ValueError: An unsupported space (its path named), or a size beyond int64.
+        ValueError: An unsupported space (its path named), a bad option value, or a size
+            beyond int64.
     """
-    options = dict(options or {})
-    key = tuple(options.get(k, v) for k, v in PIXEL_OPTIONS.items())
+    parsed = _Options.parse(dict(options or {}))
     cache = vars(space).setdefault(_CACHE_ATTR, {}) if hasattr(space, "__dict__") else {}
-    try:
-        hit = cache.get(key)
-    except TypeError:  # an unhashable option value: build without the cache
-        hit, cache = None, {}
+    hit = cache.get(parsed)
     if hit is None:
         check_supported(space)
-        hit = cache[key] = Layout(space, _build(space, options))
+        hit = cache[parsed] = Layout(space, _build(space, parsed))
     return hit

@@ -29,7 +29,17 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete, Tuple
+from gymnasium.spaces import (
+    Box,
+    Dict,
+    Discrete,
+    Graph,
+    MultiBinary,
+    MultiDiscrete,
+    OneOf,
+    Tuple,
+)
+from gymnasium.spaces import Sequence as SequenceSpace
 
 from rlblocks import _core, _impl
 from rlblocks._reference import flatten as _ref
@@ -40,6 +50,7 @@ from rlblocks.layout import (
     checked_size,
     is_atari_pixels,
     is_atari_ram,
+    is_string_space,
     layout,
     pixel_options,
 )
@@ -49,11 +60,15 @@ __all__ = [
     "AtariRamPreprocessor",
     "DictFlatteningPreprocessor",
     "GenericPixelPreprocessor",
+    "GraphPreprocessor",
     "MultiBinaryPreprocessor",
     "NoPreprocessor",
     "OneHotPreprocessor",
+    "OneOfPreprocessor",
     "Preprocessor",
     "RepeatedValuesPreprocessor",
+    "SequencePreprocessor",
+    "TextPreprocessor",
     "TupleFlatteningPreprocessor",
     "compile_layout",
     "get_preprocessor",
@@ -65,7 +80,10 @@ def get_preprocessor(space: gym.Space, include_multi_binary: bool = False) -> ty
 
     Discrete/MultiDiscrete -> one-hot; uint8 (210, 160, 3) -> Atari pixels; uint8 (128,) ->
     Atari RAM; Tuple/Dict -> flattening; Repeated -> zero-padded list; MultiBinary ->
-    float cast only when ``include_multi_binary``; anything else passes through unchanged.
+    float cast only when ``include_multi_binary``; then rlblocks' own: gymnasium Sequence ->
+    zero-padded list, Graph -> padded nodes, edges and links, OneOf -> branch one-hot and
+    blocks, Text (and any space of str) -> characters one-hot or ids; anything else passes
+    through unchanged.
 
     Examples:
         >>> import gymnasium as gym
@@ -89,6 +107,14 @@ def get_preprocessor(space: gym.Space, include_multi_binary: bool = False) -> ty
         return RepeatedValuesPreprocessor
     if isinstance(space, MultiBinary) and include_multi_binary:
         return MultiBinaryPreprocessor
+    if isinstance(space, SequenceSpace):
+        return SequencePreprocessor
+    if isinstance(space, Graph):
+        return GraphPreprocessor
+    if isinstance(space, OneOf):
+        return OneOfPreprocessor
+    if is_string_space(space):
+        return TextPreprocessor
     return NoPreprocessor
 
 
@@ -132,8 +158,11 @@ class Preprocessor(ABC):
 
     Args:
         obs_space: The environment's observation space.
-        options: The model config (only ``dim``, ``grayscale``, ``zero_mean`` are read, by the
-            Atari pixel preprocessor). Building a preprocessor never draws from the space's RNG.
+        options: The model config (only the layout's keys are read: ``dim``, ``grayscale``,
+            ``zero_mean`` for Atari frames, ``sequence_max_len``, ``graph_max_nodes``,
+            ``text_encoding``, ... for the variable-size spaces; see
+            :data:`rlblocks.layout.LAYOUT_OPTIONS`). Building a preprocessor never draws from
+            the space's RNG.
     """
 
     def __init__(self, obs_space: gym.Space, options: Mapping[str, Any] | None = None):
@@ -213,8 +242,12 @@ def compile_layout(
 
     Returns a list of node dicts, children before parents; the last one is the root. Leaf
     kinds: ``discrete``, ``multidiscrete``, ``box`` (``map``: ``identity`` or
-    ``atari_ram``) and ``callback`` (raw Atari frames, through the pixel preprocessor);
-    containers: ``dict``, ``tuple``, ``repeated``.
+    ``atari_ram``), ``text`` (``max_len``, ``min_len``, ``charset``, ``encoding``,
+    ``truncate``, ``length_key``) and ``callback`` (raw Atari frames, through the pixel
+    preprocessor); containers: ``dict``, ``tuple``, ``repeated``, ``sequence``
+    (``max_len``, ``truncate``, ``stack``), ``graph`` (``max_nodes``, ``max_edges``,
+    ``node_size``, ``edge_size``; children: the node item, then the edge item if any) and
+    ``oneof`` (children: the branches).
     """
     nodes: list[dict[str, Any]] = []
     _plan_node(layout(space, options).root, dict(options or {}), nodes)
@@ -240,6 +273,26 @@ def _plan_node(node: Node, options: dict[str, Any], nodes: list[dict[str, Any]])
         entry["keys"] = list(node.keys)
     elif node.kind == "repeated":
         entry["max_len"] = node.max_len
+    elif node.kind == "sequence":
+        entry.update(max_len=node.max_len, truncate=node.truncate, stack=node.stack)
+    elif node.kind == "graph":
+        entry.update(
+            max_nodes=node.max_nodes,
+            max_edges=node.max_edges,
+            node_size=node.children[0].size,
+            edge_size=node.children[1].size if len(node.children) > 1 else 0,
+        )
+    elif node.kind == "text":
+        entry.update(
+            max_len=node.max_len,
+            min_len=node.min_len,
+            charset="".join(node.charset),
+            encoding=node.encoding,
+            truncate=node.truncate,
+            length_key=node.length_key,
+        )
+    elif node.kind == "oneof":
+        pass
     elif node.kind == "pixels":
         pixel = GenericPixelPreprocessor(node.space, options)
         entry.update(
@@ -333,6 +386,61 @@ class RepeatedValuesPreprocessor(_FlatteningPreprocessor):
         >>> space = Repeated(gym.spaces.Discrete(2), max_len=3)
         >>> RepeatedValuesPreprocessor(space).transform([1, 0])
         array([2., 0., 1., 1., 0., 0., 0.], dtype=float32)
+    """
+
+
+class SequencePreprocessor(_FlatteningPreprocessor):
+    """A gymnasium ``Sequence``: laid out as a Repeated of ``sequence_max_len`` items (slot 0
+    the length, then the items, then zeros); a longer sequence is a ValueError, or cut to its
+    first ``sequence_max_len`` items with ``sequence_truncate=True``.
+
+    Examples:
+        >>> import gymnasium as gym
+        >>> space = gym.spaces.Sequence(gym.spaces.Discrete(2))
+        >>> SequencePreprocessor(space, {"sequence_max_len": 3}).transform([1, 0])
+        array([2., 0., 1., 1., 0., 0., 0.], dtype=float32)
+    """
+
+
+class GraphPreprocessor(_FlatteningPreprocessor):
+    """A gymnasium ``Graph``: ``[n_nodes, n_edges, node features (graph_max_nodes rows),
+    edge features (graph_max_edges rows), edge links (graph_max_edges pairs)]``, zero-padded.
+
+    Examples:
+        >>> import gymnasium as gym
+        >>> import numpy as np
+        >>> space = gym.spaces.Graph(gym.spaces.Box(0, 1, (1,)), None)
+        >>> prep = GraphPreprocessor(space, {"graph_max_nodes": 3, "graph_max_edges": 2})
+        >>> g = gym.spaces.GraphInstance(np.ones((2, 1)), None, np.array([[0, 1]]))
+        >>> prep.transform(g)   # 2 nodes, 1 edge; features 1, 1, 0; links (0, 1), (0, 0)
+        array([2., 1., 1., 1., 0., 0., 1., 0., 0.], dtype=float32)
+    """
+
+
+class TextPreprocessor(_FlatteningPreprocessor):
+    """A string (gymnasium ``Text``, MiniGrid's ``MissionSpace``, any ``Space[str]``):
+    ``[length, one-hot of each character over the charset]`` (``text_encoding="ids"``: the
+    characters' ids instead), zero-padded to the maximum length.
+
+    Examples:
+        >>> import gymnasium as gym
+        >>> space = gym.spaces.Text(3, charset="ab")
+        >>> TextPreprocessor(space).transform("ba")
+        array([2., 0., 1., 1., 0., 0., 0.], dtype=float32)
+        >>> TextPreprocessor(space, {"text_encoding": "ids"}).transform("ba")
+        array([2., 1., 0., 0.], dtype=float32)
+    """
+
+
+class OneOfPreprocessor(_FlatteningPreprocessor):
+    """A gymnasium ``OneOf``: a one-hot of the branch, then every branch's block (the
+    inactive ones zero). Observations are ``(branch index, value)``.
+
+    Examples:
+        >>> import gymnasium as gym
+        >>> space = gym.spaces.OneOf((gym.spaces.Discrete(2), gym.spaces.Box(-1, 1, (1,))))
+        >>> OneOfPreprocessor(space).transform((1, [0.5]))
+        array([0. , 1. , 0. , 0. , 0.5], dtype=float32)
     """
 
 

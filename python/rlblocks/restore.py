@@ -1,7 +1,8 @@
 """``restore_original_dimensions``: a flat preprocessed batch back to its nested structure.
 
-Works on numpy arrays and torch tensors alike (slices and reshapes only, so Box leaves are
-views of the input, no copy). One-hot leaves stay one-hot, as in RLlib.
+Works on numpy arrays and torch tensors alike (slices and reshapes only, so every array of
+the result is a view of the input, no copy). One-hot leaves stay one-hot, as in RLlib.
+Variable-size leaves come back as the structured views of :mod:`rlblocks.values`.
 
 Examples:
     >>> import gymnasium as gym
@@ -20,70 +21,13 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
-from gymnasium.spaces import Dict, Tuple
+from gymnasium.spaces import Dict, Graph, OneOf, Sequence, Tuple
 
-from rlblocks.layout import Node, layout
-from rlblocks.nest import register_node, tree_map
+from rlblocks.layout import LIST_KINDS, Node, is_string_space, layout
 from rlblocks.spaces import Repeated
+from rlblocks.values import GraphValues, OneOfValues, RepeatedValues, TextValues
 
 __all__ = ["RepeatedValues", "restore_original_dimensions"]
-
-
-class RepeatedValues:
-    """A batch of variable-length lists: ``values`` ``[*B, max_len, ...]`` (any nested
-    structure), ``lengths`` ``[*B]`` (float, as produced by the preprocessor), ``max_len``.
-
-    Examples:
-        >>> import numpy as np
-        >>> rv = RepeatedValues(np.arange(6.0).reshape(2, 3, 1), np.array([1.0, 3.0]), 3)
-        >>> [len(items) for items in rv.unbatch_all()]
-        [1, 3]
-        >>> len(rv.unbatch_repeat_dim())
-        3
-    """
-
-    def __init__(self, values: Any, lengths: Any, max_len: int):
-        self.values = values
-        self.lengths = lengths
-        self.max_len = int(max_len)
-        self._unbatched_all: list | None = None
-
-    def unbatch_repeat_dim(self) -> list:
-        """``max_len`` slices ``values[:, i]`` (each still batched over the first dim)."""
-        return [tree_map(lambda v, i=i: v[:, i], self.values) for i in range(self.max_len)]
-
-    def unbatch_all(self) -> list[list]:
-        """Per batch item (first dim), the list of its ``int(lengths[b])`` items."""
-        if self._unbatched_all is None:
-            lengths = np.asarray(_to_numpy(self.lengths)).astype(np.int64).reshape(-1)
-            self._unbatched_all = [
-                [tree_map(lambda v, b=b, i=i: v[b, i], self.values) for i in range(int(n))]
-                for b, n in enumerate(lengths)
-            ]
-        return self._unbatched_all
-
-    def __repr__(self) -> str:
-        return (
-            f"RepeatedValues(value={self.values!r}, lengths={self.lengths!r}, "
-            f"max_len={self.max_len})"
-        )
-
-
-def _flatten_repeated(rv: RepeatedValues) -> tuple[tuple[Any, Any], int]:
-    return (rv.values, rv.lengths), rv.max_len
-
-
-def _unflatten_repeated(max_len: int, children: Any) -> RepeatedValues:
-    values, lengths = children
-    return RepeatedValues(values, lengths, max_len)
-
-
-register_node(RepeatedValues, _flatten_repeated, _unflatten_repeated)
-
-
-def _to_numpy(x: Any) -> Any:
-    return x.detach().cpu().numpy() if hasattr(x, "detach") else x
 
 
 def restore_original_dimensions(obs: Any, obs_space: gym.Space, tensorlib: Any = "torch") -> Any:
@@ -97,11 +41,15 @@ def restore_original_dimensions(obs: Any, obs_space: gym.Space, tensorlib: Any =
             type (numpy in, numpy out; torch in, torch out).
 
     Returns:
-        Tuple spaces give a tuple, Dict spaces a dict in space order, Repeated a
-        ``RepeatedValues``; other spaces return ``obs`` unchanged.
+        Tuple spaces give a tuple, Dict spaces a dict in space order, Repeated and gymnasium
+        Sequence a ``RepeatedValues``, Graph a ``GraphValues``, Text (and other spaces of
+        strings) a ``TextValues``, OneOf a ``OneOfValues``; other spaces return ``obs``
+        unchanged.
     """
     space = getattr(obs_space, "original_space", obs_space)
-    if not isinstance(space, (Tuple, Dict, Repeated)):
+    if not isinstance(space, (Tuple, Dict, Repeated, Sequence, Graph, OneOf)) and not (
+        is_string_space(space)
+    ):
         return obs
     if isinstance(space, Tuple) and isinstance(obs, (list, tuple)):
         return tuple(obs)
@@ -118,18 +66,37 @@ def restore_original_dimensions(obs: Any, obs_space: gym.Space, tensorlib: Any =
 
 
 def _split(obs: Any, node: Node, batch: tuple[int, ...]) -> Any:
+    if node.kind == "graph":
+        return _split_graph(obs, node, batch)
+    if node.kind == "text":
+        per_position = (len(node.charset),) if node.encoding == "one_hot" else ()
+        values = obs[..., 1:].reshape(batch + (node.max_len, *per_position))
+        return TextValues(values, obs[..., 0], node.encoding, len(node.charset))
     if node.is_leaf:
         return obs.reshape(batch + node.shape)
-    if node.kind == "repeated":
-        child = node.children[0]
-        values = obs[..., 1:].reshape(batch + (node.max_len, child.size))
+    if node.kind in LIST_KINDS:
+        values = obs[..., 1:].reshape(batch + (node.max_len, node.item.size))
         return RepeatedValues(
-            _split(values, child, batch + (node.max_len,)), obs[..., 0], node.max_len
+            _split(values, node.item, batch + (node.max_len,)), obs[..., 0], node.max_len
         )
     parts = [
         _split(obs[..., off : off + c.size], c, batch)
         for off, c in zip(node.offsets, node.children, strict=True)
     ]
+    if node.kind == "oneof":
+        return OneOfValues(obs[..., : len(parts)], tuple(parts))
     if node.kind == "tuple":
         return tuple(parts)
     return dict(zip(node.keys, parts, strict=True))
+
+
+def _split_graph(obs: Any, node: Node, batch: tuple[int, ...]) -> GraphValues:
+    nodes_at, edges_at, links_at = node.graph_offsets
+    item = node.children[0]
+    nodes = obs[..., nodes_at:edges_at].reshape(batch + (node.max_nodes, *item.shape))
+    edges = None
+    if len(node.children) > 1:
+        edge = node.children[1]
+        edges = obs[..., edges_at:links_at].reshape(batch + (node.max_edges, *edge.shape))
+    links = obs[..., links_at : links_at + 2 * node.max_edges].reshape(batch + (node.max_edges, 2))
+    return GraphValues.from_blocks(obs[..., 0], obs[..., 1], nodes, edges, links)

@@ -8,13 +8,43 @@ fancy-indexed store for the whole batch. Results equal the C++ core bit for bit.
 
 from __future__ import annotations
 
+import math
 import numbers
 import operator
 from typing import Any
 
 import numpy as np
 
-from rlblocks.spaces import format_path
+# kinds whose batched form is a sequence of per-env values, walked env by env
+_PER_ENV_KINDS = {
+    "sequence": "sequences",
+    "graph": "graphs",
+    "text": "str",
+    "oneof": "(branch index, value) pairs",
+}
+
+
+class _Attr:
+    """An attribute step of an error path (``obs["g"].nodes``)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+def format_path(path: tuple | list) -> str:
+    """``('c', 2, _Attr('nodes'))`` -> ``obs["c"][2].nodes`` (``"*"``: any observation), keys
+    written as they are, as the native core does."""
+    out = "obs"
+    for p in path:
+        if isinstance(p, _Attr):
+            out += "." + p.name
+        elif isinstance(p, str):
+            out += "[*]" if p == "*" else f'["{p}"]'
+        else:
+            out += f"[{p}]"
+    return out
 
 
 class ReferenceFlattener:
@@ -26,9 +56,20 @@ class ReferenceFlattener:
         self.size = int(layout[-1]["size"])
         self._offsets: dict[int, list[int]] = {}
         for i, node in enumerate(layout):
-            if node["kind"] in ("dict", "tuple"):
+            if node["kind"] in ("dict", "tuple", "oneof"):
                 sizes = [layout[c]["size"] for c in node["children"]]
-                self._offsets[i] = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int).tolist()
+                first = len(sizes) if node["kind"] == "oneof" else 0  # after the branch one-hot
+                self._offsets[i] = (
+                    (first + np.concatenate([[0], np.cumsum(sizes)[:-1]])).astype(int).tolist()
+                )
+            elif node["kind"] == "graph":  # nodes, edges, links
+                edges = 2 + node["max_nodes"] * node["node_size"]
+                self._offsets[i] = [2, edges, edges + node["max_edges"] * node["edge_size"]]
+        self._charsets = {
+            i: {ch: k for k, ch in enumerate(node["charset"])}
+            for i, node in enumerate(layout)
+            if node["kind"] == "text"
+        }
 
     # ------------------------------------------------------------------ entry points
 
@@ -40,9 +81,15 @@ class ReferenceFlattener:
     def transform_list(self, obs_list: list, out: np.ndarray | None = None) -> np.ndarray:
         batch = len(obs_list)
         buf = np.zeros(batch * self.size, dtype=np.float32)
-        self._fill(
-            self._root, list(obs_list), np.arange(batch, dtype=np.int64) * self.size, buf, ()
-        )
+        obs_list = list(obs_list)
+        try:
+            self._fill(self._root, obs_list, np.arange(batch, dtype=np.int64) * self.size, buf, ())
+        except ValueError:
+            # name the first bad observation as the native core does (error path only)
+            scratch = np.zeros(self.size, np.float32)
+            for i, obs in enumerate(obs_list):
+                self._fill(self._root, [obs], np.zeros(1, np.int64), scratch, (i,), single=True)
+            raise
         return self._finish(buf, batch, out)
 
     def transform_batched(self, obs: Any, out: np.ndarray | None = None) -> np.ndarray:
@@ -110,6 +157,33 @@ class ReferenceFlattener:
                 self._fill_batched(
                     child, values[i], bases + self._offsets[node_id][i], buf, path + (i,)
                 )
+        elif node["kind"] in _PER_ENV_KINDS:  # a sequence of B per-env values
+            where, batch = format_path(path), len(bases)
+            if node["kind"] == "text":
+                if isinstance(obj, str):
+                    raise ValueError(
+                        f"{where}: expected a sequence of {batch} str for {node['label']}, "
+                        "got a str"
+                    )
+                if isinstance(obj, np.ndarray) and obj.ndim != 1:
+                    raise ValueError(
+                        f"{where}: expected shape ({batch},) for a batch of {node['label']}, got "
+                        f"{obj.shape}"
+                    )
+            try:
+                per_env = tuple(obj)
+            except TypeError:
+                raise ValueError(
+                    f"{where}: expected a sequence of {batch} {_PER_ENV_KINDS[node['kind']]} for "
+                    f"{node['label']}"
+                ) from None
+            if len(per_env) != batch:
+                raise ValueError(
+                    f"{where}: batch dimension {len(per_env)} differs from the batch size {batch} "
+                    "of the first leaf"
+                )
+            for r, value in enumerate(per_env):
+                self._fill(node_id, [value], bases[r : r + 1], buf, path + (r,), single=True)
         elif node["kind"] == "callback":
             result = np.asarray(node["batch_fn"](obj), dtype=np.float32)
             result = result.reshape(len(bases), node["size"])
@@ -178,22 +252,28 @@ class ReferenceFlattener:
                     f"{where}: list of length {int(lengths.max())} is longer than "
                     f"max_len={node['max_len']} of {node['label']}"
                 )
-            buf[bases] = lengths
-            child = node["children"][0]
-            child_size = self._nodes[child]["size"]
-            starts = np.repeat(bases + 1, lengths)
-            within = np.arange(len(starts)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-            items = [item for v in values for item in v]
-            try:
-                self._fill(child, items, starts + within * child_size, buf, path + ("*",), single)
-            except ValueError:
-                if not single:
-                    raise
-                # one observation: name the item, as the native core does (error path only)
-                scratch = np.zeros(child_size, np.float32)
-                for i, item in enumerate(items):
-                    self._fill(child, [item], np.zeros(1, np.int64), scratch, path + (i,), True)
-                raise
+            self._fill_items(node, [list(v) for v in values], bases, buf, path, single)
+        elif kind == "sequence":
+            self._fill_sequence(node, values, bases, buf, path, where, single)
+        elif kind == "graph":
+            for value, base in zip(values, bases, strict=True):
+                self._fill_graph(node, value, int(base), buf, path, where, single)
+        elif kind == "text":
+            table = self._charsets[node_id]
+            for value, base in zip(values, bases, strict=True):
+                self._fill_text(node, table, value, int(base), buf, where)
+        elif kind == "oneof":
+            for value, base in zip(values, bases, strict=True):
+                branch, item = self._oneof_branch(node, value, where)
+                buf[base + branch] = 1.0
+                self._fill(
+                    node["children"][branch],
+                    [item],
+                    np.array([base + self._offsets[node_id][branch]], np.int64),
+                    buf,
+                    path + (1,),
+                    single,
+                )
         elif kind == "discrete":
             idx = self._indices(values, (len(bases),), node["label"], where, batched_leaf)
             self._check_range(idx[:, None], node["start"], node["n"], node["label"], where)
@@ -241,6 +321,288 @@ class ReferenceFlattener:
             buf[bases[:, None] + np.arange(node["size"])] = result
         else:
             raise ValueError(f"unknown layout node kind {kind!r}")
+
+    # ------------------------------------------------------------------ lists and sequences
+
+    def _fill_items(
+        self,
+        node: dict,
+        items_per_obs: list[list],
+        bases: np.ndarray,
+        buf: np.ndarray,
+        path: tuple,
+        single: bool,
+    ) -> None:
+        """Slot 0 of each list (at ``bases``) gets its length, then the items follow."""
+        lengths = np.fromiter(
+            (len(v) for v in items_per_obs), dtype=np.int64, count=len(items_per_obs)
+        )
+        buf[bases] = lengths
+        child = node["children"][0]
+        child_size = self._nodes[child]["size"]
+        starts = np.repeat(bases + 1, lengths)
+        within = np.arange(len(starts)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        items = [item for v in items_per_obs for item in v]
+        try:
+            self._fill(child, items, starts + within * child_size, buf, path + ("*",), single)
+        except ValueError:
+            if not single:
+                raise
+            # one observation: name the item, as the native core does (error path only)
+            scratch = np.zeros(child_size, np.float32)
+            for i, item in enumerate(items):
+                self._fill(child, [item], np.zeros(1, np.int64), scratch, path + (i,), True)
+            raise
+
+    def _fill_sequence(
+        self,
+        node: dict,
+        values: list,
+        bases: np.ndarray,
+        buf: np.ndarray,
+        path: tuple,
+        where: str,
+        single: bool,
+    ) -> None:
+        """A gymnasium Sequence: a list, an array of items, or (``stack``) a dict / tuple of
+        arrays with a leading length dim; kept items as in :meth:`_kept_length`."""
+        child = self._nodes[node["children"][0]]
+        listed: list[list] = []
+        listed_bases: list[int] = []
+        for value, base in zip(values, bases, strict=True):
+            if node["stack"] and _is_stacked(child, value):
+                length = self._stacked_length(node["children"][0], value, where)
+                used = _kept_length(node, length, where)
+                listed.append(self._split_stacked(node["children"][0], value, length, used, where))
+                listed_bases.append(int(base))
+                continue
+            if not isinstance(value, (list, tuple, np.ndarray)):
+                raise ValueError(
+                    f"{where}: expected a sequence of at most {node['max_len']} items for "
+                    f"{node['label']}, got {_tp_name(value)}"
+                )
+            if isinstance(value, np.ndarray) and value.ndim == 0:
+                raise ValueError(
+                    f"{where}: expected a sequence for {node['label']}, got a 0-d array"
+                )
+            length = len(value)
+            used = _kept_length(node, length, where)
+            if isinstance(value, np.ndarray) and child["kind"] == "box" and length > 0:
+                rows = _box_rows(child, value, length, where)  # (len, *shape) in one piece
+                buf[base] = used
+                flat = rows[:used].reshape(-1)
+                buf[int(base) + 1 + np.arange(flat.size)] = flat
+                continue
+            listed.append([value[i] for i in range(used)])
+            listed_bases.append(int(base))
+        if listed:
+            self._fill_items(node, listed, np.array(listed_bases, np.int64), buf, path, single)
+
+    def _stacked_length(self, node_id: int, value: Any, where: str) -> int:
+        """The item count of a stacked value: its first leaf's leading dim."""
+        node = self._nodes[node_id]
+        if not self._has_leaf(node_id):
+            raise ValueError(
+                f"{where}: cannot infer the length of stacked {node['label']}: it holds no values"
+            )
+        if node["kind"] not in ("dict", "tuple"):
+            return _stacked_leaf_length(value, where)
+        i = next(i for i, c in enumerate(node["children"]) if self._has_leaf(c))
+        if node["kind"] == "dict":
+            fields = _stacked_dict_values(node, value, where)
+            return self._stacked_length(
+                node["children"][i], fields[i], _key(where, node["keys"][i])
+            )
+        _check_stacked_tuple(node, value, where)
+        return self._stacked_length(node["children"][i], value[i], f"{where}[{i}]")
+
+    def _split_stacked(self, node_id: int, value: Any, length: int, used: int, where: str) -> list:
+        """The first ``used`` items of a stacked value of ``length`` items."""
+        node = self._nodes[node_id]
+        if node["kind"] in ("dict", "tuple"):
+            if node["kind"] == "dict":
+                fields = _stacked_dict_values(node, value, where)
+                places = [_key(where, k) for k in node["keys"]]
+            else:
+                _check_stacked_tuple(node, value, where)
+                fields = list(value)
+                places = [f"{where}[{j}]" for j in range(len(fields))]
+            parts = [
+                self._split_stacked(c, f, length, used, w)
+                for c, f, w in zip(node["children"], fields, places, strict=True)
+            ]
+            if node["kind"] == "dict":
+                keys = node["keys"]
+                return [{k: p[i] for k, p in zip(keys, parts, strict=True)} for i in range(used)]
+            return [tuple(p[i] for p in parts) for i in range(used)]
+        got = _stacked_leaf_length(value, where)
+        if got != length:
+            raise ValueError(
+                f"{where}: expected {length} stacked items (the length of the first field), "
+                f"got {got}"
+            )
+        return [value[i] for i in range(used)]
+
+    # ------------------------------------------------------------------ graphs, text, oneof
+
+    def _fill_graph(
+        self,
+        node: dict,
+        value: Any,
+        base: int,
+        buf: np.ndarray,
+        path: tuple,
+        where: str,
+        single: bool,
+    ) -> None:
+        """Counts, then links, nodes and edges, in the native core's order of checks."""
+        label = node["label"]
+        if isinstance(value, (tuple, list)):
+            if len(value) != 3:
+                raise ValueError(
+                    f"{where}: expected a GraphInstance(nodes, edges, edge_links) for {label}, "
+                    f"got a {_tp_name(value)} of {len(value)} items"
+                )
+            nodes, edges, links = value
+        elif all(hasattr(value, a) for a in ("nodes", "edges", "edge_links")):
+            nodes, edges, links = value.nodes, value.edges, value.edge_links
+        else:
+            raise ValueError(
+                f"{where}: expected a GraphInstance(nodes, edges, edge_links) for {label}, "
+                f"got {_tp_name(value)}"
+            )
+        has_edges = len(node["children"]) == 2
+        n_nodes = _graph_count(label, nodes, "nodes", where)
+        if n_nodes > node["max_nodes"]:
+            raise ValueError(
+                f"{where}: graph has {n_nodes} nodes, more than graph_max_nodes={node['max_nodes']}"
+            )
+        n_edges = 0
+        if has_edges:
+            n_edges = _graph_count(label, edges, "edges", where)
+        elif edges is not None:
+            raise ValueError(
+                f"{where}.edges: expected None for {label} (it has no edge space), got "
+                f"{_tp_name(edges)}"
+            )
+        elif links is not None:
+            n_edges = _graph_count(label, links, "edge_links", where)
+        if n_edges > node["max_edges"]:
+            raise ValueError(
+                f"{where}: graph has {n_edges} edges, more than graph_max_edges={node['max_edges']}"
+            )
+        if has_edges:
+            n_links = 0 if links is None else _graph_count(label, links, "edge_links", where)
+            if n_links != n_edges:
+                raise ValueError(f"{where}: graph has {n_edges} edges but {n_links} edge_links")
+        nodes_at, edges_at, links_at = (base + off for off in self._graph_offsets(node))
+        if links is not None:
+            flat = _graph_links(label, links, n_nodes, n_edges, f"{where}.edge_links")
+            buf[links_at + np.arange(flat.size)] = flat
+        self._fill_graph_items(
+            node["children"][0], nodes, n_nodes, nodes_at, buf, path, "nodes", where, single
+        )
+        if has_edges and n_edges > 0:
+            self._fill_graph_items(
+                node["children"][1], edges, n_edges, edges_at, buf, path, "edges", where, single
+            )
+        buf[base] = n_nodes
+        buf[base + 1] = n_edges
+
+    def _graph_offsets(self, node: dict) -> list[int]:
+        edges = 2 + node["max_nodes"] * node["node_size"]
+        return [2, edges, edges + node["max_edges"] * node["edge_size"]]
+
+    def _fill_graph_items(
+        self,
+        item_id: int,
+        value: Any,
+        count: int,
+        at: int,
+        buf: np.ndarray,
+        path: tuple,
+        attr: str,
+        where: str,
+        single: bool,
+    ) -> None:
+        item = self._nodes[item_id]
+        if item["kind"] == "box":  # (count, *shape) in one piece
+            flat = _box_rows(item, value, count, f"{where}.{attr}").reshape(-1)
+            buf[at + np.arange(flat.size)] = flat
+            return
+        for i in range(count):
+            self._fill(
+                item_id,
+                [value[i]],
+                np.array([at + i * item["size"]], np.int64),
+                buf,
+                path + (_Attr(attr), i),
+                single,
+            )
+
+    @staticmethod
+    def _fill_text(
+        node: dict, table: dict[str, int], value: Any, base: int, buf: np.ndarray, where: str
+    ) -> None:
+        label = node["label"]
+        if not isinstance(value, str):
+            raise ValueError(f"{where}: expected a str for {label}, got {_tp_name(value)}")
+        length = used = len(value)
+        if length > node["max_len"]:
+            if not node["truncate"]:
+                hint = (
+                    f"(raise {node['length_key']} in the model config, or set text_truncate=True)"
+                    if node["length_key"]
+                    else "(set text_truncate=True)"
+                )
+                raise ValueError(
+                    f"{where}: string of length {length} is longer than "
+                    f"max_length={node['max_len']} of {label} {hint}"
+                )
+            used = node["max_len"]
+        if length < node["min_len"]:
+            raise ValueError(
+                f"{where}: string of length {length} is shorter than "
+                f"min_length={node['min_len']} of {label}"
+            )
+        ids = np.empty(used, np.int64)
+        for i, ch in enumerate(value[:used]):
+            k = table.get(ch)
+            if k is None:
+                raise ValueError(
+                    f"{where}: character {_cut(repr(ch))} at position {i} is not in the charset "
+                    f"of {label} (allowed: {_cut(repr(node['charset']))})"
+                )
+            ids[i] = k
+        buf[base] = used
+        positions = np.arange(used, dtype=np.int64)
+        if node["encoding"] == "one_hot":
+            buf[base + 1 + positions * len(table) + ids] = 1.0
+        else:
+            buf[base + 1 + positions] = ids
+
+    @staticmethod
+    def _oneof_branch(node: dict, value: Any, where: str) -> tuple[int, Any]:
+        """The (branch, value) of a OneOf observation, the branch validated."""
+        label, k = node["label"], len(node["children"])
+        if not isinstance(value, (tuple, list)) or len(value) != 2:
+            got = (
+                f"a {_tp_name(value)} of {len(value)} items"
+                if isinstance(value, (tuple, list))
+                else _tp_name(value)
+            )
+            raise ValueError(f"{where}: expected (branch index, value) for {label}, got {got}")
+        integral, index = _scalar_index(value[0], f"the branch index of {label}", where)
+        if not integral:
+            raise ValueError(
+                f"{where}: branch index {index:g} is not an integer; {label} allows branch "
+                f"indices 0..{k - 1}"
+            )
+        if not 0 <= index < k:
+            raise ValueError(
+                f"{where}: branch index {index} is out of range for {label} (allowed 0..{k - 1})"
+            )
+        return int(index), value[1]
 
     # ------------------------------------------------------------------ validation helpers
 
@@ -421,3 +783,221 @@ def _object_indices(arr: np.ndarray, label: str, where: str) -> np.ndarray:
             raise ValueError(f"{where}: value {i} is out of range for {label}")
         out[pos] = i
     return out
+
+
+# ---------------------------------------------------------------------- new-kind helpers
+
+
+def _tp_name(obj: Any) -> str:
+    """The name the native core's messages give a type (C's ``tp_name``: ``numpy.ndarray``,
+    ``int``, a Python class's own name)."""
+    t = type(obj)
+    if t.__flags__ & (1 << 9) or t.__module__ == "builtins":  # a heap type: a Python class
+        return t.__name__
+    return f"{t.__module__}.{t.__name__}"
+
+
+def _short_repr(obj: Any) -> str:
+    """repr cut to 80 bytes, as the native core's messages."""
+    text = repr(obj)
+    raw = text.encode()
+    return text if len(raw) <= 80 else raw[:77].decode(errors="ignore") + "..."
+
+
+def _cut(text: str, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters (77 and ``...`` when longer)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _key(where: str, key: Any) -> str:
+    return where + (f'["{key}"]' if isinstance(key, str) else f"[{key!r}]")
+
+
+def _kept_length(node: dict, length: int, where: str) -> int:
+    """How many items of a sequence of ``length`` are kept (ValueError when too long)."""
+    if length <= node["max_len"]:
+        return length
+    if node["truncate"]:
+        return int(node["max_len"])
+    raise ValueError(
+        f"{where}: sequence of length {length} is longer than sequence_max_len={node['max_len']} "
+        "(raise sequence_max_len in the model config, or set sequence_truncate=True)"
+    )
+
+
+def _is_mapping(obj: Any) -> bool:
+    return hasattr(obj, "keys") and not isinstance(obj, (list, tuple, np.ndarray))
+
+
+def _is_stacked(child: dict, value: Any) -> bool:
+    if child["kind"] == "dict":
+        return _is_mapping(value)
+    return child["kind"] == "tuple" and isinstance(value, tuple)
+
+
+def _stacked_leaf_length(value: Any, where: str) -> int:
+    if isinstance(value, np.ndarray):
+        if value.ndim == 0:
+            raise ValueError(
+                f"{where}: expected stacked values with a leading length dimension, got a 0-d array"
+            )
+        return int(value.shape[0])
+    if isinstance(value, (list, tuple)):
+        return len(value)
+    raise ValueError(
+        f"{where}: expected stacked values with a leading length dimension, got {_tp_name(value)}"
+    )
+
+
+def _stacked_dict_values(node: dict, value: Any, where: str) -> list:
+    keys = node["keys"]
+    if not _is_mapping(value):
+        raise ValueError(
+            f"{where}: expected a dict of stacked values with keys {keys} for {node['label']}, "
+            f"got {_tp_name(value)}"
+        )
+    fields = []
+    for k in keys:
+        try:
+            fields.append(value[k])
+        except KeyError:
+            raise ValueError(
+                f"{where}: missing key {k!r}; {node['label']} needs keys {keys}"
+            ) from None
+    if len(value) != len(keys):
+        extra = [k for k in value.keys() if k not in keys]
+        raise ValueError(f"{where}: unexpected keys {extra}; {node['label']} has keys {keys}")
+    return fields
+
+
+def _check_stacked_tuple(node: dict, value: Any, where: str) -> None:
+    n = len(node["children"])
+    if not isinstance(value, (tuple, list)):
+        raise ValueError(
+            f"{where}: expected a tuple of {n} stacked values for {node['label']}, got "
+            f"{_tp_name(value)}"
+        )
+    if len(value) != n:
+        raise ValueError(
+            f"{where}: expected {n} stacked values for {node['label']}, got {len(value)}"
+        )
+
+
+def _box_rows(item: dict, value: Any, count: int, where: str) -> np.ndarray:
+    """``count`` stacked values of a Box item, shape ``(count, *shape)``, as float32 (mapped)."""
+    shape = tuple(item["shape"])
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError):
+        raise ValueError(
+            f"{where}: expected numbers of shape {shape}, got {_short_repr(value)}"
+        ) from None
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(
+            f"{where}: expected numbers of shape {shape} (real numbers), got {_short_repr(value)} "
+            f"of dtype {arr.dtype}"
+        )
+    if arr.shape != (count, *shape):
+        raise ValueError(
+            f"{where}: expected shape {(count, *shape)} for {item['label']}, got {arr.shape}"
+        )
+    rows = arr.astype(np.float32)
+    if item["map"] == "atari_ram":
+        rows = (rows - np.float32(128)) / np.float32(128)
+    return rows
+
+
+def _graph_count(label: str, value: Any, attr: str, where: str) -> int:
+    """The leading count of a graph's nodes / edges / edge_links."""
+    if isinstance(value, np.ndarray):
+        if value.ndim == 0:
+            raise ValueError(
+                f"{where}.{attr}: expected an array of {attr} for {label}, got a 0-d array"
+            )
+        return int(value.shape[0])
+    if isinstance(value, (list, tuple)):
+        return len(value)
+    raise ValueError(
+        f"{where}.{attr}: expected an array of {attr} for {label}, got {_tp_name(value)}"
+    )
+
+
+def _graph_links(label: str, links: Any, n_nodes: int, n_edges: int, where: str) -> np.ndarray:
+    """The (n_edges, 2) links, every one a node index below ``n_nodes``, flat as float32."""
+    expected = (n_edges, 2)
+    try:
+        arr = np.asarray(links)
+    except (ValueError, TypeError):
+        raise ValueError(
+            f"{where}: expected integers of shape {expected}, got {_short_repr(links)}"
+        ) from None
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(
+            f"{where}: expected integers of shape {expected} (real numbers), got "
+            f"{_short_repr(links)} of dtype {arr.dtype}"
+        )
+    if arr.shape != expected:
+        raise ValueError(
+            f"{where}: expected shape {expected} for the edge links of {label}, got {arr.shape}"
+        )
+    if arr.dtype.kind == "f" and arr.dtype.itemsize == 2:
+        arr = arr.astype(np.float32)
+    flat = arr.reshape(-1)
+    if flat.dtype.kind == "f":
+        f = flat.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            integral = np.isfinite(f) & (f == np.floor(f)) & (f >= -(2.0**63)) & (f < 2.0**63)
+            ok = integral & (f >= 0) & (f < n_nodes)
+    elif flat.dtype.kind == "u":
+        integral = flat <= np.iinfo(np.int64).max
+        ok = flat < n_nodes
+    else:
+        integral = np.ones(flat.shape, bool)
+        ok = (flat >= 0) & (flat < n_nodes)
+    bad = np.flatnonzero(~ok)
+    if bad.size:
+        k = int(bad[0])
+        shown = str(int(flat[k])) if integral[k] else f"{float(flat[k]):g}"
+        allowed = f" (allowed 0..{n_nodes - 1})" if n_nodes > 0 else ""
+        raise ValueError(
+            f"{where}[{k // 2}]: edge {k // 2} links node {shown}, but the graph has {n_nodes} "
+            f"nodes{allowed}"
+        )
+    return flat.astype(np.float32)
+
+
+def _scalar_index(value: Any, label: str, where: str) -> tuple[bool, Any]:
+    """(integral, value) of one index, read as the native core reads it: Python and numpy
+    integers and floats, 0-d arrays, objects with ``__index__``, real numbers."""
+    if isinstance(value, int):  # bool too
+        if not -(2**63) <= value < 2**63:
+            raise ValueError(f"{where}: value {value!r} is out of range for {label}")
+        return True, int(value)
+    if isinstance(value, (float, np.floating)):
+        f = float(value)
+        if math.isfinite(f) and f == math.floor(f) and -(2.0**63) <= f < 2.0**63:
+            return True, int(f)
+        return False, f
+    if isinstance(value, (np.integer, np.bool_)):
+        if isinstance(value, np.unsignedinteger) and int(value) > np.iinfo(np.int64).max:
+            return False, float(value)
+        return True, int(value)
+    if isinstance(value, np.ndarray):
+        if value.ndim != 0:
+            raise ValueError(
+                f"{where}: expected a single integer for {label}, got an array of shape "
+                f"{value.shape} and dtype {value.dtype}"
+            )
+        if value.dtype.kind not in "biuf":
+            raise ValueError(
+                f"{where}: expected a single integer for {label} (real numbers), got "
+                f"{_short_repr(value)} of dtype {value.dtype}"
+            )
+        return _scalar_index(value[()], label, where)
+    if hasattr(type(value), "__index__"):
+        return _scalar_index(operator.index(value), label, where)
+    if isinstance(value, numbers.Real):
+        return _scalar_index(float(value), label, where)
+    raise ValueError(
+        f"{where}: expected an integer for {label}, got {_short_repr(value)} ({_tp_name(value)})"
+    )

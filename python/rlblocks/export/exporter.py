@@ -106,7 +106,7 @@ def _sidecar(trainer: Any, graph: PolicyGraph, artifact: Path, fmt: str) -> dict
         "env": cfg.env_name,
         "observation": {
             **observation_extra,
-            "space": space_to_json(trainer.venv.single_observation_space),
+            "space": space_to_json(trainer.venv.single_observation_space, model_config),
             "preprocessor": type(prep).__name__,
             "preprocessor_options": {k: model_config[k] for k in PREPROCESSOR_OPTIONS},
             "shape": list(prep.shape),

@@ -32,7 +32,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from rlblocks.layout import PIXEL_OPTIONS
+from rlblocks.layout import LAYOUT_OPTIONS, is_string_space, layout
 from rlblocks.preprocessors import Preprocessor, get_preprocessor
 from rlblocks.spaces import Repeated, Simplex
 
@@ -50,8 +50,9 @@ __all__ = [
 #: The ``format`` entry of every sidecar this version writes.
 FORMAT = "rlblocks.export/1"
 
-#: The model-config keys a preprocessor reads (image size and scaling of raw Atari frames).
-PREPROCESSOR_OPTIONS = tuple(PIXEL_OPTIONS)
+#: The model-config keys a preprocessor reads (image size and scaling of raw Atari frames,
+#: the bounds and encodings of Sequence, Graph and string leaves).
+PREPROCESSOR_OPTIONS = tuple(LAYOUT_OPTIONS)
 
 
 def sidecar_path(artifact: str | Path) -> Path:
@@ -75,12 +76,24 @@ def _number(x: Any) -> Any:
     return v
 
 
-def space_to_json(space: gym.Space) -> dict[str, Any]:
+def space_to_json(space: gym.Space, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A JSON-able description of a (nested) space; :func:`space_from_json` inverts it.
 
+    A space of strings that is not gymnasium ``Text`` (MiniGrid's ``MissionSpace``) is
+    written as the ``Text`` space its layout encodes it as (``options``: the model config
+    that sets ``text_max_length`` and ``text_charset``).
+
     Raises:
-        ValueError: A space type without a JSON form (Text, Graph, ...).
+        ValueError: A space type without a JSON form.
     """
+    if is_string_space(space):
+        node = layout(space, options).root
+        return {
+            "type": "Text",
+            "max_length": node.max_len,
+            "min_length": node.min_len,
+            "charset": "".join(node.charset),
+        }
     if isinstance(space, gym.spaces.Discrete):
         return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
     if isinstance(space, gym.spaces.MultiDiscrete):
@@ -103,19 +116,34 @@ def space_to_json(space: gym.Space) -> dict[str, Any]:
     if isinstance(space, Simplex):
         return {"type": "Simplex", "shape": list(space.shape or ()), "dtype": str(space.dtype)}
     if isinstance(space, gym.spaces.Tuple):
-        return {"type": "Tuple", "spaces": [space_to_json(s) for s in space.spaces]}
+        return {"type": "Tuple", "spaces": [space_to_json(s, options) for s in space.spaces]}
     if isinstance(space, gym.spaces.Dict):
         return {
             "type": "Dict",
             "keys": list(space.spaces),
-            "spaces": [space_to_json(s) for s in space.spaces.values()],
+            "spaces": [space_to_json(s, options) for s in space.spaces.values()],
         }
     if isinstance(space, Repeated):
         return {
             "type": "Repeated",
-            "child": space_to_json(space.child_space),
+            "child": space_to_json(space.child_space, options),
             "max_len": int(space.max_len),
         }
+    if isinstance(space, gym.spaces.Sequence):
+        return {
+            "type": "Sequence",
+            "feature": space_to_json(space.feature_space, options),
+            "stack": bool(space.stack),
+        }
+    if isinstance(space, gym.spaces.Graph):
+        edge = space.edge_space
+        return {
+            "type": "Graph",
+            "node": space_to_json(space.node_space, options),
+            "edge": None if edge is None else space_to_json(edge, options),
+        }
+    if isinstance(space, gym.spaces.OneOf):
+        return {"type": "OneOf", "spaces": [space_to_json(s, options) for s in space.spaces]}
     raise ValueError(f"cannot describe {space} in the export sidecar")
 
 
@@ -159,6 +187,19 @@ def space_from_json(data: Mapping[str, Any]) -> gym.Space:
         )
     if kind == "Repeated":
         return Repeated(space_from_json(data["child"]), int(data["max_len"]))
+    if kind == "Sequence":
+        return gym.spaces.Sequence(space_from_json(data["feature"]), stack=bool(data["stack"]))
+    if kind == "Graph":
+        edge = data["edge"]
+        return gym.spaces.Graph(
+            space_from_json(data["node"]), None if edge is None else space_from_json(edge)
+        )
+    if kind == "OneOf":
+        return gym.spaces.OneOf(tuple(space_from_json(s) for s in data["spaces"]))
+    if kind == "Text":
+        return gym.spaces.Text(
+            int(data["max_length"]), min_length=int(data["min_length"]), charset=data["charset"]
+        )
     raise ValueError(f"export sidecar: unknown space type {kind!r}")
 
 
