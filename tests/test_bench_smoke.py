@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import importlib.util
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from rlblocks.benchmarking import BENCHMARKS, atari
 from rlblocks.benchmarking import preprocessors as bench
@@ -80,6 +82,73 @@ def test_repeated_and_bound_rows(capsys: pytest.CaptureFixture[str]) -> None:
     assert "target checks" in capsys.readouterr().out
 
 
+def test_sequence_and_graph_rows_check_every_numpy_variant() -> None:
+    rows = bench.run(["sequence", "graph"], [1, 3], [1], min_time=0.002, repeats=1, progress=False)
+    cases = {
+        "Sequence(Box(2)) len~U(0,16) list",
+        "Sequence(Dict) len~U(0,16) list",
+        "Graph(F=8,E=4) N~U(5,32) list",
+    }
+    assert {r.case for r in rows} == cases
+    for case in cases:
+        for batch in (1, 3):
+            methods = {r.method for r in rows if r.case == case and r.batch == batch}
+            assert {"rlblocks t=1", "numpy reference", "numpy hand-written"} <= methods
+    # every variant was asserted equal to rlblocks' output before it got a time
+    variants = [r.extra["variants_us_per_item"] for r in rows if r.method == "numpy hand-written"]
+    assert all("per-row slices" in v and len(v) >= 2 for v in variants)
+    assert all(r.extra.get("matches_rlblocks", True) for r in rows)
+
+
+def test_a_numpy_variant_that_pads_wrongly_is_refused() -> None:
+    case = build_cases(["graph"], 2)[0]
+    rows = case.variants["per-row slices"]
+
+    def drops_the_links(obs: list) -> np.ndarray:
+        out = rows(obs)
+        out[:, -256:] = 0.0
+        return out
+
+    case.variants = {"per-row slices": drops_the_links}
+    with pytest.raises(AssertionError, match="hand-written 'per-row slices' != rlblocks"):
+        bench.run_case(case, 2, [1], min_time=0.001, repeats=1)
+
+
+def test_the_structure_samples_fit_their_padding() -> None:
+    graphs = build_cases(["graph"], 256)[0].observations
+    nodes = [len(g.nodes) for g in graphs]
+    edges = [len(g.edge_links) for g in graphs]
+    assert min(nodes) >= 5 and max(nodes) <= 32 and max(edges) <= 128
+    assert 2.5 < sum(edges) / sum(nodes) < 3.5  # about 3 edges per node
+    for case in build_cases(["sequence"], 256):
+        lengths = [len(o) for o in case.observations]
+        assert min(lengths) == 0 and max(lengths) == 16
+
+
+def test_bench_structures_quick(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    module = importlib.import_module("bench_structures")
+    module.main(["--quick", "--batches", "2", "--min-time", "0.001"])
+    out = capsys.readouterr().out
+    rows = _json_rows(out)
+    assert rows and all(set(row) == KEYS for row in rows)
+    methods = {r["method"] for r in rows}
+    assert {
+        "rlblocks C++ t=1",
+        "numpy twin (IMPL=numpy)",
+        "numpy per-row slices",
+        "torch pad_sequence",
+    } <= methods
+    if importlib.util.find_spec("torch_geometric") is None:
+        assert "torch_geometric" in out and "skipped" in out
+    else:
+        assert {"PyG from_data_list", "PyG Data + from_data_list"} <= methods
+    assert all(r["extra"].get("matches_rlblocks", True) for r in rows)
+    assert "µs per observation" in out
+
+
 def test_bound_row_arithmetic() -> None:
     case = build_cases(["discrete"], 4)[1]  # batched: int64 in, 100 float32 out
     ours = bench.Result(case.name, "rlblocks t=1", 0.1, 1e7, 4, 1)
@@ -104,7 +173,9 @@ def test_the_package_table_holds_only_its_own_benchmarks() -> None:
 
 
 # The peer comparisons are scripts under benchmarks/ (they import their shared helpers).
-@pytest.mark.parametrize("name", ["_harness", "_ppo_runs", "bench_train", "bench_tuned"])
+@pytest.mark.parametrize(
+    "name", ["_harness", "_ppo_runs", "bench_structures", "bench_train", "bench_tuned"]
+)
 def test_script_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(SCRIPTS))
     failed, tried = doctest.testmod(
@@ -120,6 +191,7 @@ def test_script_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         "bench_distributions",
         "bench_export",
         "bench_models",
+        "bench_structures",
         "bench_train",
         "bench_tuned",
     ],

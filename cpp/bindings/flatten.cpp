@@ -545,12 +545,21 @@ class FlattenPlan : public Layout {
       fail(c, "expected shape " + shape_of({n_edges}, pair) + " for the edge links of " + nd.label + ", got " +
                   shape_of(a));
     }
-    const std::int64_t es = elem_size(a.type);
-    for (std::int64_t k = 0; k < a.numel; ++k) {
-      const IndexValue iv = read_index_elem(a.data + k * es, a.type);
-      if (iv.integral && iv.v >= 0 && iv.v < n_nodes) continue;
-      PathGuard ge(c, nullptr, k / 2);
-      fail(c, "edge " + std::to_string(k / 2) + " links node " + index_value_string(iv) + ", but the graph has " +
+    // One typed pass over the (contiguous) links; only a bad one is read again, to name it.
+    std::int64_t bad = -1;
+    visit_elem_type(a.type, [&](auto tag) {
+      const auto* v = reinterpret_cast<const decltype(tag)*>(a.data);
+      for (std::int64_t k = 0; k < a.numel; ++k) {
+        if (index_offset(v[k], 0, n_nodes) < 0) {
+          bad = k;
+          return;
+        }
+      }
+    });
+    if (bad >= 0) {
+      const IndexValue iv = read_index_elem(a.data + bad * elem_size(a.type), a.type);
+      PathGuard ge(c, nullptr, bad / 2);
+      fail(c, "edge " + std::to_string(bad / 2) + " links node " + index_value_string(iv) + ", but the graph has " +
                   std::to_string(n_nodes) + " nodes" +
                   (n_nodes > 0 ? " (allowed 0.." + std::to_string(n_nodes - 1) + ")" : ""));
     }

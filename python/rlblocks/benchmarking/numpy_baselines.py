@@ -337,3 +337,141 @@ def repeated_rows(obs: list) -> np.ndarray:
             block[_arange(n), JOIN.ints(map(_get_kind, items), n)] = 1.0
             block[:, 5:8] = JOIN.rows(map(_get_pos, items), F32, 3)
     return out
+
+
+# ------------------------------------------------------------------ padded structures
+# A gymnasium Sequence or Graph arrives one observation per env (a list is its only batched
+# form) and is padded into a preallocated output. Two ways of writing that by hand:
+# "per-row slices" stores each env's arrays into its row with one slice assignment per block
+# (the loop a user writes first; fewest numpy calls for small batches), "concatenate + mask"
+# concatenates every env's items and stores each block with one boolean-mask assignment
+# (``mask[env, slot] = slot < length``: row-major mask order is the concatenation order).
+# Neither validates its input (lengths, links); rlblocks does.
+
+
+def _lengths(arrays: Any, n: int) -> np.ndarray:
+    return np.fromiter(map(len, arrays), np.int64, n)
+
+
+def _items(join: bool, arrays: Any, dtype: Any, width: int) -> np.ndarray:
+    """Every env's ``(n_i, width)`` item array stacked into ``(sum n_i, width)``:
+    ``np.concatenate``, or ``b"".join`` of their buffers (C-contiguous arrays of ``dtype``)."""
+    if join:
+        return np.frombuffer(b"".join(arrays), dtype).reshape(-1, width)
+    return np.concatenate(arrays).reshape(-1, width)
+
+
+def _slots(lengths: np.ndarray, width: int) -> np.ndarray:
+    """The ``(B, width)`` mask of the slots below each env's length."""
+    return _arange(width) < lengths[:, None]
+
+
+def sequence_box_variants(max_len: int, width: int) -> Variants:
+    """``Sequence(Box(width,), stack=True)``: each observation an ``(n, width)`` float32
+    array; row = ``[n, item_0, ..., item_{max_len-1}]``, unused items zero."""
+    size = 1 + max_len * width
+
+    def rows(obs: list) -> np.ndarray:
+        out = np.zeros((len(obs), size), F32)
+        for row, items in zip(out, obs, strict=True):
+            row[0] = len(items)
+            row[1 : 1 + items.size] = items.reshape(-1)
+        return out
+
+    def masked(join: bool) -> Callable[[list], np.ndarray]:
+        def fn(obs: list) -> np.ndarray:
+            b = len(obs)
+            out = np.zeros((b, size), F32)
+            lengths = _lengths(obs, b)
+            out[:, 0] = lengths
+            block = out[:, 1:].reshape(b, max_len, width)  # a view: only the last axis splits
+            block[_slots(lengths, max_len)] = _items(join, obs, F32, width)
+            return out
+
+        return fn
+
+    return {
+        "per-row slices": rows,
+        "concatenate + mask": masked(False),
+        "bytes-join + mask": masked(True),
+    }
+
+
+def sequence_dict_variants(max_len: int, kinds: int, width: int) -> Variants:
+    """``Sequence(Dict(kind=Discrete(kinds), pos=Box(width,)))``: each observation a tuple of
+    item dicts (gymnasium sorts the keys: kind, then pos); item = ``[one-hot kind, pos]``."""
+    item = kinds + width
+    size = 1 + max_len * item
+
+    def rows(obs: list) -> np.ndarray:
+        out = np.zeros((len(obs), size), F32)
+        for row, items in zip(out, obs, strict=True):
+            n = len(items)
+            row[0] = n
+            if n:
+                block = row[1 : 1 + n * item].reshape(n, item)
+                block[_arange(n), JOIN.ints(map(_get_kind, items), n)] = 1.0
+                block[:, kinds:] = JOIN.rows(map(_get_pos, items), F32, width)
+        return out
+
+    def masked(obs: list) -> np.ndarray:
+        b = len(obs)
+        out = np.zeros((b, size), F32)
+        lengths = _lengths(obs, b)
+        out[:, 0] = lengths
+        pairs = [(it["kind"], it["pos"]) for items in obs for it in items]
+        if pairs:
+            kind, pos = map(b"".join, zip(*pairs, strict=True))
+            env, slot = np.nonzero(_slots(lengths, max_len))
+            block = out[:, 1:].reshape(b, max_len, item)
+            block[env, slot, np.frombuffer(kind, np.int64)] = 1.0
+            block[env, slot, kinds:] = np.frombuffer(pos, F32).reshape(-1, width)
+        return out
+
+    return {"per-row slices": rows, "bytes-join + mask": masked}
+
+
+def graph_variants(max_nodes: int, max_edges: int, node_size: int, edge_size: int) -> Variants:
+    """``Graph(Box(node_size,), Box(edge_size,))``: each observation a ``GraphInstance``
+    (float32 nodes ``(N, node_size)``, float32 edges ``(M, edge_size)``, int64 edge_links
+    ``(M, 2)``); row = ``[N, M, nodes, edges, links]``, each block zero-padded."""
+    at_edges = 2 + max_nodes * node_size
+    at_links = at_edges + max_edges * edge_size
+    size = at_links + 2 * max_edges
+
+    def rows(obs: list) -> np.ndarray:
+        out = np.zeros((len(obs), size), F32)
+        for row, (nodes, edges, links) in zip(out, obs, strict=True):
+            row[0] = len(nodes)
+            row[1] = len(links)
+            row[2 : 2 + nodes.size] = nodes.reshape(-1)
+            row[at_edges : at_edges + edges.size] = edges.reshape(-1)
+            row[at_links : at_links + links.size] = links.reshape(-1)
+        return out
+
+    def masked(join: bool) -> Callable[[list], np.ndarray]:
+        def fn(obs: list) -> np.ndarray:
+            b = len(obs)
+            nodes, edges, links = zip(*obs, strict=True)
+            n, m = _lengths(nodes, b), _lengths(links, b)
+            out = np.zeros((b, size), F32)
+            out[:, 0] = n
+            out[:, 1] = m
+            node_slots, edge_slots = _slots(n, max_nodes), _slots(m, max_edges)
+            blocks = (
+                (2, max_nodes, node_size, node_slots, nodes, F32),
+                (at_edges, max_edges, edge_size, edge_slots, edges, F32),
+                (at_links, max_edges, 2, edge_slots, links, np.int64),
+            )
+            for at, slots, width, mask, arrays, dtype in blocks:
+                view = out[:, at : at + slots * width].reshape(b, slots, width)
+                view[mask] = _items(join, arrays, dtype, width)
+            return out
+
+        return fn
+
+    return {
+        "per-row slices": rows,
+        "concatenate + mask": masked(False),
+        "bytes-join + mask": masked(True),
+    }

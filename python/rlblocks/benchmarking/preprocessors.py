@@ -9,10 +9,17 @@ this process, this run; times are µs per observation):
   "e": Box(3,4)}), "f": Tuple(Discrete(2), Box(8,))}`` (6 leaves, 55 floats).
 * ``Repeated(Dict(pos Box(3), kind Discrete(5)), max_len=32)``, list lengths uniform in
   0..32 (mean 16), 257 floats (slot 0 holds the length).
+* ``Sequence(Box(2))`` (``stack=True``, an ``(n, 2)`` array per env) and ``Sequence(Dict(kind
+  Discrete(3), pos Box(2)))`` (a tuple of item dicts), lengths uniform in 0..16, padded to
+  ``sequence_max_len=16`` (33 and 81 floats).
+* ``Graph(Box(8), Box(4))``: 5..32 nodes, about 3 edges per node, padded to
+  ``graph_max_nodes=32`` / ``graph_max_edges=128`` (1026 floats); a ``GraphInstance`` per env.
+  PyG's ``Batch.from_data_list`` on the same graphs: ``benchmarks/bench_structures.py``.
 
 Each space is fed as a ``list`` of per-env observations and as a batched structure (a
-dict/tuple of stacked arrays with leading dimension B; for Repeated the batched form *is*
-the list of per-env lists, so it has only the list case), at B = 1, 64, 1024.
+dict/tuple of stacked arrays with leading dimension B; for Repeated, Sequence and Graph the
+batched form *is* the list of per-env observations, so they have only the list case), at
+B = 1, 64, 1024.
 
 Methods:
 
@@ -25,14 +32,16 @@ Methods:
   Several variants are timed (scatter into ``np.zeros`` vs ``np.take`` of ``np.eye`` rows;
   gathering per-env leaves with ``np.concatenate``/``np.fromiter`` vs ``b"".join`` of their
   buffers, which is 4-13x cheaper per leaf; column-wise vs row-wise for tiny batches) and
-  the fastest is reported, every variant's time in ``extra``. Each variant must equal
-  rlblocks' output exactly (asserted once, before timing).
+  the fastest is reported, every variant's time in ``extra``. Sequence and Graph: padding
+  into a preallocated output with per-env slice stores, or every env's items gathered and
+  stored with one boolean mask per block. Each variant must equal rlblocks' output exactly
+  (asserted once, before timing).
 
 All methods of a case are measured round-robin (``--rounds``, default 5) and each reports
 the median of its rounds: the machines are shared, and a burst of load then hits every
 method alike.
 * ``gymnasium flatten loop``: ``np.stack([flatten(space, o) for o in obs]).astype(float32)``
-  (list cases; gymnasium has no Repeated).
+  (list cases; gymnasium has no Repeated, and flattens a Sequence or Graph to no fixed size).
 * ``memory-bandwidth bound`` (batched cases at B=1024): (bytes in + bytes out per item) /
   the copy bandwidth measured in this run (``np.copyto`` of 256 MiB, one thread, bytes read
   + written / time, the fastest of 7 copies). Its ``extra`` holds rlblocks' time / bound.
