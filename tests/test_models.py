@@ -601,12 +601,16 @@ def test_complex_input_tuple_and_multidiscrete_and_features_only():
         m.value_function()
 
 
-def test_complex_input_rejects_repeated_component():
+def test_complex_input_encodes_repeated_component():
+    # Issue 26: a Repeated component gets an entity encoder (RLlib refused it); the
+    # "flatten" type keeps RLlib's FC stack over the zero-padded block (1 + 3 x 2 floats).
     space = gym.spaces.Dict(
         {"r": Repeated(gym.spaces.Discrete(2), 3), "b": gym.spaces.Box(0, 1, (2,))}
     )
-    with pytest.raises(ValueError, match=r"component obs\['r'\] is a Repeated"):
-        ComplexInputNetwork(space, DISCRETE2, 2, {}, "c")
+    m = ComplexInputNetwork(space, DISCRETE2, 2, {}, "c")
+    assert sorted(m.entities) == ["1"] and sorted(m.flatten) == ["0"]
+    flat = ComplexInputNetwork(space, DISCRETE2, 2, {"entity_encoder": {"type": "flatten"}}, "c")
+    assert not flat.entities and flat.flatten_dims == {"0": 2, "1": 7}
 
 
 # ----------------------------------------------------------------------------- ModelV2 API

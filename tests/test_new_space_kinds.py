@@ -94,6 +94,12 @@ def test_graph_layout(impl):
     expected[8 + 2] = 1  # edge 0: one-hot of 2
     expected[14:16] = [1, 0]  # links of edge 0
     np.testing.assert_array_equal(prep.transform(g), expected)
+    # gymnasium's samples of a graph without edges carry edges=None, edge_links=None
+    bare = np.zeros(prep.size, np.float32)
+    bare[:2], bare[2:6] = [2, 0], [1, 2, 3, 4]
+    np.testing.assert_array_equal(prep.transform(GI(g.nodes, None, None)), bare)
+    with pytest.raises(ValueError, match="graph has 0 edges but 1 edge_links"):
+        prep.transform(GI(g.nodes, None, np.array([[1, 0]])))
     # Discrete nodes one-hot, no edge space: the links alone set the edge count
     plain = prep_for(S.Graph(S.Discrete(2), None), graph_max_nodes=2, graph_max_edges=2)
     np.testing.assert_array_equal(

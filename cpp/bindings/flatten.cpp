@@ -504,8 +504,8 @@ class FlattenPlan : public Layout {
                   " nodes, more than graph_max_nodes=" + std::to_string(nd.max_nodes));
     }
     std::int64_t n_edges = 0;
-    if (has_edges) {
-      n_edges = graph_count(nd, edges, "edges", c);
+    if (has_edges) {  // gymnasium gives edges=None for a graph without edges
+      n_edges = edges == Py_None ? 0 : graph_count(nd, edges, "edges", c);
     } else if (edges != Py_None) {
       PathGuard g(c, "edges");
       fail(c, "expected None for " + nd.label + " (it has no edge space), got " + Py_TYPE(edges)->tp_name);

@@ -71,6 +71,34 @@ def import_object(path: str, what: str) -> Any:
     return found
 
 
+def _structured_kinds(space: gym.Space) -> set[str]:
+    """The structured layout kinds (Repeated, Sequence, Graph, text, OneOf) anywhere in
+    ``space``, looked up without building a layout (no model-config bounds needed)."""
+    from rlblocks.layout import is_string_space
+    from rlblocks.spaces import Repeated
+
+    found: set[str] = set()
+    stack = [space]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Repeated):
+            found.add("repeated")
+            stack.append(node.child_space)
+        elif isinstance(node, gym.spaces.Sequence):
+            found.add("sequence")
+            stack.append(node.feature_space)
+        elif isinstance(node, gym.spaces.Graph):
+            found.add("graph")
+        elif isinstance(node, gym.spaces.OneOf):
+            found.add("oneof")
+            stack.extend(node.spaces)
+        elif isinstance(node, (Tuple, Dict)):
+            stack.extend(node.spaces.values() if isinstance(node, Dict) else node.spaces)
+        elif is_string_space(node):
+            found.add("text")
+    return found
+
+
 class ModelCatalog:
     """Registries of custom models / action distributions, and the factories using them.
 
@@ -330,12 +358,31 @@ class ModelCatalog:
             'FullyConnectedNetwork'
             >>> ModelCatalog.default_model_class(gym.spaces.Box(0, 1, (4, 4))).__name__
             'ComplexInputNetwork'
+
+            A Repeated, Sequence, Graph, text or OneOf part anywhere in the space gets
+            ComplexInputNetwork (its entity / graph encoders), unless the only such parts
+            are lists and ``entity_encoder`` has type "flatten" (RLlib's rules):
+
+            >>> from rlblocks.spaces import Repeated
+            >>> items = Repeated(gym.spaces.Box(0, 1, (2,)), max_len=4)
+            >>> ModelCatalog.default_model_class(items).__name__
+            'ComplexInputNetwork'
+            >>> flat = {"entity_encoder": {"type": "flatten"}}
+            >>> ModelCatalog.default_model_class(gym.spaces.Box(0, 1, (9,)), flat).__name__
+            'FullyConnectedNetwork'
         """
         from rlblocks.models.complex_input import ComplexInputNetwork
         from rlblocks.models.fcnet import FullyConnectedNetwork
         from rlblocks.models.visionnet import VisionNetwork
 
         original = getattr(obs_space, "original_space", obs_space)
+        kinds = _structured_kinds(original)
+        if kinds:
+            cfg = ModelConfig.from_dict(model_config)
+            # entity_encoder type "flatten" keeps RLlib's rules for lists (an FC over the
+            # zero-padded block); any other structured kind needs ComplexInputNetwork.
+            if cfg.entity_encoder["type"] != "flatten" or kinds - {"repeated", "sequence"}:
+                return ComplexInputNetwork
         if isinstance(obs_space, Box) and len(obs_space.shape) == 3:
             return VisionNetwork
         if isinstance(obs_space, Box) and len(obs_space.shape) == 1:

@@ -64,8 +64,8 @@ LAYOUT_DEFAULTS: dict[str, Any] = {
 
 #: The encoder of Repeated / Sequence leaves (and, after a character embedding, of text) in
 #: ``ComplexInputNetwork``: ``type`` "attention" (masked self-attention), "deepsets" or
-#: "flatten" (RLlib's: an FC stack over the zero-padded block); ``pool`` "mean", "max" or
-#: "attention".
+#: "flatten" (RLlib's: an FC stack over the zero-padded block); ``pool`` "mean", "max",
+#: "sum" or "attention".
 ENTITY_ENCODER_DEFAULTS: dict[str, Any] = {
     "type": "attention",
     "dim": 64,
@@ -75,7 +75,8 @@ ENTITY_ENCODER_DEFAULTS: dict[str, Any] = {
 }
 
 #: The encoder of Graph leaves: ``layers`` rounds of message passing of width ``dim``, then
-#: a pooled readout; ``backend`` "auto" (torch_geometric when importable), "torch" or "pyg".
+#: a pooled readout (``pool`` as the entity encoder's); ``backend`` "auto" (torch_geometric
+#: when importable), "torch" or "pyg".
 GRAPH_ENCODER_DEFAULTS: dict[str, Any] = {
     "dim": 64,
     "layers": 2,
@@ -369,12 +370,12 @@ _ENTITY_CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "dim": _positive_int,
     "heads": _positive_int,
     "layers": _positive_int,
-    "pool": _choice("mean", "max", "attention"),
+    "pool": _choice("mean", "max", "sum", "attention"),
 }
 _GRAPH_CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "dim": _positive_int,
     "layers": _positive_int,
-    "pool": _choice("mean", "max", "sum"),
+    "pool": _choice("mean", "max", "sum", "attention"),
     "backend": _choice("auto", "torch", "pyg"),
 }
 

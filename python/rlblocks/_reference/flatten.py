@@ -478,8 +478,8 @@ class ReferenceFlattener:
                 f"{where}: graph has {n_nodes} nodes, more than graph_max_nodes={node['max_nodes']}"
             )
         n_edges = 0
-        if has_edges:
-            n_edges = _graph_count(label, edges, "edges", where)
+        if has_edges:  # gymnasium gives edges=None for a graph without edges
+            n_edges = 0 if edges is None else _graph_count(label, edges, "edges", where)
         elif edges is not None:
             raise ValueError(
                 f"{where}.edges: expected None for {label} (it has no edge space), got "

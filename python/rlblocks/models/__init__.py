@@ -30,6 +30,9 @@ _LAZY = {
     "FrameStackingModel": "rlblocks.models.framestack_model",
     "ParametricActionsModel": "rlblocks.models.parametric",
     "AutoregressiveActionModel": "rlblocks.models.autoregressive",
+    "EntityEncoder": "rlblocks.models.entity",
+    "TextEncoder": "rlblocks.models.entity",
+    "GraphEncoder": "rlblocks.models.graph",
 }
 
 

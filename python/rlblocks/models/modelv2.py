@@ -222,7 +222,11 @@ class ModelV2(nn.Module):
         if not self.config.disable_preprocessor_api and _is_nested(self.obs_space):
             from rlblocks.restore import restore_original_dimensions
 
-            restored["obs"] = restore_original_dimensions(obs, self.obs_space, "torch")
+            # A model whose obs_space is the original space (ComplexInputNetwork) keeps the
+            # preprocessed one, whose layout (the model config's list / graph bounds) is what
+            # the flat batch was written with, as processed_obs_space.
+            space = getattr(self, "processed_obs_space", self.obs_space)
+            restored["obs"] = restore_original_dimensions(obs, space, "torch")
         if state is None:
             state = []
             i = 0

@@ -1,0 +1,331 @@
+"""Permutation-invariant encoders of variable-length lists: :class:`EntityEncoder` (masked
+self-attention or DeepSets, then a masked pooling) and :class:`TextEncoder` (a character
+embedding plus a learned position embedding, then an entity encoder).
+
+They read the flat layout of a ``Repeated`` / gymnasium ``Sequence`` leaf
+(``[length, item_0, ..., item_{max_len-1}]``, zero-padded) or of a text leaf
+(``[length, one-hot or id per position]``): :func:`split_items` and
+:meth:`TextEncoder.forward_flat` turn the block into items and a padding mask. Padded
+positions never reach the output (their inputs are zeroed, their keys masked in attention,
+and pooling skips them), and a list of length 0 encodes to zeros. Mean and max pooling
+forget how many items there were, so the encoding ends with ``log(1 + length)``
+(``dim + 1`` features in all). The attention is written
+with ``matmul`` / ``softmax`` / ``masked_fill`` so that ``torch.export`` and ONNX take it.
+
+:class:`~rlblocks.models.complex_input.ComplexInputNetwork` builds these for the
+``entity_encoder`` model-config key (:data:`rlblocks.config.ENTITY_ENCODER_DEFAULTS`).
+
+Examples:
+    >>> import torch
+    >>> enc = EntityEncoder(item_size=3, dim=8, heads=2, layers=1, pool="mean")
+    >>> items = torch.randn(2, 5, 3)
+    >>> mask = torch.tensor([[True, True, True, False, False], [False] * 5])
+    >>> out = enc(items, mask)
+    >>> out.shape, bool(out[1].abs().sum() == 0)    # an empty list encodes to zeros
+    (torch.Size([2, 9]), True)
+    >>> round(out[0, -1].item(), 4)                  # log(1 + 3 items)
+    1.3863
+    >>> perm = torch.tensor([2, 0, 1, 3, 4])         # reorder the three items of row 0
+    >>> torch.allclose(enc(items[:, perm], mask), out, atol=1e-6)
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = [
+    "ENCODER_TYPES",
+    "POOLS",
+    "EntityEncoder",
+    "MaskedPool",
+    "TextEncoder",
+    "length_mask",
+    "split_items",
+]
+
+#: ``entity_encoder["type"]`` values an :class:`EntityEncoder` builds ("flatten" is
+#: ComplexInputNetwork's FC stack over the flat block, not an EntityEncoder).
+ENCODER_TYPES = ("attention", "deepsets")
+#: Pooling modes of :class:`MaskedPool`.
+POOLS = ("mean", "max", "sum", "attention")
+
+
+def _neg(x: torch.Tensor) -> float:
+    return float(torch.finfo(x.dtype).min)
+
+
+def split_items(
+    flat: torch.Tensor, max_len: int, item_size: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A list's flat block ``[B, 1 + max_len * item_size]`` -> items
+    ``[B, max_len, item_size]`` and the padding mask ``[B, max_len]`` (position < length).
+
+    Examples:
+        >>> items, mask = split_items(torch.tensor([[2.0, 1, 1, 2, 2, 0, 0]]), 3, 2)
+        >>> items.shape, mask.tolist()
+        (torch.Size([1, 3, 2]), [[True, True, False]])
+    """
+    if flat.shape[-1] != 1 + max_len * item_size:
+        raise ValueError(
+            f"split_items: expected a block of 1 + {max_len} * {item_size} = "
+            f"{1 + max_len * item_size} floats, got {flat.shape[-1]}"
+        )
+    items = flat[..., 1:].reshape(-1, max_len, item_size)
+    return items, length_mask(flat[..., 0].reshape(-1), max_len)
+
+
+def length_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
+    """``[B]`` lengths (float or int) -> bool ``[B, max_len]``, True where position < length.
+
+    Examples:
+        >>> length_mask(torch.tensor([0.0, 2.0]), 3).tolist()
+        [[False, False, False], [True, True, False]]
+    """
+    positions = torch.arange(max_len, device=lengths.device, dtype=torch.float32)
+    return positions.unsqueeze(0) < lengths.to(torch.float32).reshape(-1, 1)
+
+
+class MaskedPool(nn.Module):
+    """Pools ``[B, L, D]`` over the positions where ``mask`` ``[B, L]`` is True.
+
+    ``mean`` (sum / count), ``max``, ``sum``, or ``attention`` (a learned score per
+    position, softmax over the valid ones, weighted sum). A row without valid positions
+    pools to zeros in every mode.
+
+    Examples:
+        >>> pool = MaskedPool(2, "max")
+        >>> x = torch.tensor([[[1.0, 5.0], [3.0, -1.0], [9.0, 9.0]]])
+        >>> pool(x, torch.tensor([[True, True, False]])).tolist()
+        [[3.0, 5.0]]
+    """
+
+    def __init__(self, dim: int, mode: str = "mean"):
+        super().__init__()
+        if mode not in POOLS:
+            raise ValueError(f"pool must be one of {', '.join(map(repr, POOLS))}, got {mode!r}")
+        self.mode = mode
+        self.score: nn.Linear | None = nn.Linear(dim, 1) if mode == "attention" else None
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        m = mask.unsqueeze(-1)
+        zero = torch.zeros((), dtype=x.dtype, device=x.device)
+        kept = torch.where(m, x, zero)
+        if self.mode == "sum":
+            return kept.sum(dim=1)
+        if self.mode == "mean":
+            count = mask.sum(dim=1, keepdim=True).to(x.dtype).clamp(min=1.0)
+            return kept.sum(dim=1) / count
+        if self.mode == "max":
+            best = torch.where(m, x, torch.full((), _neg(x), dtype=x.dtype, device=x.device)).amax(
+                dim=1
+            )
+            return torch.where(mask.any(dim=1, keepdim=True), best, zero)
+        assert self.score is not None
+        scores = self.score(kept).squeeze(-1).masked_fill(~mask, _neg(x))
+        weights = torch.softmax(scores, dim=-1) * mask.to(x.dtype)
+        return (weights.unsqueeze(-1) * kept).sum(dim=1)
+
+
+class _SelfAttention(nn.Module):
+    """Multi-head self-attention whose keys at padded positions are masked out."""
+
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.heads, self.head_dim = heads, dim // heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        b, n, d = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]  # [B, H, L, hd]
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)
+        # A finite fill: a row with no valid key (an empty list) stays finite (uniform).
+        scores = scores.masked_fill(~mask[:, None, None, :], _neg(scores))
+        attended = torch.matmul(torch.softmax(scores, dim=-1), v)
+        return self.out(attended.transpose(1, 2).reshape(b, n, d))
+
+
+class _AttentionBlock(nn.Module):
+    """A pre-norm transformer encoder layer: attention, then a position-wise MLP (4 x dim)."""
+
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.attention = _SelfAttention(dim, heads)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.ReLU(), nn.Linear(4 * dim, dim))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        x = x + self.attention(self.norm1(x), mask)
+        return x + self.mlp(self.norm2(x))
+
+
+def _check_int(value: Any, key: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{key} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+class EntityEncoder(nn.Module):
+    """A permutation-invariant encoder of a padded list of items ``[B, L, item_size]``.
+
+    ``type="attention"``: a linear embedding of each item, ``layers`` pre-norm transformer
+    encoder layers (``heads`` heads, padded keys masked), a final LayerNorm, then pooling.
+    ``type="deepsets"``: ``phi`` (``layers`` Linear+ReLU layers) per item, pooling, then
+    ``rho`` (Linear+ReLU). The output is the pooled ``dim`` features followed by the
+    log of 1 + the number of items (``num_outputs = dim + 1``). No position
+    information is used, so permuting the valid items leaves the output unchanged.
+
+    Args:
+        item_size: Floats per item.
+        dim: Width of the item embeddings and of the pooled features.
+        heads: Attention heads (``dim`` must be a multiple of it; unused by deepsets).
+        layers: Transformer layers (attention) or phi layers (deepsets), >= 1.
+        pool: ``"mean"``, ``"max"``, ``"sum"`` or ``"attention"`` (:class:`MaskedPool`).
+        type: ``"attention"`` or ``"deepsets"``.
+        key: The config key named in error messages.
+
+    Raises:
+        ValueError: A bad option (the message names ``key.option``).
+    """
+
+    def __init__(
+        self,
+        item_size: int,
+        dim: int = 64,
+        heads: int = 4,
+        layers: int = 1,
+        pool: str = "mean",
+        type: str = "attention",  # noqa: A002  (the config key's name)
+        key: str = "entity_encoder",
+    ):
+        super().__init__()
+        _check_int(item_size, "item_size")
+        _check_int(dim, f"{key}.dim")
+        _check_int(heads, f"{key}.heads")
+        _check_int(layers, f"{key}.layers")
+        if type not in ENCODER_TYPES:
+            raise ValueError(
+                f"{key}.type must be one of {', '.join(map(repr, ENCODER_TYPES))} for an "
+                f"EntityEncoder, got {type!r}"
+            )
+        if pool not in POOLS:
+            raise ValueError(
+                f"{key}.pool must be one of {', '.join(map(repr, POOLS))}, got {pool!r}"
+            )
+        if type == "attention" and dim % heads:
+            raise ValueError(f"{key}.dim={dim} must be a multiple of {key}.heads={heads}")
+        self.item_size, self.kind, self.num_outputs = item_size, type, dim + 1
+        self.embed = nn.Linear(item_size, dim)
+        self.blocks = nn.ModuleList()
+        self.norm: nn.LayerNorm | None = None
+        self.phi: nn.Sequential | None = None
+        self.rho: nn.Sequential | None = None
+        if type == "attention":
+            self.blocks.extend(_AttentionBlock(dim, heads) for _ in range(layers))
+            self.norm = nn.LayerNorm(dim)
+        else:
+            extra: list[nn.Module] = []
+            for _ in range(layers - 1):
+                extra += [nn.Linear(dim, dim), nn.ReLU()]
+            self.phi = nn.Sequential(nn.ReLU(), *extra)
+            self.rho = nn.Sequential(nn.Linear(dim, dim), nn.ReLU())
+        self.pool = MaskedPool(dim, pool)
+
+    @classmethod
+    def from_config(cls, item_size: int, options: Mapping[str, Any]) -> EntityEncoder:
+        """Built from an ``entity_encoder`` config dict (type, dim, heads, layers, pool)."""
+        return cls(
+            item_size,
+            dim=options["dim"],
+            heads=options["heads"],
+            layers=options["layers"],
+            pool=options["pool"],
+            type=options["type"],
+        )
+
+    def forward(self, items: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``items`` ``[B, L, item_size]``, ``mask`` bool ``[B, L]`` -> ``[B, dim + 1]``."""
+        zero = torch.zeros((), dtype=items.dtype, device=items.device)
+        x = self.embed(torch.where(mask.unsqueeze(-1), items, zero))
+        if self.phi is not None and self.rho is not None:
+            pooled = self.rho(self.pool(self.phi(x), mask))
+        else:
+            for block in self.blocks:
+                x = block(x, mask)
+            assert self.norm is not None
+            pooled = self.pool(self.norm(x), mask)
+        count = torch.log1p(mask.sum(dim=1, keepdim=True).to(pooled.dtype))
+        return torch.cat([pooled, count], dim=1)
+
+    def forward_flat(self, flat: torch.Tensor, max_len: int) -> torch.Tensor:
+        """The flat block of a Repeated / Sequence leaf ``[B, 1 + max_len * item_size]``."""
+        items, mask = split_items(flat, max_len, self.item_size)
+        return self(items, mask)
+
+
+class TextEncoder(nn.Module):
+    """Text as characters: an embedding of each character id plus a learned position
+    embedding, then an :class:`EntityEncoder` over the positions shorter than the length.
+
+    The embedding is one matrix ``embedding.weight`` ``[num_chars, embed_dim]``: one-hot
+    input multiplies it (a Linear without bias), ids index it, so both encodings give the
+    same result with the same weights.
+
+    Args:
+        num_chars: Size of the charset.
+        max_len: Character positions.
+        encoding: ``"one_hot"`` (values ``[B, max_len, num_chars]``) or ``"ids"``
+            (``[B, max_len]``).
+        options: The ``entity_encoder`` config (type, dim, heads, layers, pool); the
+            embeddings are ``dim`` wide.
+
+    Examples:
+        >>> opts = {"type": "attention", "dim": 8, "heads": 2, "layers": 1, "pool": "mean"}
+        >>> enc = TextEncoder(5, 4, "ids", opts)
+        >>> enc.forward_flat(torch.tensor([[2.0, 3, 1, 0, 0]])).shape   # "db" of "abcde"
+        torch.Size([1, 9])
+    """
+
+    def __init__(self, num_chars: int, max_len: int, encoding: str, options: Mapping[str, Any]):
+        super().__init__()
+        _check_int(num_chars, "num_chars")
+        _check_int(max_len, "max_len")
+        if encoding not in ("one_hot", "ids"):
+            raise ValueError(f"text_encoding must be 'one_hot' or 'ids', got {encoding!r}")
+        dim = _check_int(options["dim"], "entity_encoder.dim")
+        self.num_chars, self.max_len, self.encoding = num_chars, max_len, encoding
+        self.embedding = nn.Embedding(num_chars, dim)
+        self.position = nn.Parameter(torch.randn(max_len, dim) * 0.02)
+        self.entities = EntityEncoder.from_config(dim, options)
+        self.num_outputs = self.entities.num_outputs
+
+    def forward(self, values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """``values``: one-hot ``[B, max_len, num_chars]`` or ids ``[B, max_len]``;
+        ``lengths`` ``[B]`` -> ``[B, dim + 1]``."""
+        mask = length_mask(lengths.reshape(-1), self.max_len)
+        if self.encoding == "one_hot":
+            chars = torch.matmul(
+                values.reshape(-1, self.max_len, self.num_chars), self.embedding.weight
+            )
+        else:
+            ids = values.reshape(-1, self.max_len).clamp(0, self.num_chars - 1).to(torch.int64)
+            chars = self.embedding(ids)
+        return self.entities(chars + self.position, mask)
+
+    def forward_flat(self, flat: torch.Tensor) -> torch.Tensor:
+        """The flat block of a text leaf: ``[B, 1 + max_len * (num_chars or 1)]``."""
+        width = self.num_chars if self.encoding == "one_hot" else 1
+        if flat.shape[-1] != 1 + self.max_len * width:
+            raise ValueError(
+                f"TextEncoder: expected a block of {1 + self.max_len * width} floats "
+                f"(length, then {self.max_len} positions of {width}), got {flat.shape[-1]}"
+            )
+        return self(flat[..., 1:], flat[..., 0])
