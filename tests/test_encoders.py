@@ -55,8 +55,8 @@ def test_entity_encoder_permutation_padding_and_empty(kind: str, pool: str) -> N
     items, mask = _lists()
     out = enc(items, mask)
     assert out.shape == (4, 9) and torch.isfinite(out).all()
-    # The last feature is log(1 + count): 6, 3, 1 and 0 items.
-    torch.testing.assert_close(out[:, -1], torch.log1p(torch.tensor([6.0, 3.0, 1.0, 0.0])))
+    # The last feature is the fraction of the 6 slots in use: 6, 3, 1 and 0 items.
+    torch.testing.assert_close(out[:, -1], torch.tensor([6.0, 3.0, 1.0, 0.0]) / 6)
     # Reorder the valid items of every row (valid items stay in front, as the layout has them).
     permuted = items.clone()
     for row, n in enumerate(mask.sum(1).tolist()):

@@ -64,14 +64,15 @@ LAYOUT_DEFAULTS: dict[str, Any] = {
 
 #: The encoder of Repeated / Sequence leaves (and, after a character embedding, of text) in
 #: ``ComplexInputNetwork``: ``type`` "attention" (masked self-attention), "deepsets" or
-#: "flatten" (RLlib's: an FC stack over the zero-padded block); ``pool`` "mean", "max",
-#: "sum" or "attention".
+#: "flatten" (RLlib's: an FC stack over the zero-padded block); ``pool`` "sum" (the
+#: default: the pooled encoding then says how many items there are, which "mean", "max" and
+#: "attention" pooling lose), "mean", "max" or "attention".
 ENTITY_ENCODER_DEFAULTS: dict[str, Any] = {
     "type": "attention",
     "dim": 64,
     "heads": 4,
     "layers": 1,
-    "pool": "mean",
+    "pool": "sum",
 }
 
 #: The encoder of Graph leaves: ``layers`` rounds of message passing of width ``dim``, then

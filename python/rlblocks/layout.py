@@ -465,13 +465,18 @@ def _build(space: gym.Space, options: _Options) -> Node:
         k = len(branches)
         size = checked_size(k + sum(c.size for c in branches), label)
         return Node("oneof", space, size, (size,), branches, tuple(range(k)), _offsets(k, branches))
-    if isinstance(space, (Repeated, Sequence)):
-        repeated = isinstance(space, Repeated)
-        item = _build(space.child_space if repeated else space.feature_space, options)
-        max_len = int(space.max_len) if repeated else options.sequence_max_len
+    if isinstance(space, Repeated):
+        item = _build(space.child_space, options)
+        size = checked_size(1 + space.max_len * item.size, label)
+        return Node(
+            "repeated", space, size, (size,), (item,), (0,), (1,), max_len=int(space.max_len)
+        )
+    if isinstance(space, Sequence):
+        item = _build(space.feature_space, options)
+        max_len = options.sequence_max_len
         size = checked_size(1 + max_len * item.size, label)
         return Node(
-            "repeated" if repeated else "sequence",
+            "sequence",
             space,
             size,
             (size,),
@@ -479,9 +484,9 @@ def _build(space: gym.Space, options: _Options) -> Node:
             (0,),
             (1,),
             max_len=max_len,
-            truncate=not repeated and options.sequence_truncate,
-            stack=not repeated and bool(space.stack),
-            length_key="" if repeated else "sequence_max_len",
+            truncate=options.sequence_truncate,
+            stack=bool(space.stack),
+            length_key="sequence_max_len",
         )
     if isinstance(space, Graph):
         parts = [space.node_space] + ([space.edge_space] if space.edge_space is not None else [])

@@ -8,8 +8,9 @@ They read the flat layout of a ``Repeated`` / gymnasium ``Sequence`` leaf
 :meth:`TextEncoder.forward_flat` turn the block into items and a padding mask. Padded
 positions never reach the output (their inputs are zeroed, their keys masked in attention,
 and pooling skips them), and a list of length 0 encodes to zeros. Mean and max pooling
-forget how many items there were, so the encoding ends with ``log(1 + length)``
-(``dim + 1`` features in all). The attention is written
+forget how many items there were, so the encoding ends with ``length / max_len`` (the
+fraction of the slots in use, evenly spaced so every count is as easy to tell apart;
+``dim + 1`` features in all). The attention is written
 with ``matmul`` / ``softmax`` / ``masked_fill`` so that ``torch.export`` and ONNX take it.
 
 :class:`~rlblocks.models.complex_input.ComplexInputNetwork` builds these for the
@@ -23,8 +24,8 @@ Examples:
     >>> out = enc(items, mask)
     >>> out.shape, bool(out[1].abs().sum() == 0)    # an empty list encodes to zeros
     (torch.Size([2, 9]), True)
-    >>> round(out[0, -1].item(), 4)                  # log(1 + 3 items)
-    1.3863
+    >>> round(out[0, -1].item(), 4)                  # 3 items of 5 slots
+    0.6
     >>> perm = torch.tensor([2, 0, 1, 3, 4])         # reorder the three items of row 0
     >>> torch.allclose(enc(items[:, perm], mask), out, atol=1e-6)
     True
@@ -47,6 +48,7 @@ __all__ = [
     "TextEncoder",
     "length_mask",
     "split_items",
+    "trim_padding",
 ]
 
 #: ``entity_encoder["type"]`` values an :class:`EntityEncoder` builds ("flatten" is
@@ -78,6 +80,32 @@ def split_items(
         )
     items = flat[..., 1:].reshape(-1, max_len, item_size)
     return items, length_mask(flat[..., 0].reshape(-1), max_len)
+
+
+def trim_padding(mask: torch.Tensor, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``tensors`` cut along dim 1 after the last position any row of ``mask`` ``[B, L]``
+    uses (at least one position kept). The padding never changes an encoding, so this only
+    saves work: a batch of short lists is not run over all ``max_len`` slots. While tracing
+    or exporting (ONNX, ``torch.export``) nothing is cut, so the artifact takes any length.
+
+    Examples:
+        >>> mask = torch.tensor([[True, False, False, False], [True, True, False, False]])
+        >>> [t.shape[1] for t in trim_padding(mask, mask, torch.zeros(2, 4, 3))]
+        [2, 2]
+    """
+    tracing = (
+        torch.jit.is_tracing()
+        or torch.compiler.is_compiling()
+        or torch.compiler.is_exporting()
+        or torch.onnx.is_in_onnx_export()
+    )
+    if tracing or mask.shape[0] == 0:
+        return tensors
+    used = mask.any(dim=0).nonzero()
+    keep = int(used.max()) + 1 if used.numel() else 1
+    if keep == mask.shape[1]:
+        return tensors
+    return tuple(t[:, :keep] for t in tensors)
 
 
 def length_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
@@ -253,6 +281,8 @@ class EntityEncoder(nn.Module):
 
     def forward(self, items: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """``items`` ``[B, L, item_size]``, ``mask`` bool ``[B, L]`` -> ``[B, dim + 1]``."""
+        slots = mask.shape[1]
+        items, mask = trim_padding(mask, items, mask)
         zero = torch.zeros((), dtype=items.dtype, device=items.device)
         x = self.embed(torch.where(mask.unsqueeze(-1), items, zero))
         if self.phi is not None and self.rho is not None:
@@ -262,8 +292,8 @@ class EntityEncoder(nn.Module):
                 x = block(x, mask)
             assert self.norm is not None
             pooled = self.pool(self.norm(x), mask)
-        count = torch.log1p(mask.sum(dim=1, keepdim=True).to(pooled.dtype))
-        return torch.cat([pooled, count], dim=1)
+        used = mask.sum(dim=1, keepdim=True).to(pooled.dtype) / max(slots, 1)
+        return torch.cat([pooled, used], dim=1)
 
     def forward_flat(self, flat: torch.Tensor, max_len: int) -> torch.Tensor:
         """The flat block of a Repeated / Sequence leaf ``[B, 1 + max_len * item_size]``."""

@@ -43,7 +43,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlblocks.models.entity import POOLS, MaskedPool, length_mask
+from rlblocks.models.entity import POOLS, MaskedPool, length_mask, trim_padding
 
 __all__ = ["BACKENDS", "GraphEncoder", "pyg_available", "split_graph"]
 
@@ -214,21 +214,20 @@ class GraphEncoder(nn.Module):
         """``nodes [B, N, F]``, ``edges [B, M, E]`` (or None), ``links [B, M, 2]`` (source,
         target node indices, any numeric dtype), ``n_nodes`` / ``n_edges`` ``[B]`` ->
         ``[B, dim]``."""
-        b, n = nodes.shape[0], nodes.shape[1]
-        m = links.shape[1]
+        node_mask = length_mask(n_nodes.reshape(-1), nodes.shape[1])
+        nodes, node_mask = trim_padding(node_mask, nodes, node_mask)
+        edge_slots = length_mask(n_edges.reshape(-1), links.shape[1])
+        if edges is None:
+            links, edge_slots = trim_padding(edge_slots, links, edge_slots)
+        else:
+            links, edges, edge_slots = trim_padding(edge_slots, links, edges, edge_slots)
+        b, n, m = nodes.shape[0], nodes.shape[1], links.shape[1]
         zero = torch.zeros((), dtype=nodes.dtype, device=nodes.device)
-        node_mask = length_mask(n_nodes.reshape(-1), n)
         x = self.embed(torch.where(node_mask.unsqueeze(-1), nodes, zero)).reshape(b * n, -1)
         links = links.to(torch.float32)
         count = n_nodes.reshape(-1, 1).to(torch.float32)
         src_f, dst_f = links[..., 0], links[..., 1]
-        valid = (
-            length_mask(n_edges.reshape(-1), m)
-            & (src_f >= 0)
-            & (src_f < count)
-            & (dst_f >= 0)
-            & (dst_f < count)
-        )
+        valid = edge_slots & (src_f >= 0) & (src_f < count) & (dst_f >= 0) & (dst_f < count)
         base = (torch.arange(b, device=nodes.device) * n).unsqueeze(1)
         src = src_f.clamp(0, n - 1).to(torch.int64) + base
         dst = dst_f.clamp(0, n - 1).to(torch.int64) + base
