@@ -6,7 +6,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import rlblocks.envs as envs
-from gymnasium.utils.env_checker import check_env
+from gymnasium.spaces import GraphInstance
+from gymnasium.utils.env_checker import check_env, data_equivalence
 from rlblocks.envs import (
     CorrelatedActionsEnv,
     ParametricCartPole,
@@ -17,9 +18,9 @@ from rlblocks.envs import (
     zoo_actions,
     zoo_memory,
     zoo_observations,
+    zoo_structures,
 )
 from rlblocks.envs.masked_bandit import MaskedBanditEnv
-from rlblocks.spaces import Repeated
 
 
 @pytest.mark.parametrize("env_id", sorted(envs.ENV_IDS))
@@ -234,7 +235,8 @@ def test_zoo_ids_are_checked_16_step_envs(env_id: str) -> None:
     env = gym.make(env_id)
     assert env.spec is not None and env.spec.reward_threshold == entry.threshold
     check_env(env.unwrapped, skip_render_check=True)
-    assert set(entry.model) <= {"use_lstm", "use_attention"}  # nothing tuned
+    # nothing tuned: only the model a task needs (memory; an order-aware list encoder)
+    assert set(entry.model) <= {"use_lstm", "use_attention", "entity_encoder"}
     assert entry.random_return < entry.threshold
     obs, _ = env.reset(seed=1)
     steps, trunc = 0, False
@@ -380,14 +382,159 @@ def test_zoo_same_seed_same_episode() -> None:
             oa, ra = a.step(act)[:2]
             ob, rb = b.step(act)[:2]
             assert ra == rb
-        fa = (
-            gym.spaces.flatten(a.observation_space, oa)
-            if not isinstance(a.observation_space, Repeated)
-            else np.asarray(oa)
-        )
-        fb = (
-            gym.spaces.flatten(b.observation_space, ob)
-            if not isinstance(b.observation_space, Repeated)
-            else np.asarray(ob)
-        )
-        np.testing.assert_array_equal(fa, fb)
+        assert data_equivalence(oa, ob, exact=True), env_id
+        assert a.observation_space.contains(oa), env_id
+
+
+def _answer_frequencies(env: zoo.ZooEnv, draws: int) -> np.ndarray:
+    env.reset(seed=0)
+    counts = np.zeros(int(env.action_space.n), np.int64)  # type: ignore[attr-defined]
+    for _ in range(draws):
+        counts[env.answer(env._draw())] += 1
+    return counts / draws
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        zoo_structures.SequenceBandit,
+        zoo_structures.GraphBandit,
+        zoo_structures.TextBandit,
+        zoo_structures.OneOfBandit,
+    ],
+)
+def test_zoo_structured_answers_are_balanced(make) -> None:
+    """Every answer is equally likely, so a constant (or stale) answer scores random."""
+    env = make()
+    freq = _answer_frequencies(env, 4000)
+    np.testing.assert_allclose(freq, env.random_step_reward, atol=0.03)
+
+
+def test_zoo_sequence_answer_needs_the_argmax_item() -> None:
+    env = zoo_structures.SequenceBandit(max_len=6)
+    rng = np.random.default_rng(0)
+    env.reset(seed=1)
+    lengths = set()
+    for _ in range(200):
+        obs = env._draw()
+        assert isinstance(obs, tuple) and obs in env.observation_space
+        lengths.add(len(obs))
+        items = np.stack(obs)
+        assert (items[:, 1] > 0).sum() == len(items) // 2 and np.all(np.abs(items[:, 1]) >= 0.1)
+        best = int(np.argmax(items[:, 0]))
+        assert env.answer(obs) == int(items[best, 1] > 0)
+        shuffled = tuple(items[rng.permutation(len(items))])
+        assert env.answer(shuffled) == env.answer(obs)  # the order does not matter
+        flipped = items.copy()
+        flipped[best, 1] = -flipped[best, 1]
+        assert env.answer(tuple(flipped)) == 1 - env.answer(obs)
+        # the other items' y never matters
+        others = items.copy()
+        others[np.arange(len(items)) != best, 1] *= -1
+        assert env.answer(tuple(others)) == env.answer(obs)
+    assert lengths == {2, 4, 6}
+
+
+def _relabel(obs: GraphInstance, perm: np.ndarray) -> GraphInstance:
+    """The same graph with node i renamed perm[i]."""
+    nodes = np.empty_like(obs.nodes)
+    nodes[perm] = obs.nodes
+    return GraphInstance(nodes, obs.edges, perm[obs.edge_links])
+
+
+def test_zoo_graph_answer_is_the_marked_nodes_degree() -> None:
+    env = zoo_structures.GraphBandit(min_nodes=3, max_nodes=8)
+    env.reset(seed=2)
+    rng = np.random.default_rng(0)
+    sizes = set()
+    for _ in range(300):
+        obs = env._draw()
+        assert obs in env.observation_space
+        n, links = len(obs.nodes), obs.edge_links
+        sizes.add(n)
+        assert obs.nodes[:, 0].sum() == 1.0  # one marked node
+        pairs = [tuple(p) for p in links.tolist()]
+        assert len(set(pairs)) == len(pairs) and all(i != j for i, j in pairs)
+        assert all((j, i) in set(pairs) for i, j in pairs)  # undirected: both directions
+        marked = int(np.argmax(obs.nodes[:, 0]))
+        degrees = np.bincount(links[:, 0], minlength=n)
+        assert degrees.max() >= 2 and degrees.min() <= 1  # either answer could be marked
+        assert env.answer(obs) == int(degrees[marked] >= 2)
+        assert env.answer(_relabel(obs, rng.permutation(n))) == env.answer(obs)
+        keep = (links[:, 0] != marked) & (links[:, 1] != marked)
+        cut = GraphInstance(obs.nodes, obs.edges[keep], links[keep])
+        assert env.answer(cut) == 0  # the other nodes' edges never count
+    assert sizes == set(range(3, 9))
+
+
+def test_zoo_structured_shortcuts_score_random() -> None:
+    """What does not single out the right item / node says nothing about the answer: a
+    sequence's length, one slot, the sum of its y; a graph's size and edge count."""
+    seq = zoo_structures.SequenceBandit()
+    seq.reset(seed=5)
+    hits = np.zeros(4)
+    for _ in range(4000):
+        obs = seq._draw()
+        y = np.stack(obs)[:, 1]
+        answer = seq.answer(obs)
+        guesses = [y[0] > 0, y[-1] > 0, y.sum() > 0, len(obs) == 2]
+        hits += [int(g) == answer for g in guesses]
+    np.testing.assert_allclose(hits / 4000, 0.5, atol=0.03)
+    graph = zoo_structures.GraphBandit()
+    graph.reset(seed=6)
+    by_size: dict[tuple[int, int], list[int]] = {}
+    for _ in range(6000):
+        obs = graph._draw()
+        by_size.setdefault((len(obs.nodes), len(obs.edge_links)), []).append(graph.answer(obs))
+    # the best guess from (nodes, edges) alone, scored on the draws it was fitted to (a
+    # slight optimistic bias from the many small groups)
+    best = sum(max(sum(a), len(a) - sum(a)) for a in by_size.values()) / 6000
+    assert best < 0.56
+
+
+def test_zoo_text_answer_is_the_spelt_word() -> None:
+    env = zoo_structures.TextBandit(max_length=8)
+    assert not set(env.FILLER) & set("".join(env.WORDS))
+    env.reset(seed=3)
+    starts, lengths = set(), set()
+    for _ in range(300):
+        obs = env._draw()
+        assert isinstance(obs, str) and obs in env.observation_space
+        found = [i for i, w in enumerate(env.WORDS) if w in obs]
+        assert found == [env.answer(obs)]
+        word = env.WORDS[found[0]]
+        starts.add(obs.index(word))
+        lengths.add(len(obs))
+        assert set(obs.replace(word, "", 1)) <= set(env.FILLER)
+    assert starts == set(range(6)) and lengths == set(range(3, 9))
+    with pytest.raises(ValueError, match="spells none"):
+        env.answer("zzzz")
+
+
+def test_zoo_oneof_answer_needs_the_branch_and_its_value() -> None:
+    env = zoo_structures.OneOfBandit()
+    assert [env.answer((0, v)) for v in range(3)] == [1, 2, 0]
+    xs = [-0.9, -0.5, -0.2, 0.0, 0.3, 0.9]
+    up = [env.answer((1, np.array([x, 0.5], np.float32))) for x in xs]
+    down = [env.answer((1, np.array([x, -0.5], np.float32))) for x in xs]
+    assert up == [0, 0, 1, 1, 1, 2] and down == [2 - a for a in up]
+    env.reset(seed=4)
+    branches = [env._draw()[0] for _ in range(400)]
+    assert set(branches) == {0, 1} and 150 < sum(branches) < 250
+
+
+def test_zoo_structured_reject_bad_arguments() -> None:
+    for make, match in [
+        (lambda: zoo_structures.SequenceBandit(max_len=1), "max_len"),
+        (lambda: zoo_structures.SequenceBandit(max_len=5), "even"),
+        (lambda: zoo_structures.GraphBandit(min_nodes=2), "min_nodes"),
+        (lambda: zoo_structures.GraphBandit(min_nodes=5, max_nodes=4), "max_nodes"),
+        (lambda: zoo_structures.TextBandit(max_length=3), "max_length"),
+        (lambda: zoo_structures.OneOfBandit(episode_len=0), "episode_len"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            make()
+    env = zoo_structures.OneOfBandit()
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="action"):
+        env.step(3)

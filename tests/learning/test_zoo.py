@@ -1,7 +1,8 @@
 """Every task of the zoo (``rlblocks.envs.ZOO``) learns with the CLI's defaults.
 
 Each run is the real command line, ``rlblocks.cli.main(["train", "--env", ID, ...])``, with
-nothing set but ``model.use_lstm`` / ``model.use_attention`` where the task needs memory.
+nothing set but ``model.use_lstm`` / ``model.use_attention`` where the task needs memory
+(and ``model.entity_encoder`` where a list's order matters).
 The id's ``reward_threshold`` is the zoo's pass threshold, so a run stops as soon as its mean
 return reaches it; it must do so within the entry's step budget. Masked tasks must also
 score the legal-random return from their first iteration (honoured masks), which a policy
@@ -32,8 +33,8 @@ WORKERS = int(os.environ.get("RLBLOCKS_ZOO_WORKERS", "2"))
 #: Seconds a test waits for its run (the runs before it in the queue included).
 TIMEOUT_S = 900
 #: Ids (substrings) of the tasks with the slowest models (conv nets, recurrent nets, the
-#: complex-input net over nested spaces).
-SLOW = ("Grid", "Recall", "Dict-", "Tuple-", "BoxRank3")
+#: complex-input net over nested spaces, the entity / graph / text encoders).
+SLOW = ("Grid", "Recall", "Dict-", "Tuple-", "BoxRank3", "Sequence", "Graph", "Text")
 
 
 def train_cli(env_id: str, run_dir: str) -> dict[str, Any]:

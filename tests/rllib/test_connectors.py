@@ -15,7 +15,7 @@ import torch  # noqa: E402
 from gymnasium.spaces import Box, Dict, Discrete, MultiDiscrete, Tuple  # noqa: E402
 from ray.rllib.core.columns import Columns  # noqa: E402
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode  # noqa: E402
-from rlblocks import get_preprocessor  # noqa: E402
+from rlblocks import get_preprocessor, restore_original_dimensions  # noqa: E402
 from rlblocks.filters import MeanStdFilter  # noqa: E402
 from rlblocks.image import gray_resize  # noqa: E402
 from rlblocks.models.visionnet import VisionNetwork  # noqa: E402
@@ -203,7 +203,7 @@ def test_filter_state_merges_through_rllibs_pipeline():
         np.testing.assert_allclose(stats.mean, single.running_stats.mean, rtol=1e-12)
 
 
-def test_gymnasium_sequence_is_flattened_as_a_padded_repeated():
+def test_gymnasium_sequence_is_read_natively_with_the_configs_bound():
     space = Dict(
         {
             "items": gym.spaces.Sequence(Box(-1, 1, (2,))),
@@ -211,8 +211,11 @@ def test_gymnasium_sequence_is_flattened_as_a_padded_repeated():
             "tag": Discrete(3),
         }
     )
-    piece = FlattenObservationsBatched(space, Discrete(2), sequence_max_len=4)
-    # Repeated layout per sequence: [length, items..., zero padding]
+    # the connector's argument overrides the config's sequence_max_len
+    piece = FlattenObservationsBatched(
+        space, Discrete(2), model_config={"sequence_max_len": 9}, sequence_max_len=4
+    )
+    # Repeated's layout per sequence: [length, items..., zero padding]
     assert piece.observation_space.shape == ((1 + 4 * 2) + (1 + 4 * 2) + 3,)
     obs = {
         "items": (np.array([0.5, -0.5], np.float32), np.array([0.25, 1.0], np.float32)),
@@ -230,13 +233,89 @@ def test_gymnasium_sequence_is_flattened_as_a_padded_repeated():
         ]
     ).astype(np.float32)
     np.testing.assert_array_equal(ep.get_observations(-1), expected)
-    assert piece.observation_space.original_space["items"].max_len == 4
+    # the Box carries the Sequence space itself and the layout that wrote the rows, so the
+    # module restores the items with the connector's bound (pickled as to a learner too)
+    out = pickle.loads(pickle.dumps(piece.observation_space))
+    assert out.original_space == space
+    restored = restore_original_dimensions(expected[None], out)
+    assert restored["items"].max_len == 4 and restored["items"].lengths.tolist() == [2.0]
+    np.testing.assert_array_equal(restored["items"].values[0, :2], [[0.5, -0.5], [0.25, 1.0]])
     too_long = dict(obs, items=tuple(np.zeros(2, np.float32) for _ in range(5)))
     ep.set_observations(at_indices=-1, new_data=too_long)
-    with pytest.raises(ValueError, match="longer than max_len=4"):
+    with pytest.raises(ValueError, match="length 5 is longer than sequence_max_len=4"):
         run(piece, [ep])
+    # without the argument: the model config's key, else its default
+    sized = FlattenObservationsBatched(space, Discrete(2), model_config={"sequence_max_len": 6})
+    assert sized.observation_space.shape == ((1 + 6 * 2) + (1 + 6 * 2) + 3,)
+    default = FlattenObservationsBatched(space, Discrete(2))
+    assert default.observation_space.shape == ((1 + 64 * 2) + (1 + 64 * 2) + 3,)
+    # a filter after the flattening keeps the structure and its layout
+    filtered = MeanStdFilterBatched(piece.observation_space, Discrete(2))
+    assert filtered.observation_space.layout is piece.observation_space.layout
     with pytest.raises(ValueError, match="sequence_max_len"):
         env_to_module(sequence_max_len=0)
+
+
+STRUCTURED = Dict(
+    {
+        "graph": gym.spaces.Graph(Box(0, 1, (2,)), Box(0, 1, (1,))),
+        "text": gym.spaces.Text(4, min_length=1, charset="abc"),
+        "union": gym.spaces.OneOf((Discrete(3), Box(-1, 1, (2,)))),
+    }
+)
+
+
+def test_graph_text_and_oneof_are_flattened_in_one_batched_call():
+    config = {"graph_max_nodes": 3, "graph_max_edges": 2}
+    piece = FlattenObservationsBatched(STRUCTURED, Discrete(2), model_config=config)
+    graph_size = 2 + 3 * 2 + 2 * 1 + 2 * 2
+    text_size = 1 + 4 * 3
+    assert piece.observation_space.shape == (graph_size + text_size + 2 + 3 + 2,)
+    obs = {
+        "graph": gym.spaces.GraphInstance(
+            np.array([[1.0, 0.5], [0.0, 0.25]], np.float32),
+            np.array([[0.75], [0.125]], np.float32),
+            np.array([[0, 1], [1, 0]]),
+        ),
+        "text": "cab",
+        "union": (1, np.array([0.5, -1.0], np.float32)),
+    }
+    ep = SingleAgentEpisode(observation_space=STRUCTURED, action_space=Discrete(2))
+    ep.add_env_reset(observation=obs)
+    run(piece, [ep])
+    expected = np.concatenate(
+        [
+            [2, 2, 1.0, 0.5, 0.0, 0.25, 0, 0, 0.75, 0.125, 0, 1, 1, 0],  # graph
+            [3, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0],  # text: one-hot per character
+            [0, 1, 0, 0, 0, 0.5, -1.0],  # union: branch one-hot, branch 0 zero, branch 1
+        ]
+    ).astype(np.float32)
+    np.testing.assert_array_equal(ep.get_observations(-1), expected)
+    # many episodes at once: the rows of rlblocks' per-observation transform
+    prep = get_preprocessor(STRUCTURED)(STRUCTURED, config)
+    rng = np.random.default_rng(0)
+    rows, eps = [], []
+    for i in range(6):
+        n = int(rng.integers(1, 4))
+        o = {
+            "graph": gym.spaces.GraphInstance(
+                rng.uniform(0, 1, (n, 2)).astype(np.float32),
+                np.zeros((n - 1, 1), np.float32),
+                np.array([[k, k + 1] for k in range(n - 1)]).reshape(-1, 2),
+            ),
+            "text": "abc"[: 1 + i % 3],
+            "union": (0, i % 3) if i % 2 else (1, rng.uniform(-1, 1, 2).astype(np.float32)),
+        }
+        e = SingleAgentEpisode(observation_space=STRUCTURED, action_space=Discrete(2))
+        e.add_env_reset(observation=o)
+        eps.append(e)
+        rows.append(prep.transform(o))
+    run(piece, eps)
+    np.testing.assert_array_equal(np.stack([e.get_observations(-1) for e in eps]), rows)
+    restored = restore_original_dimensions(np.stack(rows), piece.observation_space)
+    assert restored["graph"].nodes.shape == (6, 3, 2)
+    assert restored["text"].ids.shape == (6, 4)
+    assert restored["union"].index.tolist() == [1, 0, 1, 0, 1, 0]
 
 
 def test_model_views_join_the_observation():
@@ -397,4 +476,26 @@ def test_repeated_is_flattened_env_side_and_the_connector_passes_it_through():
     batch, _ = venv.reset(seed=0)
     per_env = unbatch(batch)
     assert len(per_env) == 3 and per_env[0]["observations"].shape == prep.shape
+    venv.close()
+
+
+@pytest.mark.parametrize("name", ["Sequence", "Graph", "Text", "OneOf"])
+def test_structured_zoo_envs_are_flattened_env_side_and_unbatch(name):
+    from ray.rllib.utils.spaces.space_utils import unbatch
+    from rlblocks.rllib.connectors import FlatRepeatedObservations, needs_env_side_flattening
+
+    env_id = f"rlblocks.envs:rlblocks/zoo-{name}-v0"
+    raw = gym.make(env_id)
+    space = raw.observation_space
+    assert needs_env_side_flattening(space) and needs_env_side_flattening(Dict({"x": space}))
+    assert not needs_env_side_flattening(NESTED["c"])
+    prep = get_preprocessor(space)(space)
+    venv = gym.vector.SyncVectorEnv(
+        [lambda: FlatRepeatedObservations(gym.make(env_id)) for _ in range(3)]
+    )
+    assert venv.single_observation_space.original_space == space
+    batch, _ = venv.reset(seed=0)
+    per_env = unbatch(batch)
+    expected = [prep.transform(gym.make(env_id).reset(seed=i)[0]) for i in range(3)]
+    np.testing.assert_array_equal(np.stack(per_env), np.stack(expected))
     venv.close()

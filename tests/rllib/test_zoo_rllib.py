@@ -4,8 +4,8 @@ The CLI's defaults and nothing else (``model.use_lstm`` / ``use_attention`` only
 task needs memory); the run stops at the id's ``reward_threshold`` (the zoo's pass
 threshold) and must get there within the entry's step budget. The subset below keeps CI's
 Ray step to about five minutes: one task per path through rlblocks' RLlib module and
-connectors (fully connected, vision, Repeated and nested Dict observations, action masks,
-Dict and Box actions, an LSTM).
+connectors (fully connected, vision, Repeated, gymnasium Sequence and nested Dict
+observations, action masks, Dict and Box actions, an LSTM).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ RLLIB_ZOO = [
     "rlblocks/zoo-BoxRank1-v0",
     "rlblocks/zoo-Image-v0",
     "rlblocks/zoo-RepeatedLast-v0",
+    "rlblocks/zoo-Sequence-v0",
     "rlblocks/zoo-MaskedDiscrete-v0",
     "rlblocks/zoo-Dict-v0",
     "rlblocks/zoo-DictAction-v0",

@@ -90,6 +90,10 @@ _ZOO_MODULES = {
     "MaskedBanditEnv": "masked_bandit",
     "ActionBandit": "zoo_actions",
     "Recall": "zoo_memory",
+    "SequenceBandit": "zoo_structures",
+    "GraphBandit": "zoo_structures",
+    "TextBandit": "zoo_structures",
+    "OneOfBandit": "zoo_structures",
 }  # every other zoo class: zoo_observations
 
 
@@ -143,9 +147,23 @@ ZOO: dict[str, ZooEntry] = {
     "rlblocks/zoo-RepeatedCount-v0": _zoo(
         "RepeatedBandit", {"target": "count", "max_len": 4}, 3.2, 10.0, 60_000
     ),
+    # the answer is in the LAST item: the list's order matters, which the default
+    # (order-blind) entity encoder cannot see; RLlib's flat FC over the padded list can
     "rlblocks/zoo-RepeatedLast-v0": _zoo(
-        "RepeatedBandit", {"target": "last", "max_len": 4}, 16 / 3, 10.0, 50_000
+        "RepeatedBandit",
+        {"target": "last", "max_len": 4},
+        16 / 3,
+        10.0,
+        50_000,
+        model={"entity_encoder": {"type": "flatten"}},
     ),
+    # structured observations (no fixed shape: sequences, graphs, strings, unions)
+    "rlblocks/zoo-Sequence-v0": _zoo("SequenceBandit", {"max_len": 6}, 8.0, 12.0, 40_000),
+    "rlblocks/zoo-Graph-v0": _zoo(
+        "GraphBandit", {"min_nodes": 3, "max_nodes": 8}, 8.0, 12.0, 40_000
+    ),
+    "rlblocks/zoo-Text-v0": _zoo("TextBandit", {"max_length": 8}, 4.0, 12.0, 40_000),
+    "rlblocks/zoo-OneOf-v0": _zoo("OneOfBandit", {}, 16 / 3, 10.0, 40_000),
     # action masks (random_return: a uniform pick among the legal actions)
     "rlblocks/zoo-MaskedDiscrete-v0": _zoo(
         "MaskedBanditEnv",

@@ -17,6 +17,9 @@ Families (``rlblocks/zoo-<Name>-v0`` ids and their training budgets are in
   picture), ``GridBandit`` (a MiniGrid-like 7x7x3 grid), ``DiscreteBandit`` /
   ``MultiDiscreteBandit`` (one-hot encoded), ``NestedBandit`` (nested ``Dict`` or
   ``Tuple``), ``RepeatedBandit`` (a :class:`~rlblocks.spaces.Repeated` list).
+* structured observations (:mod:`rlblocks.envs.zoo_structures`): ``SequenceBandit``
+  (a gymnasium ``Sequence``), ``GraphBandit`` (a ``Graph``), ``TextBandit`` (a ``Text``
+  string), ``OneOfBandit`` (a ``OneOf`` union).
 * actions (:mod:`rlblocks.envs.zoo_actions`): ``ActionBandit`` — ``MultiDiscrete``,
   ``Box``, ``Tuple`` and ``Dict`` actions.
 * masks: :class:`~rlblocks.envs.masked_bandit.MaskedBanditEnv` (``Discrete`` /

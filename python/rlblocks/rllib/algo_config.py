@@ -38,7 +38,7 @@ from rlblocks.rllib.connectors import (
     EnvToModule,
     FlatRepeatedObservations,
     env_to_module,
-    has_repeated,
+    needs_env_side_flattening,
 )
 from rlblocks.rllib.replay import atari_replay_buffer_config
 from rlblocks.rllib.spec import rl_module_spec
@@ -102,9 +102,10 @@ def deepmind_env(env_id: str, env_config: dict[str, Any] | None = None) -> gym.E
 def flat_repeated_env(
     env_id: str, model_config: dict[str, Any], env_config: dict[str, Any] | None = None
 ) -> gym.Env:
-    """``gym.make(env_id, **env_config)`` with its ``Repeated`` observations flattened on the
-    env side (:class:`~rlblocks.rllib.connectors.FlatRepeatedObservations`): RLlib's env
-    runner cannot unbatch the per-env lists that gymnasium's vector env makes of them."""
+    """``gym.make(env_id, **env_config)`` with its ``Repeated`` (gymnasium ``Sequence``,
+    ``Graph``, ``Text``, ``OneOf``) observations flattened on the env side
+    (:class:`~rlblocks.rllib.connectors.FlatRepeatedObservations`): RLlib's env runner
+    cannot unbatch the per-env values that gymnasium's vector env makes of them."""
     return FlatRepeatedObservations(gym.make(env_id, **dict(env_config or {})), model_config)
 
 
@@ -113,11 +114,11 @@ def _gym_id(env: str) -> str:
 
 
 def _probe_repeated(config: PPOConfig) -> bool:
-    """Whether the run's env observes a ``Repeated`` (anywhere in its space; one env is made
-    here to see its space)."""
+    """Whether the run's env observes a ``Repeated`` or another space that RLlib's env runner
+    cannot unbatch (anywhere in its space; one env is made here to see its space)."""
     env = gym.make(_gym_id(str(config.env)), **dict(config.env_config))
     try:
-        return has_repeated(env.observation_space)
+        return needs_env_side_flattening(env.observation_space)
     finally:
         env.close()
 

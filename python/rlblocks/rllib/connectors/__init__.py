@@ -8,9 +8,11 @@ one observation at a time in Python), and writes the rows back into the episodes
 RLlib's default pieces pick them up.
 
 * :class:`FlattenObservationsBatched` (``flatten_observations``): any nested observation ->
-  the flat float32 row of rlblocks' preprocessor; a gymnasium ``Sequence`` is read as a
-  ``Repeated``. :class:`FlatRepeatedObservations` (``flat_repeated_observations``) does the
-  same on the env side, for ``Repeated`` observations.
+  the flat float32 row of rlblocks' preprocessor (gymnasium ``Sequence``, ``Graph``,
+  ``Text`` and ``OneOf`` included). :class:`FlatRepeatedObservations`
+  (``flat_repeated_observations``) does the same on the env side, for the spaces RLlib's
+  env runner cannot unbatch (:func:`needs_env_side_flattening`: ``Repeated``, ``Sequence``,
+  ``Graph``, ``Text``, ``OneOf``).
 * :class:`MeanStdFilterBatched` (``mean_std_filter``): rlblocks'
   :class:`~rlblocks.filters.MeanStdFilter` on the flat observations, whose state merges
   across env runners exactly.
@@ -32,8 +34,7 @@ from rlblocks.rllib.connectors.mean_std_filter import MeanStdFilterBatched
 from rlblocks.rllib.connectors.model_view_observations import ModelViewObservations
 from rlblocks.rllib.connectors.observation_spaces import (
     has_repeated,
-    sequence_as_repeated,
-    sequence_values_as_lists,
+    needs_env_side_flattening,
 )
 from rlblocks.rllib.connectors.pipeline import FILTERS, EnvToModule, env_to_module
 
@@ -47,6 +48,5 @@ __all__ = [
     "ModelViewObservations",
     "env_to_module",
     "has_repeated",
-    "sequence_as_repeated",
-    "sequence_values_as_lists",
+    "needs_env_side_flattening",
 ]

@@ -13,11 +13,8 @@ from gymnasium.spaces import Box
 from rlblocks.config import ModelConfig
 from rlblocks.preprocessors import get_preprocessor
 from rlblocks.rllib.connectors.observation_spaces import (
-    has_sequence,
     inner_space,
     mask_dict,
-    sequence_as_repeated,
-    sequence_values_as_lists,
     with_original_space,
 )
 from rlblocks.rllib.module import MASK_KEY, OBS_KEY, is_mask_space
@@ -26,21 +23,23 @@ __all__ = ["FlatRepeatedObservations"]
 
 
 class FlatRepeatedObservations(gym.ObservationWrapper):  # type: ignore[type-arg]
-    """Env side of ``Repeated`` observations on RLlib: each observation -> the flat float32
-    row of rlblocks' preprocessor (the row
+    """Env side of the observations RLlib's env runner cannot unbatch (``Repeated``,
+    gymnasium ``Sequence`` / ``Graph`` / ``Text`` / ``OneOf``, other string spaces: see
+    :func:`~rlblocks.rllib.connectors.needs_env_side_flattening`): each observation -> the
+    flat float32 row of rlblocks' preprocessor (the row
     :class:`~rlblocks.rllib.connectors.FlattenObservationsBatched` would make).
 
-    gymnasium's vector env batches a custom space such as ``Repeated`` as a Tuple of
-    per-env lists, which RLlib's env runner cannot unbatch; a flat Box it can. The Box
-    carries ``original_space`` (the ``Repeated``-holding space), so the module restores the
+    gymnasium's vector env batches those spaces as a Tuple of per-env values, which RLlib's
+    env runner cannot unbatch; a flat Box it can. The Box carries ``original_space`` (the
+    structured space) and the preprocessor's ``layout``, so the module restores the
     structure exactly as after the connector's flattening, and the connector passes the
     rows through (a flat Box needs no preprocessor). The action-mask form
     ``Dict(action_mask=..., observations=...)`` keeps ``action_mask`` and flattens
-    ``observations`` only. A gymnasium ``Sequence`` inside is read as a ``Repeated`` of at
-    most the config's ``max_seq_len`` items, as the connector reads it.
+    ``observations`` only. The bounds (``sequence_max_len``, ``graph_max_nodes``,
+    ``text_max_length``, ...) are the model config's, as the connector reads them.
 
     Args:
-        env: The env (its observation space holds a ``Repeated``).
+        env: The env (its observation space holds one of the spaces above).
         model_config: rlblocks model config (preprocessor options).
     """
 
@@ -50,17 +49,13 @@ class FlatRepeatedObservations(gym.ObservationWrapper):  # type: ignore[type-arg
         space = env.observation_space
         self._masked = is_mask_space(space)
         inner = inner_space(space, self._masked)
-        self._sequence_space = inner if has_sequence(inner) else None
-        if self._sequence_space is not None:
-            inner = sequence_as_repeated(inner, options["max_seq_len"])
         self._prep = get_preprocessor(inner)(inner, options)
-        out = with_original_space(Box(-np.inf, np.inf, self._prep.shape, np.float32), inner)
+        box = Box(-np.inf, np.inf, self._prep.shape, np.float32)
+        out = with_original_space(box, inner, self._prep.layout)
         self.observation_space = mask_dict(space, out) if self._masked else out
 
     def observation(self, observation: Any) -> Any:
         inner = observation[OBS_KEY] if self._masked else observation
-        if self._sequence_space is not None:
-            inner = sequence_values_as_lists(self._sequence_space, inner)
         row = np.asarray(self._prep.transform(inner), np.float32)
         if self._masked:
             return {MASK_KEY: observation[MASK_KEY], OBS_KEY: row}

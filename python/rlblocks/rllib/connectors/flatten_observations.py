@@ -13,12 +13,7 @@ from gymnasium.spaces import Box
 from rlblocks.config import ModelConfig
 from rlblocks.preprocessors import NoPreprocessor, Preprocessor, get_preprocessor
 from rlblocks.rllib.connectors.newest_observation import NewestObservationPiece
-from rlblocks.rllib.connectors.observation_spaces import (
-    has_sequence,
-    sequence_as_repeated,
-    sequence_values_as_lists,
-    with_original_space,
-)
+from rlblocks.rllib.connectors.observation_spaces import with_original_space
 
 __all__ = ["FlattenObservationsBatched"]
 
@@ -26,19 +21,22 @@ __all__ = ["FlattenObservationsBatched"]
 class FlattenObservationsBatched(NewestObservationPiece):
     """Flattens the newest observation of all episodes in one C++ ``transform_batch`` call.
 
-    Any nested Dict/Tuple/Discrete/MultiDiscrete/``Repeated`` observation becomes the flat
-    float32 vector of rlblocks' preprocessor; the output Box carries ``original_space`` so
-    that Dict/Tuple models see the nested structure again. A gymnasium ``Sequence`` is read
-    as a ``Repeated`` of at most ``sequence_max_len`` items, zero-padded; a longer sequence
-    is a ValueError. The action-mask form ``Dict(action_mask=..., observations=...)`` keeps
-    ``action_mask`` untouched and flattens ``observations`` only.
+    Any nested observation the preprocessors read (Dict/Tuple/Discrete/MultiDiscrete,
+    ``Repeated``, gymnasium ``Sequence`` / ``Graph`` / ``Text`` / ``OneOf``) becomes the flat
+    float32 vector of rlblocks' preprocessor; the output Box carries ``original_space`` and
+    the preprocessor's ``layout``, so that the models see the nested structure again, with
+    the bounds that wrote the rows. A gymnasium ``Sequence`` holds at most the config's
+    ``sequence_max_len`` items, zero-padded (a longer one is a ValueError naming the key, or
+    cut with ``sequence_truncate``). The action-mask form
+    ``Dict(action_mask=..., observations=...)`` keeps ``action_mask`` untouched and flattens
+    ``observations`` only.
 
     Args:
         input_observation_space: The env's (single) observation space (set by the pipeline).
         input_action_space: The env's (single) action space.
-        model_config: rlblocks model config (preprocessor options, e.g. ``grayscale``).
-        sequence_max_len: The most items of a gymnasium ``Sequence`` observation (default:
-            the config's ``max_seq_len``).
+        model_config: rlblocks model config (preprocessor options, e.g. ``grayscale``,
+            ``sequence_max_len``, ``graph_max_nodes``).
+        sequence_max_len: Overrides the config's ``sequence_max_len`` (None: keep it).
     """
 
     def __init__(
@@ -50,12 +48,10 @@ class FlattenObservationsBatched(NewestObservationPiece):
         sequence_max_len: int | None = None,
         **kwargs: Any,
     ) -> None:
-        self._options = ModelConfig.from_dict(model_config).to_dict()
-        bound = self._options["max_seq_len"] if sequence_max_len is None else sequence_max_len
-        if isinstance(bound, bool) or not isinstance(bound, int) or bound < 1:
-            raise ValueError(f"sequence_max_len must be an int >= 1, got {bound!r}")
-        self._sequence_max_len = bound
-        self._sequence_space: gym.Space | None = None
+        config = dict(model_config or {})
+        if sequence_max_len is not None:
+            config["sequence_max_len"] = sequence_max_len
+        self._options = ModelConfig.from_dict(config).to_dict()
         self._prep: Preprocessor | None = None
         super().__init__(input_observation_space, input_action_space, **kwargs)
 
@@ -65,14 +61,12 @@ class FlattenObservationsBatched(NewestObservationPiece):
         return self._prep
 
     def _inner_output_space(self, inner: gym.Space) -> gym.Space:
-        self._sequence_space = inner if has_sequence(inner) else None
-        if self._sequence_space is not None:
-            inner = sequence_as_repeated(inner, self._sequence_max_len)
         prep = get_preprocessor(inner)(inner, self._options)
         self._prep = prep
         if isinstance(prep, NoPreprocessor):
             return inner
-        return with_original_space(Box(-np.inf, np.inf, prep.shape, np.float32), inner)
+        box = Box(-np.inf, np.inf, prep.shape, np.float32)
+        return with_original_space(box, inner, prep.layout)
 
     # A non-empty state on purpose: RLlib's pipeline pairs the merged states with its pieces
     # by position among the pieces that HAVE a state, so a stateless piece in front of
@@ -104,7 +98,5 @@ class FlattenObservationsBatched(NewestObservationPiece):
         eps, last, inner = self._gather(episodes)
         if not eps:
             return batch
-        if self._sequence_space is not None:
-            inner = [sequence_values_as_lists(self._sequence_space, o) for o in inner]
         self._write(eps, last, self._prep.transform_batch(inner))
         return batch

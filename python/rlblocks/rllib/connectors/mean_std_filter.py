@@ -79,7 +79,9 @@ class MeanStdFilterBatched(NewestObservationPiece):
         clip = self._filter.clip
         bound = clip if clip else np.inf
         return with_original_space(
-            Box(-bound, bound, shape, np.float32), getattr(inner, "original_space", None)
+            Box(-bound, bound, shape, np.float32),
+            getattr(inner, "original_space", None),
+            getattr(inner, "layout", None),
         )
 
     def __call__(self, *, batch: dict[str, Any], episodes: list[Any], **kwargs: Any) -> Any:

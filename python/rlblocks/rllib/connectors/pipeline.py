@@ -34,8 +34,8 @@ class EnvToModule:
         model_config: rlblocks model config (preprocessor options).
         observation_filter: ``"NoFilter"`` or ``"MeanStdFilter"``
             (``"ConcurrentMeanStdFilter"`` is the same here: each env runner has its own).
-        sequence_max_len: The most items of a gymnasium ``Sequence`` observation (default:
-            the config's ``max_seq_len``).
+        sequence_max_len: Overrides the config's ``sequence_max_len`` (the most items of a
+            gymnasium ``Sequence`` observation; None: keep it).
         atari: Raw RGB Atari frames: the DeepMind frame pipeline
             (:class:`AtariFramesBatched` with the config's ``dim`` and ``framestack``).
         stack_in_episode: With ``atari``: False keeps one frame per episode step (a replay
