@@ -43,7 +43,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Prints the evaluation's JSON summary (an RLlib run evaluates without Ray)."""
-    from rlblocks.train.ppo import PPOTrainer
+    from rlblocks.train.restoring import restore_trainer
 
     if rllib_run(args.run_dir):
         if args.exported is not None:
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(str(err)) from err
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # evaluation starts fresh episodes
-        trainer = PPOTrainer.restore(args.run_dir, log=False)
+        trainer = restore_trainer(args.run_dir, log=False)
     try:
         if exported is not None:
             from rlblocks.export.evaluate import evaluate_exported

@@ -194,11 +194,11 @@ def _run_env(run_dir: Path) -> Any:
 
 def _restore(run_dir: str) -> Any:
     """``PPOTrainer.restore`` whose warnings (a resume that is not exact) are one line each."""
-    from rlblocks.train.ppo import PPOTrainer
+    from rlblocks.train.restoring import restore_trainer
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
-        trainer = PPOTrainer.restore(run_dir)
+        trainer = restore_trainer(run_dir)
     for w in caught:
         print(f"rlblocks: warning: {w.message}", file=sys.stderr, flush=True)
     return trainer
@@ -235,6 +235,12 @@ def _new_trainer(args: argparse.Namespace, flags: dict[str, Any], config: Any, t
             num_envs_per_env_runner=flags["num_envs_per_env_runner"],
             ray_address=flags["ray_address"],
         )
+    from rlblocks.multiagent.trainer import is_multiagent_config
+
+    if is_multiagent_config(config):
+        from rlblocks.multiagent.trainer import MultiAgentPPOTrainer
+
+        return MultiAgentPPOTrainer(config, run_dir=target)
     from rlblocks.train.ppo import PPOTrainer
 
     return PPOTrainer(config, run_dir=target)

@@ -41,11 +41,11 @@ def _trainer(source: Any) -> tuple[Any, bool]:
     """``(trainer, opened_here)`` for a trainer or a run / checkpoint directory."""
     if hasattr(source, "policy") and hasattr(source, "preprocessor"):
         return source, False
-    from rlblocks.train.ppo import PPOTrainer
+    from rlblocks.train.restoring import restore_trainer
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # envs not stored: irrelevant here
-        return PPOTrainer.restore(source, log=False), True
+        return restore_trainer(source, log=False), True
 
 
 def _sidecar(trainer: Any, graph: PolicyGraph, artifact: Path, fmt: str) -> dict[str, Any]:

@@ -227,6 +227,7 @@ def _save(run: Path, state: dict[str, Any], path: str | Path | None) -> Path:
         "timesteps_total": int(state["timesteps_total"]),
         "sha256": hashlib.sha256(payload).hexdigest(),
         "bytes": len(payload),
+        "format": str(state.get("format", "rlblocks.ppo")),
     }
     last = (state.get("last_metrics") or {}).get("episode_return_mean")
     if isinstance(last, (int, float)) and not isinstance(last, bool):

@@ -43,7 +43,9 @@ __all__ = [
     "describe_error",
     "env_spec",
     "evaluation_env",
+    "env_callable",
     "make_env_creator",
+    "raw_env_creator",
     "registered_id",
     "vector_env_from_config",
 ]
@@ -88,6 +90,28 @@ def registered_id(env_id: str) -> str:
     return env_id
 
 
+def env_callable(env: Any) -> Callable[..., Any] | None:
+    """The factory a ``"module:callable"`` env names (None for a registered id or anything
+    else): ``module`` is imported and ``callable`` is one of its attributes, e.g.
+    ``"mpe2.simple_spread_v3:parallel_env"``. It is called with the config's ``env_config``
+    as keyword arguments.
+
+    Examples:
+        >>> env_callable("gymnasium.envs.classic_control:CartPoleEnv").__name__
+        'CartPoleEnv'
+        >>> env_callable("CartPole-v1") is None
+        True
+    """
+    if not isinstance(env, str) or ":" not in env:
+        return None
+    key = registered_id(env)
+    if key in gym.registry:
+        return None
+    module, _, name = env.partition(":")
+    found = getattr(importlib.import_module(module), name, None)
+    return found if callable(found) else None
+
+
 def check_env(env: Any) -> None:
     """Raises a clear ValueError for an env that is neither a registered id nor a callable.
 
@@ -104,7 +128,7 @@ def check_env(env: Any) -> None:
     if not isinstance(env, str):
         raise ValueError(f"env must be a gymnasium id or a callable, got {env!r}")
     key = registered_id(env)
-    if key in gym.registry:
+    if key in gym.registry or env_callable(env) is not None:
         return
     close = difflib.get_close_matches(key, list(gym.registry), n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
@@ -123,13 +147,14 @@ def check_env(env: Any) -> None:
 
 
 def env_spec(env: Any) -> gym.envs.registration.EnvSpec | None:
-    """The registry entry of a gymnasium id (``module:EnvId`` included); None for a callable.
+    """The registry entry of a gymnasium id (``module:EnvId`` included); None for a callable
+    (``module:callable`` included).
 
     Examples:
         >>> env_spec("CartPole-v1").reward_threshold
         475.0
     """
-    if not isinstance(env, str):
+    if not isinstance(env, str) or env_callable(env) is not None:
         return None
     check_env(env)
     return gym.registry[registered_id(env)]
@@ -141,25 +166,31 @@ def describe_error(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
-def make_env_creator(config: PPOConfig, render_mode: str | None = None) -> Callable[[], gym.Env]:
-    """A no-argument function building one env of ``config`` (for vector envs).
+def raw_env_creator(config: PPOConfig, render_mode: str | None = None) -> Callable[[], Any]:
+    """A no-argument function building one env of ``config`` as its maker returns it (a
+    gymnasium env, or a multi-agent env: :mod:`rlblocks.multiagent`).
 
     The function raises ValueError, naming the env and its ``env_config``, for anything the
     env's constructor raises (a bad keyword, a missing optional package, ...).
     """
     check_env(config.env)
     env, env_config = config.env, dict(config.env_config)
+    factory = env_callable(env)
 
-    def create() -> gym.Env:
-        key = registered_id(env) if isinstance(env, str) else None
+    def create() -> Any:
         try:
+            if factory is not None:
+                kwargs = dict(env_config)
+                if render_mode is not None:
+                    kwargs["render_mode"] = render_mode
+                return factory(**kwargs)
             if isinstance(env, str):
                 kwargs = dict(env_config)
                 if render_mode is not None:
                     kwargs["render_mode"] = render_mode
-                return gym.make(str(key), **kwargs)
+                return gym.make(registered_id(env), **kwargs)
             assert env is not None
-            made = env(env_config)
+            return env(env_config)
         except Exception as err:  # the user's constructor may fail in any way
             frame = raised_at(err)
             at = f" at {frame}" if frame else ""
@@ -167,10 +198,33 @@ def make_env_creator(config: PPOConfig, render_mode: str | None = None) -> Calla
                 f"env {config.env_name!r} could not be made with env_config "
                 f"{env_config}{at}: {describe_error(err)}"
             ) from err
+
+    return create
+
+
+def make_env_creator(config: PPOConfig, render_mode: str | None = None) -> Callable[[], gym.Env]:
+    """A no-argument function building one gymnasium env of ``config`` (for vector envs).
+
+    The function raises ValueError, naming the env and its ``env_config``, for anything the
+    env's constructor raises, and for a maker that returns no ``gymnasium.Env`` (a
+    multi-agent env names the trainer that takes it).
+    """
+    raw = raw_env_creator(config, render_mode)
+
+    def create() -> gym.Env:
+        made = raw()
         if not isinstance(made, gym.Env):
+            from rlblocks.multiagent.envs import is_multiagent_env
+
+            hint = (
+                "; it is a multi-agent env: train it with MultiAgentPPOTrainer (rlblocks "
+                "train picks it by itself)"
+                if is_multiagent_env(made)
+                else ""
+            )
             raise ValueError(
                 f"env_creator {config.env_name} must return a gymnasium.Env, got "
-                f"{type(made).__name__}"
+                f"{type(made).__name__}{hint}"
             )
         return made
 

@@ -137,6 +137,11 @@ class PPOTrainer:
                 "--backend rllib (RLlibTrainer), or remove the block"
             )
         make_env_creator(cfg)  # validates the env early, with a clear message
+        self._start(given_venv, run_dir)
+
+    def _start(self, venv: Any, run_dir: str | Path | None) -> None:
+        """Seeds, builds the policy, learner and runner, and opens the run directory."""
+        cfg = self.config
         self.seed = (
             cfg.seed
             if cfg.seed is not None
@@ -148,7 +153,7 @@ class PPOTrainer:
         torch.manual_seed(self.seed)
         random.seed(self.seed)
         self._rng = np.random.default_rng(self.seed)
-        self._build(venv=given_venv)
+        self._build(venv=venv)
         self._init_extras()
         self.iteration = 0
         self.timesteps_total = 0
@@ -161,7 +166,7 @@ class PPOTrainer:
             try:
                 self._open_run_dir(Path(run_dir))
             except Exception:
-                self.runner.close()
+                self.close()
                 raise
 
     def _init_extras(self) -> None:
@@ -190,12 +195,7 @@ class PPOTrainer:
     def _open_run_dir(self, run_dir: Path) -> None:
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
-            data = _json_config(self.config)
-            # the conv stack the vision net picked (RLlib's table or a derived one, difference
-            # 26), so a run's config.json shows the filters it trained with
-            filters = resolved_conv_filters(self.policy.model)
-            if filters is not None and data["model"].get("conv_filters") is None:
-                data["model"]["conv_filters"] = filters
+            data = self._config_json()
             (run_dir / "config.json").write_text(json.dumps(data, indent=2, default=repr))
             self._logger = ProgressLogger(run_dir, tensorboard=self.config.tensorboard)
         except OSError as err:
@@ -203,6 +203,15 @@ class PPOTrainer:
                 f"cannot use {str(run_dir)!r} as the run directory: {err.strerror or err}"
             ) from err
         self.run_dir = run_dir
+
+    def _config_json(self) -> dict[str, Any]:
+        """``config.json``: the config, with the conv stack the vision net picked (RLlib's
+        table or a derived one, difference 26), so a run shows the filters it trained with."""
+        data = _json_config(self.config)
+        filters = resolved_conv_filters(self.policy.model)
+        if filters is not None and data["model"].get("conv_filters") is None:
+            data["model"]["conv_filters"] = filters
+        return data
 
     # --- properties -----------------------------------------------------------------------
     @property
@@ -581,23 +590,28 @@ class PPOTrainer:
             torch.cuda.set_rng_state_all(state["cuda_rng"])
         trainer._rng.bit_generator.state = state["numpy_rng"]
         random.setstate(state["python_rng"])
+        trainer._resume_logging(state, run_dir, log)
+        return trainer
+
+    def _resume_logging(self, state: dict[str, Any], run_dir: str | Path | None, log: bool) -> None:
+        """After a restore: the run directory to log into (its later checkpoints abandoned,
+        ``progress.csv`` cut back) and the best score so far."""
         ckpt = Path(state["_path"])
         target = Path(run_dir) if run_dir is not None else ckpt.parent
-        trainer.run_dir = None
-        trainer.checkpoint_path = ckpt
-        trainer._logger = None
+        self.run_dir = None
+        self.checkpoint_path = ckpt
+        self._logger = None
         if log:
             recover_interrupted_saves(target)
-            abandon_newer_checkpoints(target, trainer.iteration)  # one timeline per run
-            truncate_progress(target, trainer.iteration)
-            trainer._open_run_dir(target)
+            abandon_newer_checkpoints(target, self.iteration)  # one timeline per run
+            truncate_progress(target, self.iteration)
+            self._open_run_dir(target)
             if (target / BEST / "state.pt").is_file() and Path(ckpt) != target / BEST:
                 try:  # best/ may have been saved after this checkpoint, with a higher score
                     best = float(load_checkpoint(target / BEST).get("best_score", -math.inf))
                 except ValueError:  # a corrupt best/ is replaced by the next best score
                     best = -math.inf
-                trainer.best_score = max(trainer.best_score, best)
-        return trainer
+                self.best_score = max(self.best_score, best)
 
     def close(self) -> None:
         """Closes the envs and the log writers."""
@@ -605,8 +619,8 @@ class PPOTrainer:
         if getattr(self, "_eval_env", None) is not None:
             self._eval_env.close()  # type: ignore[union-attr]
             self._eval_env = None
-        if self._logger is not None:
-            self._logger.close()
+        if getattr(self, "_logger", None) is not None:
+            self._logger.close()  # type: ignore[union-attr]
 
     def __enter__(self) -> PPOTrainer:
         return self

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import pickle
 from collections import deque
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,7 @@ import torch
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, VectorEnv
 
 from rlblocks.filters import NoFilter
+from rlblocks.multiagent.envs import StepResult
 from rlblocks.nest import tree_map
 from rlblocks.preprocessors import Preprocessor
 from rlblocks.spaces import clip_actions, format_path, space_path_items
@@ -257,11 +259,16 @@ class EnvRunner:
                     )
                 ) from err
 
-    def _process(self, raw: Any, update: bool = True) -> np.ndarray:
+    def _process(self, raw: Any, update: bool = True, live: np.ndarray | None = None) -> np.ndarray:
+        """Preprocesses and filters a batch; ``live`` (multi-agent lanes): only these rows
+        update the filter's statistics (idle lanes hold blank values)."""
         x = self.preprocessor.transform_batch(raw)
         if x.dtype.kind == "f" and not np.isfinite(x).all():
             # Before the filter: a NaN would otherwise stay in its running stats for good.
             raise ValueError(self._non_finite_observation(raw, x))
+        if live is not None and update and not isinstance(self.filter, NoFilter):
+            self.filter(x[live], update=True)
+            update = False
         return np.asarray(self.filter(x, update=update))
 
     def _non_finite_observation(self, raw: Any, flat: np.ndarray) -> str:
@@ -294,12 +301,29 @@ class EnvRunner:
         if self._obs is None:
             # An int seeds sub-env i with seed + i (sync/async); native vector envs take one.
             raw, _ = self._env("reset", seed=self._seed)
-            self._obs = self.policy.stack_obs(None, self._process(raw))
+            live = getattr(self.venv, "live_lanes", None)
+            processed = self._process(raw, live=None if live is None else live())
+            self._obs = self.policy.stack_obs(None, processed)
         return self._obs
 
     # --- collecting -----------------------------------------------------------------------
     def collect(self, num_steps: int) -> SampleBatch:
         """Steps every env ``num_steps`` times with exploration and returns the batch."""
+        steps = self.collect_steps(num_steps)
+        env_actions = next(steps)
+        while True:
+            raw, rewards, terminated, truncated, info = self._env("step", env_actions)
+            try:
+                env_actions = steps.send(StepResult(raw, rewards, terminated, truncated, info))
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+
+    def collect_steps(self, num_steps: int) -> Generator[Any, StepResult, SampleBatch]:
+        """:meth:`collect` as a generator: yields each step's env actions, receives the
+        step's :class:`~rlblocks.multiagent.envs.StepResult` and returns the batch. The
+        multi-agent runner drives one per policy over shared envs; its results name the
+        lanes that acted (``valid``), start a trajectory (``starts``) and hold an agent
+        (``live``: only those update the observation filter)."""
         pol, cfg = self.policy, self.config
         obs = self._ensure_reset()
         n = self.num_envs
@@ -333,7 +357,8 @@ class EnvRunner:
             out = pol.act(obs, self._state, self._prev_actions, self._prev_rewards, explore=True)
             actions = out["actions"]
             env_actions = clip_actions(actions, pol.action_space) if cfg.clip_actions else actions
-            raw, rewards, terminated, truncated, info = self._env("step", env_actions)
+            result = yield env_actions
+            raw, rewards, terminated, truncated, info = result[:5]
             rewards = np.asarray(rewards, np.float32).copy()
             if not np.isfinite(rewards).all():
                 bad = int(np.flatnonzero(~np.isfinite(rewards))[0])
@@ -345,7 +370,15 @@ class EnvRunner:
             truncated = np.asarray(truncated, bool)
             # The envs whose returned observation starts an episode: those that finished
             # (SAME_STEP), or those that just took their reset step (NEXT_STEP).
-            if self._next_step_reset:
+            lanes = result.valid is not None
+            if lanes:  # multi-agent lanes: only the lanes whose agent acted are steps
+                valid = np.asarray(result.valid, bool)
+                rewards[~valid] = 0.0
+                terminated, truncated = terminated & valid, truncated & valid
+                dones = terminated | truncated
+                starts = np.asarray(result.starts, bool)
+                valid_rows.append(valid)
+            elif self._next_step_reset:
                 valid = ~self._resetting
                 starts = self._resetting
                 rewards[starts] = 0.0
@@ -365,7 +398,7 @@ class EnvRunner:
             if self._prev_rewards is not None:
                 cols["prev_rewards"].append(self._prev_rewards.copy())
             self._ep_return += rewards
-            self._ep_len += 1 if not self._next_step_reset else valid
+            self._ep_len += valid if (lanes or self._next_step_reset) else 1
             state_out = out["state_out"]
             if self._prev_actions is not None:
                 self._prev_actions = np.roll(self._prev_actions, -1, axis=1)
@@ -373,10 +406,10 @@ class EnvRunner:
             if self._prev_rewards is not None:
                 self._prev_rewards = np.roll(self._prev_rewards, -1, axis=1)
                 self._prev_rewards[:, -1] = rewards
-            processed = self._process(raw)
+            processed = self._process(raw, live=result.live)
             if self.reward_scaler is not None:  # the loss sees scaled rewards, the stats not
                 rewards = self.reward_scaler(
-                    rewards, dones, None if not self._next_step_reset else valid
+                    rewards, dones, valid if (lanes or self._next_step_reset) else None
                 )
             bootstrap = np.flatnonzero(truncated & ~terminated)
             if bootstrap.size:

@@ -170,6 +170,13 @@ class PPOConfig:
     ``{section: {key: value}}`` for ``training``, ``env_runners``, ``learners``,
     ``reporting`` (e.g. DQN's ``{"training": {"n_step": 3, "target_network_update_freq":
     500}}``); the native trainer refuses a non-empty block."""
+    multiagent: dict[str, Any] = field(default_factory=dict)
+    """Multi-agent envs (a PettingZoo or RLlib multi-agent env; :mod:`rlblocks.multiagent`):
+    ``policy_mapping`` (``"shared"``: one model for every agent, even when their spaces
+    differ (the default); ``"per_agent"``; ``"by_space"``: one policy per set of agents with
+    equal spaces; or ``"module:function"`` mapping an agent id to a policy id),
+    ``policies`` (``{policy_id: {"model": {...}}}``: a policy's own model keys over
+    ``model``) and ``agent_id_one_hot`` (also show a shared policy the agent's index)."""
 
     def __post_init__(self) -> None:
         self._validate()
@@ -328,6 +335,55 @@ class PPOConfig:
         if self.lr_schedule is not None:
             self.lr_schedule = _schedule(self.lr_schedule, "lr_schedule")
         self.rllib = _rllib_sections(self.rllib)
+        self.multiagent = _multiagent_block(self.multiagent, self.model)
+
+
+#: The keys of a config's ``multiagent`` block and the built-in policy mappings.
+MULTIAGENT_KEYS = ("policy_mapping", "policies", "agent_id_one_hot")
+POLICY_MAPPINGS = ("shared", "per_agent", "by_space")
+
+
+def _multiagent_block(value: Any, model: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"multiagent must be a dict of {MULTIAGENT_KEYS}, got {value!r}")
+    unknown = [k for k in value if k not in MULTIAGENT_KEYS]
+    if unknown:
+        raise ValueError(f"multiagent: unknown key {unknown[0]!r}; known: {MULTIAGENT_KEYS}")
+    how = value.get("policy_mapping", "shared")
+    if not isinstance(how, str) or (how not in POLICY_MAPPINGS and ":" not in how):
+        raise ValueError(
+            f"multiagent.policy_mapping must be one of {POLICY_MAPPINGS} or "
+            f"'module:function', got {how!r}"
+        )
+    one_hot = value.get("agent_id_one_hot", False)
+    if not isinstance(one_hot, bool):
+        raise ValueError(f"multiagent.agent_id_one_hot must be True or False, got {one_hot!r}")
+    policies = value.get("policies") or {}
+    if not isinstance(policies, Mapping):
+        raise ValueError(
+            f"multiagent.policies must be a dict {{policy_id: {{'model': {{...}}}}}}, got "
+            f"{policies!r}"
+        )
+    checked: dict[str, Any] = {}
+    for pid, spec in policies.items():
+        spec = {} if spec is None else spec
+        if not isinstance(spec, Mapping) or any(k != "model" for k in spec):
+            raise ValueError(
+                f"multiagent.policies[{pid!r}] must be {{'model': {{...}}}} (a policy's own "
+                f"model keys), got {spec!r}"
+            )
+        own = spec.get("model") or {}
+        if not isinstance(own, Mapping):
+            raise ValueError(f"multiagent.policies[{pid!r}].model must be a dict, got {own!r}")
+        try:
+            ModelConfig.from_dict({**PPO_MODEL_DEFAULTS, **model, **own})
+        except ValueError as err:
+            raise ValueError(f"multiagent.policies[{pid!r}].model: {err}") from None
+        checked[str(pid)] = {"model": dict(own)}
+    out: dict[str, Any] = {"policy_mapping": how, "agent_id_one_hot": one_hot}
+    if checked:
+        out["policies"] = checked
+    return out if dict(value) else {}
 
 
 #: The RLlib ``AlgorithmConfig`` methods a config's ``rllib`` block may call.

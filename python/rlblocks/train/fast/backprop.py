@@ -89,6 +89,7 @@ OUTSIDE_THE_LOSS = frozenset(
         "framework",
         "fast_paths",
         "rllib",
+        "multiagent",  # which agents a policy serves; its loss is the single-agent one
         # the learner's epoch loop (target_kl), the rollout's rewards, evaluation
         "target_kl",
         "normalize_reward",

@@ -1,0 +1,489 @@
+"""Multi-agent envs for the native trainer: PettingZoo and RLlib adapters, and
+:class:`MultiAgentVectorEnv`, which steps many copies of one and lays every agent out in a
+*lane* of its policy.
+
+Adapters. :func:`as_parallel_env` turns what a user's maker returns into the PettingZoo
+parallel API the trainer steps: a ``ParallelEnv`` as it is, an ``AECEnv`` through
+PettingZoo's ``aec_to_parallel``, an RLlib ``MultiAgentEnv`` through
+:class:`RLlibParallelEnv` (its ``"__all__"`` flags end the episode for every agent; an agent
+that is alive but left out of a step's observations, as in turn-based envs, is refused:
+train those with ``--backend rllib``).
+
+Lanes. Each policy gets one lane per (env copy, agent mapped to it): lane
+``e * len(agents) + j`` for agent ``j`` of copy ``e``. Every step, each live agent's
+observation becomes its :class:`~rlblocks.multiagent.union.UnionSpec` value in its lane
+(idle lanes hold a blank value and are recorded as not valid), so a policy's lanes are a
+vector env of fixed size whose per-lane trajectories never mix agents: GAE runs per lane, a
+lane's trajectory ends when its agent terminates or is truncated (truncated: bootstrapped
+from its final observation) and a new one starts when an agent (re)appears.
+
+Examples:
+    >>> from rlblocks.envs.multiagent_zoo import parallel_env  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from rlblocks.multiagent.mapping import resolve_mapping
+from rlblocks.multiagent.union import UnionSpec
+from rlblocks.nest import tree_index
+from rlblocks.spaces import clip_actions
+
+__all__ = [
+    "MultiAgentVectorEnv",
+    "PolicyLanes",
+    "RLlibParallelEnv",
+    "StepResult",
+    "as_parallel_env",
+    "is_multiagent_env",
+]
+
+
+def _pettingzoo_kind(obj: Any) -> str | None:
+    if "pettingzoo" not in sys.modules:
+        return None
+    from pettingzoo.utils.env import AECEnv, ParallelEnv
+
+    if isinstance(obj, ParallelEnv):
+        return "parallel"
+    if isinstance(obj, AECEnv):
+        return "aec"
+    return None
+
+
+def _is_rllib_multiagent(obj: Any) -> bool:
+    module = sys.modules.get("ray.rllib.env.multi_agent_env")
+    return module is not None and isinstance(obj, module.MultiAgentEnv)
+
+
+def is_multiagent_env(obj: Any) -> bool:
+    """Whether ``obj`` is a PettingZoo ``ParallelEnv`` / ``AECEnv`` or an RLlib
+    ``MultiAgentEnv`` (found without importing either library: an object of theirs means
+    its library is already imported).
+
+    Examples:
+        >>> import gymnasium as gym
+        >>> is_multiagent_env(gym.make("CartPole-v1"))
+        False
+    """
+    return _pettingzoo_kind(obj) is not None or _is_rllib_multiagent(obj)
+
+
+def as_parallel_env(env: Any) -> Any:
+    """``env`` in PettingZoo's parallel API (see the module docstring).
+
+    Raises:
+        ValueError: ``env`` is not a multi-agent env.
+    """
+    kind = _pettingzoo_kind(env)
+    if kind == "parallel":
+        return env
+    if kind == "aec":
+        from pettingzoo.utils.conversions import aec_to_parallel
+
+        return aec_to_parallel(env)
+    if _is_rllib_multiagent(env):
+        return RLlibParallelEnv(env)
+    raise ValueError(
+        f"expected a PettingZoo ParallelEnv / AECEnv or an RLlib MultiAgentEnv, got "
+        f"{type(env).__name__}"
+    )
+
+
+class RLlibParallelEnv:
+    """An RLlib ``MultiAgentEnv`` in PettingZoo's parallel API (simultaneous moves).
+
+    Args:
+        env: The RLlib env; it must list ``possible_agents``.
+
+    Raises:
+        ValueError: No ``possible_agents``; at ``step``, an agent that is alive but has no
+            observation (a turn-based env).
+    """
+
+    metadata: dict[str, Any] = {"name": "rlblocks_rllib_parallel"}
+
+    def __init__(self, env: Any) -> None:
+        possible = list(getattr(env, "possible_agents", None) or [])
+        if not possible:
+            raise ValueError(
+                f"RLlib MultiAgentEnv {type(env).__name__} lists no possible_agents; the "
+                "native trainer needs them to give every agent its lane"
+            )
+        self.env = env
+        self.possible_agents = possible
+        self.agents: list[Any] = []
+
+    def observation_space(self, agent: Any) -> gym.Space:
+        return self.env.get_observation_space(agent)  # type: ignore[no-any-return]
+
+    def action_space(self, agent: Any) -> gym.Space:
+        return self.env.get_action_space(agent)  # type: ignore[no-any-return]
+
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[Any, Any], dict[Any, Any]]:
+        obs, infos = self.env.reset(seed=seed, options=options)
+        self.agents = [a for a in self.possible_agents if a in obs]
+        return dict(obs), dict(infos or {})
+
+    def step(self, actions: dict[Any, Any]) -> tuple[dict[Any, Any], ...]:
+        obs, rewards, terms, truncs, infos = self.env.step(actions)
+        obs, rewards = dict(obs), dict(rewards)
+        terms, truncs = dict(terms), dict(truncs)
+        end_all, cut_all = bool(terms.pop("__all__", False)), bool(truncs.pop("__all__", False))
+        for a in self.agents:
+            if end_all and not truncs.get(a, False):
+                terms[a] = terms.get(a, False) or not cut_all
+            if cut_all and not terms.get(a, False):
+                truncs[a] = True
+        done = {a for a in self.agents if terms.get(a, False) or truncs.get(a, False)}
+        waiting = [a for a in self.agents if a not in done and a not in obs]
+        if waiting:
+            raise ValueError(
+                f"RLlib MultiAgentEnv {type(self.env).__name__}: agent {waiting[0]!r} is "
+                "alive but has no observation this step (a turn-based env); the native "
+                "trainer steps every live agent each step: train turn-based envs with "
+                "--backend rllib"
+            )
+        self.agents = [a for a in self.possible_agents if a in obs and a not in done]
+        return obs, rewards, terms, truncs, dict(infos or {})
+
+    def close(self) -> None:
+        close = getattr(self.env, "close", None)
+        if close is not None:
+            close()
+
+
+class StepResult(NamedTuple):
+    """One step of a policy's lanes (what :meth:`rlblocks.train.runner.EnvRunner.collect_steps`
+    receives; single-agent vector envs leave the last three None)."""
+
+    raw: Any
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    info: dict[str, Any]
+    valid: np.ndarray | None = None  # lanes whose agent acted this step
+    starts: np.ndarray | None = None  # lanes whose next observation starts a trajectory
+    live: np.ndarray | None = None  # lanes holding an agent at the next observation
+
+
+class PolicyLanes:
+    """One policy's lanes of a :class:`MultiAgentVectorEnv`, seen as the vector env an
+    :class:`~rlblocks.train.runner.EnvRunner` expects (reset only: the multi-agent runner
+    steps the shared envs)."""
+
+    def __init__(self, hub: MultiAgentVectorEnv, policy_id: str) -> None:
+        self.hub, self.policy_id = hub, policy_id
+        spec = hub.specs[policy_id]
+        self.num_envs = hub.num_envs * len(spec.agents)
+        self.single_observation_space = spec.observation_space
+        self.single_action_space = spec.action_space
+        self.metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
+
+    def reset(self, seed: int | None = None, **_: Any) -> tuple[list[Any], dict[str, Any]]:
+        return self.hub.reset_lanes(self.policy_id, seed), {}
+
+    def live_lanes(self) -> np.ndarray:
+        return self.hub.live_lanes(self.policy_id)
+
+    def step(self, actions: Any) -> Any:
+        raise RuntimeError("a policy's lanes are stepped together by MultiAgentVectorEnv.step")
+
+    def close(self) -> None:
+        """The shared envs are closed by :meth:`MultiAgentVectorEnv.close`."""
+
+
+class MultiAgentVectorEnv:
+    """``num_envs`` copies of a multi-agent env, stepped together (module docstring).
+
+    Args:
+        make: Builds one env (any kind :func:`as_parallel_env` takes).
+        num_envs: Env copies.
+        policy_mapping: A ``multiagent.policy_mapping`` value.
+        agent_id_one_hot: Show shared policies the agent's index.
+        clip_actions: Clip each agent's action into its own Box bounds.
+        name: The env's name in error messages.
+        smoothing: Finished episodes the return statistics average over.
+    """
+
+    def __init__(
+        self,
+        make: Callable[[], Any],
+        num_envs: int,
+        policy_mapping: str = "shared",
+        agent_id_one_hot: bool = False,
+        clip_actions: bool = True,
+        name: str = "env",
+        smoothing: int = 100,
+    ) -> None:
+        self.name = name
+        self.envs: list[Any] = []
+        try:
+            for _ in range(num_envs):
+                self.envs.append(as_parallel_env(make()))
+        except BaseException:
+            self.close()
+            raise
+        first = self.envs[0]
+        self.num_envs = num_envs
+        self.agents: tuple[Any, ...] = tuple(first.possible_agents)
+        if not self.agents:
+            raise ValueError(f"env {name!r} lists no possible_agents")
+        self.obs_spaces = {a: first.observation_space(a) for a in self.agents}
+        self.action_spaces = {a: first.action_space(a) for a in self.agents}
+        self.mapping = resolve_mapping(
+            self.agents, self.obs_spaces, self.action_spaces, policy_mapping
+        )
+        self.policy_ids: tuple[str, ...] = tuple(dict.fromkeys(self.mapping.values()))
+        self.specs: dict[str, UnionSpec] = {}
+        for pid in self.policy_ids:
+            members = [a for a in self.agents if self.mapping[a] == pid]
+            try:
+                self.specs[pid] = UnionSpec.build(
+                    {a: self.obs_spaces[a] for a in members},
+                    {a: self.action_spaces[a] for a in members},
+                    agent_id_one_hot,
+                )
+            except ValueError as err:
+                raise ValueError(f"env {name!r}, policy {pid!r}: {err}") from None
+        # agent -> (policy id, its index among the policy's agents)
+        self._slot = {a: (pid, self.specs[pid].agents.index(a)) for a, pid in self.mapping.items()}
+        self.clip_actions = clip_actions
+        self._obs: list[dict[Any, Any]] = [{} for _ in self.envs]
+        self._live: list[list[Any]] = [[] for _ in self.envs]
+        self._pending: dict[str, list[Any]] = {}
+        self._ep_returns: list[dict[Any, float]] = [{} for _ in self.envs]
+        self._ep_len = np.zeros(num_envs, np.int64)
+        self.episode_returns: deque[float] = deque(maxlen=smoothing)
+        self.episode_lengths: deque[int] = deque(maxlen=smoothing)
+        self.agent_returns: dict[Any, deque[float]] = {
+            a: deque(maxlen=smoothing) for a in self.agents
+        }
+        self.module_returns: dict[str, deque[float]] = {
+            p: deque(maxlen=smoothing) for p in self.policy_ids
+        }
+        self.episodes_total = 0
+        self.episodes_this_iter = 0
+
+    def lanes(self, policy_id: str) -> PolicyLanes:
+        """The vector-env view of one policy's lanes."""
+        return PolicyLanes(self, policy_id)
+
+    # --- observations -------------------------------------------------------------------------
+    def _lane(self, env: int, agent: Any) -> tuple[str, int]:
+        try:
+            pid, j = self._slot[agent]
+        except KeyError:
+            raise ValueError(
+                f"env {self.name!r} (copy {env}): agent {agent!r} is not one of its "
+                f"possible_agents {list(self.agents)}"
+            ) from None
+        return pid, env * len(self.specs[pid].agents) + j
+
+    def _raw(self) -> dict[str, list[Any]]:
+        raw = {
+            pid: [spec.blank()] * (self.num_envs * len(spec.agents))
+            for pid, spec in self.specs.items()
+        }
+        for e, (obs, live) in enumerate(zip(self._obs, self._live, strict=True)):
+            for a in live:
+                pid, lane = self._lane(e, a)
+                raw[pid][lane] = self.specs[pid].value(a, obs[a])
+        return raw
+
+    def live_lanes(self, policy_id: str) -> np.ndarray:
+        """Bool per lane of ``policy_id``: an agent is in it now."""
+        out = np.zeros(self.num_envs * len(self.specs[policy_id].agents), bool)
+        for e, live in enumerate(self._live):
+            for a in live:
+                pid, lane = self._lane(e, a)
+                if pid == policy_id:
+                    out[lane] = True
+        return out
+
+    def _reset_env(self, e: int, seed: int | None) -> None:
+        try:
+            obs, _ = self.envs[e].reset(seed=seed)
+        except Exception as err:  # the user's env may fail in any way
+            raise ValueError(
+                f"env {self.name!r} (copy {e}) failed in reset: {type(err).__name__}: {err}"
+            ) from err
+        self._obs[e] = dict(obs)
+        self._live[e] = self._present(e, obs)
+        self._ep_returns[e] = {}
+        self._ep_len[e] = 0
+
+    def _present(self, e: int, obs: dict[Any, Any]) -> list[Any]:
+        agents = getattr(self.envs[e], "agents", None)
+        live = [a for a in (obs if agents is None else agents)]
+        missing = [a for a in live if a not in obs]
+        if missing:
+            raise ValueError(
+                f"env {self.name!r} (copy {e}): live agent {missing[0]!r} has no observation"
+            )
+        for a in live:
+            self._lane(e, a)  # an unknown agent id raises
+        return live
+
+    def reset_lanes(self, policy_id: str, seed: int | None) -> list[Any]:
+        """The union values of ``policy_id``'s lanes after a reset of every copy (copy ``e``
+        seeded with ``seed + e``); the first policy asking resets, the others share it."""
+        if policy_id not in self._pending:
+            for e in range(self.num_envs):
+                self._reset_env(e, None if seed is None else seed + e)
+            self._pending = self._raw()
+        return self._pending.pop(policy_id)
+
+    # --- stepping -----------------------------------------------------------------------------
+    def step(self, actions: dict[str, Any]) -> dict[str, StepResult]:
+        """Steps every copy with each policy's lane actions; finished episodes reset at once.
+
+        Raises:
+            ValueError: The env fails, returns a non-finite reward or an unknown agent.
+        """
+        lanes = {p: self.num_envs * len(s.agents) for p, s in self.specs.items()}
+        rewards = {p: np.zeros(n, np.float32) for p, n in lanes.items()}
+        terminated = {p: np.zeros(n, bool) for p, n in lanes.items()}
+        truncated = {p: np.zeros(n, bool) for p, n in lanes.items()}
+        valid = {p: np.zeros(n, bool) for p, n in lanes.items()}
+        starts = {p: np.zeros(n, bool) for p, n in lanes.items()}
+        final: dict[str, list[Any]] = {p: [None] * n for p, n in lanes.items()}
+        for e, env in enumerate(self.envs):
+            live = self._live[e]
+            acts: dict[Any, Any] = {}
+            for a in live:
+                pid, lane = self._lane(e, a)
+                valid[pid][lane] = True
+                own = self.specs[pid].agent_action(a, tree_index(actions[pid], lane))
+                acts[a] = clip_actions(own, self.action_spaces[a]) if self.clip_actions else own
+            try:
+                obs, rew, terms, truncs, _ = env.step(acts)
+            except Exception as err:  # the user's env may fail in any way
+                raise ValueError(
+                    f"env {self.name!r} (copy {e}) failed in step: {type(err).__name__}: {err}"
+                ) from err
+            self._ep_len[e] += 1
+            returns = self._ep_returns[e]
+            done: set[Any] = set()
+            for a in live:
+                pid, lane = self._lane(e, a)
+                r = float(rew.get(a, 0.0))
+                if not np.isfinite(r):
+                    raise ValueError(
+                        f"env {self.name!r} (copy {e}) gave agent {a!r} a non-finite reward {r}"
+                    )
+                rewards[pid][lane] = r
+                returns[a] = returns.get(a, 0.0) + r
+                term, trunc = bool(terms.get(a, False)), bool(truncs.get(a, False))
+                if term or trunc:
+                    done.add(a)
+                    terminated[pid][lane] = term
+                    truncated[pid][lane] = trunc and not term
+                    if trunc and not term and a in obs:
+                        final[pid][lane] = self.specs[pid].value(a, obs[a])
+            obs = dict(obs)
+            new_live = self._present(e, obs)
+            # an agent that left without a done flag ends its trajectory too (bootstrap 0)
+            for a in live:
+                if a not in done and a not in new_live:
+                    pid, lane = self._lane(e, a)
+                    truncated[pid][lane] = True
+                    done.add(a)
+            if not new_live:
+                self._finish_episode(e)
+                self._reset_env(e, None)
+                new_live = self._live[e]
+                done.update(live)
+            else:
+                self._obs[e], self._live[e] = obs, new_live
+            for a in self._live[e]:
+                if a in done or a not in live:
+                    pid, lane = self._lane(e, a)
+                    starts[pid][lane] = True
+        raw = self._raw()
+        out = {}
+        for pid in self.specs:
+            live_now = self.live_lanes(pid)
+            out[pid] = StepResult(
+                raw[pid],
+                rewards[pid],
+                terminated[pid],
+                truncated[pid],
+                {"final_obs": final[pid]},
+                valid[pid],
+                starts[pid],
+                live_now,
+            )
+        return out
+
+    def _finish_episode(self, e: int) -> None:
+        returns = self._ep_returns[e]
+        self.episode_returns.append(float(sum(returns.values())))
+        self.episode_lengths.append(int(self._ep_len[e]))
+        for a, r in returns.items():
+            self.agent_returns[a].append(r)
+        for pid in self.policy_ids:
+            members = [a for a in returns if self.mapping[a] == pid]
+            if members:
+                self.module_returns[pid].append(float(sum(returns[a] for a in members)))
+        self.episodes_total += 1
+        self.episodes_this_iter += 1
+
+    # --- statistics ---------------------------------------------------------------------------
+    def metrics(self) -> dict[str, float]:
+        """RLlib's return columns over the last finished episodes (nan before any ends)."""
+
+        def mean(xs: Iterable[float]) -> float:
+            values = list(xs)
+            return float(np.mean(values)) if values else float("nan")
+
+        out = {
+            "episode_return_mean": mean(self.episode_returns),
+            "episode_return_min": min(self.episode_returns, default=float("nan")),
+            "episode_return_max": max(self.episode_returns, default=float("nan")),
+            "episode_len_mean": mean(self.episode_lengths),
+        }
+        for a in self.agents:
+            out[f"agent_episode_return_mean/{a}"] = mean(self.agent_returns[a])
+        for pid in self.policy_ids:
+            out[f"module_episode_return_mean/{pid}"] = mean(self.module_returns[pid])
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        """The return statistics (the envs themselves restart on restore)."""
+        return {
+            "episode_returns": list(self.episode_returns),
+            "episode_lengths": list(self.episode_lengths),
+            "agent_returns": {a: list(v) for a, v in self.agent_returns.items()},
+            "module_returns": {p: list(v) for p, v in self.module_returns.items()},
+            "episodes_total": self.episodes_total,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores :meth:`state_dict`."""
+        self.episode_returns.extend(state["episode_returns"])
+        self.episode_lengths.extend(state["episode_lengths"])
+        for a, values in state["agent_returns"].items():
+            if a in self.agent_returns:
+                self.agent_returns[a].extend(values)
+        for p, values in state["module_returns"].items():
+            if p in self.module_returns:
+                self.module_returns[p].extend(values)
+        self.episodes_total = int(state["episodes_total"])
+
+    def close(self) -> None:
+        """Closes every copy."""
+        for env in self.envs:
+            close = getattr(env, "close", None)
+            if close is not None:
+                close()

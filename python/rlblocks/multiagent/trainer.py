@@ -1,0 +1,560 @@
+"""``MultiAgentPPOTrainer``: PPO on PettingZoo / RLlib multi-agent envs, one model per policy.
+
+The trainer steps ``num_envs`` copies of the env (:class:`~rlblocks.multiagent.envs.
+MultiAgentVectorEnv`); each policy (``multiagent.policy_mapping``) has its own model,
+optimizer, observation filter and :class:`~rlblocks.train.runner.EnvRunner` over its lanes,
+and every runner steps in lockstep with the others over the shared envs. Each iteration is
+``rollout_fragment_length`` env steps of every copy, then each policy's PPO update on its
+agents' steps (GAE per lane: no agent bootstraps from another's steps).
+
+Everything else is :class:`~rlblocks.train.ppo.PPOTrainer`'s: the run directory,
+``progress.csv``, the progress bar, checkpoints, ``fit`` and its stop conditions.
+Checkpoints hold every policy and the return statistics; the envs restart from a fresh
+reset on restore.
+
+Examples:
+    >>> trainer = MultiAgentPPOTrainer({  # doctest: +SKIP
+    ...     "env": "rlblocks.envs.multiagent_zoo:parallel_env", "num_envs": 4,
+    ...     "train_batch_size": 128, "sgd_minibatch_size": 64, "num_sgd_iter": 1})
+    >>> sorted(trainer.policies)  # doctest: +SKIP
+    ['shared']
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlblocks.catalog import ModelCatalog
+from rlblocks.filters import get_filter
+from rlblocks.multiagent.envs import MultiAgentVectorEnv, as_parallel_env, is_multiagent_env
+from rlblocks.nest import tree_index
+from rlblocks.preprocessors import Preprocessor
+from rlblocks.train.checkpoint import (
+    checkpoint_run_dir,
+    load_checkpoint,
+    recover_interrupted_saves,
+)
+from rlblocks.train.envs import env_callable, raw_env_creator
+from rlblocks.train.learner import PPOLearner
+from rlblocks.train.loop import episode_summary
+from rlblocks.train.policy import Policy
+from rlblocks.train.ppo import PPOTrainer, _json_config, _resolve_device
+from rlblocks.train.runner import EnvRunner, SampleBatch
+from rlblocks.train.trainer_config import PPOConfig, lr_at
+
+__all__ = [
+    "FORMAT",
+    "MultiAgentPPOTrainer",
+    "PolicyParts",
+    "is_multiagent_config",
+    "multiagent_creator",
+]
+
+#: The ``format`` of a multi-agent checkpoint.
+FORMAT = "rlblocks.ppo.multiagent"
+
+
+def multiagent_creator(config: PPOConfig) -> Callable[[], Any]:
+    """A no-argument function building one multi-agent env of ``config`` (in PettingZoo's
+    parallel API).
+
+    Raises:
+        ValueError: The env is not a multi-agent env (checked on the first call).
+    """
+    raw = raw_env_creator(config)
+
+    def create() -> Any:
+        made = raw()
+        if not is_multiagent_env(made):
+            raise ValueError(
+                f"env {config.env_name!r} gave a {type(made).__name__}, not a PettingZoo "
+                "ParallelEnv / AECEnv or an RLlib MultiAgentEnv; single-agent envs train "
+                "with PPOTrainer"
+            )
+        return as_parallel_env(made)
+
+    return create
+
+
+def is_multiagent_config(config: PPOConfig) -> bool:
+    """Whether ``config``'s env is multi-agent: a config with a ``multiagent`` block, or a
+    ``"module:callable"`` / callable env whose env (made once, then closed) is one.
+    Registered gymnasium ids are single-agent without making anything."""
+    if config.multiagent:
+        return True
+    if isinstance(config.env, str) and env_callable(config.env) is None:
+        return False
+    made = raw_env_creator(config)()
+    try:
+        return is_multiagent_env(made)
+    finally:
+        close = getattr(made, "close", None)
+        if close is not None:
+            close()
+
+
+class PolicyParts:
+    """One policy's pieces: its config, preprocessor, filter, policy, learner and runner."""
+
+    def __init__(
+        self,
+        config: PPOConfig,
+        preprocessor: Preprocessor,
+        obs_filter: Any,
+        policy: Policy,
+        learner: PPOLearner,
+        runner: EnvRunner,
+    ) -> None:
+        self.config = config
+        self.preprocessor = preprocessor
+        self.obs_filter = obs_filter
+        self.policy = policy
+        self.learner = learner
+        self.runner = runner
+
+    def observe(self, raw: list[Any]) -> np.ndarray:
+        """Union values -> the model's inputs (the filter is not updated)."""
+        x = self.preprocessor.transform_batch(raw)
+        return np.asarray(self.obs_filter(x, update=False))
+
+
+class MultiAgentPPOTrainer(PPOTrainer):
+    """Trains one model per policy of a multi-agent env with PPO (module docstring).
+
+    Args:
+        config: A :class:`PPOConfig` or an RLlib-style dict; ``env`` names a multi-agent
+            env (``"module:callable"``, e.g. ``"mpe2.simple_spread_v3:parallel_env"``, or a
+            callable ``env_creator(env_config)``) and ``multiagent`` maps agents to policies.
+        run_dir: As :class:`PPOTrainer`'s.
+
+    Raises:
+        ValueError: A bad config, an env that is not multi-agent, or agents a shared policy
+            cannot serve (the message suggests another mapping).
+    """
+
+    def __init__(
+        self, config: PPOConfig | Mapping[str, Any] | None = None, run_dir: str | Path | None = None
+    ):
+        self.config = PPOConfig.from_dict(config)
+        cfg = self.config
+        if cfg.rllib:
+            raise ValueError(
+                "the config's 'rllib' block sets RLlib options: train it with "
+                "--backend rllib (RLlibTrainer), or remove the block"
+            )
+        if cfg.vector_mode != "sync":
+            raise ValueError(
+                f"vector_mode={cfg.vector_mode!r}: multi-agent envs are stepped in the "
+                "trainer's process (vector_mode='sync')"
+            )
+        self._make = multiagent_creator(cfg)
+        self._start(None, run_dir)
+
+    # --- building -----------------------------------------------------------------------------
+    def _policy_config(self, policy_id: str) -> PPOConfig:
+        own = self.config.multiagent.get("policies", {}).get(policy_id, {}).get("model", {})
+        return self.config.replace(model={**self.config.model, **own}) if own else self.config
+
+    def _build(self, venv: Any) -> None:
+        cfg = self.config
+        block = cfg.multiagent
+        self.hub = MultiAgentVectorEnv(
+            self._make,
+            cfg.num_envs,
+            block.get("policy_mapping", "shared"),
+            bool(block.get("agent_id_one_hot", False)),
+            cfg.clip_actions,
+            cfg.env_name,
+            cfg.metrics_smoothing_episodes,
+        )
+        try:
+            named = set(block.get("policies", {}))
+            unknown = sorted(named - set(self.hub.policy_ids))
+            if unknown:
+                raise ValueError(
+                    f"multiagent.policies names {unknown}, which the mapping "
+                    f"{block.get('policy_mapping', 'shared')!r} gives no agent; its policies "
+                    f"are {list(self.hub.policy_ids)}"
+                )
+            self.policies: dict[str, PolicyParts] = {}
+            for pid in self.hub.policy_ids:
+                pcfg = self._policy_config(pid)
+                spec = self.hub.specs[pid]
+                prep = ModelCatalog.get_preprocessor_for_space(
+                    spec.observation_space, pcfg.model_config()
+                )
+                obs_filter = get_filter(pcfg.observation_filter, prep.shape)
+                policy = Policy(prep.observation_space, spec.action_space, pcfg, self.device)
+                learner = PPOLearner(policy, pcfg)
+                runner = EnvRunner(
+                    pcfg,
+                    policy,
+                    prep,
+                    obs_filter,
+                    self.seed,
+                    venv=self.hub.lanes(pid),  # type: ignore[arg-type]
+                )
+                self.policies[pid] = PolicyParts(pcfg, prep, obs_filter, policy, learner, runner)
+        except BaseException:
+            self.hub.close()
+            raise
+        self.agent_timesteps_total = 0
+
+    def _config_json(self) -> dict[str, Any]:
+        data = _json_config(self.config)
+        data["multiagent_policies"] = {
+            pid: {
+                "agents": [str(a) for a in spec.agents],
+                "observation_space": str(spec.observation_space),
+                "action_space": str(spec.action_space),
+            }
+            for pid, spec in self.hub.specs.items()
+        }
+        return data
+
+    @property
+    def model(self) -> torch.nn.Module:
+        """The model of the only policy (ValueError with several: use :attr:`models`)."""
+        if len(self.policies) != 1:
+            raise ValueError(
+                f"this run has {len(self.policies)} policies {list(self.policies)}; use "
+                "trainer.models[policy_id]"
+            )
+        return next(iter(self.policies.values())).policy.model
+
+    @property
+    def models(self) -> dict[str, torch.nn.Module]:
+        """Each policy's model."""
+        return {pid: parts.policy.model for pid, parts in self.policies.items()}
+
+    # --- training -----------------------------------------------------------------------------
+    def _collect(self, num_steps: int) -> dict[str, SampleBatch]:
+        """Every policy's runner, stepped in lockstep over the shared envs."""
+        gens = {pid: p.runner.collect_steps(num_steps) for pid, p in self.policies.items()}
+        actions = {pid: next(g) for pid, g in gens.items()}
+        batches: dict[str, SampleBatch] = {}
+        while not batches:
+            results = self.hub.step(actions)
+            for pid, g in gens.items():
+                try:
+                    actions[pid] = g.send(results[pid])
+                except StopIteration as stop:
+                    batches[pid] = stop.value
+        return batches
+
+    def train(self) -> dict[str, Any]:
+        """One iteration: ``rollout_fragment_length`` steps of every env copy, then each
+        policy's PPO update.
+
+        Returns:
+            ``training_iteration``, ``timesteps_total`` (env steps), ``agent_timesteps_total``,
+            ``episodes_total``, ``episodes_this_iter``, ``episode_return_mean`` / ``_min`` /
+            ``_max`` (the sum over an episode's agents), ``episode_len_mean``,
+            ``agent_episode_return_mean/<agent>``, ``module_episode_return_mean/<policy>``,
+            each policy's losses and statistics as ``<name>/<policy>``, ``lr``,
+            ``steps_per_s``, ``agent_steps_per_s``, ``time_this_iter_s``, ``time_total_s``.
+        """
+        cfg = self.config
+        start = time.perf_counter()
+        lr = lr_at(cfg, self.timesteps_total)
+        for parts in self.policies.values():
+            parts.learner.set_lr(lr)
+        self.hub.episodes_this_iter = 0
+        batches = self._collect(int(cfg.rollout_fragment_length))
+        env_steps = int(cfg.rollout_fragment_length) * cfg.num_envs
+        agent_steps = sum(b.num_steps for b in batches.values())
+        self.timesteps_total += env_steps
+        self.agent_timesteps_total += agent_steps
+        stats: dict[str, Any] = {}
+        for pid, batch in batches.items():
+            if batch.num_steps == 0:
+                continue  # no agent of this policy was alive in this rollout
+            for key, value in self.policies[pid].learner.update(batch, self._rng).items():
+                stats[f"{key}/{pid}"] = value
+        self.iteration += 1
+        elapsed = time.perf_counter() - start
+        self.time_total_s += elapsed
+        metrics: dict[str, Any] = {
+            "training_iteration": self.iteration,
+            "timesteps_total": self.timesteps_total,
+            "agent_timesteps_total": self.agent_timesteps_total,
+            "episodes_total": self.hub.episodes_total,
+            "episodes_this_iter": self.hub.episodes_this_iter,
+            **self.hub.metrics(),
+            **stats,
+            "lr": lr,
+            "steps_per_s": env_steps / elapsed if elapsed > 0 else math.nan,
+            "agent_steps_per_s": agent_steps / elapsed if elapsed > 0 else math.nan,
+            "time_this_iter_s": elapsed,
+            "time_total_s": self.time_total_s,
+        }
+        if cfg.evaluation_interval:
+            evaluation = None
+            if self.iteration % cfg.evaluation_interval == 0:
+                evaluation = self._evaluate_during_training()
+            for key in (
+                "episode_return_mean",
+                "episode_return_std",
+                "episode_return_min",
+                "episode_return_max",
+                "episode_len_mean",
+            ):
+                metrics[f"evaluation/{key}"] = math.nan if evaluation is None else evaluation[key]
+        self.last_metrics = metrics
+        if self._logger is not None:
+            self._logger.write(metrics)
+        return metrics
+
+    def _evaluate_during_training(self) -> dict[str, Any]:
+        return self.evaluate(self.config.evaluation_episodes)
+
+    # --- acting -------------------------------------------------------------------------------
+    def compute_actions(  # type: ignore[override]
+        self,
+        obs: Mapping[Any, Any],
+        state: Mapping[Any, list[Any]] | None = None,
+        explore: bool = False,
+    ) -> tuple[dict[Any, Any], dict[Any, list[torch.Tensor]]]:
+        """Actions for one step of some agents: ``{agent: raw observation}`` ->
+        ``({agent: action in its own space}, {agent: state_out})`` (one batched call per
+        policy; ``state``: each agent's state from the previous call, None: initial)."""
+        actions: dict[Any, Any] = {}
+        states: dict[Any, list[torch.Tensor]] = {}
+        groups: dict[str, list[Any]] = {}
+        for agent in obs:
+            if agent not in self.hub.mapping:
+                raise ValueError(
+                    f"agent {agent!r} is not one of the env's agents {list(self.hub.agents)}"
+                )
+            groups.setdefault(self.hub.mapping[agent], []).append(agent)
+        for pid, agents in groups.items():
+            parts, spec = self.policies[pid], self.hub.specs[pid]
+            pol = parts.policy
+            x = pol.stack_obs(None, parts.observe([spec.value(a, obs[a]) for a in agents]))
+            init = pol.initial_state(len(agents))
+            rows = []
+            for i, a in enumerate(agents):
+                given = None if state is None else state.get(a)
+                rows.append(
+                    [s[i] for s in init]
+                    if given is None
+                    else [torch.as_tensor(t, device=self.device) for t in given]
+                )
+            batch_state = [torch.stack([r[k] for r in rows]) for k in range(len(init))]
+            out = pol.act(x, batch_state, explore=explore, full=False)
+            for i, a in enumerate(agents):
+                actions[a] = spec.agent_action(a, tree_index(out["actions"], i))
+                states[a] = [s[i] for s in out["state_out"]]
+        return actions, states
+
+    def compute_single_action(  # type: ignore[override]
+        self, obs: Any, state: list[Any] | None = None, explore: bool = False, agent: Any = None
+    ) -> tuple[Any, list[torch.Tensor]]:
+        """One agent's observation -> ``(action, state_out)``."""
+        if agent is None:
+            raise ValueError(
+                "a multi-agent trainer needs the agent: compute_single_action(obs, agent=...)"
+            )
+        actions, states = self.compute_actions(
+            {agent: obs}, None if state is None else {agent: state}, explore
+        )
+        return actions[agent], states[agent]
+
+    def evaluate(
+        self, episodes: int = 10, explore: bool = False, seed: int | None = None
+    ) -> dict[str, Any]:
+        """Runs ``episodes`` whole episodes on a fresh copy of the env (training untouched).
+
+        Returns:
+            ``episodes``, ``episode_return_mean`` / ``_std`` / ``_min`` / ``_max`` (sums over
+            the agents), ``episode_len_mean``, ``episode_returns`` and
+            ``agent_episode_return_mean/<agent>``.
+        """
+        if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+            raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
+        block = self.config.multiagent
+        hub = MultiAgentVectorEnv(
+            self._make,
+            1,
+            block.get("policy_mapping", "shared"),
+            bool(block.get("agent_id_one_hot", False)),
+            self.config.clip_actions,
+            self.config.env_name,
+            smoothing=episodes,
+        )
+        try:
+            with torch.random.fork_rng(devices=[]):
+                self._play(hub, episodes, self.evaluation_seed(seed), explore)
+        finally:
+            hub.close()
+        result = episode_summary(list(hub.episode_returns), list(hub.episode_lengths))
+        for key, value in hub.metrics().items():
+            if key.startswith(("agent_", "module_")):
+                result[key] = value
+        return result
+
+    def _play(self, hub: MultiAgentVectorEnv, episodes: int, seed: int, explore: bool) -> None:
+        """Steps ``hub`` (one copy) with every policy until ``episodes`` episodes end."""
+        lanes: dict[str, dict[str, Any]] = {}
+        for pid, parts in self.policies.items():
+            pol = parts.policy
+            n = len(hub.specs[pid].agents)
+            pa = (
+                np.broadcast_to(
+                    pol.initial_prev_action, (n, pol.n_prev_actions, *pol.action_shape)
+                ).copy()
+                if pol.n_prev_actions
+                else None
+            )
+            pr = np.zeros((n, pol.n_prev_rewards), np.float32) if pol.n_prev_rewards else None
+            x = pol.stack_obs(None, parts.observe(hub.reset_lanes(pid, seed)))
+            lanes[pid] = {"x": x, "state": pol.initial_state(n), "pa": pa, "pr": pr}
+        while hub.episodes_total < episodes:
+            actions = {}
+            for pid, parts in self.policies.items():
+                lane = lanes[pid]
+                out = parts.policy.act(
+                    lane["x"], lane["state"], lane["pa"], lane["pr"], explore=explore, full=False
+                )
+                actions[pid], lane["state"] = out["actions"], out["state_out"]
+                lane["acted"] = out["actions"]
+            results = hub.step(actions)
+            for pid, parts in self.policies.items():
+                pol, lane, res = parts.policy, lanes[pid], results[pid]
+                fresh = np.flatnonzero(np.asarray(res.starts, bool))
+                lane["x"] = pol.stack_obs(lane["x"], parts.observe(res.raw), fresh)
+                if lane["pa"] is not None:
+                    lane["pa"] = np.roll(lane["pa"], -1, axis=1)
+                    lane["pa"][:, -1] = np.asarray(lane["acted"]).reshape((-1, *pol.action_shape))
+                    lane["pa"][fresh] = pol.initial_prev_action
+                if lane["pr"] is not None:
+                    lane["pr"] = np.roll(lane["pr"], -1, axis=1)
+                    lane["pr"][:, -1] = res.rewards
+                    lane["pr"][fresh] = 0.0
+                if fresh.size and lane["state"]:
+                    init = pol.initial_state(len(fresh))
+                    idx = torch.as_tensor(fresh, device=pol.device)
+                    lane["state"] = [s.clone() for s in lane["state"]]
+                    for s, s0 in zip(lane["state"], init, strict=True):
+                        s[idx] = s0
+
+    # --- checkpoints --------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Every policy (model, optimizer, KL coefficient, filter, runner state), the return
+        statistics, the counters and the RNG states."""
+        config = self.config.to_dict()
+        config["env"] = self.config.env if isinstance(self.config.env, str) else None
+        return {
+            "format": FORMAT,
+            "config": config,
+            "env_name": self.config.env_name,
+            "seed": self.seed,
+            "iteration": self.iteration,
+            "timesteps_total": self.timesteps_total,
+            "agent_timesteps_total": self.agent_timesteps_total,
+            "time_total_s": self.time_total_s,
+            "policies": {
+                pid: {
+                    "model": p.policy.model.state_dict(),
+                    "optimizer": p.learner.optimizer.state_dict(),
+                    "kl_coeff": p.learner.kl_coeff,
+                    "filter": p.obs_filter.state_dict(),
+                    "runner": p.runner.state_dict(),
+                }
+                for pid, p in self.policies.items()
+            },
+            "hub": self.hub.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "numpy_rng": self._rng.bit_generator.state,
+            "python_rng": random.getstate(),
+            "last_metrics": dict(self.last_metrics),
+            "best_score": self.best_score,
+        }
+
+    @classmethod
+    def restore(  # type: ignore[override]
+        cls,
+        path: str | Path,
+        env: Any = None,
+        run_dir: str | Path | None = None,
+        log: bool = True,
+    ) -> MultiAgentPPOTrainer:
+        """A trainer continuing from a multi-agent checkpoint (see :meth:`PPOTrainer.restore`;
+        the envs restart from a fresh reset, with a RuntimeWarning)."""
+        if log:
+            recover_interrupted_saves(checkpoint_run_dir(path))
+        state = load_checkpoint(path)
+        if state.get("format") != FORMAT:
+            raise ValueError(f"{state['_path']!r} is not a multi-agent PPO checkpoint")
+        config_dict = dict(state["config"])
+        if env is not None:
+            config_dict["env"] = env
+        if config_dict["env"] is None:
+            raise ValueError(
+                f"checkpoint {state['_path']!r} was trained on {state['env_name']!r}, an env "
+                "creator that could not be saved; pass it: MultiAgentPPOTrainer.restore(path, "
+                "env=...)"
+            )
+        warnings.warn(
+            f"resuming {state['_path']!r}: multi-agent envs restart from a fresh reset, so the "
+            "episodes in progress at the checkpoint are dropped",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        trainer = cls.__new__(cls)
+        trainer.config = PPOConfig.from_dict(config_dict)
+        trainer._make = multiagent_creator(trainer.config)
+        trainer.seed = int(state["seed"])
+        if trainer.config.num_threads is not None:
+            torch.set_num_threads(trainer.config.num_threads)
+        trainer.device = _resolve_device(trainer.config.device)
+        trainer._rng = np.random.default_rng(trainer.seed)
+        trainer._logger = None
+        trainer._build(venv=None)
+        trainer._init_extras()
+        trainer.iteration = int(state["iteration"])
+        trainer.timesteps_total = int(state["timesteps_total"])
+        trainer.agent_timesteps_total = int(state["agent_timesteps_total"])
+        trainer.time_total_s = float(state["time_total_s"])
+        trainer.last_metrics = dict(state.get("last_metrics") or {})
+        trainer.best_score = float(state.get("best_score", -math.inf))
+        saved = state["policies"]
+        if set(saved) != set(trainer.policies):
+            raise ValueError(
+                f"checkpoint {state['_path']!r} holds policies {sorted(saved)}, this config "
+                f"builds {sorted(trainer.policies)}"
+            )
+        try:
+            for pid, parts in trainer.policies.items():
+                parts.policy.model.load_state_dict(saved[pid]["model"])
+                parts.learner.optimizer.load_state_dict(saved[pid]["optimizer"])
+                parts.learner.kl_coeff = float(saved[pid]["kl_coeff"])
+                parts.obs_filter.load_state_dict(saved[pid]["filter"])
+                parts.runner.load_state_dict(saved[pid]["runner"], envs_restored=False)
+                parts.runner._seed = trainer.seed + trainer.timesteps_total
+        except (RuntimeError, ValueError, KeyError) as err:
+            raise ValueError(
+                f"checkpoint {state['_path']!r} does not fit this config/model: {err}"
+            ) from None
+        trainer.hub.load_state_dict(state["hub"])
+        torch.set_rng_state(state["torch_rng"])
+        trainer._rng.bit_generator.state = state["numpy_rng"]
+        random.setstate(state["python_rng"])
+        trainer._resume_logging(state, run_dir, log)
+        return trainer
+
+    def close(self) -> None:
+        """Closes the envs and the log writers."""
+        if getattr(self, "hub", None) is not None:
+            self.hub.close()
+        if getattr(self, "_logger", None) is not None:
+            self._logger.close()  # type: ignore[union-attr]
