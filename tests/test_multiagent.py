@@ -213,16 +213,20 @@ def test_trainer_trains_saves_restores_and_evaluates(tmp_path: Path) -> None:
         assert key in first
     assert first["timesteps_total"] == 64 and first["agent_timesteps_total"] > 64
     path = trainer.save()
-    weights = {p: m.state_dict() for p, m in trainer.models.items()}
+    second = trainer.train()  # the uninterrupted run
+    weights = {
+        p: {k: v.clone() for k, v in m.state_dict().items()} for p, m in trainer.models.items()
+    }
     trainer.close()
-    with pytest.warns(RuntimeWarning, match="fresh reset"):
-        resumed = restore_trainer(path)
+    resumed = restore_trainer(path)  # its envs pickle: it continues exactly, no warning
     assert isinstance(resumed, MultiAgentPPOTrainer) and resumed.iteration == 1
+    again = resumed.train()
+    assert again["training_iteration"] == 2 and again["timesteps_total"] == 128
+    for key in ("policy_loss/scout", "vf_loss/pilot", "agent_timesteps_total", "episodes_total"):
+        assert again[key] == second[key], key
     for pid, model in resumed.models.items():
         for name, tensor in model.state_dict().items():
-            assert tensor.equal(weights[pid][name])
-    second = resumed.train()
-    assert second["training_iteration"] == 2 and second["timesteps_total"] == 128
+            assert tensor.equal(weights[pid][name]), (pid, name)
     result = resumed.evaluate(3)
     assert result["episodes"] == 3 and "agent_episode_return_mean/scout_0" in result
     obs = {"scout_0": np.zeros(3, np.float32), "pilot_1": {"cue": 2, "noise": np.zeros(2)}}
@@ -295,3 +299,44 @@ def test_tuple_actions_with_equal_spaces_need_no_union() -> None:
         {"a": Box(-1, 1, (1,)), "b": Box(-1, 1, (1,))}, dict.fromkeys("ab", space)
     )
     assert spec.action_space == space and spec.observation_space == Box(-1, 1, (1,))
+
+
+@pytest.mark.native
+def test_export_writes_one_artifact_per_policy_that_acts_as_the_trainer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("onnxruntime", reason="the export extra")
+    from rlblocks.cli import main
+    from rlblocks.export.evaluate import load_exported
+    from rlblocks.export.sidecar import read_sidecar, space_from_json
+    from rlblocks.train import MultiAgentPPOTrainer
+
+    trainer = MultiAgentPPOTrainer(
+        {"env": ZOO, **TINY, "multiagent": {"policy_mapping": "by_space"}}, run_dir=tmp_path
+    )
+    trainer.train()
+    trainer.save()
+    capsys.readouterr()
+    assert main(["export", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    rng = np.random.default_rng(1)
+    for pid in ("scout", "pilot"):
+        artifact = tmp_path / f"policy_{pid}.onnx"
+        assert f"exported: {artifact}" in printed
+        side = read_sidecar(artifact)["multiagent"]
+        assert side["policy_id"] == pid and side["agents"] == [f"{pid}_0", f"{pid}_1"]
+        # the sidecar's spaces rebuild the union the artifact reads
+        spec = UnionSpec.build(
+            {a: space_from_json(s) for a, s in side["agent_observation_spaces"].items()},
+            {a: space_from_json(s) for a, s in side["agent_action_spaces"].items()},
+            side["agent_id_one_hot"],
+        )
+        exported = load_exported(artifact)
+        agents = side["agents"]
+        obs = {a: sample_value(trainer.hub.obs_spaces[a], rng) for a in agents}
+        greedy, _ = trainer.compute_actions(obs)
+        actions, _ = exported.compute_actions([spec.value(a, obs[a]) for a in agents])
+        assert [spec.agent_action(a, actions[i]) for i, a in enumerate(agents)] == [
+            greedy[a] for a in agents
+        ]
+    trainer.close()

@@ -43,12 +43,22 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Exports and prints the artifact's and the sidecar's paths."""
-    from rlblocks.export.exporter import export_policy
+    from rlblocks.export.exporter import export_policies, export_policy
     from rlblocks.export.sidecar import sidecar_path
+    from rlblocks.train.checkpoint import checkpoint_meta
 
     try:
-        path = export_policy(args.run_dir, args.out, fmt=args.format)
+        if checkpoint_meta(args.run_dir).get("format") == "rlblocks.ppo.multiagent":
+            if args.out is not None:
+                raise ValueError(
+                    "--out names one file; a multi-agent run writes policy_<id> files into "
+                    "its run directory"
+                )
+            paths = list(export_policies(args.run_dir, fmt=args.format).values())
+        else:
+            paths = [export_policy(args.run_dir, args.out, fmt=args.format)]
     except ImportError as err:  # the export extra is missing
         raise ValueError(str(err)) from err
-    print(f"exported: {path}\nsidecar: {sidecar_path(path)}")
+    for path in paths:
+        print(f"exported: {path}\nsidecar: {sidecar_path(path)}")
     return 0

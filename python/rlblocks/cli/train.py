@@ -7,8 +7,11 @@ and writes a run directory (``config.json``, ``stop.json``, ``progress.csv``, ch
 ``model.fcnet_hiddens=[32,32]``, ``observation_filter=MeanStdFilter``); dotted keys reach
 into ``model`` and ``env_config`` (the env's constructor keyword arguments). ``--env`` takes
 a registered id or gymnasium's ``module:EnvId`` form: the module (found on ``sys.path`` or in
-the current directory) is imported, then the id made. ``--tuned NAME`` starts from a tuned
-config (``rlblocks tuned`` lists them; :mod:`rlblocks.train.tuned`), whose ``stop`` block sets
+the current directory) is imported, then the id made; ``module:callable`` calls a function
+of the module with ``env_config`` as keyword arguments (a PettingZoo or RLlib multi-agent
+env trains with :class:`~rlblocks.multiagent.trainer.MultiAgentPPOTrainer`). ``--tuned NAME``
+starts from a tuned config (``rlblocks tuned`` lists them; :mod:`rlblocks.train.tuned`), whose
+``stop`` block sets
 the default stop return and step budget (as a ``stop`` block in a ``--config`` file does).
 ``--backend rllib`` trains with RLlib on Ray (:mod:`rlblocks.rllib.trainer`).
 
@@ -59,8 +62,9 @@ def add_parser(sub: Any) -> None:
     )
     train.add_argument(
         "--env",
-        help="gymnasium id, e.g. CartPole-v1, or module:EnvId for an "
-        "env that a module of yours registers (my_pkg.envs:MyEnv-v0)",
+        help="gymnasium id, e.g. CartPole-v1; module:EnvId for an env that a module of yours "
+        "registers (my_pkg.envs:MyEnv-v0); or module:callable returning an env, "
+        "e.g. a PettingZoo multi-agent env (mpe2.simple_spread_v3:parallel_env)",
     )
     train.add_argument(
         "--config",
@@ -256,7 +260,12 @@ def _fit(args: argparse.Namespace, trainer: Any, stops: Stops) -> int:
     algo = (
         f"{trainer.backend['algo']} (RLlib, {trainer.backend['num_env_runners']} env runners)"
         if hasattr(trainer, "backend")
-        else "PPO"
+        else (
+            f"multi-agent PPO ({len(trainer.hub.agents)} agents, policies "
+            f"{', '.join(trainer.policies)})"
+            if hasattr(trainer, "hub")
+            else "PPO"
+        )
     )
     print(
         f"rlblocks train: {algo} on {cfg.env_name}, {cfg.num_envs} envs, until {until}"

@@ -29,7 +29,7 @@ from rlblocks.export.sidecar import (
     write_sidecar,
 )
 
-__all__ = ["FORMATS", "export_policy"]
+__all__ = ["FORMATS", "export_policies", "export_policy"]
 
 #: ``fmt`` -> default file suffix.
 FORMATS = {"onnx": ".onnx", "torch-export": ".pt2"}
@@ -39,7 +39,9 @@ _EXTRA_HINT = 'pip install "rlblocks[export]"'
 
 def _trainer(source: Any) -> tuple[Any, bool]:
     """``(trainer, opened_here)`` for a trainer or a run / checkpoint directory."""
-    if hasattr(source, "policy") and hasattr(source, "preprocessor"):
+    if (hasattr(source, "policy") and hasattr(source, "preprocessor")) or hasattr(
+        source, "policies"
+    ):
         return source, False
     from rlblocks.train.restoring import restore_trainer
 
@@ -213,6 +215,13 @@ def export_policy(source: Any, path: str | Path | None = None, fmt: str = "onnx"
     if fmt not in FORMATS:
         raise ValueError(f"export: unknown format {fmt!r}; choose one of {sorted(FORMATS)}")
     trainer, opened = _trainer(source)
+    if hasattr(trainer, "policies"):
+        if opened:
+            trainer.close()
+        raise ValueError(
+            "export: this is a multi-agent run; export_policies writes one artifact per "
+            "policy (rlblocks export does it)"
+        )
     try:
         if path is None:
             base = (
@@ -244,8 +253,71 @@ def export_policy(source: Any, path: str | Path | None = None, fmt: str = "onnx"
                     torch.export.save(program, str(artifact))
         finally:
             policy.set_training(was_training)
-        write_sidecar(artifact, _sidecar(trainer, graph, artifact, fmt))
+        sidecar = _sidecar(trainer, graph, artifact, fmt)
+        sidecar.update(getattr(trainer, "sidecar_extra", {}))
+        write_sidecar(artifact, sidecar)
         return artifact
+    finally:
+        if opened:
+            trainer.close()
+
+
+class _PolicyOfRun:
+    """One policy of a multi-agent trainer, seen as the single-agent trainer
+    :func:`export_policy` exports (its union space is the artifact's observation)."""
+
+    def __init__(self, trainer: Any, policy_id: str) -> None:
+        parts = trainer.policies[policy_id]
+        self.policy, self.preprocessor = parts.policy, parts.preprocessor
+        self.obs_filter, self.config = parts.obs_filter, parts.config
+        self.venv = trainer.hub.lanes(policy_id)
+        self.run_dir, self.checkpoint_path = trainer.run_dir, trainer.checkpoint_path
+        spec = trainer.hub.specs[policy_id]
+        self.sidecar_extra = {
+            "multiagent": {
+                "policy_id": policy_id,
+                "agents": [str(a) for a in spec.agents],
+                "agent_id_one_hot": spec.agent_id_one_hot,
+                "agent_observation_spaces": {
+                    str(a): space_to_json(s) for a, s in spec.obs_spaces.items()
+                },
+                "agent_action_spaces": {
+                    str(a): space_to_json(s) for a, s in spec.action_spaces.items()
+                },
+            }
+        }
+
+
+def export_policies(
+    source: Any, out_dir: str | Path | None = None, fmt: str = "onnx"
+) -> dict[str, Path]:
+    """Exports every policy of a multi-agent run as ``policy_<id>.onnx`` (or ``.pt2``) with
+    its sidecar; its ``multiagent`` entry names the policy's agents and their own spaces
+    (:class:`~rlblocks.multiagent.union.UnionSpec` rebuilt from them turns an agent's
+    observation into the artifact's input). A single-agent run gives ``{"default": path}``.
+
+    Args:
+        source: A trainer, or a run / checkpoint directory.
+        out_dir: Where the artifacts go (default: the run directory).
+        fmt: ``"onnx"`` or ``"torch-export"``.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"export: unknown format {fmt!r}; choose one of {sorted(FORMATS)}")
+    trainer, opened = _trainer(source)
+    try:
+        if not hasattr(trainer, "policies"):
+            target = None if out_dir is None else Path(out_dir) / f"policy{FORMATS[fmt]}"
+            return {"default": export_policy(trainer, target, fmt)}
+        base = Path(out_dir) if out_dir is not None else trainer.run_dir
+        if base is None:
+            base = trainer.checkpoint_path.parent if trainer.checkpoint_path else Path(".")
+        out = {}
+        for pid in trainer.policies:
+            safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in pid)
+            out[pid] = export_policy(
+                _PolicyOfRun(trainer, pid), Path(base) / f"policy_{safe}{FORMATS[fmt]}", fmt
+            )
+        return out
     finally:
         if opened:
             trainer.close()

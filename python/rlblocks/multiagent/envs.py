@@ -23,6 +23,7 @@ Examples:
 
 from __future__ import annotations
 
+import pickle
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -214,6 +215,8 @@ class MultiAgentVectorEnv:
         clip_actions: Clip each agent's action into its own Box bounds.
         name: The env's name in error messages.
         smoothing: Finished episodes the return statistics average over.
+        envs: Env copies to step instead of making them (restored from
+            :meth:`snapshot`).
     """
 
     def __init__(
@@ -225,11 +228,12 @@ class MultiAgentVectorEnv:
         clip_actions: bool = True,
         name: str = "env",
         smoothing: int = 100,
+        envs: list[Any] | None = None,
     ) -> None:
         self.name = name
-        self.envs: list[Any] = []
+        self.envs: list[Any] = [] if envs is None else list(envs)
         try:
-            for _ in range(num_envs):
+            while len(self.envs) < num_envs:
                 self.envs.append(as_parallel_env(make()))
         except BaseException:
             self.close()
@@ -389,15 +393,19 @@ class MultiAgentVectorEnv:
                     done.add(a)
                     terminated[pid][lane] = term
                     truncated[pid][lane] = trunc and not term
-                    if trunc and not term and a in obs:
-                        final[pid][lane] = self.specs[pid].value(a, obs[a])
+                    if trunc and not term:  # bootstrapped from its last observation
+                        last = obs[a] if a in obs else self._obs[e][a]
+                        final[pid][lane] = self.specs[pid].value(a, last)
             obs = dict(obs)
             new_live = self._present(e, obs)
-            # an agent that left without a done flag ends its trajectory too (bootstrap 0)
+            # an agent that left without a done flag: truncated, bootstrapped from its last
+            # observation
             for a in live:
                 if a not in done and a not in new_live:
                     pid, lane = self._lane(e, a)
                     truncated[pid][lane] = True
+                    last = obs[a] if a in obs else self._obs[e][a]
+                    final[pid][lane] = self.specs[pid].value(a, last)
                     done.add(a)
             if not new_live:
                 self._finish_episode(e)
@@ -459,8 +467,30 @@ class MultiAgentVectorEnv:
             out[f"module_episode_return_mean/{pid}"] = mean(self.module_returns[pid])
         return out
 
+    def snapshot(self) -> bytes | None:
+        """The pickled env copies and what they are in the middle of (current observations,
+        live agents, episode returns so far); None when an env cannot be pickled."""
+        try:
+            return pickle.dumps(
+                {
+                    "envs": self.envs,
+                    "obs": self._obs,
+                    "live": self._live,
+                    "ep_returns": self._ep_returns,
+                    "ep_len": self._ep_len,
+                }
+            )
+        except Exception:  # any env attribute may refuse pickling (sockets, renderers, ...)
+            return None
+
+    def resume(self, data: dict[str, Any]) -> None:
+        """Continues the episodes of a :meth:`snapshot` (its ``envs`` given to the
+        constructor)."""
+        self._obs, self._live = data["obs"], data["live"]
+        self._ep_returns, self._ep_len = data["ep_returns"], np.asarray(data["ep_len"])
+
     def state_dict(self) -> dict[str, Any]:
-        """The return statistics (the envs themselves restart on restore)."""
+        """The return statistics (the envs are in :meth:`snapshot`)."""
         return {
             "episode_returns": list(self.episode_returns),
             "episode_lengths": list(self.episode_lengths),

@@ -9,8 +9,9 @@ agents' steps (GAE per lane: no agent bootstraps from another's steps).
 
 Everything else is :class:`~rlblocks.train.ppo.PPOTrainer`'s: the run directory,
 ``progress.csv``, the progress bar, checkpoints, ``fit`` and its stop conditions.
-Checkpoints hold every policy and the return statistics; the envs restart from a fresh
-reset on restore.
+Checkpoints hold every policy, the return statistics and (when they can be pickled) the
+envs in the middle of their episodes, so a restored run continues exactly as the
+uninterrupted one would.
 
 Examples:
     >>> trainer = MultiAgentPPOTrainer({  # doctest: +SKIP
@@ -23,6 +24,7 @@ Examples:
 from __future__ import annotations
 
 import math
+import pickle
 import random
 import time
 import warnings
@@ -165,6 +167,7 @@ class MultiAgentPPOTrainer(PPOTrainer):
         return self.config.replace(model={**self.config.model, **own}) if own else self.config
 
     def _build(self, venv: Any) -> None:
+        """``venv``: env copies restored from a checkpoint, or None."""
         cfg = self.config
         block = cfg.multiagent
         self.hub = MultiAgentVectorEnv(
@@ -175,6 +178,7 @@ class MultiAgentPPOTrainer(PPOTrainer):
             cfg.clip_actions,
             cfg.env_name,
             cfg.metrics_smoothing_episodes,
+            envs=venv,
         )
         try:
             named = set(block.get("policies", {}))
@@ -473,6 +477,7 @@ class MultiAgentPPOTrainer(PPOTrainer):
                 for pid, p in self.policies.items()
             },
             "hub": self.hub.state_dict(),
+            "envs": self.hub.snapshot(),
             "torch_rng": torch.get_rng_state(),
             "numpy_rng": self._rng.bit_generator.state,
             "python_rng": random.getstate(),
@@ -488,8 +493,9 @@ class MultiAgentPPOTrainer(PPOTrainer):
         run_dir: str | Path | None = None,
         log: bool = True,
     ) -> MultiAgentPPOTrainer:
-        """A trainer continuing from a multi-agent checkpoint (see :meth:`PPOTrainer.restore`;
-        the envs restart from a fresh reset, with a RuntimeWarning)."""
+        """A trainer continuing from a multi-agent checkpoint (see :meth:`PPOTrainer.restore`):
+        exactly as the uninterrupted run when its envs could be pickled, else from a fresh
+        reset of the envs (with a RuntimeWarning)."""
         if log:
             recover_interrupted_saves(checkpoint_run_dir(path))
         state = load_checkpoint(path)
@@ -504,12 +510,22 @@ class MultiAgentPPOTrainer(PPOTrainer):
                 "creator that could not be saved; pass it: MultiAgentPPOTrainer.restore(path, "
                 "env=...)"
             )
-        warnings.warn(
-            f"resuming {state['_path']!r}: multi-agent envs restart from a fresh reset, so the "
-            "episodes in progress at the checkpoint are dropped",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+        snapshot = None
+        if state.get("envs") is not None:
+            try:
+                snapshot = pickle.loads(state["envs"])
+            except Exception as err:  # e.g. the env's module is not importable here
+                raise ValueError(
+                    f"checkpoint {state['_path']!r}: its saved environments cannot be loaded "
+                    f"({type(err).__name__}: {err}); is the env's package importable?"
+                ) from None
+        else:
+            warnings.warn(
+                f"resuming {state['_path']!r}: its envs could not be pickled, so they restart "
+                "from a fresh reset: the episodes in progress at the checkpoint are dropped",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         trainer = cls.__new__(cls)
         trainer.config = PPOConfig.from_dict(config_dict)
         trainer._make = multiagent_creator(trainer.config)
@@ -519,7 +535,7 @@ class MultiAgentPPOTrainer(PPOTrainer):
         trainer.device = _resolve_device(trainer.config.device)
         trainer._rng = np.random.default_rng(trainer.seed)
         trainer._logger = None
-        trainer._build(venv=None)
+        trainer._build(venv=None if snapshot is None else snapshot["envs"])
         trainer._init_extras()
         trainer.iteration = int(state["iteration"])
         trainer.timesteps_total = int(state["timesteps_total"])
@@ -539,13 +555,17 @@ class MultiAgentPPOTrainer(PPOTrainer):
                 parts.learner.optimizer.load_state_dict(saved[pid]["optimizer"])
                 parts.learner.kl_coeff = float(saved[pid]["kl_coeff"])
                 parts.obs_filter.load_state_dict(saved[pid]["filter"])
-                parts.runner.load_state_dict(saved[pid]["runner"], envs_restored=False)
+                parts.runner.load_state_dict(
+                    saved[pid]["runner"], envs_restored=snapshot is not None
+                )
                 parts.runner._seed = trainer.seed + trainer.timesteps_total
         except (RuntimeError, ValueError, KeyError) as err:
             raise ValueError(
                 f"checkpoint {state['_path']!r} does not fit this config/model: {err}"
             ) from None
         trainer.hub.load_state_dict(state["hub"])
+        if snapshot is not None:
+            trainer.hub.resume(snapshot)
         torch.set_rng_state(state["torch_rng"])
         trainer._rng.bit_generator.state = state["numpy_rng"]
         random.setstate(state["python_rng"])

@@ -11,6 +11,10 @@
   :func:`env_to_module` for ``config.env_runners(env_to_module_connector=...)`` (C++
   flattening and MeanStdFilter, batched over the episodes of an env runner; with
   ``atari=True`` the DeepMind frame pipeline).
+* :func:`multi_rl_module_spec` (an rlblocks module per policy) and
+  :class:`MultiAgentEnvToModule` (one C++ flattening call per policy over all agents of all
+  episodes) for multi-agent configs; :mod:`~rlblocks.rllib.multiagent_env` wraps a
+  PettingZoo env so that agents of one policy whose spaces differ share its union space.
 * :func:`atari_replay_buffer_config` for DQN's ``config.training(replay_buffer_config=...)``
   with ``env_to_module(..., atari=True, stack_in_episode=False)``: the episode replay
   buffers :class:`FrameStackEpisodeReplayBuffer` /
@@ -42,6 +46,8 @@ from rlblocks.rllib.connectors import (
     FlattenObservationsBatched,
     MeanStdFilterBatched,
     ModelViewObservations,
+    MultiAgentEnvToModule,
+    MultiAgentFlattenObservations,
     env_to_module,
 )
 from rlblocks.rllib.distribution import RLBlocksDistribution
@@ -59,7 +65,12 @@ from rlblocks.rllib.replay import (
     FrameStackPrioritizedEpisodeReplayBuffer,
     atari_replay_buffer_config,
 )
-from rlblocks.rllib.spec import MODULE_CLASSES, portable_model_config, rl_module_spec
+from rlblocks.rllib.spec import (
+    MODULE_CLASSES,
+    multi_rl_module_spec,
+    portable_model_config,
+    rl_module_spec,
+)
 
 __all__ = [
     "AtariFramesBatched",
@@ -73,6 +84,8 @@ __all__ = [
     "MODULE_CLASSES",
     "MeanStdFilterBatched",
     "ModelViewObservations",
+    "MultiAgentEnvToModule",
+    "MultiAgentFlattenObservations",
     "RLBlocksAPPORLModule",
     "RLBlocksDQNRLModule",
     "RLBlocksDistribution",
@@ -82,6 +95,7 @@ __all__ = [
     "env_to_module",
     "is_mask_space",
     "model_views",
+    "multi_rl_module_spec",
     "portable_model_config",
     "rl_module_spec",
 ]

@@ -20,6 +20,7 @@ try:
         TargetNetworkAPI,
         ValueFunctionAPI,
     )
+    from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
     from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
     from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
@@ -37,6 +38,7 @@ __all__ = [
     "ConnectorV2",
     "EpisodeReplayBuffer",
     "InferenceOnlyAPI",
+    "MultiRLModuleSpec",
     "PrioritizedEpisodeReplayBuffer",
     "QNetAPI",
     "RLModuleSpec",

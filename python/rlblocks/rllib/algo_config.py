@@ -18,6 +18,14 @@ block (``--set rllib.training.n_step=3``), RLlib's defaults otherwise; a PPO key
 non-default value is refused for them rather than ignored. Every algorithm applies the
 ``rllib`` block last.
 
+Multi-agent envs (``env`` a ``"module:callable"`` or callable making a PettingZoo env, as
+:func:`is_multiagent_config` finds; the config's ``multiagent`` block): the env runners make
+:class:`~rlblocks.rllib.multiagent_env.UnionMultiAgentEnv` of it (each policy's agents share
+its union space), the config gets ``.multi_agent(policies=..., policy_mapping_fn=...)``, a
+:func:`~rlblocks.rllib.multi_rl_module_spec` with each policy's model (``model`` under
+``multiagent.policies[id].model``) and :class:`~rlblocks.rllib.connectors.MultiAgentEnvToModule`
+(one C++ flattening call per policy). PPO, APPO and IMPALA run them.
+
 Atari ids (``ALE/...``, ``preprocessor_pref="deepmind"``) run the native trainer's DeepMind
 pipeline: :func:`deepmind_env` (registered with Ray) in the env runners and
 ``env_to_module(..., atari=True)``; DQN and SAC keep one frame per episode step with
@@ -29,7 +37,7 @@ from __future__ import annotations
 
 import os
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 
@@ -37,21 +45,26 @@ from rlblocks.config import ModelConfig
 from rlblocks.rllib.connectors import (
     EnvToModule,
     FlatRepeatedObservations,
+    MultiAgentEnvToModule,
     env_to_module,
     needs_env_side_flattening,
 )
 from rlblocks.rllib.replay import atari_replay_buffer_config
-from rlblocks.rllib.spec import rl_module_spec
+from rlblocks.rllib.spec import multi_rl_module_spec, rl_module_spec
 from rlblocks.train.trainer_config import PPOConfig
 from rlblocks.wrappers.atari import is_atari, wrap_deepmind
 
 __all__ = [
     "ALGOS",
     "Q_ALGOS",
+    "PolicyMapping",
     "build_algo_config",
+    "is_multiagent_config",
     "deepmind_env",
     "flat_repeated_env",
     "make_env",
+    "multiagent_env_to_module",
+    "multiagent_setup",
     "run_env_to_module",
 ]
 
@@ -124,7 +137,13 @@ def _probe_repeated(config: PPOConfig) -> bool:
 
 
 def make_env(config: PPOConfig, algo: str = "PPO") -> gym.Env:
-    """The run's env as its env runners make it (for ``rlblocks evaluate``)."""
+    """The run's env as its env runners make it (for ``rlblocks evaluate``; a multi-agent
+    run's :class:`~rlblocks.rllib.multiagent_env.UnionMultiAgentEnv`)."""
+    setup = multiagent_setup(config)
+    if setup is not None:
+        from rlblocks.rllib.multiagent_env import make_multiagent_env
+
+        return make_multiagent_env(config, setup.mapping)
     if _is_atari(config):
         return deepmind_env(str(config.env), config.env_config)
     gym_id = _gym_id(str(config.env))
@@ -161,6 +180,152 @@ def _env_id(config: PPOConfig, algo: str = "PPO") -> str:
         register_env(name, partial(flat_repeated_env, _gym_id(env), _model(config, algo)))
         return name
     return _gym_id(env)
+
+
+class PolicyMapping:
+    """RLlib's ``policy_mapping_fn`` for a fixed ``{agent_id: policy_id}`` (picklable).
+
+    Examples:
+        >>> PolicyMapping({"a_0": "shared"})("a_0", None)
+        'shared'
+    """
+
+    def __init__(self, mapping: dict[Any, Any]) -> None:
+        self.mapping = dict(mapping)
+
+    def __call__(self, agent_id: Any, episode: Any = None, **kwargs: Any) -> Any:
+        try:
+            return self.mapping[agent_id]
+        except KeyError:
+            raise ValueError(
+                f"agent {agent_id!r} is not one of the env's possible_agents {list(self.mapping)}"
+            ) from None
+
+
+class MultiAgentSetup(NamedTuple):
+    """A multi-agent run's agents, ``{agent_id: policy_id}`` mapping and policies."""
+
+    agents: tuple[Any, ...]
+    mapping: dict[Any, Any]
+    policies: tuple[Any, ...]
+
+
+def _makes_multiagent(config: PPOConfig) -> Any:
+    """The env the config's ``env`` makes when it may be multi-agent (a callable or
+    ``"module:callable"``), else None."""
+    from rlblocks.train.envs import env_callable, raw_env_creator
+
+    if not callable(config.env) and env_callable(config.env) is None:
+        return None
+    return raw_env_creator(config)()
+
+
+def is_multiagent_config(config: PPOConfig) -> bool:
+    """Whether the config's env is a PettingZoo / RLlib multi-agent env (one env is made to
+    see it, unless ``env`` is a gymnasium id).
+
+    Raises:
+        ValueError: A ``multiagent`` block with a single-agent env, or an env that cannot
+            be made.
+
+    Examples:
+        >>> is_multiagent_config(PPOConfig(env="CartPole-v1"))
+        False
+    """
+    return multiagent_setup(config) is not None
+
+
+def multiagent_setup(config: PPOConfig) -> MultiAgentSetup | None:
+    """The agents, mapping and policies of a multi-agent config (one env is made and
+    mapped with the config's ``multiagent`` block); None for a single-agent env.
+
+    Raises:
+        ValueError: As :func:`is_multiagent_config`, or a mapping that cannot be built.
+    """
+    from rlblocks.multiagent.envs import is_multiagent_env
+
+    made = _makes_multiagent(config)
+    if made is None or not is_multiagent_env(made):
+        close = getattr(made, "close", None)
+        if close is not None:
+            close()
+        if config.multiagent:
+            raise ValueError(
+                f"multiagent is set but env {config.env_name!r} is not a multi-agent env "
+                "(a 'module:callable' or callable returning a PettingZoo or RLlib "
+                "multi-agent env)"
+            )
+        return None
+    from rlblocks.rllib.multiagent_env import UnionMultiAgentEnv
+
+    block = config.multiagent
+    env = UnionMultiAgentEnv(
+        made,
+        block.get("policy_mapping", "shared"),
+        bool(block.get("agent_id_one_hot", False)),
+    )
+    try:
+        mapping = dict(env.policy_mapping)
+        return MultiAgentSetup(
+            tuple(env.possible_agents), mapping, tuple(dict.fromkeys(mapping.values()))
+        )
+    finally:
+        env.close()
+
+
+def _policy_models(config: PPOConfig, algo: str, policies: tuple[Any, ...]) -> dict[Any, Any]:
+    """Each policy's model config: ``model`` under ``multiagent.policies[id].model``."""
+    base = _model(config, algo)
+    own = config.multiagent.get("policies") or {}
+    unknown = sorted(str(p) for p in own if p not in policies)
+    if unknown:
+        raise ValueError(
+            f"multiagent.policies names {unknown}, which the mapping does not make "
+            f"(its policies: {list(policies)})"
+        )
+    return {p: {**base, **(own.get(p) or {}).get("model", {})} for p in policies}
+
+
+def multiagent_env_to_module(
+    config: PPOConfig, algo: str, setup: MultiAgentSetup
+) -> MultiAgentEnvToModule:
+    """The env-to-module connector factory of a multi-agent run (each policy flattened with
+    its own model config's preprocessor options)."""
+    return MultiAgentEnvToModule(
+        _model(config, algo), setup.mapping, _policy_models(config, algo, setup.policies)
+    )
+
+
+def _check_multiagent(config: PPOConfig, algo: str) -> None:
+    """Raises ValueError for what this backend does not run on a multi-agent env."""
+    if algo not in ("PPO", "APPO", "IMPALA"):
+        raise ValueError(
+            f"--backend rllib trains multi-agent envs with PPO, APPO or IMPALA, not {algo}"
+        )
+    if config.observation_filter != "NoFilter":
+        raise ValueError(
+            f"observation_filter={config.observation_filter!r}: multi-agent runs on RLlib "
+            "take 'NoFilter' only"
+        )
+
+
+def _multiagent(algo_config: Any, config: PPOConfig, algo: str, setup: MultiAgentSetup) -> Any:
+    """The multi-agent parts of an ``AlgorithmConfig`` (module docstring)."""
+    from ray.tune.registry import register_env
+
+    from rlblocks.rllib.multiagent_env import multiagent_env_creator
+
+    models = _policy_models(config, algo, setup.policies)
+    name = f"rlblocks-multiagent:{config.env_name}"
+    register_env(name, partial(multiagent_env_creator, config.to_dict(), setup.mapping))
+    return (
+        # RLlib's env check steps random union actions, ignoring the action masks that keep
+        # each agent inside its own space (UnionMultiAgentEnv is tested instead)
+        algo_config.environment(name, env_config=dict(config.env_config), disable_env_checking=True)
+        .multi_agent(policies=set(setup.policies), policy_mapping_fn=PolicyMapping(setup.mapping))
+        .rl_module(rl_module_spec=multi_rl_module_spec(models, algo=algo))
+        .env_runners(env_to_module_connector=multiagent_env_to_module(config, algo, setup))
+    )
 
 
 def _model(config: PPOConfig, algo: str) -> dict[str, Any]:
@@ -311,6 +476,9 @@ def build_algo_config(
     if algo in ("APPO", "IMPALA") and int(num_env_runners) < 1:
         raise ValueError(f"{algo} samples asynchronously: give --num-env-runners >= 1")
     _refuse_native_only(config)
+    setup = multiagent_setup(config)
+    if setup is not None:
+        _check_multiagent(config, algo)
     model = _model(config, algo)
     train = _q_training(config, algo) if algo in Q_ALGOS else _ppo_training(config, algo)
     if _frames_once(config, algo):
@@ -322,15 +490,20 @@ def build_algo_config(
         if not float(num_cpus_per_env_runner) > 0:
             raise ValueError(f"num_cpus_per_env_runner must be > 0, got {num_cpus_per_env_runner}")
         per_runner = float(num_cpus_per_env_runner)
+    algo_config = _algorithm_config_class(algo)()
+    if setup is None:
+        algo_config = (
+            algo_config.environment(_env_id(config, algo), env_config=dict(config.env_config))
+            .rl_module(rl_module_spec=rl_module_spec(model, algo=algo))
+            .env_runners(env_to_module_connector=run_env_to_module(config, algo))
+        )
+    else:
+        algo_config = _multiagent(algo_config, config, algo, setup)
     algo_config = (
-        _algorithm_config_class(algo)()
-        .environment(_env_id(config, algo), env_config=dict(config.env_config))
-        .rl_module(rl_module_spec=rl_module_spec(model, algo=algo))
-        .env_runners(
+        algo_config.env_runners(
             num_env_runners=runners,
             num_envs_per_env_runner=envs,
             num_cpus_per_env_runner=per_runner,
-            env_to_module_connector=run_env_to_module(config, algo),
         )
         .resources(num_cpus_for_main_process=0.5 if runners else 1)
         .learners(num_learners=0)

@@ -3,6 +3,7 @@ checkpoint's module and the run's env-to-module pieces, in this process."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +11,15 @@ import numpy as np
 import torch
 
 from rlblocks.rllib._ray import Columns
-from rlblocks.rllib.algo_config import build_algo_config, make_env, run_env_to_module
-from rlblocks.rllib.checkpoints import newest_checkpoint
+from rlblocks.rllib.algo_config import (
+    MultiAgentSetup,
+    build_algo_config,
+    make_env,
+    multiagent_env_to_module,
+    multiagent_setup,
+    run_env_to_module,
+)
+from rlblocks.rllib.checkpoints import RunCheckpoint, newest_checkpoint
 from rlblocks.rllib.connectors import MeanStdFilterBatched
 from rlblocks.train.loop import episode_summary
 from rlblocks.train.trainer_config import PPOConfig
@@ -55,6 +63,9 @@ def evaluate_run(
     ckpt = newest_checkpoint(run_dir)
     algo = str(ckpt.backend.get("algo", "PPO"))
     config = PPOConfig.from_dict(ckpt.config)
+    setup = multiagent_setup(config)
+    if setup is not None:
+        return _evaluate_multiagent(ckpt, config, algo, setup, episodes, explore, seed)
     module = RLModule.from_checkpoint(str(ckpt.module_dir.resolve()))
     filter_state = ckpt.filter_state
     env = make_env(config, algo)
@@ -143,6 +154,132 @@ def evaluate_run(
     finally:
         env.close()
     return {**episode_summary(returns, lengths), "checkpoint": str(ckpt.path)}
+
+
+def _evaluate_multiagent(
+    ckpt: RunCheckpoint,
+    config: PPOConfig,
+    algo: str,
+    setup: MultiAgentSetup,
+    episodes: int,
+    explore: bool,
+    seed: int | None,
+) -> dict[str, Any]:
+    """:func:`evaluate_run` of a multi-agent run: each policy's module acts for its agents
+    (one forward pass per policy and step), on the run's
+    :class:`~rlblocks.rllib.multiagent_env.UnionMultiAgentEnv`. Adds the
+    ``agent_episode_return_mean/<agent_id>`` of the episodes."""
+    from ray.rllib.core.rl_module.rl_module import RLModule
+    from ray.rllib.utils.spaces.space_utils import (
+        clip_action,
+        get_base_struct_from_space,
+        unsquash_action,
+    )
+
+    from rlblocks.rllib.multiagent_env import make_multiagent_env
+
+    root = ckpt.module_dir.parent  # one module directory per policy
+    modules = {p: RLModule.from_checkpoint(str((root / p).resolve())) for p in setup.policies}
+    runner = build_algo_config(config, algo)
+    to_env = (
+        unsquash_action
+        if runner.normalize_actions
+        else clip_action
+        if runner.clip_actions
+        else None
+    )
+    env = make_multiagent_env(config, setup.mapping)
+    piece = multiagent_env_to_module(config, algo, setup)()[0]
+    piece.input_action_space = env.action_space
+    piece.input_observation_space = env.observation_space
+    structs = {a: get_base_struct_from_space(env.action_spaces[a]) for a in setup.agents}
+    base = (config.seed or 0) + 1_000_003 if seed is None else int(seed)
+    returns, lengths = [], []
+    agent_returns: dict[Any, list[float]] = {a: [] for a in setup.agents}
+    try:
+        for ep in range(episodes):
+            obs, _ = env.reset(seed=base + ep)
+            states = {
+                a: {
+                    k: torch.from_numpy(v)[None]
+                    for k, v in modules[setup.mapping[a]].get_initial_state().items()
+                }
+                for a in setup.agents
+            }
+            totals: dict[Any, float] = {}
+            steps, done = 0, False
+            while not done:
+                acting = [a for a in env.agents if a in obs]
+                flat = piece.transform({a: obs[a] for a in acting})
+                actions: dict[Any, Any] = {}
+                for policy in dict.fromkeys(setup.mapping[a] for a in acting):
+                    agents = [a for a in acting if setup.mapping[a] == policy]
+                    chosen = _act(modules[policy], agents, flat, states, explore)
+                    for a, action in chosen.items():
+                        actions[a] = action if to_env is None else to_env(action, structs[a])
+                obs, rewards, terminated, truncated, _ = env.step(actions)
+                for a, r in rewards.items():
+                    totals[a] = totals.get(a, 0.0) + float(r)
+                steps += 1
+                done = bool(terminated["__all__"] or truncated["__all__"])
+            returns.append(sum(totals.values()))
+            lengths.append(steps)
+            for a, total in totals.items():
+                agent_returns[a].append(total)
+    finally:
+        env.close()
+    out = {**episode_summary(returns, lengths), "checkpoint": str(ckpt.path)}
+    for a, values in agent_returns.items():
+        out[f"agent_episode_return_mean/{a}"] = float(np.mean(values)) if values else math.nan
+    return out
+
+
+def _act(
+    module: Any,
+    agents: list[Any],
+    flat: dict[Any, Any],
+    states: dict[Any, dict[str, torch.Tensor]],
+    explore: bool,
+) -> dict[Any, Any]:
+    """One forward pass of ``module`` for ``agents`` (their flattened observations and
+    recurrent states, updated in place): each agent's action."""
+    stateful = bool(states[agents[0]])
+    batch: dict[str, Any] = {Columns.OBS: _stack([_batched(flat[a], stateful) for a in agents])}
+    if stateful:
+        batch[Columns.STATE_IN] = {
+            k: torch.cat([states[a][k] for a in agents]) for k in states[agents[0]]
+        }
+    with torch.no_grad():
+        out = module.forward_exploration(batch) if explore else module.forward_inference(batch)
+    logits = out[Columns.ACTION_DIST_INPUTS]
+    if stateful:
+        logits = logits[:, 0]
+        for i, a in enumerate(agents):
+            states[a] = {k: v[i : i + 1] for k, v in out[Columns.STATE_OUT].items()}
+    dist_cls = (
+        module.get_exploration_action_dist_cls()
+        if explore
+        else module.get_inference_action_dist_cls()
+    )
+    dist = dist_cls.from_logits(logits)
+    sampled = dist.sample() if explore else dist.to_deterministic().sample()
+    return {a: _row(sampled, i) for i, a in enumerate(agents)}
+
+
+def _stack(values: list[Any]) -> Any:
+    """Batches of one, concatenated (dicts key by key)."""
+    if isinstance(values[0], dict):
+        return {k: _stack([v[k] for v in values]) for k in values[0]}
+    return torch.cat(values)
+
+
+def _row(actions: Any, i: int) -> Any:
+    """Row ``i`` of a batch of actions (nested dicts and tuples too), as numpy."""
+    if isinstance(actions, dict):
+        return {k: _row(v, i) for k, v in actions.items()}
+    if isinstance(actions, (tuple, list)):
+        return type(actions)(_row(a, i) for a in actions)
+    return actions[i].detach().cpu().numpy()
 
 
 def _unbatch(actions: Any) -> Any:

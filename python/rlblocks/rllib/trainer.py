@@ -4,8 +4,11 @@ directory.
 
 The run directory (:mod:`rlblocks.rllib.checkpoints`) holds ``config.json`` (the rlblocks
 config plus a ``backend`` block), ``progress.csv`` with the native trainer's columns (those
-RLlib does not report are empty), ``checkpoint_NNNNNN/`` (RLlib's checkpoint plus the
-trainer's counters and the filter state) and ``progress.png``. :meth:`RLlibTrainer.restore`
+RLlib does not report are empty; a multi-agent run adds :data:`MULTIAGENT_COLUMNS` and, per
+agent and policy, ``agent_episode_return_mean/<agent_id>``,
+``module_episode_return_mean/<policy_id>`` and ``<stat>/<policy_id>`` learner stats),
+``checkpoint_NNNNNN/`` (RLlib's checkpoint plus the trainer's counters and the filter state)
+and ``progress.png``. :meth:`RLlibTrainer.restore`
 resumes a run; :func:`rlblocks.rllib.evaluate.evaluate_run` plays episodes with the
 checkpoint's module, without starting Ray.
 """
@@ -22,14 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from rlblocks.rllib._ray import COMPONENT_ENV_TO_MODULE_CONNECTOR, ray
-from rlblocks.rllib.algo_config import Q_ALGOS, build_algo_config
+from rlblocks.rllib.algo_config import Q_ALGOS, PolicyMapping, build_algo_config
 from rlblocks.rllib.checkpoints import FILTER_FILE, META_FILE, checkpoints, newest_checkpoint
 from rlblocks.rllib.connectors import MeanStdFilterBatched
 from rlblocks.train.logger import ProgressLogger, truncate_progress
 from rlblocks.train.loop import train_until
 from rlblocks.train.trainer_config import PPOConfig
 
-__all__ = ["PROGRESS_COLUMNS", "Q_COLUMNS", "RLlibTrainer"]
+__all__ = ["MULTIAGENT_COLUMNS", "PROGRESS_COLUMNS", "Q_COLUMNS", "RLlibTrainer"]
 
 #: The native trainer's ``progress.csv`` columns (``PPOTrainer.train``), in its order.
 PROGRESS_COLUMNS = (
@@ -62,6 +65,22 @@ PROGRESS_COLUMNS = (
 #: Columns DQN and SAC add after the native ones (their learners' metrics).
 Q_COLUMNS = ("qf_loss", "qf_mean", "td_error_mean", "alpha", "alpha_loss")
 
+#: Columns a multi-agent run adds after the native ones (before its per-agent and per-policy
+#: columns).
+MULTIAGENT_COLUMNS = ("agent_timesteps_total", "agent_steps_per_s")
+
+#: The learner stats a multi-agent run logs per policy, as ``<stat>/<policy_id>``.
+_POLICY_STATS = (
+    "total_loss",
+    "policy_loss",
+    "vf_loss",
+    "entropy",
+    "kl",
+    "kl_coeff",
+    "explained_variance",
+    "lr",
+)
+
 _LEARNER_KEYS = {
     "policy_loss": "policy_loss",
     "vf_loss": "vf_loss",
@@ -85,6 +104,12 @@ def _num(value: Any) -> float:
     except (TypeError, ValueError):
         return math.nan
     return out
+
+
+def _count(value: Any) -> int:
+    """A count RLlib reports (0 when it reports none, or nan in an iteration without one)."""
+    out = _num(value)
+    return int(out) if math.isfinite(out) else 0
 
 
 def _init_ray(address: str | None) -> None:
@@ -158,6 +183,12 @@ class RLlibTrainer:
                 ) from err
         self._logger = ProgressLogger(self.run_dir)
         _init_ray(ray_address)
+        fn = getattr(algo_config, "policy_mapping_fn", None)
+        #: ``{agent_id: policy_id}`` of a multi-agent run (None: single-agent).
+        self.policy_mapping: dict[Any, Any] | None = (
+            dict(fn.mapping) if isinstance(fn, PolicyMapping) else None
+        )
+        self.agent_timesteps_total = 0
         self.algo = algo_config.build_algo()
 
     # --- training ------------------------------------------------------------------------------
@@ -167,12 +198,14 @@ class RLlibTrainer:
         result = self.algo.train()
         elapsed = time.perf_counter() - start
         runners = result.get("env_runners", {})
-        learner = result.get("learners", {}).get("default_policy", {})
-        steps = int(_num(runners.get("num_env_steps_sampled_lifetime", 0)) or 0)
+        learners = result.get("learners", {})
+        policies = list(dict.fromkeys((self.policy_mapping or {}).values()))
+        learner = learners.get(policies[0] if len(policies) == 1 else "default_policy", {})
+        steps = _count(runners.get("num_env_steps_sampled_lifetime", 0))
         done_now = steps - self.timesteps_total
         self.iteration += 1
         self.timesteps_total = steps
-        episodes = int(_num(runners.get("num_episodes", 0)) or 0)
+        episodes = _count(runners.get("num_episodes", 0))
         self.episodes_total += episodes
         self.time_total_s += elapsed
         columns = PROGRESS_COLUMNS + (Q_COLUMNS if self.backend["algo"] in Q_ALGOS else ())
@@ -197,9 +230,38 @@ class RLlibTrainer:
                 metrics[ours] = _num(learner[theirs])
         if math.isnan(metrics["lr"]) and self.backend["algo"] not in Q_ALGOS:
             metrics["lr"] = self.config.lr
+        if self.policy_mapping is not None:
+            self._multiagent_metrics(metrics, runners, learners, elapsed)
         self.last_metrics = metrics
         self._logger.write(metrics)
         return metrics
+
+    def _multiagent_metrics(
+        self, metrics: dict[str, Any], runners: Any, learners: Any, elapsed: float
+    ) -> None:
+        """Adds a multi-agent run's columns (RLlib's names; every agent and policy from the
+        first iteration on, nan until its first episode ends)."""
+        mapping = self.policy_mapping or {}
+        sampled = runners.get("num_agent_steps_sampled_lifetime", {})
+        agent_steps = sum(_count(v) for v in sampled.values()) if isinstance(sampled, dict) else 0
+        done_now = agent_steps - self.agent_timesteps_total
+        self.agent_timesteps_total = agent_steps
+        metrics["agent_timesteps_total"] = agent_steps
+        metrics["agent_steps_per_s"] = done_now / elapsed if elapsed > 0 else math.nan
+        agent_returns = runners.get("agent_episode_returns_mean", {})
+        for agent in mapping:
+            metrics[f"agent_episode_return_mean/{agent}"] = _num(agent_returns.get(str(agent)))
+        module_returns = runners.get("module_episode_returns_mean", {})
+        policies = list(dict.fromkeys(mapping.values()))
+        for policy in policies:
+            metrics[f"module_episode_return_mean/{policy}"] = _num(module_returns.get(policy))
+        for policy in policies:
+            stats = learners.get(policy, {})
+            for stat in _POLICY_STATS:
+                value = _num(stats.get(_LEARNER_KEYS[stat], math.nan))
+                if stat == "lr" and math.isnan(value):
+                    value = self.config.lr
+                metrics[f"{stat}/{policy}"] = value
 
     def fit(
         self,
@@ -252,6 +314,7 @@ class RLlibTrainer:
                 {
                     "iteration": self.iteration,
                     "timesteps_total": self.timesteps_total,
+                    "agent_timesteps_total": self.agent_timesteps_total,
                     "episodes_total": self.episodes_total,
                     "time_total_s": self.time_total_s,
                     "last_metrics": self.last_metrics,
@@ -290,6 +353,7 @@ class RLlibTrainer:
         trainer.algo.restore_from_path(str(ckpt.resolve()))
         trainer.iteration = int(meta["iteration"])
         trainer.timesteps_total = int(meta["timesteps_total"])
+        trainer.agent_timesteps_total = int(meta.get("agent_timesteps_total", 0))
         trainer.episodes_total = int(meta["episodes_total"])
         trainer.time_total_s = float(meta["time_total_s"])
         trainer.last_metrics = dict(meta.get("last_metrics") or {})

@@ -21,6 +21,9 @@ RLlib's default pieces pick them up.
 * :class:`AtariFramesBatched` (``atari_frames``): the DeepMind frame pipeline.
 * :func:`env_to_module` (``pipeline``): the pieces of a run, for
   ``config.env_runners(env_to_module_connector=...)``.
+* :class:`MultiAgentFlattenObservations` and its factory :class:`MultiAgentEnvToModule`
+  (``multiagent_observations``): the flattening of a multi-agent run, one C++ call per
+  policy over all agents of all episodes.
 
 The observation-space helpers the pieces share are in ``observation_spaces``.
 """
@@ -32,6 +35,10 @@ from rlblocks.rllib.connectors.flat_repeated_observations import FlatRepeatedObs
 from rlblocks.rllib.connectors.flatten_observations import FlattenObservationsBatched
 from rlblocks.rllib.connectors.mean_std_filter import MeanStdFilterBatched
 from rlblocks.rllib.connectors.model_view_observations import ModelViewObservations
+from rlblocks.rllib.connectors.multiagent_observations import (
+    MultiAgentEnvToModule,
+    MultiAgentFlattenObservations,
+)
 from rlblocks.rllib.connectors.observation_spaces import (
     has_repeated,
     needs_env_side_flattening,
@@ -46,6 +53,8 @@ __all__ = [
     "FlattenObservationsBatched",
     "MeanStdFilterBatched",
     "ModelViewObservations",
+    "MultiAgentEnvToModule",
+    "MultiAgentFlattenObservations",
     "env_to_module",
     "has_repeated",
     "needs_env_side_flattening",
