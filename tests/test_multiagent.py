@@ -340,3 +340,23 @@ def test_export_writes_one_artifact_per_policy_that_acts_as_the_trainer(
             greedy[a] for a in agents
         ]
     trainer.close()
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        {"use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 4, "lstm_use_prev_action": True},
+        {"use_attention": True, "attention_dim": 8, "attention_memory_inference": 2},
+    ],
+    ids=["lstm", "attention"],
+)
+def test_recurrent_models_train_per_lane(model: dict[str, Any]) -> None:
+    from rlblocks.train import MultiAgentPPOTrainer
+
+    trainer = MultiAgentPPOTrainer({"env": ZOO, **TINY, "model": {"fcnet_hiddens": [8], **model}})
+    for _ in range(2):
+        trainer.train()
+    batch_lanes = trainer.policies["shared"].runner.num_envs
+    assert batch_lanes == 2 * 4  # 2 copies x 4 possible agents
+    assert trainer.evaluate(2)["episodes"] == 2
+    trainer.close()
