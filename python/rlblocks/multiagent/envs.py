@@ -18,7 +18,16 @@ lane's trajectory ends when its agent terminates or is truncated (truncated: boo
 from its final observation) and a new one starts when an agent (re)appears.
 
 Examples:
-    >>> from rlblocks.envs.multiagent_zoo import parallel_env  # doctest: +SKIP
+    >>> from rlblocks.envs.multiagent_zoo import parallel_env
+    >>> hub = MultiAgentVectorEnv(parallel_env, num_envs=2, policy_mapping="by_space")
+    >>> hub.policy_ids, hub.lanes("scout").num_envs  # 2 copies x 2 scouts
+    (('scout', 'pilot'), 4)
+    >>> raw = hub.reset_lanes("scout", seed=0)  # union values; idle lanes hold a blank
+    >>> live = hub.live_lanes("scout")
+    >>> results = hub.step({"scout": np.zeros(4, np.int64), "pilot": np.zeros(4, np.int64)})
+    >>> bool((results["scout"].valid == live).all())  # exactly the lanes holding a scout acted
+    True
+    >>> hub.close()
 """
 
 from __future__ import annotations

@@ -14,11 +14,14 @@ envs in the middle of their episodes, so a restored run continues exactly as the
 uninterrupted one would.
 
 Examples:
-    >>> trainer = MultiAgentPPOTrainer({  # doctest: +SKIP
+    >>> trainer = MultiAgentPPOTrainer({
     ...     "env": "rlblocks.envs.multiagent_zoo:parallel_env", "num_envs": 4,
     ...     "train_batch_size": 128, "sgd_minibatch_size": 64, "num_sgd_iter": 1})
-    >>> sorted(trainer.policies)  # doctest: +SKIP
-    ['shared']
+    >>> sorted(trainer.policies), trainer.hub.specs["shared"].action_space
+    (['shared'], Discrete(5))
+    >>> trainer.train()["agent_timesteps_total"] > 128  # several agents per env step
+    True
+    >>> trainer.close()
 """
 
 from __future__ import annotations
