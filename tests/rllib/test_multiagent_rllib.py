@@ -465,3 +465,67 @@ def test_recurrent_shared_module_trains_and_evaluates_per_agent_state(tmp_path):
     result = evaluate_run(tmp_path / "run", episodes=2, seed=0)
     assert result["episodes"] == 2 and result["episode_len_mean"] > 1
     assert result["checkpoint"].endswith("checkpoint_000001")
+
+
+# --- RLlib MultiAgentEnvs in the native trainer ------------------------------------------------
+class _Pair(ray.rllib.env.multi_agent_env.MultiAgentEnv):  # type: ignore[misc]
+    """Two agents with different spaces; ``turn_based``: agent ``b`` sits out odd steps."""
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        import gymnasium as gym
+
+        super().__init__()
+        self.turn_based = bool((config or {}).get("turn_based", False))
+        self.possible_agents = ["a", "b"]
+        self.agents: list[str] = []
+        self.observation_spaces = {
+            "a": gym.spaces.Box(-1, 1, (2,), np.float32),
+            "b": gym.spaces.Discrete(3),
+        }
+        self.action_spaces = {"a": gym.spaces.Discrete(2), "b": gym.spaces.Discrete(4)}
+        self.t = 0
+
+    def _obs(self) -> dict[str, Any]:
+        obs: dict[str, Any] = {"a": self.rng.uniform(-1, 1, 2).astype(np.float32)}
+        if not (self.turn_based and self.t % 2):
+            obs["b"] = int(self.rng.integers(3))
+        return obs
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[dict, dict]:
+        self.t, self.agents = 0, ["a", "b"]
+        self.rng = np.random.default_rng(seed)
+        return self._obs(), {}
+
+    def step(self, actions: dict[str, Any]) -> tuple[dict, ...]:
+        for agent, action in actions.items():
+            if action not in self.action_spaces[agent]:
+                raise ValueError(f"agent {agent!r} took {action!r}")
+        self.t += 1
+        done = self.t >= 5
+        rewards = {k: 1.0 for k in actions}
+        return self._obs(), rewards, {"__all__": False}, {"__all__": done}, {}
+
+
+def test_rllib_multiagent_envs_pass_pettingzoos_parallel_api_test() -> None:
+    from pettingzoo.test import parallel_api_test
+    from rlblocks.multiagent.envs import RLlibParallelEnv
+
+    parallel_api_test(RLlibParallelEnv(_Pair()), num_cycles=20)
+
+
+def test_native_trainer_trains_an_rllib_multiagent_env() -> None:
+    from rlblocks.train import MultiAgentPPOTrainer
+
+    trainer = MultiAgentPPOTrainer(
+        {"env": _Pair, "num_envs": 2, "train_batch_size": 40, "sgd_minibatch_size": 20}
+    )
+    result = trainer.train()
+    assert result["episodes_total"] == 8  # 2 copies x 20 steps / 5-step episodes
+    assert result["episode_return_mean"] == 10.0  # both agents, 5 steps each
+    trainer.close()
+    turn_based = MultiAgentPPOTrainer(
+        {"env": _Pair, "env_config": {"turn_based": True}, "num_envs": 1, "train_batch_size": 8}
+    )
+    with pytest.raises(ValueError, match="turn-based env"):
+        turn_based.train()
+    turn_based.close()

@@ -94,7 +94,7 @@ def as_parallel_env(env: Any) -> Any:
         ValueError: ``env`` is not a multi-agent env.
     """
     kind = _pettingzoo_kind(env)
-    if kind == "parallel":
+    if kind == "parallel" or isinstance(env, RLlibParallelEnv):
         return env
     if kind == "aec":
         from pettingzoo.utils.conversions import aec_to_parallel
@@ -132,6 +132,22 @@ class RLlibParallelEnv:
         self.possible_agents = possible
         self.agents: list[Any] = []
 
+    @property
+    def unwrapped(self) -> RLlibParallelEnv:
+        return self
+
+    @property
+    def num_agents(self) -> int:
+        return len(self.agents)
+
+    @property
+    def max_num_agents(self) -> int:
+        return len(self.possible_agents)
+
+    def render(self) -> Any:
+        render = getattr(self.env, "render", None)
+        return None if render is None else render()
+
     def observation_space(self, agent: Any) -> gym.Space:
         return self.env.get_observation_space(agent)  # type: ignore[no-any-return]
 
@@ -143,7 +159,8 @@ class RLlibParallelEnv:
     ) -> tuple[dict[Any, Any], dict[Any, Any]]:
         obs, infos = self.env.reset(seed=seed, options=options)
         self.agents = [a for a in self.possible_agents if a in obs]
-        return dict(obs), dict(infos or {})
+        infos = infos or {}
+        return dict(obs), {a: infos.get(a, {}) for a in obs}
 
     def step(self, actions: dict[Any, Any]) -> tuple[dict[Any, Any], ...]:
         obs, rewards, terms, truncs, infos = self.env.step(actions)
@@ -164,8 +181,17 @@ class RLlibParallelEnv:
                 "trainer steps every live agent each step: train turn-based envs with "
                 "--backend rllib"
             )
+        acted = self.agents
         self.agents = [a for a in self.possible_agents if a in obs and a not in done]
-        return obs, rewards, terms, truncs, dict(infos or {})
+        keys = [a for a in self.possible_agents if a in obs or a in acted]
+        infos = infos or {}
+        return (
+            obs,
+            {a: rewards.get(a, 0.0) for a in keys},
+            {a: bool(terms.get(a, False)) for a in keys},
+            {a: bool(truncs.get(a, False)) for a in keys},
+            {a: infos.get(a, {}) for a in keys},
+        )
 
     def close(self) -> None:
         close = getattr(self.env, "close", None)
