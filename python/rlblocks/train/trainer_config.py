@@ -22,11 +22,11 @@ import difflib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from rlblocks.config import ModelConfig, config_mapping
 
-__all__ = ["PPOConfig", "lr_at"]
+__all__ = ["PPOConfig", "TrainerConfig", "lr_at"]
 
 #: The model config the trainer uses unless the user's ``model`` dict says otherwise
 #: (CleanRL's / the SB3 zoo's choice for classic control: two tanh layers of 64 with
@@ -49,12 +49,36 @@ _FILTERS = ("NoFilter", "MeanStdFilter")
 _DEVICES = ("cpu", "cuda", "auto")
 
 
-@dataclass
-class PPOConfig:
-    """Settings of a PPO run (RLlib's key names; defaults tuned for classic control).
+# Names other libraries (SB3, CleanRL, RLlib's new stack) use -> our key, for suggestions.
+_PPO_OTHER_NAMES = {
+    "learning_rate": "lr",
+    "gae_lambda": "lambda",
+    "minibatch_size": "sgd_minibatch_size",
+    "batch_size": "sgd_minibatch_size",
+    "n_epochs": "num_sgd_iter",
+    "num_epochs": "num_sgd_iter",
+    "update_epochs": "num_sgd_iter",
+    "ent_coef": "entropy_coeff",
+    "vf_coef": "vf_loss_coeff",
+    "max_grad_norm": "grad_clip",
+    "clip_range": "clip_param",
+    "clip_coef": "clip_param",
+    "n_envs": "num_envs",
+    "num_envs_per_worker": "num_envs",
+    "norm_adv": "normalize_advantages",
+    "n_steps": "rollout_fragment_length",
+    "norm_reward": "normalize_reward",
+    "eval_freq": "evaluation_interval",
+    "n_eval_episodes": "evaluation_episodes",
+}
 
-    ``train_batch_size`` environment steps are collected per iteration, ``num_envs`` at a
-    time, then ``num_sgd_iter`` epochs of minibatch SGD run over them.
+
+@dataclass
+class TrainerConfig:
+    """What every trainer's config shares: the env, the model, the vector env, the optimizer's
+    learning rate and discount, filters, seeds, devices, checkpoints, evaluation (RLlib's key
+    names). :class:`PPOConfig`, :class:`~rlblocks.train.offpolicy_config.DQNConfig` and
+    :class:`~rlblocks.train.offpolicy_config.SACConfig` add their algorithm's keys.
     """
 
     env: str | Callable[[dict[str, Any]], Any] | None = None
@@ -63,8 +87,8 @@ class PPOConfig:
     """Keyword arguments for ``gym.make`` (an id) or the argument of ``env_creator``."""
     model: dict[str, Any] = field(default_factory=dict)
     """RLlib model config (``fcnet_hiddens``, ``use_lstm``, ...); validated by
-    :class:`rlblocks.config.ModelConfig`. Missing keys take ``PPO_MODEL_DEFAULTS``, then
-    RLlib's ``MODEL_DEFAULTS``."""
+    :class:`rlblocks.config.ModelConfig`. Missing keys take the algorithm's model defaults
+    (:attr:`MODEL_DEFAULTS`), then RLlib's ``MODEL_DEFAULTS``."""
     num_envs: int = 8
     """Environments stepped together (one gymnasium vector env)."""
     vector_mode: str = "sync"
@@ -84,14 +108,6 @@ class PPOConfig:
     (``vector_mode="native"``: in :class:`~rlblocks.wrappers.atari_vector.AtariVectorEnv`);
     ``"rllib"`` or None give the model the raw frames (RLlib's GenericPixelPreprocessor
     then applies)."""
-    train_batch_size: int = 2048
-    """Environment steps per training iteration (a multiple of ``num_envs``)."""
-    rollout_fragment_length: int | str = "auto"
-    """Steps per env per iteration; ``"auto"`` = ``train_batch_size // num_envs``."""
-    sgd_minibatch_size: int = 256
-    """Rows per SGD minibatch (recurrent models: about this many rows, whole sequences)."""
-    num_sgd_iter: int = 10
-    """Epochs over each training batch."""
     lr: float = 3e-4
     """Adam learning rate (used when ``lr_schedule`` is None)."""
     lr_schedule: list[list[float]] | None = None
@@ -99,38 +115,8 @@ class PPOConfig:
     form); constant after the last point."""
     gamma: float = 0.99
     """Discount factor."""
-    lambda_: float = 0.95
-    """GAE lambda (RLlib key ``lambda``)."""
-    clip_param: float = 0.2
-    """PPO clip range of the probability ratio."""
-    vf_clip_param: float | None = 10.0
-    """Value clipping: the new value may move at most this far from the rollout's value
-    (PPO2 style); None disables it."""
-    vf_loss_coeff: float = 0.5
-    """Weight of the value loss."""
-    entropy_coeff: float = 0.0
-    """Weight of the entropy bonus."""
-    kl_coeff: float = 0.0
-    """Initial coefficient of the KL(old || new) penalty; 0 disables it (RLlib: 0.2)."""
-    kl_target: float = 0.01
-    """Adaptive KL: the coefficient grows 1.5x above ``2 * kl_target`` and halves below
-    ``kl_target / 2``."""
-    grad_clip: float | None = 0.5
+    grad_clip: float | None = None
     """Max global gradient norm; None disables clipping."""
-    target_kl: float | None = None
-    """Early stop of the SGD epochs (Stable-Baselines3's rule): once a minibatch's approximate
-    KL(old || new) exceeds ``1.5 * target_kl``, that minibatch's step and the remaining epochs
-    are skipped (``sgd_epochs`` in the metrics says how many epochs ran); None: off."""
-    normalize_reward: bool = False
-    """Divide rewards by the running std of the discounted return (``gamma``), as
-    Stable-Baselines3's ``VecNormalize(norm_reward=True)``; the training loss sees the scaled
-    rewards, the episode returns reported stay the env's. The running stats are saved with
-    checkpoints."""
-    clip_reward: float | None = None
-    """Clip each training reward (after ``normalize_reward``) to ``[-clip_reward,
-    clip_reward]`` (VecNormalize's ``clip_reward``, 10 there); None: no clipping."""
-    normalize_advantages: bool = True
-    """Standardise advantages per minibatch."""
     observation_filter: str = "NoFilter"
     """``"NoFilter"`` or ``"MeanStdFilter"`` (running mean/std, saved with checkpoints)."""
     clip_actions: bool = True
@@ -160,43 +146,38 @@ class PPOConfig:
     """Episodes per evaluation (``evaluation_interval``)."""
     framework: str = "torch"
     """Accepted for RLlib compatibility; only ``"torch"``."""
-    fast_paths: bool = True
-    """Use the trainer's fast paths (:mod:`rlblocks.train.fast`: numpy rollout actions,
-    closed-form PPO gradients, flat parameter buffers, direct fused-Adam calls) where they
-    cover the model; False runs the plain torch path everywhere (same results within
-    float tolerance, slower)."""
     rllib: dict[str, dict[str, Any]] = field(default_factory=dict)
     """``--backend rllib`` only: RLlib ``AlgorithmConfig`` sections applied last, as
     ``{section: {key: value}}`` for ``training``, ``env_runners``, ``learners``,
     ``reporting`` (e.g. DQN's ``{"training": {"n_step": 3, "target_network_update_freq":
     500}}``); the native trainer refuses a non-empty block."""
-    multiagent: dict[str, Any] = field(default_factory=dict)
-    """Multi-agent envs (a PettingZoo or RLlib multi-agent env; :mod:`rlblocks.multiagent`):
-    ``policy_mapping`` (``"shared"``: one model for every agent, even when their spaces
-    differ (the default); ``"per_agent"``; ``"by_space"``: one policy per set of agents with
-    equal spaces; or ``"module:function"`` mapping an agent id to a policy id),
-    ``policies`` (``{policy_id: {"model": {...}}}``: a policy's own model keys over
-    ``model``) and ``agent_id_one_hot`` (also show a shared policy the agent's index)."""
+
+    #: The algorithm's name (messages, run directories) and its model defaults.
+    ALGORITHM: ClassVar[str] = "trainer"
+    MODEL_DEFAULTS: ClassVar[Mapping[str, Any]] = {}
+    #: Other libraries' names for keys (SB3, CleanRL, RLlib's new stack) -> ours, for hints.
+    OTHER_NAMES: ClassVar[Mapping[str, str]] = {}
 
     def __post_init__(self) -> None:
         self._validate()
+        self._validate_algorithm()
 
     # --- building ------------------------------------------------------------------------
     @classmethod
-    def from_dict(cls, config: Mapping[str, Any] | PPOConfig | None) -> PPOConfig:
-        """Builds a config from an RLlib-style dict (``lambda``, not ``lambda_``).
+    def from_dict(cls: type[C], config: Mapping[str, Any] | C | None) -> C:
+        """Builds a config from an RLlib-style dict (PPO's ``lambda``, not ``lambda_``).
 
         Raises:
             ValueError: An unknown key (the message suggests close keys) or a bad value.
         """
-        if isinstance(config, PPOConfig):
+        if isinstance(config, cls):
             return config
-        config = config_mapping(config, "PPO config")
+        config = config_mapping(config, f"{cls.ALGORITHM} config")
         kwargs: dict[str, Any] = {}
-        known = _config_keys()
+        known = _config_keys(cls)
         for key, value in config.items():
             if key not in known:
-                raise ValueError(_unknown_key_message(key, known))
+                raise ValueError(_unknown_key_message(key, known, cls.ALGORITHM, cls.OTHER_NAMES))
             kwargs[known[key]] = value
         return cls(**kwargs)
 
@@ -210,7 +191,7 @@ class PPOConfig:
             )
         return out
 
-    def replace(self, **changes: Any) -> PPOConfig:
+    def replace(self: C, **changes: Any) -> C:
         """A validated copy with some fields changed (RLlib names, ``lambda`` allowed).
 
         Examples:
@@ -219,18 +200,18 @@ class PPOConfig:
         """
         merged = self.to_dict()
         merged.update(changes)
-        if "rollout_fragment_length" not in changes and (
-            "train_batch_size" in changes or "num_envs" in changes
-        ):
-            merged["rollout_fragment_length"] = "auto"
-        return PPOConfig.from_dict(merged)
+        self._follow(merged, changes)
+        return type(self).from_dict(merged)
+
+    def _follow(self, merged: dict[str, Any], changes: Mapping[str, Any]) -> None:
+        """Keys that follow from ``changes`` in :meth:`replace` (none here)."""
 
     # --- derived -------------------------------------------------------------------------
     def model_config(self) -> ModelConfig:
-        """The validated model config: ``PPO_MODEL_DEFAULTS`` overridden by ``model``."""
-        defaults = dict(PPO_MODEL_DEFAULTS)
+        """The validated model config: :attr:`MODEL_DEFAULTS` overridden by ``model``."""
+        defaults = dict(self.MODEL_DEFAULTS)
         if "fcnet_weights_initializer" in self.model:
-            del defaults["fcnet_weights_initializer_config"]
+            defaults.pop("fcnet_weights_initializer_config", None)
         return ModelConfig.from_dict({**defaults, **self.model})
 
     @property
@@ -254,33 +235,10 @@ class PPOConfig:
         self.env_config = dict(self.env_config)
         self.model = dict(self.model)
         self.model_config()  # raises on bad model keys or values
-        for name in (
-            "num_envs",
-            "train_batch_size",
-            "sgd_minibatch_size",
-            "num_sgd_iter",
-            "metrics_smoothing_episodes",
-        ):
+        for name in ("num_envs", "metrics_smoothing_episodes", "evaluation_episodes"):
             setattr(self, name, _int(getattr(self, name), name, minimum=1))
-        self.evaluation_episodes = _int(self.evaluation_episodes, "evaluation_episodes", minimum=1)
         for name in ("checkpoint_freq", "keep_checkpoints", "evaluation_interval"):
             setattr(self, name, _int(getattr(self, name), name, minimum=0))
-        if self.train_batch_size % self.num_envs:
-            raise ValueError(
-                f"train_batch_size ({self.train_batch_size}) must be a multiple of num_envs "
-                f"({self.num_envs})"
-            )
-        auto = self.train_batch_size // self.num_envs
-        if self.rollout_fragment_length == "auto":
-            self.rollout_fragment_length = auto
-        else:
-            frag = _int(self.rollout_fragment_length, "rollout_fragment_length", minimum=1)
-            if frag != auto:
-                raise ValueError(
-                    f"rollout_fragment_length ({frag}) must be 'auto' or train_batch_size / "
-                    f"num_envs = {auto}"
-                )
-            self.rollout_fragment_length = frag
         if self.vector_mode not in _VECTOR_MODES:
             raise ValueError(
                 f"vector_mode must be one of {_VECTOR_MODES}, got {self.vector_mode!r}"
@@ -302,31 +260,10 @@ class PPOConfig:
             )
         self.lr = _number(self.lr, "lr", low=0.0, low_open=True)
         self.gamma = _number(self.gamma, "gamma", low=0.0, high=1.0)
-        self.lambda_ = _number(self.lambda_, "lambda", low=0.0, high=1.0)
-        self.clip_param = _number(self.clip_param, "clip_param", low=0.0, low_open=True)
-        if self.vf_clip_param is not None:
-            self.vf_clip_param = _number(
-                self.vf_clip_param, "vf_clip_param", low=0.0, low_open=True
-            )
         if self.grad_clip is not None:
             self.grad_clip = _number(self.grad_clip, "grad_clip", low=0.0, low_open=True)
-        if self.target_kl is not None:
-            self.target_kl = _number(self.target_kl, "target_kl", low=0.0, low_open=True)
-        if self.clip_reward is not None:
-            self.clip_reward = _number(self.clip_reward, "clip_reward", low=0.0, low_open=True)
-        self.vf_loss_coeff = _number(self.vf_loss_coeff, "vf_loss_coeff", low=0.0)
-        self.entropy_coeff = _number(self.entropy_coeff, "entropy_coeff", low=0.0)
-        self.kl_coeff = _number(self.kl_coeff, "kl_coeff", low=0.0)
-        self.kl_target = _number(self.kl_target, "kl_target", low=0.0, low_open=True)
-        for name in (
-            "normalize_advantages",
-            "clip_actions",
-            "tensorboard",
-            "fast_paths",
-            "normalize_reward",
-        ):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        for name in ("clip_actions", "tensorboard"):
+            _bool(self, name)
         if self.seed is not None:
             # env i is seeded with seed + i; torch takes seeds below 2**64.
             self.seed = _int(self.seed, "seed", minimum=0, maximum=2**63 - 1)
@@ -335,6 +272,126 @@ class PPOConfig:
         if self.lr_schedule is not None:
             self.lr_schedule = _schedule(self.lr_schedule, "lr_schedule")
         self.rllib = _rllib_sections(self.rllib)
+
+    def _validate_algorithm(self) -> None:
+        """The algorithm's own keys (after the shared ones)."""
+
+
+def _bool(config: Any, name: str) -> None:
+    if not isinstance(getattr(config, name), bool):
+        raise ValueError(f"{name} must be True or False, got {getattr(config, name)!r}")
+
+
+C = TypeVar("C", bound=TrainerConfig)
+
+
+@dataclass
+class PPOConfig(TrainerConfig):
+    """Settings of a PPO run (RLlib's key names; defaults tuned for classic control).
+
+    ``train_batch_size`` environment steps are collected per iteration, ``num_envs`` at a
+    time, then ``num_sgd_iter`` epochs of minibatch SGD run over them.
+    """
+
+    grad_clip: float | None = 0.5
+    """Max global gradient norm; None disables clipping."""
+    train_batch_size: int = 2048
+    """Environment steps per training iteration (a multiple of ``num_envs``)."""
+    rollout_fragment_length: int | str = "auto"
+    """Steps per env per iteration; ``"auto"`` = ``train_batch_size // num_envs``."""
+    sgd_minibatch_size: int = 256
+    """Rows per SGD minibatch (recurrent models: about this many rows, whole sequences)."""
+    num_sgd_iter: int = 10
+    """Epochs over each training batch."""
+    lambda_: float = 0.95
+    """GAE lambda (RLlib key ``lambda``)."""
+    clip_param: float = 0.2
+    """PPO clip range of the probability ratio."""
+    vf_clip_param: float | None = 10.0
+    """Value clipping: the new value may move at most this far from the rollout's value
+    (PPO2 style); None disables it."""
+    vf_loss_coeff: float = 0.5
+    """Weight of the value loss."""
+    entropy_coeff: float = 0.0
+    """Weight of the entropy bonus."""
+    kl_coeff: float = 0.0
+    """Initial coefficient of the KL(old || new) penalty; 0 disables it (RLlib: 0.2)."""
+    kl_target: float = 0.01
+    """Adaptive KL: the coefficient grows 1.5x above ``2 * kl_target`` and halves below
+    ``kl_target / 2``."""
+    target_kl: float | None = None
+    """Early stop of the SGD epochs (Stable-Baselines3's rule): once a minibatch's approximate
+    KL(old || new) exceeds ``1.5 * target_kl``, that minibatch's step and the remaining epochs
+    are skipped (``sgd_epochs`` in the metrics says how many epochs ran); None: off."""
+    normalize_reward: bool = False
+    """Divide rewards by the running std of the discounted return (``gamma``), as
+    Stable-Baselines3's ``VecNormalize(norm_reward=True)``; the training loss sees the scaled
+    rewards, the episode returns reported stay the env's. The running stats are saved with
+    checkpoints."""
+    clip_reward: float | None = None
+    """Clip each training reward (after ``normalize_reward``) to ``[-clip_reward,
+    clip_reward]`` (VecNormalize's ``clip_reward``, 10 there); None: no clipping."""
+    normalize_advantages: bool = True
+    """Standardise advantages per minibatch."""
+    fast_paths: bool = True
+    """Use the trainer's fast paths (:mod:`rlblocks.train.fast`: numpy rollout actions,
+    closed-form PPO gradients, flat parameter buffers, direct fused-Adam calls) where they
+    cover the model; False runs the plain torch path everywhere (same results within
+    float tolerance, slower)."""
+    multiagent: dict[str, Any] = field(default_factory=dict)
+    """Multi-agent envs (a PettingZoo or RLlib multi-agent env; :mod:`rlblocks.multiagent`):
+    ``policy_mapping`` (``"shared"``: one model for every agent, even when their spaces
+    differ (the default); ``"per_agent"``; ``"by_space"``: one policy per set of agents with
+    equal spaces; or ``"module:function"`` mapping an agent id to a policy id),
+    ``policies`` (``{policy_id: {"model": {...}}}``: a policy's own model keys over
+    ``model``) and ``agent_id_one_hot`` (also show a shared policy the agent's index)."""
+
+    ALGORITHM: ClassVar[str] = "PPO"
+    MODEL_DEFAULTS: ClassVar[Mapping[str, Any]] = PPO_MODEL_DEFAULTS
+    OTHER_NAMES: ClassVar[Mapping[str, str]] = _PPO_OTHER_NAMES
+
+    def _follow(self, merged: dict[str, Any], changes: Mapping[str, Any]) -> None:
+        """The fragment length follows a new batch size or env count."""
+        if "rollout_fragment_length" not in changes and (
+            "train_batch_size" in changes or "num_envs" in changes
+        ):
+            merged["rollout_fragment_length"] = "auto"
+
+    def _validate_algorithm(self) -> None:
+        for name in ("train_batch_size", "sgd_minibatch_size", "num_sgd_iter"):
+            setattr(self, name, _int(getattr(self, name), name, minimum=1))
+        if self.train_batch_size % self.num_envs:
+            raise ValueError(
+                f"train_batch_size ({self.train_batch_size}) must be a multiple of num_envs "
+                f"({self.num_envs})"
+            )
+        auto = self.train_batch_size // self.num_envs
+        if self.rollout_fragment_length == "auto":
+            self.rollout_fragment_length = auto
+        else:
+            frag = _int(self.rollout_fragment_length, "rollout_fragment_length", minimum=1)
+            if frag != auto:
+                raise ValueError(
+                    f"rollout_fragment_length ({frag}) must be 'auto' or train_batch_size / "
+                    f"num_envs = {auto}"
+                )
+            self.rollout_fragment_length = frag
+        self.lambda_ = _number(self.lambda_, "lambda", low=0.0, high=1.0)
+        self.clip_param = _number(self.clip_param, "clip_param", low=0.0, low_open=True)
+        if self.vf_clip_param is not None:
+            self.vf_clip_param = _number(
+                self.vf_clip_param, "vf_clip_param", low=0.0, low_open=True
+            )
+        if self.target_kl is not None:
+            self.target_kl = _number(self.target_kl, "target_kl", low=0.0, low_open=True)
+        if self.clip_reward is not None:
+            self.clip_reward = _number(self.clip_reward, "clip_reward", low=0.0, low_open=True)
+        self.vf_loss_coeff = _number(self.vf_loss_coeff, "vf_loss_coeff", low=0.0)
+        self.entropy_coeff = _number(self.entropy_coeff, "entropy_coeff", low=0.0)
+        self.kl_coeff = _number(self.kl_coeff, "kl_coeff", low=0.0)
+        self.kl_target = _number(self.kl_target, "kl_target", low=0.0, low_open=True)
+        for name in ("normalize_advantages", "fast_paths", "normalize_reward"):
+            _bool(self, name)
         self.multiagent = _multiagent_block(self.multiagent, self.model)
 
 
@@ -428,47 +485,30 @@ def lr_at(config: PPOConfig, timestep: int) -> float:
     return float(points[-1][1])
 
 
-def _config_keys() -> dict[str, str]:
+def _config_keys(cls: type[TrainerConfig]) -> dict[str, str]:
     """RLlib key -> attribute name."""
-    keys = {f.name: f.name for f in dataclasses.fields(PPOConfig)}
-    del keys["lambda_"]
-    keys["lambda"] = "lambda_"
+    keys = {f.name: f.name for f in dataclasses.fields(cls)}
+    if "lambda_" in keys:
+        del keys["lambda_"]
+        keys["lambda"] = "lambda_"
     return keys
 
 
-# Names other libraries (SB3, CleanRL, RLlib's new stack) use -> our key, for suggestions.
-_OTHER_NAMES = {
-    "learning_rate": "lr",
-    "gae_lambda": "lambda",
-    "minibatch_size": "sgd_minibatch_size",
-    "batch_size": "sgd_minibatch_size",
-    "n_epochs": "num_sgd_iter",
-    "num_epochs": "num_sgd_iter",
-    "update_epochs": "num_sgd_iter",
-    "ent_coef": "entropy_coeff",
-    "vf_coef": "vf_loss_coeff",
-    "max_grad_norm": "grad_clip",
-    "clip_range": "clip_param",
-    "clip_coef": "clip_param",
-    "n_envs": "num_envs",
-    "num_envs_per_worker": "num_envs",
-    "norm_adv": "normalize_advantages",
-    "n_steps": "rollout_fragment_length",
-    "norm_reward": "normalize_reward",
-    "eval_freq": "evaluation_interval",
-    "n_eval_episodes": "evaluation_episodes",
-}
-
-
-def _unknown_key_message(key: Any, known: Mapping[str, str]) -> str:
-    if key in _OTHER_NAMES:
+def _unknown_key_message(
+    key: Any,
+    known: Mapping[str, str],
+    algorithm: str = "PPO",
+    other: Mapping[str, str] | None = None,
+) -> str:
+    other = _PPO_OTHER_NAMES if other is None else other
+    if key in other:
         return (
-            f"unknown PPO config key {key!r}; did you mean {_OTHER_NAMES[key]!r}? "
+            f"unknown {algorithm} config key {key!r}; did you mean {other[key]!r}? "
             f"(known keys: {', '.join(sorted(known))})"
         )
     close = difflib.get_close_matches(str(key), list(known), n=3, cutoff=0.5)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    return f"unknown PPO config key {key!r}{hint} (known keys: {', '.join(sorted(known))})"
+    return f"unknown {algorithm} config key {key!r}{hint} (known keys: {', '.join(sorted(known))})"
 
 
 def _int(value: Any, name: str, minimum: int, maximum: int | None = None) -> int:
