@@ -1,0 +1,260 @@
+"""``DQNConfig`` and ``SACConfig``: the settings of the native off-policy trainers.
+
+Both share :class:`~rlblocks.train.trainer_config.TrainerConfig`'s keys (env, model, vector
+env, seeds, checkpoints, evaluation) and :class:`OffPolicyConfig`'s replay and update
+schedule; names follow RLlib's where RLlib has one (``train_batch_size`` is the SGD batch
+sampled from the replay buffer, as in RLlib's DQN and SAC).
+
+Examples:
+    >>> cfg = DQNConfig.from_dict({"env": "CartPole-v1", "n_step": 3, "num_atoms": 51})
+    >>> cfg.n_step, cfg.num_atoms, cfg.epsilon_at(0), cfg.epsilon_at(10_000)
+    (3, 51, 1.0, 0.05)
+    >>> SACConfig(env="Pendulum-v1").critic_lr
+    0.0003
+    >>> DQNConfig.from_dict({"batch_size": 64})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown DQN config key 'batch_size'; did you mean 'train_batch_size'? ...
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from rlblocks.config import ModelConfig
+from rlblocks.train.trainer_config import TrainerConfig, _bool, _int, _number, _schedule
+
+__all__ = ["DQNConfig", "OffPolicyConfig", "SACConfig", "piecewise"]
+
+#: The Q-network's and SAC's defaults where the user's ``model`` says nothing (the
+#: Stable-Baselines3 zoo's choice for classic control: ReLU layers, no value branch).
+DQN_MODEL_DEFAULTS: dict[str, Any] = {"fcnet_hiddens": [64, 64], "fcnet_activation": "relu"}
+SAC_MODEL_DEFAULTS: dict[str, Any] = {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}
+
+_OFF_POLICY_OTHER_NAMES = {
+    "learning_rate": "lr",
+    "batch_size": "train_batch_size",
+    "buffer_size": "replay_capacity",
+    "capacity": "replay_capacity",
+    "num_steps_sampled_before_learning_starts": "learning_starts",
+    "target_update_interval": "target_network_update_freq",
+    "max_grad_norm": "grad_clip",
+    "n_envs": "num_envs",
+    "n_steps": "n_step",
+    "eval_freq": "evaluation_interval",
+    "n_eval_episodes": "evaluation_episodes",
+}
+
+
+def piecewise(schedule: list[list[float]], t: float) -> float:
+    """A ``[[t0, v0], [t1, v1], ...]`` schedule at ``t``: linear between points, constant
+    outside them.
+
+    Examples:
+        >>> piecewise([[0, 1.0], [100, 0.0]], 25), piecewise([[0, 1.0], [100, 0.0]], 500)
+        (0.75, 0.0)
+    """
+    if t <= schedule[0][0]:
+        return float(schedule[0][1])
+    for (t0, v0), (t1, v1) in zip(schedule, schedule[1:], strict=False):
+        if t <= t1:
+            return float(v1 if t1 == t0 else v0 + (v1 - v0) * (t - t0) / (t1 - t0))
+    return float(schedule[-1][1])
+
+
+@dataclass
+class OffPolicyConfig(TrainerConfig):
+    """Replay and update schedule shared by DQN and SAC."""
+
+    num_envs: int = 1
+    """Environments stepped together (each env step of each env is one stored step)."""
+    train_batch_size: int = 32
+    """Transitions per gradient step, sampled from the replay buffer."""
+    replay_capacity: int = 100_000
+    """Steps the replay buffer holds (preallocated; the oldest are overwritten)."""
+    learning_starts: int = 1000
+    """Env steps (all envs together) collected before the first gradient step."""
+    train_freq: int = 4
+    """Env steps (all envs together) between rounds of gradient steps."""
+    gradient_steps: int = 1
+    """Gradient steps per round."""
+    target_network_update_freq: int = 500
+    """Env steps between target-network updates (each a Polyak step with ``tau``)."""
+    tau: float = 1.0
+    """Polyak coefficient of a target update (1: copy the online network)."""
+    n_step: int = 1
+    """n-step returns (computed by the replay buffer at sample time)."""
+    prioritized_replay: bool = False
+    """Proportional prioritized replay (a sum tree) with importance weights."""
+    prioritized_replay_alpha: float = 0.6
+    """How strongly priorities shape sampling (0: uniform)."""
+    prioritized_replay_beta: float = 0.4
+    """Importance-weight exponent at the start; annealed linearly to
+    ``final_prioritized_replay_beta`` over ``prioritized_replay_beta_annealing_timesteps``."""
+    final_prioritized_replay_beta: float = 1.0
+    """Importance-weight exponent at the end of the annealing."""
+    prioritized_replay_beta_annealing_timesteps: int = 100_000
+    """Env steps over which beta is annealed."""
+    timesteps_per_iteration: int = 1000
+    """Env steps per training iteration (one ``progress.csv`` row)."""
+    checkpoint_replay: bool = False
+    """Store the replay buffer in checkpoints (large; resuming without it refills it)."""
+
+    ALGORITHM: ClassVar[str] = "off-policy"
+    OTHER_NAMES: ClassVar[Mapping[str, str]] = _OFF_POLICY_OTHER_NAMES
+
+    def beta_at(self, timestep: int) -> float:
+        """The prioritized-replay importance exponent at ``timestep``."""
+        return piecewise(
+            [
+                [0, self.prioritized_replay_beta],
+                [
+                    max(1, self.prioritized_replay_beta_annealing_timesteps),
+                    self.final_prioritized_replay_beta,
+                ],
+            ],
+            timestep,
+        )
+
+    def _validate_algorithm(self) -> None:
+        for name in (
+            "train_batch_size",
+            "replay_capacity",
+            "train_freq",
+            "gradient_steps",
+            "target_network_update_freq",
+            "n_step",
+            "timesteps_per_iteration",
+        ):
+            setattr(self, name, _int(getattr(self, name), name, minimum=1))
+        for name in ("learning_starts", "prioritized_replay_beta_annealing_timesteps"):
+            setattr(self, name, _int(getattr(self, name), name, minimum=0))
+        if self.replay_capacity < self.num_envs:
+            raise ValueError(
+                f"replay_capacity ({self.replay_capacity}) must be at least num_envs "
+                f"({self.num_envs})"
+            )
+        self.tau = _number(self.tau, "tau", low=0.0, high=1.0, low_open=True)
+        for name in (
+            "prioritized_replay_alpha",
+            "prioritized_replay_beta",
+            "final_prioritized_replay_beta",
+        ):
+            setattr(self, name, _number(getattr(self, name), name, low=0.0))
+        for name in ("prioritized_replay", "checkpoint_replay"):
+            _bool(self, name)
+        if self.observation_filter != "NoFilter":
+            raise ValueError(
+                f"observation_filter={self.observation_filter!r}: the off-policy trainers store "
+                "observations as the env gives them; use observation_filter='NoFilter'"
+            )
+
+
+@dataclass
+class DQNConfig(OffPolicyConfig):
+    """Settings of a DQN run: dueling double Q-learning, optionally n-step, prioritized and
+    distributional (C51); defaults are RLlib's DQN defaults on a Stable-Baselines3-sized
+    network (``fcnet_hiddens=[64, 64]``, ReLU)."""
+
+    lr: float = 5e-4
+    """Adam learning rate (used when ``lr_schedule`` is None)."""
+    grad_clip: float | None = 10.0
+    """Max global gradient norm; None disables clipping."""
+    double_q: bool = True
+    """Double Q-learning: the online network picks the bootstrap action, the target rates it."""
+    dueling: bool = True
+    """A dueling head ``V + A - mean(A)``; False: plain Q-values."""
+    num_atoms: int = 1
+    """Distributional Q-learning (C51) with this many atoms on ``[v_min, v_max]``; 1: off."""
+    v_min: float = -10.0
+    """The lowest atom of the return distribution (``num_atoms > 1``)."""
+    v_max: float = 10.0
+    """The highest atom of the return distribution (``num_atoms > 1``)."""
+    td_error_loss_fn: str = "huber"
+    """``"huber"`` or ``"mse"`` (expected Q-learning only; C51 minimises cross-entropy)."""
+    epsilon: list[list[float]] = field(default_factory=lambda: [[0, 1.0], [10_000, 0.05]])
+    """``[[timestep, epsilon], ...]``: the epsilon-greedy schedule (linear between points)."""
+
+    ALGORITHM: ClassVar[str] = "DQN"
+    MODEL_DEFAULTS: ClassVar[Mapping[str, Any]] = DQN_MODEL_DEFAULTS
+
+    def epsilon_at(self, timestep: int) -> float:
+        """Epsilon at ``timestep``."""
+        return piecewise(self.epsilon, timestep)
+
+    def _validate_algorithm(self) -> None:
+        super()._validate_algorithm()
+        for name in ("double_q", "dueling"):
+            _bool(self, name)
+        self.num_atoms = _int(self.num_atoms, "num_atoms", minimum=1)
+        self.v_min = _number(self.v_min, "v_min", low=-math.inf)
+        self.v_max = _number(self.v_max, "v_max", low=-math.inf)
+        if self.num_atoms > 1 and not self.v_min < self.v_max:
+            raise ValueError(f"v_min ({self.v_min}) must be below v_max ({self.v_max})")
+        if self.td_error_loss_fn not in ("huber", "mse"):
+            raise ValueError(
+                f"td_error_loss_fn must be 'huber' or 'mse', got {self.td_error_loss_fn!r}"
+            )
+        self.epsilon = _schedule(self.epsilon, "epsilon")
+        if not all(0.0 <= v <= 1.0 for _, v in self.epsilon):
+            raise ValueError(f"epsilon values must lie in [0, 1], got {self.epsilon}")
+
+
+@dataclass
+class SACConfig(OffPolicyConfig):
+    """Settings of a SAC run (twin critics, automatic entropy tuning; Box or Discrete
+    actions); defaults are Stable-Baselines3's SAC defaults."""
+
+    lr: float = 3e-4
+    """Learning rate of the actor, the critics and alpha unless set apart below."""
+    train_batch_size: int = 256
+    """Transitions per gradient step, sampled from the replay buffer."""
+    learning_starts: int = 100
+    """Env steps (all envs together) collected before the first gradient step."""
+    train_freq: int = 1
+    """Env steps (all envs together) between rounds of gradient steps."""
+    target_network_update_freq: int = 1
+    """Env steps between target-critic updates (each a Polyak step with ``tau``)."""
+    tau: float = 0.005
+    """Polyak coefficient of a target update."""
+    q_model: dict[str, Any] = field(default_factory=dict)
+    """The critics' model config (missing keys: ``model``'s defaults)."""
+    actor_lr: float | None = None
+    """The actor's learning rate (None: ``lr``)."""
+    critic_lr: float | None = None
+    """The critics' learning rate (None: ``lr``)."""
+    alpha_lr: float | None = None
+    """The entropy coefficient's learning rate (None: ``lr``)."""
+    initial_alpha: float = 1.0
+    """The entropy coefficient at the start."""
+    target_entropy: float | str = "auto"
+    """The entropy the coefficient steers to; ``"auto"``: ``-dim(A)`` for Box actions,
+    ``0.98 * log(n)`` for ``Discrete(n)``."""
+    twin_q: bool = True
+    """Two critics, the smaller estimate used (clipped double Q)."""
+
+    ALGORITHM: ClassVar[str] = "SAC"
+    MODEL_DEFAULTS: ClassVar[Mapping[str, Any]] = SAC_MODEL_DEFAULTS
+
+    def q_model_config(self) -> ModelConfig:
+        """The critics' validated model config."""
+        return ModelConfig.from_dict({**SAC_MODEL_DEFAULTS, **self.q_model})
+
+    def _validate_algorithm(self) -> None:
+        super()._validate_algorithm()
+        if not isinstance(self.q_model, Mapping):
+            raise ValueError(f"q_model must be a dict of model config keys, got {self.q_model!r}")
+        self.q_model = dict(self.q_model)
+        self.q_model_config()
+        for name in ("actor_lr", "critic_lr", "alpha_lr"):
+            value = getattr(self, name)
+            setattr(
+                self, name, self.lr if value is None else _number(value, name, 0.0, low_open=True)
+            )
+        self.initial_alpha = _number(self.initial_alpha, "initial_alpha", 0.0, low_open=True)
+        if self.target_entropy != "auto":
+            self.target_entropy = _number(self.target_entropy, "target_entropy", low=-math.inf)
+        _bool(self, "twin_q")
