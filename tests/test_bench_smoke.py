@@ -174,7 +174,16 @@ def test_the_package_table_holds_only_its_own_benchmarks() -> None:
 
 # The peer comparisons are scripts under benchmarks/ (they import their shared helpers).
 @pytest.mark.parametrize(
-    "name", ["_harness", "_ppo_runs", "bench_structures", "bench_train", "bench_tuned"]
+    "name",
+    [
+        "_harness",
+        "_ppo_runs",
+        "bench_multiagent",
+        "bench_replay",
+        "bench_structures",
+        "bench_train",
+        "bench_tuned",
+    ],
 )
 def test_script_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(SCRIPTS))
@@ -191,6 +200,8 @@ def test_script_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         "bench_distributions",
         "bench_export",
         "bench_models",
+        "bench_multiagent",
+        "bench_replay",
         "bench_structures",
         "bench_train",
         "bench_tuned",
@@ -204,3 +215,52 @@ def test_script_help(
         importlib.import_module(name).main(["--help"])
     assert exit_info.value.code == 0
     assert "--quick" in capsys.readouterr().out
+
+
+def test_bench_multiagent_quick(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("pettingzoo")
+    pytest.importorskip("mpe2")
+    import rlblocks.train
+
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    module = importlib.import_module("bench_multiagent")
+    rows = module.main(["--quick", "--frameworks", "env", "rlblocks", "sb3"])  # subprocesses
+    assert [r["framework"] for r in rows] == ["env", "rlblocks", "sb3"]
+    must_run = {
+        "env": True,
+        "rlblocks": hasattr(rlblocks.train, "MultiAgentPPOTrainer"),
+        "sb3": all(importlib.util.find_spec(m) for m in ("stable_baselines3", "supersuit")),
+    }
+    for row in rows:
+        if "skipped" in row and not must_run[row["framework"]]:
+            continue
+        assert "skipped" not in row, row
+        assert row["agent_steps"] == row["iters"] * row["agent_steps_per_iter"] == 96
+        assert row["agent_steps_per_s"] > 0 and row["episode_return_mean"] < 0
+    out = capsys.readouterr().out
+    assert _json_rows(out) == rows
+    assert "agent steps/s" in out
+
+
+def test_bench_replay_quick(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    rows = importlib.import_module("bench_replay").main(["--quick"])
+    methods = [r.method for r in rows]
+    assert methods[:4] == [
+        "rlblocks",
+        "rlblocks out=",
+        "rlblocks numpy twin",
+        "rlblocks numpy twin out=",
+    ]
+    assert all(r.us_per_item > 0 and r.batch == 32 for r in rows)
+    assert rows[0].extra["bytes_per_step"] <= 7100
+    if importlib.util.find_spec("stable_baselines3"):
+        sb3 = {r.method: r.extra["bytes_per_step"] for r in rows[4:]}
+        assert sb3["sb3 optimize_memory_usage"] > 28_000
+    out = capsys.readouterr().out
+    assert [r["method"] for r in _json_rows(out)] == methods
+    assert "bytes/step" in out

@@ -20,6 +20,7 @@ void register_filters(py::module_& m);
 void register_frame_stack(py::module_& m);
 void register_image(py::module_& m);
 void register_sequences(py::module_& m);
+void register_replay(py::module_& m);
 
 using Shape = std::vector<std::int64_t>;
 

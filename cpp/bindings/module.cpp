@@ -9,4 +9,5 @@ PYBIND11_MODULE(_core, m) {
   rlblocks::bindings::register_frame_stack(m);
   rlblocks::bindings::register_image(m);
   rlblocks::bindings::register_sequences(m);
+  rlblocks::bindings::register_replay(m);
 }

@@ -12,6 +12,7 @@ import typing
 __all__: list[str] = [
     "FlattenPlan",
     "FrameStacker",
+    "ReplayCore",
     "RunningStat",
     "check_out",
     "gather_rows",
@@ -108,6 +109,63 @@ class FrameStacker:
     def num_envs(self) -> int: ...
     @property
     def observation_shape(self) -> tuple: ...
+
+class ReplayCore:
+    """
+    Replay storage: per-env rings, sum tree, n-step and frame-once assembly.
+    """
+    def __init__(
+        self,
+        capacity: typing.Any,
+        num_envs: typing.Any,
+        obs_shape: typing.Any,
+        obs_dtype: typing.Any,
+        action_shape: typing.Any,
+        action_dtype: typing.Any,
+        n_step: typing.Any,
+        gamma: typing.SupportsFloat | typing.SupportsIndex,
+        frame_stack: typing.Any,
+        stack_axis: typing.Any,
+        prioritized: bool,
+    ) -> None: ...
+    def add(
+        self,
+        obs: typing.Any,
+        actions: typing.Any,
+        rewards: typing.Any,
+        terminated: typing.Any,
+        truncated: typing.Any,
+        next_obs: typing.Any,
+        valid: typing.Any = None,
+    ) -> None: ...
+    def get_state(self) -> dict: ...
+    def sample(self, u: typing.Any, out: typing.Any = None) -> tuple: ...
+    def set_leaves(self, indices: typing.Any, values: typing.Any) -> None: ...
+    def set_state(self, state: dict) -> None: ...
+    @property
+    def action_dtype(self) -> numpy.dtype[typing.Any]: ...
+    @property
+    def action_shape(self) -> tuple: ...
+    @property
+    def capacity(self) -> int: ...
+    @property
+    def frame_stack(self) -> int: ...
+    @property
+    def gamma(self) -> float: ...
+    @property
+    def n_step(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def num_envs(self) -> int: ...
+    @property
+    def obs_dtype(self) -> numpy.dtype[typing.Any]: ...
+    @property
+    def obs_shape(self) -> tuple: ...
+    @property
+    def prioritized(self) -> bool: ...
+    @property
+    def stack_axis(self) -> int: ...
 
 def _flatten_scratch_bytes() -> int: ...
 def _image_allow_simd(allowed: bool) -> bool:

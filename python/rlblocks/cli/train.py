@@ -51,7 +51,7 @@ def add_parser(sub: Any) -> None:
         sub,
         "train",
         run,
-        help="train PPO on a gymnasium env",
+        help="train PPO, DQN or SAC on a gymnasium or multi-agent env",
         description="Trains PPO with a progress bar and writes a run directory: config.json, "
         "stop.json, progress.csv, checkpoint_NNNNNN/ and progress.png. --set values are read "
         "as YAML (lr=1e-3, model.fcnet_hiddens=[32,32], observation_filter=MeanStdFilter); "
@@ -114,8 +114,9 @@ def add_parser(sub: Any) -> None:
         "--algo",
         choices=("PPO", "APPO", "IMPALA", "DQN", "SAC"),
         default=None,
-        help="RLlib algorithm (--backend rllib; default PPO); "
-        "DQN/SAC options go in the config's rllib.training block",
+        help="algorithm (default PPO, or the --tuned / --config file's algo): PPO, DQN and SAC "
+        "train natively, APPO and IMPALA need --backend rllib (where DQN/SAC options go in "
+        "the config's rllib.training block)",
     )
     train.add_argument(
         "--num-env-runners",
@@ -142,7 +143,6 @@ def run(args: argparse.Namespace) -> int:
     the start fails before a checkpoint or a progress row is written."""
     from rlblocks.train.checkpoint import checkpoint_meta, find_checkpoint, list_checkpoints
     from rlblocks.train.logger import read_progress
-    from rlblocks.train.trainer_config import PPOConfig
 
     check_stop_flags(args)
     flags = _rllib_flags(args)
@@ -169,11 +169,14 @@ def run(args: argparse.Namespace) -> int:
             stops.check_not_met(int(meta["timesteps_total"]), last_return(args.resume, meta))
             trainer = _restore(args.resume)
         else:
-            data, file_stops = config_data(args)
-            config = PPOConfig.from_dict(data)
+            data, file_stops, file_algo = config_data(args)
+            flags["algo"] = flags["algo"] or file_algo
+            config = _config_class(args.backend, flags["algo"]).from_dict(data)
             stops = Stops(args, file_stops, config.env, {})
             target = (
-                Path(args.run_dir) if args.run_dir else _default_run_dir(config, args.runs_root)
+                Path(args.run_dir)
+                if args.run_dir
+                else _default_run_dir(config, args.runs_root, flags["algo"])
             )
             created = None if target.exists() else target
             trainer = _new_trainer(args, flags, config, target)
@@ -211,7 +214,6 @@ def _restore(run_dir: str) -> Any:
 def _rllib_flags(args: argparse.Namespace) -> dict[str, Any]:
     """The ``--backend rllib`` options; ValueError when given to the native backend."""
     flags = {
-        "algo": args.algo,
         "num_env_runners": args.num_env_runners,
         "num_envs_per_env_runner": args.num_envs_per_env_runner,
         "ray_address": args.ray_address,
@@ -220,13 +222,27 @@ def _rllib_flags(args: argparse.Namespace) -> dict[str, Any]:
         given = [f"--{k.replace('_', '-')}" for k, v in flags.items() if v is not None]
         if given:
             raise ValueError(f"{', '.join(given)} need --backend rllib")
+        if args.algo in ("APPO", "IMPALA"):
+            raise ValueError(f"--algo {args.algo} needs --backend rllib")
+    flags["algo"] = args.algo
     return flags
 
 
-def _default_run_dir(config: Any, root: str) -> Path:
+def _default_run_dir(config: Any, root: str, algo: str | None) -> Path:
     from rlblocks.train.ppo import default_run_dir
 
-    return default_run_dir(config, root)
+    return default_run_dir(config, root, algo)
+
+
+def _config_class(backend: str, algo: str | None) -> Any:
+    """The config class of a new run: RLlib runs take PPO's keys (and an ``rllib`` block),
+    native ones their algorithm's."""
+    from rlblocks.train.offpolicy_config import DQNConfig, SACConfig
+    from rlblocks.train.trainer_config import PPOConfig
+
+    if backend == "rllib":
+        return PPOConfig
+    return {"DQN": DQNConfig, "SAC": SACConfig}.get(algo or "PPO", PPOConfig)
 
 
 def _new_trainer(args: argparse.Namespace, flags: dict[str, Any], config: Any, target: Path) -> Any:
@@ -239,6 +255,11 @@ def _new_trainer(args: argparse.Namespace, flags: dict[str, Any], config: Any, t
             num_envs_per_env_runner=flags["num_envs_per_env_runner"],
             ray_address=flags["ray_address"],
         )
+    if flags["algo"] in ("DQN", "SAC"):
+        from rlblocks.train.offpolicy import DQNTrainer, SACTrainer
+
+        trainer_class = DQNTrainer if flags["algo"] == "DQN" else SACTrainer
+        return trainer_class(config, run_dir=target)
     from rlblocks.multiagent.trainer import is_multiagent_config
 
     if is_multiagent_config(config):
@@ -264,7 +285,7 @@ def _fit(args: argparse.Namespace, trainer: Any, stops: Stops) -> int:
             f"multi-agent PPO ({len(trainer.hub.agents)} agents, policies "
             f"{', '.join(trainer.policies)})"
             if hasattr(trainer, "hub")
-            else "PPO"
+            else cfg.ALGORITHM
         )
     )
     print(

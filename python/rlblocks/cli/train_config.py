@@ -124,10 +124,11 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def config_data(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Any, Any]]:
-    """The PPO keys of ``--tuned`` / ``--config`` / ``--env`` / ``--set`` (later ones win)
-    and the ``stop`` block (of the file or tuned config, changed by ``--set stop.KEY=V``)."""
-    from rlblocks.train.tuned import load_tuned, split_stop
+def config_data(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Any, Any], str | None]:
+    """The config keys of ``--tuned`` / ``--config`` / ``--env`` / ``--set`` (later ones win),
+    the ``stop`` block (of the file or tuned config, changed by ``--set stop.KEY=V``) and the
+    ``algo`` the file or tuned config names (None: not named)."""
+    from rlblocks.train.tuned import NATIVE_ALGOS, load_tuned, split_stop
 
     if args.tuned and (args.config or args.env):
         raise ValueError(
@@ -150,6 +151,9 @@ def config_data(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Any, An
                 f"{where} {key}={value!r}: {key} must be a mapping of keys "
                 f"(e.g. --set {example}), got {type(value).__name__}"
             )
+    algo = merged.get("algo")
+    if algo is not None and (not isinstance(algo, str) or algo.upper() not in NATIVE_ALGOS):
+        raise ValueError(f"algo must be one of {NATIVE_ALGOS}, got {algo!r}")
     data, reward, steps = split_stop(merged)
     if args.env:
         data["env"] = args.env
@@ -160,7 +164,7 @@ def config_data(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Any, An
         )
     if not args.tuned and not args.config:
         _hint_tuned(str(data["env"]), data.get("model") or {})
-    return data, (reward, steps)
+    return data, (reward, steps), None if algo is None else algo.upper()
 
 
 def _hint_tuned(env: str, model: dict[str, Any]) -> None:

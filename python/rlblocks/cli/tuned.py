@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     rows = [
         (
             "name",
+            "algo",
             "env",
             "model",
             "target",
@@ -55,10 +56,10 @@ def run(args: argparse.Namespace) -> int:
             if m
             else "not measured"
         )
-        rows.append((t.name, t.env, t.model_summary, target, measured))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        rows.append((t.name, t.algo, t.env, t.model_summary, target, measured))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
     for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[4])
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[5])
     print(
         "\nrun one: rlblocks train --tuned NAME [--set key=value ...]; "
         "show one: rlblocks tuned NAME"

@@ -33,15 +33,16 @@ def _box_bounds(
         if not isinstance(action_space, Box):
             raise ValueError(f"{who}: action_space must be a Box, got {action_space}")
         low, high = action_space.low.ravel(), action_space.high.ravel()
-    lo = torch.as_tensor(np.asarray(low, dtype=np.float32), device=device)
-    hi = torch.as_tensor(np.asarray(high, dtype=np.float32), device=device)
-    if lo.dim() > 1 or hi.dim() > 1 or lo.numel() not in (1, dim) or hi.numel() not in (1, dim):
+    # Checked in numpy: the bounds are constants, and torch.export cannot trace bool(tensor).
+    lo = np.asarray(low, dtype=np.float32)
+    hi = np.asarray(high, dtype=np.float32)
+    if lo.ndim > 1 or hi.ndim > 1 or lo.size not in (1, dim) or hi.size not in (1, dim):
         raise ValueError(f"{who}: low/high must be scalars or have {dim} entries")
-    if not (bool(torch.isfinite(lo).all()) and bool(torch.isfinite(hi).all())):
+    if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
         raise ValueError(f"{who}: low/high must be finite, got low={low}, high={high}")
-    if not bool((hi > lo).all()):
+    if not (hi > lo).all():
         raise ValueError(f"{who}: needs low < high, got low={low}, high={high}")
-    return lo, hi
+    return torch.as_tensor(lo, device=device), torch.as_tensor(hi, device=device)
 
 
 def _check_even(inputs: torch.Tensor, who: str, action_space: gym.Space | None) -> int:

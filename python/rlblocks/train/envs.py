@@ -31,7 +31,7 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
 from rlblocks.train.env_errors import raised_at
-from rlblocks.train.trainer_config import PPOConfig
+from rlblocks.train.trainer_config import C, TrainerConfig
 
 __all__ = [
     "EnvInstance",
@@ -166,7 +166,7 @@ def describe_error(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
-def raw_env_creator(config: PPOConfig, render_mode: str | None = None) -> Callable[[], Any]:
+def raw_env_creator(config: TrainerConfig, render_mode: str | None = None) -> Callable[[], Any]:
     """A no-argument function building one env of ``config`` as its maker returns it (a
     gymnasium env, or a multi-agent env: :mod:`rlblocks.multiagent`).
 
@@ -202,7 +202,9 @@ def raw_env_creator(config: PPOConfig, render_mode: str | None = None) -> Callab
     return create
 
 
-def make_env_creator(config: PPOConfig, render_mode: str | None = None) -> Callable[[], gym.Env]:
+def make_env_creator(
+    config: TrainerConfig, render_mode: str | None = None
+) -> Callable[[], gym.Env]:
     """A no-argument function building one gymnasium env of ``config`` (for vector envs).
 
     The function raises ValueError, naming the env and its ``env_config``, for anything the
@@ -256,7 +258,7 @@ def _snapshotting(make: Callable[[], gym.Env]) -> gym.Env:
 
 
 def vector_env_from_config(
-    config: PPOConfig, num_envs: int | None = None, envs: list[gym.Env] | None = None
+    config: TrainerConfig, num_envs: int | None = None, envs: list[gym.Env] | None = None
 ) -> VectorEnv:
     """The vector env of a config (``vector_mode``: sync/async with same-step autoreset, or
     the env's native vector env; Atari ids with ``preprocessor_pref="deepmind"``: the
@@ -306,7 +308,7 @@ def vector_env_from_config(
     return SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
 
 
-def deepmind_atari(config: PPOConfig) -> bool:
+def deepmind_atari(config: TrainerConfig) -> bool:
     """Whether the config's env is an Atari id that gets the DeepMind pipeline."""
     return (
         config.preprocessor_pref == "deepmind"
@@ -315,7 +317,7 @@ def deepmind_atari(config: PPOConfig) -> bool:
     )
 
 
-def _native_vector_env(config: PPOConfig, n: int) -> VectorEnv:
+def _native_vector_env(config: TrainerConfig, n: int) -> VectorEnv:
     check_env(config.env)
     env, env_config = config.env, dict(config.env_config)
     if isinstance(env, str):
@@ -379,7 +381,7 @@ class SingleEnvView(gym.Env):
         self.venv.close()
 
 
-def evaluation_env(config: PPOConfig) -> gym.Env:
+def evaluation_env(config: TrainerConfig) -> gym.Env:
     """A fresh single env of ``config``, wrapped as the trainer's own envs are (native vector
     envs and the DeepMind Atari pipeline: a one-env vector env seen as a plain env).
 
@@ -423,7 +425,7 @@ def _env_name(env: Any) -> str:
     return type(getattr(env, "unwrapped", env)).__name__
 
 
-def config_with_env(config: PPOConfig, env: Any) -> tuple[PPOConfig, VectorEnv | None]:
+def config_with_env(config: C, env: Any) -> tuple[C, VectorEnv | None]:
     """``(config, vector env or None)`` for an env handed to the trainer: an id or
     ``env_creator(env_config)`` replaces the config's ``env``; a ``gymnasium.Env`` becomes a
     one-env sync vector env and a ``VectorEnv`` is used as it is, each with an

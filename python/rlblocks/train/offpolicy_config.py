@@ -25,9 +25,16 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from rlblocks.config import ModelConfig
-from rlblocks.train.trainer_config import TrainerConfig, _bool, _int, _number, _schedule
+from rlblocks.train.trainer_config import (
+    TrainerConfig,
+    _bool,
+    _int,
+    _number,
+    _schedule,
+    piecewise,
+)
 
-__all__ = ["DQNConfig", "OffPolicyConfig", "SACConfig", "piecewise"]
+__all__ = ["DQNConfig", "OffPolicyConfig", "SACConfig"]
 
 #: The Q-network's and SAC's defaults where the user's ``model`` says nothing (the
 #: Stable-Baselines3 zoo's choice for classic control: ReLU layers, no value branch).
@@ -47,22 +54,6 @@ _OFF_POLICY_OTHER_NAMES = {
     "eval_freq": "evaluation_interval",
     "n_eval_episodes": "evaluation_episodes",
 }
-
-
-def piecewise(schedule: list[list[float]], t: float) -> float:
-    """A ``[[t0, v0], [t1, v1], ...]`` schedule at ``t``: linear between points, constant
-    outside them.
-
-    Examples:
-        >>> piecewise([[0, 1.0], [100, 0.0]], 25), piecewise([[0, 1.0], [100, 0.0]], 500)
-        (0.75, 0.0)
-    """
-    if t <= schedule[0][0]:
-        return float(schedule[0][1])
-    for (t0, v0), (t1, v1) in zip(schedule, schedule[1:], strict=False):
-        if t <= t1:
-            return float(v1 if t1 == t0 else v0 + (v1 - v0) * (t - t0) / (t1 - t0))
-    return float(schedule[-1][1])
 
 
 @dataclass
@@ -249,6 +240,10 @@ class SACConfig(OffPolicyConfig):
             raise ValueError(f"q_model must be a dict of model config keys, got {self.q_model!r}")
         self.q_model = dict(self.q_model)
         self.q_model_config()
+        if self.lr_schedule is not None:
+            raise ValueError(
+                "lr_schedule is not supported for SAC; set actor_lr / critic_lr / alpha_lr"
+            )
         for name in ("actor_lr", "critic_lr", "alpha_lr"):
             value = getattr(self, name)
             setattr(

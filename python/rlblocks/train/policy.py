@@ -39,7 +39,7 @@ from rlblocks.models.modelv2 import ModelV2
 from rlblocks.nest import tree_map
 from rlblocks.train.actor import Actor, ActorInput, Forward, State
 from rlblocks.train.fast import FCActor
-from rlblocks.train.trainer_config import PPOConfig
+from rlblocks.train.trainer_config import TrainerConfig
 
 __all__ = ["ModuleActor", "Policy"]
 
@@ -79,8 +79,11 @@ class Policy:
     Args:
         obs_space: The preprocessed observation space (``preprocessor.observation_space``).
         action_space: The env's (single) action space.
-        config: The PPO config (its ``model`` dict picks the model and distribution).
+        config: The trainer's config (its ``model`` dict picks the model and distribution).
         device: Torch device for the model.
+        model, dist_class: A model built elsewhere and its distribution (e.g. DQN's
+            :class:`~rlblocks.models.qnetwork.QNetwork` with a Categorical: the greedy
+            action), instead of the catalog's.
 
     Attributes:
         model: The :class:`~rlblocks.models.ModelV2`.
@@ -100,29 +103,35 @@ class Policy:
         self,
         obs_space: gym.Space,
         action_space: gym.Space,
-        config: PPOConfig,
+        config: TrainerConfig,
         device: torch.device | str = "cpu",
+        model: ModelV2 | None = None,
+        dist_class: Any = None,
     ) -> None:
         model_config = config.model_config()
         self.obs_space = obs_space
         self.action_space = action_space
         self.device = torch.device(device)
-        self.dist_class, num_outputs = ModelCatalog.get_action_dist(action_space, model_config)
-        self.model = ModelCatalog.get_model_v2(
-            obs_space,
-            action_space,
-            num_outputs,
-            model_config,
-            framework="torch",
-            name="ppo_model",
-        ).to(self.device)
+        if model is None:
+            self.dist_class, num_outputs = ModelCatalog.get_action_dist(action_space, model_config)
+            model = ModelCatalog.get_model_v2(
+                obs_space,
+                action_space,
+                num_outputs,
+                model_config,
+                framework="torch",
+                name="ppo_model",
+            )
+        else:
+            self.dist_class = dist_class
+        self.model = model.to(self.device)
         self.recurrent = len(self.model.get_initial_state()) > 0
         # RLlib's action-mask convention (rlblocks.masks): the model masks its outputs; every
         # act call also refuses rows without a legal action and checks the sampled actions.
         mask_model = self.model if isinstance(self.model, ActionMaskModel) else None
         self.mask_layout = None if mask_model is None else mask_model.layout
         self.mask_columns = None if mask_model is None else mask_model.mask_columns
-        self.actor: Actor = _build_actor(self, config.fast_paths)
+        self.actor: Actor = _build_actor(self, bool(getattr(config, "fast_paths", True)))
         logger.info("actor: %s", self.actor.description)
         self.obs_window_key, self.n_obs_frames = _obs_window(self.model)
         self.max_seq_len = int(model_config.max_seq_len)

@@ -62,7 +62,7 @@ from rlblocks.train.logger import ProgressLogger, truncate_progress
 from rlblocks.train.loop import StopTraining, train_until
 from rlblocks.train.policy import Policy
 from rlblocks.train.runner import EnvRunner
-from rlblocks.train.trainer_config import PPOConfig, lr_at
+from rlblocks.train.trainer_config import PPOConfig, TrainerConfig, lr_at
 
 __all__ = ["BEST", "PPOTrainer", "StopTraining", "default_run_dir"]
 
@@ -70,8 +70,11 @@ __all__ = ["BEST", "PPOTrainer", "StopTraining", "default_run_dir"]
 BEST = "best"
 
 
-def default_run_dir(config: PPOConfig, root: str | Path = "rlblocks_runs") -> Path:
-    """``root/PPO_<env>_<YYYYmmdd-HHMMSS>`` (a fresh name; a suffix avoids clashes).
+def default_run_dir(
+    config: TrainerConfig, root: str | Path = "rlblocks_runs", algo: str | None = None
+) -> Path:
+    """``root/<ALGO>_<env>_<YYYYmmdd-HHMMSS>`` (a fresh name; a suffix avoids clashes);
+    ``algo`` defaults to the config's algorithm (RLlib runs name theirs).
 
     Examples:
         >>> default_run_dir(PPOConfig(env="CartPole-v1")).name.startswith("PPO_CartPole-v1_")
@@ -79,14 +82,14 @@ def default_run_dir(config: PPOConfig, root: str | Path = "rlblocks_runs") -> Pa
     """
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     name = "".join(c if c.isalnum() or c in "-_." else "_" for c in config.env_name)
-    base = Path(root) / f"PPO_{name}_{stamp}"
+    base = Path(root) / f"{algo or config.ALGORITHM}_{name}_{stamp}"
     path, i = base, 1
     while path.exists():
         path, i = base.with_name(f"{base.name}_{i}"), i + 1
     return path
 
 
-def _json_config(config: PPOConfig) -> dict[str, Any]:
+def _json_config(config: TrainerConfig) -> dict[str, Any]:
     d = config.to_dict()
     if callable(d["env"]):
         fn = d["env"]
@@ -362,7 +365,7 @@ class PPOTrainer:
 
         return train_until(
             self,
-            f"PPO {self.config.env_name}",
+            f"{self.config.ALGORITHM} {self.config.env_name}",
             stop_reward,
             stop_timesteps,
             stop_iters,

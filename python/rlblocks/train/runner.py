@@ -62,7 +62,7 @@ from rlblocks.train.envs import vector_env_from_config
 from rlblocks.train.policy import Policy
 from rlblocks.train.trainer_config import PPOConfig
 
-__all__ = ["EnvRunner", "RewardScaler", "SampleBatch"]
+__all__ = ["EnvRunner", "RewardScaler", "SampleBatch", "env_snapshot"]
 
 
 @dataclass
@@ -173,6 +173,22 @@ class RewardScaler:
         self.count, self.mean, self.var = (float(state[k]) for k in ("count", "mean", "var"))
         if returns:
             self.returns = np.asarray(state["returns"], np.float64).copy()
+
+
+def env_snapshot(venv: Any) -> bytes | None:
+    """The pickled list of sub-envs of a sync or async vector env (None for native vector
+    envs, or if an env cannot be pickled)."""
+    envs = getattr(venv, "envs", None)
+    try:
+        if envs is not None:
+            return pickle.dumps(envs)
+        if isinstance(venv, AsyncVectorEnv):
+            blobs = venv.call("rlblocks_snapshot")
+            if all(isinstance(b, bytes) for b in blobs):
+                return pickle.dumps([pickle.loads(b) for b in blobs])
+    except Exception:  # any env attribute may refuse pickling (sockets, emulators, ...)
+        return None
+    return None
 
 
 class EnvRunner:
@@ -492,19 +508,8 @@ class EnvRunner:
 
     # --- checkpoints ----------------------------------------------------------------------
     def env_snapshot(self) -> bytes | None:
-        """The pickled list of sub-envs of a sync or async vector env (None for native
-        vector envs, or if an env cannot be pickled)."""
-        envs = getattr(self.venv, "envs", None)
-        try:
-            if envs is not None:
-                return pickle.dumps(envs)
-            if isinstance(self.venv, AsyncVectorEnv):
-                blobs = self.venv.call("rlblocks_snapshot")
-                if all(isinstance(b, bytes) for b in blobs):
-                    return pickle.dumps([pickle.loads(b) for b in blobs])
-        except Exception:  # any env attribute may refuse pickling (sockets, emulators, ...)
-            return None
-        return None
+        """:func:`env_snapshot` of the runner's vector env."""
+        return env_snapshot(self.venv)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything that carries over between rollouts (not the env itself)."""

@@ -26,7 +26,7 @@ from typing import Any, ClassVar, TypeVar
 
 from rlblocks.config import ModelConfig, config_mapping
 
-__all__ = ["PPOConfig", "TrainerConfig", "lr_at"]
+__all__ = ["PPOConfig", "TrainerConfig", "lr_at", "piecewise"]
 
 #: The model config the trainer uses unless the user's ``model`` dict says otherwise
 #: (CleanRL's / the SB3 zoo's choice for classic control: two tanh layers of 64 with
@@ -465,7 +465,24 @@ def _rllib_sections(value: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def lr_at(config: PPOConfig, timestep: int) -> float:
+def piecewise(schedule: list[list[float]], t: float) -> float:
+    """A ``[[t0, v0], [t1, v1], ...]`` schedule at ``t``: linear between points, constant
+    outside them.
+
+    Examples:
+        >>> piecewise([[0, 1.0], [100, 0.0]], 25), piecewise([[0, 1.0], [100, 0.0]], 500)
+        (0.75, 0.0)
+    """
+    if t <= schedule[0][0]:
+        return float(schedule[0][1])
+    for (t0, v0), (t1, v1) in zip(schedule[:-1], schedule[1:], strict=True):
+        if t <= t1:
+            frac = (t - t0) / (t1 - t0) if t1 > t0 else 1.0
+            return float(v0 + frac * (v1 - v0))
+    return float(schedule[-1][1])
+
+
+def lr_at(config: TrainerConfig, timestep: int) -> float:
     """The learning rate at ``timestep``: ``lr_schedule`` interpolated, or ``lr``.
 
     Examples:
@@ -473,16 +490,7 @@ def lr_at(config: PPOConfig, timestep: int) -> float:
         >>> lr_at(cfg, 250), lr_at(cfg, 5000)
         (0.00075, 0.0)
     """
-    if not config.lr_schedule:
-        return config.lr
-    points = config.lr_schedule
-    if timestep <= points[0][0]:
-        return float(points[0][1])
-    for (t0, v0), (t1, v1) in zip(points[:-1], points[1:], strict=True):
-        if timestep <= t1:
-            frac = (timestep - t0) / (t1 - t0) if t1 > t0 else 1.0
-            return float(v0 + frac * (v1 - v0))
-    return float(points[-1][1])
+    return piecewise(config.lr_schedule, timestep) if config.lr_schedule else config.lr
 
 
 def _config_keys(cls: type[TrainerConfig]) -> dict[str, str]:

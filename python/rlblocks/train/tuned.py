@@ -39,7 +39,9 @@ __all__ = [
 TUNED_DIR = Path(__file__).with_name("tuned_configs")
 _MEASURED = TUNED_DIR / "measured.json"
 # Keys of a config file that are not PPO config keys.
-_META_KEYS = ("stop", "description", "hardware")
+_META_KEYS = ("stop", "description", "hardware", "algo")
+#: The algorithms a tuned config (or a config file's ``algo:``) may name for the native trainer.
+NATIVE_ALGOS = ("PPO", "DQN", "SAC")
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ class TunedConfig:
     stop_timesteps: int | None
     hardware: str = "CPU"
     """Where the budget is meant to be run (``CPU``; or a GPU / long CPU run for Atari)."""
+    algo: str = "PPO"
+    """The algorithm (``PPO``, ``DQN`` or ``SAC``)."""
     measured: dict[str, Any] = field(default_factory=dict)
     """The last ``bench_tuned.py --record`` figures (empty if never measured)."""
 
@@ -191,6 +195,7 @@ def load_tuned(name: str) -> TunedConfig:
         stop_reward=reward,
         stop_timesteps=steps,
         hardware=str(data.get("hardware", "CPU")),
+        algo=str(data.get("algo", "PPO")),
         measured=_measured().get(name, {}),
     )
 

@@ -17,16 +17,16 @@ from torch.optim import optimizer as _optimizer_module
 __all__ = ["adam_step", "clip_grad_norm", "make_adam"]
 
 
-def make_adam(params: list[torch.nn.Parameter], lr: float) -> torch.optim.Adam:
-    """Adam (eps 1e-5, as PPO implementations use); the fused kernel where the device has
-    one (CPU and CUDA: several times faster for the many small tensors of an RL model) and
-    this torch has it."""
+def make_adam(params: list[torch.nn.Parameter], lr: float, eps: float = 1e-5) -> torch.optim.Adam:
+    """Adam (eps 1e-5 as PPO implementations use, by default); the fused kernel where the
+    device has one (CPU and CUDA: several times faster for the many small tensors of an RL
+    model) and this torch has it."""
     if hasattr(torch, "_fused_adam_"):
         try:
-            return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
+            return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
         except RuntimeError:
             pass
-    return torch.optim.Adam(params, lr=lr, eps=1e-5, foreach=True)
+    return torch.optim.Adam(params, lr=lr, eps=eps, foreach=True)
 
 
 def adam_step(optimizer: torch.optim.Optimizer, param: torch.nn.Parameter) -> bool:

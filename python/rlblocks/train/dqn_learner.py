@@ -1,0 +1,290 @@
+"""The DQN update: double / dueling / n-step / prioritized / distributional Q-learning.
+
+One :meth:`DQNLearner.update` is one gradient step on a replay batch::
+
+    expected (num_atoms = 1):
+        a*      = argmax_a' Q_online(s', a')   (double_q; else Q_target) over legal actions
+        target  = r + discount * Q_target(s', a*)      # r, discount: the n-step sum, gamma^k
+        loss    = mean(w * huber(Q(s, a) - target))    # or mse; w: importance weights
+    distributional (C51, num_atoms > 1):
+        m       = the target distribution r + discount * z projected onto the support z
+        loss    = mean(w * cross_entropy(m, softmax(logits(s, a))))
+
+then gradient-norm clipping and an Adam step. The new priorities are ``|TD error|`` (C51:
+the cross-entropy). A masked action (RLlib's ``action_mask`` observations) is never chosen:
+not greedily, not at random (epsilon picks among the legal actions) and not in the
+bootstrap; a next observation without a legal action bootstraps 0.
+
+Examples:
+    >>> import gymnasium as gym
+    >>> from rlblocks.train.offpolicy_config import DQNConfig
+    >>> learner = DQNLearner(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2),
+    ...                      DQNConfig(model={"fcnet_hiddens": [8]}), "cpu")
+    >>> learner.act(np.zeros((3, 4), np.float32), explore=False, timestep=0).shape
+    (3,)
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from rlblocks.distributions import FLOAT_MIN, Categorical
+from rlblocks.masks import MASK_KEY, mask_layout
+from rlblocks.models.qnetwork import QNetwork
+from rlblocks.train.fast import make_adam
+from rlblocks.train.offpolicy_config import DQNConfig
+from rlblocks.train.policy import Policy
+
+__all__ = ["DQNLearner", "project_distribution"]
+
+
+def project_distribution(
+    probs: torch.Tensor, rewards: torch.Tensor, discounts: torch.Tensor, support: torch.Tensor
+) -> torch.Tensor:
+    """C51's projection of ``r + discount * z`` (each atom ``z`` of ``support`` carrying
+    ``probs``) back onto ``support``; rows ``[B, num_atoms]``.
+
+    Examples:
+        >>> z = torch.tensor([0.0, 1.0, 2.0])
+        >>> project_distribution(torch.tensor([[0.0, 1.0, 0.0]]), torch.tensor([0.5]),
+        ...                      torch.tensor([1.0]), z)
+        tensor([[0.0000, 0.5000, 0.5000]])
+    """
+    v_min, v_max = float(support[0]), float(support[-1])
+    atoms = support.shape[0]
+    delta = (v_max - v_min) / (atoms - 1)
+    tz = (rewards[:, None] + discounts[:, None] * support[None, :]).clamp(v_min, v_max)
+    b = (tz - v_min) / delta
+    lower, upper = b.floor().long(), b.ceil().long()
+    # an exact atom (lower == upper) keeps all its mass there
+    lower_w = torch.where(lower == upper, torch.ones_like(b), upper.float() - b)
+    upper_w = torch.where(lower == upper, torch.zeros_like(b), b - lower.float())
+    out = torch.zeros_like(probs)
+    out.scatter_add_(1, lower, probs * lower_w)
+    out.scatter_add_(1, upper, probs * upper_w)
+    return out
+
+
+class DQNLearner:
+    """The Q-network, its target copy and optimizer (module docstring).
+
+    Args:
+        obs_space: The preprocessor's observation space (``original_space`` set).
+        action_space: A ``Discrete`` action space.
+        config: The DQN config.
+        device: Torch device.
+    """
+
+    def __init__(
+        self,
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        config: DQNConfig,
+        device: torch.device | str,
+    ) -> None:
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise ValueError(
+                f"DQN needs a Discrete action space, got {action_space}; train Box actions "
+                "with SAC (--algo SAC)"
+            )
+        self.config = config
+        self.device = torch.device(device)
+        self.action_space = action_space
+        self.start = int(action_space.start)
+        self.q = QNetwork(
+            obs_space,
+            action_space,
+            config.model_config(),
+            dueling=config.dueling,
+            num_atoms=config.num_atoms,
+            v_min=config.v_min,
+            v_max=config.v_max,
+        ).to(self.device)
+        self.target = copy.deepcopy(self.q).requires_grad_(False)
+        self.optimizer = make_adam(list(self.q.parameters()), config.lr, eps=1e-8)
+        self.updates = 0
+        # train / eval mode only matters to layers like batch norm and dropout: switching
+        # a model without them costs a walk over every module per update
+        self._modal = any(
+            isinstance(m, (torch.nn.modules.batchnorm._BatchNorm, torch.nn.Dropout))
+            for m in self.q.modules()
+        )
+        self.q.eval()
+
+    # --- acting -------------------------------------------------------------------------------
+    def _tensor(self, obs: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(obs, device=self.device)
+
+    def greedy_q(self, obs: np.ndarray) -> torch.Tensor:
+        """Masked Q-values ``[B, n]`` of a preprocessed batch (no gradient)."""
+        with torch.no_grad():
+            return self.q.masked_q(self._tensor(obs))
+
+    def act(self, obs: np.ndarray, explore: bool, timestep: int) -> np.ndarray:
+        """Greedy actions, or with ``explore`` epsilon-greedy ones (``config.epsilon`` at
+        ``timestep``; the random action is uniform over the legal ones).
+
+        Raises:
+            ValueError: A row whose ``action_mask`` allows no action.
+        """
+        q = self.greedy_q(obs)
+        legal = q > FLOAT_MIN if self.q.masked else torch.ones_like(q, dtype=torch.bool)
+        if self.q.masked and not bool(legal.any(dim=1).all()):
+            row = int((~legal.any(dim=1)).nonzero()[0, 0])
+            raise ValueError(f"observation {row}: its {MASK_KEY!r} allows no action")
+        actions = q.argmax(dim=1)
+        if explore:
+            epsilon = self.config.epsilon_at(timestep)
+            rows = torch.rand(q.shape[0], device=q.device) < epsilon
+            if bool(rows.any()):
+                random = torch.multinomial(legal[rows].float(), 1).squeeze(1)
+                actions = actions.clone()
+                actions[rows] = random
+        return actions.cpu().numpy().astype(np.int64) + self.start
+
+    # --- learning -----------------------------------------------------------------------------
+    def _bootstrap_action(self, next_obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(a*, has_legal)``: the bootstrap action of each next observation and whether it
+        has any legal action."""
+        net = self.q if self.config.double_q else self.target
+        q_next = net.masked_q(next_obs)
+        has_legal = (
+            (q_next > FLOAT_MIN).any(dim=1)
+            if net.masked
+            else torch.ones_like(q_next[:, 0], dtype=torch.bool)
+        )
+        return q_next.argmax(dim=1), has_legal
+
+    def update(self, batch: Any, timestep: int = 0) -> tuple[dict[str, float], np.ndarray]:
+        """One gradient step on a :class:`~rlblocks.replay.ReplaySample`; returns the
+        statistics and the new priorities (``|TD error|``; C51: the cross-entropy)."""
+        cfg = self.config
+        obs = self._tensor(batch.obs)
+        next_obs = self._tensor(batch.next_obs)
+        actions = torch.as_tensor(np.asarray(batch.actions), device=self.device).long() - self.start
+        rewards = torch.as_tensor(batch.rewards, device=self.device, dtype=torch.float32)
+        discounts = torch.as_tensor(batch.discounts, device=self.device, dtype=torch.float32)
+        weights = torch.as_tensor(batch.weights, device=self.device, dtype=torch.float32)
+        rows = torch.arange(obs.shape[0], device=self.device)
+        if self._modal:
+            self.q.train()
+        if cfg.double_q and not self._modal:
+            # one pass over obs and next_obs (the online net picks the bootstrap action)
+            both, mask = self.q.q_logits(torch.cat([obs, next_obs]))
+            logits, next_logits = both.split(obs.shape[0])
+            q_next = self.q.q_values(next_logits.detach())
+            if mask is not None:
+                q_next = q_next.masked_fill(mask[obs.shape[0] :] <= 0, FLOAT_MIN)
+            a_star = q_next.argmax(dim=1)
+            has_legal = (
+                (q_next > FLOAT_MIN).any(dim=1)
+                if self.q.masked
+                else torch.ones_like(a_star, dtype=torch.bool)
+            )
+        else:
+            logits, _ = self.q.q_logits(obs)
+            with torch.no_grad():
+                a_star, has_legal = self._bootstrap_action(next_obs)
+        chosen = logits[rows, actions]  # [B, atoms]
+        with torch.no_grad():
+            discounts = torch.where(has_legal, discounts, torch.zeros_like(discounts))
+            target_logits, _ = self.target.q_logits(next_obs)
+            if cfg.num_atoms == 1:
+                q_next = target_logits[rows, a_star, 0]
+                target = rewards + discounts * q_next
+            else:
+                probs_next = torch.softmax(target_logits[rows, a_star], dim=-1)
+                target = project_distribution(
+                    probs_next, rewards, discounts, self.q.get_buffer("support")
+                )
+        if cfg.num_atoms == 1:
+            q_taken = chosen.squeeze(-1)
+            if cfg.td_error_loss_fn == "huber":
+                per_row = F.huber_loss(q_taken, target, reduction="none", delta=1.0)
+            else:
+                per_row = (q_taken - target).pow(2)
+            priorities = (q_taken - target).detach().abs()
+            q_mean = q_taken.detach().mean()
+        else:
+            per_row = -(target * torch.log_softmax(chosen, dim=-1)).sum(-1)
+            priorities = per_row.detach()
+            q_mean = (torch.softmax(chosen.detach(), -1) * self.q.get_buffer("support")).sum(-1)
+            q_mean = q_mean.mean()
+        loss = (weights * per_row).mean()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = (
+            torch.nn.utils.clip_grad_norm_(self.q.parameters(), cfg.grad_clip)
+            if cfg.grad_clip is not None
+            else torch.tensor(0.0)
+        )
+        self.optimizer.step()
+        if self._modal:
+            self.q.eval()
+        self.updates += 1
+        stats = {
+            "qf_loss": float(loss.detach()),
+            "q_mean": float(q_mean),
+            "td_error_mean": float(priorities.mean()),
+            "grad_norm": float(grad_norm),
+        }
+        return stats, priorities.cpu().numpy().astype(np.float64)
+
+    def set_lr(self, lr: float) -> None:
+        """Sets the optimizer's learning rate."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def sync_targets(self) -> None:
+        """Moves the target network towards the online one by ``tau`` (1: a copy)."""
+        tau = self.config.tau
+        with torch.no_grad():
+            for t, p in zip(self.target.parameters(), self.q.parameters(), strict=True):
+                if tau >= 1.0:
+                    t.copy_(p)
+                else:
+                    t.mul_(1.0 - tau).add_(p, alpha=tau)
+            for tb, qb in zip(self.target.buffers(), self.q.buffers(), strict=True):
+                tb.copy_(qb)
+
+    # --- checkpoints, export ------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The networks, the optimizer and the update count."""
+        return {
+            "q": self.q.state_dict(),
+            "target": self.target.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "updates": self.updates,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores :meth:`state_dict`."""
+        self.q.load_state_dict(state["q"])
+        self.target.load_state_dict(state["target"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.updates = int(state["updates"])
+
+    def acting_policy(self) -> Policy:
+        """A :class:`~rlblocks.train.policy.Policy` around the Q-network whose deterministic
+        action is the greedy one (what :func:`rlblocks.export.export_policy` exports)."""
+        policy = Policy(
+            self.q.obs_space,
+            self.action_space,
+            self.config,
+            self.device,
+            model=self.q,
+            dist_class=Categorical,
+        )
+        if self.q.masked:
+            original: Any = self.q.obs_space.original_space  # type: ignore[attr-defined]
+            policy.mask_layout = mask_layout(
+                self.action_space, self.q.n_actions, original[MASK_KEY]
+            )
+            policy.mask_columns = self.q.mask_columns
+        return policy

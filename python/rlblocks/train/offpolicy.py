@@ -1,0 +1,507 @@
+"""``DQNTrainer`` and ``SACTrainer``: off-policy training on the C++ replay buffer.
+
+One :meth:`OffPolicyTrainer.train` call is one iteration of ``timesteps_per_iteration`` env
+steps (all envs together). Every vector-env step:
+
+1. the learner acts on the preprocessed observations (DQN: epsilon-greedy; SAC: a sample
+   of its policy; a masked action is never taken);
+2. the step goes into the replay buffer (:class:`rlblocks.replay.ReplayBuffer`): Box
+   observations as the env gives them (an Atari frame stack: each frame once), other
+   spaces as their flat C++ preprocessed row; a finished episode's final observation with
+   it, so that truncated episodes bootstrap from it and no transition crosses an episode;
+3. once ``learning_starts`` steps are stored, every ``train_freq`` steps run
+   ``gradient_steps`` updates on batches of ``train_batch_size`` (prioritized replay: the
+   new priorities go back to the buffer, beta annealed), and every
+   ``target_network_update_freq`` steps the targets move by ``tau``.
+
+Everything else is :class:`~rlblocks.train.ppo.PPOTrainer`'s: the run directory,
+``progress.csv`` (plus the learner's ``qf_loss``, ``q_mean``, ``td_error_mean``, SAC's
+``actor_loss``, ``alpha``, ...), the progress bar, ``fit``, checkpoints (the replay buffer
+too with ``checkpoint_replay``: the resumed run then continues exactly), ``evaluate``
+(greedy / deterministic actions) and ``export`` (argmax-Q, SAC's squashed mean).
+
+Examples:
+    >>> trainer = DQNTrainer({"env": "CartPole-v1", "timesteps_per_iteration": 200,
+    ...                       "learning_starts": 100})
+    >>> trainer.train()["timesteps_total"]
+    200
+    >>> trainer.close()
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import random
+import time
+import warnings
+from collections import deque
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode
+
+from rlblocks.catalog import ModelCatalog
+from rlblocks.filters import NoFilter
+from rlblocks.replay import ReplayBuffer
+from rlblocks.spaces import clip_actions
+from rlblocks.train.checkpoint import (
+    checkpoint_run_dir,
+    load_checkpoint,
+    recover_interrupted_saves,
+)
+from rlblocks.train.dqn_learner import DQNLearner
+from rlblocks.train.envs import config_with_env, make_env_creator, vector_env_from_config
+from rlblocks.train.offpolicy_config import DQNConfig, OffPolicyConfig, SACConfig
+from rlblocks.train.ppo import PPOTrainer, _resolve_device
+from rlblocks.train.runner import env_snapshot
+from rlblocks.train.trainer_config import lr_at
+
+__all__ = ["DQNTrainer", "OffPolicyTrainer", "SACTrainer"]
+
+
+def _frame_stack(space: gym.Space, config: OffPolicyConfig) -> tuple[int, int]:
+    """``(k, axis)`` when the observations are frame stacks the buffer can store frame by
+    frame (the DeepMind Atari pipeline's ``(84, 84, 4)`` uint8 stacks), else ``(0, -1)``."""
+    from rlblocks.train.envs import deepmind_atari
+
+    if (
+        deepmind_atari(config)
+        and isinstance(space, gym.spaces.Box)
+        and space.dtype == np.uint8
+        and len(space.shape) == 3
+        and config.model_config().framestack
+    ):
+        return int(space.shape[-1]), -1
+    return 0, -1
+
+
+class OffPolicyTrainer(PPOTrainer):
+    """The shared loop of :class:`DQNTrainer` and :class:`SACTrainer` (module docstring).
+
+    Args:
+        config: The algorithm's config (or an RLlib-style dict).
+        run_dir: As :class:`~rlblocks.train.ppo.PPOTrainer`'s.
+        env: As :class:`~rlblocks.train.ppo.PPOTrainer`'s.
+    """
+
+    CONFIG: ClassVar[type[OffPolicyConfig]] = OffPolicyConfig
+    FORMAT: ClassVar[str] = "rlblocks.offpolicy"
+    config: Any
+    learner: Any
+
+    def __init__(
+        self,
+        config: OffPolicyConfig | Mapping[str, Any] | None = None,
+        run_dir: str | Path | None = None,
+        env: Any = None,
+    ):
+        self.config = self.CONFIG.from_dict(config)
+        given_venv: Any = None
+        if env is not None:
+            self.config, given_venv = config_with_env(self.config, env)
+        if self.config.rllib:
+            raise ValueError(
+                "the config's 'rllib' block sets RLlib options: train it with "
+                "--backend rllib (RLlibTrainer), or remove the block"
+            )
+        make_env_creator(self.config)
+        self._start(given_venv, run_dir)
+
+    def _learner(self, obs_space: gym.Space, action_space: gym.Space) -> Any:
+        raise NotImplementedError
+
+    def _build(self, venv: Any) -> None:
+        cfg: OffPolicyConfig = self.config
+        self.venv = venv if venv is not None else vector_env_from_config(cfg)
+        try:
+            self._build_parts()
+        except BaseException:
+            self.venv.close()
+            raise
+
+    def _build_parts(self) -> None:
+        cfg: OffPolicyConfig = self.config
+        venv = self.venv
+        n = int(venv.num_envs)
+        mode = venv.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+        if mode not in (AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP):
+            raise ValueError(
+                f"the vector env's autoreset_mode is {mode}; use SAME_STEP or NEXT_STEP"
+            )
+        self._next_step_reset = mode == AutoresetMode.NEXT_STEP
+        obs_space, action_space = venv.single_observation_space, venv.single_action_space
+        self.preprocessor = ModelCatalog.get_preprocessor_for_space(obs_space, cfg.model_config())
+        self.obs_filter = NoFilter()
+        self.learner = self._learner(self.preprocessor.observation_space, action_space)
+        self.policy = self.learner.acting_policy()
+        # Box observations are stored as the env gives them (images stay uint8, a frame
+        # stack is stored frame by frame); other spaces as their preprocessed row.
+        self._store_raw = isinstance(obs_space, gym.spaces.Box)
+        shape = tuple(obs_space.shape or ()) if self._store_raw else self.preprocessor.shape
+        dtype = obs_space.dtype if self._store_raw else np.float32
+        k, axis = _frame_stack(obs_space, cfg)
+        self.replay = ReplayBuffer(
+            cfg.replay_capacity,
+            n,
+            tuple(shape),
+            dtype,
+            tuple(action_space.shape or ()),
+            np.int64 if isinstance(action_space, gym.spaces.Discrete) else np.float32,
+            n_step=cfg.n_step,
+            gamma=cfg.gamma,
+            frame_stack=k,
+            stack_axis=axis,
+            prioritized=cfg.prioritized_replay,
+            alpha=cfg.prioritized_replay_alpha,
+            seed=self.seed,
+        )
+        self.num_envs = n
+        self._raw: Any = None
+        self._resetting = np.zeros(n, bool)
+        self._ep_return = np.zeros(n, np.float64)
+        self._ep_len = np.zeros(n, np.int64)
+        self.episode_returns: deque[float] = deque(maxlen=cfg.metrics_smoothing_episodes)
+        self.episode_lengths: deque[int] = deque(maxlen=cfg.metrics_smoothing_episodes)
+        self.episodes_total = 0
+        self.num_updates = 0
+        self._env_seed: int | None = self.seed
+
+    # --- the env side -------------------------------------------------------------------------
+    def _stored(self, raw: Any) -> np.ndarray:
+        """What the buffer stores of a batch of raw observations."""
+        if self._store_raw:
+            return np.asarray(raw)
+        return self.preprocessor.transform_batch(raw)
+
+    def _model_input(self, stored: np.ndarray) -> np.ndarray:
+        """The model's input from stored observations."""
+        if self._store_raw:
+            return self.preprocessor.transform_batch(stored)
+        return stored
+
+    def _reset(self) -> None:
+        raw, _ = self.venv.reset(seed=self._env_seed)
+        self._raw = self._stored(raw)
+        self._resetting[:] = False
+
+    def _step_envs(self) -> tuple[int, list[float], list[int]]:
+        """One step of every env: act, store, count. Returns the steps that were
+        transitions and the finished episodes' returns and lengths."""
+        cfg: OffPolicyConfig = self.config
+        obs = self._raw
+        actions = self.learner.act(self._model_input(obs), True, self.timesteps_total)
+        env_actions = actions
+        if cfg.clip_actions and isinstance(self.venv.single_action_space, gym.spaces.Box):
+            env_actions = clip_actions(actions, self.venv.single_action_space)
+        raw, rewards, terminated, truncated, info = self.venv.step(env_actions)
+        rewards = np.asarray(rewards, np.float32)
+        if not np.isfinite(rewards).all():
+            bad = int(np.flatnonzero(~np.isfinite(rewards))[0])
+            raise ValueError(
+                f"env {cfg.env_name!r} (sub-env {bad}) returned a non-finite reward: {rewards[bad]}"
+            )
+        terminated = np.asarray(terminated, bool)
+        truncated = np.asarray(truncated, bool)
+        nxt = self._stored(raw)
+        if self._next_step_reset:
+            valid = ~self._resetting
+            terminated, truncated = terminated & valid, truncated & valid
+            final = nxt  # the returned observation is the final one; the reset comes next
+        else:
+            valid = np.ones(self.num_envs, bool)
+            final = nxt
+            done_rows = np.flatnonzero(terminated | truncated)
+            if done_rows.size:
+                finals: Any = info.get("final_obs")
+                final = nxt.copy()
+                for i in done_rows:
+                    final[i] = self._stored([finals[i]])[0]
+        dones = terminated | truncated
+        self.replay.add(obs, actions, rewards, terminated, truncated, final, valid=valid)
+        self._ep_return += np.where(valid, rewards, 0.0)
+        self._ep_len += valid
+        returns, lengths = [], []
+        for i in np.flatnonzero(dones):
+            returns.append(float(self._ep_return[i]))
+            lengths.append(int(self._ep_len[i]))
+        self._ep_return[dones] = 0.0
+        self._ep_len[dones] = 0
+        if self._next_step_reset:
+            self._resetting = dones
+        self._raw = nxt
+        return int(valid.sum()), returns, lengths
+
+    # --- training -----------------------------------------------------------------------------
+    def _learn(self, before: int, stats: list[dict[str, float]]) -> None:
+        """The gradient steps and target updates due between ``before`` and now."""
+        cfg: OffPolicyConfig = self.config
+        now = self.timesteps_total
+        if now < cfg.learning_starts or len(self.replay) < cfg.train_batch_size:
+            return
+        rounds = now // cfg.train_freq - max(before, cfg.learning_starts - 1) // cfg.train_freq
+        for _ in range(max(0, rounds) * cfg.gradient_steps):
+            beta = cfg.beta_at(now)
+            batch = self.replay.sample(cfg.train_batch_size, beta=beta)
+            batch = batch._replace(
+                obs=self._model_input(batch.obs), next_obs=self._model_input(batch.next_obs)
+            )
+            row, priorities = self.learner.update(batch, now)
+            if cfg.prioritized_replay:
+                self.replay.update_priorities(batch.indices, priorities)
+            stats.append(row)
+            self.num_updates += 1
+        syncs = now // cfg.target_network_update_freq - before // cfg.target_network_update_freq
+        for _ in range(min(syncs, 1 if cfg.tau >= 1.0 else syncs)):
+            self.learner.sync_targets()
+
+    def train(self) -> dict[str, Any]:
+        """Runs one iteration (``timesteps_per_iteration`` env steps and the updates due).
+
+        Returns:
+            ``training_iteration``, ``timesteps_total``, ``episodes_total``,
+            ``episodes_this_iter``, ``episode_return_mean`` / ``_min`` / ``_max``,
+            ``episode_len_mean``, the learner's statistics averaged over the iteration's
+            updates (DQN: ``qf_loss``, ``q_mean``, ``td_error_mean``, ``grad_norm``,
+            ``epsilon``; SAC: ``qf_loss``, ``actor_loss``, ``alpha``, ``entropy``, ...),
+            ``num_updates``, ``replay_size``, ``lr``, ``steps_per_s``, ``time_this_iter_s``,
+            ``time_total_s``.
+        """
+        cfg: OffPolicyConfig = self.config
+        start = time.perf_counter()
+        if self._raw is None:
+            self._reset()
+        lr = lr_at(cfg, self.timesteps_total)
+        if cfg.lr_schedule:
+            self.learner.set_lr(lr)
+        stats: list[dict[str, float]] = []
+        finished: list[float] = []
+        target = self.timesteps_total + cfg.timesteps_per_iteration
+        while self.timesteps_total < target:
+            before = self.timesteps_total
+            steps, returns, lengths = self._step_envs()
+            self.timesteps_total += steps
+            finished += returns
+            self.episode_returns.extend(returns)
+            self.episode_lengths.extend(lengths)
+            self._learn(before, stats)
+        self.episodes_total += len(finished)
+        self.iteration += 1
+        elapsed = time.perf_counter() - start
+        self.time_total_s += elapsed
+        returns_window = list(self.episode_returns)
+        metrics: dict[str, Any] = {
+            "training_iteration": self.iteration,
+            "timesteps_total": self.timesteps_total,
+            "episodes_total": self.episodes_total,
+            "episodes_this_iter": len(finished),
+            "episode_return_mean": float(np.mean(returns_window)) if returns_window else math.nan,
+            "episode_return_min": float(np.min(returns_window)) if returns_window else math.nan,
+            "episode_return_max": float(np.max(returns_window)) if returns_window else math.nan,
+            "episode_len_mean": (
+                float(np.mean(self.episode_lengths)) if self.episode_lengths else math.nan
+            ),
+        }
+        keys = sorted({k for row in stats for k in row})
+        for key in keys:
+            metrics[key] = float(np.mean([row[key] for row in stats if key in row]))
+        metrics.update(self._extra_metrics())
+        metrics.update(
+            {
+                "num_updates": self.num_updates,
+                "replay_size": len(self.replay),
+                "lr": lr,
+                "steps_per_s": cfg.timesteps_per_iteration / elapsed if elapsed > 0 else math.nan,
+                "time_this_iter_s": elapsed,
+                "time_total_s": self.time_total_s,
+            }
+        )
+        if cfg.evaluation_interval:
+            evaluation = None
+            if self.iteration % cfg.evaluation_interval == 0:
+                evaluation = self._evaluate_during_training()
+            for key in (
+                "episode_return_mean",
+                "episode_return_std",
+                "episode_return_min",
+                "episode_return_max",
+                "episode_len_mean",
+            ):
+                metrics[f"evaluation/{key}"] = math.nan if evaluation is None else evaluation[key]
+        self.last_metrics = metrics
+        if self._logger is not None:
+            self._logger.write(metrics)
+        return metrics
+
+    def _extra_metrics(self) -> dict[str, float]:
+        """Metrics of the algorithm's own (DQN: the current epsilon)."""
+        return {}
+
+    # --- checkpoints --------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The learner, counters, RNG states, the envs (when they pickle), the current
+        observations and, with ``checkpoint_replay``, the replay buffer."""
+        cfg: OffPolicyConfig = self.config
+        env = cfg.env
+        try:
+            pickle.dumps(env)
+            storable_env = env
+        except Exception:  # lambdas and closures cannot be pickled
+            storable_env = None
+        config = cfg.to_dict()
+        config["env"] = storable_env
+        return {
+            "format": self.FORMAT,
+            "config": config,
+            "env_name": cfg.env_name,
+            "seed": self.seed,
+            "iteration": self.iteration,
+            "timesteps_total": self.timesteps_total,
+            "time_total_s": self.time_total_s,
+            "learner": self.learner.state_dict(),
+            "replay": self.replay.state_dict() if cfg.checkpoint_replay else None,
+            "envs": env_snapshot(self.venv),
+            "raw": self._raw,
+            "resetting": self._resetting.copy(),
+            "ep_return": self._ep_return.copy(),
+            "ep_len": self._ep_len.copy(),
+            "episode_returns": list(self.episode_returns),
+            "episode_lengths": list(self.episode_lengths),
+            "episodes_total": self.episodes_total,
+            "num_updates": self.num_updates,
+            "torch_rng": torch.get_rng_state(),
+            "numpy_rng": self._rng.bit_generator.state,
+            "python_rng": random.getstate(),
+            "last_metrics": dict(self.last_metrics),
+            "best_score": self.best_score,
+        }
+
+    @classmethod
+    def restore(  # type: ignore[override]
+        cls,
+        path: str | Path,
+        env: str | Callable[[dict[str, Any]], Any] | None = None,
+        run_dir: str | Path | None = None,
+        log: bool = True,
+    ) -> OffPolicyTrainer:
+        """A trainer continuing from a checkpoint (see :meth:`PPOTrainer.restore`): exactly
+        as the uninterrupted run when the checkpoint holds the replay buffer
+        (``checkpoint_replay``) and the envs pickle; otherwise with a RuntimeWarning."""
+        if log:
+            recover_interrupted_saves(checkpoint_run_dir(path))
+        state = load_checkpoint(path)
+        if state.get("format") != cls.FORMAT:
+            raise ValueError(f"{state['_path']!r} is not a {cls.CONFIG.ALGORITHM} checkpoint")
+        config_dict = dict(state["config"])
+        if env is not None:
+            config_dict["env"] = env
+        if config_dict["env"] is None:
+            raise ValueError(
+                f"checkpoint {state['_path']!r} was trained on {state['env_name']!r}, an env "
+                f"creator that could not be saved; pass it: {cls.__name__}.restore(path, env=...)"
+            )
+        config = cls.CONFIG.from_dict(config_dict)
+        envs = None
+        if state.get("envs") is not None:
+            try:
+                envs = pickle.loads(state["envs"])
+            except Exception as err:  # e.g. the env's module is not importable here
+                raise ValueError(
+                    f"checkpoint {state['_path']!r}: its saved environments cannot be loaded "
+                    f"({type(err).__name__}: {err}); is the env's package importable?"
+                ) from None
+        lost = []
+        if envs is None:
+            lost.append("its envs were not stored, so they restart from a fresh reset")
+        if state.get("replay") is None:
+            lost.append(
+                "its replay buffer was not stored (checkpoint_replay=False), so it refills "
+                f"for learning_starts={config.learning_starts} steps"
+            )
+        if lost:
+            warnings.warn(
+                f"resuming {state['_path']!r}: {'; '.join(lost)}: the run does not continue "
+                "bit for bit",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        trainer = cls.__new__(cls)
+        trainer.config = config
+        trainer.seed = int(state["seed"])
+        if config.num_threads is not None:
+            torch.set_num_threads(config.num_threads)
+        trainer.device = _resolve_device(config.device)
+        trainer._rng = np.random.default_rng(trainer.seed)
+        trainer._logger = None
+        trainer._build(venv=vector_env_from_config(config, envs=envs) if envs is not None else None)
+        trainer._init_extras()
+        trainer.iteration = int(state["iteration"])
+        trainer.timesteps_total = int(state["timesteps_total"])
+        trainer.time_total_s = float(state["time_total_s"])
+        trainer.last_metrics = dict(state.get("last_metrics") or {})
+        trainer.best_score = float(state.get("best_score", -math.inf))
+        try:
+            trainer.learner.load_state_dict(state["learner"])
+            if state.get("replay") is not None:
+                trainer.replay.load_state_dict(state["replay"])
+        except (RuntimeError, ValueError, KeyError) as err:
+            raise ValueError(
+                f"checkpoint {state['_path']!r} does not fit this config/model: {err}"
+            ) from None
+        trainer.episode_returns.extend(state["episode_returns"])
+        trainer.episode_lengths.extend(state["episode_lengths"])
+        trainer.episodes_total = int(state["episodes_total"])
+        trainer.num_updates = int(state["num_updates"])
+        if envs is not None:
+            trainer._raw = state["raw"]
+            trainer._resetting = np.asarray(state["resetting"], bool).copy()
+            trainer._ep_return = np.asarray(state["ep_return"], np.float64).copy()
+            trainer._ep_len = np.asarray(state["ep_len"], np.int64).copy()
+        else:
+            trainer._env_seed = trainer.seed + trainer.timesteps_total
+        torch.set_rng_state(state["torch_rng"])
+        trainer._rng.bit_generator.state = state["numpy_rng"]
+        random.setstate(state["python_rng"])
+        trainer._resume_logging(state, run_dir, log)
+        return trainer
+
+    def close(self) -> None:
+        """Closes the envs and the log writers."""
+        if getattr(self, "venv", None) is not None:
+            self.venv.close()
+        if getattr(self, "_eval_env", None) is not None:
+            self._eval_env.close()  # type: ignore[union-attr]
+            self._eval_env = None
+        if getattr(self, "_logger", None) is not None:
+            self._logger.close()  # type: ignore[union-attr]
+
+
+class DQNTrainer(OffPolicyTrainer):
+    """DQN (dueling, double, n-step, prioritized, distributional) on a gymnasium env with
+    ``Discrete`` actions; see :class:`~rlblocks.train.offpolicy_config.DQNConfig`."""
+
+    CONFIG: ClassVar[type[OffPolicyConfig]] = DQNConfig
+    FORMAT: ClassVar[str] = "rlblocks.dqn"
+
+    def _learner(self, obs_space: gym.Space, action_space: gym.Space) -> Any:
+        return DQNLearner(obs_space, action_space, self.config, self.device)
+
+    def _extra_metrics(self) -> dict[str, float]:
+        return {"epsilon": self.config.epsilon_at(self.timesteps_total)}
+
+
+class SACTrainer(OffPolicyTrainer):
+    """SAC (twin critics, automatic entropy tuning) on a gymnasium env with ``Box`` or
+    ``Discrete`` actions; see :class:`~rlblocks.train.offpolicy_config.SACConfig`."""
+
+    CONFIG: ClassVar[type[OffPolicyConfig]] = SACConfig
+    FORMAT: ClassVar[str] = "rlblocks.sac"
+
+    def _learner(self, obs_space: gym.Space, action_space: gym.Space) -> Any:
+        from rlblocks.train.sac_learner import SACLearner
+
+        return SACLearner(obs_space, action_space, self.config, self.device)

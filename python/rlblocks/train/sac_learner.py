@@ -1,0 +1,688 @@
+"""``SACLearner``: soft actor-critic for Box (squashed Gaussian) and Discrete actions.
+
+Continuous actions (Haarnoja et al. 2018, with automatic entropy tuning): the actor is the
+catalog's model for ``config.model`` with ``2 * dim(A)`` outputs (means, then log standard
+deviations: :class:`~rlblocks.distributions.SquashedGaussian`'s layout); the critics are
+:class:`~rlblocks.models.heads.ContinuousActionQModel` heads over the catalog's base model
+for ``config.q_model``, so nested and image observations work. For a flat observation whose
+default model is the fully connected net, the base is the identity (``fcnet_hiddens=[]``)
+and the critic is the usual MLP over ``concat(obs, action)``. All losses and entropies are
+computed on the normalised action ``tanh(u)`` in ``[-1, 1]`` (critics read actions rescaled
+from the Box bounds to ``[-1, 1]``), so the automatic target entropy is ``-dim(A)`` for any
+bounds; :meth:`SACLearner.act` returns actions scaled to the Box bounds.
+
+Discrete actions (Christodoulou 2019): a Categorical actor and critics that output one
+Q-value per action (the catalog's model for ``config.q_model`` with ``n`` outputs, a plain
+linear head; no dueling). Expectations over the actor's probabilities replace sampling::
+
+    V(s')       = sum_a pi(a|s') * (min_i Qtarg_i(s', a) - alpha * log pi(a|s'))
+    actor loss  = mean_s sum_a pi(a|s) * (alpha * log pi(a|s) - min_i Q_i(s, a))
+    alpha loss  = -mean_s log_alpha * (H_target - H(pi(.|s)))
+
+With an ``action_mask`` observation (RLlib's ``{"action_mask", "observations"}``) the actor
+masks its logits (:class:`~rlblocks.masks.ActionMaskModel`), so masked actions have
+probability exactly 0: never acted, and absent from the soft value and the losses. The
+critics read the ``observations`` part only.
+
+The update, for either kind (``y`` per row, ``d`` = ``batch.discounts``: ``gamma^n`` or 0 at
+a terminal; the replay summed the n-step rewards)::
+
+    y           = r + d * V(s')                         (Box: V from one draw a' ~ pi(s'))
+    critic loss = 0.5 * sum_i mean(w * (Q_i(s, a) - y)^2)       (w: importance weights)
+    actor loss  = mean(alpha * log pi(a~|s) - min_i Q_i(s, a~))  (a~ reparameterised)
+    alpha loss  = -mean(log_alpha * (log pi(a~|s) + H_target))
+
+in this order: the target (one draw of next actions), the critic step, the actor step
+(one reparameterised draw, the critics just updated), the alpha step. Priorities are the
+mean over critics of ``|Q_i(s, a) - y|``; the importance weights ``w`` weigh the critic loss
+only (as in RLlib).
+
+Examples:
+    >>> import gymnasium as gym, numpy as np, torch
+    >>> cfg = SACConfig(model={"fcnet_hiddens": [16]}, q_model={"fcnet_hiddens": [16]})
+    >>> _ = torch.manual_seed(0)
+    >>> learner = SACLearner(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-2, 2, (2,)), cfg)
+    >>> learner.target_entropy
+    -2.0
+    >>> actions = learner.act(np.zeros((4, 3), np.float32), explore=True, timestep=0)
+    >>> actions.shape, bool((np.abs(actions) <= 2).all())
+    ((4, 2), True)
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Iterable, Mapping
+from functools import partial
+from typing import Any, NamedTuple, Protocol
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.spaces import Box, Discrete
+from torch import nn
+
+from rlblocks.catalog import ModelCatalog
+from rlblocks.config import ModelConfig
+from rlblocks.distributions import FLOAT_MIN, SquashedGaussian
+from rlblocks.masks import (
+    MASK_KEY,
+    OBS_KEY,
+    ActionMaskModel,
+    check_action_mask,
+    is_mask_space,
+    masked_action_rows,
+)
+from rlblocks.models.fcnet import FullyConnectedNetwork
+from rlblocks.models.heads import ContinuousActionQModel
+from rlblocks.models.modelv2 import ModelV2
+from rlblocks.train.offpolicy_config import SACConfig
+
+__all__ = ["SACActingPolicy", "SACLearner", "TransitionBatch"]
+
+#: Christodoulou (2019)'s factor on the maximum entropy ``log n`` (discrete "auto" target).
+DISCRETE_ENTROPY_FACTOR = 0.98
+
+
+class TransitionBatch(Protocol):
+    """What :meth:`SACLearner.update` reads from a replay sample
+    (``rlblocks.replay.ReplaySample`` has these fields and more)."""
+
+    @property
+    def obs(self) -> Any: ...
+    @property
+    def actions(self) -> Any: ...
+    @property
+    def rewards(self) -> Any: ...
+    @property
+    def next_obs(self) -> Any: ...
+    @property
+    def discounts(self) -> Any: ...
+    @property
+    def weights(self) -> Any: ...
+
+
+class _Tensors(NamedTuple):
+    obs: torch.Tensor
+    actions: torch.Tensor
+    rewards: torch.Tensor
+    next_obs: torch.Tensor
+    discounts: torch.Tensor
+    weights: torch.Tensor
+
+
+def _checked(cfg: ModelConfig, what: str) -> ModelConfig:
+    """``cfg`` if SAC can train it (no recurrent wrapper, no custom action distribution)."""
+    if cfg.use_lstm or cfg.use_attention:
+        raise ValueError(
+            f"SAC: config.{what} sets use_lstm / use_attention; SAC trains feed-forward "
+            "models only (set both to False)"
+        )
+    if cfg.custom_action_dist:
+        raise ValueError(
+            f"SAC: config.{what}['custom_action_dist'] = {cfg.custom_action_dist!r}; SAC picks "
+            "its distributions (SquashedGaussian for Box, Categorical for Discrete): leave it "
+            "unset"
+        )
+    return cfg
+
+
+def _check_feedforward(model: ModelV2, what: str) -> None:
+    """Refuses models with RNN state or a view of past observations."""
+    if model.get_initial_state():
+        raise ValueError(f"SAC: the {what} model is recurrent; SAC trains feed-forward models")
+    for key, vr in model.view_requirements.items():
+        if key != "obs" and getattr(vr, "data_col", None) == "obs":
+            raise ValueError(
+                f"SAC: the {what} model reads past observations ({key!r}); SAC trains models "
+                "of the current observation only"
+            )
+
+
+def _param_list(modules: Iterable[nn.Module]) -> list[nn.Parameter]:
+    return [p for m in modules for p in m.parameters()]
+
+
+class SACActingPolicy:
+    """The SAC actor seen as a :class:`~rlblocks.train.policy.Policy` (what
+    :class:`~rlblocks.export.graph.PolicyGraph`, evaluation and export read): a
+    feed-forward model, its action distribution, no previous actions or rewards.
+
+    Its deterministic action is the greedy one: the squashed mean scaled to the Box bounds,
+    or the most probable legal Discrete action. The model's ``value_function()`` (which
+    ``PolicyGraph`` exports as ``value``) is the catalog model's value branch, which SAC
+    does not train; read Q-values from the learner instead.
+
+    Attributes:
+        model, dist_class, action_space, obs_space, device: The actor and how to read it.
+        mask_layout, mask_columns: The action mask's layout and columns, or None.
+        recurrent, n_obs_frames, n_prev_actions, n_prev_rewards: False / 0 (SAC's models
+            are feed-forward).
+    """
+
+    recurrent = False
+    n_obs_frames = 0
+    obs_window_key = None
+    n_prev_actions = 0
+    n_prev_rewards = 0
+    prev_actions_key = "prev_actions"
+    prev_rewards_key = "prev_rewards"
+    max_seq_len = 1
+
+    def __init__(
+        self,
+        model: ModelV2,
+        dist_class: Any,
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        device: torch.device,
+    ) -> None:
+        self.model = model
+        self.dist_class = dist_class
+        self.obs_space = obs_space
+        self.action_space = action_space
+        self.device = device
+        self.mask_layout = model.layout if isinstance(model, ActionMaskModel) else None
+        self.mask_columns = model.mask_columns if isinstance(model, ActionMaskModel) else None
+        self.action_shape: tuple[int, ...] = tuple(action_space.shape or ())
+        self.action_dtype: type = np.int64 if isinstance(action_space, Discrete) else np.float32
+        start = getattr(action_space, "start", 0)
+        self.initial_prev_action = np.broadcast_to(
+            np.asarray(start, self.action_dtype), self.action_shape
+        ).copy()
+
+    def initial_state(self, batch_size: int) -> list[torch.Tensor]:
+        """No state: ``[]``."""
+        return []
+
+    def input_dict(
+        self,
+        obs: Any,
+        prev_actions: Any = None,
+        prev_rewards: Any = None,
+        is_training: bool = False,
+    ) -> dict[str, Any]:
+        """The model's input dict for ``[B, ...]`` preprocessed observations."""
+        return {"obs": _as_tensor(obs, self.device), "is_training": is_training}
+
+    def stack_obs(
+        self, window: np.ndarray | None, obs: np.ndarray, new_episode: np.ndarray | None = None
+    ) -> np.ndarray:
+        """``obs`` itself (SAC's models read no window of past observations)."""
+        return obs
+
+    def set_training(self, training: bool) -> None:
+        """Puts the actor in train or eval mode, only if it changes."""
+        if self.model.training != training:
+            self.model.train(training)
+
+    @torch.no_grad()
+    def act(
+        self,
+        obs: Any,
+        state: Any = (),
+        prev_actions: Any = None,
+        prev_rewards: Any = None,
+        explore: bool = True,
+        full: bool = True,
+    ) -> dict[str, Any]:
+        """Actions for a ``[B, ...]`` batch of preprocessed observations (the
+        :meth:`Policy.act <rlblocks.train.policy.Policy.act>` door).
+
+        Returns:
+            ``actions`` (numpy ``[B, *action_shape]``), ``state_out`` (``[]``), and with
+            ``full``: ``logp`` ``[B]``, ``vf_preds`` ``[B]`` (the untrained value branch),
+            ``dist_inputs`` ``[B, K]``.
+
+        Raises:
+            ValueError: A row whose action mask leaves no legal action.
+        """
+        self.set_training(False)
+        x = _as_tensor(obs, self.device)
+        if self.mask_layout is not None:
+            check_action_mask(x[..., self.mask_columns], self.mask_layout)
+        out, _ = self.model({"obs": x, "is_training": False}, [], None)
+        dist = self.dist_class(out, self.model)
+        actions = dist.sample() if explore else dist.deterministic_sample()
+        actions = actions.reshape(actions.shape[0], *self.action_shape)
+        if self.mask_layout is not None:
+            bad = masked_action_rows(actions, x[..., self.mask_columns], self.mask_layout)
+            if bad.any():
+                raise ValueError(
+                    f"SAC: the actor chose a masked action (row {int(bad.argmax())}); its "
+                    "distribution does not respect the FLOAT_MIN logits of masked actions"
+                )
+        result: dict[str, Any] = {"actions": actions.cpu().numpy(), "state_out": []}
+        if full:
+            logp = dist.sampled_action_logp() if explore else dist.logp(actions)
+            result["logp"] = logp.cpu().numpy().astype(np.float32)
+            values = self.model.value_function().reshape(-1)
+            result["vf_preds"] = values.cpu().numpy().astype(np.float32)
+            result["dist_inputs"] = dist.inputs.detach().cpu().numpy()
+        return result
+
+
+def _as_tensor(x: Any, device: torch.device) -> torch.Tensor:
+    """A tensor on ``device``; float64 becomes float32, other dtypes stay."""
+    t = (
+        x.to(device)
+        if isinstance(x, torch.Tensor)
+        else torch.as_tensor(np.asarray(x), device=device)
+    )
+    return t.float() if t.dtype == torch.float64 else t
+
+
+class SACLearner:
+    """Soft actor-critic: actor, twin critics, target critics, ``log_alpha``, optimizers.
+
+    Args:
+        obs_space: The preprocessor's observation space (a Box, with ``original_space``
+            for nested observations).
+        action_space: A 1-D float ``Box`` with finite bounds, or a ``Discrete``.
+        config: The validated :class:`~rlblocks.train.offpolicy_config.SACConfig` (reads
+            ``model_config()``, ``q_model_config()``, ``actor_lr``, ``critic_lr``,
+            ``alpha_lr``, ``tau``, ``initial_alpha``, ``target_entropy``, ``twin_q``,
+            ``grad_clip``; ``gamma`` and ``n_step`` are already in ``batch.discounts``).
+        device: The torch device of every model.
+
+    Attributes:
+        actor: The actor model. critics / target_critics: One or two critic models and
+            their Polyak-averaged copies. log_alpha: The entropy temperature's log
+            (a trained scalar parameter).
+        target_entropy: The entropy target: the config's float, or for ``"auto"``
+            ``-dim(A)`` (Box) / ``0.98 * log(n)`` (Discrete; with an action mask
+            ``0.98 * log(k)`` per row for its ``k`` legal actions, the largest entropy
+            that row can reach, and this attribute is the unmasked value).
+
+    Raises:
+        ValueError: Another action space kind, a Box that is not 1-D float with finite
+            bounds, a mask with a Box action, a recurrent model or a custom action
+            distribution.
+    """
+
+    def __init__(
+        self,
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        config: SACConfig,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        self.device = torch.device(device)
+        self.obs_space = obs_space
+        self.action_space = action_space
+        self.config = config
+        self.discrete = isinstance(action_space, Discrete)
+        if not self.discrete:
+            self._check_box(action_space)
+        self.tau = float(config.tau)
+        self.grad_clip = None if config.grad_clip is None else float(config.grad_clip)
+        actor_cfg = _checked(config.model_config(), "model")
+        q_cfg = _checked(config.q_model_config(), "q_model")
+        original = getattr(obs_space, "original_space", obs_space)
+        self.masked = is_mask_space(original)
+
+        # --- actor ---------------------------------------------------------------------
+        if self.discrete:
+            self.dist_class, num_outputs = ModelCatalog.get_action_dist(action_space, actor_cfg)
+        else:
+            assert isinstance(action_space, Box)
+            self.dist_class = partial(SquashedGaussian, action_space=action_space)
+            num_outputs = 2 * int(action_space.shape[0])
+        self.actor = ModelCatalog.get_model_v2(
+            obs_space, action_space, num_outputs, actor_cfg, name="sac_actor"
+        ).to(self.device)
+        _check_feedforward(self.actor, "actor")
+        self._policy = SACActingPolicy(
+            self.actor, self.dist_class, obs_space, action_space, self.device
+        )
+
+        # --- critics: over the observation (the "observations" part under a mask) -----------
+        self._critic_columns: slice | None = None
+        critic_space = obs_space
+        if self.masked:
+            if not self.discrete:
+                raise ValueError(
+                    f"SAC: an {MASK_KEY!r} observation needs a Discrete action space, got "
+                    f"{action_space}"
+                )
+            from rlblocks.masks import mask_columns
+            from rlblocks.preprocessors import get_preprocessor
+
+            assert isinstance(original, gym.spaces.Dict)
+            child = original[OBS_KEY]
+            critic_space = get_preprocessor(child)(child, q_cfg.to_dict()).observation_space
+            self._critic_columns = mask_columns(obs_space, q_cfg.to_dict())[1]
+        self._critic_shape = tuple(critic_space.shape or ())
+        n_critics = 2 if config.twin_q else 1
+        critics = [self._build_critic(critic_space, q_cfg, f"sac_q{i}") for i in range(n_critics)]
+        for c in critics:
+            _check_feedforward(c, "critic")
+        self.critics = nn.ModuleList(critics).to(self.device)
+        self.target_critics = copy.deepcopy(self.critics)
+        self.target_critics.requires_grad_(False)
+        self.target_critics.train(False)
+
+        # --- entropy ------------------------------------------------------------------
+        self.log_alpha = nn.Parameter(
+            torch.tensor(math.log(config.initial_alpha), dtype=torch.float32, device=self.device)
+        )
+        self.auto_entropy = config.target_entropy == "auto"
+        if self.auto_entropy:
+            self.target_entropy = (
+                DISCRETE_ENTROPY_FACTOR * math.log(int(action_space.n))
+                if isinstance(action_space, Discrete)
+                else -float(np.prod(action_space.shape or (1,)))
+            )
+        else:
+            self.target_entropy = float(config.target_entropy)
+
+        # --- optimizers ---------------------------------------------------------------
+        def lr(value: float | None) -> float:
+            return float(config.lr if value is None else value)
+
+        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=lr(config.actor_lr))
+        self.critic_optimizer = torch.optim.Adam(self.critics.parameters(), lr=lr(config.critic_lr))
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=lr(config.alpha_lr))
+        if not self.discrete:
+            assert isinstance(action_space, Box)
+            self._low = torch.as_tensor(action_space.low, dtype=torch.float32, device=self.device)
+            self._high = torch.as_tensor(action_space.high, dtype=torch.float32, device=self.device)
+
+    # --- construction helpers ---------------------------------------------------------------
+    @staticmethod
+    def _check_box(space: gym.Space) -> None:
+        if not isinstance(space, Box):
+            raise ValueError(
+                f"SAC: the action space must be a Box (squashed Gaussian) or Discrete "
+                f"(Categorical), got {space}"
+            )
+        if not np.issubdtype(space.dtype, np.floating) or len(space.shape) != 1:
+            raise ValueError(
+                f"SAC: a Box action space must be 1-D float, got {space} (dtype {space.dtype}, "
+                f"shape {space.shape})"
+            )
+        if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+            raise ValueError(
+                f"SAC: the Box action space needs finite bounds to squash into, got low="
+                f"{space.low.tolist()}, high={space.high.tolist()}"
+            )
+
+    def _build_critic(self, space: gym.Space, cfg: ModelConfig, name: str) -> ModelV2:
+        if self.discrete:
+            n = int(self.action_space.n)  # type: ignore[attr-defined]
+            return ModelCatalog.get_model_v2(space, self.action_space, n, cfg, name=name)
+        plain_fc = (
+            not cfg.custom_model
+            and ModelCatalog.default_model_class(space, cfg) is FullyConnectedNetwork
+        )
+        base_cfg = {**cfg.to_dict(), "fcnet_hiddens": []} if plain_fc else cfg
+        base = ModelCatalog.get_model_v2(space, self.action_space, None, base_cfg, name=name)
+        return ContinuousActionQModel(space, self.action_space, None, cfg, name, base_model=base)
+
+    # --- tensors ----------------------------------------------------------------------------
+    def _tensors(self, batch: TransitionBatch) -> _Tensors:
+        dev = self.device
+        actions = _as_tensor(batch.actions, dev)
+        if self.discrete:
+            start = int(getattr(self.action_space, "start", 0))
+            actions = actions.reshape(-1).long() - start
+        else:
+            actions = actions.float().reshape(actions.shape[0], -1)
+        return _Tensors(
+            _as_tensor(batch.obs, dev),
+            actions,
+            _as_tensor(batch.rewards, dev).float().reshape(-1),
+            _as_tensor(batch.next_obs, dev),
+            _as_tensor(batch.discounts, dev).float().reshape(-1),
+            _as_tensor(batch.weights, dev).float().reshape(-1),
+        )
+
+    def _normalize(self, actions: torch.Tensor) -> torch.Tensor:
+        """Box-bounded actions -> ``[-1, 1]``."""
+        return (actions - self._low) / (self._high - self._low) * 2.0 - 1.0
+
+    def _critic_obs(self, obs: torch.Tensor) -> torch.Tensor:
+        if self._critic_columns is None:
+            return obs
+        return obs[:, self._critic_columns].reshape(-1, *self._critic_shape)
+
+    def _q(
+        self, critic: nn.Module, obs: torch.Tensor, actions: torch.Tensor | None
+    ) -> torch.Tensor:
+        """``[B]`` Q-values (``actions`` normalised) or, discrete, ``[B, n]``."""
+        feats, _ = critic({"obs": obs}, [], None)
+        if self.discrete:
+            return feats
+        assert isinstance(critic, ContinuousActionQModel) and actions is not None
+        return critic.get_single_q_value(feats, actions).reshape(-1)
+
+    def _actor_out(self, obs: torch.Tensor) -> torch.Tensor:
+        out, _ = self.actor({"obs": obs}, [], None)
+        return out
+
+    def _discrete_policy(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(probs, log_probs)``; a masked (``FLOAT_MIN``) logit gives probability 0 and
+        log-probability 0 in place of ``-inf`` (so ``probs * (... log_probs ...)`` is 0 there,
+        gradients included)."""
+        logp = torch.log_softmax(logits, dim=-1)
+        probs = logp.exp()
+        return probs, torch.where(probs > 0, logp, torch.zeros_like(logp))
+
+    def _row_target_entropy(self, logits: torch.Tensor) -> torch.Tensor | float:
+        """The entropy target, per row for an automatic target under an action mask."""
+        if not (self.masked and self.auto_entropy):
+            return self.target_entropy
+        legal = (logits > FLOAT_MIN / 2).sum(-1).clamp(min=1).float()
+        return DISCRETE_ENTROPY_FACTOR * torch.log(legal)
+
+    def row_target_entropy(self, obs: Any) -> np.ndarray:
+        """The entropy target of each row of ``[B, ...]`` observations (``float64 [B]``;
+        differs from :attr:`target_entropy` only for an automatic target with a mask).
+
+        Examples:
+            >>> import gymnasium as gym, numpy as np
+            >>> cfg = SACConfig(model={"fcnet_hiddens": [8]}, q_model={"fcnet_hiddens": [8]})
+            >>> SACLearner(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(4), cfg
+            ...            ).row_target_entropy(np.zeros((1, 2))).round(4).tolist()
+            [1.3586]
+        """
+        with torch.no_grad():
+            target = self._row_target_entropy(self._actor_out(_as_tensor(obs, self.device)))
+        b = int(np.asarray(obs).shape[0]) if not isinstance(obs, torch.Tensor) else obs.shape[0]
+        if isinstance(target, torch.Tensor):
+            return target.cpu().numpy().astype(np.float64)
+        return np.full(b, target, np.float64)
+
+    @property
+    def alpha(self) -> float:
+        """The current entropy temperature ``exp(log_alpha)``."""
+        return float(self.log_alpha.detach().exp())
+
+    # --- the interface ----------------------------------------------------------------------
+    def act(self, obs: np.ndarray, explore: bool, timestep: int) -> np.ndarray:
+        """``[B, *action_shape]`` actions for ``[B, ...]`` preprocessed observations:
+        sampled (``explore``) or greedy (the squashed mean / the most probable legal
+        action). Box actions lie within the bounds; Discrete ones are int64 with the
+        space's ``start``. ``timestep`` is unused (SAC explores through its entropy).
+
+        Raises:
+            ValueError: A row whose action mask leaves no legal action.
+        """
+        return self._policy.act(obs, [], explore=explore, full=False)["actions"]
+
+    @torch.no_grad()
+    def targets(self, batch: TransitionBatch) -> torch.Tensor:
+        """The critics' target ``y = r + d * V(s')`` per row (``[B]``); for a Box action
+        space ``V`` draws one next action per row (the update's first random draw)."""
+        t = batch if isinstance(batch, _Tensors) else self._tensors(batch)
+        return self._targets(t)
+
+    def _targets(self, t: _Tensors) -> torch.Tensor:
+        alpha = self.log_alpha.detach().exp()
+        out = self._actor_out(t.next_obs)
+        obs = self._critic_obs(t.next_obs)
+        if self.discrete:
+            probs, logp = self._discrete_policy(out)
+            q = torch.stack([self._q(c, obs, None) for c in self.target_critics]).amin(0)
+            value = (probs * (q - alpha * logp)).sum(-1)
+        else:
+            a_next, logp_next = SquashedGaussian(out).rsample_and_logp()
+            q = torch.stack([self._q(c, obs, a_next) for c in self.target_critics]).amin(0)
+            value = q - alpha * logp_next
+        return t.rewards + t.discounts * value
+
+    def critic_loss(
+        self, batch: TransitionBatch, targets: torch.Tensor
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """``(0.5 * sum_i mean(w * (Q_i(s, a) - y)^2), [Q_i(s, a) per critic, [B] each])``."""
+        t = batch if isinstance(batch, _Tensors) else self._tensors(batch)
+        return self._critic_loss(t, targets)
+
+    def _critic_loss(
+        self, t: _Tensors, targets: torch.Tensor
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        obs = self._critic_obs(t.obs)
+        if self.discrete:
+            qs = [self._q(c, obs, None).gather(1, t.actions[:, None])[:, 0] for c in self.critics]
+        else:
+            a = self._normalize(t.actions)
+            qs = [self._q(c, obs, a) for c in self.critics]
+        loss = 0.5 * (t.weights * (qs[0] - targets) ** 2).mean()
+        for q in qs[1:]:
+            loss = loss + 0.5 * (t.weights * (q - targets) ** 2).mean()
+        return loss, qs
+
+    def _step(
+        self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, params: list[Any]
+    ) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward(inputs=params)
+        if self.grad_clip is not None:
+            nn.utils.clip_grad_norm_(params, self.grad_clip)
+        optimizer.step()
+
+    def update(self, batch: TransitionBatch, timestep: int) -> tuple[dict[str, float], np.ndarray]:
+        """One gradient step of the critics, the actor and ``log_alpha`` on ``batch``.
+
+        Returns:
+            ``(stats, priorities)``: ``qf_loss``, ``actor_loss``, ``alpha_loss``, ``alpha``
+            (after the step), ``q_mean``, ``td_error_mean`` (mean ``|Q - y|``),
+            ``entropy`` (the actor's, estimated from its draws for a Box),
+            ``target_entropy``; priorities ``float64 [B]``: the mean over critics of
+            ``|Q_i(s, a) - y|``.
+        """
+        t = self._tensors(batch)
+        if not self.actor.training:
+            self.actor.train(True)
+        if not self.critics.training:
+            self.critics.train(True)
+        targets = self.targets(t)
+
+        # critics
+        critic_params = _param_list(self.critics)
+        qf_loss, qs = self._critic_loss(t, targets)
+        self._step(self.critic_optimizer, qf_loss, critic_params)
+        td = torch.stack([(q.detach() - targets).abs() for q in qs]).mean(0)
+
+        # actor
+        alpha = self.log_alpha.detach().exp()
+        out = self._actor_out(t.obs)
+        obs = self._critic_obs(t.obs)
+        target_entropy: torch.Tensor | float
+        if self.discrete:
+            probs, logp = self._discrete_policy(out)
+            q_pi = torch.stack([self._q(c, obs, None) for c in self.critics]).amin(0)
+            actor_loss = (probs * (alpha * logp - q_pi)).sum(-1).mean()
+            neg_entropy = (probs * logp).sum(-1).detach()  # minus each row's entropy
+            target_entropy = self._row_target_entropy(out.detach())
+        else:
+            a_pi, logp_pi = SquashedGaussian(out).rsample_and_logp()
+            q_pi = torch.stack([self._q(c, obs, a_pi) for c in self.critics]).amin(0)
+            actor_loss = (alpha * logp_pi - q_pi).mean()
+            neg_entropy = logp_pi.detach()
+            target_entropy = self.target_entropy
+        self._step(self.actor_optimizer, actor_loss, list(self.actor.parameters()))
+
+        # temperature
+        alpha_loss = -(self.log_alpha * (neg_entropy + target_entropy)).mean()
+        self._step(self.alpha_optimizer, alpha_loss, [self.log_alpha])
+
+        stats = {
+            "qf_loss": float(qf_loss.detach()),
+            "actor_loss": float(actor_loss.detach()),
+            "alpha_loss": float(alpha_loss.detach()),
+            "alpha": self.alpha,
+            "q_mean": float(qs[0].detach().mean()),
+            "td_error_mean": float(td.mean()),
+            "entropy": float(-neg_entropy.mean()),
+            "target_entropy": float(torch.as_tensor(target_entropy).float().mean()),
+        }
+        priorities = td.cpu().numpy().astype(np.float64)
+        return stats, priorities
+
+    @torch.no_grad()
+    def sync_targets(self) -> None:
+        """Polyak averaging: ``target <- (1 - tau) * target + tau * critic`` for every
+        parameter (``tau = 1``: an exact copy); buffers are copied."""
+        target_params: list[torch.Tensor] = list(self.target_critics.parameters())
+        params: list[torch.Tensor] = list(self.critics.parameters())
+        if self.tau == 1.0:
+            torch._foreach_copy_(target_params, params)
+        else:
+            torch._foreach_mul_(target_params, 1.0 - self.tau)
+            torch._foreach_add_(target_params, params, alpha=self.tau)
+        for tb, b in zip(self.target_critics.buffers(), self.critics.buffers(), strict=True):
+            tb.copy_(b)
+
+    def acting_policy(self) -> SACActingPolicy:
+        """The actor as a Policy-like object for export and evaluation (shares the
+        learner's model); its deterministic action is :meth:`act` with ``explore=False``."""
+        return self._policy
+
+    # --- state ------------------------------------------------------------------------------
+    _STATE_KEYS = (
+        "actor",
+        "critics",
+        "target_critics",
+        "actor_optimizer",
+        "critic_optimizer",
+        "alpha_optimizer",
+        "log_alpha",
+    )
+
+    def state_dict(self) -> dict[str, Any]:
+        """Every model, target, optimizer and ``log_alpha`` (references to the live
+        tensors, as ``torch``'s ``state_dict``: save or copy it before further updates)."""
+        return {
+            "actor": self.actor.state_dict(),
+            "critics": self.critics.state_dict(),
+            "target_critics": self.target_critics.state_dict(),
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "critic_optimizer": self.critic_optimizer.state_dict(),
+            "alpha_optimizer": self.alpha_optimizer.state_dict(),
+            "log_alpha": self.log_alpha.detach().clone(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restores :meth:`state_dict`'s output exactly.
+
+        Raises:
+            ValueError: A missing entry (named), or models of other shapes.
+        """
+        missing = [k for k in self._STATE_KEYS if k not in state]
+        if missing:
+            raise ValueError(
+                f"SAC state: missing {missing}; a SAC learner state has {list(self._STATE_KEYS)}"
+            )
+        try:
+            self.actor.load_state_dict(state["actor"])
+            self.critics.load_state_dict(state["critics"])
+            self.target_critics.load_state_dict(state["target_critics"])
+        except RuntimeError as err:
+            raise ValueError(f"SAC state: the models do not match this learner's: {err}") from err
+        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
+        with torch.no_grad():
+            self.log_alpha.copy_(torch.as_tensor(state["log_alpha"], dtype=torch.float32))

@@ -1,0 +1,175 @@
+"""The DQN learner: C51's projection, the (double) Q target, masks, target updates, export."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium.spaces import Box, Dict, Discrete, MultiBinary
+from rlblocks.catalog import ModelCatalog
+from rlblocks.train.dqn_learner import DQNLearner, project_distribution
+from rlblocks.train.offpolicy_config import DQNConfig
+
+
+class Batch(NamedTuple):
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    next_obs: np.ndarray
+    discounts: np.ndarray
+    weights: np.ndarray
+    indices: np.ndarray
+
+
+def _batch(rng: np.random.Generator, obs_dim: int, n: int, b: int = 6, **over: Any) -> Batch:
+    fields: dict[str, Any] = {
+        "obs": rng.normal(size=(b, obs_dim)).astype(np.float32),
+        "actions": rng.integers(0, n, b),
+        "rewards": rng.normal(size=b).astype(np.float32),
+        "next_obs": rng.normal(size=(b, obs_dim)).astype(np.float32),
+        "discounts": np.where(rng.random(b) < 0.3, 0.0, 0.99**3).astype(np.float32),
+        "weights": rng.uniform(0.2, 1.0, b).astype(np.float32),
+        "indices": np.arange(b),
+    }
+    fields.update(over)
+    return Batch(**fields)
+
+
+def test_c51_projection_matches_the_closed_form() -> None:
+    z = torch.linspace(-2.0, 2.0, 5)  # atoms -2 -1 0 1 2
+    probs = torch.tensor([[0.1, 0.2, 0.4, 0.2, 0.1], [0.0, 0.0, 1.0, 0.0, 0.0]])
+    out = project_distribution(probs, torch.tensor([0.5, 5.0]), torch.tensor([1.0, 0.0]), z)
+    # row 0: every atom shifts by 0.5, half its mass to each neighbour; the top atom clamps
+    expected0 = torch.tensor([0.05, 0.15, 0.30, 0.30, 0.20])
+    torch.testing.assert_close(out[0], expected0)
+    # row 1: terminal (discount 0), reward beyond v_max: all mass on the top atom
+    torch.testing.assert_close(out[1], torch.tensor([0.0, 0.0, 0.0, 0.0, 1.0]))
+    torch.testing.assert_close(out.sum(1), torch.ones(2))
+
+
+@pytest.mark.parametrize("double_q", [True, False])
+@pytest.mark.parametrize("loss", ["huber", "mse"])
+def test_update_minimises_the_double_q_target(double_q: bool, loss: str) -> None:
+    torch.manual_seed(0)
+    space, actions = Box(-5, 5, (3,)), Discrete(4)
+    cfg = DQNConfig(
+        model={"fcnet_hiddens": [8]}, double_q=double_q, td_error_loss_fn=loss, grad_clip=None
+    )
+    learner = DQNLearner(space, actions, cfg, "cpu")
+    with torch.no_grad():  # a target network that differs from the online one
+        for p in learner.target.parameters():
+            p.add_(0.3)
+    batch = _batch(np.random.default_rng(1), 3, 4)
+    q = learner.q.masked_q(torch.as_tensor(batch.obs)).detach()
+    q_next_online = learner.q.masked_q(torch.as_tensor(batch.next_obs)).detach()
+    q_next_target = learner.target.masked_q(torch.as_tensor(batch.next_obs)).detach()
+    picker = q_next_online if double_q else q_next_target
+    a_star = picker.argmax(1)
+    target = (
+        torch.as_tensor(batch.rewards)
+        + torch.as_tensor(batch.discounts) * q_next_target[torch.arange(6), a_star]
+    )
+    taken = q[torch.arange(6), torch.as_tensor(batch.actions)]
+    diff = taken - target
+    per_row = (
+        torch.where(diff.abs() < 1, 0.5 * diff**2, diff.abs() - 0.5) if loss == "huber" else diff**2
+    )
+    expected = float((torch.as_tensor(batch.weights) * per_row).mean())
+    stats, priorities = learner.update(batch)
+    assert stats["qf_loss"] == pytest.approx(expected, rel=1e-5)
+    np.testing.assert_allclose(priorities, diff.abs().numpy(), rtol=1e-5)
+    # the step lowered the loss on the same batch
+    after = learner.q.masked_q(torch.as_tensor(batch.obs)).detach()[
+        torch.arange(6), torch.as_tensor(batch.actions)
+    ]
+    assert float(((after - target) ** 2).mean()) < float((diff**2).mean())
+
+
+def _masked_space(n: int) -> tuple[gym.Space, Any]:
+    raw = Dict({"action_mask": MultiBinary(n), "observations": Box(-1, 1, (2,))})
+    prep = ModelCatalog.get_preprocessor_for_space(raw)
+    return prep.observation_space, prep
+
+
+def test_masked_actions_are_never_taken_nor_bootstrapped() -> None:
+    torch.manual_seed(0)
+    space, prep = _masked_space(4)
+    learner = DQNLearner(space, Discrete(4), DQNConfig(model={"fcnet_hiddens": [8]}), "cpu")
+    rng = np.random.default_rng(0)
+    masks = rng.integers(0, 2, (500, 4))
+    masks[masks.sum(1) == 0, 2] = 1
+    obs = prep.transform_batch(
+        [{"action_mask": m, "observations": rng.uniform(-1, 1, 2)} for m in masks]
+    )
+    for explore in (False, True):  # epsilon is 1.0 at timestep 0: uniform over legal ones
+        acted = learner.act(obs, explore=explore, timestep=0)
+        assert masks[np.arange(500), acted].all()
+    explored = learner.act(obs, explore=True, timestep=0)
+    assert len(set(explored[masks.sum(1) == 4].tolist())) == 4  # random among all legal
+    # the bootstrap reads only the legal action; a next observation with none bootstraps 0
+    only = np.zeros((3, 4), np.int64)
+    only[0, 3] = only[1, 1] = 1
+    nxt = prep.transform_batch([{"action_mask": m, "observations": np.zeros(2)} for m in only])
+    a_star, legal = learner._bootstrap_action(torch.as_tensor(nxt))
+    assert a_star[:2].tolist() == [3, 1] and legal.tolist() == [True, True, False]
+    batch = _batch(
+        rng, obs.shape[1], 4, b=3, obs=nxt, next_obs=nxt, discounts=np.ones(3, np.float32)
+    )
+    stats, _ = learner.update(batch)
+    assert np.isfinite(stats["qf_loss"])
+    with pytest.raises(ValueError, match="allows no action"):
+        learner.act(nxt, explore=False, timestep=0)
+
+
+def test_polyak_and_hard_target_updates() -> None:
+    learner = DQNLearner(
+        Box(-1, 1, (2,)), Discrete(2), DQNConfig(model={"fcnet_hiddens": [4]}, tau=0.25), "cpu"
+    )
+    with torch.no_grad():
+        for p in learner.target.parameters():
+            p.zero_()
+    online = [p.detach().clone() for p in learner.q.parameters()]
+    learner.sync_targets()
+    for t, p in zip(learner.target.parameters(), online, strict=True):
+        torch.testing.assert_close(t, 0.25 * p)
+    learner.config.tau = 1.0
+    learner.sync_targets()
+    for t, p in zip(learner.target.parameters(), online, strict=True):
+        torch.testing.assert_close(t, p)
+
+
+def test_distributional_update_and_greedy_export() -> None:
+    torch.manual_seed(0)
+    cfg = DQNConfig(model={"fcnet_hiddens": [8]}, num_atoms=11, v_min=-2, v_max=2)
+    learner = DQNLearner(Box(-1, 1, (3,)), Discrete(3), cfg, "cpu")
+    batch = _batch(np.random.default_rng(2), 3, 3)
+    first, priorities = learner.update(batch)
+    for _ in range(30):
+        last, _ = learner.update(batch)
+    assert last["qf_loss"] < first["qf_loss"] and (priorities > 0).all()
+    from rlblocks.export.graph import PolicyGraph
+
+    graph = PolicyGraph(learner.acting_policy(), (3,))
+    obs = np.random.default_rng(3).normal(size=(7, 3)).astype(np.float32)
+    traced = graph(torch.as_tensor(obs))[0].numpy()
+    np.testing.assert_array_equal(traced, learner.act(obs, explore=False, timestep=0))
+
+
+def test_state_dict_round_trip_gives_the_same_next_update() -> None:
+    cfg = DQNConfig(model={"fcnet_hiddens": [8]})
+    a = DQNLearner(Box(-1, 1, (3,)), Discrete(3), cfg, "cpu")
+    batch = _batch(np.random.default_rng(4), 3, 3)
+    a.update(batch)
+    b = DQNLearner(Box(-1, 1, (3,)), Discrete(3), cfg, "cpu")
+    b.load_state_dict(a.state_dict())
+    assert a.update(batch)[0] == b.update(batch)[0]
+
+
+def test_dqn_refuses_box_actions_and_recurrent_models() -> None:
+    with pytest.raises(ValueError, match="SAC"):
+        DQNLearner(Box(-1, 1, (3,)), Box(-1, 1, (2,)), DQNConfig(), "cpu")
+    with pytest.raises(ValueError, match="recurrent"):
+        DQNLearner(Box(-1, 1, (3,)), Discrete(2), DQNConfig(model={"use_lstm": True}), "cpu")
