@@ -1,4 +1,6 @@
-"""PPO training on gymnasium envs with rlblocks models, preprocessors and distributions.
+"""Training on gymnasium and multi-agent envs with rlblocks models, preprocessors and
+distributions: PPO (:class:`PPOTrainer`, :class:`MultiAgentPPOTrainer`), DQN
+(:class:`DQNTrainer`) and SAC (:class:`SACTrainer`) on the C++ replay buffer.
 
 Examples:
     >>> from rlblocks.train import PPOConfig, PPOTrainer
@@ -15,15 +17,21 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rlblocks.multiagent.trainer import MultiAgentPPOTrainer
     from rlblocks.train.loop import Callback, StopTraining
+    from rlblocks.train.offpolicy import DQNTrainer, SACTrainer
+    from rlblocks.train.offpolicy_config import DQNConfig, SACConfig
     from rlblocks.train.ppo import PPOTrainer
     from rlblocks.train.restoring import restore_trainer
     from rlblocks.train.trainer_config import PPOConfig
 
 __all__ = [
     "Callback",
+    "DQNConfig",
+    "DQNTrainer",
     "MultiAgentPPOTrainer",
     "PPOConfig",
     "PPOTrainer",
+    "SACConfig",
+    "SACTrainer",
     "StopTraining",
     "restore_trainer",
 ]
@@ -35,6 +43,10 @@ _LAZY = {
     "PPOTrainer": "rlblocks.train.ppo",
     "restore_trainer": "rlblocks.train.restoring",
     "MultiAgentPPOTrainer": "rlblocks.multiagent.trainer",
+    "DQNConfig": "rlblocks.train.offpolicy_config",
+    "SACConfig": "rlblocks.train.offpolicy_config",
+    "DQNTrainer": "rlblocks.train.offpolicy",
+    "SACTrainer": "rlblocks.train.offpolicy",
     "Callback": "rlblocks.train.loop",
     "StopTraining": "rlblocks.train.loop",
 }

@@ -81,6 +81,9 @@ class DQNLearner:
         device: Torch device.
     """
 
+    #: The statistics :meth:`update` returns (``progress.csv`` columns).
+    STATS = ("qf_loss", "q_mean", "td_error_mean", "grad_norm")
+
     def __init__(
         self,
         obs_space: gym.Space,

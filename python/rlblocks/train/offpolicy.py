@@ -306,9 +306,10 @@ class OffPolicyTrainer(PPOTrainer):
                 float(np.mean(self.episode_lengths)) if self.episode_lengths else math.nan
             ),
         }
-        keys = sorted({k for row in stats for k in row})
-        for key in keys:
-            metrics[key] = float(np.mean([row[key] for row in stats if key in row]))
+        # every column from the first row on (progress.csv's header): NaN before updates
+        for key in self.learner.STATS:
+            values = [row[key] for row in stats if key in row]
+            metrics[key] = float(np.mean(values)) if values else math.nan
         metrics.update(self._extra_metrics())
         metrics.update(
             {

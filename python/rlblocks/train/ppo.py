@@ -32,7 +32,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -122,6 +122,9 @@ class PPOTrainer:
         ValueError: A bad config, no or an unknown env, or a model/distribution that does
             not fit the env's spaces.
     """
+
+    #: The ``format`` of this trainer's checkpoints.
+    FORMAT: ClassVar[str] = "rlblocks.ppo"
 
     def __init__(
         self,
@@ -469,7 +472,7 @@ class PPOTrainer:
         config = self.config.to_dict()
         config["env"] = storable_env
         return {
-            "format": "rlblocks.ppo",
+            "format": self.FORMAT,
             "config": config,
             "env_name": self.config.env_name,
             "seed": self.seed,
@@ -533,7 +536,7 @@ class PPOTrainer:
         if log:  # a save killed between its renames: its old copy is the valid one
             recover_interrupted_saves(checkpoint_run_dir(path))
         state = load_checkpoint(path)
-        if state.get("format") != "rlblocks.ppo":
+        if state.get("format") != cls.FORMAT:
             raise ValueError(f"{state['_path']!r} is not a PPO checkpoint")
         config_dict = dict(state["config"])
         if env is not None:

@@ -1,4 +1,4 @@
-"""Restoring whichever trainer wrote a checkpoint: single-agent or multi-agent PPO.
+"""Restoring whichever trainer wrote a checkpoint: PPO (single- or multi-agent), DQN, SAC.
 
 Examples:
     >>> from rlblocks.train import restore_trainer  # doctest: +SKIP
@@ -9,20 +9,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlblocks.multiagent.trainer import FORMAT, MultiAgentPPOTrainer
+from rlblocks.multiagent.trainer import MultiAgentPPOTrainer
 from rlblocks.train.checkpoint import checkpoint_meta
+from rlblocks.train.offpolicy import DQNTrainer, SACTrainer
 from rlblocks.train.ppo import PPOTrainer
 
 __all__ = ["restore_trainer"]
 
 
 def restore_trainer(path: str | Path, log: bool = True) -> PPOTrainer:
-    """:meth:`PPOTrainer.restore`, or :meth:`MultiAgentPPOTrainer.restore` for a multi-agent
-    checkpoint (by the ``format`` in its ``meta.json``).
+    """The ``restore`` of the trainer that wrote the checkpoint (by the ``format`` in its
+    ``meta.json``): :class:`PPOTrainer`, :class:`MultiAgentPPOTrainer`, :class:`DQNTrainer`
+    or :class:`SACTrainer`.
 
     Raises:
         ValueError: No checkpoint there, or a corrupt one.
     """
-    if checkpoint_meta(path).get("format") == FORMAT:
-        return MultiAgentPPOTrainer.restore(path, log=log)
+    kind = checkpoint_meta(path).get("format")
+    for trainer in (MultiAgentPPOTrainer, DQNTrainer, SACTrainer):
+        if kind == trainer.FORMAT:
+            return trainer.restore(path, log=log)
     return PPOTrainer.restore(path, log=log)

@@ -301,6 +301,18 @@ class SACLearner:
             distribution.
     """
 
+    #: The statistics :meth:`update` returns (``progress.csv`` columns).
+    STATS = (
+        "qf_loss",
+        "actor_loss",
+        "alpha_loss",
+        "alpha",
+        "q_mean",
+        "td_error_mean",
+        "entropy",
+        "target_entropy",
+    )
+
     def __init__(
         self,
         obs_space: gym.Space,
