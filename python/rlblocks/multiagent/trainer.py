@@ -33,7 +33,7 @@ import time
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -145,6 +145,8 @@ class MultiAgentPPOTrainer(PPOTrainer):
         ValueError: A bad config, an env that is not multi-agent, or agents a shared policy
             cannot serve (the message suggests another mapping).
     """
+
+    FORMAT: ClassVar[str] = FORMAT
 
     def __init__(
         self, config: PPOConfig | Mapping[str, Any] | None = None, run_dir: str | Path | None = None
@@ -461,7 +463,7 @@ class MultiAgentPPOTrainer(PPOTrainer):
         config = self.config.to_dict()
         config["env"] = self.config.env if isinstance(self.config.env, str) else None
         return {
-            "format": FORMAT,
+            "format": self.FORMAT,
             "config": config,
             "env_name": self.config.env_name,
             "seed": self.seed,
