@@ -131,12 +131,15 @@ def run_rlblocks(
     seed: int,
     stop_reward: float | None,
     stop_timesteps: int | None,
+    algo: str = "PPO",
 ) -> RunResult:
-    """Trains rlblocks PPO until ``stop_reward`` (if given) or ``stop_timesteps``."""
-    from rlblocks.train import PPOConfig, PPOTrainer
+    """Trains rlblocks' ``algo`` (PPO, DQN or SAC) until ``stop_reward`` (if given) or
+    ``stop_timesteps``."""
+    from rlblocks.train import DQNTrainer, PPOTrainer, SACTrainer
 
+    trainer_class = {"PPO": PPOTrainer, "DQN": DQNTrainer, "SAC": SACTrainer}[algo]
     t0 = time.perf_counter()
-    with PPOTrainer(PPOConfig.from_dict(config)) as trainer:
+    with trainer_class(config) as trainer:
         result = trainer.fit(stop_reward=stop_reward, stop_timesteps=stop_timesteps, progress=False)
         wall = time.perf_counter() - t0
     steps = int(result["timesteps_total"])

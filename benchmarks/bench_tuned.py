@@ -112,7 +112,9 @@ def main(argv: Sequence[str] | None = None) -> list[RunResult]:
         for seed in seeds:
             print(f"# {tuned.name} seed {seed}", file=sys.stderr, flush=True)
             config = {**tuned.config, "seed": seed}
-            run = run_rlblocks(tuned.name, config, seed, tuned.stop_reward, tuned.stop_timesteps)
+            run = run_rlblocks(
+                tuned.name, config, seed, tuned.stop_reward, tuned.stop_timesteps, tuned.algo
+            )
             emit(run)
             runs.append(run)
     summary = summarize_runs(runs)

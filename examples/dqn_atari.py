@@ -1,58 +1,125 @@
-"""DQN on an Atari game: RLlib's DQN with rlblocks' Q-network, frames and replay buffer.
+"""DQN on an Atari game: rlblocks' native DQN trainer, or RLlib's DQN with rlblocks' parts.
 
-RLlib's DQN (new API stack) drives the run; rlblocks supplies:
+The default (``--backend native``) is :class:`rlblocks.train.DQNTrainer`, no Ray needed:
 
-* the Q-network: :class:`rlblocks.rllib.RLBlocksDQNRLModule` (rlblocks' vision network with
-  RLlib's default 84x84 conv stack, then a dueling Q head), via
-  ``rl_module_spec(model, algo="DQN")``;
-* the env side of the DeepMind pipeline: ``gymnasium.make(id, frameskip=1, ...)`` wrapped by
-  ``rlblocks.wrappers.atari.wrap_deepmind(warp=False)`` (noop reset, 4-frame skip with
-  max-pooling, episodic life, FIRE reset), registered with ``ray.tune.register_env``;
-* the frame side: ``env_to_module(model, atari=True, stack_in_episode=False)`` grays and
-  resizes the frames of all episodes in one C++ call and feeds the module 4-frame stacks,
-  while each episode keeps one 84x84 frame per step;
-* the replay buffer: ``atari_replay_buffer_config(model, capacity)`` (RLlib's prioritized
-  episode buffer that stacks the frames of each sampled n-step transition), so the buffer
-  holds each frame once, not four times. ``--stack-in-episode`` runs the old way (stacks in
-  the episodes, RLlib's own buffer) for comparison; the learner sees the same batches.
+* the DeepMind pipeline: ``vector_mode="native"`` steps the games in
+  :class:`~rlblocks.wrappers.atari_vector.AtariVectorEnv` worker processes (noop reset,
+  4-frame skip with max-pooling, episodic life, FIRE reset, 84x84 gray frames through shared
+  memory, 4 stacked), ``preprocessor_pref="deepmind"``;
+* the Q-network: the catalog's default conv stack for 84x84 inputs (the Nature DQN's
+  8x8/4, 4x4/2, 11x11 convolutions) feeding a dueling double-Q head;
+* the replay buffer: :class:`rlblocks.replay.ReplayBuffer` in the C++ core stores each
+  84x84 frame once and assembles a sampled transition's stacked ``o_t`` and ``o_{t+n}`` at
+  sample time (``bytes_per_step``: ~7.1 KB per stored step, where a stored stack alone takes
+  28 KB), so a 1M-step buffer fits in ~7 GB.
 
-``--measure-buffer`` fills both kinds of buffer with the same number of steps of the game
-(random actions, RLlib's env runner) and prints their memory per stored step.
+The settings are rl-baselines3-zoo's Atari DQN (one update of 32 per 4 env steps, Adam
+1e-4, target copied every 1,000 steps, epsilon 1 -> 0.01 over the first 10% of 10M steps)
+with RLlib's double Q and dueling head; ``rlblocks train --tuned pong_dqn`` (or
+``breakout_dqn``) runs the same from the command line.
+
+``--backend rllib`` runs the same game with RLlib's DQN (new API stack) and rlblocks'
+``RLBlocksDQNRLModule``, frame connector (``env_to_module(model, atari=True,
+stack_in_episode=False)``) and frame-stacking episode buffer
+(``atari_replay_buffer_config``); ``--stack-in-episode`` keeps RLlib's own buffer for
+comparison and ``--measure-buffer`` fills both kinds with the same steps and prints their
+memory per stored step. It needs ``pip install "rlblocks[ray,atari]"``.
 
 Run: ``python examples/dqn_atari.py`` (``--env ALE/Breakout-v5`` for another game) trains
-until ``--stop-reward`` or ``--stop-timesteps``; reaching good Pong scores takes millions of
-steps, i.e. a GPU (used when there is one) and hours, not a laptop CPU. ``--smoke`` trains a
-few hundred steps in seconds; ``--measure-buffer`` (with ``--smoke``: 500 steps) only
-measures. Needs ``pip install "rlblocks[ray,atari]"``.
+until ``--stop-reward`` or ``--stop-timesteps``; good Pong scores take millions of steps,
+i.e. a GPU (used when there is one) and hours, not a laptop CPU. ``--smoke`` trains one
+short iteration in seconds. Needs ``pip install "rlblocks[atari]"``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import time
-import tracemalloc
 from collections.abc import Sequence
 from typing import Any
 
-import gymnasium as gym
-import torch
-from ray.rllib.algorithms.dqn import DQNConfig
-from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
-from ray.rllib.utils.from_config import from_config
-from ray.rllib.utils.replay_buffers import ReplayBuffer
-from ray.tune import register_env
-from rlblocks.rllib import atari_replay_buffer_config, env_to_module, rl_module_spec
-from rlblocks.wrappers.atari import wrap_deepmind
-
-ENV_NAME = "rlblocks-dqn-atari"
-#: rlblocks' model config: 84x84 gray frames, 4 stacked, RLlib's default conv stack for them.
+#: rlblocks' model config: 84x84 gray frames, 4 stacked, the default conv stack for them.
 MODEL = {"dim": 84, "framestack": True}
+#: Bytes of one stacked 4x84x84 uint8 observation (what a buffer storing stacks keeps per step).
+STACK_BYTES = 4 * 84 * 84
+ENV_NAME = "rlblocks-dqn-atari"
 
 
-def make_env(env_config: dict[str, Any]) -> gym.Env:
+# --- the native trainer -----------------------------------------------------------------------
+def native_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`~rlblocks.train.DQNConfig` keys (``--smoke``: a tiny buffer and an early
+    start, so that one 200-step iteration runs a few updates)."""
+    smoke = args.smoke
+    return {
+        "env": args.env,
+        "vector_mode": "native",  # AtariVectorEnv: worker processes, shared-memory frames
+        "preprocessor_pref": "deepmind",
+        "model": MODEL,
+        "device": "auto",
+        "seed": args.seed,
+        "num_envs": 2 if smoke else args.num_envs,
+        "replay_capacity": 2_000 if smoke else args.capacity,
+        "learning_starts": 100 if smoke else 100_000,
+        "train_batch_size": 16 if smoke else 32,
+        "train_freq": 8 if smoke else 4,
+        "gradient_steps": 1,
+        "target_network_update_freq": 100 if smoke else 1_000,
+        "lr": 1e-4,
+        "gamma": 0.99,
+        "double_q": True,
+        "dueling": True,
+        "grad_clip": 10.0,
+        "epsilon": [[0, 1.0], [1_000 if smoke else 1_000_000, 0.01]],
+        "timesteps_per_iteration": 200 if smoke else 10_000,
+    }
+
+
+def train_native(args: argparse.Namespace) -> dict[str, Any]:
+    """Trains with :class:`~rlblocks.train.DQNTrainer` until the stop reward or timesteps
+    (``--smoke``: one iteration); returns the last iteration's metrics and the buffer's
+    bytes per stored step."""
+    from rlblocks.train import DQNTrainer
+
+    start = time.perf_counter()
+    trainer = DQNTrainer(native_config(args))
+    try:
+        while True:
+            result = trainer.train()
+            print(
+                f"iter {result['training_iteration']:>4}  steps {result['timesteps_total']:>8}  "
+                f"return {result['episode_return_mean']:>6.1f}  "
+                f"qf_loss {result.get('qf_loss', math.nan):.4f}  "
+                f"epsilon {result['epsilon']:.3f}  {result['steps_per_s']:6.0f} steps/s  "
+                f"{time.perf_counter() - start:7.1f} s",
+                flush=True,
+            )
+            if (
+                args.smoke
+                or result["timesteps_total"] >= args.stop_timesteps
+                or result["episode_return_mean"] >= args.stop_reward
+            ):
+                break
+        replay = trainer.replay
+        result["buffer_bytes_per_step"] = replay.bytes_per_step
+        print(
+            f"replay buffer (rlblocks.replay, each frame once): {len(replay)} stored steps, "
+            f"{replay.bytes_per_step:,.0f} bytes per stored step ({replay.nbytes / 2**20:.1f} "
+            f"MiB preallocated for {replay.capacity:,}); one stored 4x84x84 stack alone is "
+            f"{STACK_BYTES:,}"
+        )
+    finally:
+        trainer.close()
+    return result
+
+
+# --- RLlib's DQN (the ray extra) ---------------------------------------------------------------
+def make_env(env_config: dict[str, Any]) -> Any:
     """The ALE game (every frame, no sticky actions) with the env-side DeepMind wrappers."""
     import ale_py
+    import gymnasium as gym
+    from rlblocks.wrappers.atari import wrap_deepmind
 
     gym.register_envs(ale_py)
     env = gym.make(
@@ -63,6 +130,8 @@ def make_env(env_config: dict[str, Any]) -> gym.Env:
 
 def replay_buffer_config(capacity: int, stack_in_episode: bool) -> dict[str, Any]:
     """rlblocks' frame-stacking buffer, or RLlib's own for episodes that hold the stacks."""
+    from rlblocks.rllib import atari_replay_buffer_config
+
     if stack_in_episode:
         return {
             "type": "PrioritizedEpisodeReplayBuffer",
@@ -73,9 +142,13 @@ def replay_buffer_config(capacity: int, stack_in_episode: bool) -> dict[str, Any
     return atari_replay_buffer_config(MODEL, capacity)
 
 
-def build_config(args: argparse.Namespace, stack_in_episode: bool) -> DQNConfig:
-    """The DQN config: the Nature DQN's rhythm (one update of 32 per 4 env steps) with
+def build_rllib_config(args: argparse.Namespace, stack_in_episode: bool) -> Any:
+    """RLlib's DQN config: the Nature DQN's rhythm (one update of 32 per 4 env steps) with
     RLlib's double-Q, dueling head, 3-step returns and prioritized replay."""
+    import torch
+    from ray.rllib.algorithms.dqn import DQNConfig
+    from rlblocks.rllib import env_to_module, rl_module_spec
+
     smoke = args.smoke
     return (
         DQNConfig()
@@ -113,18 +186,25 @@ def build_config(args: argparse.Namespace, stack_in_episode: bool) -> DQNConfig:
 
 
 def stored_frames_bytes(buffer: Any) -> int:
-    """Bytes of the observations a replay buffer's episodes hold."""
+    """Bytes of the observations an RLlib replay buffer's episodes hold."""
     return sum(int(ep.get_observations().nbytes) for ep in buffer.episodes)
 
 
-def measure_buffer(args: argparse.Namespace, steps: int) -> list[dict[str, Any]]:
-    """Fills a replay buffer with ``steps`` env steps (random actions, RLlib's env runner and
-    the frame connector), once with stacks in the episodes and RLlib's buffer, once with
-    single frames and rlblocks' buffer; the memory each buffer took (tracemalloc: its
-    copies of the episodes, observations and everything else) and its observations' bytes."""
+def measure_rllib_buffers(args: argparse.Namespace, steps: int) -> list[dict[str, Any]]:
+    """Fills an RLlib replay buffer with ``steps`` env steps (random actions, RLlib's env
+    runner and the frame connector), once with stacks in the episodes and RLlib's buffer,
+    once with single frames and rlblocks' buffer; the memory each buffer took (tracemalloc:
+    its copies of the episodes, observations and everything else) and its observations'
+    bytes."""
+    import tracemalloc
+
+    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+    from ray.rllib.utils.from_config import from_config
+    from ray.rllib.utils.replay_buffers import ReplayBuffer
+
     rows = []
     for stack_in_episode in (True, False):
-        runner = SingleAgentEnvRunner(config=build_config(args, stack_in_episode))
+        runner = SingleAgentEnvRunner(config=build_rllib_config(args, stack_in_episode))
         episodes = runner.sample(num_timesteps=steps, random_actions=True)
         runner.stop()
         buffer = from_config(ReplayBuffer, replay_buffer_config(2 * steps, stack_in_episode))
@@ -160,11 +240,11 @@ def measure_buffer(args: argparse.Namespace, steps: int) -> list[dict[str, Any]]
     return rows
 
 
-def train(args: argparse.Namespace) -> dict[str, Any]:
-    """Trains until the stop reward or timesteps (``--smoke``: 200 steps); returns the last
-    iteration's summary."""
+def train_rllib(args: argparse.Namespace) -> dict[str, Any]:
+    """Trains RLlib's DQN until the stop reward or timesteps (``--smoke``: 200 steps);
+    returns the last iteration's summary."""
     stop_timesteps = 200 if args.smoke else args.stop_timesteps
-    algo = build_config(args, args.stack_in_episode).build_algo()
+    algo = build_rllib_config(args, args.stack_in_episode).build_algo()
     start = time.perf_counter()
     summary: dict[str, Any] = {}
     try:
@@ -199,19 +279,26 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Trains (or with ``--measure-buffer`` measures); returns the summary."""
+    """Trains (or with ``--backend rllib --measure-buffer`` measures); returns the summary."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "--backend",
+        choices=("native", "rllib"),
+        default="native",
+        help="rlblocks' DQNTrainer (default) or RLlib's DQN (needs the ray extra)",
+    )
     parser.add_argument("--env", default="ALE/Pong-v5", help="an ALE id")
-    parser.add_argument("--smoke", action="store_true", help="a few hundred steps")
+    parser.add_argument("--smoke", action="store_true", help="one short iteration")
     parser.add_argument("--stop-reward", type=float, default=18.0)
     parser.add_argument("--stop-timesteps", type=int, default=10_000_000)
     parser.add_argument(
         "--capacity", type=int, default=100_000, help="replay buffer capacity (env steps)"
     )
+    parser.add_argument("--num-envs", type=int, default=4, help="games stepped together (native)")
     parser.add_argument(
         "--stack-in-episode",
         action="store_true",
-        help="keep the 4-frame stacks in the episodes (RLlib's own buffer)",
+        help="(rllib) keep the 4-frame stacks in the episodes (RLlib's own buffer)",
     )
     parser.add_argument(
         "--measure-buffer",
@@ -220,18 +307,30 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         const=5000,
         default=None,
         metavar="STEPS",
-        help="only measure both buffers' memory at STEPS "
-        "stored steps (default 5000; 500 with --smoke)",
+        help="(rllib) only measure both RLlib buffers' memory at STEPS stored steps "
+        "(default 5000; 500 with --smoke)",
     )
-    parser.add_argument("--num-env-runners", type=int, default=0)
+    parser.add_argument("--num-env-runners", type=int, default=0, help="(rllib)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if importlib.util.find_spec("ale_py") is None:
+        parser.exit(1, 'dqn_atari.py needs the atari extra: pip install "rlblocks[atari]"\n')
+    if args.backend == "native":
+        if args.measure_buffer is not None or args.stack_in_episode:
+            parser.error("--measure-buffer and --stack-in-episode need --backend rllib")
+        return train_native(args)
+    if importlib.util.find_spec("ray") is None:
+        parser.exit(
+            1,
+            'dqn_atari.py --backend rllib needs the ray extra: pip install "rlblocks[ray,atari]"\n',
+        )
+    from ray.tune import register_env
+
     register_env(ENV_NAME, make_env)
     if args.measure_buffer is not None:
         steps = min(args.measure_buffer, 500) if args.smoke else args.measure_buffer
-        rows = measure_buffer(args, steps)
-        return {"buffer_rows": rows}
-    return train(args)
+        return {"buffer_rows": measure_rllib_buffers(args, steps)}
+    return train_rllib(args)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ from types import ModuleType
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-#: Examples of rlblocks inside RLlib (the ``ray`` extra and more): tests/rllib/ runs them.
+#: Examples that are not re-creations of RLlib's models guide: tested on their own below
+#: (``dqn_atari``'s ``--backend rllib`` variant: tests/rllib/).
 RLLIB_SCRIPTS = {"dqn_atari"}
 SCRIPTS = sorted(
     p.stem
@@ -76,3 +77,20 @@ def test_example_smoke_trains_one_iteration(
             assert math.isfinite(value), (key, value)
     if name == "custom_loss":  # model.metrics() reaches the training result
         assert math.isfinite(result[f"{argv[-1] if '--loss' in argv else 'imitation'}_loss"])
+
+
+def test_dqn_atari_smoke_runs_natively_with_frame_once_replay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``dqn_atari.py --smoke`` on the native DQN trainer (no Ray): one iteration of Pong
+    with updates, each 84x84 frame stored once (<= 7.1 KB per stored step), in < 60 s."""
+    pytest.importorskip("ale_py", reason="the atari extra (ale-py) is not installed")
+    import time
+
+    monkeypatch.chdir(tmp_path)
+    start = time.perf_counter()
+    result = _load("dqn_atari").main(["--smoke"])
+    assert time.perf_counter() - start < 60
+    assert result["training_iteration"] == 1 and result["timesteps_total"] >= 200
+    assert result["num_updates"] > 0 and math.isfinite(result["qf_loss"])
+    assert result["buffer_bytes_per_step"] <= 7100

@@ -39,6 +39,19 @@ def test_the_tuned_configs_cover_the_issue_list() -> None:
 def test_each_tuned_config_is_valid_and_builds(name: str) -> None:
     tuned = load_tuned(name)
     assert tuned.description and tuned.stop_reward is not None and tuned.stop_timesteps
+    if tuned.algo in ("DQN", "SAC"):  # the off-policy trainers (tests/learning/test_offpolicy.py)
+        from rlblocks.train import DQNConfig, DQNTrainer, SACConfig, SACTrainer
+
+        config_class, trainer_class = (
+            (DQNConfig, DQNTrainer) if tuned.algo == "DQN" else (SACConfig, SACTrainer)
+        )
+        config_class.from_dict(tuned.config)  # every key known, every value in range
+        if tuned.hardware != "CPU":
+            return
+        small = {"timesteps_per_iteration": 64, "learning_starts": 32, "replay_capacity": 256}
+        with trainer_class({**tuned.config, **small}) as trainer:
+            assert trainer.train()["timesteps_total"] == 64
+        return
     PPOConfig.from_dict(tuned.config)  # every key known, every value in range
     if tuned.hardware != "CPU":  # Atari: the model needs ale-py's envs; build the config only
         return

@@ -1,5 +1,5 @@
-"""``examples/dqn_atari.py --smoke`` (RLlib's DQN on ALE Pong with rlblocks' frame pipeline
-and frame-stacking replay buffer) runs to the end; skipped without Ray or ale_py."""
+"""``examples/dqn_atari.py --backend rllib --smoke`` (RLlib's DQN on ALE Pong with rlblocks'
+frame pipeline and frame-stacking replay buffer) runs to the end; skipped without Ray or ale_py."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_dqn_atari_smoke_trains_and_reports_the_buffer():
     done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "dqn_atari.py"), "--smoke"],
+        [sys.executable, str(ROOT / "examples" / "dqn_atari.py"), "--backend", "rllib", "--smoke"],
         capture_output=True,
         text=True,
         timeout=300,

@@ -138,7 +138,11 @@ def config_data(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Any, An
     if args.tuned:
         tuned = load_tuned(args.tuned)
         stop = {"episode_return_mean": tuned.stop_reward, "timesteps_total": tuned.stop_timesteps}
-        base = {**tuned.config, "stop": {k: v for k, v in stop.items() if v is not None}}
+        base = {
+            **tuned.config,
+            "algo": tuned.algo,
+            "stop": {k: v for k, v in stop.items() if v is not None},
+        }
     else:
         base = load_config_file(args.config) if args.config else {}
     overrides = parse_overrides(args.set or [])

@@ -212,7 +212,7 @@ class SACConfig(OffPolicyConfig):
     tau: float = 0.005
     """Polyak coefficient of a target update."""
     q_model: dict[str, Any] = field(default_factory=dict)
-    """The critics' model config (missing keys: ``model``'s defaults)."""
+    """The critics' own model keys, over ``model``'s (which the critics share otherwise)."""
     actor_lr: float | None = None
     """The actor's learning rate (None: ``lr``)."""
     critic_lr: float | None = None
@@ -232,7 +232,7 @@ class SACConfig(OffPolicyConfig):
 
     def q_model_config(self) -> ModelConfig:
         """The critics' validated model config."""
-        return ModelConfig.from_dict({**SAC_MODEL_DEFAULTS, **self.q_model})
+        return ModelConfig.from_dict({**SAC_MODEL_DEFAULTS, **self.model, **self.q_model})
 
     def _validate_algorithm(self) -> None:
         super()._validate_algorithm()
