@@ -38,6 +38,7 @@ from rlblocks.distributions import FLOAT_MIN, Categorical
 from rlblocks.masks import MASK_KEY, mask_layout
 from rlblocks.models.qnetwork import QNetwork
 from rlblocks.train.fast import make_adam
+from rlblocks.train.fast.dense_layers import Dense, FCLayers, backward_stack, run_stack
 from rlblocks.train.offpolicy_config import DQNConfig
 from rlblocks.train.policy import Policy
 
@@ -136,20 +137,47 @@ class DQNLearner:
         Raises:
             ValueError: A row whose ``action_mask`` allows no action.
         """
-        q = self.greedy_q(obs)
-        legal = q > FLOAT_MIN if self.q.masked else torch.ones_like(q, dtype=torch.bool)
-        if self.q.masked and not bool(legal.any(dim=1).all()):
+        fast = self._fast_layers(self.q, training=False)
+        if fast is not None:  # the plain FC Q-network as tensors (no module calls)
+            with torch.inference_mode():
+                q = run_stack(fast, self._tensor(obs).reshape(len(obs), -1).float())[-1]
+        else:
+            q = self.greedy_q(obs)
+        masked = self.q.masked
+        legal = q > FLOAT_MIN if masked else None
+        if legal is not None and not bool(legal.any(dim=1).all()):
             row = int((~legal.any(dim=1)).nonzero()[0, 0])
             raise ValueError(f"observation {row}: its {MASK_KEY!r} allows no action")
         actions = q.argmax(dim=1)
         if explore:
             epsilon = self.config.epsilon_at(timestep)
             rows = torch.rand(q.shape[0], device=q.device) < epsilon
-            if bool(rows.any()):
-                random = torch.multinomial(legal[rows].float(), 1).squeeze(1)
+            k = int(rows.sum())
+            if k:
+                weights = (
+                    legal[rows].float()
+                    if legal is not None
+                    else torch.ones(k, q.shape[1], device=q.device)
+                )
+                random = torch.multinomial(weights, 1).squeeze(1)
                 actions = actions.clone()
                 actions[rows] = random
         return actions.cpu().numpy().astype(np.int64) + self.start
+
+    def _fast_layers(self, net: QNetwork, training: bool) -> list[Dense] | None:
+        """``net``'s layers as plain tensors when it is the plain fully connected Q-network
+        (no dueling head, one atom, no mask, no hooks), else None (the module path)."""
+        cache: dict[int, Any] = self.__dict__.setdefault("_fast_cache", {})
+        key = id(net)
+        if key not in cache or cache[key][0] is not net:
+            layers = None
+            if not (net.dueling or net.masked or net.num_atoms != 1 or self._modal):
+                layers = FCLayers.from_model(net.body)
+            cache[key] = (net, layers)
+        layers = cache[key][1]
+        if layers is None or not layers.matches_model(training):
+            return None
+        return [*layers.trunk, layers.logits] if layers.logits is not None else layers.trunk
 
     # --- learning -----------------------------------------------------------------------------
     def _bootstrap_action(self, next_obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -164,6 +192,89 @@ class DQNLearner:
         )
         return q_next.argmax(dim=1), has_legal
 
+    def _target(
+        self,
+        next_obs: torch.Tensor,
+        rows: torch.Tensor,
+        a_star: torch.Tensor,
+        has_legal: torch.Tensor,
+        rewards: torch.Tensor,
+        discounts: torch.Tensor,
+    ) -> torch.Tensor:
+        """The TD target ``[B]`` (C51: the projected distribution ``[B, num_atoms]``)."""
+        with torch.no_grad():
+            discounts = torch.where(has_legal, discounts, torch.zeros_like(discounts))
+            target_logits, _ = self.target.q_logits(next_obs)
+            if self.config.num_atoms == 1:
+                q_next = target_logits[rows, a_star, 0]
+                return rewards + discounts * q_next
+            probs_next = torch.softmax(target_logits[rows, a_star], dim=-1)
+            return project_distribution(
+                probs_next, rewards, discounts, self.q.get_buffer("support")
+            )
+
+    def _dense_update(
+        self,
+        fast: list[Dense],
+        fast_target: list[Dense],
+        obs: torch.Tensor,
+        next_obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        discounts: torch.Tensor,
+        weights: torch.Tensor,
+    ) -> tuple[dict[str, float], np.ndarray]:
+        """:meth:`update` for the plain fully connected Q-network (ReLU or linear layers,
+        one atom, no mask, no hooks): the forward passes as plain tensors and the loss's
+        gradients in closed form (no autograd graph: most of a small network's update
+        time), then the same clipping and Adam step. No double Q: one target pass gives
+        the bootstrap action and its value."""
+        cfg = self.config
+        b = obs.shape[0]
+        rows = torch.arange(b, device=self.device)
+        with torch.no_grad():
+            x, nx = obs.reshape(b, -1).float(), next_obs.reshape(b, -1).float()
+            acts = run_stack(fast, torch.cat([x, nx]) if cfg.double_q else x)
+            q_all = acts[-1][:b]
+            q_next_target = run_stack(fast_target, nx)[-1]
+            a_star = (acts[-1][b:] if cfg.double_q else q_next_target).argmax(dim=1)
+            target = rewards + discounts * q_next_target[rows, a_star]
+            q_taken = q_all[rows, actions]
+            diff = q_taken - target
+            scale = weights / b  # d mean(w * loss_row) / d loss_row
+            if cfg.td_error_loss_fn == "huber":
+                per_row = F.huber_loss(q_taken, target, reduction="none", delta=1.0)
+                d_q = diff.clamp(-1.0, 1.0) * scale
+            else:
+                per_row = diff.pow(2)
+                d_q = 2.0 * diff * scale
+            loss = (weights * per_row).mean()
+            d_out = torch.zeros_like(acts[-1])
+            d_out[rows, actions] = d_q
+            self.optimizer.zero_grad(set_to_none=True)
+            for layer in fast:
+                layer.weight.grad = torch.empty_like(layer.weight)
+                layer.bias.grad = torch.empty_like(layer.bias)
+            backward_stack(fast, acts, d_out)
+        params = self.__dict__.get("_params") or self.__dict__.setdefault(
+            "_params", list(self.q.parameters())
+        )
+        grad_norm = (
+            torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            if cfg.grad_clip is not None
+            else torch.tensor(0.0)
+        )
+        self.optimizer.step()
+        self.updates += 1
+        priorities = diff.abs()
+        stats = {
+            "qf_loss": float(loss),
+            "q_mean": float(q_taken.mean()),
+            "td_error_mean": float(priorities.mean()),
+            "grad_norm": float(grad_norm),
+        }
+        return stats, priorities.cpu().numpy().astype(np.float64)
+
     def update(self, batch: Any, timestep: int = 0) -> tuple[dict[str, float], np.ndarray]:
         """One gradient step on a :class:`~rlblocks.replay.ReplaySample`; returns the
         statistics and the new priorities (``|TD error|``; C51: the cross-entropy)."""
@@ -177,6 +288,17 @@ class DQNLearner:
         rows = torch.arange(obs.shape[0], device=self.device)
         if self._modal:
             self.q.train()
+        fast = self._fast_layers(self.q, training=True)
+        fast_target = self._fast_layers(self.target, training=False)
+        if (
+            fast is not None
+            and fast_target is not None
+            # tanh: the closed-form gradient rounds differently from autograd's (1e-7)
+            and all(d.activation != "tanh" for d in fast)
+        ):
+            return self._dense_update(
+                fast, fast_target, obs, next_obs, actions, rewards, discounts, weights
+            )
         if cfg.double_q and not self._modal:
             # one pass over obs and next_obs (the online net picks the bootstrap action)
             both, mask = self.q.q_logits(torch.cat([obs, next_obs]))
@@ -195,17 +317,7 @@ class DQNLearner:
             with torch.no_grad():
                 a_star, has_legal = self._bootstrap_action(next_obs)
         chosen = logits[rows, actions]  # [B, atoms]
-        with torch.no_grad():
-            discounts = torch.where(has_legal, discounts, torch.zeros_like(discounts))
-            target_logits, _ = self.target.q_logits(next_obs)
-            if cfg.num_atoms == 1:
-                q_next = target_logits[rows, a_star, 0]
-                target = rewards + discounts * q_next
-            else:
-                probs_next = torch.softmax(target_logits[rows, a_star], dim=-1)
-                target = project_distribution(
-                    probs_next, rewards, discounts, self.q.get_buffer("support")
-                )
+        target = self._target(next_obs, rows, a_star, has_legal, rewards, discounts)
         if cfg.num_atoms == 1:
             q_taken = chosen.squeeze(-1)
             if cfg.td_error_loss_fn == "huber":
@@ -222,8 +334,11 @@ class DQNLearner:
         loss = (weights * per_row).mean()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        params = self.__dict__.get("_params") or self.__dict__.setdefault(
+            "_params", list(self.q.parameters())
+        )
         grad_norm = (
-            torch.nn.utils.clip_grad_norm_(self.q.parameters(), cfg.grad_clip)
+            torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
             if cfg.grad_clip is not None
             else torch.tensor(0.0)
         )

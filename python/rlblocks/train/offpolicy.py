@@ -246,7 +246,10 @@ class OffPolicyTrainer(PPOTrainer):
         rounds = now // cfg.train_freq - max(before, cfg.learning_starts - 1) // cfg.train_freq
         for _ in range(max(0, rounds) * cfg.gradient_steps):
             beta = cfg.beta_at(now)
-            batch = self.replay.sample(cfg.train_batch_size, beta=beta)
+            # the arrays of the previous batch are reused (the update keeps none of them)
+            out = self.__dict__.get("_sample_out")
+            batch = self.replay.sample(cfg.train_batch_size, beta=beta, out=out)
+            self.__dict__["_sample_out"] = batch
             batch = batch._replace(
                 obs=self._model_input(batch.obs), next_obs=self._model_input(batch.next_obs)
             )
@@ -341,6 +344,20 @@ class OffPolicyTrainer(PPOTrainer):
     def _extra_metrics(self) -> dict[str, float]:
         """Metrics of the algorithm's own (DQN: the current epsilon)."""
         return {}
+
+    def compute_actions(
+        self,
+        obs: Any,
+        state: list[Any] | None = None,
+        explore: bool = False,
+        prev_actions: Any = None,
+        prev_rewards: Any = None,
+    ) -> tuple[Any, list[torch.Tensor]]:
+        """Actions for a batch of raw observations: greedy (DQN: argmax-Q; SAC: the squashed
+        mean), or with ``explore`` as in training (DQN: epsilon-greedy at the current
+        timestep; SAC: a sample). Returns ``(actions, [])`` (no recurrent state)."""
+        x = self._model_input(self._stored(obs))
+        return self.learner.act(x, explore, self.timesteps_total), []
 
     # --- checkpoints --------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -592,7 +592,7 @@ class SACLearner:
         targets = self.targets(t)
 
         # critics
-        critic_params = _param_list(self.critics)
+        critic_params, actor_params = self._param_lists()
         qf_loss, qs = self._critic_loss(t, targets)
         self._step(self.critic_optimizer, qf_loss, critic_params)
         td = torch.stack([(q.detach() - targets).abs() for q in qs]).mean(0)
@@ -614,7 +614,7 @@ class SACLearner:
             actor_loss = (alpha * logp_pi - q_pi).mean()
             neg_entropy = logp_pi.detach()
             target_entropy = self.target_entropy
-        self._step(self.actor_optimizer, actor_loss, list(self.actor.parameters()))
+        self._step(self.actor_optimizer, actor_loss, actor_params)
 
         # temperature
         alpha_loss = -(self.log_alpha * (neg_entropy + target_entropy)).mean()
@@ -633,18 +633,34 @@ class SACLearner:
         priorities = td.cpu().numpy().astype(np.float64)
         return stats, priorities
 
+    def _param_lists(self) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
+        """The critics' and the actor's parameters, listed once (walking the modules on
+        every update costs more than the small models' arithmetic)."""
+        cached = self.__dict__.get("_param_cache")
+        if cached is None:
+            cached = self.__dict__["_param_cache"] = (
+                _param_list(self.critics),
+                list(self.actor.parameters()),
+                list(self.target_critics.parameters()),
+                list(self.critics.parameters()),
+                list(zip(self.target_critics.buffers(), self.critics.buffers(), strict=True)),
+            )
+        return cached[0], cached[1]
+
     @torch.no_grad()
     def sync_targets(self) -> None:
         """Polyak averaging: ``target <- (1 - tau) * target + tau * critic`` for every
         parameter (``tau = 1``: an exact copy); buffers are copied."""
-        target_params: list[torch.Tensor] = list(self.target_critics.parameters())
-        params: list[torch.Tensor] = list(self.critics.parameters())
+        self._param_lists()
+        cache = self.__dict__["_param_cache"]
+        target_params: list[torch.Tensor] = cache[2]
+        params: list[torch.Tensor] = cache[3]
         if self.tau == 1.0:
             torch._foreach_copy_(target_params, params)
         else:
             torch._foreach_mul_(target_params, 1.0 - self.tau)
             torch._foreach_add_(target_params, params, alpha=self.tau)
-        for tb, b in zip(self.target_critics.buffers(), self.critics.buffers(), strict=True):
+        for tb, b in cache[4]:
             tb.copy_(b)
 
     def acting_policy(self) -> SACActingPolicy:
