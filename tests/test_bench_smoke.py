@@ -179,6 +179,7 @@ def test_the_package_table_holds_only_its_own_benchmarks() -> None:
         "_harness",
         "_ppo_runs",
         "bench_multiagent",
+        "bench_offpolicy",
         "bench_replay",
         "bench_structures",
         "bench_train",
@@ -201,6 +202,7 @@ def test_script_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         "bench_export",
         "bench_models",
         "bench_multiagent",
+        "bench_offpolicy",
         "bench_replay",
         "bench_structures",
         "bench_train",
@@ -264,3 +266,21 @@ def test_bench_replay_quick(
     out = capsys.readouterr().out
     assert [r["method"] for r in _json_rows(out)] == methods
     assert "bytes/step" in out
+
+
+def test_bench_offpolicy_quick(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("stable_baselines3")
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    module = importlib.import_module("bench_offpolicy")
+    rows = module.main(["--quick", "--algos", "DQN", "--impls", "rlblocks,sb3"])  # subprocesses
+    assert [(r["algo"], r["impl"], r["runs"]) for r in rows] == [
+        ("DQN", "rlblocks", 1),
+        ("DQN", "sb3", 1),
+    ]
+    runs = _json_rows(capsys.readouterr().out)
+    assert [r["impl"] for r in runs] == ["rlblocks", "sb3"]
+    for run in runs:
+        assert run["steps"] > 0 and run["wall_s"] > 0 and run["torch_threads"] == 1
+        assert run["reached"] == (run["final_return"] >= 150.0)
