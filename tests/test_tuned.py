@@ -39,7 +39,8 @@ def test_the_tuned_configs_cover_the_issue_list() -> None:
 def test_each_tuned_config_is_valid_and_builds(name: str) -> None:
     tuned = load_tuned(name)
     assert tuned.description and tuned.stop_reward is not None and tuned.stop_timesteps
-    if tuned.algo in ("DQN", "SAC"):  # the off-policy trainers (tests/learning/test_offpolicy.py)
+    # the off-policy trainers (their learning runs: tests/learning/test_offpolicy_learning.py)
+    if tuned.algo in ("DQN", "SAC"):
         from rlblocks.train import DQNConfig, DQNTrainer, SACConfig, SACTrainer
 
         config_class, trainer_class = (
