@@ -306,22 +306,7 @@ class MultiAgentPPOTrainer(PPOTrainer):
             "time_this_iter_s": elapsed,
             "time_total_s": self.time_total_s,
         }
-        if cfg.evaluation_interval:
-            evaluation = None
-            if self.iteration % cfg.evaluation_interval == 0:
-                evaluation = self._evaluate_during_training()
-            for key in (
-                "episode_return_mean",
-                "episode_return_std",
-                "episode_return_min",
-                "episode_return_max",
-                "episode_len_mean",
-            ):
-                metrics[f"evaluation/{key}"] = math.nan if evaluation is None else evaluation[key]
-        self.last_metrics = metrics
-        if self._logger is not None:
-            self._logger.write(metrics)
-        return metrics
+        return self._finish_iteration(metrics)
 
     def _evaluate_during_training(self) -> dict[str, Any]:
         return self.evaluate(self.config.evaluation_episodes)

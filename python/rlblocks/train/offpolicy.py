@@ -59,6 +59,7 @@ from rlblocks.train.envs import config_with_env, make_env_creator, vector_env_fr
 from rlblocks.train.offpolicy_config import DQNConfig, OffPolicyConfig, SACConfig
 from rlblocks.train.ppo import PPOTrainer, _resolve_device
 from rlblocks.train.runner import env_snapshot
+from rlblocks.train.sac_learner import SACLearner
 from rlblocks.train.trainer_config import lr_at
 
 __all__ = ["DQNTrainer", "OffPolicyTrainer", "SACTrainer"]
@@ -91,6 +92,8 @@ class OffPolicyTrainer(PPOTrainer):
 
     CONFIG: ClassVar[type[OffPolicyConfig]] = OffPolicyConfig
     FORMAT: ClassVar[str] = "rlblocks.offpolicy"
+    #: Builds the learner: ``LEARNER(obs_space, action_space, config, device)``.
+    LEARNER: ClassVar[Callable[..., Any]]
     config: Any
     learner: Any
 
@@ -111,9 +114,6 @@ class OffPolicyTrainer(PPOTrainer):
             )
         make_env_creator(self.config)
         self._start(given_venv, run_dir)
-
-    def _learner(self, obs_space: gym.Space, action_space: gym.Space) -> Any:
-        raise NotImplementedError
 
     def _build(self, venv: Any) -> None:
         cfg: OffPolicyConfig = self.config
@@ -137,7 +137,9 @@ class OffPolicyTrainer(PPOTrainer):
         obs_space, action_space = venv.single_observation_space, venv.single_action_space
         self.preprocessor = ModelCatalog.get_preprocessor_for_space(obs_space, cfg.model_config())
         self.obs_filter = NoFilter()
-        self.learner = self._learner(self.preprocessor.observation_space, action_space)
+        self.learner = self.LEARNER(
+            self.preprocessor.observation_space, action_space, cfg, self.device
+        )
         self.policy = self.learner.acting_policy()
         # Box observations are stored as the env gives them (images stay uint8, a frame
         # stack is stored frame by frame); other spaces as their preprocessed row.
@@ -324,22 +326,7 @@ class OffPolicyTrainer(PPOTrainer):
                 "time_total_s": self.time_total_s,
             }
         )
-        if cfg.evaluation_interval:
-            evaluation = None
-            if self.iteration % cfg.evaluation_interval == 0:
-                evaluation = self._evaluate_during_training()
-            for key in (
-                "episode_return_mean",
-                "episode_return_std",
-                "episode_return_min",
-                "episode_return_max",
-                "episode_len_mean",
-            ):
-                metrics[f"evaluation/{key}"] = math.nan if evaluation is None else evaluation[key]
-        self.last_metrics = metrics
-        if self._logger is not None:
-            self._logger.write(metrics)
-        return metrics
+        return self._finish_iteration(metrics)
 
     def _extra_metrics(self) -> dict[str, float]:
         """Metrics of the algorithm's own (DQN: the current epsilon)."""
@@ -505,8 +492,7 @@ class DQNTrainer(OffPolicyTrainer):
     CONFIG: ClassVar[type[OffPolicyConfig]] = DQNConfig
     FORMAT: ClassVar[str] = "rlblocks.dqn"
 
-    def _learner(self, obs_space: gym.Space, action_space: gym.Space) -> Any:
-        return DQNLearner(obs_space, action_space, self.config, self.device)
+    LEARNER: ClassVar[Callable[..., Any]] = DQNLearner
 
     def _extra_metrics(self) -> dict[str, float]:
         return {"epsilon": self.config.epsilon_at(self.timesteps_total)}
@@ -519,7 +505,4 @@ class SACTrainer(OffPolicyTrainer):
     CONFIG: ClassVar[type[OffPolicyConfig]] = SACConfig
     FORMAT: ClassVar[str] = "rlblocks.sac"
 
-    def _learner(self, obs_space: gym.Space, action_space: gym.Space) -> Any:
-        from rlblocks.train.sac_learner import SACLearner
-
-        return SACLearner(obs_space, action_space, self.config, self.device)
+    LEARNER: ClassVar[Callable[..., Any]] = SACLearner

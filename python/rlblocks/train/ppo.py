@@ -271,9 +271,16 @@ class PPOTrainer:
                 value = float(value.detach().float().mean())
             name = f"model_{key}" if key in metrics else key
             metrics[name] = value
-        if cfg.evaluation_interval:
+        return self._finish_iteration(metrics)
+
+    def _finish_iteration(self, metrics: dict[str, Any]) -> dict[str, Any]:
+        """The iteration's ``evaluation/...`` columns (with ``evaluation_interval``: an
+        evaluation every that many iterations, NaN in the others), then ``last_metrics`` and
+        the ``progress.csv`` row."""
+        interval = self.config.evaluation_interval
+        if interval:
             evaluation = None
-            if self.iteration % cfg.evaluation_interval == 0:
+            if self.iteration % interval == 0:
                 evaluation = self._evaluate_during_training()
             for key in (
                 "episode_return_mean",
