@@ -173,3 +173,27 @@ def test_dqn_refuses_box_actions_and_recurrent_models() -> None:
         DQNLearner(Box(-1, 1, (3,)), Box(-1, 1, (2,)), DQNConfig(), "cpu")
     with pytest.raises(ValueError, match="recurrent"):
         DQNLearner(Box(-1, 1, (3,)), Discrete(2), DQNConfig(model={"use_lstm": True}), "cpu")
+
+
+@pytest.mark.parametrize("timestep", [0, 2500, 10_000])
+def test_numpy_acting_path_takes_the_module_paths_actions(timestep: int) -> None:
+    """Epsilon-greedy actions of the plain FC Q-network in numpy equal the module path's
+    (forced by a no-op forward hook) for the same torch seed, at every epsilon."""
+    cfg = DQNConfig(
+        model={"fcnet_hiddens": [16, 16]}, dueling=False, epsilon=[[0, 1.0], [5000, 0.1]]
+    )
+    torch.manual_seed(0)
+    fast = DQNLearner(Box(-1, 1, (4,)), Discrete(5, start=2), cfg, "cpu")
+    plain = DQNLearner(Box(-1, 1, (4,)), Discrete(5, start=2), cfg, "cpu")
+    plain.q.load_state_dict(fast.q.state_dict())
+    plain.q.register_forward_pre_hook(lambda module, args: None)
+    obs = np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32)
+    out = []
+    for learner in (fast, plain):
+        torch.manual_seed(3)
+        out.append(
+            [learner.act(obs, True, timestep) for _ in range(5)] + [learner.act(obs, False, 0)]
+        )
+    for a, b in zip(*out, strict=True):
+        np.testing.assert_array_equal(a, b)
+        assert a.dtype == np.int64 and a.min() >= 2 and a.max() <= 6

@@ -557,3 +557,65 @@ def test_discrete_sac_learns_a_contextual_bandit() -> None:
     before, after = _bandit(learner, reward, 3, 400)
     assert before < 0.6
     assert after > 0.9
+
+
+# --- the closed-form update (rlblocks.train.fast.sac_backprop) ----------------------------
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+@pytest.mark.parametrize("twin_q", [True, False])
+@pytest.mark.parametrize("grad_clip", [None, 0.5])
+def test_closed_form_update_matches_autograd(
+    activation: str, twin_q: bool, grad_clip: float | None
+) -> None:
+    """Twenty updates of the plain FC networks give the same parameters, statistics and
+    priorities on the closed-form path as on the module path (forced by a no-op hook)."""
+    model = {"fcnet_hiddens": [32, 32], "fcnet_activation": activation}
+
+    def build(hooked: bool) -> SACLearner:
+        torch.manual_seed(0)
+        cfg = config(model=model, q_model=model, twin_q=twin_q, grad_clip=grad_clip)
+        learner = SACLearner(Box(-1, 1, (3,)), Box(-2.0, 3.0, (2,)), cfg)
+        if hooked:
+            learner.actor.register_forward_pre_hook(lambda module, args: None)
+        return learner
+
+    fast, plain = build(False), build(True)
+    assert fast._backprop() is not None and plain._backprop() is None
+    rng = np.random.default_rng(0)
+    rows = 64
+    batches = [
+        sample(
+            rng.normal(size=(rows, 3)),
+            rng.uniform(-2.0, 3.0, (rows, 2)).astype(np.float32),
+            rng.normal(size=rows),
+            rng.normal(size=(rows, 3)),
+            np.where(rng.random(rows) < 0.2, 0.0, 0.99),
+            rng.uniform(0.5, 1.0, rows),
+        )
+        for _ in range(20)
+    ]
+    results = []
+    for learner in (fast, plain):
+        torch.manual_seed(1)
+        results.append([learner.update(b, 0) for b in batches])
+    for (stats_a, prio_a), (stats_b, prio_b) in zip(*results, strict=True):
+        for key in SACLearner.STATS:
+            assert stats_a[key] == pytest.approx(stats_b[key], rel=1e-4, abs=1e-5), key
+        np.testing.assert_allclose(prio_a, prio_b, rtol=1e-4, atol=1e-5)
+    for a, b in zip(fast.state_dict().items(), plain.state_dict().items(), strict=True):
+        if isinstance(a[1], dict) and "state" not in a[1]:
+            for name in a[1]:
+                torch.testing.assert_close(a[1][name], b[1][name], rtol=1e-4, atol=1e-6)
+
+
+def test_closed_form_path_declines_what_it_does_not_cover() -> None:
+    model = {"fcnet_hiddens": [8]}
+    discrete = SACLearner(Box(-1, 1, (3,)), Discrete(3), config(model=model, q_model=model))
+    assert discrete._backprop() is None
+    free = {"fcnet_hiddens": [8], "free_log_std": True}
+    plain_q = {**model, "free_log_std": False}
+    learner = SACLearner(Box(-1, 1, (3,)), Box(-1, 1, (2,)), config(model=free, q_model=plain_q))
+    assert learner._backprop() is None
+    frozen = SACLearner(Box(-1, 1, (3,)), Box(-1, 1, (2,)), config(model=model, q_model=model))
+    frozen.critics[0].q_head._logits._model[0].bias.requires_grad_(False)
+    frozen.__dict__.pop("_fast", None)
+    assert frozen._backprop() is None

@@ -40,6 +40,7 @@ __all__ = [
     "get_filter_config",
     "get_initializer",
     "is_symbolic",
+    "mode_dependent",
     "normc_initializer",
     "same_padding",
     "tanh_cpu",
@@ -55,6 +56,23 @@ _FILTER_TABLE: tuple[tuple[int, list[list[Any]]], ...] = (
     (42, [[16, [4, 4], 2], [32, [4, 4], 2], [256, [11, 11], 1]]),
     (10, [[16, [5, 5], 2], [32, [5, 5], 2]]),
 )
+
+
+def mode_dependent(module: nn.Module) -> bool:
+    """Whether ``module`` computes differently in train and eval mode (it holds a dropout
+    or normalisation layer). Switching a module without such layers changes nothing but
+    costs a walk over its modules, which the off-policy learners skip.
+
+    Examples:
+        >>> mode_dependent(nn.Sequential(nn.Linear(2, 2), nn.ReLU()))
+        False
+        >>> mode_dependent(nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.1)))
+        True
+    """
+    return any(
+        isinstance(m, (nn.modules.batchnorm._NormBase, nn.modules.dropout._DropoutNd))
+        for m in module.modules()
+    )
 
 
 def normc_initializer(std: float = 1.0) -> Callable[[torch.Tensor], None]:

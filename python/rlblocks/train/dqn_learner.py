@@ -36,9 +36,17 @@ import torch.nn.functional as F
 
 from rlblocks.distributions import FLOAT_MIN, Categorical
 from rlblocks.masks import MASK_KEY, mask_layout
+from rlblocks.models.misc import mode_dependent
 from rlblocks.models.qnetwork import QNetwork
-from rlblocks.train.fast import make_adam
-from rlblocks.train.fast.dense_layers import Dense, FCLayers, backward_stack, run_stack
+from rlblocks.train.fast import clip_grad_norm, make_adam
+from rlblocks.train.fast.dense_layers import (
+    Dense,
+    FCLayers,
+    backward_stack,
+    numpy_weights,
+    run_numpy,
+    run_stack,
+)
 from rlblocks.train.offpolicy_config import DQNConfig
 from rlblocks.train.policy import Policy
 
@@ -113,12 +121,7 @@ class DQNLearner:
         self.target = copy.deepcopy(self.q).requires_grad_(False)
         self.optimizer = make_adam(list(self.q.parameters()), config.lr, eps=1e-8)
         self.updates = 0
-        # train / eval mode only matters to layers like batch norm and dropout: switching
-        # a model without them costs a walk over every module per update
-        self._modal = any(
-            isinstance(m, (torch.nn.modules.batchnorm._BatchNorm, torch.nn.Dropout))
-            for m in self.q.modules()
-        )
+        self._modal = mode_dependent(self.q)
         self.q.eval()
 
     # --- acting -------------------------------------------------------------------------------
@@ -138,6 +141,8 @@ class DQNLearner:
             ValueError: A row whose ``action_mask`` allows no action.
         """
         fast = self._fast_layers(self.q, training=False)
+        if fast is not None and isinstance(obs, np.ndarray) and self.device.type == "cpu":
+            return self._act_numpy(fast, obs, explore, timestep)
         if fast is not None:  # the plain FC Q-network as tensors (no module calls)
             with torch.inference_mode():
                 q = run_stack(fast, self._tensor(obs).reshape(len(obs), -1).float())[-1]
@@ -150,8 +155,7 @@ class DQNLearner:
             raise ValueError(f"observation {row}: its {MASK_KEY!r} allows no action")
         actions = q.argmax(dim=1)
         if explore:
-            epsilon = self.config.epsilon_at(timestep)
-            rows = torch.rand(q.shape[0], device=q.device) < epsilon
+            rows = self._explore_rows(len(obs), timestep, q.device)
             k = int(rows.sum())
             if k:
                 weights = (
@@ -159,10 +163,35 @@ class DQNLearner:
                     if legal is not None
                     else torch.ones(k, q.shape[1], device=q.device)
                 )
-                random = torch.multinomial(weights, 1).squeeze(1)
                 actions = actions.clone()
-                actions[rows] = random
+                actions[rows] = torch.multinomial(weights, 1).squeeze(1)
         return actions.cpu().numpy().astype(np.int64) + self.start
+
+    def _explore_rows(
+        self, n: int, timestep: int, device: torch.device | None = None
+    ) -> torch.Tensor:
+        """Which of ``n`` rows act at random (epsilon at ``timestep``; torch's generator)."""
+        return torch.rand(n, device=device) < self.config.epsilon_at(timestep)
+
+    def _act_numpy(
+        self, fast: list[Dense], obs: np.ndarray, explore: bool, timestep: int
+    ) -> np.ndarray:
+        """:meth:`act` for the plain FC Q-network (no mask) in numpy, on views of its
+        weights: at a few rows, torch's per-op dispatch costs more than the arithmetic. The
+        random numbers are torch's, drawn as the tensor path draws them (same actions)."""
+        key = tuple(d.weight.data_ptr() for d in fast)
+        cached = self.__dict__.get("_numpy_q")
+        if cached is None or cached[0] != key:
+            cached = self.__dict__["_numpy_q"] = (key, numpy_weights(fast))
+        x = obs.reshape(len(obs), -1).astype(np.float32, copy=False)
+        actions = run_numpy(cached[1], x).argmax(1)
+        if explore:
+            rows = self._explore_rows(len(obs), timestep).numpy()
+            k = int(rows.sum())
+            if k:
+                n_actions = fast[-1].weight.shape[0]
+                actions[rows] = torch.multinomial(torch.ones(k, n_actions), 1)[:, 0].numpy()
+        return actions.astype(np.int64) + self.start
 
     def _fast_layers(self, net: QNetwork, training: bool) -> list[Dense] | None:
         """``net``'s layers as plain tensors when it is the plain fully connected Q-network
@@ -260,9 +289,7 @@ class DQNLearner:
             "_params", list(self.q.parameters())
         )
         grad_norm = (
-            torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-            if cfg.grad_clip is not None
-            else torch.tensor(0.0)
+            clip_grad_norm(params, cfg.grad_clip) if cfg.grad_clip is not None else torch.zeros(())
         )
         self.optimizer.step()
         self.updates += 1

@@ -76,7 +76,10 @@ from rlblocks.masks import (
 )
 from rlblocks.models.fcnet import FullyConnectedNetwork
 from rlblocks.models.heads import ContinuousActionQModel
+from rlblocks.models.misc import mode_dependent
 from rlblocks.models.modelv2 import ModelV2
+from rlblocks.train.fast import make_adam
+from rlblocks.train.fast.sac_backprop import SACBackprop
 from rlblocks.train.offpolicy_config import SACConfig
 
 __all__ = ["SACActingPolicy", "SACLearner", "TransitionBatch"]
@@ -183,6 +186,7 @@ class SACActingPolicy:
         self.obs_space = obs_space
         self.action_space = action_space
         self.device = device
+        self.modal = mode_dependent(model)
         self.mask_layout = model.layout if isinstance(model, ActionMaskModel) else None
         self.mask_columns = model.mask_columns if isinstance(model, ActionMaskModel) else None
         self.action_shape: tuple[int, ...] = tuple(action_space.shape or ())
@@ -213,8 +217,9 @@ class SACActingPolicy:
         return obs
 
     def set_training(self, training: bool) -> None:
-        """Puts the actor in train or eval mode, only if it changes."""
-        if self.model.training != training:
+        """Puts the actor in train or eval mode, only if it changes and the model has
+        layers that depend on it."""
+        if self.model.training != training and self.modal:
             self.model.train(training)
 
     @torch.no_grad()
@@ -393,9 +398,12 @@ class SACLearner:
         def lr(value: float | None) -> float:
             return float(config.lr if value is None else value)
 
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=lr(config.actor_lr))
-        self.critic_optimizer = torch.optim.Adam(self.critics.parameters(), lr=lr(config.critic_lr))
-        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=lr(config.alpha_lr))
+        # fused Adam (one kernel per step; torch's default runs one per tensor)
+        self.actor_optimizer = make_adam(list(self.actor.parameters()), lr(config.actor_lr), 1e-8)
+        self.critic_optimizer = make_adam(
+            list(self.critics.parameters()), lr(config.critic_lr), 1e-8
+        )
+        self.alpha_optimizer = make_adam([self.log_alpha], lr(config.alpha_lr), 1e-8)
         if not self.discrete:
             assert isinstance(action_space, Box)
             self._low = torch.as_tensor(action_space.low, dtype=torch.float32, device=self.device)
@@ -565,14 +573,22 @@ class SACLearner:
             loss = loss + 0.5 * (t.weights * (q - targets) ** 2).mean()
         return loss, qs
 
-    def _step(
-        self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, params: list[Any]
-    ) -> None:
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward(inputs=params)
+    def _apply(self, optimizer: torch.optim.Optimizer, params: list[Any]) -> None:
+        """Clips the gradients (``grad_clip``) and steps ``optimizer``."""
         if self.grad_clip is not None:
             nn.utils.clip_grad_norm_(params, self.grad_clip)
         optimizer.step()
+
+    def _backprop(self) -> SACBackprop | None:
+        """The closed-form update when the networks are the plain fully connected ones
+        (:mod:`rlblocks.train.fast.sac_backprop`) and no hook is set, else None."""
+        if "_fast" not in self.__dict__:
+            self._fast = (
+                None
+                if self.discrete or self.masked
+                else SACBackprop.build(self.actor, list(self.critics), list(self.target_critics))
+            )
+        return self._fast if self._fast is not None and self._fast.usable() else None
 
     def update(self, batch: TransitionBatch, timestep: int) -> tuple[dict[str, float], np.ndarray]:
         """One gradient step of the critics, the actor and ``log_alpha`` on ``batch``.
@@ -585,53 +601,72 @@ class SACLearner:
             ``|Q_i(s, a) - y|``.
         """
         t = self._tensors(batch)
-        if not self.actor.training:
+        if not self.actor.training and self._policy.modal:
             self.actor.train(True)
-        if not self.critics.training:
+        if not self.critics.training and mode_dependent(self.critics):
             self.critics.train(True)
-        targets = self.targets(t)
+        critic_params, actor_params = self._param_lists()
+        fast = self._backprop()
+        alpha = self.log_alpha.detach().exp()
 
         # critics
-        critic_params, actor_params = self._param_lists()
-        qf_loss, qs = self._critic_loss(t, targets)
-        self._step(self.critic_optimizer, qf_loss, critic_params)
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        if fast is not None:
+            targets = fast.targets(t.next_obs, t.rewards, t.discounts, alpha)
+            qf_loss, qs = fast.critic_grads(t.obs, self._normalize(t.actions), targets, t.weights)
+        else:
+            targets = self.targets(t)
+            qf_loss, qs = self._critic_loss(t, targets)
+            qf_loss.backward(inputs=critic_params)
+        self._apply(self.critic_optimizer, critic_params)
         td = torch.stack([(q.detach() - targets).abs() for q in qs]).mean(0)
 
         # actor
-        alpha = self.log_alpha.detach().exp()
-        out = self._actor_out(t.obs)
-        obs = self._critic_obs(t.obs)
-        target_entropy: torch.Tensor | float
-        if self.discrete:
-            probs, logp = self._discrete_policy(out)
-            q_pi = torch.stack([self._q(c, obs, None) for c in self.critics]).amin(0)
-            actor_loss = (probs * (alpha * logp - q_pi)).sum(-1).mean()
-            neg_entropy = (probs * logp).sum(-1).detach()  # minus each row's entropy
-            target_entropy = self._row_target_entropy(out.detach())
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        target_entropy: torch.Tensor | float = self.target_entropy
+        if fast is not None:
+            actor_loss, neg_entropy = fast.actor_grads(t.obs, alpha)
         else:
-            a_pi, logp_pi = SquashedGaussian(out).rsample_and_logp()
-            q_pi = torch.stack([self._q(c, obs, a_pi) for c in self.critics]).amin(0)
-            actor_loss = (alpha * logp_pi - q_pi).mean()
-            neg_entropy = logp_pi.detach()
-            target_entropy = self.target_entropy
-        self._step(self.actor_optimizer, actor_loss, actor_params)
+            actor_loss, neg_entropy, target_entropy = self._actor_loss(t, alpha)
+            actor_loss.backward(inputs=actor_params)
+        self._apply(self.actor_optimizer, actor_params)
 
-        # temperature
-        alpha_loss = -(self.log_alpha * (neg_entropy + target_entropy)).mean()
-        self._step(self.alpha_optimizer, alpha_loss, [self.log_alpha])
+        # temperature: d/d log_alpha of -mean(log_alpha * (neg_entropy + target))
+        alpha_term = neg_entropy.detach() + target_entropy
+        alpha_loss = -(self.log_alpha.detach() * alpha_term).mean()
+        self.alpha_optimizer.zero_grad(set_to_none=True)
+        self.log_alpha.grad = -alpha_term.mean().reshape(())
+        self._apply(self.alpha_optimizer, [self.log_alpha])
 
         stats = {
             "qf_loss": float(qf_loss.detach()),
             "actor_loss": float(actor_loss.detach()),
-            "alpha_loss": float(alpha_loss.detach()),
+            "alpha_loss": float(alpha_loss),
             "alpha": self.alpha,
             "q_mean": float(qs[0].detach().mean()),
             "td_error_mean": float(td.mean()),
-            "entropy": float(-neg_entropy.mean()),
+            "entropy": float(-neg_entropy.detach().mean()),
             "target_entropy": float(torch.as_tensor(target_entropy).float().mean()),
         }
         priorities = td.cpu().numpy().astype(np.float64)
         return stats, priorities
+
+    def _actor_loss(
+        self, t: _Tensors, alpha: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | float]:
+        """``(actor loss, minus each row's entropy estimate, the entropy target)`` through
+        the modules (the graph reaches the actor's parameters)."""
+        out = self._actor_out(t.obs)
+        obs = self._critic_obs(t.obs)
+        if self.discrete:
+            probs, logp = self._discrete_policy(out)
+            q_pi = torch.stack([self._q(c, obs, None) for c in self.critics]).amin(0)
+            actor_loss = (probs * (alpha * logp - q_pi)).sum(-1).mean()
+            neg_entropy = (probs * logp).sum(-1).detach()
+            return actor_loss, neg_entropy, self._row_target_entropy(out.detach())
+        a_pi, logp_pi = SquashedGaussian(out).rsample_and_logp()
+        q_pi = torch.stack([self._q(c, obs, a_pi) for c in self.critics]).amin(0)
+        return (alpha * logp_pi - q_pi).mean(), logp_pi.detach(), self.target_entropy
 
     def _param_lists(self) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
         """The critics' and the actor's parameters, listed once (walking the modules on

@@ -47,18 +47,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from rlblocks import _core
 from rlblocks.distributions import Categorical, DiagGaussian
 from rlblocks.distributions.base import _HALF_LOG_2PI, LOG_BOUND
-from rlblocks.train.fast.dense_layers import Dense, FCLayers
+from rlblocks.train.fast.dense_layers import FCLayers, NumpyWeights, numpy_weights, run_numpy
 
 if TYPE_CHECKING:
     from rlblocks.models.modelv2 import ModelV2
     from rlblocks.train.actor import Actor, ActorInput, Forward
 
 __all__ = ["FCActor"]
-
-_Weights = list[tuple[np.ndarray, np.ndarray, str | None]]
 
 
 class FCActor:
@@ -95,7 +92,7 @@ class FCActor:
         )
         self._params = list(layers.model.parameters())
         self._key: tuple[int, ...] = ()
-        self._weights: tuple[_Weights, _Weights, _Weights, _Weights] | None = None
+        self._weights: tuple[NumpyWeights, NumpyWeights, NumpyWeights, NumpyWeights] | None = None
 
     @classmethod
     def build(
@@ -157,17 +154,11 @@ class FCActor:
         return self.numpy and isinstance(obs, np.ndarray) and self.layers.matches_model()
 
     # --- weights --------------------------------------------------------------------------
-    def _arrays(self) -> tuple[_Weights, _Weights, _Weights, _Weights]:
+    def _arrays(self) -> tuple[NumpyWeights, NumpyWeights, NumpyWeights, NumpyWeights]:
         """Numpy views of the weights (re-taken if a parameter's storage moved)."""
         key = tuple(p.data_ptr() for p in self._params)
         if key != self._key or self._weights is None:
-
-            def views(stack: list[Dense] | None) -> _Weights:
-                return [
-                    (d.weight.detach().numpy(), d.bias.detach().numpy(), d.activation)
-                    for d in stack or []
-                ]
-
+            views = numpy_weights
             lay = self.layers
             self._weights = (
                 views(lay.trunk),
@@ -183,13 +174,13 @@ class FCActor:
         """``(distribution inputs [B, K], values [B])`` as float32 arrays."""
         trunk, head, value_trunk, value_head = self._arrays()
         x = np.asarray(obs).reshape(len(obs), -1).astype(np.float32, copy=False)
-        features = _run(trunk, x)
-        out = _run(head, features)
+        features = run_numpy(trunk, x)
+        out = run_numpy(head, features)
         if self.layers.free_log_std is not None:
             log_std = self.layers.free_log_std.detach().numpy()
             out = np.concatenate([out, np.broadcast_to(log_std, (len(x), len(log_std)))], 1)
-        vf_in = _run(value_trunk, x) if self.layers.value_trunk is not None else features
-        return out, _run(value_head, vf_in)[:, 0]
+        vf_in = run_numpy(value_trunk, x) if self.layers.value_trunk is not None else features
+        return out, run_numpy(value_head, vf_in)[:, 0]
 
     def _categorical(self, logits: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray]:
         n, k = logits.shape
@@ -224,14 +215,3 @@ class FCActor:
         if self.scalar_action:
             actions = actions[:, 0]
         return actions.astype(np.float32, copy=False), logp.astype(np.float32, copy=False)
-
-
-def _run(layers: _Weights, x: np.ndarray) -> np.ndarray:
-    for weight, bias, activation in layers:
-        x = x @ weight.T
-        x += bias
-        if activation == "tanh":
-            _core.tanh(x, out=x)
-        elif activation == "relu":
-            np.maximum(x, 0.0, out=x)
-    return x

@@ -107,21 +107,21 @@ def _global_optimizer_hooks() -> bool:
     )
 
 
-def clip_grad_norm(params: list[torch.nn.Parameter], max_norm: float) -> None:
-    """Scales the gradients so their global L2 norm is at most ``max_norm``: what
-    ``torch.nn.utils.clip_grad_norm_`` computes, with the same multi-tensor kernels but
-    without its per-call grouping and checks (PPO's CartPole update step is faster;
-    docs/benchmarks.md). Without those private kernels (or if they fail), the public
-    ``clip_grad_norm_`` runs."""
+def clip_grad_norm(params: list[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
+    """Scales the gradients so their global L2 norm is at most ``max_norm`` and returns the
+    norm before clipping: what ``torch.nn.utils.clip_grad_norm_`` computes, with the same
+    multi-tensor kernels but without its per-call grouping and checks (PPO's CartPole update
+    step and DQN's update are faster; docs/benchmarks.md). Without those private kernels (or
+    if they fail), the public ``clip_grad_norm_`` runs."""
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
-        return
+        return torch.zeros(())
     norms, scale = getattr(torch, "_foreach_norm", None), getattr(torch, "_foreach_mul_", None)
     if norms is not None and scale is not None and _PRIVATE_KERNELS_WORK["foreach_norm"]:
         try:
             total = torch.linalg.vector_norm(torch.stack(norms(grads)))
             scale(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
-            return
+            return total
         except (TypeError, RuntimeError):
             _PRIVATE_KERNELS_WORK["foreach_norm"] = False
-    torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=False)
+    return torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=False)

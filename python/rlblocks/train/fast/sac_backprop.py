@@ -1,0 +1,316 @@
+"""``SACBackprop``: SAC's update for fully connected actor and critics, without autograd.
+
+For a flat Box observation and a Box action, SAC's default networks are three MLPs per
+critic pair: the actor (the catalog's
+:class:`~rlblocks.models.fcnet.FullyConnectedNetwork`, ``2 * dim(A)`` outputs) and each
+critic (a :class:`~rlblocks.models.heads.ContinuousActionQModel` whose base passes the
+observation through and whose ``q_head`` MLP reads ``concat(obs, action)``). On CPU,
+autograd's graph building, the module calls and the three backward passes of an update
+cost more than the arithmetic of such networks at SAC's batch sizes. :class:`SACBackprop`
+runs the same three computations as plain tensors and writes the gradients in closed
+form:
+
+* the target ``y = r + d * (min_i Qtarg_i(s', a') - alpha * log pi(a'|s'))``, one draw
+  ``a' ~ pi(s')``;
+* the critic loss ``0.5 * sum_i mean(w * (Q_i(s, a) - y)^2)`` and its weight gradients;
+* the actor loss ``mean(alpha * log pi(a~|s) - min_i Q_i(s, a~))`` and its weight
+  gradients: through the critics to the action (input gradients only), through the
+  ``tanh`` squash and :class:`~rlblocks.distributions.SquashedGaussian`'s log-density
+  (clamped ``log_std``, clamped density, the ``log(1 - tanh^2 + 1e-6)`` Jacobian), then
+  through the actor.
+
+Each derivative is the one autograd takes through ``SACLearner``'s module path, ties of the
+``min`` and of the squash's clamp included, and the random draws are the same (one
+``torch.randn`` per call, in the same order), so both paths give the same update up to
+float rounding (``tests/test_sac_learner.py`` compares them). ``SACLearner`` steps the
+optimizers. :meth:`SACBackprop.build` returns None for any other model, and
+:meth:`SACBackprop.usable` is False while a hook is set or a layer was replaced.
+
+Examples:
+    >>> import gymnasium as gym
+    >>> from rlblocks.train.offpolicy_config import SACConfig
+    >>> from rlblocks.train.sac_learner import SACLearner
+    >>> cfg = SACConfig(model={"fcnet_hiddens": [8]}, q_model={"fcnet_hiddens": [8]})
+    >>> learner = SACLearner(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-2, 2, (2,)), cfg)
+    >>> fast = SACBackprop.build(learner.actor, list(learner.critics),
+    ...                          list(learner.target_critics))
+    >>> fast is not None and fast.usable()
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from rlblocks.distributions.base import (
+    _HALF_LOG_2PI,
+    MAX_LOG_NN_OUTPUT,
+    MIN_LOG_NN_OUTPUT,
+    SMALL_NUMBER,
+)
+from rlblocks.models.heads import ContinuousActionQModel
+from rlblocks.train.fast.dense_layers import Dense, FCLayers, backward_stack, run_stack
+
+__all__ = ["SACBackprop"]
+
+
+class _Draw(NamedTuple):
+    """The actor's pass and one draw per row, with what the log-density's gradient reads."""
+
+    acts: list[torch.Tensor]
+    raw_log_std: torch.Tensor
+    std: torch.Tensor
+    noise: torch.Tensor
+    t: torch.Tensor
+    squashed: torch.Tensor
+    action: torch.Tensor
+    scaled: torch.Tensor
+    density: torch.Tensor
+    jacobian: torch.Tensor
+    logp: torch.Tensor
+
+
+def _hooked(module: nn.Module) -> bool:
+    return bool(
+        module._forward_hooks
+        or module._forward_pre_hooks
+        or module._backward_hooks
+        or module._backward_pre_hooks
+    )
+
+
+class _Critic:
+    """A ContinuousActionQModel over the pass-through base, as dense layers."""
+
+    def __init__(self, module: ContinuousActionQModel, base: FCLayers, head: FCLayers) -> None:
+        assert head.logits is not None
+        self.module = module
+        self.base = base
+        self.head = head
+        self.layers: list[Dense] = [*head.trunk, head.logits]
+
+    @classmethod
+    def build(cls, module: nn.Module) -> _Critic | None:
+        if type(module) is not ContinuousActionQModel:
+            return None
+        base = FCLayers.from_model(module.base_model)
+        head = FCLayers.from_model(module.q_head)
+        if (
+            base is None
+            or base.trunk
+            or base.logits is not None
+            or base.free_log_std is not None
+            or head is None
+            or head.logits is None
+            or head.free_log_std is not None
+        ):
+            return None
+        return cls(module, base, head)
+
+    def usable(self, training: bool) -> bool:
+        return (
+            not _hooked(self.module)
+            and self.base.matches_model(training)
+            and self.head.matches_model(training)
+        )
+
+    def q(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """:func:`run_stack`'s activations for ``x = concat(obs, action)``."""
+        return run_stack(self.layers, x)
+
+    def input_grad(self, acts: list[torch.Tensor], d_q: torch.Tensor) -> torch.Tensor:
+        """The gradient of the critic's input for ``d_q`` (``[B, 1]``); no weight gradient."""
+        d = d_q
+        for i in range(len(self.layers) - 1, -1, -1):
+            layer, y = self.layers[i], acts[i + 1]
+            if layer.activation == "relu":
+                d = torch.ops.aten.threshold_backward(d, y, 0)
+            elif layer.activation == "tanh":
+                d = torch.ops.aten.tanh_backward(d, y)
+            d = torch.mm(d, layer.weight)
+        return d
+
+
+class SACBackprop:
+    """SAC's targets and gradients for FC actor and critics (module docstring).
+
+    Args:
+        actor: The actor's layers (a logits layer of ``2 * dim(A)`` units, no free log-std).
+        critics, target_critics: One or two critics and their target copies.
+    """
+
+    def __init__(
+        self, actor: FCLayers, critics: list[_Critic], target_critics: list[_Critic]
+    ) -> None:
+        assert actor.logits is not None
+        self.actor = actor
+        self.actor_layers: list[Dense] = [*actor.trunk, actor.logits]
+        self.critics = critics
+        self.target_critics = target_critics
+
+    @classmethod
+    def build(
+        cls,
+        actor: nn.Module,
+        critics: Sequence[nn.Module],
+        target_critics: Sequence[nn.Module],
+    ) -> SACBackprop | None:
+        """The fast path for these networks, or None when one of them is not covered
+        (another model class or activation, a free log-std, frozen parameters)."""
+        layers = FCLayers.from_model(actor)
+        if layers is None or layers.logits is None or layers.free_log_std is not None:
+            return None
+        built = [_Critic.build(m) for m in [*critics, *target_critics]]
+        if any(c is None for c in built) or not 1 <= len(critics) <= 2:
+            return None
+        trained = [actor, *critics]
+        if any(not p.requires_grad for m in trained for p in m.parameters()):
+            return None
+        n = len(critics)
+        ok = [c for c in built if c is not None]
+        return cls(layers, ok[:n], ok[n:])
+
+    def usable(self) -> bool:
+        """False while a pass through the tensors would differ from calling the modules
+        (a hook set, a layer replaced or parametrized since :meth:`build`)."""
+        return (
+            self.actor.matches_model(training=True)
+            and all(c.usable(training=True) for c in self.critics)
+            and all(c.usable(training=False) for c in self.target_critics)
+        )
+
+    # --- the policy ---------------------------------------------------------------------------
+    def _draw(self, x: torch.Tensor) -> _Draw:
+        """The actor's outputs and one reparameterised draw per row."""
+        acts = run_stack(self.actor_layers, x)
+        out = acts[-1]
+        d = out.shape[1] // 2
+        mean, raw_log_std = out[:, :d], out[:, d:]
+        log_std = raw_log_std.clamp(MIN_LOG_NN_OUTPUT, MAX_LOG_NN_OUTPUT)
+        std = log_std.exp()
+        noise = torch.randn(mean.shape, device=mean.device, dtype=mean.dtype)
+        z = mean + std * noise
+        t = torch.tanh(z)
+        # SquashedGaussian's squash into [low, high] = [-1, 1], then its clamp
+        squashed = (t + 1.0) / 2.0 * 2.0 + -1.0
+        action = squashed.clamp(-1.0, 1.0)
+        scaled = (z - mean) / std
+        density = -0.5 * scaled * scaled - log_std - _HALF_LOG_2PI
+        jacobian = 1.0 - t * t + SMALL_NUMBER
+        logp = density.clamp(-100.0, 100.0).sum(-1) - torch.log(jacobian).sum(-1)
+        return _Draw(
+            acts, raw_log_std, std, noise, t, squashed, action, scaled, density, jacobian, logp
+        )
+
+    @staticmethod
+    def _flat(obs: torch.Tensor) -> torch.Tensor:
+        return obs.reshape(obs.shape[0], -1).float()
+
+    @staticmethod
+    def _min_weights(qs: list[torch.Tensor]) -> list[torch.Tensor]:
+        """``d min_i(q_i) / d q_i``: 1 for the smaller, a half each on a tie (as ``amin``)."""
+        if len(qs) == 1:
+            return [torch.ones_like(qs[0])]
+        first = (qs[0] < qs[1]).float() + 0.5 * (qs[0] == qs[1]).float()
+        return [first, 1.0 - first]
+
+    # --- the three computations ---------------------------------------------------------------
+    @torch.no_grad()
+    def targets(
+        self,
+        next_obs: torch.Tensor,
+        rewards: torch.Tensor,
+        discounts: torch.Tensor,
+        alpha: torch.Tensor,
+    ) -> torch.Tensor:
+        """``y = r + d * (min_i Qtarg_i(s', a') - alpha * log pi(a'|s'))`` (``[B]``)."""
+        x = self._flat(next_obs)
+        draw = self._draw(x)
+        xa = torch.cat([x, draw.action], 1)
+        qs = [c.q(xa)[-1][:, 0] for c in self.target_critics]
+        q = torch.stack(qs).amin(0)
+        return rewards + discounts * (q - alpha * draw.logp)
+
+    @torch.no_grad()
+    def critic_grads(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        targets: torch.Tensor,
+        weights: torch.Tensor,
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The critic loss and ``[Q_i(s, a)]`` for normalised ``actions``; writes the
+        gradients of the critics' layers (``.grad`` of the other parameters is left as
+        is)."""
+        xa = torch.cat([self._flat(obs), actions], 1)
+        b = xa.shape[0]
+        loss = torch.zeros((), device=xa.device)
+        qs = []
+        for critic in self.critics:
+            acts = critic.q(xa)
+            q = acts[-1][:, 0]
+            diff = q - targets
+            loss = loss + 0.5 * (weights * diff**2).mean()
+            _fresh_grads(critic.layers)
+            backward_stack(critic.layers, acts, (weights * diff / b)[:, None])
+            qs.append(q)
+        return loss, qs
+
+    @torch.no_grad()
+    def actor_grads(
+        self, obs: torch.Tensor, alpha: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(actor loss, log pi(a~|s) [B])`` for one reparameterised draw per row; writes
+        the gradients of the actor's layers."""
+        x = self._flat(obs)
+        b = x.shape[0]
+        draw = self._draw(x)
+        action = draw.action
+        xa = torch.cat([x, action], 1)
+        critic_acts = [c.q(xa) for c in self.critics]
+        qs = [acts[-1][:, 0] for acts in critic_acts]
+        q_min = torch.stack(qs).amin(0)
+        logp = draw.logp
+        loss = (alpha * logp - q_min).mean()
+
+        # d loss / d action, through min_i Q_i(s, a~) (the critics' input gradients)
+        n_obs = x.shape[1]
+        d_action = torch.zeros_like(action)
+        for critic, acts, w in zip(self.critics, critic_acts, self._min_weights(qs), strict=True):
+            d_action += critic.input_grad(acts, (-w / b)[:, None])[:, n_obs:]
+        # the clamp of the squash (a tie with a bound gets half, as torch.maximum/minimum)
+        squashed = draw.squashed
+        at_bound = (squashed == 1.0) | (squashed == -1.0)
+        d_t = torch.where(at_bound, 0.5 * d_action, d_action)
+        # the Jacobian term -sum log(1 - t^2 + eps) of alpha * logp / B
+        t = draw.t
+        coef = alpha / b
+        d_t = d_t + coef * 2.0 * t / draw.jacobian
+        d_z = d_t * (1.0 - t * t)
+        # the clamped Normal density of z = mean + std * noise
+        density = draw.density
+        inside = ((density >= -100.0) & (density <= 100.0)).float() * coef
+        std, scaled = draw.std, draw.scaled
+        d_z = d_z - inside * scaled / std
+        d_mean = d_z + inside * scaled / std
+        d_std = d_z * draw.noise + inside * scaled * scaled / std
+        d_log_std = d_std * std - inside
+        raw = draw.raw_log_std
+        d_raw = d_log_std * ((raw >= MIN_LOG_NN_OUTPUT) & (raw <= MAX_LOG_NN_OUTPUT)).float()
+
+        _fresh_grads(self.actor_layers)
+        backward_stack(self.actor_layers, draw.acts, torch.cat([d_mean, d_raw], 1))
+        return loss, logp
+
+
+def _fresh_grads(layers: list[Dense]) -> None:
+    """Gives each layer's weight and bias a ``.grad`` to write into (kept if it has one)."""
+    for layer in layers:
+        if layer.weight.grad is None:
+            layer.weight.grad = torch.empty_like(layer.weight)
+        if layer.bias.grad is None:
+            layer.bias.grad = torch.empty_like(layer.bias)
