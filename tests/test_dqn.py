@@ -175,12 +175,13 @@ def test_dqn_refuses_box_actions_and_recurrent_models() -> None:
         DQNLearner(Box(-1, 1, (3,)), Discrete(2), DQNConfig(model={"use_lstm": True}), "cpu")
 
 
+@pytest.mark.parametrize("dueling", [False, True])
 @pytest.mark.parametrize("timestep", [0, 2500, 10_000])
-def test_numpy_acting_path_takes_the_module_paths_actions(timestep: int) -> None:
-    """Epsilon-greedy actions of the plain FC Q-network in numpy equal the module path's
-    (forced by a no-op forward hook) for the same torch seed, at every epsilon."""
+def test_numpy_acting_path_takes_the_module_paths_actions(timestep: int, dueling: bool) -> None:
+    """Epsilon-greedy actions of the FC Q-network in numpy equal the module path's (forced
+    by a no-op forward hook) for the same torch seed, at every epsilon."""
     cfg = DQNConfig(
-        model={"fcnet_hiddens": [16, 16]}, dueling=False, epsilon=[[0, 1.0], [5000, 0.1]]
+        model={"fcnet_hiddens": [16, 16]}, dueling=dueling, epsilon=[[0, 1.0], [5000, 0.1]]
     )
     torch.manual_seed(0)
     fast = DQNLearner(Box(-1, 1, (4,)), Discrete(5, start=2), cfg, "cpu")
@@ -197,3 +198,43 @@ def test_numpy_acting_path_takes_the_module_paths_actions(timestep: int) -> None
     for a, b in zip(*out, strict=True):
         np.testing.assert_array_equal(a, b)
         assert a.dtype == np.int64 and a.min() >= 2 and a.max() <= 6
+
+
+@pytest.mark.parametrize("dueling", [False, True])
+@pytest.mark.parametrize("double_q", [False, True])
+@pytest.mark.parametrize("loss", ["huber", "mse"])
+def test_closed_form_update_matches_the_module_path(
+    dueling: bool, double_q: bool, loss: str
+) -> None:
+    """Ten updates on the closed-form path (rlblocks.train.fast.q_layers) give the module
+    path's statistics, priorities and parameters (the module path forced by a no-op hook on
+    the network's body)."""
+    cfg = DQNConfig(
+        model={"fcnet_hiddens": [16, 16]},
+        dueling=dueling,
+        double_q=double_q,
+        td_error_loss_fn=loss,
+        grad_clip=1.0,
+    )
+    learners = []
+    for hooked in (False, True):
+        torch.manual_seed(0)
+        learner = DQNLearner(Box(-5, 5, (3,)), Discrete(4), cfg, "cpu")
+        with torch.no_grad():
+            for p in learner.target.parameters():
+                p.add_(0.1)
+        if hooked:
+            learner.q.body.register_forward_pre_hook(lambda module, args: None)
+        learners.append(learner)
+    fast, plain = learners
+    assert fast._fast_layers(fast.q, True) is not None
+    assert plain._fast_layers(plain.q, True) is None
+    rng = np.random.default_rng(2)
+    for _ in range(10):
+        batch = _batch(rng, 3, 4, b=32)
+        (stats_a, prio_a), (stats_b, prio_b) = fast.update(batch), plain.update(batch)
+        for key in stats_a:
+            assert stats_a[key] == pytest.approx(stats_b[key], rel=1e-5, abs=1e-6), key
+        np.testing.assert_allclose(prio_a, prio_b, rtol=1e-5, atol=1e-6)
+    for (name, a), b in zip(fast.q.named_parameters(), plain.q.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)

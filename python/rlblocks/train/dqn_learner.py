@@ -39,14 +39,7 @@ from rlblocks.masks import MASK_KEY, mask_layout
 from rlblocks.models.misc import mode_dependent
 from rlblocks.models.qnetwork import QNetwork
 from rlblocks.train.fast import clip_grad_norm, make_adam
-from rlblocks.train.fast.dense_layers import (
-    Dense,
-    FCLayers,
-    backward_stack,
-    numpy_weights,
-    run_numpy,
-    run_stack,
-)
+from rlblocks.train.fast.q_layers import DenseQ
 from rlblocks.train.offpolicy_config import DQNConfig
 from rlblocks.train.policy import Policy
 
@@ -143,9 +136,9 @@ class DQNLearner:
         fast = self._fast_layers(self.q, training=False)
         if fast is not None and isinstance(obs, np.ndarray) and self.device.type == "cpu":
             return self._act_numpy(fast, obs, explore, timestep)
-        if fast is not None:  # the plain FC Q-network as tensors (no module calls)
+        if fast is not None:  # the FC Q-network as tensors (no module calls)
             with torch.inference_mode():
-                q = run_stack(fast, self._tensor(obs).reshape(len(obs), -1).float())[-1]
+                q = fast.forward(self._tensor(obs).reshape(len(obs), -1).float())[1]
         else:
             q = self.greedy_q(obs)
         masked = self.q.masked
@@ -173,40 +166,30 @@ class DQNLearner:
         """Which of ``n`` rows act at random (epsilon at ``timestep``; torch's generator)."""
         return torch.rand(n, device=device) < self.config.epsilon_at(timestep)
 
-    def _act_numpy(
-        self, fast: list[Dense], obs: np.ndarray, explore: bool, timestep: int
-    ) -> np.ndarray:
-        """:meth:`act` for the plain FC Q-network (no mask) in numpy, on views of its
-        weights: at a few rows, torch's per-op dispatch costs more than the arithmetic. The
-        random numbers are torch's, drawn as the tensor path draws them (same actions)."""
-        key = tuple(d.weight.data_ptr() for d in fast)
-        cached = self.__dict__.get("_numpy_q")
-        if cached is None or cached[0] != key:
-            cached = self.__dict__["_numpy_q"] = (key, numpy_weights(fast))
-        x = obs.reshape(len(obs), -1).astype(np.float32, copy=False)
-        actions = run_numpy(cached[1], x).argmax(1)
+    def _act_numpy(self, fast: DenseQ, obs: np.ndarray, explore: bool, timestep: int) -> np.ndarray:
+        """:meth:`act` for the FC Q-network (no mask) in numpy, on views of its weights: at
+        a few rows, torch's per-op dispatch costs more than the arithmetic. The random
+        numbers are torch's, drawn as the tensor path draws them (same actions)."""
+        q = fast.forward_numpy(obs.reshape(len(obs), -1).astype(np.float32, copy=False))
+        actions = q.argmax(1)
         if explore:
             rows = self._explore_rows(len(obs), timestep).numpy()
             k = int(rows.sum())
             if k:
-                n_actions = fast[-1].weight.shape[0]
-                actions[rows] = torch.multinomial(torch.ones(k, n_actions), 1)[:, 0].numpy()
+                actions[rows] = torch.multinomial(torch.ones(k, q.shape[1]), 1)[:, 0].numpy()
         return actions.astype(np.int64) + self.start
 
-    def _fast_layers(self, net: QNetwork, training: bool) -> list[Dense] | None:
-        """``net``'s layers as plain tensors when it is the plain fully connected Q-network
-        (no dueling head, one atom, no mask, no hooks), else None (the module path)."""
+    def _fast_layers(self, net: QNetwork, training: bool) -> DenseQ | None:
+        """``net`` as plain tensors when it is a fully connected Q-network (plain or
+        dueling head, one atom, no mask) and no hook is set, else None (the module path)."""
         cache: dict[int, Any] = self.__dict__.setdefault("_fast_cache", {})
         key = id(net)
         if key not in cache or cache[key][0] is not net:
-            layers = None
-            if not (net.dueling or net.masked or net.num_atoms != 1 or self._modal):
-                layers = FCLayers.from_model(net.body)
-            cache[key] = (net, layers)
-        layers = cache[key][1]
-        if layers is None or not layers.matches_model(training):
+            cache[key] = (net, None if self._modal else DenseQ.from_network(net))
+        layers: DenseQ | None = cache[key][1]
+        if layers is None or not layers.matches(training):
             return None
-        return [*layers.trunk, layers.logits] if layers.logits is not None else layers.trunk
+        return layers
 
     # --- learning -----------------------------------------------------------------------------
     def _bootstrap_action(self, next_obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -244,8 +227,8 @@ class DQNLearner:
 
     def _dense_update(
         self,
-        fast: list[Dense],
-        fast_target: list[Dense],
+        fast: DenseQ,
+        fast_target: DenseQ,
         obs: torch.Tensor,
         next_obs: torch.Tensor,
         actions: torch.Tensor,
@@ -253,22 +236,21 @@ class DQNLearner:
         discounts: torch.Tensor,
         weights: torch.Tensor,
     ) -> tuple[dict[str, float], np.ndarray]:
-        """:meth:`update` for the plain fully connected Q-network (ReLU or linear layers,
-        one atom, no mask, no hooks): the forward passes as plain tensors and the loss's
-        gradients in closed form (no autograd graph: most of a small network's update
-        time), then the same clipping and Adam step. No double Q: one target pass gives
-        the bootstrap action and its value."""
+        """:meth:`update` for the fully connected Q-network (ReLU or linear layers, plain
+        or dueling head, one atom, no mask, no hooks): the forward passes as plain tensors
+        and the loss's gradients in closed form (no autograd graph: most of a small
+        network's update time), then the same clipping and Adam step. With double Q the
+        online network reads ``obs`` and ``next_obs`` in one pass."""
         cfg = self.config
         b = obs.shape[0]
         rows = torch.arange(b, device=self.device)
         with torch.no_grad():
             x, nx = obs.reshape(b, -1).float(), next_obs.reshape(b, -1).float()
-            acts = run_stack(fast, torch.cat([x, nx]) if cfg.double_q else x)
-            q_all = acts[-1][:b]
-            q_next_target = run_stack(fast_target, nx)[-1]
-            a_star = (acts[-1][b:] if cfg.double_q else q_next_target).argmax(dim=1)
+            acts, q_both = fast.forward(torch.cat([x, nx]) if cfg.double_q else x)
+            q_next_target = fast_target.forward(nx)[1]
+            a_star = (q_both[b:] if cfg.double_q else q_next_target).argmax(dim=1)
             target = rewards + discounts * q_next_target[rows, a_star]
-            q_taken = q_all[rows, actions]
+            q_taken = q_both[rows, actions]
             diff = q_taken - target
             scale = weights / b  # d mean(w * loss_row) / d loss_row
             if cfg.td_error_loss_fn == "huber":
@@ -278,13 +260,10 @@ class DQNLearner:
                 per_row = diff.pow(2)
                 d_q = 2.0 * diff * scale
             loss = (weights * per_row).mean()
-            d_out = torch.zeros_like(acts[-1])
+            d_out = torch.zeros(b, q_both.shape[1], device=q_both.device)
             d_out[rows, actions] = d_q
             self.optimizer.zero_grad(set_to_none=True)
-            for layer in fast:
-                layer.weight.grad = torch.empty_like(layer.weight)
-                layer.bias.grad = torch.empty_like(layer.bias)
-            backward_stack(fast, acts, d_out)
+            fast.backward([a[:b] for a in acts], d_out)
         params = self.__dict__.get("_params") or self.__dict__.setdefault(
             "_params", list(self.q.parameters())
         )
@@ -321,7 +300,7 @@ class DQNLearner:
             fast is not None
             and fast_target is not None
             # tanh: the closed-form gradient rounds differently from autograd's (1e-7)
-            and all(d.activation != "tanh" for d in fast)
+            and all(d.activation != "tanh" for d in fast.layers)
         ):
             return self._dense_update(
                 fast, fast_target, obs, next_obs, actions, rewards, discounts, weights
