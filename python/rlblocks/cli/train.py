@@ -13,7 +13,9 @@ env trains with :class:`~rlblocks.multiagent.trainer.MultiAgentPPOTrainer`). ``-
 starts from a tuned config (``rlblocks tuned`` lists them; :mod:`rlblocks.train.tuned`), whose
 ``stop`` block sets
 the default stop return and step budget (as a ``stop`` block in a ``--config`` file does).
-``--backend rllib`` trains with RLlib on Ray (:mod:`rlblocks.rllib.trainer`).
+``--backend rllib`` trains with RLlib on Ray (:mod:`rlblocks.rllib.trainer`); with
+``--ray-address`` the user modules the config names are shipped to the cluster's workers
+(:mod:`rlblocks.rllib.runtime_env`), and env runners that fail to start are one error line.
 
 Examples:
     >>> from rlblocks.cli import build_parser
@@ -133,8 +135,11 @@ def add_parser(sub: Any) -> None:
     train.add_argument(
         "--ray-address",
         default=None,
-        help="address of a running Ray cluster (--backend rllib; default: "
-        "start a local Ray sized to the machine)",
+        help="address of a running Ray cluster, or 'auto' for the one started on this "
+        "machine (--backend rllib; default: start a local Ray sized to the machine); the "
+        "modules that --env and the config name (my_pkg.envs:MyEnv-v0, a custom_model, "
+        "...) travel to its workers in Ray's runtime_env unless pip installed them "
+        "(RLBLOCKS_SHIP_USER_CODE=0: never)",
     )
 
 
