@@ -47,10 +47,8 @@ def run(args: argparse.Namespace) -> int:
 
     if rllib_run(args.run_dir):
         if args.exported is not None:
-            raise ValueError(
-                "--exported plays an export of a native run; this run was trained "
-                "with --backend rllib (evaluate it without --exported)"
-            )
+            print(json.dumps(_rllib_exported(args)))
+            return 0
         print(
             json.dumps(
                 rllib_evaluate_run()(
@@ -59,19 +57,7 @@ def run(args: argparse.Namespace) -> int:
             )
         )
         return 0
-    exported = None
-    if args.exported is not None:
-        if args.explore:
-            raise ValueError(
-                "--exported runs the exported deterministic actions; --explore "
-                "cannot be combined with it"
-            )
-        from rlblocks.export.evaluate import load_exported
-
-        try:
-            exported = load_exported(args.exported)
-        except ImportError as err:  # the export extra is missing
-            raise ValueError(str(err)) from err
+    exported = None if args.exported is None else _load_exported(args)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # evaluation starts fresh episodes
         trainer = restore_trainer(args.run_dir, log=False)
@@ -93,3 +79,31 @@ def run(args: argparse.Namespace) -> int:
     result["checkpoint"] = str(trainer.checkpoint_path)
     print(json.dumps(result))
     return 0
+
+
+def _load_exported(args: argparse.Namespace) -> Any:
+    """The ``--exported`` artifact (refused with ``--explore``)."""
+    if args.explore:
+        raise ValueError(
+            "--exported runs the exported deterministic actions; --explore "
+            "cannot be combined with it"
+        )
+    from rlblocks.export.evaluate import load_exported
+
+    try:
+        return load_exported(args.exported)
+    except ImportError as err:  # the export extra is missing
+        raise ValueError(str(err)) from err
+
+
+def _rllib_exported(args: argparse.Namespace) -> dict[str, Any]:
+    """``--exported`` on a ``--backend rllib`` run: the artifact on the run's env, with the
+    seeds the module's own evaluation uses."""
+    exported = _load_exported(args)
+    try:
+        from rlblocks.rllib.evaluate import evaluate_exported_run
+    except ImportError as err:
+        raise ValueError(str(err)) from None
+    result = evaluate_exported_run(args.run_dir, exported, args.episodes, seed=args.seed)
+    result["exported"] = str(args.exported)
+    return dict(result)

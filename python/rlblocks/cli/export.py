@@ -22,8 +22,9 @@ def add_parser(sub: Any) -> None:
         "export",
         run,
         help="export a run's policy to ONNX or torch.export",
-        description="Writes the policy of a run's newest checkpoint as an ONNX or "
-        "torch.export artifact with a JSON sidecar describing its inputs and outputs.",
+        description="Writes the policy of a run's newest checkpoint (native or "
+        "--backend rllib) as an ONNX or torch.export artifact with a JSON sidecar "
+        "describing its inputs and outputs.",
     )
     add_run_dir(export)
     export.add_argument(
@@ -43,12 +44,16 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Exports and prints the artifact's and the sidecar's paths."""
-    from rlblocks.export.exporter import export_policies, export_policy
+    from rlblocks.export.exporter import export_policies, export_policy, rllib_run
     from rlblocks.export.sidecar import sidecar_path
     from rlblocks.train.checkpoint import checkpoint_meta
 
     try:
-        if checkpoint_meta(args.run_dir).get("format") == "rlblocks.ppo.multiagent":
+        if rllib_run(args.run_dir):
+            multiagent = _rllib_multiagent(args.run_dir)
+        else:
+            multiagent = checkpoint_meta(args.run_dir).get("format") == "rlblocks.ppo.multiagent"
+        if multiagent:
             if args.out is not None:
                 raise ValueError(
                     "--out names one file; a multi-agent run writes policy_<id> files into "
@@ -62,3 +67,10 @@ def run(args: argparse.Namespace) -> int:
     for path in paths:
         print(f"exported: {path}\nsidecar: {sidecar_path(path)}")
     return 0
+
+
+def _rllib_multiagent(run_dir: str) -> bool:
+    """Whether a ``--backend rllib`` run (or checkpoint) trained several policies."""
+    from rlblocks.export.exporter import _rllib_export
+
+    return bool(_rllib_export().is_multiagent_run(run_dir))

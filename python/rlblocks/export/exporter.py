@@ -13,6 +13,7 @@ Examples:
 from __future__ import annotations
 
 import io
+import json
 import logging
 import warnings
 from contextlib import redirect_stderr, redirect_stdout
@@ -29,12 +30,42 @@ from rlblocks.export.sidecar import (
     write_sidecar,
 )
 
-__all__ = ["FORMATS", "export_policies", "export_policy"]
+__all__ = ["FORMATS", "export_policies", "export_policy", "rllib_run"]
 
 #: ``fmt`` -> default file suffix.
 FORMATS = {"onnx": ".onnx", "torch-export": ".pt2"}
 
 _EXTRA_HINT = 'pip install "rlblocks[export]"'
+
+
+def rllib_run(source: Any) -> bool:
+    """Whether ``source`` is the directory of a ``--backend rllib`` run or of one of its
+    checkpoints (its ``config.json`` says so; nothing of Ray is imported).
+
+    Examples:
+        >>> rllib_run("no/such/run"), rllib_run(object())
+        (False, False)
+    """
+    if not isinstance(source, (str, Path)):
+        return False
+    for candidate in (Path(source), Path(source).parent):
+        cfg = candidate / "config.json"
+        if cfg.is_file():
+            try:
+                backend = json.loads(cfg.read_text()).get("backend")
+            except (ValueError, AttributeError):
+                return False
+            return isinstance(backend, dict) and backend.get("name") == "rllib"
+    return False
+
+
+def _rllib_export() -> Any:
+    """:mod:`rlblocks.rllib.export`; without Ray a ValueError naming the extra."""
+    try:
+        from rlblocks.rllib import export
+    except ImportError as err:
+        raise ValueError(f"export: this run was trained with --backend rllib; {err}") from None
+    return export
 
 
 def _trainer(source: Any) -> tuple[Any, bool]:
@@ -199,7 +230,9 @@ def export_policy(source: Any, path: str | Path | None = None, fmt: str = "onnx"
 
     Args:
         source: A :class:`~rlblocks.train.PPOTrainer`, or a run / checkpoint directory
-            (its newest checkpoint is restored).
+            (its newest checkpoint is restored); a ``--backend rllib`` run's goes through
+            :func:`rlblocks.rllib.export.export_rllib_policy` (the module of the checkpoint,
+            loaded without Ray; needs the ``ray`` extra).
         path: The artifact's path; default ``RUN_DIR/policy.onnx`` (``policy.pt2`` for
             torch.export), or ``policy.onnx`` in the current directory for a trainer
             without a run directory.
@@ -214,6 +247,8 @@ def export_policy(source: Any, path: str | Path | None = None, fmt: str = "onnx"
     """
     if fmt not in FORMATS:
         raise ValueError(f"export: unknown format {fmt!r}; choose one of {sorted(FORMATS)}")
+    if rllib_run(source):
+        return Path(_rllib_export().export_rllib_policy(source, path, fmt))
     trainer, opened = _trainer(source)
     if hasattr(trainer, "policies"):
         if opened:
@@ -297,12 +332,16 @@ def export_policies(
     observation into the artifact's input). A single-agent run gives ``{"default": path}``.
 
     Args:
-        source: A trainer, or a run / checkpoint directory.
+        source: A trainer, or a run / checkpoint directory (a ``--backend rllib`` run's:
+            :func:`rlblocks.rllib.export.export_rllib_policies`).
         out_dir: Where the artifacts go (default: the run directory).
         fmt: ``"onnx"`` or ``"torch-export"``.
     """
     if fmt not in FORMATS:
         raise ValueError(f"export: unknown format {fmt!r}; choose one of {sorted(FORMATS)}")
+    if rllib_run(source):
+        found = _rllib_export().export_rllib_policies(source, out_dir, fmt)
+        return {str(k): Path(v) for k, v in found.items()}
     trainer, opened = _trainer(source)
     try:
         if not hasattr(trainer, "policies"):

@@ -13,7 +13,10 @@ Examples:
 from __future__ import annotations
 
 import json
+import logging
 import pickle
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,7 @@ __all__ = [
     "RunCheckpoint",
     "checkpoints",
     "is_rllib_run",
+    "load_module",
     "newest_checkpoint",
 ]
 
@@ -104,3 +108,39 @@ def newest_checkpoint(path: str | Path) -> RunCheckpoint:
     config = json.loads((run / "config.json").read_text())
     backend = config.pop("backend")
     return RunCheckpoint(ckpt, config, backend)
+
+
+class _NoRLModuleConfigNotice(logging.Filter):
+    """Drops RLlib's ``RLModule(config=...)`` deprecation notice: RLlib's ``RLModule.__init__``
+    logs it for every module it builds, though rlblocks' modules are built with the keyword
+    arguments RLlib asks for (``observation_space=``, ``action_space=``, ``model_config=``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "RLModule(config=" not in record.getMessage()
+
+
+@contextmanager
+def _quiet_module_config() -> Iterator[None]:
+    quiet = _NoRLModuleConfigNotice()
+    log = logging.getLogger("ray._common.deprecation")  # where RLlib's notice is logged
+    log.addFilter(quiet)
+    try:
+        yield
+    finally:
+        log.removeFilter(quiet)
+
+
+def load_module(module_dir: str | Path) -> Any:
+    """The RLlib module saved in ``module_dir`` (e.g. :attr:`RunCheckpoint.module_dir`),
+    built in this process from its class and keyword arguments (no Ray cluster).
+
+    Raises:
+        ValueError: No module there.
+    """
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    path = Path(module_dir)
+    if not (path / "class_and_ctor_args.pkl").is_file():
+        raise ValueError(f"no RLlib module in {str(path)!r}")
+    with _quiet_module_config():
+        return RLModule.from_checkpoint(str(path.resolve()))

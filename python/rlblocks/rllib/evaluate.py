@@ -19,12 +19,12 @@ from rlblocks.rllib.algo_config import (
     multiagent_setup,
     run_env_to_module,
 )
-from rlblocks.rllib.checkpoints import RunCheckpoint, newest_checkpoint
+from rlblocks.rllib.checkpoints import RunCheckpoint, load_module, newest_checkpoint
 from rlblocks.rllib.connectors import MeanStdFilterBatched
 from rlblocks.train.loop import episode_summary
 from rlblocks.train.trainer_config import PPOConfig
 
-__all__ = ["evaluate_run"]
+__all__ = ["evaluate_exported_run", "evaluate_run"]
 
 #: The timestep ``evaluate_run(explore=True)`` explores at (the end of any epsilon schedule).
 _LATE = 2**62
@@ -50,7 +50,6 @@ def evaluate_run(
     Raises:
         ValueError: Not a run of this backend, no checkpoint, or bad ``episodes``.
     """
-    from ray.rllib.core.rl_module.rl_module import RLModule
     from ray.rllib.env.single_agent_episode import SingleAgentEpisode
     from ray.rllib.utils.spaces.space_utils import (
         clip_action,
@@ -66,12 +65,12 @@ def evaluate_run(
     setup = multiagent_setup(config)
     if setup is not None:
         return _evaluate_multiagent(ckpt, config, algo, setup, episodes, explore, seed)
-    module = RLModule.from_checkpoint(str(ckpt.module_dir.resolve()))
+    module = load_module(ckpt.module_dir)
     filter_state = ckpt.filter_state
     env = make_env(config, algo)
     # What RLlib's env runner sends the env: the module's actions unsquashed to the Box
     # bounds (normalize_actions) or clipped to them (clip_actions), as in training.
-    runner = build_algo_config(config, algo)
+    runner = build_algo_config(config, algo, int(ckpt.backend.get("num_env_runners") or 0))
     struct = get_base_struct_from_space(env.action_space)
     to_env = (
         unsquash_action
@@ -156,6 +155,42 @@ def evaluate_run(
     return {**episode_summary(returns, lengths), "checkpoint": str(ckpt.path)}
 
 
+def evaluate_exported_run(
+    run_dir: str | Path, exported: Any, episodes: int = 10, seed: int | None = None
+) -> dict[str, Any]:
+    """Plays ``episodes`` with an exported policy of a single-agent RLlib run
+    (:func:`rlblocks.rllib.export.export_rllib_policy`) on the run's env, with the seeds
+    :func:`evaluate_run` uses (so the same deterministic actions give the same returns).
+
+    Args:
+        run_dir: The run (or one of its checkpoints).
+        exported: An :class:`~rlblocks.export.ExportedPolicy`
+            (:func:`rlblocks.export.evaluate.load_exported`).
+        episodes: Episodes to play.
+        seed: The first episode's seed (default: the run's evaluation seed).
+
+    Returns:
+        The keys of :func:`rlblocks.export.evaluate_exported`, plus ``checkpoint``.
+
+    Raises:
+        ValueError: Not a run of this backend, a multi-agent run, bad ``episodes``, or an
+            artifact for other spaces than the run's env.
+    """
+    from rlblocks.export.evaluate import evaluate_exported
+
+    ckpt = newest_checkpoint(run_dir)
+    algo = str(ckpt.backend.get("algo", "PPO"))
+    config = PPOConfig.from_dict(ckpt.config)
+    if multiagent_setup(config) is not None:
+        raise ValueError(
+            "--exported plays one exported policy in a single-agent env; this RLlib run "
+            "is multi-agent (evaluate it without --exported)"
+        )
+    base = (config.seed or 0) + 1_000_003 if seed is None else int(seed)
+    result = evaluate_exported(exported, make_env(config, algo), episodes, seed=base)
+    return {**result, "checkpoint": str(ckpt.path)}
+
+
 def _evaluate_multiagent(
     ckpt: RunCheckpoint,
     config: PPOConfig,
@@ -169,7 +204,6 @@ def _evaluate_multiagent(
     (one forward pass per policy and step), on the run's
     :class:`~rlblocks.rllib.multiagent_env.UnionMultiAgentEnv`. Adds the
     ``agent_episode_return_mean/<agent_id>`` of the episodes."""
-    from ray.rllib.core.rl_module.rl_module import RLModule
     from ray.rllib.utils.spaces.space_utils import (
         clip_action,
         get_base_struct_from_space,
@@ -179,8 +213,8 @@ def _evaluate_multiagent(
     from rlblocks.rllib.multiagent_env import make_multiagent_env
 
     root = ckpt.module_dir.parent  # one module directory per policy
-    modules = {p: RLModule.from_checkpoint(str((root / p).resolve())) for p in setup.policies}
-    runner = build_algo_config(config, algo)
+    modules = {p: load_module(root / p) for p in setup.policies}
+    runner = build_algo_config(config, algo, int(ckpt.backend.get("num_env_runners") or 0))
     to_env = (
         unsquash_action
         if runner.normalize_actions
