@@ -176,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             data, file_stops, file_algo = config_data(args)
             flags["algo"] = flags["algo"] or file_algo
+            if args.backend == "rllib":  # APPO / IMPALA start from RLlib's defaults
+                data = rllib_trainer().with_algo_defaults(data, flags["algo"] or "PPO")
             config = _config_class(args.backend, flags["algo"]).from_dict(data)
             stops = Stops(args, file_stops, config.env, {})
             target = (

@@ -36,6 +36,7 @@ block names a buffer of its own.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -66,6 +67,7 @@ __all__ = [
     "multiagent_env_to_module",
     "multiagent_setup",
     "run_env_to_module",
+    "with_algo_defaults",
 ]
 
 #: The RLlib algorithms this backend runs.
@@ -357,7 +359,8 @@ def run_env_to_module(config: PPOConfig, algo: str, training: bool = True) -> En
 
 
 def _ppo_training(config: PPOConfig, algo: str) -> dict[str, Any]:
-    """RLlib ``.training(...)`` keys of PPO, APPO and IMPALA from an rlblocks PPO config."""
+    """RLlib ``.training(...)`` keys of PPO, APPO and IMPALA from an rlblocks PPO config
+    (new APPO / IMPALA runs start from RLlib's defaults: :func:`with_algo_defaults`)."""
     lr: Any = config.lr
     if config.lr_schedule:  # RLlib interpolates [[timestep, lr], ...] from timestep 0
         lr = [[int(t), float(v)] for t, v in config.lr_schedule]
@@ -384,7 +387,8 @@ def _ppo_training(config: PPOConfig, algo: str) -> dict[str, Any]:
             kl_target=config.kl_target,
             use_kl_loss=config.kl_coeff > 0,
         )
-    elif algo == "APPO":
+        return train
+    if algo == "APPO":
         train.update(
             clip_param=config.clip_param,
             kl_coeff=config.kl_coeff,
@@ -392,6 +396,43 @@ def _ppo_training(config: PPOConfig, algo: str) -> dict[str, Any]:
             use_kl_loss=config.kl_coeff > 0,
         )
     return train
+
+
+#: The config keys whose value a new APPO / IMPALA run takes from RLlib's own defaults
+#: unless the user sets them (:func:`with_algo_defaults`), and RLlib's name of each.
+_ASYNC_KEYS = {
+    "train_batch_size": "train_batch_size_per_learner",
+    "lr": "lr",
+    "grad_clip": "grad_clip",
+    "entropy_coeff": "entropy_coeff",
+    "vf_loss_coeff": "vf_loss_coeff",
+}
+
+
+def with_algo_defaults(data: Mapping[str, Any], algo: str) -> dict[str, Any]:
+    """``data`` (a config dict) over the defaults of ``algo``'s new runs: for APPO and
+    IMPALA, RLlib's own values of the keys in :data:`_ASYNC_KEYS` (and APPO's
+    ``clip_param``), since :class:`PPOConfig`'s defaults (2048-step batches for ten epochs
+    of minibatches, gradients clipped at 0.5) are tuned for many passes over each batch and
+    make the one pass of these asynchronous algorithms learn slowly; the keys ``data`` sets
+    win. Other algorithms: ``data`` unchanged.
+
+    Examples:
+        >>> with_algo_defaults({"env": "CartPole-v1", "lr": 1e-3}, "APPO")["lr"]
+        0.001
+        >>> with_algo_defaults({"env": "CartPole-v1", "num_envs": 4}, "IMPALA")["train_batch_size"]
+        500
+    """
+    if algo not in ("APPO", "IMPALA"):
+        return dict(data)
+    rllib = _algorithm_config_class(algo)()
+    defaults = {ours: getattr(rllib, theirs) for ours, theirs in _ASYNC_KEYS.items()}
+    if algo == "APPO":
+        defaults["clip_param"] = rllib.clip_param
+    # a whole number of steps per env (the config's rule): RLlib's 500 -> 504 for 8 envs
+    envs = int(data.get("num_envs", PPOConfig.num_envs))
+    defaults["train_batch_size"] = -(-int(defaults["train_batch_size"]) // envs) * envs
+    return {**defaults, **data}
 
 
 def _q_training(config: PPOConfig, algo: str) -> dict[str, Any]:
@@ -508,10 +549,14 @@ def build_algo_config(
         .resources(num_cpus_for_main_process=0.5 if runners else 1)
         .learners(num_learners=0)
         .training(**train)
-        .reporting(
-            metrics_num_episodes_for_smoothing=config.metrics_smoothing_episodes,
-            min_time_s_per_iteration=0,
-        )
-        .debugging(seed=config.seed)
     )
+    algo_config = algo_config.reporting(
+        metrics_num_episodes_for_smoothing=config.metrics_smoothing_episodes,
+        min_time_s_per_iteration=0,
+        # an asynchronous iteration returns at once, with or without results: it lasts
+        # until a train batch was sampled (one progress row, not thousands of empty ones)
+        min_sample_timesteps_per_iteration=(
+            config.train_batch_size if algo in ("APPO", "IMPALA") else 0
+        ),
+    ).debugging(seed=config.seed)
     return _apply_sections(algo_config, config.rllib)

@@ -72,7 +72,7 @@ from rlblocks.rllib.algo_config import (
 from rlblocks.rllib.checkpoints import RunCheckpoint, load_module, newest_checkpoint
 from rlblocks.rllib.connectors import AtariFramesBatched, MeanStdFilterBatched
 from rlblocks.rllib.module import RLBlocksRLModule
-from rlblocks.rllib.qlearning import RLBlocksDQNRLModule, RLBlocksSACRLModule, _bounded
+from rlblocks.rllib.qlearning import RLBlocksDQNRLModule, RLBlocksSACRLModule
 from rlblocks.train.trainer_config import PPOConfig
 
 __all__ = [
@@ -362,7 +362,7 @@ def module_policy(module: Any, options: dict[str, Any], mode: str | None) -> Mod
             else None
         )
     elif isinstance(module, RLBlocksSACRLModule):
-        model, dist, layout = module.pi, _bounded(module.dist_fn, action_space), None
+        model, dist, layout = module.pi, module.dist_fn, None
     else:
         raise ValueError(
             f"export: {type(module).__name__} is not one of rlblocks' RLlib modules "

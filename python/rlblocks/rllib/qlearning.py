@@ -8,8 +8,10 @@
   the module computes what RLlib's ``DQNTorchLearner`` reads. Exploration is epsilon-greedy
   on RLlib's ``epsilon`` schedule.
 * :class:`RLBlocksSACRLModule`: the actor is the catalog model with rlblocks'
-  :class:`~rlblocks.distributions.SquashedGaussian` (Box actions) or Categorical
-  (Discrete actions); each critic is an rlblocks
+  :class:`~rlblocks.distributions.SquashedGaussian` into ``[-1, 1]`` (Box actions, as
+  RLlib's own SAC module: the env runner unsquashes them to the Box bounds with
+  ``normalize_actions``, RLlib's default) or Categorical (Discrete actions); each critic
+  is an rlblocks
   :class:`~rlblocks.models.heads.ContinuousActionQModel` (the observation encoded by the
   catalog model, then ``Q(features, action)``), or a catalog model with one Q-value per
   action for Discrete actions; ``twin_q`` adds the second critic. Entropy tuning is RLlib's
@@ -30,7 +32,6 @@ synced by RLlib's learner every ``target_network_update_freq`` steps with ``tau`
 from __future__ import annotations
 
 import copy
-from functools import partial
 from typing import Any
 
 import gymnasium as gym
@@ -354,9 +355,9 @@ class RLBlocksSACRLModule(_QModule):
             if self.twin_q:
                 self.qf_twin = self._critic(model_space, config, "qf_twin")
                 self.qf_twin_encoder = empty()
-        self.action_dist_cls = RLBlocksDistribution.bind(
-            _bounded(dist_fn, space), num_outputs, self.pi
-        )
+        # SquashedGaussian's default bounds, [-1, 1]: RLlib's env runner unsquashes them to
+        # the Box bounds (normalize_actions, its default), as for RLlib's own SAC module
+        self.action_dist_cls = RLBlocksDistribution.bind(dist_fn, num_outputs, self.pi)
 
     def _critic(self, model_space: Box, config: ModelConfig, name: str) -> ModelV2:
         space = self.action_space
@@ -449,10 +450,3 @@ class RLBlocksSACRLModule(_QModule):
             {Columns.OBS: next_obs, Columns.ACTIONS: next_actions.detach()}
         ).detach()
         return out
-
-
-def _bounded(dist_fn: Any, space: gym.Space) -> Any:
-    """``dist_fn`` with the Box bounds of ``space`` (SquashedGaussian squashes into them)."""
-    if dist_fn is SquashedGaussian:
-        return partial(SquashedGaussian, action_space=space)
-    return dist_fn

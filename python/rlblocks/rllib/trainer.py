@@ -33,7 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from rlblocks.rllib._ray import COMPONENT_ENV_TO_MODULE_CONNECTOR, ray
-from rlblocks.rllib.algo_config import Q_ALGOS, PolicyMapping, build_algo_config
+from rlblocks.rllib.algo_config import (
+    Q_ALGOS,
+    PolicyMapping,
+    build_algo_config,
+    with_algo_defaults,
+)
 from rlblocks.rllib.checkpoints import FILTER_FILE, META_FILE, checkpoints, newest_checkpoint
 from rlblocks.rllib.connectors import MeanStdFilterBatched
 from rlblocks.rllib.runtime_env import runtime_env_for
@@ -349,6 +354,8 @@ class RLlibTrainer:
         runtime_env: Mapping[str, Any] | None = None,
         _resumed: bool = False,
     ) -> None:
+        if isinstance(config, Mapping) and not _resumed:
+            config = with_algo_defaults(config, algo)  # APPO / IMPALA: RLlib's defaults
         self.config = PPOConfig.from_dict(config)
         self.backend = {
             "name": "rllib",
