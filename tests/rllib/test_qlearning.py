@@ -20,7 +20,6 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from gymnasium.spaces import Box, Dict, Discrete  # noqa: E402
 from ray.rllib.algorithms.dqn import DQNConfig  # noqa: E402
-from ray.rllib.algorithms.sac import SACConfig  # noqa: E402
 from ray.rllib.core.columns import Columns  # noqa: E402
 from rlblocks.config import ModelConfig  # noqa: E402
 from rlblocks.models.fcnet import FullyConnectedNetwork  # noqa: E402
@@ -405,32 +404,3 @@ def test_dqn_learns_a_nested_dict_masked_env():
     best, steps, secs = train_until(config, 15.0, max_seconds=120)
     print(f"\nDQN MaskedPick: mean return {best:.1f} after {steps} steps, {secs:.1f} s")
     assert best >= 15.0
-
-
-def test_sac_pendulum_improves_past_minus_400():
-    model = {"fcnet_hiddens": [64, 64], "fcnet_activation": "relu"}
-    config = (
-        SACConfig()
-        .environment("Pendulum-v1")
-        .rl_module(rl_module_spec=rl_module_spec(model, algo="SAC"))
-        .env_runners(
-            num_env_runners=0,
-            num_envs_per_env_runner=1,
-            env_to_module_connector=env_to_module(model),
-        )
-        .learners(num_learners=0)
-        .training(
-            actor_lr=1e-3,
-            critic_lr=1e-3,
-            alpha_lr=1e-3,
-            tau=0.01,
-            train_batch_size_per_learner=128,
-            replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": 50000},
-            num_steps_sampled_before_learning_starts=500,
-        )
-        .reporting(min_time_s_per_iteration=0, metrics_num_episodes_for_smoothing=5)
-        .debugging(seed=0)
-    )
-    best, steps, secs = train_until(config, -400.0, max_seconds=300)
-    print(f"\nSAC Pendulum-v1: mean return {best:.1f} after {steps} steps, {secs:.1f} s")
-    assert best >= -400.0
