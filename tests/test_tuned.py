@@ -26,6 +26,7 @@ def test_the_tuned_configs_cover_the_issue_list() -> None:
         "rlblocks/ParametricCartPole-v0",
         "rlblocks/CorrelatedActions-v0",
         "rlblocks/DictCartPole-v0",
+        "LunarLander-v3",
         "ALE/Pong-v5",
         "ALE/Breakout-v5",
     } <= envs
