@@ -53,8 +53,8 @@ from torch import nn
 from rlblocks.catalog import ModelCatalog
 from rlblocks.config import ModelConfig
 from rlblocks.distributions import Categorical
-from rlblocks.export.exporter import FORMATS, _name, export_policy
 from rlblocks.export.sidecar import space_to_json
+from rlblocks.export.writer import FORMATS, _name, write_policy
 from rlblocks.filters import MeanStdFilter
 from rlblocks.masks import MASK_KEY, OBS_KEY, MaskLayout, apply_action_mask, is_mask_space
 from rlblocks.masks import mask_columns as _mask_columns
@@ -493,7 +493,7 @@ def export_rllib_policy(run: str | Path, path: str | Path | None = None, fmt: st
         ckpt,
         {"rllib": {"algo": algo, "checkpoint": ckpt.path.name}},
     )
-    return export_policy(source, _default_path(ckpt, fmt) if path is None else path, fmt)
+    return write_policy(source, _default_path(ckpt, fmt) if path is None else path, fmt)
 
 
 def export_rllib_policies(
@@ -568,5 +568,5 @@ def _export_multiagent(
             policy, prep, None, _ConfigView(config, options), union_space, ckpt, extra
         )
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(pid))
-        out[str(pid)] = export_policy(source, base / f"policy_{safe}{FORMATS[fmt]}", fmt)
+        out[str(pid)] = write_policy(source, base / f"policy_{safe}{FORMATS[fmt]}", fmt)
     return out
