@@ -553,10 +553,11 @@ def build_algo_config(
     algo_config = algo_config.reporting(
         metrics_num_episodes_for_smoothing=config.metrics_smoothing_episodes,
         min_time_s_per_iteration=0,
+    ).debugging(seed=config.seed)
+    if algo in ("APPO", "IMPALA"):
         # an asynchronous iteration returns at once, with or without results: it lasts
         # until a train batch was sampled (one progress row, not thousands of empty ones)
-        min_sample_timesteps_per_iteration=(
-            config.train_batch_size if algo in ("APPO", "IMPALA") else 0
-        ),
-    ).debugging(seed=config.seed)
+        algo_config = algo_config.reporting(
+            min_sample_timesteps_per_iteration=config.train_batch_size
+        )
     return _apply_sections(algo_config, config.rllib)
