@@ -11,6 +11,9 @@
   :func:`env_to_module` for ``config.env_runners(env_to_module_connector=...)`` (C++
   flattening and MeanStdFilter, batched over the episodes of an env runner; with
   ``atari=True`` the DeepMind frame pipeline).
+* :class:`VectorEnvRunner` for ``config.env_runners(env_runner_cls=...)``: RLlib's
+  single-agent env runner with a sampling loop on batched arrays (one C++ preprocessing
+  call and one module call per step, the episodes built once per ``sample()``).
 * :func:`multi_rl_module_spec` (an rlblocks module per policy) and
   :class:`MultiAgentEnvToModule` (one C++ flattening call per policy over all agents of all
   episodes) for multi-agent configs; :mod:`~rlblocks.rllib.multiagent_env` wraps a
@@ -51,6 +54,7 @@ from rlblocks.rllib.connectors import (
     env_to_module,
 )
 from rlblocks.rllib.distribution import RLBlocksDistribution
+from rlblocks.rllib.env_runner import VectorEnvRunner
 from rlblocks.rllib.module import (
     MASK_KEY,
     OBS_KEY,
@@ -91,6 +95,7 @@ __all__ = [
     "RLBlocksDistribution",
     "RLBlocksRLModule",
     "RLBlocksSACRLModule",
+    "VectorEnvRunner",
     "atari_replay_buffer_config",
     "env_to_module",
     "is_mask_space",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 try:
     import ray
+    from ray.rllib.callbacks.callbacks import RLlibCallback
     from ray.rllib.connectors.connector_v2 import ConnectorV2
     from ray.rllib.core import COMPONENT_ENV_TO_MODULE_CONNECTOR
     from ray.rllib.core.columns import Columns
@@ -23,16 +24,40 @@ try:
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
     from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
+    from ray.rllib.env.env_runner import ENV_STEP_FAILURE, NUM_ENV_STEP_FAILURES_LIFETIME
+    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+    from ray.rllib.env.single_agent_episode import _REWARDS_BOX_SPACE as REWARDS_SPACE
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+    from ray.rllib.env.utils.infinite_lookback_buffer import InfiniteLookbackBuffer
+    from ray.rllib.utils.metrics import ENV_STEP_TIMER, RLMODULE_INFERENCE_TIMER, WEIGHTS_SEQ_NO
     from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
     from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import (
         PrioritizedEpisodeReplayBuffer,
     )
     from ray.rllib.utils.schedules.scheduler import Scheduler
+    from ray.rllib.utils.spaces.space_utils import (
+        clip_action,
+        get_base_struct_from_space,
+        unsquash_action,
+    )
 except ImportError as e:  # pragma: no cover - exercised by tests/test_dependencies.py
     raise ImportError(f'rlblocks.rllib needs Ray: pip install "rlblocks[ray]" ({e})') from e
 
 __all__ = [
     "COMPONENT_ENV_TO_MODULE_CONNECTOR",
+    "ENV_STEP_FAILURE",
+    "ENV_STEP_TIMER",
+    "NUM_ENV_STEP_FAILURES_LIFETIME",
+    "REWARDS_SPACE",
+    "RLMODULE_INFERENCE_TIMER",
+    "WEIGHTS_SEQ_NO",
+    "InfiniteLookbackBuffer",
+    "RLlibCallback",
+    "SingleAgentEnvRunner",
+    "SingleAgentEpisode",
+    "clip_action",
+    "get_base_struct_from_space",
+    "unsquash_action",
     "TARGET_NETWORK_ACTION_DIST_INPUTS",
     "Columns",
     "ConnectorV2",

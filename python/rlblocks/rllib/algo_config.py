@@ -50,6 +50,7 @@ from rlblocks.rllib.connectors import (
     env_to_module,
     needs_env_side_flattening,
 )
+from rlblocks.rllib.env_runner import VectorEnvRunner
 from rlblocks.rllib.replay import atari_replay_buffer_config
 from rlblocks.rllib.spec import multi_rl_module_spec, rl_module_spec
 from rlblocks.train.trainer_config import PPOConfig
@@ -536,7 +537,10 @@ def build_algo_config(
         algo_config = (
             algo_config.environment(_env_id(config, algo), env_config=dict(config.env_config))
             .rl_module(rl_module_spec=rl_module_spec(model, algo=algo))
-            .env_runners(env_to_module_connector=run_env_to_module(config, algo))
+            .env_runners(
+                env_to_module_connector=run_env_to_module(config, algo),
+                env_runner_cls=VectorEnvRunner,
+            )
         )
     else:
         algo_config = _multiagent(algo_config, config, algo, setup)

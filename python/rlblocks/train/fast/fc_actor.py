@@ -130,10 +130,7 @@ class FCActor:
         if not self._serves(inputs.obs):
             return self.fallback.act(inputs, explore, full)
         out, values = self.forward_numpy(inputs.obs)
-        if self.gaussian:
-            actions, logp = self._gaussian(out, explore)
-        else:
-            actions, logp = self._categorical(out, explore)
+        actions, logp = self.draw(out, explore)
         if not full:
             return {"actions": actions, "state_out": []}
         return {
@@ -175,12 +172,27 @@ class FCActor:
         trunk, head, value_trunk, value_head = self._arrays()
         x = np.asarray(obs).reshape(len(obs), -1).astype(np.float32, copy=False)
         features = run_numpy(trunk, x)
-        out = run_numpy(head, features)
-        if self.layers.free_log_std is not None:
-            log_std = self.layers.free_log_std.detach().numpy()
-            out = np.concatenate([out, np.broadcast_to(log_std, (len(x), len(log_std)))], 1)
+        out = self._with_log_std(run_numpy(head, features))
         vf_in = run_numpy(value_trunk, x) if self.layers.value_trunk is not None else features
         return out, run_numpy(value_head, vf_in)[:, 0]
+
+    def policy_numpy(self, obs: np.ndarray) -> np.ndarray:
+        """The distribution inputs ``[B, K]`` alone (float32; no value branch)."""
+        trunk, head, _, _ = self._arrays()
+        x = np.asarray(obs).reshape(len(obs), -1).astype(np.float32, copy=False)
+        return self._with_log_std(run_numpy(head, run_numpy(trunk, x)))
+
+    def _with_log_std(self, out: np.ndarray) -> np.ndarray:
+        if self.layers.free_log_std is None:
+            return out
+        log_std = self.layers.free_log_std.detach().numpy()
+        return np.concatenate([out, np.broadcast_to(log_std, (len(out), len(log_std)))], 1)
+
+    def draw(self, out: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray]:
+        """``(actions, logp)`` for the distribution inputs ``out``: a draw (``explore``) or
+        the deterministic action, scored under the full distribution; the random numbers
+        are torch's, drawn as the torch distribution draws them."""
+        return self._gaussian(out, explore) if self.gaussian else self._categorical(out, explore)
 
     def _categorical(self, logits: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray]:
         n, k = logits.shape

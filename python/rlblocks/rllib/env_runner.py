@@ -1,0 +1,586 @@
+""":class:`VectorEnvRunner`: RLlib's ``SingleAgentEnvRunner`` contract, sampling on arrays.
+
+RLlib's runner spends most of a step in Python around the env: it unbatches every env's
+observation, adds it to an episode object, runs the env-to-module and module-to-env
+connector pipelines (a dozen pieces, each walking the episodes) and logs timers. This runner
+keeps the whole class (env creation, module, connector pipelines and their state,
+checkpoints, metrics, callbacks' ``on_sample_end``, fault tolerance) and replaces the
+sampling loop: per step it turns the vector env's batched observation into the model input
+in one C++ call (the run's :class:`~rlblocks.rllib.FlattenObservationsBatched` and
+:class:`~rlblocks.rllib.MeanStdFilterBatched`, with their state), runs the module once,
+draws the actions from the module's distribution as RLlib's ``GetActions`` does, and keeps
+everything in arrays; the ``SingleAgentEpisode`` chunks (observations, actions, rewards,
+terminated / truncated, infos, ``action_logp``, ``action_dist_inputs``, recurrent state,
+weights' sequence number, lookback buffers at cuts) are built once per ``sample()`` from
+those arrays, so RLlib's learners and learner connectors take them unchanged.
+
+What the loop does not cover runs RLlib's own loop, unchanged (:attr:`fast_path_refusal`
+says why): per-episode callbacks (``on_episode_start`` / ``_step`` / ``_end``), env-to-module
+pieces other than rlblocks' flattening and filter (e.g. the Atari frame pipeline or the
+views of past actions), custom module-to-env pieces, and ``episodes_to_numpy=False``.
+
+Example::
+
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from rlblocks.rllib import VectorEnvRunner, env_to_module, rl_module_spec
+
+    model = {"fcnet_hiddens": [64, 64]}
+    config = (PPOConfig().environment("CartPole-v1")
+              .rl_module(rl_module_spec=rl_module_spec(model))
+              .env_runners(env_runner_cls=VectorEnvRunner, num_envs_per_env_runner=8,
+                           env_to_module_connector=env_to_module(model)))
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import numpy as np
+import torch
+import tree
+from gymnasium.spaces import Box
+
+from rlblocks.rllib._ray import (
+    ENV_STEP_FAILURE,
+    ENV_STEP_TIMER,
+    NUM_ENV_STEP_FAILURES_LIFETIME,
+    REWARDS_SPACE,
+    RLMODULE_INFERENCE_TIMER,
+    WEIGHTS_SEQ_NO,
+    Columns,
+    InfiniteLookbackBuffer,
+    RLlibCallback,
+    SingleAgentEnvRunner,
+    SingleAgentEpisode,
+    clip_action,
+    get_base_struct_from_space,
+    unsquash_action,
+)
+from rlblocks.rllib.connectors.flatten_observations import FlattenObservationsBatched
+from rlblocks.rllib.connectors.mean_std_filter import MeanStdFilterBatched
+from rlblocks.rllib.module import MASK_KEY, OBS_KEY, RLBlocksAPPORLModule, RLBlocksRLModule
+from rlblocks.train.fast import FCActor
+
+__all__ = ["VectorEnvRunner"]
+
+logger = logging.getLogger(__name__)
+
+#: RLlib's default env-to-module pieces: what they do on a batch of newest observations
+#: (gather, batch, time rank for recurrent modules, states, tensors) the loop does itself.
+_RLLIB_ENV_TO_MODULE = {
+    "AddObservationsFromEpisodesToBatch",
+    "AddTimeDimToBatchAndZeroPad",
+    "AddStatesFromEpisodesToBatch",
+    "AgentToModuleMapping",
+    "BatchIndividualItems",
+    "NumpyToTensor",
+}
+#: RLlib's default module-to-env pieces (actions from the distribution, numpy, unbatching,
+#: unsquashing / clipping): the loop does the same on the batch.
+_RLLIB_MODULE_TO_ENV = {
+    "GetActions",
+    "TensorToNumpy",
+    "UnBatchToIndividualItems",
+    "ModuleToAgentUnmapping",
+    "RemoveSingleTsTimeRankFromBatch",
+    "NormalizeAndClipActions",
+    "ListifyDataForVectorEnv",
+}
+_EPISODE_CALLBACKS = (
+    "on_episode_created",
+    "on_episode_start",
+    "on_episode_step",
+    "on_episode_end",
+)
+
+
+def _numpy(struct: Any) -> Any:
+    return tree.map_structure(
+        lambda x: x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x),
+        struct,
+    )
+
+
+def _rows(struct: Any, index: Any) -> Any:
+    return tree.map_structure(lambda x: x[index], struct)
+
+
+def _concat(parts: list[Any]) -> Any:
+    return tree.map_structure(lambda *xs: np.concatenate(xs, axis=0), *parts)
+
+
+def _buffer(data: Any, lookback: int, space: Any = None) -> Any:
+    """A finalized (numpy) lookback buffer; RLlib's constructor measures nested data by its
+    number of keys, so the lookback is set after."""
+    buf = InfiniteLookbackBuffer(data=data, space=space)
+    buf.lookback = lookback
+    return buf
+
+
+@dataclass
+class _Lane:
+    """One sub-env's episode as of the end of the last ``sample()``: its id, where the
+    current chunk starts, and the lookback (what ``SingleAgentEpisode.cut`` keeps)."""
+
+    id_: str = field(default_factory=lambda: uuid.uuid4().hex)
+    t_started: int = 0
+    lookback: int = 0
+    obs: Any = None  # the lookback observations before the current one, [L, ...]
+    infos: list[dict] = field(default_factory=list)  # their infos
+    actions: Any = None  # [L, ...]
+    rewards: np.ndarray | None = None  # [L]
+    extra: dict[str, Any] = field(default_factory=dict)  # [L, ...] each
+    needs_reset: bool = False  # the last step ended the episode: the next one resets it
+    start_time: float = field(default_factory=time.perf_counter)
+
+
+class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
+    """``SingleAgentEnvRunner`` whose sampling loop runs on batched arrays (module doc).
+
+    Use it as ``config.env_runners(env_runner_cls=VectorEnvRunner)``; ``rlblocks train
+    --backend rllib`` does. Same constructor, ``sample`` arguments, state, metrics and
+    episodes as RLlib's runner.
+    """
+
+    _needs_initial_reset: bool
+
+    def __init__(self, *, config: Any, **kwargs: Any) -> None:
+        super().__init__(config=config, **kwargs)
+        self._numpy_actor: FCActor | None = None
+        self._serving_actor: FCActor | None = None
+        self.fast_path_refusal: str | None = self._refusal()
+        if self.fast_path_refusal is not None:
+            logger.info("VectorEnvRunner runs RLlib's loop: %s", self.fast_path_refusal)
+        self._lanes: list[_Lane] = []
+        self._obs: Any = None  # the current (processed) observation of every env, batched
+        self._obs_infos: list[dict] = []
+        self._state: Any = None  # the recurrent state of every env, batched (numpy)
+
+    # --- what the loop covers ------------------------------------------------------------------
+    def _refusal(self) -> str | None:
+        """None when the array loop gives the same episodes as RLlib's, else why not."""
+        if self.env is None or self.module is None:
+            return "no env or no module on this runner"
+        if not self.episodes_to_numpy:
+            return "episodes_to_numpy=False"
+        for cb in self._callbacks:
+            for name in _EPISODE_CALLBACKS:
+                if getattr(type(cb), name) is not getattr(RLlibCallback, name):
+                    return f"the callback {type(cb).__name__} overrides {name}"
+        for name in _EPISODE_CALLBACKS:
+            if getattr(self.config, f"callbacks_{name}", None):
+                return f"config.callbacks({name}=...) is set"
+        self._pieces: list[Any] = []
+        for piece in self._env_to_module.connectors:
+            if isinstance(piece, (FlattenObservationsBatched, MeanStdFilterBatched)):
+                self._pieces.append(piece)
+            elif type(piece).__name__ not in _RLLIB_ENV_TO_MODULE:
+                return f"the env-to-module piece {type(piece).__name__}"
+        for piece in self._module_to_env.connectors:
+            if type(piece).__name__ not in _RLLIB_MODULE_TO_ENV:
+                return f"the module-to-env piece {type(piece).__name__}"
+        self._masked = bool(self._pieces) and bool(self._pieces[0]._masked)
+        self._recurrent = bool(self.module.is_stateful())
+        self._normalize = bool(self.config.normalize_actions)
+        self._clip = bool(self.config.clip_actions)
+        self._action_struct = get_base_struct_from_space(self.env.single_action_space)
+        self._has_box = any(isinstance(x, Box) for x in tree.flatten(self._action_struct))
+        self._numpy_actor = self._fc_actor()
+        return None
+
+    def _fc_actor(self) -> FCActor | None:
+        """rlblocks' numpy actor for the default FC model with a Categorical or
+        DiagGaussian head (the same draws from torch's generator), else None."""
+        module = self.module
+        if type(module) not in (RLBlocksRLModule, RLBlocksAPPORLModule) or module.keyed:
+            return None
+        actor = FCActor.build(module.model, module.dist_fn, fallback=None)  # type: ignore[arg-type]
+        return actor if isinstance(actor, FCActor) and actor.numpy else None
+
+    # --- RLlib's entry point -------------------------------------------------------------------
+    def _sample(
+        self,
+        *,
+        num_timesteps: int | None = None,
+        num_episodes: int | None = None,
+        explore: bool,
+        random_actions: bool = False,
+        force_reset: bool = False,
+    ) -> list[Any]:
+        if self.fast_path_refusal is not None:
+            return super()._sample(
+                num_timesteps=num_timesteps,
+                num_episodes=num_episodes,
+                explore=explore,
+                random_actions=random_actions,
+                force_reset=force_reset,
+            )
+        if force_reset or num_episodes is not None or self._needs_initial_reset or not self._lanes:
+            self._reset_all()
+        if num_episodes is not None:
+            self._needs_initial_reset = True
+        return self._run(num_timesteps, num_episodes, explore, random_actions)
+
+    # --- observations -------------------------------------------------------------------------
+    def _process(self, obs: Any) -> Any:
+        """The batched env observation as the module sees it (rlblocks' pieces, in order)."""
+        if not self._pieces:
+            return obs
+        inner = obs[OBS_KEY] if self._masked else obs
+        for piece in self._pieces:
+            if isinstance(piece, FlattenObservationsBatched):
+                prep = piece.preprocessor
+                if prep is not None and type(prep).__name__ != "NoPreprocessor":
+                    inner = prep.transform_batch(inner)
+            else:
+                inner = piece.filter(np.asarray(inner), update=piece.update_stats)
+        return {MASK_KEY: np.asarray(obs[MASK_KEY]), OBS_KEY: inner} if self._masked else inner
+
+    def _reset_all(self) -> None:
+        """Resets every sub-env (seeded on the first reset, as RLlib's runner)."""
+        self._lanes = [_Lane() for _ in range(self.num_envs)]
+        self._ongoing_episodes_for_metrics.clear()
+        obs, infos = self._try_env_reset(
+            seed=self._seed if self._needs_initial_reset else None, options=None
+        )
+        self._needs_initial_reset = False
+        self._obs = self._process(obs)
+        self._obs_infos = list(infos)
+        if self._recurrent:
+            self._state = self._initial_state(self.num_envs)
+
+    def _initial_state(self, n: int) -> Any:
+        init = _numpy(self.module.get_initial_state())
+        return tree.map_structure(lambda s: np.repeat(s[None], n, axis=0), init)
+
+    # --- acting -------------------------------------------------------------------------------
+    def _act(self, obs: Any, explore: bool, t: int) -> tuple[Any, Any, dict[str, Any]]:
+        """``(actions, actions for the env, extra model outputs)`` for the batched ``obs``,
+        as RLlib's default connectors and ``GetActions`` compute them."""
+        actor = self._serving_actor
+        if actor is not None and isinstance(obs, np.ndarray):
+            logits = actor.policy_numpy(obs)
+            actions, logp = actor.draw(logits, explore)
+            extra = {Columns.ACTION_DIST_INPUTS: logits, Columns.ACTION_LOGP: logp}
+            return actions, self._for_env(actions), extra
+        device = self._device
+        batch: dict[str, Any] = {
+            Columns.OBS: tree.map_structure(lambda x: torch.from_numpy(x).to(device), obs)
+        }
+        if self._recurrent:
+            batch[Columns.OBS] = tree.map_structure(lambda x: x.unsqueeze(1), batch[Columns.OBS])
+            batch[Columns.STATE_IN] = tree.map_structure(
+                lambda s: torch.from_numpy(s).to(device), self._state
+            )
+        module = self.module
+        if module.training:  # what forward_exploration / _inference switch to on each call
+            module.eval()
+        with torch.no_grad():
+            if explore:
+                out = module._forward_exploration(batch, t=t)
+            else:
+                out = module._forward_inference(batch)
+            if self._recurrent:
+                out = {
+                    k: (v if k == Columns.STATE_OUT else tree.map_structure(_drop_time, v))
+                    for k, v in out.items()
+                }
+            if Columns.ACTIONS not in out and Columns.ACTION_DIST_INPUTS in out:
+                dist_cls = (
+                    self.module.get_exploration_action_dist_cls()
+                    if explore
+                    else self.module.get_inference_action_dist_cls()
+                )
+                dist = dist_cls.from_logits(out[Columns.ACTION_DIST_INPUTS])
+                if not explore:
+                    dist = dist.to_deterministic()
+                out[Columns.ACTIONS] = dist.sample()
+                if Columns.ACTION_LOGP not in out:
+                    out[Columns.ACTION_LOGP] = dist.logp(out[Columns.ACTIONS])
+        out = _numpy(out)
+        actions = out.pop(Columns.ACTIONS)
+        for_env = out.pop(Columns.ACTIONS_FOR_ENV, None)
+        return actions, self._for_env(actions) if for_env is None else for_env, out
+
+    def _for_env(self, actions: Any) -> Any:
+        """RLlib's ``NormalizeAndClipActions``: unsquashed into the Box bounds or clipped."""
+        if not self._has_box:
+            return actions
+        if self._normalize:
+            return unsquash_action(actions, self._action_struct)
+        if self._clip:
+            return clip_action(actions, self._action_struct)
+        return actions
+
+    # --- the loop -----------------------------------------------------------------------------
+    def _run(
+        self,
+        num_timesteps: int | None,
+        num_episodes: int | None,
+        explore: bool,
+        random_actions: bool,
+    ) -> list[Any]:
+        steps = _Steps(self._obs, self._obs_infos)
+        actor = self._numpy_actor  # hooks or replaced layers since the build: the module
+        self._serving_actor = actor if actor is not None and actor.layers.matches_model() else None
+        needs_reset = np.array([lane.needs_reset for lane in self._lanes])
+        ts = eps = 0
+        act_time = step_time = 0.0
+        runners = self.config.num_env_runners or 1
+        lifetime = self.num_env_steps_sampled_lifetime // runners
+        while (ts < num_timesteps) if num_timesteps is not None else (eps < (num_episodes or 0)):
+            t0 = time.perf_counter()
+            if random_actions:
+                act = for_env = self.env.action_space.sample()
+                extra: dict[str, Any] = {}
+            else:
+                act, for_env, extra = self._act(steps.obs[-1], explore, (lifetime + ts) * runners)
+            t1 = time.perf_counter()
+            try:
+                results = self.env.step(for_env)
+            except Exception as err:
+                results = self._env_step_failed(err)
+            step_time += time.perf_counter() - t1
+            act_time += t1 - t0
+            if results == ENV_STEP_FAILURE:
+                # as RLlib's loop: the finished episodes stay, the ongoing ones are dropped,
+                # and sampling starts over on reset envs
+                done = self._episodes(steps, needs_reset, cut=False, keep_ongoing=False)
+                self._reset_all()
+                left = None if num_episodes is None else max(0, num_episodes - len(done))
+                return done + self._run(num_timesteps, left, explore, random_actions)
+            obs, rew, term, trunc, infos = results
+            real = ~needs_reset
+            done_now = (np.asarray(term, bool) | np.asarray(trunc, bool)) & real
+            steps.add(self._process(obs), infos, act, rew, term, trunc, extra, real)
+            if self._recurrent and extra:
+                state = extra[Columns.STATE_OUT]
+                if needs_reset.any():  # these envs start a new episode at this observation
+                    fresh = self._initial_state(int(needs_reset.sum()))
+                    state = tree.map_structure(partial(_put, rows=needs_reset), state, fresh)
+                self._state = state
+            ts += int(real.sum())
+            k = len(steps.actions) - 1
+            steps.done_at.extend((k, int(e)) for e in np.flatnonzero(done_now))
+            eps += int(done_now.sum())
+            needs_reset = done_now
+            if num_episodes is not None and eps >= num_episodes:
+                break
+        if steps.actions:  # RLlib's per-step timers, logged once per call with the mean
+            self.metrics.log_value(RLMODULE_INFERENCE_TIMER, act_time / len(steps.actions))
+            self.metrics.log_value(ENV_STEP_TIMER, step_time / len(steps.actions))
+            self._log_env_steps(metric=self._metrics_num_try_env_step, num_steps=len(steps.actions))
+        episodes = self._episodes(
+            steps, needs_reset, cut=num_timesteps is not None, num_episodes=num_episodes
+        )
+        if ts:
+            self._log_env_steps(metric=self._metrics_num_env_steps_sampled, num_steps=ts)
+        self._increase_sampled_metrics(ts, len(steps.done_at))
+        return episodes
+
+    def _env_step_failed(self, err: Exception) -> Any:
+        """RLlib's handling of a failed env step: counted, then the env is recreated (the
+        caller starts over) or, without ``restart_failed_sub_environments``, raised."""
+        self.metrics.log_value(NUM_ENV_STEP_FAILURES_LIFETIME, 1, reduce="lifetime_sum")
+        if not self.config.restart_failed_sub_environments:
+            raise RuntimeError(
+                f"VectorEnvRunner: the env step failed and "
+                f"'config.restart_failed_sub_environments' is False: {err!r}"
+            ) from err
+        logger.exception("VectorEnvRunner: env step failed; recreating and resetting the env")
+        self.make_env()
+        return ENV_STEP_FAILURE
+
+    # --- episodes from the arrays -------------------------------------------------------------
+    def _episodes(
+        self,
+        steps: _Steps,
+        needs_reset: np.ndarray,
+        *,
+        cut: bool,
+        num_episodes: int | None = None,
+        keep_ongoing: bool = True,
+    ) -> list[Any]:
+        """The done episodes (in the order they finished) and, when ``cut``, the ongoing
+        chunks, built from the per-step arrays; sets the lanes for the next call."""
+        if not steps.actions:
+            return []
+        cols = steps.stacked()
+        now = time.perf_counter()
+        obs_space = self._pieces[-1].observation_space if self._pieces else None
+        obs_space = obs_space or self.env.single_observation_space
+        act_space = self.env.single_action_space
+        seq_no = np.full(len(steps.actions), self._weights_seq_no)
+
+        def chunk(e: int, a: int, b: int, lane: _Lane | None, is_done: bool) -> Any:
+            """Env ``e``'s episode from observation ``a`` to ``b`` (steps ``a..b-1``), after
+            ``lane``'s lookback (None: a fresh episode)."""
+            rows = (slice(a, b), e)
+            o = _rows(cols.obs, (slice(a, b + 1), e))
+            infos = [steps.infos[k][e] for k in range(a, b + 1)]
+            ac = _rows(cols.actions, rows)
+            rw = cols.rewards[rows]
+            ex = {key: _rows(v, rows) for key, v in cols.extra.items()}
+            ex[WEIGHTS_SEQ_NO] = seq_no[a:b]
+            lb = lane.lookback if lane is not None else 0
+            if lane is not None and lb:
+                o = _concat([lane.obs, o])
+                infos = lane.infos + infos
+                ac = _concat([lane.actions, ac])
+                rw = np.concatenate([lane.rewards, rw])
+                ex = {
+                    key: _concat([lane.extra.get(key, _zeros(v, lb)), v]) for key, v in ex.items()
+                }
+            ep = SingleAgentEpisode(
+                id_=lane.id_ if lane is not None else None,
+                observations=_buffer(o, lb),
+                observation_space=obs_space,
+                infos=InfiniteLookbackBuffer(data=infos, lookback=lb),
+                actions=_buffer(ac, lb),
+                action_space=act_space,
+                rewards=_buffer(rw, lb, REWARDS_SPACE),
+                extra_model_outputs={key: _buffer(v, lb) for key, v in ex.items()},
+                terminated=bool(is_done and cols.terminated[b - 1, e]),
+                truncated=bool(is_done and cols.truncated[b - 1, e]),
+                t_started=lane.t_started if lane is not None else 0,
+                len_lookback_buffer=lb,
+            )
+            ep._start_time = lane.start_time if lane is not None else now
+            ep._last_step_time = now
+            return ep
+
+        last = len(steps.actions)
+        # per env: the observation its current chunk starts at, and the lane it continues
+        # (None: env e was reset by the first step of this call, so it starts at 1)
+        lanes: list[_Lane | None] = [None if ln.needs_reset else ln for ln in self._lanes]
+        starts = [0 if lane is not None else 1 for lane in lanes]
+        done_eps: list[Any] = []
+        for k, e in steps.done_at:  # in the order they finished, as RLlib returns them
+            done_eps.append(chunk(e, starts[e], k + 1, lanes[e], True))
+            lanes[e] = None
+            starts[e] = k + 2  # step k + 1 resets env e
+        if num_episodes is not None:
+            done_eps = done_eps[:num_episodes]
+        self._done_episodes_for_metrics.extend(done_eps)
+
+        ongoing: list[Any] = []
+        new_lanes: list[_Lane] = []
+        horizon = int(self.config.episode_lookback_horizon)
+        for e in range(self.num_envs):
+            if needs_reset[e] or not keep_ongoing:
+                new_lanes.append(_Lane(needs_reset=bool(needs_reset[e])))
+            elif starts[e] >= last:  # reset by the last step: no step of it yet
+                new_lanes.append(_Lane(start_time=now))
+            else:
+                ep = chunk(e, starts[e], last, lanes[e], False)
+                if cut:
+                    self._ongoing_episodes_for_metrics[ep.id_].append(ep)
+                    ongoing.append(ep)
+                new_lanes.append(_cut(ep, horizon))
+        self._lanes = new_lanes
+        self._obs = _rows(cols.obs, -1)
+        self._obs_infos = steps.infos[-1]
+        return done_eps + ongoing
+
+
+@dataclass
+class _Steps:
+    """What one ``sample()`` collected, per step (batched over the envs)."""
+
+    first_obs: Any
+    first_infos: list[dict]
+    obs: list[Any] = field(default_factory=list)  # O[0..K]
+    infos: list[list[dict]] = field(default_factory=list)  # with each observation
+    actions: list[Any] = field(default_factory=list)
+    rewards: list[Any] = field(default_factory=list)
+    terminated: list[Any] = field(default_factory=list)
+    truncated: list[Any] = field(default_factory=list)
+    extra: list[dict[str, Any]] = field(default_factory=list)
+    real: list[np.ndarray] = field(default_factory=list)  # not an autoreset step, per env
+    done_at: list[tuple[int, int]] = field(default_factory=list)  # (step, env) that ended
+
+    def __post_init__(self) -> None:
+        self.obs.append(self.first_obs)
+        self.infos.append(list(self.first_infos))
+
+    def add(
+        self,
+        obs: Any,
+        infos: Any,
+        actions: Any,
+        rewards: Any,
+        terminated: Any,
+        truncated: Any,
+        extra: dict[str, Any],
+        real: np.ndarray,
+    ) -> None:
+        self.obs.append(obs)
+        self.infos.append(list(infos))
+        self.actions.append(actions)
+        self.rewards.append(rewards)
+        self.terminated.append(terminated)
+        self.truncated.append(truncated)
+        self.extra.append(extra)
+        self.real.append(real)
+
+    def stacked(self) -> Any:
+        """Every column as one array ``[K(+1), B, ...]`` (nested where the column is)."""
+
+        def stack(items: list[Any]) -> Any:
+            return tree.map_structure(lambda *xs: np.stack(xs), *items)
+
+        return _Columns(
+            obs=stack(self.obs),
+            actions=stack(self.actions),
+            rewards=np.stack(self.rewards),
+            terminated=np.stack(self.terminated).astype(bool),
+            truncated=np.stack(self.truncated).astype(bool),
+            extra=stack(self.extra) if self.extra[0] else {},
+        )
+
+
+@dataclass
+class _Columns:
+    obs: Any
+    actions: Any
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    extra: dict[str, Any]
+
+
+def _zeros(like: Any, n: int) -> Any:
+    return tree.map_structure(lambda x: np.zeros((n, *x.shape[1:]), x.dtype), like)
+
+
+def _put(state: np.ndarray, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    out = np.array(state, copy=True)
+    out[rows] = values
+    return out
+
+
+def _drop_time(x: Any) -> Any:
+    return x.squeeze(1) if isinstance(x, torch.Tensor) and x.dim() >= 2 else x
+
+
+def _cut(ep: Any, horizon: int) -> _Lane:
+    """The lane continuing ``ep``: what ``SingleAgentEpisode.cut(horizon)`` keeps."""
+    steps = len(ep.rewards.data)  # lookback + this chunk's steps
+    lb = min(horizon, steps)
+    take = slice(steps - lb, steps)  # the observations before the last one, and the steps
+    return _Lane(
+        id_=ep.id_,
+        t_started=ep.t,
+        lookback=lb,
+        obs=_rows(ep.observations.data, take),
+        infos=list(ep.infos.data[take]),
+        actions=_rows(ep.actions.data, take),
+        rewards=np.asarray(ep.rewards.data[take]),
+        extra={k: _rows(v.data, take) for k, v in ep.extra_model_outputs.items()},
+        start_time=ep._start_time,
+    )

@@ -1,0 +1,200 @@
+"""``VectorEnvRunner`` gives RLlib's ``SingleAgentEnvRunner``'s episodes, state and metrics.
+
+Both runners are built from the same config and seed and sample with the same torch seed,
+so the module draws the same actions: every column of every episode chunk (observations
+after rlblocks' pieces, actions, rewards, flags, infos, extra model outputs, recurrent
+state, lookback buffers at cuts) must be equal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("ray")
+
+import rlblocks.envs  # noqa: E402,F401  (registers the zoo)
+from ray.rllib.algorithms.ppo import PPOConfig  # noqa: E402
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner  # noqa: E402
+from rlblocks.rllib import VectorEnvRunner, env_to_module, rl_module_spec  # noqa: E402
+
+pytestmark = pytest.mark.native
+
+
+def _config(env: str, model: dict, observation_filter: str = "NoFilter", **runners: Any) -> Any:
+    model = {"fcnet_hiddens": [16], **model}
+    return (
+        PPOConfig()
+        .environment(env)
+        .rl_module(rl_module_spec=rl_module_spec(model))
+        .env_runners(
+            num_env_runners=0,
+            num_envs_per_env_runner=runners.pop("num_envs", 3),
+            env_to_module_connector=env_to_module(model, observation_filter),
+            **runners,
+        )
+        .debugging(seed=3)
+    )
+
+
+def _both(config: Any) -> tuple[Any, Any]:
+    theirs = SingleAgentEnvRunner(config=config)
+    ours = VectorEnvRunner(config=config)
+    assert ours.fast_path_refusal is None
+    ours.set_state(theirs.get_state())  # the same weights
+    return theirs, ours
+
+
+def _equal(a: Any, b: Any, where: str) -> None:
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and sorted(a) == sorted(b), where
+        for k in a:
+            _equal(a[k], b[k], f"{where}[{k!r}]")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _equal(x, y, f"{where}[{i}]")
+    elif isinstance(a, (str, type(None))):
+        assert a == b, where
+    else:
+        x, y = np.asarray(a), np.asarray(b)
+        assert x.shape == y.shape, f"{where}: shapes {x.shape} vs {y.shape}"
+        np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6, err_msg=where)
+
+
+def _same_episodes(theirs: list[Any], ours: list[Any]) -> None:
+    assert [(len(e), e.t_started, e.is_terminated, e.is_truncated) for e in theirs] == [
+        (len(e), e.t_started, e.is_terminated, e.is_truncated) for e in ours
+    ]
+    for i, (a, b) in enumerate(zip(theirs, ours, strict=True)):
+        lb = a.observations.lookback
+        assert b.observations.lookback == lb and b.actions.lookback == a.actions.lookback
+        n = len(a)
+        idx = slice(-lb, n + 1) if lb else slice(0, n + 1)
+        kw = {"neg_index_as_lookback": True} if lb else {}
+        _equal(a.get_observations(idx, **kw), b.get_observations(idx, **kw), f"ep{i}.obs")
+        _equal(a.get_infos(idx, **kw), b.get_infos(idx, **kw), f"ep{i}.infos")
+        steps = slice(-a.actions.lookback, n) if a.actions.lookback else slice(0, n)
+        kw = {"neg_index_as_lookback": True} if a.actions.lookback else {}
+        _equal(a.get_actions(steps, **kw), b.get_actions(steps, **kw), f"ep{i}.actions")
+        _equal(a.get_rewards(steps, **kw), b.get_rewards(steps, **kw), f"ep{i}.rewards")
+        assert sorted(a.extra_model_outputs) == sorted(b.extra_model_outputs)
+        for key in a.extra_model_outputs:
+            _equal(
+                a.get_extra_model_outputs(key, steps, **kw),
+                b.get_extra_model_outputs(key, steps, **kw),
+                f"ep{i}.{key}",
+            )
+        assert a.get_return() == pytest.approx(b.get_return())
+        b.validate()
+
+
+def _sample_both(theirs: Any, ours: Any, calls: list[dict[str, Any]]) -> None:
+    for i, kwargs in enumerate(calls):
+        torch.manual_seed(100 + i)
+        a = theirs.sample(**kwargs)
+        torch.manual_seed(100 + i)
+        b = ours.sample(**kwargs)
+        assert a, kwargs
+        _same_episodes(a, b)
+    ma, mb = theirs.get_metrics(), ours.get_metrics()
+    for key in ("episode_return_mean", "episode_len_mean", "num_env_steps_sampled_lifetime"):
+        assert (key in ma) == (key in mb), key
+        if key in ma:
+            assert float(mb[key]) == pytest.approx(float(ma[key])), key
+
+
+CASES = {
+    # nested Dict observation (C++ flattening), MeanStdFilter state in the loop
+    "dict_filter": ("rlblocks/zoo-Dict-v0", {}, "MeanStdFilter"),
+    # RLlib's action-mask form, MultiDiscrete actions
+    "masked": ("rlblocks/zoo-MaskedMultiDiscrete-v0", {}, "NoFilter"),
+    # Box actions: unsquashed for the env, stored as the module drew them
+    "box_action": ("rlblocks/zoo-BoxAction-v0", {}, "NoFilter"),
+    # Tuple actions (a nested action struct)
+    "tuple_action": ("rlblocks/zoo-TupleAction-v0", {}, "NoFilter"),
+    # recurrent state: STATE_OUT per step, initial state at episode starts
+    "lstm": ("rlblocks/zoo-RecallLSTM-v0", {"use_lstm": True, "lstm_cell_size": 8}, "NoFilter"),
+    # CartPole with no rlblocks piece at all (RLlib's default connectors only)
+    "cartpole": ("CartPole-v1", {}, "NoFilter"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_same_episodes_as_rllibs_runner(case: str) -> None:
+    env, model, filt = CASES[case]
+    theirs, ours = _both(_config(env, model, filt, rollout_fragment_length=23))
+    calls = [
+        {"num_timesteps": 70},
+        {"num_timesteps": 70},
+        {"num_timesteps": 50, "explore": False},
+        {"num_timesteps": 70},
+        {"num_episodes": 4},
+        {"num_timesteps": 40},
+    ]
+    _sample_both(theirs, ours, calls)
+    _equal(
+        theirs.get_state(not_components="rl_module"),
+        ours.get_state(not_components="rl_module"),
+        "state",
+    )
+
+
+def test_ppo_trains_on_its_episodes() -> None:
+    """RLlib's PPO (learner connectors, GAE, loss) takes the chunks as they are."""
+    config = (
+        _config("rlblocks/zoo-Dict-v0", {}, num_envs=4, env_runner_cls=VectorEnvRunner)
+        .training(train_batch_size=128, minibatch_size=64, num_epochs=1)
+        .learners(num_learners=0)
+    )
+    algo = config.build_algo()
+    try:
+        assert isinstance(algo.env_runner, VectorEnvRunner)
+        result = algo.train()
+    finally:
+        algo.stop()
+    learner = result["learners"]["default_policy"]
+    assert np.isfinite(float(learner["total_loss"]))
+    assert float(result["env_runners"]["num_env_steps_sampled"]) >= 128
+
+
+def test_refuses_what_it_does_not_cover_and_runs_rllibs_loop() -> None:
+    from ray.rllib.callbacks.callbacks import RLlibCallback
+
+    class Counting(RLlibCallback):
+        steps = 0
+
+        def on_episode_step(self, **kwargs: Any) -> None:
+            Counting.steps += 1
+
+    config = _config("CartPole-v1", {}).callbacks(Counting)
+    runner = VectorEnvRunner(config=config)
+    assert runner.fast_path_refusal is not None and "on_episode_step" in runner.fast_path_refusal
+    runner.sample(num_timesteps=30)
+    assert Counting.steps >= 30  # RLlib's loop ran the callback
+
+
+def test_a_failing_env_is_recreated_per_rllibs_fault_tolerance() -> None:
+    fails = {"left": 1}
+
+    class Flaky(gym.Wrapper):
+        def step(self, action: Any) -> Any:
+            if self.unwrapped.np_random.random() < 0.02 and fails["left"]:
+                fails["left"] -= 1
+                raise RuntimeError("sub-env crashed")
+            return self.env.step(action)
+
+    gym.register("rlblocks-test/Flaky-v0", lambda: Flaky(gym.make("CartPole-v1")))
+    config = _config("rlblocks-test/Flaky-v0", {}).fault_tolerance(
+        restart_failed_sub_environments=True
+    )
+    runner = VectorEnvRunner(config=config)
+    episodes = runner.sample(num_timesteps=400)
+    assert fails["left"] == 0
+    assert sum(len(e) for e in episodes) >= 400 - 3
+    for e in episodes:
+        e.validate()
