@@ -40,6 +40,33 @@ def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     )
 
 
+def train_rllib(
+    run: Path, algo: str, *args: str, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """``rlblocks train --backend rllib --algo ALGO --run-dir RUN --no-progress ARGS``; it
+    must succeed."""
+    out = cli(
+        "train",
+        "--backend",
+        "rllib",
+        "--algo",
+        algo,
+        "--run-dir",
+        str(run),
+        "--no-progress",
+        *args,
+        timeout=timeout,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out
+
+
+def progress(run: Path) -> list[dict[str, str]]:
+    """The rows of the run's ``progress.csv``."""
+    with open(run / "progress.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
 def header(run: Path) -> list[str]:
     with open(run / "progress.csv", newline="") as f:
         return next(csv.reader(f))
@@ -83,16 +110,14 @@ def test_train_resume_evaluate(tmp_path):
     native.train()
     native.close()
     assert header(run) == header(tmp_path / "n")
-    with open(run / "progress.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = progress(run)
     assert [int(r["training_iteration"]) for r in rows] == [1, 2, 3]
     assert int(rows[-1]["timesteps_total"]) >= 3000
     assert all(float(r["vf_loss"]) >= 0 for r in rows)
 
     resumed = cli("train", "--resume", str(run), "--stop-timesteps", "5000", "--no-progress")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    with open(run / "progress.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = progress(run)
     assert [int(r["training_iteration"]) for r in rows] == [1, 2, 3, 4, 5]
     steps = [int(r["timesteps_total"]) for r in rows]
     assert steps == sorted(steps) and steps[-1] >= 5000
@@ -347,23 +372,7 @@ def test_atari_trains_and_evaluates_through_the_cli(tmp_path):
     }
     for algo, flags in extra.items():
         run = tmp_path / algo
-        out = cli(
-            "train",
-            "--env",
-            "ALE/Breakout-v5",
-            "--backend",
-            "rllib",
-            "--algo",
-            algo,
-            "--run-dir",
-            str(run),
-            "--stop-timesteps",
-            "200",
-            "--no-progress",
-            *conv,
-            *flags,
-        )
-        assert out.returncode == 0, out.stderr[-3000:]
+        train_rllib(run, algo, "--env", "ALE/Breakout-v5", "--stop-timesteps", "200", *conv, *flags)
         # EpisodicLife: an evaluation episode ends with the first lost life
         evaluated = cli("evaluate", str(run), "--episodes", "1")
         assert evaluated.returncode == 0, evaluated.stderr[-3000:]
@@ -426,32 +435,15 @@ def test_dqn_and_sac_train_resume_and_evaluate_through_the_cli(tmp_path):
         "--set",
         "rllib.training.num_steps_sampled_before_learning_starts=500",
     ]
-    out = cli(
-        "train",
-        "--env",
-        "CartPole-v1",
-        "--backend",
-        "rllib",
-        "--algo",
-        "DQN",
-        "--run-dir",
-        str(run),
-        "--stop-timesteps",
-        "2000",
-        "--no-progress",
-        *small,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = train_rllib(run, "DQN", "--env", "CartPole-v1", "--stop-timesteps", "2000", *small)
     assert "DQN (RLlib, 0 env runners)" in out.stdout
     assert (run / "progress.png").is_file()
-    with open(run / "progress.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = progress(run)
     assert [int(r["training_iteration"]) for r in rows] == [1, 2]
     assert float(rows[-1]["qf_loss"]) >= 0 and rows[-1]["td_error_mean"] != "nan"
     resumed = cli("train", "--resume", str(run), "--stop-timesteps", "3000", "--no-progress")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    with open(run / "progress.csv", newline="") as f:
-        assert [int(r["training_iteration"]) for r in csv.DictReader(f)] == [1, 2, 3]
+    assert [int(r["training_iteration"]) for r in progress(run)] == [1, 2, 3]
     for flags in ([], ["--explore"]):
         evaluated = cli("evaluate", str(run), "--episodes", "2", *flags)
         assert evaluated.returncode == 0, evaluated.stderr[-3000:]
@@ -459,19 +451,13 @@ def test_dqn_and_sac_train_resume_and_evaluate_through_the_cli(tmp_path):
         assert result["episodes"] == 2 and result["checkpoint"].endswith("checkpoint_000003")
 
     sac = tmp_path / "sac"
-    out = cli(
-        "train",
+    train_rllib(
+        sac,
+        "SAC",
         "--env",
         "Pendulum-v1",
-        "--backend",
-        "rllib",
-        "--algo",
-        "SAC",
-        "--run-dir",
-        str(sac),
         "--stop-timesteps",
         "600",
-        "--no-progress",
         "--set",
         "num_envs=1",
         "--set",
@@ -481,9 +467,7 @@ def test_dqn_and_sac_train_resume_and_evaluate_through_the_cli(tmp_path):
         "--set",
         "rllib.reporting.min_sample_timesteps_per_iteration=200",
     )
-    assert out.returncode == 0, out.stderr[-3000:]
-    with open(sac / "progress.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = progress(sac)
     assert float(rows[-1]["alpha"]) > 0 and rows[-1]["qf_loss"] != "nan"
     evaluated = cli("evaluate", str(sac), "--episodes", "1")
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
@@ -587,25 +571,10 @@ def test_every_algorithm_learns_through_the_cli(algo, tmp_path):
     (the command stops at the target: the last progress row has it)."""
     flags, target, cap = LEARNING_CASES[algo]
     run = tmp_path / algo
-    out = cli(
-        "train",
-        *flags,
-        "--backend",
-        "rllib",
-        "--algo",
-        algo,
-        "--run-dir",
-        str(run),
-        "--stop-reward",
-        str(target),
-        "--stop-timesteps",
-        str(cap),
-        "--no-progress",
-        timeout=900,
+    train_rllib(
+        run, algo, *flags, "--stop-reward", str(target), "--stop-timesteps", str(cap), timeout=900
     )
-    assert out.returncode == 0, out.stderr[-2000:]
-    with open(run / "progress.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = progress(run)
     last = rows[-1]
     print(
         f"\n{algo}: mean return {float(last['episode_return_mean']):.1f} after "

@@ -9,23 +9,15 @@ Examples:
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 
 def rllib_run(path: str) -> bool:
-    """Whether ``path`` (a run or checkpoint directory) is a ``--backend rllib`` run; reads
-    its ``config.json`` only (no Ray import)."""
-    for candidate in (Path(path), Path(path).parent):
-        cfg = candidate / "config.json"
-        if cfg.is_file():
-            try:
-                backend = json.loads(cfg.read_text()).get("backend")
-            except ValueError:
-                return False
-            return isinstance(backend, dict) and backend.get("name") == "rllib"
-    return False
+    """:func:`rlblocks.export.rllib_run`, imported when a command runs (``--help`` imports
+    none of the library)."""
+    from rlblocks.export import rllib_run as is_rllib_run
+
+    return is_rllib_run(path)
 
 
 def rllib_trainer() -> Any:

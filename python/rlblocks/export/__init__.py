@@ -7,6 +7,7 @@
   onnxruntime and rlblocks' C++ preprocessor, without importing torch;
   :class:`TorchExportPolicy` does the same with a ``.pt2`` one.
 * :func:`evaluate_exported` runs episodes with either.
+* :func:`rllib_run` tells a ``--backend rllib`` run from a native one (its ``config.json``).
 
 Names are imported on first use, so ``from rlblocks.export import OnnxPolicy`` never loads
 torch.
@@ -20,6 +21,8 @@ Examples:
 from __future__ import annotations
 
 import importlib
+import json
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -29,6 +32,7 @@ __all__ = [
     "evaluate_exported",
     "export_policy",
     "load_exported",
+    "rllib_run",
 ]
 
 _LAZY = {
@@ -39,6 +43,27 @@ _LAZY = {
     "evaluate_exported": "rlblocks.export.evaluate",
     "load_exported": "rlblocks.export.evaluate",
 }
+
+
+def rllib_run(source: Any) -> bool:
+    """Whether ``source`` is the directory of a ``--backend rllib`` run or of one of its
+    checkpoints (its ``config.json`` says so; nothing of Ray is imported).
+
+    Examples:
+        >>> rllib_run("no/such/run"), rllib_run(object())
+        (False, False)
+    """
+    if not isinstance(source, (str, Path)):
+        return False
+    for candidate in (Path(source), Path(source).parent):
+        cfg = candidate / "config.json"
+        if cfg.is_file():
+            try:
+                backend = json.loads(cfg.read_text()).get("backend")
+            except (ValueError, AttributeError):
+                return False
+            return isinstance(backend, dict) and backend.get("name") == "rllib"
+    return False
 
 
 def __getattr__(name: str) -> Any:

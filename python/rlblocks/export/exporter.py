@@ -12,36 +12,18 @@ Examples:
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from rlblocks.export import rllib_run
 from rlblocks.export.sidecar import space_to_json
 from rlblocks.export.writer import FORMATS, write_policy
 
-__all__ = ["FORMATS", "export_policies", "export_policy", "rllib_run"]
+if TYPE_CHECKING:
+    from rlblocks.multiagent.union import UnionSpec
 
-
-def rllib_run(source: Any) -> bool:
-    """Whether ``source`` is the directory of a ``--backend rllib`` run or of one of its
-    checkpoints (its ``config.json`` says so; nothing of Ray is imported).
-
-    Examples:
-        >>> rllib_run("no/such/run"), rllib_run(object())
-        (False, False)
-    """
-    if not isinstance(source, (str, Path)):
-        return False
-    for candidate in (Path(source), Path(source).parent):
-        cfg = candidate / "config.json"
-        if cfg.is_file():
-            try:
-                backend = json.loads(cfg.read_text()).get("backend")
-            except (ValueError, AttributeError):
-                return False
-            return isinstance(backend, dict) and backend.get("name") == "rllib"
-    return False
+__all__ = ["FORMATS", "export_policies", "export_policy", "multiagent_sidecar", "rllib_run"]
 
 
 def _rllib_export() -> Any:
@@ -105,6 +87,27 @@ def export_policy(source: Any, path: str | Path | None = None, fmt: str = "onnx"
             trainer.close()
 
 
+def multiagent_sidecar(policy_id: Any, spec: UnionSpec) -> dict[str, Any]:
+    """The sidecar's ``multiagent`` entry for one policy: its id, and its agents with their
+    own spaces from its union ``spec``.
+
+    Examples:
+        >>> from gymnasium.spaces import Box, Discrete
+        >>> from rlblocks.multiagent import UnionSpec
+        >>> spec = UnionSpec.build({"a": Box(-1, 1, (2,))}, {"a": Discrete(2)})
+        >>> entry = multiagent_sidecar("shared", spec)
+        >>> entry["policy_id"], entry["agents"], entry["agent_action_spaces"]["a"]["type"]
+        ('shared', ['a'], 'Discrete')
+    """
+    return {
+        "policy_id": str(policy_id),
+        "agents": [str(a) for a in spec.agents],
+        "agent_id_one_hot": spec.agent_id_one_hot,
+        "agent_observation_spaces": {str(a): space_to_json(s) for a, s in spec.obs_spaces.items()},
+        "agent_action_spaces": {str(a): space_to_json(s) for a, s in spec.action_spaces.items()},
+    }
+
+
 class _PolicyOfRun:
     """One policy of a multi-agent trainer, seen as the single-agent trainer
     :func:`export_policy` exports (its union space is the artifact's observation)."""
@@ -115,19 +118,8 @@ class _PolicyOfRun:
         self.obs_filter, self.config = parts.obs_filter, parts.config
         self.venv = trainer.hub.lanes(policy_id)
         self.run_dir, self.checkpoint_path = trainer.run_dir, trainer.checkpoint_path
-        spec = trainer.hub.specs[policy_id]
         self.sidecar_extra = {
-            "multiagent": {
-                "policy_id": policy_id,
-                "agents": [str(a) for a in spec.agents],
-                "agent_id_one_hot": spec.agent_id_one_hot,
-                "agent_observation_spaces": {
-                    str(a): space_to_json(s) for a, s in spec.obs_spaces.items()
-                },
-                "agent_action_spaces": {
-                    str(a): space_to_json(s) for a, s in spec.action_spaces.items()
-                },
-            }
+            "multiagent": multiagent_sidecar(policy_id, trainer.hub.specs[policy_id])
         }
 
 

@@ -47,13 +47,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from gymnasium.spaces import Box, Discrete
+from gymnasium.spaces import Box
 from torch import nn
 
 from rlblocks.catalog import ModelCatalog
 from rlblocks.config import ModelConfig
 from rlblocks.distributions import Categorical
-from rlblocks.export.sidecar import space_to_json
+from rlblocks.export.exporter import multiagent_sidecar
 from rlblocks.export.writer import FORMATS, _name, write_policy
 from rlblocks.filters import MeanStdFilter
 from rlblocks.masks import MASK_KEY, OBS_KEY, MaskLayout, apply_action_mask, is_mask_space
@@ -73,6 +73,7 @@ from rlblocks.rllib.checkpoints import RunCheckpoint, load_module, newest_checkp
 from rlblocks.rllib.connectors import AtariFramesBatched, MeanStdFilterBatched
 from rlblocks.rllib.module import RLBlocksRLModule
 from rlblocks.rllib.qlearning import RLBlocksDQNRLModule, RLBlocksSACRLModule
+from rlblocks.train.policy import action_format
 from rlblocks.train.trainer_config import PPOConfig
 
 __all__ = [
@@ -235,12 +236,7 @@ class ModulePolicy:
         self.mask_columns = mask_columns
         self.recurrent = bool(model.get_initial_state())  # type: ignore[operator]
         self.max_seq_len = 1
-        self.action_shape: tuple[int, ...] = tuple(action_space.shape or ())
-        self.action_dtype: type = np.int64 if isinstance(action_space, Discrete) else np.float32
-        start = getattr(action_space, "start", 0)
-        self.initial_prev_action = np.broadcast_to(
-            np.asarray(start, self.action_dtype), self.action_shape
-        ).copy()
+        self.action_shape, self.action_dtype, self.initial_prev_action = action_format(action_space)
 
     def initial_state(self, batch_size: int) -> list[torch.Tensor]:
         """The model's initial state repeated for ``batch_size`` rows."""
@@ -552,17 +548,7 @@ def _export_multiagent(
         policy = module_policy(module, options, mode)
         extra = {
             "rllib": {"algo": algo, "checkpoint": ckpt.path.name},
-            "multiagent": {
-                "policy_id": str(pid),
-                "agents": [str(a) for a in spec.agents],
-                "agent_id_one_hot": spec.agent_id_one_hot,
-                "agent_observation_spaces": {
-                    str(a): space_to_json(s) for a, s in spec.obs_spaces.items()
-                },
-                "agent_action_spaces": {
-                    str(a): space_to_json(s) for a, s in spec.action_spaces.items()
-                },
-            },
+            "multiagent": multiagent_sidecar(pid, spec),
         }
         source = _RunPolicy(
             policy, prep, None, _ConfigView(config, options), union_space, ckpt, extra

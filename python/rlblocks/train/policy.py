@@ -41,9 +41,33 @@ from rlblocks.train.actor import Actor, ActorInput, Forward, State
 from rlblocks.train.fast import FCActor
 from rlblocks.train.trainer_config import TrainerConfig
 
-__all__ = ["ModuleActor", "Policy"]
+__all__ = ["ModuleActor", "Policy", "action_format"]
 
 logger = logging.getLogger("rlblocks.train")
+
+
+def action_format(action_space: gym.Space) -> tuple[tuple[int, ...], type, np.ndarray]:
+    """``(action_shape, action_dtype, initial_prev_action)`` of a policy's actions.
+
+    The dtype is int64 for Discrete and MultiDiscrete spaces, float32 otherwise. The
+    "previous action" before an episode's first step is the space's lowest integer action
+    (index 0 of its one-hot, RLlib's 0 for spaces that start at 0), 0.0 for Box.
+
+    Examples:
+        >>> shape, dtype, initial = action_format(gym.spaces.Discrete(3, start=-1))
+        >>> shape, dtype.__name__, initial.tolist()
+        ((), 'int64', -1)
+        >>> action_format(gym.spaces.Box(-1, 1, (2,)))[2].tolist()
+        [0.0, 0.0]
+    """
+    shape: tuple[int, ...] = tuple(action_space.shape or ())
+    dtype: type = (
+        np.int64
+        if isinstance(action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete))
+        else np.float32
+    )
+    start = getattr(action_space, "start", 0)
+    return shape, dtype, np.broadcast_to(np.asarray(start, dtype), shape).copy()
 
 
 def _obs_window(model: ModelV2) -> tuple[str | None, int]:
@@ -144,19 +168,7 @@ class Policy:
                 f"the model reads previous actions, which needs a Discrete, MultiDiscrete or Box "
                 f"action space, got {action_space}"
             )
-        shape = action_space.shape if action_space.shape is not None else ()
-        self.action_shape: tuple[int, ...] = tuple(shape)
-        self.action_dtype = (
-            np.int64
-            if isinstance(action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete))
-            else np.float32
-        )
-        # The "previous action" before an episode's first step: the space's lowest integer
-        # action (index 0 of its one-hot, RLlib's 0 for spaces that start at 0), 0.0 for Box.
-        start = getattr(action_space, "start", 0)
-        self.initial_prev_action = np.broadcast_to(
-            np.asarray(start, self.action_dtype), self.action_shape
-        ).copy()
+        self.action_shape, self.action_dtype, self.initial_prev_action = action_format(action_space)
 
     # --- state ----------------------------------------------------------------------------
     def initial_state(self, batch_size: int) -> list[torch.Tensor]:

@@ -81,6 +81,7 @@ from rlblocks.models.modelv2 import ModelV2
 from rlblocks.train.fast import make_adam
 from rlblocks.train.fast.sac_backprop import SACBackprop
 from rlblocks.train.offpolicy_config import SACConfig
+from rlblocks.train.policy import action_format
 
 __all__ = ["SACActingPolicy", "SACLearner", "TransitionBatch"]
 
@@ -189,12 +190,7 @@ class SACActingPolicy:
         self.modal = mode_dependent(model)
         self.mask_layout = model.layout if isinstance(model, ActionMaskModel) else None
         self.mask_columns = model.mask_columns if isinstance(model, ActionMaskModel) else None
-        self.action_shape: tuple[int, ...] = tuple(action_space.shape or ())
-        self.action_dtype: type = np.int64 if isinstance(action_space, Discrete) else np.float32
-        start = getattr(action_space, "start", 0)
-        self.initial_prev_action = np.broadcast_to(
-            np.asarray(start, self.action_dtype), self.action_shape
-        ).copy()
+        self.action_shape, self.action_dtype, self.initial_prev_action = action_format(action_space)
 
     def initial_state(self, batch_size: int) -> list[torch.Tensor]:
         """No state: ``[]``."""
