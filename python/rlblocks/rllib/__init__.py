@@ -14,6 +14,8 @@
 * :class:`VectorEnvRunner` for ``config.env_runners(env_runner_cls=...)``: RLlib's
   single-agent env runner with a sampling loop on batched arrays (one C++ preprocessing
   call and one module call per step, the episodes built once per ``sample()``).
+* :class:`RLBlocksPPOTorchLearner` for ``config.learners(learner_class=...)``: RLlib's PPO
+  learner whose update runs in closed form for the default fully connected model.
 * :func:`multi_rl_module_spec` (an rlblocks module per policy) and
   :class:`MultiAgentEnvToModule` (one C++ flattening call per policy over all agents of all
   episodes) for multi-agent configs; :mod:`~rlblocks.rllib.multiagent_env` wraps a
@@ -55,6 +57,7 @@ from rlblocks.rllib.connectors import (
 )
 from rlblocks.rllib.distribution import RLBlocksDistribution
 from rlblocks.rllib.env_runner import VectorEnvRunner
+from rlblocks.rllib.learner import RLBlocksPPOTorchLearner
 from rlblocks.rllib.module import (
     MASK_KEY,
     OBS_KEY,
@@ -94,6 +97,7 @@ __all__ = [
     "RLBlocksDQNRLModule",
     "RLBlocksDistribution",
     "RLBlocksRLModule",
+    "RLBlocksPPOTorchLearner",
     "RLBlocksSACRLModule",
     "VectorEnvRunner",
     "atari_replay_buffer_config",

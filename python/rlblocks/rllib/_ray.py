@@ -9,11 +9,19 @@ from __future__ import annotations
 
 try:
     import ray
+    from ray.rllib.algorithms.ppo.ppo import (
+        LEARNER_RESULTS_KL_KEY,
+        LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY,
+        LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY,
+    )
+    from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
     from ray.rllib.callbacks.callbacks import RLlibCallback
     from ray.rllib.connectors.connector_v2 import ConnectorV2
-    from ray.rllib.core import COMPONENT_ENV_TO_MODULE_CONNECTOR
+    from ray.rllib.core import ALL_MODULES, COMPONENT_ENV_TO_MODULE_CONNECTOR
     from ray.rllib.core.columns import Columns
     from ray.rllib.core.distribution.torch.torch_distribution import TorchDistribution
+    from ray.rllib.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY
+    from ray.rllib.core.learner.training_data import TrainingData
     from ray.rllib.core.rl_module.apis import (
         TARGET_NETWORK_ACTION_DIST_INPUTS,
         InferenceOnlyAPI,
@@ -29,7 +37,18 @@ try:
     from ray.rllib.env.single_agent_episode import _REWARDS_BOX_SPACE as REWARDS_SPACE
     from ray.rllib.env.single_agent_episode import SingleAgentEpisode
     from ray.rllib.env.utils.infinite_lookback_buffer import InfiniteLookbackBuffer
-    from ray.rllib.utils.metrics import ENV_STEP_TIMER, RLMODULE_INFERENCE_TIMER, WEIGHTS_SEQ_NO
+    from ray.rllib.evaluation.postprocessing import Postprocessing
+    from ray.rllib.utils.metrics import (
+        DIFF_NUM_GRAD_UPDATES_VS_SAMPLER_POLICY,
+        ENV_STEP_TIMER,
+        MODULE_TRAIN_BATCH_SIZE_MEAN,
+        NUM_ENV_STEPS_TRAINED,
+        NUM_ENV_STEPS_TRAINED_LIFETIME,
+        NUM_MODULE_STEPS_TRAINED,
+        NUM_MODULE_STEPS_TRAINED_LIFETIME,
+        RLMODULE_INFERENCE_TIMER,
+        WEIGHTS_SEQ_NO,
+    )
     from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
     from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import (
         PrioritizedEpisodeReplayBuffer,
@@ -40,10 +59,28 @@ try:
         get_base_struct_from_space,
         unsquash_action,
     )
+    from ray.rllib.utils.torch_utils import explained_variance
 except ImportError as e:  # pragma: no cover - exercised by tests/test_dependencies.py
     raise ImportError(f'rlblocks.rllib needs Ray: pip install "rlblocks[ray]" ({e})') from e
 
 __all__ = [
+    "ALL_MODULES",
+    "DIFF_NUM_GRAD_UPDATES_VS_SAMPLER_POLICY",
+    "ENTROPY_KEY",
+    "LEARNER_RESULTS_KL_KEY",
+    "LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY",
+    "LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY",
+    "MODULE_TRAIN_BATCH_SIZE_MEAN",
+    "NUM_ENV_STEPS_TRAINED",
+    "NUM_ENV_STEPS_TRAINED_LIFETIME",
+    "NUM_MODULE_STEPS_TRAINED",
+    "NUM_MODULE_STEPS_TRAINED_LIFETIME",
+    "POLICY_LOSS_KEY",
+    "PPOTorchLearner",
+    "Postprocessing",
+    "TrainingData",
+    "VF_LOSS_KEY",
+    "explained_variance",
     "COMPONENT_ENV_TO_MODULE_CONNECTOR",
     "ENV_STEP_FAILURE",
     "ENV_STEP_TIMER",

@@ -51,6 +51,7 @@ from rlblocks.rllib.connectors import (
     needs_env_side_flattening,
 )
 from rlblocks.rllib.env_runner import VectorEnvRunner
+from rlblocks.rllib.learner import RLBlocksPPOTorchLearner
 from rlblocks.rllib.replay import atari_replay_buffer_config
 from rlblocks.rllib.spec import multi_rl_module_spec, rl_module_spec
 from rlblocks.train.trainer_config import PPOConfig
@@ -533,6 +534,8 @@ def build_algo_config(
             raise ValueError(f"num_cpus_per_env_runner must be > 0, got {num_cpus_per_env_runner}")
         per_runner = float(num_cpus_per_env_runner)
     algo_config = _algorithm_config_class(algo)()
+    # rlblocks' PPO update (closed form for FC models; RLlib's otherwise)
+    learner = {"learner_class": RLBlocksPPOTorchLearner} if algo == "PPO" else {}
     if setup is None:
         algo_config = (
             algo_config.environment(_env_id(config, algo), env_config=dict(config.env_config))
@@ -551,7 +554,7 @@ def build_algo_config(
             num_cpus_per_env_runner=per_runner,
         )
         .resources(num_cpus_for_main_process=0.5 if runners else 1)
-        .learners(num_learners=0)
+        .learners(num_learners=0, **learner)
         .training(**train)
     )
     algo_config = algo_config.reporting(

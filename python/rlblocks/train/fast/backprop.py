@@ -111,7 +111,7 @@ class FCBackprop:
     """
 
     def __init__(
-        self, layers: FCLayers, gaussian: bool, action_start: int, config: PPOConfig
+        self, layers: FCLayers, gaussian: bool, action_start: int, config: PPOConfig | None
     ) -> None:
         self.layers = layers
         self.gaussian = gaussian
@@ -129,6 +129,15 @@ class FCBackprop:
         unknown = {f.name for f in dataclasses.fields(config)} - LOSS_FIELDS - OUTSIDE_THE_LOSS
         if unknown:
             return None
+        return cls.for_model(model, dist_class, config)
+
+    @classmethod
+    def for_model(
+        cls, model: ModelV2, dist_class: Callable[..., Any], config: PPOConfig | None = None
+    ) -> FCBackprop | None:
+        """The closed form for ``model`` with ``dist_class`` (no config check: for
+        :meth:`step_rllib`, whose coefficients are arguments), or None when the model or
+        the distribution is not covered."""
         layers = FCLayers.from_model(model)
         if layers is None:
             return None
@@ -162,30 +171,22 @@ class FCBackprop:
             vf_loss, entropy, kl, approx_kl, clipfrac]``.
         """
         cfg = self.config
+        assert cfg is not None, "step() needs the PPOConfig (build the path with build())"
         for p in self.params:  # (autograd's zero_grad(set_to_none=True) may have freed them)
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
         with torch.no_grad():
-            layers = self.layers
-            x = layers.flat_input(data["obs"])
-            n = x.shape[0]
-            # forward, keeping every layer's output
-            acts = run_stack(layers.trunk, x)
-            features = acts[-1]
-            out = layers.logits.forward(features) if layers.logits is not None else features
-            vacts = run_stack(layers.value_trunk, x) if layers.value_trunk is not None else []
-            vf_in = vacts[-1] if vacts else features
-            values = layers.value_head.forward(vf_in).reshape(-1)
+            fwd = self._forward(data["obs"])
+            out, values, n = fwd.out, fwd.values, fwd.n
 
             # loss terms and d(loss)/d(out) [n, k], d(loss)/d(log_std) for free_log_std
             adv = data["advantages"]
             if normalize_advantages:
                 mean = adv.mean()
                 adv = (adv - mean) / (torch.sqrt(((adv - mean) ** 2).mean()) + 1e-8)
-            if self.gaussian:
-                logp, d_out, d_extra, entropy, kl = self._gaussian(out, data, kl_coeff, record)
-            else:
-                logp, d_out, d_extra, entropy, kl = self._categorical(out, data, kl_coeff, record)
+            logp, d_out, d_extra, entropy, kl = self._dist_terms(
+                out, data, cfg.entropy_coeff, kl_coeff, None, record
+            )
             log_ratio = logp - data["logp"]
             ratio = torch.exp(log_ratio)
             lo, hi = 1.0 - cfg.clip_param, 1.0 + cfg.clip_param
@@ -221,27 +222,123 @@ class FCBackprop:
             if kl_coeff > 0.0:
                 total = total + kl_coeff * kl
 
-            # backward
-            d_features = (
-                layers.logits.backward(features, out, d_out_total, need_dx=True)
-                if layers.logits is not None
-                else d_out_total
-            )
-            d_vf_in = layers.value_head.backward(
-                vf_in, values.unsqueeze(1), d_values.unsqueeze(1), need_dx=True
-            )
-            assert d_features is not None and d_vf_in is not None
-            if layers.value_trunk is None:
-                d_features = d_features + d_vf_in
-            else:
-                backward_stack(layers.value_trunk, vacts, d_vf_in)
-            backward_stack(layers.trunk, acts, d_features)
+            self._backward(fwd, d_out_total, d_values)
             if not record:
                 return total, None
             approx_kl = ((ratio - 1.0) - log_ratio).mean()
             clipfrac = ((ratio - 1.0).abs() > cfg.clip_param).float().mean()
             stats = torch.stack([total, policy_loss, vf_loss, entropy, kl, approx_kl, clipfrac])
             return total, stats
+
+    def step_rllib(
+        self,
+        data: dict[str, Any],
+        weights: torch.Tensor | None,
+        *,
+        clip_param: float,
+        vf_clip_param: float,
+        vf_loss_coeff: float,
+        entropy_coeff: float,
+        kl_coeff: float,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """RLlib's new-stack PPO loss (``PPOTorchLearner.compute_loss_for_module``) of one
+        minibatch; every parameter's ``.grad`` is overwritten with its gradient.
+
+        Its terms differ from :meth:`step`'s: the squared value error is clamped at
+        ``vf_clip_param`` (not the value's change), every mean is over the rows of
+        ``weights`` (RLlib's loss mask: ``mask / mask.sum()``; None: all rows), and the KL
+        term is on when ``kl_coeff > 0`` (RLlib's ``use_kl_loss``).
+
+        Args:
+            data: ``obs``, ``actions``, ``logp`` and ``dist_inputs`` (of the sampling
+                policy), ``advantages``, ``value_targets``.
+
+        Returns:
+            ``(total_loss, stats)``: ``policy_loss``, ``vf_loss``, ``vf_loss_unclipped``,
+            ``entropy``, ``kl`` and the ``values`` of every row (the terms RLlib logs).
+        """
+        for p in self.params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        with torch.no_grad():
+            fwd = self._forward(data["obs"])
+            out, values = fwd.out, fwd.values
+            logp, d_out, d_extra, entropy, kl = self._dist_terms(
+                out, data, entropy_coeff, kl_coeff, weights, True
+            )
+            w = weights if weights is not None else out.new_full((fwd.n,), 1.0 / fwd.n)
+            adv = data["advantages"]
+            ratio = torch.exp(logp - data["logp"])
+            s1 = adv * ratio
+            s2 = adv * ratio.clamp(1.0 - clip_param, 1.0 + clip_param)
+            policy_loss = -(torch.minimum(s1, s2) * w).sum()
+            d_logp = adv * (s1 <= s2) * ratio * -w  # as in step(): ties give adv * ratio
+            d_out_total = self._combine(d_out, d_logp, d_extra)
+            err = values - data["value_targets"]
+            vf = err * err
+            # clamp(vf, 0, c) passes the gradient where 0 <= vf <= c (vf >= 0 always)
+            d_values = 2.0 * err * (vf <= vf_clip_param) * (vf_loss_coeff * w)
+            vf_loss = (vf.clamp(0.0, vf_clip_param) * w).sum()
+            total = policy_loss + vf_loss_coeff * vf_loss - entropy_coeff * entropy
+            if kl_coeff > 0.0:
+                total = total + kl_coeff * kl
+            self._backward(fwd, d_out_total, d_values)
+            stats = {
+                "policy_loss": policy_loss,
+                "vf_loss": vf_loss,
+                "vf_loss_unclipped": (vf * w).sum(),
+                "entropy": entropy,
+                "kl": kl if kl_coeff > 0.0 else torch.zeros(()),
+                "values": values,
+            }
+            return total, stats
+
+    # --- shared pieces --------------------------------------------------------------------
+    def _forward(self, obs: torch.Tensor) -> _Forward:
+        """The forward pass, keeping every layer's output for the backward pass."""
+        layers = self.layers
+        x = layers.flat_input(obs)
+        acts = run_stack(layers.trunk, x)
+        features = acts[-1]
+        out = layers.logits.forward(features) if layers.logits is not None else features
+        vacts = run_stack(layers.value_trunk, x) if layers.value_trunk is not None else []
+        vf_in = vacts[-1] if vacts else features
+        values = layers.value_head.forward(vf_in).reshape(-1)
+        return _Forward(x.shape[0], acts, features, out, vacts, vf_in, values)
+
+    def _backward(self, fwd: _Forward, d_out: torch.Tensor, d_values: torch.Tensor) -> None:
+        """Writes every parameter's gradient from d(loss)/d(distribution inputs) and
+        d(loss)/d(values)."""
+        layers = self.layers
+        d_features = (
+            layers.logits.backward(fwd.features, fwd.out, d_out, need_dx=True)
+            if layers.logits is not None
+            else d_out
+        )
+        d_vf_in = layers.value_head.backward(
+            fwd.vf_in, fwd.values.unsqueeze(1), d_values.unsqueeze(1), need_dx=True
+        )
+        assert d_features is not None and d_vf_in is not None
+        if layers.value_trunk is None:
+            d_features = d_features + d_vf_in
+        else:
+            backward_stack(layers.value_trunk, fwd.vacts, d_vf_in)
+        backward_stack(layers.trunk, fwd.acts, d_features)
+
+    def _dist_terms(
+        self,
+        out: torch.Tensor,
+        data: dict[str, Any],
+        entropy_coeff: float,
+        kl_coeff: float,
+        weights: torch.Tensor | None,
+        record: bool,
+    ) -> tuple[Any, ...]:
+        """``(logp of the actions, d(logp)/d(out), the entropy and KL terms' gradient
+        (None when neither is in the loss), entropy, KL)``; means over the rows, or
+        ``weights``-weighted sums."""
+        terms = self._gaussian if self.gaussian else self._categorical
+        return terms(out, data, entropy_coeff, kl_coeff, weights, record)
 
     def _combine(
         self, d_logp_d_out: torch.Tensor, d_logp: torch.Tensor, d_extra: torch.Tensor | None
@@ -260,11 +357,16 @@ class FCBackprop:
         return d_out[:, :k]
 
     def _categorical(
-        self, logits: torch.Tensor, data: dict[str, Any], kl_coeff: float, record: bool
+        self,
+        logits: torch.Tensor,
+        data: dict[str, Any],
+        entropy_coeff: float,
+        kl_coeff: float,
+        weights: torch.Tensor | None,
+        record: bool,
     ) -> tuple[Any, ...]:
-        """``(logp of the actions, d(logp)/d(logits), the entropy and KL terms' gradient
-        (None when neither is in the loss), entropy, KL)``."""
-        cfg, n = self.config, logits.shape[0]
+        """:meth:`_dist_terms` for a Categorical."""
+        n = logits.shape[0]
         log_probs = torch.log_softmax(logits, 1)
         probs = torch.exp(log_probs)
         actions = data["actions"].reshape(-1, 1)
@@ -275,25 +377,35 @@ class FCBackprop:
         zero = logits.new_zeros(())
         entropy, kl = zero, zero
         d_extra = None
-        if cfg.entropy_coeff != 0.0 or record:
+        if entropy_coeff != 0.0 or record:
             row_entropy = -(probs * log_probs).sum(1)
-            entropy = row_entropy.mean()
-            if cfg.entropy_coeff != 0.0:  # d(-c * mean H)/d(logits) = c/n * p (log p + H)
-                d_extra = probs * (log_probs + row_entropy.unsqueeze(1)) * (cfg.entropy_coeff / n)
+            entropy = _mean(row_entropy, weights)
+            if entropy_coeff != 0.0:  # d(-c * mean H)/d(logits) = c/n * p (log p + H)
+                d_extra = (
+                    probs
+                    * (log_probs + row_entropy.unsqueeze(1))
+                    * _scale(entropy_coeff, weights, n)
+                )
         if kl_coeff > 0.0 or record:
             old_log_probs = torch.log_softmax(data["dist_inputs"], 1)
             old_probs = torch.exp(old_log_probs)
-            kl = (old_probs * (old_log_probs - log_probs)).sum(1).mean()
+            kl = _mean((old_probs * (old_log_probs - log_probs)).sum(1), weights)
             if kl_coeff > 0.0:  # d KL(old || new)/d(new logits) = p_new - p_old
-                d_kl = (probs - old_probs) * (kl_coeff / n)
+                d_kl = (probs - old_probs) * _scale(kl_coeff, weights, n)
                 d_extra = d_kl if d_extra is None else d_extra + d_kl
         return logp, d_logp_d_logits, d_extra, entropy, kl
 
     def _gaussian(
-        self, out: torch.Tensor, data: dict[str, Any], kl_coeff: float, record: bool
+        self,
+        out: torch.Tensor,
+        data: dict[str, Any],
+        entropy_coeff: float,
+        kl_coeff: float,
+        weights: torch.Tensor | None,
+        record: bool,
     ) -> tuple[Any, ...]:
-        """As :meth:`_categorical` for a diagonal Gaussian (inputs: means, then log-stds)."""
-        cfg, n = self.config, out.shape[0]
+        """:meth:`_dist_terms` for a diagonal Gaussian (inputs: means, then log-stds)."""
+        n = out.shape[0]
         if self.free_log_std is not None:
             k = out.shape[1]
             mean = out
@@ -314,18 +426,18 @@ class FCBackprop:
         d_extra_log_std: torch.Tensor | None = None
         zero = out.new_zeros(())
         entropy, kl = zero, zero
-        if cfg.entropy_coeff != 0.0 or record:
-            entropy = (log_std + (0.5 + _HALF_LOG_2PI)).sum(1).mean()
-            if cfg.entropy_coeff != 0.0:
-                d_extra_log_std = in_bounds * (-cfg.entropy_coeff / n)
+        if entropy_coeff != 0.0 or record:
+            entropy = _mean((log_std + (0.5 + _HALF_LOG_2PI)).sum(1), weights)
+            if entropy_coeff != 0.0:
+                d_extra_log_std = in_bounds * _scale(-entropy_coeff, weights, n)
         if kl_coeff > 0.0 or record:
             old_mean, old_raw = data["dist_inputs"].chunk(2, dim=1)
             old_log_std = old_raw.clamp(-LOG_BOUND, LOG_BOUND)
             var_ratio = torch.exp(2.0 * (old_log_std - log_std))
             t = ((old_mean - mean) / std) ** 2
-            kl = (0.5 * (var_ratio + t - 1.0) - (old_log_std - log_std)).sum(1).mean()
+            kl = _mean((0.5 * (var_ratio + t - 1.0) - (old_log_std - log_std)).sum(1), weights)
             if kl_coeff > 0.0:
-                scale = kl_coeff / n
+                scale = _scale(kl_coeff, weights, n)
                 d_kl_mean = (mean - old_mean) / (std * std) * scale
                 d_kl_log_std = (1.0 - var_ratio - t) * in_bounds * scale
                 d_extra_mean = d_kl_mean
@@ -343,3 +455,26 @@ class FCBackprop:
             )
             d_extra = torch.cat([em, el], 1)
         return logp, d_logp_d_out, d_extra, entropy, kl
+
+
+@dataclasses.dataclass
+class _Forward:
+    """One forward pass: every layer's output, kept for the backward pass."""
+
+    n: int
+    acts: list[torch.Tensor]
+    features: torch.Tensor
+    out: torch.Tensor
+    vacts: list[torch.Tensor]
+    vf_in: torch.Tensor
+    values: torch.Tensor
+
+
+def _mean(rows: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    """The mean over the rows, or their ``weights``-weighted sum."""
+    return rows.mean() if weights is None else (rows * weights).sum()
+
+
+def _scale(coeff: float, weights: torch.Tensor | None, n: int) -> Any:
+    """``coeff`` times d(mean)/d(row): ``coeff / n``, or ``coeff * weights`` as a column."""
+    return coeff / n if weights is None else (weights * coeff).unsqueeze(1)

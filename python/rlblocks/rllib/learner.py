@@ -1,0 +1,328 @@
+""":class:`RLBlocksPPOTorchLearner`: RLlib's PPO learner, with rlblocks' update for FC models.
+
+RLlib's ``Learner.update`` spends most of a small minibatch outside the arithmetic: it
+slices a ``SampleBatch`` per minibatch, runs the module's ``forward_train`` (switching it
+to train mode, one call per layer), autograd, a finiteness check per gradient tensor, the
+single-tensor Adam, and logs a dozen metrics per minibatch. For the catalog's fully
+connected model with a Categorical or DiagGaussian head (what
+:class:`~rlblocks.train.fast.FCBackprop` covers) this learner runs the same epochs over the
+same minibatches (RLlib's cyclic iterator and its ``np.random`` shuffles, replayed on row
+indices) with the loss of ``PPOTorchLearner.compute_loss_for_module`` and its gradient in
+closed form (:meth:`~rlblocks.train.fast.FCBackprop.step_rllib`), fused Adam, and the
+metrics RLlib keeps (window-1 values: the last minibatch's; sums: the totals) logged once
+per update. Everything else (the learner connector and GAE, the KL coefficient update,
+schedules, checkpoints) is RLlib's.
+
+What the closed form does not cover runs RLlib's update unchanged: other models
+(recurrent, vision, custom, action masks), other distributions, hooks on the model,
+``grad_clip_by`` other than ``"global_norm"``, several modules, Ray Data iterators.
+
+Example::
+
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from rlblocks.rllib import RLBlocksPPOTorchLearner, rl_module_spec
+
+    config = (PPOConfig().environment("CartPole-v1")
+              .rl_module(rl_module_spec=rl_module_spec({"fcnet_hiddens": [64, 64]}))
+              .learners(learner_class=RLBlocksPPOTorchLearner))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlblocks.rllib._ray import (
+    ALL_MODULES,
+    DIFF_NUM_GRAD_UPDATES_VS_SAMPLER_POLICY,
+    ENTROPY_KEY,
+    LEARNER_RESULTS_KL_KEY,
+    LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY,
+    LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY,
+    MODULE_TRAIN_BATCH_SIZE_MEAN,
+    NUM_ENV_STEPS_TRAINED,
+    NUM_ENV_STEPS_TRAINED_LIFETIME,
+    NUM_MODULE_STEPS_TRAINED,
+    NUM_MODULE_STEPS_TRAINED_LIFETIME,
+    POLICY_LOSS_KEY,
+    VF_LOSS_KEY,
+    WEIGHTS_SEQ_NO,
+    Columns,
+    Postprocessing,
+    PPOTorchLearner,
+    TrainingData,
+    explained_variance,
+)
+from rlblocks.rllib.module import RLBlocksAPPORLModule, RLBlocksRLModule
+from rlblocks.train.fast import FCBackprop, make_adam
+
+__all__ = ["RLBlocksPPOTorchLearner", "minibatch_rows"]
+
+
+def minibatch_rows(
+    n: int,
+    minibatch_size: int | None,
+    num_epochs: int,
+    shuffle: bool,
+    num_total_minibatches: int = 0,
+) -> Iterator[np.ndarray]:
+    """The rows of each minibatch RLlib's ``MiniBatchCyclicIterator`` yields over a batch of
+    ``n`` rows: minibatches of ``minibatch_size`` rows that run on across epoch ends, the
+    order reshuffled (``np.random.permutation``, as ``SampleBatch.shuffle``) after each
+    epoch when ``shuffle``; ``num_epochs`` epochs, or ``num_total_minibatches`` minibatches
+    when that is > 0. Without a ``minibatch_size`` an epoch is one minibatch.
+
+    Examples:
+        >>> [r.tolist() for r in minibatch_rows(5, 2, 2, shuffle=False)]
+        [[0, 1], [2, 3], [4, 0], [1, 2], [3, 4]]
+    """
+    if n <= 0:
+        raise ValueError("minibatch_rows: the batch is empty")
+    size = int(minibatch_size) if minibatch_size else n
+    order = np.arange(n)
+    start = covered = count = 0
+    while (covered < num_epochs) if num_total_minibatches <= 0 else (count < num_total_minibatches):
+        need, parts = size, []
+        while start + need >= n:
+            parts.append(order[start:])
+            need -= n - start
+            start = 0
+            covered += 1
+            if shuffle:
+                order = order[np.random.permutation(n)]  # noqa: NPY002  (RLlib shuffles with it)
+        if need > 0:
+            parts.append(order[start : start + need])
+        start += need
+        count += 1
+        yield np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+
+class RLBlocksPPOTorchLearner(PPOTorchLearner):  # type: ignore[misc]
+    """``PPOTorchLearner`` with rlblocks' closed-form update (module docstring); use it as
+    ``config.learners(learner_class=RLBlocksPPOTorchLearner)``. ``rlblocks train --backend
+    rllib --algo PPO`` does."""
+
+    # --- RLlib's hooks, cheaper -----------------------------------------------------------------
+    def configure_optimizers_for_module(self, module_id: str, config: Any = None) -> None:
+        """RLlib's Adam (its defaults; the learning rate comes from RLlib's scheduler), with
+        the fused kernel."""
+        params = self.get_parameters(self._module[module_id])
+        self.register_optimizer(
+            module_id=module_id,
+            optimizer=make_adam(params, lr=1e-3, eps=1e-8),
+            params=params,
+            lr_or_lr_schedule=config.lr,
+        )
+
+    def apply_gradients(self, gradients_dict: dict[Any, Any]) -> None:
+        """RLlib's ``apply_gradients`` with one finiteness check over all gradients (RLlib
+        checks each tensor twice); non-finite gradients take RLlib's own path."""
+        grads = [g for g in gradients_dict.values() if g is not None]
+        if (
+            self._grad_scalers is not None
+            or self._lr_scheduler_classes is not None
+            or (grads and not bool(torch.cat([g.reshape(-1) for g in grads]).isfinite().all()))
+        ):
+            super().apply_gradients(gradients_dict)
+            return
+        for pid, grad in gradients_dict.items():
+            self._params[pid].grad = grad
+        for module_id, names in self._module_optimizers.items():
+            for name in names:
+                self.get_optimizer(module_id, name).step()
+
+    # --- the update -----------------------------------------------------------------------------
+    def _closed_form(self, module_id: str) -> FCBackprop | None:
+        """The closed-form update of this module, or None (RLlib's update)."""
+        cache: dict[str, FCBackprop | None] = self.__dict__.setdefault("_rlblocks_fast", {})
+        if module_id not in cache:
+            module = self.module[module_id]
+            config = self.config.get_config_for_module(module_id)
+            ok = (
+                type(module) in (RLBlocksRLModule, RLBlocksAPPORLModule)
+                and not module.keyed
+                and not module.is_stateful()
+                and config.use_critic
+                and (not config.grad_clip or config.grad_clip_by == "global_norm")
+            )
+            cache[module_id] = FCBackprop.for_model(module.model, module.dist_fn) if ok else None
+        fast = cache[module_id]
+        return fast if fast is not None and fast.usable() else None
+
+    def update(self, *args: Any, **kwargs: Any) -> Any:
+        """RLlib's ``Learner.update``; with one module the closed form covers, its epochs
+        run here (same minibatches, loss, optimizer and logged metrics)."""
+        modules = list(self.module.keys())
+        if (
+            args
+            or len(modules) != 1
+            or kwargs.get("data_iterators")
+            or kwargs.get("batches")
+            or self._closed_form(modules[0]) is None
+        ):
+            return super().update(*args, **kwargs)
+        return self._fast_update(modules[0], **kwargs)
+
+    def _fast_update(
+        self,
+        module_id: str,
+        *,
+        batch: Any = None,
+        batch_refs: Any = None,
+        episodes: Any = None,
+        episodes_refs: Any = None,
+        training_data: Any = None,
+        timesteps: dict[str, Any] | None = None,
+        num_total_minibatches: int = 0,
+        num_epochs: int = 1,
+        minibatch_size: int | None = None,
+        shuffle_batch_per_epoch: bool = False,
+        _no_metrics_reduce: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        self._check_is_built()
+        self.before_gradient_based_update(timesteps=timesteps or {})
+        if training_data is None:
+            training_data = TrainingData(
+                batch=batch,
+                batch_refs=batch_refs,
+                episodes=episodes,
+                episodes_refs=episodes_refs,
+            )
+        training_data.validate()
+        training_data.solve_refs()
+        self._weights_seq_no += 1
+        multi = self._make_batch_if_necessary(training_data=training_data)
+        if module_id not in multi.policy_batches or not self.should_module_be_updated(
+            module_id, multi
+        ):
+            self.after_gradient_based_update(timesteps=timesteps or {})
+            return None if _no_metrics_reduce else self.metrics.reduce()
+        columns = self._columns(multi.policy_batches[module_id])
+        n = len(columns["advantages"])
+        fast = self._closed_form(module_id)
+        assert fast is not None
+        config = self.config.get_config_for_module(module_id)
+        entropy_coeff = float(
+            self.entropy_coeff_schedulers_per_module[module_id].get_current_value()
+        )
+        kl_coeff = float(self.curr_kl_coeffs_per_module[module_id]) if config.use_kl_loss else 0.0
+        shuffle = bool(shuffle_batch_per_epoch) and num_epochs > 1
+        if not minibatch_size and num_epochs <= 1:
+            num_epochs = 1  # RLlib's dummy iterator: the whole batch once
+        params = list(self.module[module_id].parameters())
+        trained = steps = 0
+        total = stats = rows = None
+        for rows in minibatch_rows(n, minibatch_size, num_epochs, shuffle, num_total_minibatches):
+            index = torch.from_numpy(rows)
+            data = {k: v.index_select(0, index) for k, v in columns.items()}
+            mask = data.pop("mask", None)
+            weights = None if mask is None else mask / mask.sum()
+            total, stats = fast.step_rllib(
+                data,
+                weights,
+                clip_param=config.clip_param,
+                vf_clip_param=config.vf_clip_param,
+                vf_loss_coeff=config.vf_loss_coeff,
+                entropy_coeff=entropy_coeff,
+                kl_coeff=kl_coeff,
+            )
+            grads = {self.get_param_ref(p): p.grad for p in params}
+            if config.grad_clip or config.log_gradients:
+                grads = self.postprocess_gradients(grads)
+            self.apply_gradients(grads)
+            trained += len(rows)
+            steps += 1
+        assert stats is not None and rows is not None
+        self._log_update(module_id, multi, columns, rows, total, stats, trained, steps)
+        self.after_gradient_based_update(timesteps=timesteps or {})
+        return None if _no_metrics_reduce else self.metrics.reduce()
+
+    def _columns(self, module_batch: Any) -> dict[str, torch.Tensor]:
+        """The train batch's columns the loss reads, as tensors on the learner's device."""
+        names = {
+            "obs": Columns.OBS,
+            "actions": Columns.ACTIONS,
+            "logp": Columns.ACTION_LOGP,
+            "dist_inputs": Columns.ACTION_DIST_INPUTS,
+            "advantages": Postprocessing.ADVANTAGES,
+            "value_targets": Postprocessing.VALUE_TARGETS,
+            "mask": Columns.LOSS_MASK,
+            "seq_no": WEIGHTS_SEQ_NO,
+        }
+        out = {}
+        for key, column in names.items():
+            if column in module_batch:
+                out[key] = torch.as_tensor(module_batch[column], device=self._device)
+        if "mask" in out:
+            out["mask"] = out["mask"].float()
+        return out
+
+    def _log_update(
+        self,
+        module_id: str,
+        multi: Any,
+        columns: dict[str, torch.Tensor],
+        rows: np.ndarray,
+        total: Any,
+        stats: dict[str, torch.Tensor],
+        trained: int,
+        steps: int,
+    ) -> None:
+        """The metrics RLlib logs per minibatch, once: window-1 values of the last
+        minibatch, sums over all of them."""
+        log = self.metrics.log_value
+        last = torch.from_numpy(rows)
+        if "seq_no" in columns:  # RLlib's _compute_off_policyness, for the last minibatch
+            lag = (self._weights_seq_no - columns["seq_no"].index_select(0, last)).float()
+            mask = columns.get("mask")
+            if mask is None:
+                off = torch.mean(lag)
+            else:
+                m = mask.index_select(0, last).bool()
+                off = torch.sum(lag[m]) / torch.sum(m)
+            log((module_id, DIFF_NUM_GRAD_UPDATES_VS_SAMPLER_POLICY), off, window=1)
+        targets = columns["value_targets"].index_select(0, last)
+        self.metrics.log_dict(
+            {
+                POLICY_LOSS_KEY: stats["policy_loss"],
+                VF_LOSS_KEY: stats["vf_loss"],
+                LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY: stats["vf_loss_unclipped"],
+                LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY: explained_variance(targets, stats["values"]),
+                ENTROPY_KEY: stats["entropy"],
+                LEARNER_RESULTS_KL_KEY: stats["kl"],
+            },
+            key=module_id,
+            window=1,
+        )
+        log((module_id, WEIGHTS_SEQ_NO), self._weights_seq_no, window=1)
+        log((module_id, MODULE_TRAIN_BATCH_SIZE_MEAN), len(rows), reduce="mean")
+        log((module_id, NUM_MODULE_STEPS_TRAINED), trained, reduce="sum")
+        log(
+            (module_id, NUM_MODULE_STEPS_TRAINED_LIFETIME),
+            trained,
+            reduce="lifetime_sum",
+            with_throughput=True,
+        )
+        log((ALL_MODULES, NUM_MODULE_STEPS_TRAINED), trained, reduce="sum", with_throughput=True)
+        log(
+            (ALL_MODULES, NUM_MODULE_STEPS_TRAINED_LIFETIME),
+            trained,
+            reduce="lifetime_sum",
+            with_throughput=True,
+        )
+        env_steps = multi.env_steps() * steps
+        log((ALL_MODULES, NUM_ENV_STEPS_TRAINED), env_steps, reduce="sum", with_throughput=True)
+        log(
+            (ALL_MODULES, NUM_ENV_STEPS_TRAINED_LIFETIME),
+            env_steps,
+            reduce="lifetime_sum",
+            with_throughput=True,
+        )
+        if env_steps > 0:
+            self._metrics_all_modules_num_env_steps_trained.inc(value=env_steps)
+            self._metrics_all_modules_num_module_steps_trained.inc(value=trained)
+        log((module_id, self.TOTAL_LOSS_KEY), total, window=1)
