@@ -5,15 +5,25 @@
    ``transform_batch`` call for all episodes) vs RLlib's ``FlattenObservations`` (one
    Python flatten per episode). The cost of putting the raw observations back into the
    episodes before each call is measured alone and subtracted from both.
-2. ``ppo`` (``--ppo``): RLlib PPO to a mean return of 150 on CartPole-v1 and on
+2. ``sampling``: env steps per second of one local env runner on rlblocks/DictCartPole-v0
+   (a nested Dict observation), 8 envs, the same [64, 64] tanh policy: RLlib's
+   ``SingleAgentEnvRunner`` with RLlib's pieces (``FlattenObservations``, its default
+   module), the same runner with rlblocks' module and connector, rlblocks'
+   ``VectorEnvRunner`` with them, and the bare vector env stepped with random actions (what
+   no runner can beat).
+3. ``speed`` (``--speed``): RLlib PPO on CartPole-v1 (8 envs, batch 2048, minibatch 64, 10
+   epochs, [64, 64] tanh, separate value layers): env steps/s of RLlib's default stack,
+   of rlblocks' pieces (module, connector, ``VectorEnvRunner``,
+   ``RLBlocksPPOTorchLearner``: what ``rlblocks train --backend rllib`` builds) and of
+   rlblocks' native trainer; and DQN / SAC on RLlib with ``bench_qlearning``'s settings,
+   RLlib's stack vs rlblocks' pieces (steps/s over a fixed number of iterations).
+4. ``ppo`` (``--ppo``): RLlib PPO to a mean return of 150 on CartPole-v1 and on
    rlblocks/DictCartPole-v0 (a nested Dict observation), RLlib's default module and
    connectors vs ``RLBlocksRLModule`` + ``env_to_module``: env steps and wall seconds.
-3. ``scaling`` (``--scaling``): RLlib PPO steps/s with 1 vs 2 env runners on an env whose
-   step costs ~1 ms of CPU, and the native trainer vs RLlib (rlblocks module, no remote
-   runners) on CartPole-v1 with the same PPO settings (8 envs, batch 2048, minibatch 64,
-   10 epochs).
+5. ``scaling`` (``--scaling``): RLlib PPO steps/s with 1 vs 2 env runners on an env whose
+   step costs ~1 ms of CPU.
 
-Usage: ``python benchmarks/bench_rllib.py [--quick] [--ppo] [--scaling]
+Usage: ``python benchmarks/bench_rllib.py [--quick] [--speed] [--ppo] [--scaling]
 [--seeds N]``.
 Prints one JSON object per row, then a table.
 """
@@ -23,6 +33,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -38,7 +49,12 @@ except ImportError:
 
 from _harness import emit, format_rows, median
 from rlblocks.benchmarking.harness import Result, measure, report
-from rlblocks.rllib import FlattenObservationsBatched, env_to_module, rl_module_spec
+from rlblocks.rllib import (
+    FlattenObservationsBatched,
+    VectorEnvRunner,
+    env_to_module,
+    rl_module_spec,
+)
 
 NESTED = Dict(
     {
@@ -195,8 +211,6 @@ class BusyEnv(gym.Env):
 
 def scaling_rows(iters: int) -> list[dict]:
     from ray.rllib.algorithms.ppo import PPOConfig as RLlibPPO
-    from rlblocks.rllib.algo_config import build_algo_config
-    from rlblocks.train import PPOConfig, PPOTrainer
 
     rows = []
     model = {"fcnet_hiddens": [64, 64]}
@@ -232,13 +246,125 @@ def scaling_rows(iters: int) -> list[dict]:
                 "ratio": rates[runners] / rates[1],
             }
         )
+    return rows
+
+
+#: The policy of the sampling and speed rows, for RLlib's module and rlblocks' alike.
+POLICY = {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh", "vf_share_layers": False}
+
+
+def _rllib_model_config() -> Any:
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+    return DefaultModelConfig(
+        fcnet_hiddens=POLICY["fcnet_hiddens"],
+        fcnet_activation=POLICY["fcnet_activation"],
+        vf_share_layers=False,
+    )
+
+
+def sampling_rows(steps: int, env: str = "rlblocks/DictCartPole-v0", envs: int = 8) -> list[dict]:
+    """Env steps/s of one local runner (``sample(num_timesteps=steps)``, after a warm-up)."""
+    import rlblocks.envs  # noqa: F401  (registers the env)
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+
+    def config(ours: bool) -> Any:
+        c = (
+            PPOConfig()
+            .environment(env)
+            .env_runners(num_env_runners=0, num_envs_per_env_runner=envs)
+        )
+        if ours:
+            return c.rl_module(rl_module_spec=rl_module_spec(POLICY)).env_runners(
+                env_to_module_connector=env_to_module(POLICY)
+            )
+        return c.rl_module(model_config=_rllib_model_config()).env_runners(
+            env_to_module_connector=lambda env, spaces, device: FlattenObservations()
+        )
+
+    def rate(runner_cls: Any, ours: bool) -> float:
+        runner = runner_cls(config=config(ours))
+        try:
+            runner.sample(num_timesteps=steps // 10)
+            start = time.perf_counter()
+            runner.sample(num_timesteps=steps)
+            return steps / (time.perf_counter() - start)
+        finally:
+            runner.stop()
+
+    vec = gym.make_vec(env, num_envs=envs, vectorization_mode="sync")
+    vec.reset(seed=0)
+    n = steps // envs
+    start = time.perf_counter()
+    for _ in range(n):
+        vec.step(vec.action_space.sample())
+    bare = n * envs / (time.perf_counter() - start)
+    vec.close()
+    measured = [
+        ("SingleAgentEnvRunner + RLlib's pieces", rate(SingleAgentEnvRunner, False)),
+        ("SingleAgentEnvRunner + rlblocks' pieces", rate(SingleAgentEnvRunner, True)),
+        ("VectorEnvRunner + rlblocks' pieces", rate(VectorEnvRunner, True)),
+        ("bare vector env, random actions", bare),
+    ]
+    base = measured[0][1]
+    return [
+        {
+            "case": f"sampling {env}, {envs} envs",
+            "method": method,
+            "steps_per_s": value,
+            "vs_rllib": value / base,
+            "vs_bare": value / bare,
+        }
+        for method, value in measured
+    ]
+
+
+def _steps_per_s(algo: Any, iters: int) -> float:
+    """Env steps/s over ``iters`` training iterations, after one warm-up iteration."""
+    try:
+        lifetime0 = int(algo.train()["env_runners"]["num_env_steps_sampled_lifetime"])
+        start = time.perf_counter()
+        for _ in range(iters):
+            result = algo.train()
+        done = int(result["env_runners"]["num_env_steps_sampled_lifetime"]) - lifetime0
+        return done / (time.perf_counter() - start)
+    finally:
+        algo.stop()
+
+
+def speed_rows(iters: int) -> list[dict]:
+    """RLlib's stack vs rlblocks' pieces inside RLlib: PPO CartPole, DQN, SAC."""
+    from ray.rllib.algorithms.ppo import PPOConfig as RLlibPPO
+    from rlblocks.rllib.algo_config import build_algo_config
+    from rlblocks.train import PPOConfig, PPOTrainer
+
+    case = "PPO CartPole-v1, 8 envs, batch 2048, mb 64, 10 epochs"
+    training = {"train_batch_size": 2048, "minibatch_size": 64, "num_epochs": 10, "lr": 3e-4}
+    rllib = (
+        RLlibPPO()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=8)
+        .rl_module(model_config=_rllib_model_config())
+        .training(**training)
+        .learners(num_learners=0)
+        .debugging(seed=0)
+    )
     cfg = {
         "env": "CartPole-v1",
         "num_envs": 8,
         "train_batch_size": 2048,
         "sgd_minibatch_size": 64,
         "num_sgd_iter": 10,
+        "lr": 3e-4,
+        "model": POLICY,
         "seed": 0,
+    }
+    rates = {
+        "RLlib's default stack": _steps_per_s(rllib.build_algo(), iters),
+        "rlblocks' pieces in RLlib (--backend rllib)": _steps_per_s(
+            build_algo_config(PPOConfig.from_dict(cfg)).build_algo(), iters
+        ),
     }
     native = PPOTrainer(cfg)
     try:
@@ -246,36 +372,26 @@ def scaling_rows(iters: int) -> list[dict]:
         start, steps0 = time.perf_counter(), native.timesteps_total
         for _ in range(iters):
             native.train()
-        native_rate = (native.timesteps_total - steps0) / (time.perf_counter() - start)
+        rates["rlblocks native trainer"] = (native.timesteps_total - steps0) / (
+            time.perf_counter() - start
+        )
     finally:
         native.close()
-    algo = build_algo_config(PPOConfig.from_dict(cfg)).build_algo()
-    try:
-        lifetime0 = int(algo.train()["env_runners"]["num_env_steps_sampled_lifetime"])
-        start = time.perf_counter()
-        for _ in range(iters):
-            result = algo.train()
-        done = int(result["env_runners"]["num_env_steps_sampled_lifetime"]) - lifetime0
-        rllib_rate = done / (time.perf_counter() - start)
-    finally:
-        algo.stop()
-    case = "PPO CartPole-v1, 8 envs, batch 2048, mb 64, 10 epochs"
-    rows.append(
-        {
-            "case": case,
-            "method": "rlblocks native trainer",
-            "steps_per_s": native_rate,
-            "ratio": native_rate / rllib_rate,
-        }
-    )
-    rows.append(
-        {
-            "case": case,
-            "method": "RLlib + RLBlocksRLModule",
-            "steps_per_s": rllib_rate,
-            "ratio": 1.0,
-        }
-    )
+    rows = [
+        {"case": case, "method": m, "steps_per_s": v, "ratio": v / rates["RLlib's default stack"]}
+        for m, v in rates.items()
+    ]
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_qlearning import _rllib_config
+
+    for algo, n in (("DQN", 40 * iters), ("SAC", 3 * iters)):
+        base = _steps_per_s(_rllib_config(algo, False, 0).build_algo(), n)
+        ours = _steps_per_s(_rllib_config(algo, True, 0).build_algo(), n)
+        label = f"{algo} on RLlib, bench_qlearning settings"
+        rows.append({"case": label, "method": "RLlib's stack", "steps_per_s": base, "ratio": 1.0})
+        rows.append(
+            {"case": label, "method": "rlblocks' pieces", "steps_per_s": ours, "ratio": ours / base}
+        )
     return rows
 
 
@@ -284,16 +400,51 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer batch sizes, shorter runs")
     parser.add_argument("--ppo", action="store_true", help="also time PPO to 150")
     parser.add_argument(
+        "--speed", action="store_true", help="also PPO / DQN / SAC steps/s on RLlib"
+    )
+    parser.add_argument(
         "--scaling",
         action="store_true",
-        help="also 1 vs 2 env runners, and native vs RLlib steps/s",
+        help="also 1 vs 2 env runners",
     )
     parser.add_argument("--seeds", type=int, default=3, help="PPO seeds per case")
     args = parser.parse_args()
     batches = [8, 64] if args.quick else [1, 8, 64, 256]
     report(connector_rows(batches, 0.05 if args.quick else 0.3))
-    if args.ppo or args.scaling:
+    rows = sampling_rows(4000 if args.quick else 16000)
+    for row in rows:
+        emit(row)
+    print(
+        "\n"
+        + format_rows(
+            rows,
+            [
+                ("case", "case", "<40"),
+                ("method", "method", "<42"),
+                ("steps/s", "steps_per_s", ">9,.0f"),
+                ("vs RLlib", lambda r: f"{r['vs_rllib']:.2f}x", ">9"),
+                ("vs bare env", lambda r: f"{r['vs_bare']:.2f}x", ">12"),
+            ],
+        )
+    )
+    if args.ppo or args.scaling or args.speed:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    if args.speed:
+        rows = speed_rows(2 if args.quick else 4)
+        for row in rows:
+            emit(row)
+        print(
+            "\n"
+            + format_rows(
+                rows,
+                [
+                    ("case", "case", "<56"),
+                    ("method", "method", "<44"),
+                    ("steps/s", "steps_per_s", ">9,.0f"),
+                    ("ratio", lambda r: f"{r['ratio']:.2f}x", ">7"),
+                ],
+            )
+        )
     if args.scaling:
         rows = scaling_rows(2 if args.quick else 4)
         for row in rows:

@@ -2,8 +2,9 @@
 
 Both learners start from the same weights and take the same episodes (sampled by
 :class:`VectorEnvRunner`) with the same ``np.random`` state (the minibatch shuffles): the
-weights after the update, the optimizer's moments and the logged loss terms must agree up
-to float rounding (the closed form and fused Adam round differently from autograd).
+weights after two updates (the second from moved weights and Adam moments) and the logged
+loss terms must agree up to float rounding (the closed form and fused Adam round
+differently from autograd).
 """
 
 from __future__ import annotations
