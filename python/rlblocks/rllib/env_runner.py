@@ -351,6 +351,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
                 # as RLlib's loop: the finished episodes stay, the ongoing ones are dropped,
                 # and sampling starts over on reset envs
                 done = self._episodes(steps, needs_reset, cut=False, keep_ongoing=False)
+                self._increase_sampled_metrics(0, len(done))  # RLlib restarts its count too
                 self._reset_all()
                 left = None if num_episodes is None else max(0, num_episodes - len(done))
                 return done + self._run(num_timesteps, left, explore, random_actions)
@@ -380,7 +381,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         )
         if ts:
             self._log_env_steps(metric=self._metrics_num_env_steps_sampled, num_steps=ts)
-        self._increase_sampled_metrics(ts, len(steps.done_at))
+        self._increase_sampled_metrics(ts, sum(1 for ep in episodes if ep.is_done))
         return episodes
 
     def _env_step_failed(self, err: Exception) -> Any:
