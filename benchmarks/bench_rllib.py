@@ -395,6 +395,13 @@ def speed_rows(iters: int) -> list[dict]:
     return rows
 
 
+def _show(rows: list[dict], columns: list[tuple[Any, ...]]) -> None:
+    """One JSON line per row, then the table."""
+    for row in rows:
+        emit(row)
+    print("\n" + format_rows(rows, columns))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer batch sizes, shorter runs")
@@ -412,72 +419,52 @@ def main() -> None:
     batches = [8, 64] if args.quick else [1, 8, 64, 256]
     report(connector_rows(batches, 0.05 if args.quick else 0.3))
     rows = sampling_rows(4000 if args.quick else 16000)
-    for row in rows:
-        emit(row)
-    print(
-        "\n"
-        + format_rows(
-            rows,
-            [
-                ("case", "case", "<40"),
-                ("method", "method", "<42"),
-                ("steps/s", "steps_per_s", ">9,.0f"),
-                ("vs RLlib", lambda r: f"{r['vs_rllib']:.2f}x", ">9"),
-                ("vs bare env", lambda r: f"{r['vs_bare']:.2f}x", ">12"),
-            ],
-        )
+    _show(
+        rows,
+        [
+            ("case", "case", "<40"),
+            ("method", "method", "<42"),
+            ("steps/s", "steps_per_s", ">9,.0f"),
+            ("vs RLlib", lambda r: f"{r['vs_rllib']:.2f}x", ">9"),
+            ("vs bare env", lambda r: f"{r['vs_bare']:.2f}x", ">12"),
+        ],
     )
     if args.ppo or args.scaling or args.speed:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     if args.speed:
         rows = speed_rows(2 if args.quick else 4)
-        for row in rows:
-            emit(row)
-        print(
-            "\n"
-            + format_rows(
-                rows,
-                [
-                    ("case", "case", "<56"),
-                    ("method", "method", "<44"),
-                    ("steps/s", "steps_per_s", ">9,.0f"),
-                    ("ratio", lambda r: f"{r['ratio']:.2f}x", ">7"),
-                ],
-            )
+        _show(
+            rows,
+            [
+                ("case", "case", "<56"),
+                ("method", "method", "<44"),
+                ("steps/s", "steps_per_s", ">9,.0f"),
+                ("ratio", lambda r: f"{r['ratio']:.2f}x", ">7"),
+            ],
         )
     if args.scaling:
         rows = scaling_rows(2 if args.quick else 4)
-        for row in rows:
-            emit(row)
-        print(
-            "\n"
-            + format_rows(
-                rows,
-                [
-                    ("case", "case", "<56"),
-                    ("method", "method", "<26"),
-                    ("steps/s", "steps_per_s", ">9,.0f"),
-                    ("ratio", lambda r: f"{r['ratio']:.2f}x", ">7"),
-                ],
-            )
+        _show(
+            rows,
+            [
+                ("case", "case", "<56"),
+                ("method", "method", "<26"),
+                ("steps/s", "steps_per_s", ">9,.0f"),
+                ("ratio", lambda r: f"{r['ratio']:.2f}x", ">7"),
+            ],
         )
     if args.ppo:
         rows = ppo_rows(1 if args.quick else args.seeds)
-        for row in rows:
-            emit(row)
-        print(
-            "\n"
-            + format_rows(
-                rows,
-                [
-                    ("case", "case", "<44"),
-                    ("method", "method", "<32"),
-                    ("reached", lambda r: f"{r['reached']}/{r['seeds']}", ">8"),
-                    ("steps", "median_steps", ">9,.0f"),
-                    ("wall s", "median_wall_s", ">8.1f"),
-                    ("steps/s", "steps_per_s", ">8,.0f"),
-                ],
-            )
+        _show(
+            rows,
+            [
+                ("case", "case", "<44"),
+                ("method", "method", "<32"),
+                ("reached", lambda r: f"{r['reached']}/{r['seeds']}", ">8"),
+                ("steps", "median_steps", ">9,.0f"),
+                ("wall s", "median_wall_s", ">8.1f"),
+                ("steps/s", "steps_per_s", ">8,.0f"),
+            ],
         )
 
 

@@ -300,28 +300,16 @@ class RLBlocksPPOTorchLearner(PPOTorchLearner):  # type: ignore[misc]
         )
         log((module_id, WEIGHTS_SEQ_NO), self._weights_seq_no, window=1)
         log((module_id, MODULE_TRAIN_BATCH_SIZE_MEAN), len(rows), reduce="mean")
-        log((module_id, NUM_MODULE_STEPS_TRAINED), trained, reduce="sum")
-        log(
-            (module_id, NUM_MODULE_STEPS_TRAINED_LIFETIME),
-            trained,
-            reduce="lifetime_sum",
-            with_throughput=True,
-        )
-        log((ALL_MODULES, NUM_MODULE_STEPS_TRAINED), trained, reduce="sum", with_throughput=True)
-        log(
-            (ALL_MODULES, NUM_MODULE_STEPS_TRAINED_LIFETIME),
-            trained,
-            reduce="lifetime_sum",
-            with_throughput=True,
-        )
-        env_steps = multi.env_steps() * steps
-        log((ALL_MODULES, NUM_ENV_STEPS_TRAINED), env_steps, reduce="sum", with_throughput=True)
-        log(
-            (ALL_MODULES, NUM_ENV_STEPS_TRAINED_LIFETIME),
-            env_steps,
-            reduce="lifetime_sum",
-            with_throughput=True,
-        )
+        env_steps = multi.env_steps() * steps  # each RLlib minibatch counts the whole batch
+        for key, value, reduce, throughput in (
+            ((module_id, NUM_MODULE_STEPS_TRAINED), trained, "sum", False),
+            ((module_id, NUM_MODULE_STEPS_TRAINED_LIFETIME), trained, "lifetime_sum", True),
+            ((ALL_MODULES, NUM_MODULE_STEPS_TRAINED), trained, "sum", True),
+            ((ALL_MODULES, NUM_MODULE_STEPS_TRAINED_LIFETIME), trained, "lifetime_sum", True),
+            ((ALL_MODULES, NUM_ENV_STEPS_TRAINED), env_steps, "sum", True),
+            ((ALL_MODULES, NUM_ENV_STEPS_TRAINED_LIFETIME), env_steps, "lifetime_sum", True),
+        ):
+            log(key, value, reduce=reduce, with_throughput=throughput)
         if env_steps > 0:
             self._metrics_all_modules_num_env_steps_trained.inc(value=env_steps)
             self._metrics_all_modules_num_module_steps_trained.inc(value=trained)

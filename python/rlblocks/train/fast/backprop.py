@@ -119,6 +119,9 @@ class FCBackprop:
         self.config = config
         self.free_log_std = layers.free_log_std
         self.params = list(layers.model.parameters())
+        # (logp of the actions, d(logp)/d(out), the entropy and KL terms' gradient (None
+        # when neither is in the loss), entropy, KL): means over the rows, or weighted sums
+        self._dist_terms = self._gaussian if gaussian else self._categorical
 
     @classmethod
     def build(
@@ -325,21 +328,6 @@ class FCBackprop:
             backward_stack(layers.value_trunk, fwd.vacts, d_vf_in)
         backward_stack(layers.trunk, fwd.acts, d_features)
 
-    def _dist_terms(
-        self,
-        out: torch.Tensor,
-        data: dict[str, Any],
-        entropy_coeff: float,
-        kl_coeff: float,
-        weights: torch.Tensor | None,
-        record: bool,
-    ) -> tuple[Any, ...]:
-        """``(logp of the actions, d(logp)/d(out), the entropy and KL terms' gradient
-        (None when neither is in the loss), entropy, KL)``; means over the rows, or
-        ``weights``-weighted sums."""
-        terms = self._gaussian if self.gaussian else self._categorical
-        return terms(out, data, entropy_coeff, kl_coeff, weights, record)
-
     def _combine(
         self, d_logp_d_out: torch.Tensor, d_logp: torch.Tensor, d_extra: torch.Tensor | None
     ) -> torch.Tensor:
@@ -365,7 +353,7 @@ class FCBackprop:
         weights: torch.Tensor | None,
         record: bool,
     ) -> tuple[Any, ...]:
-        """:meth:`_dist_terms` for a Categorical."""
+        """The distribution's terms (``_dist_terms``) for a Categorical."""
         n = logits.shape[0]
         log_probs = torch.log_softmax(logits, 1)
         probs = torch.exp(log_probs)
@@ -404,7 +392,8 @@ class FCBackprop:
         weights: torch.Tensor | None,
         record: bool,
     ) -> tuple[Any, ...]:
-        """:meth:`_dist_terms` for a diagonal Gaussian (inputs: means, then log-stds)."""
+        """The distribution's terms (``_dist_terms``) for a diagonal Gaussian (inputs: means,
+        then log-stds)."""
         n = out.shape[0]
         if self.free_log_std is not None:
             k = out.shape[1]
