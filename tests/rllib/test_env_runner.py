@@ -25,8 +25,11 @@ from rlblocks.rllib import VectorEnvRunner, env_to_module, rl_module_spec  # noq
 pytestmark = pytest.mark.native
 
 
-def _config(env: str, model: dict, observation_filter: str = "NoFilter", **runners: Any) -> Any:
+def _config(env: Any, model: dict, pieces: Any = "NoFilter", **runners: Any) -> Any:
+    """PPO with rlblocks' module; ``pieces``: the observation filter, or
+    ``env_to_module``'s keyword arguments."""
     model = {"fcnet_hiddens": [16], **model}
+    pieces = {"observation_filter": pieces} if isinstance(pieces, str) else pieces
     return (
         PPOConfig()
         .environment(env)
@@ -34,11 +37,36 @@ def _config(env: str, model: dict, observation_filter: str = "NoFilter", **runne
         .env_runners(
             num_env_runners=0,
             num_envs_per_env_runner=runners.pop("num_envs", 3),
-            env_to_module_connector=env_to_module(model, observation_filter),
+            env_to_module_connector=env_to_module(model, **pieces),
             **runners,
         )
         .debugging(seed=3)
     )
+
+
+class FakeFrames(gym.Env):
+    """Random RGB frames (the module's actions do not change them), episodes of 2..11
+    steps ended by termination or truncation."""
+
+    observation_space = gym.spaces.Box(0, 255, (60, 50, 3), np.uint8)
+    action_space = gym.spaces.Discrete(3)
+
+    def __init__(self, config: Any = None) -> None:
+        self._left = 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> Any:
+        super().reset(seed=seed)
+        self._left = int(self.np_random.integers(2, 12))
+        return self._frame(), {}
+
+    def step(self, action: Any) -> Any:
+        self._left -= 1
+        end = self._left <= 0
+        truncated = bool(end and self.np_random.random() < 0.3)
+        return self._frame(), float(action == 1), end and not truncated, truncated, {}
+
+    def _frame(self) -> np.ndarray:
+        return self.np_random.integers(0, 256, (60, 50, 3), dtype=np.uint8)
 
 
 def _both(config: Any) -> tuple[Any, Any]:
@@ -121,6 +149,10 @@ CASES = {
     "lstm": ("rlblocks/zoo-RecallLSTM-v0", {"use_lstm": True, "lstm_cell_size": 8}, "NoFilter"),
     # CartPole with no rlblocks piece at all (RLlib's default connectors only)
     "cartpole": ("CartPole-v1", {}, "NoFilter"),
+    # the Atari frame pipeline: stacks in the episodes, or single frames (stacks to the
+    # module only)
+    "atari_stacked": (FakeFrames, {"dim": 42}, {"atari": True}),
+    "atari_single_frames": (FakeFrames, {"dim": 42}, {"atari": True, "stack_in_episode": False}),
 }
 
 

@@ -16,8 +16,8 @@ those arrays, so RLlib's learners and learner connectors take them unchanged.
 
 What the loop does not cover runs RLlib's own loop, unchanged (:attr:`fast_path_refusal`
 says why): per-episode callbacks (``on_episode_start`` / ``_step`` / ``_end``), env-to-module
-pieces other than rlblocks' flattening and filter (e.g. the Atari frame pipeline or the
-views of past actions), custom module-to-env pieces, and ``episodes_to_numpy=False``.
+pieces other than rlblocks' flattening, filter and Atari frame pipeline (e.g. the views of
+past actions), custom module-to-env pieces, and ``episodes_to_numpy=False``.
 
 Example::
 
@@ -45,6 +45,7 @@ import torch
 import tree
 from gymnasium.spaces import Box
 
+from rlblocks.image import gray_resize
 from rlblocks.rllib._ray import (
     ENV_STEP_FAILURE,
     ENV_STEP_TIMER,
@@ -61,6 +62,7 @@ from rlblocks.rllib._ray import (
     get_base_struct_from_space,
     unsquash_action,
 )
+from rlblocks.rllib.connectors.atari_frames import AtariFramesBatched
 from rlblocks.rllib.connectors.flatten_observations import FlattenObservationsBatched
 from rlblocks.rllib.connectors.mean_std_filter import MeanStdFilterBatched
 from rlblocks.rllib.module import MASK_KEY, OBS_KEY, RLBlocksAPPORLModule, RLBlocksRLModule
@@ -152,12 +154,15 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
     def __init__(self, *, config: Any, **kwargs: Any) -> None:
         super().__init__(config=config, **kwargs)
         self._numpy_actor: FCActor | None = None
+        self._frames: AtariFramesBatched | None = None
+        self._stacks: np.ndarray | None = None  # the Atari frame stacks of every env
         self._serving_actor: FCActor | None = None
         self.fast_path_refusal: str | None = self._refusal()
         if self.fast_path_refusal is not None:
             logger.info("VectorEnvRunner runs RLlib's loop: %s", self.fast_path_refusal)
         self._lanes: list[_Lane] = []
-        self._obs: Any = None  # the current (processed) observation of every env, batched
+        self._obs: Any = None  # the current observation of every env as episodes hold it
+        self._module_obs: Any = None  # ... and as the module sees it
         self._obs_infos: list[dict] = []
         self._state: Any = None  # the recurrent state of every env, batched (numpy)
 
@@ -179,8 +184,17 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         for piece in self._env_to_module.connectors:
             if isinstance(piece, (FlattenObservationsBatched, MeanStdFilterBatched)):
                 self._pieces.append(piece)
+            elif isinstance(piece, AtariFramesBatched) and not self._pieces:
+                self._frames = piece
             elif type(piece).__name__ not in _RLLIB_ENV_TO_MODULE:
                 return f"the env-to-module piece {type(piece).__name__}"
+        if self._frames is not None and self._pieces:
+            return "the Atari frame pipeline together with other pieces"
+        self._episode_obs_space = (
+            self._frames.episode_observation_space
+            if self._frames is not None
+            else (self._pieces[-1].observation_space if self._pieces else None)
+        ) or self.env.single_observation_space
         for piece in self._module_to_env.connectors:
             if type(piece).__name__ not in _RLLIB_MODULE_TO_ENV:
                 return f"the module-to-env piece {type(piece).__name__}"
@@ -227,10 +241,14 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         return self._run(num_timesteps, num_episodes, explore, random_actions)
 
     # --- observations -------------------------------------------------------------------------
-    def _process(self, obs: Any) -> Any:
-        """The batched env observation as the module sees it (rlblocks' pieces, in order)."""
+    def _process(self, obs: Any, fresh: np.ndarray | None = None) -> tuple[Any, Any]:
+        """``(what the episodes hold, what the module sees)`` for the batched env
+        observation: rlblocks' pieces in order, or the Atari frame pipeline (``fresh``: the
+        envs whose observation starts an episode; None: all)."""
+        if self._frames is not None:
+            return self._stack_frames(obs, fresh)
         if not self._pieces:
-            return obs
+            return obs, obs
         inner = obs[OBS_KEY] if self._masked else obs
         for piece in self._pieces:
             if isinstance(piece, FlattenObservationsBatched):
@@ -239,7 +257,23 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
                     inner = prep.transform_batch(inner)
             else:
                 inner = piece.filter(np.asarray(inner), update=piece.update_stats)
-        return {MASK_KEY: np.asarray(obs[MASK_KEY]), OBS_KEY: inner} if self._masked else inner
+        out = {MASK_KEY: np.asarray(obs[MASK_KEY]), OBS_KEY: inner} if self._masked else inner
+        return out, out
+
+    def _stack_frames(self, obs: Any, fresh: np.ndarray | None) -> tuple[Any, Any]:
+        """:class:`AtariFramesBatched` on every env at once: gray + resize in one C++ call,
+        then each env's stack shifted by the new frame (oldest first; an episode starts
+        with ``k`` copies of its first frame)."""
+        piece = self._frames
+        assert piece is not None
+        frames = gray_resize(np.asarray(obs), piece.dim)
+        if self._stacks is None or fresh is None:
+            stacks = np.repeat(frames, piece.k, axis=-1)
+        else:  # a new array: the stored steps keep theirs
+            stacks = np.concatenate([self._stacks[..., 1:], frames], axis=-1)
+            stacks[fresh] = np.repeat(frames[fresh], piece.k, axis=-1)
+        self._stacks = stacks
+        return (stacks if piece.stack_in_episode else frames), stacks
 
     def _reset_all(self) -> None:
         """Resets every sub-env (seeded on the first reset, as RLlib's runner)."""
@@ -249,7 +283,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
             seed=self._seed if self._needs_initial_reset else None, options=None
         )
         self._needs_initial_reset = False
-        self._obs = self._process(obs)
+        self._obs, self._module_obs = self._process(obs)
         self._obs_infos = list(infos)
         if self._recurrent:
             self._state = self._initial_state(self.num_envs)
@@ -339,7 +373,9 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
                 act = for_env = self.env.action_space.sample()
                 extra: dict[str, Any] = {}
             else:
-                act, for_env, extra = self._act(steps.obs[-1], explore, (lifetime + ts) * runners)
+                act, for_env, extra = self._act(
+                    self._module_obs, explore, (lifetime + ts) * runners
+                )
             t1 = time.perf_counter()
             try:
                 results = self.env.step(for_env)
@@ -358,7 +394,8 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
             obs, rew, term, trunc, infos = results
             real = ~needs_reset
             done_now = (np.asarray(term, bool) | np.asarray(trunc, bool)) & real
-            steps.add(self._process(obs), infos, act, rew, term, trunc, extra, real)
+            held, self._module_obs = self._process(obs, needs_reset)
+            steps.add(held, infos, act, rew, term, trunc, extra, real)
             if self._recurrent and extra:
                 state = extra[Columns.STATE_OUT]
                 if needs_reset.any():  # these envs start a new episode at this observation
@@ -413,8 +450,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
             return []
         cols = steps.stacked()
         now = time.perf_counter()
-        obs_space = self._pieces[-1].observation_space if self._pieces else None
-        obs_space = obs_space or self.env.single_observation_space
+        obs_space = self._episode_obs_space
         act_space = self.env.single_action_space
         seq_no = np.full(len(steps.actions), self._weights_seq_no)
 
