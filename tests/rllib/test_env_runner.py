@@ -19,6 +19,7 @@ pytest.importorskip("ray")
 
 import rlblocks.envs  # noqa: E402,F401  (registers the zoo)
 from ray.rllib.algorithms.ppo import PPOConfig  # noqa: E402
+from ray.rllib.core.columns import Columns  # noqa: E402
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner  # noqa: E402
 from rlblocks.rllib import VectorEnvRunner, env_to_module, rl_module_spec  # noqa: E402
 
@@ -230,3 +231,23 @@ def test_a_failing_env_is_recreated_per_rllibs_fault_tolerance() -> None:
     assert sum(len(e) for e in episodes) >= 400 - 3
     for e in episodes:
         e.validate()
+
+
+def test_random_actions_then_the_module_continue_the_same_episodes() -> None:
+    """``random_actions=True`` (RLlib's warm-up sampling) records the env's own draws with
+    no model outputs; the next ``sample()`` continues those episodes with the module."""
+    runner = VectorEnvRunner(config=_config("CartPole-v1", {}, rollout_fragment_length=10))
+    random_eps = runner.sample(num_timesteps=30, random_actions=True)
+    assert random_eps and all(set(e.extra_model_outputs) == {"weights_seq_no"} for e in random_eps)
+    ongoing = {e.id_: e for e in random_eps if not e.is_done}
+    module_eps = runner.sample(num_timesteps=30)
+    continued = [e for e in module_eps if e.id_ in ongoing]
+    assert continued
+    for e in continued:
+        e.validate()
+        before = ongoing[e.id_]
+        assert e.t_started == before.t  # the chunk starts where the last one stopped
+        np.testing.assert_array_equal(e.get_observations(0), before.get_observations(-1))
+        assert {Columns.ACTION_LOGP, Columns.ACTION_DIST_INPUTS} <= set(e.extra_model_outputs)
+    total = sum(len(e) for e in module_eps)
+    assert 30 <= total < 30 + runner.num_envs
