@@ -42,10 +42,10 @@ from typing import Any
 
 import numpy as np
 import torch
-import tree
 from gymnasium.spaces import Box
 
 from rlblocks.image import gray_resize
+from rlblocks.nest import tree_leaves, tree_map
 from rlblocks.rllib._ray import (
     ENV_STEP_FAILURE,
     ENV_STEP_TIMER,
@@ -102,18 +102,18 @@ _EPISODE_CALLBACKS = (
 
 
 def _numpy(struct: Any) -> Any:
-    return tree.map_structure(
+    return tree_map(
         lambda x: x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x),
         struct,
     )
 
 
 def _rows(struct: Any, index: Any) -> Any:
-    return tree.map_structure(lambda x: x[index], struct)
+    return tree_map(lambda x: x[index], struct)
 
 
 def _concat(parts: list[Any]) -> Any:
-    return tree.map_structure(lambda *xs: np.concatenate(xs, axis=0), *parts)
+    return tree_map(lambda *xs: np.concatenate(xs, axis=0), *parts)
 
 
 def _buffer(data: Any, lookback: int, space: Any = None) -> Any:
@@ -203,7 +203,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         self._normalize = bool(self.config.normalize_actions)
         self._clip = bool(self.config.clip_actions)
         self._action_struct = get_base_struct_from_space(self.env.single_action_space)
-        self._has_box = any(isinstance(x, Box) for x in tree.flatten(self._action_struct))
+        self._has_box = any(isinstance(x, Box) for x in tree_leaves(self._action_struct))
         self._numpy_actor = self._fc_actor()
         return None
 
@@ -290,7 +290,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
 
     def _initial_state(self, n: int) -> Any:
         init = _numpy(self.module.get_initial_state())
-        return tree.map_structure(lambda s: np.repeat(s[None], n, axis=0), init)
+        return tree_map(lambda s: np.repeat(s[None], n, axis=0), init)
 
     # --- acting -------------------------------------------------------------------------------
     def _act(self, obs: Any, explore: bool, t: int) -> tuple[Any, Any, dict[str, Any]]:
@@ -304,11 +304,11 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
             return actions, self._for_env(actions), extra
         device = self._device
         batch: dict[str, Any] = {
-            Columns.OBS: tree.map_structure(lambda x: torch.from_numpy(x).to(device), obs)
+            Columns.OBS: tree_map(lambda x: torch.from_numpy(x).to(device), obs)
         }
         if self._recurrent:
-            batch[Columns.OBS] = tree.map_structure(lambda x: x.unsqueeze(1), batch[Columns.OBS])
-            batch[Columns.STATE_IN] = tree.map_structure(
+            batch[Columns.OBS] = tree_map(lambda x: x.unsqueeze(1), batch[Columns.OBS])
+            batch[Columns.STATE_IN] = tree_map(
                 lambda s: torch.from_numpy(s).to(device), self._state
             )
         module = self.module
@@ -321,7 +321,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
                 out = module._forward_inference(batch)
             if self._recurrent:
                 out = {
-                    k: (v if k == Columns.STATE_OUT else tree.map_structure(_drop_time, v))
+                    k: (v if k == Columns.STATE_OUT else tree_map(_drop_time, v))
                     for k, v in out.items()
                 }
             if Columns.ACTIONS not in out and Columns.ACTION_DIST_INPUTS in out:
@@ -400,7 +400,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
                 state = extra[Columns.STATE_OUT]
                 if needs_reset.any():  # these envs start a new episode at this observation
                     fresh = self._initial_state(int(needs_reset.sum()))
-                    state = tree.map_structure(partial(_put, rows=needs_reset), state, fresh)
+                    state = tree_map(partial(_put, rows=needs_reset), state, fresh)
                 self._state = state
             ts += int(real.sum())
             k = len(steps.actions) - 1
@@ -569,7 +569,7 @@ class _Steps:
         """Every column as one array ``[K(+1), B, ...]`` (nested where the column is)."""
 
         def stack(items: list[Any]) -> Any:
-            return tree.map_structure(lambda *xs: np.stack(xs), *items)
+            return tree_map(lambda *xs: np.stack(xs), *items)
 
         return _Columns(
             obs=stack(self.obs),
@@ -592,7 +592,7 @@ class _Columns:
 
 
 def _zeros(like: Any, n: int) -> Any:
-    return tree.map_structure(lambda x: np.zeros((n, *x.shape[1:]), x.dtype), like)
+    return tree_map(lambda x: np.zeros((n, *x.shape[1:]), x.dtype), like)
 
 
 def _put(state: np.ndarray, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
