@@ -218,7 +218,7 @@ class RLBlocksPPOTorchLearner(PPOTorchLearner):  # type: ignore[misc]
         total = stats = rows = None
         for rows in minibatch_rows(n, minibatch_size, num_epochs, shuffle, num_total_minibatches):
             index = torch.from_numpy(rows)
-            data = {k: v.index_select(0, index) for k, v in columns.items()}
+            data = {k: v.index_select(0, index) for k, v in columns.items() if k != "seq_no"}
             mask = data.pop("mask", None)
             weights = None if mask is None else mask / mask.sum()
             total, stats = fast.step_rllib(
