@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rlblocks.export import rllib_run
-from rlblocks.export.sidecar import space_to_json
+from rlblocks.export.sidecar import multiagent_sidecar
 from rlblocks.export.writer import FORMATS, write_policy
-
-if TYPE_CHECKING:
-    from rlblocks.multiagent.union import UnionSpec
 
 __all__ = ["FORMATS", "export_policies", "export_policy", "multiagent_sidecar", "rllib_run"]
 
@@ -85,27 +82,6 @@ def export_policy(source: Any, path: str | Path | None = None, fmt: str = "onnx"
     finally:
         if opened:
             trainer.close()
-
-
-def multiagent_sidecar(policy_id: Any, spec: UnionSpec) -> dict[str, Any]:
-    """The sidecar's ``multiagent`` entry for one policy: its id, and its agents with their
-    own spaces from its union ``spec``.
-
-    Examples:
-        >>> from gymnasium.spaces import Box, Discrete
-        >>> from rlblocks.multiagent import UnionSpec
-        >>> spec = UnionSpec.build({"a": Box(-1, 1, (2,))}, {"a": Discrete(2)})
-        >>> entry = multiagent_sidecar("shared", spec)
-        >>> entry["policy_id"], entry["agents"], entry["agent_action_spaces"]["a"]["type"]
-        ('shared', ['a'], 'Discrete')
-    """
-    return {
-        "policy_id": str(policy_id),
-        "agents": [str(a) for a in spec.agents],
-        "agent_id_one_hot": spec.agent_id_one_hot,
-        "agent_observation_spaces": {str(a): space_to_json(s) for a, s in spec.obs_spaces.items()},
-        "agent_action_spaces": {str(a): space_to_json(s) for a, s in spec.action_spaces.items()},
-    }
 
 
 class _PolicyOfRun:

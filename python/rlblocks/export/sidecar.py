@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -36,10 +36,14 @@ from rlblocks.layout import LAYOUT_OPTIONS, is_string_space, layout
 from rlblocks.preprocessors import Preprocessor, get_preprocessor
 from rlblocks.spaces import Repeated, Simplex
 
+if TYPE_CHECKING:
+    from rlblocks.multiagent.union import UnionSpec
+
 __all__ = [
     "FORMAT",
     "PREPROCESSOR_OPTIONS",
     "make_preprocessor",
+    "multiagent_sidecar",
     "read_sidecar",
     "sidecar_path",
     "space_from_json",
@@ -242,3 +246,24 @@ def read_sidecar(artifact: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f"{str(path)!r} is not an rlblocks export sidecar ({FORMAT})")
     return data
+
+
+def multiagent_sidecar(policy_id: Any, spec: UnionSpec) -> dict[str, Any]:
+    """The sidecar's ``multiagent`` entry for one policy: its id, and its agents with their
+    own spaces from its union ``spec``.
+
+    Examples:
+        >>> from gymnasium.spaces import Box, Discrete
+        >>> from rlblocks.multiagent import UnionSpec
+        >>> spec = UnionSpec.build({"a": Box(-1, 1, (2,))}, {"a": Discrete(2)})
+        >>> entry = multiagent_sidecar("shared", spec)
+        >>> entry["policy_id"], entry["agents"], entry["agent_action_spaces"]["a"]["type"]
+        ('shared', ['a'], 'Discrete')
+    """
+    return {
+        "policy_id": str(policy_id),
+        "agents": [str(a) for a in spec.agents],
+        "agent_id_one_hot": spec.agent_id_one_hot,
+        "agent_observation_spaces": {str(a): space_to_json(s) for a, s in spec.obs_spaces.items()},
+        "agent_action_spaces": {str(a): space_to_json(s) for a, s in spec.action_spaces.items()},
+    }

@@ -53,7 +53,7 @@ from torch import nn
 from rlblocks.catalog import ModelCatalog
 from rlblocks.config import ModelConfig
 from rlblocks.distributions import Categorical
-from rlblocks.export.exporter import multiagent_sidecar
+from rlblocks.export.sidecar import multiagent_sidecar
 from rlblocks.export.writer import FORMATS, _name, write_policy
 from rlblocks.filters import MeanStdFilter
 from rlblocks.masks import MASK_KEY, OBS_KEY, MaskLayout, apply_action_mask, is_mask_space
