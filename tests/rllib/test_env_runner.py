@@ -135,6 +135,8 @@ def _sample_both(theirs: Any, ours: Any, calls: list[dict[str, Any]]) -> None:
         assert (key in ma) == (key in mb), key
         if key in ma:
             assert float(mb[key]) == pytest.approx(float(ma[key])), key
+    if "episode_duration_sec_mean" in ma:  # the wall-clock spans of the episodes, not zero
+        assert float(mb["episode_duration_sec_mean"]) > 0.0
 
 
 CASES = {

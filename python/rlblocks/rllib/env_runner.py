@@ -164,6 +164,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         self._obs: Any = None  # the current observation of every env as episodes hold it
         self._module_obs: Any = None  # ... and as the module sees it
         self._obs_infos: list[dict] = []
+        self._obs_time = 0.0
         self._state: Any = None  # the recurrent state of every env, batched (numpy)
 
     # --- what the loop covers ------------------------------------------------------------------
@@ -285,6 +286,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         self._needs_initial_reset = False
         self._obs, self._module_obs = self._process(obs)
         self._obs_infos = list(infos)
+        self._obs_time = time.perf_counter()
         if self._recurrent:
             self._state = self._initial_state(self.num_envs)
 
@@ -359,7 +361,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         explore: bool,
         random_actions: bool,
     ) -> list[Any]:
-        steps = _Steps(self._obs, self._obs_infos)
+        steps = _Steps(self._obs, self._obs_infos, self._obs_time)
         actor = self._numpy_actor  # hooks or replaced layers since the build: the module
         self._serving_actor = actor if actor is not None and actor.layers.matches_model() else None
         needs_reset = np.array([lane.needs_reset for lane in self._lanes])
@@ -449,7 +451,6 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         if not steps.actions:
             return []
         cols = steps.stacked()
-        now = time.perf_counter()
         obs_space = self._episode_obs_space
         act_space = self.env.single_action_space
         seq_no = np.full(len(steps.actions), self._weights_seq_no)
@@ -487,8 +488,9 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
                 t_started=lane.t_started if lane is not None else 0,
                 len_lookback_buffer=lb,
             )
-            ep._start_time = lane.start_time if lane is not None else now
-            ep._last_step_time = now
+            # RLlib's clock: the reset (the step before a, or the full reset), the last step
+            ep._start_time = lane.start_time if lane is not None else steps.times[a]
+            ep._last_step_time = steps.times[b]
             return ep
 
         last = len(steps.actions)
@@ -512,7 +514,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
             if needs_reset[e] or not keep_ongoing:
                 new_lanes.append(_Lane(needs_reset=bool(needs_reset[e])))
             elif starts[e] >= last:  # reset by the last step: no step of it yet
-                new_lanes.append(_Lane(start_time=now))
+                new_lanes.append(_Lane(start_time=steps.times[-1]))
             else:
                 ep = chunk(e, starts[e], last, lanes[e], False)
                 if cut:
@@ -522,6 +524,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         self._lanes = new_lanes
         self._obs = _rows(cols.obs, -1)
         self._obs_infos = steps.infos[-1]
+        self._obs_time = steps.times[-1]
         return done_eps + ongoing
 
 
@@ -531,6 +534,7 @@ class _Steps:
 
     first_obs: Any
     first_infos: list[dict]
+    first_time: float
     obs: list[Any] = field(default_factory=list)  # O[0..K]
     infos: list[list[dict]] = field(default_factory=list)  # with each observation
     actions: list[Any] = field(default_factory=list)
@@ -540,10 +544,12 @@ class _Steps:
     extra: list[dict[str, Any]] = field(default_factory=list)
     real: list[np.ndarray] = field(default_factory=list)  # not an autoreset step, per env
     done_at: list[tuple[int, int]] = field(default_factory=list)  # (step, env) that ended
+    times: list[float] = field(default_factory=list)  # when each observation arrived
 
     def __post_init__(self) -> None:
         self.obs.append(self.first_obs)
         self.infos.append(list(self.first_infos))
+        self.times.append(self.first_time)
 
     def add(
         self,
@@ -564,6 +570,7 @@ class _Steps:
         self.truncated.append(truncated)
         self.extra.append(extra)
         self.real.append(real)
+        self.times.append(time.perf_counter())
 
     def stacked(self) -> Any:
         """Every column as one array ``[K(+1), B, ...]`` (nested where the column is)."""
