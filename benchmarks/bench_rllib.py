@@ -431,28 +431,16 @@ def main() -> None:
     )
     if args.ppo or args.scaling or args.speed:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    rates = [
+        ("case", "case", "<56"),
+        ("method", "method", "<44"),
+        ("steps/s", "steps_per_s", ">9,.0f"),
+        ("ratio", lambda r: f"{r['ratio']:.2f}x", ">7"),
+    ]
     if args.speed:
-        rows = speed_rows(2 if args.quick else 4)
-        _show(
-            rows,
-            [
-                ("case", "case", "<56"),
-                ("method", "method", "<44"),
-                ("steps/s", "steps_per_s", ">9,.0f"),
-                ("ratio", lambda r: f"{r['ratio']:.2f}x", ">7"),
-            ],
-        )
+        _show(speed_rows(2 if args.quick else 4), rates)
     if args.scaling:
-        rows = scaling_rows(2 if args.quick else 4)
-        _show(
-            rows,
-            [
-                ("case", "case", "<56"),
-                ("method", "method", "<26"),
-                ("steps/s", "steps_per_s", ">9,.0f"),
-                ("ratio", lambda r: f"{r['ratio']:.2f}x", ">7"),
-            ],
-        )
+        _show(scaling_rows(2 if args.quick else 4), rates)
     if args.ppo:
         rows = ppo_rows(1 if args.quick else args.seeds)
         _show(
