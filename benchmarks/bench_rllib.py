@@ -228,16 +228,7 @@ def scaling_rows(iters: int) -> list[dict]:
             )
             .training(train_batch_size_per_learner=1000, minibatch_size=500, num_epochs=1)
         )
-        algo = config.build_algo()
-        try:
-            lifetime0 = int(algo.train()["env_runners"]["num_env_steps_sampled_lifetime"])
-            start = time.perf_counter()
-            for _ in range(iters):
-                result = algo.train()
-            done = int(result["env_runners"]["num_env_steps_sampled_lifetime"]) - lifetime0
-            rates[runners] = done / (time.perf_counter() - start)
-        finally:
-            algo.stop()
+        rates[runners] = _steps_per_s(config.build_algo(), iters)
         rows.append(
             {
                 "case": "RLlib PPO, 1 ms/step env, 4 envs in total",
