@@ -16,6 +16,9 @@
   call and one module call per step, the episodes built once per ``sample()``).
 * :class:`RLBlocksPPOTorchLearner` for ``config.learners(learner_class=...)``: RLlib's PPO
   learner whose update runs in closed form for the default fully connected model.
+* :class:`RLBlocksDQN` / :class:`RLBlocksSAC` for ``DQNConfig(algo_class=...)`` /
+  ``SACConfig(algo_class=...)``: RLlib's DQN / SAC iteration with the replay on rlblocks' C++
+  ring buffer and the train batch handed to the learner as arrays.
 * :func:`multi_rl_module_spec` (an rlblocks module per policy) and
   :class:`MultiAgentEnvToModule` (one C++ flattening call per policy over all agents of all
   episodes) for multi-agent configs; :mod:`~rlblocks.rllib.multiagent_env` wraps a
@@ -66,6 +69,7 @@ from rlblocks.rllib.module import (
     is_mask_space,
     model_views,
 )
+from rlblocks.rllib.offpolicy import RLBlocksDQN, RLBlocksSAC
 from rlblocks.rllib.qlearning import RLBlocksDQNRLModule, RLBlocksSACRLModule
 from rlblocks.rllib.replay import (
     FrameStackEpisodeReplayBuffer,
@@ -97,7 +101,9 @@ __all__ = [
     "RLBlocksDQNRLModule",
     "RLBlocksDistribution",
     "RLBlocksRLModule",
+    "RLBlocksDQN",
     "RLBlocksPPOTorchLearner",
+    "RLBlocksSAC",
     "RLBlocksSACRLModule",
     "VectorEnvRunner",
     "atari_replay_buffer_config",

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 try:
     import ray
+    from ray.rllib.algorithms.dqn.dqn import DQN, calculate_rr_weights
     from ray.rllib.algorithms.ppo.ppo import (
         LEARNER_RESULTS_KL_KEY,
         LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY,
         LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY,
     )
     from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+    from ray.rllib.algorithms.sac.sac import SAC
     from ray.rllib.callbacks.callbacks import RLlibCallback
     from ray.rllib.connectors.connector_v2 import ConnectorV2
-    from ray.rllib.core import ALL_MODULES, COMPONENT_ENV_TO_MODULE_CONNECTOR
+    from ray.rllib.core import ALL_MODULES, COMPONENT_ENV_TO_MODULE_CONNECTOR, DEFAULT_MODULE_ID
     from ray.rllib.core.columns import Columns
     from ray.rllib.core.distribution.torch.torch_distribution import TorchDistribution
     from ray.rllib.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY
@@ -38,15 +40,30 @@ try:
     from ray.rllib.env.single_agent_episode import SingleAgentEpisode
     from ray.rllib.env.utils.infinite_lookback_buffer import InfiniteLookbackBuffer
     from ray.rllib.evaluation.postprocessing import Postprocessing
+    from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
+    from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
     from ray.rllib.utils.metrics import (
         DIFF_NUM_GRAD_UPDATES_VS_SAMPLER_POLICY,
+        ENV_RUNNER_RESULTS,
+        ENV_RUNNER_SAMPLING_TIMER,
         ENV_STEP_TIMER,
+        LEARNER_RESULTS,
+        LEARNER_UPDATE_TIMER,
         MODULE_TRAIN_BATCH_SIZE_MEAN,
+        NUM_AGENT_STEPS_SAMPLED_LIFETIME,
+        NUM_ENV_STEPS_SAMPLED_LIFETIME,
         NUM_ENV_STEPS_TRAINED,
         NUM_ENV_STEPS_TRAINED_LIFETIME,
         NUM_MODULE_STEPS_TRAINED,
         NUM_MODULE_STEPS_TRAINED_LIFETIME,
+        REPLAY_BUFFER_ADD_DATA_TIMER,
+        REPLAY_BUFFER_RESULTS,
+        REPLAY_BUFFER_SAMPLE_TIMER,
+        REPLAY_BUFFER_UPDATE_PRIOS_TIMER,
         RLMODULE_INFERENCE_TIMER,
+        SYNCH_WORKER_WEIGHTS_TIMER,
+        TD_ERROR_KEY,
+        TIMERS,
         WEIGHTS_SEQ_NO,
     )
     from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
@@ -64,6 +81,26 @@ except ImportError as e:  # pragma: no cover - exercised by tests/test_dependenc
     raise ImportError(f'rlblocks.rllib needs Ray: pip install "rlblocks[ray]" ({e})') from e
 
 __all__ = [
+    "DQN",
+    "calculate_rr_weights",
+    "SAC",
+    "DEFAULT_MODULE_ID",
+    "synchronous_parallel_sample",
+    "MultiAgentBatch",
+    "SampleBatch",
+    "ENV_RUNNER_RESULTS",
+    "ENV_RUNNER_SAMPLING_TIMER",
+    "LEARNER_RESULTS",
+    "LEARNER_UPDATE_TIMER",
+    "NUM_AGENT_STEPS_SAMPLED_LIFETIME",
+    "NUM_ENV_STEPS_SAMPLED_LIFETIME",
+    "REPLAY_BUFFER_ADD_DATA_TIMER",
+    "REPLAY_BUFFER_RESULTS",
+    "REPLAY_BUFFER_SAMPLE_TIMER",
+    "REPLAY_BUFFER_UPDATE_PRIOS_TIMER",
+    "SYNCH_WORKER_WEIGHTS_TIMER",
+    "TD_ERROR_KEY",
+    "TIMERS",
     "ALL_MODULES",
     "DIFF_NUM_GRAD_UPDATES_VS_SAMPLER_POLICY",
     "ENTROPY_KEY",

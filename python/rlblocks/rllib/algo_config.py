@@ -52,6 +52,7 @@ from rlblocks.rllib.connectors import (
 )
 from rlblocks.rllib.env_runner import VectorEnvRunner
 from rlblocks.rllib.learner import RLBlocksPPOTorchLearner
+from rlblocks.rllib.offpolicy import RLBlocksDQN, RLBlocksSAC
 from rlblocks.rllib.replay import atari_replay_buffer_config
 from rlblocks.rllib.spec import multi_rl_module_spec, rl_module_spec
 from rlblocks.train.trainer_config import PPOConfig
@@ -533,7 +534,9 @@ def build_algo_config(
         if not float(num_cpus_per_env_runner) > 0:
             raise ValueError(f"num_cpus_per_env_runner must be > 0, got {num_cpus_per_env_runner}")
         per_runner = float(num_cpus_per_env_runner)
-    algo_config = _algorithm_config_class(algo)()
+    # DQN / SAC: RLlib's iteration with the replay on arrays (RLlib's own where they do not apply)
+    algo_class = {"DQN": RLBlocksDQN, "SAC": RLBlocksSAC}.get(algo)
+    algo_config = _algorithm_config_class(algo)(algo_class=algo_class)
     # rlblocks' PPO update (closed form for FC models; RLlib's otherwise)
     learner = {"learner_class": RLBlocksPPOTorchLearner} if algo == "PPO" else {}
     if setup is None:
