@@ -10,9 +10,10 @@ for three implementations, in the same process and run, one seed after the other
 
 1. ``rllib``: RLlib's new API stack with its own default RLModule and connectors
    (``fcnet_hiddens=[64, 64]``, tanh or ``--activation relu``, no extra head layers).
-2. ``rlblocks-on-rllib``: the same RLlib algorithm config with ``rlblocks.rllib``'s module
-   (``rl_module_spec(model, algo=...)``), ``env_to_module(model)`` connector and
-   ``VectorEnvRunner``.
+2. ``rlblocks-on-rllib``: the same RLlib algorithm config as ``rlblocks train --backend
+   rllib`` builds it: ``rlblocks.rllib``'s module (``rl_module_spec(model, algo=...)``),
+   ``env_to_module(model)`` connector, ``VectorEnvRunner``, and ``RLBlocksDQN`` /
+   ``RLBlocksSAC`` (replay on arrays) with ``RLBlocksDQNTorchLearner`` for DQN.
 3. ``sb3``: Stable-Baselines3's DQN / SAC with the same network sizes and, where SB3 has
    them, the same hyperparameters (learning rates, batch, buffer, learning starts, gamma,
    target updates, one gradient step per 4 (DQN) or 1 (SAC) env steps, epsilon schedule,
@@ -53,7 +54,14 @@ try:
     import ray
     from ray.rllib.algorithms.dqn import DQNConfig
     from ray.rllib.algorithms.sac import SACConfig
-    from rlblocks.rllib import VectorEnvRunner, env_to_module, rl_module_spec
+    from rlblocks.rllib import (
+        RLBlocksDQN,
+        RLBlocksDQNTorchLearner,
+        RLBlocksSAC,
+        VectorEnvRunner,
+        env_to_module,
+        rl_module_spec,
+    )
 except ImportError:
     ray = None
 
@@ -169,6 +177,9 @@ def _rllib_config(algo: str, ours: bool, seed: int) -> Any:
         .debugging(seed=seed)
     )
     if ours:
+        config.algo_class = RLBlocksDQN if algo == "DQN" else RLBlocksSAC
+        if algo == "DQN":
+            config = config.learners(learner_class=RLBlocksDQNTorchLearner)
         return config.rl_module(rl_module_spec=rl_module_spec(MODEL, algo=algo)).env_runners(
             env_to_module_connector=env_to_module(MODEL), env_runner_cls=VectorEnvRunner
         )

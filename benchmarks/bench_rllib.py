@@ -311,10 +311,13 @@ def sampling_rows(steps: int, env: str = "rlblocks/DictCartPole-v0", envs: int =
     ]
 
 
-def _steps_per_s(algo: Any, iters: int) -> float:
-    """Env steps/s over ``iters`` training iterations, after one warm-up iteration."""
+def _steps_per_s(algo: Any, iters: int, warmup_steps: int = 0) -> float:
+    """Env steps/s over ``iters`` training iterations, after one warm-up iteration and any
+    more until ``warmup_steps`` env steps were sampled (the updates have started)."""
     try:
         lifetime0 = int(algo.train()["env_runners"]["num_env_steps_sampled_lifetime"])
+        while lifetime0 < warmup_steps:
+            lifetime0 = int(algo.train()["env_runners"]["num_env_steps_sampled_lifetime"])
         start = time.perf_counter()
         for _ in range(iters):
             result = algo.train()
@@ -374,15 +377,34 @@ def speed_rows(iters: int) -> list[dict]:
     ]
     sys.path.insert(0, str(Path(__file__).parent))
     from bench_qlearning import _rllib_config
+    from ray.rllib.algorithms.dqn import DQN
+    from ray.rllib.algorithms.sac import SAC
+    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+
+    def pieces_only(algo: str) -> Any:
+        """rlblocks' module and connector in RLlib's runner, buffer and learner (issue 23's
+        baseline: DQN 291, SAC 52 env steps/s to the target)."""
+        config = _rllib_config(algo, True, 0).env_runners(env_runner_cls=SingleAgentEnvRunner)
+        config.algo_class = DQN if algo == "DQN" else SAC
+        config._learner_class = None
+        return config
 
     for algo, n in (("DQN", 2 * iters), ("SAC", 3 * iters)):  # DQN: 1000 steps per iteration
-        base = _steps_per_s(_rllib_config(algo, False, 0).build_algo(), n)
-        ours = _steps_per_s(_rllib_config(algo, True, 0).build_algo(), n)
+        warmup = 1000 if algo == "DQN" else 500  # bench_qlearning's learning starts
+        configs = {
+            "RLlib's stack": _rllib_config(algo, False, 0),
+            "rlblocks' module + connector in RLlib's runner/buffer": pieces_only(algo),
+            "rlblocks (--backend rllib: VectorEnvRunner, replay on arrays)": _rllib_config(
+                algo, True, 0
+            ),
+        }
         label = f"{algo} on RLlib, bench_qlearning settings"
-        rows.append({"case": label, "method": "RLlib's stack", "steps_per_s": base, "ratio": 1.0})
-        rows.append(
-            {"case": label, "method": "rlblocks' pieces", "steps_per_s": ours, "ratio": ours / base}
-        )
+        measured = {m: _steps_per_s(c.build_algo(), n, warmup) for m, c in configs.items()}
+        base = measured["RLlib's stack"]
+        rows += [
+            {"case": label, "method": m, "steps_per_s": v, "ratio": v / base}
+            for m, v in measured.items()
+        ]
     return rows
 
 

@@ -528,11 +528,13 @@ def test_repeated_observations_train_and_evaluate(tmp_path):
 #: algo -> (env and flags, target mean return, env-step cap). The CLI's defaults, but
 #: SAC's: RLlib's (256-unit nets, batches of 256, 1500 warm-up steps) take several minutes on
 #: 2 cores, so SAC runs bench_qlearning's settings. APPO and IMPALA take about 25 s each to
-#: 150 with VectorEnvRunner (random play scores about 22).
+#: 150 with VectorEnvRunner (random play scores about 22); being asynchronous, their pace
+#: per step depends on the machine's load (one CI run was at 145 after 150k steps), hence
+#: the wider step cap.
 LEARNING_CASES = {
     "PPO": (["--env", "CartPole-v1"], 150.0, 120_000),
-    "APPO": (["--env", "CartPole-v1", "--num-env-runners", "1"], 150.0, 150_000),
-    "IMPALA": (["--env", "CartPole-v1", "--num-env-runners", "1"], 150.0, 150_000),
+    "APPO": (["--env", "CartPole-v1", "--num-env-runners", "1"], 150.0, 300_000),
+    "IMPALA": (["--env", "CartPole-v1", "--num-env-runners", "1"], 150.0, 300_000),
     "DQN": (["--env", "CartPole-v1"], 150.0, 40_000),
     "SAC": (
         [

@@ -179,6 +179,35 @@ def test_same_episodes_as_rllibs_runner(case: str) -> None:
     )
 
 
+@pytest.mark.parametrize("dueling", [True, False], ids=["dueling", "plain"])
+def test_dqn_acts_in_numpy_as_rllibs_runner_does_with_the_module(dueling: bool) -> None:
+    """rlblocks' DQN module acts through its numpy Q-network: the same epsilon-greedy
+    actions (epsilon halfway down its schedule, so both branches are taken) as the module
+    inside ``SingleAgentEnvRunner``."""
+    from ray.rllib.algorithms.dqn import DQNConfig
+
+    model = {"fcnet_hiddens": [16, 16]}
+    config = (
+        DQNConfig()
+        .environment("rlblocks/zoo-Dict-v0")
+        .rl_module(
+            rl_module_spec=rl_module_spec(model, algo="DQN"),
+            model_config={"epsilon": [(0, 1.0), (400, 0.0)], "dueling": dueling},
+        )
+        .env_runners(
+            num_env_runners=0,
+            num_envs_per_env_runner=3,
+            env_to_module_connector=env_to_module(model),
+            rollout_fragment_length=23,
+        )
+        .debugging(seed=3)
+    )
+    theirs, ours = _both(config)
+    assert ours._q_actor is not None
+    calls = [{"num_timesteps": 120}, {"num_timesteps": 60, "explore": False}]
+    _sample_both(theirs, ours, calls * 3)
+
+
 def test_ppo_trains_on_its_episodes() -> None:
     """RLlib's PPO (learner connectors, GAE, loss) takes the chunks as they are."""
     config = (

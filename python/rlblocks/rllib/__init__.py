@@ -60,7 +60,7 @@ from rlblocks.rllib.connectors import (
 )
 from rlblocks.rllib.distribution import RLBlocksDistribution
 from rlblocks.rllib.env_runner import VectorEnvRunner
-from rlblocks.rllib.learner import RLBlocksPPOTorchLearner
+from rlblocks.rllib.learner import RLBlocksDQNTorchLearner, RLBlocksPPOTorchLearner
 from rlblocks.rllib.module import (
     MASK_KEY,
     OBS_KEY,
@@ -102,6 +102,7 @@ __all__ = [
     "RLBlocksDistribution",
     "RLBlocksRLModule",
     "RLBlocksDQN",
+    "RLBlocksDQNTorchLearner",
     "RLBlocksPPOTorchLearner",
     "RLBlocksSAC",
     "RLBlocksSACRLModule",

@@ -10,6 +10,7 @@ from __future__ import annotations
 try:
     import ray
     from ray.rllib.algorithms.dqn.dqn import DQN, calculate_rr_weights
+    from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
     from ray.rllib.algorithms.ppo.ppo import (
         LEARNER_RESULTS_KL_KEY,
         LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY,
@@ -23,6 +24,7 @@ try:
     from ray.rllib.core.columns import Columns
     from ray.rllib.core.distribution.torch.torch_distribution import TorchDistribution
     from ray.rllib.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY
+    from ray.rllib.core.learner.torch.torch_learner import TorchLearner
     from ray.rllib.core.learner.training_data import TrainingData
     from ray.rllib.core.rl_module.apis import (
         TARGET_NETWORK_ACTION_DIST_INPUTS,
@@ -81,6 +83,8 @@ except ImportError as e:  # pragma: no cover - exercised by tests/test_dependenc
     raise ImportError(f'rlblocks.rllib needs Ray: pip install "rlblocks[ray]" ({e})') from e
 
 __all__ = [
+    "TorchLearner",
+    "DQNTorchLearner",
     "DQN",
     "calculate_rr_weights",
     "SAC",

@@ -66,7 +66,9 @@ from rlblocks.rllib.connectors.atari_frames import AtariFramesBatched
 from rlblocks.rllib.connectors.flatten_observations import FlattenObservationsBatched
 from rlblocks.rllib.connectors.mean_std_filter import MeanStdFilterBatched
 from rlblocks.rllib.module import MASK_KEY, OBS_KEY, RLBlocksAPPORLModule, RLBlocksRLModule
+from rlblocks.rllib.qlearning import RLBlocksDQNRLModule, uniform_actions
 from rlblocks.train.fast import FCActor
+from rlblocks.train.fast.q_layers import DenseQ
 
 __all__ = ["VectorEnvRunner"]
 
@@ -157,6 +159,8 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         self._frames: AtariFramesBatched | None = None
         self._stacks: np.ndarray | None = None  # the Atari frame stacks of every env
         self._serving_actor: FCActor | None = None
+        self._q_actor: DenseQ | None = None
+        self._serving_q: DenseQ | None = None
         self.fast_path_refusal: str | None = self._refusal()
         if self.fast_path_refusal is not None:
             logger.info("VectorEnvRunner runs RLlib's loop: %s", self.fast_path_refusal)
@@ -206,6 +210,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         self._action_struct = get_base_struct_from_space(self.env.single_action_space)
         self._has_box = any(isinstance(x, Box) for x in tree_leaves(self._action_struct))
         self._numpy_actor = self._fc_actor()
+        self._q_actor = self._dense_q()
         return None
 
     def _fc_actor(self) -> FCActor | None:
@@ -216,6 +221,27 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
             return None
         actor = FCActor.build(module.model, module.dist_fn, fallback=None)  # type: ignore[arg-type]
         return actor if isinstance(actor, FCActor) and actor.numpy else None
+
+    def _dense_q(self) -> DenseQ | None:
+        """The numpy Q-network of rlblocks' DQN module (fully connected, one atom, no action
+        mask), else None."""
+        module = self.module
+        if type(module) is not RLBlocksDQNRLModule or module.masked or module.num_atoms != 1:
+            return None
+        return DenseQ.from_body(module.q_model, module.uses_dueling)
+
+    def _act_epsilon_greedy(self, q_net: DenseQ, obs: np.ndarray, explore: bool, t: int) -> Any:
+        """``RLBlocksDQNRLModule``'s actions with the Q-values computed in numpy: the same
+        random draws from torch's generator (a uniform action, then whether to take it)."""
+        q = q_net.forward_numpy(np.asarray(obs, np.float32))
+        greedy = q.argmax(axis=1)
+        if not explore:
+            return greedy
+        schedule = self.module.epsilon_schedule
+        schedule.update(t)
+        epsilon = float(schedule.get_current_value())
+        random = uniform_actions(torch.from_numpy(q), masked=False).numpy()
+        return np.where(torch.rand(q.shape[0]).numpy() < epsilon, random, greedy)
 
     # --- RLlib's entry point -------------------------------------------------------------------
     def _sample(
@@ -304,6 +330,9 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
             actions, logp = actor.draw(logits, explore)
             extra = {Columns.ACTION_DIST_INPUTS: logits, Columns.ACTION_LOGP: logp}
             return actions, self._for_env(actions), extra
+        if self._serving_q is not None and isinstance(obs, np.ndarray):
+            actions = self._act_epsilon_greedy(self._serving_q, obs, explore, t)
+            return actions, actions, {}
         device = self._device
         batch: dict[str, Any] = {
             Columns.OBS: tree_map(lambda x: torch.from_numpy(x).to(device), obs)
@@ -364,6 +393,8 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         steps = _Steps(self._obs, self._obs_infos, self._obs_time)
         actor = self._numpy_actor  # hooks or replaced layers since the build: the module
         self._serving_actor = actor if actor is not None and actor.layers.matches_model() else None
+        q_net = self._q_actor
+        self._serving_q = q_net if q_net is not None and q_net.matches(training=False) else None
         needs_reset = np.array([lane.needs_reset for lane in self._lanes])
         ts = eps = 0
         act_time = step_time = 0.0

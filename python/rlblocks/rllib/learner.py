@@ -1,4 +1,5 @@
-""":class:`RLBlocksPPOTorchLearner`: RLlib's PPO learner, with rlblocks' update for FC models.
+""":class:`RLBlocksPPOTorchLearner`: RLlib's PPO learner, with rlblocks' update for FC models
+(and :class:`RLBlocksDQNTorchLearner`: RLlib's DQN learner with the fused optimizer step).
 
 RLlib's ``Learner.update`` spends most of a small minibatch outside the arithmetic: it
 slices a ``SampleBatch`` per minibatch, runs the module's ``forward_train`` (switching it
@@ -51,8 +52,10 @@ from rlblocks.rllib._ray import (
     VF_LOSS_KEY,
     WEIGHTS_SEQ_NO,
     Columns,
+    DQNTorchLearner,
     Postprocessing,
     PPOTorchLearner,
+    TorchLearner,
     TrainingData,
     explained_variance,
 )
@@ -100,12 +103,11 @@ def minibatch_rows(
         yield np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
-class RLBlocksPPOTorchLearner(PPOTorchLearner):  # type: ignore[misc]
-    """``PPOTorchLearner`` with rlblocks' closed-form update (module docstring); use it as
-    ``config.learners(learner_class=RLBlocksPPOTorchLearner)``. ``rlblocks train --backend
-    rllib --algo PPO`` does."""
+class FastOptimizerSteps(TorchLearner):  # type: ignore[misc]
+    """RLlib's optimizer hooks of a ``TorchLearner``, cheaper: Adam with the fused kernel and
+    one finiteness check over all gradients. Mixed in before RLlib's learner class
+    (:class:`RLBlocksPPOTorchLearner`, :class:`RLBlocksDQNTorchLearner`)."""
 
-    # --- RLlib's hooks, cheaper -----------------------------------------------------------------
     def configure_optimizers_for_module(self, module_id: str, config: Any = None) -> None:
         """RLlib's Adam (its defaults; the learning rate comes from RLlib's scheduler), with
         the fused kernel."""
@@ -133,6 +135,12 @@ class RLBlocksPPOTorchLearner(PPOTorchLearner):  # type: ignore[misc]
         for module_id, names in self._module_optimizers.items():
             for name in names:
                 self.get_optimizer(module_id, name).step()
+
+
+class RLBlocksPPOTorchLearner(FastOptimizerSteps, PPOTorchLearner):  # type: ignore[misc]
+    """``PPOTorchLearner`` with rlblocks' closed-form update (module docstring); use it as
+    ``config.learners(learner_class=RLBlocksPPOTorchLearner)``. ``rlblocks train --backend
+    rllib --algo PPO`` does."""
 
     # --- the update -----------------------------------------------------------------------------
     def _closed_form(self, module_id: str) -> FCBackprop | None:
@@ -314,3 +322,8 @@ class RLBlocksPPOTorchLearner(PPOTorchLearner):  # type: ignore[misc]
             self._metrics_all_modules_num_env_steps_trained.inc(value=env_steps)
             self._metrics_all_modules_num_module_steps_trained.inc(value=trained)
         log((module_id, self.TOTAL_LOSS_KEY), total, window=1)
+
+
+class RLBlocksDQNTorchLearner(FastOptimizerSteps, DQNTorchLearner):  # type: ignore[misc]
+    """``DQNTorchLearner`` (its loss and target updates) with :class:`FastOptimizerSteps`;
+    ``rlblocks train --backend rllib --algo DQN`` uses it."""

@@ -32,6 +32,7 @@ import logging
 from typing import Any
 
 import numpy as np
+import torch
 
 from rlblocks.rllib._ray import (
     ALL_MODULES,
@@ -67,6 +68,7 @@ class _ArrayReplayIteration:
 
     def __init__(self, algo: Any) -> None:
         self.algo = algo
+        self._copies: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
         self.refusal = array_replay_refusal(algo.config)
         self.replay = None if self.refusal else EpisodeArrayReplay.for_config(algo.config)
 
@@ -144,12 +146,42 @@ class _ArrayReplayIteration:
         for _ in range(train):
             results = self.update()
         with algo.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
-            algo.env_runner_group.sync_weights(
-                from_worker_or_learner_group=algo.learner_group,
-                policies=set(results) - {ALL_MODULES},
-                global_vars=None,
-                inference_only=True,
-            )
+            if not self._sync_local():
+                algo.env_runner_group.sync_weights(
+                    from_worker_or_learner_group=algo.learner_group,
+                    policies=set(results) - {ALL_MODULES},
+                    global_vars=None,
+                    inference_only=True,
+                )
+
+    def _local_pairs(self) -> tuple[list[torch.Tensor], list[torch.Tensor]] | None:
+        """(the local env runner's module tensors, the learner's tensors of the same names)
+        when both live in this process and no remote runner needs the weights, else None."""
+        group, learner = self.algo.env_runner_group, self.algo.learner_group._learner
+        runner = group.local_env_runner
+        if learner is None or runner is None or group.num_remote_workers():
+            return None
+        src = learner.module[DEFAULT_MODULE_ID].state_dict(keep_vars=True)
+        dst = runner.module.state_dict(keep_vars=True)
+        if not dst or any(k not in src or src[k].shape != v.shape for k, v in dst.items()):
+            return None
+        return list(dst.values()), [src[k] for k in dst]
+
+    def _sync_local(self) -> bool:
+        """What ``sync_weights`` does for a local runner and learner (the runner's module
+        takes the learner's inference weights and weights' sequence number), as in-place
+        tensor copies instead of a state dict through Ray's object store; False where it
+        does not apply."""
+        if self._copies is None:
+            self._copies = self._local_pairs() or ([], [])
+        dst, src = self._copies
+        if not dst:
+            return False
+        with torch.no_grad():
+            torch._foreach_copy_(dst, src)
+        learner = self.algo.learner_group._learner
+        self.algo.env_runner_group.local_env_runner._weights_seq_no = learner._weights_seq_no
+        return True
 
 
 class _ArrayReplayAlgorithm:

@@ -108,6 +108,14 @@ def _features_model(
     return model
 
 
+def uniform_actions(q: torch.Tensor, masked: bool) -> torch.Tensor:
+    """One uniform action per row of the Q-values ``[B, n]``: among the allowed ones (finite
+    Q) when the module is masked, else among all ``n`` (one cheap draw)."""
+    if masked:
+        return torch.multinomial(torch.isfinite(q).float(), 1).squeeze(1)
+    return torch.randint(q.shape[1], (q.shape[0],), device=q.device)
+
+
 def _cat(a: Any, b: Any) -> Any:
     return tree_map(lambda x, y: torch.cat([torch.as_tensor(x), torch.as_tensor(y)]), a, b)
 
@@ -272,8 +280,7 @@ class RLBlocksDQNRLModule(_QModule):
         q, greedy = self._greedy(batch)
         self.epsilon_schedule.update(t)
         epsilon = float(self.epsilon_schedule.get_current_value())
-        allowed = torch.isfinite(q).float()
-        random = torch.multinomial(allowed, 1).squeeze(1)
+        random = uniform_actions(q, self.masked)
         explore = torch.rand(q.shape[0], device=q.device) < epsilon
         return {Columns.ACTIONS: torch.where(explore, random, greedy)}
 

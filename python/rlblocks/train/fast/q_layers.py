@@ -91,13 +91,19 @@ class DenseQ:
         None."""
         if net.masked or net.num_atoms != 1:
             return None
-        if not net.dueling:
-            layers = FCLayers.from_model(net.body)
+        return cls.from_body(net.body, net.dueling)
+
+    @classmethod
+    def from_body(cls, body: nn.Module, dueling: bool) -> DenseQ | None:
+        """The plain tensors of a Q-network body with one atom: a :class:`DuelingQModel`
+        over a fully connected model (``dueling``), or a fully connected model with one
+        output per action; else None."""
+        if not dueling:
+            layers = FCLayers.from_model(body)
             if layers is None or layers.logits is None or layers.free_log_std is not None:
                 return None
             return cls(layers.trunk, layers.logits, None, [layers], [])
-        body = net.body
-        if type(body) is not DuelingQModel:
+        if type(body) is not DuelingQModel or body.num_atoms != 1:
             return None
         base = FCLayers.from_model(body.base_model)
         advantage, value = Dense.from_module(body.A), Dense.from_module(body.V)
