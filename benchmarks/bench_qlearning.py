@@ -13,7 +13,8 @@ for three implementations, in the same process and run, one seed after the other
 2. ``rlblocks-on-rllib``: the same RLlib algorithm config as ``rlblocks train --backend
    rllib`` builds it: ``rlblocks.rllib``'s module (``rl_module_spec(model, algo=...)``),
    ``env_to_module(model)`` connector, ``VectorEnvRunner``, and ``RLBlocksDQN`` /
-   ``RLBlocksSAC`` (replay on arrays) with ``RLBlocksDQNTorchLearner`` for DQN.
+   ``RLBlocksSAC`` (replay on arrays) with ``RLBlocksDQNTorchLearner`` /
+   ``RLBlocksSACTorchLearner`` (fused optimizer steps).
 3. ``sb3``: Stable-Baselines3's DQN / SAC with the same network sizes and, where SB3 has
    them, the same hyperparameters (learning rates, batch, buffer, learning starts, gamma,
    target updates, one gradient step per 4 (DQN) or 1 (SAC) env steps, epsilon schedule,
@@ -58,6 +59,7 @@ try:
         RLBlocksDQN,
         RLBlocksDQNTorchLearner,
         RLBlocksSAC,
+        RLBlocksSACTorchLearner,
         VectorEnvRunner,
         env_to_module,
         rl_module_spec,
@@ -178,8 +180,8 @@ def _rllib_config(algo: str, ours: bool, seed: int) -> Any:
     )
     if ours:
         config.algo_class = RLBlocksDQN if algo == "DQN" else RLBlocksSAC
-        if algo == "DQN":
-            config = config.learners(learner_class=RLBlocksDQNTorchLearner)
+        learner = RLBlocksDQNTorchLearner if algo == "DQN" else RLBlocksSACTorchLearner
+        config = config.learners(learner_class=learner)
         return config.rl_module(rl_module_spec=rl_module_spec(MODEL, algo=algo)).env_runners(
             env_to_module_connector=env_to_module(MODEL), env_runner_cls=VectorEnvRunner
         )

@@ -15,8 +15,11 @@
    epochs, [64, 64] tanh, separate value layers): env steps/s of RLlib's default stack,
    of rlblocks' pieces (module, connector, ``VectorEnvRunner``,
    ``RLBlocksPPOTorchLearner``: what ``rlblocks train --backend rllib`` builds) and of
-   rlblocks' native trainer; and DQN / SAC on RLlib with ``bench_qlearning``'s settings,
-   RLlib's stack vs rlblocks' pieces (steps/s over a fixed number of iterations).
+   rlblocks' native trainer; and DQN / SAC on RLlib with ``bench_qlearning``'s settings
+   (one torch thread): RLlib's stack, rlblocks' module and connector in RLlib's runner,
+   buffer and learner (issue 23's baseline), and what ``--backend rllib`` builds
+   (``VectorEnvRunner``, ``RLBlocksDQN`` / ``RLBlocksSAC`` with the replay on arrays, the
+   fused-optimizer learners), env steps/s over fixed iterations once the updates started.
 4. ``ppo`` (``--ppo``): RLlib PPO to a mean return of 150 on CartPole-v1 and on
    rlblocks/DictCartPole-v0 (a nested Dict observation), RLlib's default module and
    connectors vs ``RLBlocksRLModule`` + ``env_to_module``: env steps and wall seconds.
@@ -38,6 +41,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 from gymnasium.spaces import Box, Dict, Discrete, MultiDiscrete, Tuple
 
 try:
@@ -389,6 +393,8 @@ def speed_rows(iters: int) -> list[dict]:
         config._learner_class = None
         return config
 
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # bench_qlearning's default for every implementation
     for algo, n in (("DQN", 2 * iters), ("SAC", 3 * iters)):  # DQN: 1000 steps per iteration
         warmup = 1000 if algo == "DQN" else 500  # bench_qlearning's learning starts
         configs = {
@@ -405,6 +411,7 @@ def speed_rows(iters: int) -> list[dict]:
             {"case": label, "method": m, "steps_per_s": v, "ratio": v / base}
             for m, v in measured.items()
         ]
+    torch.set_num_threads(threads)
     return rows
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 pytest.importorskip("ray")
 
@@ -131,12 +132,13 @@ def test_prioritized_sampling_follows_the_td_errors():
 
 
 def _dqn_config(**training: Any) -> Any:
+    import rlblocks.envs  # noqa: F401  (registers the zoo)
     from ray.rllib.algorithms.dqn import DQNConfig
-    from rlblocks.rllib import VectorEnvRunner, env_to_module, rl_module_spec
+    from rlblocks.rllib import RLBlocksDQN, VectorEnvRunner, env_to_module, rl_module_spec
 
     model = {"fcnet_hiddens": [16]}
     return (
-        DQNConfig()
+        DQNConfig(algo_class=RLBlocksDQN)
         .environment("rlblocks/DictCartPole-v0")
         .rl_module(rl_module_spec=rl_module_spec(model, algo="DQN"))
         .env_runners(
@@ -147,8 +149,40 @@ def _dqn_config(**training: Any) -> Any:
         )
         .training(num_steps_sampled_before_learning_starts=64, train_batch_size=32, **training)
         .reporting(min_sample_timesteps_per_iteration=100)
+        .learners(num_learners=0)
         .debugging(seed=0)
     )
+
+
+def test_dqn_iteration_updates_and_keeps_the_local_runner_in_sync():
+    """Updates run on the arrays and the local runner acts with the learner's weights
+    (copied in place) and sequence number after every iteration."""
+    algo = _dqn_config().build_algo()
+    try:
+        assert algo.array_replay_refusal is None
+        for _ in range(3):
+            result = algo.train()
+            learner = algo.learner_group._learner
+            runner = algo.env_runner
+            assert learner._weights_seq_no > 0
+            assert runner._weights_seq_no == learner._weights_seq_no
+            theirs = learner.module["default_policy"].state_dict()
+            for key, value in runner.module.state_dict().items():
+                assert torch.equal(value, theirs[key]), key
+        assert len(algo._arrays.replay) > 64
+        assert np.isfinite(float(result["learners"]["default_policy"]["qf_loss"]))
+    finally:
+        algo.stop()
+
+
+def test_a_refused_config_runs_rllibs_iteration():
+    algo = _dqn_config(n_step=(1, 3)).build_algo()
+    try:
+        assert "n_step" in algo.array_replay_refusal
+        algo.train()
+        assert algo._arrays.replay is None and algo.local_replay_buffer.get_num_timesteps() > 0
+    finally:
+        algo.stop()
 
 
 def test_refusals_name_what_the_arrays_do_not_cover():
@@ -161,7 +195,6 @@ def test_refusals_name_what_the_arrays_do_not_cover():
 def test_train_batch_has_the_columns_and_dtypes_of_rllibs_learner_connector():
     """The batch handed to the learner is what RLlib's pipeline makes of its own buffer's
     sample: same columns, dtypes and shapes."""
-    import rlblocks.envs  # noqa: F401
     from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import (
         PrioritizedEpisodeReplayBuffer,
     )

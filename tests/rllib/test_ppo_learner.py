@@ -165,3 +165,30 @@ def test_what_the_closed_form_does_not_cover_runs_rllibs_update() -> None:
         episodes=episodes, timesteps={"num_env_steps_sampled_lifetime": 64}, num_epochs=1
     )
     assert np.isfinite(float(result["default_policy"]["total_loss"].peek()))
+
+
+def test_plain_adam_is_rebuilt_fused_with_the_same_steps():
+    """``fused_adam_like``: a plain Adam becomes the fused kernel with the same
+    hyperparameters (the same parameters after a few steps, up to rounding); other
+    optimizers and Adam variants stay as they are."""
+    from rlblocks.rllib.learner import fused_adam_like
+
+    torch.manual_seed(0)
+    a = [torch.nn.Parameter(torch.randn(5, 3)), torch.nn.Parameter(torch.randn(3))]
+    b = [torch.nn.Parameter(p.detach().clone()) for p in a]
+    plain = torch.optim.Adam(a, lr=3e-3, eps=1e-7)
+    fused = fused_adam_like(torch.optim.Adam(b, lr=3e-3, eps=1e-7))
+    assert fused.param_groups[0]["fused"] or fused.param_groups[0]["foreach"]
+    assert fused.param_groups[0]["eps"] == 1e-7 and fused.param_groups[0]["lr"] == 3e-3
+    for _ in range(5):
+        grads = [torch.randn_like(p) for p in a]
+        for params, opt in ((a, plain), (b, fused)):
+            for p, g in zip(params, grads, strict=True):
+                p.grad = g.clone()
+            opt.step()
+    for x, y in zip(a, b, strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
+    sgd = torch.optim.SGD(a, lr=0.1)
+    assert fused_adam_like(sgd) is sgd
+    ams = torch.optim.Adam(a, amsgrad=True)
+    assert fused_adam_like(ams) is ams

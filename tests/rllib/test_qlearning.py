@@ -26,8 +26,11 @@ from rlblocks.models.fcnet import FullyConnectedNetwork  # noqa: E402
 from rlblocks.models.heads import DuelingQModel  # noqa: E402
 from rlblocks.rllib import (  # noqa: E402
     FlattenObservationsBatched,
+    RLBlocksDQN,
     RLBlocksDQNRLModule,
+    RLBlocksDQNTorchLearner,
     RLBlocksSACRLModule,
+    VectorEnvRunner,
     env_to_module,
     rl_module_spec,
 )
@@ -307,8 +310,9 @@ def dqn(
         num_steps_sampled_before_learning_starts=1000,
     )
     train.update(training)
+    # the stack of ``rlblocks train --backend rllib --algo DQN``
     return (
-        DQNConfig()
+        DQNConfig(algo_class=RLBlocksDQN)
         .environment(env)
         .rl_module(rl_module_spec=rl_module_spec(model, algo="DQN"))
         .env_runners(
@@ -316,8 +320,9 @@ def dqn(
             num_envs_per_env_runner=envs,
             rollout_fragment_length=4,
             env_to_module_connector=env_to_module(model),
+            env_runner_cls=VectorEnvRunner,
         )
-        .learners(num_learners=0)
+        .learners(num_learners=0, learner_class=RLBlocksDQNTorchLearner)
         .training(**train)
         .reporting(min_time_s_per_iteration=0)
         .debugging(seed=0)

@@ -60,7 +60,11 @@ from rlblocks.rllib.connectors import (
 )
 from rlblocks.rllib.distribution import RLBlocksDistribution
 from rlblocks.rllib.env_runner import VectorEnvRunner
-from rlblocks.rllib.learner import RLBlocksDQNTorchLearner, RLBlocksPPOTorchLearner
+from rlblocks.rllib.learner import (
+    RLBlocksDQNTorchLearner,
+    RLBlocksPPOTorchLearner,
+    RLBlocksSACTorchLearner,
+)
 from rlblocks.rllib.module import (
     MASK_KEY,
     OBS_KEY,
@@ -105,6 +109,7 @@ __all__ = [
     "RLBlocksDQNTorchLearner",
     "RLBlocksPPOTorchLearner",
     "RLBlocksSAC",
+    "RLBlocksSACTorchLearner",
     "RLBlocksSACRLModule",
     "VectorEnvRunner",
     "atari_replay_buffer_config",

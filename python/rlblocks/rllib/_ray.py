@@ -18,6 +18,7 @@ try:
     )
     from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
     from ray.rllib.algorithms.sac.sac import SAC
+    from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
     from ray.rllib.callbacks.callbacks import RLlibCallback
     from ray.rllib.connectors.connector_v2 import ConnectorV2
     from ray.rllib.core import ALL_MODULES, COMPONENT_ENV_TO_MODULE_CONNECTOR, DEFAULT_MODULE_ID
@@ -83,6 +84,7 @@ except ImportError as e:  # pragma: no cover - exercised by tests/test_dependenc
     raise ImportError(f'rlblocks.rllib needs Ray: pip install "rlblocks[ray]" ({e})') from e
 
 __all__ = [
+    "SACTorchLearner",
     "TorchLearner",
     "DQNTorchLearner",
     "DQN",

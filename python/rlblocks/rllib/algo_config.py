@@ -51,7 +51,11 @@ from rlblocks.rllib.connectors import (
     needs_env_side_flattening,
 )
 from rlblocks.rllib.env_runner import VectorEnvRunner
-from rlblocks.rllib.learner import RLBlocksDQNTorchLearner, RLBlocksPPOTorchLearner
+from rlblocks.rllib.learner import (
+    RLBlocksDQNTorchLearner,
+    RLBlocksPPOTorchLearner,
+    RLBlocksSACTorchLearner,
+)
 from rlblocks.rllib.offpolicy import RLBlocksDQN, RLBlocksSAC
 from rlblocks.rllib.replay import atari_replay_buffer_config
 from rlblocks.rllib.spec import multi_rl_module_spec, rl_module_spec
@@ -538,7 +542,11 @@ def build_algo_config(
     algo_class = {"DQN": RLBlocksDQN, "SAC": RLBlocksSAC}.get(algo)
     algo_config = _algorithm_config_class(algo)(algo_class=algo_class)
     # rlblocks' PPO update (closed form for FC models; RLlib's otherwise)
-    learner_class = {"PPO": RLBlocksPPOTorchLearner, "DQN": RLBlocksDQNTorchLearner}.get(algo)
+    learner_class = {
+        "PPO": RLBlocksPPOTorchLearner,
+        "DQN": RLBlocksDQNTorchLearner,
+        "SAC": RLBlocksSACTorchLearner,
+    }.get(algo)
     learner = {"learner_class": learner_class} if learner_class else {}
     if setup is None:
         algo_config = (

@@ -1,5 +1,6 @@
 """:class:`RLBlocksPPOTorchLearner`: RLlib's PPO learner, with rlblocks' update for FC models
-(and :class:`RLBlocksDQNTorchLearner`: RLlib's DQN learner with the fused optimizer step).
+(and :class:`RLBlocksDQNTorchLearner` / :class:`RLBlocksSACTorchLearner`: RLlib's DQN / SAC
+learners with fused optimizer steps).
 
 RLlib's ``Learner.update`` spends most of a small minibatch outside the arithmetic: it
 slices a ``SampleBatch`` per minibatch, runs the module's ``forward_train`` (switching it
@@ -55,6 +56,7 @@ from rlblocks.rllib._ray import (
     DQNTorchLearner,
     Postprocessing,
     PPOTorchLearner,
+    SACTorchLearner,
     TorchLearner,
     TrainingData,
     explained_variance,
@@ -103,21 +105,29 @@ def minibatch_rows(
         yield np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
-class FastOptimizerSteps(TorchLearner):  # type: ignore[misc]
-    """RLlib's optimizer hooks of a ``TorchLearner``, cheaper: Adam with the fused kernel and
-    one finiteness check over all gradients. Mixed in before RLlib's learner class
-    (:class:`RLBlocksPPOTorchLearner`, :class:`RLBlocksDQNTorchLearner`)."""
+def fused_adam_like(optimizer: Any) -> Any:
+    """A plain ``torch.optim.Adam`` (one parameter group, no AMSGrad / maximize / foreach /
+    fused choice) rebuilt with the same hyperparameters on the fused kernel
+    (:func:`~rlblocks.train.fast.make_adam`); any other optimizer as it is."""
+    if type(optimizer) is not torch.optim.Adam or len(optimizer.param_groups) != 1:
+        return optimizer
+    group = optimizer.param_groups[0]
+    if any(group[k] for k in ("amsgrad", "maximize", "foreach", "fused", "capturable")):
+        return optimizer
+    if group["betas"] != (0.9, 0.999) or group["weight_decay"] != 0:
+        return optimizer
+    return make_adam(group["params"], lr=group["lr"], eps=group["eps"])
 
-    def configure_optimizers_for_module(self, module_id: str, config: Any = None) -> None:
-        """RLlib's Adam (its defaults; the learning rate comes from RLlib's scheduler), with
-        the fused kernel."""
-        params = self.get_parameters(self._module[module_id])
-        self.register_optimizer(
-            module_id=module_id,
-            optimizer=make_adam(params, lr=1e-3, eps=1e-8),
-            params=params,
-            lr_or_lr_schedule=config.lr,
-        )
+
+class FastOptimizerSteps(TorchLearner):  # type: ignore[misc]
+    """RLlib's optimizer steps of a ``TorchLearner``, cheaper: every plain Adam the learner
+    registers (PPO's and DQN's one, SAC's critic / twin critic / actor / temperature ones)
+    runs on the fused kernel, and one finiteness check covers all gradients. Mixed in before
+    RLlib's learner class (:class:`RLBlocksPPOTorchLearner`, :class:`RLBlocksDQNTorchLearner`,
+    :class:`RLBlocksSACTorchLearner`)."""
+
+    def register_optimizer(self, *, optimizer: Any, **kwargs: Any) -> None:
+        super().register_optimizer(optimizer=fused_adam_like(optimizer), **kwargs)
 
     def apply_gradients(self, gradients_dict: dict[Any, Any]) -> None:
         """RLlib's ``apply_gradients`` with one finiteness check over all gradients (RLlib
@@ -327,3 +337,8 @@ class RLBlocksPPOTorchLearner(FastOptimizerSteps, PPOTorchLearner):  # type: ign
 class RLBlocksDQNTorchLearner(FastOptimizerSteps, DQNTorchLearner):  # type: ignore[misc]
     """``DQNTorchLearner`` (its loss and target updates) with :class:`FastOptimizerSteps`;
     ``rlblocks train --backend rllib --algo DQN`` uses it."""
+
+
+class RLBlocksSACTorchLearner(FastOptimizerSteps, SACTorchLearner):  # type: ignore[misc]
+    """``SACTorchLearner`` (its losses, temperature tuning and target updates) with
+    :class:`FastOptimizerSteps`; ``rlblocks train --backend rllib --algo SAC`` uses it."""
