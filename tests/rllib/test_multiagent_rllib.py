@@ -87,8 +87,8 @@ def test_cli_heterogeneous_bandit_learns_near_perfect_returns(mapping: str, tmp_
         "rllib",
         "--run-dir",
         str(run),
-        "--stop-timesteps",
-        "8000",
+        "--stop-timesteps",  # both mappings pass 0.9 by ~2.6k steps and stay there (idle runs)
+        "5000",
         "--no-progress",
         "--set",
         f"multiagent.policy_mapping={mapping}",
