@@ -9,8 +9,10 @@
    (a nested Dict observation), 8 envs, the same [64, 64] tanh policy: RLlib's
    ``SingleAgentEnvRunner`` with RLlib's pieces (``FlattenObservations``, its default
    module), the same runner with rlblocks' module and connector, rlblocks'
-   ``VectorEnvRunner`` with them, and the bare vector env stepped with random actions (what
-   no runner can beat).
+   ``VectorEnvRunner`` with them, the bare gymnasium vector env stepped with random actions
+   (issue 23's yardstick), and the sub-envs alone stepped in a loop (the true floor:
+   ``VectorEnvRunner`` steps the sub-envs itself and batches their observations in C++,
+   so it skips the vector env's own batching and copies).
 3. ``speed`` (``--speed``): RLlib PPO on CartPole-v1 (8 envs, batch 2048, minibatch 64, 10
    epochs, [64, 64] tanh, separate value layers): env steps/s of RLlib's default stack,
    of rlblocks' pieces (module, connector, ``VectorEnvRunner``,
@@ -295,12 +297,23 @@ def sampling_rows(steps: int, env: str = "rlblocks/DictCartPole-v0", envs: int =
     for _ in range(n):
         vec.step(vec.action_space.sample())
     bare = n * envs / (time.perf_counter() - start)
+    # the floor under any runner: the sub-envs stepped in a loop, nothing batched
+    subs = [gym.make(env) for _ in range(envs)]
+    for i, sub in enumerate(subs):
+        sub.reset(seed=i)
+    start = time.perf_counter()
+    for _ in range(n):
+        for sub, action in zip(subs, vec.action_space.sample(), strict=True):
+            if any(sub.step(action)[2:4]):
+                sub.reset()
+    alone = n * envs / (time.perf_counter() - start)
     vec.close()
     measured = [
         ("SingleAgentEnvRunner + RLlib's pieces", rate(SingleAgentEnvRunner, False)),
         ("SingleAgentEnvRunner + rlblocks' pieces", rate(SingleAgentEnvRunner, True)),
         ("VectorEnvRunner + rlblocks' pieces", rate(VectorEnvRunner, True)),
         ("bare vector env, random actions", bare),
+        ("sub-envs alone in a loop, random actions", alone),
     ]
     base = measured[0][1]
     return [

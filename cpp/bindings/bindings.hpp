@@ -15,6 +15,7 @@ namespace py = pybind11;
 
 void register_threads(py::module_& m);
 void register_activations(py::module_& m);
+void register_categorical(py::module_& m);
 void register_flatten(py::module_& m);
 void register_filters(py::module_& m);
 void register_frame_stack(py::module_& m);

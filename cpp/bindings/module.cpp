@@ -4,6 +4,7 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "rlblocks native kernels (batched, GIL released, threaded).";
   rlblocks::bindings::register_threads(m);
   rlblocks::bindings::register_activations(m);
+  rlblocks::bindings::register_categorical(m);
   rlblocks::bindings::register_flatten(m);
   rlblocks::bindings::register_filters(m);
   rlblocks::bindings::register_frame_stack(m);

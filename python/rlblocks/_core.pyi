@@ -14,6 +14,7 @@ __all__: list[str] = [
     "FrameStacker",
     "ReplayCore",
     "RunningStat",
+    "categorical_draw",
     "check_out",
     "gather_rows",
     "get_num_threads",
@@ -172,6 +173,11 @@ def _image_allow_simd(allowed: bool) -> bool:
     """
     Allows or forbids the AVX2 image paths (for tests: both paths compute the same integers); returns the previous setting.
     """
+
+def categorical_draw(
+    logits: typing.Any, uniforms: typing.Any = None
+) -> tuple[numpy.typing.NDArray[numpy.int64], numpy.typing.NDArray[numpy.float32]]:
+    """(index int64 [B], logp float32 [B]) for float32 logits [B, K]: the inverse-CDF draw for uniforms [B] in [0, 1), or the first maximum when uniforms is None. Non-finite logits raise ValueError."""
 
 def check_out(
     out: typing.Any,

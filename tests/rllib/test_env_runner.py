@@ -70,6 +70,44 @@ class FakeFrames(gym.Env):
         return self.np_random.integers(0, 256, (60, 50, 3), dtype=np.uint8)
 
 
+class MaskedNested(gym.Env):
+    """RLlib's action-mask form around a nested Dict; the env hands the mask as float64
+    where the space says float32 (the runner batches it in the space's dtype, as
+    gymnasium's vector env does)."""
+
+    observation_space = gym.spaces.Dict(
+        {
+            "action_mask": gym.spaces.Box(0, 1, (3,), np.float32),
+            "observations": gym.spaces.Dict(
+                {"pos": gym.spaces.Discrete(4), "x": gym.spaces.Box(-1, 1, (2,), np.float32)}
+            ),
+        }
+    )
+    action_space = gym.spaces.Discrete(3)
+
+    def __init__(self, config: Any = None) -> None:
+        self._left = 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> Any:
+        super().reset(seed=seed)
+        self._left = int(self.np_random.integers(2, 9))
+        return self._obs(), {"left": self._left}
+
+    def step(self, action: Any) -> Any:
+        assert self._mask[action] == 1.0, "a masked action was taken"
+        reward = float(action == self._pos % 3)
+        self._left -= 1
+        return self._obs(), reward, self._left <= 0, False, {"left": self._left}
+
+    def _obs(self) -> dict[str, Any]:
+        self._pos = int(self.np_random.integers(4))
+        self._mask = np.ones(3)
+        self._mask[int(self.np_random.integers(3))] = 0.0
+        self._mask[self._pos % 3] = 1.0
+        x = self.np_random.uniform(-1, 1, 2).astype(np.float32)
+        return {"action_mask": self._mask.copy(), "observations": {"pos": self._pos, "x": x}}
+
+
 def _both(config: Any) -> tuple[Any, Any]:
     theirs = SingleAgentEnvRunner(config=config)
     ours = VectorEnvRunner(config=config)
@@ -144,6 +182,8 @@ CASES = {
     "dict_filter": ("rlblocks/zoo-Dict-v0", {}, "MeanStdFilter"),
     # RLlib's action-mask form, MultiDiscrete actions
     "masked": ("rlblocks/zoo-MaskedMultiDiscrete-v0", {}, "NoFilter"),
+    # the action-mask form around a nested Dict (per-env observations batched in C++)
+    "masked_nested": (MaskedNested, {}, "NoFilter"),
     # Box actions: unsquashed for the env, stored as the module drew them
     "box_action": ("rlblocks/zoo-BoxAction-v0", {}, "NoFilter"),
     # Tuple actions (a nested action struct)
@@ -159,10 +199,16 @@ CASES = {
 }
 
 
+#: the cases whose observations rlblocks' preprocessor batches: the runner steps the
+#: sub-envs itself and hands it the per-env observations
+STEPS_SUB_ENVS = {"dict_filter", "masked_nested", "lstm"}
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_same_episodes_as_rllibs_runner(case: str) -> None:
     env, model, filt = CASES[case]
     theirs, ours = _both(_config(env, model, filt, rollout_fragment_length=23))
+    assert ours._steps_sub_envs() == (case in STEPS_SUB_ENVS)
     calls = [
         {"num_timesteps": 70},
         {"num_timesteps": 70},

@@ -43,6 +43,8 @@ from typing import Any
 import numpy as np
 import torch
 from gymnasium.spaces import Box
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnasium.vector.utils import iterate
 
 from rlblocks.image import gray_resize
 from rlblocks.nest import tree_leaves, tree_map
@@ -111,10 +113,14 @@ def _numpy(struct: Any) -> Any:
 
 
 def _rows(struct: Any, index: Any) -> Any:
+    if isinstance(struct, np.ndarray):  # the common case, without the tree walk
+        return struct[index]
     return tree_map(lambda x: x[index], struct)
 
 
 def _concat(parts: list[Any]) -> Any:
+    if all(isinstance(x, np.ndarray) for x in parts):
+        return np.concatenate(parts, axis=0)
     return tree_map(lambda *xs: np.concatenate(xs, axis=0), *parts)
 
 
@@ -204,6 +210,9 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
             if type(piece).__name__ not in _RLLIB_MODULE_TO_ENV:
                 return f"the module-to-env piece {type(piece).__name__}"
         self._masked = bool(self._pieces) and bool(self._pieces[0]._masked)
+        self._mask_dtype = (
+            self.env.single_observation_space[MASK_KEY].dtype if self._masked else None
+        )
         self._recurrent = bool(self.module.is_stateful())
         self._normalize = bool(self.config.normalize_actions)
         self._clip = bool(self.config.clip_actions)
@@ -276,7 +285,11 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
             return self._stack_frames(obs, fresh)
         if not self._pieces:
             return obs, obs
-        inner = obs[OBS_KEY] if self._masked else obs
+        listed = isinstance(obs, list)  # per-env observations (:class:`_SubEnvs`)
+        inner = obs
+        if self._masked:
+            inner = [o[OBS_KEY] for o in obs] if listed else obs[OBS_KEY]
+            mask = np.stack([o[MASK_KEY] for o in obs]) if listed else obs[MASK_KEY]
         for piece in self._pieces:
             if isinstance(piece, FlattenObservationsBatched):
                 prep = piece.preprocessor
@@ -284,8 +297,9 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
                     inner = prep.transform_batch(inner)
             else:
                 inner = piece.filter(np.asarray(inner), update=piece.update_stats)
-        out = {MASK_KEY: np.asarray(obs[MASK_KEY]), OBS_KEY: inner} if self._masked else inner
-        return out, out
+        if self._masked:
+            inner = {MASK_KEY: np.asarray(mask, self._mask_dtype), OBS_KEY: inner}
+        return inner, inner
 
     def _stack_frames(self, obs: Any, fresh: np.ndarray | None) -> tuple[Any, Any]:
         """:class:`AtariFramesBatched` on every env at once: gray + resize in one C++ call,
@@ -396,6 +410,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         q_net = self._q_actor
         self._serving_q = q_net if q_net is not None and q_net.matches(training=False) else None
         needs_reset = np.array([lane.needs_reset for lane in self._lanes])
+        step_envs = _SubEnvs(self.env.unwrapped).step if self._steps_sub_envs() else self.env.step
         ts = eps = 0
         act_time = step_time = 0.0
         runners = self.config.num_env_runners or 1
@@ -411,7 +426,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
                 )
             t1 = time.perf_counter()
             try:
-                results = self.env.step(for_env)
+                results = step_envs(for_env)
             except Exception as err:
                 results = self._env_step_failed(err)
             step_time += time.perf_counter() - t1
@@ -453,6 +468,21 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
             self._log_env_steps(metric=self._metrics_num_env_steps_sampled, num_steps=ts)
         self._increase_sampled_metrics(ts, sum(1 for ep in episodes if ep.is_done))
         return episodes
+
+    def _steps_sub_envs(self) -> bool:
+        """Whether the loop steps the sub-envs itself (:class:`_SubEnvs`): RLlib's vector
+        env is gymnasium's ``SyncVectorEnv`` under ``DictInfoToList`` alone, in next-step
+        autoreset, and rlblocks' preprocessor takes the per-env observations."""
+        vec: Any = self.env.unwrapped
+        first = self._pieces[0] if self._pieces else None
+        prep = first.preprocessor if isinstance(first, FlattenObservationsBatched) else None
+        return (
+            type(vec) is SyncVectorEnv
+            and getattr(self.env, "env", None) is vec
+            and vec.autoreset_mode == AutoresetMode.NEXT_STEP
+            and prep is not None
+            and type(prep).__name__ != "NoPreprocessor"
+        )
 
     def _env_step_failed(self, err: Exception) -> Any:
         """RLlib's handling of a failed env step: counted, then the env is recreated (the
@@ -557,6 +587,36 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         self._obs_infos = steps.infos[-1]
         self._obs_time = steps.times[-1]
         return done_eps + ongoing
+
+
+class _SubEnvs:
+    """Steps the sub-envs of gymnasium's ``SyncVectorEnv`` as its ``step`` does in
+    next-step autoreset (an env that ended is reset by its next step, with reward 0), but
+    returns the observations and infos per env: the runner's C++ preprocessor batches the
+    observations in one call, which saves gymnasium's nested ``concatenate``, its deep
+    copy of the batch and the info round trip through ``DictInfoToList``. The vector env's
+    autoreset flags are kept, so its own ``step`` and ``reset`` carry on from here."""
+
+    def __init__(self, vec: SyncVectorEnv) -> None:
+        self.vec = vec
+
+    def step(self, actions: Any) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, list]:
+        vec = self.vec
+        n = vec.num_envs
+        obs: list[Any] = [None] * n
+        infos: list[Any] = [None] * n
+        rewards = np.zeros(n)
+        terminated = np.zeros(n, bool)
+        truncated = np.zeros(n, bool)
+        resets = vec._autoreset_envs
+        per_env = zip(vec.envs, iterate(vec.action_space, actions), strict=True)
+        for i, (env, action) in enumerate(per_env):
+            if resets[i]:
+                obs[i], infos[i] = env.reset()
+            else:
+                obs[i], rewards[i], terminated[i], truncated[i], infos[i] = env.step(action)
+        vec._autoreset_envs = terminated | truncated
+        return obs, rewards, terminated, truncated, infos
 
 
 @dataclass

@@ -47,6 +47,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from rlblocks import _core
+from rlblocks._impl import native
+from rlblocks._reference import categorical as reference
 from rlblocks.distributions import Categorical, DiagGaussian
 from rlblocks.distributions.base import _HALF_LOG_2PI, LOG_BOUND
 from rlblocks.train.fast.dense_layers import FCLayers, NumpyWeights, numpy_weights, run_numpy
@@ -195,21 +198,11 @@ class FCActor:
         return self._gaussian(out, explore) if self.gaussian else self._categorical(out, explore)
 
     def _categorical(self, logits: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray]:
-        n, k = logits.shape
-        shifted = logits - logits.max(1, keepdims=True)
-        exp = np.exp(shifted)
-        log_probs = shifted - np.log(exp.sum(1, keepdims=True))
-        if explore:  # inverse CDF, as Categorical.sample (same uniforms from torch's RNG)
-            probs = np.exp(log_probs)
-            cdf = np.cumsum(probs, 1)
-            total = cdf[:, -1]
-            u = torch.rand(n, 1).numpy()[:, 0] * total
-            u = np.minimum(u, np.nextafter(total, np.float32(0.0)))
-            index = np.minimum((cdf <= u[:, None]).sum(1), k - 1)
-        else:
-            index = logits.argmax(1)
-        logp = log_probs[np.arange(n), index]
-        return index.astype(np.int64) + self.action_start, logp.astype(np.float32, copy=False)
+        # Categorical.sample's inverse CDF, on the same uniforms from torch's RNG
+        uniforms = torch.rand(len(logits)).numpy() if explore else None
+        draw = _core.categorical_draw if native() else reference.categorical_draw
+        index, logp = draw(np.ascontiguousarray(logits, np.float32), uniforms)
+        return index + self.action_start if self.action_start else index, logp
 
     def _gaussian(self, out: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray]:
         k = out.shape[1] // 2

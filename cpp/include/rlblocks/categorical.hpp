@@ -1,0 +1,52 @@
+// Categorical draws over rows of logits: log-softmax, then the inverse-CDF pick for a
+// given uniform (the first index whose cumulative probability exceeds u * total), or the
+// first maximum when no uniforms are given. float32 in the numpy twin's order of
+// operations (python/rlblocks/_reference/categorical.py); exp and log are libm's, so the
+// log-probabilities agree with the twin to about an ulp.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+namespace rlblocks {
+
+// Writes index[r] in [0, k) and logp[r] for every row; returns the first row whose logits
+// are not all finite (nothing is drawn from it or after it), or -1.
+inline std::int64_t categorical_draw(const float* logits, std::int64_t rows, std::int64_t k, const float* uniforms,
+                                     std::int64_t* index, float* logp) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* x = logits + r * k;
+    float top = x[0];
+    std::int64_t best = 0;
+    for (std::int64_t j = 0; j < k; ++j) {
+      if (!std::isfinite(x[j])) return r;
+      if (x[j] > top) {
+        top = x[j];
+        best = j;
+      }
+    }
+    float sum = 0.0f;
+    for (std::int64_t j = 0; j < k; ++j) sum += std::exp(x[j] - top);
+    const float log_sum = std::log(sum);
+    std::int64_t pick = best;
+    if (uniforms != nullptr) {
+      float total = 0.0f;  // the last cumulative probability
+      for (std::int64_t j = 0; j < k; ++j) total += std::exp((x[j] - top) - log_sum);
+      float u = uniforms[r] * total;
+      const float below = std::nextafter(total, 0.0f);
+      if (u > below) u = below;
+      float cdf = 0.0f;
+      pick = 0;
+      for (std::int64_t j = 0; j < k; ++j) {
+        cdf += std::exp((x[j] - top) - log_sum);
+        if (cdf <= u) pick = j + 1;
+      }
+      if (pick > k - 1) pick = k - 1;
+    }
+    index[r] = pick;
+    logp[r] = (x[pick] - top) - log_sum;
+  }
+  return -1;
+}
+
+}  // namespace rlblocks
