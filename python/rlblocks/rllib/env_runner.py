@@ -473,13 +473,13 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         """Whether the loop steps the sub-envs itself (:class:`_SubEnvs`): RLlib's vector
         env is gymnasium's ``SyncVectorEnv`` under ``DictInfoToList`` alone, in next-step
         autoreset, and rlblocks' preprocessor takes the per-env observations."""
-        vec: Any = self.env.unwrapped
+        vec = self.env.unwrapped
         first = self._pieces[0] if self._pieces else None
         prep = first.preprocessor if isinstance(first, FlattenObservationsBatched) else None
         return (
             type(vec) is SyncVectorEnv
-            and getattr(self.env, "env", None) is vec
             and vec.autoreset_mode == AutoresetMode.NEXT_STEP
+            and getattr(self.env, "env", None) is vec
             and prep is not None
             and type(prep).__name__ != "NoPreprocessor"
         )
