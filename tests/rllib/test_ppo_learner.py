@@ -192,3 +192,30 @@ def test_plain_adam_is_rebuilt_fused_with_the_same_steps():
     assert fused_adam_like(sgd) is sgd
     ams = torch.optim.Adam(a, amsgrad=True)
     assert fused_adam_like(ams) is ams
+
+
+def test_polyak_average_is_rllibs_target_update_bit_for_bit():
+    """``FastTargetUpdates``' average: the same tensors as RLlib's ``update_target_network``
+    (float parameters and buffers, and an integer buffer), for several ``tau``."""
+    import copy
+
+    from ray.rllib.utils.torch_utils import update_target_network
+    from rlblocks.rllib.learner import polyak_average
+
+    torch.manual_seed(1)
+    main = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 2))
+    main(torch.randn(16, 4))  # running statistics and the integer batch counter move
+    target = copy.deepcopy(main)
+    with torch.no_grad():
+        for t in target.state_dict().values():
+            t.copy_(torch.randint(0, 9, t.shape) if not t.is_floating_point() else torch.randn_like(t))
+    reference = copy.deepcopy(target)
+    for tau in (0.005, 0.3, 1.0):
+        update_target_network(main_net=main, target_net=reference, tau=tau)
+        polyak_average(main, target, tau)
+        for (key, want), got in zip(
+            reference.state_dict().items(), target.state_dict().values(), strict=True
+        ):
+            assert want.dtype == got.dtype and torch.equal(want, got), (tau, key)
+    with pytest.raises(ValueError, match="different keys"):
+        polyak_average(main, torch.nn.Linear(4, 8), 0.5)

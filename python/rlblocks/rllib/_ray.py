@@ -10,6 +10,7 @@ from __future__ import annotations
 try:
     import ray
     from ray.rllib.algorithms.dqn.dqn import DQN, calculate_rr_weights
+    from ray.rllib.algorithms.dqn.dqn_learner import DQNLearner
     from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
     from ray.rllib.algorithms.ppo.ppo import (
         LEARNER_RESULTS_KL_KEY,
@@ -50,6 +51,7 @@ try:
         ENV_RUNNER_RESULTS,
         ENV_RUNNER_SAMPLING_TIMER,
         ENV_STEP_TIMER,
+        LAST_TARGET_UPDATE_TS,
         LEARNER_RESULTS,
         LEARNER_UPDATE_TIMER,
         MODULE_TRAIN_BATCH_SIZE_MEAN,
@@ -59,6 +61,7 @@ try:
         NUM_ENV_STEPS_TRAINED_LIFETIME,
         NUM_MODULE_STEPS_TRAINED,
         NUM_MODULE_STEPS_TRAINED_LIFETIME,
+        NUM_TARGET_UPDATES,
         REPLAY_BUFFER_ADD_DATA_TIMER,
         REPLAY_BUFFER_RESULTS,
         REPLAY_BUFFER_SAMPLE_TIMER,
@@ -87,6 +90,9 @@ __all__ = [
     "SACTorchLearner",
     "TorchLearner",
     "DQNTorchLearner",
+    "DQNLearner",
+    "LAST_TARGET_UPDATE_TS",
+    "NUM_TARGET_UPDATES",
     "DQN",
     "calculate_rr_weights",
     "SAC",
