@@ -203,12 +203,14 @@ def test_polyak_average_is_rllibs_target_update_bit_for_bit():
     from rlblocks.rllib.learner import polyak_average
 
     torch.manual_seed(1)
-    main = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 2))
+    layers = torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 2)
+    main = torch.nn.Sequential(*layers)
     main(torch.randn(16, 4))  # running statistics and the integer batch counter move
     target = copy.deepcopy(main)
     with torch.no_grad():
         for t in target.state_dict().values():
-            t.copy_(torch.randint(0, 9, t.shape) if not t.is_floating_point() else torch.randn_like(t))
+            floats = t.is_floating_point()
+            t.copy_(torch.randn_like(t) if floats else torch.randint(0, 9, t.shape))
     reference = copy.deepcopy(target)
     for tau in (0.005, 0.3, 1.0):
         update_target_network(main_net=main, target_net=reference, tau=tau)
