@@ -190,6 +190,12 @@ def test_refusals_name_what_the_arrays_do_not_cover():
     assert "n_step" in array_replay_refusal(_dqn_config(n_step=(1, 3)))
     buffer = {"type": "MultiAgentEpisodeReplayBuffer", "capacity": 100}
     assert "replay buffer" in array_replay_refusal(_dqn_config(replay_buffer_config=buffer))
+    # a key the arrays would ignore keeps RLlib's buffer, which reads it
+    unknown = {"type": "EpisodeReplayBuffer", "storage_unit": "episodes"}
+    refusal = array_replay_refusal(_dqn_config(replay_buffer_config=unknown))
+    assert "'storage_unit'" in refusal
+    sizes = {"type": "EpisodeReplayBuffer", "capacity": 100, "batch_size_B": 8}
+    assert array_replay_refusal(_dqn_config(replay_buffer_config=sizes)) is None
 
 
 def test_train_batch_has_the_columns_and_dtypes_of_rllibs_learner_connector():

@@ -49,13 +49,35 @@ def _prioritized(buffer_type: Any) -> bool | None:
     return None
 
 
+#: The ``replay_buffer_config`` keys the arrays take. ``batch_size_B`` / ``batch_length_T``
+#: are sequence-sampling sizes that RLlib's DQN / SAC sampling of n-step transitions does
+#: not read either, and ``metrics_num_episodes_for_smoothing`` (which RLlib's algorithm
+#: always sets) smooths the buffer's own ``replay_buffer`` metrics, which the arrays do not
+#: report; any other key keeps RLlib's buffer, which reads it.
+ARRAY_REPLAY_KEYS = frozenset(
+    {
+        "type",
+        "capacity",
+        "alpha",
+        "beta",
+        "batch_size_B",
+        "batch_length_T",
+        "metrics_num_episodes_for_smoothing",
+    }
+)
+
+
 def array_replay_refusal(config: Any) -> str | None:
     """Why :class:`EpisodeArrayReplay` cannot stand in for the config's replay buffer (None:
-    it can): another buffer type, a range of n-steps, a recurrent (sequence-sampled) module
-    or a multi-agent run."""
-    buffer_type = (config.replay_buffer_config or {}).get("type")
+    it can): another buffer type, a key of ``replay_buffer_config`` it does not honour, a
+    range of n-steps, a recurrent (sequence-sampled) module or a multi-agent run."""
+    buffer_config = config.replay_buffer_config or {}
+    buffer_type = buffer_config.get("type")
     if _prioritized(buffer_type) is None:
         return f"replay buffer {buffer_type!r} (not RLlib's (Prioritized)EpisodeReplayBuffer)"
+    others = sorted(set(buffer_config) - ARRAY_REPLAY_KEYS)
+    if others:
+        return f"replay_buffer_config key(s) {others} (the arrays honour {sorted(ARRAY_REPLAY_KEYS)})"
     if not isinstance(config.n_step, int):
         return f"n_step={config.n_step!r} (a range of n-steps)"
     if config.is_multi_agent:

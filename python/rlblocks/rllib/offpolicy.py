@@ -102,11 +102,11 @@ class _ArrayReplayIteration:
         algo, replay = self.algo, self.replay
         assert replay is not None
         config = algo.config
+        size = config.total_train_batch_size
         with algo.metrics.log_time((TIMERS, REPLAY_BUFFER_SAMPLE_TIMER)):
             beta = (config.replay_buffer_config or {}).get("beta", 0.4)
-            batch = replay.sample(config.total_train_batch_size, beta)
+            batch = replay.sample(size, beta)
         with algo.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
-            size = config.total_train_batch_size
             results = algo.learner_group.update(
                 batch=MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(batch)}, env_steps=size),
                 timesteps={
