@@ -77,7 +77,7 @@ def array_replay_refusal(config: Any) -> str | None:
         return f"replay buffer {buffer_type!r} (not RLlib's (Prioritized)EpisodeReplayBuffer)"
     others = sorted(set(buffer_config) - ARRAY_REPLAY_KEYS)
     if others:
-        return f"replay_buffer_config key(s) {others} (the arrays honour {sorted(ARRAY_REPLAY_KEYS)})"
+        return f"replay_buffer_config key(s) {others} (the arrays take {sorted(ARRAY_REPLAY_KEYS)})"
     if not isinstance(config.n_step, int):
         return f"n_step={config.n_step!r} (a range of n-steps)"
     if config.is_multi_agent:
