@@ -29,6 +29,7 @@ __all__ = [
     "get_activation_fn",
     "is_symbolic",
     "make_activation",
+    "tanh",
     "tanh_cpu",
 ]
 
@@ -101,18 +102,29 @@ class Tanh(nn.Tanh):
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # is_symbolic() first: under torch.export a numel test on a dynamic batch would
-        # specialise the batch size
-        if (
-            is_symbolic()
-            or x.device.type != "cpu"
-            or x.dtype not in (torch.float32, torch.float64)
-            or x.numel() < FAST_TANH_MIN_NUMEL
-        ):
-            return torch.tanh(x)
-        if torch.is_grad_enabled() and x.requires_grad:
-            return _FastTanh.apply(x)
-        return tanh_cpu(x)
+        return tanh(x)
+
+
+def tanh(x: torch.Tensor) -> torch.Tensor:
+    """:class:`Tanh`'s forward as a function (autograd included).
+
+    Examples:
+        >>> x = torch.linspace(-3, 3, 5000, requires_grad=True)
+        >>> bool(torch.equal(tanh(x), Tanh()(x)))
+        True
+    """
+    # is_symbolic() first: under torch.export a numel test on a dynamic batch would
+    # specialise the batch size
+    if (
+        is_symbolic()
+        or x.device.type != "cpu"
+        or x.dtype not in (torch.float32, torch.float64)
+        or x.numel() < FAST_TANH_MIN_NUMEL
+    ):
+        return torch.tanh(x)
+    if torch.is_grad_enabled() and x.requires_grad:
+        return _FastTanh.apply(x)
+    return tanh_cpu(x)
 
 
 _ALIASES: dict[str, type[nn.Module]] = {

@@ -274,6 +274,42 @@ def test_sac_train_forward_keeps_the_actor_loss_off_the_critics():
     assert all(p.requires_grad for p in module.qf.parameters())  # restored after the pass
 
 
+@pytest.mark.parametrize("space", [Box(-1, 1, (2,)), Discrete(3)], ids=["box", "discrete"])
+def test_sac_plain_tensor_pass_equals_calling_the_modules(space):
+    """The SAC module runs the catalog's FC networks as plain tensors (no ``nn.Module``
+    calls); with a hook set it calls the modules. Both give the same outputs and
+    gradients, and the same random draws."""
+    module = build("SAC", OBS, space, twin_q=True)
+    actions = torch.from_numpy(np.stack([space.sample() for _ in range(64)]))
+    batch = {Columns.OBS: obs_batch(seed=3), Columns.NEXT_OBS: obs_batch(seed=4)}
+    batch[Columns.ACTIONS] = actions
+
+    def run() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        module.zero_grad(set_to_none=True)
+        torch.manual_seed(7)
+        out = module.forward_train(batch)
+        sum(v.sum() for v in out.values() if torch.is_tensor(v) and v.requires_grad).backward()
+        grads = {n: p.grad.clone() for n, p in module.named_parameters() if p.grad is not None}
+        return {k: v.detach().clone() for k, v in out.items() if torch.is_tensor(v)}, grads
+
+    networks = [module.pi, module.qf, module.qf_twin, module.target_qf, module.target_qf_twin]
+    assert module._plain(module.pi) is not None
+    plain_out, plain_grads = run()
+    hooks = [net.register_forward_hook(lambda *args: None) for net in networks]
+    try:
+        assert module._plain(module.pi) is None
+        module_out, module_grads = run()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert sorted(plain_out) == sorted(module_out) and sorted(plain_grads) == sorted(module_grads)
+    assert any("qf" in name for name in plain_grads) and any("pi" in n for n in plain_grads)
+    for key in plain_out:
+        torch.testing.assert_close(plain_out[key], module_out[key], rtol=1e-6, atol=1e-6)
+    for name in plain_grads:
+        torch.testing.assert_close(plain_grads[name], module_grads[name], rtol=1e-5, atol=1e-6)
+
+
 def test_discrete_sac_outputs():
     module = build("SAC", OBS, Discrete(3), twin_q=True)
     out = module.forward_train(

@@ -7,7 +7,9 @@ keeps the whole class (env creation, module, connector pipelines and their state
 checkpoints, metrics, callbacks' ``on_sample_end``, fault tolerance) and replaces the
 sampling loop: per step it turns the vector env's batched observation into the model input
 in one C++ call (the run's :class:`~rlblocks.rllib.FlattenObservationsBatched` and
-:class:`~rlblocks.rllib.MeanStdFilterBatched`, with their state), runs the module once,
+:class:`~rlblocks.rllib.MeanStdFilterBatched`, with their state; on gymnasium's
+``SyncVectorEnv`` it steps the sub-envs itself and hands their observations to that call
+unbatched, skipping the vector env's own nested batching and deep copy), runs the module once,
 draws the actions from the module's distribution as RLlib's ``GetActions`` does, and keeps
 everything in arrays; the ``SingleAgentEpisode`` chunks (observations, actions, rewards,
 terminated / truncated, infos, ``action_logp``, ``action_dist_inputs``, recurrent state,

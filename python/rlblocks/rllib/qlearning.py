@@ -55,6 +55,7 @@ from rlblocks.rllib._ray import (
 )
 from rlblocks.rllib.distribution import RLBlocksDistribution
 from rlblocks.rllib.module import MASK_KEY, OBS_KEY, is_mask_space, rlblocks_model_config
+from rlblocks.train.fast.dense_layers import FCLayers
 
 __all__ = [
     "ATOMS",
@@ -380,16 +381,39 @@ class RLBlocksSACRLModule(_QModule):
         return names
 
     # --- networks -----------------------------------------------------------------------------
+    def _plain(self, model: torch.nn.Module) -> FCLayers | None:
+        """``model`` as plain tensors (the same arithmetic and autograd graph without
+        ``nn.Module`` calls, which cost more than these small networks' arithmetic), or
+        None: not the catalog's fully connected network, or a hook or a replaced layer."""
+        cache = self.__dict__.setdefault("_plain_layers", {})  # not a submodule
+        entry = cache.get(id(model))
+        if entry is None or entry[0] is not model:
+            entry = cache[id(model)] = (model, FCLayers.from_model(model))
+        layers = entry[1]
+        return layers if layers is not None and layers.matches_model(training=True) else None
+
     def _pi(self, obs: Any) -> torch.Tensor:
-        out, _ = self.pi(self._split(obs)[0])
+        inputs = self._split(obs)[0]
+        plain = self._plain(self.pi)
+        if plain is not None:
+            return plain.forward_graph(inputs["obs"])
+        out, _ = self.pi(inputs)
         return out
 
     def _critic_q(self, critic: ModelV2, obs: Any, actions: Any = None) -> torch.Tensor:
         """``[B]`` Q-values of ``actions`` (Box), or ``[B, n]`` of every action (Discrete)."""
-        features, _ = critic(self._split(obs)[0])
+        inputs = self._split(obs)[0]
         if not isinstance(critic, ContinuousActionQModel):  # Discrete: Q of every action
-            return features
-        return critic.get_single_q_value(features, torch.as_tensor(actions)).squeeze(-1)
+            plain = self._plain(critic)
+            return plain.forward_graph(inputs["obs"]) if plain is not None else critic(inputs)[0]
+        base, head = self._plain(critic.base_model), self._plain(critic.q_head)
+        if base is None or head is None or critic._forward_hooks or critic._forward_pre_hooks:
+            features, _ = critic(inputs)
+            return critic.get_single_q_value(features, torch.as_tensor(actions)).squeeze(-1)
+        features = base.forward_graph(inputs["obs"])
+        action = torch.as_tensor(actions)
+        flat_action = action.reshape(action.shape[0], -1).to(features.dtype)
+        return head.forward_graph(torch.cat([features, flat_action], dim=-1)).squeeze(-1)
 
     def compute_q_values(self, batch: dict[str, Any]) -> torch.Tensor:
         """``min`` over the critics (one without ``twin_q``) of ``Q(obs, actions)``."""
@@ -439,12 +463,16 @@ class RLBlocksSACRLModule(_QModule):
         out[QF_PREDS] = self._critic_q(self.qf, obs, actions)
         if self.twin_q:
             out[QF_TWIN_PREDS] = self._critic_q(self.qf_twin, obs, actions)
-        logits, logits_next = self._pi(obs), self._pi(next_obs)
+        logits = self._pi(obs)
+        with torch.no_grad():  # the next step's terms only enter the (detached) target
+            logits_next = self._pi(next_obs)
         out[Columns.ACTION_DIST_INPUTS], out[ACTION_DIST_INPUTS_NEXT] = logits, logits_next
         dist_cls = self.get_train_action_dist_cls()
         resampled, out["logp_resampled"] = dist_cls.from_logits(logits).rsample_and_logp()
-        next_actions, next_logp = dist_cls.from_logits(logits_next).sample_and_logp()
-        out["logp_next_resampled"] = next_logp.detach()
+        with torch.no_grad():
+            next_actions, out["logp_next_resampled"] = dist_cls.from_logits(
+                logits_next
+            ).sample_and_logp()
         critics = [self.qf] + ([self.qf_twin] if self.twin_q else [])
         for critic in critics:  # the actor's loss must not train the critics
             critic.requires_grad_(False)
@@ -453,7 +481,8 @@ class RLBlocksSACRLModule(_QModule):
         finally:
             for critic in critics:
                 critic.requires_grad_(True)
-        out["q_target_next"] = self.forward_target(
-            {Columns.OBS: next_obs, Columns.ACTIONS: next_actions.detach()}
-        ).detach()
+        with torch.no_grad():
+            out["q_target_next"] = self.forward_target(
+                {Columns.OBS: next_obs, Columns.ACTIONS: next_actions}
+            )
         return out

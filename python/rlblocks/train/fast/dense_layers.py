@@ -33,6 +33,7 @@ from torch import nn
 from torch.nn.utils.parametrize import is_parametrized
 
 from rlblocks import _core
+from rlblocks.activations import tanh
 from rlblocks.models.fcnet import FullyConnectedNetwork
 from rlblocks.models.misc import SlimFC, tanh_cpu
 
@@ -65,6 +66,16 @@ class Dense:
             return torch.tanh_(y)
         if self.activation == "relu":
             return torch.relu_(y)
+        return y
+
+    def forward_graph(self, x: torch.Tensor) -> torch.Tensor:
+        """What the module computes (``nn.Linear`` then the activation), autograd included,
+        without the module calls."""
+        y = torch.nn.functional.linear(x, self.weight, self.bias)
+        if self.activation == "tanh":
+            return tanh(y)
+        if self.activation == "relu":
+            return torch.relu(y)
         return y
 
     def backward(
@@ -249,6 +260,19 @@ class FCLayers:
     def flat_input(self, obs: torch.Tensor) -> torch.Tensor:
         """The network's input ``[B, n]`` (float) for a batch of flat observations."""
         return obs.reshape(obs.shape[0], -1).float()
+
+    def forward_graph(self, obs: torch.Tensor) -> torch.Tensor:
+        """The model's outputs ``[B, num_outputs]`` (its features without a logits layer),
+        autograd included: gradients reach the model's parameters as through calling it.
+        Check :meth:`matches_model` with ``training=True`` first."""
+        x = self.flat_input(obs)
+        for layer in self.trunk:
+            x = layer.forward_graph(x)
+        if self.logits is not None:
+            x = self.logits.forward_graph(x)
+        if self.free_log_std is not None:
+            x = torch.cat([x, self.free_log_std.expand(x.shape[0], -1)], 1)
+        return x
 
     def infer(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(outputs [B, num_outputs], values [B])``: the model's forward and
