@@ -445,3 +445,96 @@ def test_dqn_learns_a_nested_dict_masked_env():
     best, steps, secs = train_until(config, 15.0, max_seconds=120)
     print(f"\nDQN MaskedPick: mean return {best:.1f} after {steps} steps, {secs:.1f} s")
     assert best >= 15.0
+
+
+@pytest.mark.parametrize("twin_q", [True, False], ids=["twin", "single"])
+def test_sac_closed_form_update_equals_rllibs_learner(twin_q):
+    """``RLBlocksSACTorchLearner``'s closed-form update for rlblocks' FC SAC module: the
+    same gradients (actor, critics, temperature), target updates, TD errors and metrics as
+    RLlib's autograd update of the same learner from the same state and seed."""
+    from ray.rllib.algorithms.sac import SACConfig
+    from ray.rllib.core import DEFAULT_MODULE_ID
+    from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+    from rlblocks.rllib import RLBlocksSACTorchLearner
+
+    config = (
+        SACConfig()
+        .environment("Pendulum-v1")
+        .rl_module(rl_module_spec=rl_module_spec(MODEL, algo="SAC"))
+        .training(twin_q=twin_q, tau=0.3, train_batch_size_per_learner=64, initial_alpha=0.5)
+        .learners(num_learners=0, learner_class=RLBlocksSACTorchLearner)
+        .debugging(seed=0)
+    )
+    learner = config.build_learner_group(env=gym.make("Pendulum-v1"))._learner
+    module = learner.module[DEFAULT_MODULE_ID]
+    rng = np.random.default_rng(0)
+    n = 64
+    columns = {
+        "obs": rng.normal(size=(n, 3)).astype(np.float32),
+        "new_obs": rng.normal(size=(n, 3)).astype(np.float32),
+        "actions": rng.uniform(-1, 1, (n, 1)).astype(np.float32),
+        "rewards": rng.normal(size=n).astype(np.float32) * 5,  # Huber's both branches
+        "terminateds": rng.random(n) < 0.2,
+        "truncateds": np.zeros(n, bool),
+        "n_step": rng.integers(1, 4, n),
+        "weights": rng.uniform(0.2, 1.0, n).astype(np.float32),
+    }
+    start = learner.get_state()
+    log_alpha = learner.curr_log_alpha[DEFAULT_MODULE_ID]
+    start_log_alpha = log_alpha.detach().clone()  # not in the learner's state
+    names = {
+        ref: name
+        for name, p in module.named_parameters()
+        for ref, q in learner._params.items()
+        if q is p
+    }
+    names[learner.get_param_ref(learner.curr_log_alpha[DEFAULT_MODULE_ID])] = "log_alpha"
+    apply = learner.apply_gradients
+
+    def update() -> tuple[dict[str, Any], dict[str, torch.Tensor], dict[str, Any]]:
+        grads: dict[str, Any] = {}
+
+        def record(gradients: dict[Any, Any]) -> None:
+            grads.update({names[r]: None if g is None else g.clone() for r, g in gradients.items()})
+            apply(gradients)
+
+        learner.apply_gradients = record
+        torch.manual_seed(11)
+        batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(columns)}, env_steps=n)
+        results = learner.update(batch=batch, timesteps={"num_env_steps_sampled_lifetime": 1})
+        del learner.apply_gradients
+        state = {k: v.detach().clone() for k, v in module.state_dict().items()}
+        return grads, state, results[DEFAULT_MODULE_ID]
+
+    serves = {DEFAULT_MODULE_ID: {"weights": 0, "n_step": 0}}
+    assert learner._closed_form(serves) is not None
+    fast_grads, fast_state, fast_metrics = update()
+    learner.set_state(start)
+    with torch.no_grad():
+        log_alpha.copy_(start_log_alpha)
+    hook = module.pi.register_forward_hook(lambda *args: None)  # RLlib's autograd path
+    try:
+        assert learner._closed_form(serves) is None
+        ref_grads, ref_state, ref_metrics = update()
+    finally:
+        hook.remove()
+    assert sorted(fast_grads) == sorted(ref_grads) and "log_alpha" in ref_grads
+    for name, ref in ref_grads.items():
+        if ref is None:  # the unused value branches
+            assert fast_grads[name] is None, name
+        else:
+            torch.testing.assert_close(fast_grads[name], ref, rtol=1e-4, atol=1e-6, msg=name)
+    assert any("qf_twin" in n for n in ref_grads) is twin_q
+    for key, ref in ref_state.items():  # after the optimizer steps and the target update
+        torch.testing.assert_close(fast_state[key], ref, rtol=1e-4, atol=1e-5, msg=key)
+    assert sorted(fast_metrics) == sorted(ref_metrics)
+    np.testing.assert_allclose(
+        np.asarray(fast_metrics["td_error"].peek()),
+        np.asarray(ref_metrics["td_error"].peek()),
+        rtol=1e-5,
+    )
+    keys = ["qf_loss", "policy_loss", "alpha_loss", "alpha_value", "qf_mean", "logps", "qf_max"]
+    for key in keys + (["qf_twin_loss"] if twin_q else []):
+        np.testing.assert_allclose(
+            float(fast_metrics[key].peek()), float(ref_metrics[key].peek()), rtol=1e-4, atol=1e-5
+        )

@@ -19,6 +19,15 @@ try:
     )
     from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
     from ray.rllib.algorithms.sac.sac import SAC
+    from ray.rllib.algorithms.sac.sac_learner import (
+        LOGPS_KEY,
+        QF_LOSS_KEY,
+        QF_MAX_KEY,
+        QF_MEAN_KEY,
+        QF_MIN_KEY,
+        QF_TWIN_LOSS_KEY,
+        TD_ERROR_MEAN_KEY,
+    )
     from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
     from ray.rllib.callbacks.callbacks import RLlibCallback
     from ray.rllib.connectors.connector_v2 import ConnectorV2
@@ -91,6 +100,13 @@ __all__ = [
     "TorchLearner",
     "DQNTorchLearner",
     "DQNLearner",
+    "LOGPS_KEY",
+    "QF_LOSS_KEY",
+    "QF_MAX_KEY",
+    "QF_MEAN_KEY",
+    "QF_MIN_KEY",
+    "QF_TWIN_LOSS_KEY",
+    "TD_ERROR_MEAN_KEY",
     "LAST_TARGET_UPDATE_TS",
     "NUM_TARGET_UPDATES",
     "DQN",

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlblocks.distributions import SquashedGaussian
 from rlblocks.rllib._ray import (
     ALL_MODULES,
     DIFF_NUM_GRAD_UPDATES_VS_SAMPLER_POLICY,
@@ -45,6 +46,7 @@ from rlblocks.rllib._ray import (
     LEARNER_RESULTS_KL_KEY,
     LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY,
     LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY,
+    LOGPS_KEY,
     MODULE_TRAIN_BATCH_SIZE_MEAN,
     NUM_ENV_STEPS_SAMPLED_LIFETIME,
     NUM_ENV_STEPS_TRAINED,
@@ -53,6 +55,13 @@ from rlblocks.rllib._ray import (
     NUM_MODULE_STEPS_TRAINED_LIFETIME,
     NUM_TARGET_UPDATES,
     POLICY_LOSS_KEY,
+    QF_LOSS_KEY,
+    QF_MAX_KEY,
+    QF_MEAN_KEY,
+    QF_MIN_KEY,
+    QF_TWIN_LOSS_KEY,
+    TD_ERROR_KEY,
+    TD_ERROR_MEAN_KEY,
     VF_LOSS_KEY,
     WEIGHTS_SEQ_NO,
     Columns,
@@ -67,7 +76,9 @@ from rlblocks.rllib._ray import (
     explained_variance,
 )
 from rlblocks.rllib.module import RLBlocksAPPORLModule, RLBlocksRLModule
+from rlblocks.rllib.qlearning import RLBlocksSACRLModule
 from rlblocks.train.fast import FCBackprop, make_adam
+from rlblocks.train.fast.sac_backprop import SACBackprop
 
 __all__ = ["RLBlocksPPOTorchLearner", "minibatch_rows"]
 
@@ -396,6 +407,103 @@ class RLBlocksDQNTorchLearner(FastOptimizerSteps, FastTargetUpdates, DQNTorchLea
 
 
 class RLBlocksSACTorchLearner(FastOptimizerSteps, FastTargetUpdates, SACTorchLearner):  # type: ignore[misc]
-    """``SACTorchLearner`` (its losses and temperature tuning) with
-    :class:`FastOptimizerSteps` and :class:`FastTargetUpdates`; ``rlblocks train --backend
-    rllib --algo SAC`` uses it."""
+    """``SACTorchLearner`` with :class:`FastOptimizerSteps`, :class:`FastTargetUpdates` and,
+    for rlblocks' SAC module with the catalog's FC actor and critics and a squashed-Gaussian
+    head, RLlib's continuous SAC loss (Huber critic losses with the replay weights, the
+    actor loss on the current critics, the temperature loss) with its gradients in closed
+    form (:class:`~rlblocks.train.fast.sac_backprop.SACBackprop`): the same random draws
+    in the same order, the same metrics, RLlib's gradient postprocessing and optimizers.
+    Everything else runs RLlib's update. ``rlblocks train --backend rllib --algo SAC`` uses
+    it."""
+
+    def _update(self, batch: dict[str, Any]) -> tuple[Any, Any, Any]:
+        closed_form = self._closed_form(batch)
+        if closed_form is None:
+            return super()._update(batch)
+        module_id, fast = closed_form
+        self._compute_off_policyness(batch)
+        loss = self._closed_form_step(module_id, fast, batch[module_id])
+        self.apply_gradients(self.postprocess_gradients(self._module_grads(module_id)))
+        return {}, {module_id: loss}, {}
+
+    def _closed_form(self, batch: dict[str, Any]) -> tuple[Any, SACBackprop] | None:
+        """``(module id, the closed form)`` when it applies to this update, else None."""
+        if len(batch) != 1 or self._torch_compile_complete_update or self._grad_scalers:
+            return None
+        (module_id,) = batch
+        module = self.module[module_id].unwrapped()
+        columns = batch[module_id]
+        if (
+            type(module) is not RLBlocksSACRLModule
+            or module.discrete
+            or module.dist_fn is not SquashedGaussian
+            or "weights" not in columns
+            or "n_step" not in columns
+        ):
+            return None
+        critics = [module.qf, *([module.qf_twin] if module.twin_q else [])]
+        targets = [module.target_qf, *([module.target_qf_twin] if module.twin_q else [])]
+        cache = self.__dict__.setdefault("_sac_closed_forms", {})
+        key = (module_id, id(module.pi), *map(id, critics), *map(id, targets))
+        if key not in cache:
+            cache[key] = SACBackprop.build(module.pi, critics, targets)
+        fast = cache[key]
+        return (module_id, fast) if fast is not None and fast.usable() else None
+
+    def _closed_form_step(self, module_id: Any, fast: SACBackprop, batch: dict[str, Any]) -> Any:
+        """``SACTorchLearner._compute_loss_for_module_continuous`` and its ``backward``s:
+        writes the gradients of the actor, critics and temperature and logs the same
+        metrics; returns the total loss."""
+        config = self.config.get_config_for_module(module_id)
+        for _, optimizer in self.get_optimizers_for_module(module_id):
+            optimizer.zero_grad(set_to_none=True)
+        log_alpha = self.curr_log_alpha[module_id]
+        alpha = torch.exp(log_alpha.detach())
+        obs = batch[Columns.OBS]
+        # RLlib's module draws the current observations' actions first, then the next ones
+        actor_loss, logp, q_curr = fast.actor_grads(obs, alpha)
+        discounts = (config.gamma ** batch["n_step"]) * (1.0 - batch[Columns.TERMINATEDS].float())
+        targets = fast.targets(batch[Columns.NEXT_OBS], batch[Columns.REWARDS], discounts, alpha)
+        (critic_loss, *twin), qs = fast.critic_grads(
+            obs, batch[Columns.ACTIONS], targets, batch["weights"], huber=True
+        )
+        td_error = torch.abs(qs[0] - targets)
+        if twin:
+            td_error += torch.abs(qs[1] - targets)
+            td_error *= 0.5
+        entropy_term = logp + self.target_entropy[module_id]
+        alpha_loss = -torch.mean(log_alpha.detach() * entropy_term)
+        log_alpha.grad = -entropy_term.mean().expand_as(log_alpha).clone()
+
+        self.metrics.log_value(key=(module_id, TD_ERROR_KEY), value=td_error, reduce="item_series")
+        self.metrics.log_dict(
+            {
+                POLICY_LOSS_KEY: actor_loss,
+                QF_LOSS_KEY: critic_loss,
+                "alpha_loss": alpha_loss,
+                "alpha_value": alpha[0],
+                "log_alpha_value": torch.log(alpha)[0],
+                "target_entropy": self.target_entropy[module_id],
+                LOGPS_KEY: torch.mean(logp),
+                QF_MEAN_KEY: torch.mean(q_curr),
+                QF_MAX_KEY: torch.max(q_curr),
+                QF_MIN_KEY: torch.min(q_curr),
+                TD_ERROR_MEAN_KEY: torch.mean(td_error),
+            },
+            key=module_id,
+            window=1,
+        )
+        total = actor_loss + critic_loss + alpha_loss
+        if twin:
+            self.metrics.log_value(key=(module_id, QF_TWIN_LOSS_KEY), value=twin[0], window=1)
+            total += twin[0]
+        return total
+
+    def _module_grads(self, module_id: Any) -> dict[Any, Any]:
+        """``{param ref: .grad}`` of the module's optimizers' parameters, as RLlib's
+        ``compute_gradients`` collects them (None where the loss does not reach)."""
+        grads: dict[Any, Any] = {}
+        for _, optimizer in self.get_optimizers_for_module(module_id):
+            params = self.filter_param_dict_for_optimizer(self._params, optimizer)
+            grads.update({ref: p.grad for ref, p in params.items()})
+        return grads

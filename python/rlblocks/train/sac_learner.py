@@ -609,7 +609,8 @@ class SACLearner:
         self.critic_optimizer.zero_grad(set_to_none=True)
         if fast is not None:
             targets = fast.targets(t.next_obs, t.rewards, t.discounts, alpha)
-            qf_loss, qs = fast.critic_grads(t.obs, self._normalize(t.actions), targets, t.weights)
+            losses, qs = fast.critic_grads(t.obs, self._normalize(t.actions), targets, t.weights)
+            qf_loss = torch.stack(losses).sum()
         else:
             targets = self.targets(t)
             qf_loss, qs = self._critic_loss(t, targets)
@@ -621,7 +622,7 @@ class SACLearner:
         self.actor_optimizer.zero_grad(set_to_none=True)
         target_entropy: torch.Tensor | float = self.target_entropy
         if fast is not None:
-            actor_loss, neg_entropy = fast.actor_grads(t.obs, alpha)
+            actor_loss, neg_entropy, _ = fast.actor_grads(t.obs, alpha)
         else:
             actor_loss, neg_entropy, target_entropy = self._actor_loss(t, alpha)
             actor_loss.backward(inputs=actor_params)

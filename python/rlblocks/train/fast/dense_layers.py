@@ -163,14 +163,17 @@ def run_numpy(layers: NumpyWeights, x: np.ndarray) -> np.ndarray:
     return x
 
 
-def backward_stack(layers: list[Dense], acts: list[torch.Tensor], d_out: torch.Tensor) -> None:
+def backward_stack(
+    layers: list[Dense], acts: list[torch.Tensor], d_out: torch.Tensor, input_grad: bool = False
+) -> torch.Tensor | None:
     """Backward through ``layers`` given :func:`run_stack`'s ``acts`` and the output's
-    gradient; writes every layer's parameter gradients."""
-    d = d_out
+    gradient; writes every layer's parameter gradients and returns the input's gradient
+    when ``input_grad``."""
+    d: torch.Tensor | None = d_out
     for i in range(len(layers) - 1, -1, -1):
-        nxt = layers[i].backward(acts[i], acts[i + 1], d, need_dx=i > 0)
-        if nxt is not None:
-            d = nxt
+        assert d is not None
+        d = layers[i].backward(acts[i], acts[i + 1], d, need_dx=i > 0 or input_grad)
+    return d
 
 
 @dataclass

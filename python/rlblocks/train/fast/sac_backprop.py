@@ -84,7 +84,8 @@ def _hooked(module: nn.Module) -> bool:
 
 
 class _Critic:
-    """A ContinuousActionQModel over the pass-through base, as dense layers."""
+    """A ContinuousActionQModel as dense layers: the base's hidden layers (none for a
+    pass-through base) make the features, the ``q_head`` reads ``concat(features, action)``."""
 
     def __init__(self, module: ContinuousActionQModel, base: FCLayers, head: FCLayers) -> None:
         assert head.logits is not None
@@ -101,7 +102,6 @@ class _Critic:
         head = FCLayers.from_model(module.q_head)
         if (
             base is None
-            or base.trunk
             or base.logits is not None
             or base.free_log_std is not None
             or head is None
@@ -118,21 +118,38 @@ class _Critic:
             and self.head.matches_model(training)
         )
 
-    def q(self, x: torch.Tensor) -> list[torch.Tensor]:
-        """:func:`run_stack`'s activations for ``x = concat(obs, action)``."""
-        return run_stack(self.layers, x)
+    def q(
+        self, x: torch.Tensor, action: torch.Tensor
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """:func:`run_stack`'s activations of the base for the observations ``x`` and of
+        the head for ``concat(features, action)``."""
+        base_acts = run_stack(self.base.trunk, x)
+        return base_acts, run_stack(self.layers, torch.cat([base_acts[-1], action], 1))
 
-    def input_grad(self, acts: list[torch.Tensor], d_q: torch.Tensor) -> torch.Tensor:
-        """The gradient of the critic's input for ``d_q`` (``[B, 1]``); no weight gradient."""
+    def backward(
+        self, base_acts: list[torch.Tensor], head_acts: list[torch.Tensor], d_q: torch.Tensor
+    ) -> None:
+        """Writes the gradients of the critic's layers for ``d_q`` (``[B, 1]``)."""
+        _fresh_grads(self.layers)
+        if not self.base.trunk:
+            backward_stack(self.layers, head_acts, d_q)
+            return
+        d_in = backward_stack(self.layers, head_acts, d_q, input_grad=True)
+        assert d_in is not None
+        _fresh_grads(self.base.trunk)
+        backward_stack(self.base.trunk, base_acts, d_in[:, : base_acts[-1].shape[1]])
+
+    def action_grad(self, head_acts: list[torch.Tensor], d_q: torch.Tensor) -> torch.Tensor:
+        """The gradient of the action for ``d_q`` (``[B, 1]``); no weight gradient."""
         d = d_q
         for i in range(len(self.layers) - 1, -1, -1):
-            layer, y = self.layers[i], acts[i + 1]
+            layer, y = self.layers[i], head_acts[i + 1]
             if layer.activation == "relu":
                 d = torch.ops.aten.threshold_backward(d, y, 0)
             elif layer.activation == "tanh":
                 d = torch.ops.aten.tanh_backward(d, y)
             d = torch.mm(d, layer.weight)
-        return d
+        return d[:, head_acts[0].shape[1] - self.module.action_dim :]
 
 
 class SACBackprop:
@@ -230,8 +247,7 @@ class SACBackprop:
         """``y = r + d * (min_i Qtarg_i(s', a') - alpha * log pi(a'|s'))`` (``[B]``)."""
         x = self._flat(next_obs)
         draw = self._draw(x)
-        xa = torch.cat([x, draw.action], 1)
-        qs = [c.q(xa)[-1][:, 0] for c in self.target_critics]
+        qs = [c.q(x, draw.action)[1][-1][:, 0] for c in self.target_critics]
         q = torch.stack(qs).amin(0)
         return rewards + discounts * (q - alpha * draw.logp)
 
@@ -242,46 +258,51 @@ class SACBackprop:
         actions: torch.Tensor,
         targets: torch.Tensor,
         weights: torch.Tensor,
-    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """The critic loss and ``[Q_i(s, a)]`` for normalised ``actions``; writes the
-        gradients of the critics' layers (``.grad`` of the other parameters is left as
-        is)."""
-        xa = torch.cat([self._flat(obs), actions], 1)
-        b = xa.shape[0]
-        loss = torch.zeros((), device=xa.device)
-        qs = []
+        huber: bool = False,
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """``([loss_i], [Q_i(s, a)])`` for normalised ``actions``: per critic
+        ``0.5 * mean(w * (Q_i - y)^2)``, or with ``huber`` ``mean(w * huber(Q_i - y))``
+        (delta 1, RLlib's SAC loss); writes the gradients of the critics' layers (``.grad``
+        of the other parameters is left as is)."""
+        x = self._flat(obs)
+        b = x.shape[0]
+        losses, qs = [], []
         for critic in self.critics:
-            acts = critic.q(xa)
-            q = acts[-1][:, 0]
+            base_acts, head_acts = critic.q(x, actions)
+            q = head_acts[-1][:, 0]
             diff = q - targets
-            loss = loss + 0.5 * (weights * diff**2).mean()
-            _fresh_grads(critic.layers)
-            backward_stack(critic.layers, acts, (weights * diff / b)[:, None])
+            if huber:
+                err = diff.abs()
+                per_row = torch.where(err < 1.0, 0.5 * diff * diff, err - 0.5)
+                losses.append((weights * per_row).mean())
+                d_q = weights * diff.clamp(-1.0, 1.0) / b
+            else:
+                losses.append(0.5 * (weights * diff**2).mean())
+                d_q = weights * diff / b
+            critic.backward(base_acts, head_acts, d_q[:, None])
             qs.append(q)
-        return loss, qs
+        return losses, qs
 
     @torch.no_grad()
     def actor_grads(
         self, obs: torch.Tensor, alpha: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(actor loss, log pi(a~|s) [B])`` for one reparameterised draw per row; writes
-        the gradients of the actor's layers."""
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(actor loss, log pi(a~|s) [B], min_i Q_i(s, a~) [B])`` for one
+        reparameterised draw per row; writes the gradients of the actor's layers."""
         x = self._flat(obs)
         b = x.shape[0]
         draw = self._draw(x)
         action = draw.action
-        xa = torch.cat([x, action], 1)
-        critic_acts = [c.q(xa) for c in self.critics]
+        critic_acts = [c.q(x, action)[1] for c in self.critics]
         qs = [acts[-1][:, 0] for acts in critic_acts]
         q_min = torch.stack(qs).amin(0)
         logp = draw.logp
         loss = (alpha * logp - q_min).mean()
 
         # d loss / d action, through min_i Q_i(s, a~) (the critics' input gradients)
-        n_obs = x.shape[1]
         d_action = torch.zeros_like(action)
         for critic, acts, w in zip(self.critics, critic_acts, self._min_weights(qs), strict=True):
-            d_action += critic.input_grad(acts, (-w / b)[:, None])[:, n_obs:]
+            d_action += critic.action_grad(acts, (-w / b)[:, None])
         # the clamp of the squash (a tie with a bound gets half, as torch.maximum/minimum)
         squashed = draw.squashed
         at_bound = (squashed == 1.0) | (squashed == -1.0)
@@ -304,7 +325,7 @@ class SACBackprop:
 
         _fresh_grads(self.actor_layers)
         backward_stack(self.actor_layers, draw.acts, torch.cat([d_mean, d_raw], 1))
-        return loss, logp
+        return loss, logp, q_min
 
 
 def _fresh_grads(layers: list[Dense]) -> None:
