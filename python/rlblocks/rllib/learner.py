@@ -436,6 +436,7 @@ class RLBlocksSACTorchLearner(FastOptimizerSteps, FastTargetUpdates, SACTorchLea
         if (
             type(module) is not RLBlocksSACRLModule
             or module.discrete
+            or len(module.action_space.shape) != 1  # the closed form's actions are [B, A]
             or module.dist_fn is not SquashedGaussian
             or "weights" not in columns
             or "n_step" not in columns
