@@ -52,7 +52,8 @@ def test_native_equals_the_twin_and_float64(logits: np.ndarray, data: st.DataObj
     np.testing.assert_array_equal(index[clear], t_index[clear])
     np.testing.assert_array_equal(index[clear], exact[clear])
     np.testing.assert_allclose(logp, log_probs[np.arange(rows), index], rtol=1e-5, atol=2e-5)
-    np.testing.assert_allclose(logp, t_logp, rtol=1e-6, atol=2e-6)
+    same = index == t_index  # all rows but those on a boundary (above)
+    np.testing.assert_allclose(logp[same], t_logp[same], rtol=1e-6, atol=2e-6)
 
 
 @settings(max_examples=100, deadline=None)
