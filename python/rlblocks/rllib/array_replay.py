@@ -13,7 +13,11 @@ The semantics are RLlib's: uniform (``EpisodeReplayBuffer``) or proportional pri
 (``PrioritizedEpisodeReplayBuffer``: priority ``max(|td|, 1e-12) ** alpha``, new steps at the
 largest priority so far, importance weights ``(N P(i)) ** -beta`` over the largest possible
 one); an n-step transition stops at its episode's end (``terminateds``: no bootstrap) and at
-a truncation (bootstrapping from the final observation); ``capacity`` counts env steps.
+a truncation (bootstrapping from the final observation); ``capacity`` counts env steps. One
+departure: at the newest steps of an episode still running, a transition has fewer than n
+steps so far and is discounted by ``gamma ** k`` for the ``k`` steps it has (``n_step`` says
+``k``); RLlib's ``EpisodeReplayBuffer`` slices the same ``k`` steps but reports ``n_step = n``,
+so its learner bootstraps them with ``gamma ** n``.
 
 Chunks carry no sub-env index, so the rings are assigned by episode: a chunk continuing an
 episode goes to that episode's ring, a new episode takes a ring whose episode ended. There
