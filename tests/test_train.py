@@ -184,23 +184,27 @@ def test_private_torch_kernels_fall_back_to_the_public_api(breakage, monkeypatch
         torch.testing.assert_close(got[key], value, rtol=1e-5, atol=1e-6)
 
 
-def test_direct_fused_adam_step_equals_optimizer_step():
+@pytest.mark.parametrize("shapes", [[(300,)], [(7, 5), (5,), (3, 7), (3,)]])
+def test_direct_fused_adam_step_equals_optimizer_step(shapes):
     """The learner's direct call of the fused Adam kernel gives bit-identical parameters and
-    state to ``Adam.step()`` (lr changes included), and declines whenever it would differ:
-    before the state exists, with a step hook, with amsgrad."""
+    state to ``Adam.step()`` (lr changes included; one flat tensor or several, one of them
+    without a gradient on some steps), and declines whenever it would differ: before the
+    state exists, with a step hook, with amsgrad."""
     from rlblocks.train.fast import adam_step as _fused_adam_step
     from rlblocks.train.fast import make_adam as _adam
 
     torch.manual_seed(0)
-    a = torch.nn.Parameter(torch.randn(300))
-    b = torch.nn.Parameter(a.detach().clone())
-    ref, ours = _adam([a], 1e-3), _adam([b], 1e-3)
+    a = [torch.nn.Parameter(torch.randn(s)) for s in shapes]
+    b = [torch.nn.Parameter(x.detach().clone()) for x in a]
+    ref, ours = _adam(a, 1e-3), _adam(b, 1e-3)
     used = []
     for i in range(30):
-        g = torch.randn(300) * (i + 1)
-        a.grad, b.grad = g.clone(), g.clone()
+        for j, (x, y) in enumerate(zip(a, b, strict=True)):
+            skip = j == len(a) - 1 and len(a) > 1 and i % 3 == 2
+            g = None if skip else torch.randn(x.shape) * (i + 1)
+            x.grad, y.grad = g, None if g is None else g.clone()
         ref.step()
-        direct = _fused_adam_step(ours, b)
+        direct = _fused_adam_step(ours)
         if not direct:
             ours.step()
         used.append(direct)
@@ -208,16 +212,17 @@ def test_direct_fused_adam_step_equals_optimizer_step():
             for opt in (ref, ours):
                 opt.param_groups[0]["lr"] = 3e-4
     assert used[0] is False and all(used[1:])
-    assert torch.equal(a, b)
-    for key in ("exp_avg", "exp_avg_sq", "step"):
-        assert torch.equal(ref.state[a][key], ours.state[b][key])
+    for x, y in zip(a, b, strict=True):
+        assert torch.equal(x, y)
+        for key in ("exp_avg", "exp_avg_sq", "step"):
+            assert torch.equal(ref.state[x][key], ours.state[y][key])
 
     handle = ours.register_step_pre_hook(lambda *args: None)
-    assert not _fused_adam_step(ours, b)
+    assert not _fused_adam_step(ours)
     handle.remove()
-    ams = torch.optim.Adam([b], lr=1e-3, amsgrad=True, fused=True)
+    ams = torch.optim.Adam(b, lr=1e-3, amsgrad=True, fused=True)
     ams.step()
-    assert not _fused_adam_step(ams, b)
+    assert not _fused_adam_step(ams)
 
 
 # --- learning -------------------------------------------------------------------------------

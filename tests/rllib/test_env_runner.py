@@ -254,6 +254,33 @@ def test_dqn_acts_in_numpy_as_rllibs_runner_does_with_the_module(dueling: bool) 
     _sample_both(theirs, ours, calls * 3)
 
 
+@pytest.mark.parametrize("normalize", [True, False], ids=["normalized", "clipped"])
+def test_sac_acts_without_the_module_wrappers_as_rllibs_runner_does(normalize: bool) -> None:
+    """rlblocks' SAC module acts through its actor's plain tensors and its squashed
+    Gaussian directly: the same actions, ``action_logp`` and distribution inputs as the
+    module inside ``SingleAgentEnvRunner`` (draws and deterministic actions, unsquashed or
+    clipped into the env's Box)."""
+    from ray.rllib.algorithms.sac import SACConfig
+
+    model = {"fcnet_hiddens": [16, 16]}
+    config = (
+        SACConfig()
+        .environment("Pendulum-v1", clip_actions=not normalize, normalize_actions=normalize)
+        .rl_module(rl_module_spec=rl_module_spec(model, algo="SAC"))
+        .env_runners(
+            num_env_runners=0,
+            num_envs_per_env_runner=3,
+            env_to_module_connector=env_to_module(model),
+            rollout_fragment_length=23,
+        )
+        .debugging(seed=5)
+    )
+    theirs, ours = _both(config)
+    assert ours._sac_actor is not None and (ours._unsquash is not None) == normalize
+    calls = [{"num_timesteps": 90}, {"num_timesteps": 60, "explore": False}]
+    _sample_both(theirs, ours, calls * 2)
+
+
 def test_ppo_trains_on_its_episodes() -> None:
     """RLlib's PPO (learner connectors, GAE, loss) takes the chunks as they are."""
     config = (

@@ -195,12 +195,13 @@ def test_plain_adam_is_rebuilt_fused_with_the_same_steps():
 
 
 def test_polyak_average_is_rllibs_target_update_bit_for_bit():
-    """``FastTargetUpdates``' average: the same tensors as RLlib's ``update_target_network``
-    (float parameters and buffers, and an integer buffer), for several ``tau``."""
+    """``FastTargetUpdates``' averager: the same tensors as RLlib's ``update_target_network``
+    (float parameters and buffers, and an integer buffer), for several ``tau``, built once
+    while the main network keeps changing in place (as the optimizer changes it)."""
     import copy
 
     from ray.rllib.utils.torch_utils import update_target_network
-    from rlblocks.rllib.learner import polyak_average
+    from rlblocks.rllib.learner import PolyakAverager
 
     torch.manual_seed(1)
     layers = torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 2)
@@ -212,12 +213,17 @@ def test_polyak_average_is_rllibs_target_update_bit_for_bit():
             floats = t.is_floating_point()
             t.copy_(torch.randn_like(t) if floats else torch.randint(0, 9, t.shape))
     reference = copy.deepcopy(target)
+    average = PolyakAverager(main, target)
     for tau in (0.005, 0.3, 1.0):
+        main(torch.randn(16, 4))
+        with torch.no_grad():
+            for p in main.parameters():
+                p.add_(torch.randn_like(p))
         update_target_network(main_net=main, target_net=reference, tau=tau)
-        polyak_average(main, target, tau)
+        average(tau)
         for (key, want), got in zip(
             reference.state_dict().items(), target.state_dict().values(), strict=True
         ):
             assert want.dtype == got.dtype and torch.equal(want, got), (tau, key)
     with pytest.raises(ValueError, match="different keys"):
-        polyak_average(main, torch.nn.Linear(4, 8), 0.5)
+        PolyakAverager(main, torch.nn.Linear(4, 8))

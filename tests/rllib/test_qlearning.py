@@ -451,7 +451,8 @@ def test_dqn_learns_a_nested_dict_masked_env():
 def test_sac_closed_form_update_equals_rllibs_learner(twin_q):
     """``RLBlocksSACTorchLearner``'s closed-form update for rlblocks' FC SAC module: the
     same gradients (actor, critics, temperature), target updates, TD errors and metrics as
-    RLlib's autograd update of the same learner from the same state and seed."""
+    RLlib's autograd update of the same learner from the same state and seed, for the
+    first update and for a second one in a row (no gradient left by the first counts)."""
     from ray.rllib.algorithms.sac import SACConfig
     from ray.rllib.core import DEFAULT_MODULE_ID
     from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
@@ -491,7 +492,7 @@ def test_sac_closed_form_update_equals_rllibs_learner(twin_q):
     names[learner.get_param_ref(learner.curr_log_alpha[DEFAULT_MODULE_ID])] = "log_alpha"
     apply = learner.apply_gradients
 
-    def update() -> tuple[dict[str, Any], dict[str, torch.Tensor], dict[str, Any]]:
+    def update(seed: int) -> tuple[dict[str, Any], dict[str, torch.Tensor], dict[str, Any]]:
         grads: dict[str, Any] = {}
 
         def record(gradients: dict[Any, Any]) -> None:
@@ -499,42 +500,59 @@ def test_sac_closed_form_update_equals_rllibs_learner(twin_q):
             apply(gradients)
 
         learner.apply_gradients = record
-        torch.manual_seed(11)
+        torch.manual_seed(seed)
         batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(columns)}, env_steps=n)
         results = learner.update(batch=batch, timesteps={"num_env_steps_sampled_lifetime": 1})
         del learner.apply_gradients
         state = {k: v.detach().clone() for k, v in module.state_dict().items()}
         return grads, state, results[DEFAULT_MODULE_ID]
 
+    def restore(state: Any, alpha: torch.Tensor) -> None:
+        learner.set_state(state)
+        with torch.no_grad():
+            log_alpha.copy_(alpha)
+
+    # the closed form twice in a row (the second update starts with the first one's
+    # gradients set), then RLlib's autograd update from the same two starting points
     serves = {DEFAULT_MODULE_ID: {"weights": 0, "n_step": 0}}
     assert learner._closed_form(serves) is not None
-    fast_grads, fast_state, fast_metrics = update()
-    learner.set_state(start)
-    with torch.no_grad():
-        log_alpha.copy_(start_log_alpha)
+    fast = [update(11)]
+    middle, middle_log_alpha = learner.get_state(), log_alpha.detach().clone()
+    fast.append(update(12))
     hook = module.pi.register_forward_hook(lambda *args: None)  # RLlib's autograd path
     try:
         assert learner._closed_form(serves) is None
-        ref_grads, ref_state, ref_metrics = update()
+        restore(start, start_log_alpha)
+        ref = [update(11)]
+        restore(middle, middle_log_alpha)
+        ref.append(update(12))
     finally:
         hook.remove()
-    assert sorted(fast_grads) == sorted(ref_grads) and "log_alpha" in ref_grads
-    for name, ref in ref_grads.items():
-        if ref is None:  # the unused value branches
-            assert fast_grads[name] is None, name
-        else:
-            torch.testing.assert_close(fast_grads[name], ref, rtol=1e-4, atol=1e-6, msg=name)
-    assert any("qf_twin" in n for n in ref_grads) is twin_q
-    for key, ref in ref_state.items():  # after the optimizer steps and the target update
-        torch.testing.assert_close(fast_state[key], ref, rtol=1e-4, atol=1e-5, msg=key)
-    assert sorted(fast_metrics) == sorted(ref_metrics)
-    np.testing.assert_allclose(
-        np.asarray(fast_metrics["td_error"].peek()),
-        np.asarray(ref_metrics["td_error"].peek()),
-        rtol=1e-5,
-    )
-    keys = ["qf_loss", "policy_loss", "alpha_loss", "alpha_value", "qf_mean", "logps", "qf_max"]
-    for key in keys + (["qf_twin_loss"] if twin_q else []):
-        np.testing.assert_allclose(
-            float(fast_metrics[key].peek()), float(ref_metrics[key].peek()), rtol=1e-4, atol=1e-5
+    for (fast_grads, fast_state, fast_metrics), (ref_grads, ref_state, ref_metrics) in zip(
+        fast, ref, strict=True
+    ):
+        assert sorted(fast_grads) == sorted(ref_grads) and "log_alpha" in ref_grads
+        for name, want in ref_grads.items():
+            if want is None:  # the unused value branches
+                assert fast_grads[name] is None, name
+            else:
+                torch.testing.assert_close(
+                    fast_grads[name], want, rtol=1e-4, atol=1e-6, msg=lambda m, k=name: f"{k}: {m}"
+                )
+        assert any("qf_twin" in n for n in ref_grads) is twin_q
+        for key, want in ref_state.items():  # after the optimizer steps and the target update
+            torch.testing.assert_close(fast_state[key], want, rtol=1e-4, atol=1e-5, msg=key)
+        assert sorted(fast_metrics) == sorted(ref_metrics)
+        np.testing.assert_allclose(  # this update's TD errors: the series' last n
+            np.asarray(fast_metrics["td_error"].peek()).reshape(-1)[-n:],
+            np.asarray(ref_metrics["td_error"].peek()).reshape(-1)[-n:],
+            rtol=1e-5,
         )
+        keys = ["qf_loss", "policy_loss", "alpha_loss", "alpha_value", "qf_mean", "logps"]
+        for key in [*keys, "qf_max", *(["qf_twin_loss"] if twin_q else [])]:
+            np.testing.assert_allclose(
+                float(fast_metrics[key].peek()),
+                float(ref_metrics[key].peek()),
+                rtol=1e-4,
+                atol=1e-5,
+            )

@@ -69,9 +69,11 @@ from rlblocks.rllib._ray import (
 from rlblocks.rllib.connectors.atari_frames import AtariFramesBatched
 from rlblocks.rllib.connectors.flatten_observations import FlattenObservationsBatched
 from rlblocks.rllib.connectors.mean_std_filter import MeanStdFilterBatched
+from rlblocks.rllib.distribution import RLBlocksDistribution
 from rlblocks.rllib.module import MASK_KEY, OBS_KEY, RLBlocksAPPORLModule, RLBlocksRLModule
-from rlblocks.rllib.qlearning import RLBlocksDQNRLModule, uniform_actions
+from rlblocks.rllib.qlearning import RLBlocksDQNRLModule, RLBlocksSACRLModule, uniform_actions
 from rlblocks.train.fast import FCActor
+from rlblocks.train.fast.dense_layers import FCLayers
 from rlblocks.train.fast.q_layers import DenseQ
 
 __all__ = ["VectorEnvRunner"]
@@ -169,6 +171,8 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         self._serving_actor: FCActor | None = None
         self._q_actor: DenseQ | None = None
         self._serving_q: DenseQ | None = None
+        self._sac_actor: FCLayers | None = None
+        self._unsquash: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.fast_path_refusal: str | None = self._refusal()
         if self.fast_path_refusal is not None:
             logger.info("VectorEnvRunner runs RLlib's loop: %s", self.fast_path_refusal)
@@ -222,6 +226,8 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         self._has_box = any(isinstance(x, Box) for x in tree_leaves(self._action_struct))
         self._numpy_actor = self._fc_actor()
         self._q_actor = self._dense_q()
+        self._sac_actor = self._plain_sac_actor()
+        self._unsquash = self._box_unsquash()
         return None
 
     def _fc_actor(self) -> FCActor | None:
@@ -240,6 +246,53 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         if type(module) is not RLBlocksDQNRLModule or module.masked or module.num_atoms != 1:
             return None
         return DenseQ.from_body(module.q_model, module.uses_dueling)
+
+    def _plain_sac_actor(self) -> FCLayers | None:
+        """The actor of rlblocks' SAC module (Box actions, the catalog's FC network) as
+        plain tensors, when its distribution is rlblocks' (the module's own pass and draw
+        without the module and distribution wrappers); else None."""
+        module = self.module
+        if type(module) is not RLBlocksSACRLModule or module.discrete or module.masked:
+            return None
+        for dist_cls in (
+            module.get_exploration_action_dist_cls(),
+            module.get_inference_action_dist_cls(),
+        ):
+            if not (isinstance(dist_cls, type) and issubclass(dist_cls, RLBlocksDistribution)):
+                return None
+            if dist_cls.dist_fn is not module.dist_fn or dist_cls.model is not module.pi:
+                return None
+        return module._plain(module.pi)
+
+    def _act_sac(self, layers: FCLayers, obs: np.ndarray, explore: bool) -> Any:
+        """What the general path computes for rlblocks' SAC module (its ``_pi``, the bound
+        distribution's draw or deterministic action, ``logp`` of it), op for op."""
+        module = self.module
+        if module.training:
+            module.eval()
+        with torch.no_grad():
+            out = layers.forward_graph(torch.from_numpy(obs).to(self._device))
+            dist = module.dist_fn(out, module.pi)
+            actions = dist.sample() if explore else dist.deterministic_sample()
+            logp = dist.logp(actions)
+        actions = actions.cpu().numpy()
+        extra = {
+            Columns.ACTION_DIST_INPUTS: out.cpu().numpy(),
+            Columns.ACTION_LOGP: logp.cpu().numpy(),
+        }
+        return actions, self._for_env(actions), extra
+
+    def _box_unsquash(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """``(low, high - low, high)`` for :meth:`_for_env`'s unsquashing when the action
+        space is one bounded float Box and actions are normalized; else None."""
+        space = self._action_struct
+        if not (
+            self._normalize and isinstance(space, Box) and space.dtype in (np.float32, np.float64)
+        ):
+            return None
+        if not (np.all(space.bounded_below) and np.all(space.bounded_above)):
+            return None
+        return space.low, space.high - space.low, space.high
 
     def _act_epsilon_greedy(self, q_net: DenseQ, obs: np.ndarray, explore: bool, t: int) -> Any:
         """``RLBlocksDQNRLModule``'s actions with the Q-values computed in numpy: the same
@@ -349,6 +402,9 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         if self._serving_q is not None and isinstance(obs, np.ndarray):
             actions = self._act_epsilon_greedy(self._serving_q, obs, explore, t)
             return actions, actions, {}
+        sac = self._sac_actor
+        if sac is not None and isinstance(obs, np.ndarray) and sac.matches_model():
+            return self._act_sac(sac, obs, explore)
         device = self._device
         batch: dict[str, Any] = {
             Columns.OBS: tree_map(lambda x: torch.from_numpy(x).to(device), obs)
@@ -392,6 +448,9 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         """RLlib's ``NormalizeAndClipActions``: unsquashed into the Box bounds or clipped."""
         if not self._has_box:
             return actions
+        if self._unsquash is not None:  # unsquash_action's arithmetic on the one Box
+            low, span, high = self._unsquash
+            return np.clip(low + (actions + 1.0) * span / 2.0, low, high)
         if self._normalize:
             return unsquash_action(actions, self._action_struct)
         if self._clip:

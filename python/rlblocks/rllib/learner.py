@@ -77,7 +77,7 @@ from rlblocks.rllib._ray import (
 )
 from rlblocks.rllib.module import RLBlocksAPPORLModule, RLBlocksRLModule
 from rlblocks.rllib.qlearning import RLBlocksSACRLModule
-from rlblocks.train.fast import FCBackprop, make_adam
+from rlblocks.train.fast import FCBackprop, adam_step, make_adam
 from rlblocks.train.fast.sac_backprop import SACBackprop
 
 __all__ = ["RLBlocksPPOTorchLearner", "minibatch_rows"]
@@ -147,12 +147,15 @@ class FastOptimizerSteps(TorchLearner):  # type: ignore[misc]
 
     def apply_gradients(self, gradients_dict: dict[Any, Any]) -> None:
         """RLlib's ``apply_gradients`` with one finiteness check over all gradients (RLlib
-        checks each tensor twice); non-finite gradients take RLlib's own path."""
+        checks each tensor twice) and the fused Adam kernel called directly
+        (:func:`~rlblocks.train.fast.adam_step`); non-finite gradients take RLlib's path."""
         grads = [g for g in gradients_dict.values() if g is not None]
+        # a finite sum means every gradient is finite; a non-finite one (a non-finite
+        # gradient, or an overflow of the sum) takes RLlib's path, which checks each
         if (
             self._grad_scalers is not None
             or self._lr_scheduler_classes is not None
-            or (grads and not bool(torch.cat([g.reshape(-1) for g in grads]).isfinite().all()))
+            or (grads and not bool(torch.cat([g.reshape(-1) for g in grads]).sum().isfinite()))
         ):
             super().apply_gradients(gradients_dict)
             return
@@ -160,7 +163,9 @@ class FastOptimizerSteps(TorchLearner):  # type: ignore[misc]
             self._params[pid].grad = grad
         for module_id, names in self._module_optimizers.items():
             for name in names:
-                self.get_optimizer(module_id, name).step()
+                optimizer = self.get_optimizer(module_id, name)
+                if not adam_step(optimizer):
+                    optimizer.step()
 
 
 class RLBlocksPPOTorchLearner(FastOptimizerSteps, PPOTorchLearner):  # type: ignore[misc]
@@ -350,38 +355,46 @@ class RLBlocksPPOTorchLearner(FastOptimizerSteps, PPOTorchLearner):  # type: ign
         log((module_id, self.TOTAL_LOSS_KEY), total, window=1)
 
 
-def polyak_average(main: torch.nn.Module, target: torch.nn.Module, tau: float) -> None:
-    """``target <- tau * main + (1 - tau) * target`` over the tensors of the two modules'
-    state dicts, bit for bit RLlib's ``update_target_network`` (the same two products and
-    their sum), but in place on foreach kernels instead of a state-dict round trip.
+class PolyakAverager:
+    """``target <- tau * main + (1 - tau) * target`` over the tensors of two modules' state
+    dicts, bit for bit RLlib's ``update_target_network`` (the same two products and their
+    sum), but in place on foreach kernels instead of a state-dict round trip. The tensor
+    lists are taken once, at construction: the target networks' updates then cost two
+    kernel calls (``load_state_dict`` and ``.to()`` keep the tensors; a module whose
+    tensors were replaced needs a new averager).
 
     Example:
         >>> a, b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
         >>> want = {k: 0.1 * a.state_dict()[k] + 0.9 * v for k, v in b.state_dict().items()}
-        >>> polyak_average(a, b, 0.1)
+        >>> PolyakAverager(a, b)(0.1)
         >>> all(torch.equal(want[k], v) for k, v in b.state_dict().items())
         True
     """
-    mains, targets = main.state_dict(keep_vars=True), target.state_dict(keep_vars=True)
-    if list(mains) != list(targets):
-        raise ValueError("polyak_average: the two networks' state dicts have different keys")
-    with torch.no_grad():
+
+    def __init__(self, main: torch.nn.Module, target: torch.nn.Module) -> None:
+        mains, targets = main.state_dict(keep_vars=True), target.state_dict(keep_vars=True)
+        if list(mains) != list(targets):
+            raise ValueError("PolyakAverager: the two networks' state dicts have different keys")
         pairs = [(mains[k], t) for k, t in targets.items()]
-        floats = [(m, t) for m, t in pairs if t.is_floating_point()]
-        if floats:
-            main_part = torch._foreach_mul([m for m, _ in floats], tau)
-            target_list = [t for _, t in floats]
-            torch._foreach_mul_(target_list, 1 - tau)
-            torch._foreach_add_(target_list, main_part)
-        for m, t in pairs:  # integer buffers: RLlib's formula, copied back as it loads them
-            if not t.is_floating_point():
+        self._mains = [m for m, t in pairs if t.is_floating_point()]
+        self._targets = [t for _, t in pairs if t.is_floating_point()]
+        self._integers = [(m, t) for m, t in pairs if not t.is_floating_point()]
+
+    def __call__(self, tau: float) -> None:
+        with torch.no_grad():
+            if self._targets:
+                main_part = torch._foreach_mul(self._mains, tau)
+                torch._foreach_mul_(self._targets, 1 - tau)
+                torch._foreach_add_(self._targets, main_part)
+            for m, t in self._integers:  # RLlib's formula, copied back as it loads them
                 t.copy_(tau * m + (1 - tau) * t)
 
 
 class FastTargetUpdates(DQNLearner):  # type: ignore[misc]
-    """``DQNLearner``'s target updates (same schedule, metrics and arithmetic) with
-    :func:`polyak_average` in place of RLlib's state-dict round trip, which costs about a
-    millisecond per update on SAC's four networks."""
+    """``DQNLearner``'s target updates (same schedule, metrics and arithmetic) with a
+    :class:`PolyakAverager` per network pair in place of RLlib's state-dict round trip,
+    which costs about a millisecond per update on SAC's four networks. The averagers are
+    built again for a new module object and after a checkpoint restore."""
 
     def after_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
         # what DQNLearner.after_gradient_based_update does, past it in the MRO
@@ -394,11 +407,24 @@ class FastTargetUpdates(DQNLearner):  # type: ignore[misc]
                 module_id
             ] < config.target_network_update_freq or not isinstance(inner, TargetNetworkAPI):
                 continue
-            for main_net, target_net in inner.get_target_network_pairs():
-                polyak_average(main_net, target_net, config.tau)
+            for average in self._averagers(module_id, inner):
+                average(config.tau)
             self.metrics.log_value((module_id, NUM_TARGET_UPDATES), 1, reduce="lifetime_sum")
             self.last_update_ts_by_mid[module_id] = timestep
             self.metrics.log_value((module_id, LAST_TARGET_UPDATE_TS), timestep, reduce="max")
+
+    def _averagers(self, module_id: Any, inner: Any) -> list[PolyakAverager]:
+        """The module's averagers, built on first use and again for a new module object."""
+        cache = self.__dict__.setdefault("_polyak_averagers", {})
+        entry = cache.get(module_id)
+        if entry is None or entry[0] is not inner:
+            pairs = inner.get_target_network_pairs()
+            entry = cache[module_id] = (inner, [PolyakAverager(m, t) for m, t in pairs])
+        return entry[1]
+
+    def set_state(self, state: Any) -> None:
+        super().set_state(state)
+        self.__dict__.pop("_polyak_averagers", None)
 
 
 class RLBlocksDQNTorchLearner(FastOptimizerSteps, FastTargetUpdates, DQNTorchLearner):  # type: ignore[misc]
@@ -423,7 +449,7 @@ class RLBlocksSACTorchLearner(FastOptimizerSteps, FastTargetUpdates, SACTorchLea
         module_id, fast = closed_form
         self._compute_off_policyness(batch)
         loss = self._closed_form_step(module_id, fast, batch[module_id])
-        self.apply_gradients(self.postprocess_gradients(self._module_grads(module_id)))
+        self.apply_gradients(self.postprocess_gradients(self._module_grads(module_id, fast)))
         return {}, {module_id: loss}, {}
 
     def _closed_form(self, batch: dict[str, Any]) -> tuple[Any, SACBackprop] | None:
@@ -456,8 +482,10 @@ class RLBlocksSACTorchLearner(FastOptimizerSteps, FastTargetUpdates, SACTorchLea
         writes the gradients of the actor, critics and temperature and logs the same
         metrics; returns the total loss."""
         config = self.config.get_config_for_module(module_id)
-        for _, optimizer in self.get_optimizers_for_module(module_id):
-            optimizer.zero_grad(set_to_none=True)
+        # what zero_grad(set_to_none=True) would leave: the closed form overwrites the
+        # gradients it writes; the others (e.g. the critics' unused value branches) go
+        for param in self._optimizer_params(module_id, fast)[1]:
+            param.grad = None
         log_alpha = self.curr_log_alpha[module_id]
         alpha = torch.exp(log_alpha.detach())
         obs = batch[Columns.OBS]
@@ -500,11 +528,28 @@ class RLBlocksSACTorchLearner(FastOptimizerSteps, FastTargetUpdates, SACTorchLea
             total += twin[0]
         return total
 
-    def _module_grads(self, module_id: Any) -> dict[Any, Any]:
+    def _module_grads(self, module_id: Any, fast: SACBackprop) -> dict[Any, Any]:
         """``{param ref: .grad}`` of the module's optimizers' parameters, as RLlib's
         ``compute_gradients`` collects them (None where the loss does not reach)."""
-        grads: dict[Any, Any] = {}
-        for _, optimizer in self.get_optimizers_for_module(module_id):
-            params = self.filter_param_dict_for_optimizer(self._params, optimizer)
-            grads.update({ref: p.grad for ref, p in params.items()})
-        return grads
+        return {ref: param.grad for ref, param in self._optimizer_params(module_id, fast)[0]}
+
+    def _optimizer_params(
+        self, module_id: Any, fast: SACBackprop
+    ) -> tuple[list[tuple[Any, Any]], list[Any]]:
+        """``([(param ref, param)] of the module's optimizers, those the closed form does
+        not write)``, as RLlib's ``filter_param_dict_for_optimizer`` finds them; built
+        again when the module's optimizers or the learner's parameters change."""
+        optimizers = [opt for _, opt in self.get_optimizers_for_module(module_id)]
+        key = (*map(id, optimizers), id(self._params), len(self._params), id(fast))
+        cache = self.__dict__.setdefault("_sac_optimizer_params", {})
+        entry = cache.get(module_id)
+        if entry is None or entry[0] != key:
+            pairs = [
+                pair
+                for opt in optimizers
+                for pair in self.filter_param_dict_for_optimizer(self._params, opt).items()
+            ]
+            written = {id(p) for p in fast.written_params()}
+            unwritten = [p for _, p in pairs if id(p) not in written]
+            entry = cache[module_id] = (key, (pairs, unwritten))
+        return entry[1]

@@ -373,7 +373,7 @@ class PPOLearner:
                 self._flat.clip_grad_norm_(self.config.grad_clip)
             else:
                 clip_grad_norm(self._params, self.config.grad_clip)
-        if self._flat is None or not adam_step(self.optimizer, self._flat.param):
+        if not adam_step(self.optimizer):
             self.optimizer.step()
 
 

@@ -29,25 +29,24 @@ def make_adam(params: list[torch.nn.Parameter], lr: float, eps: float = 1e-5) ->
     return torch.optim.Adam(params, lr=lr, eps=eps, foreach=True)
 
 
-def adam_step(optimizer: torch.optim.Optimizer, param: torch.nn.Parameter) -> bool:
-    """``optimizer.step()`` for a fused Adam over the single tensor ``param``, calling the
-    fused kernel directly; False (nothing done) when that would differ from ``step()``: the
-    state is not initialised yet, hooks are set, or an option the direct call skips is on.
+def adam_step(optimizer: torch.optim.Optimizer) -> bool:
+    """``optimizer.step()`` for a fused, single-group Adam, calling the fused kernel
+    directly on the parameters that have gradients; False (nothing done) when that would
+    differ from ``step()``: a parameter's state is not initialised yet, hooks are set, the
+    tensors differ in device or dtype, or an option the direct call skips is on.
 
     ``Optimizer.step`` spends much more time in Python per call (grouping tensors by
-    device, hooks, profiling) than the kernel takes on a small model's flat buffer
-    (docs/benchmarks.md); PPO calls it once per minibatch. A torch without the private
-    kernel, or one whose kernel refuses these arguments, gets ``Optimizer.step``.
+    device, hooks, profiling) than the kernel takes on a small model's tensors
+    (docs/benchmarks.md); PPO calls it once per minibatch, SAC four times per update. A
+    torch without the private kernel, or one whose kernel refuses these arguments, gets
+    ``Optimizer.step``.
     """
     kernel = getattr(torch, "_fused_adam_", None)
-    state = optimizer.state.get(param)
     if (
         kernel is None
         or not _PRIVATE_KERNELS_WORK["fused_adam"]
         or type(optimizer) is not torch.optim.Adam
-        or not state
         or len(optimizer.param_groups) != 1
-        or param.grad is None
         or optimizer._optimizer_step_pre_hooks
         or optimizer._optimizer_step_post_hooks
         or _global_optimizer_hooks()
@@ -62,20 +61,28 @@ def adam_step(optimizer: torch.optim.Optimizer, param: torch.nn.Parameter) -> bo
         or group.get("capturable")
         or group.get("decoupled_weight_decay")
         or isinstance(group["lr"], torch.Tensor)
-        or group["params"][0] is not param
     ):
         return False
-    step = state["step"]
-    step.add_(1)
+    params = [p for p in group["params"] if p.grad is not None]
+    if not params:
+        return False
+    first = params[0]
+    states = [optimizer.state.get(p) for p in params]
+    if not all(states) or any(
+        p.grad.is_sparse or p.device != first.device or p.dtype != first.dtype for p in params
+    ):
+        return False
+    steps = [s["step"] for s in states]  # type: ignore[index]
+    torch._foreach_add_(steps, 1)
     beta1, beta2 = group["betas"]
     try:
         kernel(
-            [param],
-            [param.grad],
-            [state["exp_avg"]],
-            [state["exp_avg_sq"]],
+            params,
+            [p.grad for p in params],
+            [s["exp_avg"] for s in states],  # type: ignore[index]
+            [s["exp_avg_sq"] for s in states],  # type: ignore[index]
             [],
-            [step],
+            steps,
             amsgrad=False,
             lr=float(group["lr"]),
             beta1=beta1,
@@ -89,7 +96,7 @@ def adam_step(optimizer: torch.optim.Optimizer, param: torch.nn.Parameter) -> bo
     except (TypeError, RuntimeError):
         # A torch release whose private kernel takes other arguments: it failed while
         # checking them, before writing anything. Use Optimizer.step from now on.
-        step.sub_(1)
+        torch._foreach_sub_(steps, 1)
         _PRIVATE_KERNELS_WORK["fused_adam"] = False
         return False
     return True

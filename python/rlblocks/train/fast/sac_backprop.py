@@ -191,6 +191,14 @@ class SACBackprop:
         ok = [c for c in built if c is not None]
         return cls(layers, ok[:n], ok[n:])
 
+    def written_params(self) -> list[nn.Parameter]:
+        """The parameters whose ``.grad`` :meth:`critic_grads` and :meth:`actor_grads`
+        write, in full, on every call (others they leave as they are)."""
+        layers = [*self.actor_layers]
+        for critic in self.critics:
+            layers += [*critic.layers, *critic.base.trunk]
+        return [p for layer in layers for p in (layer.weight, layer.bias)]
+
     def usable(self) -> bool:
         """False while a pass through the tensors would differ from calling the modules
         (a hook set, a layer replaced or parametrized since :meth:`build`)."""
