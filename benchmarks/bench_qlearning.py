@@ -6,16 +6,19 @@ return of
 * DQN on CartPole-v1: 150 (mean of the last 20 episodes),
 * SAC on Pendulum-v1: -400 (mean of the last 5 episodes),
 
-for three implementations, in the same process and run, one seed after the other:
+for four implementations, in the same process and run, one seed after the other:
 
 1. ``rllib``: RLlib's new API stack with its own default RLModule and connectors
    (``fcnet_hiddens=[64, 64]``, tanh or ``--activation relu``, no extra head layers).
-2. ``rlblocks-on-rllib``: the same RLlib algorithm config as ``rlblocks train --backend
-   rllib`` builds it: ``rlblocks.rllib``'s module (``rl_module_spec(model, algo=...)``),
-   ``env_to_module(model)`` connector, ``VectorEnvRunner``, and ``RLBlocksDQN`` /
+2. ``rlblocks-module-in-rllib``: ``rlblocks.rllib``'s module (``rl_module_spec(model,
+   algo=...)``) and ``env_to_module(model)`` connector inside RLlib's own env runner,
+   replay buffer, algorithm and learner: issue 23's starting point.
+3. ``rlblocks-on-rllib``: the same RLlib algorithm config as ``rlblocks train --backend
+   rllib`` builds it: that module and connector, ``VectorEnvRunner``, and ``RLBlocksDQN`` /
    ``RLBlocksSAC`` (replay on arrays) with ``RLBlocksDQNTorchLearner`` /
-   ``RLBlocksSACTorchLearner`` (fused optimizer steps).
-3. ``sb3``: Stable-Baselines3's DQN / SAC with the same network sizes and, where SB3 has
+   ``RLBlocksSACTorchLearner`` (fused optimizer steps, in-place target updates, SAC's
+   update in closed form).
+4. ``sb3``: Stable-Baselines3's DQN / SAC with the same network sizes and, where SB3 has
    them, the same hyperparameters (learning rates, batch, buffer, learning starts, gamma,
    target updates, one gradient step per 4 (DQN) or 1 (SAC) env steps, epsilon schedule,
    n-step returns, gradient clipping). SB3's DQN has neither dueling heads nor double Q
@@ -33,7 +36,8 @@ so runs slowed by other work on the machine can be told apart. Ray and Stable-Ba
 optional: an implementation whose package is missing is skipped with a note.
 
 Usage: ``python benchmarks/bench_qlearning.py [--quick] [--seeds N]
-[--torch-threads T] [--algos DQN,SAC] [--impls rllib,rlblocks-on-rllib,sb3]``.
+[--torch-threads T] [--algos DQN,SAC]
+[--impls rllib,rlblocks-module-in-rllib,rlblocks-on-rllib,sb3]``.
 Prints one JSON object per run, then a table per algorithm and implementation (medians
 over the runs that reached the target).
 """
@@ -73,7 +77,7 @@ try:
 except ImportError:
     sb3 = None
 
-IMPLS = ("rllib", "rlblocks-on-rllib", "sb3")
+IMPLS = ("rllib", "rlblocks-module-in-rllib", "rlblocks-on-rllib", "sb3")
 MODEL = {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh"}  # --activation sets it
 RLLIB_MODEL = {**MODEL, "head_fcnet_hiddens": []}
 ACTIVATIONS = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}
@@ -188,10 +192,27 @@ def _rllib_config(algo: str, ours: bool, seed: int) -> Any:
     return config.rl_module(model_config=RLLIB_MODEL)
 
 
-def run_rllib(algo: str, ours: bool, seed: int, cap_s: float) -> dict[str, Any]:
+def module_in_rllib_config(algo: str, seed: int) -> Any:
+    """rlblocks' module and connector in RLlib's own runner, buffer, algorithm and learner
+    (issue 23's starting point)."""
+    from ray.rllib.algorithms.dqn import DQN
+    from ray.rllib.algorithms.sac import SAC
+    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+
+    config = _rllib_config(algo, True, seed).env_runners(env_runner_cls=SingleAgentEnvRunner)
+    config.algo_class = DQN if algo == "DQN" else SAC
+    config._learner_class = None
+    return config
+
+
+def run_rllib(algo: str, impl: str, seed: int, cap_s: float) -> dict[str, Any]:
     target = TASKS[algo]["target"]
     t0 = time.perf_counter()
-    trainer = _rllib_config(algo, ours, seed).build_algo()
+    if impl == "rlblocks-module-in-rllib":
+        config = module_in_rllib_config(algo, seed)
+    else:
+        config = _rllib_config(algo, impl == "rlblocks-on-rllib", seed)
+    trainer = config.build_algo()
     build_s = time.perf_counter() - t0
     start, steps, ret = time.perf_counter(), 0, float("nan")
     try:
@@ -342,6 +363,17 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if base and base["median_wall_s"] and row["median_wall_s"]
             else None
         )
+        module = next(
+            (
+                r
+                for r in rows
+                if r["algo"] == row["algo"] and r["impl"] == "rlblocks-module-in-rllib"
+            ),
+            None,
+        )
+        row["rate_vs_module"] = (
+            row["steps_per_s"] / module["steps_per_s"] if module and module["steps_per_s"] else None
+        )
     return rows
 
 
@@ -375,8 +407,8 @@ def main() -> None:
             parser.error(f"unknown {name}(s): {', '.join(bad)}")
     seeds = range(1 if args.quick else args.seeds)
 
-    if ray is None and {"rllib", "rlblocks-on-rllib"} & set(impls):
-        print(skip_note("rllib, rlblocks-on-rllib", "rlblocks[ray]"))
+    if ray is None and set(impls) - {"sb3"}:
+        print(skip_note(", ".join(i for i in impls if i != "sb3"), "rlblocks[ray]"))
         impls = [i for i in impls if i == "sb3"]
     if sb3 is None and "sb3" in impls:
         print(skip_note("sb3", "rlblocks[bench]"))
@@ -399,7 +431,7 @@ def main() -> None:
                 )
             )
     print("# " + "; ".join(notes))
-    if {"rllib", "rlblocks-on-rllib"} & set(impls):
+    if set(impls) - {"sb3"}:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
 
     runs = []
@@ -412,7 +444,7 @@ def main() -> None:
                 if impl == "sb3":
                     result = run_sb3(algo, seed, cap)
                 else:
-                    result = run_rllib(algo, impl == "rlblocks-on-rllib", seed, cap)
+                    result = run_rllib(algo, impl, seed, cap)
                 run = {
                     "algo": algo,
                     "impl": impl,
@@ -434,7 +466,7 @@ def main() -> None:
                 ("algo", "algo", "<4"),
                 ("env", lambda r: TASKS[r["algo"]]["env"], "<12"),
                 ("target", lambda r: TASKS[r["algo"]]["target"], ">7g"),
-                ("impl", "impl", "<18"),
+                ("impl", "impl", "<24"),
                 ("reached", lambda r: f"{r['reached']}/{r['runs']}", ">8"),
                 ("med steps", "median_steps", ">10,.0f"),
                 ("med wall s", "median_wall_s", ">11.1f"),
@@ -443,6 +475,11 @@ def main() -> None:
                     "wall/rllib",
                     lambda r: r["wall_vs_rllib"] and f"{r['wall_vs_rllib']:.2f}x",
                     ">11",
+                ),
+                (
+                    "steps/s vs module-in-rllib",
+                    lambda r: r["rate_vs_module"] and f"{r['rate_vs_module']:.2f}x",
+                    ">27",
                 ),
             ],
         )

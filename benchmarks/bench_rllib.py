@@ -393,18 +393,7 @@ def speed_rows(iters: int) -> list[dict]:
         for m, v in rates.items()
     ]
     sys.path.insert(0, str(Path(__file__).parent))
-    from bench_qlearning import _rllib_config
-    from ray.rllib.algorithms.dqn import DQN
-    from ray.rllib.algorithms.sac import SAC
-    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
-
-    def pieces_only(algo: str) -> Any:
-        """rlblocks' module and connector in RLlib's runner, buffer and learner (issue 23's
-        baseline: DQN 291, SAC 52 env steps/s to the target)."""
-        config = _rllib_config(algo, True, 0).env_runners(env_runner_cls=SingleAgentEnvRunner)
-        config.algo_class = DQN if algo == "DQN" else SAC
-        config._learner_class = None
-        return config
+    from bench_qlearning import _rllib_config, module_in_rllib_config
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # bench_qlearning's default for every implementation
@@ -412,7 +401,9 @@ def speed_rows(iters: int) -> list[dict]:
         warmup = 1000 if algo == "DQN" else 500  # bench_qlearning's learning starts
         configs = {
             "RLlib's stack": _rllib_config(algo, False, 0),
-            "rlblocks' module + connector in RLlib's runner/buffer": pieces_only(algo),
+            "rlblocks' module + connector in RLlib's runner/buffer": module_in_rllib_config(
+                algo, 0
+            ),
             "rlblocks (--backend rllib: VectorEnvRunner, replay on arrays)": _rllib_config(
                 algo, True, 0
             ),
