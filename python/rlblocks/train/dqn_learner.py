@@ -38,7 +38,7 @@ from rlblocks.distributions import FLOAT_MIN, Categorical
 from rlblocks.masks import MASK_KEY, mask_layout
 from rlblocks.models.misc import mode_dependent
 from rlblocks.models.qnetwork import QNetwork
-from rlblocks.train.fast import clip_grad_norm, make_adam
+from rlblocks.train.fast import adam_step, clip_grad_norm, make_adam
 from rlblocks.train.fast.q_layers import DenseQ
 from rlblocks.train.offpolicy_config import DQNConfig
 from rlblocks.train.policy import Policy
@@ -151,13 +151,12 @@ class DQNLearner:
             rows = self._explore_rows(len(obs), timestep, q.device)
             k = int(rows.sum())
             if k:
-                weights = (
-                    legal[rows].float()
-                    if legal is not None
-                    else torch.ones(k, q.shape[1], device=q.device)
-                )
                 actions = actions.clone()
-                actions[rows] = torch.multinomial(weights, 1).squeeze(1)
+                actions[rows] = (
+                    torch.multinomial(legal[rows].float(), 1).squeeze(1)
+                    if legal is not None
+                    else torch.randint(q.shape[1], (k,), device=q.device)
+                )
         return actions.cpu().numpy().astype(np.int64) + self.start
 
     def _explore_rows(
@@ -176,7 +175,7 @@ class DQNLearner:
             rows = self._explore_rows(len(obs), timestep).numpy()
             k = int(rows.sum())
             if k:
-                actions[rows] = torch.multinomial(torch.ones(k, q.shape[1]), 1)[:, 0].numpy()
+                actions[rows] = torch.randint(q.shape[1], (k,)).numpy()
         return actions.astype(np.int64) + self.start
 
     def _fast_layers(self, net: QNetwork, training: bool) -> DenseQ | None:
@@ -262,15 +261,17 @@ class DQNLearner:
             loss = (weights * per_row).mean()
             d_out = torch.zeros(b, q_both.shape[1], device=q_both.device)
             d_out[rows, actions] = d_q
-            self.optimizer.zero_grad(set_to_none=True)
+            # zero_grad(set_to_none=True) without the call: backward overwrites its
+            # layers' gradients; the others (the model's unused value branch) go
+            params, unwritten = self._param_lists(fast)
+            for param in unwritten:
+                param.grad = None
             fast.backward([a[:b] for a in acts], d_out)
-        params = self.__dict__.get("_params") or self.__dict__.setdefault(
-            "_params", list(self.q.parameters())
-        )
         grad_norm = (
             clip_grad_norm(params, cfg.grad_clip) if cfg.grad_clip is not None else torch.zeros(())
         )
-        self.optimizer.step()
+        if not adam_step(self.optimizer):
+            self.optimizer.step()
         self.updates += 1
         priorities = diff.abs()
         stats = {
@@ -280,6 +281,18 @@ class DQNLearner:
             "grad_norm": float(grad_norm),
         }
         return stats, priorities.cpu().numpy().astype(np.float64)
+
+    def _param_lists(
+        self, fast: DenseQ
+    ) -> tuple[list[torch.nn.Parameter], list[torch.nn.Parameter]]:
+        """``(the Q-network's parameters, those fast.backward does not write)``."""
+        cache = self.__dict__.get("_param_cache")
+        if cache is None or cache[0] is not fast:
+            params = list(self.q.parameters())
+            written = {id(p) for layer in fast.layers for p in (layer.weight, layer.bias)}
+            cache = (fast, params, [p for p in params if id(p) not in written])
+            self.__dict__["_param_cache"] = cache
+        return cache[1], cache[2]
 
     def update(self, batch: Any, timestep: int = 0) -> tuple[dict[str, float], np.ndarray]:
         """One gradient step on a :class:`~rlblocks.replay.ReplaySample`; returns the

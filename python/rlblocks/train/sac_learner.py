@@ -78,7 +78,7 @@ from rlblocks.models.fcnet import FullyConnectedNetwork
 from rlblocks.models.heads import ContinuousActionQModel
 from rlblocks.models.misc import mode_dependent
 from rlblocks.models.modelv2 import ModelV2
-from rlblocks.train.fast import make_adam
+from rlblocks.train.fast import adam_step, make_adam
 from rlblocks.train.fast.sac_backprop import SACBackprop
 from rlblocks.train.offpolicy_config import SACConfig
 from rlblocks.train.policy import action_format
@@ -573,7 +573,24 @@ class SACLearner:
         """Clips the gradients (``grad_clip``) and steps ``optimizer``."""
         if self.grad_clip is not None:
             nn.utils.clip_grad_norm_(params, self.grad_clip)
-        optimizer.step()
+        if not adam_step(optimizer):
+            optimizer.step()
+
+    def _clear_grads(
+        self, optimizer: torch.optim.Optimizer, params: list[Any], fast: SACBackprop | None
+    ) -> None:
+        """What ``optimizer.zero_grad(set_to_none=True)`` leaves before a gradient pass:
+        with the closed form ``fast``, only the gradients it does not overwrite go."""
+        if fast is None:
+            optimizer.zero_grad(set_to_none=True)
+            return
+        cache = self.__dict__.setdefault("_unwritten", {})
+        key = (id(fast), id(params))
+        if key not in cache:
+            written = {id(p) for p in fast.written_params()}
+            cache[key] = (fast, params, [p for p in params if id(p) not in written])
+        for param in cache[key][2]:
+            param.grad = None
 
     def _backprop(self) -> SACBackprop | None:
         """The closed-form update when the networks are the plain fully connected ones
@@ -605,8 +622,9 @@ class SACLearner:
         fast = self._backprop()
         alpha = self.log_alpha.detach().exp()
 
-        # critics
-        self.critic_optimizer.zero_grad(set_to_none=True)
+        # critics (zero_grad(set_to_none=True) without the call on the closed form, which
+        # overwrites the gradients it writes: the others, e.g. unused value branches, go)
+        self._clear_grads(self.critic_optimizer, critic_params, fast)
         if fast is not None:
             targets = fast.targets(t.next_obs, t.rewards, t.discounts, alpha)
             losses, qs = fast.critic_grads(t.obs, self._normalize(t.actions), targets, t.weights)
@@ -619,7 +637,7 @@ class SACLearner:
         td = torch.stack([(q.detach() - targets).abs() for q in qs]).mean(0)
 
         # actor
-        self.actor_optimizer.zero_grad(set_to_none=True)
+        self._clear_grads(self.actor_optimizer, actor_params, fast)
         target_entropy: torch.Tensor | float = self.target_entropy
         if fast is not None:
             actor_loss, neg_entropy, _ = fast.actor_grads(t.obs, alpha)
@@ -631,8 +649,7 @@ class SACLearner:
         # temperature: d/d log_alpha of -mean(log_alpha * (neg_entropy + target))
         alpha_term = neg_entropy.detach() + target_entropy
         alpha_loss = -(self.log_alpha.detach() * alpha_term).mean()
-        self.alpha_optimizer.zero_grad(set_to_none=True)
-        self.log_alpha.grad = -alpha_term.mean().reshape(())
+        self.log_alpha.grad = -alpha_term.mean().reshape(())  # its only gradient
         self._apply(self.alpha_optimizer, [self.log_alpha])
 
         stats = {
