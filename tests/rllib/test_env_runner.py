@@ -225,6 +225,20 @@ def test_same_episodes_as_rllibs_runner(case: str) -> None:
     )
 
 
+def _q_config(config: Any, algo: str, model_config: dict[str, Any] | None = None) -> Any:
+    """``config`` (a DQN or SAC config with its env) with rlblocks' module of two 16-unit
+    layers and its connector, 3 envs in a local runner, 23-step fragments."""
+    model = {"fcnet_hiddens": [16, 16]}
+    return config.rl_module(
+        rl_module_spec=rl_module_spec(model, algo=algo), model_config=model_config or {}
+    ).env_runners(
+        num_env_runners=0,
+        num_envs_per_env_runner=3,
+        env_to_module_connector=env_to_module(model),
+        rollout_fragment_length=23,
+    )
+
+
 @pytest.mark.parametrize("dueling", [True, False], ids=["dueling", "plain"])
 def test_dqn_acts_in_numpy_as_rllibs_runner_does_with_the_module(dueling: bool) -> None:
     """rlblocks' DQN module acts through its numpy Q-network: the same epsilon-greedy
@@ -232,23 +246,12 @@ def test_dqn_acts_in_numpy_as_rllibs_runner_does_with_the_module(dueling: bool) 
     inside ``SingleAgentEnvRunner``."""
     from ray.rllib.algorithms.dqn import DQNConfig
 
-    model = {"fcnet_hiddens": [16, 16]}
-    config = (
-        DQNConfig()
-        .environment("rlblocks/zoo-Dict-v0")
-        .rl_module(
-            rl_module_spec=rl_module_spec(model, algo="DQN"),
-            model_config={"epsilon": [(0, 1.0), (400, 0.0)], "dueling": dueling},
-        )
-        .env_runners(
-            num_env_runners=0,
-            num_envs_per_env_runner=3,
-            env_to_module_connector=env_to_module(model),
-            rollout_fragment_length=23,
-        )
-        .debugging(seed=3)
+    config = _q_config(
+        DQNConfig().environment("rlblocks/zoo-Dict-v0"),
+        "DQN",
+        {"epsilon": [(0, 1.0), (400, 0.0)], "dueling": dueling},
     )
-    theirs, ours = _both(config)
+    theirs, ours = _both(config.debugging(seed=3))
     assert ours._q_actor is not None
     calls = [{"num_timesteps": 120}, {"num_timesteps": 60, "explore": False}]
     _sample_both(theirs, ours, calls * 3)
@@ -262,20 +265,10 @@ def test_sac_acts_without_the_module_wrappers_as_rllibs_runner_does(normalize: b
     clipped into the env's Box)."""
     from ray.rllib.algorithms.sac import SACConfig
 
-    model = {"fcnet_hiddens": [16, 16]}
-    config = (
-        SACConfig()
-        .environment("Pendulum-v1", clip_actions=not normalize, normalize_actions=normalize)
-        .rl_module(rl_module_spec=rl_module_spec(model, algo="SAC"))
-        .env_runners(
-            num_env_runners=0,
-            num_envs_per_env_runner=3,
-            env_to_module_connector=env_to_module(model),
-            rollout_fragment_length=23,
-        )
-        .debugging(seed=5)
+    env = SACConfig().environment(
+        "Pendulum-v1", clip_actions=not normalize, normalize_actions=normalize
     )
-    theirs, ours = _both(config)
+    theirs, ours = _both(_q_config(env, "SAC").debugging(seed=5))
     assert ours._sac_actor is not None and (ours._unsquash is not None) == normalize
     calls = [{"num_timesteps": 90}, {"num_timesteps": 60, "explore": False}]
     _sample_both(theirs, ours, calls * 2)
