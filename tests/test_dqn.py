@@ -200,6 +200,67 @@ def test_numpy_acting_path_takes_the_module_paths_actions(timestep: int, dueling
         assert a.dtype == np.int64 and a.min() >= 2 and a.max() <= 6
 
 
+class _Scaled(torch.nn.Module):
+    """A parametrization that records its calls (and changes nothing)."""
+
+    def __init__(self, calls: list[str]) -> None:
+        super().__init__()
+        self.calls = calls
+
+    def forward(self, weight: torch.Tensor) -> torch.Tensor:
+        self.calls.append("parametrization")
+        return weight
+
+
+def _hook(where: str, body: torch.nn.Module, calls: list[str]) -> Any:
+    """Sets one kind of hook on the dueling Q-network's body; returns its handle."""
+    trunk = body.base_model._hidden_layers[0]._model[0]
+    advantage, value = body.A._model[0], body.V._model[0]
+    note = lambda *args: calls.append(where)  # noqa: E731
+    if where == "trunk forward":
+        return trunk.register_forward_hook(note)
+    if where == "head grad":
+        return value.bias.register_hook(note)
+    if where == "head post-accumulate":
+        return advantage.weight.register_post_accumulate_grad_hook(note)
+    if where == "head backward":
+        return advantage.register_full_backward_hook(note)
+    if where == "global backward":
+        return torch.nn.modules.module.register_module_full_backward_hook(note)
+    assert where == "parametrized head"
+    torch.nn.utils.parametrize.register_parametrization(value, "weight", _Scaled(calls))
+    return None
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "trunk forward",
+        "head grad",
+        "head post-accumulate",
+        "head backward",
+        "global backward",
+        "parametrized head",
+    ],
+)
+def test_update_takes_the_module_path_when_a_hook_would_be_skipped(where: str) -> None:
+    """A hook the closed-form update would not call (on the trunk, on the dueling head's
+    layers or parameters, or global), or a parametrized layer, sends the update through
+    the modules: the hook runs."""
+    cfg = DQNConfig(model={"fcnet_hiddens": [8]}, dueling=True, double_q=True)
+    learner = DQNLearner(Box(-1, 1, (3,)), Discrete(4), cfg, "cpu")
+    batch = _batch(np.random.default_rng(0), 3, 4, b=16)
+    learner.update(batch)  # the closed form, with nothing set
+    calls: list[str] = []
+    handle = _hook(where, learner.q.body, calls)
+    try:
+        learner.update(batch)
+    finally:
+        if handle is not None:
+            handle.remove()
+    assert calls, f"{where}: the update skipped the hook"
+
+
 @pytest.mark.parametrize("dueling", [False, True])
 @pytest.mark.parametrize("double_q", [False, True])
 @pytest.mark.parametrize("loss", ["huber", "mse"])

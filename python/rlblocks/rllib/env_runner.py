@@ -46,7 +46,6 @@ import numpy as np
 import torch
 from gymnasium.spaces import Box
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
-from gymnasium.vector.utils import iterate
 
 from rlblocks.image import gray_resize
 from rlblocks.nest import tree_leaves, tree_map
@@ -75,6 +74,7 @@ from rlblocks.rllib.qlearning import RLBlocksDQNRLModule, RLBlocksSACRLModule, u
 from rlblocks.train.fast import FCActor
 from rlblocks.train.fast.dense_layers import FCLayers
 from rlblocks.train.fast.q_layers import DenseQ
+from rlblocks.wrappers.sub_envs import SubEnvSteps
 
 __all__ = ["VectorEnvRunner"]
 
@@ -340,7 +340,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
             return self._stack_frames(obs, fresh)
         if not self._pieces:
             return obs, obs
-        listed = isinstance(obs, list)  # per-env observations (:class:`_SubEnvs`)
+        listed = isinstance(obs, list)  # per-env observations (SubEnvSteps)
         inner = obs
         if self._masked:
             inner = [o[OBS_KEY] for o in obs] if listed else obs[OBS_KEY]
@@ -471,7 +471,9 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         q_net = self._q_actor
         self._serving_q = q_net if q_net is not None and q_net.matches(training=False) else None
         needs_reset = np.array([lane.needs_reset for lane in self._lanes])
-        step_envs = _SubEnvs(self.env.unwrapped).step if self._steps_sub_envs() else self.env.step
+        step_envs = (
+            SubEnvSteps(self.env.unwrapped).step if self._steps_sub_envs() else self.env.step
+        )
         ts = eps = 0
         act_time = step_time = 0.0
         runners = self.config.num_env_runners or 1
@@ -500,7 +502,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
                 self._reset_all()
                 left = None if num_episodes is None else max(0, num_episodes - len(done))
                 return done + self._run(num_timesteps, left, explore, random_actions)
-            obs, rew, term, trunc, infos = results
+            obs, rew, term, trunc, infos = results[:5]  # (SubEnvSteps adds the finals)
             real = ~needs_reset
             done_now = (np.asarray(term, bool) | np.asarray(trunc, bool)) & real
             held, self._module_obs = self._process(obs, needs_reset)
@@ -531,8 +533,9 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         return episodes
 
     def _steps_sub_envs(self) -> bool:
-        """Whether the loop steps the sub-envs itself (:class:`_SubEnvs`): RLlib's vector
-        env is gymnasium's ``SyncVectorEnv`` under ``DictInfoToList`` alone, in next-step
+        """Whether the loop steps the sub-envs itself
+        (:class:`~rlblocks.wrappers.sub_envs.SubEnvSteps`): RLlib's vector env is
+        gymnasium's ``SyncVectorEnv`` under ``DictInfoToList`` alone, in next-step
         autoreset, and rlblocks' preprocessor takes the per-env observations."""
         vec = self.env.unwrapped
         first = self._pieces[0] if self._pieces else None
@@ -648,36 +651,6 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         self._obs_infos = steps.infos[-1]
         self._obs_time = steps.times[-1]
         return done_eps + ongoing
-
-
-class _SubEnvs:
-    """Steps the sub-envs of gymnasium's ``SyncVectorEnv`` as its ``step`` does in
-    next-step autoreset (an env that ended is reset by its next step, with reward 0), but
-    returns the observations and infos per env: the runner's C++ preprocessor batches the
-    observations in one call, which saves gymnasium's nested ``concatenate``, its deep
-    copy of the batch and the info round trip through ``DictInfoToList``. The vector env's
-    autoreset flags are kept, so its own ``step`` and ``reset`` carry on from here."""
-
-    def __init__(self, vec: SyncVectorEnv) -> None:
-        self.vec = vec
-
-    def step(self, actions: Any) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, list]:
-        vec = self.vec
-        n = vec.num_envs
-        obs: list[Any] = [None] * n
-        infos: list[Any] = [None] * n
-        rewards = np.zeros(n)
-        terminated = np.zeros(n, bool)
-        truncated = np.zeros(n, bool)
-        resets = vec._autoreset_envs
-        per_env = zip(vec.envs, iterate(vec.action_space, actions), strict=True)
-        for i, (env, action) in enumerate(per_env):
-            if resets[i]:
-                obs[i], infos[i] = env.reset()
-            else:
-                obs[i], rewards[i], terminated[i], truncated[i], infos[i] = env.step(action)
-        vec._autoreset_envs = terminated | truncated
-        return obs, rewards, terminated, truncated, infos
 
 
 @dataclass

@@ -38,7 +38,8 @@ from rlblocks.distributions import FLOAT_MIN, Categorical
 from rlblocks.masks import MASK_KEY, mask_layout
 from rlblocks.models.misc import mode_dependent
 from rlblocks.models.qnetwork import QNetwork
-from rlblocks.train.fast import adam_step, clip_grad_norm, make_adam
+from rlblocks.train.fast import adam_step, make_adam
+from rlblocks.train.fast.dense_layers import clip_numpy_grads
 from rlblocks.train.fast.q_layers import DenseQ
 from rlblocks.train.offpolicy_config import DQNConfig
 from rlblocks.train.policy import Policy
@@ -148,7 +149,9 @@ class DQNLearner:
             raise ValueError(f"observation {row}: its {MASK_KEY!r} allows no action")
         actions = q.argmax(dim=1)
         if explore:
-            rows = self._explore_rows(len(obs), timestep, q.device)
+            # which rows act at random: epsilon at timestep, torch's generator (the numpy
+            # path draws the same numbers)
+            rows = torch.rand(len(obs), device=q.device) < self.config.epsilon_at(timestep)
             k = int(rows.sum())
             if k:
                 actions = actions.clone()
@@ -159,12 +162,6 @@ class DQNLearner:
                 )
         return actions.cpu().numpy().astype(np.int64) + self.start
 
-    def _explore_rows(
-        self, n: int, timestep: int, device: torch.device | None = None
-    ) -> torch.Tensor:
-        """Which of ``n`` rows act at random (epsilon at ``timestep``; torch's generator)."""
-        return torch.rand(n, device=device) < self.config.epsilon_at(timestep)
-
     def _act_numpy(self, fast: DenseQ, obs: np.ndarray, explore: bool, timestep: int) -> np.ndarray:
         """:meth:`act` for the FC Q-network (no mask) in numpy, on views of its weights: at
         a few rows, torch's per-op dispatch costs more than the arithmetic. The random
@@ -172,8 +169,8 @@ class DQNLearner:
         q = fast.forward_numpy(obs.reshape(len(obs), -1).astype(np.float32, copy=False))
         actions = q.argmax(1)
         if explore:
-            rows = self._explore_rows(len(obs), timestep).numpy()
-            k = int(rows.sum())
+            rows = torch.rand(len(obs)).numpy() < self.config.epsilon_at(timestep)
+            k = int(np.count_nonzero(rows))
             if k:
                 actions[rows] = torch.randint(q.shape[1], (k,)).numpy()
         return actions.astype(np.int64) + self.start
@@ -225,79 +222,83 @@ class DQNLearner:
             )
 
     def _dense_update(
-        self,
-        fast: DenseQ,
-        fast_target: DenseQ,
-        obs: torch.Tensor,
-        next_obs: torch.Tensor,
-        actions: torch.Tensor,
-        rewards: torch.Tensor,
-        discounts: torch.Tensor,
-        weights: torch.Tensor,
+        self, fast: DenseQ, fast_target: DenseQ, batch: Any
     ) -> tuple[dict[str, float], np.ndarray]:
-        """:meth:`update` for the fully connected Q-network (ReLU or linear layers, plain
-        or dueling head, one atom, no mask, no hooks): the forward passes as plain tensors
-        and the loss's gradients in closed form (no autograd graph: most of a small
-        network's update time), then the same clipping and Adam step. With double Q the
-        online network reads ``obs`` and ``next_obs`` in one pass."""
+        """:meth:`update` for the fully connected Q-network on CPU (ReLU or linear layers,
+        plain or dueling head, one atom, no mask, no hooks) in numpy: the forward passes on
+        views of the weights and the loss's gradients in closed form, written into views of
+        the ``.grad`` tensors (no autograd graph and no per-op torch dispatch: most of a
+        small network's update time), then the same clipping and Adam step. With double Q
+        the online network reads ``obs`` and ``next_obs`` in one pass."""
         cfg = self.config
-        b = obs.shape[0]
-        rows = torch.arange(b, device=self.device)
-        with torch.no_grad():
-            x, nx = obs.reshape(b, -1).float(), next_obs.reshape(b, -1).float()
-            acts, q_both = fast.forward(torch.cat([x, nx]) if cfg.double_q else x)
-            q_next_target = fast_target.forward(nx)[1]
-            a_star = (q_both[b:] if cfg.double_q else q_next_target).argmax(dim=1)
-            target = rewards + discounts * q_next_target[rows, a_star]
-            q_taken = q_both[rows, actions]
-            diff = q_taken - target
-            scale = weights / b  # d mean(w * loss_row) / d loss_row
-            if cfg.td_error_loss_fn == "huber":
-                per_row = F.huber_loss(q_taken, target, reduction="none", delta=1.0)
-                d_q = diff.clamp(-1.0, 1.0) * scale
-            else:
-                per_row = diff.pow(2)
-                d_q = 2.0 * diff * scale
-            loss = (weights * per_row).mean()
-            d_out = torch.zeros(b, q_both.shape[1], device=q_both.device)
-            d_out[rows, actions] = d_q
-            # zero_grad(set_to_none=True) without the call: backward overwrites its
-            # layers' gradients; the others (the model's unused value branch) go
-            params, unwritten = self._param_lists(fast)
-            for param in unwritten:
-                param.grad = None
-            fast.backward([a[:b] for a in acts], d_out)
-        grad_norm = (
-            clip_grad_norm(params, cfg.grad_clip) if cfg.grad_clip is not None else torch.zeros(())
-        )
+        obs = np.asarray(batch.obs)
+        b = len(obs)
+        x = obs.reshape(b, -1).astype(np.float32, copy=False)
+        nx = np.asarray(batch.next_obs).reshape(b, -1).astype(np.float32, copy=False)
+        actions = np.asarray(batch.actions).reshape(b).astype(np.int64) - self.start
+        rewards = np.asarray(batch.rewards, np.float32).reshape(b)
+        discounts = np.asarray(batch.discounts, np.float32).reshape(b)
+        weights = np.asarray(batch.weights, np.float32).reshape(b)
+        rows = np.arange(b)
+        acts = [np.concatenate([x, nx]) if cfg.double_q else x]
+        q_both = fast.forward_numpy(acts[0], acts)
+        q_next_target = fast_target.forward_numpy(nx)
+        a_star = (q_both[b:] if cfg.double_q else q_next_target).argmax(axis=1)
+        target = rewards + discounts * q_next_target[rows, a_star]
+        q_taken = q_both[rows, actions]
+        diff = q_taken - target
+        abs_diff = np.abs(diff)
+        scale = weights / np.float32(b)  # d mean(w * loss_row) / d loss_row
+        if cfg.td_error_loss_fn == "huber":
+            clipped = np.minimum(abs_diff, 1.0)  # huber: 0.5 d^2 below 1, |d| - 0.5 above
+            per_row = clipped * (abs_diff - 0.5 * clipped)
+            d_q = np.minimum(np.maximum(diff, -1.0), 1.0) * scale
+        else:
+            per_row = diff * diff
+            d_q = 2.0 * diff * scale
+        d_out = np.zeros((b, q_both.shape[1]), np.float32)
+        d_out[rows, actions] = d_q
+        # zero_grad(set_to_none=True) without the call: backward overwrites its layers'
+        # gradients; the others (the model's unused value branch) go
+        for param in self._unwritten_params(fast):
+            param.grad = None
+        grads = fast.backward_numpy([a[:b] for a in acts], d_out)
+        grad_norm = clip_numpy_grads(grads, cfg.grad_clip) if cfg.grad_clip is not None else 0.0
         if not adam_step(self.optimizer):
             self.optimizer.step()
         self.updates += 1
-        priorities = diff.abs()
         stats = {
-            "qf_loss": float(loss),
-            "q_mean": float(q_taken.mean()),
-            "td_error_mean": float(priorities.mean()),
-            "grad_norm": float(grad_norm),
+            "qf_loss": float(np.dot(weights, per_row)) / b,
+            "q_mean": float(q_taken.sum()) / b,
+            "td_error_mean": float(abs_diff.sum()) / b,
+            "grad_norm": grad_norm,
         }
-        return stats, priorities.cpu().numpy().astype(np.float64)
+        return stats, abs_diff.astype(np.float64)
 
-    def _param_lists(
-        self, fast: DenseQ
-    ) -> tuple[list[torch.nn.Parameter], list[torch.nn.Parameter]]:
-        """``(the Q-network's parameters, those fast.backward does not write)``."""
-        cache = self.__dict__.get("_param_cache")
+    def _unwritten_params(self, fast: DenseQ) -> list[torch.nn.Parameter]:
+        """The Q-network's parameters that ``fast.backward_numpy`` does not write."""
+        cache = self.__dict__.get("_unwritten_cache")
         if cache is None or cache[0] is not fast:
-            params = list(self.q.parameters())
             written = {id(p) for layer in fast.layers for p in (layer.weight, layer.bias)}
-            cache = (fast, params, [p for p in params if id(p) not in written])
-            self.__dict__["_param_cache"] = cache
-        return cache[1], cache[2]
+            cache = (fast, [p for p in self.q.parameters() if id(p) not in written])
+            self.__dict__["_unwritten_cache"] = cache
+        return cache[1]
 
     def update(self, batch: Any, timestep: int = 0) -> tuple[dict[str, float], np.ndarray]:
         """One gradient step on a :class:`~rlblocks.replay.ReplaySample`; returns the
         statistics and the new priorities (``|TD error|``; C51: the cross-entropy)."""
         cfg = self.config
+        if self.device.type == "cpu":
+            fast = self._fast_layers(self.q, training=True)
+            fast_target = self._fast_layers(self.target, training=False)
+            if (
+                fast is not None
+                and fast_target is not None
+                and all(d.weight.dtype == torch.float32 for d in fast.layers)
+                # tanh: the closed-form gradient rounds differently from autograd's (1e-7)
+                and all(d.activation != "tanh" for d in fast.layers)
+            ):
+                return self._dense_update(fast, fast_target, batch)
         obs = self._tensor(batch.obs)
         next_obs = self._tensor(batch.next_obs)
         actions = torch.as_tensor(np.asarray(batch.actions), device=self.device).long() - self.start
@@ -307,17 +308,6 @@ class DQNLearner:
         rows = torch.arange(obs.shape[0], device=self.device)
         if self._modal:
             self.q.train()
-        fast = self._fast_layers(self.q, training=True)
-        fast_target = self._fast_layers(self.target, training=False)
-        if (
-            fast is not None
-            and fast_target is not None
-            # tanh: the closed-form gradient rounds differently from autograd's (1e-7)
-            and all(d.activation != "tanh" for d in fast.layers)
-        ):
-            return self._dense_update(
-                fast, fast_target, obs, next_obs, actions, rewards, discounts, weights
-            )
         if cfg.double_q and not self._modal:
             # one pass over obs and next_obs (the online net picks the bootstrap action)
             both, mask = self.q.q_logits(torch.cat([obs, next_obs]))

@@ -61,6 +61,7 @@ from rlblocks.train.ppo import PPOTrainer, _resolve_device
 from rlblocks.train.runner import env_snapshot
 from rlblocks.train.sac_learner import SACLearner
 from rlblocks.train.trainer_config import lr_at
+from rlblocks.wrappers.sub_envs import SubEnvSteps
 
 __all__ = ["DQNTrainer", "OffPolicyTrainer", "SACTrainer"]
 
@@ -134,6 +135,9 @@ class OffPolicyTrainer(PPOTrainer):
                 f"the vector env's autoreset_mode is {mode}; use SAME_STEP or NEXT_STEP"
             )
         self._next_step_reset = mode == AutoresetMode.NEXT_STEP
+        # a plain SyncVectorEnv: its sub-envs are stepped directly (the same calls, without
+        # its per-step batching of observations and infos)
+        self._sub_envs = SubEnvSteps(venv) if SubEnvSteps.supports(venv) else None
         obs_space, action_space = venv.single_observation_space, venv.single_action_space
         self.preprocessor = ModelCatalog.get_preprocessor_for_space(obs_space, cfg.model_config())
         self.obs_filter = NoFilter()
@@ -175,9 +179,10 @@ class OffPolicyTrainer(PPOTrainer):
 
     # --- the env side -------------------------------------------------------------------------
     def _stored(self, raw: Any) -> np.ndarray:
-        """What the buffer stores of a batch of raw observations."""
-        if self._store_raw:
-            return np.asarray(raw)
+        """What the buffer stores of a batch of raw observations (an array, or a list of
+        per-env observations)."""
+        if self._store_raw:  # in the space's dtype, as the vector env batches them
+            return np.asarray(raw, self.venv.single_observation_space.dtype)
         return self.preprocessor.transform_batch(raw)
 
     def _model_input(self, stored: np.ndarray) -> np.ndarray:
@@ -200,7 +205,12 @@ class OffPolicyTrainer(PPOTrainer):
         env_actions = actions
         if cfg.clip_actions and isinstance(self.venv.single_action_space, gym.spaces.Box):
             env_actions = clip_actions(actions, self.venv.single_action_space)
-        raw, rewards, terminated, truncated, info = self.venv.step(env_actions)
+        finals: Any  # each done env's final observation (same-step autoreset)
+        if self._sub_envs is not None:
+            raw, rewards, terminated, truncated, _, finals = self._sub_envs.step(env_actions)
+        else:
+            raw, rewards, terminated, truncated, info = self.venv.step(env_actions)
+            finals = info.get("final_obs")
         rewards = np.asarray(rewards, np.float32)
         if not np.isfinite(rewards).all():
             bad = int(np.flatnonzero(~np.isfinite(rewards))[0])
@@ -219,7 +229,6 @@ class OffPolicyTrainer(PPOTrainer):
             final = nxt
             done_rows = np.flatnonzero(terminated | truncated)
             if done_rows.size:
-                finals: Any = info.get("final_obs")
                 final = nxt.copy()
                 for i in done_rows:
                     final[i] = self._stored([finals[i]])[0]

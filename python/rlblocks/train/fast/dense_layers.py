@@ -25,6 +25,9 @@ Examples:
 
 from __future__ import annotations
 
+import functools
+import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,10 +41,16 @@ from rlblocks.models.fcnet import FullyConnectedNetwork
 from rlblocks.models.misc import SlimFC, tanh_cpu
 
 __all__ = [
+    "BypassCheck",
     "Dense",
     "FCLayers",
     "NumpyWeights",
+    "NumpyGrads",
+    "backward_numpy",
     "backward_stack",
+    "clip_numpy_grads",
+    "grad_hooks_set",
+    "numpy_grads",
     "numpy_weights",
     "run_numpy",
     "run_stack",
@@ -150,9 +159,12 @@ def numpy_weights(layers: list[Dense] | None) -> NumpyWeights:
     ]
 
 
-def run_numpy(layers: NumpyWeights, x: np.ndarray) -> np.ndarray:
-    """:func:`run_stack`'s output for a float32 numpy batch (a new array): at a rollout's
-    few rows, numpy's dispatch costs a fraction of torch's."""
+def run_numpy(
+    layers: NumpyWeights, x: np.ndarray, acts: list[np.ndarray] | None = None
+) -> np.ndarray:
+    """:func:`run_stack`'s output for a float32 numpy batch (a new array): at a few rows,
+    numpy's dispatch costs a fraction of torch's. Every layer's output is appended to
+    ``acts`` when given (for :func:`backward_numpy`)."""
     for weight, bias, activation in layers:
         x = x @ weight.T
         x += bias
@@ -160,7 +172,69 @@ def run_numpy(layers: NumpyWeights, x: np.ndarray) -> np.ndarray:
             _core.tanh(x, out=x)
         elif activation == "relu":
             np.maximum(x, 0.0, out=x)
+        if acts is not None:
+            acts.append(x)
     return x
+
+
+#: ``(weight gradient, bias gradient)`` per layer, numpy views of the parameters' ``.grad``.
+NumpyGrads = list[tuple[np.ndarray, np.ndarray]]
+
+
+def numpy_grads(layers: list[Dense]) -> NumpyGrads:
+    """Numpy views of CPU float32 layers' gradients, allocated where missing."""
+    for d in layers:
+        for p in (d.weight, d.bias):
+            if p.grad is None:
+                p.grad = torch.empty_like(p)
+    return [(d.weight.grad.numpy(), d.bias.grad.numpy()) for d in layers]  # type: ignore[union-attr]
+
+
+def backward_numpy(
+    layers: NumpyWeights,
+    grads: NumpyGrads,
+    acts: list[np.ndarray],
+    d_out: np.ndarray,
+    input_grad: bool = False,
+) -> np.ndarray | None:
+    """:func:`backward_stack` in numpy: ``acts`` is ``[x, output of layer 0, ...]`` (as
+    :func:`run_numpy` appends them), ``d_out`` the last output's float32 gradient; writes
+    every layer's gradients into ``grads`` and returns the input's gradient when
+    ``input_grad``."""
+    d: np.ndarray | None = d_out
+    for i in range(len(layers) - 1, -1, -1):
+        assert d is not None
+        weight, _, activation = layers[i]
+        if activation == "relu":
+            d = d * (acts[i + 1] > 0.0)
+        elif activation == "tanh":
+            y = acts[i + 1]
+            d = d * (1.0 - y * y)
+        grad_w, grad_b = grads[i]
+        np.matmul(d.T, acts[i], out=grad_w)
+        np.matmul(_ones(len(d)), d, out=grad_b)  # the column sums (BLAS: faster than sum)
+        d = d @ weight if i > 0 or input_grad else None
+    return d
+
+
+@functools.lru_cache(maxsize=8)
+def _ones(n: int) -> np.ndarray:
+    ones = np.ones(n, np.float32)
+    ones.flags.writeable = False
+    return ones
+
+
+def clip_numpy_grads(grads: NumpyGrads, max_norm: float) -> float:
+    """Scales ``grads`` so their global L2 norm is at most ``max_norm`` and returns the
+    norm before clipping (``torch.nn.utils.clip_grad_norm_``'s rule: a factor of
+    ``max_norm / (norm + 1e-6)`` where that is below 1)."""
+    norm = float(np.sqrt(sum(float(np.vdot(g, g)) for pair in grads for g in pair)))
+    scale = max_norm / (norm + 1e-6)
+    if scale < 1.0:
+        for pair in grads:
+            for g in pair:
+                g *= np.float32(scale)
+    return norm
 
 
 def backward_stack(
@@ -174,6 +248,66 @@ def backward_stack(
         assert d is not None
         d = layers[i].backward(acts[i], acts[i + 1], d, need_dx=i > 0 or input_grad)
     return d
+
+
+#: A parameter's gradient hooks (None, or a dict of them): ``register_hook``'s and
+#: ``register_post_accumulate_grad_hook``'s (a torch without the latter has none).
+_GRAD_HOOKS = operator.attrgetter("_backward_hooks")
+_POST_ACCUMULATE_HOOKS = (
+    operator.attrgetter("_post_accumulate_grad_hooks")
+    if hasattr(torch.Tensor, "_post_accumulate_grad_hooks")
+    else lambda p: None
+)
+
+
+def grad_hooks_set(params: Sequence[torch.Tensor]) -> bool:
+    """Whether any of ``params`` has a gradient hook (which a closed-form backward pass
+    would skip)."""
+    return any(map(_GRAD_HOOKS, params)) or any(map(_POST_ACCUMULATE_HOOKS, params))
+
+
+class BypassCheck:
+    """Whether a module-free pass over ``layers`` still equals calling ``modules``: no
+    forward hook is set (nor, for training, a backward or gradient hook), globally or on
+    the modules or their parameters, and every layer still holds the parameters it was
+    read from (no parametrization or replaced weight since). Each check is a few C-level
+    passes over lists gathered once (acting calls it on every env step).
+
+    Args:
+        modules: The modules whose calls the pass replaces (their submodules included).
+        layers: The layers read from them.
+    """
+
+    def __init__(self, modules: list[nn.Module], layers: list[Dense]) -> None:
+        unique = list({id(m): m for module in modules for m in module.modules()}.values())
+        self._forward_hooks = [h for m in unique for h in (m._forward_hooks, m._forward_pre_hooks)]
+        self._backward_hooks = [
+            h for m in unique for h in (m._backward_hooks, m._backward_pre_hooks)
+        ]
+        self._params = list(
+            {id(p): p for m in unique for p in m.parameters(recurse=False)}.values()
+        )
+        self._slots = [d.linear._parameters for d in layers for _ in range(2)]
+        self._names = ["weight", "bias"] * len(layers)
+        self._held = [p for d in layers for p in (d.weight, d.bias)]
+
+    def intact(self, training: bool = False) -> bool:
+        """True while the module-free pass equals calling the modules (see the class)."""
+        glob = nn.modules.module
+        if glob._global_forward_hooks or glob._global_forward_pre_hooks:
+            return False
+        if any(self._forward_hooks):
+            return False
+        if not all(map(operator.is_, map(dict.get, self._slots, self._names), self._held)):
+            return False
+        if not training:
+            return True
+        return not (
+            glob._global_backward_hooks
+            or glob._global_backward_pre_hooks
+            or any(self._backward_hooks)
+            or grad_hooks_set(self._params)
+        )
 
 
 @dataclass
@@ -224,41 +358,20 @@ class FCLayers:
         )
 
     def __post_init__(self) -> None:
-        self._modules = list(self.model.modules())
-        self._forward_hook_dicts = [
-            hooks for m in self._modules for hooks in (m._forward_hooks, m._forward_pre_hooks)
-        ]
-        self._params = list(self.model.parameters())
-        self._dense = [
+        dense = [
             *self.trunk,
             *([self.logits] if self.logits else []),
             *(self.value_trunk or []),
             self.value_head,
         ]
+        self._check = BypassCheck([self.model], dense)
 
     def matches_model(self, training: bool = False) -> bool:
         """Whether a pass through these tensors still equals calling the model: no forward
         hook is set (nor, for ``training``, a backward or gradient hook), globally or on the
         model's modules or parameters, and every layer still holds the parameters it was
         read from (no parametrization or replaced weight since)."""
-        glob = nn.modules.module
-        if glob._global_forward_hooks or glob._global_forward_pre_hooks:
-            return False
-        if any(self._forward_hook_dicts):  # one C-level pass over the hook dicts
-            return False
-        if any(d.linear.weight is not d.weight or d.linear.bias is not d.bias for d in self._dense):
-            return False
-        if not training:
-            return True
-        return not (
-            glob._global_backward_hooks
-            or glob._global_backward_pre_hooks
-            or any(m._backward_hooks or m._backward_pre_hooks for m in self._modules)
-            or any(
-                p._backward_hooks or getattr(p, "_post_accumulate_grad_hooks", None)
-                for p in self._params
-            )
-        )
+        return self._check.intact(training)
 
     def flat_input(self, obs: torch.Tensor) -> torch.Tensor:
         """The network's input ``[B, n]`` (float) for a batch of flat observations."""

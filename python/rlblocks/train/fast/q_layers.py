@@ -1,11 +1,13 @@
 """``DenseQ``: a fully connected :class:`~rlblocks.models.qnetwork.QNetwork` as plain
 tensors, with its head (one output per action, or dueling) and its backward pass.
 
-DQN's update on CartPole-sized networks is mostly the cost of module calls and autograd's
-graph: a batch of 64 rows through two layers of 64 units is a few microseconds of
-arithmetic per layer. :class:`DenseQ` runs the trunk and the head as ``addmm`` calls
-(:class:`~rlblocks.train.fast.dense_layers.Dense`), writes the gradients of a loss on the
-Q-values in closed form, and answers acting calls in numpy on views of the weights.
+DQN's update on CartPole-sized networks is mostly the cost of module calls, autograd's
+graph and per-op dispatch: a batch of 64 rows through two layers of 64 units is a few
+microseconds of arithmetic per layer, and a torch op costs about as much again. On CPU
+:class:`DenseQ` runs the trunk and the head in numpy on views of the weights (acting and
+training) and writes the gradients of a loss on the Q-values in closed form into views of
+the ``.grad`` tensors; :meth:`DenseQ.forward` is the same pass as torch ``addmm`` calls,
+for tensors on any device.
 
 The dueling head computes ``Q = V + A - mean_a(A)`` as
 :class:`~rlblocks.models.heads.DuelingQModel` does; its gradient is
@@ -26,6 +28,8 @@ Examples:
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 import torch
 from torch import nn
@@ -33,10 +37,13 @@ from torch import nn
 from rlblocks.models.heads import DuelingQModel
 from rlblocks.models.qnetwork import QNetwork
 from rlblocks.train.fast.dense_layers import (
+    BypassCheck,
     Dense,
     FCLayers,
+    NumpyGrads,
     NumpyWeights,
-    backward_stack,
+    backward_numpy,
+    numpy_grads,
     numpy_weights,
     run_numpy,
     run_stack,
@@ -60,8 +67,7 @@ class DenseQ:
         trunk: list[Dense],
         logits: Dense | None,
         dueling: tuple[Dense, Dense] | None,
-        checks: list[FCLayers],
-        wrappers: list[nn.Module],
+        modules: list[nn.Module],
     ) -> None:
         self.trunk = trunk
         self.logits = logits
@@ -69,20 +75,9 @@ class DenseQ:
         self.value: Dense | None = dueling[1] if dueling is not None else None
         head = [logits] if logits is not None else list(dueling or ())
         self.layers: list[Dense] = [*trunk, *head]
-        self._checks = checks
-        self._hook_dicts = [
-            hooks
-            for module in wrappers
-            for m in module.modules()
-            for hooks in (m._forward_hooks, m._forward_pre_hooks)
-        ]
-        self._backward_hook_dicts = [
-            hooks
-            for module in wrappers
-            for m in module.modules()
-            for hooks in (m._backward_hooks, m._backward_pre_hooks)
-        ]
+        self._check = BypassCheck(modules, self.layers)
         self._numpy: tuple[tuple[int, ...], NumpyWeights, NumpyWeights] | None = None
+        self._grads: tuple[list[torch.Tensor], NumpyGrads] | None = None
 
     @classmethod
     def from_network(cls, net: QNetwork) -> DenseQ | None:
@@ -100,9 +95,14 @@ class DenseQ:
         output per action; else None."""
         if not dueling:
             layers = FCLayers.from_model(body)
-            if layers is None or layers.logits is None or layers.free_log_std is not None:
+            if (
+                layers is None
+                or layers.logits is None
+                or layers.logits.activation is not None
+                or layers.free_log_std is not None
+            ):
                 return None
-            return cls(layers.trunk, layers.logits, None, [layers], [])
+            return cls(layers.trunk, layers.logits, None, [body])
         if type(body) is not DuelingQModel or body.num_atoms != 1:
             return None
         base = FCLayers.from_model(body.base_model)
@@ -117,19 +117,12 @@ class DenseQ:
             or value.activation is not None
         ):
             return None
-        return cls(base.trunk, None, (advantage, value), [base], [body.A, body.V, body])
+        return cls(base.trunk, None, (advantage, value), [body])
 
     def matches(self, training: bool) -> bool:
         """Whether a pass through the tensors still equals calling the modules (no hook
-        set, no layer replaced; :meth:`FCLayers.matches_model`)."""
-        if any(self._hook_dicts) or (training and any(self._backward_hook_dicts)):
-            return False
-        heads_intact = all(
-            d.linear.weight is d.weight and d.linear.bias is d.bias
-            for d in (self.advantage, self.value)
-            if d is not None
-        )
-        return heads_intact and all(c.matches_model(training) for c in self._checks)
+        set, no layer replaced; :class:`~rlblocks.train.fast.dense_layers.BypassCheck`)."""
+        return self._check.intact(training)
 
     # --- forward ------------------------------------------------------------------------------
     def forward(self, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
@@ -143,8 +136,20 @@ class DenseQ:
         a = self.advantage.forward(features)
         return acts, self.value.forward(features) + a - a.mean(dim=1, keepdim=True)
 
-    def forward_numpy(self, x: np.ndarray) -> np.ndarray:
-        """Q-values ``[B, n]`` of a float32 numpy batch, on views of the weights."""
+    def forward_numpy(self, x: np.ndarray, acts: list[np.ndarray] | None = None) -> np.ndarray:
+        """Q-values ``[B, n]`` of a float32 numpy batch, on views of the weights; the
+        trunk's outputs are appended to ``acts`` when given (``[x]``: then it holds what
+        :meth:`backward_numpy` needs)."""
+        trunk, head = self._numpy_views()
+        features = run_numpy(trunk, x, acts)
+        if self.logits is not None:
+            return run_numpy(head, features)
+        a = run_numpy(head[:1], features)
+        return run_numpy(head[1:], features) + a - a.mean(axis=1, keepdims=True)
+
+    def _numpy_views(self) -> tuple[NumpyWeights, NumpyWeights]:
+        """Numpy views of the trunk's and the head's weights (taken again when a
+        parameter's storage moved)."""
         key = tuple(d.weight.data_ptr() for d in self.layers)
         if self._numpy is None or self._numpy[0] != key:
             self._numpy = (
@@ -152,33 +157,36 @@ class DenseQ:
                 numpy_weights(self.trunk),
                 numpy_weights(self.layers[len(self.trunk) :]),
             )
-        _, trunk, head = self._numpy
-        features = run_numpy(trunk, x)
-        if self.logits is not None:
-            return run_numpy(head, features)
-        a = run_numpy(head[:1], features)
-        return run_numpy(head[1:], features) + a - a.mean(axis=1, keepdims=True)
+        return self._numpy[1], self._numpy[2]
+
+    def _grad_views(self) -> NumpyGrads:
+        """Numpy views of the layers' gradients (allocated where missing; taken again when
+        a gradient tensor was replaced)."""
+        current = [p.grad for d in self.layers for p in (d.weight, d.bias)]
+        if self._grads is None or not all(map(operator.is_, current, self._grads[0])):
+            views = numpy_grads(self.layers)
+            self._grads = ([p.grad for d in self.layers for p in (d.weight, d.bias)], views)  # type: ignore[misc]
+        return self._grads[1]
 
     # --- backward -----------------------------------------------------------------------------
-    def backward(self, acts: list[torch.Tensor], d_q: torch.Tensor) -> None:
-        """Writes every layer's gradients for ``d_q`` (``[B, n]``, the loss's gradient of
-        the Q-values of :meth:`forward`'s rows); allocates ``.grad`` where missing."""
-        for layer in self.layers:
-            if layer.weight.grad is None:
-                layer.weight.grad = torch.empty_like(layer.weight)
-            if layer.bias.grad is None:
-                layer.bias.grad = torch.empty_like(layer.bias)
+    def backward_numpy(self, acts: list[np.ndarray], d_q: np.ndarray) -> NumpyGrads:
+        """Writes every layer's gradients for ``d_q`` (float32 ``[B, n]``, the loss's
+        gradient of the Q-values of :meth:`forward_numpy`'s rows; ``acts`` its trunk
+        outputs for those rows) and returns numpy views of them; allocates ``.grad`` where
+        missing."""
+        trunk, head = self._numpy_views()
+        grads = self._grad_views()
+        n = len(trunk)
         features = acts[-1]
-        need_dx = bool(self.trunk)
         if self.logits is not None:
-            d_features = self.logits.backward(features, features, d_q, need_dx)
+            d_features = backward_numpy(head, grads[n:], [features], d_q, input_grad=n > 0)
         else:
-            assert self.advantage is not None and self.value is not None
-            d_a = d_q - d_q.mean(dim=1, keepdim=True)
-            d_v = d_q.sum(dim=1, keepdim=True)
-            d_features = self.advantage.backward(features, features, d_a, need_dx)
-            d_value = self.value.backward(features, features, d_v, need_dx)
+            d_a = d_q - d_q.mean(axis=1, keepdims=True)
+            d_v = d_q.sum(axis=1, keepdims=True)
+            d_features = backward_numpy(head[:1], grads[n : n + 1], [features], d_a, n > 0)
+            d_value = backward_numpy(head[1:], grads[n + 1 :], [features], d_v, n > 0)
             if d_features is not None and d_value is not None:
-                d_features = d_features + d_value
+                d_features += d_value
         if d_features is not None:
-            backward_stack(self.trunk, acts, d_features)
+            backward_numpy(trunk, grads[:n], acts, d_features)
+        return grads

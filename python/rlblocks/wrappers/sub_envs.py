@@ -1,0 +1,89 @@
+"""Stepping the sub-envs of gymnasium's ``SyncVectorEnv`` directly: :class:`SubEnvSteps`.
+
+``SyncVectorEnv.step`` batches every step: the observations go through ``concatenate``
+into its array and are deep-copied, the infos are merged key by key. At one or a few
+small envs (CartPole's step is about 10 microseconds) that costs about as much as the
+envs themselves. :class:`SubEnvSteps` makes the same calls on the sub-envs in the vector
+env's autoreset mode (next-step: an env that ended is reset by its next step, with reward
+0; same-step: reset right after the step that ended it) and returns the observations per
+env: rlblocks' C++ preprocessors batch such a list in one call. The vector env's
+autoreset flags are kept, so its own ``step`` and ``reset`` carry on from here.
+
+Examples:
+    >>> import gymnasium as gym
+    >>> from gymnasium.vector import AutoresetMode, SyncVectorEnv
+    >>> venv = SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2,
+    ...                      autoreset_mode=AutoresetMode.SAME_STEP)
+    >>> _ = venv.reset(seed=0)
+    >>> obs, rewards, terminated, truncated, infos, finals = SubEnvSteps(venv).step([0, 1])
+    >>> len(obs), rewards.tolist(), finals
+    (2, [1.0, 1.0], [None, None])
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeGuard
+
+import numpy as np
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnasium.vector.utils import iterate
+
+__all__ = ["SubEnvSteps"]
+
+
+class SubEnvSteps:
+    """Steps ``vec``'s sub-envs as its ``step`` does (see the module docstring).
+
+    Args:
+        vec: A ``SyncVectorEnv`` in next-step or same-step autoreset (:meth:`supports`).
+    """
+
+    def __init__(self, vec: SyncVectorEnv) -> None:
+        if not self.supports(vec):
+            raise ValueError(
+                f"SubEnvSteps steps a SyncVectorEnv in NEXT_STEP or SAME_STEP autoreset, "
+                f"got {vec!r}"
+            )
+        self.vec = vec
+        self.next_step = vec.autoreset_mode == AutoresetMode.NEXT_STEP
+
+    @staticmethod
+    def supports(venv: Any) -> TypeGuard[SyncVectorEnv]:
+        """Whether ``venv`` is a ``SyncVectorEnv`` itself (not a subclass or a wrapper) in
+        next-step or same-step autoreset."""
+        return type(venv) is SyncVectorEnv and venv.autoreset_mode in (
+            AutoresetMode.NEXT_STEP,
+            AutoresetMode.SAME_STEP,
+        )
+
+    def step(
+        self, actions: Any
+    ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, list[dict], list[Any]]:
+        """One step of every sub-env.
+
+        Returns:
+            ``(observations, rewards, terminated, truncated, infos, finals)``: the
+            observations and infos per env; ``finals[i]`` is env ``i``'s final
+            observation where same-step autoreset just reset it (its observation is then
+            the new episode's first), else None.
+        """
+        vec = self.vec
+        n = vec.num_envs
+        obs: list[Any] = [None] * n
+        infos: list[Any] = [None] * n
+        finals: list[Any] = [None] * n
+        rewards = np.zeros(n)
+        terminated = np.zeros(n, bool)
+        truncated = np.zeros(n, bool)
+        resets = vec._autoreset_envs if self.next_step else np.zeros(n, bool)
+        per_env = zip(vec.envs, iterate(vec.action_space, actions), strict=True)
+        for i, (env, action) in enumerate(per_env):
+            if resets[i]:
+                obs[i], infos[i] = env.reset()
+                continue
+            obs[i], rewards[i], terminated[i], truncated[i], infos[i] = env.step(action)
+            if not self.next_step and (terminated[i] or truncated[i]):
+                finals[i] = obs[i]
+                obs[i], infos[i] = env.reset()
+        vec._autoreset_envs = terminated | truncated
+        return obs, rewards, terminated, truncated, infos, finals
