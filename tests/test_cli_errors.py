@@ -154,6 +154,32 @@ def test_a_users_error_is_one_line_and_leaves_no_run_dir(case: str, tmp_path: Pa
     assert not run.exists()  # a failed start leaves no (empty) run directory
 
 
+#: The env failures the off-policy trainers meet as PPO's runner does (same one line).
+ENV_FAULTS = [
+    "an exception in the user's step",
+    "an exception in the user's step, async envs (no worker traceback)",
+    "a NaN observation",
+    "an infinite reward",
+]
+
+
+@pytest.mark.parametrize("algo", ["DQN", "SAC"])
+@pytest.mark.parametrize("case", ENV_FAULTS)
+def test_an_env_failure_is_one_line_for_the_off_policy_trainers(
+    algo: str, case: str, tmp_path: Path
+) -> None:
+    """A NaN observation never reaches the replay buffer; what the env raises names the
+    user's frame, with direct sub-env steps and with async envs."""
+    args, message = CASES[case]
+    run = tmp_path / "run"
+    out = rlblocks_cli(
+        "train", "--algo", algo, "--stop-timesteps", "640", "--set", "learning_starts=32",
+        "--set", "model.fcnet_hiddens=[8]", "--no-progress", *args, "--run-dir", str(run),
+    )  # fmt: skip
+    line = error_line(out)
+    assert line.startswith("rlblocks train: error: ") and message in line, line
+
+
 def run_main(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     """``rlblocks ARGS`` in this process: the one error line (exit code 2, no traceback)."""
     from rlblocks.cli import main

@@ -15,12 +15,24 @@ import os
 import re
 import sysconfig
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
 from gymnasium import logger as _gym_logger
 
-__all__ = ["captured_worker_errors", "env_failure", "raised_at", "user_frame"]
+from rlblocks.spaces import format_path, space_path_items
+
+__all__ = [
+    "call_env",
+    "captured_worker_errors",
+    "env_failure",
+    "non_finite_observation",
+    "raised_at",
+    "user_frame",
+]
 
 _FRAME = re.compile(
     r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n'
@@ -132,3 +144,53 @@ def env_failure(
     if isinstance(err, KeyError) and observation_space is not None:
         hint = f" (an observation lacks a key of the observation space {observation_space})"
     return f"env {env_name!r} failed in {method}: {what}{hint}"
+
+
+def call_env(
+    env_name: str,
+    observation_space: Any,
+    method: str,
+    fn: Callable[..., Any],
+    *args: Any,
+    **kwargs: Any,
+) -> Any:
+    """``fn(*args, **kwargs)``, a vector env's ``method`` (``reset`` / ``step``); what the envs (or
+    gymnasium batching their observations) raise becomes a ValueError naming the env and
+    the user's frame that raised (:func:`env_failure`; async workers' tracebacks are
+    captured, not printed)."""
+    with captured_worker_errors() as worker_logs:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as err:
+            raise ValueError(
+                env_failure(env_name, method, err, worker_logs, observation_space)
+            ) from err
+
+
+def non_finite_observation(env_name: str, space: gym.Space, raw: Any, flat: np.ndarray) -> str:
+    """One line for the first non-finite value of a batch: the env, the sub-env and the
+    path of the value in its observation (``obs["a"][1] = nan``), or its position in the
+    preprocessed row when the raw observation does not show it.
+
+    Args:
+        env_name: The env, as the config names it.
+        space: The env's (single) observation space.
+        raw: The raw batch: a list of per-env observations, or batched leaves.
+        flat: Its preprocessed rows ``[B, ...]`` (with a non-finite value).
+    """
+    row, col = (int(i) for i in np.argwhere(~np.isfinite(flat.reshape(len(flat), -1)))[0])
+    where = f"position {col} of its preprocessed observation"
+    per_env = isinstance(raw, list)
+    for path, _leaf in space_path_items(space):
+        try:
+            node = raw[row] if per_env else raw
+            for key in path:
+                node = node[key]
+            value = np.asarray(node if per_env else node[row])
+        except (KeyError, IndexError, TypeError):
+            break
+        if value.dtype.kind == "f" and not np.isfinite(value).all():
+            index = tuple(int(i) for i in np.argwhere(~np.isfinite(value))[0])
+            where = format_path(path + index) + f" = {value[index]}"
+            break
+    return f"env {env_name!r} (sub-env {row}) returned a non-finite observation: {where}"

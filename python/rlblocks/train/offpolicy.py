@@ -55,6 +55,7 @@ from rlblocks.train.checkpoint import (
     recover_interrupted_saves,
 )
 from rlblocks.train.dqn_learner import DQNLearner
+from rlblocks.train.env_errors import call_env, non_finite_observation
 from rlblocks.train.envs import config_with_env, make_env_creator, vector_env_from_config
 from rlblocks.train.offpolicy_config import DQNConfig, OffPolicyConfig, SACConfig
 from rlblocks.train.ppo import PPOTrainer, _resolve_device
@@ -185,6 +186,26 @@ class OffPolicyTrainer(PPOTrainer):
             return np.asarray(raw, self.venv.single_observation_space.dtype)
         return self.preprocessor.transform_batch(raw)
 
+    def _from_env(self, raw: Any) -> np.ndarray:
+        """:meth:`_stored` of observations the envs returned, refusing a non-finite value
+        (it would reach the replay buffer and every batch that samples it) with its path."""
+        stored = self._stored(raw)
+        if (
+            stored.dtype.kind == "f"
+            and not math.isfinite(stored.sum())
+            and not np.isfinite(stored).all()
+        ):
+            flat = self._model_input(stored) if self._store_raw else stored
+            space = self.venv.single_observation_space
+            raise ValueError(non_finite_observation(self.config.env_name, space, raw, flat))
+        return stored
+
+    def _env(self, method: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn`` (the vector env's ``reset`` / ``step``); what the envs raise becomes a
+        ValueError naming the env and the user's frame that raised."""
+        space = self.venv.single_observation_space
+        return call_env(self.config.env_name, space, method, fn, *args, **kwargs)
+
     def _model_input(self, stored: np.ndarray) -> np.ndarray:
         """The model's input from stored observations."""
         if self._store_raw:
@@ -192,8 +213,8 @@ class OffPolicyTrainer(PPOTrainer):
         return stored
 
     def _reset(self) -> None:
-        raw, _ = self.venv.reset(seed=self._env_seed)
-        self._raw = self._stored(raw)
+        raw, _ = self._env("reset", self.venv.reset, seed=self._env_seed)
+        self._raw = self._from_env(raw)
         self._resetting[:] = False
 
     def _step_envs(self) -> tuple[int, list[float], list[int]]:
@@ -207,45 +228,53 @@ class OffPolicyTrainer(PPOTrainer):
             env_actions = clip_actions(actions, self.venv.single_action_space)
         finals: Any  # each done env's final observation (same-step autoreset)
         if self._sub_envs is not None:
-            raw, rewards, terminated, truncated, _, finals = self._sub_envs.step(env_actions)
+            step = self._env("step", self._sub_envs.step, env_actions)
+            raw, rewards, terminated, truncated, _, finals = step
         else:
-            raw, rewards, terminated, truncated, info = self.venv.step(env_actions)
+            raw, rewards, terminated, truncated, info = self._env(
+                "step", self.venv.step, env_actions
+            )
             finals = info.get("final_obs")
         rewards = np.asarray(rewards, np.float32)
-        if not np.isfinite(rewards).all():
+        if not math.isfinite(rewards.sum()) and not np.isfinite(rewards).all():
             bad = int(np.flatnonzero(~np.isfinite(rewards))[0])
             raise ValueError(
                 f"env {cfg.env_name!r} (sub-env {bad}) returned a non-finite reward: {rewards[bad]}"
             )
         terminated = np.asarray(terminated, bool)
         truncated = np.asarray(truncated, bool)
-        nxt = self._stored(raw)
+        nxt = self._from_env(raw)
+        final = nxt
         if self._next_step_reset:
-            valid = ~self._resetting
+            # the returned observation is the final one; the reset comes next
+            valid: np.ndarray | None = ~self._resetting
             terminated, truncated = terminated & valid, truncated & valid
-            final = nxt  # the returned observation is the final one; the reset comes next
         else:
-            valid = np.ones(self.num_envs, bool)
-            final = nxt
-            done_rows = np.flatnonzero(terminated | truncated)
-            if done_rows.size:
-                final = nxt.copy()
-                for i in done_rows:
-                    final[i] = self._stored([finals[i]])[0]
+            valid = None  # every env's step is a transition
         dones = terminated | truncated
+        any_done = bool(dones.any())
+        if any_done and not self._next_step_reset:
+            final = nxt.copy()
+            for i in np.flatnonzero(dones):
+                final[i] = self._from_env([finals[i]])[0]
         self.replay.add(obs, actions, rewards, terminated, truncated, final, valid=valid)
-        self._ep_return += np.where(valid, rewards, 0.0)
-        self._ep_len += valid
+        if valid is None:
+            self._ep_return += rewards
+            self._ep_len += 1
+        else:
+            self._ep_return += np.where(valid, rewards, 0.0)
+            self._ep_len += valid
         returns, lengths = [], []
-        for i in np.flatnonzero(dones):
-            returns.append(float(self._ep_return[i]))
-            lengths.append(int(self._ep_len[i]))
-        self._ep_return[dones] = 0.0
-        self._ep_len[dones] = 0
+        if any_done:
+            for i in np.flatnonzero(dones):
+                returns.append(float(self._ep_return[i]))
+                lengths.append(int(self._ep_len[i]))
+            self._ep_return[dones] = 0.0
+            self._ep_len[dones] = 0
         if self._next_step_reset:
             self._resetting = dones
         self._raw = nxt
-        return int(valid.sum()), returns, lengths
+        return self.num_envs if valid is None else int(valid.sum()), returns, lengths
 
     # --- training -----------------------------------------------------------------------------
     def _learn(self, before: int, stats: list[dict[str, float]]) -> None:

@@ -56,8 +56,8 @@ from rlblocks.filters import NoFilter
 from rlblocks.multiagent.envs import StepResult
 from rlblocks.nest import tree_map
 from rlblocks.preprocessors import Preprocessor
-from rlblocks.spaces import clip_actions, format_path, space_path_items
-from rlblocks.train.env_errors import captured_worker_errors, env_failure
+from rlblocks.spaces import clip_actions
+from rlblocks.train.env_errors import call_env, non_finite_observation
 from rlblocks.train.envs import vector_env_from_config
 from rlblocks.train.policy import Policy
 from rlblocks.train.trainer_config import PPOConfig
@@ -261,19 +261,14 @@ class EnvRunner:
         """``venv.reset`` / ``venv.step``; what the envs (or gymnasium batching their
         observations) raise becomes a ValueError naming the env and the user's frame that
         raised (async workers' tracebacks are captured, not printed)."""
-        with captured_worker_errors() as worker_logs:
-            try:
-                return getattr(self.venv, method)(*args, **kwargs)
-            except Exception as err:
-                raise ValueError(
-                    env_failure(
-                        self.config.env_name,
-                        method,
-                        err,
-                        worker_logs,
-                        self.venv.single_observation_space,
-                    )
-                ) from err
+        return call_env(
+            self.config.env_name,
+            self.venv.single_observation_space,
+            method,
+            getattr(self.venv, method),
+            *args,
+            **kwargs,
+        )
 
     def _process(self, raw: Any, update: bool = True, live: np.ndarray | None = None) -> np.ndarray:
         """Preprocesses and filters a batch; ``live`` (multi-agent lanes): only these rows
@@ -281,37 +276,13 @@ class EnvRunner:
         x = self.preprocessor.transform_batch(raw)
         if x.dtype.kind == "f" and not np.isfinite(x).all():
             # Before the filter: a NaN would otherwise stay in its running stats for good.
-            raise ValueError(self._non_finite_observation(raw, x))
+            space = self.preprocessor.observation_space
+            original = getattr(space, "original_space", space)
+            raise ValueError(non_finite_observation(self.config.env_name, original, raw, x))
         if live is not None and update and not isinstance(self.filter, NoFilter):
             self.filter(x[live], update=True)
             update = False
         return np.asarray(self.filter(x, update=update))
-
-    def _non_finite_observation(self, raw: Any, flat: np.ndarray) -> str:
-        row, col = (int(i) for i in np.argwhere(~np.isfinite(flat.reshape(len(flat), -1)))[0])
-        where = f"position {col} of its preprocessed observation"
-        space = getattr(
-            self.preprocessor.observation_space,
-            "original_space",
-            self.preprocessor.observation_space,
-        )
-        per_env = isinstance(raw, list)  # a list of per-env observations, or batched leaves
-        for path, _leaf in space_path_items(space):
-            try:
-                node = raw[row] if per_env else raw
-                for key in path:
-                    node = node[key]
-                value = np.asarray(node if per_env else node[row])
-            except (KeyError, IndexError, TypeError):
-                break
-            if value.dtype.kind == "f" and not np.isfinite(value).all():
-                index = tuple(int(i) for i in np.argwhere(~np.isfinite(value))[0])
-                where = format_path(path + index) + f" = {value[index]}"
-                break
-        return (
-            f"env {self.config.env_name!r} (sub-env {row}) returned a non-finite "
-            f"observation: {where}"
-        )
 
     def _ensure_reset(self) -> np.ndarray:
         if self._obs is None:
