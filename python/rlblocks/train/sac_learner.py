@@ -706,9 +706,8 @@ class SACLearner:
         params: list[torch.Tensor] = cache[3]
         if self.tau == 1.0:
             torch._foreach_copy_(target_params, params)
-        else:
-            torch._foreach_mul_(target_params, 1.0 - self.tau)
-            torch._foreach_add_(target_params, params, alpha=self.tau)
+        else:  # target + tau * (critic - target): one pass over the tensors
+            torch._foreach_lerp_(target_params, params, self.tau)
         for tb, b in cache[4]:
             tb.copy_(b)
 
