@@ -58,7 +58,9 @@ def test_union_blocks_equal_each_agents_own_preprocessor(
     for i, a in enumerate(agents):
         own = ModelCatalog.get_preprocessor_for_space(obs_spaces[a], NEW_KIND_OPTIONS)
         start, stop = blocks[a]
-        np.testing.assert_array_equal(rows[i, start:stop], own.transform(values[a]).ravel())
+        # the union's rows are float32; an agent's own pass-through Box keeps its dtype
+        expected = own.transform(values[a]).ravel().astype(rows.dtype)
+        np.testing.assert_array_equal(rows[i, start:stop], expected)
         for b in agents:  # every other block is zero (blocks shared by equal spaces excepted)
             if blocks[b] != blocks[a]:
                 assert not rows[i, blocks[b][0] : blocks[b][1]].any()
