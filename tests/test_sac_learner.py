@@ -401,6 +401,35 @@ def test_box_actions_lie_in_the_bounds_and_greedy_is_the_squashed_mean() -> None
     np.testing.assert_allclose(learner.act(obs, False, 0)[:, 0], 2 * np.tanh(mean), atol=1e-5)
 
 
+@pytest.mark.parametrize("explore", [True, False])
+@pytest.mark.parametrize("rows", [1, 7])
+def test_numpy_acting_takes_the_module_paths_actions(explore: bool, rows: int) -> None:
+    """Acting without the module and distribution objects (the catalog's FC actor in
+    numpy) gives the module path's actions bit for bit, for the same torch seed: an
+    asymmetric two-dimensional Box, a batch of one and of several rows."""
+    space = Box(np.array([-2.0, 0.0], np.float32), np.array([1.0, 5.0], np.float32))
+    cfg = SACConfig(model={"fcnet_hiddens": [16, 16]}, q_model={"fcnet_hiddens": [8]})
+    learners = []
+    for hooked in (False, True):
+        torch.manual_seed(0)
+        learner = SACLearner(Box(-1, 1, (3,)), space, cfg, "cpu")
+        if hooked:  # a no-op hook: the module path
+            learner.actor.register_forward_pre_hook(lambda module, args: None)
+        learners.append(learner)
+    fast, plain = learners
+    assert fast._policy._squashed_numpy() is not None
+    assert plain._policy._squashed_numpy() is None
+    obs = np.random.default_rng(1).normal(size=(rows, 3)).astype(np.float32)
+    out = []
+    for learner in (fast, plain):
+        torch.manual_seed(4)
+        out.append([learner.act(obs, explore, 0) for _ in range(3)])
+    for a, b in zip(*out, strict=True):
+        assert a.shape == b.shape == (rows, 2) and a.dtype == b.dtype == np.float32
+        np.testing.assert_array_equal(a, b)
+        assert (a >= space.low).all() and (a <= space.high).all()
+
+
 # --- exact resume ----------------------------------------------------------------------------
 def _params(learner: SACLearner) -> list[torch.Tensor]:
     mods = (learner.actor, learner.critics, learner.target_critics)

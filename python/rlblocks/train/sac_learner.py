@@ -66,6 +66,7 @@ from torch import nn
 from rlblocks.catalog import ModelCatalog
 from rlblocks.config import ModelConfig
 from rlblocks.distributions import FLOAT_MIN, SquashedGaussian
+from rlblocks.distributions.base import MAX_LOG_NN_OUTPUT, MIN_LOG_NN_OUTPUT
 from rlblocks.masks import (
     MASK_KEY,
     OBS_KEY,
@@ -78,7 +79,7 @@ from rlblocks.models.fcnet import FullyConnectedNetwork
 from rlblocks.models.heads import ContinuousActionQModel
 from rlblocks.models.misc import mode_dependent
 from rlblocks.models.modelv2 import ModelV2
-from rlblocks.train.fast import adam_step, make_adam
+from rlblocks.train.fast import FCActor, adam_step, make_adam
 from rlblocks.train.fast.sac_backprop import SACBackprop
 from rlblocks.train.offpolicy_config import SACConfig
 from rlblocks.train.policy import action_format
@@ -240,6 +241,10 @@ class SACActingPolicy:
             ValueError: A row whose action mask leaves no legal action.
         """
         self.set_training(False)
+        squashed = None if full or not isinstance(obs, np.ndarray) else self._squashed_numpy()
+        if squashed is not None:
+            actions = squashed.act(obs, explore).reshape(len(obs), *self.action_shape)
+            return {"actions": actions, "state_out": []}
         x = _as_tensor(obs, self.device)
         if self.mask_layout is not None:
             check_action_mask(x[..., self.mask_columns], self.mask_layout)
@@ -262,6 +267,56 @@ class SACActingPolicy:
             result["vf_preds"] = values.cpu().numpy().astype(np.float32)
             result["dist_inputs"] = dist.inputs.detach().cpu().numpy()
         return result
+
+    def _squashed_numpy(self) -> _SquashedActor | None:
+        """The numpy actor for the catalog's FC model with a SquashedGaussian head (float32,
+        CPU, no action mask), while no hook or replaced layer makes it differ from the
+        module; else None."""
+        if "_squashed" not in self.__dict__:
+            self._squashed = _SquashedActor.build(self.model, self.dist_class, self.mask_layout)
+        actor = self._squashed
+        return actor if actor is not None and actor.fc.layers.matches_model() else None
+
+
+class _SquashedActor:
+    """A SquashedGaussian policy's action for the default FC model, without the module and
+    distribution objects (at a rollout's few rows they cost several times the arithmetic):
+    the layers in numpy on views of the weights, then the distribution's draw and squash.
+    The normal draw is torch's, as ``SquashedGaussian.sample`` draws it, and ``exp`` and
+    ``tanh`` are torch's kernels, so the actions equal the module path's, bit for bit."""
+
+    def __init__(self, fc: FCActor, low: np.ndarray, high: np.ndarray) -> None:
+        self.fc, self.low, self.high = fc, low, high
+        self.span = high - low
+
+    @classmethod
+    def build(cls, model: ModelV2, dist_class: Any, mask_layout: Any) -> _SquashedActor | None:
+        if mask_layout is not None:
+            return None
+        fc = FCActor.build(model, dist_class, None)  # type: ignore[arg-type]
+        if isinstance(fc, str) or any(
+            p.device.type != "cpu" or p.dtype != torch.float32 for p in model.parameters()
+        ):
+            return None
+        probe = dist_class(torch.zeros(1, int(model.num_outputs or 0)), model)
+        if type(probe) is not SquashedGaussian:
+            return None
+        return cls(fc, probe.low.numpy().copy(), probe.high.numpy().copy())
+
+    def act(self, obs: np.ndarray, explore: bool) -> np.ndarray:
+        """Sampled (``explore``) or deterministic squashed actions ``[B, d]``."""
+        out = self.fc.policy_numpy(obs)
+        d = out.shape[1] // 2
+        mean = out[:, :d]
+        if explore:
+            log_std = torch.from_numpy(out[:, d:]).clamp(MIN_LOG_NN_OUTPUT, MAX_LOG_NN_OUTPUT)
+            std = log_std.exp().numpy()
+            z = mean + std * torch.randn(mean.shape, dtype=torch.float32).numpy()
+        else:
+            z = np.ascontiguousarray(mean)
+        t = torch.from_numpy(z).tanh().numpy()
+        x = (t + 1.0) / 2.0 * self.span + self.low
+        return np.minimum(np.maximum(x, self.low), self.high)
 
 
 def _as_tensor(x: Any, device: torch.device) -> torch.Tensor:
