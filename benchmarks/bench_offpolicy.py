@@ -28,7 +28,9 @@ the target or at its wall-time cap; the return is checked on the same grid every
 (every 1000 env steps for DQN, 100 for SAC: one rlblocks / RLlib iteration; SB3's callback
 checks its running mean at the same step counts). Wall time is training only (building is
 ``build_s``). Each run is its own subprocess with one torch thread (``--torch-threads``);
-each JSON line carries the 1-minute load average before and after the run.
+each JSON line carries the 1-minute load average before and after the run. The runs go
+seed by seed, the implementations in turn, so that a machine whose speed drifts during the
+run slows them alike.
 
 A last row per implementation pair: Pong DQN throughput (``ALE/Pong-v5``, frameskip 1
 emulator, sticky actions off, the DeepMind pipeline: noop 30, frame skip 4 with max-pool,
@@ -594,26 +596,30 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     rllib_seeds = 1 if args.quick else (args.rllib_seeds or args.seeds)
     runs, skipped = [], []
     for algo in algos:
+        # seed by seed, each implementation in turn: a machine whose speed drifts during
+        # the run slows every implementation alike
+        plan: list[tuple[str, int, str]] = []
         for impl in impls:
             if impl == "rlblocks-defaults" and algo == "SAC":
                 continue  # SAC has one rlblocks variant
             if impl == "rlblocks-on-rllib" and algo == "PONG":
                 continue
-            python = args.ray_python if impl == "rlblocks-on-rllib" else sys.executable
             n = rllib_seeds if impl == "rlblocks-on-rllib" else seeds
             if algo == "PONG":
                 n = 1
                 if not available("ale_py"):
                     skipped.append(f"{impl} PONG: ale_py is not installed")
                     continue
-            for seed in range(n):
-                row = launch(python, impl, algo, seed, args)
-                if isinstance(row, str):
-                    print(f"# {row}", flush=True)
-                    skipped.append(row)
-                    continue
-                runs.append(row)
-                emit(row)
+            python = args.ray_python if impl == "rlblocks-on-rllib" else sys.executable
+            plan += [(impl, seed, python) for seed in range(n)]
+        for impl, seed, python in sorted(plan, key=lambda p: p[1]):
+            row = launch(python, impl, algo, seed, args)
+            if isinstance(row, str):
+                print(f"# {row}", flush=True)
+                skipped.append(row)
+                continue
+            runs.append(row)
+            emit(row)
     rows = summarize(runs)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
