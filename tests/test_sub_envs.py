@@ -78,7 +78,7 @@ def test_off_policy_trainer_runs_the_same_with_and_without_direct_steps() -> Non
         rows = [trainer.train() for _ in range(2)]
         results.append(
             [(r["timesteps_total"], r["episodes_total"], r["episode_return_mean"]) for r in rows]
-            + [float(p.sum()) for p in trainer.learner.q.parameters()]
+            + [float(p.detach().sum()) for p in trainer.learner.q.parameters()]
         )
         trainer.close()
     assert results[0] == results[1]
