@@ -1,11 +1,14 @@
-"""Shared fixtures: run a test on both implementations (C++ core and numpy reference); and,
-without Ray, no doctest collection of the modules that need it (see pytest_configure)."""
+"""Shared fixtures: run a test on both implementations (C++ core and numpy reference); one
+local Ray for the RLlib tests and the command line run in the test's process; and, without
+Ray, no doctest collection of the modules that need it (see pytest_configure)."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import os
-from collections.abc import Iterator
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -53,20 +56,39 @@ def both_impls(fn, *args, **kwargs):
 
 
 @pytest.fixture(scope="module")
-def local_ray(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A local 2-CPU Ray for one test module (tests/rllib). Ray's workers cannot import test
-    modules, so the module's functions and classes travel to them by value."""
+def local_ray(request: pytest.FixtureRequest) -> Any:
+    """A local 2-CPU Ray (tests/rllib). Started once and kept for the next modules (a start
+    costs seconds); a module that needs another cluster shuts it down, and the next module
+    that asks starts it again. Ray's workers cannot import test modules, so the module's
+    functions and classes travel to them by value."""
     ray = pytest.importorskip("ray")
     ray.cloudpickle.register_pickle_by_value(request.module)
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=False,
-        ignore_reinit_error=True,
-    )
-    yield ray
-    ray.shutdown()
+    if not ray.is_initialized():
+        # address "local": a new Ray, never a cluster another process left on this machine
+        ray.init(
+            address="local",
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+        )
+    return ray
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``rlblocks ARGS`` in this process, as ``subprocess.run(..., capture_output=True,
+    text=True)`` would report it: the exit status, stdout and stderr. The RLlib backend joins
+    the Ray this process already runs (:func:`local_ray`) instead of importing Ray and
+    starting one per command, which costs more than the small runs of the tests."""
+    from rlblocks.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as stop:  # argparse's refusals
+            code = stop.code if isinstance(stop.code, int) else 1
+    return subprocess.CompletedProcess(["rlblocks", *args], code, out.getvalue(), err.getvalue())
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -1,4 +1,7 @@
-"""``rlblocks train --backend rllib``: the native trainer's run directory, resume, evaluate."""
+"""``rlblocks train --backend rllib``: the native trainer's run directory, resume, evaluate.
+
+The commands run in the test's process (:func:`conftest.run_cli`), on the module's Ray; the
+first of :func:`test_train_resume_evaluate` runs as a new process that starts its own."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from conftest import run_cli  # noqa: E402
 from rlblocks.train import PPOTrainer  # noqa: E402
 
 SMALL = [
@@ -31,7 +35,17 @@ SMALL = [
 ]
 
 
-def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(autouse=True, scope="module")
+def _ray(local_ray):
+    return local_ray
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli(*args)
+
+
+def fresh_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``rlblocks ARGS`` as a new process (a user's shell)."""
     return subprocess.run(
         [sys.executable, "-m", "rlblocks.cli", *args],
         capture_output=True,
@@ -40,9 +54,7 @@ def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     )
 
 
-def train_rllib(
-    run: Path, algo: str, *args: str, timeout: float = 300
-) -> subprocess.CompletedProcess[str]:
+def train_rllib(run: Path, algo: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``rlblocks train --backend rllib --algo ALGO --run-dir RUN --no-progress ARGS``; it
     must succeed."""
     out = cli(
@@ -55,7 +67,6 @@ def train_rllib(
         str(run),
         "--no-progress",
         *args,
-        timeout=timeout,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     return out
@@ -74,7 +85,7 @@ def header(run: Path) -> list[str]:
 
 def test_train_resume_evaluate(tmp_path):
     run = tmp_path / "run"
-    out = cli(
+    out = fresh_cli(
         "train",
         "--env",
         "CartPole-v1",
@@ -228,6 +239,22 @@ def test_config_keys_map_onto_rllib():
         build_algo_config(config, "DQN")
     with pytest.raises(ValueError, match="gymnasium id"):
         build_algo_config(PPOConfig.from_dict({"env": lambda cfg: None}))
+
+
+def test_num_threads_sets_the_drivers_torch_threads(tmp_path):
+    # the driver runs the local learner: torch's default (a thread per core) slows it down
+    import torch
+    from rlblocks.rllib.trainer import RLlibTrainer
+
+    config = {"env": "CartPole-v1", "train_batch_size": 64, "sgd_minibatch_size": 32}
+    before = torch.get_num_threads()
+    try:
+        for threads, expected in ((1, 1), (2, 2), (None, 2)):
+            trainer = RLlibTrainer({**config, "num_threads": threads}, tmp_path / str(threads))
+            trainer.close()
+            assert torch.get_num_threads() == expected, threads
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize(
@@ -573,9 +600,7 @@ def test_every_algorithm_learns_through_the_cli(algo, tmp_path):
     (the command stops at the target: the last progress row has it)."""
     flags, target, cap = LEARNING_CASES[algo]
     run = tmp_path / algo
-    train_rllib(
-        run, algo, *flags, "--stop-reward", str(target), "--stop-timesteps", str(cap), timeout=900
-    )
+    train_rllib(run, algo, *flags, "--stop-reward", str(target), "--stop-timesteps", str(cap))
     rows = progress(run)
     last = rows[-1]
     print(

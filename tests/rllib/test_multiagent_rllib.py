@@ -9,8 +9,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ import pytest
 ray = pytest.importorskip("ray")
 pytest.importorskip("pettingzoo")
 
+from conftest import run_cli  # noqa: E402
 from rlblocks.envs.multiagent_zoo import parallel_env  # noqa: E402
 from rlblocks.preprocessors import get_preprocessor  # noqa: E402
 from rlblocks.rllib import (  # noqa: E402
@@ -63,23 +62,16 @@ def rows(run: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rlblocks.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-# --- learning through the CLI (first: their Ray runs in the subprocess, before local_ray) -----
+# --- learning through the CLI (in this process, on the module's Ray) -------------------------
 @pytest.mark.parametrize("mapping", ["shared", "per_agent"])
-def test_cli_heterogeneous_bandit_learns_near_perfect_returns(mapping: str, tmp_path: Path):
+def test_cli_heterogeneous_bandit_learns_near_perfect_returns(
+    mapping: str, tmp_path: Path, local_ray: Any
+):
     """A random agent scores 1/3 (scouts) and 1/5 (pilots); a perfect one 1 (the env's
     docstring). ``shared`` trains ONE module for both kinds of agent."""
     run = tmp_path / "run"
     start = time.perf_counter()
-    out = cli(
+    out = run_cli(
         "train",
         "--env",
         BANDIT,
@@ -126,7 +118,7 @@ def test_cli_heterogeneous_bandit_learns_near_perfect_returns(mapping: str, tmp_
     assert all(r >= 0.9 for r in returns.values()), returns
     assert json.loads((run / "config.json").read_text())["backend"]["name"] == "rllib"
     # Ray-less evaluation: each policy's module acts greedily for its agents
-    evaluated = cli("evaluate", str(run), "--episodes", "6", "--seed", "3")
+    evaluated = run_cli("evaluate", str(run), "--episodes", "6", "--seed", "3")
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     result = json.loads(evaluated.stdout.strip().splitlines()[-1])
     assert result["episodes"] == 6 and result["episode_len_mean"] > 1

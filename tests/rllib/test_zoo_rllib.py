@@ -5,23 +5,24 @@ task needs memory); the run stops at the id's ``reward_threshold`` (the zoo's pa
 threshold) and must get there within the entry's step budget. The subset below keeps CI's
 Ray step to about five minutes: one task per path through rlblocks' RLlib module and
 connectors (fully connected, vision, Repeated, gymnasium Sequence and nested Dict
-observations, action masks, Dict and Box actions, an LSTM).
+observations, action masks, Dict and Box actions, an LSTM). The command runs in the test's
+process, on the module's Ray (``conftest.run_cli``).
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ray = pytest.importorskip("ray")
 
 import rlblocks.envs as envs  # noqa: E402
+from conftest import run_cli  # noqa: E402
 
 RLLIB_ZOO = [
     "rlblocks/zoo-BoxRank1-v0",
@@ -37,13 +38,10 @@ RLLIB_ZOO = [
 
 
 @pytest.mark.parametrize("env_id", RLLIB_ZOO)
-def test_zoo_env_learns_on_rllib(env_id: str, tmp_path: Path) -> None:
+def test_zoo_env_learns_on_rllib(env_id: str, tmp_path: Path, local_ray: Any) -> None:
     entry = envs.ZOO[env_id]
     run = tmp_path / "run"
     argv = [
-        sys.executable,
-        "-m",
-        "rlblocks.cli",
         "train",
         "--env",
         env_id,
@@ -58,7 +56,7 @@ def test_zoo_env_learns_on_rllib(env_id: str, tmp_path: Path) -> None:
     for key, value in entry.model.items():
         argv += ["--set", f"model.{key}={json.dumps(value)}"]
     start = time.perf_counter()
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    out = run_cli(*argv)
     wall = time.perf_counter() - start
     assert out.returncode == 0, out.stderr[-3000:]
     with open(run / "progress.csv", newline="") as f:

@@ -128,7 +128,8 @@ class TrainerConfig:
     num_threads: int | None = 1
     """``torch.set_num_threads`` for the run: 1 is fastest for small MLP/LSTM models on CPU
     (thread hand-offs cost more than the maths); raise it for conv nets. None leaves
-    torch's setting."""
+    torch's setting. On the RLlib backend it sets the driver's threads (its local learner
+    and env runner); Ray gives its workers one thread per CPU they hold."""
     checkpoint_freq: int = 10
     """Write a checkpoint every this many iterations during ``fit`` (0: only at the end)."""
     keep_checkpoints: int = 3
