@@ -319,6 +319,11 @@ class _SquashedActor:
         return np.minimum(np.maximum(x, self.low), self.high)
 
 
+def _host(x: torch.Tensor) -> np.ndarray:
+    """``x`` as a numpy array (a view on the CPU)."""
+    return x.detach().cpu().numpy()
+
+
 def _as_tensor(x: Any, device: torch.device) -> torch.Tensor:
     """A tensor on ``device``; float64 becomes float32, other dtypes stay."""
     t = (
@@ -681,44 +686,52 @@ class SACLearner:
         # overwrites the gradients it writes: the others, e.g. unused value branches, go)
         self._clear_grads(self.critic_optimizer, critic_params, fast)
         if fast is not None:
-            targets = fast.targets(t.next_obs, t.rewards, t.discounts, alpha)
+            alpha_value = float(alpha)
+            targets = fast.targets(t.next_obs, t.rewards, t.discounts, alpha_value)
             losses, qs = fast.critic_grads(t.obs, self._normalize(t.actions), targets, t.weights)
-            qf_loss = torch.stack(losses).sum()
+            qf_loss = sum(map(float, losses))
         else:
             targets = self.targets(t)
-            qf_loss, qs = self._critic_loss(t, targets)
-            qf_loss.backward(inputs=critic_params)
+            loss, qs = self._critic_loss(t, targets)
+            loss.backward(inputs=critic_params)
+            qf_loss = float(loss)
         self._apply(self.critic_optimizer, critic_params)
-        td = torch.stack([(q.detach() - targets).abs() for q in qs]).mean(0)
+        y = _host(targets)
+        td = np.mean([np.abs(_host(q) - y) for q in qs], 0)
 
         # actor
         self._clear_grads(self.actor_optimizer, actor_params, fast)
         target_entropy: torch.Tensor | float = self.target_entropy
         if fast is not None:
-            actor_loss, neg_entropy, _ = fast.actor_grads(t.obs, alpha)
+            actor_loss, neg_entropy, _ = fast.actor_grads(t.obs, alpha_value)
         else:
             actor_loss, neg_entropy, target_entropy = self._actor_loss(t, alpha)
             actor_loss.backward(inputs=actor_params)
         self._apply(self.actor_optimizer, actor_params)
 
-        # temperature: d/d log_alpha of -mean(log_alpha * (neg_entropy + target))
-        alpha_term = neg_entropy.detach() + target_entropy
-        alpha_loss = -(self.log_alpha.detach() * alpha_term).mean()
-        self.log_alpha.grad = -alpha_term.mean().reshape(())  # its only gradient
+        # temperature: d/d log_alpha of -mean(log_alpha * (neg_entropy + target)), its only
+        # gradient (the statistics in numpy: a handful of torch calls less per update)
+        neg = _host(neg_entropy)
+        target = _host(target_entropy) if torch.is_tensor(target_entropy) else target_entropy
+        term = float(np.mean(neg + target))
+        log_alpha = float(self.log_alpha.detach())
+        if self.log_alpha.grad is None:
+            self.log_alpha.grad = torch.full_like(self.log_alpha, -term)
+        else:
+            self.log_alpha.grad.fill_(-term)
         self._apply(self.alpha_optimizer, [self.log_alpha])
 
         stats = {
-            "qf_loss": float(qf_loss.detach()),
-            "actor_loss": float(actor_loss.detach()),
-            "alpha_loss": float(alpha_loss),
+            "qf_loss": qf_loss,
+            "actor_loss": float(actor_loss),
+            "alpha_loss": -log_alpha * term,
             "alpha": self.alpha,
-            "q_mean": float(qs[0].detach().mean()),
+            "q_mean": float(_host(qs[0]).mean()),
             "td_error_mean": float(td.mean()),
-            "entropy": float(-neg_entropy.detach().mean()),
-            "target_entropy": float(torch.as_tensor(target_entropy).float().mean()),
+            "entropy": -float(neg.mean()),
+            "target_entropy": float(np.mean(target)),
         }
-        priorities = td.cpu().numpy().astype(np.float64)
-        return stats, priorities
+        return stats, td.astype(np.float64)
 
     def _actor_loss(
         self, t: _Tensors, alpha: torch.Tensor

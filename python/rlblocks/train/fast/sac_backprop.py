@@ -23,7 +23,10 @@ Each derivative is the one autograd takes through ``SACLearner``'s module path, 
 ``min`` and of the squash's clamp included, and the random draws are the same (one
 ``torch.randn`` per call, in the same order), so both paths give the same update up to
 float rounding (``tests/test_sac_learner.py`` compares them). ``SACLearner`` steps the
-optimizers. :meth:`SACBackprop.build` returns None for any other model, and
+optimizers. The matrix products run in torch; the element-wise rest (a few hundred small
+operations per update, on ``[B, dim(A)]`` and ``[B]`` arrays) runs in numpy on views of the
+same memory, where an operation costs a fraction of a torch call. Hence CPU float32 only:
+:meth:`SACBackprop.build` returns None for any other model, device or dtype, and
 :meth:`SACBackprop.usable` is False while a hook is set or a layer was replaced.
 
 Examples:
@@ -43,6 +46,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -59,19 +63,31 @@ __all__ = ["SACBackprop"]
 
 
 class _Draw(NamedTuple):
-    """The actor's pass and one draw per row, with what the log-density's gradient reads."""
+    """The actor's pass and one draw per row, with what the log-density's gradient reads
+    (numpy views; ``acts`` the torch activations)."""
 
     acts: list[torch.Tensor]
-    raw_log_std: torch.Tensor
-    std: torch.Tensor
-    noise: torch.Tensor
-    t: torch.Tensor
-    squashed: torch.Tensor
+    raw_log_std: np.ndarray
+    std: np.ndarray
+    noise: np.ndarray
+    t: np.ndarray
+    squashed: np.ndarray
     action: torch.Tensor
-    scaled: torch.Tensor
-    density: torch.Tensor
-    jacobian: torch.Tensor
-    logp: torch.Tensor
+    scaled: np.ndarray
+    density: np.ndarray
+    jacobian: np.ndarray
+    logp: np.ndarray
+
+
+def _np(x: torch.Tensor) -> np.ndarray:
+    """A numpy view of a CPU tensor that does not require grad (the closed form's own, a
+    batch's)."""
+    return x.numpy()
+
+
+def _column(x: np.ndarray) -> torch.Tensor:
+    """``x`` (``[B]``) as a ``[B, 1]`` tensor sharing its memory."""
+    return torch.from_numpy(x.reshape(-1, 1))
 
 
 def _hooked(module: nn.Module) -> bool:
@@ -177,7 +193,8 @@ class SACBackprop:
         target_critics: Sequence[nn.Module],
     ) -> SACBackprop | None:
         """The fast path for these networks, or None when one of them is not covered
-        (another model class or activation, a free log-std, frozen parameters)."""
+        (another model class or activation, a free log-std, frozen parameters, parameters
+        off the CPU or not float32)."""
         layers = FCLayers.from_model(actor)
         if layers is None or layers.logits is None or layers.free_log_std is not None:
             return None
@@ -186,6 +203,12 @@ class SACBackprop:
             return None
         trained = [actor, *critics]
         if any(not p.requires_grad for m in trained for p in m.parameters()):
+            return None
+        if any(
+            p.device.type != "cpu" or p.dtype != torch.float32
+            for m in [*trained, *target_critics]
+            for p in m.parameters()
+        ):
             return None
         n = len(critics)
         ok = [c for c in built if c is not None]
@@ -212,23 +235,33 @@ class SACBackprop:
     def _draw(self, x: torch.Tensor) -> _Draw:
         """The actor's outputs and one reparameterised draw per row."""
         acts = run_stack(self.actor_layers, x)
-        out = acts[-1]
+        out = _np(acts[-1])
         d = out.shape[1] // 2
         mean, raw_log_std = out[:, :d], out[:, d:]
-        log_std = raw_log_std.clamp(MIN_LOG_NN_OUTPUT, MAX_LOG_NN_OUTPUT)
-        std = log_std.exp()
-        noise = torch.randn(mean.shape, device=mean.device, dtype=mean.dtype)
+        log_std = np.clip(raw_log_std, MIN_LOG_NN_OUTPUT, MAX_LOG_NN_OUTPUT)
+        std = np.exp(log_std)
+        noise = _np(torch.randn(mean.shape))
         z = mean + std * noise
-        t = torch.tanh(z)
+        t = np.tanh(z)
         # SquashedGaussian's squash into [low, high] = [-1, 1], then its clamp
         squashed = (t + 1.0) / 2.0 * 2.0 + -1.0
-        action = squashed.clamp(-1.0, 1.0)
+        action = np.clip(squashed, -1.0, 1.0)
         scaled = (z - mean) / std
         density = -0.5 * scaled * scaled - log_std - _HALF_LOG_2PI
         jacobian = 1.0 - t * t + SMALL_NUMBER
-        logp = density.clamp(-100.0, 100.0).sum(-1) - torch.log(jacobian).sum(-1)
+        logp = np.clip(density, -100.0, 100.0).sum(-1) - np.log(jacobian).sum(-1)
         return _Draw(
-            acts, raw_log_std, std, noise, t, squashed, action, scaled, density, jacobian, logp
+            acts,
+            raw_log_std,
+            std,
+            noise,
+            t,
+            squashed,
+            torch.from_numpy(action),
+            scaled,
+            density,
+            jacobian,
+            logp,
         )
 
     @staticmethod
@@ -236,12 +269,13 @@ class SACBackprop:
         return obs.reshape(obs.shape[0], -1).float()
 
     @staticmethod
-    def _min_weights(qs: list[torch.Tensor]) -> list[torch.Tensor]:
-        """``d min_i(q_i) / d q_i``: 1 for the smaller, a half each on a tie (as ``amin``)."""
+    def _min(qs: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
+        """``min_i(q_i)`` and ``d min / d q_i``: 1 for the smaller, a half each on a tie
+        (as ``amin``)."""
         if len(qs) == 1:
-            return [torch.ones_like(qs[0])]
-        first = (qs[0] < qs[1]).float() + 0.5 * (qs[0] == qs[1]).float()
-        return [first, 1.0 - first]
+            return qs[0], [np.ones_like(qs[0])]
+        first = (qs[0] < qs[1]).astype(np.float32) + np.float32(0.5) * (qs[0] == qs[1])
+        return np.minimum(qs[0], qs[1]), [first, 1.0 - first]
 
     # --- the three computations ---------------------------------------------------------------
     @torch.no_grad()
@@ -250,14 +284,15 @@ class SACBackprop:
         next_obs: torch.Tensor,
         rewards: torch.Tensor,
         discounts: torch.Tensor,
-        alpha: torch.Tensor,
+        alpha: torch.Tensor | float,
     ) -> torch.Tensor:
         """``y = r + d * (min_i Qtarg_i(s', a') - alpha * log pi(a'|s'))`` (``[B]``)."""
         x = self._flat(next_obs)
         draw = self._draw(x)
-        qs = [c.q(x, draw.action)[1][-1][:, 0] for c in self.target_critics]
-        q = torch.stack(qs).amin(0)
-        return rewards + discounts * (q - alpha * draw.logp)
+        qs = [_np(c.q(x, draw.action)[1][-1])[:, 0] for c in self.target_critics]
+        q = self._min(qs)[0]
+        y = _np(rewards) + _np(discounts) * (q - float(alpha) * draw.logp)
+        return torch.from_numpy(y.astype(np.float32, copy=False))
 
     @torch.no_grad()
     def critic_grads(
@@ -274,47 +309,49 @@ class SACBackprop:
         of the other parameters is left as is)."""
         x = self._flat(obs)
         b = x.shape[0]
+        y = _np(targets).astype(np.float32, copy=False)
+        w = _np(weights).astype(np.float32, copy=False)
         losses, qs = [], []
         for critic in self.critics:
             base_acts, head_acts = critic.q(x, actions)
             q = head_acts[-1][:, 0]
-            diff = q - targets
+            diff = _np(q) - y
             if huber:
-                err = diff.abs()
-                per_row = torch.where(err < 1.0, 0.5 * diff * diff, err - 0.5)
-                losses.append((weights * per_row).mean())
-                d_q = weights * diff.clamp(-1.0, 1.0) / b
+                err = np.abs(diff)
+                per_row = np.where(err < 1.0, 0.5 * diff * diff, err - 0.5)
+                losses.append(torch.tensor(np.mean(w * per_row)))
+                d_q = w * np.clip(diff, -1.0, 1.0) / b
             else:
-                losses.append(0.5 * (weights * diff**2).mean())
-                d_q = weights * diff / b
-            critic.backward(base_acts, head_acts, d_q[:, None])
+                losses.append(torch.tensor(0.5 * np.mean(w * diff * diff)))
+                d_q = w * diff / b
+            critic.backward(base_acts, head_acts, _column(d_q))
             qs.append(q)
         return losses, qs
 
     @torch.no_grad()
     def actor_grads(
-        self, obs: torch.Tensor, alpha: torch.Tensor
+        self, obs: torch.Tensor, alpha: torch.Tensor | float
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(actor loss, log pi(a~|s) [B], min_i Q_i(s, a~) [B])`` for one
         reparameterised draw per row; writes the gradients of the actor's layers."""
         x = self._flat(obs)
         b = x.shape[0]
+        alpha = float(alpha)
         draw = self._draw(x)
-        action = draw.action
-        critic_acts = [c.q(x, action)[1] for c in self.critics]
-        qs = [acts[-1][:, 0] for acts in critic_acts]
-        q_min = torch.stack(qs).amin(0)
+        critic_acts = [c.q(x, draw.action)[1] for c in self.critics]
+        q_min, min_weights = self._min([_np(acts[-1])[:, 0] for acts in critic_acts])
         logp = draw.logp
-        loss = (alpha * logp - q_min).mean()
+        loss = np.mean(alpha * logp - q_min)
 
         # d loss / d action, through min_i Q_i(s, a~) (the critics' input gradients)
-        d_action = torch.zeros_like(action)
-        for critic, acts, w in zip(self.critics, critic_acts, self._min_weights(qs), strict=True):
-            d_action += critic.action_grad(acts, (-w / b)[:, None])
+        d_action = sum(
+            _np(critic.action_grad(acts, _column(-w / b)))
+            for critic, acts, w in zip(self.critics, critic_acts, min_weights, strict=True)
+        )
         # the clamp of the squash (a tie with a bound gets half, as torch.maximum/minimum)
         squashed = draw.squashed
         at_bound = (squashed == 1.0) | (squashed == -1.0)
-        d_t = torch.where(at_bound, 0.5 * d_action, d_action)
+        d_t = np.where(at_bound, 0.5 * d_action, d_action)
         # the Jacobian term -sum log(1 - t^2 + eps) of alpha * logp / B
         t = draw.t
         coef = alpha / b
@@ -322,18 +359,19 @@ class SACBackprop:
         d_z = d_t * (1.0 - t * t)
         # the clamped Normal density of z = mean + std * noise
         density = draw.density
-        inside = ((density >= -100.0) & (density <= 100.0)).float() * coef
+        inside = ((density >= -100.0) & (density <= 100.0)) * np.float32(coef)
         std, scaled = draw.std, draw.scaled
         d_z = d_z - inside * scaled / std
         d_mean = d_z + inside * scaled / std
         d_std = d_z * draw.noise + inside * scaled * scaled / std
         d_log_std = d_std * std - inside
         raw = draw.raw_log_std
-        d_raw = d_log_std * ((raw >= MIN_LOG_NN_OUTPUT) & (raw <= MAX_LOG_NN_OUTPUT)).float()
+        d_raw = d_log_std * ((raw >= MIN_LOG_NN_OUTPUT) & (raw <= MAX_LOG_NN_OUTPUT))
 
         _fresh_grads(self.actor_layers)
-        backward_stack(self.actor_layers, draw.acts, torch.cat([d_mean, d_raw], 1))
-        return loss, logp, q_min
+        d_out = torch.from_numpy(np.concatenate([d_mean, d_raw], 1))
+        backward_stack(self.actor_layers, draw.acts, d_out)
+        return torch.tensor(loss), torch.from_numpy(logp), torch.from_numpy(q_min)
 
 
 def _fresh_grads(layers: list[Dense]) -> None:
