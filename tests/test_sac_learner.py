@@ -648,3 +648,8 @@ def test_closed_form_path_declines_what_it_does_not_cover() -> None:
     frozen.critics[0].q_head._logits._model[0].bias.requires_grad_(False)
     frozen.__dict__.pop("_fast", None)
     assert frozen._backprop() is None
+    # the element-wise half runs in numpy on views: float32 CPU parameters only
+    wide = SACLearner(Box(-1, 1, (3,)), Box(-1, 1, (2,)), config(model=model, q_model=model))
+    wide.target_critics.double()
+    wide.__dict__.pop("_fast", None)
+    assert wide._backprop() is None

@@ -694,7 +694,7 @@ class SACLearner:
             targets = self.targets(t)
             loss, qs = self._critic_loss(t, targets)
             loss.backward(inputs=critic_params)
-            qf_loss = float(loss)
+            qf_loss = float(loss.detach())
         self._apply(self.critic_optimizer, critic_params)
         y = _host(targets)
         td = np.mean([np.abs(_host(q) - y) for q in qs], 0)
@@ -723,7 +723,7 @@ class SACLearner:
 
         stats = {
             "qf_loss": qf_loss,
-            "actor_loss": float(actor_loss),
+            "actor_loss": float(actor_loss.detach()),
             "alpha_loss": -log_alpha * term,
             "alpha": self.alpha,
             "q_mean": float(_host(qs[0]).mean()),
