@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds rlblocks._core with AddressSanitizer and UndefinedBehaviorSanitizer in a scratch
+# Builds rlblocks._core with AddressSanitizer and UndefinedBehaviorSanitizer (at -O1, as the
+# sanitizers advise: half the -O3 build time) in a scratch
 # copy of the tree and runs every test marked `native` (pytest -m native) under them, and the
 # differential fuzzer (tools/fuzz_flatten.py, RLBLOCKS_FUZZ_CASES cases): any out-of-bounds
 # read or write, use after free or undefined behaviour (signed overflow, bad shifts,
@@ -18,7 +19,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp -r "$root/cpp" "$root/python" "$root/tests" "$root/tools" "$root/CMakeLists.txt" "$root/pyproject.toml" "$work/"
 rm -f "$work"/python/rlblocks/_core*.so
-cmake -S "$work" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+cmake -S "$work" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRLBLOCKS_OPT=-O1 \
   -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
   -DCMAKE_MODULE_LINKER_FLAGS="-fsanitize=address,undefined" > "$work/cmake.log"
 cmake --build "$work/build" > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
