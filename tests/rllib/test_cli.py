@@ -257,6 +257,32 @@ def test_num_threads_sets_the_drivers_torch_threads(tmp_path):
         torch.set_num_threads(before)
 
 
+def test_train_flushes_denormals_on_the_driver(tmp_path):
+    # the driver runs the local learner's updates inside RLlib's Algorithm.train
+    from rlblocks.rllib.trainer import RLlibTrainer
+    from rlblocks.train.denormals import denormals_flushed, hardware_flushes
+
+    if not hardware_flushes():
+        pytest.skip("this CPU cannot flush denormals")
+    config = {"env": "CartPole-v1", "train_batch_size": 64, "sgd_minibatch_size": 32}
+    for flush in (True, False):
+        trainer = RLlibTrainer({**config, "flush_denormals": flush}, tmp_path / str(flush))
+        try:
+            seen = []
+            algo_train = trainer.algo.train
+
+            def recording_train(algo_train=algo_train, seen=seen):
+                seen.append(denormals_flushed())
+                return algo_train()
+
+            trainer.algo.train = recording_train
+            trainer.train()
+            assert seen == [flush]
+            assert not denormals_flushed()
+        finally:
+            trainer.close()
+
+
 @pytest.mark.parametrize(
     "key, value",
     [

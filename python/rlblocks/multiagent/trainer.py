@@ -48,6 +48,7 @@ from rlblocks.train.checkpoint import (
     load_checkpoint,
     recover_interrupted_saves,
 )
+from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.envs import env_callable, raw_env_creator
 from rlblocks.train.learner import PPOLearner
 from rlblocks.train.loop import episode_summary
@@ -260,6 +261,7 @@ class MultiAgentPPOTrainer(PPOTrainer):
                     batches[pid] = stop.value
         return batches
 
+    @flushing_denormals
     def train(self) -> dict[str, Any]:
         """One iteration: ``rollout_fragment_length`` steps of every env copy, then each
         policy's PPO update.

@@ -44,6 +44,7 @@ from rlblocks.rllib.algo_config import (
 from rlblocks.rllib.checkpoints import FILTER_FILE, META_FILE, checkpoints, newest_checkpoint
 from rlblocks.rllib.connectors import MeanStdFilterBatched
 from rlblocks.rllib.runtime_env import runtime_env_for
+from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.logger import ProgressLogger, truncate_progress
 from rlblocks.train.loop import train_until
 from rlblocks.train.trainer_config import PPOConfig
@@ -404,6 +405,7 @@ class RLlibTrainer:
         self.algo = _build_algo(algo_config)
 
     # --- training ------------------------------------------------------------------------------
+    @flushing_denormals
     def train(self) -> dict[str, Any]:
         """One RLlib iteration; the metrics in the native trainer's columns."""
         start = time.perf_counter()

@@ -54,6 +54,7 @@ from rlblocks.train.checkpoint import (
     load_checkpoint,
     recover_interrupted_saves,
 )
+from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.dqn_learner import DQNLearner
 from rlblocks.train.env_errors import call_env, non_finite_observation
 from rlblocks.train.envs import config_with_env, make_env_creator, vector_env_from_config
@@ -302,6 +303,7 @@ class OffPolicyTrainer(PPOTrainer):
         for _ in range(min(syncs, 1 if cfg.tau >= 1.0 else syncs)):
             self.learner.sync_targets()
 
+    @flushing_denormals
     def train(self) -> dict[str, Any]:
         """Runs one iteration (``timesteps_per_iteration`` env steps and the updates due).
 

@@ -50,6 +50,7 @@ from rlblocks.train.checkpoint import (
     recover_interrupted_saves,
     save_checkpoint,
 )
+from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.envs import (
     config_with_env,
     evaluation_env,
@@ -226,6 +227,7 @@ class PPOTrainer:
         return self.policy.model
 
     # --- training -------------------------------------------------------------------------
+    @flushing_denormals
     def train(self) -> dict[str, Any]:
         """Runs one iteration (rollout + SGD epochs) and returns its metrics.
 

@@ -130,6 +130,11 @@ class TrainerConfig:
     (thread hand-offs cost more than the maths); raise it for conv nets. None leaves
     torch's setting. On the RLlib backend it sets the driver's threads (its local learner
     and env runner); Ray gives its workers one thread per CPU they hold."""
+    flush_denormals: bool = True
+    """Flush float32 denormals to zero during each ``train()`` call, on the calling thread
+    (its previous setting restored after): near-zero optimizer moments otherwise slow the
+    CPU maths several-fold (:mod:`rlblocks.train.denormals`). On the RLlib backend it
+    covers the driver (its local learner and env runner)."""
     checkpoint_freq: int = 10
     """Write a checkpoint every this many iterations during ``fit`` (0: only at the end)."""
     keep_checkpoints: int = 3
@@ -263,7 +268,7 @@ class TrainerConfig:
         self.gamma = _number(self.gamma, "gamma", low=0.0, high=1.0)
         if self.grad_clip is not None:
             self.grad_clip = _number(self.grad_clip, "grad_clip", low=0.0, low_open=True)
-        for name in ("clip_actions", "tensorboard"):
+        for name in ("clip_actions", "tensorboard", "flush_denormals"):
             _bool(self, name)
         if self.seed is not None:
             # env i is seeded with seed + i; torch takes seeds below 2**64.

@@ -82,6 +82,7 @@ OUTSIDE_THE_LOSS = frozenset(
         "seed",
         "device",
         "num_threads",
+        "flush_denormals",
         "checkpoint_freq",
         "keep_checkpoints",
         "tensorboard",
