@@ -109,7 +109,12 @@ def test_cli_heterogeneous_bandit_learns_near_perfect_returns(
     for policy in policies:
         assert math.isfinite(float(last[f"module_episode_return_mean/{policy}"]))
         assert math.isfinite(float(last[f"policy_loss/{policy}"]))
-    returns = {a: float(last[f"agent_episode_return_mean/{a}"]) for a in AGENTS}
+    # the mean of the last three iterations: one iteration's few episodes of a policy that
+    # still samples put a near-perfect agent anywhere in 0.85-1 (CI once read 0.883)
+    returns = {
+        a: float(np.mean([float(r[f"agent_episode_return_mean/{a}"]) for r in progress[-3:]]))
+        for a in AGENTS
+    }
     first = {a: float(progress[0][f"agent_episode_return_mean/{a}"]) for a in AGENTS}
     print(
         f"\n{mapping}: agent returns {first} -> {returns} in {len(progress)} iterations, "
