@@ -124,6 +124,37 @@ def test_masked_actions_are_never_taken_nor_bootstrapped() -> None:
         learner.act(nxt, explore=False, timestep=0)
 
 
+@pytest.mark.parametrize("random_steps", [None, 300])
+def test_random_warm_up_acts_uniformly_over_legal_actions(random_steps: int | None) -> None:
+    """Before ``random_steps`` (None: ``learning_starts``) every action is uniform over the
+    legal ones even where the schedule says greedy; from then on the schedule applies."""
+    torch.manual_seed(0)
+    space, prep = _masked_space(4)
+    cfg = DQNConfig(
+        model={"fcnet_hiddens": [8]},
+        learning_starts=200,
+        random_steps=random_steps,
+        epsilon=[[0, 0.0]],
+    )
+    learner = DQNLearner(space, Discrete(4), cfg, "cpu")
+    warmup = 200 if random_steps is None else random_steps
+    mask = np.array([1, 0, 1, 1])
+    obs = prep.transform_batch([{"action_mask": mask, "observations": np.zeros(2)}] * 6000)
+    acted = learner.act(obs, explore=True, timestep=warmup - 1)
+    counts = np.bincount(acted, minlength=4)
+    assert counts[1] == 0  # masked: never taken at random
+    # uniform over the three legal actions: chi-square with 2 degrees of freedom, p = 1e-4
+    assert ((counts[[0, 2, 3]] - 2000.0) ** 2 / 2000.0).sum() < 18.4
+    greedy = learner.act(obs, explore=False, timestep=0)
+    np.testing.assert_array_equal(learner.act(obs, explore=True, timestep=warmup), greedy)
+    assert cfg.epsilon_at(warmup - 1) == 1.0 and cfg.epsilon_at(warmup) == 0.0
+
+
+def test_random_steps_must_be_a_count() -> None:
+    with pytest.raises(ValueError, match="random_steps must be an int >= 0, got -1"):
+        DQNConfig(random_steps=-1)
+
+
 def test_polyak_and_hard_target_updates() -> None:
     learner = DQNLearner(
         Box(-1, 1, (2,)), Discrete(2), DQNConfig(model={"fcnet_hiddens": [4]}, tau=0.25), "cpu"
