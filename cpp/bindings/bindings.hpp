@@ -22,6 +22,7 @@ void register_frame_stack(py::module_& m);
 void register_image(py::module_& m);
 void register_sequences(py::module_& m);
 void register_replay(py::module_& m);
+void register_squashed_gaussian(py::module_& m);
 
 using Shape = std::vector<std::int64_t>;
 

@@ -11,4 +11,5 @@ PYBIND11_MODULE(_core, m) {
   rlblocks::bindings::register_image(m);
   rlblocks::bindings::register_sequences(m);
   rlblocks::bindings::register_replay(m);
+  rlblocks::bindings::register_squashed_gaussian(m);
 }

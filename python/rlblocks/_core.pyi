@@ -29,6 +29,8 @@ __all__: list[str] = [
     "pad_sequences",
     "seq_lens_from_ids",
     "set_num_threads",
+    "squashed_gaussian_grad",
+    "squashed_gaussian_sample",
     "tanh",
 ]
 
@@ -298,6 +300,24 @@ def set_num_threads(n: typing.SupportsInt | typing.SupportsIndex) -> None:
     """
     Threads used by every batched kernel (the caller counts as one).
     """
+
+def squashed_gaussian_grad(
+    inputs: typing.Any,
+    noise: typing.Any,
+    d_action: typing.Any,
+    coef: typing.SupportsFloat | typing.SupportsIndex,
+    log_std_low: typing.SupportsFloat | typing.SupportsIndex,
+    log_std_high: typing.SupportsFloat | typing.SupportsIndex,
+) -> numpy.typing.NDArray[numpy.float32]:
+    """float32 [B, 2d]: the gradient, with respect to inputs, of sum(d_action * action) + coef * sum(logp) for squashed_gaussian_sample's draw from the same inputs and noise."""
+
+def squashed_gaussian_sample(
+    inputs: typing.Any,
+    noise: typing.Any,
+    log_std_low: typing.SupportsFloat | typing.SupportsIndex,
+    log_std_high: typing.SupportsFloat | typing.SupportsIndex,
+) -> tuple[numpy.typing.NDArray[numpy.float32], numpy.typing.NDArray[numpy.float32]]:
+    """(action float32 [B, d], logp float32 [B]) of SAC's squashed Gaussian over [-1, 1]: inputs [B, 2d] (means, then log-stds clamped to [log_std_low, log_std_high]), noise [B, d] standard-normal draws."""
 
 def tanh(x: typing.Any, out: typing.Any = None) -> numpy.typing.NDArray[numpy.float32]:
     """

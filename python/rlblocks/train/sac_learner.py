@@ -324,6 +324,12 @@ def _host(x: torch.Tensor) -> np.ndarray:
     return x.detach().cpu().numpy()
 
 
+def _mean(x: np.ndarray) -> float:
+    """``float(np.mean(x))``, without ``np.mean``'s Python overhead (more than the sum of a
+    batch of a few hundred floats)."""
+    return float(np.add.reduce(x, None) / x.size)
+
+
 def _as_tensor(x: Any, device: torch.device) -> torch.Tensor:
     """A tensor on ``device``; float64 becomes float32, other dtypes stay."""
     t = (
@@ -464,6 +470,8 @@ class SACLearner:
             assert isinstance(action_space, Box)
             self._low = torch.as_tensor(action_space.low, dtype=torch.float32, device=self.device)
             self._high = torch.as_tensor(action_space.high, dtype=torch.float32, device=self.device)
+            self._low_host = action_space.low.astype(np.float32)
+            self._span_host = action_space.high.astype(np.float32) - self._low_host
 
     # --- construction helpers ---------------------------------------------------------------
     @staticmethod
@@ -515,7 +523,11 @@ class SACLearner:
         )
 
     def _normalize(self, actions: torch.Tensor) -> torch.Tensor:
-        """Box-bounded actions -> ``[-1, 1]``."""
+        """Box-bounded actions -> ``[-1, 1]`` (on the CPU in numpy, the same float32
+        operations at a fraction of four torch calls' overhead)."""
+        if actions.device.type == "cpu" and not actions.requires_grad:
+            host = actions.numpy()
+            return torch.from_numpy((host - self._low_host) / self._span_host * 2.0 - 1.0)
         return (actions - self._low) / (self._high - self._low) * 2.0 - 1.0
 
     def _critic_obs(self, obs: torch.Tensor) -> torch.Tensor:
@@ -697,7 +709,7 @@ class SACLearner:
             qf_loss = float(loss.detach())
         self._apply(self.critic_optimizer, critic_params)
         y = _host(targets)
-        td = np.mean([np.abs(_host(q) - y) for q in qs], 0)
+        td = sum(np.abs(_host(q) - y) for q in qs) / len(qs)
 
         # actor
         self._clear_grads(self.actor_optimizer, actor_params, fast)
@@ -713,7 +725,7 @@ class SACLearner:
         # gradient (the statistics in numpy: a handful of torch calls less per update)
         neg = _host(neg_entropy)
         target = _host(target_entropy) if torch.is_tensor(target_entropy) else target_entropy
-        term = float(np.mean(neg + target))
+        term = _mean(neg + target)
         log_alpha = float(self.log_alpha.detach())
         if self.log_alpha.grad is None:
             self.log_alpha.grad = torch.full_like(self.log_alpha, -term)
@@ -726,10 +738,10 @@ class SACLearner:
             "actor_loss": float(actor_loss.detach()),
             "alpha_loss": -log_alpha * term,
             "alpha": self.alpha,
-            "q_mean": float(_host(qs[0]).mean()),
-            "td_error_mean": float(td.mean()),
-            "entropy": -float(neg.mean()),
-            "target_entropy": float(np.mean(target)),
+            "q_mean": _mean(_host(qs[0])),
+            "td_error_mean": _mean(td),
+            "entropy": -_mean(neg),
+            "target_entropy": target if isinstance(target, float) else _mean(target),
         }
         return stats, td.astype(np.float64)
 

@@ -43,6 +43,8 @@ from rlblocks.models.misc import SlimFC, tanh_cpu
 __all__ = [
     "BypassCheck",
     "Dense",
+    "activate_",
+    "activation_backward",
     "FCLayers",
     "NumpyWeights",
     "NumpyGrads",
@@ -57,6 +59,25 @@ __all__ = [
 ]
 
 
+def activate_(y: torch.Tensor, activation: str | None) -> torch.Tensor:
+    """``activation`` (``None``, ``"tanh"`` or ``"relu"``) applied to ``y`` in place."""
+    if activation == "tanh":
+        return tanh_cpu(y, inplace=True) if y.device.type == "cpu" else torch.tanh_(y)
+    if activation == "relu":
+        return torch.relu_(y)
+    return y
+
+
+def activation_backward(dy: torch.Tensor, y: torch.Tensor, activation: str | None) -> torch.Tensor:
+    """The gradient of an activation's input, from its output ``y`` and that output's
+    gradient ``dy``."""
+    if activation == "tanh":
+        return torch.ops.aten.tanh_backward(dy, y)
+    if activation == "relu":
+        return torch.ops.aten.threshold_backward(dy, y, 0)
+    return dy
+
+
 @dataclass
 class Dense:
     """One linear layer and its activation (``None``, ``"tanh"`` or ``"relu"``)."""
@@ -68,14 +89,7 @@ class Dense:
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``activation(x @ weight.T + bias)``; call under ``torch.no_grad()``."""
-        y = torch.addmm(self.bias, x, self.weight.t())
-        if self.activation == "tanh":
-            if y.device.type == "cpu":
-                return tanh_cpu(y, inplace=True)
-            return torch.tanh_(y)
-        if self.activation == "relu":
-            return torch.relu_(y)
-        return y
+        return activate_(torch.addmm(self.bias, x, self.weight.t()), self.activation)
 
     def forward_graph(self, x: torch.Tensor) -> torch.Tensor:
         """What the module computes (``nn.Linear`` then the activation), autograd included,
@@ -92,10 +106,7 @@ class Dense:
     ) -> torch.Tensor | None:
         """Writes the weight and bias gradients for output gradient ``dy`` (``x``, ``y``:
         this layer's input and output); returns the input gradient when ``need_dx``."""
-        if self.activation == "tanh":
-            dy = torch.ops.aten.tanh_backward(dy, y)
-        elif self.activation == "relu":
-            dy = torch.ops.aten.threshold_backward(dy, y, 0)
+        dy = activation_backward(dy, y, self.activation)
         assert self.weight.grad is not None and self.bias.grad is not None
         torch.mm(dy.t(), x, out=self.weight.grad)
         torch.sum(dy, 0, out=self.bias.grad)

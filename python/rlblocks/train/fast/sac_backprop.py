@@ -23,9 +23,12 @@ Each derivative is the one autograd takes through ``SACLearner``'s module path, 
 ``min`` and of the squash's clamp included, and the random draws are the same (one
 ``torch.randn`` per call, in the same order), so both paths give the same update up to
 float rounding (``tests/test_sac_learner.py`` compares them). ``SACLearner`` steps the
-optimizers. The matrix products run in torch; the element-wise rest (a few hundred small
-operations per update, on ``[B, dim(A)]`` and ``[B]`` arrays) runs in numpy on views of the
-same memory, where an operation costs a fraction of a torch call. Hence CPU float32 only:
+optimizers. The matrix products run in torch. The squashed Gaussian's draw, log-density and
+gradient (some forty element-wise steps on ``[B, dim(A)]`` arrays) are one native call
+each (``rlblocks._core.squashed_gaussian_sample`` / ``_grad``, whose numpy twin is
+``rlblocks._reference.squashed_gaussian``), and the rest of the element-wise work (the
+losses, the ``min`` of the critics) runs in numpy on views of the same memory, where an
+operation costs a fraction of a torch call. Hence CPU float32 only:
 :meth:`SACBackprop.build` returns None for any other model, device or dtype, and
 :meth:`SACBackprop.usable` is False while a hook is set or a layer was replaced.
 
@@ -50,32 +53,26 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlblocks.distributions.base import (
-    _HALF_LOG_2PI,
-    MAX_LOG_NN_OUTPUT,
-    MIN_LOG_NN_OUTPUT,
-    SMALL_NUMBER,
-)
+from rlblocks import _core
+from rlblocks.distributions.base import MAX_LOG_NN_OUTPUT, MIN_LOG_NN_OUTPUT
 from rlblocks.models.heads import ContinuousActionQModel
 from rlblocks.train.fast.dense_layers import Dense, FCLayers, backward_stack, run_stack
 
 __all__ = ["SACBackprop"]
 
+#: SquashedGaussian's clamp of the log-stds.
+_LOG_STD_BOUNDS = (MIN_LOG_NN_OUTPUT, MAX_LOG_NN_OUTPUT)
+
 
 class _Draw(NamedTuple):
-    """The actor's pass and one draw per row, with what the log-density's gradient reads
-    (numpy views; ``acts`` the torch activations)."""
+    """The actor's pass (``acts``, the torch activations; ``inputs``, a numpy view of its
+    output) and one draw per row: the standard-normal ``noise``, the ``action`` in
+    ``[-1, 1]`` and its ``logp``."""
 
     acts: list[torch.Tensor]
-    raw_log_std: np.ndarray
-    std: np.ndarray
+    inputs: np.ndarray
     noise: np.ndarray
-    t: np.ndarray
-    squashed: np.ndarray
     action: torch.Tensor
-    scaled: np.ndarray
-    density: np.ndarray
-    jacobian: np.ndarray
     logp: np.ndarray
 
 
@@ -83,6 +80,12 @@ def _np(x: torch.Tensor) -> np.ndarray:
     """A numpy view of a CPU tensor that does not require grad (the closed form's own, a
     batch's)."""
     return x.numpy()
+
+
+def _mean(x: np.ndarray, scale: float = 1.0) -> torch.Tensor:
+    """``scale * np.mean(x)`` (float32 ``x``) as a 0-d tensor, without ``np.mean``'s and
+    ``torch.tensor``'s Python overhead (several times the sum of a batch)."""
+    return torch.from_numpy(np.asarray(scale * (np.add.reduce(x, None) / x.size)))
 
 
 def _column(x: np.ndarray) -> torch.Tensor:
@@ -235,34 +238,10 @@ class SACBackprop:
     def _draw(self, x: torch.Tensor) -> _Draw:
         """The actor's outputs and one reparameterised draw per row."""
         acts = run_stack(self.actor_layers, x)
-        out = _np(acts[-1])
-        d = out.shape[1] // 2
-        mean, raw_log_std = out[:, :d], out[:, d:]
-        log_std = np.clip(raw_log_std, MIN_LOG_NN_OUTPUT, MAX_LOG_NN_OUTPUT)
-        std = np.exp(log_std)
-        noise = _np(torch.randn(mean.shape))
-        z = mean + std * noise
-        t = np.tanh(z)
-        # SquashedGaussian's squash into [low, high] = [-1, 1], then its clamp
-        squashed = (t + 1.0) / 2.0 * 2.0 + -1.0
-        action = np.clip(squashed, -1.0, 1.0)
-        scaled = (z - mean) / std
-        density = -0.5 * scaled * scaled - log_std - _HALF_LOG_2PI
-        jacobian = 1.0 - t * t + SMALL_NUMBER
-        logp = np.clip(density, -100.0, 100.0).sum(-1) - np.log(jacobian).sum(-1)
-        return _Draw(
-            acts,
-            raw_log_std,
-            std,
-            noise,
-            t,
-            squashed,
-            torch.from_numpy(action),
-            scaled,
-            density,
-            jacobian,
-            logp,
-        )
+        inputs = _np(acts[-1])
+        noise = _np(torch.randn(inputs.shape[0], inputs.shape[1] // 2))
+        action, logp = _core.squashed_gaussian_sample(inputs, noise, *_LOG_STD_BOUNDS)
+        return _Draw(acts, inputs, noise, torch.from_numpy(action), logp)
 
     @staticmethod
     def _flat(obs: torch.Tensor) -> torch.Tensor:
@@ -319,10 +298,10 @@ class SACBackprop:
             if huber:
                 err = np.abs(diff)
                 per_row = np.where(err < 1.0, 0.5 * diff * diff, err - 0.5)
-                losses.append(torch.tensor(np.mean(w * per_row)))
+                losses.append(_mean(w * per_row))
                 d_q = w * np.clip(diff, -1.0, 1.0) / b
             else:
-                losses.append(torch.tensor(0.5 * np.mean(w * diff * diff)))
+                losses.append(_mean(w * diff * diff, scale=0.5))
                 d_q = w * diff / b
             critic.backward(base_acts, head_acts, _column(d_q))
             qs.append(q)
@@ -341,37 +320,20 @@ class SACBackprop:
         critic_acts = [c.q(x, draw.action)[1] for c in self.critics]
         q_min, min_weights = self._min([_np(acts[-1])[:, 0] for acts in critic_acts])
         logp = draw.logp
-        loss = np.mean(alpha * logp - q_min)
+        loss = _mean(alpha * logp - q_min)
 
         # d loss / d action, through min_i Q_i(s, a~) (the critics' input gradients)
         d_action = sum(
             _np(critic.action_grad(acts, _column(-w / b)))
             for critic, acts, w in zip(self.critics, critic_acts, min_weights, strict=True)
         )
-        # the clamp of the squash (a tie with a bound gets half, as torch.maximum/minimum)
-        squashed = draw.squashed
-        at_bound = (squashed == 1.0) | (squashed == -1.0)
-        d_t = np.where(at_bound, 0.5 * d_action, d_action)
-        # the Jacobian term -sum log(1 - t^2 + eps) of alpha * logp / B
-        t = draw.t
-        coef = alpha / b
-        d_t = d_t + coef * 2.0 * t / draw.jacobian
-        d_z = d_t * (1.0 - t * t)
-        # the clamped Normal density of z = mean + std * noise
-        density = draw.density
-        inside = ((density >= -100.0) & (density <= 100.0)) * np.float32(coef)
-        std, scaled = draw.std, draw.scaled
-        d_z = d_z - inside * scaled / std
-        d_mean = d_z + inside * scaled / std
-        d_std = d_z * draw.noise + inside * scaled * scaled / std
-        d_log_std = d_std * std - inside
-        raw = draw.raw_log_std
-        d_raw = d_log_std * ((raw >= MIN_LOG_NN_OUTPUT) & (raw <= MAX_LOG_NN_OUTPUT))
-
+        # through the squash, its clamps and alpha * logp / B to the actor's outputs
+        d_out = _core.squashed_gaussian_grad(
+            draw.inputs, draw.noise, d_action, alpha / b, *_LOG_STD_BOUNDS
+        )
         _fresh_grads(self.actor_layers)
-        d_out = torch.from_numpy(np.concatenate([d_mean, d_raw], 1))
-        backward_stack(self.actor_layers, draw.acts, d_out)
-        return torch.tensor(loss), torch.from_numpy(logp), torch.from_numpy(q_min)
+        backward_stack(self.actor_layers, draw.acts, torch.from_numpy(d_out))
+        return loss, torch.from_numpy(logp), torch.from_numpy(q_min)
 
 
 def _fresh_grads(layers: list[Dense]) -> None:
