@@ -43,11 +43,11 @@ from rlblocks.models.misc import SlimFC, tanh_cpu
 __all__ = [
     "BypassCheck",
     "Dense",
-    "activate_",
-    "activation_backward",
     "FCLayers",
     "NumpyWeights",
     "NumpyGrads",
+    "activate_",
+    "activation_backward",
     "backward_numpy",
     "backward_stack",
     "clip_numpy_grads",
