@@ -3,7 +3,10 @@
 Each case builds the distribution from a ``[B, n]`` model output, then draws a sample,
 scores it (``logp``) and computes the entropy, which is what a policy-gradient step does.
 The alternatives do the same with ``torch.distributions`` written by hand: once with
-torch's defaults (argument validation on) and once with ``validate_args=False``. Ratios
+torch's defaults (argument validation on) and once with ``validate_args=False``. One more
+case times what SAC's closed-form update does with its squashed Gaussian (a reparameterised
+draw, its log-density, and their gradient with respect to the actor's outputs): the native
+kernels against their numpy twin and against autograd through ``SquashedGaussian``. Ratios
 above 1 mean rlblocks is faster than the best alternative.
 
 Run ``python benchmarks/bench_distributions.py [--quick] [--batch 4096]``.
@@ -17,8 +20,11 @@ from functools import partial
 
 import gymnasium as gym
 import torch
+from rlblocks import _core
 from rlblocks import distributions as rd
+from rlblocks._reference import squashed_gaussian as twin
 from rlblocks.benchmarking import harness
+from rlblocks.distributions.base import MAX_LOG_NN_OUTPUT, MIN_LOG_NN_OUTPUT
 
 TD = torch.distributions
 
@@ -135,6 +141,35 @@ def _cases(batch: int) -> list[tuple[str, Callable[[], object], Callable[[bool],
     return out
 
 
+def _sac_case(batch: int, d: int = 8) -> tuple[str, list[tuple[str, Callable[[], object]]]]:
+    """SAC's squashed Gaussian over ``[-1, 1]``: one draw per row, its logp, and the
+    gradient of ``sum(d_action * action) + coef * sum(logp)`` for the actor's outputs."""
+    g = torch.Generator().manual_seed(1)
+    inputs = torch.randn(batch, 2 * d, generator=g)
+    d_action = torch.randn(batch, d, generator=g)
+    host, d_host, bounds, coef = inputs.numpy(), d_action.numpy(), (-5.0, 2.0), 0.01
+    assert bounds == (MIN_LOG_NN_OUTPUT, MAX_LOG_NN_OUTPUT)
+
+    def arrays(module: object) -> object:
+        noise = torch.randn(batch, d).numpy()
+        out = module.squashed_gaussian_sample(host, noise, *bounds)  # type: ignore[attr-defined]
+        grad = module.squashed_gaussian_grad(host, noise, d_host, coef, *bounds)  # type: ignore[attr-defined]
+        return out, grad
+
+    def autograd() -> object:
+        x = inputs.clone().requires_grad_(True)
+        action, logp = rd.SquashedGaussian(x).rsample_and_logp()
+        ((d_action * action).sum() + coef * logp.sum()).backward()
+        return logp.detach(), x.grad
+
+    methods: list[tuple[str, Callable[[], object]]] = [
+        ("rlblocks (native)", partial(arrays, _core)),
+        ("numpy twin", partial(arrays, twin)),
+        ("torch autograd", autograd),
+    ]
+    return f"SAC squashed gaussian d={d} + grad", methods
+
+
 def main(argv: list[str] | None = None) -> list[harness.Result]:
     """Runs every case in this process and prints JSON lines and a table.
 
@@ -152,12 +187,18 @@ def main(argv: list[str] | None = None) -> list[harness.Result]:
     repeats = 3 if args.quick else 5
     rounds = args.rounds or (1 if args.quick else 3)
     results: list[harness.Result] = []
-    for case, ours, alt in _cases(args.batch):
-        methods: list[tuple[str, Callable[[], object]]] = [
-            ("rlblocks", ours),
-            ("torch.distributions", partial(alt, True)),
-            ("torch.distributions(no validate)", partial(alt, False)),
-        ]
+    cases = [
+        (
+            case,
+            [
+                ("rlblocks", ours),
+                ("torch.distributions", partial(alt, True)),
+                ("torch.distributions(no validate)", partial(alt, False)),
+            ],
+        )
+        for case, ours, alt in _cases(args.batch)
+    ]
+    for case, methods in [*cases, _sac_case(args.batch)]:
         best: dict[str, harness.Result] = {}
         for _ in range(rounds):
             for method, fn in methods:
