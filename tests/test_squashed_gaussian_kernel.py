@@ -55,7 +55,7 @@ def _slack(
     inputs: np.ndarray, noise: np.ndarray, d_action: np.ndarray, coef: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """How far float32 implementations of the same formulas may differ, to first order in
-    a few ulps (libm's, numpy's and torch's exp and tanh differ by about one): ``[B, d]``
+    a few ulps (the kernel's, numpy's and torch's exp and tanh differ by about one): ``[B, d]``
     for the action, ``[B]`` for logp, ``[B, 2d]`` for the gradient. Two places are
     ill-conditioned: ``log(1 - tanh^2 + 1e-6)`` as ``tanh`` nears +-1 (an ulp of ``tanh``
     against the small ``1 - tanh^2``), and ``(z - mean) / std`` for a mean large against
