@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import pickle
 import subprocess
 import sys
@@ -634,3 +635,8 @@ def test_every_algorithm_learns_through_the_cli(algo, tmp_path):
         f"{last['timesteps_total']} steps, {float(last['time_total_s']):.0f} s"
     )
     assert float(last["episode_return_mean"]) >= target
+    # the losses reach progress.csv under RLlib's names for each algorithm (IMPALA's are
+    # mean_pi_loss / mean_vf_loss)
+    reported = {"PPO": 2, "APPO": 2, "IMPALA": 2, "SAC": 1, "DQN": 0}[algo]
+    for column in ("policy_loss", "vf_loss")[:reported]:
+        assert math.isfinite(float(last[column])), (column, last)

@@ -109,21 +109,42 @@ _POLICY_STATS = (
 _RAY_JOB_CONFIG = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 _RAY_OVERRIDE_JOB_ENV = "RAY_OVERRIDE_JOB_RUNTIME_ENV"
 
-_LEARNER_KEYS = {
-    "policy_loss": "policy_loss",
-    "vf_loss": "vf_loss",
-    "total_loss": "total_loss",
-    "entropy": "entropy",
-    "kl": "mean_kl_loss",
-    "kl_coeff": "curr_kl_coeff",
-    "explained_variance": "vf_explained_var",
-    "lr": "default_optimizer_learning_rate",
-    "qf_loss": "qf_loss",
-    "qf_mean": "qf_mean",
-    "td_error_mean": "td_error_mean",
-    "alpha": "alpha_value",
-    "alpha_loss": "alpha_loss",
+#: progress.csv column -> the learner metrics RLlib reports it under, the first present
+#: wins: IMPALA logs its losses summed over the batch as ``pi_loss`` / ``vf_loss`` and the
+#: means as ``mean_pi_loss`` / ``mean_vf_loss``; PPO, APPO, DQN and SAC log the means as
+#: ``policy_loss`` / ``vf_loss``.
+_LEARNER_KEYS: dict[str, tuple[str, ...]] = {
+    "policy_loss": ("policy_loss", "mean_pi_loss"),
+    "vf_loss": ("mean_vf_loss", "vf_loss"),
+    "total_loss": ("total_loss",),
+    "entropy": ("entropy",),
+    "kl": ("mean_kl_loss",),
+    "kl_coeff": ("curr_kl_coeff",),
+    "explained_variance": ("vf_explained_var",),
+    "lr": ("default_optimizer_learning_rate",),
+    "qf_loss": ("qf_loss",),
+    "qf_mean": ("qf_mean",),
+    "td_error_mean": ("td_error_mean",),
+    "alpha": ("alpha_value",),
+    "alpha_loss": ("alpha_loss",),
 }
+
+
+def _learner_metric(stats: Mapping[str, Any], column: str) -> float:
+    """The value of ``progress.csv``'s ``column`` in one module's learner results
+    (RLlib's names, :data:`_LEARNER_KEYS`), nan when none is reported.
+
+    Examples:
+        >>> impala = {"pi_loss": 96.0, "mean_pi_loss": 0.75, "vf_loss": 640.0, "mean_vf_loss": 5.0}
+        >>> _learner_metric(impala, "policy_loss"), _learner_metric(impala, "vf_loss")
+        (0.75, 5.0)
+        >>> _learner_metric({"policy_loss": 0.1}, "policy_loss"), _learner_metric({}, "kl")
+        (0.1, nan)
+    """
+    for key in _LEARNER_KEYS[column]:
+        if key in stats:
+            return _num(stats[key])
+    return math.nan
 
 
 def _num(value: Any) -> float:
@@ -439,9 +460,8 @@ class RLlibTrainer:
                 "time_total_s": self.time_total_s,
             }
         )
-        for ours, theirs in _LEARNER_KEYS.items():
-            if theirs in learner:
-                metrics[ours] = _num(learner[theirs])
+        for column in _LEARNER_KEYS.keys() & metrics.keys():
+            metrics[column] = _learner_metric(learner, column)
         if math.isnan(metrics["lr"]) and self.backend["algo"] not in Q_ALGOS:
             metrics["lr"] = self.config.lr
         if self.policy_mapping is not None:
@@ -472,7 +492,7 @@ class RLlibTrainer:
         for policy in policies:
             stats = learners.get(policy, {})
             for stat in _POLICY_STATS:
-                value = _num(stats.get(_LEARNER_KEYS[stat], math.nan))
+                value = _learner_metric(stats, stat)
                 if stat == "lr" and math.isnan(value):
                     value = self.config.lr
                 metrics[f"{stat}/{policy}"] = value
