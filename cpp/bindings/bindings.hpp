@@ -48,6 +48,16 @@ inline std::string describe(const py::handle& obj) {
          dtype_str(a) + " array of shape " + shape_str(a);
 }
 
+// `obj` as a C-contiguous float32 array (a copy only if it is not one already); a ValueError
+// "fn: what must be a float32 array, got ..." for anything else.
+inline py::array_t<float, py::array::c_style> float32_array(const py::object& obj, const char* fn, const char* what) {
+  if (!py::isinstance<py::array>(obj) ||
+      !py::reinterpret_borrow<py::array>(obj).dtype().equal(py::dtype::of<float>())) {
+    throw py::value_error(std::string(fn) + ": " + what + " must be a float32 array, got " + describe(obj));
+  }
+  return py::array_t<float, py::array::c_style>::ensure(obj);
+}
+
 // Byte range [lo, hi) spanned by an array with non-negative strides (empty: lo == hi).
 inline std::pair<std::uintptr_t, std::uintptr_t> extent(const py::array& a) {
   const auto lo = reinterpret_cast<std::uintptr_t>(a.data());

@@ -17,16 +17,8 @@ namespace {
 using F32Array = py::array_t<float, py::array::c_style>;
 using I64Array = py::array_t<std::int64_t, py::array::c_style>;
 
-F32Array float32_array(const py::object& obj, const char* what) {
-  if (!py::isinstance<py::array>(obj) ||
-      !py::reinterpret_borrow<py::array>(obj).dtype().equal(py::dtype::of<float>())) {
-    throw py::value_error(std::string("categorical_draw: ") + what + " must be a float32 array, got " + describe(obj));
-  }
-  return F32Array::ensure(obj);  // a C-contiguous copy only if it is not already
-}
-
 py::tuple categorical_draw_py(const py::object& logits_obj, const py::object& uniforms_obj) {
-  F32Array logits = float32_array(logits_obj, "logits");
+  F32Array logits = float32_array(logits_obj, "categorical_draw", "logits");
   if (logits.ndim() != 2 || logits.shape(1) < 1) {
     throw py::value_error("categorical_draw: logits must be [B, K] with K >= 1, got shape " + shape_str(logits));
   }
@@ -34,7 +26,7 @@ py::tuple categorical_draw_py(const py::object& logits_obj, const py::object& un
   const float* u = nullptr;
   F32Array uniforms;
   if (!uniforms_obj.is_none()) {
-    uniforms = float32_array(uniforms_obj, "uniforms");
+    uniforms = float32_array(uniforms_obj, "categorical_draw", "uniforms");
     if (uniforms.ndim() != 1 || uniforms.shape(0) != rows) {
       throw py::value_error("categorical_draw: uniforms must be [B] = [" + std::to_string(rows) + "], got shape " +
                             shape_str(uniforms));

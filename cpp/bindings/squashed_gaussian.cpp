@@ -20,11 +20,7 @@ using F32Array = py::array_t<float, py::array::c_style>;
 // A float32 [rows, cols] array (a C-contiguous copy only if it is not already); cols < 0
 // accepts any even number of columns >= 2.
 F32Array matrix(const py::object& obj, const char* fn, const char* what, std::int64_t rows, std::int64_t cols) {
-  if (!py::isinstance<py::array>(obj) ||
-      !py::reinterpret_borrow<py::array>(obj).dtype().equal(py::dtype::of<float>())) {
-    throw py::value_error(std::string(fn) + ": " + what + " must be a float32 array, got " + describe(obj));
-  }
-  F32Array a = F32Array::ensure(obj);
+  F32Array a = float32_array(obj, fn, what);
   const bool ok = a.ndim() == 2 && (rows < 0 || a.shape(0) == rows) &&
                   (cols < 0 ? a.shape(1) >= 2 && a.shape(1) % 2 == 0 : a.shape(1) == cols);
   if (!ok) {
