@@ -183,7 +183,7 @@ def configs(draw):
     frame_stack = draw(st.sampled_from([0, 0, 1, 2, 3, 4]))
     return {
         "num_envs": draw(st.integers(1, 3)),
-        "per_env": draw(st.integers(2, 12)),
+        "per_env": draw(st.integers(max(2, frame_stack + 1), 12)),  # smaller: refused
         "n_step": draw(st.integers(1, 4)),
         "gamma": draw(st.sampled_from([0.0, 0.5, 0.9, 0.99, 1.0])),
         "frame_stack": frame_stack,
@@ -423,7 +423,7 @@ def test_overwritten_stack_frames_are_not_sampled(impl: str) -> None:
     rb = ReplayBuffer(4, 1, (1, 3), np.float32, frame_stack=3, seed=0)
     for t in range(10):
         rb.add(
-            np.full((1, 1, 3), t, np.float32),
+            np.array([[[max(t - 2, 0), max(t - 1, 0), t]]], np.float32),  # one episode's stacks
             [0],
             [0.0],
             [False],
@@ -555,18 +555,11 @@ def test_uniform_sampling_is_uniform(impl: str) -> None:
 
 def test_sample_into_out_equals_fresh_batches(impl: str) -> None:
     kw: dict[str, Any] = dict(n_step=2, frame_stack=2, stack_axis=0, prioritized=True, seed=1)
-    a = ReplayBuffer(40, 2, (2, 3), np.uint8, **kw)
-    b = ReplayBuffer(40, 2, (2, 3), np.uint8, **kw)
-    rng = np.random.default_rng(0)
+    a = ReplayBuffer(40, 2, (2, 3), np.float32, **kw)
+    b = ReplayBuffer(40, 2, (2, 3), np.float32, **kw)
+    stream = Stream(np.random.default_rng(0), 2, 2, 0, 3, 0.1, ())
     for _ in range(15):
-        step = (
-            rng.integers(0, 255, (2, 2, 3), np.uint8),
-            rng.integers(0, 4, 2),
-            rng.normal(size=2),
-            rng.random(2) < 0.1,
-            rng.random(2) < 0.1,
-            rng.integers(0, 255, (2, 2, 3), np.uint8),
-        )
+        step = stream.step()
         a.add(*step)
         b.add(*step)
     out = b.sample(8)
@@ -579,7 +572,7 @@ def test_sample_into_out_equals_fresh_batches(impl: str) -> None:
             assert arr.flags.c_contiguous and arr.flags.writeable
     with pytest.raises(ValueError, match="out: expected a ReplaySample of batch size 4"):
         b.sample(4, out=out)
-    bad = out._replace(obs=np.zeros((8, 2, 3), np.float32))
+    bad = out._replace(obs=np.zeros((8, 2, 3), np.float64))
     with pytest.raises(ValueError, match="out.obs"):
         b.sample(8, out=bad)
 
@@ -604,12 +597,21 @@ def test_valid_skips_rows_as_if_those_envs_had_not_stepped(native: bool) -> None
     kw = dict(n_step=2, gamma=0.9, frame_stack=2, stack_axis=-1, seed=3)
     both = make(native, 20, 2, (3, 2), np.float32, **kw)
     alone = [make(native, 10, 1, (3, 2), np.float32, **kw) for _ in range(2)]
+    last: list[np.ndarray | None] = [None, None]  # each env's newest stored frame (episode)
     for _ in range(25):
+        # stacks consistent with each env's valid steps; skipped rows hold anything
         o = rng.normal(size=(2, 3, 2)).astype(np.float32)
         nx = rng.normal(size=(2, 3, 2)).astype(np.float32)
         a, r = rng.integers(0, 4, 2), rng.normal(size=2)
         te, tr = rng.random(2) < 0.15, rng.random(2) < 0.1
         valid = rng.random(2) < 0.7
+        for e in np.flatnonzero(valid):
+            prev = last[e]
+            o[e, :, 0] = o[e, :, 1] if prev is None else prev
+            last[e] = o[e, :, 1]
+            if te[e] or tr[e]:
+                nx[e, :, 0] = o[e, :, 1]
+                last[e] = None
         both.add(o, a, r, te, tr, nx, valid=valid)
         for e in np.flatnonzero(valid):
             alone[e].add(

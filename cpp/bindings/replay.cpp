@@ -5,8 +5,11 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -28,7 +31,58 @@ std::int64_t to_int(const py::handle& obj, const std::string& name) {
   if (py::isinstance<py::bool_>(obj) || !(py::isinstance<py::int_>(obj) || py::hasattr(obj, "__index__"))) {
     throw py::value_error(name + ": expected an int, got " + std::string(py::repr(obj)));
   }
-  return py::cast<std::int64_t>(py::int_(py::reinterpret_borrow<py::object>(obj)));
+  py::int_ v(py::reinterpret_borrow<py::object>(obj));
+  int overflow = 0;
+  const long long r = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+  if (overflow != 0) {
+    throw py::value_error(name + ": expected an int in [" + std::to_string(std::numeric_limits<std::int64_t>::min()) +
+                          ", " + std::to_string(std::numeric_limits<std::int64_t>::max()) + "], got " +
+                          std::string(py::repr(obj)));
+  }
+  if (r == -1 && PyErr_Occurred()) throw py::error_already_set();
+  return static_cast<std::int64_t>(r);
+}
+
+bool is_numpy(const py::handle& obj, const char* type) {
+  return py::isinstance(obj, py::module_::import("numpy").attr(type));
+}
+
+// A real number (int or float, numpy's too, not a bool) as a double (+-inf when an int is too
+// large); ValueError "<name>: expected <allowed>, got <repr>" for anything else.
+double to_real(const py::handle& obj, const std::string& name, const std::string& allowed) {
+  const bool real = !py::isinstance<py::bool_>(obj) && !is_numpy(obj, "bool_") &&
+                    (PyFloat_Check(obj.ptr()) || PyLong_Check(obj.ptr()) || is_numpy(obj, "floating") ||
+                     is_numpy(obj, "integer"));
+  if (!real) throw py::value_error(name + ": expected " + allowed + ", got " + std::string(py::repr(obj)));
+  py::object f = py::reinterpret_steal<py::object>(PyNumber_Float(obj.ptr()));
+  if (!f) {
+    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) throw py::error_already_set();
+    PyErr_Clear();
+    return py::int_(py::reinterpret_borrow<py::object>(obj)) > py::int_(0) ? HUGE_VAL : -HUGE_VAL;
+  }
+  return PyFloat_AsDouble(f.ptr());
+}
+
+bool to_bool(const py::handle& obj, const std::string& name) {
+  if (!(py::isinstance<py::bool_>(obj) || is_numpy(obj, "bool_"))) {
+    throw py::value_error(name + ": expected a bool, got " + std::string(py::repr(obj)));
+  }
+  return PyObject_IsTrue(obj.ptr()) == 1;
+}
+
+std::string big_str(unsigned __int128 v) {
+  std::string s;
+  do {
+    s.insert(s.begin(), static_cast<char>('0' + static_cast<int>(v % 10)));
+    v /= 10;
+  } while (v != 0);
+  return s;
+}
+
+// This machine's physical memory in bytes (what the numpy twin reads from os.sysconf).
+std::int64_t machine_memory() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page : std::numeric_limits<std::int64_t>::max();
 }
 
 Shape to_shape(const py::object& obj, const std::string& name) {
@@ -116,8 +170,8 @@ class PyReplay {
  public:
   PyReplay(const py::object& capacity, const py::object& num_envs, const py::object& obs_shape,
            const py::object& obs_dtype, const py::object& action_shape, const py::object& action_dtype,
-           const py::object& n_step, double gamma, const py::object& frame_stack, const py::object& stack_axis,
-           bool prioritized) {
+           const py::object& n_step, const py::object& gamma, const py::object& frame_stack,
+           const py::object& stack_axis, const py::object& prioritized) {
     num_envs_ = to_int(num_envs, "num_envs");
     if (num_envs_ < 1) throw py::value_error("num_envs: expected an int >= 1, got " + std::to_string(num_envs_));
     const std::int64_t cap = to_int(capacity, "capacity");
@@ -131,8 +185,9 @@ class PyReplay {
     action_dtype_ = to_dtype(action_dtype, "action_dtype");
     n_step_ = to_int(n_step, "n_step");
     if (n_step_ < 1) throw py::value_error("n_step: expected an int >= 1, got " + std::to_string(n_step_));
-    if (!(gamma >= 0.0 && gamma <= 1.0)) {
-      throw py::value_error("gamma: expected a float in [0, 1], got " + std::string(py::repr(py::float_(gamma))));
+    const double g = to_real(gamma, "gamma", "a float in [0, 1]");
+    if (!(g >= 0.0 && g <= 1.0)) {
+      throw py::value_error("gamma: expected a float in [0, 1], got " + std::string(py::repr(gamma)));
     }
     frame_stack_ = to_int(frame_stack, "frame_stack");
     if (frame_stack_ < 0 || frame_stack_ > ReplayCore::kMaxK) {
@@ -156,9 +211,18 @@ class PyReplay {
       frame_shape.erase(frame_shape.begin() + static_cast<std::ptrdiff_t>(ax));
     }
     frame_shape_ = frame_shape;
+    const bool prio = to_bool(prioritized, "prioritized");
     ReplayConfig c;
     c.num_envs = num_envs_;
     c.per_env = cap / num_envs_;
+    if (frame_stack_ > 1 && c.per_env < frame_stack_ + 1) {
+      throw py::value_error("capacity: frame_stack=" + std::to_string(frame_stack_) +
+                            " needs capacity // num_envs >= frame_stack + 1 = " + std::to_string(frame_stack_ + 1) +
+                            " (a stack's frames and its successor must all be kept, else nothing is ever "
+                            "sampleable), got capacity=" +
+                            std::to_string(cap) + " with num_envs=" + std::to_string(num_envs_) +
+                            "; use capacity >= " + std::to_string(num_envs_ * (frame_stack_ + 1)));
+    }
     c.elem = static_cast<std::int64_t>(obs_dtype_.itemsize());
     c.frame_bytes =
         checked_mul(checked_product(frame_shape_, "ReplayBuffer: frame size"), c.elem, "ReplayBuffer: frame bytes");
@@ -167,16 +231,38 @@ class PyReplay {
     c.action_bytes = checked_mul(checked_product(action_shape_, "ReplayBuffer: action size"),
                                  static_cast<std::int64_t>(action_dtype_.itemsize()), "ReplayBuffer: action bytes");
     c.n_step = n_step_;
-    c.gamma = gamma;
-    c.prioritized = prioritized;
-    const std::int64_t entries = checked_mul(c.num_envs, c.per_env, "ReplayBuffer: capacity");
-    const std::int64_t bytes = checked_mul(
-        entries, checked_add(c.frame_bytes, c.action_bytes, "ReplayBuffer: step bytes"), "ReplayBuffer: storage bytes");
-    if (bytes > (std::int64_t{1} << 42)) {
-      throw py::value_error("capacity: the storage would take " + std::to_string(bytes) +
-                            " bytes (at most 2**42 bytes)");
-    }
+    c.gamma = g;
+    c.prioritized = prio;
+    check_memory(cap, c);
     core_ = std::make_unique<ReplayCore>(c);
+  }
+
+  // Refuses a buffer whose storage (every array the core allocates: frames, actions,
+  // rewards, flags, offsets, counts and the trees) exceeds this machine's memory, naming the
+  // bytes against the memory and a capacity that fits in half of it. Exact (128-bit) sums.
+  static void check_memory(std::int64_t cap, const ReplayConfig& c) {
+    using u128 = unsigned __int128;
+    const u128 entries = static_cast<u128>(c.num_envs) * static_cast<u128>(c.per_env);
+    u128 size = 1;
+    while (size < entries) size *= 2;
+    const u128 frames = entries * static_cast<u128>(c.frame_bytes);
+    const u128 actions = entries * static_cast<u128>(c.action_bytes);
+    const u128 small = entries * 6 + static_cast<u128>(c.num_envs) * 8;
+    const u128 trees = size * (c.prioritized ? 24 : 16);
+    const u128 total = frames + actions + small + trees;
+    const std::int64_t mem = machine_memory();
+    if (total <= static_cast<u128>(mem)) return;
+    const u128 per_step = static_cast<u128>(c.frame_bytes) + static_cast<u128>(c.action_bytes) + 6 +
+                          (c.prioritized ? 48 : 32);
+    const u128 fit = static_cast<u128>(mem / 2) / per_step / static_cast<u128>(c.num_envs) *
+                     static_cast<u128>(c.num_envs);
+    const std::string advice = fit >= static_cast<u128>(2 * c.num_envs)
+                                   ? "use capacity <= " + big_str(fit)
+                                   : "no capacity fits: use a smaller obs_shape or fewer num_envs";
+    throw py::value_error("capacity: " + std::to_string(cap) + " steps need " + big_str(total) + " bytes (frames " +
+                          big_str(frames) + ", actions " + big_str(actions) + ", rewards, flags, offsets and counts " +
+                          big_str(small) + ", sum trees " + big_str(trees) + "), more than this machine's memory (" +
+                          std::to_string(mem) + " bytes); " + advice);
   }
 
   void add(const py::object& obs, const py::object& actions, const py::object& rewards, const py::object& terminated,
@@ -205,18 +291,31 @@ class PyReplay {
     const auto* pte = static_cast<const std::uint8_t*>(te.data());
     const auto* ptr = static_cast<const std::uint8_t*>(tr.data());
     const auto* pn = static_cast<const unsigned char*>(n.data());
+    ReplayCore::StackMismatch bad;
+    const auto store = [&] {
+      std::lock_guard<std::mutex> lk(mu_);
+      bad = core_->find_stack_mismatch(po, pte, ptr, pn, pv);
+      if (bad.env < 0) core_->add(po, pa, pr, pte, ptr, pn, pv);
+    };
     if (num_envs_ * core_->config().frame_bytes >= kReleaseGilBytes) {
       py::gil_scoped_release release;
-      std::lock_guard<std::mutex> lk(mu_);
-      core_->add(po, pa, pr, pte, ptr, pn, pv);
+      store();
     } else {
-      std::lock_guard<std::mutex> lk(mu_);
-      core_->add(po, pa, pr, pte, ptr, pn, pv);
+      store();
+    }
+    if (bad.env >= 0) {
+      const std::string k = std::to_string(frame_stack_);
+      throw py::value_error(std::string(bad.next_obs ? "next_obs[" : "obs[") + std::to_string(bad.env) + "]: frame " +
+                            std::to_string(bad.frame) + " of the stack is not the frame the env's earlier steps hold (frame_stack=" + k +
+                            ": a stack's older frames are the newest frames of the env's previous steps, and a "
+                            "new episode's stack repeats its first frame, as FrameStacker makes them); nothing was "
+                            "stored");
     }
   }
 
   // u: B uniform numbers in [0, 1). Returns (obs, actions, rewards, next_obs, discounts,
-  // indices, probs, sampleable, min_prob). `out`: None, or a sequence of six arrays (obs,
+  // indices, leaves, sampleable, min_leaf): the sampled steps' tree leaves (> 0; probability
+  // leaf / total) and the smallest positive leaf, from which importance weights follow. `out`: None, or a sequence of six arrays (obs,
   // actions, rewards, next_obs, discounts, indices) of the exact dtypes and shapes to write
   // into (a reused batch costs no allocation, hence no page faults).
   py::tuple sample(const py::object& u_obj, const py::object& out) {
@@ -265,14 +364,14 @@ class PyReplay {
       discounts = checked_out(seq[4], f32, Shape{B}, "sample: out.discounts");
       indices = checked_out(seq[5], i64, Shape{B}, "sample: out.indices");
     }
-    py::array_t<double> probs(B);
+    py::array_t<double> leaves(B);
     auto* po = static_cast<unsigned char*>(obs.mutable_data());
     auto* pa = static_cast<unsigned char*>(actions.mutable_data());
     auto* pn = static_cast<unsigned char*>(next_obs.mutable_data());
     auto* pr = static_cast<float*>(rewards.mutable_data());
     auto* pd = static_cast<float*>(discounts.mutable_data());
     auto* pi = static_cast<std::int64_t*>(indices.mutable_data());
-    double* pp = probs.mutable_data();
+    double* pp = leaves.mutable_data();
     ReplaySampleInfo info;
     {
       py::gil_scoped_release release;
@@ -280,12 +379,13 @@ class PyReplay {
       if (B > core_->sampleable()) throw std::length_error("batch_size: the buffer changed during the call");
       info = core_->sample(pu, B, pi, pp, po, pa, pr, pn, pd);
     }
-    const double min_prob = info.min_positive / info.total;
-    return py::make_tuple(obs, actions, rewards, next_obs, discounts, indices, probs, info.sampleable, min_prob);
+    return py::make_tuple(obs, actions, rewards, next_obs, discounts, indices, leaves, info.sampleable,
+                          info.min_positive);
   }
 
   // Sets the tree leaves (priority ** alpha, computed by the caller) of sampleable entries.
   void set_leaves(const py::object& indices, const py::object& values) {
+    if (!core_->config().prioritized) throw py::value_error("set_leaves: this buffer is uniform (prioritized=False)");
     py::array ri = py::array::ensure(indices);
     if (!ri) PyErr_Clear();
     if (!ri || ri.ndim() != 1 || !(ri.dtype().kind() == 'i' || ri.dtype().kind() == 'u' || ri.size() == 0)) {
@@ -317,6 +417,10 @@ class PyReplay {
         throw py::value_error("priorities[" + std::to_string(i) + "] = " + std::string(py::repr(py::float_(pv[i]))) +
                               ": expected a finite value >= 0");
       }
+      if (pv[i] > ReplayCore::kMaxLeaf) {
+        throw py::value_error("priorities[" + std::to_string(i) + "] = " + std::string(py::repr(py::float_(pv[i]))) +
+                              ": a tree leaf must be <= 2**960 (so that the sum tree stays finite)");
+      }
     }
     core_->set_leaves(pi, pv, n);
   }
@@ -340,7 +444,11 @@ class PyReplay {
     return d;
   }
 
-  void set_state(const py::dict& d) {
+  void set_state(const py::object& state) {
+    if (!py::isinstance<py::dict>(state)) {
+      throw py::value_error("state: expected a dict from get_state(), got " + std::string(Py_TYPE(state.ptr())->tp_name));
+    }
+    const auto d = py::reinterpret_borrow<py::dict>(state);
     const ReplayConfig& c = core_->config();
     const Shape ring{c.num_envs, c.per_env};
     auto fresh = std::make_unique<ReplayCore>(c);
@@ -352,26 +460,29 @@ class PyReplay {
     copy_in(d, "counts", py::dtype::of<std::int64_t>(), Shape{c.num_envs}, fresh->counts().data());
     std::vector<double> leaves(static_cast<std::size_t>(core_->entries()));
     copy_in(d, "leaves", py::dtype::of<double>(), Shape{core_->entries()}, leaves.data());
-    for (std::size_t i = 0; i < leaves.size(); ++i) {
-      if (!(std::isfinite(leaves[i]) && leaves[i] >= 0.0)) {
-        throw py::value_error("state['leaves'][" + std::to_string(i) + "]: expected a finite value >= 0");
-      }
-    }
     if (!d.contains("max_leaf")) throw py::value_error("state: missing 'max_leaf'");
-    const double max_leaf = py::cast<double>(d["max_leaf"]);
-    if (!(std::isfinite(max_leaf) && max_leaf > 0.0)) {
-      throw py::value_error("state['max_leaf']: expected a finite value > 0");
+    const py::object m = d["max_leaf"];
+    const double max_leaf = to_real(m, "state['max_leaf']", "a float in [1, 2**960]");
+    if (!(max_leaf >= 1.0 && max_leaf <= ReplayCore::kMaxLeaf)) {
+      throw py::value_error("state['max_leaf']: expected a float in [1, 2**960], got " + std::string(py::repr(m)));
     }
-    for (std::int64_t cnt : fresh->counts()) {
-      if (cnt < 0) throw py::value_error("state['counts']: expected counts >= 0, got " + std::to_string(cnt));
+    if (!c.prioritized && max_leaf != 1.0) {
+      throw py::value_error("state['max_leaf']: expected 1.0 (a uniform buffer), got " + std::string(py::repr(m)));
     }
     try {
       fresh->restore(leaves.data(), max_leaf);
     } catch (const std::invalid_argument& err) {
-      throw py::value_error(std::string("state['offs']: ") + err.what());
+      throw py::value_error(err.what());
     }
     std::lock_guard<std::mutex> lk(mu_);
     core_ = std::move(fresh);
+  }
+
+  // The constructor's arguments (pickling: these, then the state).
+  py::tuple args() const {
+    return py::make_tuple(core_->entries(), num_envs_, to_tuple(obs_shape_), obs_dtype_, to_tuple(action_shape_),
+                          action_dtype_, n_step_, core_->config().gamma, frame_stack_, stack_axis_,
+                          core_->config().prioritized);
   }
 
   std::int64_t capacity() const { return core_->entries(); }
@@ -436,7 +547,8 @@ class PyReplay {
 void register_replay(py::module_& m) {
   py::class_<PyReplay>(m, "ReplayCore", "Replay storage: per-env rings, sum tree, n-step and frame-once assembly.")
       .def(py::init<const py::object&, const py::object&, const py::object&, const py::object&, const py::object&,
-                    const py::object&, const py::object&, double, const py::object&, const py::object&, bool>(),
+                    const py::object&, const py::object&, const py::object&, const py::object&, const py::object&,
+                    const py::object&>(),
            py::arg("capacity"), py::arg("num_envs"), py::arg("obs_shape"), py::arg("obs_dtype"),
            py::arg("action_shape"), py::arg("action_dtype"), py::arg("n_step"), py::arg("gamma"),
            py::arg("frame_stack"), py::arg("stack_axis"), py::arg("prioritized"))
@@ -458,7 +570,16 @@ void register_replay(py::module_& m) {
       .def("sample", &PyReplay::sample, py::arg("u"), py::arg("out") = py::none())
       .def("set_leaves", &PyReplay::set_leaves, py::arg("indices"), py::arg("values"))
       .def("get_state", &PyReplay::get_state)
-      .def("set_state", &PyReplay::set_state, py::arg("state"));
+      .def("set_state", &PyReplay::set_state, py::arg("state"))
+      .def(py::pickle([](PyReplay& r) { return py::make_tuple(r.args(), r.get_state()); },
+                      [](const py::tuple& t) {
+                        if (t.size() != 2) throw py::value_error("ReplayCore: not a pickled ReplayCore");
+                        const py::tuple a = t[0];
+                        auto r = std::make_unique<PyReplay>(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8],
+                                                            a[9], a[10]);
+                        r->set_state(t[1]);
+                        return r;
+                      }));
 }
 
 }  // namespace rlblocks::bindings

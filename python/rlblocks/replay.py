@@ -24,9 +24,24 @@ and returns batches of transitions with n-step returns (:class:`ReplaySample`).
   stratified sampling (sample i draws from the i-th of ``batch_size`` equal slices of the
   total priority). A new step gets the largest ``(p + priority_eps) ** alpha`` set so far
   (1 at first); :meth:`~ReplayBuffer.update_priorities` sets ``(p + priority_eps) ** alpha``.
+  ``alpha`` lies in [0, ``MAX_ALPHA`` = 10], and ``(p + priority_eps) ** alpha`` must stay
+  <= 2**960 (``MAX_LEAF``, so that the tree's sum over any capacity is finite): a priority
+  beyond that is refused with a message naming it, alpha and the largest priority allowed.
   Importance weights are ``(N * P(i)) ** -beta`` divided by the largest weight any
-  sampleable step could get, ``(N * min_j P(j)) ** -beta`` (a min tree; RLlib's choice), so
-  they lie in (0, 1]. Uniform buffers return weights of 1.
+  sampleable step could get, ``(N * min_j P(j)) ** -beta`` (a min tree; RLlib's choice),
+  computed in log space as ``(leaf_i / min_leaf) ** -beta``, so they lie in (0, 1]; a weight
+  below float32's smallest normal number (1.2e-38) is raised to it. Uniform buffers return
+  weights of 1.
+* **Frame stacks are checked.** An add whose stack's older frames are not the frames the
+  buffer holds for the env's previous steps (or, at an episode's first step, its first
+  frame) is refused with a ValueError naming the env and the frame: storing only the newest
+  frame would otherwise return other observations than the ones added.
+* **Sizes.** ``frame_stack=k > 1`` needs ``capacity // num_envs >= k + 1`` (else no step
+  ever becomes sampleable), and a buffer whose storage (:func:`replay_bytes`: frames,
+  actions, rewards, flags, offsets, counts and trees) exceeds this machine's memory is
+  refused with the bytes it needs against the memory. :meth:`~ReplayBuffer.load_state_dict`
+  checks every invariant of the state before accepting it (counts, never-written slots, the
+  episode structure of the flags, offsets, sample bits, leaves against ``max_leaf``).
 * **Randomness** comes from a numpy ``Generator`` seeded by ``seed``; its uniform numbers
   are handed to the kernels, so the native buffer and its numpy twin
   (``RLBLOCKS_IMPL=numpy``, :mod:`rlblocks._reference.replay`) sample the same batches bit
@@ -62,8 +77,16 @@ import numpy as np
 
 from rlblocks import _core, _impl
 from rlblocks._reference import replay as _ref
+from rlblocks._reference import replay_checks as _chk
 
-__all__ = ["ReplayBuffer", "ReplaySample"]
+__all__ = ["MAX_ALPHA", "MAX_LEAF", "ReplayBuffer", "ReplaySample", "replay_bytes"]
+
+#: The largest priority exponent ``alpha``: beyond it ``(p + eps) ** alpha`` leaves float64's
+#: range for ordinary priorities (and the importance weights underflow).
+MAX_ALPHA = 10.0
+#: The largest tree leaf ``(p + priority_eps) ** alpha`` (2**960).
+MAX_LEAF = _chk.MAX_LEAF
+_TINY32 = float(np.finfo(np.float32).tiny)
 
 
 class ReplaySample(NamedTuple):
@@ -84,6 +107,12 @@ def _int(value: Any, name: str) -> int:
     return int(value)
 
 
+def _bool(value: Any, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name}: expected a bool, got {value!r}")
+    return bool(value)
+
+
 def _real(value: Any, name: str, lo: float, hi: float = math.inf) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ValueError(f"{name}: expected a number in [{lo}, {hi}], got {value!r}")
@@ -91,6 +120,48 @@ def _real(value: Any, name: str, lo: float, hi: float = math.inf) -> float:
     if not (math.isfinite(v) and lo <= v <= hi):
         raise ValueError(f"{name}: expected a number in [{lo}, {hi}], got {value!r}")
     return v
+
+
+def replay_bytes(
+    capacity: int,
+    num_envs: int,
+    obs_shape: tuple[int, ...],
+    obs_dtype: Any,
+    action_shape: tuple[int, ...] = (),
+    action_dtype: Any = np.int64,
+    *,
+    frame_stack: int = 0,
+    stack_axis: int = -1,
+    prioritized: bool = False,
+) -> int:
+    """Bytes a :class:`ReplayBuffer` of these settings allocates: frames, actions, rewards,
+    flags, offsets, counts and the sum (+ min) trees; it equals the buffer's ``nbytes``.
+
+    The buffer refuses settings whose bytes exceed this machine's memory; this computes
+    them without allocating anything (e.g. to check a trainer's ``replay_capacity``).
+
+    Raises:
+        ValueError: An invalid setting, naming it (as :class:`ReplayBuffer` does).
+
+    Examples:
+        >>> import numpy as np
+        >>> replay_bytes(1000, 1, (4,), np.float32)  # 16 + 8 + 6 per step, 16 per tree leaf
+        46392
+    """
+    s = _chk.settings(
+        capacity,
+        num_envs,
+        obs_shape,
+        obs_dtype,
+        action_shape,
+        action_dtype,
+        1,
+        0.99,
+        frame_stack,
+        stack_axis,
+        bool(prioritized),
+    )
+    return s.storage()["total"]
 
 
 class ReplayBuffer:
@@ -108,7 +179,7 @@ class ReplayBuffer:
         frame_stack: 0 (observations stored whole) or k, the frames per stack on ``stack_axis``.
         stack_axis: 0 (``(k, H, W)``) or -1 (``(H, W, k)``).
         prioritized: Proportional prioritized replay instead of uniform.
-        alpha: Priority exponent (>= 0), prioritized only.
+        alpha: Priority exponent in [0, ``MAX_ALPHA`` = 10], prioritized only.
         priority_eps: Added to every priority before the exponent (>= 0).
         seed: Seed of the sampling generator.
 
@@ -141,12 +212,12 @@ class ReplayBuffer:
         seed: int | None = None,
     ) -> None:
         g = _real(gamma, "gamma", 0.0, 1.0)
-        self._alpha = _real(alpha, "alpha", 0.0)
+        self._alpha = _real(alpha, "alpha", 0.0, MAX_ALPHA)
         self._eps = _real(priority_eps, "priority_eps", 0.0)
         if seed is not None:
             _int(seed, "seed")
         args = (capacity, num_envs, obs_shape, obs_dtype, action_shape, action_dtype, n_step, g)
-        rest = (frame_stack, stack_axis, bool(prioritized))
+        rest = (frame_stack, stack_axis, _bool(prioritized, "prioritized"))
         if _impl.native():
             self._impl: Any = _core.ReplayCore(*args, *rest)
         else:
@@ -263,11 +334,13 @@ class ReplayBuffer:
             out = self._new_batch(b)
         u = self._rng.random(b)
         arrays = out[:5] + (out.indices,)
-        obs, actions, rewards, next_obs, discounts, indices, probs, N, min_prob = self._impl.sample(
+        obs, actions, rewards, next_obs, discounts, indices, leaves, N, min_leaf = self._impl.sample(
             u, arrays
         )
         if self.prioritized:
-            weights = (np.power(N * probs, -be) / np.power(N * min_prob, -be)).astype(np.float32)
+            # (N P_i)^-b / (N P_min)^-b = (leaf_i / min_leaf)^-b: no total, no overflow
+            w = np.exp(-be * (np.log(leaves) - math.log(min_leaf)))
+            weights = np.maximum(w, _TINY32).astype(np.float32)
         else:
             weights = np.ones(b, np.float32)
         out.weights[...] = weights
@@ -303,11 +376,14 @@ class ReplayBuffer:
 
         Args:
             indices: ``ReplaySample.indices`` (or a subset).
-            priorities: Finite values >= 0, one per index.
+            priorities: Finite values >= 0, one per index, with ``(p + priority_eps) ** alpha
+                <= 2**960``.
 
         Raises:
-            ValueError: A uniform buffer, NaN / inf / negative priorities, or indices that are
-                out of range or no longer sampleable (nothing is changed).
+            ValueError: A uniform buffer, NaN / inf / negative priorities, a priority whose
+                ``(p + priority_eps) ** alpha`` exceeds 2**960 (naming it, alpha and the
+                largest priority allowed), or indices that are out of range or no longer
+                sampleable (nothing is changed).
         """
         if not self.prioritized:
             raise ValueError("update_priorities: this buffer is uniform (prioritized=False)")
@@ -324,7 +400,19 @@ class ReplayBuffer:
         if bad.size:
             i = int(bad[0])
             raise ValueError(f"priorities[{i}] = {float(p[i])!r}: expected a finite value >= 0")
-        self._impl.set_leaves(indices, np.power(p + self._eps, self._alpha))
+        with np.errstate(over="ignore"):
+            leaves = np.power(p + self._eps, self._alpha)
+        bad = np.flatnonzero(~(leaves <= MAX_LEAF))
+        if bad.size:
+            i = int(bad[0])
+            a = self._alpha
+            limit = 2.0 ** (960.0 / a) - self._eps
+            raise ValueError(
+                f"priorities[{i}] = {float(p[i])!r}: (priority + priority_eps) ** alpha = "
+                f"({float(p[i])!r} + {self._eps!r}) ** {a!r} exceeds 2**960, the largest priority "
+                f"weight the sum tree holds; with alpha={a!r} priorities must be <= {limit:.6g}"
+            )
+        self._impl.set_leaves(indices, leaves)
 
     def _config(self) -> dict[str, Any]:
         i = self._impl
@@ -355,11 +443,15 @@ class ReplayBuffer:
         """Restores :meth:`state_dict` of a buffer with the same settings, exactly.
 
         Raises:
-            ValueError: Other settings, or missing / malformed arrays (nothing is changed).
+            ValueError: Other settings, missing / malformed arrays, or a state that breaks an
+                invariant of the buffer (counts, flags, offsets, sample bits, leaves), naming
+                the field (nothing is changed).
         """
         if not isinstance(state, dict) or "config" not in state or "rng" not in state:
             raise ValueError("state: expected a dict from ReplayBuffer.state_dict()")
         mine = self._config()
+        if not isinstance(state["config"], dict):
+            raise ValueError("state['config']: expected a dict from ReplayBuffer.state_dict()")
         theirs = dict(state["config"])
         for key, value in mine.items():
             other = theirs.get(key)

@@ -35,83 +35,15 @@
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "rlblocks/checked.hpp"
 #include "rlblocks/frame_stack.hpp"
+#include "rlblocks/replay_tree.hpp"
 #include "rlblocks/thread_pool.hpp"
 
 namespace rlblocks {
-
-// A sum tree over `n` leaves (padded to a power of two), with an optional min tree over the
-// positive leaves (internal nodes only; the leaves are shared with the sum tree).
-class SumTree {
- public:
-  SumTree(std::int64_t n, bool with_min) : n_(n) {
-    size_ = 1;
-    while (size_ < n) size_ = checked_mul(size_, 2, "SumTree: size");
-    sum_.assign(static_cast<std::size_t>(checked_mul(size_, 2, "SumTree: nodes")), 0.0);
-    if (with_min) min_.assign(static_cast<std::size_t>(size_), kInf);
-  }
-
-  std::int64_t leaves() const { return n_; }
-  std::int64_t nbytes() const { return static_cast<std::int64_t>((sum_.size() + min_.size()) * sizeof(double)); }
-  double total() const { return sum_[1]; }
-  double leaf(std::int64_t i) const { return sum_[static_cast<std::size_t>(size_ + i)]; }
-  // Smallest positive leaf (+inf when none); needs the min tree.
-  double min_positive() const { return min_.empty() ? kInf : min_[1]; }
-
-  void set(std::int64_t i, double v) {
-    std::int64_t p = size_ + i;
-    sum_[static_cast<std::size_t>(p)] = v;
-    for (p /= 2; p >= 1; p /= 2) update_node(p);
-  }
-
-  // Sets a leaf without updating its ancestors (call rebuild() after the last one).
-  void set_leaf_only(std::int64_t i, double v) { sum_[static_cast<std::size_t>(size_ + i)] = v; }
-
-  // Recomputes every internal node from the leaves (after a bulk load).
-  void rebuild() {
-    for (std::int64_t p = size_ - 1; p >= 1; --p) update_node(p);
-  }
-
-  // The leaf reached by descending with value v in [0, total()): right when v >= the left
-  // sum and the right subtree holds weight (so a rounding error never ends on a 0 leaf).
-  std::int64_t find(double v) const {
-    std::int64_t idx = 1;
-    while (idx < size_) {
-      const std::int64_t l = 2 * idx;
-      const double lv = sum_[static_cast<std::size_t>(l)];
-      if (v >= lv && sum_[static_cast<std::size_t>(l + 1)] > 0.0) {
-        v -= lv;
-        idx = l + 1;
-      } else {
-        idx = l;
-      }
-    }
-    return idx - size_;
-  }
-
- private:
-  static constexpr double kInf = std::numeric_limits<double>::infinity();
-
-  double child_min(std::int64_t c) const {
-    if (c >= size_) {
-      const double v = sum_[static_cast<std::size_t>(c)];
-      return v > 0.0 ? v : kInf;
-    }
-    return min_[static_cast<std::size_t>(c)];
-  }
-
-  void update_node(std::int64_t p) {
-    const auto u = static_cast<std::size_t>(p);
-    sum_[u] = sum_[2 * u] + sum_[2 * u + 1];
-    if (!min_.empty()) min_[u] = std::min(child_min(2 * p), child_min(2 * p + 1));
-  }
-
-  std::int64_t n_, size_;
-  std::vector<double> sum_, min_;
-};
 
 struct ReplayConfig {
   std::int64_t num_envs = 1;
@@ -137,6 +69,18 @@ class ReplayCore {
  public:
   static constexpr std::uint8_t kStep = 1, kTerm = 2, kTrunc = 4, kSample = 8;
   static constexpr std::int64_t kMaxK = 256;
+  // The largest entry count of one env a state may hold (2**62: adds can never overflow it).
+  static constexpr std::int64_t kMaxCount = std::int64_t{1} << 62;
+  // The largest tree leaf ((p + eps) ** alpha): 2**960, so that the sum of any number of
+  // leaves an int64 can count stays finite (2**960 * 2**63 < DBL_MAX).
+  static constexpr double kMaxLeaf = 0x1p960;
+
+  // Where an add's stacks disagree with the frames the buffer holds (env -1: nowhere).
+  struct StackMismatch {
+    std::int64_t env = -1;
+    bool next_obs = false;  // in next_obs (the final observation) rather than obs
+    std::int64_t frame = 0;
+  };
 
   explicit ReplayCore(const ReplayConfig& c)
       : c_(c),
@@ -150,7 +94,8 @@ class ReplayCore {
         tree_(entries_, c.prioritized),
         jobs_(static_cast<std::size_t>(2 * c.num_envs)) {
     if (c.num_envs < 1 || c.per_env < 2 || c.k < 1 || c.k > kMaxK || c.elem < 1 || c.frame_bytes < 0 ||
-        c.frame_bytes % c.elem != 0 || c.action_bytes < 0 || c.n_step < 1 || !(c.gamma >= 0.0 && c.gamma <= 1.0)) {
+        c.frame_bytes % c.elem != 0 || c.action_bytes < 0 || c.n_step < 1 || !(c.gamma >= 0.0 && c.gamma <= 1.0) ||
+        (c.k > 1 && c.per_env < c.k + 1)) {
       throw std::invalid_argument("ReplayCore: invalid configuration");
     }
     stacked_bytes_ = checked_mul(c.frame_bytes, c.k, "ReplayBuffer: stacked observation bytes");
@@ -227,17 +172,19 @@ class ReplayCore {
     }
   }
 
-  // Draws B transitions: u in [0, 1) per sample (stratified when prioritized). Writes the
-  // leaf index and its probability (leaf / total) of each, and the assembled arrays. The
+  // Draws B transitions: u in [0, 1) per sample (stratified when prioritized: b + u of B
+  // slices of width total / B, so that no product overflows). Writes the leaf index and the
+  // leaf (its weight, > 0; probability leaf / total) of each, and the assembled arrays. The
   // caller checked 1 <= B and that something is sampleable.
-  ReplaySampleInfo sample(const double* u, std::int64_t B, std::int64_t* indices, double* probs, unsigned char* obs,
+  ReplaySampleInfo sample(const double* u, std::int64_t B, std::int64_t* indices, double* leaves, unsigned char* obs,
                           unsigned char* actions, float* rewards, unsigned char* next_obs, float* discounts) const {
     const double total = tree_.total();
+    const double slice = total / static_cast<double>(B);
     for (std::int64_t b = 0; b < B; ++b) {
-      const double v = c_.prioritized ? (static_cast<double>(b) + u[b]) * total / static_cast<double>(B) : u[b] * total;
+      const double v = c_.prioritized ? (static_cast<double>(b) + u[b]) * slice : u[b] * total;
       const std::int64_t idx = tree_.find(v);
       indices[b] = idx;
-      probs[b] = tree_.leaf(idx) / total;
+      leaves[b] = tree_.leaf(idx);
     }
     parallel_for(B, grain_for_bytes(2 * stacked_bytes_ + 64), [&](std::int64_t b0, std::int64_t b1) {
       for (std::int64_t b = b0; b < b1; ++b) {
@@ -248,26 +195,120 @@ class ReplayCore {
     return {sampleable_, total, tree_.min_positive()};
   }
 
-  // After the storage, counts and leaves were loaded: recomputes sampleability from the
-  // flags / offsets / counts (stored sample bits and leaves of non-sampleable entries are
-  // ignored; uniform buffers get leaf 1), then the trees. Throws std::invalid_argument when
-  // the stored state is inconsistent (an offset that reaches before the env's first entry).
+  // The first env whose stacked observations in an add (before it is stored) are not what
+  // frame-once storage rebuilds: a stack's frame j < k - 1 must be the newest frame of the
+  // entry max(x - (k-1-j), x - off) (the env's previous steps; a new episode's stack repeats
+  // its first frame), for obs and, when the episode ends, next_obs (the final observation).
+  // Needs per_env >= k + 1 (every frame read is still kept); the caller holds the lock.
+  StackMismatch find_stack_mismatch(const unsigned char* obs, const std::uint8_t* terminated,
+                                    const std::uint8_t* truncated, const unsigned char* next_obs,
+                                    const std::uint8_t* valid) const {
+    if (c_.k < 2 || c_.frame_bytes == 0) return {};
+    const std::int64_t k = c_.k;
+    for (std::int64_t e = 0; e < c_.num_envs; ++e) {
+      if (valid != nullptr && !valid[e]) continue;
+      const unsigned char* o = obs + e * stacked_bytes_;
+      const std::int64_t cnt = counts_[static_cast<std::size_t>(e)];
+      const bool first = cnt == 0 || !(flags_at(e, cnt - 1) & kStep);
+      const std::int64_t off = first ? 0 : std::min(off_at(e, cnt - 1) + 1, k - 1);
+      for (std::int64_t j = 0; j + 1 < k; ++j) {
+        const std::int64_t a = std::max(cnt - (k - 1 - j), cnt - off);
+        const FrameView want = a == cnt ? stacked_frame(o, k - 1) : stored_frame(e, a);
+        if (!same_frame(stacked_frame(o, j), want)) return {e, false, j};
+      }
+      if (!(terminated[e] || truncated[e])) continue;
+      const unsigned char* n = next_obs + e * stacked_bytes_;
+      const std::int64_t x = cnt + 1, off_final = std::min(off + 1, k - 1);
+      for (std::int64_t j = 0; j + 1 < k; ++j) {
+        const std::int64_t a = std::max(x - (k - 1 - j), x - off_final);
+        const FrameView want = a == x ? stacked_frame(n, k - 1) : a == cnt ? stacked_frame(o, k - 1) : stored_frame(e, a);
+        if (!same_frame(stacked_frame(n, j), want)) return {e, true, j};
+      }
+    }
+    return {};
+  }
+
+  // After the storage and counts were loaded: checks every invariant of the state (counts,
+  // never-written slots, the flags of each entry and the episode structure they spell, each
+  // offset against its predecessor, the sample bits, the leaves against max_leaf), throwing
+  // std::invalid_argument naming the field, then sets sampleability and rebuilds the trees.
+  // The numpy twin checks the same things in the same order with the same messages.
   void restore(const double* leaves, double max_leaf) {
+    const std::int64_t L = c_.per_env, k = c_.k;
+    for (std::int64_t e = 0; e < c_.num_envs; ++e) {
+      const std::int64_t cnt = counts_[static_cast<std::size_t>(e)];
+      if (cnt < 0 || cnt > kMaxCount) {
+        bad("state['counts'][" + std::to_string(e) + "] = " + std::to_string(cnt) + ": expected an int in [0, " +
+            std::to_string(kMaxCount) + "]");
+      }
+    }
     sampleable_ = 0;
     max_leaf_ = max_leaf;
     std::vector<double> values(static_cast<std::size_t>(entries_), 0.0);
     for (std::int64_t e = 0; e < c_.num_envs; ++e) {
       const std::int64_t cnt = counts_[static_cast<std::size_t>(e)];
-      if (cnt < 0) throw std::invalid_argument("counts: negative");
-      const std::int64_t oldest = std::max<std::int64_t>(0, cnt - c_.per_env);
-      for (std::int64_t s = 0; s < c_.per_env; ++s) flag(e, s) &= static_cast<std::uint8_t>(kStep | kTerm | kTrunc);
+      const std::int64_t oldest = std::max<std::int64_t>(0, cnt - L);
+      for (std::int64_t s = cnt; s < L; ++s) {  // never written: as a fresh buffer holds them
+        const std::int64_t i = e * L + s;
+        const std::string where = "[" + std::to_string(e) + ", " + std::to_string(s) + "]";
+        const std::string why = ": slot " + std::to_string(s) + " of env " + std::to_string(e) +
+                                " was never written (counts[" + std::to_string(e) + "] = " + std::to_string(cnt) +
+                                "), expected 0";
+        if (flag(e, s) != 0) bad("state['flags']" + where + " = " + std::to_string(flag(e, s)) + why);
+        if (offs_[static_cast<std::size_t>(i)] != 0) {
+          bad("state['offs']" + where + " = " + std::to_string(offs_[static_cast<std::size_t>(i)]) + why);
+        }
+        if (leaves[i] != 0.0) bad("state['leaves'][" + std::to_string(i) + "]" + why);
+      }
       for (std::int64_t x = oldest; x < cnt; ++x) {
-        const std::int64_t off = offs_[static_cast<std::size_t>(leaf_of(e, x))];
-        if (off > c_.k - 1 || off > x) throw std::invalid_argument("an offset reaches before the env's first entry");
-        if (sampleable_now(e, x, cnt)) {
-          const std::int64_t l = leaf_of(e, x);
-          flag(e, x % c_.per_env) |= kSample;
-          values[static_cast<std::size_t>(l)] = c_.prioritized ? leaves[l] : 1.0;
+        const std::int64_t s = x % L, i = e * L + s;
+        const std::uint8_t f = flag(e, s), base = static_cast<std::uint8_t>(f & ~kSample);
+        const std::string where = "[" + std::to_string(e) + ", " + std::to_string(s) + "]";
+        const std::string fl = "state['flags']" + where + " = " + std::to_string(f) + ": ";
+        if (base != 0 && base != kStep && base != (kStep | kTerm) && base != (kStep | kTrunc)) {
+          bad(fl + "expected 0 (a final observation) or 1, 3, 5 (a step; 3 terminated, 5 truncated), plus 8 when "
+                   "sampleable");
+        }
+        const bool ended = base == (kStep | kTerm) || base == (kStep | kTrunc);
+        if (x == 0 && base == 0) bad(fl + "entry 0 of env " + std::to_string(e) + " is a final observation");
+        if (x > oldest) {
+          const std::uint8_t prev = static_cast<std::uint8_t>(flag(e, (x - 1) % L) & ~kSample);
+          const bool prev_ended = prev == (kStep | kTerm) || prev == (kStep | kTrunc);
+          if (prev_ended != (base == 0)) {
+            bad(fl + "a final observation (0) must follow each terminated or truncated step, and nothing else");
+          }
+        }
+        if (x == cnt - 1 && ended) {
+          bad(fl + "the newest entry of env " + std::to_string(e) +
+              " is a terminated or truncated step without its final observation");
+        }
+        const std::int64_t off = offs_[static_cast<std::size_t>(i)];
+        if (x > oldest) {
+          const bool cont = (flag(e, (x - 1) % L) & kStep) != 0;
+          const std::int64_t want = cont ? std::min(off_at(e, x - 1) + 1, k - 1) : 0;
+          if (off != want) {
+            bad("state['offs']" + where + " = " + std::to_string(off) + ": expected " + std::to_string(want) +
+                " (the entry's place in its episode, at most frame_stack - 1)");
+          }
+        } else if (off > std::min(k - 1, x)) {
+          bad("state['offs']" + where + " = " + std::to_string(off) + ": expected at most " +
+              std::to_string(std::min(k - 1, x)) + " (the entry's place in its episode, at most frame_stack - 1)");
+        }
+        const bool can = sampleable_now(e, x, cnt);
+        if (can != ((f & kSample) != 0)) {
+          bad(fl + "the sample bit (8) must be set exactly on the steps that can be sampled (a step whose "
+                   "successor is stored and whose stack's frames are kept)");
+        }
+        const std::string lf = "state['leaves'][" + std::to_string(i) + "]: ";
+        if (!can) {
+          if (leaves[i] != 0.0) bad(lf + "expected 0 (an entry that cannot be sampled)");
+        } else if (!c_.prioritized) {
+          if (leaves[i] != 1.0) bad(lf + "expected 1 (a sampleable step of a uniform buffer)");
+        } else if (!(leaves[i] >= 0.0 && leaves[i] <= max_leaf)) {
+          bad(lf + "expected a value in [0, max_leaf]");
+        }
+        if (can) {
+          values[static_cast<std::size_t>(i)] = leaves[i];
           ++sampleable_;
         }
       }
@@ -281,6 +322,33 @@ class ReplayCore {
     std::int64_t entry = 0;
     const unsigned char* src = nullptr;
   };
+  // One frame inside a stacked observation or the ring: unit p at p + p * stride.
+  struct FrameView {
+    const unsigned char* p;
+    std::int64_t stride;
+  };
+
+  [[noreturn]] static void bad(const std::string& msg) { throw std::invalid_argument(msg); }
+
+  FrameView stacked_frame(const unsigned char* stacked, std::int64_t j) const {
+    if (!c_.stack_last) return {stacked + j * c_.frame_bytes, c_.elem};
+    return {stacked + j * c_.elem, c_.k * c_.elem};
+  }
+  FrameView stored_frame(std::int64_t e, std::int64_t abs) const {
+    return {frames_.data() + leaf_of(e, abs) * c_.frame_bytes, c_.elem};
+  }
+  // Bytewise (NaN and -0.0 compare as stored).
+  bool same_frame(const FrameView& a, const FrameView& b) const {
+    if (a.stride == c_.elem && b.stride == c_.elem) {
+      return std::memcmp(a.p, b.p, static_cast<std::size_t>(c_.frame_bytes)) == 0;
+    }
+    const std::int64_t units = c_.frame_bytes / c_.elem;
+    const auto u = static_cast<std::size_t>(c_.elem);
+    for (std::int64_t q = 0; q < units; ++q) {
+      if (std::memcmp(a.p + q * a.stride, b.p + q * b.stride, u) != 0) return false;
+    }
+    return true;
+  }
 
   std::int64_t leaf_of(std::int64_t e, std::int64_t abs) const { return e * c_.per_env + abs % c_.per_env; }
   std::uint8_t& flag(std::int64_t e, std::int64_t slot) {

@@ -21,46 +21,15 @@ Examples:
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 import numpy as np
 
-MAX_K = 256
-STEP, TERM, TRUNC, SAMPLE = 1, 2, 4, 8
+from rlblocks._reference import replay_checks as _chk
+from rlblocks._reference.replay_checks import SAMPLE, STEP, TERM, TRUNC, describe, shape_str
 
-
-def _shape_str(shape: tuple[int, ...]) -> str:
-    if len(shape) == 1:
-        return f"({shape[0]},)"
-    return "(" + ", ".join(str(d) for d in shape) + ")"
-
-
-def _int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise ValueError(f"{name}: expected an int, got {value!r}")
-    return int(value)
-
-
-def _shape(value: Any, name: str) -> tuple[int, ...]:
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-        raise ValueError(f"{name}: expected a tuple of ints >= 0, got {value!r}")
-    shape = tuple(_int(d, name) for d in value)
-    if any(d < 0 for d in shape):
-        raise ValueError(f"{name}: expected a tuple of ints >= 0, got {value!r}")
-    return shape
-
-
-def _dtype(value: Any, name: str) -> np.dtype:
-    try:
-        dt = np.dtype(value)
-    except TypeError as err:
-        raise ValueError(f"{name}: expected a numpy dtype, got {value!r}") from err
-    native = dt.byteorder != ">" or dt.itemsize == 1
-    if dt.kind not in "biuf" or dt.itemsize not in (1, 2, 4, 8) or not native:
-        raise ValueError(
-            f"{name}: expected a native bool/int/uint/float dtype of 1, 2, 4 or 8 bytes, got {dt}"
-        )
-    return dt
+MAX_K = _chk.MAX_K
 
 
 def _converted(
@@ -70,22 +39,23 @@ def _converted(
         raw = np.asarray(value)
     except (TypeError, ValueError) as err:
         raise ValueError(
-            f"{name}: expected an array of shape {_shape_str(shape)}, got {value!r}"
+            f"{name}: expected an array of shape {shape_str(shape)}, got {value!r}"
         ) from err
     if raw.shape != shape:
-        raise ValueError(f"{name}: expected shape {_shape_str(shape)}, got {_shape_str(raw.shape)}")
+        raise ValueError(f"{name}: expected shape {shape_str(shape)}, got {shape_str(raw.shape)}")
     if raw.dtype != dtype and not np.can_cast(raw.dtype, dtype, casting):
         raise ValueError(f"{name}: expected dtype {dtype} ({casting} cast), got {raw.dtype}")
     return np.ascontiguousarray(raw, dtype=dtype)
 
 
 def _bool(value: Any, name: str, n: int) -> np.ndarray:
-    raw = np.asarray(value)
-    if raw.dtype.kind != "b" or raw.shape != (n,):
-        raise ValueError(
-            f"{name}: expected a bool array of shape ({n},), got {raw.dtype} array of shape "
-            f"{_shape_str(raw.shape)}"
-        )
+    try:
+        raw = np.asarray(value)
+    except (TypeError, ValueError):
+        raw = None
+    if raw is None or raw.dtype.kind != "b" or raw.shape != (n,):
+        got = f"{raw.dtype} array of shape {shape_str(raw.shape)}" if raw is not None else repr(value)
+        raise ValueError(f"{name}: expected a bool array of shape ({n},), got {got}")
     return raw
 
 
@@ -158,58 +128,40 @@ class ReplayCore:
         stack_axis: Any,
         prioritized: bool,
     ) -> None:
-        ne = _int(num_envs, "num_envs")
-        if ne < 1:
-            raise ValueError(f"num_envs: expected an int >= 1, got {ne}")
-        cap = _int(capacity, "capacity")
-        if cap < 2 * ne:
-            raise ValueError(
-                f"capacity: expected an int >= 2 * num_envs = {2 * ne} (each env keeps "
-                f"capacity // num_envs >= 2 steps), got {cap}"
-            )
-        self._obs_shape = _shape(obs_shape, "obs_shape")
-        self._obs_dtype = _dtype(obs_dtype, "obs_dtype")
-        self._action_shape = _shape(action_shape, "action_shape")
-        self._action_dtype = _dtype(action_dtype, "action_dtype")
-        n = _int(n_step, "n_step")
-        if n < 1:
-            raise ValueError(f"n_step: expected an int >= 1, got {n}")
-        g = float(gamma)
-        if not 0.0 <= g <= 1.0:
-            raise ValueError(f"gamma: expected a float in [0, 1], got {g!r}")
-        fs = _int(frame_stack, "frame_stack")
-        if not 0 <= fs <= MAX_K:
-            raise ValueError(f"frame_stack: expected 0 (no stacking) or 1..{MAX_K}, got {fs}")
-        axis = _int(stack_axis, "stack_axis")
-        nd = len(self._obs_shape)
-        if axis not in (0, -1) and not (nd >= 1 and axis == nd - 1):
-            raise ValueError(f"stack_axis: expected 0 or -1, got {axis}")
-        self._stack_axis = 0 if axis == 0 and nd != 1 else -1
-        frame_shape = self._obs_shape
-        if fs > 0:
-            ax = 0 if self._stack_axis == 0 else nd - 1
-            if nd == 0 or self._obs_shape[ax] != fs:
-                raise ValueError(
-                    f"obs_shape: frame_stack={fs} needs obs_shape[{self._stack_axis}] == {fs} "
-                    f"(the stack axis), got {_shape_str(self._obs_shape)}"
-                )
-            frame_shape = self._obs_shape[:ax] + self._obs_shape[ax + 1 :]
-        self._frame_shape = frame_shape
-        self._num_envs, self._n_step, self._gamma = ne, n, g
-        self._frame_stack, self._k = fs, max(fs, 1)
-        self._prioritized = bool(prioritized)
-        self._L = cap // ne
-        entries = ne * self._L
-        frame_bytes = int(np.prod(frame_shape, dtype=np.int64)) * self._obs_dtype.itemsize
-        action_bytes = (
-            int(np.prod(self._action_shape, dtype=np.int64)) * self._action_dtype.itemsize
+        st = _chk.settings(
+            capacity,
+            num_envs,
+            obs_shape,
+            obs_dtype,
+            action_shape,
+            action_dtype,
+            n_step,
+            gamma,
+            frame_stack,
+            stack_axis,
+            prioritized,
         )
-        if entries * (frame_bytes + action_bytes) > 2**42:
-            raise ValueError(
-                f"capacity: the storage would take {entries * (frame_bytes + action_bytes)} bytes "
-                "(at most 2**42 bytes)"
-            )
+        _chk.check_memory(st)
+        self._settings = st
+        self._obs_shape, self._obs_dtype = st.obs_shape, st.obs_dtype
+        self._action_shape, self._action_dtype = st.action_shape, st.action_dtype
+        self._stack_axis, self._frame_shape = st.stack_axis, st.frame_shape
+        self._num_envs, self._n_step, self._gamma = st.num_envs, st.n_step, st.gamma
+        self._frame_stack, self._k = st.frame_stack, max(st.frame_stack, 1)
+        self._prioritized = st.prioritized
+        self._L = st.per_env
+        # held while the storage is read or written, as the native buffer's mutex
+        self._lock = threading.Lock()
         self._fresh_storage()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def _fresh_storage(self) -> None:
         ne, L = self._num_envs, self._L
@@ -349,15 +301,60 @@ class ReplayCore:
         tr = _bool(truncated, "truncated", ne)
         nx = _converted(next_obs, "next_obs", want, self._obs_dtype, obs_cast)
         va = None if valid is None else _bool(valid, "valid", ne)
-        for e in range(ne):
+        with self._lock:
+            bad = self._stack_mismatch(o, te, tr, nx, va)
+            if bad is not None:
+                raise ValueError(_chk.stack_message(*bad, self._k))
+            for e in range(ne):
+                if va is not None and not va[e]:
+                    continue
+                f = STEP | (TERM if te[e] else (TRUNC if tr[e] else 0))
+                s = self._write_entry(e, f, a[e], r[e])
+                self.frames[e, s] = self._newest(o[e])
+                if te[e] or tr[e]:
+                    s2 = self._write_entry(e, 0, None, np.float32(0.0))
+                    self.frames[e, s2] = self._newest(nx[e])
+
+    def _frame(self, stacked: np.ndarray, j: int) -> bytes:
+        return np.ascontiguousarray(stacked[j] if self._stack_axis == 0 else stacked[..., j]).tobytes()
+
+    def _stack_mismatch(
+        self,
+        o: np.ndarray,
+        te: np.ndarray,
+        tr: np.ndarray,
+        nx: np.ndarray,
+        va: np.ndarray | None,
+    ) -> tuple[int, bool, int] | None:
+        """The first (env, in next_obs, frame) whose stacked frame is not the frame the
+        buffer holds for it (``ReplayCore::find_stack_mismatch``)."""
+        k, L = self._k, self._L
+        if k < 2 or self.frames[0, 0].nbytes == 0:
+            return None
+        for e in range(self._num_envs):
             if va is not None and not va[e]:
                 continue
-            f = STEP | (TERM if te[e] else (TRUNC if tr[e] else 0))
-            s = self._write_entry(e, f, a[e], r[e])
-            self.frames[e, s] = self._newest(o[e])
-            if te[e] or tr[e]:
-                s2 = self._write_entry(e, 0, None, np.float32(0.0))
-                self.frames[e, s2] = self._newest(nx[e])
+            cnt = int(self.counts[e])
+            first = cnt == 0 or not self.flags[e, (cnt - 1) % L] & STEP
+            off = 0 if first else min(int(self.offs[e, (cnt - 1) % L]) + 1, k - 1)
+            newest_o = self._frame(o[e], k - 1)
+            for j in range(k - 1):
+                a = max(cnt - (k - 1 - j), cnt - off)
+                want = newest_o if a == cnt else self.frames[e, a % L].tobytes()
+                if self._frame(o[e], j) != want:
+                    return e, False, j
+            if not (te[e] or tr[e]):
+                continue
+            x, off_final = cnt + 1, min(off + 1, k - 1)
+            for j in range(k - 1):
+                a = max(x - (k - 1 - j), x - off_final)
+                if a == x:
+                    want = self._frame(nx[e], k - 1)
+                else:
+                    want = newest_o if a == cnt else self.frames[e, a % L].tobytes()
+                if self._frame(nx[e], j) != want:
+                    return e, True, j
+        return None
 
     def _gather(self, e: np.ndarray, x: np.ndarray) -> np.ndarray:
         L, k = self._L, self._k
@@ -372,32 +369,42 @@ class ReplayCore:
         return np.stack(frames, axis=axis)
 
     def sample(self, u: Any, out: Any = None) -> tuple[Any, ...]:
-        raw = np.asarray(u)
-        if raw.ndim != 1 or raw.dtype.kind != "f":
+        try:
+            raw = np.asarray(u)
+        except (TypeError, ValueError):
+            raw = None
+        if raw is None or raw.ndim != 1 or raw.dtype.kind != "f":
             raise ValueError(f"u: expected a 1-d float64 array of uniform numbers, got {u!r}")
         uu = raw.astype(np.float64)
-        B, N = uu.shape[0], self.sampleable
-        if not 1 <= B <= N:
-            raise ValueError(
-                f"batch_size: expected 1 <= batch_size <= {N} (the sampleable steps, len(buffer)), "
-                f"got {B}"
-            )
+        B = uu.shape[0]
+        with self._lock:
+            N = self.sampleable
+            if not 1 <= B <= N:
+                raise ValueError(
+                    f"batch_size: expected 1 <= batch_size <= {N} (the sampleable steps, "
+                    f"len(buffer)), got {B}"
+                )
+            if not float(self.tree.sum[1]) > 0.0:
+                raise ValueError(
+                    "priorities: every sampleable step has priority 0 (nothing to sample; use "
+                    "priority_eps > 0)"
+                )
+            bad = np.flatnonzero(~((uu >= 0.0) & (uu < 1.0)))
+            if bad.size:
+                i = int(bad[0])
+                raise ValueError(f"u[{i}] = {float(uu[i])!r}: expected a number in [0, 1)")
+            if out is not None:
+                self._check_out(out, B)
+            return self._sample(uu, B, N, out)
+
+    def _sample(self, uu: np.ndarray, B: int, N: int, out: Any) -> tuple[Any, ...]:
         total = float(self.tree.sum[1])
-        if not total > 0.0:
-            raise ValueError(
-                "priorities: every sampleable step has priority 0 (nothing to sample; use "
-                "priority_eps > 0)"
-            )
-        bad = np.flatnonzero(~((uu >= 0.0) & (uu < 1.0)))
-        if bad.size:
-            i = int(bad[0])
-            raise ValueError(f"u[{i}] = {float(uu[i])!r}: expected a number in [0, 1)")
         if self._prioritized:
-            v = (np.arange(B, dtype=np.float64) + uu) * total / float(B)
+            v = (np.arange(B, dtype=np.float64) + uu) * (total / float(B))
         else:
             v = uu * total
         idx = self.tree.find(v)
-        probs = self.tree.sum[self.tree.size + idx] / total
+        leaves = self.tree.sum[self.tree.size + idx].copy()
         L = self._L
         e, slot = idx // L, idx % L
         cnt = self.counts[e]
@@ -419,94 +426,110 @@ class ReplayCore:
             nxt = np.where(stop, x + 1, nxt)
             disc = np.where(stop, np.where(term, 0.0, g), disc)
             active &= ~stop
-        obs = self._gather(e, a)
-        next_obs = self._gather(e, nxt)
-        actions = self.actions[e, a % L]
-        min_prob = self.tree.min_positive() / total
         arrays = [
-            np.ascontiguousarray(obs),
-            np.ascontiguousarray(actions),
+            np.ascontiguousarray(self._gather(e, a)),
+            np.ascontiguousarray(self.actions[e, a % L]),
             acc.astype(np.float32),
-            np.ascontiguousarray(next_obs),
+            np.ascontiguousarray(self._gather(e, nxt)),
             disc.astype(np.float32),
             idx.astype(np.int64),
         ]
         if out is not None:
-            arrays = self._write_out(out, arrays)
-        return (*arrays, probs, N, min_prob)
+            for dst, src in zip(out, arrays, strict=False):
+                dst[...] = src
+            arrays = list(out[:6])
+        return (*arrays, leaves, N, self.tree.min_positive())
 
-    @staticmethod
-    def _write_out(out: Any, arrays: list[np.ndarray]) -> list[np.ndarray]:
-        if isinstance(out, (str, bytes)) or not hasattr(out, "__len__") or len(out) != 6:
+    def _check_out(self, out: Any, B: int) -> None:
+        """``out`` as the binding checks it: six arrays of the batch's exact layout."""
+        is_seq = not isinstance(out, (str, dict)) and hasattr(type(out), "__getitem__")
+        if not is_seq or len(out) != 6:
             raise ValueError(f"out: expected None or a ReplaySample, got {out!r}")
-        names = ("obs", "actions", "rewards", "next_obs", "discounts", "indices")
-        for name, dst, src in zip(names, out, arrays, strict=False):
+        obs_s, act_s = (B, *self._obs_shape), (B, *self._action_shape)
+        f32, i64 = np.dtype(np.float32), np.dtype(np.int64)
+        specs = (
+            ("obs", self._obs_dtype, obs_s),
+            ("actions", self._action_dtype, act_s),
+            ("rewards", f32, (B,)),
+            ("next_obs", self._obs_dtype, obs_s),
+            ("discounts", f32, (B,)),
+            ("indices", i64, (B,)),
+        )
+        for i, (name, dt, shape) in enumerate(specs):
+            dst = out[i]
             ok = (
                 isinstance(dst, np.ndarray)
-                and dst.dtype == src.dtype
-                and dst.shape == src.shape
+                and dst.dtype == dt
                 and dst.flags.c_contiguous
                 and dst.flags.writeable
                 and dst.flags.aligned
+                and dst.shape == shape
             )
             if not ok:
-                got = (
-                    f"{dst.dtype} array of shape {_shape_str(dst.shape)}"
-                    if isinstance(dst, np.ndarray)
-                    else type(dst).__name__
-                )
                 raise ValueError(
-                    f"sample: out.{name}: out must be a writeable C-contiguous {src.dtype} array "
-                    f"of shape {_shape_str(src.shape)}, got {got}"
+                    f"sample: out.{name}: out must be a writeable C-contiguous {dt} array of "
+                    f"shape {shape_str(shape)}, got {describe(dst)}"
                 )
-        for dst, src in zip(out, arrays, strict=False):
-            dst[...] = src
-        return list(out[:6])
 
     def set_leaves(self, indices: Any, values: Any) -> None:
-        ri = np.asarray(indices)
-        if ri.ndim != 1 or not (ri.dtype.kind in "iu" or ri.size == 0):
+        if not self._prioritized:
+            raise ValueError("set_leaves: this buffer is uniform (prioritized=False)")
+        try:
+            ri = np.asarray(indices)
+        except (TypeError, ValueError):
+            ri = None
+        if ri is None or ri.ndim != 1 or not (ri.dtype.kind in "iu" or ri.size == 0):
             raise ValueError(f"indices: expected a 1-d int array, got {indices!r}")
         n = ri.shape[0]
-        rv = np.asarray(values)
-        if rv.shape != (n,) or rv.dtype.kind not in "fiu":
-            raise ValueError(
-                f"priorities: expected a real-valued array of shape ({n},), got "
-                f"{rv.dtype} array of shape {_shape_str(rv.shape)}"
-            )
+        try:
+            rv = np.asarray(values)
+        except (TypeError, ValueError):
+            rv = None
+        if rv is None or rv.shape != (n,) or rv.dtype.kind not in "fiu":
+            got = describe(rv) if rv is not None else repr(values)
+            raise ValueError(f"priorities: expected a real-valued array of shape ({n},), got {got}")
         idx = ri.astype(np.int64)
         val = rv.astype(np.float64)
-        entries = self.capacity
-        for i in range(n):
-            j = int(idx[i])
-            if not 0 <= j < entries:
-                raise ValueError(f"indices[{i}] = {j} is out of range [0, {entries})")
-            if not self.flags.reshape(-1)[j] & SAMPLE:
-                raise ValueError(
-                    f"indices[{i}] = {j} is not a sampleable step (overwritten since it was "
-                    "sampled, or not complete)"
-                )
-            if not (math.isfinite(val[i]) and val[i] >= 0.0):
-                raise ValueError(
-                    f"priorities[{i}] = {float(val[i])!r}: expected a finite value >= 0"
-                )
-        for i in range(n):
-            self.tree.set(int(idx[i]), float(val[i]))
-            self.max_leaf = max(self.max_leaf, float(val[i]))
+        with self._lock:
+            entries = self.capacity
+            for i in range(n):
+                j = int(idx[i])
+                if not 0 <= j < entries:
+                    raise ValueError(f"indices[{i}] = {j} is out of range [0, {entries})")
+                if not self.flags.reshape(-1)[j] & SAMPLE:
+                    raise ValueError(
+                        f"indices[{i}] = {j} is not a sampleable step (overwritten since it was "
+                        "sampled, or not complete)"
+                    )
+                if not (math.isfinite(val[i]) and val[i] >= 0.0):
+                    raise ValueError(
+                        f"priorities[{i}] = {float(val[i])!r}: expected a finite value >= 0"
+                    )
+                if val[i] > _chk.MAX_LEAF:
+                    raise ValueError(
+                        f"priorities[{i}] = {float(val[i])!r}: a tree leaf must be <= 2**960 (so "
+                        "that the sum tree stays finite)"
+                    )
+            for i in range(n):
+                self.tree.set(int(idx[i]), float(val[i]))
+                self.max_leaf = max(self.max_leaf, float(val[i]))
 
     def get_state(self) -> dict[str, Any]:
-        return {
-            "frames": self.frames.copy(),
-            "actions": self.actions.copy(),
-            "rewards": self.rewards.copy(),
-            "flags": self.flags.copy(),
-            "offs": self.offs.copy(),
-            "counts": self.counts.copy(),
-            "leaves": self.tree.sum[self.tree.size : self.tree.size + self.capacity].copy(),
-            "max_leaf": float(self.max_leaf),
-        }
+        with self._lock:
+            return {
+                "frames": self.frames.copy(),
+                "actions": self.actions.copy(),
+                "rewards": self.rewards.copy(),
+                "flags": self.flags.copy(),
+                "offs": self.offs.copy(),
+                "counts": self.counts.copy(),
+                "leaves": self.tree.sum[self.tree.size : self.tree.size + self.capacity].copy(),
+                "max_leaf": float(self.max_leaf),
+            }
 
-    def set_state(self, state: dict[str, Any]) -> None:
+    def set_state(self, state: Any) -> None:
+        if not isinstance(state, dict):
+            raise ValueError(f"state: expected a dict from get_state(), got {_chk.tp_name(state)}")
         ne, L = self._num_envs, self._L
         specs = {
             "frames": (self._obs_dtype, (ne, L, *self._frame_shape)),
@@ -521,46 +544,32 @@ class ReplayCore:
         for key, (dt, shape) in specs.items():
             if key not in state:
                 raise ValueError(f"state: missing '{key}'")
-            arr = np.asarray(state[key])
-            if arr.dtype != dt or arr.shape != shape:
+            v = state[key]
+            try:
+                arr = np.asarray(v)
+            except (TypeError, ValueError):
+                arr = None
+            if arr is None or arr.dtype != dt or arr.shape != shape:
+                got_s = describe(arr) if arr is not None else repr(v)
                 raise ValueError(
-                    f"state['{key}']: expected a {dt} array of shape {_shape_str(shape)}, got "
-                    f"{arr.dtype} array of shape {_shape_str(arr.shape)}"
+                    f"state['{key}']: expected a {dt} array of shape {shape_str(shape)}, got {got_s}"
                 )
-            got[key] = arr.copy()
-        leaves = got["leaves"]
-        bad = np.flatnonzero(~(np.isfinite(leaves) & (leaves >= 0.0)))
-        if bad.size:
-            raise ValueError(f"state['leaves'][{int(bad[0])}]: expected a finite value >= 0")
+            got[key] = np.array(arr, copy=True)
         if "max_leaf" not in state:
             raise ValueError("state: missing 'max_leaf'")
-        max_leaf = float(state["max_leaf"])
-        if not (math.isfinite(max_leaf) and max_leaf > 0.0):
-            raise ValueError("state['max_leaf']: expected a finite value > 0")
-        counts = got["counts"]
-        if (counts < 0).any():
-            raise ValueError(f"state['counts']: expected counts >= 0, got {int(counts.min())}")
-        flags = got["flags"] & np.uint8(STEP | TERM | TRUNC)
-        offs = got["offs"]
-        values = np.zeros(ne * L, np.float64)
-        sampleable = 0
-        for e in range(ne):
-            cnt = int(counts[e])
-            oldest = max(0, cnt - L)
-            for x in range(oldest, cnt):
-                off = int(offs[e, x % L])
-                if off > self._k - 1 or off > x:
-                    raise ValueError(
-                        "state['offs']: an offset reaches before the env's first entry"
-                    )
-                s = x % L
-                if flags[e, s] & STEP and x + 1 < cnt and x - off >= oldest:
-                    flags[e, s] |= SAMPLE
-                    values[e * L + s] = leaves[e * L + s] if self._prioritized else 1.0
-                    sampleable += 1
-        self.frames, self.actions, self.rewards = got["frames"], got["actions"], got["rewards"]
-        self.flags, self.offs, self.counts = flags, offs, counts
-        self.tree = _SumTree(ne * L, self._prioritized)
-        self.tree.sum[self.tree.size : self.tree.size + ne * L] = values
-        self.tree.rebuild()
-        self.sampleable, self.max_leaf = sampleable, max_leaf
+        m = state["max_leaf"]
+        max_leaf = _chk.to_real(m, "state['max_leaf']", "a float in [1, 2**960]")
+        if not 1.0 <= max_leaf <= _chk.MAX_LEAF:
+            raise ValueError(f"state['max_leaf']: expected a float in [1, 2**960], got {m!r}")
+        if not self._prioritized and max_leaf != 1.0:
+            raise ValueError(f"state['max_leaf']: expected 1.0 (a uniform buffer), got {m!r}")
+        values, sampleable = _chk.validate_state(
+            self._settings, got["flags"], got["offs"], got["counts"], got["leaves"], max_leaf
+        )
+        tree = _SumTree(ne * L, self._prioritized)
+        tree.sum[tree.size : tree.size + ne * L] = values
+        tree.rebuild()
+        with self._lock:
+            self.frames, self.actions, self.rewards = got["frames"], got["actions"], got["rewards"]
+            self.flags, self.offs, self.counts = got["flags"], got["offs"], got["counts"]
+            self.tree, self.sampleable, self.max_leaf = tree, sampleable, max_leaf
