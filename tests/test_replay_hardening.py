@@ -54,8 +54,18 @@ def same_error(fn: Callable[[bool], Any], match: str) -> str:
 
 def filled(native: bool, prioritized: bool = True, **kw: Any) -> ReplayBuffer:
     """A 2-env buffer with frame_stack=2, episodes ending, the ring wrapped."""
-    rb = make(native, 12, 2, (2, 1), np.float32, prioritized=prioritized, frame_stack=2,
-              stack_axis=0, seed=3, **kw)
+    rb = make(
+        native,
+        12,
+        2,
+        (2, 1),
+        np.float32,
+        prioritized=prioritized,
+        frame_stack=2,
+        stack_axis=0,
+        seed=3,
+        **kw,
+    )
     last: list[float | None] = [None, None]
     for t in range(9):
         obs, nxt = np.zeros((2, 2, 1), np.float32), np.zeros((2, 2, 1), np.float32)
@@ -116,7 +126,11 @@ def corrupt(state: dict[str, Any], how: str) -> dict[str, Any]:
 
 
 CORRUPTIONS = [
-    ("counts_huge", r"state\['counts'\]\[0\] = 9223372036854775807: expected an int in \[0, 4611686018427387904\]"),
+    (
+        "counts_huge",
+        r"state\['counts'\]\[0\] = 9223372036854775807: "
+        r"expected an int in \[0, 4611686018427387904\]",
+    ),
     ("counts_negative", r"state\['counts'\]\[1\] = -1"),
     ("counts_past_the_episode", r"state\['(flags|offs)'\]\[1, \d+\]"),
     ("flag_term_without_step", r"state\['flags'\]\[\d, \d+\] = 2: expected 0 .* or 1, 3, 5"),
@@ -179,8 +193,9 @@ def _next_step(rb: ReplayBuffer) -> tuple[Any, ...]:
 def test_every_state_a_buffer_saves_is_accepted(native: bool) -> None:
     for prioritized in (False, True):
         rb = filled(native, prioritized)
-        other = make(native, 12, 2, (2, 1), np.float32, prioritized=prioritized, frame_stack=2,
-                     stack_axis=0)
+        other = make(
+            native, 12, 2, (2, 1), np.float32, prioritized=prioritized, frame_stack=2, stack_axis=0
+        )
         other.load_state_dict(rb.state_dict())
         assert len(other) == len(rb)
 
@@ -240,8 +255,17 @@ def test_a_buffer_larger_than_memory_says_the_bytes_against_the_memory() -> None
     "kw",
     [
         dict(capacity=10, num_envs=1, obs_shape=(3,), obs_dtype=np.float32),
-        dict(capacity=37, num_envs=3, obs_shape=(4, 2, 2), obs_dtype=np.uint8, frame_stack=4,
-             stack_axis=0, prioritized=True, action_shape=(2,), action_dtype=np.float32),
+        dict(
+            capacity=37,
+            num_envs=3,
+            obs_shape=(4, 2, 2),
+            obs_dtype=np.uint8,
+            frame_stack=4,
+            stack_axis=0,
+            prioritized=True,
+            action_shape=(2,),
+            action_dtype=np.float32,
+        ),
         dict(capacity=9, num_envs=2, obs_shape=(), obs_dtype=np.float64, prioritized=True),
     ],
 )
@@ -283,8 +307,16 @@ def test_first_and_final_stacks_are_checked(obs, nxt, end, match) -> None:
 @pytest.mark.parametrize("native", IMPLS, ids=IDS)
 @pytest.mark.parametrize("axis", [0, -1])
 def test_consistent_stacks_come_back_as_added(native: bool, axis: int) -> None:
-    rb = make(native, 12, 1, (3, 2) if axis == 0 else (2, 3), np.int32, frame_stack=3,
-              stack_axis=axis, seed=1)
+    rb = make(
+        native,
+        12,
+        1,
+        (3, 2) if axis == 0 else (2, 3),
+        np.int32,
+        frame_stack=3,
+        stack_axis=axis,
+        seed=1,
+    )
     added = {}
     hist: list[np.ndarray] = []
     for t in range(10):
@@ -315,8 +347,9 @@ def test_alpha_is_bounded() -> None:
 
 
 def prioritized(native: bool, alpha: float, eps: float = 1e-6) -> ReplayBuffer:
-    rb = make(native, 16, 1, (1,), np.float32, prioritized=True, alpha=alpha,
-              priority_eps=eps, seed=0)
+    rb = make(
+        native, 16, 1, (1,), np.float32, prioritized=True, alpha=alpha, priority_eps=eps, seed=0
+    )
     for t in range(9):
         rb.add([[t + 0.0]], [t], [0.0], [False], [False], [[0.0]])
     return rb
@@ -324,7 +357,11 @@ def prioritized(native: bool, alpha: float, eps: float = 1e-6) -> ReplayBuffer:
 
 @pytest.mark.parametrize(
     ("alpha", "priority", "limit"),
-    [(1.0, 1.7e308, r"9\.745\d*e\+288"), (10.0, 1e30, r"7\.922\d*e\+28"), (2.0, 1e160, r"3\.121\d*e\+144")],
+    [
+        (1.0, 1.7e308, r"9\.745\d*e\+288"),
+        (10.0, 1e30, r"7\.922\d*e\+28"),
+        (2.0, 1e160, r"3\.121\d*e\+144"),
+    ],
 )
 def test_a_priority_whose_power_overflows_names_priority_alpha_and_limit(
     alpha: float, priority: float, limit: str
@@ -398,8 +435,14 @@ def test_a_buffer_pickles_and_deep_copies_to_an_equal_buffer(native: bool, how: 
 def test_the_cores_pickle() -> None:
     for core in (_core.ReplayCore, ref.ReplayCore):
         c = core(8, 2, (2,), np.uint8, (), np.int64, 2, 0.5, 0, -1, True)
-        c.add(np.ones((2, 2), np.uint8), [1, 2], [1.0, 2.0], [False, True], [False, False],
-              np.ones((2, 2), np.uint8))
+        c.add(
+            np.ones((2, 2), np.uint8),
+            [1, 2],
+            [1.0, 2.0],
+            [False, True],
+            [False, False],
+            np.ones((2, 2), np.uint8),
+        )
         d = pickle.loads(pickle.dumps(c))
         assert type(d) is core and len(d) == len(c) == 1
         np.testing.assert_equal(d.get_state(), c.get_state())
@@ -476,8 +519,16 @@ BAD_ARGS = [
 @pytest.mark.parametrize(("changes", "match"), BAD_ARGS)
 def test_core_arguments_give_one_line_value_errors(changes: dict[str, Any], match: str) -> None:
     kw: dict[str, Any] = dict(
-        capacity=8, num_envs=1, obs_shape=(2,), obs_dtype=np.float32, action_shape=(),
-        action_dtype=np.int64, n_step=1, gamma=0.9, frame_stack=0, stack_axis=-1,
+        capacity=8,
+        num_envs=1,
+        obs_shape=(2,),
+        obs_dtype=np.float32,
+        action_shape=(),
+        action_dtype=np.int64,
+        n_step=1,
+        gamma=0.9,
+        frame_stack=0,
+        stack_axis=-1,
         prioritized=False,
     )
     kw.update(changes)

@@ -73,8 +73,10 @@ class Case:
         self.act_dtype = np.dtype("int64" if r.random() < 0.5 else "float32")
         lo = max(2, self.k + 1)
         per_env = int(r.integers(lo, lo + 8))
-        obs_shape = (self.flen,) if self.k == 0 else (
-            (self.k, self.flen) if self.axis == 0 else (self.flen, self.k)
+        obs_shape = (
+            (self.flen,)
+            if self.k == 0
+            else ((self.k, self.flen) if self.axis == 0 else (self.flen, self.k))
         )
         self.kw: dict[str, Any] = dict(
             capacity=per_env * self.ne + int(r.integers(0, self.ne)),
@@ -207,16 +209,18 @@ def run_case(seed: int, native: bool, inject: str | None) -> list[str]:
             args, kw, hist = case.step()
             if r.random() < 0.1:
                 args = case.corrupt_step(args, kw)
-            record(lambda a=args, k=kw: rb.add(*a, **k))
+            record(lambda a=args, k=kw, rb=rb: rb.add(*a, **k))
             if out[-1].startswith("ok"):  # stored: the envs' stacks move on
                 case.hist = hist
         elif op < 0.75:
             b = int(r.integers(0, len(rb) + 2))
-            beta = [0.4, 0.0, 1.0, float("nan"), "x"][int(r.integers(5))] if r.random() < 0.2 else 0.4
+            beta = (
+                [0.4, 0.0, 1.0, float("nan"), "x"][int(r.integers(5))] if r.random() < 0.2 else 0.4
+            )
             o = last if last is not None and r.random() < 0.4 and len(last.indices) == b else None
             if o is not None and r.random() < 0.3:
                 o = o._replace(obs=o.obs.astype(np.float16))
-            s = record(lambda b=b, beta=beta, o=o: tuple(rb.sample(b, beta, out=o)))
+            s = record(lambda b=b, beta=beta, o=o, rb=rb: tuple(rb.sample(b, beta, out=o)))
             if s is not None:
                 last = rb.sample(b, 0.4)
                 out.append("ok " + digest(*last))
@@ -228,12 +232,12 @@ def run_case(seed: int, native: bool, inject: str | None) -> list[str]:
             p = r.random(len(idx)) * 10.0 ** float(r.choice([0, 3, 100, 290, 308]))
             if r.random() < 0.2 and len(p):
                 p[0] = [np.nan, -1.0, np.inf, 0.0][int(r.integers(4))]
-            record(lambda i=idx, p=p: rb.update_priorities(i, p))
+            record(lambda i=idx, p=p, rb=rb: rb.update_priorities(i, p))
         elif op < 0.95:
             state = rb.state_dict()
             if r.random() < 0.5:
                 case.corrupt_state(state)
-            record(lambda s=state: rb.load_state_dict(s))
+            record(lambda s=state, rb=rb: rb.load_state_dict(s))
         else:
             rb = pickle.loads(pickle.dumps(rb))
         out.append(f"len {len(rb)}")
@@ -270,8 +274,10 @@ def main() -> int:
     findings = []
     for impl, (rc, lines, err) in runs.items():
         if rc != 0:
-            findings.append(f"{impl} worker crashed (rc {rc}) at seed {args.seed + len(lines)}: "
-                            f"{err.strip()[-300:]}")
+            findings.append(
+                f"{impl} worker crashed (rc {rc}) at seed {args.seed + len(lines)}: "
+                f"{err.strip()[-300:]}"
+            )
     n_cases = min(len(runs["native"][1]), len(runs["numpy"][1]))
     for i in range(n_cases):
         a, b = runs["native"][1][i], runs["numpy"][1][i]
@@ -283,7 +289,10 @@ def main() -> int:
                 findings.append(f"seed {args.seed + i} op {j}: native raised {line}")
                 break
         if a != b:
-            j = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            j = next(
+                (j for j, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+                min(len(a), len(b)),
+            )
             findings.append(
                 f"seed {args.seed + i} op {j}: outputs differ: native "
                 f"{a[j] if j < len(a) else None!r} vs numpy {b[j] if j < len(b) else None!r}"

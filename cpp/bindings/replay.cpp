@@ -50,9 +50,9 @@ bool is_numpy(const py::handle& obj, const char* type) {
 // A real number (int or float, numpy's too, not a bool) as a double (+-inf when an int is too
 // large); ValueError "<name>: expected <allowed>, got <repr>" for anything else.
 double to_real(const py::handle& obj, const std::string& name, const std::string& allowed) {
-  const bool real = !py::isinstance<py::bool_>(obj) && !is_numpy(obj, "bool_") &&
-                    (PyFloat_Check(obj.ptr()) || PyLong_Check(obj.ptr()) || is_numpy(obj, "floating") ||
-                     is_numpy(obj, "integer"));
+  const bool real =
+      !py::isinstance<py::bool_>(obj) && !is_numpy(obj, "bool_") &&
+      (PyFloat_Check(obj.ptr()) || PyLong_Check(obj.ptr()) || is_numpy(obj, "floating") || is_numpy(obj, "integer"));
   if (!real) throw py::value_error(name + ": expected " + allowed + ", got " + std::string(py::repr(obj)));
   py::object f = py::reinterpret_steal<py::object>(PyNumber_Float(obj.ptr()));
   if (!f) {
@@ -252,10 +252,10 @@ class PyReplay {
     const u128 total = frames + actions + small + trees;
     const std::int64_t mem = machine_memory();
     if (total <= static_cast<u128>(mem)) return;
-    const u128 per_step = static_cast<u128>(c.frame_bytes) + static_cast<u128>(c.action_bytes) + 6 +
-                          (c.prioritized ? 48 : 32);
-    const u128 fit = static_cast<u128>(mem / 2) / per_step / static_cast<u128>(c.num_envs) *
-                     static_cast<u128>(c.num_envs);
+    const u128 per_step =
+        static_cast<u128>(c.frame_bytes) + static_cast<u128>(c.action_bytes) + 6 + (c.prioritized ? 48 : 32);
+    const u128 fit =
+        static_cast<u128>(mem / 2) / per_step / static_cast<u128>(c.num_envs) * static_cast<u128>(c.num_envs);
     const std::string advice = fit >= static_cast<u128>(2 * c.num_envs)
                                    ? "use capacity <= " + big_str(fit)
                                    : "no capacity fits: use a smaller obs_shape or fewer num_envs";
@@ -306,7 +306,8 @@ class PyReplay {
     if (bad.env >= 0) {
       const std::string k = std::to_string(frame_stack_);
       throw py::value_error(std::string(bad.next_obs ? "next_obs[" : "obs[") + std::to_string(bad.env) + "]: frame " +
-                            std::to_string(bad.frame) + " of the stack is not the frame the env's earlier steps hold (frame_stack=" + k +
+                            std::to_string(bad.frame) +
+                            " of the stack is not the frame the env's earlier steps hold (frame_stack=" + k +
                             ": a stack's older frames are the newest frames of the env's previous steps, and a "
                             "new episode's stack repeats its first frame, as FrameStacker makes them); nothing was "
                             "stored");
@@ -315,9 +316,9 @@ class PyReplay {
 
   // u: B uniform numbers in [0, 1). Returns (obs, actions, rewards, next_obs, discounts,
   // indices, leaves, sampleable, min_leaf): the sampled steps' tree leaves (> 0; probability
-  // leaf / total) and the smallest positive leaf, from which importance weights follow. `out`: None, or a sequence of six arrays (obs,
-  // actions, rewards, next_obs, discounts, indices) of the exact dtypes and shapes to write
-  // into (a reused batch costs no allocation, hence no page faults).
+  // leaf / total) and the smallest positive leaf, from which importance weights follow. `out`: None, or a sequence of
+  // six arrays (obs, actions, rewards, next_obs, discounts, indices) of the exact dtypes and shapes to write into (a
+  // reused batch costs no allocation, hence no page faults).
   py::tuple sample(const py::object& u_obj, const py::object& out) {
     py::array raw = py::array::ensure(u_obj);
     if (!raw) PyErr_Clear();
@@ -446,7 +447,8 @@ class PyReplay {
 
   void set_state(const py::object& state) {
     if (!py::isinstance<py::dict>(state)) {
-      throw py::value_error("state: expected a dict from get_state(), got " + std::string(Py_TYPE(state.ptr())->tp_name));
+      throw py::value_error("state: expected a dict from get_state(), got " +
+                            std::string(Py_TYPE(state.ptr())->tp_name));
     }
     const auto d = py::reinterpret_borrow<py::dict>(state);
     const ReplayConfig& c = core_->config();
@@ -575,8 +577,8 @@ void register_replay(py::module_& m) {
                       [](const py::tuple& t) {
                         if (t.size() != 2) throw py::value_error("ReplayCore: not a pickled ReplayCore");
                         const py::tuple a = t[0];
-                        auto r = std::make_unique<PyReplay>(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8],
-                                                            a[9], a[10]);
+                        auto r = std::make_unique<PyReplay>(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9],
+                                                            a[10]);
                         r->set_state(t[1]);
                         return r;
                       }));

@@ -334,8 +334,8 @@ class ReplayBuffer:
             out = self._new_batch(b)
         u = self._rng.random(b)
         arrays = out[:5] + (out.indices,)
-        obs, actions, rewards, next_obs, discounts, indices, leaves, N, min_leaf = self._impl.sample(
-            u, arrays
+        obs, actions, rewards, next_obs, discounts, indices, leaves, N, min_leaf = (
+            self._impl.sample(u, arrays)
         )
         if self.prioritized:
             # (N P_i)^-b / (N P_min)^-b = (leaf_i / min_leaf)^-b: no total, no overflow

@@ -221,7 +221,9 @@ class ReplayCore {
       const std::int64_t x = cnt + 1, off_final = std::min(off + 1, k - 1);
       for (std::int64_t j = 0; j + 1 < k; ++j) {
         const std::int64_t a = std::max(x - (k - 1 - j), x - off_final);
-        const FrameView want = a == x ? stacked_frame(n, k - 1) : a == cnt ? stacked_frame(o, k - 1) : stored_frame(e, a);
+        const FrameView want = a == x     ? stacked_frame(n, k - 1)
+                               : a == cnt ? stacked_frame(o, k - 1)
+                                          : stored_frame(e, a);
         if (!same_frame(stacked_frame(n, j), want)) return {e, true, j};
       }
     }
@@ -266,8 +268,9 @@ class ReplayCore {
         const std::string where = "[" + std::to_string(e) + ", " + std::to_string(s) + "]";
         const std::string fl = "state['flags']" + where + " = " + std::to_string(f) + ": ";
         if (base != 0 && base != kStep && base != (kStep | kTerm) && base != (kStep | kTrunc)) {
-          bad(fl + "expected 0 (a final observation) or 1, 3, 5 (a step; 3 terminated, 5 truncated), plus 8 when "
-                   "sampleable");
+          bad(fl +
+              "expected 0 (a final observation) or 1, 3, 5 (a step; 3 terminated, 5 truncated), plus 8 when "
+              "sampleable");
         }
         const bool ended = base == (kStep | kTerm) || base == (kStep | kTrunc);
         if (x == 0 && base == 0) bad(fl + "entry 0 of env " + std::to_string(e) + " is a final observation");
@@ -296,8 +299,9 @@ class ReplayCore {
         }
         const bool can = sampleable_now(e, x, cnt);
         if (can != ((f & kSample) != 0)) {
-          bad(fl + "the sample bit (8) must be set exactly on the steps that can be sampled (a step whose "
-                   "successor is stored and whose stack's frames are kept)");
+          bad(fl +
+              "the sample bit (8) must be set exactly on the steps that can be sampled (a step whose "
+              "successor is stored and whose stack's frames are kept)");
         }
         const std::string lf = "state['leaves'][" + std::to_string(i) + "]: ";
         if (!can) {

@@ -54,7 +54,9 @@ def _bool(value: Any, name: str, n: int) -> np.ndarray:
     except (TypeError, ValueError):
         raw = None
     if raw is None or raw.dtype.kind != "b" or raw.shape != (n,):
-        got = f"{raw.dtype} array of shape {shape_str(raw.shape)}" if raw is not None else repr(value)
+        got = (
+            f"{raw.dtype} array of shape {shape_str(raw.shape)}" if raw is not None else repr(value)
+        )
         raise ValueError(f"{name}: expected a bool array of shape ({n},), got {got}")
     return raw
 
@@ -316,7 +318,9 @@ class ReplayCore:
                     self.frames[e, s2] = self._newest(nx[e])
 
     def _frame(self, stacked: np.ndarray, j: int) -> bytes:
-        return np.ascontiguousarray(stacked[j] if self._stack_axis == 0 else stacked[..., j]).tobytes()
+        return np.ascontiguousarray(
+            stacked[j] if self._stack_axis == 0 else stacked[..., j]
+        ).tobytes()
 
     def _stack_mismatch(
         self,
@@ -551,9 +555,8 @@ class ReplayCore:
                 arr = None
             if arr is None or arr.dtype != dt or arr.shape != shape:
                 got_s = describe(arr) if arr is not None else repr(v)
-                raise ValueError(
-                    f"state['{key}']: expected a {dt} array of shape {shape_str(shape)}, got {got_s}"
-                )
+                want = f"a {dt} array of shape {shape_str(shape)}"
+                raise ValueError(f"state['{key}']: expected {want}, got {got_s}")
             got[key] = np.array(arr, copy=True)
         if "max_leaf" not in state:
             raise ValueError("state: missing 'max_leaf'")

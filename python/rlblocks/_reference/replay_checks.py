@@ -35,7 +35,7 @@ def tp_name(value: Any) -> str:
 
 
 def describe(value: Any) -> str:
-    """"read-only float64 array of shape (2, 3)", or the type name of a non-array."""
+    """ "read-only float64 array of shape (2, 3)", or the type name of a non-array."""
     if not isinstance(value, np.ndarray):
         return tp_name(value)
     ro = "" if value.flags.writeable else "read-only "
@@ -227,7 +227,9 @@ def settings(
         adt.itemsize,
         "ReplayBuffer: action bytes",
     )
-    s = Settings(cap, ne, per_env, oshape, odt, ashape, adt, n, g, fs, axis, frame_shape, prio, fb, ab)
+    s = Settings(
+        cap, ne, per_env, oshape, odt, ashape, adt, n, g, fs, axis, frame_shape, prio, fb, ab
+    )
     return s
 
 
@@ -292,9 +294,7 @@ def validate_state(
         oldest = max(0, cnt - L)
         for slot in range(cnt, L):
             i = e * L + slot
-            why = (
-                f": slot {slot} of env {e} was never written (counts[{e}] = {cnt}), expected 0"
-            )
+            why = f": slot {slot} of env {e} was never written (counts[{e}] = {cnt}), expected 0"
             if flags[e, slot] != 0:
                 raise ValueError(f"state['flags'][{e}, {slot}] = {int(flags[e, slot])}{why}")
             if offs[e, slot] != 0:
