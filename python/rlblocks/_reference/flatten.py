@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from rlblocks._reference.arrays import tp_name as _tp_name
+
 # kinds whose batched form is a sequence of per-env values, walked env by env
 _PER_ENV_KINDS = {
     "sequence": "sequences",
@@ -786,15 +788,6 @@ def _object_indices(arr: np.ndarray, label: str, where: str) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- new-kind helpers
-
-
-def _tp_name(obj: Any) -> str:
-    """The name the native core's messages give a type (C's ``tp_name``: ``numpy.ndarray``,
-    ``int``, a Python class's own name)."""
-    t = type(obj)
-    if t.__flags__ & (1 << 9) or t.__module__ == "builtins":  # a heap type: a Python class
-        return t.__name__
-    return f"{t.__module__}.{t.__name__}"
 
 
 def _short_repr(obj: Any) -> str:
