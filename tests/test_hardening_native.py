@@ -23,7 +23,6 @@ import sys
 import textwrap
 
 import gymnasium as gym
-
 import numpy as np
 import pytest
 import rlblocks as rb
@@ -269,7 +268,9 @@ def test_huge_values_one_at_a_time_never_poison_the_filter(impl, as_batch) -> No
         x = x[None] if as_batch else x
         before = (state_of(f.running_stats), state_of(f.buffer))
         if abs(v) > 2.0**479:  # refused when it arrives, nothing changed
-            with pytest.raises(ValueError, match=rf"x\[\.\.\., 1\] = {re.escape(repr(v))}.*{TRACKED}"):
+            with pytest.raises(
+                ValueError, match=rf"x\[\.\.\., 1\] = {re.escape(repr(v))}.*{TRACKED}"
+            ):
                 f(x)
             assert (state_of(f.running_stats), state_of(f.buffer)) == before
         else:

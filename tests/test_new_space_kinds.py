@@ -402,7 +402,10 @@ def test_truncation_hint_of_non_text_string_spaces_and_text_batches(impl):
         ({"kind": "text", "size": 6}, "inconsistent text size"),
         ({"kind": "text", "min_len": 3}, "bad text lengths"),
         ({"kind": "text", "encoding": "bits"}, "unknown text encoding"),
-        ({"label": "t\ud800"}, r"node field 'label' must be a str encodable as UTF-8, got 't\\ud800'"),
+        (
+            {"label": "t\ud800"},
+            r"node field 'label' must be a str encodable as UTF-8, got 't\\ud800'",
+        ),
         ({"encoding": 3}, "node field 'encoding' must be a str encodable"),
     ],
 )

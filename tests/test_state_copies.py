@@ -213,7 +213,9 @@ def test_a_refused_frame_stack_state_changes_nothing(impl) -> None:
     fs = good_stack()
     before = fs.get_state()
     with pytest.raises(ValueError):
-        fs.set_state({"frames": np.full((2, 2, 1, 2), 9, np.uint8), "ready": np.array([False, True])})
+        fs.set_state(
+            {"frames": np.full((2, 2, 1, 2), 9, np.uint8), "ready": np.array([False, True])}
+        )
     after = fs.get_state()
     assert all(np.array_equal(before[k], after[k]) for k in before)
     fs.set_state({"frames": np.full((2, 2, 1, 2), 9, np.uint8), "ready": np.array([True, True])})

@@ -11,10 +11,13 @@ also driven with leaves that are views of ``buf`` itself (list and batched input
 and 2000): the result must equal the numpy twin's, which builds the rows before writing.
 A MeanStdFilter is fed random observations mixing huge (1e308, 1e300, 3.4e38), denormal
 and ordinary values one at a time: both implementations must refuse the same pushes and
-give bit-identical outputs and statistics. Each implementation runs in its own subprocess,
+give bit-identical outputs and statistics. The distribution kernels (categorical and
+squashed Gaussian, tools/fuzz_kernels.py) get random shapes, dtypes and bad values: the
+same acceptance, values and refusal message. Each implementation runs in its own subprocess,
 so a crash is a finding, not the end of the run. A finding is: a crash, an output that
-differs, one side accepting what the other refuses, or an exception other than ValueError /
-TypeError.
+differs, one side accepting what the other refuses, a refusal message that differs (the
+kernels always; the flattening core with ``--messages``), or an exception other than
+ValueError / TypeError.
 
     python tools/fuzz_flatten.py --cases 300 [--seed 0] [--jobs 2]
 
@@ -377,7 +380,13 @@ def outcome(fn: Callable[[], Any], tol: float | None = None) -> dict[str, Any]:
     try:
         if tol is not None:
             values, meta = flat_values(fn())
-            return {"shape": meta, "dtype": "kernel", "sha": "", "close": values.tolist(), "tol": tol}
+            return {
+                "shape": meta,
+                "dtype": "kernel",
+                "sha": "",
+                "close": values.tolist(),
+                "tol": tol,
+            }
         out = np.asarray(fn())
     except (ValueError, TypeError) as err:
         return {"raises": type(err).__name__, "message": str(err)[:200]}
@@ -458,7 +467,9 @@ def run_worker(first: int, cases: int, inject: str | None = None) -> None:
         for j, (name, call, tol) in enumerate(kernel_calls(seed)):
             result = outcome(call, tol)
             print(
-                json.dumps({"seed": seed, "i": 20_000 + j, "input": "kernel", "method": name, **result}),
+                json.dumps(
+                    {"seed": seed, "i": 20_000 + j, "input": "kernel", "method": name, **result}
+                ),
                 flush=True,
             )
 

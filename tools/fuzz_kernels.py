@@ -67,7 +67,9 @@ def kernel_calls(seed: int) -> Iterator[tuple[str, Callable[[], Any], float]]:
 
     native = _impl.native()
     draw = _core.categorical_draw if native else categorical.categorical_draw
-    sample = _core.squashed_gaussian_sample if native else squashed_gaussian.squashed_gaussian_sample
+    sample = (
+        _core.squashed_gaussian_sample if native else squashed_gaussian.squashed_gaussian_sample
+    )
     grad = _core.squashed_gaussian_grad if native else squashed_gaussian.squashed_gaussian_grad
     rng = np.random.default_rng([seed, 3])
     for _ in range(4):

@@ -152,7 +152,8 @@ class Layout {
     const char* s = PyUnicode_Check(v.ptr()) ? PyUnicode_AsUTF8AndSize(v.ptr(), &n) : nullptr;
     if (s == nullptr) {
       PyErr_Clear();
-      throw py::value_error(std::string("FlattenPlan: node field '") + key + "' must be a str encodable as UTF-8, got " +
+      throw py::value_error(std::string("FlattenPlan: node field '") + key +
+                            "' must be a str encodable as UTF-8, got " +
                             py::str(py::module_::import("builtins").attr("ascii")(v)).cast<std::string>());
     }
     return std::string(s, static_cast<std::size_t>(n));

@@ -173,7 +173,8 @@ class PyFrameStacker {
   py::dict get_state() const {
     py::array frames(dtype_, with_lead(num_envs_, with_lead(k_, frame_shape_)));
     py::array_t<bool> ready(num_envs_);
-    stack_->save(static_cast<unsigned char*>(frames.mutable_data()), reinterpret_cast<std::uint8_t*>(ready.mutable_data()));
+    stack_->save(static_cast<unsigned char*>(frames.mutable_data()),
+                 reinterpret_cast<std::uint8_t*>(ready.mutable_data()));
     py::dict d;
     d["frames"] = frames;
     d["ready"] = ready;
@@ -198,8 +199,8 @@ class PyFrameStacker {
     }
     if (!py::isinstance<py::array>(ready_obj) || ready_obj.cast<py::array>().dtype().kind() != 'b' ||
         array_shape(ready_obj.cast<py::array>()) != Shape{num_envs_}) {
-      throw py::value_error("state['ready']: expected a bool array of shape " + shape_str(Shape{num_envs_}) +
-                            ", got " + describe(ready_obj));
+      throw py::value_error("state['ready']: expected a bool array of shape " + shape_str(Shape{num_envs_}) + ", got " +
+                            describe(ready_obj));
     }
     const auto frames = py::array::ensure(frames_obj, py::array::c_style);
     const auto ready = py::array_t<bool, py::array::c_style>::ensure(ready_obj);

@@ -345,7 +345,9 @@ class MeanStdFilter:
         for stat, key in ((running, "running_stats"), (buffer, "buffer")):
             try:
                 stat.set_state(state[key])
-            except ValueError as err:  # "state['mean_array']: ..." -> "state['buffer']['mean_array']: ..."
+            except (
+                ValueError
+            ) as err:  # "state['mean_array']: ..." -> "state['buffer']['mean_array']: ..."
                 text = str(err)
                 rest = text[len("state") :] if text.startswith("state") else ": " + text
                 raise ValueError(f"state['{key}']{rest}") from None

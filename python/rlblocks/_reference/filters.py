@@ -407,7 +407,7 @@ class RunningStat:
         checks, in their order, with their messages); nothing changes on a ValueError."""
         if not isinstance(state, dict):
             raise ValueError(f"state: expected a dict, got {type(state).__name__}")
-        counts = {}
+        counts: dict[str, int] = {}
         for key in ("num_pushes", "num_pushes_delta"):
             if key not in state:
                 raise ValueError(f"state: missing key '{key}'")
@@ -462,7 +462,9 @@ def _check_mean(mean: np.ndarray, key: str, n: int, count_key: str) -> None:
                 f"values), got {v!r}"
             )
         if n == 0 and v != 0.0:
-            raise ValueError(f"state['{key}']: must be 0 while state['{count_key}'] is 0, got {v!r}")
+            raise ValueError(
+                f"state['{key}']: must be 0 while state['{count_key}'] is 0, got {v!r}"
+            )
 
 
 def _check_ssd(ssd: np.ndarray, key: str, n: int, count_key: str) -> None:
@@ -474,10 +476,10 @@ def _check_ssd(ssd: np.ndarray, key: str, n: int, count_key: str) -> None:
     if bad.any():
         v = float(flat[int(np.argmax(bad))])
         raise ValueError(
-                f"state['{key}']: values must lie in [0, state['{count_key}'] * 2**960] (sums "
-                f"of squared deviations of tracked values), got {v!r} with "
-                f"state['{count_key}'] = {n}"
-            )
+            f"state['{key}']: values must lie in [0, state['{count_key}'] * 2**960] (sums "
+            f"of squared deviations of tracked values), got {v!r} with "
+            f"state['{count_key}'] = {n}"
+        )
 
 
 def _denominator(stat: RunningStat) -> np.ndarray:
