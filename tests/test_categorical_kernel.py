@@ -117,3 +117,51 @@ def test_bad_arguments_are_value_errors(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         _core.categorical_draw(logits, uniforms)
+
+
+def test_twenty_million_equal_logits_are_exact_to_float32() -> None:
+    """A float32 running sum stops at 2**24 terms of 1: K = 20M equal logits gave logp
+    -16.64 and u = 0.5 drew index 8,388,609. Summed in float64, both are exact."""
+    k = 20_000_000
+    logits = np.zeros((1, k), F32)
+    half = np.array([0.5], F32)
+    for draw in (_core.categorical_draw, twin):
+        index, logp = draw(logits, half)  # type: ignore[operator]
+        assert int(index[0]) == k // 2
+        assert logp[0] == np.float32(-np.log(k))
+        _, logp = draw(logits)  # type: ignore[operator]
+        assert logp[0] == np.float32(-np.log(k))
+
+
+BAD_ARGS = [
+    (np.zeros((2, 3), np.float64), None),
+    (np.zeros(3, F32), None),
+    (np.zeros((2, 0), F32), None),
+    ([[0.0, 1.0]], None),
+    (np.zeros((2, 3), F32), np.zeros(3, F32)),
+    (np.zeros((1, 3), F32), np.zeros(3, F32)),
+    (np.zeros((1, 3), F32), np.zeros((1, 1), F32)),
+    (np.zeros((2, 3), F32), np.zeros(2, np.float64)),
+    (np.zeros((2, 3), F32), np.zeros(2, np.int32)),
+    (np.zeros((2, 3), F32), [0.5, 0.5]),
+    (np.full((2, 3), np.nan, F32), np.zeros(3, F32)),
+]
+
+
+@pytest.mark.parametrize(("logits", "uniforms"), BAD_ARGS)
+def test_the_twin_refuses_what_the_kernel_refuses_with_its_message(
+    logits: np.ndarray, uniforms: np.ndarray | None
+) -> None:
+    with pytest.raises(ValueError) as native:
+        _core.categorical_draw(logits, uniforms)
+    with pytest.raises(ValueError) as numpy_twin:
+        twin(logits, uniforms)
+    assert str(numpy_twin.value) == str(native.value)
+
+
+def test_no_rows_give_empty_results_on_both() -> None:
+    for draw in (_core.categorical_draw, twin):
+        for uniforms in (None, np.zeros(0, F32)):
+            index, logp = draw(np.zeros((0, 4), F32), uniforms)  # type: ignore[operator]
+            assert index.shape == logp.shape == (0,)
+            assert index.dtype == np.int64 and logp.dtype == F32

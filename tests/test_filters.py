@@ -463,17 +463,26 @@ def test_filter_rejects_bad_input(impl, bad):
             np.testing.assert_array_equal(after[which][key], before[which][key])
 
 
-def test_float64_overflow_rejected(impl):
-    # a batch whose plain sum overflows but whose moments fit is taken (summed scaled), as
-    # the same rows pushed one at a time are; moments that do not fit are refused
-    f = MeanStdFilter((1,))
-    f(np.full((4, 1), 1e308))
-    assert f.running_stats.n == 4 and f.running_stats.mean[0] == 1e308
-    with pytest.raises(ValueError, match="nothing was updated"):
-        f(np.array([[1e308], [-1e308]]))
-    with pytest.raises(ValueError, match="nothing was updated"):
-        f(np.array([-1e308]))
-    assert f.running_stats.n == 4
+def test_one_outlier_is_refused_and_the_filter_goes_on(impl):
+    # 1e300 used to become the running mean; every later ordinary value's squared deviation
+    # from it overflowed, so 5.0 and 6.0 were refused forever
+    f = MeanStdFilter((1,), clip=None)
+    with pytest.raises(ValueError, match=r"x\[\.\.\., 0\] = 1e\+300 cannot be added.*2\*\*479"):
+        f(np.array([1e300]))
+    assert f.running_stats.n == f.buffer.n == 0
+    f(np.array([5.0]))
+    out = f(np.array([6.0]))
+    assert f.running_stats.n == f.buffer.n == 2
+    assert f.running_stats.mean.tolist() == [5.5] and f.running_stats.var.tolist() == [0.5]
+    np.testing.assert_allclose(out, [0.5 / (np.sqrt(np.float32(0.5)) + 1e-6)], rtol=1e-6)
+    s = RunningStat((2,))
+    for push in (s.push, s.push_batch):
+        x = np.array([[1.0, -1e200]]) if push == s.push_batch else np.array([1.0, -1e200])
+        with pytest.raises(ValueError, match=r"x\[\.\.\., 1\] = -1e\+200 cannot be added"):
+            push(x)
+    s.push(np.array([1.0, 2.0**479]))  # the edge of the range is tracked
+    s.push(np.array([3.0, -(2.0**479)]))
+    assert np.isfinite(s.mean).all() and s.n == 2
 
 
 @pytest.mark.parametrize(

@@ -402,6 +402,11 @@ def test_truncation_hint_of_non_text_string_spaces_and_text_batches(impl):
         ({"kind": "text", "size": 6}, "inconsistent text size"),
         ({"kind": "text", "min_len": 3}, "bad text lengths"),
         ({"kind": "text", "encoding": "bits"}, "unknown text encoding"),
+        (
+            {"label": "t\ud800"},
+            r"node field 'label' must be a str encodable as UTF-8, got 't\\ud800'",
+        ),
+        ({"encoding": 3}, "node field 'encoding' must be a str encodable"),
     ],
 )
 def test_plans_with_inconsistent_text_sizes_are_refused(entry, message):
@@ -445,3 +450,15 @@ def test_plans_with_inconsistent_graph_or_oneof_sizes_are_refused():
     _core.FlattenPlan([item, oneof], 1)
     with pytest.raises(ValueError, match="inconsistent sizes"):
         _core.FlattenPlan([item, {**oneof, "size": 5}], 1)
+
+
+@pytest.mark.parametrize("charset", ["ab\ud800", "\udfff"])
+def test_a_charset_with_a_lone_surrogate_names_the_space_and_character(impl, charset):
+    # it failed with pybind11's "Unable to cast Python instance" RuntimeError
+    space = gym.spaces.Text(3, charset=charset)
+    code = f"U\\+{ord(charset[-1]):04X}"
+    with pytest.raises(ValueError, match=rf"^Text\(1, 3, charset=.*\\u.*lone surrogate .*{code}"):
+        get_preprocessor(space)(space)
+    string_space = gym.spaces.Dict({"a": gym.spaces.Discrete(2)})
+    with pytest.raises(ValueError, match=rf"^text_charset: the charset holds .*{code}"):
+        get_preprocessor(string_space)(string_space, {"text_charset": "x" + charset})

@@ -179,3 +179,51 @@ def test_bad_arguments_raise_naming_them(inputs, noise, d_action, message) -> No
             _core.squashed_gaussian_grad(inputs, noise, d_action, 1.0, *BOUNDS)
     with pytest.raises(ValueError, match="log_std bounds must satisfy low <= high"):
         _core.squashed_gaussian_sample(np.zeros((1, 2), F32), np.zeros((1, 1), F32), 2.0, -5.0)
+
+
+Z = np.zeros
+GOOD = (Z((1, 2), F32), Z((1, 1), F32))
+
+
+@pytest.mark.parametrize(
+    ("inputs", "noise", "d_action", "bounds"),
+    [
+        (*GOOD, Z((1, 1), F32), (float("nan"), 2.0)),
+        (*GOOD, Z((1, 1), F32), (-5.0, float("nan"))),
+        (*GOOD, Z((1, 1), F32), (2.0, -5.0)),
+        (*GOOD, Z((1, 1), np.int32), BOUNDS),
+        (*GOOD, Z((2, 1), F32), BOUNDS),  # numpy would broadcast it into a wrong gradient
+        (*GOOD, Z((1,), F32), BOUNDS),
+        (*GOOD, [[0.0]], BOUNDS),
+        (Z((1, 2), F32), Z((3, 1), F32), Z((1, 1), F32), BOUNDS),
+        (Z((1, 2), F32), Z((1, 1), np.float64), Z((1, 1), F32), BOUNDS),
+        (Z((1, 3), F32), Z((1, 1), F32), Z((1, 1), F32), BOUNDS),
+        (Z((1, 2), np.float16), Z((1, 1), F32), Z((1, 1), F32), BOUNDS),
+        (Z((1, 2, 1), F32), Z((1, 1), F32), Z((1, 1), F32), BOUNDS),
+    ],
+)
+def test_the_twin_refuses_what_the_kernel_refuses_with_its_message(
+    inputs, noise, d_action, bounds
+) -> None:
+    for native, numpy_twin, args in (
+        (_core.squashed_gaussian_sample, twin.squashed_gaussian_sample, (inputs, noise)),
+        (_core.squashed_gaussian_grad, twin.squashed_gaussian_grad, (inputs, noise, d_action, 0.5)),
+    ):
+        try:
+            native(*args, *bounds)
+        except ValueError as err:
+            with pytest.raises(ValueError) as twin_err:
+                numpy_twin(*args, *bounds)
+            assert str(twin_err.value) == str(err)
+        else:  # sample does not read d_action: both accept it
+            numpy_twin(*args, *bounds)
+            assert native is _core.squashed_gaussian_sample
+
+
+def test_no_rows_give_empty_results_on_both() -> None:
+    inputs, noise = np.zeros((0, 4), F32), np.zeros((0, 2), F32)
+    for impl in (_core, twin):
+        action, logp = impl.squashed_gaussian_sample(inputs, noise, *BOUNDS)
+        grad = impl.squashed_gaussian_grad(inputs, noise, noise, 0.5, *BOUNDS)
+        assert action.shape == (0, 2) and logp.shape == (0,) and grad.shape == (0, 4)
+        assert action.dtype == logp.dtype == grad.dtype == F32

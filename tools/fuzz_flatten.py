@@ -11,10 +11,13 @@ also driven with leaves that are views of ``buf`` itself (list and batched input
 and 2000): the result must equal the numpy twin's, which builds the rows before writing.
 A MeanStdFilter is fed random observations mixing huge (1e308, 1e300, 3.4e38), denormal
 and ordinary values one at a time: both implementations must refuse the same pushes and
-give bit-identical outputs and statistics. Each implementation runs in its own subprocess,
+give bit-identical outputs and statistics. The distribution kernels (categorical and
+squashed Gaussian, tools/fuzz_kernels.py) get random shapes, dtypes and bad values: the
+same acceptance, values and refusal message. Each implementation runs in its own subprocess,
 so a crash is a finding, not the end of the run. A finding is: a crash, an output that
-differs, one side accepting what the other refuses, or an exception other than ValueError /
-TypeError.
+differs, one side accepting what the other refuses, a refusal message that differs (the
+kernels always; the flattening core with ``--messages``), or an exception other than
+ValueError / TypeError.
 
     python tools/fuzz_flatten.py --cases 300 [--seed 0] [--jobs 2]
 
@@ -36,6 +39,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
+from fuzz_kernels import flat_values, kernel_calls
 
 STARTS = (0, 0, 0, -3, 7, 2**24 + 1, 2**40, -(2**62), 2**62)
 BOX_DTYPES = (
@@ -370,8 +374,19 @@ def filter_outcomes(seed: int) -> Iterator[dict[str, Any]]:
     )
 
 
-def outcome(fn: Callable[[], Any]) -> dict[str, Any]:
+def outcome(fn: Callable[[], Any], tol: float | None = None) -> dict[str, Any]:
+    """What one call gave: its exception and message, or its output's shape, dtype and
+    digest (with ``tol``: a kernel's results, kept as values to compare within ``tol``)."""
     try:
+        if tol is not None:
+            values, meta = flat_values(fn())
+            return {
+                "shape": meta,
+                "dtype": "kernel",
+                "sha": "",
+                "close": values.tolist(),
+                "tol": tol,
+            }
         out = np.asarray(fn())
     except (ValueError, TypeError) as err:
         return {"raises": type(err).__name__, "message": str(err)[:200]}
@@ -383,6 +398,20 @@ def outcome(fn: Callable[[], Any]) -> dict[str, Any]:
         "dtype": str(out.dtype),
         "sha": base64.b64encode(digest[:12]).decode(),
     }
+
+
+def same_output(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two accepted outcomes agree: the same shape and dtype, and the same bytes or,
+    for the distribution kernels ("close": libm against numpy, about an ulp apart), the
+    same values to float32 rounding (NaN where the other has NaN)."""
+    if (a["shape"], a["dtype"]) != (b["shape"], b["dtype"]):
+        return False
+    if "close" in a or "close" in b:
+        x = np.asarray(a.get("close", []), np.float64)
+        y = np.asarray(b.get("close", []), np.float64)
+        tol = max(a.get("tol", 0.0), b.get("tol", 0.0))
+        return x.shape == y.shape and bool(np.allclose(x, y, rtol=tol, atol=tol, equal_nan=True))
+    return a["sha"] == b["sha"]
 
 
 def run_worker(first: int, cases: int, inject: str | None = None) -> None:
@@ -435,6 +464,14 @@ def run_worker(first: int, cases: int, inject: str | None = None) -> None:
                 ),
                 flush=True,
             )
+        for j, (name, call, tol) in enumerate(kernel_calls(seed)):
+            result = outcome(call, tol)
+            print(
+                json.dumps(
+                    {"seed": seed, "i": 20_000 + j, "input": "kernel", "method": name, **result}
+                ),
+                flush=True,
+            )
 
 
 # ------------------------------------------------------------------------ driver
@@ -452,8 +489,15 @@ def spawn(impl: str, first: int, cases: int, inject: str | None) -> subprocess.P
     )
 
 
-def compare(first: int, cases: int, show: bool = False, inject: str | None = None) -> list[str]:
-    """Runs both implementations over the cases; returns the findings."""
+def compare(
+    first: int,
+    cases: int,
+    show: bool = False,
+    inject: str | None = None,
+    messages: bool = False,
+) -> list[str]:
+    """Runs both implementations over the cases; returns the findings. A refusal's message
+    must match for the kernels always, for the flattening core with ``messages``."""
     procs = {impl: spawn(impl, first, cases, inject) for impl in ("native", "numpy")}
     results, findings = {}, []
     for impl, proc in procs.items():
@@ -486,7 +530,16 @@ def compare(first: int, cases: int, show: bool = False, inject: str | None = Non
                 f"({a.get('message', '')}) vs numpy {b.get('raises', 'accepts')} "
                 f"({b.get('message', '')})"
             )
-        elif "raises" not in a and (a["sha"], a["shape"]) != (b["sha"], b["shape"]):
+        elif (
+            "raises" in a
+            and (messages or a["input"] == "kernel")
+            and (a["raises"], a["message"]) != (b["raises"], b["message"])
+        ):
+            findings.append(
+                f"{where}: messages differ: native {a['raises']} ({a['message']}) vs numpy "
+                f"{b['raises']} ({b['message']})"
+            )
+        elif "raises" not in a and not same_output(a, b):
             findings.append(f"{where}: outputs differ")
     return findings
 
@@ -498,6 +551,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="pairs of workers at once")
     parser.add_argument("--chunk", type=int, default=50, help="cases per worker process")
     parser.add_argument("--show", action="store_true", help="print every input's outcome")
+    parser.add_argument(
+        "--messages",
+        action="store_true",
+        help="also require equal refusal messages from the flattening core (the kernels' "
+        "always must be equal)",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--inject", choices=["crash", "differ"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -514,7 +573,10 @@ def main(argv: list[str] | None = None) -> int:
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
         findings = [
             f
-            for fs in pool.map(lambda c: compare(*c, show=args.show, inject=args.inject), chunks)
+            for fs in pool.map(
+                lambda c: compare(*c, show=args.show, inject=args.inject, messages=args.messages),
+                chunks,
+            )
             for f in fs
         ]
     for f in findings:

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -150,6 +151,13 @@ template <class T>
 [[noreturn]] void raise_nonfinite(const T* x, std::int64_t n, const Input& in, std::int64_t dim, const Shape& shape,
                                   const char* name) {
   const std::int64_t i = first_nonfinite(x, n);
+  const std::int64_t far = i < 0 ? first_untracked(x, n) : -1;
+  if (far >= 0) {
+    throw py::value_error(std::string(name) + column_str(far % dim, shape) + " = " +
+                          float_repr(static_cast<double>(x[far])) +
+                          " cannot be added to the running statistics: values beyond +-2**479 (about 1.6e+144) "
+                          "cannot be tracked (squared deviations from them overflow float64); nothing was updated");
+  }
   if (i < 0)
     raise_overflow(x, in.rows, dim, std::max<std::int64_t>(0, first_overflowing_column(x, in.rows, dim)), 0.0, false,
                    shape, name);
@@ -169,9 +177,12 @@ template <class T>
                         "; observations must be finite (no NaN or infinity); nothing was updated");
 }
 
+// Moments of an input whose every value is tracked (finite, within +-kMaxTracked); false
+// otherwise, or when they overflow.
 bool moments_of(const Input& in, std::int64_t dim, Moments& m) {
   if (in.f32) return batch_moments(static_cast<const float*>(in.data()), in.rows, dim, m);
-  return batch_moments(static_cast<const double*>(in.data()), in.rows, dim, m);
+  const auto* x = static_cast<const double*>(in.data());
+  return first_untracked(x, in.rows * dim) < 0 && batch_moments(x, in.rows, dim, m);
 }
 
 // ValueError for an input whose moments failed: its first NaN/inf, or the column that overflows.
@@ -264,7 +275,39 @@ py::dict get_state(const PyRunningStat& s) {
   return d;
 }
 
-void set_state(PyRunningStat& s, const py::dict& d) {
+// ValueError unless `mean` (the field `key`, of a stat with `n` pushes counted in
+// `count_key`) holds tracked values, all 0 while n is 0.
+void check_mean(const std::vector<double>& mean, const char* key, std::int64_t n, const char* count_key) {
+  for (double v : mean) {
+    if (!(std::fabs(v) <= kMaxTracked)) {
+      throw py::value_error(std::string("state['") + key +
+                            "']: values must lie within +-2**479 (the range of tracked values), got " + float_repr(v));
+    }
+    if (n == 0 && v != 0.0) {
+      throw py::value_error(std::string("state['") + key + "']: must be 0 while state['" + count_key + "'] is 0, got " +
+                            float_repr(v));
+    }
+  }
+}
+
+// ValueError unless every sum of squared deviations in `ssd` fits `n` tracked values:
+// 0 <= S <= n * 2**960 (no deviation between tracked values exceeds 2**480).
+void check_ssd(const std::vector<double>& ssd, const char* key, std::int64_t n, const char* count_key) {
+  const double most = std::ldexp(static_cast<double>(n), 960);
+  for (double v : ssd) {
+    if (!(v >= 0.0 && v <= most)) {
+      throw py::value_error(std::string("state['") + key + "']: values must lie in [0, state['" + count_key +
+                            "'] * 2**960] (sums of squared deviations of tracked values), got " + float_repr(v) +
+                            " with state['" + count_key + "'] = " + std::to_string(n));
+    }
+  }
+}
+
+void set_state(PyRunningStat& s, const py::object& obj) {
+  if (!py::isinstance<py::dict>(obj)) {
+    throw py::value_error(std::string("state: expected a dict, got ") + Py_TYPE(obj.ptr())->tp_name);
+  }
+  const auto d = py::reinterpret_borrow<py::dict>(obj);
   RunningStat::State st;
   st.n = count_from(d, "num_pushes");
   st.n_delta = count_from(d, "num_pushes_delta");
@@ -272,11 +315,10 @@ void set_state(PyRunningStat& s, const py::dict& d) {
   st.mean_delta = from_array(d, "mean_delta_array", s.shape);
   st.ssd = from_array(d, "sum_sq_diff_array", s.shape);
   st.ssd_delta = from_array(d, "sum_sq_diff_delta_array", s.shape);
-  for (std::size_t i = 0; i < st.ssd.size(); ++i) {
-    if (st.ssd[i] < 0 || st.ssd_delta[i] < 0) {
-      throw py::value_error("state: sum_sq_diff arrays must be >= 0 (they are sums of squares)");
-    }
-  }
+  check_mean(st.mean, "mean_array", st.n, "num_pushes");
+  check_mean(st.mean_delta, "mean_delta_array", st.n_delta, "num_pushes_delta");
+  check_ssd(st.ssd, "sum_sq_diff_array", st.n, "num_pushes");
+  check_ssd(st.ssd_delta, "sum_sq_diff_delta_array", st.n_delta, "num_pushes_delta");
   s.stat.set_state(st);
 }
 
@@ -409,7 +451,14 @@ void register_filters(py::module_& m) {
       .def("copy", [](const PyRunningStat& s) { return new PyRunningStat(s); })
       .def("reset", [](PyRunningStat& s) { s.stat.reset(); })
       .def("get_state", &get_state)
-      .def("set_state", &set_state, py::arg("state"));
+      .def("set_state", &set_state, py::arg("state"))
+      .def(py::pickle([](const PyRunningStat& s) { return py::make_tuple(shape_tuple(s.shape), get_state(s)); },
+                      [](const py::tuple& t) {
+                        if (t.size() != 2) throw py::value_error("RunningStat: invalid pickled state");
+                        auto s = std::make_unique<PyRunningStat>(parse_shape(t[0]));
+                        set_state(*s, t[1]);
+                        return s;
+                      }));
 
   m.def("mean_std_filter", &filter_step, py::arg("running"), py::arg("buffer"), py::arg("x"), py::arg("update"),
         py::arg("demean"), py::arg("destd"), py::arg("clip"), py::arg("out") = py::none(),

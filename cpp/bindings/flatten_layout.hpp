@@ -144,11 +144,26 @@ class Layout {
     return false;
   }
 
+  // A node's str field as UTF-8; a ValueError naming the field for a non-str or a str that
+  // cannot be encoded (a lone surrogate), never pybind11's cast error.
+  static std::string utf8_field(const py::dict& d, const char* key) {
+    const py::object v = d[key];
+    Py_ssize_t n = 0;
+    const char* s = PyUnicode_Check(v.ptr()) ? PyUnicode_AsUTF8AndSize(v.ptr(), &n) : nullptr;
+    if (s == nullptr) {
+      PyErr_Clear();
+      throw py::value_error(std::string("FlattenPlan: node field '") + key +
+                            "' must be a str encodable as UTF-8, got " +
+                            py::str(py::module_::import("builtins").attr("ascii")(v)).cast<std::string>());
+    }
+    return std::string(s, static_cast<std::size_t>(n));
+  }
+
   static Node parse_node(const py::dict& d) {
     Node nd;
-    const std::string kind = d["kind"].cast<std::string>();
+    const std::string kind = utf8_field(d, "kind");
     nd.size = d["size"].cast<std::int64_t>();
-    nd.label = d["label"].cast<std::string>();
+    nd.label = utf8_field(d, "label");
     if (d.contains("children")) nd.children = d["children"].cast<std::vector<int>>();
     if (kind == "dict") {
       nd.kind = Kind::Dict;
@@ -215,7 +230,7 @@ class Layout {
       }
       nd.numel = checked_product(nd.shape, "FlattenPlan: Box size");
       if (nd.numel != nd.size) throw py::value_error("FlattenPlan: bad Box size");
-      nd.map = d["map"].cast<std::string>() == "atari_ram" ? ValueMap::AtariRam : ValueMap::Identity;
+      nd.map = utf8_field(d, "map") == "atari_ram" ? ValueMap::AtariRam : ValueMap::Identity;
     } else if (kind == "callback") {
       nd.kind = Kind::Callback;
       nd.fn = d["fn"];
@@ -231,8 +246,8 @@ class Layout {
     nd.max_len = d["max_len"].cast<std::int64_t>();
     nd.min_len = d["min_len"].cast<std::int64_t>();
     nd.truncate = d["truncate"].cast<bool>();
-    nd.length_key = d["length_key"].cast<std::string>();
-    const std::string encoding = d["encoding"].cast<std::string>();
+    nd.length_key = utf8_field(d, "length_key");
+    const std::string encoding = utf8_field(d, "encoding");
     if (encoding != "one_hot" && encoding != "ids")
       throw py::value_error("FlattenPlan: unknown text encoding " + encoding);
     nd.one_hot = encoding == "one_hot";

@@ -4,7 +4,9 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -167,6 +169,61 @@ class PyFrameStacker {
     return std::move(o);
   }
 
+  // {"frames": (num_envs, k, *frame_shape) oldest first, "ready": bool (num_envs,)}.
+  py::dict get_state() const {
+    py::array frames(dtype_, with_lead(num_envs_, with_lead(k_, frame_shape_)));
+    py::array_t<bool> ready(num_envs_);
+    stack_->save(static_cast<unsigned char*>(frames.mutable_data()),
+                 reinterpret_cast<std::uint8_t*>(ready.mutable_data()));
+    py::dict d;
+    d["frames"] = frames;
+    d["ready"] = ready;
+    return d;
+  }
+
+  // Loads get_state() output after checking all of it (nothing changes on a ValueError).
+  void set_state(const py::object& obj) {
+    if (!py::isinstance<py::dict>(obj)) {
+      throw py::value_error(std::string("state: expected a dict, got ") + Py_TYPE(obj.ptr())->tp_name);
+    }
+    const auto d = py::reinterpret_borrow<py::dict>(obj);
+    for (const char* key : {"frames", "ready"}) {
+      if (!d.contains(key)) throw py::value_error(std::string("state: missing key '") + key + "'");
+    }
+    const Shape want = with_lead(num_envs_, with_lead(k_, frame_shape_));
+    const py::object frames_obj = d["frames"], ready_obj = d["ready"];
+    if (!py::isinstance<py::array>(frames_obj) || !frames_obj.cast<py::array>().dtype().equal(dtype_) ||
+        array_shape(frames_obj.cast<py::array>()) != want) {
+      throw py::value_error("state['frames']: expected a " + std::string(py::str(dtype_)) + " array of shape " +
+                            shape_str(want) + " (num_envs, k, *frame_shape), got " + describe(frames_obj));
+    }
+    if (!py::isinstance<py::array>(ready_obj) || ready_obj.cast<py::array>().dtype().kind() != 'b' ||
+        array_shape(ready_obj.cast<py::array>()) != Shape{num_envs_}) {
+      throw py::value_error("state['ready']: expected a bool array of shape " + shape_str(Shape{num_envs_}) + ", got " +
+                            describe(ready_obj));
+    }
+    const auto frames = py::array::ensure(frames_obj, py::array::c_style);
+    const auto ready = py::array_t<bool, py::array::c_style>::ensure(ready_obj);
+    if (!frames || !ready) throw py::error_already_set();
+    const auto* bytes = static_cast<const unsigned char*>(frames.data());
+    const auto* flags = reinterpret_cast<const std::uint8_t*>(ready.data());
+    const std::int64_t env_bytes = stack_->stacked_bytes();
+    for (std::int64_t b = 0; b < num_envs_; ++b) {
+      if (flags[b]) continue;
+      const unsigned char* env = bytes + b * env_bytes;
+      if (std::any_of(env, env + env_bytes, [](unsigned char c) { return c != 0; })) {
+        throw py::value_error("state['frames'][" + std::to_string(b) + "]: env " + std::to_string(b) +
+                              " is not ready (state['ready'][" + std::to_string(b) +
+                              "] is False) but holds frames; an env never reset holds zeros");
+      }
+    }
+    stack_->restore(bytes, flags);
+  }
+
+  py::tuple getstate() const {
+    return py::make_tuple(num_envs_, k_, to_tuple(frame_shape_), dtype_, channels_last_, get_state());
+  }
+
   std::int64_t num_envs() const { return num_envs_; }
   std::int64_t k() const { return k_; }
   bool channels_last() const { return channels_last_; }
@@ -271,7 +328,16 @@ void register_frame_stack(py::module_& m) {
           [](const py::object& self, const py::object& frames, const py::object& reset_mask, const py::object& out,
              bool copy) { return self.cast<PyFrameStacker&>().push(self, frames, reset_mask, out, copy); },
           py::arg("frames"), py::arg("reset_mask") = py::none(), py::arg("out") = py::none(), py::arg("copy") = true)
-      .def("observation", &PyFrameStacker::observation, py::arg("out") = py::none());
+      .def("observation", &PyFrameStacker::observation, py::arg("out") = py::none())
+      .def("get_state", &PyFrameStacker::get_state)
+      .def("set_state", &PyFrameStacker::set_state, py::arg("state"))
+      .def(py::pickle([](const PyFrameStacker& s) { return s.getstate(); },
+                      [](const py::tuple& t) {
+                        if (t.size() != 6) throw py::value_error("FrameStacker: invalid pickled state");
+                        auto s = std::make_unique<PyFrameStacker>(t[0], t[1], t[2], t[3], t[4].cast<bool>());
+                        s->set_state(t[5]);
+                        return s;
+                      }));
 }
 
 }  // namespace rlblocks::bindings

@@ -33,8 +33,9 @@ F32Array matrix(const py::object& obj, const char* fn, const char* what, std::in
 
 LogStdBounds bounds_of(double low, double high, const char* fn) {
   if (!(low <= high)) {
-    throw py::value_error(std::string(fn) + ": log_std bounds must satisfy low <= high, got [" + std::to_string(low) +
-                          ", " + std::to_string(high) + "]");
+    const auto repr = [](double v) { return py::repr(py::float_(v)).cast<std::string>(); };
+    throw py::value_error(std::string(fn) + ": log_std bounds must satisfy low <= high (not NaN), got [" + repr(low) +
+                          ", " + repr(high) + "]");
   }
   return {static_cast<float>(low), static_cast<float>(high)};
 }

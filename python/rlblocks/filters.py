@@ -342,8 +342,15 @@ class MeanStdFilter:
         clip = self._checked_clip(state["clip"])
         running = RunningStat.on_backend(self.shape, self._native)
         buffer = RunningStat.on_backend(self.shape, self._native)
-        running.set_state(state["running_stats"])
-        buffer.set_state(state["buffer"])
+        for stat, key in ((running, "running_stats"), (buffer, "buffer")):
+            try:
+                stat.set_state(state[key])
+            except (
+                ValueError
+            ) as err:  # "state['mean_array']: ..." -> "state['buffer']['mean_array']: ..."
+                text = str(err)
+                rest = text[len("state") :] if text.startswith("state") else ": " + text
+                raise ValueError(f"state['{key}']{rest}") from None
         demean = _checked_flag(state["demean"], "state['demean']")
         destd = _checked_flag(state["destd"], "state['destd']")
         self.demean, self.destd, self.clip = demean, destd, clip

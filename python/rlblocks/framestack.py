@@ -179,6 +179,35 @@ class FrameStacker:
         """
         return self._impl.observation(out)
 
+    def get_state(self) -> dict[str, np.ndarray]:
+        """The stacks, for checkpoints: ``{"frames": (num_envs, k, *frame_shape)`` oldest
+        first, ``"ready": bool (num_envs,)}`` (an env never reset holds zeros). Pickling and
+        ``copy.deepcopy`` go through it."""
+        return self._impl.get_state()
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Loads :meth:`get_state` output of a stacker with the same settings.
+
+        Raises:
+            ValueError: Not a dict, a missing key, frames of another dtype or shape, ready
+                flags that are not bool ``(num_envs,)``, or frames held by an env that is
+                not ready (nothing is changed).
+        """
+        self._impl.set_state(state)
+
+    def __eq__(self, other: object) -> bool:
+        """Same settings, backend and stacks (frames and ready flags)."""
+        if not isinstance(other, FrameStacker):
+            return NotImplemented
+        mine, theirs = self.get_state(), other.get_state()
+        return (
+            repr(self) == repr(other)
+            and self.native == other.native
+            and all(np.array_equal(mine[key], theirs[key]) for key in ("frames", "ready"))
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __repr__(self) -> str:
         return (
             f"FrameStacker(num_envs={self.num_envs}, k={self.k}, "

@@ -417,6 +417,7 @@ class _Options:
                 "text_charset must be a non-empty str of distinct characters (its order gives "
                 f"the ids) or None for printable ASCII, got {charset!r}"
             )
+        _check_characters(charset, "text_charset")
         if opts["text_encoding"] not in ("one_hot", "ids"):
             raise ValueError(
                 f"text_encoding must be 'one_hot' or 'ids', got {opts['text_encoding']!r}"
@@ -432,6 +433,23 @@ class _Options:
             str(opts["text_encoding"]),
             bool(opts["text_truncate"]),
         )
+
+
+def _printable(text: str) -> str:
+    """``text`` with lone surrogates written as escapes (it can then be encoded)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _check_characters(charset: Any, where: str) -> None:
+    """ValueError naming ``where`` and the character if ``charset`` holds a lone surrogate
+    (U+D800..U+DFFF: half of a UTF-16 pair, not a character; no str holding it can be
+    encoded, so no observation could carry it)."""
+    for c in charset:
+        if 0xD800 <= ord(c) <= 0xDFFF:
+            raise ValueError(
+                f"{where}: the charset holds the lone surrogate {c!r} (U+{ord(c):04X}), which "
+                "is not a character (it cannot be encoded as UTF-8); remove it from the charset"
+            )
 
 
 def _build(space: gym.Space, options: _Options) -> Node:
@@ -507,6 +525,7 @@ def _build(space: gym.Space, options: _Options) -> Node:
     if is_string_space(space):
         if isinstance(space, Text):
             charset = tuple(space.character_list)
+            _check_characters(charset, _printable(label))
             max_len, min_len, key = int(space.max_length), int(space.min_length), ""
         else:
             charset, max_len, min_len = options.text_charset, options.text_max_length, 0

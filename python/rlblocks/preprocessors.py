@@ -175,6 +175,11 @@ class Preprocessor(ABC):
         self._size = checked_size(math.prod(self.shape), str(obs_space))
         self._out_space: gym.Space | None = None
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles (and ``copy.deepcopy``) as the space and options: the copy compiles its
+        own plan (a native plan holds C++ state that does not pickle)."""
+        return (type(self), (self._obs_space, self._options))
+
     @abstractmethod
     def _init_shape(self, obs_space: gym.Space, options: dict[str, Any]) -> Sequence[int]:
         """The output shape (called once by ``__init__``)."""

@@ -2,7 +2,11 @@
 // given uniform (the first index whose cumulative probability exceeds u * total), or the
 // first maximum when no uniforms are given. float32 in the numpy twin's order of
 // operations (python/rlblocks/_reference/categorical.py); exp and log are libm's, so the
-// log-probabilities agree with the twin to about an ulp.
+// log-probabilities agree with the twin to about an ulp. The normaliser and the cumulative
+// probabilities are summed in float64, in index order (the twin's cumsum): a float32 sum
+// stops growing at 2**24 terms of 1, so K = 20M equal logits would give log-probabilities
+// and picks of a distribution over 2**24 actions. In float64 any K the binding accepts
+// is exact to float32 (K * 2**-53 relative error).
 #pragma once
 
 #include <cmath>
@@ -25,20 +29,20 @@ inline std::int64_t categorical_draw(const float* logits, std::int64_t rows, std
         best = j;
       }
     }
-    float sum = 0.0f;
-    for (std::int64_t j = 0; j < k; ++j) sum += std::exp(x[j] - top);
-    const float log_sum = std::log(sum);
+    double sum = 0.0;
+    for (std::int64_t j = 0; j < k; ++j) sum += static_cast<double>(std::exp(x[j] - top));
+    const auto log_sum = static_cast<float>(std::log(sum));
     std::int64_t pick = best;
     if (uniforms != nullptr) {
-      float total = 0.0f;  // the last cumulative probability
-      for (std::int64_t j = 0; j < k; ++j) total += std::exp((x[j] - top) - log_sum);
-      float u = uniforms[r] * total;
-      const float below = std::nextafter(total, 0.0f);
+      double total = 0.0;  // the last cumulative probability
+      for (std::int64_t j = 0; j < k; ++j) total += static_cast<double>(std::exp((x[j] - top) - log_sum));
+      double u = static_cast<double>(uniforms[r]) * total;
+      const double below = std::nextafter(total, 0.0);
       if (u > below) u = below;
-      float cdf = 0.0f;
+      double cdf = 0.0;
       pick = 0;
       for (std::int64_t j = 0; j < k; ++j) {
-        cdf += std::exp((x[j] - top) - log_sum);
+        cdf += static_cast<double>(std::exp((x[j] - top) - log_sum));
         if (cdf <= u) pick = j + 1;
       }
       if (pick > k - 1) pick = k - 1;

@@ -225,6 +225,30 @@ class FrameStack {
     }
   }
 
+  // The state, for copies and checkpoints: every env's k frames oldest first, each (H, W, C)
+  // as given, into frames (num_envs * k frames), and whether each env has been reset into
+  // ready (num_envs flags). An env never reset holds zeros.
+  void save(unsigned char* frames, std::uint8_t* ready) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (std::int64_t b = 0; b < num_envs_; ++b) {
+      ready[b] = ready_[static_cast<std::size_t>(b)];
+      for (std::int64_t j = 0; j < k_; ++j) {
+        load_frame(slot_ptr(b, (pos_ + 1 + j) % k_), frames + (b * k_ + j) * frame_bytes_);
+      }
+    }
+  }
+
+  // Sets the state save() wrote: the caller checked the sizes, and that an env not ready
+  // holds only zero bytes (as one never reset does).
+  void restore(const unsigned char* frames, const std::uint8_t* ready) {
+    std::lock_guard<std::mutex> lk(mu_);
+    pos_ = k_ - 1;  // slots 0..k-1 hold the frames oldest first
+    for (std::int64_t b = 0; b < num_envs_; ++b) {
+      ready_[static_cast<std::size_t>(b)] = ready[b] ? 1 : 0;
+      for (std::int64_t j = 0; j < k_; ++j) store_slot(b, j, frames + (b * k_ + j) * frame_bytes_);
+    }
+  }
+
   // The current stacks of all envs (num_envs stacked observations) into out.
   void observe(unsigned char* out) const {
     std::lock_guard<std::mutex> lk(mu_);
@@ -261,6 +285,21 @@ class FrameStack {
       unsigned char* plane = dst + c * pixels * elem_;
       const unsigned char* src = frame + c * elem_;
       for (std::int64_t p = 0; p < pixels; ++p) std::memcpy(plane + p * elem_, src + p * unit_, e);
+    }
+  }
+
+  // Copies a ring slot back to a (H, W, C) frame (store_frame's inverse).
+  void load_frame(const unsigned char* src, unsigned char* frame) const {
+    if (channels_last_ || channels_ == 1) {
+      std::memcpy(frame, src, static_cast<std::size_t>(frame_bytes_));
+      return;
+    }
+    const std::int64_t pixels = height_ * width_;
+    const auto e = static_cast<std::size_t>(elem_);
+    for (std::int64_t c = 0; c < channels_; ++c) {
+      const unsigned char* plane = src + c * pixels * elem_;
+      unsigned char* dst = frame + c * elem_;
+      for (std::int64_t p = 0; p < pixels; ++p) std::memcpy(dst + p * unit_, plane + p * elem_, e);
     }
   }
 

@@ -17,6 +17,12 @@
 //   1e308 after -1e308: the deviation is not representable, or +-1e300: its square is not)
 //   is refused before anything changes (try_merge returns the feature), so a refused push
 //   leaves the state exactly as it was.
+// * Tracked values: every value pushed must lie within +-kMaxTracked = 2**479 (callers
+//   check it with first_untracked before pushing). Inside it no deviation exceeds 2**480,
+//   so S <= n * 2**960 < 2**1023 for any int64 count and no push or merge of tracked
+//   values can overflow. One value beyond it (1e300) would become the mean of a fresh
+//   stat, and every later ordinary value's squared deviation from it would overflow: the
+//   stat could take nothing more. Such a value is refused when it arrives.
 // * var is S/(n-1) rounded to float32 (zero while n <= 1); std = sqrt(max(0, var)) in
 //   float32, as in RLlib.
 //
@@ -135,6 +141,18 @@ template <class T>
 std::int64_t first_nonfinite(const T* x, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) {
     if (!std::isfinite(static_cast<double>(x[i]))) return i;
+  }
+  return -1;
+}
+
+// The largest magnitude a tracked value may have (see the header comment).
+constexpr double kMaxTracked = 0x1p479;
+
+// Index of the first element of x (n elements) that is NaN/inf or beyond +-kMaxTracked, or -1.
+template <class T>
+std::int64_t first_untracked(const T* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (!(std::fabs(static_cast<double>(x[i])) <= kMaxTracked)) return i;
   }
   return -1;
 }

@@ -118,6 +118,28 @@ def check_finite(arr: np.ndarray, name: str = "x") -> None:
         )
 
 
+# Values beyond +-2**479 are refused (as natively, running_stat.hpp): inside it every
+# deviation is at most 2**480, so S <= n * 2**960 stays finite for any int64 count; one
+# value beyond it would become the mean and make every later ordinary value's squared
+# deviation overflow.
+MAX_TRACKED = 2.0**479
+
+
+def check_tracked(arr: np.ndarray, shape: tuple[int, ...], name: str = "x") -> None:
+    """ValueError naming the first (finite) value of ``arr`` beyond +-:data:`MAX_TRACKED`."""
+    if arr.dtype == np.float32:  # finite float32 values are all within range
+        return
+    far = np.abs(arr.reshape(-1)) > MAX_TRACKED
+    if far.any():
+        i = int(np.argmax(far))
+        dim = int(np.prod(shape, dtype=np.int64))
+        raise ValueError(
+            f"{name}{_column_str(i % dim, shape)} = {float(arr.reshape(-1)[i])!r} cannot be "
+            "added to the running statistics: values beyond +-2**479 (about 1.6e+144) cannot "
+            "be tracked (squared deviations from them overflow float64); nothing was updated"
+        )
+
+
 def _column_str(col: int, shape: tuple[int, ...]) -> str:
     """``[..., 1, 2]``: where feature ``col`` of a stat of ``shape`` sits in an input."""
     idx = np.unravel_index(col, shape) if shape else ()
@@ -237,6 +259,7 @@ class RunningStat:
         """RLlib's one-observation Welford update."""
         arr, _ = convert_input(x, self._shape, True, False)
         check_finite(arr)
+        check_tracked(arr, self._shape)
         x64 = arr.astype(np.float64)
         n = self._n + 1
         _check_count(n)
@@ -265,6 +288,7 @@ class RunningStat:
         """Adds a batch ``(B, *shape)``: two-pass moments, then one Chan merge."""
         arr, _ = convert_input(x, self._shape, False, True)
         check_finite(arr)
+        check_tracked(arr, self._shape)
         moments = batch_moments(arr)
         bad = self.check_merge(*moments)
         if bad is not None:
@@ -379,7 +403,11 @@ class RunningStat:
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
-        counts = {}
+        """Loads :meth:`get_state` output after checking every invariant of it (the native
+        checks, in their order, with their messages); nothing changes on a ValueError."""
+        if not isinstance(state, dict):
+            raise ValueError(f"state: expected a dict, got {type(state).__name__}")
+        counts: dict[str, int] = {}
         for key in ("num_pushes", "num_pushes_delta"):
             if key not in state:
                 raise ValueError(f"state: missing key '{key}'")
@@ -407,14 +435,51 @@ class RunningStat:
             if not np.isfinite(a).all():
                 raise ValueError(f"state['{key}']: values must be finite")
             arrays[key] = a
-        if (arrays["sum_sq_diff_array"] < 0).any() or (arrays["sum_sq_diff_delta_array"] < 0).any():
-            raise ValueError("state: sum_sq_diff arrays must be >= 0 (they are sums of squares)")
+        for key, count in (("mean_array", "num_pushes"), ("mean_delta_array", "num_pushes_delta")):
+            _check_mean(arrays[key], key, counts[count], count)
+        for key, count in (
+            ("sum_sq_diff_array", "num_pushes"),
+            ("sum_sq_diff_delta_array", "num_pushes_delta"),
+        ):
+            _check_ssd(arrays[key], key, counts[count], count)
         self._n = counts["num_pushes"]
         self._n_delta = counts["num_pushes_delta"]
         self._mean = arrays["mean_array"]
         self._mean_delta = arrays["mean_delta_array"]
         self._ssd = arrays["sum_sq_diff_array"]
         self._ssd_delta = arrays["sum_sq_diff_delta_array"]
+
+
+def _check_mean(mean: np.ndarray, key: str, n: int, count_key: str) -> None:
+    """ValueError unless ``mean`` holds tracked values, all 0 while ``n`` is 0."""
+    flat = mean.reshape(-1)
+    bad = ~(np.abs(flat) <= MAX_TRACKED) | ((n == 0) & (flat != 0.0))
+    if bad.any():  # the first bad value, as the native loop finds it
+        v = float(flat[int(np.argmax(bad))])
+        if not abs(v) <= MAX_TRACKED:
+            raise ValueError(
+                f"state['{key}']: values must lie within +-2**479 (the range of tracked "
+                f"values), got {v!r}"
+            )
+        if n == 0 and v != 0.0:
+            raise ValueError(
+                f"state['{key}']: must be 0 while state['{count_key}'] is 0, got {v!r}"
+            )
+
+
+def _check_ssd(ssd: np.ndarray, key: str, n: int, count_key: str) -> None:
+    """ValueError unless ``0 <= S <= n * 2**960`` (deviations of tracked values are at most
+    2**480)."""
+    most = math.ldexp(float(n), 960)
+    flat = ssd.reshape(-1)
+    bad = ~((flat >= 0.0) & (flat <= most))
+    if bad.any():
+        v = float(flat[int(np.argmax(bad))])
+        raise ValueError(
+            f"state['{key}']: values must lie in [0, state['{count_key}'] * 2**960] (sums "
+            f"of squared deviations of tracked values), got {v!r} with "
+            f"state['{count_key}'] = {n}"
+        )
 
 
 def _denominator(stat: RunningStat) -> np.ndarray:
@@ -478,6 +543,7 @@ def mean_std_filter(
     result = _checked_out(out, arr)
     check_finite(arr)
     if update:
+        check_tracked(arr, running.shape)
         moments = batch_moments(arr if batch else arr[None])
         for stat in (running, buffer) if buffer is not running else (running,):
             bad = stat.check_merge(*moments)

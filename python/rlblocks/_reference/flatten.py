@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from rlblocks._reference.arrays import tp_name as _tp_name
+
 # kinds whose batched form is a sequence of per-env values, walked env by env
 _PER_ENV_KINDS = {
     "sequence": "sequences",
@@ -239,12 +241,15 @@ class ReferenceFlattener:
                     single,
                 )
         elif kind == "repeated":
-            for v in values:
-                if not isinstance(v, (list, tuple, np.ndarray)) or (
-                    isinstance(v, np.ndarray) and v.ndim == 0
-                ):
+            for v in values:  # the native walk's checks and messages
+                if not isinstance(v, (list, tuple, np.ndarray)):
                     raise ValueError(
-                        f"{where}: expected a list for {node['label']}, got {type(v).__name__}"
+                        f"{where}: expected a list of at most {node['max_len']} items for "
+                        f"{node['label']}, got {_tp_name(v)}"
+                    )
+                if isinstance(v, np.ndarray) and v.ndim == 0:
+                    raise ValueError(
+                        f"{where}: expected a list for {node['label']}, got a 0-d array"
                     )
             lengths = np.fromiter((len(v) for v in values), dtype=np.int64, count=len(values))
             if (lengths > node["max_len"]).any():
@@ -615,7 +620,7 @@ class ReferenceFlattener:
             if not hasattr(v, "keys") or isinstance(v, (list, tuple, np.ndarray)):
                 raise ValueError(
                     f"{where}: expected a dict with keys {keys} for {node['label']}, "
-                    f"got {type(v).__name__}"
+                    f"got {_tp_name(v)}"
                 )
             missing = [k for k in keys if k not in v]
             if missing:
@@ -642,8 +647,7 @@ class ReferenceFlattener:
         for v in values:
             if not isinstance(v, (list, tuple)):
                 raise ValueError(
-                    f"{where}: expected a tuple of {n} items for {node['label']}, "
-                    f"got {type(v).__name__}"
+                    f"{where}: expected a tuple of {n} items for {node['label']}, got {_tp_name(v)}"
                 )
             if len(v) != n:
                 raise ValueError(f"{where}: expected {n} items for {node['label']}, got {len(v)}")
@@ -750,14 +754,14 @@ def _leading_dim(obj: Any, path: tuple) -> int:
     except TypeError:
         raise ValueError(
             f"{format_path(path)}: expected an array with a leading batch dimension, got "
-            f"{type(obj).__name__}"
+            f"{_tp_name(obj)}"
         ) from None
 
 
 def _describe(obj: Any) -> str:
     """As the native core's messages: ``read-only float64 array of shape (2, 3)``."""
     if not isinstance(obj, np.ndarray):
-        return type(obj).__name__
+        return _tp_name(obj)
     return (
         f"{'' if obj.flags.writeable else 'read-only '}"
         f"{'' if obj.flags.c_contiguous else 'non-contiguous '}{obj.dtype} array of shape "
@@ -786,15 +790,6 @@ def _object_indices(arr: np.ndarray, label: str, where: str) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- new-kind helpers
-
-
-def _tp_name(obj: Any) -> str:
-    """The name the native core's messages give a type (C's ``tp_name``: ``numpy.ndarray``,
-    ``int``, a Python class's own name)."""
-    t = type(obj)
-    if t.__flags__ & (1 << 9) or t.__module__ == "builtins":  # a heap type: a Python class
-        return t.__name__
-    return f"{t.__module__}.{t.__name__}"
 
 
 def _short_repr(obj: Any) -> str:

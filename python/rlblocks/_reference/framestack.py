@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from rlblocks._reference.arrays import describe
 from rlblocks._reference.filters import checked_product
 
 MAX_K = 256
@@ -235,3 +236,47 @@ class FrameStacker:
                 f"env {int(np.argmin(self._ready))} has no frames yet: call reset() first"
             )
         return self._stack(slice(None), self._out(out, self.num_envs, None))
+
+    # ------------------------------------------------------------------ state
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """``{"frames": (num_envs, k, *frame_shape) oldest first, "ready": bool (num_envs,)}``."""
+        order = [(self._pos + 1 + j) % self.k for j in range(self.k)]
+        frames = self._ring[:, order].reshape(self.num_envs, self.k, *self.frame_shape)
+        return {"frames": frames.copy(), "ready": self._ready.copy()}
+
+    def set_state(self, state: Any) -> None:
+        """Loads :meth:`get_state` output after checking all of it (the native checks and
+        messages); nothing changes on a ValueError."""
+        if not isinstance(state, dict):
+            raise ValueError(f"state: expected a dict, got {type(state).__name__}")
+        for key in ("frames", "ready"):
+            if key not in state:
+                raise ValueError(f"state: missing key '{key}'")
+        frames, ready = state["frames"], state["ready"]
+        want = (self.num_envs, self.k, *self.frame_shape)
+        if not isinstance(frames, np.ndarray) or frames.dtype != self.dtype or frames.shape != want:
+            raise ValueError(
+                f"state['frames']: expected a {self.dtype} array of shape {_shape_str(want)} "
+                f"(num_envs, k, *frame_shape), got {describe(frames)}"
+            )
+        if (
+            not isinstance(ready, np.ndarray)
+            or ready.dtype.kind != "b"
+            or ready.shape != (self.num_envs,)
+        ):
+            raise ValueError(
+                f"state['ready']: expected a bool array of shape ({self.num_envs},), got "
+                f"{describe(ready)}"
+            )
+        raw = np.ascontiguousarray(frames).view(np.uint8).reshape(self.num_envs, -1)
+        stale = ~ready & raw.any(axis=1)
+        if stale.any():
+            b = int(np.argmax(stale))
+            raise ValueError(
+                f"state['frames'][{b}]: env {b} is not ready (state['ready'][{b}] is False) but "
+                "holds frames; an env never reset holds zeros"
+            )
+        self._ring = frames.reshape(self._ring.shape).copy()
+        self._ready = ready.astype(bool, copy=True)
+        self._pos = self.k - 1

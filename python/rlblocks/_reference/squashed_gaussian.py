@@ -4,7 +4,8 @@ SAC's squashed Gaussian over ``[-1, 1]`` (:class:`~rlblocks.distributions.Squash
 with ``low=-1, high=1``) for inputs ``[B, 2d]`` (means, then log-stds) and standard-normal
 draws ``[B, d]``: the reparameterised action and its log-density, and the gradient with
 respect to the inputs of ``sum(d_action * action) + coef * sum(logp)``, through every clamp
-as torch differentiates it. float32, in the kernel's order of operations.
+as torch differentiates it. float32, in the kernel's order of operations; the same
+arguments accepted and refused as by the kernel, with its messages.
 
 Examples:
     >>> import numpy as np
@@ -23,6 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from rlblocks._reference.arrays import float32_array
 from rlblocks.distributions.base import _HALF_LOG_2PI, SMALL_NUMBER
 
 __all__ = ["squashed_gaussian_grad", "squashed_gaussian_sample"]
@@ -54,19 +56,33 @@ def _forward(inputs: np.ndarray, noise: np.ndarray, low: float, high: float) -> 
     return _Forward(log_std, std, t, squashed, scaled, density, jacobian)
 
 
-def _checked(inputs: np.ndarray, noise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    inputs, noise = np.asarray(inputs), np.asarray(noise)
-    if inputs.dtype != np.float32 or inputs.ndim != 2 or inputs.shape[1] % 2 or not inputs.size:
+def _matrix(obj: object, fn: str, what: str, rows: int, cols: int) -> np.ndarray:
+    """The binding's ``matrix``: a float32 ``[rows, cols]`` array; ``cols < 0`` accepts any
+    even number of columns >= 2 (and any rows)."""
+    a = float32_array(obj, fn, what)
+    if cols < 0:
+        ok = a.ndim == 2 and a.shape[1] >= 2 and a.shape[1] % 2 == 0
+        want = "[B, 2d] (means, then log-stds; d >= 1)"
+    else:
+        ok = a.shape == (rows, cols)
+        want = f"[{rows}, {cols}]"
+    if not ok:
+        raise ValueError(f"{fn}: {what} must be {want}, got shape {a.shape}")
+    return a
+
+
+def _checked(
+    fn: str, inputs: object, noise: object, low: float, high: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel's checks, in its order: the bounds, then inputs, then noise."""
+    if not low <= high:
         raise ValueError(
-            f"squashed_gaussian: inputs must be float32 [B, 2d] (d >= 1), got {inputs.dtype} "
-            f"{inputs.shape}"
+            f"{fn}: log_std bounds must satisfy low <= high (not NaN), got "
+            f"[{float(low)!r}, {float(high)!r}]"
         )
-    if noise.dtype != np.float32 or noise.shape != (inputs.shape[0], inputs.shape[1] // 2):
-        raise ValueError(
-            f"squashed_gaussian: noise must be float32 [B, d] = "
-            f"{[inputs.shape[0], inputs.shape[1] // 2]}, got {noise.dtype} {noise.shape}"
-        )
-    return inputs, noise
+    a = _matrix(inputs, fn, "inputs", -1, -1)
+    rows, d = a.shape[0], a.shape[1] // 2
+    return a, _matrix(noise, fn, "noise", rows, d)
 
 
 def squashed_gaussian_sample(
@@ -75,7 +91,7 @@ def squashed_gaussian_sample(
     """``(action float32 [B, d], logp float32 [B])``: ``action = clamp(squash(mean + std *
     noise), -1, 1)`` with the log-std clamped to ``[log_std_low, log_std_high]``, ``logp``
     the clamped Normal log-density minus ``sum log(1 - tanh^2 + 1e-6)``."""
-    inputs, noise = _checked(inputs, noise)
+    inputs, noise = _checked("squashed_gaussian_sample", inputs, noise, log_std_low, log_std_high)
     f = _forward(inputs, noise, log_std_low, log_std_high)
     action = np.clip(f.squashed, -1.0, 1.0)
     bound = _DENSITY_BOUND
@@ -95,8 +111,10 @@ def squashed_gaussian_grad(
     action) + coef * sum(logp)`` for :func:`squashed_gaussian_sample`'s draw. A clamp passes
     the gradient inside its bounds (bounds included); the action's clamp at exactly ``+-1``
     passes half (a tie of ``torch.maximum`` / ``torch.minimum``)."""
-    inputs, noise = _checked(inputs, noise)
-    d_action = np.asarray(d_action, np.float32)
+    fn = "squashed_gaussian_grad"
+    inputs, noise = _checked(fn, inputs, noise, log_std_low, log_std_high)
+    d_action = _matrix(d_action, fn, "d_action", inputs.shape[0], inputs.shape[1] // 2)
+    coef = float(coef)  # the kernel's double, then float32 where it is used
     f = _forward(inputs, noise, log_std_low, log_std_high)
     at_bound = (f.squashed == 1.0) | (f.squashed == -1.0)
     d_t = np.where(at_bound, 0.5 * d_action, d_action)
@@ -111,5 +129,6 @@ def squashed_gaussian_grad(
     d_std = d_z * noise + inside * f.scaled * f.scaled / f.std
     d_log_std = d_std * f.std - inside
     raw = inputs[:, inputs.shape[1] // 2 :]
-    d_raw = d_log_std * ((raw >= log_std_low) & (raw <= log_std_high))
+    low, high = np.float32(log_std_low), np.float32(log_std_high)
+    d_raw = d_log_std * ((raw >= low) & (raw <= high))
     return np.concatenate([d_mean, d_raw], 1).astype(np.float32, copy=False)
