@@ -180,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
                 data = rllib_trainer().with_algo_defaults(data, flags["algo"] or "PPO")
             config = _config_class(args.backend, flags["algo"]).from_dict(data)
             stops = Stops(args, file_stops, config.env, {})
+            _check_budget(config, stops)
             target = (
                 Path(args.run_dir)
                 if args.run_dir
@@ -195,6 +196,23 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if trainer is not None:
             trainer.close()
+
+
+def _check_budget(config: Any, stops: Stops) -> None:
+    """Refuses, before any env or trainer is made, a DQN / SAC run that would take no
+    gradient step within its stop budget (named as the user gave it)."""
+    from rlblocks.train.offpolicy_checks import check_budget, run_budget
+    from rlblocks.train.offpolicy_config import OffPolicyConfig
+
+    if not isinstance(config, OffPolicyConfig):
+        return
+    name = {
+        "--stop-timesteps": f"--stop-timesteps {stops.timesteps}",
+        "stop.timesteps_total": f"stop.timesteps_total={stops.timesteps}",
+    }.get(stops.timesteps_from, f"{stops.timesteps_from} of {stops.timesteps} steps")
+    budget = run_budget(stops.timesteps, None, config.timesteps_per_iteration, name)
+    if budget is not None:
+        check_budget(config, config.num_envs, *budget)
 
 
 def _run_env(run_dir: Path) -> Any:
