@@ -277,6 +277,11 @@ class TrainerConfig:
             self.num_threads = _int(self.num_threads, "num_threads", minimum=1)
         if self.lr_schedule is not None:
             self.lr_schedule = _schedule(self.lr_schedule, "lr_schedule")
+            if not any(v for _, v in self.lr_schedule):
+                raise ValueError(
+                    f"lr_schedule={self.lr_schedule}: every learning rate in it is 0, so the "
+                    "run would never learn; e.g. lr_schedule=[[0, 0.0003], [1000000, 0.0]]"
+                )
         self.rllib = _rllib_sections(self.rllib)
 
     def _validate_algorithm(self) -> None:
