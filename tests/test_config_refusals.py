@@ -6,6 +6,7 @@ the value. Through the Python API and the CLI (fresh processes, as the console s
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import re
@@ -227,6 +228,38 @@ def test_cli_refuses_a_dqn_run_that_would_not_learn(
     line = error_line(rlblocks_cli(*DQN_CLI, "--run-dir", str(run), *args))
     assert line.startswith(start), line
     assert not run.exists()  # a failed start leaves nothing behind
+
+
+@pytest.mark.parametrize(
+    ("args", "start"),
+    [
+        (
+            [
+                "--set",
+                "rllib.training.train_batch_size=200",
+                "--set",
+                "rllib.training.replay_buffer_config.capacity=100",
+            ],
+            "rlblocks train: error: rllib.training.train_batch_size=200 with "
+            "rllib.training.replay_buffer_config.capacity=100:",
+        ),
+        (
+            ["--stop-timesteps", "500"],  # RLlib's DQN starts learning after 1000 steps
+            "rlblocks train: error: rllib.training.num_steps_sampled_before_learning_starts=1000 "
+            "is at or beyond the stop budget (--stop-timesteps 500)",
+        ),
+    ],
+)
+def test_cli_refuses_an_rllib_dqn_run_that_would_not_learn_before_ray_starts(
+    tmp_path: Path, args: list[str], start: str
+) -> None:
+    if importlib.util.find_spec("ray") is None:
+        pytest.skip("the ray extra")
+    run = tmp_path / "run"
+    out = rlblocks_cli(*DQN_CLI, "--backend", "rllib", "--run-dir", str(run), *args)
+    line = error_line(out)  # one line: Ray never started (it logs as it starts)
+    assert line.startswith(start), line
+    assert "use rllib.training." in line and not run.exists()
 
 
 # --- multi-agent envs that return malformed steps ---------------------------------------------

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -30,9 +32,11 @@ import numpy as np
 from rlblocks.replay import ReplayBuffer
 
 __all__ = [
+    "RLLIB_NAMES",
     "check_budget",
     "check_replay_fits",
     "check_replay_memory",
+    "check_rllib_q_config",
     "checked_replay_buffer",
     "machine_memory",
     "no_learning_yet",
@@ -51,10 +55,18 @@ def replay_capacity_needed(train_batch_size: int, num_envs: int, frame_stack: in
 
 
 def check_replay_fits(
-    train_batch_size: int, replay_capacity: int, num_envs: int, frame_stack: int = 0
+    train_batch_size: int,
+    replay_capacity: int,
+    num_envs: int,
+    frame_stack: int = 0,
+    names: Mapping[str, str] | None = None,
 ) -> None:
     """Refuses a ``replay_capacity`` that can never hold ``train_batch_size`` sampleable steps
-    (the run would never take a gradient step)."""
+    (the run would never take a gradient step). ``names``: how the message names the keys
+    where the user spelled them otherwise (RLlib's)."""
+    names = names or {}
+    batch_key = names.get("train_batch_size", "train_batch_size")
+    capacity_key = names.get("replay_capacity", "replay_capacity")
     need = replay_capacity_needed(train_batch_size, num_envs, frame_stack)
     if replay_capacity >= need:
         return
@@ -68,12 +80,12 @@ def check_replay_fits(
     )
     most = max(0, num_envs * (per_env - k))
     raise ValueError(
-        f"train_batch_size={train_batch_size} with replay_capacity={replay_capacity}: the "
+        f"{batch_key}={train_batch_size} with {capacity_key}={replay_capacity}: the "
         f"buffer keeps {per_env} step{'' if per_env == 1 else 's'} per env for "
         f"num_envs={num_envs}{stack}, so at most "
         f"{most} steps are ever sampleable and the run would never learn; use "
-        f"replay_capacity={max(need, 2 * train_batch_size)} (at least {need})"
-        + (f" or train_batch_size={most}" if most >= 1 else "")
+        f"{capacity_key}={max(need, 2 * train_batch_size)} (at least {need})"
+        + (f" or {batch_key}={most}" if most >= 1 else "")
     )
 
 
@@ -169,39 +181,81 @@ def run_budget(
     return min(budgets) if budgets else None
 
 
-def check_budget(config: Any, num_envs: int, budget: int, budget_name: str) -> None:
+def check_budget(
+    config: Any,
+    num_envs: int,
+    budget: int,
+    budget_name: str,
+    names: Mapping[str, str] | None = None,
+) -> None:
     """Refuses a stop budget of ``budget`` env steps (``budget_name`` says where it came
     from, e.g. ``"--stop-timesteps 500"``) in which a run of the off-policy ``config``
     would take no gradient step (``learning_starts``, ``train_batch_size`` or
     ``train_freq`` at or beyond it) or never update its target networks
-    (``target_network_update_freq`` beyond it)."""
+    (``target_network_update_freq`` beyond it). ``names``: how the message names the keys
+    where the user spelled them otherwise (RLlib's)."""
+    names = names or {}
     example = max(0, budget // 10)
+    key = names.get("learning_starts", "learning_starts")
     if config.learning_starts >= budget:
         raise ValueError(
-            f"learning_starts={config.learning_starts} is at or beyond the stop budget "
+            f"{key}={config.learning_starts} is at or beyond the stop budget "
             f"({budget_name}): the run would end before its first gradient step; use "
-            f"learning_starts={example} (below {budget}) or a larger budget"
+            f"{key}={example} (below {budget}) or a larger budget"
         )
     # the buffer holds at most the steps taken so far, less each env's newest
+    key = names.get("train_batch_size", "train_batch_size")
     if config.train_batch_size > budget - num_envs:
         raise ValueError(
-            f"train_batch_size={config.train_batch_size}: the replay buffer holds at most "
+            f"{key}={config.train_batch_size}: the replay buffer holds at most "
             f"{max(0, budget - num_envs)} sampleable steps within the stop budget "
-            f"({budget_name}), so the run would never learn; use train_batch_size="
+            f"({budget_name}), so the run would never learn; use {key}="
             f"{max(1, min(32, budget // 4))} or a larger budget"
         )
+    key = names.get("train_freq", "train_freq")
     if config.train_freq > budget:
         raise ValueError(
-            f"train_freq={config.train_freq} is beyond the stop budget ({budget_name}): the "
-            f"run would end before its first round of gradient steps; use train_freq="
+            f"{key}={config.train_freq} is beyond the stop budget ({budget_name}): the "
+            f"run would end before its first round of gradient steps; use {key}="
             f"{max(1, min(4, budget))} or a larger budget"
         )
+    key = names.get("target_network_update_freq", "target_network_update_freq")
     if config.target_network_update_freq > budget:
         raise ValueError(
-            f"target_network_update_freq={config.target_network_update_freq} is beyond the "
-            f"stop budget ({budget_name}): the target networks would never be updated; use "
-            f"target_network_update_freq={max(1, math.ceil(budget / 10))} or a larger budget"
+            f"{key}={config.target_network_update_freq} is beyond the stop budget "
+            f"({budget_name}): the target networks would never be updated; use "
+            f"{key}={max(1, math.ceil(budget / 10))} or a larger budget"
         )
+
+
+#: RLlib's spelling of the keys (in a config's ``rllib.training`` block) for messages.
+RLLIB_NAMES = {
+    "train_batch_size": "rllib.training.train_batch_size",
+    "replay_capacity": "rllib.training.replay_buffer_config.capacity",
+    "learning_starts": "rllib.training.num_steps_sampled_before_learning_starts",
+    "target_network_update_freq": "rllib.training.target_network_update_freq",
+}
+
+
+def check_rllib_q_config(
+    algo_config: Any, budget: int, budget_name: str, array_replay: bool
+) -> None:
+    """:func:`check_budget` (and with ``array_replay``, rlblocks' replay arrays standing in
+    for RLlib's buffer, :func:`check_replay_fits`: one ring per sub-env of the env runners)
+    for an RLlib DQN / SAC ``AlgorithmConfig`` (``--backend rllib``, before Ray starts).
+    RLlib's own buffers sample with replacement, so their size does not bound a batch."""
+    num_envs = max(1, algo_config.num_env_runners) * algo_config.num_envs_per_env_runner
+    batch = int(algo_config.total_train_batch_size)
+    capacity = (algo_config.replay_buffer_config or {}).get("capacity")
+    if array_replay and isinstance(capacity, int) and not isinstance(capacity, bool):
+        check_replay_fits(batch, capacity, num_envs, names=RLLIB_NAMES)
+    values = SimpleNamespace(
+        learning_starts=int(algo_config.num_steps_sampled_before_learning_starts or 0),
+        train_batch_size=batch if array_replay else 1,
+        train_freq=1,
+        target_network_update_freq=int(getattr(algo_config, "target_network_update_freq", 1)),
+    )
+    check_budget(values, num_envs, budget, budget_name, RLLIB_NAMES)
 
 
 def no_learning_yet(config: Any, timesteps: int, sampleable: int) -> str:
