@@ -199,6 +199,21 @@ def test_a_learning_rate_schedule_of_zeros_is_refused() -> None:
     PPOConfig(lr_schedule=[[0, 1e-3], [1000, 0.0]])  # decaying to 0 learns
 
 
+def test_one_row_minibatches_with_standardised_advantages_are_refused() -> None:
+    """A one-row minibatch standardises its advantage to 0: the policy loss has no gradient
+    (shown on the learner's own standardisation), so the config is refused."""
+    from rlblocks.train.learner import _standardized
+
+    torch = pytest.importorskip("torch")
+    assert float(_standardized(torch.tensor([3.5]), None)[0]) == 0.0
+    with pytest.raises(ValueError, match="sgd_minibatch_size=1 with normalize_advantages=True"):
+        PPOConfig(sgd_minibatch_size=1)
+    with pytest.raises(ValueError, match="use train_batch_size=2 or more"):
+        PPOConfig(train_batch_size=1, num_envs=1)
+    PPOConfig(sgd_minibatch_size=1, normalize_advantages=False)
+    PPOConfig(sgd_minibatch_size=1, model={"use_lstm": True})  # minibatches of whole sequences
+
+
 # --- the CLI: one line, before the env is made ------------------------------------------------
 DQN_CLI = ["train", "--algo", "DQN", "--env", "CartPole-v1", "--no-progress"]
 

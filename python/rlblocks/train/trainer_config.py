@@ -403,6 +403,15 @@ class PPOConfig(TrainerConfig):
         self.kl_target = _number(self.kl_target, "kl_target", low=0.0, low_open=True)
         for name in ("normalize_advantages", "fast_paths", "normalize_reward"):
             _bool(self, name)
+        model = self.model_config()
+        rows = min(self.sgd_minibatch_size, self.train_batch_size)
+        if self.normalize_advantages and rows == 1 and not (model.use_lstm or model.use_attention):
+            key = "sgd_minibatch_size" if self.sgd_minibatch_size == 1 else "train_batch_size"
+            raise ValueError(
+                f"{key}=1 with normalize_advantages=True: a minibatch of one row standardises "
+                f"its advantage to 0, so the policy would never learn; use {key}=2 or more "
+                "(or normalize_advantages=False)"
+            )
         self.multiagent = _multiagent_block(self.multiagent, self.model)
 
 
