@@ -139,6 +139,7 @@ def test_cli_trains_evaluates_and_exports(
     run = tmp_path / "run"
     sets = [f"--set=timesteps_per_iteration={cfg['timesteps_per_iteration']}"]
     sets += [f"--set=learning_starts={cfg['learning_starts']}", "--set=model.fcnet_hiddens=[16]"]
+    sets += ["--set=target_network_update_freq=100"]  # updated within the 400 steps
     args = ["train", "--algo", algo, "--env", cfg["env"], *sets, "--run-dir", str(run)]
     assert main([*args, "--stop-timesteps", "400", "--no-progress"]) == 0
     with open(run / "progress.csv", newline="") as f:

@@ -417,6 +417,8 @@ def test_atari_trains_and_evaluates_through_the_cli(tmp_path):
             "--set",
             "rllib.training.num_steps_sampled_before_learning_starts=50",
             "--set",
+            "rllib.training.target_network_update_freq=100",  # within the 200 steps
+            "--set",
             "rllib.training.train_batch_size_per_learner=8",
             "--set",
             "rllib.reporting.min_sample_timesteps_per_iteration=100",

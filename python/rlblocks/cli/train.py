@@ -180,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
                 data = rllib_trainer().with_algo_defaults(data, flags["algo"] or "PPO")
             config = _config_class(args.backend, flags["algo"]).from_dict(data)
             stops = Stops(args, file_stops, config.env, {})
+            _check_budget(config, stops, args.backend, flags)
             target = (
                 Path(args.run_dir)
                 if args.run_dir
@@ -195,6 +196,32 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if trainer is not None:
             trainer.close()
+
+
+def _check_budget(config: Any, stops: Stops, backend: str, flags: dict[str, Any]) -> None:
+    """Refuses, before any env or trainer is made (and before Ray starts), a DQN / SAC run
+    that would take no gradient step within its stop budget (named as the user gave it) or
+    whose replay buffer can never hold a batch."""
+    from rlblocks.train.offpolicy_checks import check_budget, check_rllib_q_config, run_budget
+    from rlblocks.train.offpolicy_config import OffPolicyConfig
+
+    name = {
+        "--stop-timesteps": f"--stop-timesteps {stops.timesteps}",
+        "stop.timesteps_total": f"stop.timesteps_total={stops.timesteps}",
+    }.get(stops.timesteps_from, f"{stops.timesteps_from} of {stops.timesteps} steps")
+    if backend == "rllib" and flags["algo"] in ("DQN", "SAC"):
+        algo_config = rllib_trainer().build_algo_config(
+            config, flags["algo"], flags["num_env_runners"] or 0, flags["num_envs_per_env_runner"]
+        )
+        from rlblocks.rllib.array_replay import array_replay_refusal
+
+        arrays = array_replay_refusal(algo_config) is None
+        check_rllib_q_config(algo_config, stops.timesteps, name, arrays)
+    if not isinstance(config, OffPolicyConfig):
+        return
+    budget = run_budget(stops.timesteps, None, config.timesteps_per_iteration, name)
+    if budget is not None:
+        check_budget(config, config.num_envs, *budget)
 
 
 def _run_env(run_dir: Path) -> Any:

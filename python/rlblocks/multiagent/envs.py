@@ -35,7 +35,7 @@ from __future__ import annotations
 import pickle
 import sys
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -43,6 +43,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from rlblocks.multiagent.mapping import resolve_mapping
+from rlblocks.multiagent.returns import checked_reset, checked_step
 from rlblocks.multiagent.union import UnionSpec
 from rlblocks.nest import tree_index
 from rlblocks.spaces import clip_actions
@@ -163,7 +164,12 @@ class RLlibParallelEnv:
         return dict(obs), {a: infos.get(a, {}) for a in obs}
 
     def step(self, actions: dict[Any, Any]) -> tuple[dict[Any, Any], ...]:
-        obs, rewards, terms, truncs, infos = self.env.step(actions)
+        out = self.env.step(actions)
+        if not (
+            isinstance(out, tuple) and len(out) == 5 and all(isinstance(p, Mapping) for p in out)
+        ):
+            return out  # malformed: refused by the caller, naming the env
+        obs, rewards, terms, truncs, infos = out
         obs, rewards = dict(obs), dict(rewards)
         terms, truncs = dict(terms), dict(truncs)
         end_all, cut_all = bool(terms.pop("__all__", False)), bool(truncs.pop("__all__", False))
@@ -337,7 +343,13 @@ class MultiAgentVectorEnv:
         for e, (obs, live) in enumerate(zip(self._obs, self._live, strict=True)):
             for a in live:
                 pid, lane = self._lane(e, a)
-                raw[pid][lane] = self.specs[pid].value(a, obs[a])
+                try:
+                    raw[pid][lane] = self.specs[pid].value(a, obs[a])
+                except ValueError as err:
+                    raise ValueError(
+                        f"env {self.name!r} (copy {e}) returned an observation for agent {a!r} "
+                        f"that does not fit its observation space: {err}"
+                    ) from None
         return raw
 
     def live_lanes(self, policy_id: str) -> np.ndarray:
@@ -352,12 +364,13 @@ class MultiAgentVectorEnv:
 
     def _reset_env(self, e: int, seed: int | None) -> None:
         try:
-            obs, _ = self.envs[e].reset(seed=seed)
+            out = self.envs[e].reset(seed=seed)
         except Exception as err:  # the user's env may fail in any way
             raise ValueError(
                 f"env {self.name!r} (copy {e}) failed in reset: {type(err).__name__}: {err}"
             ) from err
-        self._obs[e] = dict(obs)
+        obs = checked_reset(self.name, e, out, getattr(self.envs[e], "agents", None))
+        self._obs[e] = obs
         self._live[e] = self._present(e, obs)
         self._ep_returns[e] = {}
         self._ep_len[e] = 0
@@ -406,24 +419,21 @@ class MultiAgentVectorEnv:
                 own = self.specs[pid].agent_action(a, tree_index(actions[pid], lane))
                 acts[a] = clip_actions(own, self.action_spaces[a]) if self.clip_actions else own
             try:
-                obs, rew, terms, truncs, _ = env.step(acts)
+                out = env.step(acts)
             except Exception as err:  # the user's env may fail in any way
                 raise ValueError(
                     f"env {self.name!r} (copy {e}) failed in step: {type(err).__name__}: {err}"
                 ) from err
+            obs, rew, terms, truncs, _ = checked_step(self.name, e, out, live, self.agents)
             self._ep_len[e] += 1
             returns = self._ep_returns[e]
             done: set[Any] = set()
             for a in live:
                 pid, lane = self._lane(e, a)
-                r = float(rew.get(a, 0.0))
-                if not np.isfinite(r):
-                    raise ValueError(
-                        f"env {self.name!r} (copy {e}) gave agent {a!r} a non-finite reward {r}"
-                    )
+                r = rew[a]
                 rewards[pid][lane] = r
                 returns[a] = returns.get(a, 0.0) + r
-                term, trunc = bool(terms.get(a, False)), bool(truncs.get(a, False))
+                term, trunc = terms[a], truncs[a]
                 if term or trunc:
                     done.add(a)
                     terminated[pid][lane] = term

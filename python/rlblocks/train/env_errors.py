@@ -157,11 +157,13 @@ def call_env(
     """``fn(*args, **kwargs)``, a vector env's ``method`` (``reset`` / ``step``); what the envs (or
     gymnasium batching their observations) raise becomes a ValueError naming the env and
     the user's frame that raised (:func:`env_failure`; async workers' tracebacks are
-    captured, not printed)."""
+    captured, not printed); a ValueError that already names the env passes as it is."""
     with captured_worker_errors() as worker_logs:
         try:
             return fn(*args, **kwargs)
         except Exception as err:
+            if isinstance(err, ValueError) and str(err).startswith(f"env {env_name!r} "):
+                raise  # already one line naming the env (a multi-agent env's checked return)
             raise ValueError(
                 env_failure(env_name, method, err, worker_logs, observation_space)
             ) from err

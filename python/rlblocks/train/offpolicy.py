@@ -47,7 +47,6 @@ from gymnasium.vector import AutoresetMode
 
 from rlblocks.catalog import ModelCatalog
 from rlblocks.filters import NoFilter
-from rlblocks.replay import ReplayBuffer
 from rlblocks.spaces import clip_actions
 from rlblocks.train.checkpoint import (
     checkpoint_run_dir,
@@ -58,6 +57,12 @@ from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.dqn_learner import DQNLearner
 from rlblocks.train.env_errors import call_env, non_finite_observation
 from rlblocks.train.envs import config_with_env, make_env_creator, vector_env_from_config
+from rlblocks.train.offpolicy_checks import (
+    check_budget,
+    checked_replay_buffer,
+    no_learning_yet,
+    run_budget,
+)
 from rlblocks.train.offpolicy_config import DQNConfig, OffPolicyConfig, SACConfig
 from rlblocks.train.ppo import PPOTrainer, _resolve_device
 from rlblocks.train.runner import env_snapshot
@@ -153,18 +158,19 @@ class OffPolicyTrainer(PPOTrainer):
         shape = tuple(obs_space.shape or ()) if self._store_raw else self.preprocessor.shape
         dtype = obs_space.dtype if self._store_raw else np.float32
         k, axis = _frame_stack(obs_space, cfg)
-        self.replay = ReplayBuffer(
+        self.replay = checked_replay_buffer(
             cfg.replay_capacity,
             n,
             tuple(shape),
             dtype,
             tuple(action_space.shape or ()),
             np.int64 if isinstance(action_space, gym.spaces.Discrete) else np.float32,
-            n_step=cfg.n_step,
-            gamma=cfg.gamma,
+            cfg.train_batch_size,
             frame_stack=k,
             stack_axis=axis,
             prioritized=cfg.prioritized_replay,
+            n_step=cfg.n_step,
+            gamma=cfg.gamma,
             alpha=cfg.prioritized_replay_alpha,
             seed=self.seed,
         )
@@ -336,6 +342,12 @@ class OffPolicyTrainer(PPOTrainer):
             self._learn(before, stats)
         self.episodes_total += len(finished)
         self.iteration += 1
+        if self.iteration == 1 and not self.num_updates and not self.__dict__.get("_budget"):
+            warnings.warn(
+                no_learning_yet(cfg, self.timesteps_total, len(self.replay)),
+                RuntimeWarning,
+                stacklevel=2,
+            )
         elapsed = time.perf_counter() - start
         self.time_total_s += elapsed
         returns_window = list(self.episode_returns)
@@ -367,6 +379,22 @@ class OffPolicyTrainer(PPOTrainer):
             }
         )
         return self._finish_iteration(metrics)
+
+    def fit(
+        self,
+        stop_reward: float | None = None,
+        stop_timesteps: int | None = None,
+        progress: bool = True,
+        stop_iters: int | None = None,
+        callbacks: list[Any] | tuple[Any, ...] = (),
+    ) -> dict[str, Any]:
+        """As :meth:`PPOTrainer.fit`; a fresh run first refuses a stop budget in which it
+        would not learn (:func:`~rlblocks.train.offpolicy_checks.check_budget`)."""
+        budget = run_budget(stop_timesteps, stop_iters, self.config.timesteps_per_iteration)
+        if budget is not None and self.timesteps_total == 0:
+            check_budget(self.config, self.num_envs, *budget)
+        self.__dict__["_budget"] = budget
+        return super().fit(stop_reward, stop_timesteps, progress, stop_iters, callbacks)
 
     def _extra_metrics(self) -> dict[str, float]:
         """Metrics of the algorithm's own (DQN: the current epsilon)."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from rlblocks.config import ModelConfig
+from rlblocks.train.offpolicy_checks import check_replay_fits
 from rlblocks.train.trainer_config import (
     TrainerConfig,
     _bool,
@@ -136,6 +137,8 @@ class OffPolicyConfig(TrainerConfig):
                 f"replay_capacity ({self.replay_capacity}) must be at least num_envs "
                 f"({self.num_envs})"
             )
+        # a buffer that never holds a batch never trains (frame stacks: checked at build)
+        check_replay_fits(self.train_batch_size, self.replay_capacity, self.num_envs)
         self.tau = _number(self.tau, "tau", low=0.0, high=1.0, low_open=True)
         for name in (
             "prioritized_replay_alpha",

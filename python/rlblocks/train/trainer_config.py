@@ -277,6 +277,11 @@ class TrainerConfig:
             self.num_threads = _int(self.num_threads, "num_threads", minimum=1)
         if self.lr_schedule is not None:
             self.lr_schedule = _schedule(self.lr_schedule, "lr_schedule")
+            if not any(v for _, v in self.lr_schedule):
+                raise ValueError(
+                    f"lr_schedule={self.lr_schedule}: every learning rate in it is 0, so the "
+                    "run would never learn; e.g. lr_schedule=[[0, 0.0003], [1000000, 0.0]]"
+                )
         self.rllib = _rllib_sections(self.rllib)
 
     def _validate_algorithm(self) -> None:
@@ -398,6 +403,15 @@ class PPOConfig(TrainerConfig):
         self.kl_target = _number(self.kl_target, "kl_target", low=0.0, low_open=True)
         for name in ("normalize_advantages", "fast_paths", "normalize_reward"):
             _bool(self, name)
+        model = self.model_config()
+        rows = min(self.sgd_minibatch_size, self.train_batch_size)
+        if self.normalize_advantages and rows == 1 and not (model.use_lstm or model.use_attention):
+            key = "sgd_minibatch_size" if self.sgd_minibatch_size == 1 else "train_batch_size"
+            raise ValueError(
+                f"{key}=1 with normalize_advantages=True: a minibatch of one row standardises "
+                f"its advantage to 0, so the policy would never learn; use {key}=2 or more "
+                "(or normalize_advantages=False)"
+            )
         self.multiagent = _multiagent_block(self.multiagent, self.model)
 
 
