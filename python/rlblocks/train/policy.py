@@ -106,7 +106,7 @@ class Policy:
         config: The trainer's config (its ``model`` dict picks the model and distribution).
         device: Torch device for the model.
         model, dist_class: A model built elsewhere and its distribution (e.g. DQN's
-            :class:`~rlblocks.models.qnetwork.QNetwork` with a Categorical: the greedy
+            :class:`~rlblocks.train.qnetwork.QNetwork` with a Categorical: the greedy
             action), instead of the catalog's.
 
     Attributes:
