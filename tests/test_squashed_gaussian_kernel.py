@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from rlblocks import _core
 from rlblocks._reference import squashed_gaussian as twin
-from rlblocks.distributions import SquashedGaussian
+from rlblocks.distributions import SquashedGaussian, base
 from rlblocks.distributions.base import MAX_LOG_NN_OUTPUT, MIN_LOG_NN_OUTPUT
 
 pytestmark = pytest.mark.native
@@ -179,3 +179,9 @@ def test_bad_arguments_raise_naming_them(inputs, noise, d_action, message) -> No
             _core.squashed_gaussian_grad(inputs, noise, d_action, 1.0, *BOUNDS)
     with pytest.raises(ValueError, match="log_std bounds must satisfy low <= high"):
         _core.squashed_gaussian_sample(np.zeros((1, 2), F32), np.zeros((1, 1), F32), 2.0, -5.0)
+
+
+def test_the_twin_uses_the_distributions_constants() -> None:
+    """The twin keeps its own copies (it sits below the torch layer): they must agree."""
+    assert twin.SMALL_NUMBER == base.SMALL_NUMBER
+    assert twin._HALF_LOG_2PI == base._HALF_LOG_2PI

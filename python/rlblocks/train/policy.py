@@ -34,7 +34,8 @@ import numpy as np
 import torch
 
 from rlblocks.catalog import ModelCatalog
-from rlblocks.masks import ActionMaskModel, check_action_mask, masked_action_rows
+from rlblocks.masks import check_action_mask, masked_action_rows
+from rlblocks.models.action_mask import ActionMaskModel
 from rlblocks.models.modelv2 import ModelV2
 from rlblocks.nest import tree_map
 from rlblocks.train.actor import Actor, ActorInput, Forward, State

@@ -20,7 +20,7 @@ linear head; no dueling). Expectations over the actor's probabilities replace sa
     alpha loss  = -mean_s log_alpha * (H_target - H(pi(.|s)))
 
 With an ``action_mask`` observation (RLlib's ``{"action_mask", "observations"}``) the actor
-masks its logits (:class:`~rlblocks.masks.ActionMaskModel`), so masked actions have
+masks its logits (:class:`~rlblocks.models.action_mask.ActionMaskModel`), so masked actions have
 probability exactly 0: never acted, and absent from the soft value and the losses. The
 critics read the ``observations`` part only.
 
@@ -70,11 +70,11 @@ from rlblocks.distributions.base import MAX_LOG_NN_OUTPUT, MIN_LOG_NN_OUTPUT
 from rlblocks.masks import (
     MASK_KEY,
     OBS_KEY,
-    ActionMaskModel,
     check_action_mask,
     is_mask_space,
     masked_action_rows,
 )
+from rlblocks.models.action_mask import ActionMaskModel
 from rlblocks.models.fcnet import FullyConnectedNetwork
 from rlblocks.models.heads import ContinuousActionQModel
 from rlblocks.models.misc import mode_dependent
