@@ -567,6 +567,18 @@ def test_export_refuses_unknown_format(tmp_path: Path) -> None:
         export_policy(tmp_path, tmp_path / "x", fmt="tflite")
 
 
+def test_export_refuses_an_rllib_run(tmp_path: Path) -> None:
+    """A ``--backend rllib`` run is the RLlib exporter's (``rlblocks export`` picks it):
+    ``rlblocks.export`` refuses it by name instead of importing ``rlblocks.rllib``."""
+    from rlblocks.export.exporter import export_policies
+
+    (tmp_path / "config.json").write_text(json.dumps({"backend": {"name": "rllib"}}))
+    with pytest.raises(ValueError, match=r"--backend rllib; .*export_rllib_policy\b"):
+        export_policy(tmp_path)
+    with pytest.raises(ValueError, match=r"--backend rllib; .*export_rllib_policies"):
+        export_policies(tmp_path / "checkpoint_000001")
+
+
 def test_benchmark_runs_and_reports_the_same_action(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
     import bench_export as bench

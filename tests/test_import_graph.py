@@ -154,3 +154,161 @@ def test_the_command_line_check_finds_an_importer() -> None:
         "rlblocks.train.ppo": ["rlblocks.cli.train_stops"],
         "rlblocks.client": ["rlblocks.cli"],
     }
+
+
+# --- tiers ---------------------------------------------------------------------------------
+#: CONTRIBUTING.md's import tiers, top to bottom: a module may import its own tier and the
+#: tiers below, never one above. A module's tier is that of the longest entry naming it or a
+#: package above it (``rllib._ray``, the Ray gateway, sits at the bottom with the extension).
+TIERS: list[tuple[str, ...]] = [
+    ("cli",),  # the command line
+    ("rllib",),  # the RLlib integration
+    ("export", "benchmarking"),  # exported policies; `rlblocks bench`
+    # the native trainers (multiagent/ holds the multi-agent trainer beside train/ for now)
+    ("train", "multiagent"),
+    ("catalog", "compat"),  # the catalog builds models; RLlib's names for them
+    ("models",),
+    ("masks", "distributions"),
+    # the kernels' Python side and the plain data it reads
+    (
+        "rlblocks",
+        "preprocessors",
+        "layout",
+        "restore",
+        "filters",
+        "running_stat",
+        "image",
+        "framestack",
+        "sequences",
+        "replay",
+        "spaces",
+        "nest",
+        "values",
+        "views",
+        "utils",
+        "config",
+        "activations",
+        "envs",
+        "wrappers",
+    ),
+    ("_core", "_impl", "_reference", "rllib._ray"),  # the extension, its twins, Ray's gateway
+]
+
+
+def tier_of(module: str) -> int:
+    """The index in :data:`TIERS` of ``module`` (``rlblocks.x.y``; 0 is the top)."""
+    parts = module.split(".")[1:] or ["rlblocks"]
+    best, depth = -1, 0
+    for i, names in enumerate(TIERS):
+        for name in names:
+            prefix = name.split(".")
+            if parts[: len(prefix)] == prefix and len(prefix) > depth:
+                best, depth = i, len(prefix)
+    if best < 0:
+        raise KeyError(f"{module} has no tier: add its top-level name to TIERS")
+    return best
+
+
+def climbing_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """The ``(importer, imported)`` edges that go up a tier."""
+    return sorted(
+        (name, target)
+        for name, targets in graph.items()
+        for target in targets
+        if tier_of(target) < tier_of(name)
+    )
+
+
+def test_every_module_has_a_tier() -> None:
+    for name in import_graph():
+        tier_of(name)
+
+
+def test_no_module_imports_from_a_higher_tier() -> None:
+    assert climbing_imports(import_graph()) == []
+
+
+def test_the_tier_check_finds_the_arrows_that_climbed() -> None:
+    """The arrows issue 43 removed: each is caught."""
+    graph = {
+        "rlblocks.models.qnetwork": {"rlblocks.catalog"},
+        "rlblocks.masks": {"rlblocks.models.modelv2"},
+        "rlblocks.export.exporter": {"rlblocks.rllib.export"},
+        "rlblocks._reference.squashed_gaussian": {"rlblocks.distributions.base"},
+        "rlblocks.wrappers.ray_vector": {"rlblocks.rllib._ray"},
+        "rlblocks.catalog": {"rlblocks.models.action_mask"},
+    }
+    assert climbing_imports(graph) == [
+        ("rlblocks._reference.squashed_gaussian", "rlblocks.distributions.base"),
+        ("rlblocks.export.exporter", "rlblocks.rllib.export"),
+        ("rlblocks.masks", "rlblocks.models.modelv2"),
+        ("rlblocks.models.qnetwork", "rlblocks.catalog"),
+    ]
+
+
+# --- Ray ---------------------------------------------------------------------------------------
+RAY_GATEWAY = "rlblocks.rllib._ray"
+
+
+def ray_importers(sources: dict[str, str]) -> dict[str, list[str]]:
+    """``{module: [the Ray modules it imports]}`` for each module of ``sources``
+    (``{name: source}``) other than the gateway that imports Ray (``if TYPE_CHECKING:``
+    and function-level imports included)."""
+
+    def is_ray(name: str) -> bool:
+        return name == "ray" or name.startswith("ray.")
+
+    found: dict[str, list[str]] = {}
+    for name, source in sources.items():
+        if name == RAY_GATEWAY:
+            continue
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                hits = [alias.name for alias in node.names if is_ray(alias.name)]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                hits = [node.module] if node.module and is_ray(node.module) else []
+            else:
+                continue
+            if hits:
+                found.setdefault(name, []).extend(hits)
+    return found
+
+
+def test_ray_is_imported_only_through_the_gateway() -> None:
+    sources = {
+        name: path.read_text() for name, path in module_files().items() if path.suffix == ".py"
+    }
+    assert RAY_GATEWAY in sources and "import ray" in sources[RAY_GATEWAY]
+    assert ray_importers(sources) == {}
+
+
+def test_the_ray_check_finds_each_way_of_importing_ray() -> None:
+    sources = {
+        RAY_GATEWAY: "import ray\nfrom ray.rllib.core import Columns",
+        "rlblocks.a": "import ray",
+        "rlblocks.b": "def f():\n    from ray.tune.registry import register_env",
+        "rlblocks.c": "import ray.exceptions as e",
+        "rlblocks.d": "from rlblocks.rllib._ray import ray\nfrom . import ray_vec\nimport raylib",
+        "rlblocks.e": "from ray import get",
+    }
+    assert ray_importers(sources) == {
+        "rlblocks.a": ["ray"],
+        "rlblocks.b": ["ray.tune.registry"],
+        "rlblocks.c": ["ray.exceptions"],
+        "rlblocks.e": ["ray"],
+    }
+
+
+def test_contributing_states_the_tiers() -> None:
+    """CONTRIBUTING.md's list names every tier entry, in the same order."""
+    text = (Path(__file__).resolve().parents[1] / "CONTRIBUTING.md").read_text()
+    section = text[text.index("**Imports go down, never up.**") :]
+    section = section[: section.index("tests/test_import_graph.py` holds these tiers")]
+    where = []
+    for names in TIERS:
+        for name in names:
+            hits = [section.find(f"`{p}`") for p in (f"rlblocks.{name}", name)]
+            assert max(hits) >= 0, f"CONTRIBUTING.md's tiers do not name {name}"
+            where.append(max(hits))
+    firsts = [where[sum(map(len, TIERS[:i]))] for i in range(len(TIERS))]
+    assert firsts == sorted(firsts)

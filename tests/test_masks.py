@@ -22,7 +22,6 @@ from rlblocks.cli import main
 from rlblocks.distributions import FLOAT_MIN, ActionDistribution, Categorical
 from rlblocks.envs.masked_bandit import MaskedBanditEnv
 from rlblocks.masks import (
-    ActionMaskModel,
     apply_action_mask,
     check_action_mask,
     is_mask_space,
@@ -30,6 +29,7 @@ from rlblocks.masks import (
     masked_action_rows,
 )
 from rlblocks.models import ModelV2
+from rlblocks.models.action_mask import ActionMaskModel
 from rlblocks.models.attention import AttentionWrapper
 from rlblocks.models.complex_input import ComplexInputNetwork
 from rlblocks.models.fcnet import FullyConnectedNetwork

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from rlblocks import _core
 from rlblocks._reference import squashed_gaussian as twin
-from rlblocks.distributions import SquashedGaussian
+from rlblocks.distributions import SquashedGaussian, base
 from rlblocks.distributions.base import MAX_LOG_NN_OUTPUT, MIN_LOG_NN_OUTPUT
 
 pytestmark = pytest.mark.native
@@ -227,3 +227,9 @@ def test_no_rows_give_empty_results_on_both() -> None:
         grad = impl.squashed_gaussian_grad(inputs, noise, noise, 0.5, *BOUNDS)
         assert action.shape == (0, 2) and logp.shape == (0,) and grad.shape == (0, 4)
         assert action.dtype == logp.dtype == grad.dtype == F32
+
+
+def test_the_twin_uses_the_distributions_constants() -> None:
+    """The twin keeps its own copies (it sits below the torch layer): they must agree."""
+    assert twin.SMALL_NUMBER == base.SMALL_NUMBER
+    assert twin._HALF_LOG_2PI == base._HALF_LOG_2PI

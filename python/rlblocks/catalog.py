@@ -10,8 +10,9 @@ holding an image, a raw Discrete) gives a
 ``model_interface`` puts an extra API on top, all by composition: no classes are created
 at run time. An observation space whose ``original_space`` is RLlib's action-mask Dict
 ``Dict(action_mask, observations)`` gets the model for ``observations`` alone inside an
-:class:`~rlblocks.masks.ActionMaskModel` that masks its outputs (a custom model class with
-``handles_action_mask = True`` gets the whole Dict instead, and is masked too).
+:class:`~rlblocks.models.action_mask.ActionMaskModel` that masks its outputs (a custom
+model class with ``handles_action_mask = True`` gets the whole Dict instead, and is masked
+too).
 
 Examples:
     >>> import gymnasium as gym, torch
@@ -44,7 +45,8 @@ import gymnasium as gym
 from gymnasium.spaces import Box, Dict, Tuple
 
 from rlblocks.config import ModelConfig
-from rlblocks.masks import build_masked_model, is_mask_space
+from rlblocks.masks import is_mask_space
+from rlblocks.models.action_mask import build_masked_model
 from rlblocks.models.modelv2 import ModelInterface, ModelV2
 from rlblocks.preprocessors import Preprocessor, get_preprocessor
 from rlblocks.spaces import flatten_space

@@ -201,7 +201,7 @@ def test_polyak_average_is_rllibs_target_update_bit_for_bit():
     import copy
 
     from ray.rllib.utils.torch_utils import update_target_network
-    from rlblocks.rllib.learner import PolyakAverager
+    from rlblocks.train.fast.polyak import PolyakUpdate
 
     torch.manual_seed(1)
     layers = torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 2)
@@ -213,7 +213,7 @@ def test_polyak_average_is_rllibs_target_update_bit_for_bit():
             floats = t.is_floating_point()
             t.copy_(torch.randn_like(t) if floats else torch.randint(0, 9, t.shape))
     reference = copy.deepcopy(target)
-    average = PolyakAverager(main, target)
+    average = PolyakUpdate.of_state_dict(main, target)
     for tau in (0.005, 0.3, 1.0):
         main(torch.randn(16, 4))
         with torch.no_grad():
@@ -226,4 +226,4 @@ def test_polyak_average_is_rllibs_target_update_bit_for_bit():
         ):
             assert want.dtype == got.dtype and torch.equal(want, got), (tau, key)
     with pytest.raises(ValueError, match="different keys"):
-        PolyakAverager(main, torch.nn.Linear(4, 8))
+        PolyakUpdate.of_state_dict(main, torch.nn.Linear(4, 8))

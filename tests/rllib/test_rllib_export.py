@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 import torch
 from rlblocks.cli import main
-from rlblocks.export.exporter import export_policies, export_policy
 from rlblocks.export.sidecar import read_sidecar
 from rlblocks.train.trainer_config import PPOConfig
 
@@ -32,6 +31,8 @@ from rlblocks.rllib._ray import Columns  # noqa: E402
 from rlblocks.rllib.algo_config import build_algo_config, make_env, run_env_to_module  # noqa: E402
 from rlblocks.rllib.checkpoints import load_module, newest_checkpoint  # noqa: E402
 from rlblocks.rllib.connectors import MeanStdFilterBatched  # noqa: E402
+from rlblocks.rllib.export import export_rllib_policies as export_policies  # noqa: E402
+from rlblocks.rllib.export import export_rllib_policy as export_policy  # noqa: E402
 from rlblocks.rllib.trainer import RLlibTrainer  # noqa: E402
 
 pytestmark = pytest.mark.native

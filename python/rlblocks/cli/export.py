@@ -49,8 +49,12 @@ def run(args: argparse.Namespace) -> int:
     from rlblocks.train.checkpoint import checkpoint_meta
 
     try:
-        if rllib_run(args.run_dir):
-            multiagent = _rllib_multiagent(args.run_dir)
+        one: Any = export_policy
+        many: Any = export_policies
+        if rllib_run(args.run_dir):  # the RLlib exporter (the checkpoint's module, no Ray)
+            rllib = _rllib_export()
+            one, many = rllib.export_rllib_policy, rllib.export_rllib_policies
+            multiagent = bool(rllib.is_multiagent_run(args.run_dir))
         else:
             multiagent = checkpoint_meta(args.run_dir).get("format") == "rlblocks.ppo.multiagent"
         if multiagent:
@@ -59,9 +63,9 @@ def run(args: argparse.Namespace) -> int:
                     "--out names one file; a multi-agent run writes policy_<id> files into "
                     "its run directory"
                 )
-            paths = list(export_policies(args.run_dir, fmt=args.format).values())
+            paths = list(many(args.run_dir, fmt=args.format).values())
         else:
-            paths = [export_policy(args.run_dir, args.out, fmt=args.format)]
+            paths = [one(args.run_dir, args.out, fmt=args.format)]
     except ImportError as err:  # the export extra is missing
         raise ValueError(str(err)) from err
     for path in paths:
@@ -69,8 +73,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rllib_multiagent(run_dir: str) -> bool:
-    """Whether a ``--backend rllib`` run (or checkpoint) trained several policies."""
-    from rlblocks.export.exporter import _rllib_export
-
-    return bool(_rllib_export().is_multiagent_run(run_dir))
+def _rllib_export() -> Any:
+    """:mod:`rlblocks.rllib.export`; without Ray a ValueError naming the extra."""
+    try:
+        from rlblocks.rllib import export
+    except ImportError as err:
+        raise ValueError(f"export: this run was trained with --backend rllib; {err}") from None
+    return export

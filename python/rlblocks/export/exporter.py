@@ -23,13 +23,14 @@ from rlblocks.export.writer import FORMATS, write_policy
 __all__ = ["FORMATS", "export_policies", "export_policy", "multiagent_sidecar", "rllib_run"]
 
 
-def _rllib_export() -> Any:
-    """:mod:`rlblocks.rllib.export`; without Ray a ValueError naming the extra."""
-    try:
-        from rlblocks.rllib import export
-    except ImportError as err:
-        raise ValueError(f"export: this run was trained with --backend rllib; {err}") from None
-    return export
+def _refuse_rllib_run(source: Any, instead: str) -> None:
+    """A ``--backend rllib`` run is exported by :mod:`rlblocks.rllib.export` (``rlblocks
+    export`` picks it): a ValueError naming it."""
+    if rllib_run(source):
+        raise ValueError(
+            f"export: {str(source)!r} was trained with --backend rllib; export it with "
+            f"rlblocks.rllib.export.{instead} (the ray extra) or `rlblocks export`"
+        )
 
 
 def _trainer(source: Any) -> tuple[Any, bool]:
@@ -50,9 +51,9 @@ def export_policy(source: Any, path: str | Path | None = None, fmt: str = "onnx"
 
     Args:
         source: A :class:`~rlblocks.train.PPOTrainer`, or a run / checkpoint directory
-            (its newest checkpoint is restored); a ``--backend rllib`` run's goes through
-            :func:`rlblocks.rllib.export.export_rllib_policy` (the module of the checkpoint,
-            loaded without Ray; needs the ``ray`` extra).
+            (its newest checkpoint is restored). A ``--backend rllib`` run is refused:
+            :func:`rlblocks.rllib.export.export_rllib_policy` exports it (``rlblocks
+            export`` chooses between the two).
         path: The artifact's path; default ``RUN_DIR/policy.onnx`` (``policy.pt2`` for
             torch.export), or ``policy.onnx`` in the current directory for a trainer
             without a run directory.
@@ -62,13 +63,13 @@ def export_policy(source: Any, path: str | Path | None = None, fmt: str = "onnx"
         The artifact's path.
 
     Raises:
-        ValueError: An unknown format, no checkpoint, or a policy that cannot be traced.
+        ValueError: An unknown format, no checkpoint, a ``--backend rllib`` run, or a policy
+            that cannot be traced.
         ImportError: ``fmt="onnx"`` without the ``export`` extra.
     """
     if fmt not in FORMATS:
         raise ValueError(f"export: unknown format {fmt!r}; choose one of {sorted(FORMATS)}")
-    if rllib_run(source):
-        return Path(_rllib_export().export_rllib_policy(source, path, fmt))
+    _refuse_rllib_run(source, "export_rllib_policy")
     trainer, opened = _trainer(source)
     if hasattr(trainer, "policies"):
         if opened:
@@ -108,16 +109,14 @@ def export_policies(
     observation into the artifact's input). A single-agent run gives ``{"default": path}``.
 
     Args:
-        source: A trainer, or a run / checkpoint directory (a ``--backend rllib`` run's:
-            :func:`rlblocks.rllib.export.export_rllib_policies`).
+        source: A trainer, or a run / checkpoint directory (a ``--backend rllib`` run is
+            refused: :func:`rlblocks.rllib.export.export_rllib_policies` exports it).
         out_dir: Where the artifacts go (default: the run directory).
         fmt: ``"onnx"`` or ``"torch-export"``.
     """
     if fmt not in FORMATS:
         raise ValueError(f"export: unknown format {fmt!r}; choose one of {sorted(FORMATS)}")
-    if rllib_run(source):
-        found = _rllib_export().export_rllib_policies(source, out_dir, fmt)
-        return {str(k): Path(v) for k, v in found.items()}
+    _refuse_rllib_run(source, "export_rllib_policies")
     trainer, opened = _trainer(source)
     try:
         if not hasattr(trainer, "policies"):

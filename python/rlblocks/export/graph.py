@@ -7,8 +7,8 @@ Outputs, in order: one deterministic action per leaf of the action space (argmax
 squashed mean, in the space's dtype with its offset), ``dist_inputs``, ``value`` and
 ``state_out_0 ...``. The observation filter's statistics are constants of the graph; a model
 that masks its logits (parametric actions, or RLlib's ``Dict(action_mask, observations)``
-convention through :class:`rlblocks.masks.ActionMaskModel`) does so inside, as in training:
-the mask is part of the ``obs`` input (its columns are the sidecar's
+convention through :class:`rlblocks.models.action_mask.ActionMaskModel`) does so inside, as
+in training: the mask is part of the ``obs`` input (its columns are the sidecar's
 ``observation.action_mask``), so the deterministic actions are never masked ones.
 
 Examples:

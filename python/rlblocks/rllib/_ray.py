@@ -1,23 +1,31 @@
-"""The one module of rlblocks that imports RLlib; everything in ``rlblocks.rllib`` goes through it
-(the native trainer's ``vector_mode="ray"`` imports only Ray core, in
-:mod:`rlblocks.wrappers.ray_vector`).
+"""The one module of rlblocks that imports Ray: everything else (``rlblocks.rllib``, and the
+native trainer's ``vector_mode="ray"`` in :mod:`rlblocks.wrappers.ray_vector`) takes Ray's
+names from here (tests/test_import_graph.py fails on any other ``import ray``).
 
 Without the ``ray`` extra, importing it raises an ImportError that names the extra.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 try:
     import ray
+    from ray.exceptions import RayError, RayTaskError
+    from ray.rllib.algorithms.appo import APPOConfig as RLlibAPPOConfig
+    from ray.rllib.algorithms.dqn import DQNConfig as RLlibDQNConfig
     from ray.rllib.algorithms.dqn.dqn import DQN, calculate_rr_weights
     from ray.rllib.algorithms.dqn.dqn_learner import DQNLearner
     from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
+    from ray.rllib.algorithms.impala import IMPALAConfig as RLlibIMPALAConfig
+    from ray.rllib.algorithms.ppo import PPOConfig as RLlibPPOConfig
     from ray.rllib.algorithms.ppo.ppo import (
         LEARNER_RESULTS_KL_KEY,
         LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY,
         LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY,
     )
     from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+    from ray.rllib.algorithms.sac import SACConfig as RLlibSACConfig
     from ray.rllib.algorithms.sac.sac import SAC
     from ray.rllib.algorithms.sac.sac_learner import (
         LOGPS_KEY,
@@ -45,9 +53,10 @@ try:
         ValueFunctionAPI,
     )
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
-    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+    from ray.rllib.core.rl_module.rl_module import RLModule, RLModuleSpec
     from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
     from ray.rllib.env.env_runner import ENV_STEP_FAILURE, NUM_ENV_STEP_FAILURES_LIFETIME
+    from ray.rllib.env.multi_agent_env import MultiAgentEnv
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
     from ray.rllib.env.single_agent_episode import _REWARDS_BOX_SPACE as REWARDS_SPACE
     from ray.rllib.env.single_agent_episode import SingleAgentEpisode
@@ -92,10 +101,28 @@ try:
         unsquash_action,
     )
     from ray.rllib.utils.torch_utils import explained_variance
+    from ray.tune.registry import register_env
 except ImportError as e:  # pragma: no cover - exercised by tests/test_dependencies.py
     raise ImportError(f'rlblocks.rllib needs Ray: pip install "rlblocks[ray]" ({e})') from e
 
+actor_table: Any  # Ray's actor table: a debugging API (private), which a Ray release may move
+try:
+    from ray._private.state import actors as actor_table
+except ImportError:  # pragma: no cover - depends on Ray's internals
+    actor_table = None
+
 __all__ = [
+    "MultiAgentEnv",
+    "RLModule",
+    "RLlibAPPOConfig",
+    "RLlibDQNConfig",
+    "RLlibIMPALAConfig",
+    "RLlibPPOConfig",
+    "RLlibSACConfig",
+    "RayError",
+    "RayTaskError",
+    "actor_table",
+    "register_env",
     "SACTorchLearner",
     "TorchLearner",
     "DQNTorchLearner",

@@ -177,13 +177,13 @@ def _env_id(config: PPOConfig, algo: str = "PPO") -> str:
                 f"--backend rllib runs Atari ids with the DeepMind pipeline only "
                 f"(preprocessor_pref='deepmind'), got {config.preprocessor_pref!r}"
             )
-        from ray.tune.registry import register_env
+        from rlblocks.rllib._ray import register_env
 
         name = f"rlblocks-deepmind:{env}"
         register_env(name, partial(deepmind_env, env))
         return name
     if _probe_repeated(config):
-        from ray.tune.registry import register_env
+        from rlblocks.rllib._ray import register_env
 
         name = f"rlblocks-flat-repeated:{env}"
         register_env(name, partial(flat_repeated_env, _gym_id(env), _model(config, algo)))
@@ -320,8 +320,7 @@ def _check_multiagent(config: PPOConfig, algo: str) -> None:
 
 def _multiagent(algo_config: Any, config: PPOConfig, algo: str, setup: MultiAgentSetup) -> Any:
     """The multi-agent parts of an ``AlgorithmConfig`` (module docstring)."""
-    from ray.tune.registry import register_env
-
+    from rlblocks.rllib._ray import register_env
     from rlblocks.rllib.multiagent_env import multiagent_env_creator
 
     models = _policy_models(config, algo, setup.policies)
@@ -477,14 +476,14 @@ def _refuse_native_only(config: PPOConfig) -> None:
 
 
 def _algorithm_config_class(algo: str) -> Any:
-    from ray.rllib.algorithms import appo, dqn, impala, ppo, sac
+    from rlblocks.rllib import _ray
 
     return {
-        "PPO": ppo.PPOConfig,
-        "APPO": appo.APPOConfig,
-        "IMPALA": impala.IMPALAConfig,
-        "DQN": dqn.DQNConfig,
-        "SAC": sac.SACConfig,
+        "PPO": _ray.RLlibPPOConfig,
+        "APPO": _ray.RLlibAPPOConfig,
+        "IMPALA": _ray.RLlibIMPALAConfig,
+        "DQN": _ray.RLlibDQNConfig,
+        "SAC": _ray.RLlibSACConfig,
     }[algo]
 
 

@@ -137,7 +137,7 @@ def load_module(module_dir: str | Path) -> Any:
     Raises:
         ValueError: No module there.
     """
-    from ray.rllib.core.rl_module.rl_module import RLModule
+    from rlblocks.rllib._ray import RLModule
 
     path = Path(module_dir)
     if not (path / "class_and_ctor_args.pkl").is_file():

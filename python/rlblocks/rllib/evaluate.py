@@ -10,7 +10,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlblocks.rllib._ray import Columns
+from rlblocks.rllib._ray import (
+    Columns,
+    SingleAgentEpisode,
+    clip_action,
+    get_base_struct_from_space,
+    unsquash_action,
+)
 from rlblocks.rllib.algo_config import (
     MultiAgentSetup,
     build_algo_config,
@@ -50,13 +56,6 @@ def evaluate_run(
     Raises:
         ValueError: Not a run of this backend, no checkpoint, or bad ``episodes``.
     """
-    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
-    from ray.rllib.utils.spaces.space_utils import (
-        clip_action,
-        get_base_struct_from_space,
-        unsquash_action,
-    )
-
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
     ckpt = newest_checkpoint(run_dir)
@@ -204,12 +203,6 @@ def _evaluate_multiagent(
     (one forward pass per policy and step), on the run's
     :class:`~rlblocks.rllib.multiagent_env.UnionMultiAgentEnv`. Adds the
     ``agent_episode_return_mean/<agent_id>`` of the episodes."""
-    from ray.rllib.utils.spaces.space_utils import (
-        clip_action,
-        get_base_struct_from_space,
-        unsquash_action,
-    )
-
     from rlblocks.rllib.multiagent_env import make_multiagent_env
 
     root = ckpt.module_dir.parent  # one module directory per policy

@@ -78,7 +78,9 @@ from rlblocks.rllib._ray import (
 from rlblocks.rllib.module import RLBlocksAPPORLModule, RLBlocksRLModule
 from rlblocks.rllib.qlearning import RLBlocksSACRLModule
 from rlblocks.train.fast import FCBackprop, adam_step, make_adam
+from rlblocks.train.fast.polyak import PolyakUpdate
 from rlblocks.train.fast.sac_backprop import SACBackprop
+from rlblocks.train.fast.unwritten import clear_unwritten
 
 __all__ = ["RLBlocksPPOTorchLearner", "minibatch_rows"]
 
@@ -355,44 +357,11 @@ class RLBlocksPPOTorchLearner(FastOptimizerSteps, PPOTorchLearner):  # type: ign
         log((module_id, self.TOTAL_LOSS_KEY), total, window=1)
 
 
-class PolyakAverager:
-    """``target <- tau * main + (1 - tau) * target`` over the tensors of two modules' state
-    dicts, bit for bit RLlib's ``update_target_network`` (the same two products and their
-    sum), but in place on foreach kernels instead of a state-dict round trip. The tensor
-    lists are taken once, at construction: the target networks' updates then cost two
-    kernel calls (``load_state_dict`` and ``.to()`` keep the tensors; a module whose
-    tensors were replaced needs a new averager).
-
-    Example:
-        >>> a, b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
-        >>> want = {k: 0.1 * a.state_dict()[k] + 0.9 * v for k, v in b.state_dict().items()}
-        >>> PolyakAverager(a, b)(0.1)
-        >>> all(torch.equal(want[k], v) for k, v in b.state_dict().items())
-        True
-    """
-
-    def __init__(self, main: torch.nn.Module, target: torch.nn.Module) -> None:
-        mains, targets = main.state_dict(keep_vars=True), target.state_dict(keep_vars=True)
-        if list(mains) != list(targets):
-            raise ValueError("PolyakAverager: the two networks' state dicts have different keys")
-        pairs = [(mains[k], t) for k, t in targets.items()]
-        self._mains = [m for m, t in pairs if t.is_floating_point()]
-        self._targets = [t for _, t in pairs if t.is_floating_point()]
-        self._integers = [(m, t) for m, t in pairs if not t.is_floating_point()]
-
-    def __call__(self, tau: float) -> None:
-        with torch.no_grad():
-            if self._targets:
-                main_part = torch._foreach_mul(self._mains, tau)
-                torch._foreach_mul_(self._targets, 1 - tau)
-                torch._foreach_add_(self._targets, main_part)
-            for m, t in self._integers:  # RLlib's formula, copied back as it loads them
-                t.copy_(tau * m + (1 - tau) * t)
-
-
 class FastTargetUpdates(DQNLearner):  # type: ignore[misc]
     """``DQNLearner``'s target updates (same schedule, metrics and arithmetic) with a
-    :class:`PolyakAverager` per network pair in place of RLlib's state-dict round trip,
+    :class:`~rlblocks.train.fast.polyak.PolyakUpdate` per network pair (RLlib's arithmetic,
+    :meth:`~rlblocks.train.fast.polyak.PolyakUpdate.of_state_dict`) in place of RLlib's
+    state-dict round trip,
     which costs about a millisecond per update on SAC's four networks. The averagers are
     built again for a new module object and after a checkpoint restore."""
 
@@ -413,13 +382,13 @@ class FastTargetUpdates(DQNLearner):  # type: ignore[misc]
             self.last_update_ts_by_mid[module_id] = timestep
             self.metrics.log_value((module_id, LAST_TARGET_UPDATE_TS), timestep, reduce="max")
 
-    def _averagers(self, module_id: Any, inner: Any) -> list[PolyakAverager]:
+    def _averagers(self, module_id: Any, inner: Any) -> list[PolyakUpdate]:
         """The module's averagers, built on first use and again for a new module object."""
         cache = self.__dict__.setdefault("_polyak_averagers", {})
         entry = cache.get(module_id)
         if entry is None or entry[0] is not inner:
             pairs = inner.get_target_network_pairs()
-            entry = cache[module_id] = (inner, [PolyakAverager(m, t) for m, t in pairs])
+            entry = cache[module_id] = (inner, [PolyakUpdate.of_state_dict(m, t) for m, t in pairs])
         return entry[1]
 
     def set_state(self, state: Any) -> None:
@@ -449,7 +418,7 @@ class RLBlocksSACTorchLearner(FastOptimizerSteps, FastTargetUpdates, SACTorchLea
         module_id, fast = closed_form
         self._compute_off_policyness(batch)
         loss = self._closed_form_step(module_id, fast, batch[module_id])
-        self.apply_gradients(self.postprocess_gradients(self._module_grads(module_id, fast)))
+        self.apply_gradients(self.postprocess_gradients(self._module_grads(module_id)))
         return {}, {module_id: loss}, {}
 
     def _closed_form(self, batch: dict[str, Any]) -> tuple[Any, SACBackprop] | None:
@@ -484,8 +453,7 @@ class RLBlocksSACTorchLearner(FastOptimizerSteps, FastTargetUpdates, SACTorchLea
         config = self.config.get_config_for_module(module_id)
         # what zero_grad(set_to_none=True) would leave: the closed form overwrites the
         # gradients it writes; the others (e.g. the critics' unused value branches) go
-        for param in self._optimizer_params(module_id, fast)[1]:
-            param.grad = None
+        clear_unwritten(self._optimizer_params(module_id)[1], fast)
         log_alpha = self.curr_log_alpha[module_id]
         alpha = torch.exp(log_alpha.detach())
         obs = batch[Columns.OBS]
@@ -528,19 +496,17 @@ class RLBlocksSACTorchLearner(FastOptimizerSteps, FastTargetUpdates, SACTorchLea
             total += twin[0]
         return total
 
-    def _module_grads(self, module_id: Any, fast: SACBackprop) -> dict[Any, Any]:
+    def _module_grads(self, module_id: Any) -> dict[Any, Any]:
         """``{param ref: .grad}`` of the module's optimizers' parameters, as RLlib's
         ``compute_gradients`` collects them (None where the loss does not reach)."""
-        return {ref: param.grad for ref, param in self._optimizer_params(module_id, fast)[0]}
+        return {ref: param.grad for ref, param in self._optimizer_params(module_id)[0]}
 
-    def _optimizer_params(
-        self, module_id: Any, fast: SACBackprop
-    ) -> tuple[list[tuple[Any, Any]], list[Any]]:
-        """``([(param ref, param)] of the module's optimizers, those the closed form does
-        not write)``, as RLlib's ``filter_param_dict_for_optimizer`` finds them; built
-        again when the module's optimizers or the learner's parameters change."""
+    def _optimizer_params(self, module_id: Any) -> tuple[list[tuple[Any, Any]], list[Any]]:
+        """``([(param ref, param)], [param])`` of the module's optimizers, as RLlib's
+        ``filter_param_dict_for_optimizer`` finds them; built again when the module's
+        optimizers or the learner's parameters change."""
         optimizers = [opt for _, opt in self.get_optimizers_for_module(module_id)]
-        key = (*map(id, optimizers), id(self._params), len(self._params), id(fast))
+        key = (*map(id, optimizers), id(self._params), len(self._params))
         cache = self.__dict__.setdefault("_sac_optimizer_params", {})
         entry = cache.get(module_id)
         if entry is None or entry[0] != key:
@@ -549,7 +515,5 @@ class RLBlocksSACTorchLearner(FastOptimizerSteps, FastTargetUpdates, SACTorchLea
                 for opt in optimizers
                 for pair in self.filter_param_dict_for_optimizer(self._params, opt).items()
             ]
-            written = {id(p) for p in fast.written_params()}
-            unwritten = [p for _, p in pairs if id(p) not in written]
-            entry = cache[module_id] = (key, (pairs, unwritten))
+            entry = cache[module_id] = (key, (pairs, [p for _, p in pairs]))
         return entry[1]

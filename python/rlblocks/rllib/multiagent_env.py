@@ -53,13 +53,9 @@ import gymnasium as gym
 from rlblocks.multiagent.envs import as_parallel_env, is_multiagent_env
 from rlblocks.multiagent.mapping import resolve_mapping
 from rlblocks.multiagent.union import UnionSpec
+from rlblocks.rllib._ray import MultiAgentEnv
 from rlblocks.train.envs import raw_env_creator
 from rlblocks.train.trainer_config import PPOConfig
-
-try:
-    from ray.rllib.env.multi_agent_env import MultiAgentEnv
-except ImportError as e:  # pragma: no cover - exercised by tests/test_dependencies.py
-    raise ImportError(f'rlblocks.rllib needs Ray: pip install "rlblocks[ray]" ({e})') from e
 
 __all__ = [
     "UnionMultiAgentEnv",

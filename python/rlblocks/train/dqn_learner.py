@@ -37,12 +37,14 @@ import torch.nn.functional as F
 from rlblocks.distributions import FLOAT_MIN, Categorical
 from rlblocks.masks import MASK_KEY, mask_layout
 from rlblocks.models.misc import mode_dependent
-from rlblocks.models.qnetwork import QNetwork
 from rlblocks.train.fast import adam_step, make_adam
 from rlblocks.train.fast.dense_layers import clip_numpy_grads
+from rlblocks.train.fast.polyak import PolyakUpdate
 from rlblocks.train.fast.q_layers import DenseQ
+from rlblocks.train.fast.unwritten import clear_unwritten
 from rlblocks.train.offpolicy_config import DQNConfig
 from rlblocks.train.policy import Policy
+from rlblocks.train.qnetwork import QNetwork
 
 __all__ = ["DQNLearner", "project_distribution"]
 
@@ -260,8 +262,7 @@ class DQNLearner:
         d_out[rows, actions] = d_q
         # zero_grad(set_to_none=True) without the call: backward overwrites its layers'
         # gradients; the others (the model's unused value branch) go
-        for param in self._unwritten_params(fast):
-            param.grad = None
+        clear_unwritten(self._param_list(), fast)
         grads = fast.backward_numpy([a[:b] for a in acts], d_out)
         grad_norm = clip_numpy_grads(grads, cfg.grad_clip) if cfg.grad_clip is not None else 0.0
         if not adam_step(self.optimizer):
@@ -274,15 +275,6 @@ class DQNLearner:
             "grad_norm": grad_norm,
         }
         return stats, abs_diff.astype(np.float64)
-
-    def _unwritten_params(self, fast: DenseQ) -> list[torch.nn.Parameter]:
-        """The Q-network's parameters that ``fast.backward_numpy`` does not write."""
-        cache = self.__dict__.get("_unwritten_cache")
-        if cache is None or cache[0] is not fast:
-            written = {id(p) for layer in fast.layers for p in (layer.weight, layer.bias)}
-            cache = (fast, [p for p in self.q.parameters() if id(p) not in written])
-            self.__dict__["_unwritten_cache"] = cache
-        return cache[1]
 
     def update(self, batch: Any, timestep: int = 0) -> tuple[dict[str, float], np.ndarray]:
         """One gradient step on a :class:`~rlblocks.replay.ReplaySample`; returns the
@@ -343,11 +335,8 @@ class DQNLearner:
         loss = (weights * per_row).mean()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        params = self.__dict__.get("_params") or self.__dict__.setdefault(
-            "_params", list(self.q.parameters())
-        )
         grad_norm = (
-            torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            torch.nn.utils.clip_grad_norm_(self._param_list(), cfg.grad_clip)
             if cfg.grad_clip is not None
             else torch.tensor(0.0)
         )
@@ -368,17 +357,21 @@ class DQNLearner:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
 
+    def _param_list(self) -> list[torch.nn.Parameter]:
+        """The Q-network's parameters, listed once (walking the module on every update costs
+        more than a small network's arithmetic)."""
+        params: list[torch.nn.Parameter] | None = self.__dict__.get("_params")
+        if params is None:
+            params = self.__dict__["_params"] = list(self.q.parameters())
+        return params
+
     def sync_targets(self) -> None:
-        """Moves the target network towards the online one by ``tau`` (1: a copy)."""
-        tau = self.config.tau
-        with torch.no_grad():
-            for t, p in zip(self.target.parameters(), self.q.parameters(), strict=True):
-                if tau >= 1.0:
-                    t.copy_(p)
-                else:
-                    t.mul_(1.0 - tau).add_(p, alpha=tau)
-            for tb, qb in zip(self.target.buffers(), self.q.buffers(), strict=True):
-                tb.copy_(qb)
+        """Moves the target network towards the online one by ``tau`` (1: a copy; buffers
+        are copied): :class:`~rlblocks.train.fast.polyak.PolyakUpdate`."""
+        update: PolyakUpdate | None = self.__dict__.get("_polyak")
+        if update is None:
+            update = self.__dict__["_polyak"] = PolyakUpdate.of_parameters(self.q, self.target)
+        update(self.config.tau)
 
     # --- checkpoints, export ------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -34,7 +34,8 @@ import numpy as np
 import torch
 
 from rlblocks.catalog import ModelCatalog
-from rlblocks.masks import ActionMaskModel, check_action_mask, masked_action_rows
+from rlblocks.masks import check_action_mask, masked_action_rows
+from rlblocks.models.action_mask import ActionMaskModel
 from rlblocks.models.modelv2 import ModelV2
 from rlblocks.nest import tree_map
 from rlblocks.train.actor import Actor, ActorInput, Forward, State
@@ -106,7 +107,7 @@ class Policy:
         config: The trainer's config (its ``model`` dict picks the model and distribution).
         device: Torch device for the model.
         model, dist_class: A model built elsewhere and its distribution (e.g. DQN's
-            :class:`~rlblocks.models.qnetwork.QNetwork` with a Categorical: the greedy
+            :class:`~rlblocks.train.qnetwork.QNetwork` with a Categorical: the greedy
             action), instead of the catalog's.
 
     Attributes:

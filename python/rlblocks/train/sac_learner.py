@@ -20,7 +20,7 @@ linear head; no dueling). Expectations over the actor's probabilities replace sa
     alpha loss  = -mean_s log_alpha * (H_target - H(pi(.|s)))
 
 With an ``action_mask`` observation (RLlib's ``{"action_mask", "observations"}``) the actor
-masks its logits (:class:`~rlblocks.masks.ActionMaskModel`), so masked actions have
+masks its logits (:class:`~rlblocks.models.action_mask.ActionMaskModel`), so masked actions have
 probability exactly 0: never acted, and absent from the soft value and the losses. The
 critics read the ``observations`` part only.
 
@@ -70,17 +70,19 @@ from rlblocks.distributions.base import MAX_LOG_NN_OUTPUT, MIN_LOG_NN_OUTPUT
 from rlblocks.masks import (
     MASK_KEY,
     OBS_KEY,
-    ActionMaskModel,
     check_action_mask,
     is_mask_space,
     masked_action_rows,
 )
+from rlblocks.models.action_mask import ActionMaskModel
 from rlblocks.models.fcnet import FullyConnectedNetwork
 from rlblocks.models.heads import ContinuousActionQModel
 from rlblocks.models.misc import mode_dependent
 from rlblocks.models.modelv2 import ModelV2
 from rlblocks.train.fast import FCActor, adam_step, make_adam
+from rlblocks.train.fast.polyak import PolyakUpdate
 from rlblocks.train.fast.sac_backprop import SACBackprop
+from rlblocks.train.fast.unwritten import clear_unwritten
 from rlblocks.train.offpolicy_config import SACConfig
 from rlblocks.train.policy import action_format
 
@@ -648,21 +650,17 @@ class SACLearner:
         if not adam_step(optimizer):
             optimizer.step()
 
+    @staticmethod
     def _clear_grads(
-        self, optimizer: torch.optim.Optimizer, params: list[Any], fast: SACBackprop | None
+        optimizer: torch.optim.Optimizer, params: list[Any], fast: SACBackprop | None
     ) -> None:
         """What ``optimizer.zero_grad(set_to_none=True)`` leaves before a gradient pass:
-        with the closed form ``fast``, only the gradients it does not overwrite go."""
+        with the closed form ``fast``, only the gradients it does not overwrite go
+        (:func:`~rlblocks.train.fast.unwritten.clear_unwritten`)."""
         if fast is None:
             optimizer.zero_grad(set_to_none=True)
-            return
-        cache = self.__dict__.setdefault("_unwritten", {})
-        key = (id(fast), id(params))
-        if key not in cache:
-            written = {id(p) for p in fast.written_params()}
-            cache[key] = (fast, params, [p for p in params if id(p) not in written])
-        for param in cache[key][2]:
-            param.grad = None
+        else:
+            clear_unwritten(params, fast)
 
     def _backprop(self) -> SACBackprop | None:
         """The closed-form update when the networks are the plain fully connected ones
@@ -770,26 +768,19 @@ class SACLearner:
             cached = self.__dict__["_param_cache"] = (
                 _param_list(self.critics),
                 list(self.actor.parameters()),
-                list(self.target_critics.parameters()),
-                list(self.critics.parameters()),
-                list(zip(self.target_critics.buffers(), self.critics.buffers(), strict=True)),
             )
         return cached[0], cached[1]
 
-    @torch.no_grad()
     def sync_targets(self) -> None:
         """Polyak averaging: ``target <- (1 - tau) * target + tau * critic`` for every
-        parameter (``tau = 1``: an exact copy); buffers are copied."""
-        self._param_lists()
-        cache = self.__dict__["_param_cache"]
-        target_params: list[torch.Tensor] = cache[2]
-        params: list[torch.Tensor] = cache[3]
-        if self.tau == 1.0:
-            torch._foreach_copy_(target_params, params)
-        else:  # target + tau * (critic - target): one pass over the tensors
-            torch._foreach_lerp_(target_params, params, self.tau)
-        for tb, b in cache[4]:
-            tb.copy_(b)
+        parameter (``tau = 1``: an exact copy); buffers are copied
+        (:class:`~rlblocks.train.fast.polyak.PolyakUpdate`)."""
+        update: PolyakUpdate | None = self.__dict__.get("_polyak")
+        if update is None:
+            update = self.__dict__["_polyak"] = PolyakUpdate.of_parameters(
+                self.critics, self.target_critics
+            )
+        update(self.tau)
 
     def acting_policy(self) -> SACActingPolicy:
         """The actor as a Policy-like object for export and evaluation (shares the

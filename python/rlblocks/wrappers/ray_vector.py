@@ -9,6 +9,7 @@ seed gives the same trajectories as ``vector_mode="sync"``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -18,8 +19,9 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-try:
-    import ray
+try:  # Ray itself is imported through rlblocks.rllib._ray, by the driver only (_ray below)
+    if importlib.util.find_spec("ray") is None:
+        raise ModuleNotFoundError("No module named 'ray'", name="ray")
 except ImportError as e:  # tests/test_ray_extra_missing.py
     raise ImportError(f'RayVectorEnv needs Ray: pip install "rlblocks[ray]" ({e})') from e
 
@@ -90,6 +92,15 @@ def _merge_infos(infos: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any
     return merged
 
 
+def _ray() -> Any:
+    """Ray, from the package's one gateway (:mod:`rlblocks.rllib._ray`; it imports RLlib too).
+    Only the driver calls it: the actors import this module to build :class:`_EnvChunk`,
+    without Ray's libraries."""
+    from rlblocks.rllib._ray import ray
+
+    return ray
+
+
 class RayVectorEnv(VectorEnv):
     """``N`` envs in Ray actors (same-step autoreset, like the trainer's sync vector envs).
 
@@ -110,6 +121,7 @@ class RayVectorEnv(VectorEnv):
         num_cpus_per_actor: float = 1.0,
     ) -> None:
         self._actors: list[Any] = []
+        self._ray = ray = _ray()
         n = len(env_fns)
         if n < 1:
             raise ValueError("RayVectorEnv needs at least one env function")
@@ -152,7 +164,7 @@ class RayVectorEnv(VectorEnv):
             if len(seed) != self.num_envs:
                 raise ValueError(f"reset: {len(seed)} seeds for {self.num_envs} envs")
             seeds = [list(seed[a:b]) for a, b in self._bounds]
-        results = ray.get(
+        results = self._ray.get(
             [actor.reset.remote(s, options) for actor, s in zip(self._actors, seeds, strict=True)]
         )
         obs = _concat(self.single_observation_space, [r[0] for r in results])
@@ -161,7 +173,7 @@ class RayVectorEnv(VectorEnv):
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Steps every env with its action (the batched action structure)."""
         parts = _split(self.single_action_space, actions, self._bounds)
-        results = ray.get(
+        results = self._ray.get(
             [actor.step.remote(p) for actor, p in zip(self._actors, parts, strict=True)]
         )
         obs = _concat(self.single_observation_space, [r[0] for r in results])
@@ -180,8 +192,8 @@ class RayVectorEnv(VectorEnv):
         """Closes the envs and ends the actors."""
         for actor in self._actors:
             try:
-                ray.get(actor.close.remote())
+                self._ray.get(actor.close.remote())
             except Exception:  # an actor that already died has nothing left to close
                 pass
-            ray.kill(actor)
+            self._ray.kill(actor)
         self._actors = []

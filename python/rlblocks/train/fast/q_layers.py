@@ -1,4 +1,4 @@
-"""``DenseQ``: a fully connected :class:`~rlblocks.models.qnetwork.QNetwork` as plain
+"""``DenseQ``: a fully connected :class:`~rlblocks.train.qnetwork.QNetwork` as plain
 tensors, with its head (one output per action, or dueling) and its backward pass.
 
 DQN's update on CartPole-sized networks is mostly the cost of module calls, autograd's
@@ -15,7 +15,7 @@ The dueling head computes ``Q = V + A - mean_a(A)`` as
 
 Examples:
     >>> import gymnasium as gym, torch
-    >>> from rlblocks.models.qnetwork import QNetwork
+    >>> from rlblocks.train.qnetwork import QNetwork
     >>> net = QNetwork(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(3),
     ...                {"fcnet_hiddens": [8]}, dueling=True)
     >>> fast = DenseQ.from_network(net)
@@ -35,7 +35,6 @@ import torch
 from torch import nn
 
 from rlblocks.models.heads import DuelingQModel
-from rlblocks.models.qnetwork import QNetwork
 from rlblocks.train.fast.dense_layers import (
     BypassCheck,
     Dense,
@@ -48,6 +47,7 @@ from rlblocks.train.fast.dense_layers import (
     run_numpy,
     run_stack,
 )
+from rlblocks.train.qnetwork import QNetwork
 
 __all__ = ["DenseQ"]
 
@@ -123,6 +123,11 @@ class DenseQ:
         """Whether a pass through the tensors still equals calling the modules (no hook
         set, no layer replaced; :class:`~rlblocks.train.fast.dense_layers.BypassCheck`)."""
         return self._check.intact(training)
+
+    def written_params(self) -> list[nn.Parameter]:
+        """The parameters whose ``.grad`` :meth:`backward_numpy` writes, in full, on every
+        call (every layer's weight and bias; the network's others it leaves as they are)."""
+        return [p for layer in self.layers for p in (layer.weight, layer.bias)]
 
     # --- forward ------------------------------------------------------------------------------
     def forward(self, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
