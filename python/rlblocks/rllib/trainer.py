@@ -47,6 +47,7 @@ from rlblocks.rllib.runtime_env import runtime_env_for
 from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.logger import ProgressLogger, truncate_progress
 from rlblocks.train.loop import train_until
+from rlblocks.train.rundir import lock_run_dir
 from rlblocks.train.trainer_config import PPOConfig
 
 __all__ = [
@@ -403,7 +404,23 @@ class RLlibTrainer:
         self.time_total_s = 0.0
         self.last_metrics: dict[str, Any] = {}
         self.checkpoint_path: Path | None = None
-        if not _resumed:
+        self.stop_requested = False
+        self._run_lock = lock_run_dir(self.run_dir)  # one writer (rlblocks.train.rundir)
+        try:
+            self._start(algo_config, ray_address, runtime_env, _resumed)
+        except BaseException:
+            self._run_lock.release()
+            raise
+
+    def _start(
+        self,
+        algo_config: Any,
+        ray_address: str | None,
+        runtime_env: Mapping[str, Any] | None,
+        resumed: bool,
+    ) -> None:
+        """Writes ``config.json`` (a new run), starts Ray and builds the algorithm."""
+        if not resumed:
             try:
                 self.run_dir.mkdir(parents=True, exist_ok=True)
                 (self.run_dir / "config.json").write_text(
@@ -496,6 +513,10 @@ class RLlibTrainer:
                 if stat == "lr" and math.isnan(value):
                     value = self.config.lr
                 metrics[f"{stat}/{policy}"] = value
+
+    def interrupt(self) -> None:
+        """Asks :meth:`fit` to stop after the current RLlib iteration and save (Ctrl-C)."""
+        self.stop_requested = True
 
     def fit(
         self,
@@ -603,6 +624,9 @@ class RLlibTrainer:
         return trainer
 
     def close(self) -> None:
-        """Stops the algorithm (its env runners and learners)."""
-        self.algo.stop()
-        self._logger.close()
+        """Stops the algorithm (its env runners and learners) and unlocks the run directory."""
+        try:
+            self.algo.stop()
+            self._logger.close()
+        finally:
+            self._run_lock.release()

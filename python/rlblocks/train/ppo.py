@@ -63,6 +63,7 @@ from rlblocks.train.logger import ProgressLogger, truncate_progress
 from rlblocks.train.loop import StopTraining, train_until
 from rlblocks.train.policy import Policy
 from rlblocks.train.runner import EnvRunner
+from rlblocks.train.rundir import RunDirLock, lock_run_dir
 from rlblocks.train.trainer_config import PPOConfig, TrainerConfig, lr_at
 
 __all__ = ["BEST", "PPOTrainer", "StopTraining", "default_run_dir"]
@@ -169,6 +170,7 @@ class PPOTrainer:
         self.run_dir: Path | None = None
         self.checkpoint_path: Path | None = None
         self._logger: ProgressLogger | None = None
+        self._run_lock: RunDirLock | None = None
         if run_dir is not None:
             try:
                 self._open_run_dir(Path(run_dir))
@@ -186,6 +188,13 @@ class PPOTrainer:
         """Asks :meth:`fit` to stop after the current iteration (e.g. from a callback)."""
         self.stop_requested = True
 
+    def interrupt(self) -> None:
+        """Asks :meth:`fit` to stop as soon as the run can be saved whole (Ctrl-C in
+        ``rlblocks train``): PPO after the current iteration's update, DQN and SAC at the
+        next env step (a shorter iteration); ``fit`` then writes its final checkpoint."""
+        self.stop_requested = True
+        self._interrupted = True
+
     def _build(self, venv: Any) -> None:
         cfg = self.config
         self.venv = venv if venv is not None else vector_env_from_config(cfg)
@@ -200,6 +209,7 @@ class PPOTrainer:
         )
 
     def _open_run_dir(self, run_dir: Path) -> None:
+        self._lock_run_dir(run_dir)
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
             data = self._config_json()
@@ -210,6 +220,11 @@ class PPOTrainer:
                 f"cannot use {str(run_dir)!r} as the run directory: {err.strerror or err}"
             ) from err
         self.run_dir = run_dir
+
+    def _lock_run_dir(self, run_dir: Path) -> None:
+        """Holds ``run_dir``'s writer lock until :meth:`close` (:mod:`rlblocks.train.rundir`)."""
+        if getattr(self, "_run_lock", None) is None:
+            self._run_lock = lock_run_dir(run_dir)
 
     def _config_json(self) -> dict[str, Any]:
         """``config.json``: the config, with the conv stack the vision net picked (RLlib's
@@ -244,7 +259,7 @@ class PPOTrainer:
         start = time.perf_counter()
         lr = lr_at(cfg, self.timesteps_total)
         self.learner.set_lr(lr)
-        batch = self.runner.collect(int(cfg.rollout_fragment_length))
+        batch = self.runner.collect(self._steps_per_env(int(cfg.rollout_fragment_length)))
         self.timesteps_total += batch.num_steps
         stats = self.learner.update(batch, self._rng)
         self.iteration += 1
@@ -274,6 +289,16 @@ class PPOTrainer:
             name = f"model_{key}" if key in metrics else key
             metrics[name] = value
         return self._finish_iteration(metrics)
+
+    def _steps_per_env(self, per_env: int) -> int:
+        """This iteration's steps of each env: ``per_env``, fewer in the last iteration of
+        :meth:`fit`'s step budget (it ends at the budget, rounded up to whole steps of all
+        ``num_envs`` envs)."""
+        budget = getattr(self, "_step_budget", None)
+        if budget is None:
+            return per_env
+        left = budget - self.timesteps_total
+        return max(1, min(per_env, -(-left // self.config.num_envs)))
 
     def _finish_iteration(self, metrics: dict[str, Any]) -> dict[str, Any]:
         """The iteration's ``evaluation/...`` columns (with ``evaluation_interval``: an
@@ -348,7 +373,9 @@ class PPOTrainer:
 
         Args:
             stop_reward: Stop once the mean return reaches this.
-            stop_timesteps: Stop once ``timesteps_total`` reaches this.
+            stop_timesteps: Stop once ``timesteps_total`` reaches this: the last iteration
+                is shorter (a shorter rollout, fewer off-policy steps), so the run ends at
+                the budget rounded up to whole steps of its ``num_envs`` envs.
             progress: Show a tqdm progress bar (timesteps, mean return, steps/s).
             stop_iters: Stop after this many iterations in total.
             callbacks: Objects with ``on_iteration(trainer, result)`` (returning True
@@ -363,6 +390,7 @@ class PPOTrainer:
             ValueError: No stopping criterion given.
         """
         self.stop_requested = False
+        self._interrupted = False
         interval = self.config.evaluation_interval
 
         def after_iteration(result: dict[str, Any]) -> None:
@@ -375,18 +403,22 @@ class PPOTrainer:
                 if not interval:
                     trainer._track_best(trainer.last_metrics, True)
 
-        return train_until(
-            self,
-            f"{self.config.ALGORITHM} {self.config.env_name}",
-            stop_reward,
-            stop_timesteps,
-            stop_iters,
-            progress,
-            self.save if self.run_dir is not None else None,
-            self.config.checkpoint_freq,
-            callbacks=[_BestOfCheckpoints(), *callbacks],
-            after_iteration=after_iteration,
-        )
+        self._step_budget = stop_timesteps  # the last iteration stops at it
+        try:
+            return train_until(
+                self,
+                f"{self.config.ALGORITHM} {self.config.env_name}",
+                stop_reward,
+                stop_timesteps,
+                stop_iters,
+                progress,
+                self.save if self.run_dir is not None else None,
+                self.config.checkpoint_freq,
+                callbacks=[_BestOfCheckpoints(), *callbacks],
+                after_iteration=after_iteration,
+            )
+        finally:
+            self._step_budget = None
 
     # --- acting ---------------------------------------------------------------------------
     def compute_actions(
@@ -616,7 +648,9 @@ class PPOTrainer:
         self.run_dir = None
         self.checkpoint_path = ckpt
         self._logger = None
+        self._run_lock = None
         if log:
+            self._lock_run_dir(target)
             recover_interrupted_saves(target)
             abandon_newer_checkpoints(target, self.iteration)  # one timeline per run
             truncate_progress(target, self.iteration)
@@ -636,6 +670,14 @@ class PPOTrainer:
             self._eval_env = None
         if getattr(self, "_logger", None) is not None:
             self._logger.close()  # type: ignore[union-attr]
+        self._release_run_dir()
+
+    def _release_run_dir(self) -> None:
+        """Drops the run directory's writer lock (the run's files stay)."""
+        lock = getattr(self, "_run_lock", None)
+        if lock is not None:
+            lock.release()
+            self._run_lock = None
 
     def __enter__(self) -> PPOTrainer:
         return self
