@@ -344,6 +344,7 @@ class OffPolicyTrainer(PPOTrainer):
         self.iteration += 1
         elapsed = time.perf_counter() - start
         self.time_total_s += elapsed
+        done_now = self.timesteps_total - first
         returns_window = list(self.episode_returns)
         metrics: dict[str, Any] = {
             "training_iteration": self.iteration,
@@ -367,7 +368,7 @@ class OffPolicyTrainer(PPOTrainer):
                 "num_updates": self.num_updates,
                 "replay_size": len(self.replay),
                 "lr": lr,
-                "steps_per_s": (self.timesteps_total - first) / elapsed if elapsed > 0 else math.nan,
+                "steps_per_s": done_now / elapsed if elapsed > 0 else math.nan,
                 "time_this_iter_s": elapsed,
                 "time_total_s": self.time_total_s,
             }

@@ -62,8 +62,8 @@ from rlblocks.train.learner import PPOLearner
 from rlblocks.train.logger import ProgressLogger, truncate_progress
 from rlblocks.train.loop import StopTraining, train_until
 from rlblocks.train.policy import Policy
-from rlblocks.train.runner import EnvRunner
 from rlblocks.train.rundir import RunDirLock, lock_run_dir
+from rlblocks.train.runner import EnvRunner
 from rlblocks.train.trainer_config import PPOConfig, TrainerConfig, lr_at
 
 __all__ = ["BEST", "PPOTrainer", "StopTraining", "default_run_dir"]

@@ -149,10 +149,11 @@ def claim_run_dir(
     run = Path(run_dir)
     if fresh_name:
         run = _fresh(run)
+    had_lock = (run / LOCK_FILE).exists()
     lock = lock_run_dir(run)
     try:
         ours, others = run_files(run)
-        ours = [n for n in ours if n != LOCK_FILE]
+        ours = [n for n in ours if n != LOCK_FILE and not _empty(run / n)]
         if others:
             shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
             raise ValueError(
@@ -172,9 +173,22 @@ def claim_run_dir(
             else:
                 path.unlink()
     except BaseException:
+        if not had_lock:  # a refused directory is left as it was
+            (run / LOCK_FILE).unlink(missing_ok=True)
         lock.release()
         raise
     return lock
+
+
+def _empty(path: Path) -> bool:
+    """A run's file that holds nothing of a run: an empty file, or one that is not a
+    regular file (a directory is never empty here)."""
+    if path.is_dir():
+        return False
+    try:
+        return not path.is_file() or path.stat().st_size == 0
+    except OSError:
+        return True
 
 
 def _fresh(base: Path) -> Path:
