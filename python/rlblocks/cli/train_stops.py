@@ -166,7 +166,8 @@ def last_return(path: str | Path, meta: dict[str, Any]) -> Any:
 def budget_note(trainer: Any, timesteps: int) -> str:
     """What the step budget comes to, when not exactly ``timesteps`` (for the start line):
     native trainers step all their envs together (the last iteration is cut short, to whole
-    steps of every env); RLlib trains whole iterations of about ``train_batch_size`` steps.
+    steps of every env); RLlib trains whole iterations (PPO, APPO, IMPALA: of about
+    ``train_batch_size`` steps) and ends at the one nearest the budget.
 
     Examples:
         >>> class Native:
@@ -179,13 +180,13 @@ def budget_note(trainer: Any, timesteps: int) -> str:
     cfg = trainer.config
     backend = getattr(trainer, "backend", None)
     if isinstance(backend, dict):
+        if backend.get("algo") in ("DQN", "SAC"):
+            return " (RLlib trains whole iterations: the run ends at the one nearest it)"
         batch = max(1, int(cfg.train_batch_size))
-        iters = max(1, -(-timesteps // batch))
+        iters = max(1, round(timesteps / batch))
         return (
-            f" (RLlib trains whole iterations of about {batch} steps: {iters} "
-            f"iteration{'s' if iters != 1 else ''}, about {iters * batch} steps)"
-            if timesteps % batch
-            else ""
+            f" (RLlib trains whole iterations of about {batch} steps: the run ends at the "
+            f"one nearest it, after about {iters * batch})"
         )
     n = max(1, int(cfg.num_envs))
     whole = -(-timesteps // n) * n
