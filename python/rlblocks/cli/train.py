@@ -26,6 +26,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import shutil
@@ -177,6 +178,7 @@ def run(args: argparse.Namespace) -> int:
             "--overwrite replaces the run in --run-dir DIR: give --run-dir (and no --resume)"
         )
     created: Path | None = None  # a run directory this command made (removed if it fails)
+    made_root = False
     trainer: Any = None
     claim: Any = None  # the run directory's writer lock (rlblocks.train.rundir)
     try:
@@ -191,9 +193,9 @@ def run(args: argparse.Namespace) -> int:
         elif args.resume:
             meta = checkpoint_meta(args.resume)
             run_dir = find_checkpoint(args.resume).parent
-            claim = _lock(run_dir)  # before the resume changes any file
             stops = Stops(args, (None, None), _run_env(run_dir), saved_stops(run_dir))
             stops.check_not_met(int(meta["timesteps_total"]), last_return(args.resume, meta))
+            claim = _lock(run_dir)  # before the resume changes any file
             trainer = _restore(args.resume)
         else:
             data, file_stops, file_algo = config_data(args)
@@ -207,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
                 created = None if target.exists() else target
                 claim = _claim(target, args.overwrite, False)
             else:  # a name of its own, made here (never another run's)
+                made_root = not Path(args.runs_root).exists()
                 claim = _claim(_default_run_dir(config, args.runs_root, flags["algo"]), False, True)
                 target = created = claim.path
             trainer = _new_trainer(args, flags, config, target)
@@ -214,6 +217,9 @@ def run(args: argparse.Namespace) -> int:
     except BaseException:
         if created is not None and not list_checkpoints(created) and not read_progress(created):
             shutil.rmtree(created, ignore_errors=True)  # a failed start leaves nothing behind
+            if made_root:
+                with contextlib.suppress(OSError):  # and the --runs-root made for it
+                    created.parent.rmdir()
         raise
     finally:
         try:

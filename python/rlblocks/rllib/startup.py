@@ -139,7 +139,7 @@ def _creation_error(death_cause: Any) -> str | None:
         for _ in range(8):  # a few wrappers deep at most
             if not isinstance(err, RayError):
                 break
-            inner = err.args[0] if err.args and isinstance(err.args[0], RayError) else None
+            inner: Any = err.args[0] if err.args and isinstance(err.args[0], RayError) else None
             if isinstance(err, RayTaskError) and isinstance(err.cause, BaseException):
                 inner = err.cause
             if inner is None:

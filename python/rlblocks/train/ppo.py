@@ -23,14 +23,12 @@ Examples:
 
 from __future__ import annotations
 
-import json
 import math
 import pickle
 import random
 import time
 import warnings
 from collections.abc import Callable, Mapping
-from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -43,7 +41,6 @@ from rlblocks.filters import get_filter
 from rlblocks.models.visionnet import resolved_conv_filters
 from rlblocks.nest import tree_index
 from rlblocks.train.checkpoint import (
-    abandon_newer_checkpoints,
     checkpoint_run_dir,
     load_checkpoint,
     prune_checkpoints,
@@ -59,36 +56,15 @@ from rlblocks.train.envs import (
 )
 from rlblocks.train.evaluation import evaluate_policy
 from rlblocks.train.learner import PPOLearner
-from rlblocks.train.logger import ProgressLogger, truncate_progress
+from rlblocks.train.logger import ProgressLogger
 from rlblocks.train.loop import StopTraining, train_until
 from rlblocks.train.policy import Policy
-from rlblocks.train.rundir import RunDirLock, lock_run_dir
+from rlblocks.train.run_logging import BEST, RunDirectoryMixin
+from rlblocks.train.rundir import RunDirLock, default_run_dir, fresh_run_dir
 from rlblocks.train.runner import EnvRunner
 from rlblocks.train.trainer_config import PPOConfig, TrainerConfig, lr_at
 
 __all__ = ["BEST", "PPOTrainer", "StopTraining", "default_run_dir"]
-
-#: The run directory's subdirectory holding the best checkpoint so far.
-BEST = "best"
-
-
-def default_run_dir(
-    config: TrainerConfig, root: str | Path = "rlblocks_runs", algo: str | None = None
-) -> Path:
-    """``root/<ALGO>_<env>_<YYYYmmdd-HHMMSS>`` (a fresh name; a suffix avoids clashes);
-    ``algo`` defaults to the config's algorithm (RLlib runs name theirs).
-
-    Examples:
-        >>> default_run_dir(PPOConfig(env="CartPole-v1")).name.startswith("PPO_CartPole-v1_")
-        True
-    """
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in config.env_name)
-    base = Path(root) / f"{algo or config.ALGORITHM}_{name}_{stamp}"
-    path, i = base, 1
-    while path.exists():
-        path, i = base.with_name(f"{base.name}_{i}"), i + 1
-    return path
 
 
 def _json_config(config: TrainerConfig) -> dict[str, Any]:
@@ -107,7 +83,7 @@ def _resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-class PPOTrainer:
+class PPOTrainer(RunDirectoryMixin):
     """Trains a catalog model with PPO on a gymnasium env (see :class:`PPOConfig`).
 
     Args:
@@ -207,24 +183,6 @@ class PPOTrainer:
         self.runner = EnvRunner(
             cfg, self.policy, self.preprocessor, self.obs_filter, self.seed, venv=self.venv
         )
-
-    def _open_run_dir(self, run_dir: Path) -> None:
-        self._lock_run_dir(run_dir)
-        try:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            data = self._config_json()
-            (run_dir / "config.json").write_text(json.dumps(data, indent=2, default=repr))
-            self._logger = ProgressLogger(run_dir, tensorboard=self.config.tensorboard)
-        except OSError as err:
-            raise ValueError(
-                f"cannot use {str(run_dir)!r} as the run directory: {err.strerror or err}"
-            ) from err
-        self.run_dir = run_dir
-
-    def _lock_run_dir(self, run_dir: Path) -> None:
-        """Holds ``run_dir``'s writer lock until :meth:`close` (:mod:`rlblocks.train.rundir`)."""
-        if getattr(self, "_run_lock", None) is None:
-            self._run_lock = lock_run_dir(run_dir)
 
     def _config_json(self) -> dict[str, Any]:
         """``config.json``: the config, with the conv stack the vision net picked (RLlib's
@@ -542,7 +500,7 @@ class PPOTrainer:
                 (a default run directory is created if the trainer has none).
         """
         if path is None and self.run_dir is None:
-            self._open_run_dir(default_run_dir(self.config))
+            self._open_run_dir(fresh_run_dir(default_run_dir(self.config)))
         run = self.run_dir if self.run_dir is not None else Path(path).parent  # type: ignore[arg-type]
         saved = save_checkpoint(run, self.state_dict(), path)
         self.checkpoint_path = saved
@@ -640,28 +598,6 @@ class PPOTrainer:
         trainer._resume_logging(state, run_dir, log)
         return trainer
 
-    def _resume_logging(self, state: dict[str, Any], run_dir: str | Path | None, log: bool) -> None:
-        """After a restore: the run directory to log into (its later checkpoints abandoned,
-        ``progress.csv`` cut back) and the best score so far."""
-        ckpt = Path(state["_path"])
-        target = Path(run_dir) if run_dir is not None else ckpt.parent
-        self.run_dir = None
-        self.checkpoint_path = ckpt
-        self._logger = None
-        self._run_lock = None
-        if log:
-            self._lock_run_dir(target)
-            recover_interrupted_saves(target)
-            abandon_newer_checkpoints(target, self.iteration)  # one timeline per run
-            truncate_progress(target, self.iteration)
-            self._open_run_dir(target)
-            if (target / BEST / "state.pt").is_file() and Path(ckpt) != target / BEST:
-                try:  # best/ may have been saved after this checkpoint, with a higher score
-                    best = float(load_checkpoint(target / BEST).get("best_score", -math.inf))
-                except ValueError:  # a corrupt best/ is replaced by the next best score
-                    best = -math.inf
-                self.best_score = max(self.best_score, best)
-
     def close(self) -> None:
         """Closes the envs and the log writers."""
         self.runner.close()
@@ -671,13 +607,6 @@ class PPOTrainer:
         if getattr(self, "_logger", None) is not None:
             self._logger.close()  # type: ignore[union-attr]
         self._release_run_dir()
-
-    def _release_run_dir(self) -> None:
-        """Drops the run directory's writer lock (the run's files stay)."""
-        lock = getattr(self, "_run_lock", None)
-        if lock is not None:
-            lock.release()
-            self._run_lock = None
 
     def __enter__(self) -> PPOTrainer:
         return self

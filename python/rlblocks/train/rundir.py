@@ -26,14 +26,24 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 try:
     import fcntl
 except ImportError:  # Windows: no advisory locks, a second writer is not detected
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCK_FILE", "RunDirLock", "claim_run_dir", "lock_run_dir", "run_files"]
+__all__ = [
+    "LOCK_FILE",
+    "RunDirLock",
+    "claim_run_dir",
+    "default_run_dir",
+    "fresh_run_dir",
+    "lock_run_dir",
+    "run_files",
+]
 
 #: The lock file of a run directory (holds the pid of the process writing the run).
 LOCK_FILE = ".lock"
@@ -148,7 +158,7 @@ def claim_run_dir(
     """
     run = Path(run_dir)
     if fresh_name:
-        run = _fresh(run)
+        run = fresh_run_dir(run)
     had_lock = (run / LOCK_FILE).exists()
     lock = lock_run_dir(run)
     try:
@@ -180,6 +190,27 @@ def claim_run_dir(
     return lock
 
 
+def default_run_dir(
+    config: Any, root: str | Path = "rlblocks_runs", algo: str | None = None
+) -> Path:
+    """``root/<ALGO>_<env>_<YYYYmmdd-HHMMSS>`` (a name not taken now; a suffix avoids
+    clashes; :func:`fresh_run_dir` makes it so that it cannot be taken meanwhile); ``algo``
+    defaults to the config's algorithm (RLlib runs name theirs).
+
+    Examples:
+        >>> from rlblocks.train.trainer_config import PPOConfig
+        >>> default_run_dir(PPOConfig(env="CartPole-v1")).name.startswith("PPO_CartPole-v1_")
+        True
+    """
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in config.env_name)
+    base = Path(root) / f"{algo or config.ALGORITHM}_{name}_{stamp}"
+    path, i = base, 1
+    while path.exists():
+        path, i = base.with_name(f"{base.name}_{i}"), i + 1
+    return path
+
+
 def _empty(path: Path) -> bool:
     """A run's file that holds nothing of a run: an empty file, or one that is not a
     regular file (a directory is never empty here)."""
@@ -191,8 +222,9 @@ def _empty(path: Path) -> bool:
         return True
 
 
-def _fresh(base: Path) -> Path:
-    """``base`` (or ``base_N``), made here and now: an existing name is never returned."""
+def fresh_run_dir(base: Path) -> Path:
+    """``base`` (or ``base_N``), created here and now: an existing directory is never
+    returned, also when another process picks the same name at the same moment."""
     base.parent.mkdir(parents=True, exist_ok=True)
     path, i = base, 1
     while True:
