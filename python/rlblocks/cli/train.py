@@ -1,21 +1,25 @@
 """``rlblocks train``: trains PPO and writes a run directory.
 
-``rlblocks train --env ENV [--config FILE.yaml|json] [--set key=value ...]
-[--stop-reward R] [--stop-timesteps N] [--resume RUN_DIR]`` trains PPO with a progress bar
-and writes a run directory (``config.json``, ``stop.json``, ``progress.csv``, checkpoints,
-``progress.png``). ``--set`` values are parsed as YAML (``lr=1e-3``,
-``model.fcnet_hiddens=[32,32]``, ``observation_filter=MeanStdFilter``); dotted keys reach
-into ``model`` and ``env_config`` (the env's constructor keyword arguments). ``--env`` takes
-a registered id or gymnasium's ``module:EnvId`` form: the module (found on ``sys.path`` or in
-the current directory) is imported, then the id made; ``module:callable`` calls a function
-of the module with ``env_config`` as keyword arguments (a PettingZoo or RLlib multi-agent
-env trains with :class:`~rlblocks.multiagent.trainer.MultiAgentPPOTrainer`). ``--tuned NAME``
-starts from a tuned config (``rlblocks tuned`` lists them; :mod:`rlblocks.train.tuned`), whose
-``stop`` block sets
-the default stop return and step budget (as a ``stop`` block in a ``--config`` file does).
-``--backend rllib`` trains with RLlib on Ray (:mod:`rlblocks.rllib.trainer`); with
-``--ray-address`` the user modules the config names are shipped to the cluster's workers
-(:mod:`rlblocks.rllib.runtime_env`), and env runners that fail to start are one error line.
+``rlblocks train --env ENV [--config FILE.yaml|json] [--set key=value ...] [--stop-reward R]
+[--stop-timesteps N] [--resume RUN_DIR] [--run-dir DIR [--overwrite]]`` trains PPO with a
+progress bar and writes a run directory (``config.json``, ``stop.json``, ``progress.csv``,
+checkpoints, ``progress.png``): a new directory, an empty one, or with ``--overwrite`` one
+whose previous run is deleted first; a directory another training writes is refused naming
+its pid (:mod:`rlblocks.train.rundir`). Ctrl-C stops the run with a checkpoint to
+``--resume`` from (exit code 130; :func:`~rlblocks.cli.train_stops.ctrl_c_saves`). ``--set``
+values are parsed as YAML (``lr=1e-3``, ``model.fcnet_hiddens=[32,32]``,
+``observation_filter=MeanStdFilter``); dotted keys reach into ``model`` and ``env_config``
+(the env's constructor keyword arguments). ``--env`` takes a registered id or gymnasium's
+``module:EnvId`` form: the module (found on ``sys.path`` or in the current directory) is
+imported, then the id made; ``module:callable`` calls a function of the module with
+``env_config`` as keyword arguments (a PettingZoo or RLlib multi-agent env trains with
+:class:`~rlblocks.multiagent.trainer.MultiAgentPPOTrainer`). ``--tuned NAME`` starts from a
+tuned config (``rlblocks tuned`` lists them; :mod:`rlblocks.train.tuned`), whose ``stop``
+block sets the default stop return and step budget (as a ``stop`` block in a ``--config``
+file does). ``--backend rllib`` trains with RLlib on Ray (:mod:`rlblocks.rllib.trainer`);
+with ``--ray-address`` the user modules the config names are shipped to the cluster's
+workers (:mod:`rlblocks.rllib.runtime_env`), and env runners that fail to start are one
+error line.
 
 Examples:
     >>> from rlblocks.cli import build_parser
