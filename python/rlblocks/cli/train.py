@@ -1,21 +1,25 @@
 """``rlblocks train``: trains PPO and writes a run directory.
 
-``rlblocks train --env ENV [--config FILE.yaml|json] [--set key=value ...]
-[--stop-reward R] [--stop-timesteps N] [--resume RUN_DIR]`` trains PPO with a progress bar
-and writes a run directory (``config.json``, ``stop.json``, ``progress.csv``, checkpoints,
-``progress.png``). ``--set`` values are parsed as YAML (``lr=1e-3``,
-``model.fcnet_hiddens=[32,32]``, ``observation_filter=MeanStdFilter``); dotted keys reach
-into ``model`` and ``env_config`` (the env's constructor keyword arguments). ``--env`` takes
-a registered id or gymnasium's ``module:EnvId`` form: the module (found on ``sys.path`` or in
-the current directory) is imported, then the id made; ``module:callable`` calls a function
-of the module with ``env_config`` as keyword arguments (a PettingZoo or RLlib multi-agent
-env trains with :class:`~rlblocks.multiagent.trainer.MultiAgentPPOTrainer`). ``--tuned NAME``
-starts from a tuned config (``rlblocks tuned`` lists them; :mod:`rlblocks.train.tuned`), whose
-``stop`` block sets
-the default stop return and step budget (as a ``stop`` block in a ``--config`` file does).
-``--backend rllib`` trains with RLlib on Ray (:mod:`rlblocks.rllib.trainer`); with
-``--ray-address`` the user modules the config names are shipped to the cluster's workers
-(:mod:`rlblocks.rllib.runtime_env`), and env runners that fail to start are one error line.
+``rlblocks train --env ENV [--config FILE.yaml|json] [--set key=value ...] [--stop-reward R]
+[--stop-timesteps N] [--resume RUN_DIR] [--run-dir DIR [--overwrite]]`` trains PPO with a
+progress bar and writes a run directory (``config.json``, ``stop.json``, ``progress.csv``,
+checkpoints, ``progress.png``): a new directory, an empty one, or with ``--overwrite`` one
+whose previous run is deleted first; a directory another training writes is refused naming
+its pid (:mod:`rlblocks.train.rundir`). Ctrl-C stops the run with a checkpoint to
+``--resume`` from (exit code 130; :func:`~rlblocks.cli.train_stops.ctrl_c_saves`). ``--set``
+values are parsed as YAML (``lr=1e-3``, ``model.fcnet_hiddens=[32,32]``,
+``observation_filter=MeanStdFilter``); dotted keys reach into ``model`` and ``env_config``
+(the env's constructor keyword arguments). ``--env`` takes a registered id or gymnasium's
+``module:EnvId`` form: the module (found on ``sys.path`` or in the current directory) is
+imported, then the id made; ``module:callable`` calls a function of the module with
+``env_config`` as keyword arguments (a PettingZoo or RLlib multi-agent env trains with
+:class:`~rlblocks.multiagent.trainer.MultiAgentPPOTrainer`). ``--tuned NAME`` starts from a
+tuned config (``rlblocks tuned`` lists them; :mod:`rlblocks.train.tuned`), whose ``stop``
+block sets the default stop return and step budget (as a ``stop`` block in a ``--config``
+file does). ``--backend rllib`` trains with RLlib on Ray (:mod:`rlblocks.rllib.trainer`);
+with ``--ray-address`` the user modules the config names are shipped to the cluster's
+workers (:mod:`rlblocks.rllib.runtime_env`), and env runners that fail to start are one
+error line.
 
 Examples:
     >>> from rlblocks.cli import build_parser
@@ -26,6 +30,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import shutil
@@ -40,7 +45,9 @@ from rlblocks.cli.train_config import config_data
 from rlblocks.cli.train_stops import (
     DEFAULT_STOP_TIMESTEPS,
     Stops,
+    budget_note,
     check_stop_flags,
+    ctrl_c_saves,
     last_return,
     saved_stops,
     write_stops,
@@ -60,7 +67,11 @@ def add_parser(sub: Any) -> None:
         "dotted keys reach into model, env_config and stop. A --config file or a --tuned "
         "config may end with a stop: {episode_return_mean: R, timesteps_total: N} block. "
         "--resume RUN_DIR continues a run by its saved config and stop conditions; "
-        "resuming from an older checkpoint moves the later ones into abandoned_<time>/.",
+        "resuming from an older checkpoint moves the later ones into abandoned_<time>/. "
+        "A --run-dir holding a previous run is refused unless --resume or --overwrite; one "
+        "that another training writes is refused (naming its pid). Ctrl-C stops at the end "
+        "of the iteration and saves a checkpoint to --resume from (exit code 130); a "
+        "second Ctrl-C aborts at once.",
     )
     train.add_argument(
         "--env",
@@ -97,7 +108,17 @@ def add_parser(sub: Any) -> None:
         help=f"stop after this many env steps (default {DEFAULT_STOP_TIMESTEPS})",
     )
     train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its checkpoint")
-    train.add_argument("--run-dir", help="run directory (default rlblocks_runs/PPO_<env>_<time>)")
+    train.add_argument(
+        "--run-dir",
+        help="run directory (default rlblocks_runs/PPO_<env>_<time>, always a new one); a "
+        "directory holding a previous run is refused unless --resume or --overwrite",
+    )
+    train.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the previous run in --run-dir (its config, progress, checkpoints and "
+        "exported policies are deleted; other files are never touched)",
+    )
     train.add_argument(
         "--runs-root", default="rlblocks_runs", help="parent of default run directories"
     )
@@ -156,8 +177,14 @@ def run(args: argparse.Namespace) -> int:
             "--resume continues a run with its saved config; --env, --config, "
             "--tuned and --set cannot be combined with it"
         )
+    if args.overwrite and (args.resume or not args.run_dir):
+        raise ValueError(
+            "--overwrite replaces the run in --run-dir DIR: give --run-dir (and no --resume)"
+        )
     created: Path | None = None  # a run directory this command made (removed if it fails)
+    made_root = False
     trainer: Any = None
+    claim: Any = None  # the run directory's writer lock (rlblocks.train.rundir)
     try:
         if args.resume and rllib_run(args.resume):
             trainer = rllib_trainer().RLlibTrainer.restore(
@@ -172,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
             run_dir = find_checkpoint(args.resume).parent
             stops = Stops(args, (None, None), _run_env(run_dir), saved_stops(run_dir))
             stops.check_not_met(int(meta["timesteps_total"]), last_return(args.resume, meta))
+            claim = _lock(run_dir)  # before the resume changes any file
             trainer = _restore(args.resume)
         else:
             data, file_stops, file_algo = config_data(args)
@@ -181,21 +209,42 @@ def run(args: argparse.Namespace) -> int:
             config = _config_class(args.backend, flags["algo"]).from_dict(data)
             stops = Stops(args, file_stops, config.env, {})
             _check_budget(config, stops, args.backend, flags)
-            target = (
-                Path(args.run_dir)
-                if args.run_dir
-                else _default_run_dir(config, args.runs_root, flags["algo"])
-            )
-            created = None if target.exists() else target
+            if args.run_dir:
+                target = Path(args.run_dir)
+                created = None if target.exists() else target
+                claim = _claim(target, args.overwrite, False)
+            else:  # a name of its own, made here (never another run's)
+                made_root = not Path(args.runs_root).exists()
+                claim = _claim(_default_run_dir(config, args.runs_root, flags["algo"]), False, True)
+                target = created = claim.path
             trainer = _new_trainer(args, flags, config, target)
         return _fit(args, trainer, stops)
     except BaseException:
         if created is not None and not list_checkpoints(created) and not read_progress(created):
             shutil.rmtree(created, ignore_errors=True)  # a failed start leaves nothing behind
+            if made_root:
+                with contextlib.suppress(OSError):  # and the --runs-root made for it
+                    created.parent.rmdir()
         raise
     finally:
-        if trainer is not None:
-            trainer.close()
+        try:
+            if trainer is not None:
+                trainer.close()
+        finally:
+            if claim is not None:
+                claim.release()
+
+
+def _claim(target: Path, overwrite: bool, fresh_name: bool) -> Any:
+    from rlblocks.train.rundir import claim_run_dir
+
+    return claim_run_dir(target, overwrite=overwrite, fresh_name=fresh_name)
+
+
+def _lock(run_dir: Path) -> Any:
+    from rlblocks.train.rundir import lock_run_dir
+
+    return lock_run_dir(run_dir)
 
 
 def _check_budget(config: Any, stops: Stops, backend: str, flags: dict[str, Any]) -> None:
@@ -324,14 +373,27 @@ def _fit(args: argparse.Namespace, trainer: Any, stops: Stops) -> int:
     )
     print(
         f"rlblocks train: {algo} on {cfg.env_name}, {cfg.num_envs} envs, until {until}"
-        f"{stops.timesteps} steps; run directory: {run_dir}",
+        f"{stops.timesteps} steps{budget_note(trainer, stops.timesteps)}; "
+        f"run directory: {run_dir}",
         flush=True,
     )
-    metrics = trainer.fit(
-        stop_reward=stops.reward, stop_timesteps=stops.timesteps, progress=not args.no_progress
-    )
+    with ctrl_c_saves(trainer) as interrupted:
+        metrics = trainer.fit(
+            stop_reward=stops.reward,
+            stop_timesteps=stops.timesteps,
+            progress=not args.no_progress,
+        )
     plot = plot_run(trainer.run_dir or ".")
     ret = metrics.get("episode_return_mean", math.nan)
+    if interrupted:
+        print(
+            f"rlblocks train: interrupted after {trainer.timesteps_total} steps (iteration "
+            f"{trainer.iteration}); saved checkpoint: {trainer.checkpoint_path}\n"
+            f"continue with: rlblocks train --resume {run_dir}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 130
     print(
         f"done: {metrics.get('timesteps_total', 0)} steps, {metrics.get('episodes_total', 0)} "
         f"episodes, mean return {ret:.1f} (last {cfg.metrics_smoothing_episodes} episodes), "

@@ -1,5 +1,7 @@
 """When ``rlblocks train`` stops: the flags, the ``stop`` block of a config, the run's
-``stop.json`` (a ``--resume`` goes on by it) or the defaults, and where each came from.
+``stop.json`` (a ``--resume`` goes on by it) or the defaults, and where each came from;
+what the step budget comes to (:func:`budget_note`); and Ctrl-C, which stops the run with a
+checkpoint (:func:`ctrl_c_saves`).
 
 Examples:
     >>> import tempfile
@@ -12,16 +14,24 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import signal
+import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "DEFAULT_STOP_TIMESTEPS",
     "STOP_FILE",
+    "CtrlC",
     "Stops",
+    "budget_note",
     "check_stop_flags",
+    "ctrl_c_saves",
     "last_return",
     "saved_stops",
     "write_stops",
@@ -151,3 +161,73 @@ def last_return(path: str | Path, meta: dict[str, Any]) -> Any:
         if row.get("training_iteration") == meta.get("iteration"):
             return row.get("episode_return_mean")
     return None
+
+
+def budget_note(trainer: Any, timesteps: int) -> str:
+    """What the step budget comes to, when not exactly ``timesteps`` (for the start line):
+    native trainers step all their envs together (the last iteration is cut short, to whole
+    steps of every env); RLlib trains whole iterations (PPO, APPO, IMPALA: of about
+    ``train_batch_size`` steps) and ends at the one nearest the budget.
+
+    Examples:
+        >>> class Native:
+        ...     class config: num_envs = 8
+        >>> budget_note(Native(), 2001)
+        ' (2008: whole steps of its 8 envs)'
+        >>> budget_note(Native(), 2000)
+        ''
+    """
+    cfg = trainer.config
+    backend = getattr(trainer, "backend", None)
+    if isinstance(backend, dict):
+        if backend.get("algo") in ("DQN", "SAC"):
+            return " (RLlib trains whole iterations: the run ends at the one nearest it)"
+        batch = max(1, int(cfg.train_batch_size))
+        iters = max(1, round(timesteps / batch))
+        return (
+            f" (RLlib trains whole iterations of about {batch} steps: the run ends at the "
+            f"one nearest it, after about {iters * batch})"
+        )
+    n = max(1, int(cfg.num_envs))
+    whole = -(-timesteps // n) * n
+    return f" ({whole}: whole steps of its {n} envs)" if whole != timesteps else ""
+
+
+class CtrlC:
+    """How many times Ctrl-C was pressed during :func:`ctrl_c_saves` (true after one)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+
+@contextlib.contextmanager
+def ctrl_c_saves(trainer: Any) -> Iterator[CtrlC]:
+    """Within the block, a first Ctrl-C (SIGINT) asks ``trainer`` to stop as soon as it
+    can save (``trainer.interrupt()``: its ``fit`` ends and writes the final checkpoint)
+    and says so on stderr; a second one raises KeyboardInterrupt at once. Outside the main
+    thread (no signal handlers there) nothing changes."""
+    pressed = CtrlC()
+    if threading.current_thread() is not threading.main_thread():
+        yield pressed
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        pressed.count += 1
+        if pressed.count > 1:
+            raise KeyboardInterrupt
+        trainer.interrupt()
+        print(
+            "\nrlblocks train: Ctrl-C: stopping to save a checkpoint "
+            "(Ctrl-C again aborts without one)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, previous)

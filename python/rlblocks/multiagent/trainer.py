@@ -280,8 +280,9 @@ class MultiAgentPPOTrainer(PPOTrainer):
         for parts in self.policies.values():
             parts.learner.set_lr(lr)
         self.hub.episodes_this_iter = 0
-        batches = self._collect(int(cfg.rollout_fragment_length))
-        env_steps = int(cfg.rollout_fragment_length) * cfg.num_envs
+        per_env = self._steps_per_env(int(cfg.rollout_fragment_length))
+        batches = self._collect(per_env)
+        env_steps = per_env * cfg.num_envs
         agent_steps = sum(b.num_steps for b in batches.values())
         self.timesteps_total += env_steps
         self.agent_timesteps_total += agent_steps
@@ -570,3 +571,4 @@ class MultiAgentPPOTrainer(PPOTrainer):
             self.hub.close()
         if getattr(self, "_logger", None) is not None:
             self._logger.close()  # type: ignore[union-attr]
+        self._release_run_dir()

@@ -20,27 +20,18 @@ naming their error (:func:`actor_start_failure`), not RLlib's ``IndexError``.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
 import math
-import os
 import pickle
 import shutil
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from rlblocks.rllib._ray import (
-    COMPONENT_ENV_TO_MODULE_CONNECTOR,
-    RayError,
-    RayTaskError,
-    actor_table,
-    ray,
-)
+from rlblocks.rllib._ray import COMPONENT_ENV_TO_MODULE_CONNECTOR
 from rlblocks.rllib.algo_config import (
     Q_ALGOS,
     PolicyMapping,
@@ -50,9 +41,11 @@ from rlblocks.rllib.algo_config import (
 from rlblocks.rllib.checkpoints import FILTER_FILE, META_FILE, checkpoints, newest_checkpoint
 from rlblocks.rllib.connectors import MeanStdFilterBatched
 from rlblocks.rllib.runtime_env import runtime_env_for
+from rlblocks.rllib.startup import actor_start_failure, build_algo, init_ray
 from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.logger import ProgressLogger, truncate_progress
-from rlblocks.train.loop import train_until
+from rlblocks.train.loop import nearest_iteration, train_until
+from rlblocks.train.rundir import lock_run_dir
 from rlblocks.train.trainer_config import PPOConfig
 
 __all__ = [
@@ -110,11 +103,6 @@ _POLICY_STATS = (
     "lr",
 )
 
-#: The environment variables through which ``ray job submit`` hands the job's config to its
-#: driver, and tell Ray to let the driver's ``runtime_env`` fields override the job's.
-_RAY_JOB_CONFIG = "RAY_JOB_CONFIG_JSON_ENV_VAR"
-_RAY_OVERRIDE_JOB_ENV = "RAY_OVERRIDE_JOB_RUNTIME_ENV"
-
 #: progress.csv column -> the learner metrics RLlib reports it under, the first present
 #: wins: IMPALA logs its losses summed over the batch as ``pi_loss`` / ``vf_loss`` and the
 #: means as ``mean_pi_loss`` / ``mean_vf_loss``; PPO, APPO, DQN and SAC log the means as
@@ -165,184 +153,6 @@ def _count(value: Any) -> int:
     """A count RLlib reports (0 when it reports none, or nan in an iteration without one)."""
     out = _num(value)
     return int(out) if math.isfinite(out) else 0
-
-
-def _job_runtime_env() -> dict[str, Any]:
-    """The ``runtime_env`` of the Ray job this driver runs in (``ray job submit
-    --runtime-env-json ...``; {} when not submitted as a job)."""
-    try:
-        job = json.loads(os.environ.get(_RAY_JOB_CONFIG, "") or "{}")
-    except ValueError:
-        return {}
-    found = job.get("runtime_env") if isinstance(job, dict) else None
-    return dict(found) if isinstance(found, dict) else {}
-
-
-def _with_job_py_modules(runtime_env: Mapping[str, Any] | None) -> tuple[dict[str, Any], bool]:
-    """``runtime_env`` for ``ray.init`` in this driver, and whether Ray must let it override
-    the submitted job's: when both name ``py_modules``, the job's come first in ours."""
-    env = dict(runtime_env or {})
-    theirs = list(_job_runtime_env().get("py_modules") or [])
-    if not theirs or "py_modules" not in env:
-        return env, False
-    env["py_modules"] = theirs + [m for m in env["py_modules"] if m not in theirs]
-    return env, True
-
-
-def _init_ray(address: str | None, runtime_env: dict[str, Any] | None = None) -> None:
-    """Connects to ``address`` with ``runtime_env`` as the job's.
-
-    ``address`` None: the ``RAY_ADDRESS`` environment variable's cluster (a submitted job),
-    else a new local Ray sized to the machine, even where a cluster started on this machine
-    would answer a plain ``ray.init()`` (``"auto"`` joins that one). A submitted job's own
-    ``py_modules`` are kept (Ray refuses a driver's ``py_modules`` next to the job's unless
-    told to override: ours then lists theirs first)."""
-    if ray.is_initialized():
-        return
-    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-    if address:
-        kwargs["address"] = address
-    elif not os.environ.get("RAY_ADDRESS"):
-        kwargs["address"] = "local"
-        kwargs["num_cpus"] = os.cpu_count() or 1
-    env, override = _with_job_py_modules(runtime_env)
-    if env:
-        kwargs["runtime_env"] = env
-    saved = os.environ.get(_RAY_OVERRIDE_JOB_ENV)
-    if override:
-        os.environ[_RAY_OVERRIDE_JOB_ENV] = "1"
-    try:
-        ray.init(**kwargs)
-    finally:
-        if override:
-            if saved is None:
-                os.environ.pop(_RAY_OVERRIDE_JOB_ENV, None)
-            else:
-                os.environ[_RAY_OVERRIDE_JOB_ENV] = saved
-
-
-#: RLlib's loggers that report env runners failing to start (held back while the algorithm is
-#: built: one line names the cause instead).
-_START_LOGGERS = ("ray.rllib.utils.actor_manager", "ray.rllib.env.env_runner_group")
-
-
-class _HoldRecords(logging.Filter):
-    """Holds back the records of :data:`_START_LOGGERS` while installed."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.records: list[logging.LogRecord] = []
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        self.records.append(record)
-        return False
-
-
-@contextlib.contextmanager
-def _held_rllib_logs() -> Iterator[_HoldRecords]:
-    """Holds back :data:`_START_LOGGERS`' records; they are logged at the end unless the
-    caller empties ``records``."""
-    hold = _HoldRecords()
-    loggers = [logging.getLogger(name) for name in _START_LOGGERS]
-    for logger in loggers:
-        logger.addFilter(hold)
-    try:
-        yield hold
-    finally:
-        for logger in loggers:
-            logger.removeFilter(hold)
-        for record in hold.records:
-            logging.getLogger(record.name).handle(record)
-
-
-def _dead_actors() -> dict[str, Any]:
-    """This job's dead Ray actors (``{actor_id: info}`` of Ray's actor table; {} when Ray
-    cannot tell)."""
-    if actor_table is None:
-        return {}
-    try:
-        job = ray.JobID.from_hex(ray.get_runtime_context().get_job_id())
-        return dict(actor_table(job_id=job, actor_state_name="DEAD"))
-    except Exception:  # Ray's actor table is a debugging API: no answer is no diagnosis
-        return {}
-
-
-def _one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split())
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
-
-
-def _creation_error(death_cause: Any) -> str | None:
-    """What stopped an actor from starting: its constructor's exception or its runtime env's
-    setup error, in one line (None: it died of something else)."""
-    if death_cause.HasField("creation_task_failure_context"):
-        err: Any = RayError.from_ray_exception(death_cause.creation_task_failure_context)
-        # ActorDiedError(RayTaskError(cause)): the cause is the constructor's exception
-        for _ in range(8):  # a few wrappers deep at most
-            if not isinstance(err, RayError):
-                break
-            inner = err.args[0] if err.args and isinstance(err.args[0], RayError) else None
-            if isinstance(err, RayTaskError) and isinstance(err.cause, BaseException):
-                inner = err.cause
-            if inner is None:
-                break
-            err = inner
-        if isinstance(err, RayError):  # no exception object inside: its traceback's last line
-            lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
-            return lines[-1] if lines else type(err).__name__
-        return _one_line(err)
-    if death_cause.HasField("runtime_env_failed_context"):
-        lines = [
-            ln.strip()
-            for ln in death_cause.runtime_env_failed_context.error_message.splitlines()
-            if ln.strip()
-        ]
-        return f"RuntimeEnvSetupError: {lines[-1] if lines else 'the runtime env failed'}"
-    return None
-
-
-def actor_start_failure(dead_before: Mapping[str, Any]) -> str | None:
-    """One line naming why Ray actors of this job failed to start since ``dead_before`` (the
-    dead actors then), e.g. ``env runners failed to start: ModuleNotFoundError: No module
-    named 'my_pkg'``; None when none did.
-
-    Examples:
-        >>> actor_start_failure({}) is None  # no Ray started: no actor failed
-        True
-    """
-    if not ray.is_initialized():
-        return None
-    causes: dict[str, dict[str, None]] = {}
-    for actor_id, info in _dead_actors().items():
-        if actor_id in dead_before:
-            continue
-        try:
-            cause = _creation_error(info["DeathCause"])
-        except Exception:  # an exception Ray cannot unpickle here: RLlib's error stands
-            cause = None
-        if cause is not None:
-            name = str(info.get("ActorClassName", ""))
-            what = "env runners" if "EnvRunner" in name else f"Ray actors {name}".strip()
-            causes.setdefault(what, {})[cause] = None
-    if not causes:
-        return None
-    return "; ".join(f"{what} failed to start: {'; '.join(c)}" for what, c in causes.items())
-
-
-def _build_algo(algo_config: Any) -> Any:
-    """``algo_config.build_algo()``; env runners (or other actors) that fail to start are a
-    ValueError naming the cause (RLlib reports them as an ``IndexError`` in ``get_spaces``
-    after logging each runner's traceback, which is held back then)."""
-    dead_before = _dead_actors()
-    with _held_rllib_logs() as held:
-        try:
-            return algo_config.build_algo()
-        except Exception as err:
-            failure = actor_start_failure(dead_before)
-            if failure is None:
-                raise
-            held.records.clear()
-            raise ValueError(failure) from err
 
 
 class RLlibTrainer:
@@ -407,7 +217,24 @@ class RLlibTrainer:
         self.time_total_s = 0.0
         self.last_metrics: dict[str, Any] = {}
         self.checkpoint_path: Path | None = None
-        if not _resumed:
+        self.stop_requested = False
+        self.steps_this_iter = 0
+        self._run_lock = lock_run_dir(self.run_dir)  # one writer (rlblocks.train.rundir)
+        try:
+            self._start(algo_config, ray_address, runtime_env, _resumed)
+        except BaseException:
+            self._run_lock.release()
+            raise
+
+    def _start(
+        self,
+        algo_config: Any,
+        ray_address: str | None,
+        runtime_env: Mapping[str, Any] | None,
+        resumed: bool,
+    ) -> None:
+        """Writes ``config.json`` (a new run), starts Ray and builds the algorithm."""
+        if not resumed:
             try:
                 self.run_dir.mkdir(parents=True, exist_ok=True)
                 (self.run_dir / "config.json").write_text(
@@ -420,14 +247,14 @@ class RLlibTrainer:
                     f"cannot use {str(self.run_dir)!r} as the run directory: {err.strerror or err}"
                 ) from err
         self._logger = ProgressLogger(self.run_dir)
-        _init_ray(ray_address, runtime_env_for(self.config, runtime_env))
+        init_ray(ray_address, runtime_env_for(self.config, runtime_env))
         fn = getattr(algo_config, "policy_mapping_fn", None)
         #: ``{agent_id: policy_id}`` of a multi-agent run (None: single-agent).
         self.policy_mapping: dict[Any, Any] | None = (
             dict(fn.mapping) if isinstance(fn, PolicyMapping) else None
         )
         self.agent_timesteps_total = 0
-        self.algo = _build_algo(algo_config)
+        self.algo = build_algo(algo_config)
 
     # --- training ------------------------------------------------------------------------------
     @flushing_denormals
@@ -442,6 +269,8 @@ class RLlibTrainer:
         learner = learners.get(policies[0] if len(policies) == 1 else "default_policy", {})
         steps = _count(runners.get("num_env_steps_sampled_lifetime", 0))
         done_now = steps - self.timesteps_total
+        #: The env steps of the last iteration.
+        self.steps_this_iter = done_now
         self.iteration += 1
         self.timesteps_total = steps
         episodes = _count(runners.get("num_episodes", 0))
@@ -501,6 +330,10 @@ class RLlibTrainer:
                     value = self.config.lr
                 metrics[f"{stat}/{policy}"] = value
 
+    def interrupt(self) -> None:
+        """Asks :meth:`fit` to stop after the current RLlib iteration and save (Ctrl-C)."""
+        self.stop_requested = True
+
     def fit(
         self,
         stop_reward: float | None = None,
@@ -509,7 +342,20 @@ class RLlibTrainer:
         stop_iters: int | None = None,
     ) -> dict[str, Any]:
         """Trains until the mean return, step or iteration budget is reached; checkpoints
-        every ``config.checkpoint_freq`` iterations and at the end."""
+        every ``config.checkpoint_freq`` iterations and at the end.
+
+        RLlib samples whole iterations, which cannot be cut short: with ``stop_timesteps``
+        the run ends at the iteration nearest the budget (once it is less than half an
+        iteration away, :func:`~rlblocks.train.loop.nearest_iteration`)."""
+        self.stop_requested = False
+
+        class _NearestIteration:
+            @staticmethod
+            def on_iteration(trainer: RLlibTrainer, result: dict[str, Any]) -> bool:
+                return stop_timesteps is not None and nearest_iteration(
+                    trainer.timesteps_total, stop_timesteps, trainer.steps_this_iter
+                )
+
         return train_until(
             self,
             f"{self.backend['algo']} (RLlib) {self.config.env_name}",
@@ -519,6 +365,7 @@ class RLlibTrainer:
             progress,
             self.save,
             self.config.checkpoint_freq,
+            callbacks=[_NearestIteration()],
         )
 
     # --- checkpoints ---------------------------------------------------------------------------
@@ -607,6 +454,9 @@ class RLlibTrainer:
         return trainer
 
     def close(self) -> None:
-        """Stops the algorithm (its env runners and learners)."""
-        self.algo.stop()
-        self._logger.close()
+        """Stops the algorithm (its env runners and learners) and unlocks the run directory."""
+        try:
+            self.algo.stop()
+            self._logger.close()
+        finally:
+            self._run_lock.release()

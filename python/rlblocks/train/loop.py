@@ -20,7 +20,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ["Callback", "StopTraining", "Trainable", "episode_summary", "should_stop", "train_until"]
+__all__ = [
+    "Callback",
+    "StopTraining",
+    "Trainable",
+    "episode_summary",
+    "nearest_iteration",
+    "should_stop",
+    "train_until",
+]
 
 
 class StopTraining(Exception):  # noqa: N818 (a signal, not an error)
@@ -86,6 +94,18 @@ def should_stop(
     except (TypeError, ValueError):
         ret = math.nan
     return stop_reward is not None and not math.isnan(ret) and ret >= stop_reward
+
+
+def nearest_iteration(steps: int, budget: int, iteration_steps: int) -> bool:
+    """Whether a trainer that runs whole iterations of about ``iteration_steps`` steps
+    (RLlib's) is nearest its step ``budget`` now: the budget is reached, or is less than
+    half an iteration away (one more would end farther past it).
+
+    Examples:
+        >>> nearest_iteration(4096, 5000, 2048), nearest_iteration(4096, 5200, 2048)
+        (True, False)
+    """
+    return steps >= budget or 2 * (budget - steps) < iteration_steps
 
 
 def train_until(

@@ -332,7 +332,13 @@ class OffPolicyTrainer(PPOTrainer):
         stats: list[dict[str, float]] = []
         finished: list[float] = []
         target = self.timesteps_total + cfg.timesteps_per_iteration
+        budget = getattr(self, "_step_budget", None)
+        if budget is not None:  # the last iteration of fit's step budget ends at it
+            target = min(target, max(budget, self.timesteps_total + 1))
+        first = self.timesteps_total
         while self.timesteps_total < target:
+            if getattr(self, "_interrupted", False) and self.timesteps_total > first:
+                break  # Ctrl-C: the iteration ends here, whole
             before = self.timesteps_total
             steps, returns, lengths = self._step_envs()
             self.timesteps_total += steps
@@ -350,6 +356,7 @@ class OffPolicyTrainer(PPOTrainer):
             )
         elapsed = time.perf_counter() - start
         self.time_total_s += elapsed
+        done_now = self.timesteps_total - first
         returns_window = list(self.episode_returns)
         metrics: dict[str, Any] = {
             "training_iteration": self.iteration,
@@ -373,7 +380,7 @@ class OffPolicyTrainer(PPOTrainer):
                 "num_updates": self.num_updates,
                 "replay_size": len(self.replay),
                 "lr": lr,
-                "steps_per_s": cfg.timesteps_per_iteration / elapsed if elapsed > 0 else math.nan,
+                "steps_per_s": done_now / elapsed if elapsed > 0 else math.nan,
                 "time_this_iter_s": elapsed,
                 "time_total_s": self.time_total_s,
             }
@@ -551,6 +558,7 @@ class OffPolicyTrainer(PPOTrainer):
             self._eval_env = None
         if getattr(self, "_logger", None) is not None:
             self._logger.close()  # type: ignore[union-attr]
+        self._release_run_dir()
 
 
 class DQNTrainer(OffPolicyTrainer):

@@ -23,14 +23,12 @@ Examples:
 
 from __future__ import annotations
 
-import json
 import math
 import pickle
 import random
 import time
 import warnings
 from collections.abc import Callable, Mapping
-from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -43,7 +41,6 @@ from rlblocks.filters import get_filter
 from rlblocks.models.visionnet import resolved_conv_filters
 from rlblocks.nest import tree_index
 from rlblocks.train.checkpoint import (
-    abandon_newer_checkpoints,
     checkpoint_run_dir,
     load_checkpoint,
     prune_checkpoints,
@@ -59,35 +56,15 @@ from rlblocks.train.envs import (
 )
 from rlblocks.train.evaluation import evaluate_policy
 from rlblocks.train.learner import PPOLearner
-from rlblocks.train.logger import ProgressLogger, truncate_progress
+from rlblocks.train.logger import ProgressLogger
 from rlblocks.train.loop import StopTraining, train_until
 from rlblocks.train.policy import Policy
+from rlblocks.train.run_logging import BEST, RunDirectoryMixin
+from rlblocks.train.rundir import RunDirLock, default_run_dir, fresh_run_dir
 from rlblocks.train.runner import EnvRunner
 from rlblocks.train.trainer_config import PPOConfig, TrainerConfig, lr_at
 
 __all__ = ["BEST", "PPOTrainer", "StopTraining", "default_run_dir"]
-
-#: The run directory's subdirectory holding the best checkpoint so far.
-BEST = "best"
-
-
-def default_run_dir(
-    config: TrainerConfig, root: str | Path = "rlblocks_runs", algo: str | None = None
-) -> Path:
-    """``root/<ALGO>_<env>_<YYYYmmdd-HHMMSS>`` (a fresh name; a suffix avoids clashes);
-    ``algo`` defaults to the config's algorithm (RLlib runs name theirs).
-
-    Examples:
-        >>> default_run_dir(PPOConfig(env="CartPole-v1")).name.startswith("PPO_CartPole-v1_")
-        True
-    """
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in config.env_name)
-    base = Path(root) / f"{algo or config.ALGORITHM}_{name}_{stamp}"
-    path, i = base, 1
-    while path.exists():
-        path, i = base.with_name(f"{base.name}_{i}"), i + 1
-    return path
 
 
 def _json_config(config: TrainerConfig) -> dict[str, Any]:
@@ -106,7 +83,7 @@ def _resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-class PPOTrainer:
+class PPOTrainer(RunDirectoryMixin):
     """Trains a catalog model with PPO on a gymnasium env (see :class:`PPOConfig`).
 
     Args:
@@ -169,6 +146,7 @@ class PPOTrainer:
         self.run_dir: Path | None = None
         self.checkpoint_path: Path | None = None
         self._logger: ProgressLogger | None = None
+        self._run_lock: RunDirLock | None = None
         if run_dir is not None:
             try:
                 self._open_run_dir(Path(run_dir))
@@ -186,6 +164,13 @@ class PPOTrainer:
         """Asks :meth:`fit` to stop after the current iteration (e.g. from a callback)."""
         self.stop_requested = True
 
+    def interrupt(self) -> None:
+        """Asks :meth:`fit` to stop as soon as the run can be saved whole (Ctrl-C in
+        ``rlblocks train``): PPO after the current iteration's update, DQN and SAC at the
+        next env step (a shorter iteration); ``fit`` then writes its final checkpoint."""
+        self.stop_requested = True
+        self._interrupted = True
+
     def _build(self, venv: Any) -> None:
         cfg = self.config
         self.venv = venv if venv is not None else vector_env_from_config(cfg)
@@ -198,18 +183,6 @@ class PPOTrainer:
         self.runner = EnvRunner(
             cfg, self.policy, self.preprocessor, self.obs_filter, self.seed, venv=self.venv
         )
-
-    def _open_run_dir(self, run_dir: Path) -> None:
-        try:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            data = self._config_json()
-            (run_dir / "config.json").write_text(json.dumps(data, indent=2, default=repr))
-            self._logger = ProgressLogger(run_dir, tensorboard=self.config.tensorboard)
-        except OSError as err:
-            raise ValueError(
-                f"cannot use {str(run_dir)!r} as the run directory: {err.strerror or err}"
-            ) from err
-        self.run_dir = run_dir
 
     def _config_json(self) -> dict[str, Any]:
         """``config.json``: the config, with the conv stack the vision net picked (RLlib's
@@ -244,7 +217,7 @@ class PPOTrainer:
         start = time.perf_counter()
         lr = lr_at(cfg, self.timesteps_total)
         self.learner.set_lr(lr)
-        batch = self.runner.collect(int(cfg.rollout_fragment_length))
+        batch = self.runner.collect(self._steps_per_env(int(cfg.rollout_fragment_length)))
         self.timesteps_total += batch.num_steps
         stats = self.learner.update(batch, self._rng)
         self.iteration += 1
@@ -274,6 +247,16 @@ class PPOTrainer:
             name = f"model_{key}" if key in metrics else key
             metrics[name] = value
         return self._finish_iteration(metrics)
+
+    def _steps_per_env(self, per_env: int) -> int:
+        """This iteration's steps of each env: ``per_env``, fewer in the last iteration of
+        :meth:`fit`'s step budget (it ends at the budget, rounded up to whole steps of all
+        ``num_envs`` envs)."""
+        budget = getattr(self, "_step_budget", None)
+        if budget is None:
+            return per_env
+        left = budget - self.timesteps_total
+        return max(1, min(per_env, -(-left // self.config.num_envs)))
 
     def _finish_iteration(self, metrics: dict[str, Any]) -> dict[str, Any]:
         """The iteration's ``evaluation/...`` columns (with ``evaluation_interval``: an
@@ -348,7 +331,9 @@ class PPOTrainer:
 
         Args:
             stop_reward: Stop once the mean return reaches this.
-            stop_timesteps: Stop once ``timesteps_total`` reaches this.
+            stop_timesteps: Stop once ``timesteps_total`` reaches this: the last iteration
+                is shorter (a shorter rollout, fewer off-policy steps), so the run ends at
+                the budget rounded up to whole steps of its ``num_envs`` envs.
             progress: Show a tqdm progress bar (timesteps, mean return, steps/s).
             stop_iters: Stop after this many iterations in total.
             callbacks: Objects with ``on_iteration(trainer, result)`` (returning True
@@ -363,6 +348,7 @@ class PPOTrainer:
             ValueError: No stopping criterion given.
         """
         self.stop_requested = False
+        self._interrupted = False
         interval = self.config.evaluation_interval
 
         def after_iteration(result: dict[str, Any]) -> None:
@@ -375,18 +361,22 @@ class PPOTrainer:
                 if not interval:
                     trainer._track_best(trainer.last_metrics, True)
 
-        return train_until(
-            self,
-            f"{self.config.ALGORITHM} {self.config.env_name}",
-            stop_reward,
-            stop_timesteps,
-            stop_iters,
-            progress,
-            self.save if self.run_dir is not None else None,
-            self.config.checkpoint_freq,
-            callbacks=[_BestOfCheckpoints(), *callbacks],
-            after_iteration=after_iteration,
-        )
+        self._step_budget = stop_timesteps  # the last iteration stops at it
+        try:
+            return train_until(
+                self,
+                f"{self.config.ALGORITHM} {self.config.env_name}",
+                stop_reward,
+                stop_timesteps,
+                stop_iters,
+                progress,
+                self.save if self.run_dir is not None else None,
+                self.config.checkpoint_freq,
+                callbacks=[_BestOfCheckpoints(), *callbacks],
+                after_iteration=after_iteration,
+            )
+        finally:
+            self._step_budget = None
 
     # --- acting ---------------------------------------------------------------------------
     def compute_actions(
@@ -510,7 +500,7 @@ class PPOTrainer:
                 (a default run directory is created if the trainer has none).
         """
         if path is None and self.run_dir is None:
-            self._open_run_dir(default_run_dir(self.config))
+            self._open_run_dir(fresh_run_dir(default_run_dir(self.config)))
         run = self.run_dir if self.run_dir is not None else Path(path).parent  # type: ignore[arg-type]
         saved = save_checkpoint(run, self.state_dict(), path)
         self.checkpoint_path = saved
@@ -608,26 +598,6 @@ class PPOTrainer:
         trainer._resume_logging(state, run_dir, log)
         return trainer
 
-    def _resume_logging(self, state: dict[str, Any], run_dir: str | Path | None, log: bool) -> None:
-        """After a restore: the run directory to log into (its later checkpoints abandoned,
-        ``progress.csv`` cut back) and the best score so far."""
-        ckpt = Path(state["_path"])
-        target = Path(run_dir) if run_dir is not None else ckpt.parent
-        self.run_dir = None
-        self.checkpoint_path = ckpt
-        self._logger = None
-        if log:
-            recover_interrupted_saves(target)
-            abandon_newer_checkpoints(target, self.iteration)  # one timeline per run
-            truncate_progress(target, self.iteration)
-            self._open_run_dir(target)
-            if (target / BEST / "state.pt").is_file() and Path(ckpt) != target / BEST:
-                try:  # best/ may have been saved after this checkpoint, with a higher score
-                    best = float(load_checkpoint(target / BEST).get("best_score", -math.inf))
-                except ValueError:  # a corrupt best/ is replaced by the next best score
-                    best = -math.inf
-                self.best_score = max(self.best_score, best)
-
     def close(self) -> None:
         """Closes the envs and the log writers."""
         self.runner.close()
@@ -636,6 +606,7 @@ class PPOTrainer:
             self._eval_env = None
         if getattr(self, "_logger", None) is not None:
             self._logger.close()  # type: ignore[union-attr]
+        self._release_run_dir()
 
     def __enter__(self) -> PPOTrainer:
         return self

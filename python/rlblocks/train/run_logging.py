@@ -1,0 +1,90 @@
+"""Where a trainer writes: its run directory, opened under the writer lock
+(:mod:`rlblocks.train.rundir`) with ``config.json`` and ``progress.csv``, reopened after a
+restore (later checkpoints abandoned, ``progress.csv`` cut back) and released by
+``close()``. :class:`RunDirectoryMixin` is a base of
+:class:`~rlblocks.train.ppo.PPOTrainer` (and so of every native trainer).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from rlblocks.train.checkpoint import (
+    abandon_newer_checkpoints,
+    load_checkpoint,
+    recover_interrupted_saves,
+)
+from rlblocks.train.logger import ProgressLogger, truncate_progress
+from rlblocks.train.rundir import RunDirLock, lock_run_dir
+
+__all__ = ["BEST", "RunDirectoryMixin"]
+
+#: The run directory's subdirectory holding the best checkpoint so far.
+BEST = "best"
+
+
+class RunDirectoryMixin:
+    """The run-directory methods of the native trainers (see the module docstring)."""
+
+    config: Any
+    iteration: int
+    best_score: float
+    run_dir: Path | None
+    checkpoint_path: Path | None
+    _logger: ProgressLogger | None
+    _run_lock: RunDirLock | None
+
+    def _config_json(self) -> dict[str, Any]:
+        """What ``config.json`` holds."""
+        raise NotImplementedError
+
+    def _open_run_dir(self, run_dir: Path) -> None:
+        """Locks ``run_dir`` and opens it for this run: ``config.json``, the progress log."""
+        self._lock_run_dir(run_dir)
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            data = self._config_json()
+            (run_dir / "config.json").write_text(json.dumps(data, indent=2, default=repr))
+            self._logger = ProgressLogger(run_dir, tensorboard=self.config.tensorboard)
+        except OSError as err:
+            raise ValueError(
+                f"cannot use {str(run_dir)!r} as the run directory: {err.strerror or err}"
+            ) from err
+        self.run_dir = run_dir
+
+    def _lock_run_dir(self, run_dir: Path) -> None:
+        """Holds ``run_dir``'s writer lock until :meth:`close` (:mod:`rlblocks.train.rundir`)."""
+        if getattr(self, "_run_lock", None) is None:
+            self._run_lock = lock_run_dir(run_dir)
+
+    def _resume_logging(self, state: dict[str, Any], run_dir: str | Path | None, log: bool) -> None:
+        """After a restore: the run directory to log into (its later checkpoints abandoned,
+        ``progress.csv`` cut back) and the best score so far."""
+        ckpt = Path(state["_path"])
+        target = Path(run_dir) if run_dir is not None else ckpt.parent
+        self.run_dir = None
+        self.checkpoint_path = ckpt
+        self._logger = None
+        self._run_lock = None
+        if log:
+            self._lock_run_dir(target)
+            recover_interrupted_saves(target)
+            abandon_newer_checkpoints(target, self.iteration)  # one timeline per run
+            truncate_progress(target, self.iteration)
+            self._open_run_dir(target)
+            if (target / BEST / "state.pt").is_file() and Path(ckpt) != target / BEST:
+                try:  # best/ may have been saved after this checkpoint, with a higher score
+                    best = float(load_checkpoint(target / BEST).get("best_score", -math.inf))
+                except ValueError:  # a corrupt best/ is replaced by the next best score
+                    best = -math.inf
+                self.best_score = max(self.best_score, best)
+
+    def _release_run_dir(self) -> None:
+        """Drops the run directory's writer lock (the run's files stay)."""
+        lock = getattr(self, "_run_lock", None)
+        if lock is not None:
+            lock.release()
+            self._run_lock = None
