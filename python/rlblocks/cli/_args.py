@@ -34,7 +34,7 @@ def add_command(
     ``rlblocks NAME: error: ...`` on stderr and exit code 2 (``RLBLOCKS_TRACEBACK=1`` shows
     the traceback; a ValueError's ``detail`` string, such as a config file's position
     marker, follows as it is), Ctrl-C is ``rlblocks NAME: interrupted`` and exit code 130.
-    Options are never abbreviated (``--num-envs`` is not taken for ``--num-envs-per-env-runner``)."""
+    Options are never abbreviated (``--num-envs`` is not ``--num-envs-per-env-runner``)."""
     parser: argparse.ArgumentParser = sub.add_parser(
         name, help=help, description=description, allow_abbrev=False
     )

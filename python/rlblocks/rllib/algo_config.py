@@ -82,6 +82,8 @@ __all__ = [
 ALGOS = ("PPO", "APPO", "IMPALA", "DQN", "SAC")
 #: The Q-learning algorithms (rlblocks' Q heads, RLlib's replay buffers).
 Q_ALGOS = ("DQN", "SAC")
+
+
 def _is_atari(config: PPOConfig) -> bool:
     return isinstance(config.env, str) and is_atari(config.env)
 

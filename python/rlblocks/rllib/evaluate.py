@@ -24,7 +24,7 @@ from rlblocks.rllib.connectors import MeanStdFilterBatched
 from rlblocks.train.loop import episode_summary
 from rlblocks.train.trainer_config import PPOConfig
 
-__all__ = ["evaluate_exported_run", "evaluate_run"]
+__all__ = ["evaluate_exported_run", "evaluate_run", "multiagent_run"]
 
 #: The timestep ``evaluate_run(explore=True)`` explores at (the end of any epsilon schedule).
 _LATE = 2**62
@@ -183,12 +183,17 @@ def evaluate_exported_run(
     config = PPOConfig.from_dict(ckpt.config)
     if multiagent_setup(config) is not None:
         raise ValueError(
-            "--exported plays one exported policy in a single-agent env; this RLlib run "
-            "is multi-agent (evaluate it without --exported)"
+            "--exported on a multi-agent --backend rllib run is not supported: evaluate it "
+            "without --exported (native multi-agent runs evaluate their exported policies)"
         )
     base = (config.seed or 0) + 1_000_003 if seed is None else int(seed)
     result = evaluate_exported(exported, make_env(config, algo), episodes, seed=base)
     return {**result, "checkpoint": str(ckpt.path)}
+
+
+def multiagent_run(run_dir: str | Path) -> bool:
+    """Whether a run of this backend (or its checkpoint) trained a multi-agent env."""
+    return multiagent_setup(PPOConfig.from_dict(newest_checkpoint(run_dir).config)) is not None
 
 
 def _evaluate_multiagent(
