@@ -151,23 +151,26 @@ def _rllib_exported(args: argparse.Namespace) -> dict[str, Any]:
     seeds the module's own evaluation uses."""
     exported = _load_exported(args)
     try:
-        from rlblocks.rllib.evaluate import evaluate_exported_run, multiagent_run
+        from rlblocks.rllib import evaluate as rllib_evaluate
     except ImportError as err:
         raise ValueError(str(err)) from None
-    if multiagent_run(args.run_dir):
-        raise ValueError(
-            "--exported on a multi-agent --backend rllib run is not supported: evaluate it "
-            "without --exported (native multi-agent runs evaluate their exported policies)"
+    policy_ids = rllib_evaluate.multiagent_policies(args.run_dir)
+    if policy_ids:
+        from rlblocks.export.evaluate_multiagent import exported_policy_files
+
+        files = exported_policy_files(args.exported, policy_ids)
+        policies = {pid: _load_exported(args, path) for pid, path in files.items()}
+        result = rllib_evaluate.evaluate_exported_multiagent_run(
+            args.run_dir, policies, args.episodes, seed=args.seed
         )
+        result["exported"] = {str(pid): str(path) for pid, path in files.items()}
+        return dict(result)
     if exported is None:
         raise ValueError(
             f"--exported {args.exported}: name the artifact file of this single-agent run "
             "(e.g. RUN_DIR/policy.onnx)"
         )
-    try:
-        from rlblocks.rllib.evaluate import evaluate_exported_run
-    except ImportError as err:
-        raise ValueError(str(err)) from None
+    evaluate_exported_run = rllib_evaluate.evaluate_exported_run
     result = evaluate_exported_run(args.run_dir, exported, args.episodes, seed=args.seed)
     result["exported"] = str(args.exported)
     return dict(result)

@@ -70,7 +70,7 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
             ``model=...`` with ``model.KEY=...``): one of the values would be dropped.
     """
     out: dict[str, Any] = {}
-    seen: dict[str, str] = {}  # dotted key -> the item that set it
+    seen: dict[str, tuple[str, Any]] = {}  # dotted key -> the item that set it, its value
     for item in items:
         key, sep, value = item.partition("=")
         key = key.strip()
@@ -79,13 +79,20 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
                 f"--set expects key=value (e.g. lr=1e-3 or "
                 f"model.fcnet_hiddens=[64,64]), got {item!r}"
             )
-        for other, given in seen.items():
-            if other == key or other.startswith(key + ".") or key.startswith(other + "."):
+        parsed = _yaml_value(value)
+        for other, (given, given_value) in seen.items():
+            # a mapping set whole and one of its keys: one would be dropped (a plain value
+            # there is refused below, or as the wrong type of its key)
+            whole = parsed if other.startswith(key + ".") else given_value
+            if other == key or (
+                (other.startswith(key + ".") or key.startswith(other + "."))
+                and isinstance(whole, dict)
+            ):
                 raise ValueError(
                     f"--set {item}: {min(key, other, key=len)} is already set by --set "
                     f"{given}; give each key once"
                 )
-        seen[key] = item
+        seen[key] = (item, parsed)
         node = out
         parts = key.split(".")
         for part in parts[:-1]:
@@ -93,7 +100,7 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
             if not isinstance(child, dict):
                 raise ValueError(f"--set {item!r}: {part!r} was already set to a plain value")
             node = child
-        node[parts[-1]] = _yaml_value(value)
+        node[parts[-1]] = parsed
     return out
 
 

@@ -27,12 +27,47 @@ from rlblocks.export.sidecar import space_from_json
 from rlblocks.multiagent.envs import MultiAgentVectorEnv
 from rlblocks.train.loop import episode_summary
 
-__all__ = ["evaluate_exported_multiagent", "exported_policy_files"]
+__all__ = ["check_policy", "evaluate_exported_multiagent", "exported_policy_files", "file_safe"]
 
 _SUFFIXES = (".onnx", ".pt2")
 
 
-def exported_policy_files(path: str | Path, policy_ids: Sequence[str]) -> dict[str, Path]:
+def file_safe(policy_id: Any) -> str:
+    """A policy id as ``rlblocks export`` writes it in ``policy_<id>`` (characters other
+    than letters, digits, ``-``, ``_`` and ``.`` become ``_``).
+
+    Examples:
+        >>> file_safe("team/blue 1")
+        'team_blue_1'
+    """
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(policy_id))
+
+
+def check_policy(
+    policy: ExportedPolicy, policy_id: Any, observation_space: Any, action_space: Any
+) -> None:
+    """The artifact is ``policy_id``'s, for the (union) spaces the env gives that policy.
+
+    Raises:
+        ValueError: Another policy's artifact, or other spaces (both named).
+    """
+    where = str(policy.path)
+    named = (policy.sidecar.get("multiagent") or {}).get("policy_id")
+    if str(named) != str(policy_id):
+        raise ValueError(
+            f"{where!r} is the artifact of policy {named!r}, not of {policy_id!r} (exported "
+            "from another run?)"
+        )
+    obs_space = space_from_json(policy.sidecar["observation"]["space"])
+    if obs_space != observation_space or policy.action_space != action_space:
+        raise ValueError(
+            f"{where!r}: the exported policy observes {obs_space} and acts in "
+            f"{policy.action_space}; the env gives policy {policy_id!r} "
+            f"{observation_space} and {action_space}"
+        )
+
+
+def exported_policy_files(path: str | Path, policy_ids: Sequence[Any]) -> dict[Any, Path]:
     """The artifact of each policy: ``policy_<id>`` with the suffix of ``path`` (one of
     them) in its folder, or in the folder ``path`` (``.onnx``, else ``.pt2``).
 
@@ -43,12 +78,16 @@ def exported_policy_files(path: str | Path, policy_ids: Sequence[str]) -> dict[s
     if p.is_dir():
         folder = p
         suffix = next(
-            (s for s in _SUFFIXES if all((p / f"policy_{i}{s}").is_file() for i in policy_ids)),
+            (
+                s
+                for s in _SUFFIXES
+                if all((p / f"policy_{file_safe(i)}{s}").is_file() for i in policy_ids)
+            ),
             _SUFFIXES[0],
         )
     else:
         folder, suffix = p.parent, p.suffix
-    files = {pid: folder / f"policy_{pid}{suffix}" for pid in policy_ids}
+    files = {pid: folder / f"policy_{file_safe(pid)}{suffix}" for pid in policy_ids}
     missing = [str(f) for f in files.values() if not f.is_file()]
     if missing:
         raise ValueError(
@@ -57,25 +96,6 @@ def exported_policy_files(path: str | Path, policy_ids: Sequence[str]) -> dict[s
             "policy_<id> artifact per policy)"
         )
     return files
-
-
-def _check(policy: ExportedPolicy, policy_id: str, hub: MultiAgentVectorEnv) -> None:
-    """The artifact is ``policy_id``'s, for the union spaces the env gives that policy."""
-    where = str(policy.path)
-    named = (policy.sidecar.get("multiagent") or {}).get("policy_id")
-    if named != policy_id:
-        raise ValueError(
-            f"{where!r} is the artifact of policy {named!r}, not of {policy_id!r} (exported "
-            "from another run?)"
-        )
-    spec = hub.specs[policy_id]
-    obs_space = space_from_json(policy.sidecar["observation"]["space"])
-    if obs_space != spec.observation_space or policy.action_space != spec.action_space:
-        raise ValueError(
-            f"{where!r}: the exported policy observes {obs_space} and acts in "
-            f"{policy.action_space}; the env gives policy {policy_id!r} "
-            f"{spec.observation_space} and {spec.action_space}"
-        )
 
 
 def evaluate_exported_multiagent(
@@ -128,7 +148,8 @@ def evaluate_exported_multiagent(
         if missing:
             raise ValueError(f"no exported policy for {missing} (policies: {hub.policy_ids})")
         for pid in hub.policy_ids:
-            _check(policies[pid], pid, hub)
+            spec = hub.specs[pid]
+            check_policy(policies[pid], pid, spec.observation_space, spec.action_space)
         _play(hub, {pid: policies[pid] for pid in hub.policy_ids}, episodes, seed)
     finally:
         hub.close()
