@@ -88,25 +88,6 @@ def test_rllib_refuses_what_the_spaces_decide_before_ray_in_the_native_words(
         assert "SAC does not read action masks" in error(lines)
 
 
-def test_masked_sac_still_trains_natively(tmp_path: Path) -> None:
-    code, lines, ray = cli(
-        "train",
-        "--env",
-        "rlblocks.envs:rlblocks/MaskedBandit-v0",
-        "--algo",
-        "SAC",
-        "--set",
-        "learning_starts=8",
-        "--stop-timesteps",
-        "16",
-        "--no-progress",
-        "--run-dir",
-        str(tmp_path / "r"),
-    )
-    assert code == 0, lines
-    assert not ray
-
-
 def test_off_policy_algos_on_a_multiagent_env_say_the_real_rule(tmp_path: Path) -> None:
     zoo = "rlblocks.envs.multiagent_zoo:parallel_env"
     code, lines, ray = cli("train", "--env", zoo, "--algo", "DQN", "--run-dir", str(tmp_path))
@@ -143,6 +124,8 @@ def test_num_envs_and_seed_are_flags_and_options_are_not_abbreviated(tmp_path: P
     assert code == 0, lines
     config = json.loads((run / "config.json").read_text())
     assert (config["num_envs"], config["seed"]) == (1, 3)
+    code, lines, _ = cli("train", "--resume", str(run), "--seed", "4")
+    assert code == 2 and "--num-envs and --seed cannot be combined with it" in error(lines)
     code, lines, _ = cli("train", "--env", "CartPole-v1", "--num-envs-per", "2")
     assert code == 2 and "unrecognized arguments: --num-envs-per 2" in lines[-1]
     code, lines, _ = cli("train", "--env", "CartPole-v1", "--num-envs", "2", "--set", "num_envs=4")

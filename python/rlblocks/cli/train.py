@@ -165,9 +165,8 @@ def run(args: argparse.Namespace) -> int:
 
     check_stop_flags(args)
     flags = _rllib_flags(args)
-    if args.resume and (
-        args.config or args.set or args.env or args.tuned or args.num_envs or args.seed is not None
-    ):
+    flags_given = args.num_envs is not None or args.seed is not None
+    if args.resume and (args.config or args.set or args.env or args.tuned or flags_given):
         raise ValueError(
             "--resume continues a run with its saved config; --env, --config, "
             "--tuned, --set, --num-envs and --seed cannot be combined with it"
