@@ -156,6 +156,8 @@ def test_rllib_flags_need_the_backend(tmp_path):
         "rllib",
         "--algo",
         "APPO",
+        "--num-env-runners",
+        "0",
         "--run-dir",
         str(tmp_path / "y"),
     )

@@ -348,6 +348,15 @@ def test_multiagent_run_exports_one_policy_per_module(
             obs, _ = env.reset()
     env.close()
     assert compared >= 100
+    # every policy's artifact acting together gives the checkpoint's returns (issue 44)
+    capsys.readouterr()
+    evaluate = ["evaluate", str(run), "--episodes", "3", "--seed", "2"]
+    assert main(evaluate) == 0
+    checkpoint = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert main([*evaluate, "--exported", str(path)]) == 0
+    exported = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert exported["exported"] == {"shared": str(path)}
+    assert exported["episode_returns"] == checkpoint["episode_returns"]
 
 
 def test_what_cannot_be_exported_is_refused(runs: Any, tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="The rlblocks command line: train, evaluate, export and "
         "plot PPO runs, list the tuned configs, run the benchmarks. `rlblocks COMMAND --help` "
         "describes a command (no command imports torch for its help).",
+        allow_abbrev=False,
     )
     parser.add_argument("--version", action="version", version=f"rlblocks {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)

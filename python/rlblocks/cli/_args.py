@@ -32,8 +32,12 @@ def add_command(
     """Adds the subcommand ``name`` to an argparse subparsers object; ``run`` runs guarded:
     a user's error (a ValueError, or an OSError such as a full disk) is one line
     ``rlblocks NAME: error: ...`` on stderr and exit code 2 (``RLBLOCKS_TRACEBACK=1`` shows
-    the traceback), Ctrl-C is ``rlblocks NAME: interrupted`` and exit code 130."""
-    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
+    the traceback; a ValueError's ``detail`` string, such as a config file's position
+    marker, follows as it is), Ctrl-C is ``rlblocks NAME: interrupted`` and exit code 130.
+    Options are never abbreviated (``--num-envs`` is not ``--num-envs-per-env-runner``)."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, help=help, description=description, allow_abbrev=False
+    )
     parser.set_defaults(func=_guarded(run, name))
     return parser
 
@@ -67,6 +71,9 @@ def _guarded(run: Run, name: str) -> Run:
             else:
                 message = " ".join(str(err).split())
             print(f"rlblocks {name}: error: {message}", file=sys.stderr)
+            detail = getattr(err, "detail", None)  # lines shown as they are (a YAML marker)
+            if isinstance(detail, str) and detail:
+                print(detail.rstrip("\n"), file=sys.stderr)
             return 2
         except KeyboardInterrupt:
             print(f"rlblocks {name}: interrupted", file=sys.stderr)

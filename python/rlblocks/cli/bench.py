@@ -20,7 +20,9 @@ from rlblocks.benchmarking import BENCHMARKS
 def add_parser(sub: Any) -> None:
     """Adds ``bench`` to an argparse subparsers object (its errors are not guarded: a
     benchmark's failure shows its traceback)."""
-    bench = sub.add_parser("bench", help="run benchmarks (JSON lines + a table)")
+    bench = sub.add_parser(
+        "bench", help="run benchmarks (JSON lines + a table)", allow_abbrev=False
+    )
     bench.add_argument("names", nargs="*", help="benchmarks to run (default: preprocessors; 'all')")
     bench.add_argument("--quick", action="store_true", help="fewer cases and repeats")
     bench.add_argument("--list", action="store_true", help="list the available benchmarks")

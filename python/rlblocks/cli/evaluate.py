@@ -42,9 +42,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Prints the evaluation's JSON summary (an RLlib run evaluates without Ray)."""
-    from rlblocks.train.restoring import restore_trainer
-
+    """Prints the evaluation's JSON summary (an RLlib run evaluates without starting Ray; a
+    multi-agent run's ``--exported`` plays every policy's artifact together)."""
     if rllib_run(args.run_dir):
         if args.exported is not None:
             print(json.dumps(_rllib_exported(args)))
@@ -57,12 +56,21 @@ def run(args: argparse.Namespace) -> int:
             )
         )
         return 0
+    from rlblocks.train.restoring import restore_trainer
+
     exported = None if args.exported is None else _load_exported(args)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # evaluation starts fresh episodes
         trainer = restore_trainer(args.run_dir, log=False)
     try:
-        if exported is not None:
+        if args.exported is not None and hasattr(trainer, "policies"):
+            result = _multiagent_exported(args, trainer)
+        elif args.exported is not None and exported is None:
+            raise ValueError(
+                f"--exported {args.exported}: name the artifact file of this single-agent "
+                "run (e.g. RUN_DIR/policy.onnx)"
+            )
+        elif exported is not None:
             from rlblocks.export.evaluate import evaluate_exported
 
             result = evaluate_exported(
@@ -81,19 +89,61 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_exported(args: argparse.Namespace) -> Any:
-    """The ``--exported`` artifact (refused with ``--explore``)."""
+def _load_exported(args: argparse.Namespace, path: Any = None) -> Any:
+    """The ``--exported`` artifact (or ``path``; refused with ``--explore``). A multi-agent
+    artifact, or a folder, is loaded by :func:`_multiagent_exported` instead (None)."""
     if args.explore:
         raise ValueError(
             "--exported runs the exported deterministic actions; --explore "
             "cannot be combined with it"
         )
+    from pathlib import Path
+
     from rlblocks.export.evaluate import load_exported
 
+    target = Path(args.exported if path is None else path)
+    if path is None and (target.is_dir() or "multiagent" in _sidecar_or_empty(target)):
+        return None
     try:
-        return load_exported(args.exported)
+        return load_exported(target)
     except ImportError as err:  # the export extra is missing
         raise ValueError(str(err)) from err
+
+
+def _sidecar_or_empty(path: Any) -> dict[str, Any]:
+    """The artifact's sidecar ({} when it cannot be read: loading it says why)."""
+    from rlblocks.export.sidecar import read_sidecar
+
+    try:
+        return dict(read_sidecar(path))
+    except (ValueError, OSError):
+        return {}
+
+
+def _multiagent_exported(args: argparse.Namespace, trainer: Any) -> dict[str, Any]:
+    """``--exported`` on a native multi-agent run: every policy's ``policy_<id>`` artifact
+    (next to the one named, or in the folder named) acting for its agents together, as
+    :meth:`~rlblocks.multiagent.trainer.MultiAgentPPOTrainer.evaluate` plays."""
+    from rlblocks.export.evaluate_multiagent import (
+        evaluate_exported_multiagent,
+        exported_policy_files,
+    )
+    from rlblocks.multiagent.trainer import multiagent_creator
+
+    files = exported_policy_files(args.exported, list(trainer.policies))
+    policies = {pid: _load_exported(args, path) for pid, path in files.items()}
+    cfg = trainer.config
+    result = evaluate_exported_multiagent(
+        policies,
+        multiagent_creator(cfg),
+        cfg.multiagent,
+        args.episodes,
+        trainer.evaluation_seed(args.seed),
+        clip_actions=cfg.clip_actions,
+        name=cfg.env_name,
+    )
+    result["exported"] = {pid: str(path) for pid, path in files.items()}
+    return result
 
 
 def _rllib_exported(args: argparse.Namespace) -> dict[str, Any]:
@@ -101,9 +151,26 @@ def _rllib_exported(args: argparse.Namespace) -> dict[str, Any]:
     seeds the module's own evaluation uses."""
     exported = _load_exported(args)
     try:
-        from rlblocks.rllib.evaluate import evaluate_exported_run
+        from rlblocks.rllib import evaluate as rllib_evaluate
     except ImportError as err:
         raise ValueError(str(err)) from None
+    policy_ids = rllib_evaluate.multiagent_policies(args.run_dir)
+    if policy_ids:
+        from rlblocks.export.evaluate_multiagent import exported_policy_files
+
+        files = exported_policy_files(args.exported, policy_ids)
+        policies = {pid: _load_exported(args, path) for pid, path in files.items()}
+        result = rllib_evaluate.evaluate_exported_multiagent_run(
+            args.run_dir, policies, args.episodes, seed=args.seed
+        )
+        result["exported"] = {str(pid): str(path) for pid, path in files.items()}
+        return dict(result)
+    if exported is None:
+        raise ValueError(
+            f"--exported {args.exported}: name the artifact file of this single-agent run "
+            "(e.g. RUN_DIR/policy.onnx)"
+        )
+    evaluate_exported_run = rllib_evaluate.evaluate_exported_run
     result = evaluate_exported_run(args.run_dir, exported, args.episodes, seed=args.seed)
     result["exported"] = str(args.exported)
     return dict(result)

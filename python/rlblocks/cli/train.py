@@ -96,6 +96,19 @@ def add_parser(sub: Any) -> None:
         help="override a config key (repeatable; dotted keys for model.*)",
     )
     train.add_argument(
+        "--num-envs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="envs stepped together (the config's num_envs; --backend rllib: per env runner)",
+    )
+    train.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="the run's seed (the config's seed)",
+    )
+    train.add_argument(
         "--stop-reward",
         type=float,
         default=None,
@@ -145,7 +158,8 @@ def add_parser(sub: Any) -> None:
         "--num-env-runners",
         type=int,
         default=None,
-        help="Ray env-runner actors (--backend rllib; default 0: sample in the driver)",
+        help="Ray env-runner actors (--backend rllib; default 0: sample in the driver, "
+        "1 for APPO and IMPALA, which sample asynchronously)",
     )
     train.add_argument(
         "--num-envs-per-env-runner",
@@ -172,10 +186,11 @@ def run(args: argparse.Namespace) -> int:
 
     check_stop_flags(args)
     flags = _rllib_flags(args)
-    if args.resume and (args.config or args.set or args.env or args.tuned):
+    flags_given = args.num_envs is not None or args.seed is not None
+    if args.resume and (args.config or args.set or args.env or args.tuned or flags_given):
         raise ValueError(
             "--resume continues a run with its saved config; --env, --config, "
-            "--tuned and --set cannot be combined with it"
+            "--tuned, --set, --num-envs and --seed cannot be combined with it"
         )
     if args.overwrite and (args.resume or not args.run_dir):
         raise ValueError(
@@ -204,7 +219,10 @@ def run(args: argparse.Namespace) -> int:
         else:
             data, file_stops, file_algo = config_data(args)
             flags["algo"] = flags["algo"] or file_algo
-            if args.backend == "rllib":  # APPO / IMPALA start from RLlib's defaults
+            if args.backend == "rllib":
+                _env_runners(flags)
+                _check_before_ray(data, flags)
+                # APPO / IMPALA start from RLlib's defaults
                 data = rllib_trainer().with_algo_defaults(data, flags["algo"] or "PPO")
             config = _config_class(args.backend, flags["algo"]).from_dict(data)
             stops = Stops(args, file_stops, config.env, {})
@@ -311,6 +329,45 @@ def _rllib_flags(args: argparse.Namespace) -> dict[str, Any]:
     return flags
 
 
+def _check_before_ray(data: dict[str, Any], flags: dict[str, Any]) -> None:
+    """The refusals of a new ``--backend rllib`` run that the config, the algorithm and the
+    env's spaces decide, before Ray is imported or started
+    (:func:`~rlblocks.train.algo_spaces.check_rllib_run`; APPO's and IMPALA's own defaults
+    change no key it reads)."""
+    from rlblocks.train.algo_spaces import check_rllib_run
+    from rlblocks.train.trainer_config import PPOConfig
+
+    check_rllib_run(PPOConfig.from_dict(data), flags["algo"] or "PPO", flags["num_env_runners"])
+
+
+def _multiagent_algo_refusal(algo: str) -> str:
+    from rlblocks.train.algo_spaces import multiagent_algo_refusal
+
+    return multiagent_algo_refusal(algo)
+
+
+def _makes_multiagent_env(config: Any) -> bool:
+    from rlblocks.train.algo_spaces import makes_multiagent_env
+
+    return makes_multiagent_env(config)
+
+
+def _env_runners(flags: dict[str, Any]) -> None:
+    """``--num-env-runners`` of a new RLlib run when not given: 0 (sample in the driver),
+    but 1 for APPO and IMPALA, which sample asynchronously in env runners (said on stderr)."""
+    if flags["num_env_runners"] is not None:
+        return
+    asynchronous = flags["algo"] in ("APPO", "IMPALA")
+    flags["num_env_runners"] = 1 if asynchronous else 0
+    if asynchronous:
+        print(
+            f"rlblocks train: {flags['algo']} samples asynchronously in env runners: "
+            "--num-env-runners 1 (give --num-env-runners N for more)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def _default_run_dir(config: Any, root: str, algo: str | None) -> Path:
     from rlblocks.train.ppo import default_run_dir
 
@@ -334,11 +391,13 @@ def _new_trainer(args: argparse.Namespace, flags: dict[str, Any], config: Any, t
             config,
             target,
             algo=flags["algo"] or "PPO",
-            num_env_runners=flags["num_env_runners"] or 0,
+            num_env_runners=flags["num_env_runners"],
             num_envs_per_env_runner=flags["num_envs_per_env_runner"],
             ray_address=flags["ray_address"],
         )
     if flags["algo"] in ("DQN", "SAC"):
+        if _makes_multiagent_env(config):
+            raise ValueError(_multiagent_algo_refusal(flags["algo"]))
         from rlblocks.train.offpolicy import DQNTrainer, SACTrainer
 
         trainer_class = DQNTrainer if flags["algo"] == "DQN" else SACTrainer

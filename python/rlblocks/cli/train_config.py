@@ -66,9 +66,11 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
     """``["a=1", "model.b=[2]"]`` -> ``{"a": 1, "model": {"b": [2]}}`` (values as YAML).
 
     Raises:
-        ValueError: An item without ``=`` or with an empty key.
+        ValueError: An item without ``=`` or with an empty key, or a key given twice (also
+            ``model=...`` with ``model.KEY=...``): one of the values would be dropped.
     """
     out: dict[str, Any] = {}
+    seen: dict[str, tuple[str, Any]] = {}  # dotted key -> the item that set it, its value
     for item in items:
         key, sep, value = item.partition("=")
         key = key.strip()
@@ -77,6 +79,20 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
                 f"--set expects key=value (e.g. lr=1e-3 or "
                 f"model.fcnet_hiddens=[64,64]), got {item!r}"
             )
+        parsed = _yaml_value(value)
+        for other, (given, given_value) in seen.items():
+            # a mapping set whole and one of its keys: one would be dropped (a plain value
+            # there is refused below, or as the wrong type of its key)
+            whole = parsed if other.startswith(key + ".") else given_value
+            if other == key or (
+                (other.startswith(key + ".") or key.startswith(other + "."))
+                and isinstance(whole, dict)
+            ):
+                raise ValueError(
+                    f"--set {item}: {min(key, other, key=len)} is already set by --set "
+                    f"{given}; give each key once"
+                )
+        seen[key] = (item, parsed)
         node = out
         parts = key.split(".")
         for part in parts[:-1]:
@@ -84,7 +100,7 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
             if not isinstance(child, dict):
                 raise ValueError(f"--set {item!r}: {part!r} was already set to a plain value")
             node = child
-        node[parts[-1]] = _yaml_value(value)
+        node[parts[-1]] = parsed
     return out
 
 
@@ -104,7 +120,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         else:
             data = _yaml_load(text)
     except Exception as err:  # json and yaml raise different error types
-        raise ValueError(f"config file {str(p)!r} could not be parsed: {err}") from None
+        raise _parse_error(p, err) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -112,6 +128,41 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
             f"config file {str(p)!r} must hold a mapping of config keys, got {type(data).__name__}"
         )
     return data
+
+
+def _parse_error(path: Path, err: Exception) -> ValueError:
+    """The ValueError of an unparsable config file: the problem and its line and column on
+    one line; a YAML error's lines (the source line and the ``^`` under the position) in
+    its ``detail``, shown as they are."""
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None)
+    if mark is None or problem is None:
+        return ValueError(f"config file {str(path)!r} could not be parsed: {err}")
+    context = getattr(err, "context", None)
+    what = f"{context}: {problem}" if context else str(problem)
+    out = ValueError(
+        f"config file {str(path)!r} could not be parsed: {what} "
+        f"(line {mark.line + 1}, column {mark.column + 1})"
+    )
+    snippet = mark.get_snippet() if hasattr(mark, "get_snippet") else None
+    out.detail = snippet or ""  # type: ignore[attr-defined]
+    return out
+
+
+def _flag_overrides(args: argparse.Namespace, overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides`` with the keys of ``--num-envs`` and ``--seed``; a key also given by
+    ``--set`` is refused (one of the two values would be dropped)."""
+    out = dict(overrides)
+    for flag, key in (("--num-envs", "num_envs"), ("--seed", "seed")):
+        value = getattr(args, key, None)
+        if value is None:
+            continue
+        if key in out:
+            raise ValueError(
+                f"{flag} {value} and --set {key}={out[key]!r} both set {key}; give it once"
+            )
+        out[key] = value
+    return out
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -145,7 +196,7 @@ def config_data(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Any, An
         }
     else:
         base = load_config_file(args.config) if args.config else {}
-    overrides = parse_overrides(args.set or [])
+    overrides = _flag_overrides(args, parse_overrides(args.set or []))
     merged = _merge(base, overrides)
     for key, example in _MAPPING_KEYS.items():
         value = merged.get(key)

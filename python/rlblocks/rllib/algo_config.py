@@ -59,6 +59,7 @@ from rlblocks.rllib.learner import (
 from rlblocks.rllib.offpolicy import RLBlocksDQN, RLBlocksSAC
 from rlblocks.rllib.replay import atari_replay_buffer_config
 from rlblocks.rllib.spec import multi_rl_module_spec, rl_module_spec
+from rlblocks.train.algo_spaces import check_rllib_run
 from rlblocks.train.trainer_config import PPOConfig
 from rlblocks.wrappers.atari import is_atari, wrap_deepmind
 
@@ -81,30 +82,6 @@ __all__ = [
 ALGOS = ("PPO", "APPO", "IMPALA", "DQN", "SAC")
 #: The Q-learning algorithms (rlblocks' Q heads, RLlib's replay buffers).
 Q_ALGOS = ("DQN", "SAC")
-#: PPO settings that DQN and SAC do not read (theirs live in the config's ``rllib`` block).
-_PPO_ONLY = (
-    "train_batch_size",
-    "sgd_minibatch_size",
-    "num_sgd_iter",
-    "lr",
-    "lr_schedule",
-    "lambda_",
-    "clip_param",
-    "vf_clip_param",
-    "vf_loss_coeff",
-    "entropy_coeff",
-    "kl_coeff",
-    "kl_target",
-    "grad_clip",
-    "normalize_advantages",
-)
-#: Native-trainer features that this backend does not run: refused when set, never ignored.
-_NATIVE_ONLY = {
-    "target_kl": "rllib.training",
-    "normalize_reward": "an env wrapper",
-    "clip_reward": "an env wrapper",
-    "evaluation_interval": "rllib.evaluation",
-}
 
 
 def _is_atari(config: PPOConfig) -> bool:
@@ -305,19 +282,6 @@ def multiagent_env_to_module(
     )
 
 
-def _check_multiagent(config: PPOConfig, algo: str) -> None:
-    """Raises ValueError for what this backend does not run on a multi-agent env."""
-    if algo not in ("PPO", "APPO", "IMPALA"):
-        raise ValueError(
-            f"--backend rllib trains multi-agent envs with PPO, APPO or IMPALA, not {algo}"
-        )
-    if config.observation_filter != "NoFilter":
-        raise ValueError(
-            f"observation_filter={config.observation_filter!r}: multi-agent runs on RLlib "
-            "take 'NoFilter' only"
-        )
-
-
 def _multiagent(algo_config: Any, config: PPOConfig, algo: str, setup: MultiAgentSetup) -> Any:
     """The multi-agent parts of an ``AlgorithmConfig`` (module docstring)."""
     from rlblocks.rllib._ray import register_env
@@ -443,36 +407,8 @@ def with_algo_defaults(data: Mapping[str, Any], algo: str) -> dict[str, Any]:
 
 def _q_training(config: PPOConfig, algo: str) -> dict[str, Any]:
     """RLlib ``.training(...)`` keys of DQN and SAC: ``gamma`` (the rest is RLlib's or the
-    config's ``rllib`` block).
-
-    Raises:
-        ValueError: A PPO-only key with a non-default value (it would be ignored).
-    """
-    defaults = PPOConfig(env=config.env)
-    changed = [
-        ("lambda" if k == "lambda_" else k)
-        for k in _PPO_ONLY
-        if getattr(config, k) != getattr(defaults, k)
-    ]
-    if changed:
-        example = "lr" if algo == "DQN" else "actor_lr"
-        raise ValueError(
-            f"{', '.join(changed)}: PPO settings that {algo} does not read; set "
-            f"{algo}'s own in the config's rllib.training block (e.g. --set "
-            f"rllib.training.{example}=1e-3)"
-        )
+    config's ``rllib`` block; PPO-only keys are refused by :func:`check_rllib_config`)."""
     return {"gamma": config.gamma}
-
-
-def _refuse_native_only(config: PPOConfig) -> None:
-    """Raises ValueError for a native-trainer feature set in a config for this backend."""
-    defaults = PPOConfig(env=config.env)
-    for key, instead in _NATIVE_ONLY.items():
-        if getattr(config, key) != getattr(defaults, key):
-            raise ValueError(
-                f"{key}={getattr(config, key)!r}: a native-trainer option that "
-                f"--backend rllib does not run; use RLlib's own ({instead})"
-            )
 
 
 def _algorithm_config_class(algo: str) -> Any:
@@ -522,10 +458,8 @@ def build_algo_config(
         raise ValueError(f"--num-envs-per-env-runner must be >= 1, got {envs}")
     if algo in ("APPO", "IMPALA") and int(num_env_runners) < 1:
         raise ValueError(f"{algo} samples asynchronously: give --num-env-runners >= 1")
-    _refuse_native_only(config)
+    check_rllib_run(config, algo)  # the refusals the spaces decide, before Ray starts
     setup = multiagent_setup(config)
-    if setup is not None:
-        _check_multiagent(config, algo)
     model = _model(config, algo)
     train = _q_training(config, algo) if algo in Q_ALGOS else _ppo_training(config, algo)
     if _frames_once(config, algo):

@@ -30,7 +30,12 @@ from rlblocks.rllib.connectors import MeanStdFilterBatched
 from rlblocks.train.loop import episode_summary
 from rlblocks.train.trainer_config import PPOConfig
 
-__all__ = ["evaluate_exported_run", "evaluate_run"]
+__all__ = [
+    "evaluate_exported_multiagent_run",
+    "evaluate_exported_run",
+    "evaluate_run",
+    "multiagent_policies",
+]
 
 #: The timestep ``evaluate_run(explore=True)`` explores at (the end of any epsilon schedule).
 _LATE = 2**62
@@ -182,12 +187,95 @@ def evaluate_exported_run(
     config = PPOConfig.from_dict(ckpt.config)
     if multiagent_setup(config) is not None:
         raise ValueError(
-            "--exported plays one exported policy in a single-agent env; this RLlib run "
-            "is multi-agent (evaluate it without --exported)"
+            "this RLlib run is multi-agent: evaluate_exported_multiagent_run plays its "
+            "policies' artifacts together"
         )
     base = (config.seed or 0) + 1_000_003 if seed is None else int(seed)
     result = evaluate_exported(exported, make_env(config, algo), episodes, seed=base)
     return {**result, "checkpoint": str(ckpt.path)}
+
+
+def multiagent_policies(run_dir: str | Path) -> tuple[Any, ...]:
+    """The policy ids of a multi-agent run of this backend (empty: single-agent)."""
+    setup = multiagent_setup(PPOConfig.from_dict(newest_checkpoint(run_dir).config))
+    return () if setup is None else tuple(setup.policies)
+
+
+def evaluate_exported_multiagent_run(
+    run_dir: str | Path, policies: dict[Any, Any], episodes: int = 10, seed: int | None = None
+) -> dict[str, Any]:
+    """Plays ``episodes`` of a multi-agent RLlib run with its exported policies
+    (:func:`rlblocks.rllib.export.export_rllib_policies`; ``{policy_id: ExportedPolicy}``),
+    each acting for its agents, on the env and with the seeds :func:`evaluate_run` uses, so
+    the greedy actions give its returns.
+
+    Returns:
+        The keys of :func:`evaluate_run` for a multi-agent run.
+
+    Raises:
+        ValueError: A single-agent run, bad ``episodes``, a policy without its artifact, or
+            an artifact of other spaces.
+    """
+    from rlblocks.export.evaluate_multiagent import check_policy
+    from rlblocks.nest import tree_index
+    from rlblocks.rllib.multiagent_env import make_multiagent_env
+
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
+    ckpt = newest_checkpoint(run_dir)
+    config = PPOConfig.from_dict(ckpt.config)
+    setup = multiagent_setup(config)
+    if setup is None:
+        raise ValueError("this RLlib run is single-agent: use evaluate_exported_run")
+    env = make_multiagent_env(config, setup.mapping)
+    base = (config.seed or 0) + 1_000_003 if seed is None else int(seed)
+    returns, lengths = [], []
+    agent_returns: dict[Any, list[float]] = {a: [] for a in setup.agents}
+    try:
+        for pid in setup.policies:
+            if pid not in policies:
+                raise ValueError(f"no exported policy for {pid!r} (policies: {setup.policies})")
+            union = env.unions[pid]
+            check_policy(policies[pid], pid, union.observation_space, union.action_space)
+        for ep in range(episodes):
+            obs, _ = env.reset(seed=base + ep)
+            states = {a: policies[setup.mapping[a]].initial_state(1) for a in setup.agents}
+            totals: dict[Any, float] = {}
+            steps, done = 0, False
+            while not done:
+                acting = [a for a in env.agents if a in obs]
+                actions: dict[Any, Any] = {}
+                for pid in dict.fromkeys(setup.mapping[a] for a in acting):
+                    agents = [a for a in acting if setup.mapping[a] == pid]
+                    policy = policies[pid]
+                    state = (
+                        [
+                            np.concatenate(rows)
+                            for rows in zip(*(states[a] for a in agents), strict=True)
+                        ]
+                        if policy.recurrent
+                        else None
+                    )
+                    chosen, state_out = policy.compute_actions([obs[a] for a in agents], state)
+                    for i, a in enumerate(agents):
+                        actions[a] = tree_index(chosen, i)
+                        if policy.recurrent:
+                            states[a] = [s[i : i + 1] for s in state_out]
+                obs, rewards, terminated, truncated, _ = env.step(actions)
+                for a, r in rewards.items():
+                    totals[a] = totals.get(a, 0.0) + float(r)
+                steps += 1
+                done = bool(terminated["__all__"] or truncated["__all__"])
+            returns.append(sum(totals.values()))
+            lengths.append(steps)
+            for a, total in totals.items():
+                agent_returns[a].append(total)
+    finally:
+        env.close()
+    out = {**episode_summary(returns, lengths), "checkpoint": str(ckpt.path)}
+    for a, values in agent_returns.items():
+        out[f"agent_episode_return_mean/{a}"] = float(np.mean(values)) if values else math.nan
+    return out
 
 
 def _evaluate_multiagent(

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from rlblocks.distributions import FLOAT_MIN, Categorical
 from rlblocks.masks import MASK_KEY, mask_layout
 from rlblocks.models.misc import mode_dependent
+from rlblocks.train.algo_spaces import check_action_space
 from rlblocks.train.fast import adam_step, make_adam
 from rlblocks.train.fast.dense_layers import clip_numpy_grads
 from rlblocks.train.fast.polyak import PolyakUpdate
@@ -96,11 +97,8 @@ class DQNLearner:
         config: DQNConfig,
         device: torch.device | str,
     ) -> None:
-        if not isinstance(action_space, gym.spaces.Discrete):
-            raise ValueError(
-                f"DQN needs a Discrete action space, got {action_space}; train Box actions "
-                "with SAC (--algo SAC)"
-            )
+        check_action_space("DQN", action_space)
+        assert isinstance(action_space, gym.spaces.Discrete)
         self.config = config
         self.device = torch.device(device)
         self.action_space = action_space

@@ -79,6 +79,7 @@ from rlblocks.models.fcnet import FullyConnectedNetwork
 from rlblocks.models.heads import ContinuousActionQModel
 from rlblocks.models.misc import mode_dependent
 from rlblocks.models.modelv2 import ModelV2
+from rlblocks.train.algo_spaces import check_action_space
 from rlblocks.train.fast import FCActor, adam_step, make_adam
 from rlblocks.train.fast.polyak import PolyakUpdate
 from rlblocks.train.fast.sac_backprop import SACBackprop
@@ -478,21 +479,7 @@ class SACLearner:
     # --- construction helpers ---------------------------------------------------------------
     @staticmethod
     def _check_box(space: gym.Space) -> None:
-        if not isinstance(space, Box):
-            raise ValueError(
-                f"SAC: the action space must be a Box (squashed Gaussian) or Discrete "
-                f"(Categorical), got {space}"
-            )
-        if not np.issubdtype(space.dtype, np.floating) or len(space.shape) != 1:
-            raise ValueError(
-                f"SAC: a Box action space must be 1-D float, got {space} (dtype {space.dtype}, "
-                f"shape {space.shape})"
-            )
-        if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
-            raise ValueError(
-                f"SAC: the Box action space needs finite bounds to squash into, got low="
-                f"{space.low.tolist()}, high={space.high.tolist()}"
-            )
+        check_action_space("SAC", space)
 
     def _build_critic(self, space: gym.Space, cfg: ModelConfig, name: str) -> ModelV2:
         if self.discrete:

@@ -1,0 +1,201 @@
+"""Which spaces and settings each algorithm trains, checked before anything is built: the
+native learners and ``--backend rllib`` refuse in the same words, and ``rlblocks train
+--backend rllib`` refuses before Ray is imported or started (one env is made to read its
+spaces). No torch, no Ray.
+
+Examples:
+    >>> import gymnasium as gym
+    >>> check_action_space("DQN", gym.spaces.Discrete(2))
+    >>> try:
+    ...     check_action_space("SAC", gym.spaces.MultiBinary(2))
+    ... except ValueError as err:
+    ...     print(str(err)[:45])
+    SAC: the action space must be a Box (squashed
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+__all__ = [
+    "NATIVE_ONLY",
+    "PPO_ONLY",
+    "check_action_space",
+    "check_rllib_config",
+    "check_rllib_multiagent",
+    "check_rllib_run",
+    "check_rllib_spaces",
+    "makes_multiagent_env",
+    "multiagent_algo_refusal",
+]
+
+#: PPO settings that DQN and SAC on RLlib do not read (theirs live in the ``rllib`` block).
+PPO_ONLY = (
+    "train_batch_size",
+    "sgd_minibatch_size",
+    "num_sgd_iter",
+    "lr",
+    "lr_schedule",
+    "lambda_",
+    "clip_param",
+    "vf_clip_param",
+    "vf_loss_coeff",
+    "entropy_coeff",
+    "kl_coeff",
+    "kl_target",
+    "grad_clip",
+    "normalize_advantages",
+)
+#: Native-trainer features that ``--backend rllib`` does not run (refused, never ignored),
+#: and what to use there instead.
+NATIVE_ONLY = {
+    "target_kl": "rllib.training",
+    "normalize_reward": "an env wrapper",
+    "clip_reward": "an env wrapper",
+    "evaluation_interval": "rllib.evaluation",
+}
+_MASK_KEYS = {"action_mask", "observations"}
+
+
+def check_action_space(algo: str, space: gym.Space, *, flat_box: bool = True) -> None:
+    """Raises ValueError when ``algo`` (``"DQN"`` or ``"SAC"``; others pass) cannot act in
+    ``space``: DQN takes Discrete actions, SAC Discrete ones or a float Box with finite
+    bounds (``flat_box``: a 1-D one, as the native SAC squashes them)."""
+    if algo == "DQN" and not isinstance(space, gym.spaces.Discrete):
+        raise ValueError(
+            f"DQN needs a Discrete action space, got {space}; train Box actions with SAC "
+            "(--algo SAC)"
+        )
+    if algo != "SAC" or isinstance(space, gym.spaces.Discrete):
+        return
+    if not isinstance(space, gym.spaces.Box):
+        raise ValueError(
+            f"SAC: the action space must be a Box (squashed Gaussian) or Discrete "
+            f"(Categorical), got {space}"
+        )
+    if not np.issubdtype(space.dtype, np.floating) or (flat_box and len(space.shape) != 1):
+        shape = "1-D float" if flat_box else "float"
+        raise ValueError(
+            f"SAC: a Box action space must be {shape}, got {space} (dtype {space.dtype}, "
+            f"shape {space.shape})"
+        )
+    if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+        raise ValueError(
+            f"SAC: the Box action space needs finite bounds to squash into, got low="
+            f"{space.low.tolist()}, high={space.high.tolist()}"
+        )
+
+
+def multiagent_algo_refusal(algo: str) -> str:
+    """The line refusing ``algo`` on a multi-agent env with the native trainer."""
+    return (
+        f"rlblocks train trains multi-agent envs with PPO (MultiAgentPPOTrainer; with "
+        f"--backend rllib: PPO, APPO or IMPALA), not {algo}; leave --algo out"
+    )
+
+
+def makes_multiagent_env(config: Any) -> bool:
+    """Whether the config's ``env`` (a ``"module:callable"`` or callable; registered ids are
+    single-agent without making anything) makes a multi-agent env (one is made and closed)."""
+    from rlblocks.multiagent.envs import is_multiagent_env
+    from rlblocks.train.envs import env_callable, raw_env_creator
+
+    if isinstance(config.env, str) and env_callable(config.env) is None:
+        return False
+    made = raw_env_creator(config)()
+    try:
+        return is_multiagent_env(made)
+    finally:
+        close = getattr(made, "close", None)
+        if close is not None:
+            close()
+
+
+def check_rllib_multiagent(config: Any, algo: str) -> None:
+    """Raises ValueError for what ``--backend rllib`` does not run on a multi-agent env."""
+    if algo not in ("PPO", "APPO", "IMPALA"):
+        raise ValueError(
+            f"--backend rllib trains multi-agent envs with PPO, APPO or IMPALA, not {algo}"
+        )
+    if config.observation_filter != "NoFilter":
+        raise ValueError(
+            f"observation_filter={config.observation_filter!r}: multi-agent runs on RLlib "
+            "take 'NoFilter' only"
+        )
+
+
+def check_rllib_config(config: Any, algo: str) -> None:
+    """Raises ValueError for a native-only feature, or a PPO setting that DQN / SAC would
+    ignore, in a ``--backend rllib`` config (a :class:`~rlblocks.train.PPOConfig`)."""
+    defaults = type(config)(env=config.env)
+    for key, instead in NATIVE_ONLY.items():
+        if getattr(config, key) != getattr(defaults, key):
+            raise ValueError(
+                f"{key}={getattr(config, key)!r}: a native-trainer option that "
+                f"--backend rllib does not run; use RLlib's own ({instead})"
+            )
+    if algo not in ("DQN", "SAC"):
+        return
+    changed = [
+        ("lambda" if k == "lambda_" else k)
+        for k in PPO_ONLY
+        if getattr(config, k) != getattr(defaults, k)
+    ]
+    if changed:
+        example = "lr" if algo == "DQN" else "actor_lr"
+        raise ValueError(
+            f"{', '.join(changed)}: PPO settings that {algo} does not read; set "
+            f"{algo}'s own in the config's rllib.training block (e.g. --set "
+            f"rllib.training.{example}=1e-3)"
+        )
+
+
+def check_rllib_spaces(
+    algo: str, observation_space: gym.Space, action_space: gym.Space, num_atoms: int = 1
+) -> None:
+    """Raises ValueError when ``algo`` on ``--backend rllib`` cannot train a single-agent
+    env of these spaces (the checks its modules make, in the native trainer's words where
+    the rule is the same)."""
+    check_action_space(algo, action_space, flat_box=False)
+    masked = (
+        isinstance(observation_space, gym.spaces.Dict)
+        and set(observation_space.spaces) == _MASK_KEYS
+    )
+    if masked and algo == "SAC":
+        raise ValueError(
+            "--backend rllib: SAC does not read action masks (the env observes "
+            "'action_mask'); train it natively (without --backend rllib), or with DQN or PPO"
+        )
+    if masked and algo == "DQN" and num_atoms > 1:
+        raise ValueError("DQN: action masks with num_atoms > 1 are not supported")
+
+
+def check_rllib_run(config: Any, algo: str, num_env_runners: int | None = None) -> None:
+    """Every refusal of ``--backend rllib`` that the config, the algorithm and the env's
+    spaces decide, made before Ray is imported (one env of the config is made and closed):
+    :func:`check_rllib_config`, then :func:`check_rllib_multiagent` or
+    :func:`check_rllib_spaces`; ``num_env_runners`` (when given) below 1 for APPO / IMPALA.
+
+    Raises:
+        ValueError: The first refusal, or an env that cannot be made.
+    """
+    from rlblocks.multiagent.envs import is_multiagent_env
+    from rlblocks.train.envs import raw_env_creator
+
+    if algo in ("APPO", "IMPALA") and num_env_runners is not None and num_env_runners < 1:
+        raise ValueError(f"{algo} samples asynchronously: give --num-env-runners >= 1")
+    check_rllib_config(config, algo)
+    made = raw_env_creator(config)()
+    try:
+        if is_multiagent_env(made):
+            check_rllib_multiagent(config, algo)
+        elif isinstance(made, gym.Env):
+            atoms = (config.rllib.get("training") or {}).get("num_atoms", 1)
+            check_rllib_spaces(algo, made.observation_space, made.action_space, int(atoms))
+    finally:
+        close = getattr(made, "close", None)
+        if close is not None:
+            close()
