@@ -189,34 +189,50 @@ def test_ctrl_c_saves_off_policy_and_multiagent_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    for name, args in (
-        ("dqn", [*DQN, "--env", "CartPole-v1"]),
-        ("sac", SAC),
-        ("zoo", ["--env", ZOO, "--set", "num_envs=2", "--set", "train_batch_size=64"]),
-    ):
-        run = tmp_path / name
-        proc = start(
-            tmp_path, "train", *args, "--set", "model.fcnet_hiddens=[8]", "--no-progress",
-            "--set", "checkpoint_freq=1", "--no-default-stop-reward",
-            "--stop-timesteps", "10000000", "--run-dir", name,
+    runs = {
+        "dqn": [*DQN, "--env", "CartPole-v1"],
+        "sac": SAC,
+        "zoo": ["--env", ZOO, "--set", "num_envs=2", "--set", "train_batch_size=64"],
+    }
+    procs = {
+        name: start(
+            tmp_path,
+            "train",
+            *args,
+            "--set",
+            "model.fcnet_hiddens=[8]",
+            "--no-progress",
+            "--set",
+            "checkpoint_freq=1",
+            "--no-default-stop-reward",
+            "--stop-timesteps",
+            "10000000",
+            "--run-dir",
+            name,
         )  # fmt: skip
-        try:
-            wait_for_rows(proc, run, 1)
+        for name, args in runs.items()
+    }  # side by side: the three start-ups overlap
+    errs = {}
+    try:
+        for name, proc in procs.items():
+            wait_for_rows(proc, tmp_path / name, 1)
             proc.send_signal(signal.SIGINT)
-            _, err = proc.communicate(timeout=240)
-        finally:
+        for name, proc in procs.items():
+            errs[name] = proc.communicate(timeout=240)[1]
+    finally:
+        for proc in procs.values():
             if proc.poll() is None:
                 proc.kill()
+    for name, proc in procs.items():
+        run, err = tmp_path / name, errs[name]
         assert proc.returncode == 130, (name, err)
         meta = checkpoint_meta(run)
         assert meta["iteration"] == iterations(run)[-1], name
         assert meta["timesteps_total"] == steps(run)[-1], name
         assert f"continue with: rlblocks train --resume {name}" in err, err
         more = str(steps(run)[-1] + 1)
-        assert (
-            here(capsys, "train", "--resume", name, "--stop-timesteps", more, "--no-progress")[0]
-            == 0
-        )
+        resumed = here(capsys, "train", "--resume", name, "--stop-timesteps", more, "--no-progress")
+        assert resumed[0] == 0, resumed
         assert iterations(run) == list(range(1, meta["iteration"] + 2)), name
 
 

@@ -1,7 +1,9 @@
 """``DQNTrainer`` and ``SACTrainer``: off-policy training on the C++ replay buffer.
 
 One :meth:`OffPolicyTrainer.train` call is one iteration of ``timesteps_per_iteration`` env
-steps (all envs together). Every vector-env step:
+steps (all envs together; fewer in the last iteration of ``fit``'s step budget, and after
+:meth:`~rlblocks.train.ppo.PPOTrainer.interrupt`, Ctrl-C in ``rlblocks train``). Every
+vector-env step:
 
 1. the learner acts on the preprocessed observations (DQN: epsilon-greedy; SAC: a sample
    of its policy; a masked action is never taken);
