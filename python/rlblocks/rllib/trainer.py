@@ -34,13 +34,7 @@ from typing import Any
 
 import torch
 
-from rlblocks.rllib._ray import (
-    COMPONENT_ENV_TO_MODULE_CONNECTOR,
-    RayError,
-    RayTaskError,
-    actor_table,
-    ray,
-)
+from rlblocks.rllib._ray import COMPONENT_ENV_TO_MODULE_CONNECTOR, ray
 from rlblocks.rllib.algo_config import (
     Q_ALGOS,
     PolicyMapping,
@@ -258,9 +252,9 @@ def _held_rllib_logs() -> Iterator[_HoldRecords]:
 def _dead_actors() -> dict[str, Any]:
     """This job's dead Ray actors (``{actor_id: info}`` of Ray's actor table; {} when Ray
     cannot tell)."""
-    if actor_table is None:
-        return {}
     try:
+        from rlblocks.rllib._ray import actor_table  # None when Ray moved it: no diagnosis
+
         job = ray.JobID.from_hex(ray.get_runtime_context().get_job_id())
         return dict(actor_table(job_id=job, actor_state_name="DEAD"))
     except Exception:  # Ray's actor table is a debugging API: no answer is no diagnosis
@@ -275,6 +269,8 @@ def _one_line(err: BaseException) -> str:
 def _creation_error(death_cause: Any) -> str | None:
     """What stopped an actor from starting: its constructor's exception or its runtime env's
     setup error, in one line (None: it died of something else)."""
+    from rlblocks.rllib._ray import RayError, RayTaskError
+
     if death_cause.HasField("creation_task_failure_context"):
         err: Any = RayError.from_ray_exception(death_cause.creation_task_failure_context)
         # ActorDiedError(RayTaskError(cause)): the cause is the constructor's exception
