@@ -361,9 +361,9 @@ class FastTargetUpdates(DQNLearner):  # type: ignore[misc]
     """``DQNLearner``'s target updates (same schedule, metrics and arithmetic) with a
     :class:`~rlblocks.train.fast.polyak.PolyakUpdate` per network pair (RLlib's arithmetic,
     :meth:`~rlblocks.train.fast.polyak.PolyakUpdate.of_state_dict`) in place of RLlib's
-    state-dict round trip,
-    which costs about a millisecond per update on SAC's four networks. The averagers are
-    built again for a new module object and after a checkpoint restore."""
+    state-dict round trip, which costs about a millisecond per update on SAC's four
+    networks. The averagers are built again for a new module object and after a checkpoint
+    restore."""
 
     def after_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
         # what DQNLearner.after_gradient_based_update does, past it in the MRO
