@@ -21,13 +21,9 @@ Examples:
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-
-import numpy as np
 
 from rlblocks.replay import ReplayBuffer
 
@@ -35,12 +31,9 @@ __all__ = [
     "RLLIB_NAMES",
     "check_budget",
     "check_replay_fits",
-    "check_replay_memory",
     "check_rllib_q_config",
     "checked_replay_buffer",
-    "machine_memory",
     "no_learning_yet",
-    "replay_bytes",
     "replay_capacity_needed",
     "run_budget",
 ]
@@ -86,72 +79,6 @@ def check_replay_fits(
         f"{most} steps are ever sampleable and the run would never learn; use "
         f"{capacity_key}={max(need, 2 * train_batch_size)} (at least {need})"
         + (f" or {batch_key}={most}" if most >= 1 else "")
-    )
-
-
-def replay_bytes(
-    replay_capacity: int,
-    num_envs: int,
-    frame_bytes: int,
-    action_bytes: int,
-    prioritized: bool,
-) -> dict[str, int]:
-    """What the replay buffer allocates for these settings, by part: ``observations`` (one
-    stored frame or observation per step; the next observations are read from the
-    following step), ``actions``, ``rewards`` (float32), ``flags`` (flags and stack offsets,
-    a byte each, and each env's count) and ``priority trees`` (a float64 sum tree over the
-    steps padded to a power of two, a min tree when prioritized)."""
-    entries = num_envs * (replay_capacity // num_envs)
-    leaves = 1 << max(0, (entries - 1).bit_length())
-    return {
-        "observations": entries * frame_bytes,
-        "actions": entries * action_bytes,
-        "rewards": entries * 4,
-        "flags": entries * 2 + num_envs * 8,
-        "priority trees": 8 * (2 * leaves + (leaves if prioritized else 0)),
-    }
-
-
-def machine_memory() -> int | None:
-    """This machine's memory in bytes (the physical memory, or a smaller cgroup limit);
-    None when it cannot be read."""
-    try:
-        total: int | None = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        total = None
-    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            text = Path(limit_file).read_text().strip()
-        except OSError:
-            continue
-        if text.isdigit() and (total is None or int(text) < total):
-            total = int(text)
-    return total if total and total > 0 else None
-
-
-def _size(n: float) -> str:
-    for unit in ("bytes", "KB", "MB", "GB", "TB", "PB"):
-        if n < 1000 or unit == "PB":
-            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} PB"  # pragma: no cover - the loop returns
-
-
-def check_replay_memory(parts: dict[str, int], replay_capacity: int, memory: int | None) -> None:
-    """Refuses a replay buffer (its :func:`replay_bytes` ``parts``) larger than ``memory``
-    bytes, with the bytes it needs by part and a ``replay_capacity`` that fits in half."""
-    need = sum(parts.values())
-    if memory is None or need <= memory:
-        return
-    per_step = need / max(1, replay_capacity)
-    fits = int(memory / 2 / per_step)
-    digits = max(0, len(str(fits)) - 2)
-    fits = fits // 10**digits * 10**digits
-    shown = ", ".join(f"{name} {_size(b)}" for name, b in parts.items() if b)
-    raise ValueError(
-        f"replay_capacity={replay_capacity}: the replay buffer would need {_size(need)} "
-        f"({need} bytes: {shown}) but this machine has {_size(memory)} of memory; use "
-        f"replay_capacity={fits} or less (half of it)"
     )
 
 
@@ -284,17 +211,11 @@ def checked_replay_buffer(
     **kwargs: Any,
 ) -> ReplayBuffer:
     """The trainer's :class:`~rlblocks.replay.ReplayBuffer`, after refusing settings that
-    would never fill a batch (:func:`check_replay_fits`, with the env's frame stacks) or that
-    the machine's memory cannot hold (:func:`check_replay_memory`); the buffer's own refusals
-    name ``replay_capacity``, the config's key, and an allocation that fails is one line."""
+    would never fill a batch (:func:`check_replay_fits`, with the env's frame stacks); the
+    buffer's own refusals (among them a buffer larger than the machine's memory, with the
+    bytes of each part) name ``replay_capacity``, the config's key, and an allocation that
+    fails is one line."""
     check_replay_fits(train_batch_size, replay_capacity, num_envs, frame_stack)
-    frame = list(obs_shape)
-    if frame_stack > 0 and frame:
-        del frame[0 if stack_axis == 0 else -1]
-    frame_bytes = math.prod(frame) * np.dtype(obs_dtype).itemsize
-    action_bytes = math.prod(action_shape) * np.dtype(action_dtype).itemsize
-    parts = replay_bytes(replay_capacity, num_envs, frame_bytes, action_bytes, prioritized)
-    check_replay_memory(parts, replay_capacity, machine_memory())
     try:
         return ReplayBuffer(
             replay_capacity,
@@ -310,12 +231,13 @@ def checked_replay_buffer(
         )
     except MemoryError:
         raise ValueError(
-            f"replay_capacity={replay_capacity}: the replay buffer's "
-            f"{_size(sum(parts.values()))} could not be allocated (out of memory); use a "
-            "smaller replay_capacity"
+            f"replay_capacity={replay_capacity}: the replay buffer could not be allocated (out "
+            "of memory); use a smaller replay_capacity"
         ) from None
     except ValueError as err:
         text = str(err)
         if not text.startswith("capacity"):
             raise
-        raise ValueError(f"replay_capacity={replay_capacity}: {text}") from None
+        detail = text.removeprefix("capacity:").strip()
+        detail = detail.replace("use capacity", "use replay_capacity")
+        raise ValueError(f"replay_capacity={replay_capacity}: {detail}") from None
