@@ -48,7 +48,8 @@ def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def start(cwd: Path, *args: str) -> subprocess.Popen[str]:
-    """``rlblocks ARGS`` started in the background."""
+    """``rlblocks ARGS`` started in the background, in a process group of its own (as a
+    terminal's foreground job: see :func:`ctrl_c`)."""
     return subprocess.Popen(
         [sys.executable, "-c", CODE, *args],
         cwd=cwd,
@@ -56,7 +57,14 @@ def start(cwd: Path, *args: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )
+
+
+def ctrl_c(proc: subprocess.Popen[str]) -> None:
+    """What a Ctrl-C in a terminal does: SIGINT to every process of the job's group (the
+    trainer and its env workers)."""
+    os.killpg(proc.pid, signal.SIGINT)
 
 
 def wait_for_rows(proc: subprocess.Popen[str], run: Path, rows: int) -> None:
@@ -165,7 +173,7 @@ def test_a_second_writer_is_refused_and_ctrl_c_saves_a_checkpoint_to_resume(
         assert error_line(cli(tmp_path, *args)) == refused
         assert here(capsys, "train", "--resume", "run") == (2, "", refused + "\n")
         assert here(capsys, "evaluate", "run", "--episodes", "1")[0] == 0  # readers are welcome
-        first.send_signal(signal.SIGINT)
+        ctrl_c(first)
         _, err = first.communicate(timeout=240)
     finally:
         if first.poll() is None:
@@ -185,7 +193,7 @@ def test_a_second_writer_is_refused_and_ctrl_c_saves_a_checkpoint_to_resume(
     assert steps(run) == [64 * i for i in range(1, last + 3)]
 
 
-def test_ctrl_c_saves_off_policy_and_multiagent_runs(
+def test_ctrl_c_saves_off_policy_multiagent_and_async_env_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
@@ -193,6 +201,7 @@ def test_ctrl_c_saves_off_policy_and_multiagent_runs(
         "dqn": [*DQN, "--env", "CartPole-v1"],
         "sac": SAC,
         "zoo": ["--env", ZOO, "--set", "num_envs=2", "--set", "train_batch_size=64"],
+        "async": ["--env", "CartPole-v1", "--set", "vector_mode=async", "--set", "num_envs=2"],
     }
     procs = {
         name: start(
@@ -216,7 +225,7 @@ def test_ctrl_c_saves_off_policy_and_multiagent_runs(
     try:
         for name, proc in procs.items():
             wait_for_rows(proc, tmp_path / name, 1)
-            proc.send_signal(signal.SIGINT)
+            ctrl_c(proc)
         for name, proc in procs.items():
             errs[name] = proc.communicate(timeout=240)[1]
     finally:

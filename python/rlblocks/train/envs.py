@@ -32,6 +32,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 
 from rlblocks.train.env_errors import raised_at
 from rlblocks.train.trainer_config import C, TrainerConfig
+from rlblocks.wrappers.workers import workers_ignore_sigint
 
 __all__ = [
     "EnvInstance",
@@ -270,7 +271,11 @@ def vector_env_from_config(
         envs: Sub-envs restored from a checkpoint (sync: used as they are; async: a copy
             of each goes to its worker process).
     """
-    n = config.num_envs if num_envs is None else int(num_envs)
+    with workers_ignore_sigint():  # a Ctrl-C is the trainer's to handle (it saves, then closes)
+        return _vector_env(config, config.num_envs if num_envs is None else int(num_envs), envs)
+
+
+def _vector_env(config: TrainerConfig, n: int, envs: list[gym.Env] | None) -> VectorEnv:
     if envs is not None:
         if config.vector_mode == "async":
             copies = [functools.partial(pickle.loads, pickle.dumps(e)) for e in envs]
