@@ -196,9 +196,12 @@ def check_against_autograd(
     ref_g, ref_s = reference(pol, cfg, data, learner.kl_coeff, normalize)
     assert_grads_close(fast_g, auto_g, "fast vs learner autograd")
     assert_grads_close(fast_g, ref_g, "fast vs reference")
-    # all zero only when the loss is flat here (every row clipped, no entropy/KL terms)
+    # all zero only when the loss is flat here (every row clipped, no entropy/KL terms); a
+    # total within rounding of zero counts as flat (one standardised row: its advantage is 0
+    # in the closed form, 2e-9 in the reference's float32 arithmetic)
     fast_total = sum(float(g.abs().sum()) for g in fast_g)
-    assert (fast_total > 0.0) == (sum(float(g.abs().sum()) for g in ref_g) > 0.0)
+    ref_total = sum(float(g.abs().sum()) for g in ref_g)
+    assert (fast_total > 1e-6) <= (ref_total > 0.0) and (ref_total > 1e-6) <= (fast_total > 0.0)
     for name, a, b, r in zip(STAT_NAMES, fast_s, auto_s, ref_s, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=lambda m, n=name: f"{n}: {m}")
         torch.testing.assert_close(a, r, rtol=1e-4, atol=1e-5, msg=lambda m, n=name: f"{n}: {m}")
