@@ -275,30 +275,26 @@ py::dict get_state(const PyRunningStat& s) {
   return d;
 }
 
-// ValueError unless `mean` (the field `key`, of a stat with `n` pushes counted in
-// `count_key`) holds tracked values, all 0 while n is 0.
-void check_mean(const std::vector<double>& mean, const char* key, std::int64_t n, const char* count_key) {
-  for (double v : mean) {
-    if (!(std::fabs(v) <= kMaxTracked)) {
+// ValueError unless `values` (the field `key` of a stat with `n` pushes counted in
+// `count_key`) are all 0 while n is 0 (a stat without pushes has no mean and no spread),
+// within +-kMaxTracked when `tracked` (the running mean: beyond it every later ordinary
+// value's squared deviation would overflow), and >= 0 when `sums` (sums of squares).
+// The delta fields are RLlib's drift since creation, not moments: only their sign (for
+// sums) and their zero state are fixed.
+void check_field(const std::vector<double>& values, const char* key, std::int64_t n, const char* count_key,
+                 bool tracked, bool sums) {
+  for (double v : values) {
+    if (tracked && !(std::fabs(v) <= kMaxTracked)) {
       throw py::value_error(std::string("state['") + key +
                             "']: values must lie within +-2**479 (the range of tracked values), got " + float_repr(v));
+    }
+    if (sums && !(v >= 0.0)) {
+      throw py::value_error(std::string("state['") + key + "']: values must be >= 0 (sums of squares), got " +
+                            float_repr(v));
     }
     if (n == 0 && v != 0.0) {
       throw py::value_error(std::string("state['") + key + "']: must be 0 while state['" + count_key + "'] is 0, got " +
                             float_repr(v));
-    }
-  }
-}
-
-// ValueError unless every sum of squared deviations in `ssd` fits `n` tracked values:
-// 0 <= S <= n * 2**960 (no deviation between tracked values exceeds 2**480).
-void check_ssd(const std::vector<double>& ssd, const char* key, std::int64_t n, const char* count_key) {
-  const double most = std::ldexp(static_cast<double>(n), 960);
-  for (double v : ssd) {
-    if (!(v >= 0.0 && v <= most)) {
-      throw py::value_error(std::string("state['") + key + "']: values must lie in [0, state['" + count_key +
-                            "'] * 2**960] (sums of squared deviations of tracked values), got " + float_repr(v) +
-                            " with state['" + count_key + "'] = " + std::to_string(n));
     }
   }
 }
@@ -315,10 +311,10 @@ void set_state(PyRunningStat& s, const py::object& obj) {
   st.mean_delta = from_array(d, "mean_delta_array", s.shape);
   st.ssd = from_array(d, "sum_sq_diff_array", s.shape);
   st.ssd_delta = from_array(d, "sum_sq_diff_delta_array", s.shape);
-  check_mean(st.mean, "mean_array", st.n, "num_pushes");
-  check_mean(st.mean_delta, "mean_delta_array", st.n_delta, "num_pushes_delta");
-  check_ssd(st.ssd, "sum_sq_diff_array", st.n, "num_pushes");
-  check_ssd(st.ssd_delta, "sum_sq_diff_delta_array", st.n_delta, "num_pushes_delta");
+  check_field(st.mean, "mean_array", st.n, "num_pushes", true, false);
+  check_field(st.mean_delta, "mean_delta_array", st.n_delta, "num_pushes_delta", false, false);
+  check_field(st.ssd, "sum_sq_diff_array", st.n, "num_pushes", false, true);
+  check_field(st.ssd_delta, "sum_sq_diff_delta_array", st.n_delta, "num_pushes_delta", false, true);
   s.stat.set_state(st);
 }
 

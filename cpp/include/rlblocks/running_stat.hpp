@@ -19,8 +19,9 @@
 //   leaves the state exactly as it was.
 // * Tracked values: every value pushed must lie within +-kMaxTracked = 2**479 (callers
 //   check it with first_untracked before pushing). Inside it no deviation exceeds 2**480,
-//   so S <= n * 2**960 < 2**1023 for any int64 count and no push or merge of tracked
-//   values can overflow. One value beyond it (1e300) would become the mean of a fresh
+//   so S <= n * 2**960 < 2**1023 for any int64 count and no push of tracked values can
+//   overflow (update() merges RLlib's delta drift, which is not bounded so: it is still
+//   checked). One value beyond it (1e300) would become the mean of a fresh
 //   stat, and every later ordinary value's squared deviation from it would overflow: the
 //   stat could take nothing more. Such a value is refused when it arrives.
 // * var is S/(n-1) rounded to float32 (zero while n <= 1); std = sqrt(max(0, var)) in

@@ -435,13 +435,14 @@ class RunningStat:
             if not np.isfinite(a).all():
                 raise ValueError(f"state['{key}']: values must be finite")
             arrays[key] = a
-        for key, count in (("mean_array", "num_pushes"), ("mean_delta_array", "num_pushes_delta")):
-            _check_mean(arrays[key], key, counts[count], count)
-        for key, count in (
-            ("sum_sq_diff_array", "num_pushes"),
-            ("sum_sq_diff_delta_array", "num_pushes_delta"),
+        # the native checks, in their order (RLlib's delta fields are drift, not moments)
+        for key, count, tracked, sums in (
+            ("mean_array", "num_pushes", True, False),
+            ("mean_delta_array", "num_pushes_delta", False, False),
+            ("sum_sq_diff_array", "num_pushes", False, True),
+            ("sum_sq_diff_delta_array", "num_pushes_delta", False, True),
         ):
-            _check_ssd(arrays[key], key, counts[count], count)
+            _check_field(arrays[key], key, counts[count], count, tracked, sums)
         self._n = counts["num_pushes"]
         self._n_delta = counts["num_pushes_delta"]
         self._mean = arrays["mean_array"]
@@ -450,36 +451,28 @@ class RunningStat:
         self._ssd_delta = arrays["sum_sq_diff_delta_array"]
 
 
-def _check_mean(mean: np.ndarray, key: str, n: int, count_key: str) -> None:
-    """ValueError unless ``mean`` holds tracked values, all 0 while ``n`` is 0."""
-    flat = mean.reshape(-1)
-    bad = ~(np.abs(flat) <= MAX_TRACKED) | ((n == 0) & (flat != 0.0))
-    if bad.any():  # the first bad value, as the native loop finds it
-        v = float(flat[int(np.argmax(bad))])
-        if not abs(v) <= MAX_TRACKED:
-            raise ValueError(
-                f"state['{key}']: values must lie within +-2**479 (the range of tracked "
-                f"values), got {v!r}"
-            )
-        if n == 0 and v != 0.0:
-            raise ValueError(
-                f"state['{key}']: must be 0 while state['{count_key}'] is 0, got {v!r}"
-            )
-
-
-def _check_ssd(ssd: np.ndarray, key: str, n: int, count_key: str) -> None:
-    """ValueError unless ``0 <= S <= n * 2**960`` (deviations of tracked values are at most
-    2**480)."""
-    most = math.ldexp(float(n), 960)
-    flat = ssd.reshape(-1)
-    bad = ~((flat >= 0.0) & (flat <= most))
-    if bad.any():
-        v = float(flat[int(np.argmax(bad))])
+def _check_field(
+    values: np.ndarray, key: str, n: int, count_key: str, tracked: bool, sums: bool
+) -> None:
+    """The native ``check_field``: all 0 while ``n`` is 0, within +-2**479 when ``tracked``
+    (the running mean), >= 0 when ``sums``; the first bad value in C order is named."""
+    flat = values.reshape(-1)
+    bad = (n == 0) & (flat != 0.0)
+    if tracked:
+        bad |= ~(np.abs(flat) <= MAX_TRACKED)
+    if sums:
+        bad |= ~(flat >= 0.0)
+    if not bad.any():
+        return
+    v = float(flat[int(np.argmax(bad))])
+    if tracked and not abs(v) <= MAX_TRACKED:
         raise ValueError(
-            f"state['{key}']: values must lie in [0, state['{count_key}'] * 2**960] (sums "
-            f"of squared deviations of tracked values), got {v!r} with "
-            f"state['{count_key}'] = {n}"
+            f"state['{key}']: values must lie within +-2**479 (the range of tracked values), "
+            f"got {v!r}"
         )
+    if sums and not v >= 0.0:
+        raise ValueError(f"state['{key}']: values must be >= 0 (sums of squares), got {v!r}")
+    raise ValueError(f"state['{key}']: must be 0 while state['{count_key}'] is 0, got {v!r}")
 
 
 def _denominator(stat: RunningStat) -> np.ndarray:
