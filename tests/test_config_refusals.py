@@ -203,7 +203,7 @@ DQN_CLI = ["train", "--algo", "DQN", "--env", "CartPole-v1", "--no-progress"]
         ),
         (
             ["--set", "replay_capacity=100000000000", "--stop-timesteps", "5000"],
-            "rlblocks train: error: replay_capacity=100000000000: the replay buffer would need",
+            "rlblocks train: error: replay_capacity=100000000000: 100000000000 steps need",
         ),
     ],
 )

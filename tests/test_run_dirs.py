@@ -22,6 +22,7 @@ from rlblocks.train.rundir import LOCK_FILE, claim_run_dir
 TINY = ["--set", "num_envs=2", "--set", "train_batch_size=64", "--set", "sgd_minibatch_size=32"]
 TINY += ["--set", "num_sgd_iter=1", "--set", "model.fcnet_hiddens=[8]", "--no-progress"]
 DQN = ["--algo", "DQN", "--set", "timesteps_per_iteration=64", "--set", "learning_starts=32"]
+DQN += ["--set", "target_network_update_freq=32"]
 SAC = ["--algo", "SAC", "--env", "Pendulum-v1", "--set", "timesteps_per_iteration=64"]
 SAC += ["--set", "learning_starts=32", "--set", "train_batch_size=32"]
 ZOO = "rlblocks.envs.multiagent_zoo:parallel_env"

@@ -4,6 +4,7 @@ checkpoint's module and the run's env-to-module pieces, in this process."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -229,53 +230,39 @@ def evaluate_exported_multiagent_run(
         raise ValueError("this RLlib run is single-agent: use evaluate_exported_run")
     env = make_multiagent_env(config, setup.mapping)
     base = (config.seed or 0) + 1_000_003 if seed is None else int(seed)
-    returns, lengths = [], []
-    agent_returns: dict[Any, list[float]] = {a: [] for a in setup.agents}
     try:
         for pid in setup.policies:
             if pid not in policies:
                 raise ValueError(f"no exported policy for {pid!r} (policies: {setup.policies})")
             union = env.unions[pid]
             check_policy(policies[pid], pid, union.observation_space, union.action_space)
-        for ep in range(episodes):
-            obs, _ = env.reset(seed=base + ep)
-            states = {a: policies[setup.mapping[a]].initial_state(1) for a in setup.agents}
-            totals: dict[Any, float] = {}
-            steps, done = 0, False
-            while not done:
-                acting = [a for a in env.agents if a in obs]
-                actions: dict[Any, Any] = {}
-                for pid in dict.fromkeys(setup.mapping[a] for a in acting):
-                    agents = [a for a in acting if setup.mapping[a] == pid]
-                    policy = policies[pid]
-                    state = (
-                        [
-                            np.concatenate(rows)
-                            for rows in zip(*(states[a] for a in agents), strict=True)
-                        ]
-                        if policy.recurrent
-                        else None
-                    )
-                    chosen, state_out = policy.compute_actions([obs[a] for a in agents], state)
-                    for i, a in enumerate(agents):
-                        actions[a] = tree_index(chosen, i)
-                        if policy.recurrent:
-                            states[a] = [s[i : i + 1] for s in state_out]
-                obs, rewards, terminated, truncated, _ = env.step(actions)
-                for a, r in rewards.items():
-                    totals[a] = totals.get(a, 0.0) + float(r)
-                steps += 1
-                done = bool(terminated["__all__"] or truncated["__all__"])
-            returns.append(sum(totals.values()))
-            lengths.append(steps)
-            for a, total in totals.items():
-                agent_returns[a].append(total)
-    finally:
+    except BaseException:
         env.close()
-    out = {**episode_summary(returns, lengths), "checkpoint": str(ckpt.path)}
-    for a, values in agent_returns.items():
-        out[f"agent_episode_return_mean/{a}"] = float(np.mean(values)) if values else math.nan
-    return out
+        raise
+    states: dict[Any, Any] = {}
+
+    def begin() -> None:
+        states.update({a: policies[setup.mapping[a]].initial_state(1) for a in setup.agents})
+
+    def act(acting: list[Any], obs: dict[Any, Any]) -> dict[Any, Any]:
+        actions: dict[Any, Any] = {}
+        for pid in dict.fromkeys(setup.mapping[a] for a in acting):
+            agents = [a for a in acting if setup.mapping[a] == pid]
+            policy = policies[pid]
+            state = (
+                [np.concatenate(rows) for rows in zip(*(states[a] for a in agents), strict=True)]
+                if policy.recurrent
+                else None
+            )
+            chosen, state_out = policy.compute_actions([obs[a] for a in agents], state)
+            for i, a in enumerate(agents):
+                actions[a] = tree_index(chosen, i)
+                if policy.recurrent:
+                    states[a] = [s[i : i + 1] for s in state_out]
+        return actions
+
+    out = _play_multiagent(env, setup, episodes, base, begin, act)
+    return {**out, "checkpoint": str(ckpt.path)}
 
 
 def _evaluate_multiagent(
@@ -309,29 +296,55 @@ def _evaluate_multiagent(
     piece.input_observation_space = env.observation_space
     structs = {a: get_base_struct_from_space(env.action_spaces[a]) for a in setup.agents}
     base = (config.seed or 0) + 1_000_003 if seed is None else int(seed)
-    returns, lengths = [], []
-    agent_returns: dict[Any, list[float]] = {a: [] for a in setup.agents}
-    try:
-        for ep in range(episodes):
-            obs, _ = env.reset(seed=base + ep)
-            states = {
+    states: dict[Any, Any] = {}
+
+    def begin() -> None:
+        states.update(
+            {
                 a: {
                     k: torch.from_numpy(v)[None]
                     for k, v in modules[setup.mapping[a]].get_initial_state().items()
                 }
                 for a in setup.agents
             }
+        )
+
+    def act(acting: list[Any], obs: dict[Any, Any]) -> dict[Any, Any]:
+        flat = piece.transform({a: obs[a] for a in acting})
+        actions: dict[Any, Any] = {}
+        for policy in dict.fromkeys(setup.mapping[a] for a in acting):
+            agents = [a for a in acting if setup.mapping[a] == policy]
+            chosen = _act(modules[policy], agents, flat, states, explore)
+            for a, action in chosen.items():
+                actions[a] = action if to_env is None else to_env(action, structs[a])
+        return actions
+
+    out = _play_multiagent(env, setup, episodes, base, begin, act)
+    return {**out, "checkpoint": str(ckpt.path)}
+
+
+def _play_multiagent(
+    env: Any,
+    setup: MultiAgentSetup,
+    episodes: int,
+    base: int,
+    begin: Callable[[], None],
+    act: Callable[[list[Any], dict[Any, Any]], dict[Any, Any]],
+) -> dict[str, Any]:
+    """Plays ``episodes`` of the multi-agent ``env`` (seeded ``base + episode``) and closes
+    it: ``begin()`` starts an episode's recurrent states, ``act(agents, obs)`` gives the
+    actions of the agents to move. Returns :func:`episode_summary` of the team returns and
+    each agent's ``agent_episode_return_mean/<agent_id>``."""
+    returns, lengths = [], []
+    agent_returns: dict[Any, list[float]] = {a: [] for a in setup.agents}
+    try:
+        for ep in range(episodes):
+            obs, _ = env.reset(seed=base + ep)
+            begin()
             totals: dict[Any, float] = {}
             steps, done = 0, False
             while not done:
-                acting = [a for a in env.agents if a in obs]
-                flat = piece.transform({a: obs[a] for a in acting})
-                actions: dict[Any, Any] = {}
-                for policy in dict.fromkeys(setup.mapping[a] for a in acting):
-                    agents = [a for a in acting if setup.mapping[a] == policy]
-                    chosen = _act(modules[policy], agents, flat, states, explore)
-                    for a, action in chosen.items():
-                        actions[a] = action if to_env is None else to_env(action, structs[a])
+                actions = act([a for a in env.agents if a in obs], obs)
                 obs, rewards, terminated, truncated, _ = env.step(actions)
                 for a, r in rewards.items():
                     totals[a] = totals.get(a, 0.0) + float(r)
@@ -343,7 +356,7 @@ def _evaluate_multiagent(
                 agent_returns[a].append(total)
     finally:
         env.close()
-    out = {**episode_summary(returns, lengths), "checkpoint": str(ckpt.path)}
+    out = episode_summary(returns, lengths)
     for a, values in agent_returns.items():
         out[f"agent_episode_return_mean/{a}"] = float(np.mean(values)) if values else math.nan
     return out
