@@ -5,7 +5,6 @@ checkpoint and close code and the refusal of an ``rllib`` block."""
 from __future__ import annotations
 
 import pytest
-
 from rlblocks.train.multiagent import MultiAgentPPOTrainer
 from rlblocks.train.offpolicy import DQNTrainer, OffPolicyTrainer, SACTrainer
 from rlblocks.train.ppo import PPOTrainer
