@@ -164,8 +164,8 @@ TIERS: list[tuple[str, ...]] = [
     ("cli",),  # the command line
     ("rllib",),  # the RLlib integration
     ("export", "benchmarking"),  # exported policies; `rlblocks bench`
-    # the native trainers (multiagent/ holds the multi-agent trainer beside train/ for now)
-    ("train", "multiagent"),
+    ("train",),  # the native trainers: one Trainer base, the algorithms siblings under it
+    ("multiagent",),  # the multi-agent env side that train/ and rllib/ drive
     ("catalog", "compat"),  # the catalog builds models; RLlib's names for them
     ("models",),
     ("masks", "distributions"),

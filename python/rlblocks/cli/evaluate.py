@@ -123,12 +123,12 @@ def _sidecar_or_empty(path: Any) -> dict[str, Any]:
 def _multiagent_exported(args: argparse.Namespace, trainer: Any) -> dict[str, Any]:
     """``--exported`` on a native multi-agent run: every policy's ``policy_<id>`` artifact
     (next to the one named, or in the folder named) acting for its agents together, as
-    :meth:`~rlblocks.multiagent.trainer.MultiAgentPPOTrainer.evaluate` plays."""
+    :meth:`~rlblocks.train.multiagent.MultiAgentPPOTrainer.evaluate` plays."""
     from rlblocks.export.evaluate_multiagent import (
         evaluate_exported_multiagent,
         exported_policy_files,
     )
-    from rlblocks.multiagent.trainer import multiagent_creator
+    from rlblocks.train.multiagent import multiagent_creator
 
     files = exported_policy_files(args.exported, list(trainer.policies))
     policies = {pid: _load_exported(args, path) for pid, path in files.items()}

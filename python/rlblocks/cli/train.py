@@ -13,7 +13,7 @@ values are parsed as YAML (``lr=1e-3``, ``model.fcnet_hiddens=[32,32]``,
 ``module:EnvId`` form: the module (found on ``sys.path`` or in the current directory) is
 imported, then the id made; ``module:callable`` calls a function of the module with
 ``env_config`` as keyword arguments (a PettingZoo or RLlib multi-agent env trains with
-:class:`~rlblocks.multiagent.trainer.MultiAgentPPOTrainer`). ``--tuned NAME`` starts from a
+:class:`~rlblocks.train.multiagent.MultiAgentPPOTrainer`). ``--tuned NAME`` starts from a
 tuned config (``rlblocks tuned`` lists them; :mod:`rlblocks.train.tuned`), whose ``stop``
 block sets the default stop return and step budget (as a ``stop`` block in a ``--config``
 file does). ``--backend rllib`` trains with RLlib on Ray (:mod:`rlblocks.rllib.trainer`);
@@ -402,10 +402,10 @@ def _new_trainer(args: argparse.Namespace, flags: dict[str, Any], config: Any, t
 
         trainer_class = DQNTrainer if flags["algo"] == "DQN" else SACTrainer
         return trainer_class(config, run_dir=target)
-    from rlblocks.multiagent.trainer import is_multiagent_config
+    from rlblocks.train.multiagent import is_multiagent_config
 
     if is_multiagent_config(config):
-        from rlblocks.multiagent.trainer import MultiAgentPPOTrainer
+        from rlblocks.train.multiagent import MultiAgentPPOTrainer
 
         return MultiAgentPPOTrainer(config, run_dir=target)
     from rlblocks.train.ppo import PPOTrainer

@@ -3,7 +3,7 @@ agents in one env: what ``rlblocks evaluate RUN_DIR --exported FILE`` runs on a 
 multi-agent run (``rlblocks export`` wrote ``policy_<id>.onnx`` / ``.pt2`` per policy).
 
 The env is stepped as :meth:`MultiAgentPPOTrainer.evaluate
-<rlblocks.multiagent.trainer.MultiAgentPPOTrainer.evaluate>` steps it (one copy, the same
+<rlblocks.train.multiagent.MultiAgentPPOTrainer.evaluate>` steps it (one copy, the same
 reset seed, the same union values per policy and the same clipping of each agent's action),
 so deterministic actions give the checkpoint's returns.
 
@@ -114,7 +114,7 @@ def evaluate_exported_multiagent(
     Args:
         policies: ``{policy_id: artifact}``, one for every policy of the mapping.
         make: Builds one multi-agent env
-            (:func:`~rlblocks.multiagent.trainer.multiagent_creator` of the run's config).
+            (:func:`~rlblocks.train.multiagent.multiagent_creator` of the run's config).
         multiagent: The run config's ``multiagent`` block (its ``policy_mapping`` and
             ``agent_id_one_hot``).
         episodes: Episodes to play (>= 1).

@@ -1,4 +1,4 @@
-"""Multi-agent training: PettingZoo / RLlib multi-agent envs, policy mapping, union layouts.
+"""Multi-agent envs: PettingZoo / RLlib multi-agent envs, policy mapping, union layouts.
 
 * :class:`~rlblocks.multiagent.union.UnionSpec`: one observation and one action space for
   agents whose spaces differ, so that one shared model serves them all;
@@ -7,9 +7,9 @@
 * :class:`~rlblocks.multiagent.envs.MultiAgentVectorEnv`: many env copies, every agent in a
   lane of its policy; :func:`~rlblocks.multiagent.envs.as_parallel_env` adapts AEC and RLlib
   envs;
-* :class:`~rlblocks.multiagent.trainer.MultiAgentPPOTrainer` (also
-  ``rlblocks.train.MultiAgentPPOTrainer``): PPO with one model per policy; ``rlblocks train``
-  picks it for a multi-agent env.
+* the env side only: the trainer that drives them is
+  :class:`~rlblocks.train.multiagent.MultiAgentPPOTrainer` (``rlblocks.train``, a tier
+  above), PPO with one model per policy; ``rlblocks train`` picks it for a multi-agent env.
 
 PettingZoo itself is the ``multiagent`` extra (``pip install "rlblocks[multiagent]"``); nothing
 here imports it until an env of it is handed over.

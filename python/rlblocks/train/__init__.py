@@ -15,8 +15,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rlblocks.multiagent.trainer import MultiAgentPPOTrainer
     from rlblocks.train.loop import Callback, StopTraining
+    from rlblocks.train.multiagent import MultiAgentPPOTrainer
     from rlblocks.train.offpolicy import DQNTrainer, SACTrainer
     from rlblocks.train.offpolicy_config import DQNConfig, SACConfig
     from rlblocks.train.ppo import PPOTrainer
@@ -42,7 +42,7 @@ _LAZY = {
     "PPOConfig": "rlblocks.train.trainer_config",
     "PPOTrainer": "rlblocks.train.ppo",
     "restore_trainer": "rlblocks.train.restoring",
-    "MultiAgentPPOTrainer": "rlblocks.multiagent.trainer",
+    "MultiAgentPPOTrainer": "rlblocks.train.multiagent",
     "DQNConfig": "rlblocks.train.offpolicy_config",
     "SACConfig": "rlblocks.train.offpolicy_config",
     "DQNTrainer": "rlblocks.train.offpolicy",

@@ -1,5 +1,5 @@
-"""The loop both trainers' ``fit`` run: train until a return, step or iteration budget, with
-a progress bar and periodic checkpoints (:class:`~rlblocks.train.ppo.PPOTrainer`, and
+"""The loop every trainer's ``fit`` runs: train until a return, step or iteration budget, with
+a progress bar and periodic checkpoints (:class:`~rlblocks.train.trainer.Trainer`, and
 ``rlblocks.rllib``'s ``RLlibTrainer``); and the summary every ``evaluate`` returns. No torch.
 
 Examples:

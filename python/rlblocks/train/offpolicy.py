@@ -2,7 +2,7 @@
 
 One :meth:`OffPolicyTrainer.train` call is one iteration of ``timesteps_per_iteration`` env
 steps (all envs together; fewer in the last iteration of ``fit``'s step budget, and after
-:meth:`~rlblocks.train.ppo.PPOTrainer.interrupt`, Ctrl-C in ``rlblocks train``). Every
+:meth:`~rlblocks.train.trainer.Trainer.interrupt`, Ctrl-C in ``rlblocks train``). Every
 vector-env step:
 
 1. the learner acts on the preprocessed observations (DQN: epsilon-greedy; SAC: a sample
@@ -16,7 +16,7 @@ vector-env step:
    new priorities go back to the buffer, beta annealed), and every
    ``target_network_update_freq`` steps the targets move by ``tau``.
 
-Everything else is :class:`~rlblocks.train.ppo.PPOTrainer`'s: the run directory,
+Everything else is the :class:`~rlblocks.train.trainer.Trainer` base's: the run directory,
 ``progress.csv`` (plus the learner's ``qf_loss``, ``q_mean``, ``td_error_mean``, SAC's
 ``actor_loss``, ``alpha``, ...), the progress bar, ``fit``, checkpoints (the replay buffer
 too with ``checkpoint_replay``: the resumed run then continues exactly), ``evaluate``
@@ -33,8 +33,6 @@ Examples:
 from __future__ import annotations
 
 import math
-import pickle
-import random
 import time
 import warnings
 from collections import deque
@@ -50,15 +48,10 @@ from gymnasium.vector import AutoresetMode
 from rlblocks.catalog import ModelCatalog
 from rlblocks.filters import NoFilter
 from rlblocks.spaces import clip_actions
-from rlblocks.train.checkpoint import (
-    checkpoint_run_dir,
-    load_checkpoint,
-    recover_interrupted_saves,
-)
 from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.dqn_learner import DQNLearner
 from rlblocks.train.env_errors import call_env, non_finite_observation
-from rlblocks.train.envs import config_with_env, make_env_creator, vector_env_from_config
+from rlblocks.train.envs import make_env_creator, vector_env_from_config
 from rlblocks.train.offpolicy_checks import (
     check_budget,
     checked_replay_buffer,
@@ -66,9 +59,9 @@ from rlblocks.train.offpolicy_checks import (
     run_budget,
 )
 from rlblocks.train.offpolicy_config import DQNConfig, OffPolicyConfig, SACConfig
-from rlblocks.train.ppo import PPOTrainer, _resolve_device
 from rlblocks.train.runner import env_snapshot
 from rlblocks.train.sac_learner import SACLearner
+from rlblocks.train.trainer import Trainer, checkpoint_fits
 from rlblocks.train.trainer_config import lr_at
 from rlblocks.wrappers.sub_envs import SubEnvSteps
 
@@ -91,17 +84,18 @@ def _frame_stack(space: gym.Space, config: OffPolicyConfig) -> tuple[int, int]:
     return 0, -1
 
 
-class OffPolicyTrainer(PPOTrainer):
+class OffPolicyTrainer(Trainer):
     """The shared loop of :class:`DQNTrainer` and :class:`SACTrainer` (module docstring).
 
     Args:
         config: The algorithm's config (or an RLlib-style dict).
-        run_dir: As :class:`~rlblocks.train.ppo.PPOTrainer`'s.
-        env: As :class:`~rlblocks.train.ppo.PPOTrainer`'s.
+        run_dir: As :class:`~rlblocks.train.trainer.Trainer`'s.
+        env: As :class:`~rlblocks.train.trainer.Trainer`'s.
     """
 
     CONFIG: ClassVar[type[OffPolicyConfig]] = OffPolicyConfig
     FORMAT: ClassVar[str] = "rlblocks.offpolicy"
+    KIND: ClassVar[str] = "off-policy"
     #: Builds the learner: ``LEARNER(obs_space, action_space, config, device)``.
     LEARNER: ClassVar[Callable[..., Any]]
     config: Any
@@ -113,17 +107,10 @@ class OffPolicyTrainer(PPOTrainer):
         run_dir: str | Path | None = None,
         env: Any = None,
     ):
-        self.config = self.CONFIG.from_dict(config)
-        given_venv: Any = None
-        if env is not None:
-            self.config, given_venv = config_with_env(self.config, env)
-        if self.config.rllib:
-            raise ValueError(
-                "the config's 'rllib' block sets RLlib options: train it with "
-                "--backend rllib (RLlibTrainer), or remove the block"
-            )
+        super().__init__(config, run_dir, env)
+
+    def _check_config(self) -> None:
         make_env_creator(self.config)
-        self._start(given_venv, run_dir)
 
     def _build(self, venv: Any) -> None:
         cfg: OffPolicyConfig = self.config
@@ -397,8 +384,9 @@ class OffPolicyTrainer(PPOTrainer):
         stop_iters: int | None = None,
         callbacks: list[Any] | tuple[Any, ...] = (),
     ) -> dict[str, Any]:
-        """As :meth:`PPOTrainer.fit`; a fresh run first refuses a stop budget in which it
-        would not learn (:func:`~rlblocks.train.offpolicy_checks.check_budget`)."""
+        """As :meth:`~rlblocks.train.trainer.Trainer.fit`; a fresh run first refuses a stop
+        budget in which it would not learn
+        (:func:`~rlblocks.train.offpolicy_checks.check_budget`)."""
         budget = run_budget(stop_timesteps, stop_iters, self.config.timesteps_per_iteration)
         if budget is not None and self.timesteps_total == 0:
             check_budget(self.config, self.num_envs, *budget)
@@ -424,28 +412,12 @@ class OffPolicyTrainer(PPOTrainer):
         return self.learner.act(x, explore, self.timesteps_total), []
 
     # --- checkpoints --------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """The learner, counters, RNG states, the envs (when they pickle), the current
-        observations and, with ``checkpoint_replay``, the replay buffer."""
-        cfg: OffPolicyConfig = self.config
-        env = cfg.env
-        try:
-            pickle.dumps(env)
-            storable_env = env
-        except Exception:  # lambdas and closures cannot be pickled
-            storable_env = None
-        config = cfg.to_dict()
-        config["env"] = storable_env
+    def _own_state(self) -> dict[str, Any]:
+        """The learner, the envs (when they pickle), the current observations, episode
+        counters and, with ``checkpoint_replay``, the replay buffer."""
         return {
-            "format": self.FORMAT,
-            "config": config,
-            "env_name": cfg.env_name,
-            "seed": self.seed,
-            "iteration": self.iteration,
-            "timesteps_total": self.timesteps_total,
-            "time_total_s": self.time_total_s,
             "learner": self.learner.state_dict(),
-            "replay": self.replay.state_dict() if cfg.checkpoint_replay else None,
+            "replay": self.replay.state_dict() if self.config.checkpoint_replay else None,
             "envs": env_snapshot(self.venv),
             "raw": self._raw,
             "resetting": self._resetting.copy(),
@@ -455,47 +427,10 @@ class OffPolicyTrainer(PPOTrainer):
             "episode_lengths": list(self.episode_lengths),
             "episodes_total": self.episodes_total,
             "num_updates": self.num_updates,
-            "torch_rng": torch.get_rng_state(),
-            "numpy_rng": self._rng.bit_generator.state,
-            "python_rng": random.getstate(),
-            "last_metrics": dict(self.last_metrics),
-            "best_score": self.best_score,
         }
 
-    @classmethod
-    def restore(  # type: ignore[override]
-        cls,
-        path: str | Path,
-        env: str | Callable[[dict[str, Any]], Any] | None = None,
-        run_dir: str | Path | None = None,
-        log: bool = True,
-    ) -> OffPolicyTrainer:
-        """A trainer continuing from a checkpoint (see :meth:`PPOTrainer.restore`): exactly
-        as the uninterrupted run when the checkpoint holds the replay buffer
-        (``checkpoint_replay``) and the envs pickle; otherwise with a RuntimeWarning."""
-        if log:
-            recover_interrupted_saves(checkpoint_run_dir(path))
-        state = load_checkpoint(path)
-        if state.get("format") != cls.FORMAT:
-            raise ValueError(f"{state['_path']!r} is not a {cls.CONFIG.ALGORITHM} checkpoint")
-        config_dict = dict(state["config"])
-        if env is not None:
-            config_dict["env"] = env
-        if config_dict["env"] is None:
-            raise ValueError(
-                f"checkpoint {state['_path']!r} was trained on {state['env_name']!r}, an env "
-                f"creator that could not be saved; pass it: {cls.__name__}.restore(path, env=...)"
-            )
-        config = cls.CONFIG.from_dict(config_dict)
-        envs = None
-        if state.get("envs") is not None:
-            try:
-                envs = pickle.loads(state["envs"])
-            except Exception as err:  # e.g. the env's module is not importable here
-                raise ValueError(
-                    f"checkpoint {state['_path']!r}: its saved environments cannot be loaded "
-                    f"({type(err).__name__}: {err}); is the env's package importable?"
-                ) from None
+    def _restore_build(self, state: dict[str, Any], envs: Any) -> None:
+        config = self.config
         lost = []
         if envs is None:
             lost.append("its envs were not stored, so they restart from a fresh reset")
@@ -509,58 +444,30 @@ class OffPolicyTrainer(PPOTrainer):
                 f"resuming {state['_path']!r}: {'; '.join(lost)}: the run does not continue "
                 "bit for bit",
                 RuntimeWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
-        trainer = cls.__new__(cls)
-        trainer.config = config
-        trainer.seed = int(state["seed"])
-        if config.num_threads is not None:
-            torch.set_num_threads(config.num_threads)
-        trainer.device = _resolve_device(config.device)
-        trainer._rng = np.random.default_rng(trainer.seed)
-        trainer._logger = None
-        trainer._build(venv=vector_env_from_config(config, envs=envs) if envs is not None else None)
-        trainer._init_extras()
-        trainer.iteration = int(state["iteration"])
-        trainer.timesteps_total = int(state["timesteps_total"])
-        trainer.time_total_s = float(state["time_total_s"])
-        trainer.last_metrics = dict(state.get("last_metrics") or {})
-        trainer.best_score = float(state.get("best_score", -math.inf))
-        try:
-            trainer.learner.load_state_dict(state["learner"])
-            if state.get("replay") is not None:
-                trainer.replay.load_state_dict(state["replay"])
-        except (RuntimeError, ValueError, KeyError) as err:
-            raise ValueError(
-                f"checkpoint {state['_path']!r} does not fit this config/model: {err}"
-            ) from None
-        trainer.episode_returns.extend(state["episode_returns"])
-        trainer.episode_lengths.extend(state["episode_lengths"])
-        trainer.episodes_total = int(state["episodes_total"])
-        trainer.num_updates = int(state["num_updates"])
-        if envs is not None:
-            trainer._raw = state["raw"]
-            trainer._resetting = np.asarray(state["resetting"], bool).copy()
-            trainer._ep_return = np.asarray(state["ep_return"], np.float64).copy()
-            trainer._ep_len = np.asarray(state["ep_len"], np.int64).copy()
-        else:
-            trainer._env_seed = trainer.seed + trainer.timesteps_total
-        torch.set_rng_state(state["torch_rng"])
-        trainer._rng.bit_generator.state = state["numpy_rng"]
-        random.setstate(state["python_rng"])
-        trainer._resume_logging(state, run_dir, log)
-        return trainer
+        self._build(venv=vector_env_from_config(config, envs=envs) if envs is not None else None)
 
-    def close(self) -> None:
-        """Closes the envs and the log writers."""
+    def _load_state(self, state: dict[str, Any], envs: Any) -> None:
+        with checkpoint_fits(state):
+            self.learner.load_state_dict(state["learner"])
+            if state.get("replay") is not None:
+                self.replay.load_state_dict(state["replay"])
+        self.episode_returns.extend(state["episode_returns"])
+        self.episode_lengths.extend(state["episode_lengths"])
+        self.episodes_total = int(state["episodes_total"])
+        self.num_updates = int(state["num_updates"])
+        if envs is not None:
+            self._raw = state["raw"]
+            self._resetting = np.asarray(state["resetting"], bool).copy()
+            self._ep_return = np.asarray(state["ep_return"], np.float64).copy()
+            self._ep_len = np.asarray(state["ep_len"], np.int64).copy()
+        else:
+            self._env_seed = self.seed + self.timesteps_total
+
+    def _close_envs(self) -> None:
         if getattr(self, "venv", None) is not None:
             self.venv.close()
-        if getattr(self, "_eval_env", None) is not None:
-            self._eval_env.close()  # type: ignore[union-attr]
-            self._eval_env = None
-        if getattr(self, "_logger", None) is not None:
-            self._logger.close()  # type: ignore[union-attr]
-        self._release_run_dir()
 
 
 class DQNTrainer(OffPolicyTrainer):
@@ -569,6 +476,7 @@ class DQNTrainer(OffPolicyTrainer):
 
     CONFIG: ClassVar[type[OffPolicyConfig]] = DQNConfig
     FORMAT: ClassVar[str] = "rlblocks.dqn"
+    KIND: ClassVar[str] = "DQN"
 
     LEARNER: ClassVar[Callable[..., Any]] = DQNLearner
 
@@ -582,5 +490,6 @@ class SACTrainer(OffPolicyTrainer):
 
     CONFIG: ClassVar[type[OffPolicyConfig]] = SACConfig
     FORMAT: ClassVar[str] = "rlblocks.sac"
+    KIND: ClassVar[str] = "SAC"
 
     LEARNER: ClassVar[Callable[..., Any]] = SACLearner

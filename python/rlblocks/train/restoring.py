@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlblocks.multiagent.trainer import MultiAgentPPOTrainer
 from rlblocks.train.checkpoint import checkpoint_meta
+from rlblocks.train.multiagent import MultiAgentPPOTrainer
 from rlblocks.train.offpolicy import DQNTrainer, SACTrainer
 from rlblocks.train.ppo import PPOTrainer
+from rlblocks.train.trainer import Trainer
 
 __all__ = ["restore_trainer"]
 
 
-def restore_trainer(path: str | Path, log: bool = True) -> PPOTrainer:
+def restore_trainer(path: str | Path, log: bool = True) -> Trainer:
     """The ``restore`` of the trainer that wrote the checkpoint (by the ``format`` in its
     ``meta.json``): :class:`PPOTrainer`, :class:`MultiAgentPPOTrainer`, :class:`DQNTrainer`
     or :class:`SACTrainer`.

@@ -2,7 +2,7 @@
 (:mod:`rlblocks.train.rundir`) with ``config.json`` and ``progress.csv``, reopened after a
 restore (later checkpoints abandoned, ``progress.csv`` cut back) and released by
 ``close()``. :class:`RunDirectoryMixin` is a base of
-:class:`~rlblocks.train.ppo.PPOTrainer` (and so of every native trainer).
+:class:`~rlblocks.train.trainer.Trainer` (and so of every native trainer).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ and every runner steps in lockstep with the others over the shared envs. Each it
 ``rollout_fragment_length`` env steps of every copy, then each policy's PPO update on its
 agents' steps (GAE per lane: no agent bootstraps from another's steps).
 
-Everything else is :class:`~rlblocks.train.ppo.PPOTrainer`'s: the run directory,
+Everything else is the :class:`~rlblocks.train.trainer.Trainer` base's: the run directory,
 ``progress.csv``, the progress bar, checkpoints, ``fit`` and its stop conditions.
 Checkpoints hold every policy, the return statistics and (when they can be pickled) the
 envs in the middle of their episodes, so a restored run continues exactly as the
@@ -27,8 +27,6 @@ Examples:
 from __future__ import annotations
 
 import math
-import pickle
-import random
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -43,18 +41,19 @@ from rlblocks.filters import get_filter
 from rlblocks.multiagent.envs import MultiAgentVectorEnv, as_parallel_env, is_multiagent_env
 from rlblocks.nest import tree_index
 from rlblocks.preprocessors import Preprocessor
-from rlblocks.train.checkpoint import (
-    checkpoint_run_dir,
-    load_checkpoint,
-    recover_interrupted_saves,
-)
 from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.envs import env_callable, raw_env_creator
 from rlblocks.train.learner import PPOLearner
 from rlblocks.train.loop import episode_summary
 from rlblocks.train.policy import Policy
-from rlblocks.train.ppo import PPOTrainer, _json_config, _resolve_device
 from rlblocks.train.runner import EnvRunner, SampleBatch
+from rlblocks.train.trainer import (
+    Trainer,
+    check_episodes,
+    checkpoint_fits,
+    json_config,
+    refuse_rllib_block,
+)
 from rlblocks.train.trainer_config import PPOConfig, lr_at
 
 __all__ = [
@@ -133,39 +132,39 @@ class PolicyParts:
         return np.asarray(self.obs_filter(x, update=False))
 
 
-class MultiAgentPPOTrainer(PPOTrainer):
+class MultiAgentPPOTrainer(Trainer):
     """Trains one model per policy of a multi-agent env with PPO (module docstring).
 
     Args:
         config: A :class:`PPOConfig` or an RLlib-style dict; ``env`` names a multi-agent
             env (``"module:callable"``, e.g. ``"mpe2.simple_spread_v3:parallel_env"``, or a
             callable ``env_creator(env_config)``) and ``multiagent`` maps agents to policies.
-        run_dir: As :class:`PPOTrainer`'s.
+        run_dir: As :class:`~rlblocks.train.trainer.Trainer`'s.
 
     Raises:
         ValueError: A bad config, an env that is not multi-agent, or agents a shared policy
             cannot serve (the message suggests another mapping).
     """
 
+    CONFIG: ClassVar[type[PPOConfig]] = PPOConfig
     FORMAT: ClassVar[str] = FORMAT
+    KIND: ClassVar[str] = "multi-agent PPO"
 
     def __init__(
         self, config: PPOConfig | Mapping[str, Any] | None = None, run_dir: str | Path | None = None
     ):
         self.config = PPOConfig.from_dict(config)
-        cfg = self.config
-        if cfg.rllib:
+        refuse_rllib_block(self.config)
+        self._check_config()
+        self._start(None, run_dir)
+
+    def _check_config(self) -> None:
+        if self.config.vector_mode != "sync":
             raise ValueError(
-                "the config's 'rllib' block sets RLlib options: train it with "
-                "--backend rllib (RLlibTrainer), or remove the block"
-            )
-        if cfg.vector_mode != "sync":
-            raise ValueError(
-                f"vector_mode={cfg.vector_mode!r}: multi-agent envs are stepped in the "
+                f"vector_mode={self.config.vector_mode!r}: multi-agent envs are stepped in the "
                 "trainer's process (vector_mode='sync')"
             )
-        self._make = multiagent_creator(cfg)
-        self._start(None, run_dir)
+        self._make = multiagent_creator(self.config)
 
     # --- building -----------------------------------------------------------------------------
     def _policy_config(self, policy_id: str) -> PPOConfig:
@@ -220,7 +219,7 @@ class MultiAgentPPOTrainer(PPOTrainer):
         self.agent_timesteps_total = 0
 
     def _config_json(self) -> dict[str, Any]:
-        data = _json_config(self.config)
+        data = json_config(self.config)
         data["multiagent_policies"] = {
             pid: {
                 "agents": [str(a) for a in spec.agents],
@@ -315,7 +314,7 @@ class MultiAgentPPOTrainer(PPOTrainer):
         return self.evaluate(self.config.evaluation_episodes)
 
     # --- acting -------------------------------------------------------------------------------
-    def compute_actions(  # type: ignore[override]
+    def compute_actions(
         self,
         obs: Mapping[Any, Any],
         state: Mapping[Any, list[Any]] | None = None,
@@ -353,7 +352,7 @@ class MultiAgentPPOTrainer(PPOTrainer):
                 states[a] = [s[i] for s in out["state_out"]]
         return actions, states
 
-    def compute_single_action(  # type: ignore[override]
+    def compute_single_action(
         self, obs: Any, state: list[Any] | None = None, explore: bool = False, agent: Any = None
     ) -> tuple[Any, list[torch.Tensor]]:
         """One agent's observation -> ``(action, state_out)``."""
@@ -376,8 +375,7 @@ class MultiAgentPPOTrainer(PPOTrainer):
             the agents), ``episode_len_mean``, ``episode_returns`` and
             ``agent_episode_return_mean/<agent>``.
         """
-        if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-            raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
+        check_episodes(episodes)
         block = self.config.multiagent
         hub = MultiAgentVectorEnv(
             self._make,
@@ -445,20 +443,14 @@ class MultiAgentPPOTrainer(PPOTrainer):
                         s[idx] = s0
 
     # --- checkpoints --------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
+    def _storable_env(self) -> Any:
+        return self.config.env if isinstance(self.config.env, str) else None
+
+    def _own_state(self) -> dict[str, Any]:
         """Every policy (model, optimizer, KL coefficient, filter, runner state), the return
-        statistics, the counters and the RNG states."""
-        config = self.config.to_dict()
-        config["env"] = self.config.env if isinstance(self.config.env, str) else None
+        statistics, the agent step count and (when they pickle) the envs."""
         return {
-            "format": self.FORMAT,
-            "config": config,
-            "env_name": self.config.env_name,
-            "seed": self.seed,
-            "iteration": self.iteration,
-            "timesteps_total": self.timesteps_total,
             "agent_timesteps_total": self.agent_timesteps_total,
-            "time_total_s": self.time_total_s,
             "policies": {
                 pid: {
                     "model": p.policy.model.state_dict(),
@@ -471,104 +463,39 @@ class MultiAgentPPOTrainer(PPOTrainer):
             },
             "hub": self.hub.state_dict(),
             "envs": self.hub.snapshot(),
-            "torch_rng": torch.get_rng_state(),
-            "numpy_rng": self._rng.bit_generator.state,
-            "python_rng": random.getstate(),
-            "last_metrics": dict(self.last_metrics),
-            "best_score": self.best_score,
         }
 
-    @classmethod
-    def restore(  # type: ignore[override]
-        cls,
-        path: str | Path,
-        env: Any = None,
-        run_dir: str | Path | None = None,
-        log: bool = True,
-    ) -> MultiAgentPPOTrainer:
-        """A trainer continuing from a multi-agent checkpoint (see :meth:`PPOTrainer.restore`):
-        exactly as the uninterrupted run when its envs could be pickled, else from a fresh
-        reset of the envs (with a RuntimeWarning)."""
-        if log:
-            recover_interrupted_saves(checkpoint_run_dir(path))
-        state = load_checkpoint(path)
-        if state.get("format") != FORMAT:
-            raise ValueError(f"{state['_path']!r} is not a multi-agent PPO checkpoint")
-        config_dict = dict(state["config"])
-        if env is not None:
-            config_dict["env"] = env
-        if config_dict["env"] is None:
-            raise ValueError(
-                f"checkpoint {state['_path']!r} was trained on {state['env_name']!r}, an env "
-                "creator that could not be saved; pass it: MultiAgentPPOTrainer.restore(path, "
-                "env=...)"
-            )
-        snapshot = None
-        if state.get("envs") is not None:
-            try:
-                snapshot = pickle.loads(state["envs"])
-            except Exception as err:  # e.g. the env's module is not importable here
-                raise ValueError(
-                    f"checkpoint {state['_path']!r}: its saved environments cannot be loaded "
-                    f"({type(err).__name__}: {err}); is the env's package importable?"
-                ) from None
-        else:
+    def _restore_build(self, state: dict[str, Any], envs: Any) -> None:
+        if envs is None:
             warnings.warn(
                 f"resuming {state['_path']!r}: its envs could not be pickled, so they restart "
                 "from a fresh reset: the episodes in progress at the checkpoint are dropped",
                 RuntimeWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
-        trainer = cls.__new__(cls)
-        trainer.config = PPOConfig.from_dict(config_dict)
-        trainer._make = multiagent_creator(trainer.config)
-        trainer.seed = int(state["seed"])
-        if trainer.config.num_threads is not None:
-            torch.set_num_threads(trainer.config.num_threads)
-        trainer.device = _resolve_device(trainer.config.device)
-        trainer._rng = np.random.default_rng(trainer.seed)
-        trainer._logger = None
-        trainer._build(venv=None if snapshot is None else snapshot["envs"])
-        trainer._init_extras()
-        trainer.iteration = int(state["iteration"])
-        trainer.timesteps_total = int(state["timesteps_total"])
-        trainer.agent_timesteps_total = int(state["agent_timesteps_total"])
-        trainer.time_total_s = float(state["time_total_s"])
-        trainer.last_metrics = dict(state.get("last_metrics") or {})
-        trainer.best_score = float(state.get("best_score", -math.inf))
+        self._make = multiagent_creator(self.config)
+        self._build(venv=None if envs is None else envs["envs"])
+
+    def _load_state(self, state: dict[str, Any], envs: Any) -> None:
+        self.agent_timesteps_total = int(state["agent_timesteps_total"])
         saved = state["policies"]
-        if set(saved) != set(trainer.policies):
+        if set(saved) != set(self.policies):
             raise ValueError(
                 f"checkpoint {state['_path']!r} holds policies {sorted(saved)}, this config "
-                f"builds {sorted(trainer.policies)}"
+                f"builds {sorted(self.policies)}"
             )
-        try:
-            for pid, parts in trainer.policies.items():
+        with checkpoint_fits(state):
+            for pid, parts in self.policies.items():
                 parts.policy.model.load_state_dict(saved[pid]["model"])
                 parts.learner.optimizer.load_state_dict(saved[pid]["optimizer"])
                 parts.learner.kl_coeff = float(saved[pid]["kl_coeff"])
                 parts.obs_filter.load_state_dict(saved[pid]["filter"])
-                parts.runner.load_state_dict(
-                    saved[pid]["runner"], envs_restored=snapshot is not None
-                )
-                parts.runner._seed = trainer.seed + trainer.timesteps_total
-        except (RuntimeError, ValueError, KeyError) as err:
-            raise ValueError(
-                f"checkpoint {state['_path']!r} does not fit this config/model: {err}"
-            ) from None
-        trainer.hub.load_state_dict(state["hub"])
-        if snapshot is not None:
-            trainer.hub.resume(snapshot)
-        torch.set_rng_state(state["torch_rng"])
-        trainer._rng.bit_generator.state = state["numpy_rng"]
-        random.setstate(state["python_rng"])
-        trainer._resume_logging(state, run_dir, log)
-        return trainer
+                parts.runner.load_state_dict(saved[pid]["runner"], envs_restored=envs is not None)
+                parts.runner._seed = self.seed + self.timesteps_total
+        self.hub.load_state_dict(state["hub"])
+        if envs is not None:
+            self.hub.resume(envs)
 
-    def close(self) -> None:
-        """Closes the envs and the log writers."""
+    def _close_envs(self) -> None:
         if getattr(self, "hub", None) is not None:
             self.hub.close()
-        if getattr(self, "_logger", None) is not None:
-            self._logger.close()  # type: ignore[union-attr]
-        self._release_run_dir()
