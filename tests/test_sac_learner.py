@@ -18,6 +18,7 @@ from numpy.typing import ArrayLike
 from rlblocks import ModelCatalog
 from rlblocks.export.graph import PolicyGraph
 from rlblocks.replay import ReplaySample
+from rlblocks.train.fast.squashed_actor import SquashedActor
 from rlblocks.train.offpolicy_config import SACConfig
 from rlblocks.train.sac_learner import SACLearner
 
@@ -417,8 +418,10 @@ def test_numpy_acting_takes_the_module_paths_actions(explore: bool, rows: int) -
             learner.actor.register_forward_pre_hook(lambda module, args: None)
         learners.append(learner)
     fast, plain = learners
-    assert fast._policy._squashed_numpy() is not None
-    assert plain._policy._squashed_numpy() is None
+    for learner, serves in ((fast, True), (plain, False)):
+        actor = learner.acting_policy().actor
+        assert isinstance(actor, SquashedActor)
+        assert actor.fc.layers.matches_model() is serves  # the hook sends it to the module
     obs = np.random.default_rng(1).normal(size=(rows, 3)).astype(np.float32)
     out = []
     for learner in (fast, plain):

@@ -10,9 +10,12 @@ observations, the observation the trainer carries is the stacked window ``[B, n,
 rollouts and evaluation; the learner uses :meth:`Policy.forward` for the loss.
 
 All three calls go through one :class:`~rlblocks.train.actor.Actor`, chosen when the
-policy is built and logged once (``rlblocks.train``, info):
+policy is built by :func:`build_actor` and logged once (``rlblocks.train``, info):
 :class:`~rlblocks.train.fast.FCActor` for the default fully connected model with
-``fast_paths`` on, else :class:`ModuleActor`, which calls the torch module.
+``fast_paths`` on (:class:`~rlblocks.train.fast.squashed_actor.SquashedActor` when its head
+is SAC's SquashedGaussian), else :class:`ModuleActor`, which calls the torch module. SAC's
+and DQN's learners hand their actor / Q-network to a ``Policy`` (``model=``,
+``dist_class=``) for acting, evaluation and export.
 
 Examples:
     >>> import gymnasium as gym, numpy as np, torch
@@ -40,9 +43,10 @@ from rlblocks.models.modelv2 import ModelV2
 from rlblocks.nest import tree_map
 from rlblocks.train.actor import Actor, ActorInput, Forward, State
 from rlblocks.train.fast import FCActor
+from rlblocks.train.fast.squashed_actor import SquashedActor
 from rlblocks.train.trainer_config import TrainerConfig
 
-__all__ = ["ModuleActor", "Policy", "action_format"]
+__all__ = ["ModuleActor", "Policy", "action_format", "build_actor"]
 
 logger = logging.getLogger("rlblocks.train")
 
@@ -156,7 +160,7 @@ class Policy:
         mask_model = self.model if isinstance(self.model, ActionMaskModel) else None
         self.mask_layout = None if mask_model is None else mask_model.layout
         self.mask_columns = None if mask_model is None else mask_model.mask_columns
-        self.actor: Actor = _build_actor(self, bool(getattr(config, "fast_paths", True)))
+        self.actor: Actor = build_actor(self, bool(getattr(config, "fast_paths", True)))
         logger.info("actor: %s", self.actor.description)
         self.obs_window_key, self.n_obs_frames = _obs_window(self.model)
         self.max_seq_len = int(model_config.max_seq_len)
@@ -286,9 +290,20 @@ class Policy:
         return self.actor.values(ActorInput(obs, state, prev_actions, prev_rewards))
 
 
-def _build_actor(policy: Policy, fast_paths: bool) -> Actor:
-    """The FC actor when the model is the default FC network and ``fast_paths`` is on,
-    else the module."""
+def build_actor(policy: Policy, fast_paths: bool) -> Actor:
+    """The actor that serves ``policy``, chosen once: with ``fast_paths`` on and the
+    default FC network, the :class:`~rlblocks.train.fast.squashed_actor.SquashedActor`
+    for a SquashedGaussian head (SAC's Box actions) or the
+    :class:`~rlblocks.train.fast.FCActor` (numpy for Categorical / DiagGaussian heads);
+    else the :class:`ModuleActor`, which calls the torch module.
+
+    Examples:
+        >>> import gymnasium as gym
+        >>> from rlblocks.train.trainer_config import PPOConfig
+        >>> pol = Policy(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), PPOConfig())
+        >>> type(build_actor(pol, False)).__name__, type(build_actor(pol, True)).__name__
+        ('ModuleActor', 'FCActor')
+    """
     if not fast_paths:
         return ModuleActor(policy, "fast_paths is off")
     module = ModuleActor(policy, "")
@@ -296,6 +311,10 @@ def _build_actor(policy: Policy, fast_paths: bool) -> Actor:
     if isinstance(fast, str):
         module.description = f"torch module ({fast})"
         return module
+    if not fast.numpy:
+        squashed = SquashedActor.build(fast, policy.dist_class, policy.mask_layout is not None)
+        if squashed is not None:
+            return squashed
     return fast
 
 
