@@ -64,17 +64,12 @@ from gymnasium.spaces import Box, Discrete
 from torch import nn
 
 from rlblocks.catalog import ModelCatalog
-from rlblocks.config import ModelConfig
 from rlblocks.distributions import FLOAT_MIN, SquashedGaussian
 from rlblocks.masks import (
-    MASK_KEY,
-    OBS_KEY,
     is_mask_space,
 )
-from rlblocks.models.fcnet import FullyConnectedNetwork
 from rlblocks.models.heads import ContinuousActionQModel
 from rlblocks.models.misc import mode_dependent
-from rlblocks.models.modelv2 import ModelV2
 from rlblocks.train.algo_spaces import check_action_space
 from rlblocks.train.fast import adam_step, make_adam
 from rlblocks.train.fast.polyak import PolyakUpdate
@@ -82,6 +77,7 @@ from rlblocks.train.fast.sac_backprop import SACBackprop
 from rlblocks.train.fast.unwritten import clear_unwritten
 from rlblocks.train.offpolicy_config import SACConfig
 from rlblocks.train.policy import Policy
+from rlblocks.train.sac_models import build_critics, check_feedforward, checked_model_config
 
 __all__ = ["SACLearner", "TransitionBatch"]
 
@@ -114,34 +110,6 @@ class _Tensors(NamedTuple):
     next_obs: torch.Tensor
     discounts: torch.Tensor
     weights: torch.Tensor
-
-
-def _checked(cfg: ModelConfig, what: str) -> ModelConfig:
-    """``cfg`` if SAC can train it (no recurrent wrapper, no custom action distribution)."""
-    if cfg.use_lstm or cfg.use_attention:
-        raise ValueError(
-            f"SAC: config.{what} sets use_lstm / use_attention; SAC trains feed-forward "
-            "models only (set both to False)"
-        )
-    if cfg.custom_action_dist:
-        raise ValueError(
-            f"SAC: config.{what}['custom_action_dist'] = {cfg.custom_action_dist!r}; SAC picks "
-            "its distributions (SquashedGaussian for Box, Categorical for Discrete): leave it "
-            "unset"
-        )
-    return cfg
-
-
-def _check_feedforward(model: ModelV2, what: str) -> None:
-    """Refuses models with RNN state or a view of past observations."""
-    if model.get_initial_state():
-        raise ValueError(f"SAC: the {what} model is recurrent; SAC trains feed-forward models")
-    for key, vr in model.view_requirements.items():
-        if key != "obs" and getattr(vr, "data_col", None) == "obs":
-            raise ValueError(
-                f"SAC: the {what} model reads past observations ({key!r}); SAC trains models "
-                "of the current observation only"
-            )
 
 
 def _param_list(modules: Iterable[nn.Module]) -> list[nn.Parameter]:
@@ -225,8 +193,8 @@ class SACLearner:
             self._check_box(action_space)
         self.tau = float(config.tau)
         self.grad_clip = None if config.grad_clip is None else float(config.grad_clip)
-        actor_cfg = _checked(config.model_config(), "model")
-        q_cfg = _checked(config.q_model_config(), "q_model")
+        actor_cfg = checked_model_config(config.model_config(), "model")
+        q_cfg = checked_model_config(config.q_model_config(), "q_model")
         original = getattr(obs_space, "original_space", obs_space)
         self.masked = is_mask_space(original)
 
@@ -240,7 +208,7 @@ class SACLearner:
         self.actor = ModelCatalog.get_model_v2(
             obs_space, action_space, num_outputs, actor_cfg, name="sac_actor"
         ).to(self.device)
-        _check_feedforward(self.actor, "actor")
+        check_feedforward(self.actor, "actor")
         self._actor_modal = mode_dependent(self.actor)
         self._policy = Policy(
             obs_space,
@@ -252,26 +220,9 @@ class SACLearner:
         )
 
         # --- critics: over the observation (the "observations" part under a mask) -----------
-        self._critic_columns: slice | None = None
-        critic_space = obs_space
-        if self.masked:
-            if not self.discrete:
-                raise ValueError(
-                    f"SAC: an {MASK_KEY!r} observation needs a Discrete action space, got "
-                    f"{action_space}"
-                )
-            from rlblocks.masks import mask_columns
-            from rlblocks.preprocessors import get_preprocessor
-
-            assert isinstance(original, gym.spaces.Dict)
-            child = original[OBS_KEY]
-            critic_space = get_preprocessor(child)(child, q_cfg.to_dict()).observation_space
-            self._critic_columns = mask_columns(obs_space, q_cfg.to_dict())[1]
-        self._critic_shape = tuple(critic_space.shape or ())
-        n_critics = 2 if config.twin_q else 1
-        critics = [self._build_critic(critic_space, q_cfg, f"sac_q{i}") for i in range(n_critics)]
-        for c in critics:
-            _check_feedforward(c, "critic")
+        critics, self._critic_columns, self._critic_shape = build_critics(
+            obs_space, action_space, q_cfg, 2 if config.twin_q else 1, self.masked
+        )
         self.critics = nn.ModuleList(critics).to(self.device)
         self.target_critics = copy.deepcopy(self.critics)
         self.target_critics.requires_grad_(False)
@@ -312,18 +263,6 @@ class SACLearner:
     @staticmethod
     def _check_box(space: gym.Space) -> None:
         check_action_space("SAC", space)
-
-    def _build_critic(self, space: gym.Space, cfg: ModelConfig, name: str) -> ModelV2:
-        if self.discrete:
-            n = int(self.action_space.n)  # type: ignore[attr-defined]
-            return ModelCatalog.get_model_v2(space, self.action_space, n, cfg, name=name)
-        plain_fc = (
-            not cfg.custom_model
-            and ModelCatalog.default_model_class(space, cfg) is FullyConnectedNetwork
-        )
-        base_cfg = {**cfg.to_dict(), "fcnet_hiddens": []} if plain_fc else cfg
-        base = ModelCatalog.get_model_v2(space, self.action_space, None, base_cfg, name=name)
-        return ContinuousActionQModel(space, self.action_space, None, cfg, name, base_model=base)
 
     # --- tensors ----------------------------------------------------------------------------
     def _tensors(self, batch: TransitionBatch) -> _Tensors:
