@@ -44,6 +44,8 @@ from rlblocks.nest import tree_map
 from rlblocks.train.actor import Actor, ActorInput, Forward, State
 from rlblocks.train.fast import FCActor
 from rlblocks.train.fast.squashed_actor import SquashedActor
+from rlblocks.train.q_actor import QArgmaxActor
+from rlblocks.train.qnetwork import QNetwork
 from rlblocks.train.trainer_config import TrainerConfig
 
 __all__ = ["ModuleActor", "Policy", "action_format", "build_actor"]
@@ -291,9 +293,11 @@ class Policy:
 
 
 def build_actor(policy: Policy, fast_paths: bool) -> Actor:
-    """The actor that serves ``policy``, chosen once: with ``fast_paths`` on and the
-    default FC network, the :class:`~rlblocks.train.fast.squashed_actor.SquashedActor`
-    for a SquashedGaussian head (SAC's Box actions) or the
+    """The actor that serves ``policy``, chosen once: the
+    :class:`~rlblocks.train.q_actor.QArgmaxActor` for DQN's Q-network; with
+    ``fast_paths`` on and the default FC network, the
+    :class:`~rlblocks.train.fast.squashed_actor.SquashedActor` for a SquashedGaussian head
+    (SAC's Box actions) or the
     :class:`~rlblocks.train.fast.FCActor` (numpy for Categorical / DiagGaussian heads);
     else the :class:`ModuleActor`, which calls the torch module.
 
@@ -304,6 +308,8 @@ def build_actor(policy: Policy, fast_paths: bool) -> Actor:
         >>> type(build_actor(pol, False)).__name__, type(build_actor(pol, True)).__name__
         ('ModuleActor', 'FCActor')
     """
+    if isinstance(policy.model, QNetwork):
+        return QArgmaxActor(policy.model, ModuleActor(policy, "Q-network"), policy.device)
     if not fast_paths:
         return ModuleActor(policy, "fast_paths is off")
     module = ModuleActor(policy, "")
