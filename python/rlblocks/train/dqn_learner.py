@@ -119,8 +119,9 @@ class DQNLearner:
         self._modal = mode_dependent(self.q)
         self.q.eval()
         self._policy = self._build_policy()
-        self._actor = self._policy.actor
-        assert isinstance(self._actor, QArgmaxActor)
+        actor = self._policy.actor
+        assert isinstance(actor, QArgmaxActor)
+        self._actor = actor
 
     def _build_policy(self) -> Policy:
         """The Policy around the Q-network (a Categorical over its Q-values, the mask's
