@@ -79,7 +79,7 @@ def action_format(action_space: gym.Space) -> tuple[tuple[int, ...], type, np.nd
 
 def _obs_window(model: ModelV2) -> tuple[str | None, int]:
     """``(key, n)`` of the model's view of the last ``n`` observations (shifts ``-n+1..0``)."""
-    for key, vr in model.view_requirements.items():
+    for key, vr in getattr(model, "view_requirements", {}).items():
         if key == "obs" or getattr(vr, "data_col", None) != "obs":
             continue
         shifts = np.atleast_1d(vr.shift_arr).tolist()
@@ -98,7 +98,7 @@ def _prev_column(model: ModelV2, what: str) -> tuple[str, int]:
     ``prev_{what}`` (the LSTM wrapper's key), else ``prev_n_{what}`` (the attention
     wrapper's; ``n`` is 0 when it reads neither)."""
     for key in (f"prev_{what}", f"prev_n_{what}"):
-        vr = model.view_requirements.get(key)
+        vr = getattr(model, "view_requirements", {}).get(key)
         if vr is not None and len(np.atleast_1d(vr.shift_arr)):
             return key, len(np.atleast_1d(vr.shift_arr))
     return f"prev_n_{what}", 0
@@ -114,7 +114,9 @@ class Policy:
         device: Torch device for the model.
         model, dist_class: A model built elsewhere and its distribution (e.g. DQN's
             :class:`~rlblocks.train.qnetwork.QNetwork` with a Categorical: the greedy
-            action), instead of the catalog's.
+            action, SAC's actor, an RLlib module's network for export), instead of the
+            catalog's. Any ``nn.Module`` with ``get_initial_state`` and ``value_function``
+            serves; one without ``view_requirements`` reads the observation alone.
 
     Attributes:
         model: The :class:`~rlblocks.models.ModelV2`.
