@@ -12,6 +12,8 @@ from gymnasium.spaces import Box, Dict, Discrete, MultiBinary
 from rlblocks.catalog import ModelCatalog
 from rlblocks.train.dqn_learner import DQNLearner, project_distribution
 from rlblocks.train.offpolicy_config import DQNConfig
+from rlblocks.train.policy import Policy
+from rlblocks.train.q_actor import QArgmaxActor
 
 
 class Batch(NamedTuple):
@@ -330,3 +332,36 @@ def test_closed_form_update_matches_the_module_path(
         np.testing.assert_allclose(prio_a, prio_b, rtol=1e-5, atol=1e-6)
     for (name, a), b in zip(fast.q.named_parameters(), plain.q.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("dueling", [False, True])
+def test_dqn_acts_through_its_policys_q_argmax_actor(dueling: bool) -> None:
+    """DQN acts through a :class:`Policy` whose built actor is the Q-argmax one: the
+    policy's door, the learner's ``act`` and the module path (a no-op hook on the
+    Q-network's body) give the same epsilon-greedy actions for the same torch seed."""
+    cfg = DQNConfig(model={"fcnet_hiddens": [8]}, dueling=dueling)
+    torch.manual_seed(0)
+    learner = DQNLearner(Box(-1, 1, (3,)), Discrete(4, start=2), cfg, "cpu")
+    policy = learner.acting_policy()
+    assert isinstance(policy, Policy) and isinstance(policy.actor, QArgmaxActor)
+    assert learner.acting_policy() is policy
+    obs = np.random.default_rng(3).normal(size=(9, 3)).astype(np.float32)
+    timestep = 3000  # epsilon strictly between 0 and 1
+    assert 0.0 < cfg.epsilon_at(timestep) < 1.0
+    runs = []
+    for path in ("learner", "policy", "module"):
+        if path == "module":
+            learner.q.body.register_forward_pre_hook(lambda module, args: None)
+            assert not policy.actor.layers.matches(False)  # type: ignore[attr-defined]
+        torch.manual_seed(7)
+        if path == "learner":
+            runs.append([learner.act(obs, e, timestep) for e in (True, True, False)])
+        else:
+            policy.actor.epsilon = cfg.epsilon_at(timestep)  # type: ignore[attr-defined]
+            runs.append(
+                [policy.act(obs, [], explore=e, full=False)["actions"] for e in (True, True, False)]
+            )
+    for a, b, c in zip(*runs, strict=True):
+        assert a.dtype == b.dtype == c.dtype == np.int64 and (a >= 2).all()
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)

@@ -18,7 +18,10 @@ from numpy.typing import ArrayLike
 from rlblocks import ModelCatalog
 from rlblocks.export.graph import PolicyGraph
 from rlblocks.replay import ReplaySample
+from rlblocks.train.fast import FCActor
+from rlblocks.train.fast.squashed_actor import SquashedActor
 from rlblocks.train.offpolicy_config import SACConfig
+from rlblocks.train.policy import Policy, build_actor
 from rlblocks.train.sac_learner import SACLearner
 
 LINEAR: dict[str, Any] = {
@@ -417,8 +420,10 @@ def test_numpy_acting_takes_the_module_paths_actions(explore: bool, rows: int) -
             learner.actor.register_forward_pre_hook(lambda module, args: None)
         learners.append(learner)
     fast, plain = learners
-    assert fast._policy._squashed_numpy() is not None
-    assert plain._policy._squashed_numpy() is None
+    for learner, serves in ((fast, True), (plain, False)):
+        actor = learner.acting_policy().actor
+        assert isinstance(actor, SquashedActor)
+        assert actor.fc.layers.matches_model() is serves  # the hook sends it to the module
     obs = np.random.default_rng(1).normal(size=(rows, 3)).astype(np.float32)
     out = []
     for learner in (fast, plain):
@@ -653,3 +658,26 @@ def test_closed_form_path_declines_what_it_does_not_cover() -> None:
     wide.target_critics.double()
     wide.__dict__.pop("_fast", None)
     assert wide._backprop() is None
+
+
+@pytest.mark.parametrize("discrete", [False, True])
+def test_acting_policy_is_a_policy_whose_built_actor_matches_the_module(discrete: bool) -> None:
+    """SAC acts through :class:`Policy`: ``build_actor`` picks the squashed Gaussian
+    (Box) or the numpy FC (Discrete) actor, and its actions equal the module actor's
+    (``fast_paths`` off) bit for bit for the same torch seed."""
+    action_space = Discrete(3, start=1) if discrete else Box(-2, 2, (2,))
+    cfg = SACConfig(model={"fcnet_hiddens": [16]}, q_model={"fcnet_hiddens": [8]})
+    torch.manual_seed(0)
+    learner = SACLearner(Box(-1, 1, (4,)), action_space, cfg)
+    policy = learner.acting_policy()
+    assert isinstance(policy, Policy)
+    assert type(policy.actor) is (FCActor if discrete else SquashedActor)
+    obs = np.random.default_rng(2).normal(size=(6, 4)).astype(np.float32)
+    out = []
+    for fast in (True, False):
+        policy.actor = build_actor(policy, fast)
+        torch.manual_seed(5)
+        out.append([learner.act(obs, explore, 0) for explore in (True, True, False)])
+    for a, b in zip(*out, strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_array_equal(a, b)

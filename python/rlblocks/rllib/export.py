@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -60,6 +60,7 @@ from rlblocks.masks import MASK_KEY, OBS_KEY, MaskLayout, apply_action_mask, is_
 from rlblocks.masks import mask_columns as _mask_columns
 from rlblocks.masks import mask_layout as _mask_layout
 from rlblocks.models.heads import DuelingQModel
+from rlblocks.models.modelv2 import ModelV2
 from rlblocks.preprocessors import Preprocessor, get_preprocessor
 from rlblocks.rllib.algo_config import (
     MultiAgentSetup,
@@ -73,11 +74,10 @@ from rlblocks.rllib.checkpoints import RunCheckpoint, load_module, newest_checkp
 from rlblocks.rllib.connectors import AtariFramesBatched, MeanStdFilterBatched
 from rlblocks.rllib.module import RLBlocksRLModule
 from rlblocks.rllib.qlearning import RLBlocksDQNRLModule, RLBlocksSACRLModule
-from rlblocks.train.policy import action_format
+from rlblocks.train.policy import Policy
 from rlblocks.train.trainer_config import PPOConfig
 
 __all__ = [
-    "ModulePolicy",
     "export_rllib_policies",
     "export_rllib_policy",
     "is_multiagent_run",
@@ -195,72 +195,6 @@ class _QValues(nn.Module):
         return q, []
 
 
-class ModulePolicy:
-    """An RLlib module's network seen as a :class:`~rlblocks.train.policy.Policy` (what
-    :class:`~rlblocks.export.graph.PolicyGraph` and the sidecar read): a model called as
-    ``model(input_dict, state, seq_lens)``, its distribution, no previous actions, rewards
-    or observation window.
-
-    Args:
-        model: The network (a ModelV2, or an ``nn.Module`` with ``get_initial_state`` and
-            ``value_function``).
-        dist_class: ``dist_class(outputs, model)``, a distribution with
-            ``deterministic_sample()`` and ``inputs``.
-        obs_space: The flat observation Box the model reads.
-        action_space: The action space.
-        mask_layout, mask_columns: Where the flat row holds an action mask (or None).
-    """
-
-    n_obs_frames = 0
-    obs_window_key = None
-    n_prev_actions = 0
-    n_prev_rewards = 0
-    prev_actions_key = "prev_actions"
-    prev_rewards_key = "prev_rewards"
-
-    def __init__(
-        self,
-        model: nn.Module,
-        dist_class: Any,
-        obs_space: gym.Space,
-        action_space: gym.Space,
-        mask_layout: MaskLayout | None = None,
-        mask_columns: slice | None = None,
-    ) -> None:
-        self.model = model
-        self.dist_class = dist_class
-        self.obs_space = obs_space
-        self.action_space = action_space
-        self.device = torch.device("cpu")
-        self.mask_layout = mask_layout
-        self.mask_columns = mask_columns
-        self.recurrent = bool(model.get_initial_state())  # type: ignore[operator]
-        self.max_seq_len = 1
-        self.action_shape, self.action_dtype, self.initial_prev_action = action_format(action_space)
-
-    def initial_state(self, batch_size: int) -> list[torch.Tensor]:
-        """The model's initial state repeated for ``batch_size`` rows."""
-        return [
-            s.unsqueeze(0).repeat(batch_size, *([1] * s.dim())).clone()
-            for s in self.model.get_initial_state()  # type: ignore[operator]
-        ]
-
-    def input_dict(
-        self,
-        obs: Any,
-        prev_actions: Any = None,
-        prev_rewards: Any = None,
-        is_training: bool = False,
-    ) -> dict[str, Any]:
-        """``{"obs": obs, "is_training": is_training}``."""
-        return {"obs": torch.as_tensor(obs), "is_training": is_training}
-
-    def set_training(self, training: bool) -> None:
-        """Puts the model in train or eval mode, only if it changes."""
-        if self.model.training != training:
-            self.model.train(training)
-
-
 # --- the run as the trainer export_policy reads ---------------------------------------------------
 class _ConfigView:
     """What the sidecar reads of a trainer's config, for an RLlib run: the env's name, the
@@ -281,7 +215,7 @@ class _RunPolicy:
 
     def __init__(
         self,
-        policy: ModulePolicy,
+        policy: Policy,
         preprocessor: Preprocessor,
         obs_filter: MeanStdFilter | None,
         config: _ConfigView,
@@ -314,10 +248,12 @@ def _action_mode(ckpt: RunCheckpoint, config: PPOConfig, algo: str) -> str | Non
     return None
 
 
-def module_policy(module: Any, options: dict[str, Any], mode: str | None) -> ModulePolicy:
-    """The network of one of rlblocks' RLlib modules as a :class:`ModulePolicy` whose
-    deterministic action is the module's greedy one mapped as the env runner maps it
-    (``mode``: ``"unsquash"``, ``"clip"`` or None; see :func:`_action_mode`).
+def module_policy(module: Any, options: dict[str, Any], mode: str | None) -> Policy:
+    """The network of one of rlblocks' RLlib modules as a
+    :class:`~rlblocks.train.policy.Policy` (what :class:`~rlblocks.export.graph.PolicyGraph`
+    and the sidecar read; its actor calls the network as ``model(input_dict, state,
+    seq_lens)``) whose deterministic action is the module's greedy one mapped as the env
+    runner maps it (``mode``: ``"unsquash"``, ``"clip"`` or None; see :func:`_action_mode`).
 
     Args:
         module: An :class:`~rlblocks.rllib.RLBlocksRLModule` (or APPO's),
@@ -372,14 +308,18 @@ def module_policy(module: Any, options: dict[str, Any], mode: str | None) -> Mod
         columns, obs_columns = _mask_columns(_with_original(space), options)
         model = _MaskedModel(model, columns, obs_columns, layout)
         flat_space = Box(-np.inf, np.inf, (obs_columns.stop,), np.float32)
-    return ModulePolicy(
-        model,
-        _EnvActionDist(dist, action_space, mode),
+    # the module's own network, no catalog fast path: fast_paths off
+    policy = Policy(
         flat_space,
         action_space,
-        mask_layout=layout,
-        mask_columns=columns,
+        PPOConfig(fast_paths=False),
+        "cpu",
+        # duck-typed: the network answers get_initial_state / value_function as a ModelV2
+        model=cast(ModelV2, model),
+        dist_class=_EnvActionDist(dist, action_space, mode),
     )
+    policy.mask_layout, policy.mask_columns = layout, columns
+    return policy
 
 
 def _with_original(space: gym.spaces.Dict) -> gym.spaces.Dict:

@@ -45,6 +45,7 @@ from rlblocks.train.fast.q_layers import DenseQ
 from rlblocks.train.fast.unwritten import clear_unwritten
 from rlblocks.train.offpolicy_config import DQNConfig
 from rlblocks.train.policy import Policy
+from rlblocks.train.q_actor import QArgmaxActor
 from rlblocks.train.qnetwork import QNetwork
 
 __all__ = ["DQNLearner", "project_distribution"]
@@ -117,6 +118,29 @@ class DQNLearner:
         self.updates = 0
         self._modal = mode_dependent(self.q)
         self.q.eval()
+        self._policy = self._build_policy()
+        actor = self._policy.actor
+        assert isinstance(actor, QArgmaxActor)
+        self._actor = actor
+
+    def _build_policy(self) -> Policy:
+        """The Policy around the Q-network (a Categorical over its Q-values, the mask's
+        layout and columns for an ``action_mask`` observation)."""
+        policy = Policy(
+            self.q.obs_space,
+            self.action_space,
+            self.config,
+            self.device,
+            model=self.q,
+            dist_class=Categorical,
+        )
+        if self.q.masked:
+            original: Any = self.q.obs_space.original_space  # type: ignore[attr-defined]
+            policy.mask_layout = mask_layout(
+                self.action_space, self.q.n_actions, original[MASK_KEY]
+            )
+            policy.mask_columns = self.q.mask_columns
+        return policy
 
     # --- acting -------------------------------------------------------------------------------
     def _tensor(self, obs: np.ndarray) -> torch.Tensor:
@@ -129,51 +153,15 @@ class DQNLearner:
 
     def act(self, obs: np.ndarray, explore: bool, timestep: int) -> np.ndarray:
         """Greedy actions, or with ``explore`` epsilon-greedy ones (``config.epsilon`` at
-        ``timestep``; the random action is uniform over the legal ones).
+        ``timestep``; the random action is uniform over the legal ones): the acting
+        policy's :class:`~rlblocks.train.q_actor.QArgmaxActor`.
 
         Raises:
             ValueError: A row whose ``action_mask`` allows no action.
         """
-        fast = self._fast_layers(self.q, training=False)
-        if fast is not None and isinstance(obs, np.ndarray) and self.device.type == "cpu":
-            return self._act_numpy(fast, obs, explore, timestep)
-        if fast is not None:  # the FC Q-network as tensors (no module calls)
-            with torch.inference_mode():
-                q = fast.forward(self._tensor(obs).reshape(len(obs), -1).float())[1]
-        else:
-            q = self.greedy_q(obs)
-        masked = self.q.masked
-        legal = q > FLOAT_MIN if masked else None
-        if legal is not None and not bool(legal.any(dim=1).all()):
-            row = int((~legal.any(dim=1)).nonzero()[0, 0])
-            raise ValueError(f"observation {row}: its {MASK_KEY!r} allows no action")
-        actions = q.argmax(dim=1)
         if explore:
-            # which rows act at random: epsilon at timestep, torch's generator (the numpy
-            # path draws the same numbers)
-            rows = torch.rand(len(obs), device=q.device) < self.config.epsilon_at(timestep)
-            k = int(rows.sum())
-            if k:
-                actions = actions.clone()
-                actions[rows] = (
-                    torch.multinomial(legal[rows].float(), 1).squeeze(1)
-                    if legal is not None
-                    else torch.randint(q.shape[1], (k,), device=q.device)
-                )
-        return actions.cpu().numpy().astype(np.int64) + self.start
-
-    def _act_numpy(self, fast: DenseQ, obs: np.ndarray, explore: bool, timestep: int) -> np.ndarray:
-        """:meth:`act` for the FC Q-network (no mask) in numpy, on views of its weights: at
-        a few rows, torch's per-op dispatch costs more than the arithmetic. The random
-        numbers are torch's, drawn as the tensor path draws them (same actions)."""
-        q = fast.forward_numpy(obs.reshape(len(obs), -1).astype(np.float32, copy=False))
-        actions = q.argmax(1)
-        if explore:
-            rows = torch.rand(len(obs)).numpy() < self.config.epsilon_at(timestep)
-            k = int(np.count_nonzero(rows))
-            if k:
-                actions[rows] = torch.randint(q.shape[1], (k,)).numpy()
-        return actions.astype(np.int64) + self.start
+            self._actor.epsilon = self.config.epsilon_at(timestep)
+        return self._policy.act(obs, [], explore=explore, full=False)["actions"]
 
     def _fast_layers(self, net: QNetwork, training: bool) -> DenseQ | None:
         """``net`` as plain tensors when it is a fully connected Q-network (plain or
@@ -389,20 +377,7 @@ class DQNLearner:
         self.updates = int(state["updates"])
 
     def acting_policy(self) -> Policy:
-        """A :class:`~rlblocks.train.policy.Policy` around the Q-network whose deterministic
-        action is the greedy one (what :func:`rlblocks.export.export_policy` exports)."""
-        policy = Policy(
-            self.q.obs_space,
-            self.action_space,
-            self.config,
-            self.device,
-            model=self.q,
-            dist_class=Categorical,
-        )
-        if self.q.masked:
-            original: Any = self.q.obs_space.original_space  # type: ignore[attr-defined]
-            policy.mask_layout = mask_layout(
-                self.action_space, self.q.n_actions, original[MASK_KEY]
-            )
-            policy.mask_columns = self.q.mask_columns
-        return policy
+        """The :class:`~rlblocks.train.policy.Policy` around the Q-network that :meth:`act`
+        calls (its :class:`~rlblocks.train.q_actor.QArgmaxActor`); its deterministic action
+        is the greedy one (what :func:`rlblocks.export.export_policy` exports)."""
+        return self._policy

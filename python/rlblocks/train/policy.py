@@ -10,9 +10,12 @@ observations, the observation the trainer carries is the stacked window ``[B, n,
 rollouts and evaluation; the learner uses :meth:`Policy.forward` for the loss.
 
 All three calls go through one :class:`~rlblocks.train.actor.Actor`, chosen when the
-policy is built and logged once (``rlblocks.train``, info):
+policy is built by :func:`build_actor` and logged once (``rlblocks.train``, info):
 :class:`~rlblocks.train.fast.FCActor` for the default fully connected model with
-``fast_paths`` on, else :class:`ModuleActor`, which calls the torch module.
+``fast_paths`` on (:class:`~rlblocks.train.fast.squashed_actor.SquashedActor` when its head
+is SAC's SquashedGaussian), else :class:`ModuleActor`, which calls the torch module. SAC's
+and DQN's learners hand their actor / Q-network to a ``Policy`` (``model=``,
+``dist_class=``) for acting, evaluation and export.
 
 Examples:
     >>> import gymnasium as gym, numpy as np, torch
@@ -40,9 +43,12 @@ from rlblocks.models.modelv2 import ModelV2
 from rlblocks.nest import tree_map
 from rlblocks.train.actor import Actor, ActorInput, Forward, State
 from rlblocks.train.fast import FCActor
+from rlblocks.train.fast.squashed_actor import SquashedActor
+from rlblocks.train.q_actor import QArgmaxActor
+from rlblocks.train.qnetwork import QNetwork
 from rlblocks.train.trainer_config import TrainerConfig
 
-__all__ = ["ModuleActor", "Policy", "action_format"]
+__all__ = ["ModuleActor", "Policy", "action_format", "build_actor"]
 
 logger = logging.getLogger("rlblocks.train")
 
@@ -73,7 +79,7 @@ def action_format(action_space: gym.Space) -> tuple[tuple[int, ...], type, np.nd
 
 def _obs_window(model: ModelV2) -> tuple[str | None, int]:
     """``(key, n)`` of the model's view of the last ``n`` observations (shifts ``-n+1..0``)."""
-    for key, vr in model.view_requirements.items():
+    for key, vr in getattr(model, "view_requirements", {}).items():
         if key == "obs" or getattr(vr, "data_col", None) != "obs":
             continue
         shifts = np.atleast_1d(vr.shift_arr).tolist()
@@ -92,7 +98,7 @@ def _prev_column(model: ModelV2, what: str) -> tuple[str, int]:
     ``prev_{what}`` (the LSTM wrapper's key), else ``prev_n_{what}`` (the attention
     wrapper's; ``n`` is 0 when it reads neither)."""
     for key in (f"prev_{what}", f"prev_n_{what}"):
-        vr = model.view_requirements.get(key)
+        vr = getattr(model, "view_requirements", {}).get(key)
         if vr is not None and len(np.atleast_1d(vr.shift_arr)):
             return key, len(np.atleast_1d(vr.shift_arr))
     return f"prev_n_{what}", 0
@@ -108,7 +114,9 @@ class Policy:
         device: Torch device for the model.
         model, dist_class: A model built elsewhere and its distribution (e.g. DQN's
             :class:`~rlblocks.train.qnetwork.QNetwork` with a Categorical: the greedy
-            action), instead of the catalog's.
+            action, SAC's actor, an RLlib module's network for export), instead of the
+            catalog's. Any ``nn.Module`` with ``get_initial_state`` and ``value_function``
+            serves; one without ``view_requirements`` reads the observation alone.
 
     Attributes:
         model: The :class:`~rlblocks.models.ModelV2`.
@@ -156,7 +164,7 @@ class Policy:
         mask_model = self.model if isinstance(self.model, ActionMaskModel) else None
         self.mask_layout = None if mask_model is None else mask_model.layout
         self.mask_columns = None if mask_model is None else mask_model.mask_columns
-        self.actor: Actor = _build_actor(self, bool(getattr(config, "fast_paths", True)))
+        self.actor: Actor = build_actor(self, bool(getattr(config, "fast_paths", True)))
         logger.info("actor: %s", self.actor.description)
         self.obs_window_key, self.n_obs_frames = _obs_window(self.model)
         self.max_seq_len = int(model_config.max_seq_len)
@@ -286,9 +294,24 @@ class Policy:
         return self.actor.values(ActorInput(obs, state, prev_actions, prev_rewards))
 
 
-def _build_actor(policy: Policy, fast_paths: bool) -> Actor:
-    """The FC actor when the model is the default FC network and ``fast_paths`` is on,
-    else the module."""
+def build_actor(policy: Policy, fast_paths: bool) -> Actor:
+    """The actor that serves ``policy``, chosen once: the
+    :class:`~rlblocks.train.q_actor.QArgmaxActor` for DQN's Q-network; with
+    ``fast_paths`` on and the default FC network, the
+    :class:`~rlblocks.train.fast.squashed_actor.SquashedActor` for a SquashedGaussian head
+    (SAC's Box actions) or the
+    :class:`~rlblocks.train.fast.FCActor` (numpy for Categorical / DiagGaussian heads);
+    else the :class:`ModuleActor`, which calls the torch module.
+
+    Examples:
+        >>> import gymnasium as gym
+        >>> from rlblocks.train.trainer_config import PPOConfig
+        >>> pol = Policy(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), PPOConfig())
+        >>> type(build_actor(pol, False)).__name__, type(build_actor(pol, True)).__name__
+        ('ModuleActor', 'FCActor')
+    """
+    if isinstance(policy.model, QNetwork):
+        return QArgmaxActor(policy.model, ModuleActor(policy, "Q-network"), policy.device)
     if not fast_paths:
         return ModuleActor(policy, "fast_paths is off")
     module = ModuleActor(policy, "")
@@ -296,6 +319,10 @@ def _build_actor(policy: Policy, fast_paths: bool) -> Actor:
     if isinstance(fast, str):
         module.description = f"torch module ({fast})"
         return module
+    if not fast.numpy:
+        squashed = SquashedActor.build(fast, policy.dist_class, policy.mask_layout is not None)
+        if squashed is not None:
+            return squashed
     return fast
 
 

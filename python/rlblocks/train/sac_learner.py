@@ -64,30 +64,22 @@ from gymnasium.spaces import Box, Discrete
 from torch import nn
 
 from rlblocks.catalog import ModelCatalog
-from rlblocks.config import ModelConfig
 from rlblocks.distributions import FLOAT_MIN, SquashedGaussian
-from rlblocks.distributions.base import MAX_LOG_NN_OUTPUT, MIN_LOG_NN_OUTPUT
 from rlblocks.masks import (
-    MASK_KEY,
-    OBS_KEY,
-    check_action_mask,
     is_mask_space,
-    masked_action_rows,
 )
-from rlblocks.models.action_mask import ActionMaskModel
-from rlblocks.models.fcnet import FullyConnectedNetwork
 from rlblocks.models.heads import ContinuousActionQModel
 from rlblocks.models.misc import mode_dependent
-from rlblocks.models.modelv2 import ModelV2
 from rlblocks.train.algo_spaces import check_action_space
-from rlblocks.train.fast import FCActor, adam_step, make_adam
+from rlblocks.train.fast import adam_step, make_adam
 from rlblocks.train.fast.polyak import PolyakUpdate
 from rlblocks.train.fast.sac_backprop import SACBackprop
 from rlblocks.train.fast.unwritten import clear_unwritten
 from rlblocks.train.offpolicy_config import SACConfig
-from rlblocks.train.policy import action_format
+from rlblocks.train.policy import Policy
+from rlblocks.train.sac_models import build_critics, check_feedforward, checked_model_config
 
-__all__ = ["SACActingPolicy", "SACLearner", "TransitionBatch"]
+__all__ = ["SACLearner", "TransitionBatch"]
 
 #: Christodoulou (2019)'s factor on the maximum entropy ``log n`` (discrete "auto" target).
 DISCRETE_ENTROPY_FACTOR = 0.98
@@ -120,206 +112,8 @@ class _Tensors(NamedTuple):
     weights: torch.Tensor
 
 
-def _checked(cfg: ModelConfig, what: str) -> ModelConfig:
-    """``cfg`` if SAC can train it (no recurrent wrapper, no custom action distribution)."""
-    if cfg.use_lstm or cfg.use_attention:
-        raise ValueError(
-            f"SAC: config.{what} sets use_lstm / use_attention; SAC trains feed-forward "
-            "models only (set both to False)"
-        )
-    if cfg.custom_action_dist:
-        raise ValueError(
-            f"SAC: config.{what}['custom_action_dist'] = {cfg.custom_action_dist!r}; SAC picks "
-            "its distributions (SquashedGaussian for Box, Categorical for Discrete): leave it "
-            "unset"
-        )
-    return cfg
-
-
-def _check_feedforward(model: ModelV2, what: str) -> None:
-    """Refuses models with RNN state or a view of past observations."""
-    if model.get_initial_state():
-        raise ValueError(f"SAC: the {what} model is recurrent; SAC trains feed-forward models")
-    for key, vr in model.view_requirements.items():
-        if key != "obs" and getattr(vr, "data_col", None) == "obs":
-            raise ValueError(
-                f"SAC: the {what} model reads past observations ({key!r}); SAC trains models "
-                "of the current observation only"
-            )
-
-
 def _param_list(modules: Iterable[nn.Module]) -> list[nn.Parameter]:
     return [p for m in modules for p in m.parameters()]
-
-
-class SACActingPolicy:
-    """The SAC actor seen as a :class:`~rlblocks.train.policy.Policy` (what
-    :class:`~rlblocks.export.graph.PolicyGraph`, evaluation and export read): a
-    feed-forward model, its action distribution, no previous actions or rewards.
-
-    Its deterministic action is the greedy one: the squashed mean scaled to the Box bounds,
-    or the most probable legal Discrete action. The model's ``value_function()`` (which
-    ``PolicyGraph`` exports as ``value``) is the catalog model's value branch, which SAC
-    does not train; read Q-values from the learner instead.
-
-    Attributes:
-        model, dist_class, action_space, obs_space, device: The actor and how to read it.
-        mask_layout, mask_columns: The action mask's layout and columns, or None.
-        recurrent, n_obs_frames, n_prev_actions, n_prev_rewards: False / 0 (SAC's models
-            are feed-forward).
-    """
-
-    recurrent = False
-    n_obs_frames = 0
-    obs_window_key = None
-    n_prev_actions = 0
-    n_prev_rewards = 0
-    prev_actions_key = "prev_actions"
-    prev_rewards_key = "prev_rewards"
-    max_seq_len = 1
-
-    def __init__(
-        self,
-        model: ModelV2,
-        dist_class: Any,
-        obs_space: gym.Space,
-        action_space: gym.Space,
-        device: torch.device,
-    ) -> None:
-        self.model = model
-        self.dist_class = dist_class
-        self.obs_space = obs_space
-        self.action_space = action_space
-        self.device = device
-        self.modal = mode_dependent(model)
-        self.mask_layout = model.layout if isinstance(model, ActionMaskModel) else None
-        self.mask_columns = model.mask_columns if isinstance(model, ActionMaskModel) else None
-        self.action_shape, self.action_dtype, self.initial_prev_action = action_format(action_space)
-
-    def initial_state(self, batch_size: int) -> list[torch.Tensor]:
-        """No state: ``[]``."""
-        return []
-
-    def input_dict(
-        self,
-        obs: Any,
-        prev_actions: Any = None,
-        prev_rewards: Any = None,
-        is_training: bool = False,
-    ) -> dict[str, Any]:
-        """The model's input dict for ``[B, ...]`` preprocessed observations."""
-        return {"obs": _as_tensor(obs, self.device), "is_training": is_training}
-
-    def stack_obs(
-        self, window: np.ndarray | None, obs: np.ndarray, new_episode: np.ndarray | None = None
-    ) -> np.ndarray:
-        """``obs`` itself (SAC's models read no window of past observations)."""
-        return obs
-
-    def set_training(self, training: bool) -> None:
-        """Puts the actor in train or eval mode, only if it changes and the model has
-        layers that depend on it."""
-        if self.model.training != training and self.modal:
-            self.model.train(training)
-
-    @torch.no_grad()
-    def act(
-        self,
-        obs: Any,
-        state: Any = (),
-        prev_actions: Any = None,
-        prev_rewards: Any = None,
-        explore: bool = True,
-        full: bool = True,
-    ) -> dict[str, Any]:
-        """Actions for a ``[B, ...]`` batch of preprocessed observations (the
-        :meth:`Policy.act <rlblocks.train.policy.Policy.act>` door).
-
-        Returns:
-            ``actions`` (numpy ``[B, *action_shape]``), ``state_out`` (``[]``), and with
-            ``full``: ``logp`` ``[B]``, ``vf_preds`` ``[B]`` (the untrained value branch),
-            ``dist_inputs`` ``[B, K]``.
-
-        Raises:
-            ValueError: A row whose action mask leaves no legal action.
-        """
-        self.set_training(False)
-        squashed = None if full or not isinstance(obs, np.ndarray) else self._squashed_numpy()
-        if squashed is not None:
-            actions = squashed.act(obs, explore).reshape(len(obs), *self.action_shape)
-            return {"actions": actions, "state_out": []}
-        x = _as_tensor(obs, self.device)
-        if self.mask_layout is not None:
-            check_action_mask(x[..., self.mask_columns], self.mask_layout)
-        out, _ = self.model({"obs": x, "is_training": False}, [], None)
-        dist = self.dist_class(out, self.model)
-        actions = dist.sample() if explore else dist.deterministic_sample()
-        actions = actions.reshape(actions.shape[0], *self.action_shape)
-        if self.mask_layout is not None:
-            bad = masked_action_rows(actions, x[..., self.mask_columns], self.mask_layout)
-            if bad.any():
-                raise ValueError(
-                    f"SAC: the actor chose a masked action (row {int(bad.argmax())}); its "
-                    "distribution does not respect the FLOAT_MIN logits of masked actions"
-                )
-        result: dict[str, Any] = {"actions": actions.cpu().numpy(), "state_out": []}
-        if full:
-            logp = dist.sampled_action_logp() if explore else dist.logp(actions)
-            result["logp"] = logp.cpu().numpy().astype(np.float32)
-            values = self.model.value_function().reshape(-1)
-            result["vf_preds"] = values.cpu().numpy().astype(np.float32)
-            result["dist_inputs"] = dist.inputs.detach().cpu().numpy()
-        return result
-
-    def _squashed_numpy(self) -> _SquashedActor | None:
-        """The numpy actor for the catalog's FC model with a SquashedGaussian head (float32,
-        CPU, no action mask), while no hook or replaced layer makes it differ from the
-        module; else None."""
-        if "_squashed" not in self.__dict__:
-            self._squashed = _SquashedActor.build(self.model, self.dist_class, self.mask_layout)
-        actor = self._squashed
-        return actor if actor is not None and actor.fc.layers.matches_model() else None
-
-
-class _SquashedActor:
-    """A SquashedGaussian policy's action for the default FC model, without the module and
-    distribution objects (at a rollout's few rows they cost several times the arithmetic):
-    the layers in numpy on views of the weights, then the distribution's draw and squash.
-    The normal draw is torch's, as ``SquashedGaussian.sample`` draws it, and ``exp`` and
-    ``tanh`` are torch's kernels, so the actions equal the module path's, bit for bit."""
-
-    def __init__(self, fc: FCActor, low: np.ndarray, high: np.ndarray) -> None:
-        self.fc, self.low, self.high = fc, low, high
-        self.span = high - low
-
-    @classmethod
-    def build(cls, model: ModelV2, dist_class: Any, mask_layout: Any) -> _SquashedActor | None:
-        if mask_layout is not None:
-            return None
-        fc = FCActor.build(model, dist_class, None)  # type: ignore[arg-type]
-        if isinstance(fc, str) or any(
-            p.device.type != "cpu" or p.dtype != torch.float32 for p in model.parameters()
-        ):
-            return None
-        probe = dist_class(torch.zeros(1, int(model.num_outputs or 0)), model)
-        if type(probe) is not SquashedGaussian:
-            return None
-        return cls(fc, probe.low.numpy().copy(), probe.high.numpy().copy())
-
-    def act(self, obs: np.ndarray, explore: bool) -> np.ndarray:
-        """Sampled (``explore``) or deterministic squashed actions ``[B, d]``."""
-        out = self.fc.policy_numpy(obs)
-        d = out.shape[1] // 2
-        mean = out[:, :d]
-        if explore:
-            log_std = torch.from_numpy(out[:, d:]).clamp(MIN_LOG_NN_OUTPUT, MAX_LOG_NN_OUTPUT)
-            std = log_std.exp().numpy()
-            z = mean + std * torch.randn(mean.shape, dtype=torch.float32).numpy()
-        else:
-            z = np.ascontiguousarray(mean)
-        t = torch.from_numpy(z).tanh().numpy()
-        x = (t + 1.0) / 2.0 * self.span + self.low
-        return np.minimum(np.maximum(x, self.low), self.high)
 
 
 def _host(x: torch.Tensor) -> np.ndarray:
@@ -399,8 +193,8 @@ class SACLearner:
             self._check_box(action_space)
         self.tau = float(config.tau)
         self.grad_clip = None if config.grad_clip is None else float(config.grad_clip)
-        actor_cfg = _checked(config.model_config(), "model")
-        q_cfg = _checked(config.q_model_config(), "q_model")
+        actor_cfg = checked_model_config(config.model_config(), "model")
+        q_cfg = checked_model_config(config.q_model_config(), "q_model")
         original = getattr(obs_space, "original_space", obs_space)
         self.masked = is_mask_space(original)
 
@@ -414,32 +208,21 @@ class SACLearner:
         self.actor = ModelCatalog.get_model_v2(
             obs_space, action_space, num_outputs, actor_cfg, name="sac_actor"
         ).to(self.device)
-        _check_feedforward(self.actor, "actor")
-        self._policy = SACActingPolicy(
-            self.actor, self.dist_class, obs_space, action_space, self.device
+        check_feedforward(self.actor, "actor")
+        self._actor_modal = mode_dependent(self.actor)
+        self._policy = Policy(
+            obs_space,
+            action_space,
+            config,
+            self.device,
+            model=self.actor,
+            dist_class=self.dist_class,
         )
 
         # --- critics: over the observation (the "observations" part under a mask) -----------
-        self._critic_columns: slice | None = None
-        critic_space = obs_space
-        if self.masked:
-            if not self.discrete:
-                raise ValueError(
-                    f"SAC: an {MASK_KEY!r} observation needs a Discrete action space, got "
-                    f"{action_space}"
-                )
-            from rlblocks.masks import mask_columns
-            from rlblocks.preprocessors import get_preprocessor
-
-            assert isinstance(original, gym.spaces.Dict)
-            child = original[OBS_KEY]
-            critic_space = get_preprocessor(child)(child, q_cfg.to_dict()).observation_space
-            self._critic_columns = mask_columns(obs_space, q_cfg.to_dict())[1]
-        self._critic_shape = tuple(critic_space.shape or ())
-        n_critics = 2 if config.twin_q else 1
-        critics = [self._build_critic(critic_space, q_cfg, f"sac_q{i}") for i in range(n_critics)]
-        for c in critics:
-            _check_feedforward(c, "critic")
+        critics, self._critic_columns, self._critic_shape = build_critics(
+            obs_space, action_space, q_cfg, 2 if config.twin_q else 1, self.masked
+        )
         self.critics = nn.ModuleList(critics).to(self.device)
         self.target_critics = copy.deepcopy(self.critics)
         self.target_critics.requires_grad_(False)
@@ -480,18 +263,6 @@ class SACLearner:
     @staticmethod
     def _check_box(space: gym.Space) -> None:
         check_action_space("SAC", space)
-
-    def _build_critic(self, space: gym.Space, cfg: ModelConfig, name: str) -> ModelV2:
-        if self.discrete:
-            n = int(self.action_space.n)  # type: ignore[attr-defined]
-            return ModelCatalog.get_model_v2(space, self.action_space, n, cfg, name=name)
-        plain_fc = (
-            not cfg.custom_model
-            and ModelCatalog.default_model_class(space, cfg) is FullyConnectedNetwork
-        )
-        base_cfg = {**cfg.to_dict(), "fcnet_hiddens": []} if plain_fc else cfg
-        base = ModelCatalog.get_model_v2(space, self.action_space, None, base_cfg, name=name)
-        return ContinuousActionQModel(space, self.action_space, None, cfg, name, base_model=base)
 
     # --- tensors ----------------------------------------------------------------------------
     def _tensors(self, batch: TransitionBatch) -> _Tensors:
@@ -586,6 +357,8 @@ class SACLearner:
         Raises:
             ValueError: A row whose action mask leaves no legal action.
         """
+        if getattr(obs, "dtype", None) in (np.float64, torch.float64):  # float32, as trained
+            obs = obs.float() if isinstance(obs, torch.Tensor) else obs.astype(np.float32)
         return self._policy.act(obs, [], explore=explore, full=False)["actions"]
 
     @torch.no_grad()
@@ -671,7 +444,7 @@ class SACLearner:
             ``|Q_i(s, a) - y|``.
         """
         t = self._tensors(batch)
-        if not self.actor.training and self._policy.modal:
+        if not self.actor.training and self._actor_modal:
             self.actor.train(True)
         if not self.critics.training and mode_dependent(self.critics):
             self.critics.train(True)
@@ -769,9 +542,13 @@ class SACLearner:
             )
         update(self.tau)
 
-    def acting_policy(self) -> SACActingPolicy:
-        """The actor as a Policy-like object for export and evaluation (shares the
-        learner's model); its deterministic action is :meth:`act` with ``explore=False``."""
+    def acting_policy(self) -> Policy:
+        """The actor as a :class:`~rlblocks.train.policy.Policy` (shares the learner's
+        model), what acting, evaluation and export call: its deterministic action is the
+        greedy one (the squashed mean scaled to the Box bounds, or the most probable legal
+        Discrete action). Its ``value_function()`` (``PolicyGraph``'s ``value``) is the
+        catalog model's value branch, which SAC does not train; read Q-values from the
+        learner instead."""
         return self._policy
 
     # --- state ------------------------------------------------------------------------------
