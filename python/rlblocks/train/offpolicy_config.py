@@ -25,15 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from rlblocks.config import ModelConfig
+from rlblocks.config_fields import as_bool, as_int, as_number, as_schedule, one_of
 from rlblocks.train.offpolicy_checks import check_replay_fits
-from rlblocks.train.trainer_config import (
-    TrainerConfig,
-    _bool,
-    _int,
-    _number,
-    _schedule,
-    piecewise,
-)
+from rlblocks.train.trainer_config import TrainerConfig, piecewise
 
 __all__ = ["DQNConfig", "OffPolicyConfig", "SACConfig"]
 
@@ -129,9 +123,9 @@ class OffPolicyConfig(TrainerConfig):
             "n_step",
             "timesteps_per_iteration",
         ):
-            setattr(self, name, _int(getattr(self, name), name, minimum=1))
+            setattr(self, name, as_int(getattr(self, name), name, minimum=1))
         for name in ("learning_starts", "prioritized_replay_beta_annealing_timesteps"):
-            setattr(self, name, _int(getattr(self, name), name, minimum=0))
+            setattr(self, name, as_int(getattr(self, name), name, minimum=0))
         if self.replay_capacity < self.num_envs:
             raise ValueError(
                 f"replay_capacity ({self.replay_capacity}) must be at least num_envs "
@@ -139,15 +133,15 @@ class OffPolicyConfig(TrainerConfig):
             )
         # a buffer that never holds a batch never trains (frame stacks: checked at build)
         check_replay_fits(self.train_batch_size, self.replay_capacity, self.num_envs)
-        self.tau = _number(self.tau, "tau", low=0.0, high=1.0, low_open=True)
+        self.tau = as_number(self.tau, "tau", low=0.0, high=1.0, low_open=True)
         for name in (
             "prioritized_replay_alpha",
             "prioritized_replay_beta",
             "final_prioritized_replay_beta",
         ):
-            setattr(self, name, _number(getattr(self, name), name, low=0.0))
+            setattr(self, name, as_number(getattr(self, name), name, low=0.0))
         for name in ("prioritized_replay", "checkpoint_replay"):
-            _bool(self, name)
+            setattr(self, name, as_bool(getattr(self, name), name))
         if self.observation_filter != "NoFilter":
             raise ValueError(
                 f"observation_filter={self.observation_filter!r}: the off-policy trainers store "
@@ -203,19 +197,16 @@ class DQNConfig(OffPolicyConfig):
     def _validate_algorithm(self) -> None:
         super()._validate_algorithm()
         for name in ("double_q", "dueling"):
-            _bool(self, name)
-        self.num_atoms = _int(self.num_atoms, "num_atoms", minimum=1)
-        self.v_min = _number(self.v_min, "v_min", low=-math.inf)
-        self.v_max = _number(self.v_max, "v_max", low=-math.inf)
+            setattr(self, name, as_bool(getattr(self, name), name))
+        self.num_atoms = as_int(self.num_atoms, "num_atoms", minimum=1)
+        self.v_min = as_number(self.v_min, "v_min", low=-math.inf)
+        self.v_max = as_number(self.v_max, "v_max", low=-math.inf)
         if self.num_atoms > 1 and not self.v_min < self.v_max:
             raise ValueError(f"v_min ({self.v_min}) must be below v_max ({self.v_max})")
-        if self.td_error_loss_fn not in ("huber", "mse"):
-            raise ValueError(
-                f"td_error_loss_fn must be 'huber' or 'mse', got {self.td_error_loss_fn!r}"
-            )
-        self.epsilon = _schedule(self.epsilon, "epsilon")
+        one_of(self.td_error_loss_fn, "td_error_loss_fn", ("huber", "mse"))
+        self.epsilon = as_schedule(self.epsilon, "epsilon")
         if self.random_steps is not None:
-            self.random_steps = _int(self.random_steps, "random_steps", minimum=0)
+            self.random_steps = as_int(self.random_steps, "random_steps", minimum=0)
         if not all(0.0 <= v <= 1.0 for _, v in self.epsilon):
             raise ValueError(f"epsilon values must lie in [0, 1], got {self.epsilon}")
 
@@ -273,9 +264,9 @@ class SACConfig(OffPolicyConfig):
         for name in ("actor_lr", "critic_lr", "alpha_lr"):
             value = getattr(self, name)
             setattr(
-                self, name, self.lr if value is None else _number(value, name, 0.0, low_open=True)
+                self, name, self.lr if value is None else as_number(value, name, 0.0, low_open=True)
             )
-        self.initial_alpha = _number(self.initial_alpha, "initial_alpha", 0.0, low_open=True)
+        self.initial_alpha = as_number(self.initial_alpha, "initial_alpha", 0.0, low_open=True)
         if self.target_entropy != "auto":
-            self.target_entropy = _number(self.target_entropy, "target_entropy", low=-math.inf)
-        _bool(self, "twin_q")
+            self.target_entropy = as_number(self.target_entropy, "target_entropy", low=-math.inf)
+        self.twin_q = as_bool(self.twin_q, "twin_q")

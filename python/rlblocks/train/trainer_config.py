@@ -18,13 +18,20 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from rlblocks.config import ModelConfig, config_mapping
+from rlblocks.config_fields import (
+    as_bool,
+    as_int,
+    as_number,
+    as_schedule,
+    one_of,
+    unknown_key_message,
+)
 
 __all__ = ["PPOConfig", "TrainerConfig", "lr_at", "piecewise"]
 
@@ -183,7 +190,11 @@ class TrainerConfig:
         known = _config_keys(cls)
         for key, value in config.items():
             if key not in known:
-                raise ValueError(_unknown_key_message(key, known, cls.ALGORITHM, cls.OTHER_NAMES))
+                raise ValueError(
+                    unknown_key_message(
+                        key, known, f"{cls.ALGORITHM} config", aliases=cls.OTHER_NAMES
+                    )
+                )
             kwargs[known[key]] = value
         return cls(**kwargs)
 
@@ -242,41 +253,30 @@ class TrainerConfig:
         self.model = dict(self.model)
         self.model_config()  # raises on bad model keys or values
         for name in ("num_envs", "metrics_smoothing_episodes", "evaluation_episodes"):
-            setattr(self, name, _int(getattr(self, name), name, minimum=1))
+            setattr(self, name, as_int(getattr(self, name), name, minimum=1))
         for name in ("checkpoint_freq", "keep_checkpoints", "evaluation_interval"):
-            setattr(self, name, _int(getattr(self, name), name, minimum=0))
-        if self.vector_mode not in _VECTOR_MODES:
-            raise ValueError(
-                f"vector_mode must be one of {_VECTOR_MODES}, got {self.vector_mode!r}"
-            )
-        if self.preprocessor_pref not in _PREPROCESSOR_PREFS:
-            raise ValueError(
-                f"preprocessor_pref must be one of {_PREPROCESSOR_PREFS}, got "
-                f"{self.preprocessor_pref!r}"
-            )
-        if self.observation_filter not in _FILTERS:
-            raise ValueError(
-                f"observation_filter must be one of {_FILTERS}, got {self.observation_filter!r}"
-            )
-        if self.device not in _DEVICES:
-            raise ValueError(f"device must be one of {_DEVICES}, got {self.device!r}")
+            setattr(self, name, as_int(getattr(self, name), name, minimum=0))
+        one_of(self.vector_mode, "vector_mode", _VECTOR_MODES)
+        one_of(self.preprocessor_pref, "preprocessor_pref", _PREPROCESSOR_PREFS)
+        one_of(self.observation_filter, "observation_filter", _FILTERS)
+        one_of(self.device, "device", _DEVICES)
         if self.framework != "torch":
             raise ValueError(
                 f"framework must be 'torch' (rlblocks is torch-only), got {self.framework!r}"
             )
-        self.lr = _number(self.lr, "lr", low=0.0, low_open=True)
-        self.gamma = _number(self.gamma, "gamma", low=0.0, high=1.0)
+        self.lr = as_number(self.lr, "lr", low=0.0, low_open=True)
+        self.gamma = as_number(self.gamma, "gamma", low=0.0, high=1.0)
         if self.grad_clip is not None:
-            self.grad_clip = _number(self.grad_clip, "grad_clip", low=0.0, low_open=True)
+            self.grad_clip = as_number(self.grad_clip, "grad_clip", low=0.0, low_open=True)
         for name in ("clip_actions", "tensorboard", "flush_denormals"):
-            _bool(self, name)
+            setattr(self, name, as_bool(getattr(self, name), name))
         if self.seed is not None:
             # env i is seeded with seed + i; torch takes seeds below 2**64.
-            self.seed = _int(self.seed, "seed", minimum=0, maximum=2**63 - 1)
+            self.seed = as_int(self.seed, "seed", minimum=0, maximum=2**63 - 1)
         if self.num_threads is not None:
-            self.num_threads = _int(self.num_threads, "num_threads", minimum=1)
+            self.num_threads = as_int(self.num_threads, "num_threads", minimum=1)
         if self.lr_schedule is not None:
-            self.lr_schedule = _schedule(self.lr_schedule, "lr_schedule")
+            self.lr_schedule = as_schedule(self.lr_schedule, "lr_schedule")
             if not any(v for _, v in self.lr_schedule):
                 raise ValueError(
                     f"lr_schedule={self.lr_schedule}: every learning rate in it is 0, so the "
@@ -286,11 +286,6 @@ class TrainerConfig:
 
     def _validate_algorithm(self) -> None:
         """The algorithm's own keys (after the shared ones)."""
-
-
-def _bool(config: Any, name: str) -> None:
-    if not isinstance(getattr(config, name), bool):
-        raise ValueError(f"{name} must be True or False, got {getattr(config, name)!r}")
 
 
 C = TypeVar("C", bound=TrainerConfig)
@@ -370,7 +365,7 @@ class PPOConfig(TrainerConfig):
 
     def _validate_algorithm(self) -> None:
         for name in ("train_batch_size", "sgd_minibatch_size", "num_sgd_iter"):
-            setattr(self, name, _int(getattr(self, name), name, minimum=1))
+            setattr(self, name, as_int(getattr(self, name), name, minimum=1))
         if self.train_batch_size % self.num_envs:
             raise ValueError(
                 f"train_batch_size ({self.train_batch_size}) must be a multiple of num_envs "
@@ -380,29 +375,29 @@ class PPOConfig(TrainerConfig):
         if self.rollout_fragment_length == "auto":
             self.rollout_fragment_length = auto
         else:
-            frag = _int(self.rollout_fragment_length, "rollout_fragment_length", minimum=1)
+            frag = as_int(self.rollout_fragment_length, "rollout_fragment_length", minimum=1)
             if frag != auto:
                 raise ValueError(
                     f"rollout_fragment_length ({frag}) must be 'auto' or train_batch_size / "
                     f"num_envs = {auto}"
                 )
             self.rollout_fragment_length = frag
-        self.lambda_ = _number(self.lambda_, "lambda", low=0.0, high=1.0)
-        self.clip_param = _number(self.clip_param, "clip_param", low=0.0, low_open=True)
+        self.lambda_ = as_number(self.lambda_, "lambda", low=0.0, high=1.0)
+        self.clip_param = as_number(self.clip_param, "clip_param", low=0.0, low_open=True)
         if self.vf_clip_param is not None:
-            self.vf_clip_param = _number(
+            self.vf_clip_param = as_number(
                 self.vf_clip_param, "vf_clip_param", low=0.0, low_open=True
             )
         if self.target_kl is not None:
-            self.target_kl = _number(self.target_kl, "target_kl", low=0.0, low_open=True)
+            self.target_kl = as_number(self.target_kl, "target_kl", low=0.0, low_open=True)
         if self.clip_reward is not None:
-            self.clip_reward = _number(self.clip_reward, "clip_reward", low=0.0, low_open=True)
-        self.vf_loss_coeff = _number(self.vf_loss_coeff, "vf_loss_coeff", low=0.0)
-        self.entropy_coeff = _number(self.entropy_coeff, "entropy_coeff", low=0.0)
-        self.kl_coeff = _number(self.kl_coeff, "kl_coeff", low=0.0)
-        self.kl_target = _number(self.kl_target, "kl_target", low=0.0, low_open=True)
+            self.clip_reward = as_number(self.clip_reward, "clip_reward", low=0.0, low_open=True)
+        self.vf_loss_coeff = as_number(self.vf_loss_coeff, "vf_loss_coeff", low=0.0)
+        self.entropy_coeff = as_number(self.entropy_coeff, "entropy_coeff", low=0.0)
+        self.kl_coeff = as_number(self.kl_coeff, "kl_coeff", low=0.0)
+        self.kl_target = as_number(self.kl_target, "kl_target", low=0.0, low_open=True)
         for name in ("normalize_advantages", "fast_paths", "normalize_reward"):
-            _bool(self, name)
+            setattr(self, name, as_bool(getattr(self, name), name))
         model = self.model_config()
         rows = min(self.sgd_minibatch_size, self.train_batch_size)
         if self.normalize_advantages and rows == 1 and not (model.use_lstm or model.use_attention):
@@ -432,9 +427,7 @@ def _multiagent_block(value: Any, model: Mapping[str, Any]) -> dict[str, Any]:
             f"multiagent.policy_mapping must be one of {POLICY_MAPPINGS} or "
             f"'module:function', got {how!r}"
         )
-    one_hot = value.get("agent_id_one_hot", False)
-    if not isinstance(one_hot, bool):
-        raise ValueError(f"multiagent.agent_id_one_hot must be True or False, got {one_hot!r}")
+    one_hot = as_bool(value.get("agent_id_one_hot", False), "multiagent.agent_id_one_hot")
     policies = value.get("policies") or {}
     if not isinstance(policies, Mapping):
         raise ValueError(
@@ -520,65 +513,3 @@ def _config_keys(cls: type[TrainerConfig]) -> dict[str, str]:
         del keys["lambda_"]
         keys["lambda"] = "lambda_"
     return keys
-
-
-def _unknown_key_message(
-    key: Any,
-    known: Mapping[str, str],
-    algorithm: str = "PPO",
-    other: Mapping[str, str] | None = None,
-) -> str:
-    other = _PPO_OTHER_NAMES if other is None else other
-    if key in other:
-        return (
-            f"unknown {algorithm} config key {key!r}; did you mean {other[key]!r}? "
-            f"(known keys: {', '.join(sorted(known))})"
-        )
-    close = difflib.get_close_matches(str(key), list(known), n=3, cutoff=0.5)
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    return f"unknown {algorithm} config key {key!r}{hint} (known keys: {', '.join(sorted(known))})"
-
-
-def _int(value: Any, name: str, minimum: int, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be an int in [{minimum}, {maximum}], got {value!r}")
-    return int(value)
-
-
-def _number(
-    value: Any, name: str, low: float, high: float = math.inf, low_open: bool = False
-) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    try:
-        v = float(value)
-    except OverflowError:  # an int beyond float's range
-        v = math.inf
-    too_low = v <= low if low_open else v < low
-    if not math.isfinite(v) or too_low or v > high:
-        if math.isinf(high):
-            raise ValueError(
-                f"{name} must be a finite number {'>' if low_open else '>='} {low}, got {value!r}"
-            )
-        lo = "(" if low_open else "["
-        raise ValueError(f"{name} must be in {lo}{low}, {high}], got {value!r}")
-    return v
-
-
-def _schedule(value: Any, name: str) -> list[list[float]]:
-    if not isinstance(value, (list, tuple)) or not value:
-        raise ValueError(
-            f"{name} must be a non-empty list of [timestep, value] pairs, got {value!r}"
-        )
-    out: list[list[float]] = []
-    for i, pair in enumerate(value):
-        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
-            raise ValueError(f"{name}[{i}] must be a [timestep, value] pair, got {pair!r}")
-        t = _number(pair[0], f"{name}[{i}] timestep", low=0.0)
-        v = _number(pair[1], f"{name}[{i}] value", low=0.0)
-        if out and t < out[-1][0]:
-            raise ValueError(f"{name}: timesteps must not decrease, got {t} after {out[-1][0]}")
-        out.append([t, v])
-    return out
