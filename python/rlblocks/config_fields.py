@@ -38,6 +38,12 @@ __all__ = [
     "as_number",
     "as_schedule",
     "checks_of",
+    "choice",
+    "config_keys",
+    "dict_of",
+    "int_at_least",
+    "number_in",
+    "run_checks",
     "is_int",
     "one_of",
     "option",
@@ -251,10 +257,66 @@ def option(default: Any, check: Check, key: str | None = None) -> Any:
     return dataclasses.field(default=default, metadata=metadata)
 
 
+def int_at_least(minimum: int, maximum: int | None = None) -> Check:
+    """The check :func:`as_int` with these bounds."""
+    return lambda value, name: as_int(value, name, minimum, maximum)
+
+
+def number_in(low: float = -math.inf, high: float = math.inf, low_open: bool = False) -> Check:
+    """The check :func:`as_number` with these bounds."""
+    return lambda value, name: as_number(value, name, low, high, low_open)
+
+
+def choice(*allowed: Any) -> Check:
+    """The check :func:`one_of` these values."""
+    return lambda value, name: one_of(value, name, allowed)
+
+
+def dict_of(refusal: str) -> Check:
+    """A check that takes any mapping (returned as a fresh dict) and refuses anything
+    else with ``"{refusal}, got {value!r}"``."""
+
+    def check(value: Any, name: str) -> dict[str, Any]:
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{refusal}, got {value!r}")
+        return dict(value)
+
+    return check
+
+
+def _field_check(cls: Any, name: str) -> tuple[Check, str] | None:
+    """The check of field ``name`` and its config key: the nearest class in the MRO that
+    declares the field with :func:`option` (a subclass may change just the default)."""
+    for base in cls.__mro__:
+        f = base.__dict__.get("__dataclass_fields__", {}).get(name)
+        if f is not None and "check" in f.metadata:
+            return f.metadata["check"], f.metadata.get("key") or name
+    return None
+
+
+def config_keys(cls: Any) -> dict[str, str]:
+    """Config key -> attribute name, for every field of the dataclass ``cls``."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        found = _field_check(cls, f.name)
+        out[found[1] if found else f.name] = f.name
+    return out
+
+
 def checks_of(cls: Any) -> dict[str, Check]:
     """Config key -> check, for the fields of a dataclass declared with :func:`option`."""
-    return {
-        f.metadata.get("key") or f.name: f.metadata["check"]
-        for f in dataclasses.fields(cls)
-        if "check" in f.metadata
-    }
+    out = {}
+    for f in dataclasses.fields(cls):
+        found = _field_check(cls, f.name)
+        if found is not None:
+            out[found[1]] = found[0]
+    return out
+
+
+def run_checks(config: Any) -> None:
+    """Replaces each field of the dataclass instance ``config`` declared with :func:`option`
+    by its check's typed value (in field order; the first bad value raises)."""
+    for f in dataclasses.fields(config):
+        found = _field_check(type(config), f.name)
+        if found is not None:
+            object.__setattr__(config, f.name, found[0](getattr(config, f.name), found[1]))
