@@ -17,7 +17,6 @@ Examples:
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from rlblocks.config_fields import (
     as_float,
     as_int,
     checks_of,
+    config_keys,
     is_int,
     one_of,
     option,
@@ -521,7 +521,7 @@ def validate_model_config(config: Mapping[str, Any] | ModelConfig | None) -> Mod
 
 # The table's derived views: RLlib key <-> attribute name (leading underscores dropped), the
 # checks by RLlib key, and the defaults in RLlib's form and order.
-_ATTR = {f.metadata.get("key") or f.name: f.name for f in dataclasses.fields(ModelConfig)}
+_ATTR = config_keys(ModelConfig)
 _KEY = {attr: key for key, attr in _ATTR.items()}
 _CHECKS: dict[str, Check] = checks_of(ModelConfig)
 
