@@ -187,6 +187,7 @@ TIERS: list[tuple[str, ...]] = [
         "views",
         "utils",
         "config",
+        "config_fields",
         "activations",
         "envs",
         "wrappers",

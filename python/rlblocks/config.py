@@ -17,15 +17,24 @@ Examples:
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
-import math
 import warnings
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
+from rlblocks.config_fields import (
+    Check,
+    as_bool,
+    as_float,
+    as_int,
+    checks_of,
+    config_keys,
+    is_int,
+    one_of,
+    option,
+    optional,
+    unknown_key_message,
+)
 
 __all__ = [
     "DEPRECATED_VALUE",
@@ -48,112 +57,6 @@ DEPRECATED_VALUE = -1
 #: The characters of a string observation when ``text_charset`` is None: printable ASCII,
 #: space to tilde (95 characters; character i has id i).
 PRINTABLE_ASCII = "".join(chr(c) for c in range(32, 127))
-
-#: rlblocks' keys that size the variable parts of an observation's flat layout
-#: (:mod:`rlblocks.layout`): gymnasium Sequence, Graph and string spaces.
-LAYOUT_DEFAULTS: dict[str, Any] = {
-    "sequence_max_len": 64,
-    "sequence_truncate": False,
-    "graph_max_nodes": 64,
-    "graph_max_edges": 256,
-    "text_max_length": 64,
-    "text_charset": None,
-    "text_encoding": "one_hot",
-    "text_truncate": False,
-}
-
-#: The encoder of Repeated / Sequence leaves (and, after a character embedding, of text) in
-#: ``ComplexInputNetwork``: ``type`` "attention" (masked self-attention), "deepsets" or
-#: "flatten" (RLlib's: an FC stack over the zero-padded block); ``pool`` "sum" (the
-#: default: the pooled encoding then says how many items there are, which "mean", "max" and
-#: "attention" pooling lose), "mean", "max" or "attention".
-ENTITY_ENCODER_DEFAULTS: dict[str, Any] = {
-    "type": "attention",
-    "dim": 64,
-    "heads": 4,
-    "layers": 1,
-    "pool": "sum",
-}
-
-#: The encoder of Graph leaves: ``layers`` rounds of message passing of width ``dim``, then
-#: a pooled readout (``pool`` as the entity encoder's); ``backend`` "auto" (torch_geometric
-#: when importable), "torch" or "pyg".
-GRAPH_ENCODER_DEFAULTS: dict[str, Any] = {
-    "dim": 64,
-    "layers": 2,
-    "pool": "mean",
-    "backend": "auto",
-}
-
-#: RLlib's model defaults, every key, in RLlib's order; then rlblocks' own keys (the layout
-#: of Sequence, Graph and string observations, and the encoders that read them).
-MODEL_DEFAULTS: dict[str, Any] = {
-    "fcnet_hiddens": [256, 256],
-    "fcnet_activation": "tanh",
-    "fcnet_weights_initializer": None,
-    "fcnet_weights_initializer_config": None,
-    "fcnet_bias_initializer": None,
-    "fcnet_bias_initializer_config": None,
-    "conv_filters": None,
-    "conv_activation": "relu",
-    "conv_kernel_initializer": None,
-    "conv_kernel_initializer_config": None,
-    "conv_bias_initializer": None,
-    "conv_bias_initializer_config": None,
-    "conv_transpose_kernel_initializer": None,
-    "conv_transpose_kernel_initializer_config": None,
-    "conv_transpose_bias_initializer": None,
-    "conv_transpose_bias_initializer_config": None,
-    "post_fcnet_hiddens": [],
-    "post_fcnet_activation": "relu",
-    "post_fcnet_weights_initializer": None,
-    "post_fcnet_weights_initializer_config": None,
-    "post_fcnet_bias_initializer": None,
-    "post_fcnet_bias_initializer_config": None,
-    "free_log_std": False,
-    "log_std_clip_param": 20.0,
-    "no_final_linear": False,
-    "vf_share_layers": True,
-    "use_lstm": False,
-    "max_seq_len": 20,
-    "lstm_cell_size": 256,
-    "lstm_use_prev_action": False,
-    "lstm_use_prev_reward": False,
-    "lstm_weights_initializer": None,
-    "lstm_weights_initializer_config": None,
-    "lstm_bias_initializer": None,
-    "lstm_bias_initializer_config": None,
-    "_time_major": False,
-    "use_attention": False,
-    "attention_num_transformer_units": 1,
-    "attention_dim": 64,
-    "attention_num_heads": 1,
-    "attention_head_dim": 32,
-    "attention_memory_inference": 50,
-    "attention_memory_training": 50,
-    "attention_position_wise_mlp_dim": 32,
-    "attention_init_gru_gate_bias": 2.0,
-    "attention_use_n_prev_actions": 0,
-    "attention_use_n_prev_rewards": 0,
-    "framestack": True,
-    "dim": 84,
-    "grayscale": False,
-    "zero_mean": True,
-    "custom_model": None,
-    "custom_model_config": {},
-    "custom_action_dist": None,
-    "custom_preprocessor": None,
-    "encoder_latent_dim": None,
-    "always_check_shapes": False,
-    "lstm_use_prev_action_reward": DEPRECATED_VALUE,
-    "_use_default_native_models": DEPRECATED_VALUE,
-    "_disable_preprocessor_api": False,
-    "_disable_action_flattening": False,
-    # rlblocks' own keys (RLlib has none of these spaces' encoders)
-    **LAYOUT_DEFAULTS,
-    "entity_encoder": ENTITY_ENCODER_DEFAULTS,
-    "graph_encoder": GRAPH_ENCODER_DEFAULTS,
-}
 
 #: Algorithms whose default model keeps separate policy and value layers
 #: (``vf_share_layers=False``, as RLlib's new API stack does for PPO): the value loss of an
@@ -179,13 +82,6 @@ def algorithm_model_config(model_config: Mapping[str, Any] | None, algo: str) ->
     if algo.upper() in SEPARATE_VALUE_ALGOS:
         config.setdefault("vf_share_layers", False)
     return config
-
-
-# RLlib key -> attribute name (leading underscores dropped).
-_ATTR = {key: key.lstrip("_") for key in MODEL_DEFAULTS}
-_KEY = {attr: key for key, attr in _ATTR.items()}
-
-_INITIALIZER_KEYS = tuple(k for k in MODEL_DEFAULTS if "initializer" in k)
 
 
 @dataclass(frozen=True)
@@ -215,7 +111,7 @@ class ConvFilter:
             )
         out, kernel, stride = entry
         return cls(
-            _positive_int(out, f"{where} out_channels"),
+            as_int(out, f"{where} out_channels"),
             _pair(kernel, f"{where} kernel"),
             _pair(stride, f"{where} stride"),
         )
@@ -226,44 +122,27 @@ class ConvFilter:
         return [self.out_channels, list(self.kernel), stride]
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
-def _positive_int(value: Any, what: str, minimum: int = 1) -> int:
-    if not _is_int(value) or int(value) < minimum:
-        raise ValueError(f"{what} must be an int >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def _pair(value: Any, what: str) -> tuple[int, int]:
-    if _is_int(value):
-        v = _positive_int(value, what)
+    if is_int(value):
+        v = as_int(value, what)
         return (v, v)
     if isinstance(value, (list, tuple)) and len(value) == 2:
-        return (_positive_int(value[0], what), _positive_int(value[1], what))
+        return (as_int(value[0], what), as_int(value[1], what))
     raise ValueError(f"{what} must be a positive int or a pair of them, got {value!r}")
 
 
 def _hiddens(value: Any, key: str) -> tuple[int, ...]:
     if not isinstance(value, (list, tuple)):
         raise ValueError(f"{key} must be a list of positive ints (layer sizes), got {value!r}")
-    return tuple(_positive_int(v, f"{key}[{i}]") for i, v in enumerate(value))
+    return tuple(as_int(v, f"{key}[{i}]") for i, v in enumerate(value))
 
 
-def _bool(value: Any, key: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{key} must be True or False, got {value!r}")
-    return bool(value)
+def _count(minimum: int) -> Check:
+    return lambda value, key: as_int(value, key, minimum)
 
 
-def _float(value: Any, key: str, positive: bool = False) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-        raise ValueError(f"{key} must be a number, got {value!r}")
-    out = float(value)
-    if math.isnan(out) or (positive and out <= 0):
-        raise ValueError(f"{key} must be a {'positive ' if positive else ''}number, got {value!r}")
-    return out
+def _positive_float(value: Any, key: str) -> float:
+    return as_float(value, key, positive=True)
 
 
 def _activation(value: Any, key: str) -> Any:
@@ -274,13 +153,6 @@ def _activation(value: Any, key: str) -> Any:
     except ValueError as err:
         raise ValueError(f"{key}: {err}") from None
     return value
-
-
-def _optional(check: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
-    def run(value: Any, key: str) -> Any:
-        return None if value is None else check(value, key)
-
-    return run
 
 
 def _conv_filters(value: Any, key: str) -> tuple[ConvFilter, ...] | None:
@@ -300,13 +172,15 @@ def _name_or_class(value: Any, key: str) -> Any:
 
 
 def _initializer(value: Any, key: str) -> Any:
-    if key.endswith("_config"):
-        if value is not None and not isinstance(value, Mapping):
-            raise ValueError(f"{key} must be None or a dict of keyword arguments, got {value!r}")
-        return None if value is None else dict(value)
     if value is None or isinstance(value, str) or callable(value):
         return value
     raise ValueError(f"{key} must be None, an initializer name or a callable, got {value!r}")
+
+
+def _initializer_config(value: Any, key: str) -> dict[str, Any] | None:
+    if value is not None and not isinstance(value, Mapping):
+        raise ValueError(f"{key} must be None or a dict of keyword arguments, got {value!r}")
+    return None if value is None else dict(value)
 
 
 def _mapping(value: Any, key: str) -> dict[str, Any]:
@@ -330,13 +204,8 @@ def _deprecated(value: Any, key: str) -> Any:
     return value
 
 
-def _choice(*allowed: str) -> Callable[[Any, str], str]:
-    def check(value: Any, key: str) -> str:
-        if value not in allowed:
-            raise ValueError(f"{key} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
-        return str(value)
-
-    return check
+def _choice(*allowed: str) -> Check:
+    return lambda value, key: str(one_of(value, key, allowed))
 
 
 def _charset(value: Any, key: str) -> str | None:
@@ -350,92 +219,46 @@ def _charset(value: Any, key: str) -> str | None:
     return value
 
 
-def _sub_config(
-    defaults: dict[str, Any], checks: dict[str, Callable[[Any, str], Any]]
-) -> Callable[[Any, str], dict[str, Any]]:
-    """A nested config dict: its keys checked, the missing ones taken from ``defaults``."""
+def _sub_config(table: dict[str, tuple[Any, Check]]) -> Check:
+    """A nested config dict: its keys checked, the missing ones taken from the defaults."""
 
     def check(value: Any, key: str) -> dict[str, Any]:
         given = _mapping(value, key)
         for sub in given:
-            if sub not in defaults:
-                raise ValueError(f"unknown key {key}.{sub!s}; known: {', '.join(defaults)}")
-        merged = {**defaults, **given}
-        return {sub: checks[sub](v, f"{key}.{sub}") for sub, v in merged.items()}
+            if sub not in table:
+                raise ValueError(f"unknown key {key}.{sub!s}; known: {', '.join(table)}")
+        merged = {**{sub: default for sub, (default, _) in table.items()}, **given}
+        return {sub: table[sub][1](v, f"{key}.{sub}") for sub, v in merged.items()}
 
     return check
 
 
-_ENTITY_CHECKS: dict[str, Callable[[Any, str], Any]] = {
-    "type": _choice("attention", "deepsets", "flatten"),
-    "dim": _positive_int,
-    "heads": _positive_int,
-    "layers": _positive_int,
-    "pool": _choice("mean", "max", "sum", "attention"),
-}
-_GRAPH_CHECKS: dict[str, Callable[[Any, str], Any]] = {
-    "dim": _positive_int,
-    "layers": _positive_int,
-    "pool": _choice("mean", "max", "sum", "attention"),
-    "backend": _choice("auto", "torch", "pyg"),
-}
+_POOLS = _choice("mean", "max", "sum", "attention")
 
-
-_CHECKS: dict[str, Callable[[Any, str], Any]] = {
-    "fcnet_hiddens": _hiddens,
-    "fcnet_activation": _activation,
-    "conv_filters": _conv_filters,
-    "conv_activation": _activation,
-    "post_fcnet_hiddens": _hiddens,
-    "post_fcnet_activation": _activation,
-    "free_log_std": _bool,
-    "log_std_clip_param": lambda v, k: _float(v, k, positive=True),
-    "no_final_linear": _bool,
-    "vf_share_layers": _bool,
-    "use_lstm": _bool,
-    "max_seq_len": _positive_int,
-    "lstm_cell_size": _positive_int,
-    "lstm_use_prev_action": _bool,
-    "lstm_use_prev_reward": _bool,
-    "_time_major": _bool,
-    "use_attention": _bool,
-    "attention_num_transformer_units": _positive_int,
-    "attention_dim": _positive_int,
-    "attention_num_heads": _positive_int,
-    "attention_head_dim": _positive_int,
-    "attention_memory_inference": _positive_int,
-    "attention_memory_training": _positive_int,
-    "attention_position_wise_mlp_dim": _positive_int,
-    "attention_init_gru_gate_bias": _float,
-    "attention_use_n_prev_actions": lambda v, k: _positive_int(v, k, minimum=0),
-    "attention_use_n_prev_rewards": lambda v, k: _positive_int(v, k, minimum=0),
-    "framestack": _bool,
-    "dim": _positive_int,
-    "grayscale": _bool,
-    "zero_mean": _bool,
-    "custom_model": _name_or_class,
-    "custom_model_config": _mapping,
-    "custom_action_dist": _name_or_class,
-    "custom_preprocessor": _custom_preprocessor,
-    "encoder_latent_dim": _optional(_positive_int),
-    "always_check_shapes": _bool,
-    "lstm_use_prev_action_reward": _deprecated,
-    "_use_default_native_models": _deprecated,
-    "_disable_preprocessor_api": _bool,
-    "_disable_action_flattening": _bool,
-    **{k: _initializer for k in _INITIALIZER_KEYS},
-    "sequence_max_len": _positive_int,
-    "sequence_truncate": _bool,
-    "graph_max_nodes": _positive_int,
-    "graph_max_edges": _positive_int,
-    "text_max_length": _positive_int,
-    "text_charset": _charset,
-    "text_encoding": _choice("one_hot", "ids"),
-    "text_truncate": _bool,
-    "entity_encoder": _sub_config(ENTITY_ENCODER_DEFAULTS, _ENTITY_CHECKS),
-    "graph_encoder": _sub_config(GRAPH_ENCODER_DEFAULTS, _GRAPH_CHECKS),
+#: The encoder of Repeated / Sequence leaves (and, after a character embedding, of text) in
+#: ``ComplexInputNetwork``: ``type`` "attention" (masked self-attention), "deepsets" or
+#: "flatten" (RLlib's: an FC stack over the zero-padded block); ``pool`` "sum" (the
+#: default: the pooled encoding then says how many items there are, which "mean", "max" and
+#: "attention" pooling lose), "mean", "max" or "attention". Key -> (default, check).
+_ENTITY_ENCODER: dict[str, tuple[Any, Check]] = {
+    "type": ("attention", _choice("attention", "deepsets", "flatten")),
+    "dim": (64, as_int),
+    "heads": (4, as_int),
+    "layers": (1, as_int),
+    "pool": ("sum", _POOLS),
 }
-assert set(_CHECKS) == set(MODEL_DEFAULTS)
+#: The encoder of Graph leaves: ``layers`` rounds of message passing of width ``dim``, then
+#: a pooled readout (``pool`` as the entity encoder's); ``backend`` "auto" (torch_geometric
+#: when importable), "torch" or "pyg". Key -> (default, check).
+_GRAPH_ENCODER: dict[str, tuple[Any, Check]] = {
+    "dim": (64, as_int),
+    "layers": (2, as_int),
+    "pool": ("mean", _POOLS),
+    "backend": ("auto", _choice("auto", "torch", "pyg")),
+}
+#: The defaults of the entity and graph encoders' keys (``entity_encoder``, ``graph_encoder``).
+ENTITY_ENCODER_DEFAULTS: dict[str, Any] = {k: d for k, (d, _) in _ENTITY_ENCODER.items()}
+GRAPH_ENCODER_DEFAULTS: dict[str, Any] = {k: d for k, (d, _) in _GRAPH_ENCODER.items()}
 
 
 @dataclass(frozen=True)
@@ -455,77 +278,83 @@ class ModelConfig(Mapping[str, Any]):
         False
     """
 
-    fcnet_hiddens: tuple[int, ...] = (256, 256)
-    fcnet_activation: Any = "tanh"
-    fcnet_weights_initializer: Any = None
-    fcnet_weights_initializer_config: dict[str, Any] | None = None
-    fcnet_bias_initializer: Any = None
-    fcnet_bias_initializer_config: dict[str, Any] | None = None
-    conv_filters: tuple[ConvFilter, ...] | None = None
-    conv_activation: Any = "relu"
-    conv_kernel_initializer: Any = None
-    conv_kernel_initializer_config: dict[str, Any] | None = None
-    conv_bias_initializer: Any = None
-    conv_bias_initializer_config: dict[str, Any] | None = None
-    conv_transpose_kernel_initializer: Any = None
-    conv_transpose_kernel_initializer_config: dict[str, Any] | None = None
-    conv_transpose_bias_initializer: Any = None
-    conv_transpose_bias_initializer_config: dict[str, Any] | None = None
-    post_fcnet_hiddens: tuple[int, ...] = ()
-    post_fcnet_activation: Any = "relu"
-    post_fcnet_weights_initializer: Any = None
-    post_fcnet_weights_initializer_config: dict[str, Any] | None = None
-    post_fcnet_bias_initializer: Any = None
-    post_fcnet_bias_initializer_config: dict[str, Any] | None = None
-    free_log_std: bool = False
-    log_std_clip_param: float = 20.0
-    no_final_linear: bool = False
-    vf_share_layers: bool = True
-    use_lstm: bool = False
-    max_seq_len: int = 20
-    lstm_cell_size: int = 256
-    lstm_use_prev_action: bool = False
-    lstm_use_prev_reward: bool = False
-    lstm_weights_initializer: Any = None
-    lstm_weights_initializer_config: dict[str, Any] | None = None
-    lstm_bias_initializer: Any = None
-    lstm_bias_initializer_config: dict[str, Any] | None = None
-    time_major: bool = False
-    use_attention: bool = False
-    attention_num_transformer_units: int = 1
-    attention_dim: int = 64
-    attention_num_heads: int = 1
-    attention_head_dim: int = 32
-    attention_memory_inference: int = 50
-    attention_memory_training: int = 50
-    attention_position_wise_mlp_dim: int = 32
-    attention_init_gru_gate_bias: float = 2.0
-    attention_use_n_prev_actions: int = 0
-    attention_use_n_prev_rewards: int = 0
-    framestack: bool = True
-    dim: int = 84
-    grayscale: bool = False
-    zero_mean: bool = True
-    custom_model: Any = None
-    custom_model_config: dict[str, Any] = field(default_factory=dict)
-    custom_action_dist: Any = None
-    custom_preprocessor: None = None
-    encoder_latent_dim: int | None = None
-    always_check_shapes: bool = False
-    lstm_use_prev_action_reward: Any = DEPRECATED_VALUE
-    use_default_native_models: Any = DEPRECATED_VALUE
-    disable_preprocessor_api: bool = False
-    disable_action_flattening: bool = False
-    sequence_max_len: int = 64
-    sequence_truncate: bool = False
-    graph_max_nodes: int = 64
-    graph_max_edges: int = 256
-    text_max_length: int = 64
-    text_charset: str | None = None
-    text_encoding: str = "one_hot"
-    text_truncate: bool = False
-    entity_encoder: dict[str, Any] = field(default_factory=lambda: dict(ENTITY_ENCODER_DEFAULTS))
-    graph_encoder: dict[str, Any] = field(default_factory=lambda: dict(GRAPH_ENCODER_DEFAULTS))
+    fcnet_hiddens: tuple[int, ...] = option((256, 256), _hiddens)
+    fcnet_activation: Any = option("tanh", _activation)
+    fcnet_weights_initializer: Any = option(None, _initializer)
+    fcnet_weights_initializer_config: dict[str, Any] | None = option(None, _initializer_config)
+    fcnet_bias_initializer: Any = option(None, _initializer)
+    fcnet_bias_initializer_config: dict[str, Any] | None = option(None, _initializer_config)
+    conv_filters: tuple[ConvFilter, ...] | None = option(None, _conv_filters)
+    conv_activation: Any = option("relu", _activation)
+    conv_kernel_initializer: Any = option(None, _initializer)
+    conv_kernel_initializer_config: dict[str, Any] | None = option(None, _initializer_config)
+    conv_bias_initializer: Any = option(None, _initializer)
+    conv_bias_initializer_config: dict[str, Any] | None = option(None, _initializer_config)
+    conv_transpose_kernel_initializer: Any = option(None, _initializer)
+    conv_transpose_kernel_initializer_config: dict[str, Any] | None = option(
+        None, _initializer_config
+    )
+    conv_transpose_bias_initializer: Any = option(None, _initializer)
+    conv_transpose_bias_initializer_config: dict[str, Any] | None = option(
+        None, _initializer_config
+    )
+    post_fcnet_hiddens: tuple[int, ...] = option((), _hiddens)
+    post_fcnet_activation: Any = option("relu", _activation)
+    post_fcnet_weights_initializer: Any = option(None, _initializer)
+    post_fcnet_weights_initializer_config: dict[str, Any] | None = option(None, _initializer_config)
+    post_fcnet_bias_initializer: Any = option(None, _initializer)
+    post_fcnet_bias_initializer_config: dict[str, Any] | None = option(None, _initializer_config)
+    free_log_std: bool = option(False, as_bool)
+    log_std_clip_param: float = option(20.0, _positive_float)
+    no_final_linear: bool = option(False, as_bool)
+    vf_share_layers: bool = option(True, as_bool)
+    use_lstm: bool = option(False, as_bool)
+    max_seq_len: int = option(20, as_int)
+    lstm_cell_size: int = option(256, as_int)
+    lstm_use_prev_action: bool = option(False, as_bool)
+    lstm_use_prev_reward: bool = option(False, as_bool)
+    lstm_weights_initializer: Any = option(None, _initializer)
+    lstm_weights_initializer_config: dict[str, Any] | None = option(None, _initializer_config)
+    lstm_bias_initializer: Any = option(None, _initializer)
+    lstm_bias_initializer_config: dict[str, Any] | None = option(None, _initializer_config)
+    time_major: bool = option(False, as_bool, key="_time_major")
+    use_attention: bool = option(False, as_bool)
+    attention_num_transformer_units: int = option(1, as_int)
+    attention_dim: int = option(64, as_int)
+    attention_num_heads: int = option(1, as_int)
+    attention_head_dim: int = option(32, as_int)
+    attention_memory_inference: int = option(50, as_int)
+    attention_memory_training: int = option(50, as_int)
+    attention_position_wise_mlp_dim: int = option(32, as_int)
+    attention_init_gru_gate_bias: float = option(2.0, as_float)
+    attention_use_n_prev_actions: int = option(0, _count(0))
+    attention_use_n_prev_rewards: int = option(0, _count(0))
+    framestack: bool = option(True, as_bool)
+    dim: int = option(84, as_int)
+    grayscale: bool = option(False, as_bool)
+    zero_mean: bool = option(True, as_bool)
+    custom_model: Any = option(None, _name_or_class)
+    custom_model_config: dict[str, Any] = option({}, _mapping)
+    custom_action_dist: Any = option(None, _name_or_class)
+    custom_preprocessor: None = option(None, _custom_preprocessor)
+    encoder_latent_dim: int | None = option(None, optional(as_int))
+    always_check_shapes: bool = option(False, as_bool)
+    lstm_use_prev_action_reward: Any = option(DEPRECATED_VALUE, _deprecated)
+    use_default_native_models: Any = option(
+        DEPRECATED_VALUE, _deprecated, key="_use_default_native_models"
+    )
+    disable_preprocessor_api: bool = option(False, as_bool, key="_disable_preprocessor_api")
+    disable_action_flattening: bool = option(False, as_bool, key="_disable_action_flattening")
+    sequence_max_len: int = option(64, as_int)
+    sequence_truncate: bool = option(False, as_bool)
+    graph_max_nodes: int = option(64, as_int)
+    graph_max_edges: int = option(256, as_int)
+    text_max_length: int = option(64, as_int)
+    text_charset: str | None = option(None, _charset)
+    text_encoding: str = option("one_hot", _choice("one_hot", "ids"))
+    text_truncate: bool = option(False, as_bool)
+    entity_encoder: dict[str, Any] = option(ENTITY_ENCODER_DEFAULTS, _sub_config(_ENTITY_ENCODER))
+    graph_encoder: dict[str, Any] = option(GRAPH_ENCODER_DEFAULTS, _sub_config(_GRAPH_ENCODER))
 
     @classmethod
     def from_dict(cls, config: Mapping[str, Any] | ModelConfig | None = None) -> ModelConfig:
@@ -565,7 +394,7 @@ class ModelConfig(Mapping[str, Any]):
 
         legacy = values.get("lstm_use_prev_action_reward", DEPRECATED_VALUE)
         if legacy is not DEPRECATED_VALUE and legacy != DEPRECATED_VALUE:
-            flag = _bool(legacy, "lstm_use_prev_action_reward")
+            flag = as_bool(legacy, "lstm_use_prev_action_reward")
             warnings.warn(
                 "model config key 'lstm_use_prev_action_reward' is deprecated: use "
                 "'lstm_use_prev_action' and 'lstm_use_prev_reward'",
@@ -603,7 +432,7 @@ class ModelConfig(Mapping[str, Any]):
             >>> d == MODEL_DEFAULTS and d is not MODEL_DEFAULTS
             True
         """
-        return {key: self[key] for key in MODEL_DEFAULTS}
+        return {key: self[key] for key in _ATTR}
 
     def replace(self, **changes: Any) -> ModelConfig:
         """A validated copy with some values changed; keys may be attribute or RLlib names.
@@ -669,16 +498,15 @@ def config_mapping(config: Any, what: str) -> Mapping[str, Any]:
 
 
 def _unknown_key_message(key: Any) -> str:
-    close = difflib.get_close_matches(str(key), list(MODEL_DEFAULTS), n=3, cutoff=0.6)
-    if not close:
-        close = difflib.get_close_matches(str(key), list(MODEL_DEFAULTS), n=3, cutoff=0.4)
-    hint = (
-        "; did you mean " + " or ".join(repr(c) for c in close) + "?"
-        if close
-        else "; see rlblocks.MODEL_DEFAULTS for the allowed keys (custom options go in "
-        "'custom_model_config')"
+    return unknown_key_message(
+        key,
+        MODEL_DEFAULTS,
+        "model config",
+        cutoffs=(0.6, 0.4),
+        list_known=False,
+        no_match="; see rlblocks.MODEL_DEFAULTS for the allowed keys (custom options go in "
+        "'custom_model_config')",
     )
-    return f"unknown model config key {key!r}{hint}"
 
 
 def validate_model_config(config: Mapping[str, Any] | ModelConfig | None) -> ModelConfig:
@@ -691,4 +519,20 @@ def validate_model_config(config: Mapping[str, Any] | ModelConfig | None) -> Mod
     return ModelConfig.from_dict(config)
 
 
-assert [f.name for f in dataclasses.fields(ModelConfig)] == [_ATTR[k] for k in MODEL_DEFAULTS]
+# The table's derived views: RLlib key <-> attribute name (leading underscores dropped), the
+# checks by RLlib key, and the defaults in RLlib's form and order.
+_ATTR = config_keys(ModelConfig)
+_KEY = {attr: key for key, attr in _ATTR.items()}
+_CHECKS: dict[str, Check] = checks_of(ModelConfig)
+
+#: RLlib's model defaults, every key, in RLlib's order; then rlblocks' own keys (the layout
+#: of Sequence, Graph and string observations, and the encoders that read them).
+MODEL_DEFAULTS: dict[str, Any] = {key: ModelConfig()[key] for key in _ATTR}
+
+#: rlblocks' keys that size the variable parts of an observation's flat layout
+#: (:mod:`rlblocks.layout`): gymnasium Sequence, Graph and string spaces.
+LAYOUT_DEFAULTS: dict[str, Any] = {
+    key: MODEL_DEFAULTS[key]
+    for key in _ATTR
+    if key.startswith(("sequence_", "graph_max_", "text_"))
+}

@@ -63,6 +63,7 @@ from gymnasium.spaces import (
 )
 
 from rlblocks.config import LAYOUT_DEFAULTS, PRINTABLE_ASCII
+from rlblocks.config_fields import as_int
 from rlblocks.spaces import Repeated, Simplex, format_path
 
 __all__ = [
@@ -402,12 +403,7 @@ class _Options:
         opts = {**LAYOUT_OPTIONS, **{k: v for k, v in options.items() if k in LAYOUT_OPTIONS}}
 
         def count(key: str) -> int:
-            value = opts[key]
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-                raise ValueError(f"{key} must be an int >= 1, got {value!r}")
-            if value < 1:
-                raise ValueError(f"{key} must be an int >= 1, got {value!r}")
-            return int(value)
+            return as_int(opts[key], key)
 
         charset = opts["text_charset"]
         if charset is None:

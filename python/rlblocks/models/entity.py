@@ -40,6 +40,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from rlblocks.config_fields import as_int
+
 __all__ = [
     "ENCODER_TYPES",
     "POOLS",
@@ -195,12 +197,6 @@ class _AttentionBlock(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
-def _check_int(value: Any, key: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{key} must be an int >= {minimum}, got {value!r}")
-    return value
-
-
 class EntityEncoder(nn.Module):
     """A permutation-invariant encoder of a padded list of items ``[B, L, item_size]``.
 
@@ -235,10 +231,10 @@ class EntityEncoder(nn.Module):
         key: str = "entity_encoder",
     ):
         super().__init__()
-        _check_int(item_size, "item_size")
-        _check_int(dim, f"{key}.dim")
-        _check_int(heads, f"{key}.heads")
-        _check_int(layers, f"{key}.layers")
+        as_int(item_size, "item_size")
+        as_int(dim, f"{key}.dim")
+        as_int(heads, f"{key}.heads")
+        as_int(layers, f"{key}.layers")
         if type not in ENCODER_TYPES:
             raise ValueError(
                 f"{key}.type must be one of {', '.join(map(repr, ENCODER_TYPES))} for an "
@@ -326,11 +322,11 @@ class TextEncoder(nn.Module):
 
     def __init__(self, num_chars: int, max_len: int, encoding: str, options: Mapping[str, Any]):
         super().__init__()
-        _check_int(num_chars, "num_chars")
-        _check_int(max_len, "max_len")
+        as_int(num_chars, "num_chars")
+        as_int(max_len, "max_len")
         if encoding not in ("one_hot", "ids"):
             raise ValueError(f"text_encoding must be 'one_hot' or 'ids', got {encoding!r}")
-        dim = _check_int(options["dim"], "entity_encoder.dim")
+        dim = as_int(options["dim"], "entity_encoder.dim")
         self.num_chars, self.max_len, self.encoding = num_chars, max_len, encoding
         self.embedding = nn.Embedding(num_chars, dim)
         self.position = nn.Parameter(torch.randn(max_len, dim) * 0.02)

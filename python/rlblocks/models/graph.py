@@ -43,6 +43,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from rlblocks.config_fields import as_int
 from rlblocks.models.entity import POOLS, MaskedPool, length_mask, trim_padding
 
 __all__ = ["BACKENDS", "GraphEncoder", "pyg_available", "split_graph"]
@@ -156,8 +157,7 @@ class GraphEncoder(nn.Module):
             (f"{key}.dim", dim, 1),
             (f"{key}.layers", layers, 1),
         ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+            as_int(value, name, least)
         if pool not in POOLS:
             raise ValueError(
                 f"{key}.pool must be one of {', '.join(map(repr, POOLS))}, got {pool!r}"

@@ -36,6 +36,7 @@ import numpy as np
 from gymnasium.spaces import Box
 
 from rlblocks.config import ModelConfig
+from rlblocks.config_fields import as_int
 from rlblocks.rllib._ray import EpisodeReplayBuffer, PrioritizedEpisodeReplayBuffer
 
 __all__ = [
@@ -59,10 +60,7 @@ class _FrameStacking:
     framestack: int
 
     def __init__(self, *args: Any, framestack: int = 4, **kwargs: Any) -> None:
-        if isinstance(framestack, bool) or not isinstance(framestack, int) or framestack < 1:
-            raise ValueError(
-                f"{type(self).__name__}: framestack must be an int >= 1, got {framestack!r}"
-            )
+        framestack = as_int(framestack, f"{type(self).__name__}: framestack")
         super().__init__(*args, **kwargs)
         self.framestack = framestack
 
@@ -201,8 +199,7 @@ def atari_replay_buffer_config(
         >>> cfg["type"].rsplit(".", 1)[1], cfg["capacity"], cfg["framestack"]
         ('FrameStackEpisodeReplayBuffer', 1000, 4)
     """
-    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-        raise ValueError(f"capacity must be an int >= 1, got {capacity!r}")
+    capacity = as_int(capacity, "capacity")
     framestack = 4 if ModelConfig.from_dict(model_config).framestack else 1
     # a class path, not the class: RLlib recognizes episode buffers by their type's name
     cls = FrameStackPrioritizedEpisodeReplayBuffer if prioritized else FrameStackEpisodeReplayBuffer

@@ -21,19 +21,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rlblocks.config import ModelConfig
-from rlblocks.train.offpolicy_checks import check_replay_fits
-from rlblocks.train.trainer_config import (
-    TrainerConfig,
-    _bool,
-    _int,
-    _number,
-    _schedule,
-    piecewise,
+from rlblocks.config_fields import (
+    as_bool,
+    as_number,
+    as_schedule,
+    choice,
+    dict_of,
+    int_at_least,
+    number_in,
+    option,
+    optional,
 )
+from rlblocks.train.offpolicy_checks import check_replay_fits
+from rlblocks.train.trainer_config import TrainerConfig, piecewise
 
 __all__ = ["DQNConfig", "OffPolicyConfig", "SACConfig"]
 
@@ -65,42 +69,46 @@ _OFF_POLICY_OTHER_NAMES = {
 }
 
 
+def _target_entropy(value: Any, name: str) -> float | str:
+    return value if value == "auto" else as_number(value, name)
+
+
 @dataclass
 class OffPolicyConfig(TrainerConfig):
     """Replay and update schedule shared by DQN and SAC."""
 
     num_envs: int = 1
     """Environments stepped together (each env step of each env is one stored step)."""
-    train_batch_size: int = 32
+    train_batch_size: int = option(32, int_at_least(1))
     """Transitions per gradient step, sampled from the replay buffer."""
-    replay_capacity: int = 100_000
+    replay_capacity: int = option(100_000, int_at_least(1))
     """Steps the replay buffer holds (preallocated; the oldest are overwritten)."""
-    learning_starts: int = 1000
+    learning_starts: int = option(1000, int_at_least(0))
     """Env steps (all envs together) collected before the first gradient step."""
-    train_freq: int = 4
+    train_freq: int = option(4, int_at_least(1))
     """Env steps (all envs together) between rounds of gradient steps."""
-    gradient_steps: int = 1
+    gradient_steps: int = option(1, int_at_least(1))
     """Gradient steps per round."""
-    target_network_update_freq: int = 500
+    target_network_update_freq: int = option(500, int_at_least(1))
     """Env steps between target-network updates (each a Polyak step with ``tau``)."""
-    tau: float = 1.0
+    tau: float = option(1.0, number_in(0.0, 1.0, low_open=True))
     """Polyak coefficient of a target update (1: copy the online network)."""
-    n_step: int = 1
+    n_step: int = option(1, int_at_least(1))
     """n-step returns (computed by the replay buffer at sample time)."""
-    prioritized_replay: bool = False
+    prioritized_replay: bool = option(False, as_bool)
     """Proportional prioritized replay (a sum tree) with importance weights."""
-    prioritized_replay_alpha: float = 0.6
+    prioritized_replay_alpha: float = option(0.6, number_in(0.0))
     """How strongly priorities shape sampling (0: uniform)."""
-    prioritized_replay_beta: float = 0.4
+    prioritized_replay_beta: float = option(0.4, number_in(0.0))
     """Importance-weight exponent at the start; annealed linearly to
     ``final_prioritized_replay_beta`` over ``prioritized_replay_beta_annealing_timesteps``."""
-    final_prioritized_replay_beta: float = 1.0
+    final_prioritized_replay_beta: float = option(1.0, number_in(0.0))
     """Importance-weight exponent at the end of the annealing."""
-    prioritized_replay_beta_annealing_timesteps: int = 100_000
+    prioritized_replay_beta_annealing_timesteps: int = option(100_000, int_at_least(0))
     """Env steps over which beta is annealed."""
-    timesteps_per_iteration: int = 1000
+    timesteps_per_iteration: int = option(1000, int_at_least(1))
     """Env steps per training iteration (one ``progress.csv`` row)."""
-    checkpoint_replay: bool = False
+    checkpoint_replay: bool = option(False, as_bool)
     """Store the replay buffer in checkpoints (large; resuming without it refills it)."""
 
     ALGORITHM: ClassVar[str] = "off-policy"
@@ -120,18 +128,6 @@ class OffPolicyConfig(TrainerConfig):
         )
 
     def _validate_algorithm(self) -> None:
-        for name in (
-            "train_batch_size",
-            "replay_capacity",
-            "train_freq",
-            "gradient_steps",
-            "target_network_update_freq",
-            "n_step",
-            "timesteps_per_iteration",
-        ):
-            setattr(self, name, _int(getattr(self, name), name, minimum=1))
-        for name in ("learning_starts", "prioritized_replay_beta_annealing_timesteps"):
-            setattr(self, name, _int(getattr(self, name), name, minimum=0))
         if self.replay_capacity < self.num_envs:
             raise ValueError(
                 f"replay_capacity ({self.replay_capacity}) must be at least num_envs "
@@ -139,15 +135,6 @@ class OffPolicyConfig(TrainerConfig):
             )
         # a buffer that never holds a batch never trains (frame stacks: checked at build)
         check_replay_fits(self.train_batch_size, self.replay_capacity, self.num_envs)
-        self.tau = _number(self.tau, "tau", low=0.0, high=1.0, low_open=True)
-        for name in (
-            "prioritized_replay_alpha",
-            "prioritized_replay_beta",
-            "final_prioritized_replay_beta",
-        ):
-            setattr(self, name, _number(getattr(self, name), name, low=0.0))
-        for name in ("prioritized_replay", "checkpoint_replay"):
-            _bool(self, name)
         if self.observation_filter != "NoFilter":
             raise ValueError(
                 f"observation_filter={self.observation_filter!r}: the off-policy trainers store "
@@ -165,21 +152,21 @@ class DQNConfig(OffPolicyConfig):
     """Adam learning rate (used when ``lr_schedule`` is None)."""
     grad_clip: float | None = 10.0
     """Max global gradient norm; None disables clipping."""
-    double_q: bool = True
+    double_q: bool = option(True, as_bool)
     """Double Q-learning: the online network picks the bootstrap action, the target rates it."""
-    dueling: bool = True
+    dueling: bool = option(True, as_bool)
     """A dueling head ``V + A - mean(A)``; False: plain Q-values."""
-    num_atoms: int = 1
+    num_atoms: int = option(1, int_at_least(1))
     """Distributional Q-learning (C51) with this many atoms on ``[v_min, v_max]``; 1: off."""
-    v_min: float = -10.0
+    v_min: float = option(-10.0, number_in())
     """The lowest atom of the return distribution (``num_atoms > 1``)."""
-    v_max: float = 10.0
+    v_max: float = option(10.0, number_in())
     """The highest atom of the return distribution (``num_atoms > 1``)."""
-    td_error_loss_fn: str = "huber"
+    td_error_loss_fn: str = option("huber", choice("huber", "mse"))
     """``"huber"`` or ``"mse"`` (expected Q-learning only; C51 minimises cross-entropy)."""
-    epsilon: list[list[float]] = field(default_factory=lambda: [[0, 1.0], [10_000, 0.05]])
+    epsilon: list[list[float]] = option([[0, 1.0], [10_000, 0.05]], as_schedule)
     """``[[timestep, epsilon], ...]``: the epsilon-greedy schedule (linear between points)."""
-    random_steps: int | None = None
+    random_steps: int | None = option(None, optional(int_at_least(0)))
     """Env steps (all envs together) that act uniformly at random over the legal actions
     (epsilon 1) before the schedule applies; None: ``learning_starts``, as Stable-Baselines3
     warms up. On CartPole-v1 (bench_offpolicy.py's settings, 80 seeds each) 150 was reached
@@ -202,20 +189,8 @@ class DQNConfig(OffPolicyConfig):
 
     def _validate_algorithm(self) -> None:
         super()._validate_algorithm()
-        for name in ("double_q", "dueling"):
-            _bool(self, name)
-        self.num_atoms = _int(self.num_atoms, "num_atoms", minimum=1)
-        self.v_min = _number(self.v_min, "v_min", low=-math.inf)
-        self.v_max = _number(self.v_max, "v_max", low=-math.inf)
         if self.num_atoms > 1 and not self.v_min < self.v_max:
             raise ValueError(f"v_min ({self.v_min}) must be below v_max ({self.v_max})")
-        if self.td_error_loss_fn not in ("huber", "mse"):
-            raise ValueError(
-                f"td_error_loss_fn must be 'huber' or 'mse', got {self.td_error_loss_fn!r}"
-            )
-        self.epsilon = _schedule(self.epsilon, "epsilon")
-        if self.random_steps is not None:
-            self.random_steps = _int(self.random_steps, "random_steps", minimum=0)
         if not all(0.0 <= v <= 1.0 for _, v in self.epsilon):
             raise ValueError(f"epsilon values must lie in [0, 1], got {self.epsilon}")
 
@@ -237,20 +212,20 @@ class SACConfig(OffPolicyConfig):
     """Env steps between target-critic updates (each a Polyak step with ``tau``)."""
     tau: float = 0.005
     """Polyak coefficient of a target update."""
-    q_model: dict[str, Any] = field(default_factory=dict)
+    q_model: dict[str, Any] = option({}, dict_of("q_model must be a dict of model config keys"))
     """The critics' own model keys, over ``model``'s (which the critics share otherwise)."""
-    actor_lr: float | None = None
+    actor_lr: float | None = option(None, optional(number_in(0.0, low_open=True)))
     """The actor's learning rate (None: ``lr``)."""
-    critic_lr: float | None = None
+    critic_lr: float | None = option(None, optional(number_in(0.0, low_open=True)))
     """The critics' learning rate (None: ``lr``)."""
-    alpha_lr: float | None = None
+    alpha_lr: float | None = option(None, optional(number_in(0.0, low_open=True)))
     """The entropy coefficient's learning rate (None: ``lr``)."""
-    initial_alpha: float = 1.0
+    initial_alpha: float = option(1.0, number_in(0.0, low_open=True))
     """The entropy coefficient at the start."""
-    target_entropy: float | str = "auto"
+    target_entropy: float | str = option("auto", _target_entropy)
     """The entropy the coefficient steers to; ``"auto"``: ``-dim(A)`` for Box actions,
     ``0.98 * log(n)`` for ``Discrete(n)``."""
-    twin_q: bool = True
+    twin_q: bool = option(True, as_bool)
     """Two critics, the smaller estimate used (clipped double Q)."""
 
     ALGORITHM: ClassVar[str] = "SAC"
@@ -262,20 +237,11 @@ class SACConfig(OffPolicyConfig):
 
     def _validate_algorithm(self) -> None:
         super()._validate_algorithm()
-        if not isinstance(self.q_model, Mapping):
-            raise ValueError(f"q_model must be a dict of model config keys, got {self.q_model!r}")
-        self.q_model = dict(self.q_model)
         self.q_model_config()
         if self.lr_schedule is not None:
             raise ValueError(
                 "lr_schedule is not supported for SAC; set actor_lr / critic_lr / alpha_lr"
             )
         for name in ("actor_lr", "critic_lr", "alpha_lr"):
-            value = getattr(self, name)
-            setattr(
-                self, name, self.lr if value is None else _number(value, name, 0.0, low_open=True)
-            )
-        self.initial_alpha = _number(self.initial_alpha, "initial_alpha", 0.0, low_open=True)
-        if self.target_entropy != "auto":
-            self.target_entropy = _number(self.target_entropy, "target_entropy", low=-math.inf)
-        _bool(self, "twin_q")
+            if getattr(self, name) is None:
+                setattr(self, name, self.lr)

@@ -17,14 +17,26 @@ Examples:
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from rlblocks.config import ModelConfig, config_mapping
+from rlblocks.config_fields import (
+    as_bool,
+    as_int,
+    as_schedule,
+    choice,
+    config_keys,
+    dict_of,
+    int_at_least,
+    number_in,
+    option,
+    optional,
+    run_checks,
+    unknown_key_message,
+)
 
 __all__ = ["PPOConfig", "TrainerConfig", "lr_at", "piecewise"]
 
@@ -73,6 +85,53 @@ _PPO_OTHER_NAMES = {
 }
 
 
+#: The RLlib ``AlgorithmConfig`` methods a config's ``rllib`` block may call.
+RLLIB_SECTIONS = ("training", "env_runners", "learners", "reporting")
+
+
+def _rllib_sections(value: Any, name: str = "rllib") -> dict[str, dict[str, Any]]:
+    if not isinstance(value, Mapping):
+        raise ValueError(
+            f"rllib must be a dict of RLlib config sections {RLLIB_SECTIONS}, got {value!r}"
+        )
+    out = {}
+    for section, keys in value.items():
+        if section not in RLLIB_SECTIONS:
+            raise ValueError(
+                f"rllib.{section}: not an RLlib config section this backend sets; "
+                f"use one of {RLLIB_SECTIONS}"
+            )
+        if not isinstance(keys, Mapping) or not all(isinstance(k, str) for k in keys):
+            raise ValueError(f"rllib.{section} must be a dict of RLlib keys, got {keys!r}")
+        out[section] = dict(keys)
+    return out
+
+
+def _env(value: Any, name: str) -> Any:
+    if value is not None and not (isinstance(value, str) or callable(value)):
+        raise ValueError(
+            f"{name} must be a gymnasium id (str) or a callable env_creator(env_config), "
+            f"got {value!r}"
+        )
+    return value
+
+
+def _torch(value: Any, name: str) -> str:
+    if value != "torch":
+        raise ValueError(f"{name} must be 'torch' (rlblocks is torch-only), got {value!r}")
+    return value
+
+
+def _lr_schedule(value: Any, name: str) -> list[list[float]]:
+    schedule = as_schedule(value, name)
+    if not any(v for _, v in schedule):
+        raise ValueError(
+            f"{name}={schedule}: every learning rate in it is 0, so the run would never "
+            "learn; e.g. lr_schedule=[[0, 0.0003], [1000000, 0.0]]"
+        )
+    return schedule
+
+
 @dataclass
 class TrainerConfig:
     """What every trainer's config shares: the env, the model, the vector env, the optimizer's
@@ -81,17 +140,17 @@ class TrainerConfig:
     :class:`~rlblocks.train.offpolicy_config.SACConfig` add their algorithm's keys.
     """
 
-    env: str | Callable[[dict[str, Any]], Any] | None = None
+    env: str | Callable[[dict[str, Any]], Any] | None = option(None, _env)
     """A gymnasium id (``"CartPole-v1"``) or ``env_creator(env_config) -> gym.Env``."""
-    env_config: dict[str, Any] = field(default_factory=dict)
+    env_config: dict[str, Any] = option({}, dict_of("env_config must be a dict"))
     """Keyword arguments for ``gym.make`` (an id) or the argument of ``env_creator``."""
-    model: dict[str, Any] = field(default_factory=dict)
+    model: dict[str, Any] = option({}, dict_of("model must be a dict of model config keys"))
     """RLlib model config (``fcnet_hiddens``, ``use_lstm``, ...); validated by
     :class:`rlblocks.config.ModelConfig`. Missing keys take the algorithm's model defaults
     (:attr:`MODEL_DEFAULTS`), then RLlib's ``MODEL_DEFAULTS``."""
-    num_envs: int = 8
+    num_envs: int = option(8, int_at_least(1))
     """Environments stepped together (one gymnasium vector env)."""
-    vector_mode: str = "sync"
+    vector_mode: str = option("sync", choice(*_VECTOR_MODES))
     """``"sync"`` (all envs in this process), ``"async"`` (one subprocess per env) or
     ``"native"``: the env's own vector implementation (``gym.make_vec(id,
     vectorization_mode="vector_entry_point")``, e.g. CartPole's numpy one; Atari ids with
@@ -101,58 +160,58 @@ class TrainerConfig:
     ``"ray"`` (the ``ray`` extra): the envs in Ray actors, a chunk per actor
     (:class:`rlblocks.wrappers.ray_vector.RayVectorEnv`; same seeds, same trajectories as
     ``"sync"``). Same-step and next-step autoreset both work."""
-    preprocessor_pref: str | None = "deepmind"
+    preprocessor_pref: str | None = option("deepmind", choice(*_PREPROCESSOR_PREFS))
     """Atari ids (``ALE/...``): ``"deepmind"`` (RLlib's default) runs
     :func:`rlblocks.wrappers.atari.wrap_deepmind`'s pipeline with the model config's ``dim``
     and ``framestack``, warping and stacking every env's frame in one batched call
     (``vector_mode="native"``: in :class:`~rlblocks.wrappers.atari_vector.AtariVectorEnv`);
     ``"rllib"`` or None give the model the raw frames (RLlib's GenericPixelPreprocessor
     then applies)."""
-    lr: float = 3e-4
+    lr: float = option(3e-4, number_in(0.0, low_open=True))
     """Adam learning rate (used when ``lr_schedule`` is None)."""
-    lr_schedule: list[list[float]] | None = None
+    lr_schedule: list[list[float]] | None = option(None, optional(_lr_schedule))
     """``[[timestep, lr], ...]``: piecewise-linear learning rate over timesteps (RLlib
     form); constant after the last point."""
-    gamma: float = 0.99
+    gamma: float = option(0.99, number_in(0.0, 1.0))
     """Discount factor."""
-    grad_clip: float | None = None
+    grad_clip: float | None = option(None, optional(number_in(0.0, low_open=True)))
     """Max global gradient norm; None disables clipping."""
-    observation_filter: str = "NoFilter"
+    observation_filter: str = option("NoFilter", choice(*_FILTERS))
     """``"NoFilter"`` or ``"MeanStdFilter"`` (running mean/std, saved with checkpoints)."""
-    clip_actions: bool = True
+    clip_actions: bool = option(True, as_bool)
     """Clip sampled Box actions to the space's bounds before ``env.step``."""
-    seed: int | None = 0
+    seed: int | None = option(0, optional(int_at_least(0, 2**63 - 1)))
     """Seeds torch, numpy and the environments; None draws a random seed."""
-    device: str = "cpu"
+    device: str = option("cpu", choice(*_DEVICES))
     """Torch device: ``"cpu"``, ``"cuda"`` or ``"auto"``."""
-    num_threads: int | None = 1
+    num_threads: int | None = option(1, optional(int_at_least(1)))
     """``torch.set_num_threads`` for the run: 1 is fastest for small MLP/LSTM models on CPU
     (thread hand-offs cost more than the maths); raise it for conv nets. None leaves
     torch's setting. On the RLlib backend it sets the driver's threads (its local learner
     and env runner); Ray gives its workers one thread per CPU they hold."""
-    flush_denormals: bool = True
+    flush_denormals: bool = option(True, as_bool)
     """Flush float32 denormals to zero during each ``train()`` call, on the calling thread
     (its previous setting restored after): near-zero optimizer moments otherwise slow the
     CPU maths several-fold (:mod:`rlblocks.train.denormals`). On the RLlib backend it
     covers the driver (its local learner and env runner)."""
-    checkpoint_freq: int = 10
+    checkpoint_freq: int = option(10, int_at_least(0))
     """Write a checkpoint every this many iterations during ``fit`` (0: only at the end)."""
-    keep_checkpoints: int = 3
+    keep_checkpoints: int = option(3, int_at_least(0))
     """How many recent checkpoints a run directory keeps (0 keeps all)."""
-    tensorboard: bool = False
+    tensorboard: bool = option(False, as_bool)
     """Also write TensorBoard event files (needs the ``tensorboard`` package)."""
-    metrics_smoothing_episodes: int = 100
+    metrics_smoothing_episodes: int = option(100, int_at_least(1))
     """``episode_return_mean`` averages the returns of this many most recent episodes."""
-    evaluation_interval: int = 0
+    evaluation_interval: int = option(0, int_at_least(0))
     """Evaluate every this many iterations (0: never): ``evaluation_episodes`` episodes with
     the deterministic (greedy) action on an env of its own, reported as ``evaluation/...``
     metrics (``progress.csv`` columns; NaN in the other iterations). The run directory's
     ``best/`` checkpoint then follows the evaluation return (else the training return)."""
-    evaluation_episodes: int = 10
+    evaluation_episodes: int = option(10, int_at_least(1))
     """Episodes per evaluation (``evaluation_interval``)."""
-    framework: str = "torch"
+    framework: str = option("torch", _torch)
     """Accepted for RLlib compatibility; only ``"torch"``."""
-    rllib: dict[str, dict[str, Any]] = field(default_factory=dict)
+    rllib: dict[str, dict[str, Any]] = option({}, _rllib_sections)
     """``--backend rllib`` only: RLlib ``AlgorithmConfig`` sections applied last, as
     ``{section: {key: value}}`` for ``training``, ``env_runners``, ``learners``,
     ``reporting`` (e.g. DQN's ``{"training": {"n_step": 3, "target_network_update_freq":
@@ -180,21 +239,23 @@ class TrainerConfig:
             return config
         config = config_mapping(config, f"{cls.ALGORITHM} config")
         kwargs: dict[str, Any] = {}
-        known = _config_keys(cls)
+        known = config_keys(cls)
         for key, value in config.items():
             if key not in known:
-                raise ValueError(_unknown_key_message(key, known, cls.ALGORITHM, cls.OTHER_NAMES))
+                raise ValueError(
+                    unknown_key_message(
+                        key, known, f"{cls.ALGORITHM} config", aliases=cls.OTHER_NAMES
+                    )
+                )
             kwargs[known[key]] = value
         return cls(**kwargs)
 
     def to_dict(self) -> dict[str, Any]:
         """The RLlib-style dict (``lambda`` key); ``from_dict(to_dict())`` round-trips."""
         out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            out["lambda" if f.name == "lambda_" else f.name] = (
-                dict(value) if isinstance(value, dict) else value
-            )
+        for key, name in config_keys(type(self)).items():
+            value = getattr(self, name)
+            out[key] = dict(value) if isinstance(value, dict) else value
         return out
 
     def replace(self: C, **changes: Any) -> C:
@@ -229,68 +290,12 @@ class TrainerConfig:
 
     # --- validation ----------------------------------------------------------------------
     def _validate(self) -> None:
-        if self.env is not None and not (isinstance(self.env, str) or callable(self.env)):
-            raise ValueError(
-                f"env must be a gymnasium id (str) or a callable env_creator(env_config), "
-                f"got {self.env!r}"
-            )
-        if not isinstance(self.env_config, Mapping):
-            raise ValueError(f"env_config must be a dict, got {self.env_config!r}")
-        if not isinstance(self.model, Mapping):
-            raise ValueError(f"model must be a dict of model config keys, got {self.model!r}")
-        self.env_config = dict(self.env_config)
-        self.model = dict(self.model)
+        """Every key's own check (the table's), then the model config's."""
+        run_checks(self)
         self.model_config()  # raises on bad model keys or values
-        for name in ("num_envs", "metrics_smoothing_episodes", "evaluation_episodes"):
-            setattr(self, name, _int(getattr(self, name), name, minimum=1))
-        for name in ("checkpoint_freq", "keep_checkpoints", "evaluation_interval"):
-            setattr(self, name, _int(getattr(self, name), name, minimum=0))
-        if self.vector_mode not in _VECTOR_MODES:
-            raise ValueError(
-                f"vector_mode must be one of {_VECTOR_MODES}, got {self.vector_mode!r}"
-            )
-        if self.preprocessor_pref not in _PREPROCESSOR_PREFS:
-            raise ValueError(
-                f"preprocessor_pref must be one of {_PREPROCESSOR_PREFS}, got "
-                f"{self.preprocessor_pref!r}"
-            )
-        if self.observation_filter not in _FILTERS:
-            raise ValueError(
-                f"observation_filter must be one of {_FILTERS}, got {self.observation_filter!r}"
-            )
-        if self.device not in _DEVICES:
-            raise ValueError(f"device must be one of {_DEVICES}, got {self.device!r}")
-        if self.framework != "torch":
-            raise ValueError(
-                f"framework must be 'torch' (rlblocks is torch-only), got {self.framework!r}"
-            )
-        self.lr = _number(self.lr, "lr", low=0.0, low_open=True)
-        self.gamma = _number(self.gamma, "gamma", low=0.0, high=1.0)
-        if self.grad_clip is not None:
-            self.grad_clip = _number(self.grad_clip, "grad_clip", low=0.0, low_open=True)
-        for name in ("clip_actions", "tensorboard", "flush_denormals"):
-            _bool(self, name)
-        if self.seed is not None:
-            # env i is seeded with seed + i; torch takes seeds below 2**64.
-            self.seed = _int(self.seed, "seed", minimum=0, maximum=2**63 - 1)
-        if self.num_threads is not None:
-            self.num_threads = _int(self.num_threads, "num_threads", minimum=1)
-        if self.lr_schedule is not None:
-            self.lr_schedule = _schedule(self.lr_schedule, "lr_schedule")
-            if not any(v for _, v in self.lr_schedule):
-                raise ValueError(
-                    f"lr_schedule={self.lr_schedule}: every learning rate in it is 0, so the "
-                    "run would never learn; e.g. lr_schedule=[[0, 0.0003], [1000000, 0.0]]"
-                )
-        self.rllib = _rllib_sections(self.rllib)
 
     def _validate_algorithm(self) -> None:
         """The algorithm's own keys (after the shared ones)."""
-
-
-def _bool(config: Any, name: str) -> None:
-    if not isinstance(getattr(config, name), bool):
-        raise ValueError(f"{name} must be True or False, got {getattr(config, name)!r}")
 
 
 C = TypeVar("C", bound=TrainerConfig)
@@ -306,45 +311,45 @@ class PPOConfig(TrainerConfig):
 
     grad_clip: float | None = 0.5
     """Max global gradient norm; None disables clipping."""
-    train_batch_size: int = 2048
+    train_batch_size: int = option(2048, int_at_least(1))
     """Environment steps per training iteration (a multiple of ``num_envs``)."""
     rollout_fragment_length: int | str = "auto"
     """Steps per env per iteration; ``"auto"`` = ``train_batch_size // num_envs``."""
-    sgd_minibatch_size: int = 256
+    sgd_minibatch_size: int = option(256, int_at_least(1))
     """Rows per SGD minibatch (recurrent models: about this many rows, whole sequences)."""
-    num_sgd_iter: int = 10
+    num_sgd_iter: int = option(10, int_at_least(1))
     """Epochs over each training batch."""
-    lambda_: float = 0.95
+    lambda_: float = option(0.95, number_in(0.0, 1.0), key="lambda")
     """GAE lambda (RLlib key ``lambda``)."""
-    clip_param: float = 0.2
+    clip_param: float = option(0.2, number_in(0.0, low_open=True))
     """PPO clip range of the probability ratio."""
-    vf_clip_param: float | None = 10.0
+    vf_clip_param: float | None = option(10.0, optional(number_in(0.0, low_open=True)))
     """Value clipping: the new value may move at most this far from the rollout's value
     (PPO2 style); None disables it."""
-    vf_loss_coeff: float = 0.5
+    vf_loss_coeff: float = option(0.5, number_in(0.0))
     """Weight of the value loss."""
-    entropy_coeff: float = 0.0
+    entropy_coeff: float = option(0.0, number_in(0.0))
     """Weight of the entropy bonus."""
-    kl_coeff: float = 0.0
+    kl_coeff: float = option(0.0, number_in(0.0))
     """Initial coefficient of the KL(old || new) penalty; 0 disables it (RLlib: 0.2)."""
-    kl_target: float = 0.01
+    kl_target: float = option(0.01, number_in(0.0, low_open=True))
     """Adaptive KL: the coefficient grows 1.5x above ``2 * kl_target`` and halves below
     ``kl_target / 2``."""
-    target_kl: float | None = None
+    target_kl: float | None = option(None, optional(number_in(0.0, low_open=True)))
     """Early stop of the SGD epochs (Stable-Baselines3's rule): once a minibatch's approximate
     KL(old || new) exceeds ``1.5 * target_kl``, that minibatch's step and the remaining epochs
     are skipped (``sgd_epochs`` in the metrics says how many epochs ran); None: off."""
-    normalize_reward: bool = False
+    normalize_reward: bool = option(False, as_bool)
     """Divide rewards by the running std of the discounted return (``gamma``), as
     Stable-Baselines3's ``VecNormalize(norm_reward=True)``; the training loss sees the scaled
     rewards, the episode returns reported stay the env's. The running stats are saved with
     checkpoints."""
-    clip_reward: float | None = None
+    clip_reward: float | None = option(None, optional(number_in(0.0, low_open=True)))
     """Clip each training reward (after ``normalize_reward``) to ``[-clip_reward,
     clip_reward]`` (VecNormalize's ``clip_reward``, 10 there); None: no clipping."""
-    normalize_advantages: bool = True
+    normalize_advantages: bool = option(True, as_bool)
     """Standardise advantages per minibatch."""
-    fast_paths: bool = True
+    fast_paths: bool = option(True, as_bool)
     """Use the trainer's fast paths (:mod:`rlblocks.train.fast`: numpy rollout actions,
     closed-form PPO gradients, flat parameter buffers, direct fused-Adam calls) where they
     cover the model; False runs the plain torch path everywhere (same results within
@@ -369,8 +374,6 @@ class PPOConfig(TrainerConfig):
             merged["rollout_fragment_length"] = "auto"
 
     def _validate_algorithm(self) -> None:
-        for name in ("train_batch_size", "sgd_minibatch_size", "num_sgd_iter"):
-            setattr(self, name, _int(getattr(self, name), name, minimum=1))
         if self.train_batch_size % self.num_envs:
             raise ValueError(
                 f"train_batch_size ({self.train_batch_size}) must be a multiple of num_envs "
@@ -380,29 +383,13 @@ class PPOConfig(TrainerConfig):
         if self.rollout_fragment_length == "auto":
             self.rollout_fragment_length = auto
         else:
-            frag = _int(self.rollout_fragment_length, "rollout_fragment_length", minimum=1)
+            frag = as_int(self.rollout_fragment_length, "rollout_fragment_length", minimum=1)
             if frag != auto:
                 raise ValueError(
                     f"rollout_fragment_length ({frag}) must be 'auto' or train_batch_size / "
                     f"num_envs = {auto}"
                 )
             self.rollout_fragment_length = frag
-        self.lambda_ = _number(self.lambda_, "lambda", low=0.0, high=1.0)
-        self.clip_param = _number(self.clip_param, "clip_param", low=0.0, low_open=True)
-        if self.vf_clip_param is not None:
-            self.vf_clip_param = _number(
-                self.vf_clip_param, "vf_clip_param", low=0.0, low_open=True
-            )
-        if self.target_kl is not None:
-            self.target_kl = _number(self.target_kl, "target_kl", low=0.0, low_open=True)
-        if self.clip_reward is not None:
-            self.clip_reward = _number(self.clip_reward, "clip_reward", low=0.0, low_open=True)
-        self.vf_loss_coeff = _number(self.vf_loss_coeff, "vf_loss_coeff", low=0.0)
-        self.entropy_coeff = _number(self.entropy_coeff, "entropy_coeff", low=0.0)
-        self.kl_coeff = _number(self.kl_coeff, "kl_coeff", low=0.0)
-        self.kl_target = _number(self.kl_target, "kl_target", low=0.0, low_open=True)
-        for name in ("normalize_advantages", "fast_paths", "normalize_reward"):
-            _bool(self, name)
         model = self.model_config()
         rows = min(self.sgd_minibatch_size, self.train_batch_size)
         if self.normalize_advantages and rows == 1 and not (model.use_lstm or model.use_attention):
@@ -432,9 +419,7 @@ def _multiagent_block(value: Any, model: Mapping[str, Any]) -> dict[str, Any]:
             f"multiagent.policy_mapping must be one of {POLICY_MAPPINGS} or "
             f"'module:function', got {how!r}"
         )
-    one_hot = value.get("agent_id_one_hot", False)
-    if not isinstance(one_hot, bool):
-        raise ValueError(f"multiagent.agent_id_one_hot must be True or False, got {one_hot!r}")
+    one_hot = as_bool(value.get("agent_id_one_hot", False), "multiagent.agent_id_one_hot")
     policies = value.get("policies") or {}
     if not isinstance(policies, Mapping):
         raise ValueError(
@@ -463,28 +448,6 @@ def _multiagent_block(value: Any, model: Mapping[str, Any]) -> dict[str, Any]:
     return out if dict(value) else {}
 
 
-#: The RLlib ``AlgorithmConfig`` methods a config's ``rllib`` block may call.
-RLLIB_SECTIONS = ("training", "env_runners", "learners", "reporting")
-
-
-def _rllib_sections(value: Any) -> dict[str, dict[str, Any]]:
-    if not isinstance(value, Mapping):
-        raise ValueError(
-            f"rllib must be a dict of RLlib config sections {RLLIB_SECTIONS}, got {value!r}"
-        )
-    out = {}
-    for section, keys in value.items():
-        if section not in RLLIB_SECTIONS:
-            raise ValueError(
-                f"rllib.{section}: not an RLlib config section this backend sets; "
-                f"use one of {RLLIB_SECTIONS}"
-            )
-        if not isinstance(keys, Mapping) or not all(isinstance(k, str) for k in keys):
-            raise ValueError(f"rllib.{section} must be a dict of RLlib keys, got {keys!r}")
-        out[section] = dict(keys)
-    return out
-
-
 def piecewise(schedule: list[list[float]], t: float) -> float:
     """A ``[[t0, v0], [t1, v1], ...]`` schedule at ``t``: linear between points, constant
     outside them.
@@ -511,74 +474,3 @@ def lr_at(config: TrainerConfig, timestep: int) -> float:
         (0.00075, 0.0)
     """
     return piecewise(config.lr_schedule, timestep) if config.lr_schedule else config.lr
-
-
-def _config_keys(cls: type[TrainerConfig]) -> dict[str, str]:
-    """RLlib key -> attribute name."""
-    keys = {f.name: f.name for f in dataclasses.fields(cls)}
-    if "lambda_" in keys:
-        del keys["lambda_"]
-        keys["lambda"] = "lambda_"
-    return keys
-
-
-def _unknown_key_message(
-    key: Any,
-    known: Mapping[str, str],
-    algorithm: str = "PPO",
-    other: Mapping[str, str] | None = None,
-) -> str:
-    other = _PPO_OTHER_NAMES if other is None else other
-    if key in other:
-        return (
-            f"unknown {algorithm} config key {key!r}; did you mean {other[key]!r}? "
-            f"(known keys: {', '.join(sorted(known))})"
-        )
-    close = difflib.get_close_matches(str(key), list(known), n=3, cutoff=0.5)
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    return f"unknown {algorithm} config key {key!r}{hint} (known keys: {', '.join(sorted(known))})"
-
-
-def _int(value: Any, name: str, minimum: int, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be an int in [{minimum}, {maximum}], got {value!r}")
-    return int(value)
-
-
-def _number(
-    value: Any, name: str, low: float, high: float = math.inf, low_open: bool = False
-) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    try:
-        v = float(value)
-    except OverflowError:  # an int beyond float's range
-        v = math.inf
-    too_low = v <= low if low_open else v < low
-    if not math.isfinite(v) or too_low or v > high:
-        if math.isinf(high):
-            raise ValueError(
-                f"{name} must be a finite number {'>' if low_open else '>='} {low}, got {value!r}"
-            )
-        lo = "(" if low_open else "["
-        raise ValueError(f"{name} must be in {lo}{low}, {high}], got {value!r}")
-    return v
-
-
-def _schedule(value: Any, name: str) -> list[list[float]]:
-    if not isinstance(value, (list, tuple)) or not value:
-        raise ValueError(
-            f"{name} must be a non-empty list of [timestep, value] pairs, got {value!r}"
-        )
-    out: list[list[float]] = []
-    for i, pair in enumerate(value):
-        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
-            raise ValueError(f"{name}[{i}] must be a [timestep, value] pair, got {pair!r}")
-        t = _number(pair[0], f"{name}[{i}] timestep", low=0.0)
-        v = _number(pair[1], f"{name}[{i}] value", low=0.0)
-        if out and t < out[-1][0]:
-            raise ValueError(f"{name}: timesteps must not decrease, got {t} after {out[-1][0]}")
-        out.append([t, v])
-    return out
