@@ -22,6 +22,7 @@ _CODE = """
 import sys
 from rlblocks.cli import main
 code = main(sys.argv[1:])
+print("torch imported:", "torch" in sys.modules, file=sys.stderr)
 print("ray imported:", "ray" in sys.modules, file=sys.stderr)
 sys.exit(code)
 """
@@ -31,14 +32,19 @@ TINY += ["--set", "num_sgd_iter=1", "--set", "model.fcnet_hiddens=[8]", "--no-pr
 
 
 def cli(*args: str) -> tuple[str, bool]:
-    """``rlblocks ARGS``' stdout (exit code 0 asserted) and whether it imported Ray."""
+    """``rlblocks ARGS``' stdout (exit code 0 asserted) and whether it imported Ray (whether
+    it imported torch: :data:`TORCH`, the last call's)."""
     where = str(Path(rlblocks.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": where, "OMP_NUM_THREADS": "1"}
     out = subprocess.run(
         [sys.executable, "-c", _CODE, *args], capture_output=True, text=True, timeout=300, env=env
     )
     assert out.returncode == 0, out.stderr
+    TORCH[:] = ["torch imported: True" in out.stderr]
     return out.stdout, out.stderr.rstrip().endswith("ray imported: True")
+
+
+TORCH: list[bool] = []
 
 
 def evaluate(*args: str) -> tuple[dict[str, Any], bool]:
@@ -65,10 +71,21 @@ def test_a_multiagent_runs_exported_policies_act_together(tmp_path: Path) -> Non
                 assert exported[key] == value, key
 
 
-def test_evaluating_an_exported_onnx_policy_imports_no_ray(tmp_path: Path) -> None:
+@pytest.mark.parametrize("algo", ["PPO", "DQN"])
+def test_evaluating_an_exported_onnx_policy_imports_neither_torch_nor_ray(
+    tmp_path: Path, algo: str
+) -> None:
+    """The run's config.json and its checkpoint's meta.json say all that an exported
+    policy's evaluation needs: the same returns as the checkpoint's own evaluation."""
     run = tmp_path / "cp"
-    cli("train", "--env", "CartPole-v1", *TINY, "--stop-timesteps", "64", "--run-dir", str(run))
+    small = TINY if algo == "PPO" else ["--set", "model.fcnet_hiddens=[8]", "--no-progress"]
+    small += [] if algo == "PPO" else ["--set", "learning_starts=32", "--set", "train_freq=1"]
+    small += [] if algo == "PPO" else ["--set", "target_network_update_freq=32"]
+    cli("train", "--algo", algo, "--env", "CartPole-v1", *small, "--stop-timesteps", "64",
+        "--run-dir", str(run))  # fmt: skip
     cli("export", str(run))
+    checkpoint, _ = evaluate(str(run))
     exported, ray = evaluate(str(run), "--exported", str(run / "policy.onnx"))
-    assert not ray
-    assert exported["episodes"] == 4
+    assert not ray and TORCH == [False]
+    assert exported["episode_returns"] == checkpoint["episode_returns"]
+    assert exported["checkpoint"] == checkpoint["checkpoint"]

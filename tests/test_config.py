@@ -216,3 +216,14 @@ def test_round_trip(overrides):
             assert cfg[key] == [[o, [k, k], s] for o, k, s in value]
         else:
             assert cfg[key] == value
+
+
+def test_the_activations_checked_without_torch_are_the_resolvers_own() -> None:
+    """config.py checks the plain activation names without importing torch: they must be
+    exactly the names :func:`rlblocks.activations.get_activation_fn` resolves by alias."""
+    from rlblocks import activations
+    from rlblocks.config import PLAIN_ACTIVATIONS
+
+    assert PLAIN_ACTIVATIONS == {*activations._ALIASES, "linear"}
+    for name in PLAIN_ACTIVATIONS:
+        activations.get_activation_fn(name)

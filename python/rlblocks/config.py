@@ -145,7 +145,15 @@ def _positive_float(value: Any, key: str) -> float:
     return as_float(value, key, positive=True)
 
 
+#: The activation names :func:`rlblocks.activations.get_activation_fn` resolves without a
+#: torch lookup (its aliases and "linear"), checked here without importing torch
+#: (tests/test_config.py keeps them equal).
+PLAIN_ACTIVATIONS = frozenset({"linear", "relu", "tanh", "elu", "swish", "silu", "softmax"})
+
+
 def _activation(value: Any, key: str) -> Any:
+    if value is None or (isinstance(value, str) and value in PLAIN_ACTIVATIONS):
+        return value
     from rlblocks.activations import get_activation_fn
 
     try:

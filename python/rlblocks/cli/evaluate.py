@@ -56,9 +56,14 @@ def run(args: argparse.Namespace) -> int:
             )
         )
         return 0
+    exported = None if args.exported is None else _load_exported(args)
+    if exported is not None:
+        result = _exported_from_run_files(args, exported)
+        if result is not None:
+            print(json.dumps(result))
+            return 0
     from rlblocks.train.restoring import restore_trainer
 
-    exported = None if args.exported is None else _load_exported(args)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # evaluation starts fresh episodes
         trainer = restore_trainer(args.run_dir, log=False)
@@ -87,6 +92,44 @@ def run(args: argparse.Namespace) -> int:
     result["checkpoint"] = str(trainer.checkpoint_path)
     print(json.dumps(result))
     return 0
+
+
+#: The config class of each single-agent checkpoint format (meta.json's ``format``).
+_CONFIGS = {"rlblocks.ppo": "PPOConfig", "rlblocks.dqn": "DQNConfig", "rlblocks.sac": "SACConfig"}
+
+
+def _exported_from_run_files(args: argparse.Namespace, exported: Any) -> dict[str, Any] | None:
+    """``--exported`` on a native single-agent run from its ``config.json`` and its newest
+    checkpoint's ``meta.json`` alone, as the restored trainer would evaluate it (the run's
+    seed, a fresh evaluation env) without importing torch. None when those files do not say
+    enough (a checkpoint saved before meta.json held the seed, an env that config.json
+    cannot name): the caller restores the trainer then."""
+    from pathlib import Path
+
+    from rlblocks.train import offpolicy_config, trainer_config
+    from rlblocks.train.checkpoint import checkpoint_meta, checkpoint_run_dir, find_checkpoint
+
+    ckpt = find_checkpoint(args.run_dir)
+    meta = checkpoint_meta(ckpt)
+    name = _CONFIGS.get(str(meta.get("format")))
+    if name is None or not isinstance(meta.get("seed"), int):
+        return None
+    try:
+        data = json.loads((checkpoint_run_dir(ckpt) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("env"), str):
+        return None
+    module = trainer_config if name == "PPOConfig" else offpolicy_config
+    config = getattr(module, name).from_dict(data)
+    from rlblocks.export.evaluate import evaluate_exported
+    from rlblocks.train.envs import evaluation_env, evaluation_seed
+
+    seed = evaluation_seed(meta["seed"], args.seed)
+    result = evaluate_exported(exported, evaluation_env(config), args.episodes, seed=seed)
+    result["exported"] = str(args.exported)
+    result["checkpoint"] = str(Path(ckpt))
+    return result
 
 
 def _load_exported(args: argparse.Namespace, path: Any = None) -> Any:

@@ -229,6 +229,8 @@ def _save(run: Path, state: dict[str, Any], path: str | Path | None) -> Path:
         "bytes": len(payload),
         "format": str(state.get("format", "rlblocks.ppo")),
     }
+    if isinstance(state.get("seed"), int):
+        meta["seed"] = int(state["seed"])  # evaluate --exported reads it without torch
     last = (state.get("last_metrics") or {}).get("episode_return_mean")
     if isinstance(last, (int, float)) and not isinstance(last, bool):
         meta["episode_return_mean"] = float(last)  # NaN before the first episode

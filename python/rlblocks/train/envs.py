@@ -44,6 +44,7 @@ __all__ = [
     "describe_error",
     "env_spec",
     "evaluation_env",
+    "evaluation_seed",
     "env_callable",
     "make_env_creator",
     "raw_env_creator",
@@ -384,6 +385,17 @@ class SingleEnvView(gym.Env):
 
     def close(self) -> None:
         self.venv.close()
+
+
+def evaluation_seed(run_seed: int, seed: int | None = None) -> int:
+    """The seed of an evaluation's first episode: ``seed``, or by default the run's seed +
+    1,000,003 (episodes no training env was reset with).
+
+    Examples:
+        >>> evaluation_seed(3), evaluation_seed(3, 7)
+        (1000006, 7)
+    """
+    return run_seed + 1_000_003 if seed is None else int(seed)
 
 
 def evaluation_env(config: TrainerConfig) -> gym.Env:

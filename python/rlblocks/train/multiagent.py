@@ -41,8 +41,9 @@ from rlblocks.filters import get_filter
 from rlblocks.multiagent.envs import MultiAgentVectorEnv, as_parallel_env, is_multiagent_env
 from rlblocks.nest import tree_index
 from rlblocks.preprocessors import Preprocessor
+from rlblocks.train.algo_spaces import makes_multiagent_env
 from rlblocks.train.denormals import flushing_denormals
-from rlblocks.train.envs import env_callable, raw_env_creator
+from rlblocks.train.envs import raw_env_creator
 from rlblocks.train.learner import PPOLearner
 from rlblocks.train.loop import episode_summary
 from rlblocks.train.policy import Policy
@@ -94,17 +95,7 @@ def is_multiagent_config(config: PPOConfig) -> bool:
     """Whether ``config``'s env is multi-agent: a config with a ``multiagent`` block, or a
     ``"module:callable"`` / callable env whose env (made once, then closed) is one.
     Registered gymnasium ids are single-agent without making anything."""
-    if config.multiagent:
-        return True
-    if isinstance(config.env, str) and env_callable(config.env) is None:
-        return False
-    made = raw_env_creator(config)()
-    try:
-        return is_multiagent_env(made)
-    finally:
-        close = getattr(made, "close", None)
-        if close is not None:
-            close()
+    return bool(config.multiagent) or makes_multiagent_env(config)
 
 
 class PolicyParts:

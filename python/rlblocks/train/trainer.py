@@ -34,7 +34,7 @@ from rlblocks.train.checkpoint import (
     recover_interrupted_saves,
     save_checkpoint,
 )
-from rlblocks.train.envs import config_with_env, evaluation_env
+from rlblocks.train.envs import config_with_env, evaluation_env, evaluation_seed
 from rlblocks.train.evaluation import evaluate_policy
 from rlblocks.train.logger import ProgressLogger
 from rlblocks.train.loop import train_until
@@ -406,7 +406,7 @@ class Trainer(RunDirectoryMixin):
 
     def evaluation_seed(self, seed: int | None = None) -> int:
         """The seed of :meth:`evaluate`'s first episode (default: the run's seed + 1,000,003)."""
-        return self.seed + 1_000_003 if seed is None else int(seed)
+        return evaluation_seed(self.seed, seed)
 
     # --- checkpoints --------------------------------------------------------------------------
     def _storable_env(self) -> Any:
