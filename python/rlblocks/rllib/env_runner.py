@@ -37,8 +37,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -53,14 +51,10 @@ from rlblocks.rllib._ray import (
     ENV_STEP_FAILURE,
     ENV_STEP_TIMER,
     NUM_ENV_STEP_FAILURES_LIFETIME,
-    REWARDS_SPACE,
     RLMODULE_INFERENCE_TIMER,
-    WEIGHTS_SEQ_NO,
     Columns,
-    InfiniteLookbackBuffer,
     RLlibCallback,
     SingleAgentEnvRunner,
-    SingleAgentEpisode,
     clip_action,
     get_base_struct_from_space,
     unsquash_action,
@@ -69,6 +63,7 @@ from rlblocks.rllib.connectors.atari_frames import AtariFramesBatched
 from rlblocks.rllib.connectors.flatten_observations import FlattenObservationsBatched
 from rlblocks.rllib.connectors.mean_std_filter import MeanStdFilterBatched
 from rlblocks.rllib.distribution import RLBlocksDistribution
+from rlblocks.rllib.episode_chunks import Lane, Steps, episode_chunk, lane_after, rows
 from rlblocks.rllib.module import MASK_KEY, OBS_KEY, RLBlocksAPPORLModule, RLBlocksRLModule
 from rlblocks.rllib.qlearning import RLBlocksDQNRLModule, RLBlocksSACRLModule, uniform_actions
 from rlblocks.train.fast import FCActor
@@ -116,43 +111,6 @@ def _numpy(struct: Any) -> Any:
     )
 
 
-def _rows(struct: Any, index: Any) -> Any:
-    if isinstance(struct, np.ndarray):  # the common case, without the tree walk
-        return struct[index]
-    return tree_map(lambda x: x[index], struct)
-
-
-def _concat(parts: list[Any]) -> Any:
-    if all(isinstance(x, np.ndarray) for x in parts):
-        return np.concatenate(parts, axis=0)
-    return tree_map(lambda *xs: np.concatenate(xs, axis=0), *parts)
-
-
-def _buffer(data: Any, lookback: int, space: Any = None) -> Any:
-    """A finalized (numpy) lookback buffer; RLlib's constructor measures nested data by its
-    number of keys, so the lookback is set after."""
-    buf = InfiniteLookbackBuffer(data=data, space=space)
-    buf.lookback = lookback
-    return buf
-
-
-@dataclass
-class _Lane:
-    """One sub-env's episode as of the end of the last ``sample()``: its id, where the
-    current chunk starts, and the lookback (what ``SingleAgentEpisode.cut`` keeps)."""
-
-    id_: str = field(default_factory=lambda: uuid.uuid4().hex)
-    t_started: int = 0
-    lookback: int = 0
-    obs: Any = None  # the lookback observations before the current one, [L, ...]
-    infos: list[dict] = field(default_factory=list)  # their infos
-    actions: Any = None  # [L, ...]
-    rewards: np.ndarray | None = None  # [L]
-    extra: dict[str, Any] = field(default_factory=dict)  # [L, ...] each
-    needs_reset: bool = False  # the last step ended the episode: the next one resets it
-    start_time: float = field(default_factory=time.perf_counter)
-
-
 class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
     """``SingleAgentEnvRunner`` whose sampling loop runs on batched arrays (module doc).
 
@@ -176,7 +134,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         self.fast_path_refusal: str | None = self._refusal()
         if self.fast_path_refusal is not None:
             logger.info("VectorEnvRunner runs RLlib's loop: %s", self.fast_path_refusal)
-        self._lanes: list[_Lane] = []
+        self._lanes: list[Lane] = []
         self._obs: Any = None  # the current observation of every env as episodes hold it
         self._module_obs: Any = None  # ... and as the module sees it
         self._obs_infos: list[dict] = []
@@ -373,7 +331,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
 
     def _reset_all(self) -> None:
         """Resets every sub-env (seeded on the first reset, as RLlib's runner)."""
-        self._lanes = [_Lane() for _ in range(self.num_envs)]
+        self._lanes = [Lane() for _ in range(self.num_envs)]
         self._ongoing_episodes_for_metrics.clear()
         obs, infos = self._try_env_reset(
             seed=self._seed if self._needs_initial_reset else None, options=None
@@ -465,7 +423,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         explore: bool,
         random_actions: bool,
     ) -> list[Any]:
-        steps = _Steps(self._obs, self._obs_infos, self._obs_time)
+        steps = Steps(self._obs, self._obs_infos, self._obs_time)
         actor = self._numpy_actor  # hooks or replaced layers since the build: the module
         self._serving_actor = actor if actor is not None and actor.layers.matches_model() else None
         q_net = self._q_actor
@@ -564,7 +522,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
     # --- episodes from the arrays -------------------------------------------------------------
     def _episodes(
         self,
-        steps: _Steps,
+        steps: Steps,
         needs_reset: np.ndarray,
         *,
         cut: bool,
@@ -576,52 +534,16 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         if not steps.actions:
             return []
         cols = steps.stacked()
-        obs_space = self._episode_obs_space
-        act_space = self.env.single_action_space
+        spaces = (self._episode_obs_space, self.env.single_action_space)
         seq_no = np.full(len(steps.actions), self._weights_seq_no)
 
-        def chunk(e: int, a: int, b: int, lane: _Lane | None, is_done: bool) -> Any:
-            """Env ``e``'s episode from observation ``a`` to ``b`` (steps ``a..b-1``), after
-            ``lane``'s lookback (None: a fresh episode)."""
-            rows = (slice(a, b), e)
-            o = _rows(cols.obs, (slice(a, b + 1), e))
-            infos = [steps.infos[k][e] for k in range(a, b + 1)]
-            ac = _rows(cols.actions, rows)
-            rw = cols.rewards[rows]
-            ex = {key: _rows(v, rows) for key, v in cols.extra.items()}
-            ex[WEIGHTS_SEQ_NO] = seq_no[a:b]
-            lb = lane.lookback if lane is not None else 0
-            if lane is not None and lb:
-                o = _concat([lane.obs, o])
-                infos = lane.infos + infos
-                ac = _concat([lane.actions, ac])
-                rw = np.concatenate([lane.rewards, rw])
-                ex = {
-                    key: _concat([lane.extra.get(key, _zeros(v, lb)), v]) for key, v in ex.items()
-                }
-            ep = SingleAgentEpisode(
-                id_=lane.id_ if lane is not None else None,
-                observations=_buffer(o, lb),
-                observation_space=obs_space,
-                infos=InfiniteLookbackBuffer(data=infos, lookback=lb),
-                actions=_buffer(ac, lb),
-                action_space=act_space,
-                rewards=_buffer(rw, lb, REWARDS_SPACE),
-                extra_model_outputs={key: _buffer(v, lb) for key, v in ex.items()},
-                terminated=bool(is_done and cols.terminated[b - 1, e]),
-                truncated=bool(is_done and cols.truncated[b - 1, e]),
-                t_started=lane.t_started if lane is not None else 0,
-                len_lookback_buffer=lb,
-            )
-            # RLlib's clock: the reset (the step before a, or the full reset), the last step
-            ep._start_time = lane.start_time if lane is not None else steps.times[a]
-            ep._last_step_time = steps.times[b]
-            return ep
+        def chunk(e: int, a: int, b: int, lane: Lane | None, is_done: bool) -> Any:
+            return episode_chunk(steps, cols, e, a, b, lane, is_done, spaces, seq_no)
 
         last = len(steps.actions)
         # per env: the observation its current chunk starts at, and the lane it continues
         # (None: env e was reset by the first step of this call, so it starts at 1)
-        lanes: list[_Lane | None] = [None if ln.needs_reset else ln for ln in self._lanes]
+        lanes: list[Lane | None] = [None if ln.needs_reset else ln for ln in self._lanes]
         starts = [0 if lane is not None else 1 for lane in lanes]
         done_eps: list[Any] = []
         for k, e in steps.done_at:  # in the order they finished, as RLlib returns them
@@ -633,98 +555,24 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         self._done_episodes_for_metrics.extend(done_eps)
 
         ongoing: list[Any] = []
-        new_lanes: list[_Lane] = []
+        new_lanes: list[Lane] = []
         horizon = int(self.config.episode_lookback_horizon)
         for e in range(self.num_envs):
             if needs_reset[e] or not keep_ongoing:
-                new_lanes.append(_Lane(needs_reset=bool(needs_reset[e])))
+                new_lanes.append(Lane(needs_reset=bool(needs_reset[e])))
             elif starts[e] >= last:  # reset by the last step: no step of it yet
-                new_lanes.append(_Lane(start_time=steps.times[-1]))
+                new_lanes.append(Lane(start_time=steps.times[-1]))
             else:
                 ep = chunk(e, starts[e], last, lanes[e], False)
                 if cut:
                     self._ongoing_episodes_for_metrics[ep.id_].append(ep)
                     ongoing.append(ep)
-                new_lanes.append(_cut(ep, horizon))
+                new_lanes.append(lane_after(ep, horizon))
         self._lanes = new_lanes
-        self._obs = _rows(cols.obs, -1)
+        self._obs = rows(cols.obs, -1)
         self._obs_infos = steps.infos[-1]
         self._obs_time = steps.times[-1]
         return done_eps + ongoing
-
-
-@dataclass
-class _Steps:
-    """What one ``sample()`` collected, per step (batched over the envs)."""
-
-    first_obs: Any
-    first_infos: list[dict]
-    first_time: float
-    obs: list[Any] = field(default_factory=list)  # O[0..K]
-    infos: list[list[dict]] = field(default_factory=list)  # with each observation
-    actions: list[Any] = field(default_factory=list)
-    rewards: list[Any] = field(default_factory=list)
-    terminated: list[Any] = field(default_factory=list)
-    truncated: list[Any] = field(default_factory=list)
-    extra: list[dict[str, Any]] = field(default_factory=list)
-    real: list[np.ndarray] = field(default_factory=list)  # not an autoreset step, per env
-    done_at: list[tuple[int, int]] = field(default_factory=list)  # (step, env) that ended
-    times: list[float] = field(default_factory=list)  # when each observation arrived
-
-    def __post_init__(self) -> None:
-        self.obs.append(self.first_obs)
-        self.infos.append(list(self.first_infos))
-        self.times.append(self.first_time)
-
-    def add(
-        self,
-        obs: Any,
-        infos: Any,
-        actions: Any,
-        rewards: Any,
-        terminated: Any,
-        truncated: Any,
-        extra: dict[str, Any],
-        real: np.ndarray,
-    ) -> None:
-        self.obs.append(obs)
-        self.infos.append(list(infos))
-        self.actions.append(actions)
-        self.rewards.append(rewards)
-        self.terminated.append(terminated)
-        self.truncated.append(truncated)
-        self.extra.append(extra)
-        self.real.append(real)
-        self.times.append(time.perf_counter())
-
-    def stacked(self) -> Any:
-        """Every column as one array ``[K(+1), B, ...]`` (nested where the column is)."""
-
-        def stack(items: list[Any]) -> Any:
-            return tree_map(lambda *xs: np.stack(xs), *items)
-
-        return _Columns(
-            obs=stack(self.obs),
-            actions=stack(self.actions),
-            rewards=np.stack(self.rewards),
-            terminated=np.stack(self.terminated).astype(bool),
-            truncated=np.stack(self.truncated).astype(bool),
-            extra=stack(self.extra) if self.extra[0] else {},
-        )
-
-
-@dataclass
-class _Columns:
-    obs: Any
-    actions: Any
-    rewards: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-    extra: dict[str, Any]
-
-
-def _zeros(like: Any, n: int) -> Any:
-    return tree_map(lambda x: np.zeros((n, *x.shape[1:]), x.dtype), like)
 
 
 def _put(state: np.ndarray, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -735,21 +583,3 @@ def _put(state: np.ndarray, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 def _drop_time(x: Any) -> Any:
     return x.squeeze(1) if isinstance(x, torch.Tensor) and x.dim() >= 2 else x
-
-
-def _cut(ep: Any, horizon: int) -> _Lane:
-    """The lane continuing ``ep``: what ``SingleAgentEpisode.cut(horizon)`` keeps."""
-    steps = len(ep.rewards.data)  # lookback + this chunk's steps
-    lb = min(horizon, steps)
-    take = slice(steps - lb, steps)  # the observations before the last one, and the steps
-    return _Lane(
-        id_=ep.id_,
-        t_started=ep.t,
-        lookback=lb,
-        obs=_rows(ep.observations.data, take),
-        infos=list(ep.infos.data[take]),
-        actions=_rows(ep.actions.data, take),
-        rewards=np.asarray(ep.rewards.data[take]),
-        extra={k: _rows(v.data, take) for k, v in ep.extra_model_outputs.items()},
-        start_time=ep._start_time,
-    )
