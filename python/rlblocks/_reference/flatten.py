@@ -280,12 +280,28 @@ class ReferenceFlattener:
                     single,
                 )
         elif kind == "discrete":
-            idx = self._indices(values, (len(bases),), node["label"], where, batched_leaf)
-            self._check_range(idx[:, None], node["start"], node["n"], node["label"], where)
+            idx = self._indices(
+                values,
+                (len(bases),),
+                node["label"],
+                where,
+                batched_leaf,
+                (node["start"], node["n"], ()),
+            )
+            self._check_range(
+                idx[:, None], node["start"], node["n"], node["label"], where, (), batched_leaf
+            )
             buf[bases + (idx.astype(np.int64) - node["start"])] = 1.0
         elif kind == "multidiscrete":
             shape = tuple(node["shape"])
-            idx = self._indices(values, (len(bases), *shape), node["label"], where, batched_leaf)
+            idx = self._indices(
+                values,
+                (len(bases), *shape),
+                node["label"],
+                where,
+                batched_leaf,
+                (node["starts"], node["nvec"], shape),
+            )
             idx = idx.reshape(len(bases), len(node["nvec"]))
             flat = idx.astype(np.int64)
             starts = np.asarray(node["starts"], dtype=np.int64)
@@ -297,6 +313,7 @@ class ReferenceFlattener:
                 node["label"] + " component",
                 where,
                 component_shape=shape,
+                batched=batched_leaf,
             )
             blocks = np.concatenate([[0], np.cumsum(nvec)[:-1]])
             buf[bases[:, None] + blocks + flat - starts] = 1.0
@@ -655,12 +672,19 @@ class ReferenceFlattener:
 
     @staticmethod
     def _indices(
-        values: Any, shape: tuple, label: str, where: str, batched_leaf: bool = False
+        values: Any,
+        shape: tuple,
+        label: str,
+        where: str,
+        batched_leaf: bool = False,
+        ranges: tuple | None = None,
     ) -> np.ndarray:
         """The values as an integer array (int64, or uint64 for values above int64).
 
         ``values`` holds one value per observation; values of different dtypes (an int64
-        beside a float32) are converted one by one where pooling them would round."""
+        beside a float32) are converted one by one where pooling them would round.
+        ``ranges`` (starts, sizes, component shape) lets a non-integer's message name the
+        range its component allows, as the native core's does."""
         try:
             arr = np.asarray(values)
         except (ValueError, TypeError) as err:
@@ -673,7 +697,7 @@ class ReferenceFlattener:
             per_obs and arr.dtype == object and any(isinstance(v, np.ndarray) for v in values)
         )
         if per_obs and arr.dtype == object and not has_array:
-            arr = _object_indices(arr, label, where)
+            arr = _object_indices(arr, label, where, ranges)
         elif (
             per_obs
             and len(values) > 1
@@ -688,7 +712,8 @@ class ReferenceFlattener:
             # pooling would round (floats beside int64) or mix Python objects with arrays
             # (a list of __index__ objects beside an array): each value on its own
             parts = [
-                ReferenceFlattener._indices([v], (1, *shape[1:]), label, where) for v in values
+                ReferenceFlattener._indices([v], (1, *shape[1:]), label, where, False, ranges)
+                for v in values
             ]
             for part in parts:
                 if part.dtype == np.uint64:
@@ -700,16 +725,11 @@ class ReferenceFlattener:
             return arr
         if np.issubdtype(arr.dtype, np.floating):
             arr = arr.astype(np.float64)  # exact for float16/32 (long double: as native)
-            bad = ~np.isfinite(arr) | (arr != np.floor(arr))
+            # not integers, or whole numbers beyond int64 (2**63 is exact)
+            bad = ~np.isfinite(arr) | (arr != np.floor(arr)) | (arr < -(2.0**63)) | (arr >= 2.0**63)
             if bad.any():
-                raise ValueError(
-                    f"{where}: value {arr[bad].flat[0]} is not an integer; {label} needs integers"
-                )
-            beyond = (arr < -(2.0**63)) | (arr >= 2.0**63)  # exact: powers of two
-            if beyond.any():
-                raise ValueError(
-                    f"{where}: value {arr[beyond].flat[0]:.0f} is out of range for {label}"
-                )
+                pos = tuple(int(p) for p in np.argwhere(bad)[0])
+                raise _index_error(float(arr[pos]), pos, label, where, ranges, batched_leaf)
             return arr.astype(np.int64)
         raise ValueError(f"{where}: expected integers for {label}, got dtype {arr.dtype}")
 
@@ -721,9 +741,10 @@ class ReferenceFlattener:
         label: str,
         where: str,
         component_shape: tuple = (),
+        batched: bool = False,
     ) -> None:
         """``idx``: (rows, k) integers; the first one outside its range is reported, with
-        its component's position appended to ``where``."""
+        its row's (``batched``) and component's position appended to ``where``."""
         lo = np.broadcast_to(np.asarray(start, dtype=np.int64), idx.shape)
         hi = lo + (np.broadcast_to(np.asarray(n, dtype=np.int64), idx.shape) - 1)  # fits int64
         if idx.dtype == np.uint64:  # values above int64 are out of every range
@@ -733,6 +754,8 @@ class ReferenceFlattener:
             bad = (idx < lo) | (idx > hi)
         if bad.any():
             row, k = (int(p) for p in np.argwhere(bad)[0])
+            if batched:
+                where += f"[{row}]"
             if component_shape:
                 where += "".join(f"[{int(p)}]" for p in np.unravel_index(k, component_shape))
             raise ValueError(
@@ -769,7 +792,39 @@ def _describe(obj: Any) -> str:
     )
 
 
-def _object_indices(arr: np.ndarray, label: str, where: str) -> np.ndarray:
+def _index_error(
+    value: float, pos: tuple, label: str, where: str, ranges: tuple | None, batched: bool
+) -> ValueError:
+    """As the native core's: the value (``%g``), the path of its row (``batched``) and
+    component, and the integers its range allows (``pos``: the value's position, row
+    first). A whole number beyond int64 is out of range, anything else not an integer."""
+    whole = bool(np.isfinite(value) and value == np.floor(value))
+    if ranges is None:
+        if whole:
+            return ValueError(f"{where}: value {value:g} is out of range for {label}")
+        return ValueError(f"{where}: value {value:g} is not an integer; {label} needs integers")
+    if batched:
+        where += f"[{pos[0]}]"
+    starts, sizes, component_shape = ranges
+    if component_shape:
+        k = int(np.ravel_multi_index(pos[1:], component_shape))
+        start = int(np.asarray(starts).flat[k])
+        size = int(np.asarray(sizes).flat[k])
+        where += "".join(f"[{p}]" for p in pos[1:])
+        label += " component"
+    else:
+        start, size = int(starts), int(sizes)
+    allowed = f"{start}..{start + size - 1}"
+    if whole:
+        return ValueError(f"{where}: value {value:g} is out of range for {label} (allowed {allowed})")
+    return ValueError(
+        f"{where}: value {value:g} is not an integer; {label} allows integers {allowed}"
+    )
+
+
+def _object_indices(
+    arr: np.ndarray, label: str, where: str, ranges: tuple | None = None
+) -> np.ndarray:
     """Python objects (ints beyond int64, objects with ``__index__``, real numbers) as
     integers; values beyond int64 are out of every range."""
     out = np.empty(arr.shape, dtype=np.int64)
@@ -778,8 +833,8 @@ def _object_indices(arr: np.ndarray, label: str, where: str) -> np.ndarray:
             i = operator.index(v)
         elif isinstance(v, numbers.Real) and not isinstance(v, bool):
             f = float(v)
-            if not (np.isfinite(f) and f == np.floor(f)):
-                raise ValueError(f"{where}: value {f} is not an integer; {label} needs integers")
+            if not (np.isfinite(f) and f == np.floor(f) and -(2.0**63) <= f < 2.0**63):
+                raise _index_error(f, pos, label, where, ranges, False)
             i = int(f)
         else:
             raise ValueError(f"{where}: expected integers for {label}, got {v!r}")
