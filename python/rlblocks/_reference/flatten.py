@@ -19,6 +19,7 @@ from rlblocks._reference.arrays import tp_name as _tp_name
 
 # kinds whose batched form is a sequence of per-env values, walked env by env
 _PER_ENV_KINDS = {
+    "repeated": "lists",
     "sequence": "sequences",
     "graph": "graphs",
     "text": "str",
