@@ -625,12 +625,12 @@ class FlattenPlan : public Layout {
     if (branch < 0) {
       const IndexValue iv = read_index_scalar(c, index, "the branch index of " + nd.label);
       const std::string allowed = "0.." + std::to_string(k - 1);
-      if (!iv.integral) {
+      if (!iv.whole()) {
         fail(c, "branch index " + index_value_string(iv) + " is not an integer; " + nd.label +
                     " allows branch indices " + allowed);
       }
-      if (iv.v < 0 || iv.v >= k) {
-        fail(c, "branch index " + std::to_string(iv.v) + " is out of range for " + nd.label + " (allowed " + allowed +
+      if (!iv.integral || iv.v < 0 || iv.v >= k) {
+        fail(c, "branch index " + index_value_string(iv) + " is out of range for " + nd.label + " (allowed " + allowed +
                     ")");
       }
       branch = iv.v;

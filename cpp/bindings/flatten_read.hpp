@@ -383,6 +383,8 @@ struct IndexValue {
   std::int64_t v;
   double raw;
   std::uint64_t big = 0;  // a uint64 above int64 (raw rounds it), else 0
+  // A whole number (beyond int64 when not integral): out of range, not "not an integer".
+  bool whole() const { return integral || big != 0 || (std::isfinite(raw) && raw == std::floor(raw)); }
 };
 
 inline IndexValue read_index_elem(const char* p, ElemType t) {
@@ -422,8 +424,7 @@ inline std::int64_t checked_index(const Collector& c, const IndexValue& iv, std:
   const std::int64_t off = iv.integral ? index_offset(iv.v, start, n) : -1;
   if (off >= 0) return off;
   const std::string allowed = std::to_string(start) + ".." + std::to_string(start + (n - 1));
-  // a whole number beyond int64 (a float, a uint64) is out of range, not "not an integer"
-  if (!iv.integral && (iv.big == 0 && !(std::isfinite(iv.raw) && iv.raw == std::floor(iv.raw)))) {
+  if (!iv.whole()) {
     fail(c, "value " + index_value_string(iv) + " is not an integer; " + label + " allows integers " + allowed);
   }
   fail(c, "value " + index_value_string(iv) + " is out of range for " + label + " (allowed " + allowed + ")");

@@ -280,6 +280,10 @@ class ReferenceFlattener:
                     path + (1,),
                     single,
                 )
+        elif kind == "discrete" and not batched_leaf:  # one value per observation
+            start, n, label = node["start"], node["n"], node["label"]
+            offsets = [_discrete_index(v, start, n, label, where) - start for v in values]
+            buf[bases + np.asarray(offsets, dtype=np.int64)] = 1.0
         elif kind == "discrete":
             idx = self._indices(
                 values,
@@ -616,14 +620,15 @@ class ReferenceFlattener:
             )
             raise ValueError(f"{where}: expected (branch index, value) for {label}, got {got}")
         integral, index = _scalar_index(value[0], f"the branch index of {label}", where)
-        if not integral:
+        if not integral and not _whole(index):
             raise ValueError(
                 f"{where}: branch index {index:g} is not an integer; {label} allows branch "
                 f"indices 0..{k - 1}"
             )
-        if not 0 <= index < k:
+        if not integral or not 0 <= index < k:
             raise ValueError(
-                f"{where}: branch index {index} is out of range for {label} (allowed 0..{k - 1})"
+                f"{where}: branch index {_index_text(index)} is out of range for {label} "
+                f"(allowed 0..{k - 1})"
             )
         return int(index), value[1]
 
@@ -1017,12 +1022,38 @@ def _graph_links(label: str, links: Any, n_nodes: int, n_edges: int, where: str)
     return flat.astype(np.float32)
 
 
+def _whole(value: Any) -> bool:
+    """Whether an index read by ``_scalar_index`` is a whole number (maybe beyond int64)."""
+    return isinstance(value, int) or (math.isfinite(value) and value == math.floor(value))
+
+
+def _index_text(value: Any) -> str:
+    """An index as the native core prints it: an integer exactly, a float as ``%g``."""
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
+def _discrete_index(value: Any, start: int, n: int, label: str, where: str) -> int:
+    """One observation's Discrete value, validated as the native core does it."""
+    integral, v = _scalar_index(value, label, where)
+    if integral and start <= v < start + n:
+        return int(v)
+    allowed = f"{start}..{start + n - 1}"
+    if not _whole(v):
+        raise ValueError(
+            f"{where}: value {v:g} is not an integer; {label} allows integers {allowed}"
+        )
+    raise ValueError(
+        f"{where}: value {_index_text(v)} is out of range for {label} (allowed {allowed})"
+    )
+
+
 def _scalar_index(value: Any, label: str, where: str) -> tuple[bool, Any]:
     """(integral, value) of one index, read as the native core reads it: Python and numpy
-    integers and floats, 0-d arrays, objects with ``__index__``, real numbers."""
+    integers and floats, 0-d arrays, objects with ``__index__``, real numbers; a value
+    that is not integral is a float, or an int above int64 (a uint64)."""
     if isinstance(value, int):  # bool too
         if not -(2**63) <= value < 2**63:
-            raise ValueError(f"{where}: value {value!r} is out of range for {label}")
+            raise ValueError(f"{where}: value {_short_repr(value)} is out of range for {label}")
         return True, int(value)
     if isinstance(value, (float, np.floating)):
         f = float(value)
@@ -1031,7 +1062,7 @@ def _scalar_index(value: Any, label: str, where: str) -> tuple[bool, Any]:
         return False, f
     if isinstance(value, (np.integer, np.bool_)):
         if isinstance(value, np.unsignedinteger) and int(value) > np.iinfo(np.int64).max:
-            return False, float(value)
+            return False, int(value)  # whole, beyond int64
         return True, int(value)
     if isinstance(value, np.ndarray):
         if value.ndim != 0:
