@@ -191,12 +191,7 @@ class ReferenceFlattener:
             result = np.asarray(node["batch_fn"](obj), dtype=np.float32)
             result = result.reshape(len(bases), node["size"])
             buf[bases[:, None] + np.arange(node["size"])] = result
-        else:  # leaves take the batch array itself; Repeated a sequence of per-env lists
-            if _leading_dim(obj, path) != len(bases):
-                raise ValueError(
-                    f"{format_path(path)}: batch dimension {len(obj)} differs from the batch size "
-                    f"{len(bases)} of the first leaf"
-                )
+        else:  # leaves take the batch array itself (checked as the native core does)
             # paths name the leaf; a 0-row leaf still has its shape checked
             self._fill(node_id, obj, bases, buf, path, single=True, batched_leaf=True)
 
@@ -285,6 +280,7 @@ class ReferenceFlattener:
             offsets = [_discrete_index(v, start, n, label, where) - start for v in values]
             buf[bases + np.asarray(offsets, dtype=np.int64)] = 1.0
         elif kind == "discrete":
+            values = _batch_leaf(values, "integers", (), len(bases), node["label"], where)
             idx = self._indices(
                 values,
                 (len(bases),),
@@ -299,6 +295,8 @@ class ReferenceFlattener:
             buf[bases + (idx.astype(np.int64) - node["start"])] = 1.0
         elif kind == "multidiscrete":
             shape = tuple(node["shape"])
+            if batched_leaf:
+                values = _batch_leaf(values, "integers", shape, len(bases), node["label"], where)
             idx = self._indices(
                 values,
                 (len(bases), *shape),
@@ -324,22 +322,14 @@ class ReferenceFlattener:
             buf[bases[:, None] + blocks + flat - starts] = 1.0
         elif kind == "box":
             shape = tuple(node["shape"])
-            try:
-                arr = np.asarray(values)
-            except (ValueError, TypeError) as err:
-                raise ValueError(
-                    f"{where}: expected numbers of shape {shape} for {node['label']} ({err})"
-                ) from None
-            if arr.dtype.kind not in "biuf":  # no complex truncation, no parsed strings
-                raise ValueError(
-                    f"{where}: expected numbers of shape {shape} (real numbers) for "
-                    f"{node['label']}, got dtype {arr.dtype}"
-                )
+            if batched_leaf:
+                arr = _batch_leaf(values, "numbers", shape, len(bases), node["label"], where)
+            else:  # one value per observation, each checked as the native core does
+                arr = np.stack(
+                    [_leaf_value(v, shape, node["label"], where) for v in values]
+                ).reshape(len(bases), *shape)
             if node["map"] != "atari_ram":
                 arr = arr.astype(np.float32)
-            if arr.shape != (len(bases), *shape):
-                got = arr.shape[1:] if arr.ndim and arr.shape[0] == len(bases) else arr.shape
-                raise ValueError(f"{where}: expected shape {shape} for {node['label']}, got {got}")
             if node["map"] == "atari_ram":
                 arr = (arr.astype(np.float32) - np.float32(128)) / np.float32(128)
             buf[bases[:, None] + np.arange(node["size"])] = arr.reshape(len(bases), node["size"])
@@ -851,6 +841,45 @@ def _object_indices(
 
 
 # ---------------------------------------------------------------------- new-kind helpers
+
+
+def _real_array(value: Any, expected: str, where: str) -> np.ndarray:
+    """``value`` as an array of real numbers, or the native core's refusal (its
+    ``convert_array``: no complex truncation, no parsed strings)."""
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError):
+        raise ValueError(f"{where}: expected {expected}, got {_short_repr(value)}") from None
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(
+            f"{where}: expected {expected} (real numbers), got {_short_repr(value)} of dtype "
+            f"{arr.dtype}"
+        )
+    return arr
+
+
+def _leaf_value(value: Any, shape: tuple, label: str, where: str) -> np.ndarray:
+    """One observation's Box value, checked as the native core checks it."""
+    arr = _real_array(value, f"numbers of shape {shape}", where)
+    if arr.shape != shape:
+        raise ValueError(f"{where}: expected shape {shape} for {label}, got {arr.shape}")
+    return arr
+
+
+def _batch_leaf(value: Any, what: str, shape: tuple, batch: int, label: str, where: str) -> Any:
+    """A leaf's batch array (``what``: numbers, integers), checked as the native core
+    checks it: real numbers, then the batch dimension, then the shape."""
+    arr = _real_array(value, f"a batch of {what}", where)
+    if arr.ndim > 0 and arr.shape[0] != batch:
+        raise ValueError(
+            f"{where}: batch dimension {arr.shape[0]} differs from the batch size {batch} of "
+            "the first leaf"
+        )
+    if arr.shape != (batch, *shape):
+        raise ValueError(
+            f"{where}: expected shape {(batch, *shape)} for a batch of {label}, got {arr.shape}"
+        )
+    return value if isinstance(value, np.ndarray) else arr
 
 
 def _short_repr(obj: Any) -> str:
