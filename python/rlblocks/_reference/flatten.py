@@ -253,6 +253,16 @@ class ReferenceFlattener:
                     f"{where}: list of length {int(lengths.max())} is longer than "
                     f"max_len={node['max_len']} of {node['label']}"
                 )
+            child = self._nodes[node["children"][0]]
+            for v in values:  # an array of Box items: checked whole, as the native core does
+                if child["kind"] == "box" and isinstance(v, np.ndarray) and len(v) > 0:
+                    shape = tuple(child["shape"])
+                    arr = _real_array(v, f"numbers of shape {shape}", where)
+                    if arr.shape[1:] != shape:
+                        raise ValueError(
+                            f"{where}: expected shape {(len(v), *shape)} for {child['label']}, "
+                            f"got {arr.shape}"
+                        )
             self._fill_items(node, [list(v) for v in values], bases, buf, path, single)
         elif kind == "sequence":
             self._fill_sequence(node, values, bases, buf, path, where, single)
@@ -293,6 +303,11 @@ class ReferenceFlattener:
                 idx[:, None], node["start"], node["n"], node["label"], where, (), batched_leaf
             )
             buf[bases + (idx.astype(np.int64) - node["start"])] = 1.0
+        elif kind == "multidiscrete" and not batched_leaf:  # one value per observation
+            offsets = np.stack([_multidiscrete_offsets(node, v, where) for v in values])
+            nvec = np.asarray(node["nvec"], dtype=np.int64)
+            blocks = np.concatenate([[0], np.cumsum(nvec)[:-1]])
+            buf[bases[:, None] + blocks + offsets.reshape(len(bases), len(nvec))] = 1.0
         elif kind == "multidiscrete":
             shape = tuple(node["shape"])
             if batched_leaf:
@@ -1074,6 +1089,34 @@ def _discrete_index(value: Any, start: int, n: int, label: str, where: str) -> i
     raise ValueError(
         f"{where}: value {_index_text(v)} is out of range for {label} (allowed {allowed})"
     )
+
+
+def _multidiscrete_offsets(node: dict, value: Any, where: str) -> np.ndarray:
+    """One observation's MultiDiscrete value as offsets into its components' ranges,
+    checked in the native core's order (a flat list item by item, else the array's
+    elements in C order, each bad one named by its path)."""
+    shape, label = tuple(node["shape"]), node["label"]
+    starts = np.asarray(node["starts"], dtype=np.int64).ravel()
+    nvec = np.asarray(node["nvec"], dtype=np.int64).ravel()
+    component = label + " component"
+    if isinstance(value, (list, tuple)) and len(shape) == 1 and len(value) == shape[0] > 0:
+        items = list(value)  # a snapshot: reading an item may change the list
+        return np.array(
+            [
+                _discrete_index(v, int(a), int(n), component, f"{where}[{k}]") - int(a)
+                for k, (v, a, n) in enumerate(zip(items, starts, nvec, strict=True))
+            ],
+            dtype=np.int64,
+        )
+    arr = _real_array(value, f"integers of shape {shape}", where)
+    if arr.shape != shape:
+        raise ValueError(f"{where}: expected shape {shape} for {label}, got {arr.shape}")
+    out = np.empty(len(nvec), dtype=np.int64)
+    for k, v in enumerate(arr.flat):
+        pos = "".join(f"[{int(p)}]" for p in np.unravel_index(k, shape))
+        a, n = int(starts[k]), int(nvec[k])
+        out[k] = _discrete_index(v, a, n, component, where + pos) - a
+    return out
 
 
 def _scalar_index(value: Any, label: str, where: str) -> tuple[bool, Any]:
