@@ -827,7 +827,9 @@ def _index_error(
         start, size = int(starts), int(sizes)
     allowed = f"{start}..{start + size - 1}"
     if whole:
-        return ValueError(f"{where}: value {value:g} is out of range for {label} (allowed {allowed})")
+        return ValueError(
+            f"{where}: value {value:g} is out of range for {label} (allowed {allowed})"
+        )
     return ValueError(
         f"{where}: value {value:g} is not an integer; {label} allows integers {allowed}"
     )
