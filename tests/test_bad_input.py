@@ -8,10 +8,9 @@ import math
 import gymnasium as gym
 import numpy as np
 import pytest
+from conftest import both_impls
 from rlblocks.preprocessors import get_preprocessor
 from rlblocks.spaces import Repeated
-
-from conftest import both_impls
 
 pytestmark = pytest.mark.native
 
