@@ -1,5 +1,6 @@
 """The differential fuzzer (tools/fuzz_flatten.py): a bounded run, and proof that it reports
-what it is there to find (a crashed worker, a differing output)."""
+what it is there to find (a crashed worker, a differing output, a differing refusal
+message)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,12 @@ def test_native_core_and_numpy_twin_agree_on_random_and_corrupted_inputs() -> No
 
 
 @pytest.mark.parametrize(
-    "inject, finding", [("crash", "native worker crashed"), ("differ", "outputs differ")]
+    "inject, finding",
+    [
+        ("crash", "native worker crashed"),
+        ("differ", "outputs differ"),
+        ("message", "messages differ"),  # the flattening core's refusals, word for word
+    ],
 )
 def test_the_fuzzer_reports_crashes_and_differences(inject: str, finding: str) -> None:
     result = fuzz("--cases", "5", "--inject", inject)

@@ -625,12 +625,12 @@ class FlattenPlan : public Layout {
     if (branch < 0) {
       const IndexValue iv = read_index_scalar(c, index, "the branch index of " + nd.label);
       const std::string allowed = "0.." + std::to_string(k - 1);
-      if (!iv.integral) {
+      if (!iv.whole()) {
         fail(c, "branch index " + index_value_string(iv) + " is not an integer; " + nd.label +
                     " allows branch indices " + allowed);
       }
-      if (iv.v < 0 || iv.v >= k) {
-        fail(c, "branch index " + std::to_string(iv.v) + " is out of range for " + nd.label + " (allowed " + allowed +
+      if (!iv.integral || iv.v < 0 || iv.v >= k) {
+        fail(c, "branch index " + index_value_string(iv) + " is out of range for " + nd.label + " (allowed " + allowed +
                     ")");
       }
       branch = iv.v;
@@ -771,7 +771,7 @@ class FlattenPlan : public Layout {
     py::object v;
     if (nd.kind == Kind::Dict) {
       if (!PyDict_Check(obj) && !is_mapping(obj))
-        fail(c, std::string("expected a dict of batched values for ") + nd.label);
+        fail(c, "expected a dict with keys " + keys_string(nd) + " for " + nd.label + ", got " + Py_TYPE(obj)->tp_name);
       v = py::reinterpret_steal<py::object>(PyObject_GetItem(obj, nd.keys[i].ptr()));
       if (!v) {
         if (!PyErr_ExceptionMatches(PyExc_KeyError)) throw py::error_already_set();
@@ -782,7 +782,8 @@ class FlattenPlan : public Layout {
       return batch_size(child(nd, i), v.ptr(), c);
     }
     if (!PyTuple_Check(obj) && !PyList_Check(obj))
-      fail(c, std::string("expected a tuple of batched values for ") + nd.label);
+      fail(c, "expected a tuple of " + std::to_string(nd.children.size()) + " items for " + nd.label + ", got " +
+                  Py_TYPE(obj)->tp_name);
     const Py_ssize_t len = PySequence_Fast_GET_SIZE(obj);
     if (static_cast<std::size_t>(len) != nd.children.size()) {
       fail(c, "expected " + std::to_string(nd.children.size()) + " items for " + nd.label + ", got " +

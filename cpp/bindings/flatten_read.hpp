@@ -382,6 +382,9 @@ struct IndexValue {
   bool integral;
   std::int64_t v;
   double raw;
+  std::uint64_t big = 0;  // a uint64 above int64 (raw rounds it), else 0
+  // A whole number (beyond int64 when not integral): out of range, not "not an integer".
+  bool whole() const { return integral || big != 0 || (std::isfinite(raw) && raw == std::floor(raw)); }
 };
 
 inline IndexValue read_index_elem(const char* p, ElemType t) {
@@ -398,7 +401,7 @@ inline IndexValue read_index_elem(const char* p, ElemType t) {
       iv = IndexValue{ok, ok ? static_cast<std::int64_t>(d) : 0, d};
     } else if constexpr (std::is_same_v<T, std::uint64_t>) {
       const bool ok = v <= static_cast<std::uint64_t>(INT64_MAX);
-      iv = IndexValue{ok, ok ? static_cast<std::int64_t>(v) : 0, static_cast<double>(v)};
+      iv = IndexValue{ok, ok ? static_cast<std::int64_t>(v) : 0, static_cast<double>(v), ok ? 0 : v};
     } else {
       iv = IndexValue{true, static_cast<std::int64_t>(v), 0};
     }
@@ -408,6 +411,7 @@ inline IndexValue read_index_elem(const char* p, ElemType t) {
 
 inline std::string index_value_string(const IndexValue& iv) {
   if (iv.integral) return std::to_string(iv.v);
+  if (iv.big != 0) return std::to_string(iv.big);
   std::ostringstream os;
   os << iv.raw;
   return os.str();
@@ -420,10 +424,10 @@ inline std::int64_t checked_index(const Collector& c, const IndexValue& iv, std:
   const std::int64_t off = iv.integral ? index_offset(iv.v, start, n) : -1;
   if (off >= 0) return off;
   const std::string allowed = std::to_string(start) + ".." + std::to_string(start + (n - 1));
-  if (!iv.integral) {
+  if (!iv.whole()) {
     fail(c, "value " + index_value_string(iv) + " is not an integer; " + label + " allows integers " + allowed);
   }
-  fail(c, "value " + std::to_string(iv.v) + " is out of range for " + label + " (allowed " + allowed + ")");
+  fail(c, "value " + index_value_string(iv) + " is out of range for " + label + " (allowed " + allowed + ")");
 }
 
 // Whether obj is a real number (int, float, numpy's real scalars; not complex, not str).

@@ -8,45 +8,46 @@ fancy-indexed store for the whole batch. Results equal the C++ core bit for bit.
 
 from __future__ import annotations
 
-import math
-import numbers
-import operator
 from typing import Any
 
 import numpy as np
 
 from rlblocks._reference.arrays import tp_name as _tp_name
+from rlblocks._reference.flatten_read import (  # noqa: F401 (format_path: re-exported)
+    _Attr,
+    _batch_leaf,
+    _box_rows,
+    _check_stacked_tuple,
+    _cut,
+    _describe,
+    _discrete_index,
+    _graph_count,
+    _graph_links,
+    _index_error,
+    _index_text,
+    _is_stacked,
+    _kept_length,
+    _key,
+    _leading_dim,
+    _leaf_value,
+    _multidiscrete_offsets,
+    _object_indices,
+    _real_array,
+    _scalar_index,
+    _stacked_dict_values,
+    _stacked_leaf_length,
+    _whole,
+    format_path,
+)
 
 # kinds whose batched form is a sequence of per-env values, walked env by env
 _PER_ENV_KINDS = {
+    "repeated": "lists",
     "sequence": "sequences",
     "graph": "graphs",
     "text": "str",
     "oneof": "(branch index, value) pairs",
 }
-
-
-class _Attr:
-    """An attribute step of an error path (``obs["g"].nodes``)."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str):
-        self.name = name
-
-
-def format_path(path: tuple | list) -> str:
-    """``('c', 2, _Attr('nodes'))`` -> ``obs["c"][2].nodes`` (``"*"``: any observation), keys
-    written as they are, as the native core does."""
-    out = "obs"
-    for p in path:
-        if isinstance(p, _Attr):
-            out += "." + p.name
-        elif isinstance(p, str):
-            out += "[*]" if p == "*" else f'["{p}"]'
-        else:
-            out += f"[{p}]"
-    return out
 
 
 class ReferenceFlattener:
@@ -190,12 +191,7 @@ class ReferenceFlattener:
             result = np.asarray(node["batch_fn"](obj), dtype=np.float32)
             result = result.reshape(len(bases), node["size"])
             buf[bases[:, None] + np.arange(node["size"])] = result
-        else:  # leaves take the batch array itself; Repeated a sequence of per-env lists
-            if _leading_dim(obj, path) != len(bases):
-                raise ValueError(
-                    f"{format_path(path)}: batch dimension {len(obj)} differs from the batch size "
-                    f"{len(bases)} of the first leaf"
-                )
+        else:  # leaves take the batch array itself (checked as the native core does)
             # paths name the leaf; a 0-row leaf still has its shape checked
             self._fill(node_id, obj, bases, buf, path, single=True, batched_leaf=True)
 
@@ -257,6 +253,16 @@ class ReferenceFlattener:
                     f"{where}: list of length {int(lengths.max())} is longer than "
                     f"max_len={node['max_len']} of {node['label']}"
                 )
+            child = self._nodes[node["children"][0]]
+            for v in values:  # an array of Box items: checked whole, as the native core does
+                if child["kind"] == "box" and isinstance(v, np.ndarray) and len(v) > 0:
+                    shape = tuple(child["shape"])
+                    arr = _real_array(v, f"numbers of shape {shape}", where)
+                    if arr.shape[1:] != shape:
+                        raise ValueError(
+                            f"{where}: expected shape {(len(v), *shape)} for {child['label']}, "
+                            f"got {arr.shape}"
+                        )
             self._fill_items(node, [list(v) for v in values], bases, buf, path, single)
         elif kind == "sequence":
             self._fill_sequence(node, values, bases, buf, path, where, single)
@@ -279,13 +285,41 @@ class ReferenceFlattener:
                     path + (1,),
                     single,
                 )
+        elif kind == "discrete" and not batched_leaf:  # one value per observation
+            start, n, label = node["start"], node["n"], node["label"]
+            offsets = [_discrete_index(v, start, n, label, where) - start for v in values]
+            buf[bases + np.asarray(offsets, dtype=np.int64)] = 1.0
         elif kind == "discrete":
-            idx = self._indices(values, (len(bases),), node["label"], where, batched_leaf)
-            self._check_range(idx[:, None], node["start"], node["n"], node["label"], where)
+            values = _batch_leaf(values, "integers", (), len(bases), node["label"], where)
+            idx = self._indices(
+                values,
+                (len(bases),),
+                node["label"],
+                where,
+                batched_leaf,
+                (node["start"], node["n"], ()),
+            )
+            self._check_range(
+                idx[:, None], node["start"], node["n"], node["label"], where, (), batched_leaf
+            )
             buf[bases + (idx.astype(np.int64) - node["start"])] = 1.0
+        elif kind == "multidiscrete" and not batched_leaf:  # one value per observation
+            within = np.stack([_multidiscrete_offsets(node, v, where) for v in values])
+            nvec = np.asarray(node["nvec"], dtype=np.int64)
+            blocks = np.concatenate([[0], np.cumsum(nvec)[:-1]])
+            buf[bases[:, None] + blocks + within.reshape(len(bases), len(nvec))] = 1.0
         elif kind == "multidiscrete":
             shape = tuple(node["shape"])
-            idx = self._indices(values, (len(bases), *shape), node["label"], where, batched_leaf)
+            if batched_leaf:
+                values = _batch_leaf(values, "integers", shape, len(bases), node["label"], where)
+            idx = self._indices(
+                values,
+                (len(bases), *shape),
+                node["label"],
+                where,
+                batched_leaf,
+                (node["starts"], node["nvec"], shape),
+            )
             idx = idx.reshape(len(bases), len(node["nvec"]))
             flat = idx.astype(np.int64)
             starts = np.asarray(node["starts"], dtype=np.int64)
@@ -297,27 +331,20 @@ class ReferenceFlattener:
                 node["label"] + " component",
                 where,
                 component_shape=shape,
+                batched=batched_leaf,
             )
             blocks = np.concatenate([[0], np.cumsum(nvec)[:-1]])
             buf[bases[:, None] + blocks + flat - starts] = 1.0
         elif kind == "box":
             shape = tuple(node["shape"])
-            try:
-                arr = np.asarray(values)
-            except (ValueError, TypeError) as err:
-                raise ValueError(
-                    f"{where}: expected numbers of shape {shape} for {node['label']} ({err})"
-                ) from None
-            if arr.dtype.kind not in "biuf":  # no complex truncation, no parsed strings
-                raise ValueError(
-                    f"{where}: expected numbers of shape {shape} (real numbers) for "
-                    f"{node['label']}, got dtype {arr.dtype}"
-                )
+            if batched_leaf:
+                arr = _batch_leaf(values, "numbers", shape, len(bases), node["label"], where)
+            else:  # one value per observation, each checked as the native core does
+                arr = np.stack(
+                    [_leaf_value(v, shape, node["label"], where) for v in values]
+                ).reshape(len(bases), *shape)
             if node["map"] != "atari_ram":
                 arr = arr.astype(np.float32)
-            if arr.shape != (len(bases), *shape):
-                got = arr.shape[1:] if arr.ndim and arr.shape[0] == len(bases) else arr.shape
-                raise ValueError(f"{where}: expected shape {shape} for {node['label']}, got {got}")
             if node["map"] == "atari_ram":
                 arr = (arr.astype(np.float32) - np.float32(128)) / np.float32(128)
             buf[bases[:, None] + np.arange(node["size"])] = arr.reshape(len(bases), node["size"])
@@ -598,14 +625,15 @@ class ReferenceFlattener:
             )
             raise ValueError(f"{where}: expected (branch index, value) for {label}, got {got}")
         integral, index = _scalar_index(value[0], f"the branch index of {label}", where)
-        if not integral:
+        if not integral and not _whole(index):
             raise ValueError(
                 f"{where}: branch index {index:g} is not an integer; {label} allows branch "
                 f"indices 0..{k - 1}"
             )
-        if not 0 <= index < k:
+        if not integral or not 0 <= index < k:
             raise ValueError(
-                f"{where}: branch index {index} is out of range for {label} (allowed 0..{k - 1})"
+                f"{where}: branch index {_index_text(index)} is out of range for {label} "
+                f"(allowed 0..{k - 1})"
             )
         return int(index), value[1]
 
@@ -655,12 +683,19 @@ class ReferenceFlattener:
 
     @staticmethod
     def _indices(
-        values: Any, shape: tuple, label: str, where: str, batched_leaf: bool = False
+        values: Any,
+        shape: tuple,
+        label: str,
+        where: str,
+        batched_leaf: bool = False,
+        ranges: tuple | None = None,
     ) -> np.ndarray:
         """The values as an integer array (int64, or uint64 for values above int64).
 
         ``values`` holds one value per observation; values of different dtypes (an int64
-        beside a float32) are converted one by one where pooling them would round."""
+        beside a float32) are converted one by one where pooling them would round.
+        ``ranges`` (starts, sizes, component shape) lets a non-integer's message name the
+        range its component allows, as the native core's does."""
         try:
             arr = np.asarray(values)
         except (ValueError, TypeError) as err:
@@ -673,7 +708,7 @@ class ReferenceFlattener:
             per_obs and arr.dtype == object and any(isinstance(v, np.ndarray) for v in values)
         )
         if per_obs and arr.dtype == object and not has_array:
-            arr = _object_indices(arr, label, where)
+            arr = _object_indices(arr, label, where, ranges)
         elif (
             per_obs
             and len(values) > 1
@@ -688,7 +723,8 @@ class ReferenceFlattener:
             # pooling would round (floats beside int64) or mix Python objects with arrays
             # (a list of __index__ objects beside an array): each value on its own
             parts = [
-                ReferenceFlattener._indices([v], (1, *shape[1:]), label, where) for v in values
+                ReferenceFlattener._indices([v], (1, *shape[1:]), label, where, False, ranges)
+                for v in values
             ]
             for part in parts:
                 if part.dtype == np.uint64:
@@ -700,16 +736,11 @@ class ReferenceFlattener:
             return arr
         if np.issubdtype(arr.dtype, np.floating):
             arr = arr.astype(np.float64)  # exact for float16/32 (long double: as native)
-            bad = ~np.isfinite(arr) | (arr != np.floor(arr))
+            # not integers, or whole numbers beyond int64 (2**63 is exact)
+            bad = ~np.isfinite(arr) | (arr != np.floor(arr)) | (arr < -(2.0**63)) | (arr >= 2.0**63)
             if bad.any():
-                raise ValueError(
-                    f"{where}: value {arr[bad].flat[0]} is not an integer; {label} needs integers"
-                )
-            beyond = (arr < -(2.0**63)) | (arr >= 2.0**63)  # exact: powers of two
-            if beyond.any():
-                raise ValueError(
-                    f"{where}: value {arr[beyond].flat[0]:.0f} is out of range for {label}"
-                )
+                pos = tuple(int(p) for p in np.argwhere(bad)[0])
+                raise _index_error(float(arr[pos]), pos, label, where, ranges, batched_leaf)
             return arr.astype(np.int64)
         raise ValueError(f"{where}: expected integers for {label}, got dtype {arr.dtype}")
 
@@ -721,9 +752,10 @@ class ReferenceFlattener:
         label: str,
         where: str,
         component_shape: tuple = (),
+        batched: bool = False,
     ) -> None:
         """``idx``: (rows, k) integers; the first one outside its range is reported, with
-        its component's position appended to ``where``."""
+        its row's (``batched``) and component's position appended to ``where``."""
         lo = np.broadcast_to(np.asarray(start, dtype=np.int64), idx.shape)
         hi = lo + (np.broadcast_to(np.asarray(n, dtype=np.int64), idx.shape) - 1)  # fits int64
         if idx.dtype == np.uint64:  # values above int64 are out of every range
@@ -733,266 +765,11 @@ class ReferenceFlattener:
             bad = (idx < lo) | (idx > hi)
         if bad.any():
             row, k = (int(p) for p in np.argwhere(bad)[0])
+            if batched:
+                where += f"[{row}]"
             if component_shape:
                 where += "".join(f"[{int(p)}]" for p in np.unravel_index(k, component_shape))
             raise ValueError(
                 f"{where}: value {idx[row, k]} is out of range for {label} "
                 f"(allowed {lo[row, k]}..{hi[row, k]})"
             )
-
-
-def _leading_dim(obj: Any, path: tuple) -> int:
-    """The batch dimension of a batched leaf; ValueError (as the native core) when it has none."""
-    if isinstance(obj, np.ndarray):
-        if obj.ndim == 0:
-            raise ValueError(
-                f"{format_path(path)}: expected a leading batch dimension, got a 0-d array"
-            )
-        return int(obj.shape[0])
-    try:
-        return len(obj)
-    except TypeError:
-        raise ValueError(
-            f"{format_path(path)}: expected an array with a leading batch dimension, got "
-            f"{_tp_name(obj)}"
-        ) from None
-
-
-def _describe(obj: Any) -> str:
-    """As the native core's messages: ``read-only float64 array of shape (2, 3)``."""
-    if not isinstance(obj, np.ndarray):
-        return _tp_name(obj)
-    return (
-        f"{'' if obj.flags.writeable else 'read-only '}"
-        f"{'' if obj.flags.c_contiguous else 'non-contiguous '}{obj.dtype} array of shape "
-        f"{obj.shape}"
-    )
-
-
-def _object_indices(arr: np.ndarray, label: str, where: str) -> np.ndarray:
-    """Python objects (ints beyond int64, objects with ``__index__``, real numbers) as
-    integers; values beyond int64 are out of every range."""
-    out = np.empty(arr.shape, dtype=np.int64)
-    for pos, v in np.ndenumerate(arr):
-        if hasattr(type(v), "__index__"):
-            i = operator.index(v)
-        elif isinstance(v, numbers.Real) and not isinstance(v, bool):
-            f = float(v)
-            if not (np.isfinite(f) and f == np.floor(f)):
-                raise ValueError(f"{where}: value {f} is not an integer; {label} needs integers")
-            i = int(f)
-        else:
-            raise ValueError(f"{where}: expected integers for {label}, got {v!r}")
-        if not -(2**63) <= i < 2**63:
-            raise ValueError(f"{where}: value {i} is out of range for {label}")
-        out[pos] = i
-    return out
-
-
-# ---------------------------------------------------------------------- new-kind helpers
-
-
-def _short_repr(obj: Any) -> str:
-    """repr cut to 80 bytes, as the native core's messages."""
-    text = repr(obj)
-    raw = text.encode()
-    return text if len(raw) <= 80 else raw[:77].decode(errors="ignore") + "..."
-
-
-def _cut(text: str, limit: int = 80) -> str:
-    """``text`` cut to ``limit`` characters (77 and ``...`` when longer)."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _key(where: str, key: Any) -> str:
-    return where + (f'["{key}"]' if isinstance(key, str) else f"[{key!r}]")
-
-
-def _kept_length(node: dict, length: int, where: str) -> int:
-    """How many items of a sequence of ``length`` are kept (ValueError when too long)."""
-    if length <= node["max_len"]:
-        return length
-    if node["truncate"]:
-        return int(node["max_len"])
-    raise ValueError(
-        f"{where}: sequence of length {length} is longer than sequence_max_len={node['max_len']} "
-        "(raise sequence_max_len in the model config, or set sequence_truncate=True)"
-    )
-
-
-def _is_mapping(obj: Any) -> bool:
-    return hasattr(obj, "keys") and not isinstance(obj, (list, tuple, np.ndarray))
-
-
-def _is_stacked(child: dict, value: Any) -> bool:
-    if child["kind"] == "dict":
-        return _is_mapping(value)
-    return child["kind"] == "tuple" and isinstance(value, tuple)
-
-
-def _stacked_leaf_length(value: Any, where: str) -> int:
-    if isinstance(value, np.ndarray):
-        if value.ndim == 0:
-            raise ValueError(
-                f"{where}: expected stacked values with a leading length dimension, got a 0-d array"
-            )
-        return int(value.shape[0])
-    if isinstance(value, (list, tuple)):
-        return len(value)
-    raise ValueError(
-        f"{where}: expected stacked values with a leading length dimension, got {_tp_name(value)}"
-    )
-
-
-def _stacked_dict_values(node: dict, value: Any, where: str) -> list:
-    keys = node["keys"]
-    if not _is_mapping(value):
-        raise ValueError(
-            f"{where}: expected a dict of stacked values with keys {keys} for {node['label']}, "
-            f"got {_tp_name(value)}"
-        )
-    fields = []
-    for k in keys:
-        try:
-            fields.append(value[k])
-        except KeyError:
-            raise ValueError(
-                f"{where}: missing key {k!r}; {node['label']} needs keys {keys}"
-            ) from None
-    if len(value) != len(keys):
-        extra = [k for k in value.keys() if k not in keys]
-        raise ValueError(f"{where}: unexpected keys {extra}; {node['label']} has keys {keys}")
-    return fields
-
-
-def _check_stacked_tuple(node: dict, value: Any, where: str) -> None:
-    n = len(node["children"])
-    if not isinstance(value, (tuple, list)):
-        raise ValueError(
-            f"{where}: expected a tuple of {n} stacked values for {node['label']}, got "
-            f"{_tp_name(value)}"
-        )
-    if len(value) != n:
-        raise ValueError(
-            f"{where}: expected {n} stacked values for {node['label']}, got {len(value)}"
-        )
-
-
-def _box_rows(item: dict, value: Any, count: int, where: str) -> np.ndarray:
-    """``count`` stacked values of a Box item, shape ``(count, *shape)``, as float32 (mapped)."""
-    shape = tuple(item["shape"])
-    try:
-        arr = np.asarray(value)
-    except (ValueError, TypeError):
-        raise ValueError(
-            f"{where}: expected numbers of shape {shape}, got {_short_repr(value)}"
-        ) from None
-    if arr.dtype.kind not in "biuf":
-        raise ValueError(
-            f"{where}: expected numbers of shape {shape} (real numbers), got {_short_repr(value)} "
-            f"of dtype {arr.dtype}"
-        )
-    if arr.shape != (count, *shape):
-        raise ValueError(
-            f"{where}: expected shape {(count, *shape)} for {item['label']}, got {arr.shape}"
-        )
-    rows = arr.astype(np.float32)
-    if item["map"] == "atari_ram":
-        rows = (rows - np.float32(128)) / np.float32(128)
-    return rows
-
-
-def _graph_count(label: str, value: Any, attr: str, where: str) -> int:
-    """The leading count of a graph's nodes / edges / edge_links."""
-    if isinstance(value, np.ndarray):
-        if value.ndim == 0:
-            raise ValueError(
-                f"{where}.{attr}: expected an array of {attr} for {label}, got a 0-d array"
-            )
-        return int(value.shape[0])
-    if isinstance(value, (list, tuple)):
-        return len(value)
-    raise ValueError(
-        f"{where}.{attr}: expected an array of {attr} for {label}, got {_tp_name(value)}"
-    )
-
-
-def _graph_links(label: str, links: Any, n_nodes: int, n_edges: int, where: str) -> np.ndarray:
-    """The (n_edges, 2) links, every one a node index below ``n_nodes``, flat as float32."""
-    expected = (n_edges, 2)
-    try:
-        arr = np.asarray(links)
-    except (ValueError, TypeError):
-        raise ValueError(
-            f"{where}: expected integers of shape {expected}, got {_short_repr(links)}"
-        ) from None
-    if arr.dtype.kind not in "biuf":
-        raise ValueError(
-            f"{where}: expected integers of shape {expected} (real numbers), got "
-            f"{_short_repr(links)} of dtype {arr.dtype}"
-        )
-    if arr.shape != expected:
-        raise ValueError(
-            f"{where}: expected shape {expected} for the edge links of {label}, got {arr.shape}"
-        )
-    if arr.dtype.kind == "f" and arr.dtype.itemsize == 2:
-        arr = arr.astype(np.float32)
-    flat = arr.reshape(-1)
-    if flat.dtype.kind == "f":
-        f = flat.astype(np.float64)
-        with np.errstate(invalid="ignore"):
-            integral = np.isfinite(f) & (f == np.floor(f)) & (f >= -(2.0**63)) & (f < 2.0**63)
-            ok = integral & (f >= 0) & (f < n_nodes)
-    elif flat.dtype.kind == "u":
-        integral = flat <= np.iinfo(np.int64).max
-        ok = flat < n_nodes
-    else:
-        integral = np.ones(flat.shape, bool)
-        ok = (flat >= 0) & (flat < n_nodes)
-    bad = np.flatnonzero(~ok)
-    if bad.size:
-        k = int(bad[0])
-        shown = str(int(flat[k])) if integral[k] else f"{float(flat[k]):g}"
-        allowed = f" (allowed 0..{n_nodes - 1})" if n_nodes > 0 else ""
-        raise ValueError(
-            f"{where}[{k // 2}]: edge {k // 2} links node {shown}, but the graph has {n_nodes} "
-            f"nodes{allowed}"
-        )
-    return flat.astype(np.float32)
-
-
-def _scalar_index(value: Any, label: str, where: str) -> tuple[bool, Any]:
-    """(integral, value) of one index, read as the native core reads it: Python and numpy
-    integers and floats, 0-d arrays, objects with ``__index__``, real numbers."""
-    if isinstance(value, int):  # bool too
-        if not -(2**63) <= value < 2**63:
-            raise ValueError(f"{where}: value {value!r} is out of range for {label}")
-        return True, int(value)
-    if isinstance(value, (float, np.floating)):
-        f = float(value)
-        if math.isfinite(f) and f == math.floor(f) and -(2.0**63) <= f < 2.0**63:
-            return True, int(f)
-        return False, f
-    if isinstance(value, (np.integer, np.bool_)):
-        if isinstance(value, np.unsignedinteger) and int(value) > np.iinfo(np.int64).max:
-            return False, float(value)
-        return True, int(value)
-    if isinstance(value, np.ndarray):
-        if value.ndim != 0:
-            raise ValueError(
-                f"{where}: expected a single integer for {label}, got an array of shape "
-                f"{value.shape} and dtype {value.dtype}"
-            )
-        if value.dtype.kind not in "biuf":
-            raise ValueError(
-                f"{where}: expected a single integer for {label} (real numbers), got "
-                f"{_short_repr(value)} of dtype {value.dtype}"
-            )
-        return _scalar_index(value[()], label, where)
-    if hasattr(type(value), "__index__"):
-        return _scalar_index(operator.index(value), label, where)
-    if isinstance(value, numbers.Real):
-        return _scalar_index(float(value), label, where)
-    raise ValueError(
-        f"{where}: expected an integer for {label}, got {_short_repr(value)} ({_tp_name(value)})"
-    )
