@@ -31,7 +31,7 @@ from rlblocks.spaces import clip_actions
 from rlblocks.train.loop import episode_summary
 from rlblocks.train.policy import Policy
 
-__all__ = ["evaluate_policy", "run_episode"]
+__all__ = ["PolicyActor", "evaluate_policy", "run_episode"]
 
 
 def run_episode(
@@ -102,3 +102,50 @@ def evaluate_policy(
             returns.append(total)
             lengths.append(length)
     return episode_summary(returns, lengths)
+
+
+class PolicyActor:
+    """A native :class:`~rlblocks.train.policy.Policy` as a
+    :class:`~rlblocks.multiagent.play.LaneActor` (``observe`` turns raw observations into
+    the model's inputs; greedy actions unless ``explore``)."""
+
+    def __init__(
+        self, policy: Policy, observe: Callable[[list[Any]], np.ndarray], explore: bool = False
+    ) -> None:
+        self.policy = policy
+        self._observe = observe
+        self.explore = explore
+
+    def initial_state(self, n: int) -> list[Any] | None:
+        """:meth:`Policy.initial_state` (empty for a model without state)."""
+        return self.policy.initial_state(n)
+
+    def initial_prev(self, n: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The policy's initial previous action (``n`` rows) and zero previous rewards."""
+        pol = self.policy
+        pa = pr = None
+        if pol.n_prev_actions:
+            pa = np.broadcast_to(
+                pol.initial_prev_action, (n, pol.n_prev_actions, *pol.action_shape)
+            ).copy()
+        if pol.n_prev_rewards:
+            pr = np.zeros((n, pol.n_prev_rewards), np.float32)
+        return pa, pr
+
+    def observe(self, raw: list[Any], x: Any, fresh: np.ndarray | None) -> Any:
+        """The model's inputs, stacked onto ``x`` where the model reads past observations."""
+        return self.policy.stack_obs(x, self._observe(raw), fresh)
+
+    def act(self, x: Any, state: Any, pa: Any, pr: Any) -> tuple[Any, Any]:
+        """:meth:`Policy.act` (no values or log-probabilities)."""
+        out = self.policy.act(x, state, pa, pr, explore=self.explore, full=False)
+        return out["actions"], out["state_out"]
+
+    def restart(self, state: list[Any], fresh: np.ndarray) -> list[Any]:
+        """A copy of ``state`` with the rows ``fresh`` at the initial state."""
+        init = self.policy.initial_state(len(fresh))
+        idx = torch.as_tensor(fresh, device=self.policy.device)
+        out = [s.clone() for s in state]
+        for s, s0 in zip(out, init, strict=True):
+            s[idx] = s0
+        return out
