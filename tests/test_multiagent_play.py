@@ -1,4 +1,4 @@
-"""The one multi-agent evaluation loop (rlblocks.multiagent.play): native and exported
+"""The one multi-agent evaluation loop (rlblocks.train.play): native and exported
 policies drive it through the LaneActor protocol and give the same returns."""
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ class _Counting:
 
 def test_play_episodes_drives_any_lane_actor_until_the_episodes_end() -> None:
     from rlblocks.multiagent.envs import MultiAgentVectorEnv
-    from rlblocks.multiagent.play import LaneActor, play_episodes
     from rlblocks.train.multiagent import multiagent_creator
+    from rlblocks.train.play import LaneActor, play_episodes
     from rlblocks.train.trainer_config import PPOConfig
 
     make = multiagent_creator(PPOConfig.from_dict({"env": ZOO}))

@@ -2,7 +2,7 @@
 agents in one env: what ``rlblocks evaluate RUN_DIR --exported FILE`` runs on a native
 multi-agent run (``rlblocks export`` wrote ``policy_<id>.onnx`` / ``.pt2`` per policy).
 
-The env is stepped by :func:`~rlblocks.multiagent.play.play_episodes`, the loop
+The env is stepped by :func:`~rlblocks.train.play.play_episodes`, the loop
 :meth:`MultiAgentPPOTrainer.evaluate
 <rlblocks.train.multiagent.MultiAgentPPOTrainer.evaluate>` runs too (one copy, the same
 reset seed, the same union values per policy and the same clipping of each agent's action),
@@ -21,13 +21,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from rlblocks.export.evaluate import ExportedActor
 from rlblocks.export.runtime import ExportedPolicy
 from rlblocks.export.sidecar import space_from_json
 from rlblocks.multiagent.envs import MultiAgentVectorEnv
-from rlblocks.multiagent.play import play_episodes
 from rlblocks.train.loop import episode_summary
+from rlblocks.train.play import play_episodes
 
 __all__ = ["check_policy", "evaluate_exported_multiagent", "exported_policy_files", "file_safe"]
 
@@ -152,7 +151,7 @@ def evaluate_exported_multiagent(
         for pid in hub.policy_ids:
             spec = hub.specs[pid]
             check_policy(policies[pid], pid, spec.observation_space, spec.action_space)
-        actors = {pid: _ExportedActor(policies[pid]) for pid in hub.policy_ids}
+        actors = {pid: ExportedActor(policies[pid]) for pid in hub.policy_ids}
         play_episodes(hub, actors, episodes, seed)
     finally:
         hub.close()
@@ -161,35 +160,3 @@ def evaluate_exported_multiagent(
         if key.startswith(("agent_", "module_")):
             result[key] = value
     return result
-
-
-class _ExportedActor:
-    """An exported policy as a :class:`~rlblocks.multiagent.play.LaneActor` (it reads the
-    raw observations; its deterministic actions)."""
-
-    def __init__(self, policy: ExportedPolicy) -> None:
-        self.policy = policy
-
-    def initial_state(self, n: int) -> list[Any] | None:
-        """The artifact's initial state (None when it is not recurrent)."""
-        return self.policy.initial_state(n) if self.policy.recurrent else None
-
-    def initial_prev(self, n: int) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """The artifact's previous actions and rewards at an episode start."""
-        return self.policy.initial_prev(n)
-
-    def observe(self, raw: list[Any], x: Any, fresh: np.ndarray | None) -> Any:
-        """The raw observations themselves (the artifact preprocesses them)."""
-        return raw
-
-    def act(self, x: Any, state: Any, pa: Any, pr: Any) -> tuple[Any, Any]:
-        """:meth:`ExportedPolicy.compute_actions`."""
-        acted, state_out = self.policy.compute_actions(x, state, pa, pr)
-        return acted, state_out if self.policy.recurrent else None
-
-    def restart(self, state: list[Any], fresh: np.ndarray) -> list[Any]:
-        """A copy of ``state`` with the rows ``fresh`` at the initial state."""
-        out = [np.array(s) for s in state]
-        for s, s0 in zip(out, self.policy.initial_state(len(fresh)), strict=True):
-            s[fresh] = s0
-        return out

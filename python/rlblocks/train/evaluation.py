@@ -26,61 +26,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlblocks.nest import tree_map
-from rlblocks.spaces import clip_actions
 from rlblocks.train.loop import episode_summary
+from rlblocks.train.play import play_episode
 from rlblocks.train.policy import Policy
 
-__all__ = ["PolicyActor", "evaluate_policy", "run_episode"]
-
-
-def run_episode(
-    policy: Policy,
-    observe: Callable[[list[Any]], np.ndarray],
-    env: gym.Env,
-    seed: int,
-    explore: bool = False,
-    clip: bool = True,
-) -> tuple[float, int]:
-    """One episode on ``env`` from ``reset(seed=seed)``; ``(return, length)``.
-
-    Args:
-        policy: The policy acting (its recurrent state and previous actions/rewards start
-            from their initial values).
-        observe: Raw observations (a list) -> the model's inputs (preprocessed, filtered).
-        env: A plain gymnasium env.
-        seed: The reset seed.
-        explore: Sample actions instead of taking the most likely ones.
-        clip: Clip Box actions into the action space before stepping.
-    """
-    raw, _ = env.reset(seed=seed)
-    state = policy.initial_state(1)
-    pa = None
-    if policy.n_prev_actions:
-        pa = np.broadcast_to(
-            policy.initial_prev_action, (1, policy.n_prev_actions, *policy.action_shape)
-        )
-    pr = np.zeros((1, policy.n_prev_rewards), np.float32) if policy.n_prev_rewards else None
-    total, length, done = 0.0, 0, False
-    x: np.ndarray | None = None
-    while not done:
-        x = policy.stack_obs(x, observe([raw]))
-        out = policy.act(x, state, pa, pr, explore=explore, full=False)
-        action = tree_map(lambda a: a[0], out["actions"])
-        if clip:
-            action = clip_actions(action, policy.action_space)
-        raw, reward, terminated, truncated, _ = env.step(action)
-        total += float(reward)
-        length += 1
-        done = bool(terminated or truncated)
-        state = out["state_out"]
-        if pa is not None:
-            pa = np.roll(pa, -1, axis=1)
-            pa[0, -1] = np.asarray(out["actions"]).reshape(policy.action_shape)
-        if pr is not None:
-            pr = np.roll(pr, -1, axis=1)
-            pr[0, -1] = reward
-    return total, length
+__all__ = ["PolicyActor", "evaluate_policy"]
 
 
 def evaluate_policy(
@@ -92,13 +42,18 @@ def evaluate_policy(
     explore: bool = False,
     clip: bool = True,
 ) -> dict[str, Any]:
-    """Episodes ``seed + i`` (``i < episodes``) on ``env`` (see :func:`run_episode`), summed
+    """Episodes ``seed + i`` (``i < episodes``) on ``env`` (each one
+    :func:`~rlblocks.train.play.play_episode`, the policy acting greedily unless
+    ``explore``; Box actions clipped into the action space when ``clip``), summed
     up by :func:`~rlblocks.train.loop.episode_summary`; torch's RNG state is restored after."""
     returns: list[float] = []
     lengths: list[int] = []
     with torch.random.fork_rng(devices=[]):
         for ep in range(episodes):
-            total, length = run_episode(policy, observe, env, seed + ep, explore, clip)
+            actor = PolicyActor(policy, observe, explore)
+            total, length = play_episode(
+                actor, env, seed + ep, policy.action_space if clip else None
+            )
             returns.append(total)
             lengths.append(length)
     return episode_summary(returns, lengths)
@@ -106,7 +61,7 @@ def evaluate_policy(
 
 class PolicyActor:
     """A native :class:`~rlblocks.train.policy.Policy` as a
-    :class:`~rlblocks.multiagent.play.LaneActor` (``observe`` turns raw observations into
+    :class:`~rlblocks.train.play.LaneActor` (``observe`` turns raw observations into
     the model's inputs; greedy actions unless ``explore``)."""
 
     def __init__(

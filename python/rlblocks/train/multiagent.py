@@ -39,7 +39,6 @@ import torch
 from rlblocks.catalog import ModelCatalog
 from rlblocks.filters import get_filter
 from rlblocks.multiagent.envs import MultiAgentVectorEnv, as_parallel_env, is_multiagent_env
-from rlblocks.multiagent.play import play_episodes
 from rlblocks.nest import tree_index
 from rlblocks.preprocessors import Preprocessor
 from rlblocks.train.algo_spaces import makes_multiagent_env
@@ -48,6 +47,7 @@ from rlblocks.train.envs import raw_env_creator
 from rlblocks.train.evaluation import PolicyActor
 from rlblocks.train.learner import PPOLearner
 from rlblocks.train.loop import episode_summary
+from rlblocks.train.play import play_episodes
 from rlblocks.train.policy import Policy
 from rlblocks.train.runner import EnvRunner, SampleBatch
 from rlblocks.train.trainer import (

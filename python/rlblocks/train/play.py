@@ -1,12 +1,14 @@
-"""The one multi-agent evaluation loop: every policy acting for its agents in one env copy.
+"""The evaluation loops: one for single-agent envs, one for multi-agent envs.
 
+:func:`play_episode` plays one episode of a plain gymnasium env with one policy;
 :func:`play_episodes` steps a :class:`~rlblocks.multiagent.envs.MultiAgentVectorEnv` until
 a number of episodes end. Each policy acts through a :class:`LaneActor` (the native
 trainer's :class:`~rlblocks.train.policy.Policy` and an exported artifact are both driven
 this way), and the loop carries each policy's lanes: the observation the policy reads, its
 recurrent state and its previous actions and rewards, started over for a lane whose agent
-starts anew. The loop imports neither torch nor Ray (``rlblocks evaluate --exported`` runs
-it).
+starts anew. Both loops drive every policy through :class:`LaneActor` (a single-agent
+env is one lane) and import neither torch nor Ray (``rlblocks evaluate --exported`` runs
+them).
 
 Examples:
     >>> import numpy as np
@@ -23,13 +25,17 @@ Examples:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from rlblocks.multiagent.envs import MultiAgentVectorEnv
+from rlblocks.nest import tree_index
+from rlblocks.spaces import clip_actions
 
-__all__ = ["LaneActor", "play_episodes"]
+if TYPE_CHECKING:  # the multi-agent side imports torch (its masks); the loop needs none
+    from rlblocks.multiagent.envs import MultiAgentVectorEnv
+
+__all__ = ["LaneActor", "play_episode", "play_episodes"]
 
 
 @runtime_checkable
@@ -57,6 +63,43 @@ class LaneActor(Protocol):
     def restart(self, state: list[Any], fresh: np.ndarray) -> list[Any]:
         """``state`` (not changed) with the rows ``fresh`` set to the initial state."""
         ...
+
+
+def play_episode(
+    actor: LaneActor, env: Any, seed: int | None, clip: Any = None
+) -> tuple[float, int]:
+    """One episode of the single-agent ``env`` from ``reset(seed=seed)``, ``actor`` acting
+    for its one lane; ``(return, length)``.
+
+    Args:
+        actor: The policy (its state and previous actions/rewards start from their initial
+            values).
+        env: A plain gymnasium env.
+        seed: The reset seed.
+        clip: The action space to clip Box actions into before stepping (None: no clipping).
+    """
+    raw, _ = env.reset(seed=seed)
+    state = actor.initial_state(1)
+    pa, pr = actor.initial_prev(1)
+    total, length, done = 0.0, 0, False
+    x: Any = None
+    while not done:
+        x = actor.observe([raw], x, None)
+        actions, state = actor.act(x, state, pa, pr)
+        action = tree_index(actions, 0)
+        if clip is not None:
+            action = clip_actions(action, clip)
+        raw, reward, terminated, truncated, _ = env.step(action)
+        total += float(reward)
+        length += 1
+        done = bool(terminated or truncated)
+        if pa is not None:
+            pa = np.roll(pa, -1, axis=1)
+            pa[0, -1] = np.asarray(actions).reshape(pa.shape[2:])
+        if pr is not None:
+            pr = np.roll(pr, -1, axis=1)
+            pr[0, -1] = reward
+    return total, length
 
 
 def play_episodes(
