@@ -16,7 +16,7 @@ TINY = {"num_envs": 2, "train_batch_size": 64, "sgd_minibatch_size": 32, "num_sg
 
 
 class _Counting:
-    """A LaneActor taking each lane's lowest action, counting its restarts."""
+    """A LaneActor taking the zero action in every lane, counting its restarts."""
 
     def __init__(self, space: Any) -> None:
         self.space = space
@@ -33,8 +33,8 @@ class _Counting:
 
     def act(self, x: Any, state: Any, pa: Any, pr: Any) -> tuple[Any, Any]:
         assert pr.shape == (len(x), 2)
-        low = np.asarray(self.space.sample()) * 0  # the zero action of the space
-        return np.stack([low] * len(x)), [s + 1.0 for s in state]
+        zero = np.zeros(self.space.shape, self.space.dtype)
+        return np.stack([zero] * len(x)), [s + 1.0 for s in state]
 
     def restart(self, state: list[Any], fresh: np.ndarray) -> list[Any]:
         self.restarts += len(fresh)
