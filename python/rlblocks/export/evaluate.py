@@ -17,11 +17,10 @@ import numpy as np
 
 from rlblocks.export.runtime import ExportedPolicy
 from rlblocks.export.sidecar import read_sidecar, space_from_json
-from rlblocks.nest import tree_index
-from rlblocks.spaces import clip_actions
 from rlblocks.train.loop import episode_summary
+from rlblocks.train.play import play_episode
 
-__all__ = ["check_env", "evaluate_exported", "load_exported"]
+__all__ = ["ExportedActor", "check_env", "evaluate_exported", "load_exported"]
 
 
 def load_exported(path: str | Path) -> ExportedPolicy:
@@ -63,39 +62,46 @@ def check_env(policy: ExportedPolicy, env: gym.Env) -> None:
         )
 
 
-def run_episode(policy: ExportedPolicy, env: gym.Env, seed: int | None) -> tuple[float, int]:
-    """One episode with deterministic actions; ``(return, length)``.
+class ExportedActor:
+    """An exported policy as a :class:`~rlblocks.train.play.LaneActor` (it reads the
+    raw observations; its deterministic actions)."""
 
-    Box actions are clipped to the space when the run was trained with ``clip_actions``;
-    previous actions and rewards are carried as the trainer's evaluation carries them.
-    """
-    raw, _ = env.reset(seed=seed)
-    state = policy.initial_state(1) if policy.recurrent else None
-    pa, pr = policy.initial_prev(1)
-    total, length, done = 0.0, 0, False
-    while not done:
-        actions, state_out = policy.compute_actions([raw], state, pa, pr)
-        action = tree_index(actions, 0)
-        if policy.clip_actions:
-            action = clip_actions(action, policy.action_space)
-        raw, reward, terminated, truncated, _ = env.step(action)
-        total += float(reward)
-        length += 1
-        done = bool(terminated or truncated)
-        state = state_out if policy.recurrent else None
-        if pa is not None:
-            pa = np.roll(pa, -1, axis=1)
-            pa[0, -1] = np.asarray(actions).reshape(pa.shape[2:])
-        if pr is not None:
-            pr = np.roll(pr, -1, axis=1)
-            pr[0, -1] = reward
-    return total, length
+    def __init__(self, policy: ExportedPolicy) -> None:
+        self.policy = policy
+
+    def initial_state(self, n: int) -> list[Any] | None:
+        """The artifact's initial state (None when it is not recurrent)."""
+        return self.policy.initial_state(n) if self.policy.recurrent else None
+
+    def initial_prev(self, n: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The artifact's previous actions and rewards at an episode start."""
+        return self.policy.initial_prev(n)
+
+    def observe(self, raw: list[Any], x: Any, fresh: np.ndarray | None) -> Any:
+        """The raw observations themselves (the artifact preprocesses them)."""
+        return raw
+
+    def act(self, x: Any, state: Any, pa: Any, pr: Any) -> tuple[Any, Any]:
+        """:meth:`ExportedPolicy.compute_actions`."""
+        acted, state_out = self.policy.compute_actions(x, state, pa, pr)
+        return acted, state_out if self.policy.recurrent else None
+
+    def restart(self, state: list[Any], fresh: np.ndarray) -> list[Any]:
+        """A copy of ``state`` with the rows ``fresh`` at the initial state."""
+        out = [np.array(s) for s in state]
+        for s, s0 in zip(out, self.policy.initial_state(len(fresh)), strict=True):
+            s[fresh] = s0
+        return out
 
 
 def evaluate_exported(
     policy: ExportedPolicy, env: gym.Env, episodes: int = 10, seed: int | None = None
 ) -> dict[str, Any]:
     """Runs ``episodes`` episodes (episode ``i`` reset with ``seed + i``); closes ``env``.
+
+    Each episode is :func:`~rlblocks.train.play.play_episode` (the loop the trainer's
+    evaluation runs) with deterministic actions, Box actions clipped to the space when the
+    run was trained with ``clip_actions``.
 
     Returns:
         The keys of ``PPOTrainer.evaluate``: ``episodes``, ``episode_return_mean`` /
@@ -112,7 +118,12 @@ def evaluate_exported(
     try:
         check_env(policy, env)
         for ep in range(episodes):
-            total, length = run_episode(policy, env, None if seed is None else seed + ep)
+            total, length = play_episode(
+                ExportedActor(policy),
+                env,
+                None if seed is None else seed + ep,
+                policy.action_space if policy.clip_actions else None,
+            )
             returns.append(total)
             lengths.append(length)
     finally:

@@ -2,8 +2,9 @@
 agents in one env: what ``rlblocks evaluate RUN_DIR --exported FILE`` runs on a native
 multi-agent run (``rlblocks export`` wrote ``policy_<id>.onnx`` / ``.pt2`` per policy).
 
-The env is stepped as :meth:`MultiAgentPPOTrainer.evaluate
-<rlblocks.train.multiagent.MultiAgentPPOTrainer.evaluate>` steps it (one copy, the same
+The env is stepped by :func:`~rlblocks.train.play.play_episodes`, the loop
+:meth:`MultiAgentPPOTrainer.evaluate
+<rlblocks.train.multiagent.MultiAgentPPOTrainer.evaluate>` runs too (one copy, the same
 reset seed, the same union values per policy and the same clipping of each agent's action),
 so deterministic actions give the checkpoint's returns.
 
@@ -20,12 +21,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from rlblocks.export.evaluate import ExportedActor
 from rlblocks.export.runtime import ExportedPolicy
 from rlblocks.export.sidecar import space_from_json
 from rlblocks.multiagent.envs import MultiAgentVectorEnv
 from rlblocks.train.loop import episode_summary
+from rlblocks.train.play import play_episodes
 
 __all__ = ["check_policy", "evaluate_exported_multiagent", "exported_policy_files", "file_safe"]
 
@@ -150,7 +151,8 @@ def evaluate_exported_multiagent(
         for pid in hub.policy_ids:
             spec = hub.specs[pid]
             check_policy(policies[pid], pid, spec.observation_space, spec.action_space)
-        _play(hub, {pid: policies[pid] for pid in hub.policy_ids}, episodes, seed)
+        actors = {pid: ExportedActor(policies[pid]) for pid in hub.policy_ids}
+        play_episodes(hub, actors, episodes, seed)
     finally:
         hub.close()
     result = episode_summary(list(hub.episode_returns), list(hub.episode_lengths))
@@ -158,49 +160,3 @@ def evaluate_exported_multiagent(
         if key.startswith(("agent_", "module_")):
             result[key] = value
     return result
-
-
-def _play(
-    hub: MultiAgentVectorEnv,
-    policies: Mapping[str, ExportedPolicy],
-    episodes: int,
-    seed: int | None,
-) -> None:
-    """Steps ``hub`` until ``episodes`` episodes end (each policy's lanes carry their state
-    and previous actions and rewards; a lane whose agent starts anew starts them over)."""
-    lanes: dict[str, dict[str, Any]] = {}
-    for pid, policy in policies.items():
-        n = len(hub.specs[pid].agents)
-        pa, pr = policy.initial_prev(n)
-        state = policy.initial_state(n) if policy.recurrent else None
-        lanes[pid] = {"raw": hub.reset_lanes(pid, seed), "state": state, "pa": pa, "pr": pr}
-    while hub.episodes_total < episodes:
-        actions: dict[str, Any] = {}
-        for pid, policy in policies.items():
-            lane = lanes[pid]
-            acted, state_out = policy.compute_actions(
-                lane["raw"], lane["state"], lane["pa"], lane["pr"]
-            )
-            actions[pid] = lane["acted"] = acted
-            lane["state"] = state_out if policy.recurrent else None
-        results = hub.step(actions)
-        for pid, policy in policies.items():
-            lane, res = lanes[pid], results[pid]
-            fresh = np.flatnonzero(np.asarray(res.starts, bool))
-            lane["raw"] = res.raw
-            n = len(res.raw)
-            if lane["pa"] is not None:
-                pa = np.roll(lane["pa"], -1, axis=1)
-                pa[:, -1] = np.asarray(lane["acted"]).reshape((n, *pa.shape[2:]))
-                pa[fresh] = policy.initial_prev(len(fresh))[0]
-                lane["pa"] = pa
-            if lane["pr"] is not None:
-                pr = np.roll(lane["pr"], -1, axis=1)
-                pr[:, -1] = res.rewards
-                pr[fresh] = 0.0
-                lane["pr"] = pr
-            if fresh.size and lane["state"]:
-                initial = policy.initial_state(len(fresh))
-                lane["state"] = [np.array(s) for s in lane["state"]]
-                for s, s0 in zip(lane["state"], initial, strict=True):
-                    s[fresh] = s0

@@ -26,61 +26,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlblocks.nest import tree_map
-from rlblocks.spaces import clip_actions
 from rlblocks.train.loop import episode_summary
+from rlblocks.train.play import play_episode
 from rlblocks.train.policy import Policy
 
-__all__ = ["evaluate_policy", "run_episode"]
-
-
-def run_episode(
-    policy: Policy,
-    observe: Callable[[list[Any]], np.ndarray],
-    env: gym.Env,
-    seed: int,
-    explore: bool = False,
-    clip: bool = True,
-) -> tuple[float, int]:
-    """One episode on ``env`` from ``reset(seed=seed)``; ``(return, length)``.
-
-    Args:
-        policy: The policy acting (its recurrent state and previous actions/rewards start
-            from their initial values).
-        observe: Raw observations (a list) -> the model's inputs (preprocessed, filtered).
-        env: A plain gymnasium env.
-        seed: The reset seed.
-        explore: Sample actions instead of taking the most likely ones.
-        clip: Clip Box actions into the action space before stepping.
-    """
-    raw, _ = env.reset(seed=seed)
-    state = policy.initial_state(1)
-    pa = None
-    if policy.n_prev_actions:
-        pa = np.broadcast_to(
-            policy.initial_prev_action, (1, policy.n_prev_actions, *policy.action_shape)
-        )
-    pr = np.zeros((1, policy.n_prev_rewards), np.float32) if policy.n_prev_rewards else None
-    total, length, done = 0.0, 0, False
-    x: np.ndarray | None = None
-    while not done:
-        x = policy.stack_obs(x, observe([raw]))
-        out = policy.act(x, state, pa, pr, explore=explore, full=False)
-        action = tree_map(lambda a: a[0], out["actions"])
-        if clip:
-            action = clip_actions(action, policy.action_space)
-        raw, reward, terminated, truncated, _ = env.step(action)
-        total += float(reward)
-        length += 1
-        done = bool(terminated or truncated)
-        state = out["state_out"]
-        if pa is not None:
-            pa = np.roll(pa, -1, axis=1)
-            pa[0, -1] = np.asarray(out["actions"]).reshape(policy.action_shape)
-        if pr is not None:
-            pr = np.roll(pr, -1, axis=1)
-            pr[0, -1] = reward
-    return total, length
+__all__ = ["PolicyActor", "evaluate_policy"]
 
 
 def evaluate_policy(
@@ -92,13 +42,65 @@ def evaluate_policy(
     explore: bool = False,
     clip: bool = True,
 ) -> dict[str, Any]:
-    """Episodes ``seed + i`` (``i < episodes``) on ``env`` (see :func:`run_episode`), summed
+    """Episodes ``seed + i`` (``i < episodes``) on ``env`` (each one
+    :func:`~rlblocks.train.play.play_episode`, the policy acting greedily unless
+    ``explore``; Box actions clipped into the action space when ``clip``), summed
     up by :func:`~rlblocks.train.loop.episode_summary`; torch's RNG state is restored after."""
     returns: list[float] = []
     lengths: list[int] = []
     with torch.random.fork_rng(devices=[]):
         for ep in range(episodes):
-            total, length = run_episode(policy, observe, env, seed + ep, explore, clip)
+            actor = PolicyActor(policy, observe, explore)
+            total, length = play_episode(
+                actor, env, seed + ep, policy.action_space if clip else None
+            )
             returns.append(total)
             lengths.append(length)
     return episode_summary(returns, lengths)
+
+
+class PolicyActor:
+    """A native :class:`~rlblocks.train.policy.Policy` as a
+    :class:`~rlblocks.train.play.LaneActor` (``observe`` turns raw observations into
+    the model's inputs; greedy actions unless ``explore``)."""
+
+    def __init__(
+        self, policy: Policy, observe: Callable[[list[Any]], np.ndarray], explore: bool = False
+    ) -> None:
+        self.policy = policy
+        self._observe = observe
+        self.explore = explore
+
+    def initial_state(self, n: int) -> list[Any] | None:
+        """:meth:`Policy.initial_state` (empty for a model without state)."""
+        return self.policy.initial_state(n)
+
+    def initial_prev(self, n: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The policy's initial previous action (``n`` rows) and zero previous rewards."""
+        pol = self.policy
+        pa = pr = None
+        if pol.n_prev_actions:
+            pa = np.broadcast_to(
+                pol.initial_prev_action, (n, pol.n_prev_actions, *pol.action_shape)
+            ).copy()
+        if pol.n_prev_rewards:
+            pr = np.zeros((n, pol.n_prev_rewards), np.float32)
+        return pa, pr
+
+    def observe(self, raw: list[Any], x: Any, fresh: np.ndarray | None) -> Any:
+        """The model's inputs, stacked onto ``x`` where the model reads past observations."""
+        return self.policy.stack_obs(x, self._observe(raw), fresh)
+
+    def act(self, x: Any, state: Any, pa: Any, pr: Any) -> tuple[Any, Any]:
+        """:meth:`Policy.act` (no values or log-probabilities)."""
+        out = self.policy.act(x, state, pa, pr, explore=self.explore, full=False)
+        return out["actions"], out["state_out"]
+
+    def restart(self, state: list[Any], fresh: np.ndarray) -> list[Any]:
+        """A copy of ``state`` with the rows ``fresh`` at the initial state."""
+        init = self.policy.initial_state(len(fresh))
+        idx = torch.as_tensor(fresh, device=self.policy.device)
+        out = [s.clone() for s in state]
+        for s, s0 in zip(out, init, strict=True):
+            s[idx] = s0
+        return out

@@ -44,8 +44,10 @@ from rlblocks.preprocessors import Preprocessor
 from rlblocks.train.algo_spaces import makes_multiagent_env
 from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.envs import raw_env_creator
+from rlblocks.train.evaluation import PolicyActor
 from rlblocks.train.learner import PPOLearner
 from rlblocks.train.loop import episode_summary
+from rlblocks.train.play import play_episodes
 from rlblocks.train.policy import Policy
 from rlblocks.train.runner import EnvRunner, SampleBatch
 from rlblocks.train.trainer import (
@@ -379,7 +381,11 @@ class MultiAgentPPOTrainer(Trainer):
         )
         try:
             with torch.random.fork_rng(devices=[]):
-                self._play(hub, episodes, self.evaluation_seed(seed), explore)
+                actors = {
+                    pid: PolicyActor(parts.policy, parts.observe, explore)
+                    for pid, parts in self.policies.items()
+                }
+                play_episodes(hub, actors, episodes, self.evaluation_seed(seed))
         finally:
             hub.close()
         result = episode_summary(list(hub.episode_returns), list(hub.episode_lengths))
@@ -387,51 +393,6 @@ class MultiAgentPPOTrainer(Trainer):
             if key.startswith(("agent_", "module_")):
                 result[key] = value
         return result
-
-    def _play(self, hub: MultiAgentVectorEnv, episodes: int, seed: int, explore: bool) -> None:
-        """Steps ``hub`` (one copy) with every policy until ``episodes`` episodes end."""
-        lanes: dict[str, dict[str, Any]] = {}
-        for pid, parts in self.policies.items():
-            pol = parts.policy
-            n = len(hub.specs[pid].agents)
-            pa = (
-                np.broadcast_to(
-                    pol.initial_prev_action, (n, pol.n_prev_actions, *pol.action_shape)
-                ).copy()
-                if pol.n_prev_actions
-                else None
-            )
-            pr = np.zeros((n, pol.n_prev_rewards), np.float32) if pol.n_prev_rewards else None
-            x = pol.stack_obs(None, parts.observe(hub.reset_lanes(pid, seed)))
-            lanes[pid] = {"x": x, "state": pol.initial_state(n), "pa": pa, "pr": pr}
-        while hub.episodes_total < episodes:
-            actions = {}
-            for pid, parts in self.policies.items():
-                lane = lanes[pid]
-                out = parts.policy.act(
-                    lane["x"], lane["state"], lane["pa"], lane["pr"], explore=explore, full=False
-                )
-                actions[pid], lane["state"] = out["actions"], out["state_out"]
-                lane["acted"] = out["actions"]
-            results = hub.step(actions)
-            for pid, parts in self.policies.items():
-                pol, lane, res = parts.policy, lanes[pid], results[pid]
-                fresh = np.flatnonzero(np.asarray(res.starts, bool))
-                lane["x"] = pol.stack_obs(lane["x"], parts.observe(res.raw), fresh)
-                if lane["pa"] is not None:
-                    lane["pa"] = np.roll(lane["pa"], -1, axis=1)
-                    lane["pa"][:, -1] = np.asarray(lane["acted"]).reshape((-1, *pol.action_shape))
-                    lane["pa"][fresh] = pol.initial_prev_action
-                if lane["pr"] is not None:
-                    lane["pr"] = np.roll(lane["pr"], -1, axis=1)
-                    lane["pr"][:, -1] = res.rewards
-                    lane["pr"][fresh] = 0.0
-                if fresh.size and lane["state"]:
-                    init = pol.initial_state(len(fresh))
-                    idx = torch.as_tensor(fresh, device=pol.device)
-                    lane["state"] = [s.clone() for s in lane["state"]]
-                    for s, s0 in zip(lane["state"], init, strict=True):
-                        s[idx] = s0
 
     # --- checkpoints --------------------------------------------------------------------------
     def _storable_env(self) -> Any:
