@@ -9,10 +9,11 @@ ends them when it closes its envs.
 
 Examples:
     >>> import signal
+    >>> before = signal.getsignal(signal.SIGINT)
     >>> with workers_ignore_sigint():
     ...     signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     True
-    >>> signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    >>> signal.getsignal(signal.SIGINT) is before
     True
 """
 
