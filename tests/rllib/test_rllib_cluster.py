@@ -193,19 +193,19 @@ def test_the_modules_a_config_names_and_what_is_shipped(user_dir, tmp_path, monk
 
 
 def test_a_submitted_jobs_py_modules_are_kept(monkeypatch):
-    from rlblocks.rllib import trainer
+    from rlblocks.rllib import startup
 
-    monkeypatch.delenv(trainer._RAY_JOB_CONFIG, raising=False)
-    assert trainer._with_job_py_modules({"py_modules": ["/a"]}) == ({"py_modules": ["/a"]}, False)
+    monkeypatch.delenv(startup._RAY_JOB_CONFIG, raising=False)
+    assert startup._with_job_py_modules({"py_modules": ["/a"]}) == ({"py_modules": ["/a"]}, False)
     job = {"runtime_env": {"py_modules": ["gcs://_ray_pkg_x.zip", "/a"], "pip": ["x"]}}
-    monkeypatch.setenv(trainer._RAY_JOB_CONFIG, json.dumps(job))
+    monkeypatch.setenv(startup._RAY_JOB_CONFIG, json.dumps(job))
     # Ray merges the job's other fields; both naming py_modules needs ours to list theirs
-    assert trainer._with_job_py_modules({"py_modules": ["/a", "/b"]}) == (
+    assert startup._with_job_py_modules({"py_modules": ["/a", "/b"]}) == (
         {"py_modules": ["gcs://_ray_pkg_x.zip", "/a", "/b"]},
         True,
     )
-    assert trainer._with_job_py_modules({"env_vars": {"A": "1"}}) == (
+    assert startup._with_job_py_modules({"env_vars": {"A": "1"}}) == (
         {"env_vars": {"A": "1"}},
         False,
     )
-    assert trainer._with_job_py_modules(None) == ({}, False)
+    assert startup._with_job_py_modules(None) == ({}, False)

@@ -176,8 +176,9 @@ def check_rllib_spaces(
 def check_rllib_run(config: Any, algo: str, num_env_runners: int | None = None) -> None:
     """Every refusal of ``--backend rllib`` that the config, the algorithm and the env's
     spaces decide, made before Ray is imported (one env of the config is made and closed):
-    :func:`check_rllib_config`, then :func:`check_rllib_multiagent` or
-    :func:`check_rllib_spaces`; ``num_env_runners`` (when given) below 1 for APPO / IMPALA.
+    :func:`check_rllib_multiagent` (a multi-agent env), :func:`check_rllib_config`,
+    then :func:`check_rllib_spaces` (a single-agent env); ``num_env_runners`` (when given)
+    below 1 for APPO / IMPALA.
 
     Raises:
         ValueError: The first refusal, or an env that cannot be made.
@@ -187,12 +188,13 @@ def check_rllib_run(config: Any, algo: str, num_env_runners: int | None = None) 
 
     if algo in ("APPO", "IMPALA") and num_env_runners is not None and num_env_runners < 1:
         raise ValueError(f"{algo} samples asynchronously: give --num-env-runners >= 1")
-    check_rllib_config(config, algo)
     made = raw_env_creator(config)()
     try:
-        if is_multiagent_env(made):
+        multiagent = is_multiagent_env(made)
+        if multiagent:  # the algorithm itself first: the keys it reads matter only after
             check_rllib_multiagent(config, algo)
-        elif isinstance(made, gym.Env):
+        check_rllib_config(config, algo)
+        if not multiagent and isinstance(made, gym.Env):
             atoms = (config.rllib.get("training") or {}).get("num_atoms", 1)
             check_rllib_spaces(algo, made.observation_space, made.action_space, int(atoms))
     finally:
