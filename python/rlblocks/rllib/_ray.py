@@ -105,9 +105,11 @@ try:
 except ImportError as e:  # pragma: no cover - exercised by tests/test_dependencies.py
     raise ImportError(f'rlblocks.rllib needs Ray: pip install "rlblocks[ray]" ({e})') from e
 
-actor_table: Any  # Ray's actor table: a debugging API (private), which a Ray release may move
+# Ray's actor table: a debugging API (private), which a Ray release may move (None then)
 try:
-    from ray._private.state import actors as actor_table
+    from ray._private.state import actors as _actors
+
+    actor_table: Any = _actors
 except ImportError:  # pragma: no cover - depends on Ray's internals
     actor_table = None
 
