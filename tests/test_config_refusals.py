@@ -173,7 +173,7 @@ def test_a_learning_rate_schedule_of_zeros_is_refused() -> None:
 def test_one_row_minibatches_with_standardised_advantages_are_refused() -> None:
     """A one-row minibatch standardises its advantage to 0: the policy loss has no gradient
     (shown on the learner's own standardisation), so the config is refused."""
-    from rlblocks.train.learner import _standardized
+    from rlblocks.train.learners.ppo import _standardized
 
     torch = pytest.importorskip("torch")
     assert float(_standardized(torch.tensor([3.5]), None)[0]) == 0.0

@@ -10,7 +10,7 @@ import pytest
 import torch
 from gymnasium.spaces import Box, Dict, Discrete, MultiBinary
 from rlblocks.catalog import ModelCatalog
-from rlblocks.train.dqn_learner import DQNLearner, project_distribution
+from rlblocks.train.learners.dqn import DQNLearner, project_distribution
 from rlblocks.train.offpolicy_config import DQNConfig
 from rlblocks.train.policy import Policy
 from rlblocks.train.q_actor import QArgmaxActor

@@ -22,7 +22,7 @@ from rlblocks.models.fcnet import FullyConnectedNetwork
 from rlblocks.models.modelv2 import ModelV2
 from rlblocks.train import PPOTrainer
 from rlblocks.train.fast import FCBackprop
-from rlblocks.train.learner import PPOLearner
+from rlblocks.train.learners.ppo import PPOLearner
 from rlblocks.train.policy import ModuleActor, Policy
 from rlblocks.train.runner import SampleBatch
 from rlblocks.train.trainer_config import PPOConfig

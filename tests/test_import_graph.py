@@ -117,7 +117,9 @@ def test_the_fast_paths_never_import_the_policy_or_the_learner() -> None:
             todo.append(w)
     assert not reached & {
         "rlblocks.train.policy",
-        "rlblocks.train.learner",
+        "rlblocks.train.learners.ppo",
+        "rlblocks.train.learners.dqn",
+        "rlblocks.train.learners.sac",
         "rlblocks.train.ppo",
         "rlblocks.train.envs",
         "rlblocks.train.runner",

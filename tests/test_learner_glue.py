@@ -10,10 +10,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from rlblocks.train.dqn_learner import DQNLearner
 from rlblocks.train.fast.polyak import PolyakUpdate
 from rlblocks.train.fast.q_layers import DenseQ
 from rlblocks.train.fast.unwritten import clear_unwritten, unwritten_params
+from rlblocks.train.learners.dqn import DQNLearner
 from rlblocks.train.offpolicy_config import DQNConfig
 from rlblocks.train.qnetwork import QNetwork
 

@@ -20,9 +20,9 @@ from rlblocks.export.graph import PolicyGraph
 from rlblocks.replay import ReplaySample
 from rlblocks.train.fast import FCActor
 from rlblocks.train.fast.squashed_actor import SquashedActor
+from rlblocks.train.learners.sac import SACLearner
 from rlblocks.train.offpolicy_config import SACConfig
 from rlblocks.train.policy import Policy, build_actor
-from rlblocks.train.sac_learner import SACLearner
 
 LINEAR: dict[str, Any] = {
     "fcnet_hiddens": []

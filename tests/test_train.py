@@ -19,7 +19,7 @@ from rlblocks.distributions import FLOAT_MIN, MaskedCategorical
 from rlblocks.models.fcnet import FullyConnectedNetwork
 from rlblocks.train import PPOConfig, PPOTrainer
 from rlblocks.train.checkpoint import list_checkpoints
-from rlblocks.train.learner import compute_gae
+from rlblocks.train.learners.ppo import compute_gae
 from rlblocks.train.logger import read_progress
 
 

@@ -45,7 +45,7 @@ from rlblocks.train.algo_spaces import makes_multiagent_env
 from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.envs import raw_env_creator
 from rlblocks.train.evaluation import PolicyActor
-from rlblocks.train.learner import PPOLearner
+from rlblocks.train.learners.ppo import PPOLearner
 from rlblocks.train.loop import episode_summary
 from rlblocks.train.play import play_episodes
 from rlblocks.train.policy import Policy

@@ -49,9 +49,10 @@ from rlblocks.catalog import ModelCatalog
 from rlblocks.filters import NoFilter
 from rlblocks.spaces import clip_actions
 from rlblocks.train.denormals import flushing_denormals
-from rlblocks.train.dqn_learner import DQNLearner
 from rlblocks.train.env_errors import call_env, non_finite_observation
 from rlblocks.train.envs import make_env_creator, vector_env_from_config
+from rlblocks.train.learners.dqn import DQNLearner
+from rlblocks.train.learners.sac import SACLearner
 from rlblocks.train.offpolicy_checks import (
     check_budget,
     checked_replay_buffer,
@@ -60,7 +61,6 @@ from rlblocks.train.offpolicy_checks import (
 )
 from rlblocks.train.offpolicy_config import DQNConfig, OffPolicyConfig, SACConfig
 from rlblocks.train.runner import env_snapshot
-from rlblocks.train.sac_learner import SACLearner
 from rlblocks.train.trainer import Trainer, checkpoint_fits
 from rlblocks.train.trainer_config import lr_at
 from rlblocks.wrappers.sub_envs import SubEnvSteps

@@ -38,7 +38,7 @@ from rlblocks.filters import get_filter
 from rlblocks.nest import tree_index
 from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.envs import make_env_creator, vector_env_from_config
-from rlblocks.train.learner import PPOLearner
+from rlblocks.train.learners.ppo import PPOLearner
 from rlblocks.train.loop import StopTraining
 from rlblocks.train.policy import Policy
 from rlblocks.train.run_logging import BEST

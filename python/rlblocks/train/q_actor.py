@@ -14,7 +14,7 @@ deterministic action is the greedy one, what export writes).
 
 Examples:
     >>> import gymnasium as gym, numpy as np
-    >>> from rlblocks.train.dqn_learner import DQNLearner
+    >>> from rlblocks.train.learners.dqn import DQNLearner
     >>> from rlblocks.train.offpolicy_config import DQNConfig
     >>> space = gym.spaces.Box(-1, 1, (4,))
     >>> learner = DQNLearner(space, gym.spaces.Discrete(2), DQNConfig(), "cpu")

@@ -1,6 +1,6 @@
 """SAC's networks: which model configs it trains, and its critics.
 
-:class:`~rlblocks.train.sac_learner.SACLearner` builds its actor from the catalog and its
+:class:`~rlblocks.train.learners.sac.SACLearner` builds its actor from the catalog and its
 critics here: for a Box action a
 :class:`~rlblocks.models.heads.ContinuousActionQModel` head over the catalog's base model
 for ``config.q_model`` (the identity base for the default fully connected network, so the

@@ -35,7 +35,7 @@ operation costs a fraction of a torch call. Hence CPU float32 only:
 Examples:
     >>> import gymnasium as gym
     >>> from rlblocks.train.offpolicy_config import SACConfig
-    >>> from rlblocks.train.sac_learner import SACLearner
+    >>> from rlblocks.train.learners.sac import SACLearner
     >>> cfg = SACConfig(model={"fcnet_hiddens": [8]}, q_model={"fcnet_hiddens": [8]})
     >>> learner = SACLearner(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-2, 2, (2,)), cfg)
     >>> fast = SACBackprop.build(learner.actor, list(learner.critics),

@@ -15,7 +15,7 @@ what it does not cover to the module.
 Examples:
     >>> import gymnasium as gym, numpy as np, torch
     >>> from rlblocks.train.offpolicy_config import SACConfig
-    >>> from rlblocks.train.sac_learner import SACLearner
+    >>> from rlblocks.train.learners.sac import SACLearner
     >>> learner = SACLearner(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-2, 2, (2,)), SACConfig())
     >>> type(learner.acting_policy().actor).__name__
     'SquashedActor'
