@@ -49,7 +49,6 @@ from rlblocks.filters import NoFilter
 from rlblocks.spaces import clip_actions
 from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.dqn_learner import DQNLearner
-from rlblocks.wrappers.env_errors import non_finite_observation
 from rlblocks.train.envs import make_env_creator, vector_env_from_config
 from rlblocks.train.offpolicy_checks import (
     check_budget,
@@ -62,6 +61,7 @@ from rlblocks.train.runner import env_snapshot
 from rlblocks.train.sac_learner import SACLearner
 from rlblocks.train.trainer import Trainer, checkpoint_fits
 from rlblocks.train.trainer_config import lr_at
+from rlblocks.wrappers.env_errors import non_finite_observation
 from rlblocks.wrappers.vector_steps import VectorSteps
 
 __all__ = ["DQNTrainer", "OffPolicyTrainer", "SACTrainer"]
