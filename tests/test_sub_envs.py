@@ -8,6 +8,7 @@ import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from rlblocks.train import DQNTrainer
 from rlblocks.wrappers.sub_envs import SubEnvSteps
+from rlblocks.wrappers.vector_steps import VectorSteps
 
 
 def _venv(mode: AutoresetMode) -> SyncVectorEnv:
@@ -72,9 +73,9 @@ def test_off_policy_trainer_runs_the_same_with_and_without_direct_steps() -> Non
     results = []
     for direct in (True, False):
         trainer = DQNTrainer(cfg)
-        assert (trainer._sub_envs is not None) is True
+        assert trainer.steps.sub_envs is True
         if not direct:
-            trainer._sub_envs = None
+            trainer.steps = VectorSteps(trainer.venv, "CartPole-v1", sub_envs=False)
         rows = [trainer.train() for _ in range(2)]
         results.append(
             [(r["timesteps_total"], r["episodes_total"], r["episode_return_mean"]) for r in rows]

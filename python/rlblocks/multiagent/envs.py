@@ -36,7 +36,7 @@ import pickle
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -47,6 +47,7 @@ from rlblocks.multiagent.returns import checked_reset, checked_step
 from rlblocks.multiagent.union import UnionSpec
 from rlblocks.nest import tree_index
 from rlblocks.spaces import clip_actions
+from rlblocks.wrappers.vector_steps import StepResult, call_copy
 
 __all__ = [
     "MultiAgentVectorEnv",
@@ -205,20 +206,6 @@ class RLlibParallelEnv:
             close()
 
 
-class StepResult(NamedTuple):
-    """One step of a policy's lanes (what :meth:`rlblocks.train.runner.EnvRunner.collect_steps`
-    receives; single-agent vector envs leave the last three None)."""
-
-    raw: Any
-    rewards: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-    info: dict[str, Any]
-    valid: np.ndarray | None = None  # lanes whose agent acted this step
-    starts: np.ndarray | None = None  # lanes whose next observation starts a trajectory
-    live: np.ndarray | None = None  # lanes holding an agent at the next observation
-
-
 class PolicyLanes:
     """One policy's lanes of a :class:`MultiAgentVectorEnv`, seen as the vector env an
     :class:`~rlblocks.train.runner.EnvRunner` expects (reset only: the multi-agent runner
@@ -363,12 +350,7 @@ class MultiAgentVectorEnv:
         return out
 
     def _reset_env(self, e: int, seed: int | None) -> None:
-        try:
-            out = self.envs[e].reset(seed=seed)
-        except Exception as err:  # the user's env may fail in any way
-            raise ValueError(
-                f"env {self.name!r} (copy {e}) failed in reset: {type(err).__name__}: {err}"
-            ) from err
+        out = call_copy(self.name, e, "reset", self.envs[e].reset, seed=seed)
         obs = checked_reset(self.name, e, out, getattr(self.envs[e], "agents", None))
         self._obs[e] = obs
         self._live[e] = self._present(e, obs)
@@ -418,12 +400,7 @@ class MultiAgentVectorEnv:
                 valid[pid][lane] = True
                 own = self.specs[pid].agent_action(a, tree_index(actions[pid], lane))
                 acts[a] = clip_actions(own, self.action_spaces[a]) if self.clip_actions else own
-            try:
-                out = env.step(acts)
-            except Exception as err:  # the user's env may fail in any way
-                raise ValueError(
-                    f"env {self.name!r} (copy {e}) failed in step: {type(err).__name__}: {err}"
-                ) from err
+            out = call_copy(self.name, e, "step", env.step, acts)
             obs, rew, terms, truncs, _ = checked_step(self.name, e, out, live, self.agents)
             self._ep_len[e] += 1
             returns = self._ep_returns[e]
@@ -476,6 +453,7 @@ class MultiAgentVectorEnv:
                 valid[pid],
                 starts[pid],
                 live_now,
+                final[pid],
             )
         return out
 

@@ -1,6 +1,6 @@
 """What a multi-agent env's ``reset`` / ``step`` returned, checked before the trainer reads it:
 every malformed part is one line naming the env (and its copy), the agent and the value, in
-the words :mod:`rlblocks.train.env_errors` uses for single-agent envs.
+the words :mod:`rlblocks.wrappers.env_errors` uses for single-agent envs.
 
 Examples:
     >>> checked_step("Tag-v0", 0, ({}, {"a": None}, {"a": False}, {"a": False}, {}),

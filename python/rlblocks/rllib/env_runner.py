@@ -69,7 +69,7 @@ from rlblocks.rllib.qlearning import RLBlocksDQNRLModule, RLBlocksSACRLModule, u
 from rlblocks.train.fast import FCActor
 from rlblocks.train.fast.dense_layers import FCLayers
 from rlblocks.train.fast.q_layers import DenseQ
-from rlblocks.wrappers.sub_envs import SubEnvSteps
+from rlblocks.wrappers.vector_steps import VectorSteps
 
 __all__ = ["VectorEnvRunner"]
 
@@ -428,10 +428,18 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         self._serving_actor = actor if actor is not None and actor.layers.matches_model() else None
         q_net = self._q_actor
         self._serving_q = q_net if q_net is not None and q_net.matches(training=False) else None
-        needs_reset = np.array([lane.needs_reset for lane in self._lanes])
-        step_envs = (
-            SubEnvSteps(self.env.unwrapped).step if self._steps_sub_envs() else self.env.step
+        # RLlib's vector env resets an env that ended on its next step; a failed step is
+        # RLlib's to handle (_env_step_failed), a non-finite reward is RLlib's too
+        direct = self._steps_sub_envs()
+        book = VectorSteps(
+            self.env.unwrapped if direct else self.env,
+            "",
+            sub_envs=direct,
+            wrap_errors=False,
+            check_rewards=False,
+            next_step=True,
         )
+        book.resetting = np.array([lane.needs_reset for lane in self._lanes])
         ts = eps = 0
         act_time = step_time = 0.0
         runners = self.config.num_env_runners or 1
@@ -446,13 +454,14 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
                     self._module_obs, explore, (lifetime + ts) * runners
                 )
             t1 = time.perf_counter()
+            needs_reset = book.resetting
             try:
-                results = step_envs(for_env)
+                step = book.step(for_env)
             except Exception as err:
-                results = self._env_step_failed(err)
+                step = self._env_step_failed(err)
             step_time += time.perf_counter() - t1
             act_time += t1 - t0
-            if results == ENV_STEP_FAILURE:
+            if step is ENV_STEP_FAILURE:
                 # as RLlib's loop: the finished episodes stay, the ongoing ones are dropped,
                 # and sampling starts over on reset envs
                 done = self._episodes(steps, needs_reset, cut=False, keep_ongoing=False)
@@ -460,9 +469,8 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
                 self._reset_all()
                 left = None if num_episodes is None else max(0, num_episodes - len(done))
                 return done + self._run(num_timesteps, left, explore, random_actions)
-            obs, rew, term, trunc, infos = results[:5]  # (SubEnvSteps adds the finals)
-            real = ~needs_reset
-            done_now = (np.asarray(term, bool) | np.asarray(trunc, bool)) & real
+            obs, rew, term, trunc, infos = step.result[:5]  # as the env returned them
+            real, done_now = step.valid, step.dones
             held, self._module_obs = self._process(obs, needs_reset)
             steps.add(held, infos, act, rew, term, trunc, extra, real)
             if self._recurrent and extra:
@@ -475,7 +483,6 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
             k = len(steps.actions) - 1
             steps.done_at.extend((k, int(e)) for e in np.flatnonzero(done_now))
             eps += int(done_now.sum())
-            needs_reset = done_now
             if num_episodes is not None and eps >= num_episodes:
                 break
         if steps.actions:  # RLlib's per-step timers, logged once per call with the mean
@@ -483,7 +490,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
             self.metrics.log_value(ENV_STEP_TIMER, step_time / len(steps.actions))
             self._log_env_steps(metric=self._metrics_num_try_env_step, num_steps=len(steps.actions))
         episodes = self._episodes(
-            steps, needs_reset, cut=num_timesteps is not None, num_episodes=num_episodes
+            steps, book.resetting, cut=num_timesteps is not None, num_episodes=num_episodes
         )
         if ts:
             self._log_env_steps(metric=self._metrics_num_env_steps_sampled, num_steps=ts)

@@ -30,8 +30,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
-from rlblocks.train.env_errors import raised_at
 from rlblocks.train.trainer_config import C, TrainerConfig
+from rlblocks.wrappers.env_errors import raised_at
 from rlblocks.wrappers.workers import workers_ignore_sigint
 
 __all__ = [

@@ -43,13 +43,11 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 import torch
-from gymnasium.vector import AutoresetMode
 
 from rlblocks.catalog import ModelCatalog
 from rlblocks.filters import NoFilter
 from rlblocks.spaces import clip_actions
 from rlblocks.train.denormals import flushing_denormals
-from rlblocks.train.env_errors import call_env, non_finite_observation
 from rlblocks.train.envs import make_env_creator, vector_env_from_config
 from rlblocks.train.learners.dqn import DQNLearner
 from rlblocks.train.learners.sac import SACLearner
@@ -63,7 +61,8 @@ from rlblocks.train.offpolicy_config import DQNConfig, OffPolicyConfig, SACConfi
 from rlblocks.train.runner import env_snapshot
 from rlblocks.train.trainer import Trainer, checkpoint_fits
 from rlblocks.train.trainer_config import lr_at
-from rlblocks.wrappers.sub_envs import SubEnvSteps
+from rlblocks.wrappers.env_errors import non_finite_observation
+from rlblocks.wrappers.vector_steps import VectorSteps
 
 __all__ = ["DQNTrainer", "OffPolicyTrainer", "SACTrainer"]
 
@@ -125,15 +124,9 @@ class OffPolicyTrainer(Trainer):
         cfg: OffPolicyConfig = self.config
         venv = self.venv
         n = int(venv.num_envs)
-        mode = venv.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
-        if mode not in (AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP):
-            raise ValueError(
-                f"the vector env's autoreset_mode is {mode}; use SAME_STEP or NEXT_STEP"
-            )
-        self._next_step_reset = mode == AutoresetMode.NEXT_STEP
-        # a plain SyncVectorEnv: its sub-envs are stepped directly (the same calls, without
-        # its per-step batching of observations and infos)
-        self._sub_envs = SubEnvSteps(venv) if SubEnvSteps.supports(venv) else None
+        # the env calls and the per-step bookkeeping; a plain SyncVectorEnv's sub-envs are
+        # stepped directly (the same calls, without its batching of observations and infos)
+        self.steps = VectorSteps(venv, cfg.env_name, sub_envs=True)
         obs_space, action_space = venv.single_observation_space, venv.single_action_space
         self.preprocessor = ModelCatalog.get_preprocessor_for_space(obs_space, cfg.model_config())
         self.obs_filter = NoFilter()
@@ -165,9 +158,6 @@ class OffPolicyTrainer(Trainer):
         )
         self.num_envs = n
         self._raw: Any = None
-        self._resetting = np.zeros(n, bool)
-        self._ep_return = np.zeros(n, np.float64)
-        self._ep_len = np.zeros(n, np.int64)
         self.episode_returns: deque[float] = deque(maxlen=cfg.metrics_smoothing_episodes)
         self.episode_lengths: deque[int] = deque(maxlen=cfg.metrics_smoothing_episodes)
         self.episodes_total = 0
@@ -196,12 +186,6 @@ class OffPolicyTrainer(Trainer):
             raise ValueError(non_finite_observation(self.config.env_name, space, raw, flat))
         return stored
 
-    def _env(self, method: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """``fn`` (the vector env's ``reset`` / ``step``); what the envs raise becomes a
-        ValueError naming the env and the user's frame that raised."""
-        space = self.venv.single_observation_space
-        return call_env(self.config.env_name, space, method, fn, *args, **kwargs)
-
     def _model_input(self, stored: np.ndarray) -> np.ndarray:
         """The model's input from stored observations."""
         if self._store_raw:
@@ -209,68 +193,31 @@ class OffPolicyTrainer(Trainer):
         return stored
 
     def _reset(self) -> None:
-        raw, _ = self._env("reset", self.venv.reset, seed=self._env_seed)
+        raw, _ = self.steps.reset(seed=self._env_seed)
         self._raw = self._from_env(raw)
-        self._resetting[:] = False
 
-    def _step_envs(self) -> tuple[int, list[float], list[int]]:
-        """One step of every env: act, store, count. Returns the steps that were
-        transitions and the finished episodes' returns and lengths."""
+    def _step_envs(self) -> int:
+        """One step of every env: act, store; returns the steps that were transitions (the
+        finished episodes wait in ``self.steps``)."""
         cfg: OffPolicyConfig = self.config
         obs = self._raw
         actions = self.learner.act(self._model_input(obs), True, self.timesteps_total)
         env_actions = actions
         if cfg.clip_actions and isinstance(self.venv.single_action_space, gym.spaces.Box):
             env_actions = clip_actions(actions, self.venv.single_action_space)
-        finals: Any  # each done env's final observation (same-step autoreset)
-        if self._sub_envs is not None:
-            step = self._env("step", self._sub_envs.step, env_actions)
-            raw, rewards, terminated, truncated, _, finals = step
-        else:
-            raw, rewards, terminated, truncated, info = self._env(
-                "step", self.venv.step, env_actions
-            )
-            finals = info.get("final_obs")
-        rewards = np.asarray(rewards, np.float32)
-        if not math.isfinite(rewards.sum()) and not np.isfinite(rewards).all():
-            bad = int(np.flatnonzero(~np.isfinite(rewards))[0])
-            raise ValueError(
-                f"env {cfg.env_name!r} (sub-env {bad}) returned a non-finite reward: {rewards[bad]}"
-            )
-        terminated = np.asarray(terminated, bool)
-        truncated = np.asarray(truncated, bool)
-        nxt = self._from_env(raw)
-        final = nxt
-        if self._next_step_reset:
-            # the returned observation is the final one; the reset comes next
-            valid: np.ndarray | None = ~self._resetting
-            terminated, truncated = terminated & valid, truncated & valid
-        else:
-            valid = None  # every env's step is a transition
-        dones = terminated | truncated
-        any_done = bool(dones.any())
-        if any_done and not self._next_step_reset:
+        step = self.steps.step(env_actions)
+        nxt = self._from_env(step.result.raw)
+        final = nxt  # next-step autoreset: the returned observation is the final one
+        if step.any_done and not self.steps.next_step:
             final = nxt.copy()
-            for i in np.flatnonzero(dones):
-                final[i] = self._from_env([finals[i]])[0]
-        self.replay.add(obs, actions, rewards, terminated, truncated, final, valid=valid)
-        if valid is None:
-            self._ep_return += rewards
-            self._ep_len += 1
-        else:
-            self._ep_return += np.where(valid, rewards, 0.0)
-            self._ep_len += valid
-        returns, lengths = [], []
-        if any_done:
-            for i in np.flatnonzero(dones):
-                returns.append(float(self._ep_return[i]))
-                lengths.append(int(self._ep_len[i]))
-            self._ep_return[dones] = 0.0
-            self._ep_len[dones] = 0
-        if self._next_step_reset:
-            self._resetting = dones
+            for i in np.flatnonzero(step.dones):
+                final[i] = self._from_env([step.finals[i]])[0]
+        valid = step.valid
+        self.replay.add(
+            obs, actions, step.rewards, step.terminated, step.truncated, final, valid=valid
+        )
         self._raw = nxt
-        return self.num_envs if valid is None else int(valid.sum()), returns, lengths
+        return self.num_envs if valid is None else int(valid.sum())
 
     # --- training -----------------------------------------------------------------------------
     def _learn(self, before: int, stats: list[dict[str, float]]) -> None:
@@ -319,7 +266,6 @@ class OffPolicyTrainer(Trainer):
         if cfg.lr_schedule:
             self.learner.set_lr(lr)
         stats: list[dict[str, float]] = []
-        finished: list[float] = []
         target = self.timesteps_total + cfg.timesteps_per_iteration
         budget = getattr(self, "_step_budget", None)
         if budget is not None:  # the last iteration of fit's step budget ends at it
@@ -329,12 +275,11 @@ class OffPolicyTrainer(Trainer):
             if getattr(self, "_interrupted", False) and self.timesteps_total > first:
                 break  # Ctrl-C: the iteration ends here, whole
             before = self.timesteps_total
-            steps, returns, lengths = self._step_envs()
-            self.timesteps_total += steps
-            finished += returns
-            self.episode_returns.extend(returns)
-            self.episode_lengths.extend(lengths)
+            self.timesteps_total += self._step_envs()
             self._learn(before, stats)
+        finished, lengths = self.steps.take_finished()
+        self.episode_returns.extend(finished)
+        self.episode_lengths.extend(lengths)
         self.episodes_total += len(finished)
         self.iteration += 1
         if self.iteration == 1 and not self.num_updates and not self.__dict__.get("_budget"):
@@ -420,9 +365,7 @@ class OffPolicyTrainer(Trainer):
             "replay": self.replay.state_dict() if self.config.checkpoint_replay else None,
             "envs": env_snapshot(self.venv),
             "raw": self._raw,
-            "resetting": self._resetting.copy(),
-            "ep_return": self._ep_return.copy(),
-            "ep_len": self._ep_len.copy(),
+            **self.steps.state_dict(),  # resetting, ep_return, ep_len
             "episode_returns": list(self.episode_returns),
             "episode_lengths": list(self.episode_lengths),
             "episodes_total": self.episodes_total,
@@ -459,9 +402,7 @@ class OffPolicyTrainer(Trainer):
         self.num_updates = int(state["num_updates"])
         if envs is not None:
             self._raw = state["raw"]
-            self._resetting = np.asarray(state["resetting"], bool).copy()
-            self._ep_return = np.asarray(state["ep_return"], np.float64).copy()
-            self._ep_len = np.asarray(state["ep_len"], np.int64).copy()
+            self.steps.load_state_dict(state)
         else:
             self._env_seed = self.seed + self.timesteps_total
 

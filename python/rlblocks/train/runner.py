@@ -50,17 +50,17 @@ from typing import Any
 
 import numpy as np
 import torch
-from gymnasium.vector import AsyncVectorEnv, AutoresetMode, VectorEnv
+from gymnasium.vector import AsyncVectorEnv, VectorEnv
 
 from rlblocks.filters import NoFilter
-from rlblocks.multiagent.envs import StepResult
 from rlblocks.nest import tree_map
 from rlblocks.preprocessors import Preprocessor
 from rlblocks.spaces import clip_actions
-from rlblocks.train.env_errors import call_env, non_finite_observation
 from rlblocks.train.envs import vector_env_from_config
 from rlblocks.train.policy import Policy
 from rlblocks.train.trainer_config import PPOConfig
+from rlblocks.wrappers.env_errors import non_finite_observation
+from rlblocks.wrappers.vector_steps import StepResult, VectorSteps
 
 __all__ = ["EnvRunner", "RewardScaler", "SampleBatch", "env_snapshot"]
 
@@ -227,8 +227,6 @@ class EnvRunner:
         self.episode_returns: deque[float] = deque(maxlen=config.metrics_smoothing_episodes)
         self.episode_lengths: deque[int] = deque(maxlen=config.metrics_smoothing_episodes)
         self.episodes_total = 0
-        self._ep_return = np.zeros(self.num_envs, np.float64)
-        self._ep_len = np.zeros(self.num_envs, np.int64)
         self._state = policy.initial_state(self.num_envs)
         n_a, n_r = policy.n_prev_actions, policy.n_prev_rewards
         self._prev_actions = (
@@ -241,15 +239,12 @@ class EnvRunner:
         self._prev_rewards = np.zeros((self.num_envs, n_r), np.float32) if n_r else None
         self._obs: np.ndarray | None = None
         self._seed = seed
-        mode = self.venv.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
-        if mode not in (AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP):
-            raise ValueError(
-                f"the vector env's autoreset_mode is {mode}; PPO needs SAME_STEP "
-                "or NEXT_STEP (gymnasium's default)"
-            )
-        self._next_step_reset = mode == AutoresetMode.NEXT_STEP
-        # NEXT_STEP: envs whose episode ended last step; their next step is a reset step.
-        self._resetting = np.zeros(self.num_envs, bool)
+        # the env calls and the per-step bookkeeping (valid rows, episode starts, returns)
+        self.steps = VectorSteps(
+            self.venv,
+            config.env_name,
+            needs="PPO needs SAME_STEP or NEXT_STEP (gymnasium's default)",
+        )
         self.reward_scaler: RewardScaler | None = None
         if config.normalize_reward or config.clip_reward is not None:
             self.reward_scaler = RewardScaler(
@@ -257,19 +252,6 @@ class EnvRunner:
             )
 
     # --- the env's side -------------------------------------------------------------------
-    def _env(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """``venv.reset`` / ``venv.step``; what the envs (or gymnasium batching their
-        observations) raise becomes a ValueError naming the env and the user's frame that
-        raised (async workers' tracebacks are captured, not printed)."""
-        return call_env(
-            self.config.env_name,
-            self.venv.single_observation_space,
-            method,
-            getattr(self.venv, method),
-            *args,
-            **kwargs,
-        )
-
     def _process(self, raw: Any, update: bool = True, live: np.ndarray | None = None) -> np.ndarray:
         """Preprocesses and filters a batch; ``live`` (multi-agent lanes): only these rows
         update the filter's statistics (idle lanes hold blank values)."""
@@ -287,7 +269,7 @@ class EnvRunner:
     def _ensure_reset(self) -> np.ndarray:
         if self._obs is None:
             # An int seeds sub-env i with seed + i (sync/async); native vector envs take one.
-            raw, _ = self._env("reset", seed=self._seed)
+            raw, _ = self.steps.reset(seed=self._seed)
             live = getattr(self.venv, "live_lanes", None)
             processed = self._process(raw, live=None if live is None else live())
             self._obs = self.policy.stack_obs(None, processed)
@@ -299,15 +281,16 @@ class EnvRunner:
         steps = self.collect_steps(num_steps)
         env_actions = next(steps)
         while True:
-            raw, rewards, terminated, truncated, info = self._env("step", env_actions)
+            result = self.steps.env_step(env_actions)
             try:
-                env_actions = steps.send(StepResult(raw, rewards, terminated, truncated, info))
+                env_actions = steps.send(result)
             except StopIteration as stop:
                 return stop.value  # type: ignore[no-any-return]
 
     def collect_steps(self, num_steps: int) -> Generator[Any, StepResult, SampleBatch]:
         """:meth:`collect` as a generator: yields each step's env actions, receives the
-        step's :class:`~rlblocks.multiagent.envs.StepResult` and returns the batch. The
+        step's :class:`~rlblocks.wrappers.vector_steps.StepResult` (booked by
+        :meth:`~rlblocks.wrappers.vector_steps.VectorSteps.account`) and returns the batch. The
         multi-agent runner drives one per policy over shared envs; its results name the
         lanes that acted (``valid``), start a trajectory (``starts``) and hold an agent
         (``live``: only those update the observation filter)."""
@@ -331,8 +314,8 @@ class EnvRunner:
         seq_starts: list[tuple[int, int]] = []
         seq_states: list[list[np.ndarray]] = [[] for _ in self._state]
         seq_pos = np.zeros(n, np.int64)
-        ep_returns: list[float] = []
-        ep_lengths: list[int] = []
+        book = self.steps
+        book.take_finished()
         valid_rows: list[np.ndarray] = []
         for t in range(num_steps):
             if pol.recurrent:
@@ -345,37 +328,11 @@ class EnvRunner:
             actions = out["actions"]
             env_actions = clip_actions(actions, pol.action_space) if cfg.clip_actions else actions
             result = yield env_actions
-            raw, rewards, terminated, truncated, info = result[:5]
-            rewards = np.asarray(rewards, np.float32).copy()
-            if not np.isfinite(rewards).all():
-                bad = int(np.flatnonzero(~np.isfinite(rewards))[0])
-                raise ValueError(
-                    f"env {self.config.env_name!r} (sub-env {bad}) returned a "
-                    f"non-finite reward: {rewards[bad]}"
-                )
-            terminated = np.asarray(terminated, bool)
-            truncated = np.asarray(truncated, bool)
-            # The envs whose returned observation starts an episode: those that finished
-            # (SAME_STEP), or those that just took their reset step (NEXT_STEP).
-            lanes = result.valid is not None
-            if lanes:  # multi-agent lanes: only the lanes whose agent acted are steps
-                valid = np.asarray(result.valid, bool)
-                rewards[~valid] = 0.0
-                terminated, truncated = terminated & valid, truncated & valid
-                dones = terminated | truncated
-                starts = np.asarray(result.starts, bool)
+            step = book.account(result)
+            rewards, terminated, truncated = step.rewards, step.terminated, step.truncated
+            dones, valid, starts = step.dones, step.valid, step.starts
+            if valid is not None:
                 valid_rows.append(valid)
-            elif self._next_step_reset:
-                valid = ~self._resetting
-                starts = self._resetting
-                rewards[starts] = 0.0
-                terminated, truncated = terminated & valid, truncated & valid
-                dones = terminated | truncated
-                self._resetting = dones
-                valid_rows.append(valid)
-            else:
-                dones = terminated | truncated
-                starts = dones
             cols["obs"].append(obs)
             cols["actions"].append(actions)
             for key in ("logp", "vf_preds", "dist_inputs"):
@@ -384,8 +341,6 @@ class EnvRunner:
                 cols["prev_actions"].append(self._prev_actions.copy())
             if self._prev_rewards is not None:
                 cols["prev_rewards"].append(self._prev_rewards.copy())
-            self._ep_return += rewards
-            self._ep_len += valid if (lanes or self._next_step_reset) else 1
             state_out = out["state_out"]
             if self._prev_actions is not None:
                 self._prev_actions = np.roll(self._prev_actions, -1, axis=1)
@@ -393,15 +348,13 @@ class EnvRunner:
             if self._prev_rewards is not None:
                 self._prev_rewards = np.roll(self._prev_rewards, -1, axis=1)
                 self._prev_rewards[:, -1] = rewards
-            processed = self._process(raw, live=result.live)
+            processed = self._process(result.raw, live=result.live)
             if self.reward_scaler is not None:  # the loss sees scaled rewards, the stats not
-                rewards = self.reward_scaler(
-                    rewards, dones, valid if (lanes or self._next_step_reset) else None
-                )
+                rewards = self.reward_scaler(rewards, dones, valid)
             bootstrap = np.flatnonzero(truncated & ~terminated)
             if bootstrap.size:
                 rewards[bootstrap] += cfg.gamma * self._final_values(
-                    info, processed, bootstrap, state_out, obs
+                    step.finals, processed, bootstrap, state_out, obs
                 )
             cols["rewards"].append(rewards)
             cols["dones"].append(dones)
@@ -413,11 +366,6 @@ class EnvRunner:
             done_idx = np.flatnonzero(dones)
             seq_pos[done_idx] = 0  # no sequence crosses an episode's end (or a reset step)
             seq_pos[start_idx] = 0
-            for e in done_idx:
-                ep_returns.append(float(self._ep_return[e]))
-                ep_lengths.append(int(self._ep_len[e]))
-            self._ep_return[done_idx] = 0.0
-            self._ep_len[done_idx] = 0
             if start_idx.size:
                 if self._prev_actions is not None:
                     self._prev_actions[start_idx] = pol.initial_prev_action
@@ -432,6 +380,7 @@ class EnvRunner:
             self._state = state_out
         self._obs = obs
         last_values = pol.values(obs, self._state, self._prev_actions, self._prev_rewards)
+        ep_returns, ep_lengths = book.take_finished()
         self.episode_returns.extend(ep_returns)
         self.episode_lengths.extend(ep_lengths)
         self.episodes_total += len(ep_returns)
@@ -455,21 +404,21 @@ class EnvRunner:
 
     def _final_values(
         self,
-        info: dict[str, Any],
+        finals: Any,
         processed: np.ndarray,
         idx: np.ndarray,
         state_out: list[torch.Tensor],
         obs_before: np.ndarray,
     ) -> np.ndarray:
-        """``V(final_obs)`` of the envs ``idx`` that were truncated this step (NEXT_STEP:
-        the returned observation itself, already ``processed``)."""
-        if self._next_step_reset:
+        """``V(final_obs)`` of the envs ``idx`` that were truncated this step (``finals``:
+        same-step autoreset's final observations; NEXT_STEP: the returned observation
+        itself, already ``processed``)."""
+        if self.steps.next_step:
             final_obs = processed[idx]
         else:
-            final = info.get("final_obs")
-            if final is None:
+            if finals is None:
                 return np.zeros(len(idx), np.float32)
-            final_obs = self._process([final[i] for i in idx], update=False)
+            final_obs = self._process([finals[i] for i in idx], update=False)
         obs = self.policy.stack_obs(obs_before[idx], final_obs)
         t_idx = torch.as_tensor(idx, device=self.policy.device)
         state = [s[t_idx] for s in state_out]
@@ -489,12 +438,10 @@ class EnvRunner:
             "rnn_state": [s.cpu() for s in self._state],
             "prev_actions": self._prev_actions,
             "prev_rewards": self._prev_rewards,
-            "ep_return": self._ep_return.copy(),
-            "ep_len": self._ep_len.copy(),
+            **self.steps.state_dict(),  # ep_return, ep_len, resetting
             "episode_returns": list(self.episode_returns),
             "episode_lengths": list(self.episode_lengths),
             "episodes_total": self.episodes_total,
-            "resetting": self._resetting.copy(),
             "reward_scaler": (
                 None if self.reward_scaler is None else self.reward_scaler.state_dict()
             ),
@@ -510,9 +457,7 @@ class EnvRunner:
             self._state = [s.to(self.policy.device) for s in state["rnn_state"]]
             self._prev_actions = state["prev_actions"]
             self._prev_rewards = state["prev_rewards"]
-            self._ep_return = np.asarray(state["ep_return"], np.float64).copy()
-            self._ep_len = np.asarray(state["ep_len"], np.int64).copy()
-            self._resetting = np.asarray(state.get("resetting", self._resetting), bool).copy()
+            self.steps.load_state_dict(state)
         if self.reward_scaler is not None and state.get("reward_scaler") is not None:
             self.reward_scaler.load_state_dict(state["reward_scaler"], returns=envs_restored)
 
