@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from rlblocks.distributions import Categorical
 from rlblocks.train.actor import ActorInput
 from rlblocks.train.fast import FCActor
 from rlblocks.train.policy import Policy
@@ -94,12 +97,17 @@ def test_hooks_and_other_models_use_the_torch_path():
         PPOConfig.from_dict({"model": {"fcnet_hiddens": [8], "use_lstm": True}}),
     )
     assert not isinstance(lstm.actor, FCActor)
-    multi = Policy(
+    config = PPOConfig.from_dict({"model": {"fcnet_hiddens": [8]}})
+    base = Policy(OBS, gym.spaces.Discrete(3), config)
+    hot = Policy(
         OBS,
-        gym.spaces.MultiDiscrete([2, 3]),
-        PPOConfig.from_dict({"model": {"fcnet_hiddens": [8]}}),
+        gym.spaces.Discrete(3),
+        PPOConfig(),
+        model=base.model,
+        dist_class=partial(Categorical, temperature=2.0),
     )
-    assert isinstance(multi.actor, FCActor) and not multi.actor.numpy
+    assert isinstance(hot.actor, FCActor) and not hot.actor.numpy
+    assert hot.actor.declined == "Categorical head with temperature 2.0"
 
 
 def test_the_actor_choice_is_logged_once_at_build(caplog):

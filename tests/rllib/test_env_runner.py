@@ -202,6 +202,8 @@ CASES = {
 #: the cases whose observations rlblocks' preprocessor batches: the runner steps the
 #: sub-envs itself and hands it the per-env observations
 STEPS_SUB_ENVS = {"dict_filter", "masked_nested", "lstm"}
+#: the cases whose actions the numpy actor draws (the FC model; every head but none)
+NUMPY_ACTS = {"dict_filter", "masked", "masked_nested", "box_action", "tuple_action", "cartpole"}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -209,6 +211,7 @@ def test_same_episodes_as_rllibs_runner(case: str) -> None:
     env, model, filt = CASES[case]
     theirs, ours = _both(_config(env, model, filt, rollout_fragment_length=23))
     assert ours._steps_sub_envs() == (case in STEPS_SUB_ENVS)
+    assert (ours._numpy_actor is not None) == (case in NUMPY_ACTS)
     calls = [
         {"num_timesteps": 70},
         {"num_timesteps": 70},

@@ -67,6 +67,7 @@ from rlblocks.rllib.episode_chunks import Lane, Steps, episode_chunk, lane_after
 from rlblocks.rllib.module import MASK_KEY, OBS_KEY, RLBlocksAPPORLModule, RLBlocksRLModule
 from rlblocks.rllib.qlearning import RLBlocksDQNRLModule, RLBlocksSACRLModule, uniform_actions
 from rlblocks.train.fast import FCActor
+from rlblocks.train.fast.choice import log_once, numpy_acting
 from rlblocks.train.fast.dense_layers import FCLayers
 from rlblocks.train.fast.q_layers import DenseQ
 from rlblocks.wrappers.sub_envs import SubEnvSteps
@@ -189,13 +190,22 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         return None
 
     def _fc_actor(self) -> FCActor | None:
-        """rlblocks' numpy actor for the default FC model with a Categorical or
-        DiagGaussian head (the same draws from torch's generator), else None."""
-        module = self.module
-        if type(module) not in (RLBlocksRLModule, RLBlocksAPPORLModule) or module.keyed:
+        """rlblocks' numpy actor for rlblocks' module, chosen as the native ``Policy``
+        chooses it (:func:`~rlblocks.train.fast.choice.numpy_acting`: the default FC model,
+        a head drawn in numpy with the same draws from torch's generator, the action mask
+        applied in numpy); else None, and why is logged once."""
+        module: Any = self.module
+        if type(module) not in (RLBlocksRLModule, RLBlocksAPPORLModule):
             return None
-        actor = FCActor.build(module.model, module.dist_fn, fallback=None)  # type: ignore[arg-type]
-        return actor if isinstance(actor, FCActor) and actor.numpy else None
+        if module.keyed and set(module.observation_space.spaces) != {OBS_KEY, MASK_KEY}:
+            actor: FCActor | str = "the model reads columns next to the observation"
+        else:
+            actor = numpy_acting(module.model, module.dist_fn, None, module.mask_layout)
+        if isinstance(actor, str):
+            log_once(logger, "VectorEnvRunner acts through the torch module", actor)
+            return None
+        log_once(logger, "VectorEnvRunner acts", actor.description)
+        return actor
 
     def _dense_q(self) -> DenseQ | None:
         """The numpy Q-network of rlblocks' DQN module (fully connected, one atom, no action
@@ -352,11 +362,17 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         """``(actions, actions for the env, extra model outputs)`` for the batched ``obs``,
         as RLlib's default connectors and ``GetActions`` compute them."""
         actor = self._serving_actor
-        if actor is not None and isinstance(obs, np.ndarray):
-            logits = actor.policy_numpy(obs)
-            actions, logp = actor.draw(logits, explore)
-            extra = {Columns.ACTION_DIST_INPUTS: logits, Columns.ACTION_LOGP: logp}
-            return actions, self._for_env(actions), extra
+        if actor is not None:
+            if actor.mask_layout is not None and isinstance(obs, dict):
+                logits = actor.masked(actor.policy_numpy(obs[OBS_KEY]), obs[MASK_KEY])
+            elif actor.mask_layout is None and isinstance(obs, np.ndarray):
+                logits = actor.policy_numpy(obs)
+            else:
+                logits = None
+            if logits is not None:
+                actions, logp = actor.draw(logits, explore)
+                extra = {Columns.ACTION_DIST_INPUTS: logits, Columns.ACTION_LOGP: logp}
+                return actions, self._for_env(actions), extra
         if self._serving_q is not None and isinstance(obs, np.ndarray):
             actions = self._act_epsilon_greedy(self._serving_q, obs, explore, t)
             return actions, actions, {}

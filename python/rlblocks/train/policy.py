@@ -42,8 +42,7 @@ from rlblocks.models.action_mask import ActionMaskModel
 from rlblocks.models.modelv2 import ModelV2
 from rlblocks.nest import tree_map
 from rlblocks.train.actor import Actor, ActorInput, Forward, State
-from rlblocks.train.fast import FCActor
-from rlblocks.train.fast.squashed_actor import SquashedActor
+from rlblocks.train.fast.choice import fast_actor
 from rlblocks.train.q_actor import QArgmaxActor
 from rlblocks.train.qnetwork import QNetwork
 from rlblocks.train.trainer_config import TrainerConfig
@@ -300,8 +299,11 @@ def build_actor(policy: Policy, fast_paths: bool) -> Actor:
     ``fast_paths`` on and the default FC network, the
     :class:`~rlblocks.train.fast.squashed_actor.SquashedActor` for a SquashedGaussian head
     (SAC's Box actions) or the
-    :class:`~rlblocks.train.fast.FCActor` (numpy for Categorical / DiagGaussian heads);
-    else the :class:`ModuleActor`, which calls the torch module.
+    :class:`~rlblocks.train.fast.FCActor` (numpy for the heads
+    :func:`~rlblocks.train.fast.heads.numpy_head` draws, an action mask applied in numpy);
+    else the :class:`ModuleActor`, which calls the torch module. The choice is
+    :func:`~rlblocks.train.fast.choice.fast_actor`'s, which RLlib's ``VectorEnvRunner``
+    makes through the same function.
 
     Examples:
         >>> import gymnasium as gym
@@ -315,14 +317,10 @@ def build_actor(policy: Policy, fast_paths: bool) -> Actor:
     if not fast_paths:
         return ModuleActor(policy, "fast_paths is off")
     module = ModuleActor(policy, "")
-    fast = FCActor.build(policy.model, policy.dist_class, module)
+    fast = fast_actor(policy.model, policy.dist_class, module)
     if isinstance(fast, str):
         module.description = f"torch module ({fast})"
         return module
-    if not fast.numpy:
-        squashed = SquashedActor.build(fast, policy.dist_class, policy.mask_layout is not None)
-        if squashed is not None:
-            return squashed
     return fast
 
 
