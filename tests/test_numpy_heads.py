@@ -1,9 +1,11 @@
-"""The numpy action heads against the torch module path: MultiCategorical, masked heads
-(``action_mask`` observations), Tuple / Dict multi-action; same seed, same actions and
-log-probs, the torch generator in the same state after."""
+"""The numpy actor's heads against the torch module path: MultiCategorical, masked heads
+(``action_mask`` observations), Tuple / Dict multi-action, and the heads torch draws on
+the numpy forward (Beta, squashed Gaussian, Deterministic, tempered Categorical); same
+seed, same actions and log-probs, the torch generator in the same state after."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import gymnasium as gym
@@ -14,9 +16,11 @@ from gymnasium.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete, Tu
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rlblocks.catalog import ModelCatalog
+from rlblocks.distributions import Beta, Categorical, Deterministic, SquashedGaussian
 from rlblocks.nest import tree_leaves
 from rlblocks.train.actor import ActorInput
 from rlblocks.train.fast import FCActor
+from rlblocks.train.fast.squashed_actor import SquashedActor
 from rlblocks.train.policy import Policy
 from rlblocks.train.trainer_config import PPOConfig
 
@@ -36,9 +40,10 @@ def policy(obs_space: gym.Space, action_space: gym.Space, seed: int = 0) -> Poli
 
 def both_paths(pol: Policy, obs: np.ndarray, explore: bool) -> list[tuple[dict, float]]:
     """``(act's result, the next torch uniform)`` of the numpy actor, then of the module."""
-    assert isinstance(pol.actor, FCActor) and pol.actor.numpy, pol.actor.description
+    fast = pol.actor.fc if isinstance(pol.actor, SquashedActor) else pol.actor
+    assert isinstance(fast, FCActor) and fast.numpy, fast.description
     results = []
-    for actor in (pol.actor, pol.actor.fallback):
+    for actor in (fast, fast.fallback):
         torch.manual_seed(7)
         out = actor.act(ActorInput(obs, [], None, None), explore, True)
         results.append((out, torch.rand(1).item()))
@@ -158,3 +163,28 @@ def test_a_hook_on_the_mask_model_takes_the_module_path():
     pol.act(obs, [])
     handle.remove()
     assert calls
+
+
+BOX = Box(-1.0, 2.0, (2,), np.float32)
+TORCH_HEADS = {
+    "beta": partial(Beta, action_space=BOX),
+    "squashed": partial(SquashedGaussian, action_space=BOX),
+    "tempered": partial(Categorical, temperature=0.5),
+    "deterministic": Deterministic,
+}
+
+
+@pytest.mark.parametrize("explore", [True, False])
+@pytest.mark.parametrize("name", sorted(TORCH_HEADS))
+def test_heads_drawn_by_torch_on_the_numpy_forward(name, explore):
+    """Beta, squashed Gaussian, a tempered Categorical, Deterministic: the numpy forward,
+    then the torch distribution itself (same draws, same log-probs and dist inputs)."""
+    base = policy(OBS, BOX)  # 4 outputs: the heads below read them as they need
+    pol = Policy(OBS, BOX, PPOConfig(), model=base.model, dist_class=TORCH_HEADS[name])
+    if name == "deterministic" and not explore:  # a point mass has no density: both refuse
+        for actor in (pol.actor, pol.actor.fallback):
+            with pytest.raises(NotImplementedError, match="Deterministic.logp is undefined"):
+                actor.act(ActorInput(observations(OBS, 4, 0), [], None, None), False, True)
+        return
+    assert_same(pol, observations(OBS, 32, 5), explore)
+    assert "drawn by torch" in pol.actor.description or name == "squashed"

@@ -351,3 +351,19 @@ def test_random_actions_then_the_module_continue_the_same_episodes() -> None:
         assert {Columns.ACTION_LOGP, Columns.ACTION_DIST_INPUTS} <= set(e.extra_model_outputs)
     total = sum(len(e) for e in module_eps)
     assert 30 <= total < 30 + runner.num_envs
+
+
+def test_samples_on_one_torch_thread_and_restores_the_callers() -> None:
+    """A small model at a rollout's batch acts on one intra-op thread (the module's forward
+    sees it), and the caller's count is back after ``sample``."""
+    runner = VectorEnvRunner(config=_config("CartPole-v1", {}))
+    seen: list[int] = []
+    runner.module.model.register_forward_pre_hook(lambda *a: seen.append(torch.get_num_threads()))
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        runner.sample(num_timesteps=12)
+        after = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+    assert seen and set(seen) == {1} and after == 3

@@ -41,6 +41,7 @@ from rlblocks.masks import check_action_mask, masked_action_rows
 from rlblocks.models.action_mask import ActionMaskModel
 from rlblocks.models.modelv2 import ModelV2
 from rlblocks.nest import tree_map
+from rlblocks.train.acting_threads import acting_threads, model_size, torch_threads
 from rlblocks.train.actor import Actor, ActorInput, Forward, State
 from rlblocks.train.fast.choice import fast_actor
 from rlblocks.train.q_actor import QArgmaxActor
@@ -164,6 +165,7 @@ class Policy:
         self.mask_layout = None if mask_model is None else mask_model.layout
         self.mask_columns = None if mask_model is None else mask_model.mask_columns
         self.actor: Actor = build_actor(self, bool(getattr(config, "fast_paths", True)))
+        self._size = model_size(self.model)  # picks the acting threads (acting_threads)
         logger.info("actor: %s", self.actor.description)
         self.obs_window_key, self.n_obs_frames = _obs_window(self.model)
         self.max_seq_len = int(model_config.max_seq_len)
@@ -278,19 +280,31 @@ class Policy:
         explore: bool = True,
         full: bool = True,
     ) -> dict[str, Any]:
-        """Actions for a ``[B, ...]`` batch of preprocessed observations (model in eval mode).
+        """Actions for a ``[B, ...]`` batch of preprocessed observations (model in eval mode),
+        on :func:`~rlblocks.train.acting_threads.acting_threads`' torch threads (the
+        caller's restored after).
 
         Returns:
             ``actions`` (numpy, the action space's structure), ``state_out``, and with
             ``full``: ``logp`` ``[B]``, ``vf_preds`` ``[B]``, ``dist_inputs`` ``[B, K]``.
         """
-        return self.actor.act(ActorInput(obs, state, prev_actions, prev_rewards), explore, full)
+        with torch_threads(acting_threads(self._size, _rows(obs))):
+            return self.actor.act(ActorInput(obs, state, prev_actions, prev_rewards), explore, full)
 
     def values(
         self, obs: Any, state: State, prev_actions: Any = None, prev_rewards: Any = None
     ) -> np.ndarray:
         """Value estimates ``[B]`` (no sampling, so no random numbers are drawn)."""
-        return self.actor.values(ActorInput(obs, state, prev_actions, prev_rewards))
+        with torch_threads(acting_threads(self._size, _rows(obs))):
+            return self.actor.values(ActorInput(obs, state, prev_actions, prev_rewards))
+
+
+def _rows(obs: Any) -> int:
+    """The batch rows of ``obs`` (1 for what has no length)."""
+    try:
+        return len(obs)
+    except TypeError:
+        return 1
 
 
 def build_actor(policy: Policy, fast_paths: bool) -> Actor:

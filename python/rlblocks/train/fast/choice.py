@@ -18,15 +18,11 @@ Examples:
     >>> model = ModelCatalog.get_model_v2(gym.spaces.Box(-1, 1, (3,)), space, n, {})
     >>> type(numpy_acting(model, dist)).__name__
     'FCActor'
-    >>> from functools import partial
-    >>> from rlblocks.distributions import MultiCategorical
-    >>> numpy_acting(model, partial(MultiCategorical, input_lens=[4, 2], action_space=space))
-    ... # doctest: +ELLIPSIS
-    <rlblocks.train.fast.fc_actor.FCActor object at ...>
-    >>> cold = ModelCatalog.get_model_v2(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(3), 3, {})
     >>> from rlblocks.distributions import Categorical
-    >>> numpy_acting(cold, partial(Categorical, temperature=2.0))
-    'numpy declined: Categorical head with temperature 2.0'
+    >>> class MyHead(Categorical):  # a custom head: the module path, and why
+    ...     pass
+    >>> numpy_acting(model, MyHead)
+    'numpy declined: MyHead head'
 """
 
 from __future__ import annotations
@@ -53,19 +49,21 @@ def fast_actor(
     dist_class: Callable[..., Any],
     fallback: Actor | None,
     mask_layout: MaskLayout | None = None,
+    sampled_logp: bool = True,
 ) -> FCActor | SquashedActor | str:
     """The module-free actor for ``model`` with ``dist_class`` (``fallback`` serves what it
     declines), or why there is none.
 
     ``mask_layout``: the layout of an action mask the caller hands the actor next to the
     observation (RLlib's module); an :class:`~rlblocks.models.action_mask.ActionMaskModel`
-    brings its own.
+    brings its own. ``sampled_logp``: a head drawn by torch scores its draw with
+    ``sampled_action_logp`` (the policy's module path), else with ``logp(actions)``
+    (RLlib's ``GetActions``).
     """
-    fc = FCActor.build(model, dist_class, fallback, mask_layout)  # type: ignore[arg-type]
-    if isinstance(fc, str) or fc.numpy:
+    fc = FCActor.build(model, dist_class, fallback, mask_layout, sampled_logp)  # type: ignore[arg-type]
+    if isinstance(fc, str):
         return fc
-    masked = fc.mask_layout is not None
-    squashed = SquashedActor.build(fc, dist_class, masked)
+    squashed = SquashedActor.build(fc, dist_class, fc.mask_layout is not None)
     return fc if squashed is None else squashed
 
 
@@ -75,14 +73,14 @@ def numpy_acting(
     fallback: Actor | None = None,
     mask_layout: MaskLayout | None = None,
 ) -> FCActor | str:
-    """:func:`fast_actor` for callers that want numpy actions with log-probs and
-    distribution inputs: the :class:`~rlblocks.train.fast.FCActor` when it acts in numpy,
-    else why not."""
-    actor = fast_actor(model, dist_class, fallback, mask_layout)
+    """:func:`fast_actor` for RLlib's runner, which wants actions with ``logp(actions)``
+    and the raw distribution inputs: the :class:`~rlblocks.train.fast.FCActor` when it
+    acts in numpy, else why not."""
+    actor = fast_actor(model, dist_class, fallback, mask_layout, sampled_logp=False)
     if isinstance(actor, str):
         return actor
-    if isinstance(actor, SquashedActor):  # numpy without log-probs only
-        return "SquashedGaussian head (numpy acts without log-probs only)"
+    if isinstance(actor, SquashedActor):  # its FC actor scores the draws
+        actor = actor.fc
     return actor if actor.numpy else f"numpy declined: {actor.declined}"
 
 

@@ -49,10 +49,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from rlblocks.masks import MaskLayout, check_action_mask
+from rlblocks.masks import MASK_KEY, OBS_KEY, MaskLayout, check_action_mask
 from rlblocks.models.action_mask import ActionMaskModel
 from rlblocks.train.fast.dense_layers import FCLayers, NumpyWeights, numpy_weights, run_numpy
-from rlblocks.train.fast.heads import Head, mask_logits, numpy_head
+from rlblocks.train.fast.heads import Head, TorchHead, mask_logits, numpy_head, torch_head
 
 if TYPE_CHECKING:
     from rlblocks.models.modelv2 import ModelV2
@@ -105,6 +105,8 @@ class FCActor:
         self.mask_layout = mask_layout
         self.columns = columns
         hidden = f"{len(layers.trunk)} hidden layers"
+        if isinstance(self.head, TorchHead):
+            hidden += f"; {self.head.name} head drawn by torch"
         self.description = (
             f"fast numpy FC ({hidden})"
             if self.numpy
@@ -121,11 +123,14 @@ class FCActor:
         dist_class: Callable[..., Any],
         fallback: Actor,
         mask_layout: MaskLayout | None = None,
+        sampled_logp: bool = True,
     ) -> FCActor | str:
         """The actor for ``model`` with ``dist_class``, or why there is none (not the
         default FC model, alone or inside an ``ActionMaskModel`` that hands it the
         observations). ``mask_layout``: the layout of a mask the caller hands
-        :meth:`masked` itself (RLlib's module)."""
+        :meth:`masked` itself (RLlib's module). ``sampled_logp``: how a
+        :class:`~rlblocks.train.fast.heads.TorchHead` scores a draw (the policy's
+        ``sampled_action_logp``, else RLlib's ``logp(actions)``)."""
         columns = None
         inner = model
         if isinstance(model, ActionMaskModel):
@@ -139,7 +144,10 @@ class FCActor:
         if any(p.device.type != "cpu" or p.dtype != torch.float32 for p in model.parameters()):
             return cls(layers, dist_class, fallback, "not float32 on the CPU", mask_layout, columns)
         probe = dist_class(torch.zeros(1, int(model.num_outputs or 0)), model)
-        return cls(layers, dist_class, fallback, numpy_head(probe), mask_layout, columns)
+        head = numpy_head(probe)
+        if isinstance(head, str):
+            head = torch_head(probe, dist_class, model, sampled_logp)
+        return cls(layers, dist_class, fallback, head, mask_layout, columns)
 
     # --- the door -------------------------------------------------------------------------
     def forward(self, input_dict: dict[str, Any], state: list[Any], seq_lens: Any) -> Forward:
@@ -162,7 +170,12 @@ class FCActor:
         out, values = self.forward_numpy(obs)
         if mask is not None:
             out = self.masked(out, mask)
-        actions, logp = self.draw(out, explore)
+        if isinstance(self.head, TorchHead):
+            actions, logp = self.head.draw(out, explore, logp=full)
+            dist_inputs = self.head.inputs
+        else:
+            actions, logp = self.draw(out, explore)
+            dist_inputs = out
         if not full:
             return {"actions": actions, "state_out": []}
         return {
@@ -170,7 +183,7 @@ class FCActor:
             "state_out": [],
             "logp": logp,
             "vf_preds": values,
-            "dist_inputs": out,
+            "dist_inputs": dist_inputs,
         }
 
     def values(self, inputs: ActorInput) -> np.ndarray:
@@ -232,6 +245,16 @@ class FCActor:
             return out
         log_std = self.layers.free_log_std.detach().numpy()
         return np.concatenate([out, np.broadcast_to(log_std, (len(out), len(log_std)))], 1)
+
+    def dist_inputs(self, obs: Any) -> np.ndarray | None:
+        """The distribution inputs ``[B, K]`` for RLlib's batched observation (a
+        ``{observations, action_mask}`` dict when a mask is handed to this actor, the mask
+        applied), or None for what numpy does not take (a tensor)."""
+        if self.mask_layout is not None and self.columns is None:
+            if not isinstance(obs, dict):
+                return None
+            return self.masked(self.policy_numpy(obs[OBS_KEY]), obs[MASK_KEY])
+        return self.policy_numpy(obs) if isinstance(obs, np.ndarray) else None
 
     def masked(self, out: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """``out`` with the masked actions' logits at ``FLOAT_MIN``, as the model masks

@@ -18,8 +18,11 @@ state:
   its children, returned in the action space's structure.
 
 :func:`numpy_head` picks the head for a distribution (an instance built on zeros) or says
-why there is none; :func:`mask_logits` is :func:`rlblocks.masks.apply_action_mask` in
-numpy for rows the acting door has checked (:func:`rlblocks.masks.check_action_mask`).
+why there is none; :func:`torch_head` serves the other distributions that never read the
+model (Beta, SquashedGaussian, Deterministic, Dirichlet, a tempered Categorical) with the
+torch distribution itself on the numpy forward's output; :func:`mask_logits` is
+:func:`rlblocks.masks.apply_action_mask` in numpy for rows the acting door has checked
+(:func:`rlblocks.masks.check_action_mask`).
 
 Examples:
     >>> import torch, numpy as np
@@ -48,17 +51,22 @@ from rlblocks import _core
 from rlblocks._impl import native
 from rlblocks._reference import categorical as reference
 from rlblocks.distributions import (
+    Beta,
     Categorical,
+    Deterministic,
     DiagGaussian,
+    Dirichlet,
     MaskedCategorical,
     MaskedMultiCategorical,
     MultiActionDistribution,
     MultiCategorical,
+    SquashedGaussian,
 )
 from rlblocks.distributions.base import _HALF_LOG_2PI, FLOAT_MIN, LOG_BOUND, MASK_THRESHOLD
 from rlblocks.distributions.categorical import _multi_categorical_layout
 from rlblocks.distributions.multi_action import _unflatten
 from rlblocks.masks import MaskLayout
+from rlblocks.nest import tree_map
 
 __all__ = [
     "CategoricalHead",
@@ -66,13 +74,15 @@ __all__ = [
     "Head",
     "MultiActionHead",
     "MultiCategoricalHead",
+    "TorchHead",
     "mask_logits",
     "numpy_head",
+    "torch_head",
 ]
 
 
 class Head(Protocol):
-    """What every numpy head answers."""
+    """What every head answers."""
 
     def draw(self, out: np.ndarray, explore: bool) -> tuple[Any, np.ndarray]:
         """``(actions, logp [B] float32)`` for the distribution inputs ``out [B, K]``."""
@@ -192,6 +202,69 @@ class MultiActionHead:
             logp = lp if logp is None else logp + lp
         assert logp is not None
         return _unflatten(self.space_order, actions), logp.astype(np.float32, copy=False)
+
+
+#: Distributions that never read the model: a :class:`TorchHead` may build them on the
+#: numpy forward's output.
+_MODEL_FREE = (
+    Beta,
+    Categorical,
+    DiagGaussian,
+    Deterministic,
+    Dirichlet,
+    MaskedCategorical,
+    MaskedMultiCategorical,
+    MultiCategorical,
+    SquashedGaussian,
+)
+
+
+class TorchHead:
+    """A head numpy does not draw, built on the numpy forward's output: the torch
+    distribution itself (so its draws and arithmetic are the module path's by
+    construction); the module's ``nn.Module`` calls are what it saves.
+
+    ``sampled_logp``: a draw is scored with ``sampled_action_logp`` (the native policy's
+    module path), else with ``logp(actions)`` (RLlib's ``GetActions``).
+
+    Attributes:
+        name: The distribution's class name.
+        inputs: The distribution inputs of the last draw as the distribution holds them
+            (``dist.inputs``: Beta's concentrations, where the raw output differs).
+    """
+
+    def __init__(self, dist_class: Any, model: Any, sampled_logp: bool, name: str) -> None:
+        self.dist_class, self.model, self.sampled_logp = dist_class, model, sampled_logp
+        self.name = name  # the distribution's class name
+        self.inputs: np.ndarray | None = None
+
+    def draw(self, out: np.ndarray, explore: bool, logp: bool = True) -> tuple[Any, Any]:
+        """``(actions, logp [B] float32)``; ``logp`` False: ``(actions, None)`` (a point
+        mass has no density: Deterministic's ``logp`` raises, as on the module path)."""
+        with torch.no_grad():
+            dist = self.dist_class(torch.from_numpy(np.ascontiguousarray(out)), self.model)
+            actions = dist.sample() if explore else dist.deterministic_sample()
+            score = None
+            if logp:
+                sampled = explore and self.sampled_logp
+                score = dist.sampled_action_logp() if sampled else dist.logp(actions)
+                score = score.numpy().astype(np.float32)
+            self.inputs = dist.inputs.detach().numpy()
+        return tree_map(lambda a: a.detach().numpy(), actions), score
+
+
+def torch_head(dist: Any, dist_class: Any, model: Any, sampled_logp: bool) -> TorchHead | str:
+    """The :class:`TorchHead` for ``dist_class`` (``dist``: an instance) when the
+    distribution (and every child of a multi-action one) never reads the model; else why
+    not (``"<class> head"``)."""
+    kind = type(dist)
+    if kind is MultiActionDistribution:
+        for child in dist.flat_child_distributions:
+            if type(child) not in _MODEL_FREE:
+                return f"{kind.__name__} head (a child: {type(child).__name__} head)"
+    elif kind not in _MODEL_FREE:
+        return f"{kind.__name__} head"
+    return TorchHead(dist_class, model, sampled_logp, kind.__name__)
 
 
 def numpy_head(dist: Any) -> Head | str:
