@@ -24,6 +24,8 @@ from rlblocks.train.fast.squashed_actor import SquashedActor
 from rlblocks.train.policy import Policy
 from rlblocks.train.trainer_config import PPOConfig
 
+pytestmark = pytest.mark.native  # the categorical draws run on the C++ kernel (and its twin)
+
 OBS = Box(-2.0, 2.0, (5,), np.float32)
 
 
@@ -83,7 +85,7 @@ def test_multicategorical_equals_the_torch_path(nvec, start, explore, seed):
 
 
 @pytest.mark.parametrize("explore", [True, False])
-def test_integer_box_with_per_element_bounds_and_2d_nvec(explore):
+def test_integer_box_with_per_element_bounds_and_2d_nvec(explore, impl):
     """Categories outside an element's own bounds are never drawn; a 2-D nvec keeps its
     shape."""
     box = Box(np.array([0, -1, 2]), np.array([3, 1, 2]), (3,), np.int64)
@@ -92,7 +94,7 @@ def test_integer_box_with_per_element_bounds_and_2d_nvec(explore):
 
 
 @pytest.mark.parametrize("explore", [True, False])
-def test_multi_action_equals_the_torch_path(explore):
+def test_multi_action_equals_the_torch_path(explore, impl):
     tup = Tuple((Discrete(3), Box(-1, 1, (2,)), MultiDiscrete([2, 2])))
     assert_same(policy(OBS, tup), observations(OBS, 32, 3), explore)
     dct = Dict({"move": Box(-1, 1, ()), "pick": Discrete(4, start=1)})
@@ -139,6 +141,14 @@ def test_masked_heads_equal_the_torch_path(nvec, discrete, explore, seed):
     actions = pol.act(obs, [], explore=True)["actions"].reshape(len(obs), -1)
     offsets = np.concatenate([[0], np.cumsum(nvec)[:-1]])
     assert masks[np.arange(len(obs))[:, None], actions + offsets].all()
+
+
+@pytest.mark.parametrize("explore", [True, False])
+def test_masked_multicategorical_on_the_kernel_and_its_twin(explore, impl):
+    space = Dict({"action_mask": MultiBinary(7), "observations": OBS})
+    masks = random_masks(np.random.default_rng(0), 64, [3, 4])
+    obs_space, obs = masked_obs(space, masks, 0)
+    assert_same(policy(obs_space, MultiDiscrete([3, 4])), obs, explore)
 
 
 def test_a_row_without_a_legal_action_is_refused_as_the_module_refuses_it():
