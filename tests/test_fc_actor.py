@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -9,6 +11,7 @@ import torch
 from rlblocks.distributions import Categorical
 from rlblocks.train.actor import ActorInput
 from rlblocks.train.fast import FCActor
+from rlblocks.train.fast.choice import log_once, numpy_acting
 from rlblocks.train.policy import Policy
 from rlblocks.train.trainer_config import PPOConfig
 
@@ -127,3 +130,16 @@ def test_the_actor_choice_is_logged_once_at_build(caplog):
             )
             pol.act(np.zeros((2, 5), np.float32), pol.initial_state(2))
         assert [r.getMessage() for r in caplog.records if r.name == "rlblocks.train"] == [line]
+
+
+def test_the_shared_choice_names_why_a_custom_head_keeps_the_module_and_says_it_once(caplog):
+    """``numpy_acting`` (RLlib's runner) and the policy make the same choice; the reason is
+    logged once per process however often a runner is built."""
+    pol = policy(gym.spaces.Discrete(3), {"fcnet_hiddens": [8]})
+    reason = numpy_acting(pol.model, MyHead)
+    assert reason == "numpy declined: MyHead head"
+    assert isinstance(numpy_acting(pol.model, pol.dist_class), FCActor)
+    with caplog.at_level("INFO", logger="rlblocks.test_choice"):
+        for _ in range(3):
+            log_once(logging.getLogger("rlblocks.test_choice"), "a runner", reason)
+    assert [r.getMessage() for r in caplog.records] == [f"a runner: {reason}"]
