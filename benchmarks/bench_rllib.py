@@ -12,7 +12,10 @@
    ``VectorEnvRunner`` with them, the bare gymnasium vector env stepped with random actions
    (issue 23's yardstick), and the sub-envs alone stepped in a loop (the true floor:
    ``VectorEnvRunner`` steps the sub-envs itself and batches their observations in C++,
-   so it skips the vector env's own batching and copies).
+   so it skips the vector env's own batching and copies). Then the same on a nested-Dict
+   env per action head (MultiDiscrete, Tuple(Discrete, Box), masked Discrete): RLlib's
+   runner and ``VectorEnvRunner``, both with rlblocks' module and connector, and the bare
+   vector env.
 3. ``speed`` (``--speed``): RLlib PPO on CartPole-v1 (8 envs, batch 2048, minibatch 64, 10
    epochs, [64, 64] tanh, separate value layers): env steps/s of RLlib's default stack,
    of rlblocks' pieces (module, connector, ``VectorEnvRunner``,
@@ -328,6 +331,122 @@ def sampling_rows(steps: int, env: str = "rlblocks/DictCartPole-v0", envs: int =
     ]
 
 
+class NestedActions(gym.Env):
+    """A nested-Dict observation (DictCartPole's kind: a Discrete code and a Dict of Boxes)
+    with the action head under test (``config["action"]``): ``"multidiscrete"``
+    (MultiDiscrete([4, 2])), ``"tuple"`` (Tuple(Discrete(3), Box(-1, 1, (1,)))) or
+    ``"masked"`` (Discrete(4) with RLlib's ``action_mask`` around the nested Dict);
+    random observations, episodes of 20-40 steps, a reward for action 0."""
+
+    def __init__(self, config: dict | None = None):
+        self.kind = (config or {}).get("action", "multidiscrete")
+        nested = Dict(
+            {"code": Discrete(3), "inner": Dict({"noise": Box(-1, 1, (2,)), "v": Box(-1, 1, (3,))})}
+        )
+        self.action_space = {
+            "multidiscrete": MultiDiscrete([4, 2]),
+            "tuple": Tuple((Discrete(3), Box(-1, 1, (1,), np.float32))),
+            "masked": Discrete(4),
+        }[self.kind]
+        self.observation_space = (
+            Dict({"action_mask": Box(0, 1, (4,), np.float32), "observations": nested})
+            if self.kind == "masked"
+            else nested
+        )
+        self._left = 0
+
+    def _obs(self) -> Any:
+        r = self.np_random
+        nested = {
+            "code": int(r.integers(3)),
+            "inner": {
+                "noise": r.uniform(-1, 1, 2).astype(np.float32),
+                "v": r.uniform(-1, 1, 3).astype(np.float32),
+            },
+        }
+        if self.kind != "masked":
+            return nested
+        mask = (r.random(4) < 0.6).astype(np.float32)
+        mask[int(r.integers(4))] = 1.0
+        return {"action_mask": mask, "observations": nested}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._left = int(self.np_random.integers(20, 41))
+        return self._obs(), {}
+
+    def step(self, action):
+        self._left -= 1
+        first = action[0] if isinstance(action, (tuple, np.ndarray)) else action
+        return self._obs(), float(int(first) == 0), self._left <= 0, False, {}
+
+
+def action_head_rows(steps: int, envs: int = 8) -> list[dict]:
+    """Env steps/s of one local runner on :class:`NestedActions` per action head: RLlib's
+    ``SingleAgentEnvRunner`` and ``VectorEnvRunner``, both with rlblocks' module and
+    connector (the same [64, 64] policy), and the bare vector env with random actions;
+    torch's default threads (``VectorEnvRunner`` picks its own), and RLlib's runner once
+    more with one torch thread set by the caller."""
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+
+    rows = []
+    for kind in ("multidiscrete", "tuple", "masked"):
+        config = (
+            PPOConfig()
+            .environment(NestedActions, env_config={"action": kind})
+            .rl_module(rl_module_spec=rl_module_spec(POLICY))
+            .env_runners(
+                num_env_runners=0,
+                num_envs_per_env_runner=envs,
+                env_to_module_connector=env_to_module(POLICY),
+            )
+        )
+
+        def rate(runner_cls: Any, config: Any = config) -> float:
+            runner = runner_cls(config=config)
+            try:
+                runner.sample(num_timesteps=steps // 10)
+                start = time.perf_counter()
+                runner.sample(num_timesteps=steps)
+                return steps / (time.perf_counter() - start)
+            finally:
+                runner.stop()
+
+        vec = gym.vector.SyncVectorEnv([lambda k=kind: NestedActions({"action": k})] * envs)
+        vec.reset(seed=0)
+        n = steps // envs
+        start = time.perf_counter()
+        for _ in range(n):
+            vec.step(vec.action_space.sample())
+        bare = n * envs / (time.perf_counter() - start)
+        vec.close()
+        theirs, ours = rate(SingleAgentEnvRunner), rate(VectorEnvRunner)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # the caller's choice that VectorEnvRunner now makes itself
+        try:
+            theirs_1 = rate(SingleAgentEnvRunner)
+        finally:
+            torch.set_num_threads(threads)
+        space = NestedActions({"action": kind}).action_space
+        for method, value in (
+            (f"SingleAgentEnvRunner + rlblocks' pieces, {threads} torch threads", theirs),
+            ("SingleAgentEnvRunner + rlblocks' pieces, 1 torch thread", theirs_1),
+            ("VectorEnvRunner + rlblocks' pieces", ours),
+            ("bare vector env, random actions", bare),
+        ):
+            rows.append(
+                {
+                    "case": f"sampling nested Dict, {space}",
+                    "method": method,
+                    "steps_per_s": value,
+                    "vs_rllib": value / theirs,
+                    "vs_bare": value / bare,
+                }
+            )
+    return rows
+
+
 def _steps_per_s(algo: Any, iters: int, warmup_steps: int = 0) -> float:
     """Env steps/s over ``iters`` training iterations, after one warm-up iteration and any
     more until ``warmup_steps`` env steps were sampled (the updates have started)."""
@@ -443,6 +562,7 @@ def main() -> None:
     batches = [8, 64] if args.quick else [1, 8, 64, 256]
     report(connector_rows(batches, 0.05 if args.quick else 0.3))
     rows = sampling_rows(4000 if args.quick else 16000)
+    rows += action_head_rows(4000 if args.quick else 16000)
     _show(
         rows,
         [

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from rlblocks.distributions import Categorical
 from rlblocks.train.actor import ActorInput
 from rlblocks.train.fast import FCActor
+from rlblocks.train.fast.choice import log_once, numpy_acting
 from rlblocks.train.policy import Policy
 from rlblocks.train.trainer_config import PPOConfig
 
@@ -94,12 +98,15 @@ def test_hooks_and_other_models_use_the_torch_path():
         PPOConfig.from_dict({"model": {"fcnet_hiddens": [8], "use_lstm": True}}),
     )
     assert not isinstance(lstm.actor, FCActor)
-    multi = Policy(
-        OBS,
-        gym.spaces.MultiDiscrete([2, 3]),
-        PPOConfig.from_dict({"model": {"fcnet_hiddens": [8]}}),
-    )
-    assert isinstance(multi.actor, FCActor) and not multi.actor.numpy
+    config = PPOConfig.from_dict({"model": {"fcnet_hiddens": [8]}})
+    base = Policy(OBS, gym.spaces.Discrete(3), config)
+    custom = Policy(OBS, gym.spaces.Discrete(3), PPOConfig(), model=base.model, dist_class=MyHead)
+    assert isinstance(custom.actor, FCActor) and not custom.actor.numpy
+    assert custom.actor.declined == "MyHead head"
+
+
+class MyHead(Categorical):
+    """A custom head: numpy does not know how it draws."""
 
 
 def test_the_actor_choice_is_logged_once_at_build(caplog):
@@ -123,3 +130,16 @@ def test_the_actor_choice_is_logged_once_at_build(caplog):
             )
             pol.act(np.zeros((2, 5), np.float32), pol.initial_state(2))
         assert [r.getMessage() for r in caplog.records if r.name == "rlblocks.train"] == [line]
+
+
+def test_the_shared_choice_names_why_a_custom_head_keeps_the_module_and_says_it_once(caplog):
+    """``numpy_acting`` (RLlib's runner) and the policy make the same choice; the reason is
+    logged once per process however often a runner is built."""
+    pol = policy(gym.spaces.Discrete(3), {"fcnet_hiddens": [8]})
+    reason = numpy_acting(pol.model, MyHead)
+    assert reason == "numpy declined: MyHead head"
+    assert isinstance(numpy_acting(pol.model, pol.dist_class), FCActor)
+    with caplog.at_level("INFO", logger="rlblocks.test_choice"):
+        for _ in range(3):
+            log_once(logging.getLogger("rlblocks.test_choice"), "a runner", reason)
+    assert [r.getMessage() for r in caplog.records] == [f"a runner: {reason}"]

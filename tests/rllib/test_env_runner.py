@@ -202,6 +202,8 @@ CASES = {
 #: the cases whose observations rlblocks' preprocessor batches: the runner steps the
 #: sub-envs itself and hands it the per-env observations
 STEPS_SUB_ENVS = {"dict_filter", "masked_nested", "lstm"}
+#: the cases whose actions the numpy actor draws (the FC model; every head but none)
+NUMPY_ACTS = {"dict_filter", "masked", "masked_nested", "box_action", "tuple_action", "cartpole"}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -209,6 +211,7 @@ def test_same_episodes_as_rllibs_runner(case: str) -> None:
     env, model, filt = CASES[case]
     theirs, ours = _both(_config(env, model, filt, rollout_fragment_length=23))
     assert ours._steps_sub_envs() == (case in STEPS_SUB_ENVS)
+    assert (ours._numpy_actor is not None) == (case in NUMPY_ACTS)
     calls = [
         {"num_timesteps": 70},
         {"num_timesteps": 70},
@@ -348,3 +351,19 @@ def test_random_actions_then_the_module_continue_the_same_episodes() -> None:
         assert {Columns.ACTION_LOGP, Columns.ACTION_DIST_INPUTS} <= set(e.extra_model_outputs)
     total = sum(len(e) for e in module_eps)
     assert 30 <= total < 30 + runner.num_envs
+
+
+def test_samples_on_one_torch_thread_and_restores_the_callers() -> None:
+    """A small model at a rollout's batch acts on one intra-op thread (the module's forward
+    sees it), and the caller's count is back after ``sample``."""
+    runner = VectorEnvRunner(config=_config("CartPole-v1", {}))
+    seen: list[int] = []
+    runner.module.model.register_forward_pre_hook(lambda *a: seen.append(torch.get_num_threads()))
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        runner.sample(num_timesteps=12)
+        after = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+    assert seen and set(seen) == {1} and after == 3

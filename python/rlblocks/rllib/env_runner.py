@@ -66,7 +66,9 @@ from rlblocks.rllib.distribution import RLBlocksDistribution
 from rlblocks.rllib.episode_chunks import Lane, Steps, episode_chunk, lane_after, rows
 from rlblocks.rllib.module import MASK_KEY, OBS_KEY, RLBlocksAPPORLModule, RLBlocksRLModule
 from rlblocks.rllib.qlearning import RLBlocksDQNRLModule, RLBlocksSACRLModule, uniform_actions
+from rlblocks.train.acting_threads import runner_threads, torch_threads
 from rlblocks.train.fast import FCActor
+from rlblocks.train.fast.choice import log_once, numpy_acting
 from rlblocks.train.fast.dense_layers import FCLayers
 from rlblocks.train.fast.q_layers import DenseQ
 from rlblocks.wrappers.vector_steps import VectorSteps
@@ -189,13 +191,19 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         return None
 
     def _fc_actor(self) -> FCActor | None:
-        """rlblocks' numpy actor for the default FC model with a Categorical or
-        DiagGaussian head (the same draws from torch's generator), else None."""
-        module = self.module
-        if type(module) not in (RLBlocksRLModule, RLBlocksAPPORLModule) or module.keyed:
+        """rlblocks' numpy actor for its module, chosen as the native ``Policy``'s
+        (:func:`~rlblocks.train.fast.choice.numpy_acting`); else None, why logged once."""
+        module: Any = self.module
+        if type(module) not in (RLBlocksRLModule, RLBlocksAPPORLModule):
             return None
-        actor = FCActor.build(module.model, module.dist_fn, fallback=None)  # type: ignore[arg-type]
-        return actor if isinstance(actor, FCActor) and actor.numpy else None
+        actor: FCActor | str = "the model reads columns next to the observation"
+        if not module.keyed or set(module.observation_space.spaces) == {OBS_KEY, MASK_KEY}:
+            actor = numpy_acting(module.model, module.dist_fn, None, module.mask_layout)
+        if isinstance(actor, str):
+            log_once(logger, "VectorEnvRunner acts through the torch module", actor)
+            return None
+        log_once(logger, "VectorEnvRunner acts", actor.description)
+        return actor
 
     def _dense_q(self) -> DenseQ | None:
         """The numpy Q-network of rlblocks' DQN module (fully connected, one atom, no action
@@ -266,7 +274,11 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         return np.where(torch.rand(q.shape[0]).numpy() < epsilon, random, greedy)
 
     # --- RLlib's entry point -------------------------------------------------------------------
-    def _sample(
+    def _sample(self, **kwargs: Any) -> list[Any]:
+        with torch_threads(runner_threads(self.module, self.num_envs, self.config)):
+            return self._sample_arrays(**kwargs)
+
+    def _sample_arrays(
         self,
         *,
         num_timesteps: int | None = None,
@@ -352,8 +364,8 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         """``(actions, actions for the env, extra model outputs)`` for the batched ``obs``,
         as RLlib's default connectors and ``GetActions`` compute them."""
         actor = self._serving_actor
-        if actor is not None and isinstance(obs, np.ndarray):
-            logits = actor.policy_numpy(obs)
+        logits = None if actor is None else actor.dist_inputs(obs)
+        if actor is not None and logits is not None:
             actions, logp = actor.draw(logits, explore)
             extra = {Columns.ACTION_DIST_INPUTS: logits, Columns.ACTION_LOGP: logp}
             return actions, self._for_env(actions), extra

@@ -41,9 +41,9 @@ from rlblocks.masks import check_action_mask, masked_action_rows
 from rlblocks.models.action_mask import ActionMaskModel
 from rlblocks.models.modelv2 import ModelV2
 from rlblocks.nest import tree_map
+from rlblocks.train.acting_threads import acting_threads, model_size, torch_threads
 from rlblocks.train.actor import Actor, ActorInput, Forward, State
-from rlblocks.train.fast import FCActor
-from rlblocks.train.fast.squashed_actor import SquashedActor
+from rlblocks.train.fast.choice import fast_actor
 from rlblocks.train.q_actor import QArgmaxActor
 from rlblocks.train.qnetwork import QNetwork
 from rlblocks.train.trainer_config import TrainerConfig
@@ -165,6 +165,7 @@ class Policy:
         self.mask_layout = None if mask_model is None else mask_model.layout
         self.mask_columns = None if mask_model is None else mask_model.mask_columns
         self.actor: Actor = build_actor(self, bool(getattr(config, "fast_paths", True)))
+        self._size = model_size(self.model)  # picks the acting threads (acting_threads)
         logger.info("actor: %s", self.actor.description)
         self.obs_window_key, self.n_obs_frames = _obs_window(self.model)
         self.max_seq_len = int(model_config.max_seq_len)
@@ -279,19 +280,31 @@ class Policy:
         explore: bool = True,
         full: bool = True,
     ) -> dict[str, Any]:
-        """Actions for a ``[B, ...]`` batch of preprocessed observations (model in eval mode).
+        """Actions for a ``[B, ...]`` batch of preprocessed observations (model in eval mode),
+        on :func:`~rlblocks.train.acting_threads.acting_threads`' torch threads (the
+        caller's restored after).
 
         Returns:
             ``actions`` (numpy, the action space's structure), ``state_out``, and with
             ``full``: ``logp`` ``[B]``, ``vf_preds`` ``[B]``, ``dist_inputs`` ``[B, K]``.
         """
-        return self.actor.act(ActorInput(obs, state, prev_actions, prev_rewards), explore, full)
+        with torch_threads(acting_threads(self._size, _rows(obs))):
+            return self.actor.act(ActorInput(obs, state, prev_actions, prev_rewards), explore, full)
 
     def values(
         self, obs: Any, state: State, prev_actions: Any = None, prev_rewards: Any = None
     ) -> np.ndarray:
         """Value estimates ``[B]`` (no sampling, so no random numbers are drawn)."""
-        return self.actor.values(ActorInput(obs, state, prev_actions, prev_rewards))
+        with torch_threads(acting_threads(self._size, _rows(obs))):
+            return self.actor.values(ActorInput(obs, state, prev_actions, prev_rewards))
+
+
+def _rows(obs: Any) -> int:
+    """The batch rows of ``obs`` (1 for what has no length)."""
+    try:
+        return len(obs)
+    except TypeError:
+        return 1
 
 
 def build_actor(policy: Policy, fast_paths: bool) -> Actor:
@@ -300,8 +313,11 @@ def build_actor(policy: Policy, fast_paths: bool) -> Actor:
     ``fast_paths`` on and the default FC network, the
     :class:`~rlblocks.train.fast.squashed_actor.SquashedActor` for a SquashedGaussian head
     (SAC's Box actions) or the
-    :class:`~rlblocks.train.fast.FCActor` (numpy for Categorical / DiagGaussian heads);
-    else the :class:`ModuleActor`, which calls the torch module.
+    :class:`~rlblocks.train.fast.FCActor` (numpy for the heads
+    :func:`~rlblocks.train.fast.heads.numpy_head` draws, an action mask applied in numpy);
+    else the :class:`ModuleActor`, which calls the torch module. The choice is
+    :func:`~rlblocks.train.fast.choice.fast_actor`'s, which RLlib's ``VectorEnvRunner``
+    makes through the same function.
 
     Examples:
         >>> import gymnasium as gym
@@ -315,14 +331,10 @@ def build_actor(policy: Policy, fast_paths: bool) -> Actor:
     if not fast_paths:
         return ModuleActor(policy, "fast_paths is off")
     module = ModuleActor(policy, "")
-    fast = FCActor.build(policy.model, policy.dist_class, module)
+    fast = fast_actor(policy.model, policy.dist_class, module)
     if isinstance(fast, str):
         module.description = f"torch module ({fast})"
         return module
-    if not fast.numpy:
-        squashed = SquashedActor.build(fast, policy.dist_class, policy.mask_layout is not None)
-        if squashed is not None:
-            return squashed
     return fast
 
 

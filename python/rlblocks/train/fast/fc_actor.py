@@ -16,9 +16,10 @@ since the build: :meth:`~rlblocks.train.fast.dense_layers.FCLayers.matches_model
 to the ``fallback`` actor, which calls the module.
 
 The random numbers come from torch's generator, drawn exactly as the torch distributions
-draw them (one uniform per row for Categorical, one normal per action dimension for
-DiagGaussian), so seeding, checkpoints and ``fork_rng`` work as before, and both paths
-give the same actions for the same seed. The weights are numpy views of the model's
+draw them (:mod:`rlblocks.train.fast.heads`: one uniform per row and component for the
+categorical heads, one normal per action dimension for DiagGaussian), so seeding,
+checkpoints and ``fork_rng`` work as before, and both paths give the same actions for
+the same seed. The weights are numpy views of the model's
 parameters, so every optimizer step is seen.
 
 Examples:
@@ -42,23 +43,32 @@ Examples:
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from rlblocks import _core
-from rlblocks._impl import native
-from rlblocks._reference import categorical as reference
-from rlblocks.distributions import Categorical, DiagGaussian
-from rlblocks.distributions.base import _HALF_LOG_2PI, LOG_BOUND
+from rlblocks.masks import MASK_KEY, OBS_KEY, MaskLayout, check_action_mask
+from rlblocks.models.action_mask import ActionMaskModel
 from rlblocks.train.fast.dense_layers import FCLayers, NumpyWeights, numpy_weights, run_numpy
+from rlblocks.train.fast.heads import Head, TorchHead, mask_logits, numpy_head, torch_head
 
 if TYPE_CHECKING:
     from rlblocks.models.modelv2 import ModelV2
     from rlblocks.train.actor import Actor, ActorInput, Forward
 
-__all__ = ["FCActor"]
+__all__ = ["FCActor", "MaskColumns"]
+
+
+@dataclass(frozen=True)
+class MaskColumns:
+    """Where an :class:`~rlblocks.models.action_mask.ActionMaskModel`'s flat observation
+    holds the mask and the wrapped model's input, and the model itself (its hooks count)."""
+
+    wrapper: ModelV2
+    mask: slice
+    obs: slice
 
 
 class FCActor:
@@ -68,8 +78,12 @@ class FCActor:
     Attributes:
         layers: The model's layers as tensors.
         fallback: The actor that calls the module, for what this one does not cover.
-        numpy: Whether ``act`` / ``values`` run in numpy (float32 CPU model, a
-            Categorical or DiagGaussian head).
+        numpy: Whether ``act`` / ``values`` run in numpy (float32 CPU model, a head that
+            :func:`~rlblocks.train.fast.heads.numpy_head` draws).
+        declined: Why numpy does not serve (None when it does).
+        head: The numpy head (None when numpy declined).
+        mask_layout: The action mask's layout over the outputs (None without a mask).
+        columns: For an ``ActionMaskModel``, where its observation holds the mask.
         description: What serves, for the policy's log line.
     """
 
@@ -78,20 +92,25 @@ class FCActor:
         layers: FCLayers,
         dist_class: Callable[..., Any],
         fallback: Actor,
-        numpy_declined: str | None,
+        head: Head | str,
+        mask_layout: MaskLayout | None = None,
+        columns: MaskColumns | None = None,
     ) -> None:
         self.layers = layers
         self.dist_class = dist_class
         self.fallback = fallback
-        self.numpy = numpy_declined is None
-        self.gaussian = False
-        self.action_start = 0
-        self.scalar_action = False  # Box(()) actions: [B], not [B, 1]
+        self.head: Head | None = None if isinstance(head, str) else head
+        self.declined: str | None = head if isinstance(head, str) else None
+        self.numpy = self.head is not None
+        self.mask_layout = mask_layout
+        self.columns = columns
         hidden = f"{len(layers.trunk)} hidden layers"
+        if isinstance(self.head, TorchHead):
+            hidden += f"; {self.head.name} head drawn by torch"
         self.description = (
             f"fast numpy FC ({hidden})"
             if self.numpy
-            else f"module-free torch FC ({hidden}; numpy declined: {numpy_declined})"
+            else f"module-free torch FC ({hidden}; numpy declined: {self.declined})"
         )
         self._params = list(layers.model.parameters())
         self._key: tuple[int, ...] = ()
@@ -99,31 +118,42 @@ class FCActor:
 
     @classmethod
     def build(
-        cls, model: ModelV2, dist_class: Callable[..., Any], fallback: Actor
+        cls,
+        model: ModelV2,
+        dist_class: Callable[..., Any],
+        fallback: Actor,
+        mask_layout: MaskLayout | None = None,
+        sampled_logp: bool = True,
     ) -> FCActor | str:
         """The actor for ``model`` with ``dist_class``, or why there is none (not the
-        default FC model)."""
-        layers = FCLayers.from_model(model)
+        default FC model, alone or inside an ``ActionMaskModel`` that hands it the
+        observations). ``mask_layout``: the layout of a mask the caller hands
+        :meth:`masked` itself (RLlib's module). ``sampled_logp``: how a
+        :class:`~rlblocks.train.fast.heads.TorchHead` scores a draw (the policy's
+        ``sampled_action_logp``, else RLlib's ``logp(actions)``)."""
+        columns = None
+        inner = model
+        if isinstance(model, ActionMaskModel):
+            if model.full_obs:
+                return "an action-mask model whose wrapped model reads the mask"
+            inner, mask_layout = model.inner, model.layout
+            columns = MaskColumns(model, model.mask_columns, model.obs_columns)
+        layers = FCLayers.from_model(inner)
         if layers is None:
             return "not the default fully connected model"
         if any(p.device.type != "cpu" or p.dtype != torch.float32 for p in model.parameters()):
-            return cls(layers, dist_class, fallback, "not float32 on the CPU")
+            return cls(layers, dist_class, fallback, "not float32 on the CPU", mask_layout, columns)
         probe = dist_class(torch.zeros(1, int(model.num_outputs or 0)), model)
-        if type(probe) is Categorical and probe.temperature == 1.0:
-            actor = cls(layers, dist_class, fallback, None)
-            actor.action_start = probe._start
-            return actor
-        if type(probe) is DiagGaussian:
-            actor = cls(layers, dist_class, fallback, None)
-            actor.gaussian, actor.scalar_action = True, probe._scalar
-            return actor
-        return cls(layers, dist_class, fallback, f"{type(probe).__name__} head")
+        head = numpy_head(probe)
+        if isinstance(head, str):
+            head = torch_head(probe, dist_class, model, sampled_logp)
+        return cls(layers, dist_class, fallback, head, mask_layout, columns)
 
     # --- the door -------------------------------------------------------------------------
     def forward(self, input_dict: dict[str, Any], state: list[Any], seq_lens: Any) -> Forward:
         """``(distribution, values [B], state_out)``: the layers as tensors when no graph
-        is needed, else the module."""
-        if torch.is_grad_enabled() or not self.layers.matches_model():
+        is needed (and no mask model wraps them), else the module."""
+        if self.columns is not None or torch.is_grad_enabled() or not self.matches_model():
             return self.fallback.forward(input_dict, state, seq_lens)
         out, values = self.layers.infer(input_dict["obs"])
         return self.dist_class(out, self.layers.model), values, state
@@ -132,8 +162,20 @@ class FCActor:
         """:meth:`Policy.act <rlblocks.train.policy.Policy.act>`'s result."""
         if not self._serves(inputs.obs):
             return self.fallback.act(inputs, explore, full)
-        out, values = self.forward_numpy(inputs.obs)
-        actions, logp = self.draw(out, explore)
+        obs = inputs.obs
+        mask = None
+        if self.columns is not None:
+            flat = obs.reshape(len(obs), -1)
+            obs, mask = flat[:, self.columns.obs], flat[:, self.columns.mask]
+        out, values = self.forward_numpy(obs)
+        if mask is not None:
+            out = self.masked(out, mask)
+        if isinstance(self.head, TorchHead):
+            actions, logp = self.head.draw(out, explore, logp=full)
+            dist_inputs = self.head.inputs
+        else:
+            actions, logp = self.draw(out, explore)
+            dist_inputs = out
         if not full:
             return {"actions": actions, "state_out": []}
         return {
@@ -141,17 +183,29 @@ class FCActor:
             "state_out": [],
             "logp": logp,
             "vf_preds": values,
-            "dist_inputs": out,
+            "dist_inputs": dist_inputs,
         }
 
     def values(self, inputs: ActorInput) -> np.ndarray:
         """Value estimates ``[B]`` (float32)."""
         if not self._serves(inputs.obs):
             return self.fallback.values(inputs)
-        return self.forward_numpy(inputs.obs)[1]
+        obs = inputs.obs
+        if self.columns is not None:
+            obs = obs.reshape(len(obs), -1)[:, self.columns.obs]
+        return self.forward_numpy(obs)[1]
 
     def _serves(self, obs: Any) -> bool:
-        return self.numpy and isinstance(obs, np.ndarray) and self.layers.matches_model()
+        return self.numpy and isinstance(obs, np.ndarray) and self.matches_model()
+
+    def matches_model(self) -> bool:
+        """Whether a pass through the layers still equals calling the model (no hooks on
+        it, nor on an action-mask model around it; no layer replaced)."""
+        if self.columns is not None:
+            wrapper = self.columns.wrapper
+            if wrapper._forward_hooks or wrapper._forward_pre_hooks:
+                return False
+        return self.layers.matches_model()
 
     # --- weights --------------------------------------------------------------------------
     def _arrays(self) -> tuple[NumpyWeights, NumpyWeights, NumpyWeights, NumpyWeights]:
@@ -171,7 +225,8 @@ class FCActor:
 
     # --- forward --------------------------------------------------------------------------
     def forward_numpy(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(distribution inputs [B, K], values [B])`` as float32 arrays."""
+        """``(distribution inputs [B, K], values [B])`` as float32 arrays (the FC model's
+        own input: without the mask columns)."""
         trunk, head, value_trunk, value_head = self._arrays()
         x = np.asarray(obs).reshape(len(obs), -1).astype(np.float32, copy=False)
         features = run_numpy(trunk, x)
@@ -191,32 +246,27 @@ class FCActor:
         log_std = self.layers.free_log_std.detach().numpy()
         return np.concatenate([out, np.broadcast_to(log_std, (len(out), len(log_std)))], 1)
 
-    def draw(self, out: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray]:
+    def dist_inputs(self, obs: Any) -> np.ndarray | None:
+        """The distribution inputs ``[B, K]`` for RLlib's batched observation (a
+        ``{observations, action_mask}`` dict when a mask is handed to this actor, the mask
+        applied), or None for what numpy does not take (a tensor)."""
+        if self.mask_layout is not None and self.columns is None:
+            if not isinstance(obs, dict):
+                return None
+            return self.masked(self.policy_numpy(obs[OBS_KEY]), obs[MASK_KEY])
+        return self.policy_numpy(obs) if isinstance(obs, np.ndarray) else None
+
+    def masked(self, out: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """``out`` with the masked actions' logits at ``FLOAT_MIN``, as the model masks
+        them; refuses (ValueError, the acting doors' message) a row that leaves some
+        component no legal action."""
+        assert self.mask_layout is not None
+        check_action_mask(mask, self.mask_layout)
+        return mask_logits(out, mask, self.mask_layout)
+
+    def draw(self, out: np.ndarray, explore: bool) -> tuple[Any, np.ndarray]:
         """``(actions, logp)`` for the distribution inputs ``out``: a draw (``explore``) or
         the deterministic action, scored under the full distribution; the random numbers
         are torch's, drawn as the torch distribution draws them."""
-        return self._gaussian(out, explore) if self.gaussian else self._categorical(out, explore)
-
-    def _categorical(self, logits: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray]:
-        # Categorical.sample's inverse CDF, on the same uniforms from torch's RNG
-        uniforms = torch.rand(len(logits)).numpy() if explore else None
-        draw = _core.categorical_draw if native() else reference.categorical_draw
-        index, logp = draw(np.ascontiguousarray(logits, np.float32), uniforms)
-        return index + self.action_start if self.action_start else index, logp
-
-    def _gaussian(self, out: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray]:
-        k = out.shape[1] // 2
-        mean = out[:, :k]
-        log_std = np.clip(out[:, k:], -LOG_BOUND, LOG_BOUND)
-        std = np.exp(log_std)
-        if explore:
-            noise = torch.randn(mean.shape).numpy()
-            actions = mean + std * noise
-            z = (actions - mean) / std
-            logp = (-0.5 * z * z - log_std - _HALF_LOG_2PI).sum(1)
-        else:
-            actions = mean.copy()
-            logp = (-log_std - _HALF_LOG_2PI).sum(1)
-        if self.scalar_action:
-            actions = actions[:, 0]
-        return actions.astype(np.float32, copy=False), logp.astype(np.float32, copy=False)
+        assert self.head is not None
+        return self.head.draw(out, explore)

@@ -43,8 +43,9 @@ class SquashedActor:
     :meth:`build` (None where it does not apply).
 
     Attributes:
-        fc: The model's :class:`~rlblocks.train.fast.FCActor` (numpy declined for this
-            head), which serves ``forward``, ``values`` and the acting this one declines.
+        fc: The model's :class:`~rlblocks.train.fast.FCActor` (its head drawn by torch's
+            SquashedGaussian on the numpy forward), which serves ``forward``, ``values``
+            and the acting this one declines.
         low, high: The Box bounds the squashed actions are scaled to.
         description: What serves, for the policy's log line.
     """

@@ -1,0 +1,310 @@
+"""Numpy action heads: the torch distributions' draws on the distribution inputs, in numpy.
+
+A head turns a batch of distribution inputs ``[B, K]`` (float32) into ``(actions, logp)``:
+a draw (``explore``) or the deterministic action, scored under the full distribution. The
+random numbers come from torch's generator, drawn exactly as the torch distribution draws
+them (number, shape and order of the ``torch.rand`` / ``torch.randn`` calls), so the
+actions equal the module path's for the same seed and the generator ends in the same
+state:
+
+* :class:`CategoricalHead` (Categorical, MaskedCategorical): one uniform per row, the
+  inverse CDF (``_core.categorical_draw`` or its numpy twin);
+* :class:`MultiCategoricalHead` (MultiCategorical, MaskedMultiCategorical; MultiDiscrete
+  and integer Box actions): one uniform per row and component (row-major), the same
+  inverse CDF per component, blocks padded to the largest with zero-probability slots;
+* :class:`GaussianHead` (DiagGaussian): one normal per row and action dimension;
+* :class:`MultiActionHead` (MultiActionDistribution over Tuple / Dict actions): the
+  children's heads in flatten order (Dict keys sorted), as the torch distribution draws
+  its children, returned in the action space's structure.
+
+:func:`numpy_head` picks the head for a distribution (an instance built on zeros) or says
+why there is none; :func:`torch_head` serves the other distributions that never read the
+model (Beta, SquashedGaussian, Deterministic, Dirichlet, a tempered Categorical) with the
+torch distribution itself on the numpy forward's output; :func:`mask_logits` is
+:func:`rlblocks.masks.apply_action_mask` in numpy for rows the acting door has checked
+(:func:`rlblocks.masks.check_action_mask`).
+
+Examples:
+    >>> import torch, numpy as np
+    >>> from rlblocks.distributions import MultiCategorical
+    >>> import gymnasium as gym
+    >>> space = gym.spaces.MultiDiscrete([2, 3])
+    >>> dist = MultiCategorical(torch.zeros(1, 5), None, action_space=space)
+    >>> head = numpy_head(dist)
+    >>> logits = np.random.default_rng(0).normal(size=(4, 5)).astype(np.float32)
+    >>> _ = torch.manual_seed(0)
+    >>> actions, logp = head.draw(logits, True)
+    >>> _ = torch.manual_seed(0)
+    >>> ref = MultiCategorical(torch.from_numpy(logits), None, action_space=space).sample()
+    >>> bool((actions == ref.numpy()).all()), actions.dtype.name, logp.shape
+    (True, 'int64', (4,))
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from rlblocks import _core
+from rlblocks._impl import native
+from rlblocks._reference import categorical as reference
+from rlblocks.distributions import (
+    Beta,
+    Categorical,
+    Deterministic,
+    DiagGaussian,
+    Dirichlet,
+    MaskedCategorical,
+    MaskedMultiCategorical,
+    MultiActionDistribution,
+    MultiCategorical,
+    SquashedGaussian,
+)
+from rlblocks.distributions.base import _HALF_LOG_2PI, FLOAT_MIN, LOG_BOUND, MASK_THRESHOLD
+from rlblocks.distributions.categorical import _multi_categorical_layout
+from rlblocks.distributions.multi_action import _unflatten
+from rlblocks.masks import MaskLayout
+from rlblocks.nest import tree_map
+
+__all__ = [
+    "CategoricalHead",
+    "GaussianHead",
+    "Head",
+    "MultiActionHead",
+    "MultiCategoricalHead",
+    "TorchHead",
+    "mask_logits",
+    "numpy_head",
+    "torch_head",
+]
+
+
+class Head(Protocol):
+    """What every head answers."""
+
+    def draw(self, out: np.ndarray, explore: bool) -> tuple[Any, np.ndarray]:
+        """``(actions, logp [B] float32)`` for the distribution inputs ``out [B, K]``."""
+        ...
+
+
+def _categorical(logits: np.ndarray, uniforms: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    draw = _core.categorical_draw if native() else reference.categorical_draw
+    return draw(np.ascontiguousarray(logits, np.float32), uniforms)  # type: ignore[no-any-return]
+
+
+def _floor_masked(logits: np.ndarray) -> np.ndarray:
+    """The masked distributions' rule: a logit ``<= -1e8`` marks a masked action
+    (``FLOAT_MIN``)."""
+    low = logits <= MASK_THRESHOLD
+    return np.where(low, np.float32(FLOAT_MIN), logits) if low.any() else logits
+
+
+class CategoricalHead:
+    """Categorical (temperature 1) and MaskedCategorical: one uniform per row."""
+
+    def __init__(self, start: int, masked: bool) -> None:
+        self.start, self.masked = start, masked
+
+    def draw(self, out: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray]:
+        """``(actions int64 [B], logp [B])``."""
+        logits = _floor_masked(out) if self.masked else out
+        uniforms = torch.rand(len(logits)).numpy() if explore else None
+        index, logp = _categorical(logits, uniforms)
+        return (index + self.start if self.start else index), logp
+
+
+class MultiCategoricalHead:
+    """MultiCategorical and MaskedMultiCategorical: one uniform per row and component."""
+
+    def __init__(
+        self,
+        lens: list[int],
+        offsets: np.ndarray,
+        shape: tuple[int, ...],
+        out_of_bounds: np.ndarray | None,
+        masked: bool,
+    ) -> None:
+        self.k, self.nmax = len(lens), max(lens)
+        self.offsets = offsets if np.any(offsets) else None
+        self.shape = shape
+        self.illegal = None if out_of_bounds is None else out_of_bounds > 0
+        self.masked = masked
+        self.index: np.ndarray | None = None  # gathers the blocks into a padded grid
+        if any(n != self.nmax for n in lens):
+            index = np.full((self.k, self.nmax), sum(lens), np.int64)
+            start = 0
+            for i, n in enumerate(lens):
+                index[i, :n] = np.arange(start, start + n)
+                start += n
+            self.index = index.ravel()
+
+    def draw(self, out: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray]:
+        """``(actions int64 [B, *action_shape], logp [B])``."""
+        b = len(out)
+        logits = _floor_masked(out) if self.masked else out
+        if self.illegal is not None:
+            logits = np.where(self.illegal, np.float32(FLOAT_MIN), logits)
+        if self.index is not None:
+            pad = np.full((b, 1), FLOAT_MIN, np.float32)
+            logits = np.concatenate([logits, pad], 1)[:, self.index]
+        grid = np.ascontiguousarray(logits, np.float32).reshape(b * self.k, self.nmax)
+        uniforms = torch.rand(b * self.k).numpy() if explore else None
+        index, logp = _categorical(grid, uniforms)
+        actions = index.reshape(b, self.k)
+        if self.offsets is not None:
+            actions = actions + self.offsets
+        return actions.reshape(b, *self.shape), logp.reshape(b, self.k).sum(1, dtype=np.float32)
+
+
+class GaussianHead:
+    """DiagGaussian: means then log-stds; one normal per row and action dimension."""
+
+    def __init__(self, scalar: bool) -> None:
+        self.scalar = scalar  # Box(()) actions: [B], not [B, 1]
+
+    def draw(self, out: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray]:
+        """``(actions float32 [B, d] (or [B]), logp [B])``."""
+        k = out.shape[1] // 2
+        mean = out[:, :k]
+        log_std = np.clip(out[:, k:], -LOG_BOUND, LOG_BOUND)
+        if explore:
+            std = np.exp(log_std)
+            noise = torch.randn(mean.shape).numpy()
+            actions = mean + std * noise
+            z = (actions - mean) / std
+            logp = (-0.5 * z * z - log_std - _HALF_LOG_2PI).sum(1)
+        else:
+            actions = mean.copy()
+            logp = (-log_std - _HALF_LOG_2PI).sum(1)
+        if self.scalar:
+            actions = actions[:, 0]
+        return actions.astype(np.float32, copy=False), logp.astype(np.float32, copy=False)
+
+
+class MultiActionHead:
+    """MultiActionDistribution: the children's heads over consecutive input slices, drawn
+    in flatten order, the actions in the space's structure and the log-probs summed."""
+
+    def __init__(self, children: list[Head], lens: list[int], space_order: Any) -> None:
+        self.children = children
+        self.splits = np.cumsum(lens)[:-1]
+        self.space_order = space_order
+
+    def draw(self, out: np.ndarray, explore: bool) -> tuple[Any, np.ndarray]:
+        """``(actions in the action space's structure, logp [B])``."""
+        actions: list[Any] = []
+        logp: np.ndarray | None = None
+        for head, part in zip(self.children, np.split(out, self.splits, axis=1), strict=True):
+            a, lp = head.draw(part, explore)
+            actions.append(a)
+            logp = lp if logp is None else logp + lp
+        assert logp is not None
+        return _unflatten(self.space_order, actions), logp.astype(np.float32, copy=False)
+
+
+#: Distributions that never read the model: a :class:`TorchHead` may build them on the
+#: numpy forward's output.
+_MODEL_FREE = (
+    Beta,
+    Categorical,
+    DiagGaussian,
+    Deterministic,
+    Dirichlet,
+    MaskedCategorical,
+    MaskedMultiCategorical,
+    MultiCategorical,
+    SquashedGaussian,
+)
+
+
+class TorchHead:
+    """A head numpy does not draw, built on the numpy forward's output: the torch
+    distribution itself (so its draws and arithmetic are the module path's by
+    construction); the module's ``nn.Module`` calls are what it saves.
+
+    ``sampled_logp``: a draw is scored with ``sampled_action_logp`` (the native policy's
+    module path), else with ``logp(actions)`` (RLlib's ``GetActions``).
+
+    Attributes:
+        name: The distribution's class name.
+        inputs: The distribution inputs of the last draw as the distribution holds them
+            (``dist.inputs``: Beta's concentrations, where the raw output differs).
+    """
+
+    def __init__(self, dist_class: Any, model: Any, sampled_logp: bool, name: str) -> None:
+        self.dist_class, self.model, self.sampled_logp = dist_class, model, sampled_logp
+        self.name = name  # the distribution's class name
+        self.inputs: np.ndarray | None = None
+
+    def draw(self, out: np.ndarray, explore: bool, logp: bool = True) -> tuple[Any, Any]:
+        """``(actions, logp [B] float32)``; ``logp`` False: ``(actions, None)`` (a point
+        mass has no density: Deterministic's ``logp`` raises, as on the module path)."""
+        with torch.no_grad():
+            dist = self.dist_class(torch.from_numpy(np.ascontiguousarray(out)), self.model)
+            actions = dist.sample() if explore else dist.deterministic_sample()
+            score = None
+            if logp:
+                sampled = explore and self.sampled_logp
+                score = dist.sampled_action_logp() if sampled else dist.logp(actions)
+                score = score.numpy().astype(np.float32)
+            self.inputs = dist.inputs.detach().numpy()
+        return tree_map(lambda a: a.detach().numpy(), actions), score
+
+
+def torch_head(dist: Any, dist_class: Any, model: Any, sampled_logp: bool) -> TorchHead | str:
+    """The :class:`TorchHead` for ``dist_class`` (``dist``: an instance) when the
+    distribution (and every child of a multi-action one) never reads the model; else why
+    not (``"<class> head"``)."""
+    kind = type(dist)
+    if kind is MultiActionDistribution:
+        for child in dist.flat_child_distributions:
+            if type(child) not in _MODEL_FREE:
+                return f"{kind.__name__} head (a child: {type(child).__name__} head)"
+    elif kind not in _MODEL_FREE:
+        return f"{kind.__name__} head"
+    return TorchHead(dist_class, model, sampled_logp, kind.__name__)
+
+
+def numpy_head(dist: Any) -> Head | str:
+    """The numpy head that draws as ``dist`` (a distribution instance, e.g. built on zeros)
+    draws, or why there is none (``"<class> head"``)."""
+    kind = type(dist)
+    if kind in (Categorical, MaskedCategorical) and dist.temperature == 1.0:
+        return CategoricalHead(dist._start, kind is MaskedCategorical)
+    if kind in (MultiCategorical, MaskedMultiCategorical):
+        lens, offsets, shape, out_of_bounds = _multi_categorical_layout(
+            dist.input_lens, dist.action_space
+        )
+        return MultiCategoricalHead(
+            lens, offsets, shape, out_of_bounds, kind is MaskedMultiCategorical
+        )
+    if kind is DiagGaussian:
+        return GaussianHead(dist._scalar)
+    if kind is MultiActionDistribution:
+        children: list[Head] = []
+        for child in dist.flat_child_distributions:
+            head = numpy_head(child)
+            if isinstance(head, str):
+                return f"{kind.__name__} head (a child: {head})"
+            children.append(head)
+        return MultiActionHead(children, dist.input_lens, dist._space_order)
+    if kind in (Categorical, MaskedCategorical):
+        return f"{kind.__name__} head with temperature {dist.temperature}"
+    return f"{kind.__name__} head"
+
+
+def mask_logits(out: np.ndarray, mask: np.ndarray, layout: MaskLayout) -> np.ndarray:
+    """:func:`~rlblocks.masks.apply_action_mask` in numpy, for a mask whose every component
+    has a legal action (what :func:`~rlblocks.masks.check_action_mask` lets through): every
+    masked action's logit set to ``FLOAT_MIN``."""
+    illegal = np.asarray(mask).reshape(len(out), layout.size) <= 0
+    parts = []
+    for kind, a, b in layout.pieces:
+        if kind == "mask":
+            parts.append(illegal[:, a:b])
+        else:
+            parts.append(np.zeros((len(out), a), bool))
+    full = np.concatenate(parts, 1)
+    return np.where(full, np.float32(FLOAT_MIN), out).astype(np.float32, copy=False)
