@@ -62,10 +62,9 @@ from rlblocks.rllib._ray import (
 from rlblocks.rllib.connectors.atari_frames import AtariFramesBatched
 from rlblocks.rllib.connectors.flatten_observations import FlattenObservationsBatched
 from rlblocks.rllib.connectors.mean_std_filter import MeanStdFilterBatched
-from rlblocks.rllib.distribution import RLBlocksDistribution
 from rlblocks.rllib.episode_chunks import Lane, Steps, episode_chunk, lane_after, rows
 from rlblocks.rllib.module import MASK_KEY, OBS_KEY, RLBlocksAPPORLModule, RLBlocksRLModule
-from rlblocks.rllib.qlearning import RLBlocksDQNRLModule, RLBlocksSACRLModule, uniform_actions
+from rlblocks.rllib.q_acting import act_sac, dense_q, epsilon_greedy, plain_sac_actor
 from rlblocks.train.acting_threads import runner_threads, torch_threads
 from rlblocks.train.fast import FCActor
 from rlblocks.train.fast.choice import log_once, numpy_acting
@@ -185,8 +184,8 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         self._action_struct = get_base_struct_from_space(self.env.single_action_space)
         self._has_box = any(isinstance(x, Box) for x in tree_leaves(self._action_struct))
         self._numpy_actor = self._fc_actor()
-        self._q_actor = self._dense_q()
-        self._sac_actor = self._plain_sac_actor()
+        self._q_actor = dense_q(self.module)
+        self._sac_actor = plain_sac_actor(self.module)
         self._unsquash = self._box_unsquash()
         return None
 
@@ -205,49 +204,6 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         log_once(logger, "VectorEnvRunner acts", actor.description)
         return actor
 
-    def _dense_q(self) -> DenseQ | None:
-        """The numpy Q-network of rlblocks' DQN module (fully connected, one atom, no action
-        mask), else None."""
-        module = self.module
-        if type(module) is not RLBlocksDQNRLModule or module.masked or module.num_atoms != 1:
-            return None
-        return DenseQ.from_body(module.q_model, module.uses_dueling)
-
-    def _plain_sac_actor(self) -> FCLayers | None:
-        """The actor of rlblocks' SAC module (Box actions, the catalog's FC network) as
-        plain tensors, when its distribution is rlblocks' (the module's own pass and draw
-        without the module and distribution wrappers); else None."""
-        module = self.module
-        if type(module) is not RLBlocksSACRLModule or module.discrete or module.masked:
-            return None
-        for dist_cls in (
-            module.get_exploration_action_dist_cls(),
-            module.get_inference_action_dist_cls(),
-        ):
-            if not (isinstance(dist_cls, type) and issubclass(dist_cls, RLBlocksDistribution)):
-                return None
-            if dist_cls.dist_fn is not module.dist_fn or dist_cls.model is not module.pi:
-                return None
-        return module._plain(module.pi)
-
-    def _act_sac(self, layers: FCLayers, obs: np.ndarray, explore: bool) -> Any:
-        """What the general path computes for rlblocks' SAC module (its ``_pi``, the bound
-        distribution's draw or deterministic action, ``logp`` of it), op for op."""
-        module = self.module
-        if module.training:
-            module.eval()
-        with torch.no_grad():
-            out = layers.forward_graph(torch.from_numpy(obs).to(self._device))
-            dist = module.dist_fn(out, module.pi)
-            actions = dist.sample() if explore else dist.deterministic_sample()
-            logp = dist.logp(actions)
-        actions = actions.cpu().numpy()
-        extra = {
-            Columns.ACTION_DIST_INPUTS: out.cpu().numpy(),
-            Columns.ACTION_LOGP: logp.cpu().numpy(),
-        }
-        return actions, self._for_env(actions), extra
-
     def _box_unsquash(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """``(low, high - low, high)`` for :meth:`_for_env`'s unsquashing when the action
         space is one bounded float Box and actions are normalized; else None."""
@@ -259,19 +215,6 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         if not (np.all(space.bounded_below) and np.all(space.bounded_above)):
             return None
         return space.low, space.high - space.low, space.high
-
-    def _act_epsilon_greedy(self, q_net: DenseQ, obs: np.ndarray, explore: bool, t: int) -> Any:
-        """``RLBlocksDQNRLModule``'s actions with the Q-values computed in numpy: the same
-        random draws from torch's generator (a uniform action, then whether to take it)."""
-        q = q_net.forward_numpy(np.asarray(obs, np.float32))
-        greedy = q.argmax(axis=1)
-        if not explore:
-            return greedy
-        schedule = self.module.epsilon_schedule
-        schedule.update(t)
-        epsilon = float(schedule.get_current_value())
-        random = uniform_actions(torch.from_numpy(q), masked=False).numpy()
-        return np.where(torch.rand(q.shape[0]).numpy() < epsilon, random, greedy)
 
     # --- RLlib's entry point -------------------------------------------------------------------
     def _sample(self, **kwargs: Any) -> list[Any]:
@@ -370,11 +313,12 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
             extra = {Columns.ACTION_DIST_INPUTS: logits, Columns.ACTION_LOGP: logp}
             return actions, self._for_env(actions), extra
         if self._serving_q is not None and isinstance(obs, np.ndarray):
-            actions = self._act_epsilon_greedy(self._serving_q, obs, explore, t)
+            actions = epsilon_greedy(self.module, self._serving_q, obs, explore, t)
             return actions, actions, {}
         sac = self._sac_actor
         if sac is not None and isinstance(obs, np.ndarray) and sac.matches_model():
-            return self._act_sac(sac, obs, explore)
+            actions, extra = act_sac(self.module, sac, obs, explore, self._device)
+            return actions, self._for_env(actions), extra
         device = self._device
         batch: dict[str, Any] = {
             Columns.OBS: tree_map(lambda x: torch.from_numpy(x).to(device), obs)
