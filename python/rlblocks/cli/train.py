@@ -42,6 +42,7 @@ from typing import Any
 from rlblocks.cli._args import add_command
 from rlblocks.cli._rllib_backend import rllib_run, rllib_trainer
 from rlblocks.cli.train_config import config_data
+from rlblocks.cli.train_help import ConfigHelp, config_class
 from rlblocks.cli.train_stops import (
     DEFAULT_STOP_TIMESTEPS,
     Stops,
@@ -71,7 +72,16 @@ def add_parser(sub: Any) -> None:
         "A --run-dir holding a previous run is refused unless --resume or --overwrite; one "
         "that another training writes is refused (naming its pid). Ctrl-C stops at the end "
         "of the iteration and saves a checkpoint to --resume from (exit code 130); a "
-        "second Ctrl-C aborts at once.",
+        "second Ctrl-C aborts at once. The config keys of the algorithm (--algo, given "
+        "before --help) follow the options, with their defaults.",
+        add_help=False,
+    )
+    train.add_argument(
+        "-h",
+        "--help",
+        action=ConfigHelp,
+        help="show this help, then the config keys of --algo's config (PPO's unless --algo "
+        "comes first) with their defaults, and exit",
     )
     train.add_argument(
         "--env",
@@ -93,7 +103,8 @@ def add_parser(sub: Any) -> None:
         "--set",
         action="append",
         metavar="KEY=VALUE",
-        help="override a config key (repeatable; dotted keys for model.*)",
+        help="override a config key (repeatable; dotted keys for model.*); the keys, "
+        "their defaults and docs are listed at the end of this help",
     )
     train.add_argument(
         "--num-envs",
@@ -224,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
                 _check_before_ray(data, flags)
                 # APPO / IMPALA start from RLlib's defaults
                 data = rllib_trainer().with_algo_defaults(data, flags["algo"] or "PPO")
-            config = _config_class(args.backend, flags["algo"]).from_dict(data)
+            config = config_class(args.backend, flags["algo"]).from_dict(data)
             stops = Stops(args, file_stops, config.env, {})
             _check_budget(config, stops, args.backend, flags)
             if args.run_dir:
@@ -372,17 +383,6 @@ def _default_run_dir(config: Any, root: str, algo: str | None) -> Path:
     from rlblocks.train.ppo import default_run_dir
 
     return default_run_dir(config, root, algo)
-
-
-def _config_class(backend: str, algo: str | None) -> Any:
-    """The config class of a new run: RLlib runs take PPO's keys (and an ``rllib`` block),
-    native ones their algorithm's."""
-    from rlblocks.train.offpolicy_config import DQNConfig, SACConfig
-    from rlblocks.train.trainer_config import PPOConfig
-
-    if backend == "rllib":
-        return PPOConfig
-    return {"DQN": DQNConfig, "SAC": SACConfig}.get(algo or "PPO", PPOConfig)
 
 
 def _new_trainer(args: argparse.Namespace, flags: dict[str, Any], config: Any, target: Path) -> Any:
