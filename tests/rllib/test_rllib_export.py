@@ -304,7 +304,7 @@ def test_multiagent_run_exports_one_policy_per_module(
     runs: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from rlblocks.rllib.algo_config import multiagent_env_to_module, multiagent_setup
-    from rlblocks.rllib.evaluate import _act
+    from rlblocks.rllib.module_actor import RLModuleActor
     from rlblocks.rllib.multiagent_env import make_multiagent_env
 
     run = runs("multiagent")
@@ -321,7 +321,7 @@ def test_multiagent_run_exports_one_policy_per_module(
     config = PPOConfig.from_dict(ckpt.config)
     setup = multiagent_setup(config)
     assert setup is not None
-    module = load_module(ckpt.module_dir.parent / "shared")
+    module = RLModuleActor(load_module(ckpt.module_dir.parent / "shared"))
     env = make_multiagent_env(config, setup.mapping)
     piece = multiagent_env_to_module(config, "PPO", setup)()[0]
     piece.input_action_space = env.action_space
@@ -331,14 +331,9 @@ def test_multiagent_run_exports_one_policy_per_module(
     for _ in range(40):
         agents = [a for a in env.agents if a in obs]
         mine, _ = policy.compute_actions([obs[a] for a in agents])
-        theirs = _act(
-            module,
-            agents,
-            piece.transform({a: obs[a] for a in agents}),
-            {a: {} for a in agents},
-            False,
-        )
-        np.testing.assert_array_equal(mine, [theirs[a] for a in agents])
+        flat = piece.transform({a: obs[a] for a in agents})
+        theirs, _ = module.act([flat[a] for a in agents], None, None, None)
+        np.testing.assert_array_equal(mine, theirs)
         logits = policy.forward(policy.preprocess([obs[a] for a in agents]))["dist_inputs"]
         scouts = [i for i, a in enumerate(agents) if a.startswith("scout")]
         assert (logits[scouts, 3:] < -1e30).all()  # the scouts' 3 actions only
