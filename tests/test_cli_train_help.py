@@ -38,7 +38,15 @@ def _flat(text: str) -> str:
 
 @pytest.mark.parametrize(
     ("argv", "cls"),
-    [((), PPOConfig), (("--algo", "DQN"), DQNConfig), (("--algo", "SAC"), SACConfig)],
+    [
+        ((), PPOConfig),
+        (("--algo", "DQN"), DQNConfig),
+        (("--algo", "SAC"), SACConfig),
+        # --algo X means the same config class on both backends
+        (("--backend", "rllib", "--algo", "DQN"), DQNConfig),
+        (("--algo", "SAC", "--backend", "rllib"), SACConfig),
+        (("--backend", "rllib", "--algo", "APPO"), PPOConfig),
+    ],
 )
 def test_train_help_lists_every_row_of_the_algorithms_table(argv, cls) -> None:
     text = _help(*argv, "--help")
@@ -81,6 +89,6 @@ def test_a_key_added_to_a_table_is_listed() -> None:
 
 def test_config_keys_help_has_no_rst_markup() -> None:
     for algo in ("PPO", "DQN", "SAC"):
-        text = config_keys_help("native", algo, width=100)
+        text = config_keys_help(algo, width=100)
         for raw in ("``", ":class:", ":mod:", ":func:", ":meth:", ":data:", ":attr:"):
             assert raw not in text, (algo, raw)

@@ -49,10 +49,10 @@ Q = {
     "env": "CartPole-v1",
     "num_envs": 1,
     "model": {"fcnet_hiddens": [16]},
-    "rllib": {
-        "training": {"num_steps_sampled_before_learning_starts": 32, "train_batch_size": 32},
-        "reporting": {"min_sample_timesteps_per_iteration": 64},
-    },
+    # the native DQNConfig / SACConfig keys, as on the native backend
+    "learning_starts": 32,
+    "train_batch_size": 32,
+    "timesteps_per_iteration": 64,
 }
 RUNS: dict[str, tuple[dict[str, Any], str, int]] = {
     "ppo": (PPO, "PPO", 0),

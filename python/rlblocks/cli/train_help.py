@@ -2,11 +2,12 @@
 config with its default and one-line doc, read from the config's own table
 (:func:`rlblocks.config_fields.option_rows`), so a key added to the table is listed here.
 
-``rlblocks train --algo DQN --help`` lists DQN's keys (``--algo`` and ``--backend`` given
-before ``--help``); PPO's otherwise. Only the config tables are imported (no torch).
+``rlblocks train --algo DQN --help`` lists DQN's keys (``--algo`` given before ``--help``;
+the same keys on both backends); PPO's otherwise. Only the config tables are imported (no
+torch).
 
 Examples:
-    >>> text = config_keys_help("native", "DQN", width=100)
+    >>> text = config_keys_help("DQN", width=100)
     >>> text.splitlines()[0]
     'config keys of DQNConfig (--set KEY=VALUE or a --config file):'
     >>> "  double_q (default True): Double Q-learning" in text
@@ -23,14 +24,12 @@ from typing import Any
 __all__ = ["ConfigHelp", "config_class", "config_keys_help", "table_help"]
 
 
-def config_class(backend: str, algo: str | None) -> Any:
-    """The config class of a new run of ``algo`` (None: PPO) on ``backend``: RLlib runs take
-    PPO's keys (and an ``rllib`` block), native ones their algorithm's."""
+def config_class(algo: str | None) -> Any:
+    """The config class of a new run of ``algo`` (None: PPO), the same on both backends:
+    ``DQNConfig`` / ``SACConfig`` for DQN / SAC, ``PPOConfig`` for PPO, APPO and IMPALA."""
     from rlblocks.train.offpolicy_config import DQNConfig, SACConfig
     from rlblocks.train.trainer_config import PPOConfig
 
-    if backend == "rllib":
-        return PPOConfig
     return {"DQN": DQNConfig, "SAC": SACConfig}.get(algo or "PPO", PPOConfig)
 
 
@@ -48,13 +47,13 @@ def table_help(cls: Any, width: int = 100, prefix: str = "") -> list[str]:
     return lines
 
 
-def config_keys_help(backend: str, algo: str | None, width: int | None = None) -> str:
-    """The config keys of a new ``algo`` run on ``backend`` (:func:`config_class`), then the
-    ``model`` keys with the algorithm's model defaults."""
+def config_keys_help(algo: str | None, width: int | None = None) -> str:
+    """The config keys of a new ``algo`` run (:func:`config_class`), then the ``model`` keys
+    with the algorithm's model defaults."""
     from rlblocks.config import ModelConfig
 
     width = width or max(60, min(120, shutil.get_terminal_size().columns))
-    cls = config_class(backend, algo)
+    cls = config_class(algo)
     lines = [f"config keys of {cls.__name__} (--set KEY=VALUE or a --config file):"]
     lines += table_help(cls, width)
     model = ModelConfig.from_dict(dict(cls.MODEL_DEFAULTS))
@@ -67,7 +66,7 @@ def config_keys_help(backend: str, algo: str | None, width: int | None = None) -
 
 class ConfigHelp(argparse.Action):
     """``-h``/``--help`` of ``rlblocks train``: the usual help, then
-    :func:`config_keys_help` for the ``--algo`` and ``--backend`` parsed so far."""
+    :func:`config_keys_help` for the ``--algo`` parsed so far."""
 
     def __init__(
         self,
@@ -82,8 +81,6 @@ class ConfigHelp(argparse.Action):
         self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option: Any = None
     ) -> None:
         """Prints the help and the config keys, then exits (code 0)."""
-        keys = config_keys_help(
-            getattr(namespace, "backend", "native"), getattr(namespace, "algo", None)
-        )
+        keys = config_keys_help(getattr(namespace, "algo", None))
         print(f"{parser.format_help()}\n{keys}")
         parser.exit()

@@ -30,7 +30,7 @@ from rlblocks.rllib.connectors import MeanStdFilterBatched
 from rlblocks.rllib.module_actor import EpisodeModuleActor, RLModuleActor
 from rlblocks.train.loop import episode_summary
 from rlblocks.train.play import LaneActor, play_agents_episode, play_episode
-from rlblocks.train.trainer_config import PPOConfig
+from rlblocks.train.trainer_config import TrainerConfig
 
 __all__ = [
     "evaluate_exported_multiagent_run",
@@ -45,12 +45,14 @@ def _check_episodes(episodes: Any) -> None:
         raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
 
 
-def _base_seed(config: PPOConfig, seed: int | None) -> int:
+def _base_seed(config: TrainerConfig, seed: int | None) -> int:
     """Episode 0's reset seed: ``seed``, else the run's evaluation seed."""
     return (config.seed or 0) + 1_000_003 if seed is None else int(seed)
 
 
-def _to_env(ckpt: RunCheckpoint, config: PPOConfig, algo: str) -> Callable[[Any, Any], Any] | None:
+def _to_env(
+    ckpt: RunCheckpoint, config: TrainerConfig, algo: str
+) -> Callable[[Any, Any], Any] | None:
     """What RLlib's env runner does to the module's actions before the env gets them, as in
     training: unsquash them to the Box bounds (normalize_actions), clip them (clip_actions)
     or nothing."""
@@ -75,7 +77,7 @@ def evaluate_run(
     _check_episodes(episodes)
     ckpt = newest_checkpoint(run_dir)
     algo = str(ckpt.backend.get("algo", "PPO"))
-    config = PPOConfig.from_dict(ckpt.config)
+    config = ckpt.trainer_config
     setup = multiagent_setup(config)
     if setup is not None:
         return _evaluate_multiagent(ckpt, config, algo, setup, episodes, explore, seed)
@@ -138,7 +140,7 @@ def evaluate_exported_run(
 
     ckpt = newest_checkpoint(run_dir)
     algo = str(ckpt.backend.get("algo", "PPO"))
-    config = PPOConfig.from_dict(ckpt.config)
+    config = ckpt.trainer_config
     if multiagent_setup(config) is not None:
         raise ValueError(
             "this RLlib run is multi-agent: evaluate_exported_multiagent_run plays its "
@@ -152,7 +154,7 @@ def evaluate_exported_run(
 
 def multiagent_policies(run_dir: str | Path) -> tuple[Any, ...]:
     """The policy ids of a multi-agent run of this backend (empty: single-agent)."""
-    setup = multiagent_setup(PPOConfig.from_dict(newest_checkpoint(run_dir).config))
+    setup = multiagent_setup(newest_checkpoint(run_dir).trainer_config)
     return () if setup is None else tuple(setup.policies)
 
 
@@ -177,7 +179,7 @@ def evaluate_exported_multiagent_run(
 
     _check_episodes(episodes)
     ckpt = newest_checkpoint(run_dir)
-    config = PPOConfig.from_dict(ckpt.config)
+    config = ckpt.trainer_config
     setup = multiagent_setup(config)
     if setup is None:
         raise ValueError("this RLlib run is single-agent: use evaluate_exported_run")
@@ -198,7 +200,7 @@ def evaluate_exported_multiagent_run(
 
 def _evaluate_multiagent(
     ckpt: RunCheckpoint,
-    config: PPOConfig,
+    config: TrainerConfig,
     algo: str,
     setup: MultiAgentSetup,
     episodes: int,
