@@ -21,7 +21,6 @@ import pytest
 import torch
 from rlblocks.cli import main
 from rlblocks.export.sidecar import read_sidecar
-from rlblocks.train.trainer_config import PPOConfig
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("onnxruntime")
@@ -109,7 +108,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def observations(run: Path, n: int, seed: int = 0) -> list[Any]:
     """``n`` raw observations of the run's env under random actions."""
     ckpt = newest_checkpoint(run)
-    env = make_env(PPOConfig.from_dict(ckpt.config), ckpt.backend["algo"])
+    env = make_env(ckpt.trainer_config, ckpt.backend["algo"])
     env.action_space.seed(seed)
     obs, _ = env.reset(seed=seed)
     out = []
@@ -134,7 +133,7 @@ class ModuleActor:
         )
 
         ckpt = newest_checkpoint(run)
-        config = PPOConfig.from_dict(ckpt.config)
+        config = ckpt.trainer_config
         algo = ckpt.backend["algo"]
         self.module = load_module(ckpt.module_dir)
         env = make_env(config, algo)
@@ -318,7 +317,7 @@ def test_multiagent_run_exports_one_policy_per_module(
     assert info["policy_id"] == "shared" and len(info["agents"]) == 4
     assert policy.sidecar["observation"]["action_mask"]["size"] == 5
     ckpt = newest_checkpoint(run)
-    config = PPOConfig.from_dict(ckpt.config)
+    config = ckpt.trainer_config
     setup = multiagent_setup(config)
     assert setup is not None
     module = RLModuleActor(load_module(ckpt.module_dir.parent / "shared"))
