@@ -278,7 +278,6 @@ def test_rllib_q_keys_refuse_each_setting_rllib_cannot_honour(key: str) -> None:
     cls = SACConfig if algo == "SAC" else DQNConfig
     check_rllib_q_keys(cls(env="CartPole-v1"), algo)
     value = {
-        "vector_mode": "async",
         "device": "cuda",
         "tensorboard": True,
         "evaluation_interval": 5,
@@ -290,6 +289,12 @@ def test_rllib_q_keys_refuse_each_setting_rllib_cannot_honour(key: str) -> None:
     setattr(config, key, value)  # past the validators (cuda needs no GPU here)
     with pytest.raises(ValueError, match=rf"^{key}=.*{algo} on --backend rllib cannot honour"):
         check_rllib_q_keys(config, algo)
+    if key == "device":  # "auto": the CPU where RLlib is given no GPU, as natively without one
+        check_rllib_q_keys(DQNConfig(device="auto"), algo)
+    if key == "q_model":  # a q_model that makes the actor's model config changes nothing
+        check_rllib_q_keys(
+            SACConfig(model={"fcnet_hiddens": [8]}, q_model={"fcnet_hiddens": [8]}), algo
+        )
 
 
 def test_every_dqn_and_sac_key_is_translated_handled_or_refused_on_rllib() -> None:
@@ -312,6 +317,7 @@ def test_every_dqn_and_sac_key_is_translated_handled_or_refused_on_rllib() -> No
         "seed", "num_threads", "flush_denormals", "checkpoint_freq", "keep_checkpoints",
         "metrics_smoothing_episodes", "framework", "rllib",
         "clip_actions",  # no effect on Discrete or squashed (SAC) actions, either backend
+        "vector_mode",  # how envs are stepped (speed): RLlib's env runners step them
     }  # fmt: skip
     for cls in (DQNConfig, SACConfig):
         fields = {f.name for f in dataclasses.fields(cls)}

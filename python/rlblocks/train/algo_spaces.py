@@ -35,7 +35,8 @@ __all__ = [
     "multiagent_algo_refusal",
 ]
 
-#: PPO settings that DQN and SAC on RLlib do not read (theirs live in the ``rllib`` block).
+#: PPO settings that DQN and SAC on RLlib do not read, refused in a DQN / SAC run of PPO keys
+#: (a run directory written before they took their own configs there: ``rllib`` block keys).
 PPO_ONLY = (
     "train_batch_size",
     "sgd_minibatch_size",
@@ -65,7 +66,6 @@ _MASK_KEYS = {"action_mask", "observations"}
 #: DQN / SAC config keys whose native meaning ``--backend rllib`` cannot honour: refused at
 #: any value but the default (:func:`check_rllib_q_keys`), with what to use instead.
 RLLIB_Q_UNSUPPORTED = {
-    "vector_mode": "RLlib's env runners step the envs (rllib.env_runners)",
     "device": "the local learner runs on the CPU (RLlib's own: rllib.learners)",
     "tensorboard": "RLlib reports its own results",
     "evaluation_interval": "RLlib's own (rllib.evaluation)",
@@ -73,6 +73,9 @@ RLLIB_Q_UNSUPPORTED = {
     "checkpoint_replay": "RLlib runs keep the replay buffer out of checkpoints",
     "q_model": "the critics of rlblocks' RLlib SAC module are built from model",
 }
+#: Keys checked apart from their default: SAC's ``q_model`` is honoured where the critics'
+#: model config it makes is the actor's (``device="auto"``, too: the CPU).
+_SAME_MODEL = "q_model"
 #: The ``rllib`` block's keys that a DQN / SAC config key sets (``--backend rllib``): section
 #: -> {RLlib key: the config key to set instead}; the block keeps RLlib's other keys.
 RLLIB_Q_TAKEN: dict[str, dict[str, str]] = {
@@ -192,7 +195,13 @@ def check_rllib_q_keys(config: Any, algo: str) -> None:
     that one of the config's keys sets (:data:`RLLIB_Q_TAKEN`)."""
     defaults = type(config)(env=config.env)
     for key, instead in RLLIB_Q_UNSUPPORTED.items():
-        if hasattr(config, key) and getattr(config, key) != getattr(defaults, key):
+        if key == _SAME_MODEL and hasattr(config, key):
+            changed = config.q_model_config() != config.model_config()
+        elif key == "device":  # "auto" is the CPU where no GPU is given to RLlib
+            changed = config.device not in ("cpu", "auto")
+        else:
+            changed = hasattr(config, key) and getattr(config, key) != getattr(defaults, key)
+        if changed:
             raise ValueError(
                 f"{key}={getattr(config, key)!r}: {algo} on --backend rllib cannot honour "
                 f"this native-trainer setting ({instead}); leave it at its default "
