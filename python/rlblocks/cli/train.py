@@ -91,7 +91,7 @@ def add_parser(sub: Any) -> None:
     )
     train.add_argument(
         "--config",
-        help="YAML or JSON file of PPO config keys (and an optional "
+        help="YAML or JSON file of --algo's config keys (and an optional "
         "stop: {episode_return_mean, timesteps_total} block)",
     )
     train.add_argument(
