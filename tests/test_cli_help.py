@@ -22,6 +22,14 @@ COMMANDS = ["bench", "evaluate", "export", "plot", "train", "tuned"]
 
 #: What no help text may import: torch, Ray and the library the commands run.
 HEAVY = ("torch", "ray", "rlblocks.train", "rlblocks.export", "rlblocks.rllib")
+#: But ``rlblocks train --help`` lists the config keys from the config tables themselves
+#: (rlblocks.cli.train_help): these modules, which import neither torch nor Ray.
+CONFIG_TABLES = [
+    "rlblocks.train",
+    "rlblocks.train.offpolicy_checks",
+    "rlblocks.train.offpolicy_config",
+    "rlblocks.train.trainer_config",
+]
 
 _PROBE = """
 import contextlib, io, json, sys
@@ -62,7 +70,7 @@ def probe() -> dict[str, Any]:
 
 def test_every_help_imports_no_torch_nor_the_library_and_shows_no_rst() -> None:
     got = probe()
-    assert got["imported"] == []
+    assert got["imported"] == CONFIG_TABLES
     usage = re.search(r"\{([a-z,]+)\}", got["help"][""]["text"])
     assert usage is not None and sorted(usage.group(1).split(",")) == COMMANDS  # all covered
     for command, shown in got["help"].items():

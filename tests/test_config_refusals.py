@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import rlblocks
+from rlblocks.train.algo_spaces import RLLIB_Q_UNSUPPORTED, check_rllib_q_keys
 from rlblocks.train.offpolicy import DQNTrainer, SACTrainer
 from rlblocks.train.offpolicy_config import DQNConfig, SACConfig
 from rlblocks.train.trainer_config import PPOConfig
@@ -219,33 +220,109 @@ def test_cli_refuses_a_dqn_run_that_would_not_learn(
 @pytest.mark.parametrize(
     ("args", "start"),
     [
+        # the native config's validators and budget checks, in the same words
         (
-            [
-                "--set",
-                "rllib.training.train_batch_size=200",
-                "--set",
-                "rllib.training.replay_buffer_config.capacity=100",
-            ],
-            "rlblocks train: error: rllib.training.train_batch_size=200 with "
-            "rllib.training.replay_buffer_config.capacity=100:",
+            ["--set", "train_batch_size=200", "--set", "replay_capacity=100"],
+            "rlblocks train: error: train_batch_size=200 with replay_capacity=100:",
         ),
         (
-            ["--stop-timesteps", "500"],  # RLlib's DQN starts learning after 1000 steps
-            "rlblocks train: error: rllib.training.num_steps_sampled_before_learning_starts=1000 "
-            "is at or beyond the stop budget (--stop-timesteps 500)",
+            ["--stop-timesteps", "500"],
+            "rlblocks train: error: learning_starts=1000 is at or beyond the stop budget "
+            "(--stop-timesteps 500, 1000 steps in whole iterations)",
+        ),
+        (
+            ["--set", "sgd_minibatch_size=64"],
+            "rlblocks train: error: unknown DQN config key 'sgd_minibatch_size'",
+        ),
+        # what RLlib cannot honour, named
+        (
+            ["--set", "tensorboard=true"],
+            "rlblocks train: error: tensorboard=True: DQN on --backend rllib cannot honour",
+        ),
+        (
+            ["--set", "prioritized_replay=true"],
+            "rlblocks train: error: final_prioritized_replay_beta=1.0: RLlib's prioritized "
+            "replay keeps beta fixed at prioritized_replay_beta=0.4",
+        ),
+        (
+            ["--set", "rllib.training.lr=0.001"],
+            "rlblocks train: error: rllib.training.lr: DQN's config key lr sets it on "
+            "--backend rllib; set lr instead",
+        ),
+        (
+            ["--set", "rllib.training.replay_buffer_config.capacity=100"],
+            "rlblocks train: error: rllib.training.replay_buffer_config.capacity: DQN's config "
+            "key replay_capacity sets it",
         ),
     ],
 )
-def test_cli_refuses_an_rllib_dqn_run_that_would_not_learn_before_ray_starts(
+def test_cli_refuses_an_rllib_dqn_run_as_the_native_config_does_before_ray_starts(
     tmp_path: Path, args: list[str], start: str
 ) -> None:
+    """``--backend rllib --algo DQN`` builds the native ``DQNConfig``: the same validators
+    and refusals, and what RLlib cannot honour refused, all before Ray starts."""
     if importlib.util.find_spec("ray") is None:
         pytest.skip("the ray extra")
     run = tmp_path / "run"
     out = rlblocks_cli(*DQN_CLI, "--backend", "rllib", "--run-dir", str(run), *args)
     line = error_line(out)  # one line: Ray never started (it logs as it starts)
     assert line.startswith(start), line
-    assert "use rllib.training." in line and not run.exists()
+    assert not run.exists()
+
+
+@pytest.mark.parametrize("key", sorted(RLLIB_Q_UNSUPPORTED))
+def test_rllib_q_keys_refuse_each_setting_rllib_cannot_honour(key: str) -> None:
+    """Each native key ``--backend rllib`` cannot honour is refused off its default, named;
+    at its default it passes."""
+    algo = "SAC" if key == "q_model" else "DQN"
+    cls = SACConfig if algo == "SAC" else DQNConfig
+    check_rllib_q_keys(cls(env="CartPole-v1"), algo)
+    value = {
+        "device": "cuda",
+        "tensorboard": True,
+        "evaluation_interval": 5,
+        "evaluation_episodes": 3,
+        "checkpoint_replay": True,
+        "q_model": {"fcnet_hiddens": [8]},
+    }[key]
+    config = cls(env="CartPole-v1")
+    setattr(config, key, value)  # past the validators (cuda needs no GPU here)
+    with pytest.raises(ValueError, match=rf"^{key}=.*{algo} on --backend rllib cannot honour"):
+        check_rllib_q_keys(config, algo)
+    if key == "device":  # "auto": the CPU where RLlib is given no GPU, as natively without one
+        check_rllib_q_keys(DQNConfig(device="auto"), algo)
+    if key == "q_model":  # a q_model that makes the actor's model config changes nothing
+        check_rllib_q_keys(
+            SACConfig(model={"fcnet_hiddens": [8]}, q_model={"fcnet_hiddens": [8]}), algo
+        )
+
+
+def test_every_dqn_and_sac_key_is_translated_handled_or_refused_on_rllib() -> None:
+    """No DQN / SAC key is silently dropped on ``--backend rllib``: each one is translated
+    (rlblocks.rllib.q_config), read by build_algo_config / the trainer, or refused."""
+    import dataclasses
+
+    translated = {
+        "lr", "lr_schedule", "gamma", "grad_clip", "train_batch_size", "replay_capacity",
+        "learning_starts", "train_freq", "gradient_steps", "target_network_update_freq", "tau",
+        "n_step", "prioritized_replay", "prioritized_replay_alpha", "prioritized_replay_beta",
+        "timesteps_per_iteration", "double_q", "dueling", "num_atoms", "v_min", "v_max",
+        "td_error_loss_fn", "epsilon", "random_steps", "actor_lr", "critic_lr", "alpha_lr",
+        "initial_alpha", "target_entropy", "twin_q",
+        # refused when annealed (RLlib's beta is fixed); equal to the beta it is honoured
+        "final_prioritized_replay_beta", "prioritized_replay_beta_annealing_timesteps",
+    }  # fmt: skip
+    handled = {
+        "env", "env_config", "model", "num_envs", "preprocessor_pref", "observation_filter",
+        "seed", "num_threads", "flush_denormals", "checkpoint_freq", "keep_checkpoints",
+        "metrics_smoothing_episodes", "framework", "rllib",
+        "clip_actions",  # no effect on Discrete or squashed (SAC) actions, either backend
+        "vector_mode",  # how envs are stepped (speed): RLlib's env runners step them
+    }  # fmt: skip
+    for cls in (DQNConfig, SACConfig):
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = fields - translated - handled - set(RLLIB_Q_UNSUPPORTED)
+        assert not unknown, (cls.__name__, sorted(unknown))
 
 
 # --- multi-agent envs that return malformed steps ---------------------------------------------

@@ -21,10 +21,14 @@ Examples:
 
 from __future__ import annotations
 
+import ast
 import copy
 import dataclasses
 import difflib
+import inspect
 import math
+import re
+import textwrap
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -41,12 +45,14 @@ __all__ = [
     "choice",
     "config_keys",
     "dict_of",
+    "field_docs",
     "int_at_least",
     "number_in",
     "run_checks",
     "is_int",
     "one_of",
     "option",
+    "option_rows",
     "optional",
     "unknown_key_message",
 ]
@@ -320,3 +326,70 @@ def run_checks(config: Any) -> None:
         found = _field_check(type(config), f.name)
         if found is not None:
             object.__setattr__(config, f.name, found[0](getattr(config, f.name), found[1]))
+
+
+#: reStructuredText roles and literals in a docstring, for the plain text of ``--help``.
+_ROLE = re.compile(r":[a-z]+:`(?:~?[\w.]*\.)?([^`<]*?)\s*(?:<[^>]*>)?`")
+
+
+def _plain(text: str) -> str:
+    """One line of plain text: the first sentence of ``text``, RST roles and literals
+    shown as their text.
+
+    Examples:
+        >>> _plain("Uses :class:`~rlblocks.config.ModelConfig` (``lr``). More here.")
+        'Uses ModelConfig (lr).'
+    """
+    text = _ROLE.sub(r"\1", " ".join(text.split())).replace("``", "")
+    end = re.search(r"(?<![.])(?<!e\.g)(?<!i\.e)\.(\s|$)", text)
+    return text[: end.start() + 1] if end else text
+
+
+def _class_docs(klass: Any) -> dict[str, str]:
+    """Attribute name -> the docstring written under it in ``klass``'s own body."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+    except (OSError, TypeError, SyntaxError):  # no source (a frozen or generated class)
+        return {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    out: dict[str, str] = {}
+    for stmt, after in zip(body, body[1:], strict=False):
+        if (
+            isinstance(stmt, ast.AnnAssign)
+            and isinstance(stmt.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            out[stmt.target.id] = _plain(after.value.value)
+    return out
+
+
+def field_docs(cls: Any) -> dict[str, str]:
+    """Config key -> the one-line doc of its row: the first sentence of the docstring under
+    the field in the nearest class of ``cls``'s MRO that documents it ("" when none)."""
+    docs: dict[str, str] = {}
+    for base in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(base):
+            docs.update(_class_docs(base))
+    return {key: docs.get(name, "") for key, name in config_keys(cls).items()}
+
+
+def option_rows(cls: Any) -> list[tuple[str, Any, str]]:
+    """``(key, default, one-line doc)`` for every field of the config table ``cls``, in
+    field order: what ``rlblocks train --help`` lists.
+
+    Examples:
+        >>> @dataclasses.dataclass
+        ... class Sub:
+        ...     dim: int = option(64, as_int)
+        >>> option_rows(Sub)
+        [('dim', 64, '')]
+    """
+    docs = field_docs(cls)
+    rows = []
+    for key, name in config_keys(cls).items():
+        f = next(f for f in dataclasses.fields(cls) if f.name == name)
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        rows.append((key, default, docs[key]))
+    return rows

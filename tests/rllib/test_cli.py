@@ -417,13 +417,13 @@ def test_atari_trains_and_evaluates_through_the_cli(tmp_path):
         ],
         "DQN": [
             "--set",
-            "rllib.training.num_steps_sampled_before_learning_starts=50",
+            "learning_starts=50",
             "--set",
-            "rllib.training.target_network_update_freq=100",  # within the 200 steps
+            "target_network_update_freq=100",  # within the 200 steps
             "--set",
-            "rllib.training.train_batch_size_per_learner=8",
+            "train_batch_size=8",
             "--set",
-            "rllib.reporting.min_sample_timesteps_per_iteration=100",
+            "timesteps_per_iteration=100",
             "--set",
             "rllib.env_runners.rollout_fragment_length=4",
         ],
@@ -491,10 +491,13 @@ def test_dqn_and_sac_train_resume_and_evaluate_through_the_cli(tmp_path):
         "--set",
         "rllib.env_runners.rollout_fragment_length=4",
         "--set",
-        "rllib.training.num_steps_sampled_before_learning_starts=500",
+        "learning_starts=500",
     ]
     out = train_rllib(run, "DQN", "--env", "CartPole-v1", "--stop-timesteps", "2000", *small)
     assert "DQN (RLlib, 0 env runners)" in out.stdout
+    # the native DQNConfig's keys (and the backend), read back with that class
+    saved = json.loads((run / "config.json").read_text())
+    assert saved["backend"]["algo"] == "DQN" and saved["replay_capacity"] == 100_000
     assert (run / "progress.png").is_file()
     rows = progress(run)
     assert [int(r["training_iteration"]) for r in rows] == [1, 2]
@@ -521,9 +524,9 @@ def test_dqn_and_sac_train_resume_and_evaluate_through_the_cli(tmp_path):
         "--set",
         "model.fcnet_hiddens=[32]",
         "--set",
-        "rllib.training.num_steps_sampled_before_learning_starts=200",
+        "learning_starts=200",
         "--set",
-        "rllib.reporting.min_sample_timesteps_per_iteration=200",
+        "timesteps_per_iteration=200",
     )
     rows = progress(sac)
     assert float(rows[-1]["alpha"]) > 0 and rows[-1]["qf_loss"] != "nan"
@@ -540,12 +543,12 @@ def test_dqn_and_sac_train_resume_and_evaluate_through_the_cli(tmp_path):
         "--algo",
         "DQN",
         "--set",
-        "lr=1e-3",
+        "rllib.training.lr=1e-3",
         "--run-dir",
         str(tmp_path / "no"),
     )
     assert refused.returncode == 2
-    assert "lr: PPO settings that DQN does not read" in refused.stderr
+    assert "rllib.training.lr: DQN's config key lr sets it on --backend rllib" in refused.stderr
     assert not (tmp_path / "no").exists()
 
 
@@ -583,9 +586,10 @@ def test_repeated_observations_train_and_evaluate(tmp_path):
 
 
 # --- every algorithm learns through the command line ----------------------------------------
-#: algo -> (env and flags, target mean return, env-step cap). The CLI's defaults, but
-#: SAC's: RLlib's (256-unit nets, batches of 256, 1500 warm-up steps) take several minutes on
-#: 2 cores, so SAC runs bench_qlearning's settings. APPO and IMPALA take about 25 s each to
+#: algo -> (env and flags, target mean return, env-step cap). The CLI's defaults (DQN's and
+#: SAC's are the native DQNConfig's / SACConfig's on both backends), but SAC's: 256-unit
+#: nets, batches of 256 and an update per step take several minutes on 2 cores, so SAC runs
+#: bench_qlearning's settings. APPO and IMPALA take about 25 s each to
 #: 150 with VectorEnvRunner (random play scores about 22); being asynchronous, their pace
 #: per step depends on the machine's load (one CI run was at 145 after 150k steps), hence
 #: the wider step cap.
@@ -607,17 +611,19 @@ LEARNING_CASES = {
             "--set",
             "metrics_smoothing_episodes=5",
             "--set",
-            "rllib.training.actor_lr=1e-3",
+            "actor_lr=1e-3",
             "--set",
-            "rllib.training.critic_lr=1e-3",
+            "critic_lr=1e-3",
             "--set",
-            "rllib.training.alpha_lr=1e-3",
+            "alpha_lr=1e-3",
             "--set",
-            "rllib.training.tau=0.01",
+            "tau=0.01",
             "--set",
-            "rllib.training.train_batch_size_per_learner=128",
+            "train_batch_size=128",
             "--set",
-            "rllib.training.num_steps_sampled_before_learning_starts=500",
+            "learning_starts=500",
+            "--set",
+            "timesteps_per_iteration=200",
         ],
         -400.0,
         8_000,

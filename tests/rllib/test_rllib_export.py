@@ -21,7 +21,6 @@ import pytest
 import torch
 from rlblocks.cli import main
 from rlblocks.export.sidecar import read_sidecar
-from rlblocks.train.trainer_config import PPOConfig
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("onnxruntime")
@@ -49,10 +48,10 @@ Q = {
     "env": "CartPole-v1",
     "num_envs": 1,
     "model": {"fcnet_hiddens": [16]},
-    "rllib": {
-        "training": {"num_steps_sampled_before_learning_starts": 32, "train_batch_size": 32},
-        "reporting": {"min_sample_timesteps_per_iteration": 64},
-    },
+    # the native DQNConfig / SACConfig keys, as on the native backend
+    "learning_starts": 32,
+    "train_batch_size": 32,
+    "timesteps_per_iteration": 64,
 }
 RUNS: dict[str, tuple[dict[str, Any], str, int]] = {
     "ppo": (PPO, "PPO", 0),
@@ -109,7 +108,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def observations(run: Path, n: int, seed: int = 0) -> list[Any]:
     """``n`` raw observations of the run's env under random actions."""
     ckpt = newest_checkpoint(run)
-    env = make_env(PPOConfig.from_dict(ckpt.config), ckpt.backend["algo"])
+    env = make_env(ckpt.trainer_config, ckpt.backend["algo"])
     env.action_space.seed(seed)
     obs, _ = env.reset(seed=seed)
     out = []
@@ -134,7 +133,7 @@ class ModuleActor:
         )
 
         ckpt = newest_checkpoint(run)
-        config = PPOConfig.from_dict(ckpt.config)
+        config = ckpt.trainer_config
         algo = ckpt.backend["algo"]
         self.module = load_module(ckpt.module_dir)
         env = make_env(config, algo)
@@ -304,7 +303,7 @@ def test_multiagent_run_exports_one_policy_per_module(
     runs: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from rlblocks.rllib.algo_config import multiagent_env_to_module, multiagent_setup
-    from rlblocks.rllib.evaluate import _act
+    from rlblocks.rllib.module_actor import RLModuleActor
     from rlblocks.rllib.multiagent_env import make_multiagent_env
 
     run = runs("multiagent")
@@ -318,10 +317,10 @@ def test_multiagent_run_exports_one_policy_per_module(
     assert info["policy_id"] == "shared" and len(info["agents"]) == 4
     assert policy.sidecar["observation"]["action_mask"]["size"] == 5
     ckpt = newest_checkpoint(run)
-    config = PPOConfig.from_dict(ckpt.config)
+    config = ckpt.trainer_config
     setup = multiagent_setup(config)
     assert setup is not None
-    module = load_module(ckpt.module_dir.parent / "shared")
+    module = RLModuleActor(load_module(ckpt.module_dir.parent / "shared"))
     env = make_multiagent_env(config, setup.mapping)
     piece = multiagent_env_to_module(config, "PPO", setup)()[0]
     piece.input_action_space = env.action_space
@@ -331,14 +330,9 @@ def test_multiagent_run_exports_one_policy_per_module(
     for _ in range(40):
         agents = [a for a in env.agents if a in obs]
         mine, _ = policy.compute_actions([obs[a] for a in agents])
-        theirs = _act(
-            module,
-            agents,
-            piece.transform({a: obs[a] for a in agents}),
-            {a: {} for a in agents},
-            False,
-        )
-        np.testing.assert_array_equal(mine, [theirs[a] for a in agents])
+        flat = piece.transform({a: obs[a] for a in agents})
+        theirs, _ = module.act([flat[a] for a in agents], None, None, None)
+        np.testing.assert_array_equal(mine, theirs)
         logits = policy.forward(policy.preprocess([obs[a] for a in agents]))["dist_inputs"]
         scouts = [i for i, a in enumerate(agents) if a.startswith("scout")]
         assert (logits[scouts, 3:] < -1e30).all()  # the scouts' 3 actions only

@@ -27,16 +27,18 @@ Run = Callable[[argparse.Namespace], int]
 
 
 def add_command(
-    sub: Any, name: str, run: Run, *, help: str, description: str
+    sub: Any, name: str, run: Run, *, help: str, description: str, add_help: bool = True
 ) -> argparse.ArgumentParser:
     """Adds the subcommand ``name`` to an argparse subparsers object; ``run`` runs guarded:
     a user's error (a ValueError, or an OSError such as a full disk) is one line
     ``rlblocks NAME: error: ...`` on stderr and exit code 2 (``RLBLOCKS_TRACEBACK=1`` shows
     the traceback; a ValueError's ``detail`` string, such as a config file's position
     marker, follows as it is), Ctrl-C is ``rlblocks NAME: interrupted`` and exit code 130.
-    Options are never abbreviated (``--num-envs`` is not ``--num-envs-per-env-runner``)."""
+    Options are never abbreviated (``--num-envs`` is not ``--num-envs-per-env-runner``);
+    ``add_help=False`` leaves ``-h``/``--help`` to the command (``rlblocks train``'s lists
+    its config keys)."""
     parser: argparse.ArgumentParser = sub.add_parser(
-        name, help=help, description=description, allow_abbrev=False
+        name, help=help, description=description, allow_abbrev=False, add_help=add_help
     )
     parser.set_defaults(func=_guarded(run, name))
     return parser

@@ -42,6 +42,7 @@ from typing import Any
 from rlblocks.cli._args import add_command
 from rlblocks.cli._rllib_backend import rllib_run, rllib_trainer
 from rlblocks.cli.train_config import config_data
+from rlblocks.cli.train_help import ConfigHelp, config_class
 from rlblocks.cli.train_stops import (
     DEFAULT_STOP_TIMESTEPS,
     Stops,
@@ -71,7 +72,16 @@ def add_parser(sub: Any) -> None:
         "A --run-dir holding a previous run is refused unless --resume or --overwrite; one "
         "that another training writes is refused (naming its pid). Ctrl-C stops at the end "
         "of the iteration and saves a checkpoint to --resume from (exit code 130); a "
-        "second Ctrl-C aborts at once.",
+        "second Ctrl-C aborts at once. The config keys of the algorithm (--algo, given "
+        "before --help) follow the options, with their defaults.",
+        add_help=False,
+    )
+    train.add_argument(
+        "-h",
+        "--help",
+        action=ConfigHelp,
+        help="show this help, then the config keys of --algo's config (PPO's unless --algo "
+        "comes first) with their defaults, and exit",
     )
     train.add_argument(
         "--env",
@@ -81,7 +91,7 @@ def add_parser(sub: Any) -> None:
     )
     train.add_argument(
         "--config",
-        help="YAML or JSON file of PPO config keys (and an optional "
+        help="YAML or JSON file of --algo's config keys (and an optional "
         "stop: {episode_return_mean, timesteps_total} block)",
     )
     train.add_argument(
@@ -93,7 +103,8 @@ def add_parser(sub: Any) -> None:
         "--set",
         action="append",
         metavar="KEY=VALUE",
-        help="override a config key (repeatable; dotted keys for model.*)",
+        help="override a config key (repeatable; dotted keys for model.*); the keys, "
+        "their defaults and docs are listed at the end of this help",
     )
     train.add_argument(
         "--num-envs",
@@ -151,8 +162,8 @@ def add_parser(sub: Any) -> None:
         choices=("PPO", "APPO", "IMPALA", "DQN", "SAC"),
         default=None,
         help="algorithm (default PPO, or the --tuned / --config file's algo): PPO, DQN and SAC "
-        "train natively, APPO and IMPALA need --backend rllib (where DQN/SAC options go in "
-        "the config's rllib.training block)",
+        "train on both backends with the same config keys, APPO and IMPALA need --backend "
+        "rllib",
     )
     train.add_argument(
         "--num-env-runners",
@@ -224,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
                 _check_before_ray(data, flags)
                 # APPO / IMPALA start from RLlib's defaults
                 data = rllib_trainer().with_algo_defaults(data, flags["algo"] or "PPO")
-            config = _config_class(args.backend, flags["algo"]).from_dict(data)
+            config = config_class(flags["algo"]).from_dict(data)
             stops = Stops(args, file_stops, config.env, {})
             _check_budget(config, stops, args.backend, flags)
             if args.run_dir:
@@ -268,27 +279,27 @@ def _lock(run_dir: Path) -> Any:
 def _check_budget(config: Any, stops: Stops, backend: str, flags: dict[str, Any]) -> None:
     """Refuses, before any env or trainer is made (and before Ray starts), a DQN / SAC run
     that would take no gradient step within its stop budget (named as the user gave it) or
-    whose replay buffer can never hold a batch."""
-    from rlblocks.train.offpolicy_checks import check_budget, check_rllib_q_config, run_budget
+    whose replay buffer can never hold a batch (on ``--backend rllib``: one ring of
+    rlblocks' replay arrays per env of all env runners, unless the ``rllib`` block names a
+    buffer of its own)."""
+    from rlblocks.train.offpolicy_checks import check_budget, check_replay_fits, run_budget
     from rlblocks.train.offpolicy_config import OffPolicyConfig
 
+    if not isinstance(config, OffPolicyConfig):
+        return
     name = {
         "--stop-timesteps": f"--stop-timesteps {stops.timesteps}",
         "stop.timesteps_total": f"stop.timesteps_total={stops.timesteps}",
     }.get(stops.timesteps_from, f"{stops.timesteps_from} of {stops.timesteps} steps")
-    if backend == "rllib" and flags["algo"] in ("DQN", "SAC"):
-        algo_config = rllib_trainer().build_algo_config(
-            config, flags["algo"], flags["num_env_runners"] or 0, flags["num_envs_per_env_runner"]
-        )
-        from rlblocks.rllib.array_replay import array_replay_refusal
-
-        arrays = array_replay_refusal(algo_config) is None
-        check_rllib_q_config(algo_config, stops.timesteps, name, arrays)
-    if not isinstance(config, OffPolicyConfig):
-        return
+    num_envs = config.num_envs
+    if backend == "rllib":
+        per_runner = flags["num_envs_per_env_runner"] or config.num_envs
+        num_envs = max(1, flags["num_env_runners"] or 0) * per_runner
+        if "replay_buffer_config" not in (config.rllib.get("training") or {}):
+            check_replay_fits(config.train_batch_size, config.replay_capacity, num_envs)
     budget = run_budget(stops.timesteps, None, config.timesteps_per_iteration, name)
     if budget is not None:
-        check_budget(config, config.num_envs, *budget)
+        check_budget(config, num_envs, *budget)
 
 
 def _run_env(run_dir: Path) -> Any:
@@ -332,12 +343,12 @@ def _rllib_flags(args: argparse.Namespace) -> dict[str, Any]:
 def _check_before_ray(data: dict[str, Any], flags: dict[str, Any]) -> None:
     """The refusals of a new ``--backend rllib`` run that the config, the algorithm and the
     env's spaces decide, before Ray is imported or started
-    (:func:`~rlblocks.train.algo_spaces.check_rllib_run`; APPO's and IMPALA's own defaults
-    change no key it reads)."""
+    (:func:`~rlblocks.train.algo_spaces.check_rllib_run` on the algorithm's config, the
+    native backend's; APPO's and IMPALA's own defaults change no key it reads)."""
     from rlblocks.train.algo_spaces import check_rllib_run
-    from rlblocks.train.trainer_config import PPOConfig
 
-    check_rllib_run(PPOConfig.from_dict(data), flags["algo"] or "PPO", flags["num_env_runners"])
+    config = config_class(flags["algo"]).from_dict(data)
+    check_rllib_run(config, flags["algo"] or "PPO", flags["num_env_runners"])
 
 
 def _multiagent_algo_refusal(algo: str) -> str:
@@ -372,17 +383,6 @@ def _default_run_dir(config: Any, root: str, algo: str | None) -> Path:
     from rlblocks.train.ppo import default_run_dir
 
     return default_run_dir(config, root, algo)
-
-
-def _config_class(backend: str, algo: str | None) -> Any:
-    """The config class of a new run: RLlib runs take PPO's keys (and an ``rllib`` block),
-    native ones their algorithm's."""
-    from rlblocks.train.offpolicy_config import DQNConfig, SACConfig
-    from rlblocks.train.trainer_config import PPOConfig
-
-    if backend == "rllib":
-        return PPOConfig
-    return {"DQN": DQNConfig, "SAC": SACConfig}.get(algo or "PPO", PPOConfig)
 
 
 def _new_trainer(args: argparse.Namespace, flags: dict[str, Any], config: Any, target: Path) -> Any:

@@ -10,13 +10,12 @@ rlblocks' PPO config keys are mapped onto RLlib's (``train_batch_size`` ->
 :func:`~rlblocks.rllib.rl_module_spec`, ``observation_filter`` ->
 :func:`~rlblocks.rllib.env_to_module`); APPO and IMPALA take the keys they know.
 
-DQN and SAC take ``env``, ``env_config``, ``model`` (over RLlib's ``MODEL_DEFAULTS``, not the
-PPO defaults), ``num_envs``, ``gamma``, ``seed`` and ``observation_filter`` from the config;
-their own hyperparameters (``lr``, ``n_step``, ``replay_buffer_config``, ``epsilon``,
-``target_network_update_freq``, ``tau``, ``actor_lr``, ...) go in the config's ``rllib``
-block (``--set rllib.training.n_step=3``), RLlib's defaults otherwise; a PPO key set to a
-non-default value is refused for them rather than ignored. Every algorithm applies the
-``rllib`` block last.
+DQN and SAC take the native trainer's config
+(:class:`~rlblocks.train.offpolicy_config.DQNConfig` / ``SACConfig``: the same defaults and
+refusals on both backends), translated by :func:`~rlblocks.rllib.q_config.q_sections`. A
+:class:`PPOConfig` with DQN / SAC is a run directory written before that (RLlib's defaults,
+their settings in the ``rllib`` block, ``model`` over RLlib's ``MODEL_DEFAULTS``; a PPO key
+set to a non-default value is refused). Every algorithm applies the ``rllib`` block last.
 
 Multi-agent envs (``env`` a ``"module:callable"`` or callable making a PettingZoo env, as
 :func:`is_multiagent_config` finds; the config's ``multiagent`` block): the env runners make
@@ -57,10 +56,11 @@ from rlblocks.rllib.learner import (
     RLBlocksSACTorchLearner,
 )
 from rlblocks.rllib.offpolicy import RLBlocksDQN, RLBlocksSAC
+from rlblocks.rllib.q_config import q_sections
 from rlblocks.rllib.replay import atari_replay_buffer_config
 from rlblocks.rllib.spec import multi_rl_module_spec, rl_module_spec
 from rlblocks.train.algo_spaces import check_rllib_run
-from rlblocks.train.trainer_config import PPOConfig
+from rlblocks.train.trainer_config import PPOConfig, TrainerConfig
 from rlblocks.wrappers.atari import is_atari, wrap_deepmind
 
 __all__ = [
@@ -84,7 +84,7 @@ ALGOS = ("PPO", "APPO", "IMPALA", "DQN", "SAC")
 Q_ALGOS = ("DQN", "SAC")
 
 
-def _is_atari(config: PPOConfig) -> bool:
+def _is_atari(config: TrainerConfig) -> bool:
     return isinstance(config.env, str) and is_atari(config.env)
 
 
@@ -112,7 +112,7 @@ def _gym_id(env: str) -> str:
     return f"rlblocks.envs:{env}" if env.startswith("rlblocks/") else env
 
 
-def _probe_repeated(config: PPOConfig) -> bool:
+def _probe_repeated(config: TrainerConfig) -> bool:
     """Whether the run's env observes a ``Repeated`` or another space that RLlib's env runner
     cannot unbatch (anywhere in its space; one env is made here to see its space)."""
     env = gym.make(_gym_id(str(config.env)), **dict(config.env_config))
@@ -122,7 +122,7 @@ def _probe_repeated(config: PPOConfig) -> bool:
         env.close()
 
 
-def make_env(config: PPOConfig, algo: str = "PPO") -> gym.Env:
+def make_env(config: TrainerConfig, algo: str = "PPO") -> gym.Env:
     """The run's env as its env runners make it (for ``rlblocks evaluate``; a multi-agent
     run's :class:`~rlblocks.rllib.multiagent_env.UnionMultiAgentEnv`)."""
     setup = multiagent_setup(config)
@@ -138,7 +138,7 @@ def make_env(config: PPOConfig, algo: str = "PPO") -> gym.Env:
     return gym.make(gym_id, **dict(config.env_config))
 
 
-def _env_id(config: PPOConfig, algo: str = "PPO") -> str:
+def _env_id(config: TrainerConfig, algo: str = "PPO") -> str:
     """The env as RLlib's workers can make it (``rlblocks/...`` ids import their module;
     Atari ids are registered with Ray as :func:`deepmind_env` creators, envs observing a
     ``Repeated`` as :func:`flat_repeated_env` creators)."""
@@ -196,7 +196,7 @@ class MultiAgentSetup(NamedTuple):
     policies: tuple[Any, ...]
 
 
-def _makes_multiagent(config: PPOConfig) -> Any:
+def _makes_multiagent(config: TrainerConfig) -> Any:
     """The env the config's ``env`` makes when it may be multi-agent (a callable or
     ``"module:callable"``), else None."""
     from rlblocks.train.envs import env_callable, raw_env_creator
@@ -206,7 +206,7 @@ def _makes_multiagent(config: PPOConfig) -> Any:
     return raw_env_creator(config)()
 
 
-def is_multiagent_config(config: PPOConfig) -> bool:
+def is_multiagent_config(config: TrainerConfig) -> bool:
     """Whether the config's env is a PettingZoo / RLlib multi-agent env (one env is made to
     see it, unless ``env`` is a gymnasium id).
 
@@ -221,7 +221,7 @@ def is_multiagent_config(config: PPOConfig) -> bool:
     return multiagent_setup(config) is not None
 
 
-def multiagent_setup(config: PPOConfig) -> MultiAgentSetup | None:
+def multiagent_setup(config: TrainerConfig) -> MultiAgentSetup | None:
     """The agents, mapping and policies of a multi-agent config (one env is made and
     mapped with the config's ``multiagent`` block); None for a single-agent env.
 
@@ -235,7 +235,7 @@ def multiagent_setup(config: PPOConfig) -> MultiAgentSetup | None:
         close = getattr(made, "close", None)
         if close is not None:
             close()
-        if config.multiagent:
+        if getattr(config, "multiagent", None):
             raise ValueError(
                 f"multiagent is set but env {config.env_name!r} is not a multi-agent env "
                 "(a 'module:callable' or callable returning a PettingZoo or RLlib "
@@ -244,7 +244,7 @@ def multiagent_setup(config: PPOConfig) -> MultiAgentSetup | None:
         return None
     from rlblocks.rllib.multiagent_env import UnionMultiAgentEnv
 
-    block = config.multiagent
+    block = getattr(config, "multiagent", None) or {}
     env = UnionMultiAgentEnv(
         made,
         block.get("policy_mapping", "shared"),
@@ -259,10 +259,10 @@ def multiagent_setup(config: PPOConfig) -> MultiAgentSetup | None:
         env.close()
 
 
-def _policy_models(config: PPOConfig, algo: str, policies: tuple[Any, ...]) -> dict[Any, Any]:
+def _policy_models(config: TrainerConfig, algo: str, policies: tuple[Any, ...]) -> dict[Any, Any]:
     """Each policy's model config: ``model`` under ``multiagent.policies[id].model``."""
     base = _model(config, algo)
-    own = config.multiagent.get("policies") or {}
+    own = (getattr(config, "multiagent", None) or {}).get("policies") or {}
     unknown = sorted(str(p) for p in own if p not in policies)
     if unknown:
         raise ValueError(
@@ -273,7 +273,7 @@ def _policy_models(config: PPOConfig, algo: str, policies: tuple[Any, ...]) -> d
 
 
 def multiagent_env_to_module(
-    config: PPOConfig, algo: str, setup: MultiAgentSetup
+    config: TrainerConfig, algo: str, setup: MultiAgentSetup
 ) -> MultiAgentEnvToModule:
     """The env-to-module connector factory of a multi-agent run (each policy flattened with
     its own model config's preprocessor options)."""
@@ -282,7 +282,7 @@ def multiagent_env_to_module(
     )
 
 
-def _multiagent(algo_config: Any, config: PPOConfig, algo: str, setup: MultiAgentSetup) -> Any:
+def _multiagent(algo_config: Any, config: TrainerConfig, algo: str, setup: MultiAgentSetup) -> Any:
     """The multi-agent parts of an ``AlgorithmConfig`` (module docstring)."""
     from rlblocks.rllib._ray import register_env
     from rlblocks.rllib.multiagent_env import multiagent_env_creator
@@ -300,15 +300,21 @@ def _multiagent(algo_config: Any, config: PPOConfig, algo: str, setup: MultiAgen
     )
 
 
-def _model(config: PPOConfig, algo: str) -> dict[str, Any]:
-    """The run's model config: DQN/SAC over RLlib's ``MODEL_DEFAULTS``, the others over the
-    PPO defaults."""
-    if algo in Q_ALGOS:
+def _model(config: TrainerConfig, algo: str) -> dict[str, Any]:
+    """The run's model config over its config's model defaults (a DQN / SAC run directory
+    of PPO keys, :func:`_legacy_q`: over RLlib's ``MODEL_DEFAULTS``)."""
+    if _legacy_q(config, algo):
         return ModelConfig.from_dict(config.model).to_dict()
     return config.model_config().to_dict()
 
 
-def _frames_once(config: PPOConfig, algo: str) -> bool:
+def _legacy_q(config: TrainerConfig, algo: str) -> bool:
+    """A DQN / SAC run of a :class:`PPOConfig` (written before DQN and SAC took their own
+    configs on this backend; :func:`~rlblocks.rllib.checkpoints.run_config`)."""
+    return algo in Q_ALGOS and isinstance(config, PPOConfig)
+
+
+def _frames_once(config: TrainerConfig, algo: str) -> bool:
     """DQN/SAC on Atari: episodes keep one frame per step and rlblocks' frame-stacking
     replay buffer rebuilds the stacks, unless the ``rllib`` block names another buffer."""
     if algo not in Q_ALGOS or not _is_atari(config):
@@ -317,7 +323,7 @@ def _frames_once(config: PPOConfig, algo: str) -> bool:
     return "FrameStack" in str(buffer.get("type", "FrameStack"))
 
 
-def run_env_to_module(config: PPOConfig, algo: str, training: bool = True) -> EnvToModule:
+def run_env_to_module(config: TrainerConfig, algo: str, training: bool = True) -> EnvToModule:
     """The env-to-module connector factory of a run (evaluation, ``training=False``, keeps
     the frame stacks in the episode: the module sees the same observations)."""
     return env_to_module(
@@ -406,8 +412,9 @@ def with_algo_defaults(data: Mapping[str, Any], algo: str) -> dict[str, Any]:
 
 
 def _q_training(config: PPOConfig, algo: str) -> dict[str, Any]:
-    """RLlib ``.training(...)`` keys of DQN and SAC: ``gamma`` (the rest is RLlib's or the
-    config's ``rllib`` block; PPO-only keys are refused by :func:`check_rllib_config`)."""
+    """RLlib ``.training(...)`` keys of a DQN / SAC run of PPO keys (:func:`_legacy_q`):
+    ``gamma`` (the rest is RLlib's or the config's ``rllib`` block; PPO-only keys are
+    refused by :func:`~rlblocks.train.algo_spaces.check_rllib_config`)."""
     return {"gamma": config.gamma}
 
 
@@ -435,7 +442,7 @@ def _apply_sections(algo_config: Any, sections: dict[str, dict[str, Any]]) -> An
 
 
 def build_algo_config(
-    config: PPOConfig,
+    config: TrainerConfig,
     algo: str = "PPO",
     num_env_runners: int = 0,
     num_envs_per_env_runner: int | None = None,
@@ -458,12 +465,19 @@ def build_algo_config(
         raise ValueError(f"--num-envs-per-env-runner must be >= 1, got {envs}")
     if algo in ("APPO", "IMPALA") and int(num_env_runners) < 1:
         raise ValueError(f"{algo} samples asynchronously: give --num-env-runners >= 1")
+    own = algo in Q_ALGOS and not isinstance(config, PPOConfig)
+    if not own and not isinstance(config, PPOConfig):
+        raise ValueError(f"{algo} runs a PPOConfig, got a {type(config).__name__}")
     check_rllib_run(config, algo)  # the refusals the spaces decide, before Ray starts
     setup = multiagent_setup(config)
     model = _model(config, algo)
-    train = _q_training(config, algo) if algo in Q_ALGOS else _ppo_training(config, algo)
-    if _frames_once(config, algo):
-        train["replay_buffer_config"] = atari_replay_buffer_config(model)
+    sections = q_sections(config, algo, envs) if own else {}
+    if own:
+        train = sections.pop("training")
+    elif isinstance(config, PPOConfig):
+        train = _q_training(config, algo) if algo in Q_ALGOS else _ppo_training(config, algo)
+        if _frames_once(config, algo):
+            train["replay_buffer_config"] = atari_replay_buffer_config(model)
     runners = int(num_env_runners)
     cpus = os.cpu_count() or 1
     per_runner = max(0.25, min(1.0, (cpus - 0.5) / runners)) if runners else 1.0
@@ -502,11 +516,13 @@ def build_algo_config(
         .learners(num_learners=0, **learner)
         .training(**train)
     )
+    for section, keys in sections.items():  # DQN / SAC: rollout fragments, iteration size
+        algo_config = getattr(algo_config, section)(**keys)
     algo_config = algo_config.reporting(
         metrics_num_episodes_for_smoothing=config.metrics_smoothing_episodes,
         min_time_s_per_iteration=0,
     ).debugging(seed=config.seed)
-    if algo in ("APPO", "IMPALA"):
+    if algo in ("APPO", "IMPALA") and isinstance(config, PPOConfig):
         # an asynchronous iteration returns at once, with or without results: it lasts
         # until a train batch was sampled (one progress row, not thousands of empty ones)
         algo_config = algo_config.reporting(

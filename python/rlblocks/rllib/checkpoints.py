@@ -1,6 +1,7 @@
 """The run directory of ``rlblocks train --backend rllib`` and its checkpoints.
 
-A run directory holds ``config.json`` (the rlblocks config plus a ``backend`` block),
+A run directory holds ``config.json`` (the rlblocks config plus a ``backend`` block; the
+config of the run's algorithm, :func:`run_config`),
 ``progress.csv`` and ``checkpoint_NNNNNN/`` directories: RLlib's checkpoint plus
 :data:`META_FILE` (the trainer's counters) and :data:`FILTER_FILE` (the observation
 filter's state).
@@ -28,6 +29,7 @@ __all__ = [
     "RunCheckpoint",
     "checkpoints",
     "is_rllib_run",
+    "run_config",
     "load_module",
     "newest_checkpoint",
 ]
@@ -73,6 +75,11 @@ class RunCheckpoint:
     backend: dict[str, Any]
 
     @property
+    def trainer_config(self) -> Any:
+        """The run's config as its algorithm's config class (:func:`run_config`)."""
+        return run_config(self.config, self.backend["algo"])
+
+    @property
     def meta(self) -> dict[str, Any]:
         """The trainer's counters saved with the checkpoint."""
         return dict(json.loads((self.path / META_FILE).read_text()))
@@ -86,6 +93,28 @@ class RunCheckpoint:
     def module_dir(self) -> Path:
         """The directory of the checkpoint's RLlib module."""
         return self.path / MODULE_DIR
+
+
+def run_config(data: dict[str, Any], algo: str) -> Any:
+    """The config of a run of ``algo`` from its ``config.json`` (without ``backend``): a
+    :class:`~rlblocks.train.offpolicy_config.DQNConfig` / ``SACConfig`` for DQN / SAC, a
+    :class:`~rlblocks.train.trainer_config.PPOConfig` for the others, and for DQN / SAC runs
+    written before they took their own config on this backend (PPO keys, their settings in
+    the ``rllib`` block: a ``config.json`` without ``replay_capacity``).
+
+    Examples:
+        >>> type(run_config({"env": "CartPole-v1", "replay_capacity": 500}, "DQN")).__name__
+        'DQNConfig'
+        >>> type(run_config({"env": "CartPole-v1", "num_sgd_iter": 30}, "DQN")).__name__
+        'PPOConfig'
+    """
+    from rlblocks.train.offpolicy_config import DQNConfig, SACConfig
+    from rlblocks.train.trainer_config import PPOConfig
+
+    own: Any = {"DQN": DQNConfig, "SAC": SACConfig}.get(algo)
+    if own is not None and "replay_capacity" in data:
+        return own.from_dict(data)
+    return PPOConfig.from_dict(data)
 
 
 def newest_checkpoint(path: str | Path) -> RunCheckpoint:

@@ -75,7 +75,7 @@ from rlblocks.rllib.connectors import AtariFramesBatched, MeanStdFilterBatched
 from rlblocks.rllib.module import RLBlocksRLModule
 from rlblocks.rllib.qlearning import RLBlocksDQNRLModule, RLBlocksSACRLModule
 from rlblocks.train.policy import Policy
-from rlblocks.train.trainer_config import PPOConfig
+from rlblocks.train.trainer_config import PPOConfig, TrainerConfig
 
 __all__ = [
     "export_rllib_policies",
@@ -200,7 +200,7 @@ class _ConfigView:
     """What the sidecar reads of a trainer's config, for an RLlib run: the env's name, the
     run's model config (DQN / SAC over RLlib's defaults) and ``clip_actions``."""
 
-    def __init__(self, config: PPOConfig, model: dict[str, Any]) -> None:
+    def __init__(self, config: TrainerConfig, model: dict[str, Any]) -> None:
         self.env_name = config.env_name
         self.clip_actions = bool(config.clip_actions)
         self._model = ModelConfig.from_dict(model)
@@ -238,7 +238,7 @@ class _SingleSpace:
         self.single_observation_space = space
 
 
-def _action_mode(ckpt: RunCheckpoint, config: PPOConfig, algo: str) -> str | None:
+def _action_mode(ckpt: RunCheckpoint, config: TrainerConfig, algo: str) -> str | None:
     """How RLlib's env runner maps Box actions for the env (the run's algorithm config)."""
     runner = build_algo_config(config, algo, int(ckpt.backend.get("num_env_runners") or 0))
     if runner.normalize_actions:
@@ -332,7 +332,7 @@ def _with_original(space: gym.spaces.Dict) -> gym.spaces.Dict:
 
 
 def _preprocessing(
-    config: PPOConfig, algo: str, env_space: gym.Space, filter_state: Any
+    config: TrainerConfig, algo: str, env_space: gym.Space, filter_state: Any
 ) -> tuple[Preprocessor, MeanStdFilter | None]:
     """The run's C++ preprocessor over the env's observation (action mask included) and its
     mean/std filter at the saved state (None without one).
@@ -373,7 +373,7 @@ def is_multiagent_run(run: str | Path) -> bool:
         ValueError: Not a run of this backend, or no checkpoint.
     """
     ckpt = newest_checkpoint(run)
-    return multiagent_setup(PPOConfig.from_dict(ckpt.config)) is not None
+    return multiagent_setup(ckpt.trainer_config) is not None
 
 
 def _default_path(ckpt: RunCheckpoint, fmt: str, name: str = "policy") -> Path:
@@ -404,7 +404,7 @@ def export_rllib_policy(run: str | Path, path: str | Path | None = None, fmt: st
     """
     _check_fmt(fmt)
     ckpt = newest_checkpoint(run)
-    config = PPOConfig.from_dict(ckpt.config)
+    config = ckpt.trainer_config
     algo = str(ckpt.backend.get("algo", "PPO"))
     if multiagent_setup(config) is not None:
         raise ValueError(
@@ -450,7 +450,7 @@ def export_rllib_policies(
     """
     _check_fmt(fmt)
     ckpt = newest_checkpoint(run)
-    config = PPOConfig.from_dict(ckpt.config)
+    config = ckpt.trainer_config
     setup = multiagent_setup(config)
     if setup is None:
         target = None if out_dir is None else Path(out_dir) / f"policy{FORMATS[fmt]}"
@@ -460,7 +460,7 @@ def export_rllib_policies(
 
 def _export_multiagent(
     ckpt: RunCheckpoint,
-    config: PPOConfig,
+    config: TrainerConfig,
     setup: MultiAgentSetup,
     out_dir: str | Path | None,
     fmt: str,

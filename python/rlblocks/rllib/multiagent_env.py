@@ -55,7 +55,7 @@ from rlblocks.multiagent.mapping import resolve_mapping
 from rlblocks.multiagent.union import UnionSpec
 from rlblocks.rllib._ray import MultiAgentEnv
 from rlblocks.train.envs import raw_env_creator
-from rlblocks.train.trainer_config import PPOConfig
+from rlblocks.train.trainer_config import PPOConfig, TrainerConfig
 
 __all__ = [
     "UnionMultiAgentEnv",
@@ -171,7 +171,7 @@ class UnionMultiAgentEnv(MultiAgentEnv):  # type: ignore[misc]
 
 
 def make_multiagent_env(
-    config: PPOConfig | Mapping[str, Any], policy_mapping: Mapping[Any, Any] | None = None
+    config: TrainerConfig | Mapping[str, Any], policy_mapping: Mapping[Any, Any] | None = None
 ) -> UnionMultiAgentEnv:
     """The :class:`UnionMultiAgentEnv` of an rlblocks config: its ``env`` made with its
     ``env_config`` (:func:`rlblocks.train.envs.raw_env_creator`: ``"module:callable"``
@@ -182,7 +182,10 @@ def make_multiagent_env(
     Raises:
         ValueError: The env cannot be made, is not a multi-agent env, or cannot be mapped.
     """
-    cfg = PPOConfig.from_dict(config)
+    # multi-agent runs are PPO's (another config's keys are refused as unknown PPO keys)
+    cfg = PPOConfig.from_dict(
+        config if isinstance(config, PPOConfig | Mapping) else config.to_dict()
+    )
     made = raw_env_creator(cfg)()
     if not is_multiagent_env(made):
         close = getattr(made, "close", None)

@@ -38,15 +38,22 @@ from rlblocks.rllib.algo_config import (
     build_algo_config,
     with_algo_defaults,
 )
-from rlblocks.rllib.checkpoints import FILTER_FILE, META_FILE, checkpoints, newest_checkpoint
+from rlblocks.rllib.checkpoints import (
+    FILTER_FILE,
+    META_FILE,
+    checkpoints,
+    newest_checkpoint,
+    run_config,
+)
 from rlblocks.rllib.connectors import MeanStdFilterBatched
 from rlblocks.rllib.runtime_env import runtime_env_for
 from rlblocks.rllib.startup import actor_start_failure, build_algo, init_ray
 from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.logger import ProgressLogger, truncate_progress
 from rlblocks.train.loop import nearest_iteration, train_until
+from rlblocks.train.offpolicy_config import DQNConfig, SACConfig
 from rlblocks.train.rundir import lock_run_dir
-from rlblocks.train.trainer_config import PPOConfig
+from rlblocks.train.trainer_config import PPOConfig, TrainerConfig
 
 __all__ = [
     "MULTIAGENT_COLUMNS",
@@ -155,13 +162,33 @@ def _count(value: Any) -> int:
     return int(out) if math.isfinite(out) else 0
 
 
+def _trainer_config(config: TrainerConfig | Mapping[str, Any], algo: str, resumed: bool) -> Any:
+    """The run's config: ``algo``'s config class (a resumed run's ``config.json`` by
+    :func:`~rlblocks.rllib.checkpoints.run_config`, DQN / SAC runs of PPO keys included).
+
+    Raises:
+        ValueError: A new DQN / SAC run given a :class:`PPOConfig`, or a bad config.
+    """
+    if isinstance(config, Mapping) and resumed:
+        return run_config(dict(config), algo)
+    if algo in Q_ALGOS and isinstance(config, PPOConfig):
+        raise ValueError(
+            f"--algo {algo} runs a {algo}Config (the native trainer's keys), got a PPOConfig"
+        )
+    if not isinstance(config, Mapping):
+        return config
+    cls: Any = {"DQN": DQNConfig, "SAC": SACConfig}.get(algo, PPOConfig)
+    return cls.from_dict(with_algo_defaults(config, algo))  # APPO / IMPALA: RLlib's defaults
+
+
 class RLlibTrainer:
     """Trains with RLlib on Ray and logs like :class:`rlblocks.train.PPOTrainer`.
 
     Args:
-        config: The rlblocks PPO config (or dict).
+        config: The rlblocks config (or dict) of ``algo``: a :class:`PPOConfig` for PPO, APPO
+            and IMPALA, the native trainer's ``DQNConfig`` / ``SACConfig`` for DQN / SAC.
         run_dir: The run directory (created).
-        algo: ``"PPO"``, ``"APPO"`` or ``"IMPALA"``.
+        algo: ``"PPO"``, ``"APPO"``, ``"IMPALA"``, ``"DQN"`` or ``"SAC"``.
         num_env_runners: Ray env-runner actors (0: sample in the driver).
         num_envs_per_env_runner: Vector envs per runner (default ``config.num_envs``).
         num_cpus_per_env_runner: CPUs each runner reserves (default: see
@@ -181,7 +208,7 @@ class RLlibTrainer:
 
     def __init__(
         self,
-        config: PPOConfig | dict[str, Any],
+        config: TrainerConfig | Mapping[str, Any],
         run_dir: str | Path,
         *,
         algo: str = "PPO",
@@ -192,9 +219,7 @@ class RLlibTrainer:
         runtime_env: Mapping[str, Any] | None = None,
         _resumed: bool = False,
     ) -> None:
-        if isinstance(config, Mapping) and not _resumed:
-            config = with_algo_defaults(config, algo)  # APPO / IMPALA: RLlib's defaults
-        self.config = PPOConfig.from_dict(config)
+        self.config: Any = _trainer_config(config, algo, _resumed)
         if self.config.num_threads is not None:
             # the driver runs the local learner (and env runner): on a 2-core machine, torch's
             # default of one thread per core contends with the env runners (CartPole DQN to

@@ -23,16 +23,20 @@ import numpy as np
 __all__ = [
     "NATIVE_ONLY",
     "PPO_ONLY",
+    "RLLIB_Q_TAKEN",
+    "RLLIB_Q_UNSUPPORTED",
     "check_action_space",
     "check_rllib_config",
     "check_rllib_multiagent",
+    "check_rllib_q_keys",
     "check_rllib_run",
     "check_rllib_spaces",
     "makes_multiagent_env",
     "multiagent_algo_refusal",
 ]
 
-#: PPO settings that DQN and SAC on RLlib do not read (theirs live in the ``rllib`` block).
+#: PPO settings that DQN and SAC on RLlib do not read, refused in a DQN / SAC run of PPO keys
+#: (a run directory written before they took their own configs there: ``rllib`` block keys).
 PPO_ONLY = (
     "train_batch_size",
     "sgd_minibatch_size",
@@ -58,6 +62,62 @@ NATIVE_ONLY = {
     "evaluation_interval": "rllib.evaluation",
 }
 _MASK_KEYS = {"action_mask", "observations"}
+
+#: DQN / SAC config keys whose native meaning ``--backend rllib`` cannot honour: refused at
+#: any value but the default (:func:`check_rllib_q_keys`), with what to use instead.
+RLLIB_Q_UNSUPPORTED = {
+    "device": "the local learner runs on the CPU (RLlib's own: rllib.learners)",
+    "tensorboard": "RLlib reports its own results",
+    "evaluation_interval": "RLlib's own (rllib.evaluation)",
+    "evaluation_episodes": "RLlib's own (rllib.evaluation)",
+    "checkpoint_replay": "RLlib runs keep the replay buffer out of checkpoints",
+    "q_model": "the critics of rlblocks' RLlib SAC module are built from model",
+}
+#: Keys checked apart from their default: SAC's ``q_model`` is honoured where the critics'
+#: model config it makes is the actor's (``device="auto"``, too: the CPU).
+_SAME_MODEL = "q_model"
+#: The ``rllib`` block's keys that a DQN / SAC config key sets (``--backend rllib``): section
+#: -> {RLlib key: the config key to set instead}; the block keeps RLlib's other keys.
+RLLIB_Q_TAKEN: dict[str, dict[str, str]] = {
+    "training": {
+        "lr": "lr",
+        "gamma": "gamma",
+        "grad_clip": "grad_clip",
+        "train_batch_size": "train_batch_size",
+        "train_batch_size_per_learner": "train_batch_size",
+        "num_steps_sampled_before_learning_starts": "learning_starts",
+        "training_intensity": "train_freq / gradient_steps",
+        "target_network_update_freq": "target_network_update_freq",
+        "tau": "tau",
+        "n_step": "n_step",
+        "double_q": "double_q",
+        "dueling": "dueling",
+        "num_atoms": "num_atoms",
+        "v_min": "v_min",
+        "v_max": "v_max",
+        "td_error_loss_fn": "td_error_loss_fn",
+        "epsilon": "epsilon",
+        "actor_lr": "actor_lr",
+        "critic_lr": "critic_lr",
+        "alpha_lr": "alpha_lr",
+        "initial_alpha": "initial_alpha",
+        "target_entropy": "target_entropy",
+        "twin_q": "twin_q",
+        "store_buffer_in_checkpoints": "checkpoint_replay",
+    },
+    "reporting": {
+        "min_sample_timesteps_per_iteration": "timesteps_per_iteration",
+        "metrics_num_episodes_for_smoothing": "metrics_smoothing_episodes",
+    },
+    "debugging": {"seed": "seed"},
+}
+#: The ``rllib.training.replay_buffer_config`` keys that ``replay_capacity`` and the
+#: ``prioritized_replay*`` keys set.
+_BUFFER_TAKEN = {
+    "capacity": "replay_capacity",
+    "alpha": "prioritized_replay_alpha",
+    "beta": "prioritized_replay_beta",
+}
 
 
 def check_action_space(algo: str, space: gym.Space, *, flat_box: bool = True) -> None:
@@ -127,9 +187,61 @@ def check_rllib_multiagent(config: Any, algo: str) -> None:
         )
 
 
+def check_rllib_q_keys(config: Any, algo: str) -> None:
+    """Raises ValueError for what a DQN / SAC config (the native trainer's
+    :class:`~rlblocks.train.offpolicy_config.DQNConfig` / ``SACConfig``) sets that
+    ``--backend rllib`` cannot honour: a key of :data:`RLLIB_Q_UNSUPPORTED` off its default,
+    prioritized replay whose beta is annealed (RLlib's stays fixed), or an ``rllib`` block key
+    that one of the config's keys sets (:data:`RLLIB_Q_TAKEN`)."""
+    defaults = type(config)(env=config.env)
+    for key, instead in RLLIB_Q_UNSUPPORTED.items():
+        if key == _SAME_MODEL and hasattr(config, key):
+            changed = config.q_model_config() != config.model_config()
+        elif key == "device":  # "auto" is the CPU where no GPU is given to RLlib
+            changed = config.device not in ("cpu", "auto")
+        else:
+            changed = hasattr(config, key) and getattr(config, key) != getattr(defaults, key)
+        if changed:
+            raise ValueError(
+                f"{key}={getattr(config, key)!r}: {algo} on --backend rllib cannot honour "
+                f"this native-trainer setting ({instead}); leave it at its default "
+                f"{getattr(defaults, key)!r}"
+            )
+    if config.prioritized_replay and (
+        config.final_prioritized_replay_beta != config.prioritized_replay_beta
+    ):
+        raise ValueError(
+            f"final_prioritized_replay_beta={config.final_prioritized_replay_beta!r}: RLlib's "
+            f"prioritized replay keeps beta fixed at prioritized_replay_beta="
+            f"{config.prioritized_replay_beta!r} (no annealing); set "
+            f"final_prioritized_replay_beta={config.prioritized_replay_beta!r} for "
+            "--backend rllib"
+        )
+    for section, taken in RLLIB_Q_TAKEN.items():
+        for key in config.rllib.get(section) or {}:
+            if key in taken:
+                raise ValueError(
+                    f"rllib.{section}.{key}: {algo}'s config key {taken[key]} sets it on "
+                    f"--backend rllib; set {taken[key]} instead"
+                )
+    buffer = (config.rllib.get("training") or {}).get("replay_buffer_config") or {}
+    for key in buffer if isinstance(buffer, dict) else ():
+        if key in _BUFFER_TAKEN:
+            raise ValueError(
+                f"rllib.training.replay_buffer_config.{key}: {algo}'s config key "
+                f"{_BUFFER_TAKEN[key]} sets it on --backend rllib; set "
+                f"{_BUFFER_TAKEN[key]} instead"
+            )
+
+
 def check_rllib_config(config: Any, algo: str) -> None:
     """Raises ValueError for a native-only feature, or a PPO setting that DQN / SAC would
-    ignore, in a ``--backend rllib`` config (a :class:`~rlblocks.train.PPOConfig`)."""
+    ignore, in a ``--backend rllib`` config: a DQN / SAC config goes to
+    :func:`check_rllib_q_keys`; a :class:`~rlblocks.train.PPOConfig` with ``algo`` DQN or
+    SAC is a run directory written before DQN and SAC took their own configs there."""
+    if hasattr(config, "replay_capacity"):
+        check_rllib_q_keys(config, algo)
+        return
     defaults = type(config)(env=config.env)
     for key, instead in NATIVE_ONLY.items():
         if getattr(config, key) != getattr(defaults, key):
@@ -195,7 +307,9 @@ def check_rllib_run(config: Any, algo: str, num_env_runners: int | None = None) 
             check_rllib_multiagent(config, algo)
         check_rllib_config(config, algo)
         if not multiagent and isinstance(made, gym.Env):
-            atoms = (config.rllib.get("training") or {}).get("num_atoms", 1)
+            atoms = getattr(config, "num_atoms", None) or (
+                (config.rllib.get("training") or {}).get("num_atoms", 1)
+            )
             check_rllib_spaces(algo, made.observation_space, made.action_space, int(atoms))
     finally:
         close = getattr(made, "close", None)

@@ -22,16 +22,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from types import SimpleNamespace
 from typing import Any
 
 from rlblocks.replay import ReplayBuffer
 
 __all__ = [
-    "RLLIB_NAMES",
     "check_budget",
     "check_replay_fits",
-    "check_rllib_q_config",
     "checked_replay_buffer",
     "no_learning_yet",
     "replay_capacity_needed",
@@ -153,36 +150,6 @@ def check_budget(
             f"({budget_name}): the target networks would never be updated; use "
             f"{key}={max(1, math.ceil(budget / 10))} or a larger budget"
         )
-
-
-#: RLlib's spelling of the keys (in a config's ``rllib.training`` block) for messages.
-RLLIB_NAMES = {
-    "train_batch_size": "rllib.training.train_batch_size",
-    "replay_capacity": "rllib.training.replay_buffer_config.capacity",
-    "learning_starts": "rllib.training.num_steps_sampled_before_learning_starts",
-    "target_network_update_freq": "rllib.training.target_network_update_freq",
-}
-
-
-def check_rllib_q_config(
-    algo_config: Any, budget: int, budget_name: str, array_replay: bool
-) -> None:
-    """:func:`check_budget` (and with ``array_replay``, rlblocks' replay arrays standing in
-    for RLlib's buffer, :func:`check_replay_fits`: one ring per sub-env of the env runners)
-    for an RLlib DQN / SAC ``AlgorithmConfig`` (``--backend rllib``, before Ray starts).
-    RLlib's own buffers sample with replacement, so their size does not bound a batch."""
-    num_envs = max(1, algo_config.num_env_runners) * algo_config.num_envs_per_env_runner
-    batch = int(algo_config.total_train_batch_size)
-    capacity = (algo_config.replay_buffer_config or {}).get("capacity")
-    if array_replay and isinstance(capacity, int) and not isinstance(capacity, bool):
-        check_replay_fits(batch, capacity, num_envs, names=RLLIB_NAMES)
-    values = SimpleNamespace(
-        learning_starts=int(algo_config.num_steps_sampled_before_learning_starts or 0),
-        train_batch_size=batch if array_replay else 1,
-        train_freq=1,
-        target_network_update_freq=int(getattr(algo_config, "target_network_update_freq", 1)),
-    )
-    check_budget(values, num_envs, budget, budget_name, RLLIB_NAMES)
 
 
 def no_learning_yet(config: Any, timesteps: int, sampleable: int) -> str:

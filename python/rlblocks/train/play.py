@@ -2,13 +2,17 @@
 
 :func:`play_episode` plays one episode of a plain gymnasium env with one policy;
 :func:`play_episodes` steps a :class:`~rlblocks.multiagent.envs.MultiAgentVectorEnv` until
-a number of episodes end. Each policy acts through a :class:`LaneActor` (the native
+a number of episodes end; :func:`play_agents_episode` plays one episode of a dict-keyed
+multi-agent env (RLlib's ``MultiAgentEnv`` API, as an RLlib run's
+:class:`~rlblocks.rllib.multiagent_env.UnionMultiAgentEnv`), each policy acting for those of
+its agents that observe in a step. Each policy acts through a :class:`LaneActor` (the native
 trainer's :class:`~rlblocks.train.policy.Policy` and an exported artifact are both driven
 this way), and the loop carries each policy's lanes: the observation the policy reads, its
 recurrent state and its previous actions and rewards, started over for a lane whose agent
-starts anew. Both loops drive every policy through :class:`LaneActor` (a single-agent
-env is one lane) and import neither torch nor Ray (``rlblocks evaluate --exported`` runs
-them).
+starts anew. The loops drive every policy through :class:`LaneActor` (a single-agent
+env is one lane): the native trainer's policies, exported artifacts and the modules of an
+RLlib run's checkpoint (:mod:`rlblocks.rllib.module_actor`) alike; they import neither torch
+nor Ray (``rlblocks evaluate --exported`` runs them).
 
 Examples:
     >>> import numpy as np
@@ -24,7 +28,7 @@ Examples:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -35,7 +39,7 @@ from rlblocks.spaces import clip_actions
 if TYPE_CHECKING:  # the multi-agent side imports torch (its masks); the loop needs none
     from rlblocks.multiagent.envs import MultiAgentVectorEnv
 
-__all__ = ["LaneActor", "play_episode", "play_episodes"]
+__all__ = ["LaneActor", "play_agents_episode", "play_episode", "play_episodes"]
 
 
 @runtime_checkable
@@ -150,3 +154,70 @@ def play_episodes(
                 lane["pr"] = pr
             if fresh.size and lane["state"]:
                 lane["state"] = actor.restart(lane["state"], fresh)
+
+
+def play_agents_episode(
+    env: Any,
+    actors: Mapping[Any, LaneActor],
+    mapping: Mapping[Any, Any],
+    seed: int | None,
+    prepare: Callable[[dict[Any, Any]], Mapping[Any, Any]] | None = None,
+) -> tuple[dict[Any, float], int]:
+    """One episode of the dict-keyed multi-agent ``env`` from ``reset(seed=seed)``:
+    ``({agent_id: return}, steps)`` (the agents that got a reward).
+
+    Each step the agents of ``env.agents`` that observe act: policy by policy (in the order
+    of their first acting agent), one :meth:`LaneActor.act` for the policy's acting agents,
+    each agent a lane of its policy (its recurrent state kept between the steps it acts in).
+    The episode ends when ``terminated`` or ``truncated`` says ``"__all__"``.
+
+    Args:
+        env: ``reset(seed=) -> (obs, infos)`` and ``step(actions) -> (obs, rewards,
+            terminated, truncated, infos)``, each a dict keyed by agent id.
+        actors: ``{policy_id: actor}``, each acting in its policy's env actions.
+        mapping: ``{agent_id: policy_id}`` for every agent the env may have.
+        seed: The reset seed.
+        prepare: What the policies read of the acting agents' observations
+            (``{agent_id: obs} -> {agent_id: value}``; None: the observations themselves).
+
+    Raises:
+        ValueError: An actor that reads previous actions or rewards (this loop carries
+            none: the agents that act change from step to step).
+    """
+    lanes: dict[Any, list[Any]] = {pid: [a for a in mapping if mapping[a] == pid] for pid in actors}
+    states: dict[Any, Any] = {}
+    for pid, actor in actors.items():
+        if any(v is not None for v in actor.initial_prev(len(lanes[pid]))):
+            raise ValueError(
+                f"policy {pid!r} reads previous actions or rewards, which the multi-agent "
+                "evaluation does not carry"
+            )
+        states[pid] = actor.initial_state(len(lanes[pid]))
+    obs, _ = env.reset(seed=seed)
+    totals: dict[Any, float] = {}
+    steps, done = 0, False
+    while not done:
+        acting = [a for a in env.agents if a in obs]
+        seen = {a: obs[a] for a in acting}
+        if prepare is not None:
+            seen = dict(prepare(seen))
+        actions: dict[Any, Any] = {}
+        for pid in dict.fromkeys(mapping[a] for a in acting):
+            agents = [a for a in acting if mapping[a] == pid]
+            rows = np.array([lanes[pid].index(a) for a in agents], np.int64)
+            state = states[pid]
+            sub = None if not state else [np.asarray(s)[rows] for s in state]
+            x = actors[pid].observe([seen[a] for a in agents], None, None)
+            acted, out = actors[pid].act(x, sub, None, None)
+            if state and out is not None:
+                states[pid] = state = [np.array(s) for s in state]
+                for s, o in zip(state, out, strict=True):
+                    s[rows] = np.asarray(o)
+            for i, a in enumerate(agents):
+                actions[a] = tree_index(acted, i)
+        obs, rewards, terminated, truncated, _ = env.step(actions)
+        for a, r in rewards.items():
+            totals[a] = totals.get(a, 0.0) + float(r)
+        steps += 1
+        done = bool(terminated["__all__"] or truncated["__all__"])
+    return totals, steps
