@@ -427,6 +427,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
                 return done + self._run(num_timesteps, left, explore, random_actions)
             obs, rew, term, trunc, infos = step.result[:5]  # as the env returned them
             real, done_now = step.valid, step.dones
+            assert real is not None  # next-step autoreset: the reset rows are no steps
             held, self._module_obs = self._process(obs, needs_reset)
             steps.add(held, infos, act, rew, term, trunc, extra, real)
             if self._recurrent and extra:
