@@ -48,6 +48,7 @@ __all__ = [
     "EntityEncoder",
     "MaskedPool",
     "TextEncoder",
+    "distinct_rows",
     "length_mask",
     "split_items",
     "trim_padding",
@@ -62,6 +63,63 @@ POOLS = ("mean", "max", "sum", "attention")
 
 def _neg(x: torch.Tensor) -> float:
     return float(torch.finfo(x.dtype).min)
+
+
+def _tracing() -> bool:
+    """Whether torch is tracing or exporting (ONNX, ``torch.export``): shapes that depend on
+    the values (a cut padding, the distinct rows) would be frozen into the artifact."""
+    return bool(
+        torch.jit.is_tracing()
+        or torch.compiler.is_compiling()
+        or torch.compiler.is_exporting()
+        or torch.onnx.is_in_onnx_export()
+    )
+
+
+_FINGERPRINTS: dict[tuple[int, torch.dtype, torch.device], torch.Tensor] = {}
+
+
+def distinct_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``(first, inverse)`` for a ``[B, N]`` batch with repeated rows: ``first`` the index of
+    each distinct row's first occurrence, ``inverse`` each row's position in ``first``
+    (``rows[first][inverse]`` equals ``rows``). None when every row is distinct, for fewer
+    than two rows, a tensor of another rank, and while tracing or exporting.
+
+    Rows are grouped by a fixed random projection, then compared exactly with their group's
+    first row; should two different rows ever share a projection, the answer is None (no
+    grouping) rather than a wrong one.
+
+    Examples:
+        >>> first, inverse = distinct_rows(torch.tensor([[1.0, 2], [3, 4], [1, 2]]))
+        >>> first.tolist(), inverse.tolist()
+        ([0, 1], [0, 1, 0])
+        >>> distinct_rows(torch.eye(3)) is None
+        True
+    """
+    if rows.dim() != 2 or rows.shape[0] < 2 or not rows.is_floating_point() or _tracing():
+        return None
+    key = (rows.shape[1], rows.dtype, rows.device)
+    weights = _FINGERPRINTS.get(key)
+    if weights is None:
+        generator = torch.Generator().manual_seed(46)
+        weights = torch.rand(rows.shape[1], generator=generator, dtype=torch.float64)
+        weights = _FINGERPRINTS.setdefault(key, weights.to(rows.dtype).to(rows.device))
+    with torch.no_grad():
+        detached = rows.detach()
+        prints, inverse = torch.unique(detached @ weights, return_inverse=True)
+        if prints.shape[0] == rows.shape[0]:
+            return None
+        positions = torch.arange(rows.shape[0], device=rows.device)
+        first = torch.full_like(prints, rows.shape[0], dtype=torch.int64)
+        first = first.scatter_reduce(0, inverse, positions, "amin")
+        if detached.device.type == "cpu":  # numpy compares a CPU batch several times faster
+            values, index = detached.numpy(), first[inverse].numpy()
+            same = bool((values[index] == values).all())
+        else:
+            same = bool((detached[first[inverse]] == detached).all())
+        if not same:
+            return None
+    return first, inverse
 
 
 def split_items(
@@ -95,13 +153,7 @@ def trim_padding(mask: torch.Tensor, *tensors: torch.Tensor) -> tuple[torch.Tens
         >>> [t.shape[1] for t in trim_padding(mask, mask, torch.zeros(2, 4, 3))]
         [2, 2]
     """
-    tracing = (
-        torch.jit.is_tracing()
-        or torch.compiler.is_compiling()
-        or torch.compiler.is_exporting()
-        or torch.onnx.is_in_onnx_export()
-    )
-    if tracing or mask.shape[0] == 0:
+    if _tracing() or mask.shape[0] == 0:
         return tensors
     used = mask.any(dim=0).nonzero()
     keep = int(used.max()) + 1 if used.numel() else 1
@@ -347,11 +399,21 @@ class TextEncoder(nn.Module):
         return self.entities(chars + self.position, mask)
 
     def forward_flat(self, flat: torch.Tensor) -> torch.Tensor:
-        """The flat block of a text leaf: ``[B, 1 + max_len * (num_chars or 1)]``."""
+        """The flat block of a text leaf: ``[B, 1 + max_len * (num_chars or 1)]``.
+
+        A string that repeats in the batch (MiniGrid's mission, constant within an episode
+        and across envs) is encoded once and its encoding shared by its rows
+        (:func:`distinct_rows`; gradients add up over the rows as before); a changed string
+        is a new row, encoded on its own."""
         width = self.num_chars if self.encoding == "one_hot" else 1
         if flat.shape[-1] != 1 + self.max_len * width:
             raise ValueError(
                 f"TextEncoder: expected a block of {1 + self.max_len * width} floats "
                 f"(length, then {self.max_len} positions of {width}), got {flat.shape[-1]}"
             )
+        distinct = distinct_rows(flat)
+        if distinct is not None:  # a repeated string (MiniGrid's mission) is encoded once
+            first, inverse = distinct
+            rows = flat[first]
+            return self(rows[:, 1:], rows[:, 0])[inverse]
         return self(flat[..., 1:], flat[..., 0])
