@@ -52,6 +52,7 @@ from rlblocks.cli.train_stops import (
     saved_stops,
     write_stops,
 )
+from rlblocks.train.numbers import format_return
 
 
 def add_parser(sub: Any) -> None:
@@ -455,7 +456,8 @@ def _fit(args: argparse.Namespace, trainer: Any, stops: Stops) -> int:
         return 130
     print(
         f"done: {metrics.get('timesteps_total', 0)} steps, {metrics.get('episodes_total', 0)} "
-        f"episodes, mean return {ret:.1f} (last {cfg.metrics_smoothing_episodes} episodes), "
+        f"episodes, mean return {format_return(ret)} "
+        f"(last {cfg.metrics_smoothing_episodes} episodes), "
         f"{trainer.time_total_s:.0f} s\n"
         f"results: {run_dir}/progress.csv\ncheckpoint: {trainer.checkpoint_path}\nplot: {plot}",
         flush=True,
