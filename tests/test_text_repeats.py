@@ -140,3 +140,18 @@ def test_minigrid_mission_batch_encodes_once(encoding: str) -> None:
     assert seen and set(seen) == {1}  # one mission, four observations
     one = torch.cat([model({"obs": flat[i : i + 1]})[0] for i in range(4)])
     torch.testing.assert_close(logits, one)
+
+
+def test_a_block_changed_in_place_is_grouped_again() -> None:
+    def groups(rows: torch.Tensor) -> list[int]:
+        found = distinct_rows(rows)
+        assert found is not None
+        first, inverse = found
+        assert torch.equal(rows[first][inverse], rows)
+        return [int(first[i]) for i in inverse]  # each row's first equal row
+
+    rows = _flat(["abc", "abc", "dd"])
+    assert groups(rows) == [0, 0, 2]
+    assert groups(rows) == [0, 0, 2]  # the same block again (the value function's encoder)
+    rows[1] = _flat(["dd"])[0]  # written in place: its version changes
+    assert groups(rows) == [0, 1, 1]

@@ -76,7 +76,9 @@ def add_parser(sub: Any) -> None:
     )
     train.add_argument(
         "--env",
-        help="gymnasium id, e.g. CartPole-v1; module:EnvId for an env that a module of yours "
+        help="gymnasium id, e.g. CartPole-v1 or MiniGrid-DoorKey-5x5-v0 (the installed "
+        "package that registers a third-party id is imported); module:EnvId for an env "
+        "that a module of yours "
         "registers (my_pkg.envs:MyEnv-v0); or module:callable returning an env, "
         "e.g. a PettingZoo multi-agent env (mpe2.simple_spread_v3:parallel_env)",
     )

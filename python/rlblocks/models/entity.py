@@ -77,6 +77,9 @@ def _tracing() -> bool:
 
 
 _FINGERPRINTS: dict[tuple[int, torch.dtype, torch.device], torch.Tensor] = {}
+#: The last batch :func:`distinct_rows` grouped, its version and the answer: the policy's and
+#: the value function's encoders read the same block (one tuple, replaced whole).
+_LAST: tuple[Any, int, Any] = (None, -1, None)
 
 
 def distinct_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -96,8 +99,19 @@ def distinct_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | Non
         >>> distinct_rows(torch.eye(3)) is None
         True
     """
+    global _LAST
     if rows.dim() != 2 or rows.shape[0] < 2 or not rows.is_floating_point() or _tracing():
         return None
+    last_rows, last_version, last_found = _LAST
+    if last_rows is rows and last_version == rows._version:  # held: its id is not reused
+        return last_found  # type: ignore[no-any-return]
+    found = _distinct_rows(rows)
+    if not rows.requires_grad:  # an observation block: held, it keeps no graph alive
+        _LAST = (rows, rows._version, found)
+    return found
+
+
+def _distinct_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
     key = (rows.shape[1], rows.dtype, rows.device)
     weights = _FINGERPRINTS.get(key)
     if weights is None:
