@@ -155,3 +155,20 @@ def test_a_block_changed_in_place_is_grouped_again() -> None:
     assert groups(rows) == [0, 0, 2]  # the same block again (the value function's encoder)
     rows[1] = _flat(["dd"])[0]  # written in place: its version changes
     assert groups(rows) == [0, 1, 1]
+
+
+def test_rollout_encodings_are_remembered_until_a_parameter_changes() -> None:
+    enc, seen = _encoder()
+    flat = _flat(["abc", "dd"])
+    with torch.no_grad():
+        first = enc.forward_flat(flat)
+        again = enc.forward_flat(_flat(["dd", "abc", "dd"]))  # both strings remembered
+        assert seen == [2]
+        torch.testing.assert_close(again, first[[1, 0, 1]])
+        enc.forward_flat(_flat(["cab", "abc"]))  # a new string: only it is encoded
+        assert seen == [2, 1]
+        enc.position.data.add_(0.5)  # an update the tensor's version does not show
+        changed = enc.forward_flat(flat)
+        assert seen == [2, 1, 2]
+    torch.testing.assert_close(changed, enc.forward_flat(flat))  # with gradients: no memo
+    assert not torch.allclose(changed, first)

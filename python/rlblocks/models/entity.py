@@ -398,6 +398,12 @@ class TextEncoder(nn.Module):
         self.position = nn.Parameter(torch.randn(max_len, dim) * 0.02)
         self.entities = EntityEncoder.from_config(dim, options)
         self.num_outputs = self.entities.num_outputs
+        # Encodings made without gradients (the rollout's), by string row, valid while the
+        # parameters equal the copy taken with them (compared, not trusted to versions: an
+        # in-place write through .data or numpy leaves a tensor's version as it was).
+        self._memo_key: tuple[Any, ...] = ()
+        self._memo_params: list[torch.Tensor] = []
+        self._memo: dict[bytes, torch.Tensor] = {}
 
     def forward(self, values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """``values``: one-hot ``[B, max_len, num_chars]`` or ids ``[B, max_len]``;
@@ -425,9 +431,36 @@ class TextEncoder(nn.Module):
                 f"TextEncoder: expected a block of {1 + self.max_len * width} floats "
                 f"(length, then {self.max_len} positions of {width}), got {flat.shape[-1]}"
             )
+        if not torch.is_grad_enabled() and flat.dim() == 2 and not _tracing():
+            return self._remembered(flat)
         distinct = distinct_rows(flat)
         if distinct is not None:  # a repeated string (MiniGrid's mission) is encoded once
             first, inverse = distinct
             rows = flat[first]
             return self(rows[:, 1:], rows[:, 0])[inverse]
         return self(flat[..., 1:], flat[..., 0])
+
+    def _remembered(self, flat: torch.Tensor) -> torch.Tensor:
+        """``forward_flat`` without gradients: each string row is encoded once while the
+        parameters are unchanged (a rollout's mission, step after step)."""
+        key = (flat.dtype, flat.device, torch.is_inference_mode_enabled())
+        params = [p.detach() for p in self.parameters()]
+        same = key == self._memo_key and len(params) == len(self._memo_params)
+        same = same and all(
+            a.shape == b.shape and a.dtype == b.dtype and a.device == b.device and torch.equal(a, b)
+            for a, b in zip(params, self._memo_params, strict=False)
+        )
+        if not same or len(self._memo) > 256:
+            self._memo_key, self._memo = key, {}
+            self._memo_params = [p.clone() for p in params]
+        distinct = distinct_rows(flat)
+        first = distinct[0] if distinct is not None else torch.arange(flat.shape[0])
+        rows = flat[first]
+        names = [row.tobytes() for row in rows.detach().cpu().numpy()]
+        missing = [i for i, name in enumerate(names) if name not in self._memo]
+        if missing:
+            new = rows[missing]
+            for i, encoded in zip(missing, self(new[:, 1:], new[:, 0]), strict=True):
+                self._memo[names[i]] = encoded
+        out = torch.stack([self._memo[name] for name in names])
+        return out if distinct is None else out[distinct[1]]
