@@ -122,8 +122,8 @@ def import_registering_module(env_id: str) -> str | None:
         ValueError: The registering module is installed but fails to import.
 
     Examples:
-        >>> import_registering_module("MiniGrid-Empty-5x5-v0")
-        'minigrid'
+        >>> import_registering_module("CartPole-v1") is None   # gymnasium knows it already
+        True
     """
     if env_id in gym.registry:
         return None
@@ -145,8 +145,8 @@ def importable_id(env_id: str) -> str:
     (a Ray worker) can pass to ``gym.make``; other ids as they are.
 
     Examples:
-        >>> importable_id("MiniGrid-Empty-5x5-v0"), importable_id("CartPole-v1")
-        ('minigrid:MiniGrid-Empty-5x5-v0', 'CartPole-v1')
+        >>> importable_id("my_pkg.envs:MyEnv-v0"), importable_id("CartPole-v1")
+        ('my_pkg.envs:MyEnv-v0', 'CartPole-v1')
     """
     if ":" in env_id:
         return env_id
