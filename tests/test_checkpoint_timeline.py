@@ -26,6 +26,7 @@ from rlblocks.train.checkpoint import (
     save_checkpoint,
 )
 from rlblocks.train.logger import ProgressLogger, read_progress, truncate_progress
+from rlblocks.train.numbers import format_return
 
 PYTHONPATH = str(Path(rlblocks.__file__).resolve().parents[1])
 
@@ -264,15 +265,16 @@ def test_resume_of_a_finished_run_says_how_to_extend_it_and_evaluate_writes_noth
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.strip() == (
         f"rlblocks train: error: --stop-reward 1: the run already has a mean return of "
-        f"{ret:.1f} at 128 steps; pass a --stop-reward larger than {ret:.1f}"
+        f"{format_return(ret)} at 128 steps; pass a --stop-reward larger than {format_return(ret)}"
     )
     (run / "stop.json").write_text('{"episode_return_mean": 2, "timesteps_total": 128}')
     before["stop.json"] = ((run / "stop.json").read_bytes(), (run / "stop.json").stat().st_mtime_ns)
     out = cli("train", "--resume", "run", "--stop-timesteps", "192", "--no-progress", cwd=tmp_path)
     assert out.stderr.strip() == (
         f"rlblocks train: error: the run is already done: stop.episode_return_mean=2 already "
-        f"reached with a mean return of {ret:.1f} at 128 steps; pass --stop-reward R larger "
-        f"than {ret:.1f}, or --no-default-stop-reward to train on to the step budget"
+        f"reached with a mean return of {format_return(ret)} at 128 steps; pass --stop-reward "
+        f"R larger than {format_return(ret)}, or --no-default-stop-reward to train on to the "
+        "step budget"
     )
 
     out = cli("evaluate", "run", "--episodes", "1", cwd=tmp_path)

@@ -53,6 +53,7 @@ from rlblocks.cli.train_stops import (
     saved_stops,
     write_stops,
 )
+from rlblocks.train.numbers import format_return
 
 
 def add_parser(sub: Any) -> None:
@@ -85,7 +86,9 @@ def add_parser(sub: Any) -> None:
     )
     train.add_argument(
         "--env",
-        help="gymnasium id, e.g. CartPole-v1; module:EnvId for an env that a module of yours "
+        help="gymnasium id, e.g. CartPole-v1 or MiniGrid-DoorKey-5x5-v0 (the installed "
+        "package that registers a third-party id is imported); module:EnvId for an env "
+        "that a module of yours "
         "registers (my_pkg.envs:MyEnv-v0); or module:callable returning an env, "
         "e.g. a PettingZoo multi-agent env (mpe2.simple_spread_v3:parallel_env)",
     )
@@ -455,7 +458,8 @@ def _fit(args: argparse.Namespace, trainer: Any, stops: Stops) -> int:
         return 130
     print(
         f"done: {metrics.get('timesteps_total', 0)} steps, {metrics.get('episodes_total', 0)} "
-        f"episodes, mean return {ret:.1f} (last {cfg.metrics_smoothing_episodes} episodes), "
+        f"episodes, mean return {format_return(ret)} "
+        f"(last {cfg.metrics_smoothing_episodes} episodes), "
         f"{trainer.time_total_s:.0f} s\n"
         f"results: {run_dir}/progress.csv\ncheckpoint: {trainer.checkpoint_path}\nplot: {plot}",
         flush=True,

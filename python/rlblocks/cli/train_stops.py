@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rlblocks.train.numbers import format_return
+
 __all__ = [
     "DEFAULT_STOP_TIMESTEPS",
     "STOP_FILE",
@@ -134,17 +136,17 @@ class Stops:
             return
         if self.reward is None or math.isnan(ret) or ret < self.reward:
             return
-        reached = f"a mean return of {ret:.1f} at {steps:,} steps"
+        reached = f"a mean return of {format_return(ret)} at {steps:,} steps"
         if self.reward_from == "--stop-reward":
             raise ValueError(
                 f"--stop-reward {self.reward:g}: the run already has {reached}; "
-                f"pass a --stop-reward larger than {ret:.1f}"
+                f"pass a --stop-reward larger than {format_return(ret)}"
             )
         why = "" if self.reward_from.startswith("stop.") else f" ({self.reward_from})"
         raise ValueError(
             f"the run is already done: stop.episode_return_mean={self.reward:g}"
             f"{why} already reached with {reached}; pass --stop-reward R larger "
-            f"than {ret:.1f}, or --no-default-stop-reward to train on to the "
+            f"than {format_return(ret)}, or --no-default-stop-reward to train on to the "
             "step budget"
         )
 

@@ -48,6 +48,7 @@ __all__ = [
     "EntityEncoder",
     "MaskedPool",
     "TextEncoder",
+    "distinct_rows",
     "length_mask",
     "split_items",
     "trim_padding",
@@ -62,6 +63,77 @@ POOLS = ("mean", "max", "sum", "attention")
 
 def _neg(x: torch.Tensor) -> float:
     return float(torch.finfo(x.dtype).min)
+
+
+def _tracing() -> bool:
+    """Whether torch is tracing or exporting (ONNX, ``torch.export``): shapes that depend on
+    the values (a cut padding, the distinct rows) would be frozen into the artifact."""
+    return bool(
+        torch.jit.is_tracing()
+        or torch.compiler.is_compiling()
+        or torch.compiler.is_exporting()
+        or torch.onnx.is_in_onnx_export()
+    )
+
+
+_FINGERPRINTS: dict[tuple[int, torch.dtype, torch.device], torch.Tensor] = {}
+#: The last batch :func:`distinct_rows` grouped, its version and the answer: the policy's and
+#: the value function's encoders read the same block (one tuple, replaced whole).
+_LAST: tuple[Any, int, Any] = (None, -1, None)
+
+
+def distinct_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``(first, inverse)`` for a ``[B, N]`` batch with repeated rows: ``first`` the index of
+    each distinct row's first occurrence, ``inverse`` each row's position in ``first``
+    (``rows[first][inverse]`` equals ``rows``). None when every row is distinct, for fewer
+    than two rows, a tensor of another rank, and while tracing or exporting.
+
+    Rows are grouped by a fixed random projection, then compared exactly with their group's
+    first row; should two different rows ever share a projection, the answer is None (no
+    grouping) rather than a wrong one.
+
+    Examples:
+        >>> first, inverse = distinct_rows(torch.tensor([[1.0, 2], [3, 4], [1, 2]]))
+        >>> first.tolist(), inverse.tolist()
+        ([0, 1], [0, 1, 0])
+        >>> distinct_rows(torch.eye(3)) is None
+        True
+    """
+    global _LAST
+    if rows.dim() != 2 or rows.shape[0] < 2 or not rows.is_floating_point() or _tracing():
+        return None
+    last_rows, last_version, last_found = _LAST
+    if last_rows is rows and last_version == rows._version:  # held: its id is not reused
+        return last_found  # type: ignore[no-any-return]
+    found = _distinct_rows(rows)
+    if not rows.requires_grad:  # an observation block: held, it keeps no graph alive
+        _LAST = (rows, rows._version, found)
+    return found
+
+
+def _distinct_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    key = (rows.shape[1], rows.dtype, rows.device)
+    weights = _FINGERPRINTS.get(key)
+    if weights is None:
+        generator = torch.Generator().manual_seed(46)
+        weights = torch.rand(rows.shape[1], generator=generator, dtype=torch.float64)
+        weights = _FINGERPRINTS.setdefault(key, weights.to(rows.dtype).to(rows.device))
+    with torch.no_grad():
+        detached = rows.detach()
+        prints, inverse = torch.unique(detached @ weights, return_inverse=True)
+        if prints.shape[0] == rows.shape[0]:
+            return None
+        positions = torch.arange(rows.shape[0], device=rows.device)
+        first = torch.full_like(prints, rows.shape[0], dtype=torch.int64)
+        first = first.scatter_reduce(0, inverse, positions, "amin")
+        if detached.device.type == "cpu":  # numpy compares a CPU batch several times faster
+            values, index = detached.numpy(), first[inverse].numpy()
+            same = bool((values[index] == values).all())
+        else:
+            same = bool((detached[first[inverse]] == detached).all())
+        if not same:
+            return None
+    return first, inverse
 
 
 def split_items(
@@ -95,13 +167,7 @@ def trim_padding(mask: torch.Tensor, *tensors: torch.Tensor) -> tuple[torch.Tens
         >>> [t.shape[1] for t in trim_padding(mask, mask, torch.zeros(2, 4, 3))]
         [2, 2]
     """
-    tracing = (
-        torch.jit.is_tracing()
-        or torch.compiler.is_compiling()
-        or torch.compiler.is_exporting()
-        or torch.onnx.is_in_onnx_export()
-    )
-    if tracing or mask.shape[0] == 0:
+    if _tracing() or mask.shape[0] == 0:
         return tensors
     used = mask.any(dim=0).nonzero()
     keep = int(used.max()) + 1 if used.numel() else 1
@@ -332,6 +398,12 @@ class TextEncoder(nn.Module):
         self.position = nn.Parameter(torch.randn(max_len, dim) * 0.02)
         self.entities = EntityEncoder.from_config(dim, options)
         self.num_outputs = self.entities.num_outputs
+        # Encodings made without gradients (the rollout's), by string row, valid while the
+        # parameters equal the copy taken with them (compared, not trusted to versions: an
+        # in-place write through .data or numpy leaves a tensor's version as it was).
+        self._memo_key: tuple[Any, ...] = ()
+        self._memo_params: list[torch.Tensor] = []
+        self._memo: dict[bytes, torch.Tensor] = {}
 
     def forward(self, values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """``values``: one-hot ``[B, max_len, num_chars]`` or ids ``[B, max_len]``;
@@ -347,11 +419,48 @@ class TextEncoder(nn.Module):
         return self.entities(chars + self.position, mask)
 
     def forward_flat(self, flat: torch.Tensor) -> torch.Tensor:
-        """The flat block of a text leaf: ``[B, 1 + max_len * (num_chars or 1)]``."""
+        """The flat block of a text leaf: ``[B, 1 + max_len * (num_chars or 1)]``.
+
+        A string that repeats in the batch (MiniGrid's mission, constant within an episode
+        and across envs) is encoded once and its encoding shared by its rows
+        (:func:`distinct_rows`; gradients add up over the rows as before); a changed string
+        is a new row, encoded on its own."""
         width = self.num_chars if self.encoding == "one_hot" else 1
         if flat.shape[-1] != 1 + self.max_len * width:
             raise ValueError(
                 f"TextEncoder: expected a block of {1 + self.max_len * width} floats "
                 f"(length, then {self.max_len} positions of {width}), got {flat.shape[-1]}"
             )
+        if not torch.is_grad_enabled() and flat.dim() == 2 and not _tracing():
+            return self._remembered(flat)
+        distinct = distinct_rows(flat)
+        if distinct is not None:  # a repeated string (MiniGrid's mission) is encoded once
+            first, inverse = distinct
+            rows = flat[first]
+            return self(rows[:, 1:], rows[:, 0])[inverse]
         return self(flat[..., 1:], flat[..., 0])
+
+    def _remembered(self, flat: torch.Tensor) -> torch.Tensor:
+        """``forward_flat`` without gradients: each string row is encoded once while the
+        parameters are unchanged (a rollout's mission, step after step)."""
+        key = (flat.dtype, flat.device, torch.is_inference_mode_enabled())
+        params = [p.detach() for p in self.parameters()]
+        same = key == self._memo_key and len(params) == len(self._memo_params)
+        same = same and all(
+            a.shape == b.shape and a.dtype == b.dtype and a.device == b.device and torch.equal(a, b)
+            for a, b in zip(params, self._memo_params, strict=False)
+        )
+        if not same or len(self._memo) > 256:
+            self._memo_key, self._memo = key, {}
+            self._memo_params = [p.clone() for p in params]
+        distinct = distinct_rows(flat)
+        first = distinct[0] if distinct is not None else torch.arange(flat.shape[0])
+        rows = flat[first]
+        names = [row.tobytes() for row in rows.detach().cpu().numpy()]
+        missing = [i for i, name in enumerate(names) if name not in self._memo]
+        if missing:
+            new = rows[missing]
+            for i, encoded in zip(missing, self(new[:, 1:], new[:, 0]), strict=True):
+                self._memo[names[i]] = encoded
+        out = torch.stack([self._memo[name] for name in names])
+        return out if distinct is None else out[distinct[1]]

@@ -109,7 +109,9 @@ def flat_repeated_env(
 
 
 def _gym_id(env: str) -> str:
-    return f"rlblocks.envs:{env}" if env.startswith("rlblocks/") else env
+    from rlblocks.train.env_ids import importable_id
+
+    return importable_id(env)
 
 
 def _probe_repeated(config: TrainerConfig) -> bool:

@@ -30,6 +30,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
+from rlblocks.train.env_ids import (
+    adapt_old_api,
+    family_module,
+    import_registering_module,
+    is_old_api_env,
+    missing_package_hint,
+)
 from rlblocks.train.trainer_config import C, TrainerConfig
 from rlblocks.wrappers.env_errors import raised_at
 from rlblocks.wrappers.workers import workers_ignore_sigint
@@ -58,7 +65,9 @@ def registered_id(env_id: str) -> str:
 
     ``"module:EnvId"`` (gymnasium's own form) imports ``module`` first, then looks up
     ``EnvId``; the bundled ``rlblocks/...`` envs and ALE's ``ALE/...`` ids are registered on
-    first use (also inside vector-env worker processes).
+    first use (also inside vector-env worker processes), and an id gymnasium does not know
+    yet (``MiniGrid-DoorKey-5x5-v0``) imports the installed package that registers it
+    (:func:`rlblocks.train.env_ids.import_registering_module`).
 
     Raises:
         ValueError: The module does not import (its error in one line).
@@ -89,6 +98,8 @@ def registered_id(env_id: str) -> str:
         except ImportError:
             return env_id  # check_env then explains that the package is needed
         gym.register_envs(ale_py)
+    elif not sep and env_id not in gym.registry:
+        import_registering_module(env_id)  # MiniGrid-*, highway-*, ... and entry points
     return env_id
 
 
@@ -134,18 +145,26 @@ def check_env(env: Any) -> None:
         return
     close = difflib.get_close_matches(key, list(gym.registry), n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    where = ""
+    where = missing_package_hint(key) or _not_registered(env, key)
+    raise ValueError(f"unknown gymnasium environment {key!r}{where}{hint}")
+
+
+def _not_registered(env: str, key: str) -> str:
+    """Why ``key`` (of the config's ``env``) is not registered, where the package is there."""
+    family = family_module(key)
     if key != env:
-        where = f" (importing {env.partition(':')[0]!r} did not register it)"
-    elif env.startswith("ALE/"):
-        where = ' (ALE ids need the atari extra: pip install "rlblocks[atari]")'
-    elif "/" in env:
-        where = (
+        return f" (importing {env.partition(':')[0]!r} did not register it)"
+    if family is not None and family[0] != "ale_py":
+        return f" (importing {family[0]!r} did not register it)"
+    if env.startswith("ALE/"):
+        return ' (ALE ids need the atari extra: pip install "rlblocks[atari]")'
+    if "/" in env:
+        return (
             f" (ids in the {env.split('/')[0]!r} namespace need their package "
             "installed and imported, e.g. ale-py for 'ALE/...'; for your own package "
             "write 'module:EnvId')"
         )
-    raise ValueError(f"unknown gymnasium environment {key!r}{where}{hint}")
+    return ""
 
 
 def env_spec(env: Any) -> gym.envs.registration.EnvSpec | None:
@@ -217,13 +236,16 @@ def make_env_creator(
 
     def create() -> gym.Env:
         made = raw()
-        if not isinstance(made, gym.Env):
+        if not isinstance(made, gym.Env) or is_old_api_env(made):
             from rlblocks.multiagent.envs import is_multiagent_env
 
+            multiagent = is_multiagent_env(made)
+            if not multiagent and is_old_api_env(made):
+                return adapt_old_api(made, str(config.env_name))  # shimmy, or its hint
             hint = (
                 "; it is a multi-agent env: train it with MultiAgentPPOTrainer (rlblocks "
                 "train picks it by itself)"
-                if is_multiagent_env(made)
+                if multiagent
                 else ""
             )
             raise ValueError(

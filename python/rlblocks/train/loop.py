@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from rlblocks.train.numbers import format_return
+
 __all__ = [
     "Callback",
     "StopTraining",
@@ -179,7 +181,7 @@ def train_until(
             if bar is not None:
                 bar.update(trainer.timesteps_total - before)
                 bar.set_postfix(
-                    ret=f"{metrics['episode_return_mean']:.1f}",
+                    ret=format_return(metrics["episode_return_mean"]),
                     sps=f"{metrics['steps_per_s']:.0f}",
                     refresh=False,
                 )
