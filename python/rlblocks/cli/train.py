@@ -1,8 +1,10 @@
-"""``rlblocks train``: trains PPO and writes a run directory.
+"""``rlblocks train``: trains PPO, DQN or SAC (APPO and IMPALA on RLlib) and writes a run
+directory.
 
 ``rlblocks train --env ENV [--config FILE.yaml|json] [--set key=value ...] [--stop-reward R]
-[--stop-timesteps N] [--resume RUN_DIR] [--run-dir DIR [--overwrite]]`` trains PPO with a
-progress bar and writes a run directory (``config.json``, ``stop.json``, ``progress.csv``,
+[--stop-timesteps N] [--resume RUN_DIR] [--run-dir DIR [--overwrite]] [--algo ALGO]`` trains
+``--algo`` (PPO unless a ``--tuned`` or ``--config`` file names another) with a progress bar
+and writes a run directory (``config.json``, ``stop.json``, ``progress.csv``,
 checkpoints, ``progress.png``): a new directory, an empty one, or with ``--overwrite`` one
 whose previous run is deleted first; a directory another training writes is refused naming
 its pid (:mod:`rlblocks.train.rundir`). Ctrl-C stops the run with a checkpoint to
@@ -53,7 +55,6 @@ from rlblocks.cli.train_stops import (
     saved_stops,
     write_stops,
 )
-from rlblocks.train.numbers import format_return
 
 
 def add_parser(sub: Any) -> None:
@@ -63,18 +64,21 @@ def add_parser(sub: Any) -> None:
         "train",
         run,
         help="train PPO, DQN or SAC on a gymnasium or multi-agent env",
-        description="Trains PPO with a progress bar and writes a run directory: config.json, "
-        "stop.json, progress.csv, checkpoint_NNNNNN/ and progress.png. --set values are read "
-        "as YAML (lr=1e-3, model.fcnet_hiddens=[32,32], observation_filter=MeanStdFilter); "
-        "dotted keys reach into model, env_config and stop. A --config file or a --tuned "
-        "config may end with a stop: {episode_return_mean: R, timesteps_total: N} block. "
-        "--resume RUN_DIR continues a run by its saved config and stop conditions; "
-        "resuming from an older checkpoint moves the later ones into abandoned_<time>/. "
-        "A --run-dir holding a previous run is refused unless --resume or --overwrite; one "
-        "that another training writes is refused (naming its pid). Ctrl-C stops at the end "
-        "of the iteration and saves a checkpoint to --resume from (exit code 130); a "
-        "second Ctrl-C aborts at once. The config keys of the algorithm (--algo, given "
-        "before --help) follow the options, with their defaults.",
+        description=(
+            "Trains --algo (PPO by default) with a progress bar and writes a run directory:"
+            " config.json, stop.json, progress.csv, checkpoint_NNNNNN/ and progress.png. "
+            "--set values are read as YAML (lr=1e-3, model.fcnet_hiddens=[32,32], "
+            "observation_filter=MeanStdFilter); dotted keys reach into model, env_config "
+            "and stop. A --config file or a --tuned config may end with a stop: "
+            "{episode_return_mean: R, timesteps_total: N} block. --resume RUN_DIR continues"
+            " a run by its saved config and stop conditions; resuming from an older "
+            "checkpoint moves the later ones into abandoned_<time>/. A --run-dir holding a "
+            "previous run is refused unless --resume or --overwrite; one that another "
+            "training writes is refused (naming its pid). Ctrl-C stops at the end of the "
+            "iteration and saves a checkpoint to --resume from (exit code 130); a second "
+            "Ctrl-C aborts at once. The config keys of the algorithm (--algo, given before "
+            "--help) follow the options, with their defaults."
+        ),
         add_help=False,
     )
     train.add_argument(
@@ -157,7 +161,7 @@ def add_parser(sub: Any) -> None:
         "--backend",
         choices=("native", "rllib"),
         default="native",
-        help="native: rlblocks' own PPO (default); rllib: RLlib on Ray with "
+        help="native: rlblocks' own trainers (default); rllib: RLlib on Ray with "
         "rlblocks' module and connectors (needs the ray extra)",
     )
     train.add_argument(
@@ -456,6 +460,8 @@ def _fit(args: argparse.Namespace, trainer: Any, stops: Stops) -> int:
             flush=True,
         )
         return 130
+    from rlblocks.train.numbers import format_return  # not at import: --help stays light
+
     print(
         f"done: {metrics.get('timesteps_total', 0)} steps, {metrics.get('episodes_total', 0)} "
         f"episodes, mean return {format_return(ret)} "

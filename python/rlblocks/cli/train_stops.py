@@ -24,8 +24,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rlblocks.train.numbers import format_return
-
 __all__ = [
     "DEFAULT_STOP_TIMESTEPS",
     "STOP_FILE",
@@ -136,6 +134,8 @@ class Stops:
             return
         if self.reward is None or math.isnan(ret) or ret < self.reward:
             return
+        from rlblocks.train.numbers import format_return  # not at import: --help stays light
+
         reached = f"a mean return of {format_return(ret)} at {steps:,} steps"
         if self.reward_from == "--stop-reward":
             raise ValueError(
