@@ -10,11 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rlblocks.rllib.algo_config import build_algo_config
-from rlblocks.rllib.checkpoints import META_FILE, newest_checkpoint
-from rlblocks.rllib.trainer import _trainer_config
-from rlblocks.train.offpolicy_config import DQNConfig, SACConfig
-from rlblocks.train.trainer_config import PPOConfig
+
+ray = pytest.importorskip("ray")
+
+from rlblocks.rllib.algo_config import build_algo_config  # noqa: E402
+from rlblocks.rllib.checkpoints import META_FILE, newest_checkpoint  # noqa: E402
+from rlblocks.rllib.trainer import _trainer_config  # noqa: E402
+from rlblocks.train.offpolicy_config import DQNConfig, SACConfig  # noqa: E402
+from rlblocks.train.trainer_config import PPOConfig  # noqa: E402
 
 DQN_KEYS: dict[str, Any] = {
     "env": "CartPole-v1",
