@@ -38,7 +38,8 @@ import torch
 
 from rlblocks.catalog import ModelCatalog
 from rlblocks.filters import get_filter
-from rlblocks.multiagent.envs import MultiAgentVectorEnv, as_parallel_env, is_multiagent_env
+from rlblocks.multiagent.envs import as_parallel_env, is_multiagent_env
+from rlblocks.multiagent.turns import TurnBasedVectorEnv, is_turn_based_env, multiagent_vector_env
 from rlblocks.nest import tree_index
 from rlblocks.preprocessors import Preprocessor
 from rlblocks.train.algo_spaces import makes_multiagent_env
@@ -58,6 +59,7 @@ from rlblocks.train.trainer import (
     refuse_rllib_block,
 )
 from rlblocks.train.trainer_config import PPOConfig, lr_at
+from rlblocks.train.turn_batches import TurnSteps, stitch_turns
 
 __all__ = [
     "FORMAT",
@@ -73,7 +75,7 @@ FORMAT = "rlblocks.ppo.multiagent"
 
 def multiagent_creator(config: PPOConfig) -> Callable[[], Any]:
     """A no-argument function building one multi-agent env of ``config`` (in PettingZoo's
-    parallel API).
+    parallel API, or a turn-based PettingZoo ``AECEnv`` as it is).
 
     Raises:
         ValueError: The env is not a multi-agent env (checked on the first call).
@@ -88,7 +90,7 @@ def multiagent_creator(config: PPOConfig) -> Callable[[], Any]:
                 "ParallelEnv / AECEnv or an RLlib MultiAgentEnv; single-agent envs train "
                 "with PPOTrainer"
             )
-        return as_parallel_env(made)
+        return made if is_turn_based_env(made) else as_parallel_env(made)
 
     return create
 
@@ -168,7 +170,7 @@ class MultiAgentPPOTrainer(Trainer):
         """``venv``: env copies restored from a checkpoint, or None."""
         cfg = self.config
         block = cfg.multiagent
-        self.hub = MultiAgentVectorEnv(
+        self.hub = multiagent_vector_env(
             self._make,
             cfg.num_envs,
             block.get("policy_mapping", "shared"),
@@ -179,6 +181,7 @@ class MultiAgentPPOTrainer(Trainer):
             envs=venv,
         )
         try:
+            self._check_turns()
             named = set(block.get("policies", {}))
             unknown = sorted(named - set(self.hub.policy_ids))
             if unknown:
@@ -210,6 +213,24 @@ class MultiAgentPPOTrainer(Trainer):
             self.hub.close()
             raise
         self.agent_timesteps_total = 0
+
+    def _check_turns(self) -> None:
+        """Refuses what turn-based games do not train with (a move's outcome arrives after
+        the rollout stepped on: no recurrent state or reward scaling follows it)."""
+        if not isinstance(self.hub, TurnBasedVectorEnv):
+            return
+        cfg, model = self.config, self.config.model
+        for key in ("use_lstm", "use_attention", "lstm_use_prev_action", "lstm_use_prev_reward"):
+            if model.get(key):
+                raise ValueError(
+                    f"model.{key}=True: env {cfg.env_name!r} is a turn-based game, whose "
+                    "policies train without recurrent state or previous actions / rewards"
+                )
+        if cfg.normalize_reward or cfg.clip_reward is not None:
+            raise ValueError(
+                f"env {cfg.env_name!r} is a turn-based game: normalize_reward / clip_reward "
+                "are not supported there (its rewards arrive after the other agents' turns)"
+            )
 
     def _config_json(self) -> dict[str, Any]:
         data = json_config(self.config)
@@ -243,14 +264,22 @@ class MultiAgentPPOTrainer(Trainer):
         """Every policy's runner, stepped in lockstep over the shared envs."""
         gens = {pid: p.runner.collect_steps(num_steps) for pid, p in self.policies.items()}
         actions = {pid: next(g) for pid, g in gens.items()}
+        turns = isinstance(self.hub, TurnBasedVectorEnv)
+        late = {pid: TurnSteps(p.runner.num_envs) for pid, p in self.policies.items()}
         batches: dict[str, SampleBatch] = {}
         while not batches:
             results = self.hub.step(actions)
             for pid, g in gens.items():
+                res = results[pid]
+                if turns:
+                    late[pid].add(res.info["late"], res.rewards, res.terminated, res.truncated)
                 try:
-                    actions[pid] = g.send(results[pid])
+                    actions[pid] = g.send(res)
                 except StopIteration as stop:
                     batches[pid] = stop.value
+        if turns:
+            gamma = self.config.gamma
+            batches = {pid: stitch_turns(b, late[pid], gamma) for pid, b in batches.items()}
         return batches
 
     @flushing_denormals
@@ -370,7 +399,7 @@ class MultiAgentPPOTrainer(Trainer):
         """
         check_episodes(episodes)
         block = self.config.multiagent
-        hub = MultiAgentVectorEnv(
+        hub = multiagent_vector_env(
             self._make,
             1,
             block.get("policy_mapping", "shared"),
