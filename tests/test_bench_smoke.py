@@ -184,6 +184,7 @@ def test_the_package_table_holds_only_its_own_benchmarks() -> None:
         "bench_structures",
         "bench_train",
         "bench_tuned",
+        "bench_turns",
     ],
 )
 def test_script_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -207,6 +208,7 @@ def test_script_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         "bench_structures",
         "bench_train",
         "bench_tuned",
+        "bench_turns",
     ],
 )
 def test_script_help(

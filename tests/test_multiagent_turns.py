@@ -223,3 +223,19 @@ def test_turn_based_games_refuse_recurrent_models_and_reward_scaling() -> None:
         MultiAgentPPOTrainer({"env": GAME, "model": {"use_lstm": True}})
     with pytest.raises(ValueError, match="normalize_reward / clip_reward"):
         MultiAgentPPOTrainer({"env": GAME, "normalize_reward": True})
+
+
+def test_compute_single_action_reads_pettingzoos_mask_dict_and_honours_the_mask() -> None:
+    from rlblocks.envs.turn_zoo import env
+    from rlblocks.train import MultiAgentPPOTrainer
+
+    trainer = MultiAgentPPOTrainer({"env": GAME, "num_envs": 1})
+    try:
+        game = env()
+        for seed in range(20):
+            game.reset(seed=seed)
+            obs = game.observe("player_0")  # {"observation", "action_mask"}, as PettingZoo's
+            move, _ = trainer.compute_single_action(obs, agent="player_0", explore=True)
+            assert obs["action_mask"][int(move)] == 1
+    finally:
+        trainer.close()

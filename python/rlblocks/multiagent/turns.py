@@ -52,7 +52,13 @@ from rlblocks.nest import tree_index
 from rlblocks.spaces import clip_actions
 from rlblocks.wrappers.vector_steps import call_copy
 
-__all__ = ["PZ_OBS_KEY", "TurnBasedVectorEnv", "is_turn_based_env", "multiagent_vector_env"]
+__all__ = [
+    "PZ_OBS_KEY",
+    "TurnBasedVectorEnv",
+    "is_turn_based_env",
+    "mask_form",
+    "multiagent_vector_env",
+]
 
 #: PettingZoo classic's observation key next to ``action_mask``.
 PZ_OBS_KEY = "observation"
@@ -105,6 +111,14 @@ def multiagent_vector_env(
     )
 
 
+def mask_form(obs: Any) -> Any:
+    """PettingZoo's ``{"observation", "action_mask"}`` observation in RLlib's
+    ``{"action_mask", "observations"}`` form; any other observation as it is."""
+    if isinstance(obs, Mapping) and set(obs) == {PZ_OBS_KEY, MASK_KEY}:
+        return {MASK_KEY: obs[MASK_KEY], OBS_KEY: obs[PZ_OBS_KEY]}
+    return obs
+
+
 def _close(env: Any) -> None:
     close = getattr(env, "close", None)
     if close is not None:
@@ -140,10 +154,7 @@ class TurnBasedVectorEnv(MultiAgentVectorEnv):
         return space  # type: ignore[no-any-return]
 
     def _observe(self, e: int, agent: Any) -> Any:
-        obs = call_copy(self.name, e, "observe", self.envs[e].observe, agent)
-        if isinstance(obs, Mapping) and set(obs) == {PZ_OBS_KEY, MASK_KEY}:
-            return {MASK_KEY: obs[MASK_KEY], OBS_KEY: obs[PZ_OBS_KEY]}
-        return obs
+        return mask_form(call_copy(self.name, e, "observe", self.envs[e].observe, agent))
 
     # --- lanes ------------------------------------------------------------------------------
     def _mover(self, e: int) -> Any:

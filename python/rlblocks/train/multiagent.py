@@ -39,7 +39,12 @@ import torch
 from rlblocks.catalog import ModelCatalog
 from rlblocks.filters import get_filter
 from rlblocks.multiagent.envs import as_parallel_env, is_multiagent_env
-from rlblocks.multiagent.turns import TurnBasedVectorEnv, is_turn_based_env, multiagent_vector_env
+from rlblocks.multiagent.turns import (
+    TurnBasedVectorEnv,
+    is_turn_based_env,
+    mask_form,
+    multiagent_vector_env,
+)
 from rlblocks.nest import tree_index
 from rlblocks.preprocessors import Preprocessor
 from rlblocks.train.algo_spaces import makes_multiagent_env
@@ -354,10 +359,12 @@ class MultiAgentPPOTrainer(Trainer):
                     f"agent {agent!r} is not one of the env's agents {list(self.hub.agents)}"
                 )
             groups.setdefault(self.hub.mapping[agent], []).append(agent)
+        turns = isinstance(self.hub, TurnBasedVectorEnv)  # PettingZoo's mask dict is read too
         for pid, agents in groups.items():
             parts, spec = self.policies[pid], self.hub.specs[pid]
             pol = parts.policy
-            x = pol.stack_obs(None, parts.observe([spec.value(a, obs[a]) for a in agents]))
+            raw = [spec.value(a, mask_form(obs[a]) if turns else obs[a]) for a in agents]
+            x = pol.stack_obs(None, parts.observe(raw))
             init = pol.initial_state(len(agents))
             rows = []
             for i, a in enumerate(agents):
