@@ -62,9 +62,7 @@ def test_discrete_actions_are_refused_in_one_line() -> None:
     with pytest.raises(ValueError, match=r"^TD3 needs a Box action space .* DQN or SAC"):
         TD3Learner(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(3), TD3Config(**SMALL))
     with pytest.raises(ValueError, match=r"^DDPG: the Box action space needs finite bounds"):
-        TD3Learner(
-            gym.spaces.Box(-1, 1, (2,)), gym.spaces.Box(-np.inf, np.inf, (1,)), DDPGConfig()
-        )
+        TD3Learner(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Box(-np.inf, np.inf, (1,)), DDPGConfig())
 
 
 # --- the update -------------------------------------------------------------------------------

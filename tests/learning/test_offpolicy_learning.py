@@ -4,8 +4,9 @@ Each run is ``rlblocks.cli.main(["train", ...])`` on the native backend:
 
 * the tuned configs ``cartpole_dqn``, ``cartpole_c51`` (distributional), ``pendulum_sac``,
   ``cartpole_sac_discrete`` (a Categorical actor) and ``pendulum_td3`` must reach their
-  ``stop`` return (CartPole 150, Pendulum -400, TD3's Pendulum -200) within :data:`BUDGETS` steps (below the configs' own
-  budgets, with a margin over the steps the configs took on 3 seeds);
+  ``stop`` return (CartPole 150, Pendulum -400, TD3's Pendulum -200) within :data:`BUDGETS`
+  steps (below the configs' own budgets, with a margin over the steps the configs took on
+  3 seeds);
 * DQN with the CLI's defaults on the zoo's masked task (``rlblocks/zoo-MaskedDiscrete-v0``:
   a ``Dict(action_mask, observations)`` observation, ``Discrete(4)`` actions) must pass the
   zoo's threshold while never taking a masked action: the env counts every masked action

@@ -107,6 +107,4 @@ def make_noise(kind: str, sigma: float, theta: float, dt: float) -> Any:
         return GaussianNoise(sigma)
     if kind == "ornstein_uhlenbeck":
         return OrnsteinUhlenbeckNoise(sigma, theta, dt)
-    raise ValueError(
-        f"exploration_noise must be 'gaussian' or 'ornstein_uhlenbeck', got {kind!r}"
-    )
+    raise ValueError(f"exploration_noise must be 'gaussian' or 'ornstein_uhlenbeck', got {kind!r}")

@@ -1,4 +1,5 @@
-"""``DQNTrainer``, ``SACTrainer``, ``TD3Trainer`` and ``DDPGTrainer``: off-policy training on the C++ replay buffer.
+"""``DQNTrainer``, ``SACTrainer``, ``TD3Trainer`` and ``DDPGTrainer``: off-policy training
+on the C++ replay buffer.
 
 One :meth:`OffPolicyTrainer.train` call is one iteration of ``timesteps_per_iteration`` env
 steps (all envs together; fewer in the last iteration of ``fit``'s step budget, and after

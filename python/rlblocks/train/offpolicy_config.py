@@ -1,6 +1,7 @@
-"""``DQNConfig``, ``SACConfig``, ``TD3Config`` and ``DDPGConfig``: the settings of the native off-policy trainers.
+"""``DQNConfig``, ``SACConfig``, ``TD3Config`` and ``DDPGConfig``: the settings of the native
+off-policy trainers.
 
-Both share :class:`~rlblocks.train.trainer_config.TrainerConfig`'s keys (env, model, vector
+All four share :class:`~rlblocks.train.trainer_config.TrainerConfig`'s keys (env, model, vector
 env, seeds, checkpoints, evaluation) and :class:`OffPolicyConfig`'s replay and update
 schedule; names follow RLlib's where RLlib has one (``train_batch_size`` is the SGD batch
 sampled from the replay buffer, as in RLlib's DQN and SAC).
@@ -307,9 +308,7 @@ class TD3Config(OffPolicyConfig):
         self.q_model_config()
         name = self.ALGORITHM
         if self.lr_schedule is not None:
-            raise ValueError(
-                f"lr_schedule is not supported for {name}; set actor_lr / critic_lr"
-            )
+            raise ValueError(f"lr_schedule is not supported for {name}; set actor_lr / critic_lr")
         if self.target_network_update_freq != 1:
             raise ValueError(
                 f"target_network_update_freq={self.target_network_update_freq}: {name} moves "

@@ -1,4 +1,5 @@
-"""Restoring whichever trainer wrote a checkpoint: PPO (single- or multi-agent), DQN, SAC, TD3, DDPG.
+"""Restoring whichever trainer wrote a checkpoint: PPO (single- or multi-agent), DQN, SAC,
+TD3, DDPG.
 
 Examples:
     >>> from rlblocks.train import restore_trainer  # doctest: +SKIP
