@@ -237,6 +237,8 @@ def test_a_ddpg_run_resumes_exactly(tmp_path: Path) -> None:
     resumed = restore_trainer(path)
     with resumed:
         assert type(resumed) is DDPGTrainer
+        with pytest.raises(ValueError, match="^explore=True: DDPG's actor is deterministic"):
+            resumed.evaluate(1, explore=True)
         got = resumed.train()
         assert got["qf_loss"] == want["qf_loss"] and got["actor_loss"] == want["actor_loss"]
         for p, q in zip(resumed.learner.actor.parameters(), want_params, strict=True):

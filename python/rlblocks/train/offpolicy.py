@@ -361,8 +361,10 @@ class OffPolicyTrainer(Trainer):
         prev_rewards: Any = None,
     ) -> tuple[Any, list[torch.Tensor]]:
         """Actions for a batch of raw observations: greedy (DQN: argmax-Q; SAC: the squashed
-        mean), or with ``explore`` as in training (DQN: epsilon-greedy at the current
-        timestep; SAC: a sample). Returns ``(actions, [])`` (no recurrent state)."""
+        mean; TD3: the deterministic actor), or with ``explore`` as in training (DQN:
+        epsilon-greedy at the current timestep; SAC: a sample; TD3: uniform before
+        ``learning_starts``, then the exploration noise). Returns ``(actions, [])`` (no
+        recurrent state)."""
         x = self._model_input(self._stored(obs))
         return self.learner.act(x, explore, self.timesteps_total), []
 
@@ -457,6 +459,22 @@ class TD3Trainer(OffPolicyTrainer):
     KIND: ClassVar[str] = "TD3"
 
     LEARNER: ClassVar[Callable[..., Any]] = TD3Learner
+
+    def evaluate(
+        self, episodes: int = 10, explore: bool = False, seed: int | None = None
+    ) -> dict[str, Any]:
+        """As :meth:`~rlblocks.train.trainer.Trainer.evaluate`, with the deterministic actor.
+
+        Raises:
+            ValueError: ``explore=True``: the actor has no distribution to sample (its
+                exploration is the training noise, see :meth:`compute_actions`).
+        """
+        if explore:
+            raise ValueError(
+                f"explore=True: {self.KIND}'s actor is deterministic (it explores with its "
+                "training noise only); evaluate without --explore"
+            )
+        return super().evaluate(episodes, explore, seed)
 
 
 class DDPGTrainer(TD3Trainer):
