@@ -24,6 +24,7 @@ from rlblocks.config_fields import option_rows
 from rlblocks.train import DDPGConfig, DDPGTrainer, TD3Config, TD3Trainer, restore_trainer
 from rlblocks.train.exploration_noise import GaussianNoise, OrnsteinUhlenbeckNoise
 from rlblocks.train.learners.td3 import TD3Learner
+from rlblocks.train.policy import build_actor
 
 SMALL = {"model": {"fcnet_hiddens": [8]}, "q_model": {"fcnet_hiddens": [8]}}
 
@@ -339,3 +340,15 @@ def test_the_rllib_trainer_refuses_td3_and_ddpg_in_python_too(tmp_path: Path, al
     with pytest.raises(ValueError, match=f"^--backend rllib: {algo} is not available there"):
         RLlibTrainer({"env": "Pendulum-v1"}, tmp_path / "run", algo=algo)
     assert not (tmp_path / "run").exists()
+
+
+def test_the_deterministic_actor_acts_in_numpy_for_the_fc_model_else_through_the_module() -> None:
+    torch.manual_seed(0)
+    obs_space, space = gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-2, 2, (2,))
+    fast = TD3Learner(obs_space, space, TD3Config(**SMALL))
+    module = copy.deepcopy(fast)
+    module.acting_policy().actor = build_actor(module.acting_policy(), fast_paths=False)
+    assert type(fast.acting_policy().actor).__name__ == "SquashedActor"
+    assert type(module.acting_policy().actor).__name__ == "ModuleActor"
+    obs = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
+    np.testing.assert_allclose(fast.act(obs, False, 0), module.act(obs, False, 0), rtol=1e-6)
