@@ -41,12 +41,12 @@ def test_each_tuned_config_is_valid_and_builds(name: str) -> None:
     tuned = load_tuned(name)
     assert tuned.description and tuned.stop_reward is not None and tuned.stop_timesteps
     # the off-policy trainers (their learning runs: tests/learning/test_offpolicy_learning.py)
-    if tuned.algo in ("DQN", "SAC"):
-        from rlblocks.train import DQNConfig, DQNTrainer, SACConfig, SACTrainer
+    if tuned.algo in ("DQN", "SAC", "TD3", "DDPG"):
+        from rlblocks.cli.train_help import config_class as config_of
+        from rlblocks.train import offpolicy
 
-        config_class, trainer_class = (
-            (DQNConfig, DQNTrainer) if tuned.algo == "DQN" else (SACConfig, SACTrainer)
-        )
+        config_class = config_of(tuned.algo)
+        trainer_class = getattr(offpolicy, f"{tuned.algo}Trainer")
         config_class.from_dict(tuned.config)  # every key known, every value in range
         if tuned.hardware != "CPU":
             return

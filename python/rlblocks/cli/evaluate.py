@@ -95,7 +95,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 #: The config class of each single-agent checkpoint format (meta.json's ``format``).
-_CONFIGS = {"rlblocks.ppo": "PPOConfig", "rlblocks.dqn": "DQNConfig", "rlblocks.sac": "SACConfig"}
+_CONFIGS = {
+    "rlblocks.ppo": "PPOConfig",
+    "rlblocks.dqn": "DQNConfig",
+    "rlblocks.sac": "SACConfig",
+    "rlblocks.td3": "TD3Config",
+    "rlblocks.ddpg": "DDPGConfig",
+}
 
 
 def _exported_from_run_files(args: argparse.Namespace, exported: Any) -> dict[str, Any] | None:

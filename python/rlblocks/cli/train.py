@@ -1,4 +1,4 @@
-"""``rlblocks train``: trains PPO, DQN or SAC (APPO and IMPALA on RLlib) and writes a run
+"""``rlblocks train``: trains PPO, DQN, SAC, TD3 or DDPG (APPO and IMPALA on RLlib) and writes a run
 directory.
 
 ``rlblocks train --env ENV [--config FILE.yaml|json] [--set key=value ...] [--stop-reward R]
@@ -63,7 +63,7 @@ def add_parser(sub: Any) -> None:
         sub,
         "train",
         run,
-        help="train PPO, DQN or SAC on a gymnasium or multi-agent env",
+        help="train PPO, DQN, SAC, TD3 or DDPG on a gymnasium or multi-agent env",
         description=(
             "Trains --algo (PPO by default) with a progress bar and writes a run directory:"
             " config.json, stop.json, progress.csv, checkpoint_NNNNNN/ and progress.png. "
@@ -166,11 +166,11 @@ def add_parser(sub: Any) -> None:
     )
     train.add_argument(
         "--algo",
-        choices=("PPO", "APPO", "IMPALA", "DQN", "SAC"),
+        choices=("PPO", "APPO", "IMPALA", "DQN", "SAC", "TD3", "DDPG"),
         default=None,
         help="algorithm (default PPO, or the --tuned / --config file's algo): PPO, DQN and SAC "
         "train on both backends with the same config keys, APPO and IMPALA need --backend "
-        "rllib",
+        "rllib, TD3 and DDPG (Box actions) train natively only",
     )
     train.add_argument(
         "--num-env-runners",
@@ -402,12 +402,12 @@ def _new_trainer(args: argparse.Namespace, flags: dict[str, Any], config: Any, t
             num_envs_per_env_runner=flags["num_envs_per_env_runner"],
             ray_address=flags["ray_address"],
         )
-    if flags["algo"] in ("DQN", "SAC"):
+    if flags["algo"] in ("DQN", "SAC", "TD3", "DDPG"):
         if _makes_multiagent_env(config):
             raise ValueError(_multiagent_algo_refusal(flags["algo"]))
-        from rlblocks.train.offpolicy import DQNTrainer, SACTrainer
+        from rlblocks.train import offpolicy
 
-        trainer_class = DQNTrainer if flags["algo"] == "DQN" else SACTrainer
+        trainer_class = getattr(offpolicy, f"{flags['algo']}Trainer")
         return trainer_class(config, run_dir=target)
     from rlblocks.train.multiagent import is_multiagent_config
 

@@ -48,6 +48,7 @@ from rlblocks.rllib.checkpoints import (
 from rlblocks.rllib.connectors import MeanStdFilterBatched
 from rlblocks.rllib.runtime_env import runtime_env_for
 from rlblocks.rllib.startup import actor_start_failure, build_algo, init_ray
+from rlblocks.train.algo_spaces import DETERMINISTIC_ALGOS, rllib_refusal
 from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.logger import ProgressLogger, truncate_progress
 from rlblocks.train.loop import nearest_iteration, train_until
@@ -167,8 +168,11 @@ def _trainer_config(config: TrainerConfig | Mapping[str, Any], algo: str, resume
     :func:`~rlblocks.rllib.checkpoints.run_config`, DQN / SAC runs of PPO keys included).
 
     Raises:
-        ValueError: A new DQN / SAC run given a :class:`PPOConfig`, or a bad config.
+        ValueError: TD3 / DDPG (native only), a new DQN / SAC run given a
+            :class:`PPOConfig`, or a bad config.
     """
+    if algo in DETERMINISTIC_ALGOS:
+        raise ValueError(rllib_refusal(algo))
     if isinstance(config, Mapping) and resumed:
         return run_config(dict(config), algo)
     if algo in Q_ALGOS and isinstance(config, PPOConfig):

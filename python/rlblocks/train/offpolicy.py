@@ -1,4 +1,5 @@
-"""``DQNTrainer`` and ``SACTrainer``: off-policy training on the C++ replay buffer.
+"""``DQNTrainer``, ``SACTrainer``, ``TD3Trainer`` and ``DDPGTrainer``: off-policy training
+on the C++ replay buffer.
 
 One :meth:`OffPolicyTrainer.train` call is one iteration of ``timesteps_per_iteration`` env
 steps (all envs together; fewer in the last iteration of ``fit``'s step budget, and after
@@ -6,7 +7,8 @@ steps (all envs together; fewer in the last iteration of ``fit``'s step budget, 
 vector-env step:
 
 1. the learner acts on the preprocessed observations (DQN: epsilon-greedy; SAC: a sample
-   of its policy; a masked action is never taken);
+   of its policy; TD3 / DDPG: the deterministic action plus exploration noise; a masked
+   action is never taken);
 2. the step goes into the replay buffer (:class:`rlblocks.replay.ReplayBuffer`): Box
    observations as the env gives them (an Atari frame stack: each frame once), other
    spaces as their flat C++ preprocessed row; a finished episode's final observation with
@@ -20,7 +22,8 @@ Everything else is the :class:`~rlblocks.train.trainer.Trainer` base's: the run 
 ``progress.csv`` (plus the learner's ``qf_loss``, ``q_mean``, ``td_error_mean``, SAC's
 ``actor_loss``, ``alpha``, ...), the progress bar, ``fit``, checkpoints (the replay buffer
 too with ``checkpoint_replay``: the resumed run then continues exactly), ``evaluate``
-(greedy / deterministic actions) and ``export`` (argmax-Q, SAC's squashed mean).
+(greedy / deterministic actions) and ``export`` (argmax-Q, SAC's squashed mean, TD3's
+deterministic action).
 
 Examples:
     >>> trainer = DQNTrainer({"env": "CartPole-v1", "timesteps_per_iteration": 200,
@@ -51,20 +54,27 @@ from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.envs import make_env_creator, vector_env_from_config
 from rlblocks.train.learners.dqn import DQNLearner
 from rlblocks.train.learners.sac import SACLearner
+from rlblocks.train.learners.td3 import TD3Learner
 from rlblocks.train.offpolicy_checks import (
     check_budget,
     checked_replay_buffer,
     no_learning_yet,
     run_budget,
 )
-from rlblocks.train.offpolicy_config import DQNConfig, OffPolicyConfig, SACConfig
+from rlblocks.train.offpolicy_config import (
+    DDPGConfig,
+    DQNConfig,
+    OffPolicyConfig,
+    SACConfig,
+    TD3Config,
+)
 from rlblocks.train.runner import env_snapshot
 from rlblocks.train.trainer import Trainer, checkpoint_fits
 from rlblocks.train.trainer_config import lr_at
 from rlblocks.wrappers.env_errors import non_finite_observation
 from rlblocks.wrappers.vector_steps import VectorSteps
 
-__all__ = ["DQNTrainer", "OffPolicyTrainer", "SACTrainer"]
+__all__ = ["DDPGTrainer", "DQNTrainer", "OffPolicyTrainer", "SACTrainer", "TD3Trainer"]
 
 
 def _frame_stack(space: gym.Space, config: OffPolicyConfig) -> tuple[int, int]:
@@ -351,8 +361,10 @@ class OffPolicyTrainer(Trainer):
         prev_rewards: Any = None,
     ) -> tuple[Any, list[torch.Tensor]]:
         """Actions for a batch of raw observations: greedy (DQN: argmax-Q; SAC: the squashed
-        mean), or with ``explore`` as in training (DQN: epsilon-greedy at the current
-        timestep; SAC: a sample). Returns ``(actions, [])`` (no recurrent state)."""
+        mean; TD3: the deterministic actor), or with ``explore`` as in training (DQN:
+        epsilon-greedy at the current timestep; SAC: a sample; TD3: uniform before
+        ``learning_starts``, then the exploration noise). Returns ``(actions, [])`` (no
+        recurrent state)."""
         x = self._model_input(self._stored(obs))
         return self.learner.act(x, explore, self.timesteps_total), []
 
@@ -434,3 +446,41 @@ class SACTrainer(OffPolicyTrainer):
     KIND: ClassVar[str] = "SAC"
 
     LEARNER: ClassVar[Callable[..., Any]] = SACLearner
+
+
+class TD3Trainer(OffPolicyTrainer):
+    """TD3 (clipped double Q, target policy smoothing, delayed actor updates) on a
+    gymnasium env with ``Box`` actions; see
+    :class:`~rlblocks.train.offpolicy_config.TD3Config` and
+    :mod:`rlblocks.train.learners.td3`."""
+
+    CONFIG: ClassVar[type[OffPolicyConfig]] = TD3Config
+    FORMAT: ClassVar[str] = "rlblocks.td3"
+    KIND: ClassVar[str] = "TD3"
+
+    LEARNER: ClassVar[Callable[..., Any]] = TD3Learner
+
+    def evaluate(
+        self, episodes: int = 10, explore: bool = False, seed: int | None = None
+    ) -> dict[str, Any]:
+        """As :meth:`~rlblocks.train.trainer.Trainer.evaluate`, with the deterministic actor.
+
+        Raises:
+            ValueError: ``explore=True``: the actor has no distribution to sample (its
+                exploration is the training noise, see :meth:`compute_actions`).
+        """
+        if explore:
+            raise ValueError(
+                f"explore=True: {self.KIND}'s actor is deterministic (it explores with its "
+                "training noise only); evaluate without --explore"
+            )
+        return super().evaluate(episodes, explore, seed)
+
+
+class DDPGTrainer(TD3Trainer):
+    """DDPG, TD3's special case (one critic, no target smoothing, no delay); see
+    :class:`~rlblocks.train.offpolicy_config.DDPGConfig`."""
+
+    CONFIG: ClassVar[type[OffPolicyConfig]] = DDPGConfig
+    FORMAT: ClassVar[str] = "rlblocks.ddpg"
+    KIND: ClassVar[str] = "DDPG"

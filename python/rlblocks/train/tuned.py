@@ -41,7 +41,7 @@ _MEASURED = TUNED_DIR / "measured.json"
 # Keys of a config file that are not PPO config keys.
 _META_KEYS = ("stop", "description", "hardware", "algo")
 #: The algorithms a tuned config (or a config file's ``algo:``) may name for the native trainer.
-NATIVE_ALGOS = ("PPO", "DQN", "SAC")
+NATIVE_ALGOS = ("PPO", "DQN", "SAC", "TD3", "DDPG")
 
 
 @dataclass(frozen=True)
