@@ -35,7 +35,13 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from pettingzoo import AECEnv
+
+try:
+    from pettingzoo import AECEnv
+except ImportError as e:  # pragma: no cover - exercised by tests/test_dependencies.py
+    raise ImportError(
+        f'rlblocks.envs.turn_zoo needs PettingZoo: pip install "rlblocks[multiagent]" ({e})'
+    ) from e
 
 __all__ = ["CallTheMove", "env"]
 
