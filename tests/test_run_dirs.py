@@ -295,3 +295,17 @@ def test_stop_timesteps_ends_at_the_budget(
         assert f" {budget} steps{note}; run directory: {name}" in out, out
         assert steps(tmp_path / name) == expected, args
         assert f"done: {expected[-1]} steps" in out
+
+
+def test_a_row_still_being_written_is_not_read(tmp_path: Path) -> None:
+    """A training appends to progress.csv while others read it (`wait_for_rows`, `rlblocks
+    plot`): a last line without its newline is left out, not read with missing fields."""
+    (tmp_path / "progress.csv").write_text(
+        "training_iteration,episode_return_mean\n1,0.5\n2,0.7\n3,0."
+    )
+    assert read_progress(tmp_path) == [
+        {"training_iteration": 1, "episode_return_mean": 0.5},
+        {"training_iteration": 2, "episode_return_mean": 0.7},
+    ]
+    (tmp_path / "progress.csv").write_text("training_iteration,episode_return_mean\n1,0.5\n")
+    assert read_progress(tmp_path) == [{"training_iteration": 1, "episode_return_mean": 0.5}]

@@ -141,12 +141,17 @@ def _parse(value: str) -> Any:
 
 
 def read_progress(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The rows of ``run_dir/progress.csv`` with numbers parsed (``[]`` if there is none)."""
+    """The rows of ``run_dir/progress.csv`` with numbers parsed (``[]`` if there is none).
+    A last line without its newline is a row still being written (a training appends to
+    the file while this reads it) and is left out."""
     path = Path(run_dir) / PROGRESS
     if not path.is_file():
         return []
     with open(path, newline="") as f:
-        return [{k: _parse(v) for k, v in row.items()} for row in csv.DictReader(f)]
+        text = f.read()
+    if not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+    return [{k: _parse(v) for k, v in row.items()} for row in csv.DictReader(io.StringIO(text))]
 
 
 def truncate_progress(run_dir: str | Path, last_iteration: int) -> None:
