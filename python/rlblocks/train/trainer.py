@@ -191,6 +191,7 @@ class Trainer(RunDirectoryMixin):
         self._run_lock: RunDirLock | None = None
         if run_dir is not None:
             try:
+                self._claim_run_dir(Path(run_dir))
                 self._open_run_dir(Path(run_dir))
             except Exception:
                 self.close()
