@@ -37,10 +37,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
-from rlblocks.masks import MASK_KEY, OBS_KEY
+from rlblocks.masks import MASK_KEY, mask_form
 from rlblocks.multiagent.envs import (
     MultiAgentVectorEnv,
     StepResult,
@@ -53,15 +52,10 @@ from rlblocks.spaces import clip_actions
 from rlblocks.wrappers.vector_steps import call_copy
 
 __all__ = [
-    "PZ_OBS_KEY",
     "TurnBasedVectorEnv",
     "is_turn_based_env",
-    "mask_form",
     "multiagent_vector_env",
 ]
-
-#: PettingZoo classic's observation key next to ``action_mask``.
-PZ_OBS_KEY = "observation"
 
 
 def is_turn_based_env(env: Any) -> bool:
@@ -111,22 +105,10 @@ def multiagent_vector_env(
     )
 
 
-def mask_form(obs: Any) -> Any:
-    """PettingZoo's ``{"observation", "action_mask"}`` observation in RLlib's
-    ``{"action_mask", "observations"}`` form; any other observation as it is."""
-    if isinstance(obs, Mapping) and set(obs) == {PZ_OBS_KEY, MASK_KEY}:
-        return {MASK_KEY: obs[MASK_KEY], OBS_KEY: obs[PZ_OBS_KEY]}
-    return obs
-
-
 def _close(env: Any) -> None:
     close = getattr(env, "close", None)
     if close is not None:
         close()
-
-
-def _is_pz_mask_space(space: gym.Space) -> bool:
-    return isinstance(space, gym.spaces.Dict) and set(space.spaces) == {PZ_OBS_KEY, MASK_KEY}
 
 
 class TurnBasedVectorEnv(MultiAgentVectorEnv):
@@ -146,12 +128,6 @@ class TurnBasedVectorEnv(MultiAgentVectorEnv):
                 "AECEnv, after a first copy that was one"
             )
         return env
-
-    def _obs_space(self, env: Any, agent: Any) -> gym.Space:
-        space = env.observation_space(agent)
-        if _is_pz_mask_space(space):
-            return gym.spaces.Dict({MASK_KEY: space[MASK_KEY], OBS_KEY: space[PZ_OBS_KEY]})
-        return space  # type: ignore[no-any-return]
 
     def _observe(self, e: int, agent: Any) -> Any:
         return mask_form(call_copy(self.name, e, "observe", self.envs[e].observe, agent))

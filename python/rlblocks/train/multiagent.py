@@ -38,11 +38,11 @@ import torch
 
 from rlblocks.catalog import ModelCatalog
 from rlblocks.filters import get_filter
+from rlblocks.masks import mask_form
 from rlblocks.multiagent.envs import as_parallel_env, is_multiagent_env
 from rlblocks.multiagent.turns import (
     TurnBasedVectorEnv,
     is_turn_based_env,
-    mask_form,
     multiagent_vector_env,
 )
 from rlblocks.nest import tree_index
@@ -359,11 +359,10 @@ class MultiAgentPPOTrainer(Trainer):
                     f"agent {agent!r} is not one of the env's agents {list(self.hub.agents)}"
                 )
             groups.setdefault(self.hub.mapping[agent], []).append(agent)
-        turns = isinstance(self.hub, TurnBasedVectorEnv)  # PettingZoo's mask dict is read too
         for pid, agents in groups.items():
             parts, spec = self.policies[pid], self.hub.specs[pid]
             pol = parts.policy
-            raw = [spec.value(a, mask_form(obs[a]) if turns else obs[a]) for a in agents]
+            raw = [spec.value(a, mask_form(obs[a])) for a in agents]  # PettingZoo's form too
             x = pol.stack_obs(None, parts.observe(raw))
             init = pol.initial_state(len(agents))
             rows = []
