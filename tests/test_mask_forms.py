@@ -156,3 +156,25 @@ def test_a_parallel_env_in_pettingzoos_form_never_takes_a_masked_action() -> Non
             trainer.train()
     counts = MaskedBanditEnv.counts
     assert counts["steps"] >= 128 and counts["masked"] == 0, counts
+
+
+def pettingzoo_form_bandit(**kwargs: Any) -> gym.Env:
+    """The masked bandit observing PettingZoo's ``{"observation", "action_mask"}``."""
+    return Renamed(MaskedBanditEnv(**kwargs), {"observations": "observation"})
+
+
+def test_the_rllib_backend_reads_pettingzoos_form_too(tmp_path: Any) -> None:
+    pytest.importorskip("ray")
+    from rlblocks.cli import main
+
+    env_id = "rlblocks-test/PettingZooFormBandit-v0"
+    if env_id not in gym.registry:
+        gym.register(env_id, entry_point=f"{__name__}:pettingzoo_form_bandit")
+    MaskedBanditEnv.reset_counts()
+    argv = ["train", "--backend", "rllib", "--env", env_id, "--run-dir", str(tmp_path / "run")]
+    argv += ["--stop-timesteps", "128", "--no-progress", "--no-default-stop-reward"]
+    for key in ("num_envs=2", "train_batch_size=64", "sgd_minibatch_size=32", "seed=1"):
+        argv += ["--set", key]
+    assert main(argv) == 0
+    counts = MaskedBanditEnv.counts
+    assert counts["steps"] >= 128 and counts["masked"] == 0, counts
