@@ -88,13 +88,13 @@ class NestedHeads(gym.Env):
 
 
 def config_for(kind: str, seed: int, steps: int, fast: bool) -> dict[str, Any]:
-    """The PPO config of one run (the same for every head)."""
+    """The PPO config of one run (the same for every head; a batch of at most ``steps``)."""
     return {
         "env": NestedHeads,
         "env_config": {"action": kind},
         "num_envs": 8,
-        "train_batch_size": 2048,
-        "sgd_minibatch_size": 256,
+        "train_batch_size": min(2048, steps),
+        "sgd_minibatch_size": min(256, steps),
         "num_sgd_iter": 6,
         "lr": 3e-4,
         "entropy_coeff": 0.01,
@@ -124,8 +124,8 @@ def run(kind: str, seed: int, steps: int, fast: bool) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Runs every head, prints the JSON lines and the table."""
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    """Runs every head, prints the JSON lines and the table; returns the table's rows."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="4096 steps, one repeat")
     parser.add_argument("--steps", type=int, default=16384)
@@ -150,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(row)
     table = []
     by = {
-        (k, m): median(r["steps_per_s"] for r in rows if r["case"] == f"PPO {k}" and r["method"] == m)
+        (k, m): median(
+            r["steps_per_s"] for r in rows if r["case"] == f"PPO {k}" and r["method"] == m
+        )
         for k in kinds
         for m in {r["method"] for r in rows}
     }
@@ -178,8 +180,9 @@ def main(argv: list[str] | None = None) -> int:
             ],
         )
     )
-    return 0
+    return table
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
+    sys.exit(0)

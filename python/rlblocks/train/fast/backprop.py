@@ -188,7 +188,7 @@ class FCBackprop:
             probe = dist_class(torch.zeros(1, int(model.num_outputs or 0)), model)
         except (ValueError, TypeError) as err:
             return f"a head that does not build on zeros ({err})"
-        head = head_grads(probe, layers.free_log_std)
+        head = head_grads(probe, layers.free_log_std, mask_model is not None)
         if isinstance(head, str):
             return head
         if not every_head and not (

@@ -95,16 +95,25 @@ class LogitsGrads:
         out_of_bounds: Float ``[K]``, 1.0 for a category outside its element's bounds (an
             integer Box with per-element bounds), else None.
         masked: A masked distribution: a logit ``<= -1e8`` marks a masked action.
+        floored: Inputs may hold ``FLOAT_MIN`` logits (an action-mask model's): the
+            log-probabilities are floored at ``FLOAT_MIN`` as the distribution floors them
+            (otherwise no finite logit reaches the floor, and the clamp is skipped).
     """
 
     def __init__(
-        self, lens: list[int], offsets: np.ndarray, out_of_bounds: np.ndarray | None, masked: bool
+        self,
+        lens: list[int],
+        offsets: np.ndarray,
+        out_of_bounds: np.ndarray | None,
+        masked: bool,
+        floored: bool = False,
     ) -> None:
         self.width = sum(lens)
         self.k, self.nmax = len(lens), max(lens)
         self.offsets = torch.as_tensor(offsets, dtype=torch.int64) if np.any(offsets) else None
         self.illegal = None if out_of_bounds is None else torch.as_tensor(out_of_bounds > 0)
         self.masked = masked
+        self.floored = floored or masked or out_of_bounds is not None
         self.index: torch.Tensor | None = None  # gathers the blocks into the padded grid
         if any(n != self.nmax for n in lens):
             index = np.full((self.k, self.nmax), self.width, np.int64)
@@ -125,8 +134,8 @@ class LogitsGrads:
         if self.index is not None:
             pad = logits.new_full((n, 1), FLOAT_MIN)
             logits = torch.cat([logits, pad], 1).index_select(1, self.index)
-        grid = logits.reshape(n, self.k, self.nmax)
-        return torch.log_softmax(grid, 2).clamp_min(FLOAT_MIN)
+        log_probs = torch.log_softmax(logits.reshape(n, self.k, self.nmax), 2)
+        return log_probs.clamp_min(FLOAT_MIN) if self.floored else log_probs
 
     def _flat(self, grid: torch.Tensor) -> torch.Tensor:
         """A gradient over the grid ``[B, k, nmax]`` as one over the inputs ``[B, K]``
@@ -159,7 +168,8 @@ class LogitsGrads:
         if self.offsets is not None:
             index = index - self.offsets
         index = index.unsqueeze(2)
-        logp = log_probs.gather(2, index).squeeze(2).sum(1)
+        picked = log_probs.gather(2, index)
+        logp = picked.reshape(n) if self.k == 1 else picked.squeeze(2).sum(1)
         d_logp = torch.zeros_like(log_probs).scatter_(2, index, 1.0).sub_(probs)
         zero = out.new_zeros(())
         entropy, kl = zero, zero
@@ -315,10 +325,13 @@ class MultiActionGrads:
         return logp, d_logp, d_extra, entropy, kl
 
 
-def head_grads(dist: Any, free_log_std: torch.nn.Parameter | None = None) -> HeadGrads | str:
+def head_grads(
+    dist: Any, free_log_std: torch.nn.Parameter | None = None, floored: bool = False
+) -> HeadGrads | str:
     """The head for ``dist`` (a distribution instance, e.g. built on zeros) or why there is
     none (``"<class> head ..."``); ``free_log_std``: the model's free log-std parameter (only
-    a lone DiagGaussian takes one)."""
+    a lone DiagGaussian takes one); ``floored``: the inputs may hold ``FLOAT_MIN`` logits
+    (an action-mask model)."""
     kind = type(dist)
     if free_log_std is not None and kind is not DiagGaussian:
         return f"{kind.__name__} head with free_log_std"
@@ -326,18 +339,18 @@ def head_grads(dist: Any, free_log_std: torch.nn.Parameter | None = None) -> Hea
         if dist.temperature != 1.0:
             return f"{kind.__name__} head with temperature {dist.temperature}"
         offsets = np.array([dist._start], np.int64)
-        return LogitsGrads([dist.num_categories], offsets, None, kind is MaskedCategorical)
+        return LogitsGrads([dist.num_categories], offsets, None, kind is MaskedCategorical, floored)
     if kind in (MultiCategorical, MaskedMultiCategorical):
         lens, offsets, _, out_of_bounds = _multi_categorical_layout(
             dist.input_lens, dist.action_space
         )
-        return LogitsGrads(lens, offsets, out_of_bounds, kind is MaskedMultiCategorical)
+        return LogitsGrads(lens, offsets, out_of_bounds, kind is MaskedMultiCategorical, floored)
     if kind is DiagGaussian:
         return GaussianGrads(int(dist.inputs.shape[-1]) // 2, free_log_std)
     if kind is MultiActionDistribution:
         children: list[HeadGrads] = []
         for child in dist.flat_child_distributions:
-            head = head_grads(child)
+            head = head_grads(child, None, floored)
             if isinstance(head, str):
                 return f"{kind.__name__} head (a child: {head})"
             children.append(head)
