@@ -234,14 +234,21 @@ class GaussianGrads:
             raw_log_std = self.free_log_std.detach().unsqueeze(0).expand(n, -1)
         else:
             mean, raw_log_std = out[:, :k], out[:, k:]
-        log_std = raw_log_std.clamp(-LOG_BOUND, LOG_BOUND)
-        in_bounds = ((raw_log_std >= -LOG_BOUND) & (raw_log_std <= LOG_BOUND)).float()
+        # the clamp to +-LOG_BOUND passes no gradient outside; inside (the usual case) it
+        # is the identity, and the masks are skipped
+        in_bounds: Any = 1.0
+        log_std = raw_log_std
+        if float(raw_log_std.abs().max()) > LOG_BOUND:
+            log_std = raw_log_std.clamp(-LOG_BOUND, LOG_BOUND)
+            in_bounds = ((raw_log_std >= -LOG_BOUND) & (raw_log_std <= LOG_BOUND)).float()
         std = torch.exp(log_std)
         z = (actions.reshape(n, k).float() - mean) / std
         logp = (-0.5 * z * z - log_std - _HALF_LOG_2PI).sum(1)
         # d logp / d mean = z / std, d logp / d log_std = z^2 - 1
         d_mean = z / std
-        d_log_std = (z * z - 1.0) * in_bounds
+        d_log_std = z * z - 1.0
+        if isinstance(in_bounds, torch.Tensor):
+            d_log_std = d_log_std * in_bounds
         d_extra_mean: torch.Tensor | None = None
         d_extra_log_std: torch.Tensor | None = None
         zero = out.new_zeros(())
@@ -249,7 +256,7 @@ class GaussianGrads:
         if entropy_coeff != 0.0 or record:
             entropy = mean_rows((log_std + (0.5 + _HALF_LOG_2PI)).sum(1), weights)
             if entropy_coeff != 0.0:
-                d_extra_log_std = in_bounds * row_scale(-entropy_coeff, weights, n)
+                d_extra_log_std = torch.as_tensor(in_bounds * row_scale(-entropy_coeff, weights, n))
         if kl_coeff > 0.0 or record:
             old_mean, old_raw = old[:, :k], old[:, k : 2 * k]
             old_log_std = old_raw.clamp(-LOG_BOUND, LOG_BOUND)
