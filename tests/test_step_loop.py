@@ -225,7 +225,15 @@ def test_the_check_finds_a_fifth_step_loop(tmp_path: Path) -> None:
     assert sorted(_env_steps(copy)) == ["SubEnvSteps(", "fast", "venv"]
 
 
-@pytest.mark.parametrize("env", ["episodes", "rlblocks/zoo-Tuple-v0"])
+@pytest.mark.parametrize(
+    "env",
+    [
+        "episodes",
+        "rlblocks/zoo-Tuple-v0",
+        "rlblocks/zoo-TupleAction-v0",
+        "rlblocks/zoo-DictAction-v0",
+    ],
+)
 def test_ppo_steps_the_sub_envs_and_collects_what_the_vector_step_collects(env: str) -> None:
     """PPO's runner steps a SyncVectorEnv's sub-envs directly (no batching of observations
     and infos per step); its rollout equals the one collected through the vector env's own
