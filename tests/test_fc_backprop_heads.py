@@ -46,11 +46,11 @@ HEADS = {
     "mask-discrete": (Discrete(4), {"mask": 4}),
     "mask-multidiscrete": (MultiDiscrete([3, 2]), {"mask": 5}),
     "mask-tuple": (Tuple((Discrete(3), UNIT)), {"mask": 3}),
+    "mask-and-masked-dist": (
+        Discrete(4),
+        {"mask": 4, "custom_action_dist": "test_heads_masked_cat"},
+    ),
 }
-
-
-def _masked_multicat(inputs, model=None, **kwargs):
-    return MaskedMultiCategorical(inputs, model, input_lens=[3, 2], **kwargs)
 
 
 ModelCatalog.register_custom_action_dist("test_heads_masked_cat", MaskedCategorical)
