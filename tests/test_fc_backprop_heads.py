@@ -299,3 +299,16 @@ def test_rllib_keeps_the_categorical_and_gaussian_heads():
         _, pol, learner = setup(name)
         assert learner._backprop is not None
         assert isinstance(FCBackprop.for_model(pol.model, pol.dist_class), str), name
+
+
+def test_a_hook_on_the_action_mask_model_switches_to_autograd():
+    """The closed form replaces the call of the mask model around the network too: a
+    forward hook on it makes the fast path unusable until it is removed."""
+    _, pol, learner = setup("mask-discrete")
+    assert isinstance(pol.model, ActionMaskModel) and learner._backprop.usable()
+    handle = pol.model.register_forward_hook(lambda *a: None)
+    try:
+        assert not learner._backprop.usable()
+    finally:
+        handle.remove()
+    assert learner._backprop.usable()

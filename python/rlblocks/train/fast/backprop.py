@@ -17,7 +17,8 @@ term of the PPO loss (clipped surrogate, clipped or plain value loss, entropy bo
 penalty, advantage standardisation). :meth:`FCBackprop.choose` says why not for anything
 else (other models or distributions, ``custom_loss``, frozen parameters, and any config
 field it does not know: see :data:`LOSS_FIELDS`), :meth:`FCBackprop.build` then returns
-None, and the learner uses autograd (as it does while a module hook is set). Tests compare
+None, and the learner uses autograd and logs the reason once (as it uses autograd while a
+module hook is set). Tests compare
 both paths' gradients and updates. RLlib's learner (:meth:`for_model` with
 ``every_head=False``) keeps to the Categorical and DiagGaussian heads of a bare network.
 
