@@ -180,6 +180,7 @@ def test_the_package_table_holds_only_its_own_benchmarks() -> None:
         "_ppo_runs",
         "bench_multiagent",
         "bench_offpolicy",
+        "bench_ppo_heads",
         "bench_replay",
         "bench_structures",
         "bench_train",
@@ -204,6 +205,7 @@ def test_script_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         "bench_models",
         "bench_multiagent",
         "bench_offpolicy",
+        "bench_ppo_heads",
         "bench_replay",
         "bench_structures",
         "bench_train",
@@ -246,6 +248,25 @@ def test_bench_multiagent_quick(
     out = capsys.readouterr().out
     assert _json_rows(out) == rows
     assert "agent steps/s" in out
+
+
+def test_bench_ppo_heads_tiny(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One PPO iteration of 128 steps per head (the Discrete baseline added), fast paths
+    and the reference: every row trained, the table relates each to its baseline."""
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    module = importlib.import_module("bench_ppo_heads")
+    table = module.main(["--steps", "128", "--repeats", "1", "--kinds", "tuple,masked"])
+    runs = _json_rows(capsys.readouterr().out)
+    assert sorted((r["case"], r["method"]) for r in runs) == sorted(
+        (f"PPO {k}", m)
+        for k in ("discrete", "tuple", "masked")
+        for m in ("rlblocks", "reference (fast_paths=False)")
+    )
+    assert all(r["steps"] >= 128 and r["steps_per_s"] > 0 for r in runs)
+    base = [r for r in table if r["case"] == "PPO discrete"]
+    assert base and all(r["vs_discrete"] == 1.0 for r in base)
 
 
 def test_bench_replay_quick(

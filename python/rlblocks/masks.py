@@ -66,6 +66,7 @@ __all__ = [
     "OBS_KEY",
     "PZ_OBS_KEY",
     "MaskLayout",
+    "action_mask_fill",
     "apply_action_mask",
     "check_action_mask",
     "is_mask_space",
@@ -317,7 +318,20 @@ def apply_action_mask(logits: torch.Tensor, mask: torch.Tensor, layout: MaskLayo
             f"{layout.num_outputs} outputs"
         )
     lead = logits.shape[:-1]
-    mask = mask.reshape(-1, layout.size)
+    full = action_mask_fill(mask.reshape(-1, layout.size), layout)
+    return logits.masked_fill(full.reshape(*lead, layout.num_outputs), FLOAT_MIN)
+
+
+def action_mask_fill(mask: torch.Tensor, layout: MaskLayout) -> torch.Tensor:
+    """Bool ``[B, num_outputs]``: the outputs :func:`apply_action_mask` sets to ``FLOAT_MIN``
+    for the mask rows ``mask [B, size]`` (a component without a legal entry left open).
+
+    Examples:
+        >>> lay = mask_layout(Discrete(3), 3, MultiBinary(3))
+        >>> action_mask_fill(torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0]]), lay)
+        tensor([[False,  True, False],
+                [False, False, False]])
+    """
     illegal = (mask <= 0) & ~_open_blocks(mask, layout)
     parts = []
     for kind, a, b in layout.pieces:
@@ -327,8 +341,7 @@ def apply_action_mask(logits: torch.Tensor, mask: torch.Tensor, layout: MaskLayo
             parts.append(
                 torch.zeros((illegal.shape[0], a), dtype=torch.bool, device=illegal.device)
             )
-    full = torch.cat(parts, -1).reshape(*lead, layout.num_outputs)
-    return logits.masked_fill(full, FLOAT_MIN)
+    return torch.cat(parts, -1)
 
 
 def check_action_mask(mask: Any, layout: MaskLayout) -> None:
