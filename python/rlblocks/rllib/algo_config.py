@@ -121,9 +121,7 @@ def mask_form_env(env_id: str, env_config: dict[str, Any] | None = None) -> gym.
     "observations"}`` form (:func:`rlblocks.masks.mask_form`), as the native trainer reads
     them."""
     env = gym.make(env_id, **dict(env_config or {}))
-    return gym.wrappers.TransformObservation(
-        env, mask_form, mask_form_space(env.observation_space)
-    )
+    return gym.wrappers.TransformObservation(env, mask_form, mask_form_space(env.observation_space))
 
 
 def _probe(config: TrainerConfig) -> str | None:
