@@ -16,7 +16,9 @@ vector-env step:
 3. once ``learning_starts`` steps are stored, every ``train_freq`` steps run
    ``gradient_steps`` updates on batches of ``train_batch_size`` (prioritized replay: the
    new priorities go back to the buffer, beta annealed), and every
-   ``target_network_update_freq`` steps the targets move by ``tau``.
+   ``target_network_update_freq`` steps the targets move by ``tau``. On a goal-conditioned
+   env the batches come through hindsight relabelling (``her``, :mod:`rlblocks.her`,
+   :mod:`rlblocks.train.hindsight`): the same buffer, goals relabelled at sample time.
 
 Everything else is the :class:`~rlblocks.train.trainer.Trainer` base's: the run directory,
 ``progress.csv`` (plus the learner's ``qf_loss``, ``q_mean``, ``td_error_mean``, SAC's
