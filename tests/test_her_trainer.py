@@ -142,3 +142,36 @@ def test_goal_env_rewards_and_success() -> None:
     assert box.step(flip)[1] == 0.0
     with pytest.raises(ValueError, match="n_bits must be an int in"):
         GoalBits(n_bits=1)
+
+
+@pytest.mark.parametrize("mode", ["same", "next"])
+def test_episode_success_reads_a_vector_envs_batched_infos(mode: str) -> None:
+    from gymnasium.vector import AutoresetMode, SyncVectorEnv
+    from rlblocks.wrappers.vector_steps import episode_success
+
+    autoreset = AutoresetMode.SAME_STEP if mode == "same" else AutoresetMode.NEXT_STEP
+    venv = SyncVectorEnv([lambda: GoalBits(n_bits=2, episode_len=1)] * 2, autoreset_mode=autoreset)
+    obs, _ = venv.reset(seed=0)
+    # env 0 flips the one differing bit it can see first; env 1 stays (never on its goal)
+    first = int(np.flatnonzero(obs["observation"][0] != obs["desired_goal"][0])[0])
+    _, rewards, _, truncated, info = venv.step(np.array([first, 2]))
+    assert truncated.all()
+    assert episode_success(info, 0) == float(rewards[0] == 0.0)
+    assert episode_success(info, 1) == 0.0
+    venv.close()
+
+
+class _WinsAtTheEnd(GoalBits):
+    """Reset infos say 0, every last step's info says 1."""
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward, terminated, truncated, {"is_success": float(truncated)}
+
+
+@pytest.mark.parametrize("num_envs", [1, 3])
+def test_training_success_rate_is_the_last_steps_not_the_resets(num_envs: int) -> None:
+    cfg = {**FAST, "env": lambda env_config: _WinsAtTheEnd(), "num_envs": num_envs}
+    with DQNTrainer(cfg) as trainer:
+        row = trainer.train()
+    assert row["episodes_this_iter"] > 0 and row["success_rate"] == 1.0
