@@ -183,6 +183,7 @@ TIERS: list[tuple[str, ...]] = [
         "framestack",
         "sequences",
         "replay",
+        "her",
         "spaces",
         "nest",
         "values",

@@ -443,6 +443,9 @@ def _fit(args: argparse.Namespace, trainer: Any, stops: Stops) -> int:
         f"run directory: {run_dir}",
         flush=True,
     )
+    note = getattr(trainer, "her_note", None)  # the off-policy trainers' hindsight choice
+    if note:
+        print(f"rlblocks train: {note}", flush=True)
     with ctrl_c_saves(trainer) as interrupted:
         metrics = trainer.fit(
             stop_reward=stops.reward,

@@ -75,6 +75,10 @@ RLLIB_Q_UNSUPPORTED = {
     "evaluation_interval": "RLlib's own (rllib.evaluation)",
     "evaluation_episodes": "RLlib's own (rllib.evaluation)",
     "checkpoint_replay": "RLlib runs keep the replay buffer out of checkpoints",
+    "her": "RLlib's replay buffers do not relabel goals; her='auto' is off there",
+    "her_strategy": "hindsight relabelling is native only",
+    "her_n_sampled_goal": "hindsight relabelling is native only",
+    "goal_reward": "hindsight relabelling is native only",
     "q_model": "the critics of rlblocks' RLlib SAC module are built from model",
 }
 #: Keys checked apart from their default: SAC's ``q_model`` is honoured where the critics'
@@ -209,6 +213,8 @@ def check_rllib_q_keys(config: Any, algo: str) -> None:
             changed = config.q_model_config() != config.model_config()
         elif key == "device":  # "auto" is the CPU where no GPU is given to RLlib
             changed = config.device not in ("cpu", "auto")
+        elif key == "her":  # "auto" and False both train without relabelling there
+            changed = getattr(config, "her", False) is True
         else:
             changed = hasattr(config, key) and getattr(config, key) != getattr(defaults, key)
         if changed:

@@ -16,7 +16,9 @@ vector-env step:
 3. once ``learning_starts`` steps are stored, every ``train_freq`` steps run
    ``gradient_steps`` updates on batches of ``train_batch_size`` (prioritized replay: the
    new priorities go back to the buffer, beta annealed), and every
-   ``target_network_update_freq`` steps the targets move by ``tau``.
+   ``target_network_update_freq`` steps the targets move by ``tau``. On a goal-conditioned
+   env the batches come through hindsight relabelling (``her``, :mod:`rlblocks.her`,
+   :mod:`rlblocks.train.hindsight`): the same buffer, goals relabelled at sample time.
 
 Everything else is the :class:`~rlblocks.train.trainer.Trainer` base's: the run directory,
 ``progress.csv`` (plus the learner's ``qf_loss``, ``q_mean``, ``td_error_mean``, SAC's
@@ -49,9 +51,11 @@ import torch
 
 from rlblocks.catalog import ModelCatalog
 from rlblocks.filters import NoFilter
+from rlblocks.her import is_goal_space
 from rlblocks.spaces import clip_actions
 from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.envs import make_env_creator, vector_env_from_config
+from rlblocks.train.hindsight import build_her, resolve_her
 from rlblocks.train.learners.dqn import DQNLearner
 from rlblocks.train.learners.sac import SACLearner
 from rlblocks.train.learners.td3 import TD3Learner
@@ -166,6 +170,14 @@ class OffPolicyTrainer(Trainer):
             alpha=cfg.prioritized_replay_alpha,
             seed=self.seed,
         )
+        # hindsight relabelling (her): a sampler over the same buffer, or None
+        choice = resolve_her(cfg, obs_space, self._one_env)
+        self.her = build_her(cfg, choice, self.preprocessor.layout, self.replay)
+        self.her_note = choice.note
+        #: Whether progress.csv has ``success_rate`` columns: a goal Dict observation (the
+        #: envs that report ``is_success`` / ``success``).
+        self.tracks_success = is_goal_space(obs_space)
+        self.episode_successes: deque[float] = deque(maxlen=cfg.metrics_smoothing_episodes)
         self.num_envs = n
         self._raw: Any = None
         self.episode_returns: deque[float] = deque(maxlen=cfg.metrics_smoothing_episodes)
@@ -175,6 +187,17 @@ class OffPolicyTrainer(Trainer):
         self._env_seed: int | None = self.seed
 
     # --- the env side -------------------------------------------------------------------------
+    def _one_env(self) -> gym.Env:
+        """One env of the run (a sub-env of a sync vector env, else a new one, kept for its
+        ``compute_reward`` and closed with the envs)."""
+        envs = getattr(self.venv, "envs", None)
+        if isinstance(envs, (list, tuple)) and envs and isinstance(envs[0], gym.Env):
+            return envs[0]
+        env = self.__dict__.get("_her_env")
+        if env is None:
+            env = self.__dict__["_her_env"] = make_env_creator(self.config)()
+        return env
+
     def _stored(self, raw: Any) -> np.ndarray:
         """What the buffer stores of a batch of raw observations (an array, or a list of
         per-env observations)."""
@@ -241,7 +264,8 @@ class OffPolicyTrainer(Trainer):
             beta = cfg.beta_at(now)
             # the arrays of the previous batch are reused (the update keeps none of them)
             out = self.__dict__.get("_sample_out")
-            batch = self.replay.sample(cfg.train_batch_size, beta=beta, out=out)
+            sampler = self.her if self.her is not None else self.replay
+            batch = sampler.sample(cfg.train_batch_size, beta=beta, out=out)
             self.__dict__["_sample_out"] = batch
             batch = batch._replace(
                 obs=self._model_input(batch.obs), next_obs=self._model_input(batch.next_obs)
@@ -288,6 +312,7 @@ class OffPolicyTrainer(Trainer):
             self.timesteps_total += self._step_envs()
             self._learn(before, stats)
         finished, lengths = self.steps.take_finished()
+        self.episode_successes.extend(self.steps.take_successes())
         self.episode_returns.extend(finished)
         self.episode_lengths.extend(lengths)
         self.episodes_total += len(finished)
@@ -314,6 +339,9 @@ class OffPolicyTrainer(Trainer):
                 float(np.mean(self.episode_lengths)) if self.episode_lengths else math.nan
             ),
         }
+        if self.tracks_success:  # the last step's is_success of the window's episodes
+            won = list(self.episode_successes)
+            metrics["success_rate"] = float(np.mean(won)) if won else math.nan
         # every column from the first row on (progress.csv's header): NaN before updates
         for key in self.learner.STATS:
             values = [row[key] for row in stats if key in row]
@@ -380,6 +408,7 @@ class OffPolicyTrainer(Trainer):
             **self.steps.state_dict(),  # resetting, ep_return, ep_len
             "episode_returns": list(self.episode_returns),
             "episode_lengths": list(self.episode_lengths),
+            "episode_successes": list(self.episode_successes),
             "episodes_total": self.episodes_total,
             "num_updates": self.num_updates,
         }
@@ -410,6 +439,7 @@ class OffPolicyTrainer(Trainer):
                 self.replay.load_state_dict(state["replay"])
         self.episode_returns.extend(state["episode_returns"])
         self.episode_lengths.extend(state["episode_lengths"])
+        self.episode_successes.extend(state.get("episode_successes", ()))
         self.episodes_total = int(state["episodes_total"])
         self.num_updates = int(state["num_updates"])
         if envs is not None:
@@ -421,6 +451,9 @@ class OffPolicyTrainer(Trainer):
     def _close_envs(self) -> None:
         if getattr(self, "venv", None) is not None:
             self.venv.close()
+        her_env = self.__dict__.pop("_her_env", None)
+        if her_env is not None:
+            her_env.close()
 
 
 class DQNTrainer(OffPolicyTrainer):

@@ -70,6 +70,28 @@ _OFF_POLICY_OTHER_NAMES = {
 }
 
 
+def _her_mode(value: Any, name: str) -> bool | str:
+    """``her``: ``"auto"``, True or False (``"true"`` / ``"false"`` spelt as strings too)."""
+    if isinstance(value, str) and value.lower() in ("auto", "true", "false"):
+        v = value.lower()
+        return v if v == "auto" else v == "true"
+    if isinstance(value, bool):
+        return value
+    raise ValueError(f"{name} must be 'auto', True or False, got {value!r}")
+
+
+def _goal_reward(value: Any, name: str) -> Any:
+    """``goal_reward``: None, a callable, or ``"module:function"``."""
+    if value is None or callable(value):
+        return value
+    if isinstance(value, str) and value.count(":") == 1 and all(value.split(":")):
+        return value
+    raise ValueError(
+        f"{name} must be None, a callable or 'module:function' (a batched "
+        f"reward(achieved_goal, desired_goal, info)), got {value!r}"
+    )
+
+
 def _target_entropy(value: Any, name: str) -> float | str:
     return value if value == "auto" else as_number(value, name)
 
@@ -111,6 +133,19 @@ class OffPolicyConfig(TrainerConfig):
     """Env steps per training iteration (one ``progress.csv`` row)."""
     checkpoint_replay: bool = option(False, as_bool)
     """Store the replay buffer in checkpoints (large; resuming without it refills it)."""
+    her: bool | str = option("auto", _her_mode)
+    """Hindsight experience replay (docs/goals.md): ``"auto"`` turns it on when the
+    observation is a goal Dict (``observation``, ``achieved_goal``, ``desired_goal``) and a
+    reward function exists (the env's ``compute_reward`` or ``goal_reward``); the run's
+    config.json holds the choice (True / False). True on another env is refused."""
+    her_strategy: str = option("future", choice("future", "final", "episode"))
+    """Which step's achieved goal relabels a sampled step: ``"future"`` (a later step of its
+    episode, or itself), ``"final"`` (the episode's last) or ``"episode"`` (any)."""
+    her_n_sampled_goal: int = option(4, int_at_least(1))
+    """k: a batch's first ``B * k // (k + 1)`` transitions get a hindsight goal."""
+    goal_reward: Any = option(None, _goal_reward)
+    """The batched reward of relabelled goals, ``f(achieved_goal, desired_goal, info)``
+    (a callable or ``"module:function"``); None: the env's ``compute_reward``."""
 
     ALGORITHM: ClassVar[str] = "off-policy"
     OTHER_NAMES: ClassVar[Mapping[str, str]] = _OFF_POLICY_OTHER_NAMES

@@ -60,6 +60,11 @@ def json_config(config: TrainerConfig) -> dict[str, Any]:
     if callable(d["env"]):
         fn = d["env"]
         d["env"] = f"<callable {getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}>"
+    fn = d.get("goal_reward")
+    if callable(fn):  # the off-policy configs' hindsight reward (rlblocks.train.hindsight)
+        d["goal_reward"] = (
+            f"<callable {getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}>"
+        )
     return d
 
 
@@ -264,6 +269,10 @@ class Trainer(RunDirectoryMixin):
                 "episode_len_mean",
             ):
                 metrics[f"evaluation/{key}"] = math.nan if evaluation is None else evaluation[key]
+            if getattr(self, "tracks_success", False):  # a column from the first row on
+                metrics["evaluation/success_rate"] = (
+                    math.nan if evaluation is None else evaluation.get("success_rate", math.nan)
+                )
         self.last_metrics = metrics
         if self._logger is not None:
             self._logger.write(metrics)

@@ -85,7 +85,8 @@ class SubEnvSteps:
             ``(observations, rewards, terminated, truncated, infos, finals)``: the
             observations and infos per env; ``finals[i]`` is env ``i``'s final
             observation where same-step autoreset just reset it (its observation is then
-            the new episode's first), else None.
+            the new episode's first, its info the reset's with the ended step's info
+            under ``"final_info"``), else None.
         """
         vec = self.vec
         n = vec.num_envs
@@ -103,7 +104,8 @@ class SubEnvSteps:
                 continue
             obs[i], rewards[i], terminated[i], truncated[i], infos[i] = env.step(action)
             if not self.next_step and (terminated[i] or truncated[i]):
-                finals[i] = obs[i]
+                finals[i], last = obs[i], infos[i]
                 obs[i], infos[i] = env.reset()
+                infos[i] = {**infos[i], "final_info": last}  # the ended step's, as gymnasium
         vec._autoreset_envs = terminated | truncated
         return obs, rewards, terminated, truncated, infos, finals
