@@ -83,7 +83,9 @@ def test_snapshots_stay_frozen_and_only_the_learners_moves_train() -> None:
         taken = _weights(trainer.model)
         parts = trainer.policies["shared"]
         spec, hub = trainer.hub.specs["shared"], trainer.hub
-        movers = [hub.lane_obs("shared", int(lane)) for lane in np.flatnonzero(hub.live_lanes("shared"))]
+        movers = [
+            hub.lane_obs("shared", int(lane)) for lane in np.flatnonzero(hub.live_lanes("shared"))
+        ]
         rows = [spec.value(a, o) for a, o in movers]
         assert np.array_equal(
             snap.act(rows, explore=False),
@@ -146,7 +148,9 @@ def test_wins_draws_and_losses_are_counted_from_the_final_rewards_seats_alternat
     hub = TurnBasedVectorEnv(tictactoe_v3.env, num_envs=3)
     try:
         ends: list[tuple[int, str]] = []
-        counts = play_games(hub, pick(False), pick(True), games, 0, lambda g, o: ends.append((g, o)))
+        counts = play_games(
+            hub, pick(False), pick(True), games, 0, lambda g, o: ends.append((g, o))
+        )
     finally:
         hub.close()
     assert counts == {"games": games, **expected}
@@ -239,15 +243,30 @@ def test_tictactoe_beats_a_random_legal_player_and_evaluate_plays_every_opponent
     result = _last_json(versus.stdout)
     assert result["games"] == 100 and result["wins"] + result["draws"] + result["losses"] == 100
     assert result["loss_rate"] <= 0.1 and result["win_rate"] >= 0.6
-    pool = _last_json(run_cli("evaluate", str(run), "--opponent", "snapshot", "--episodes", "4").stdout)
+    pool = _last_json(
+        run_cli("evaluate", str(run), "--opponent", "snapshot", "--episodes", "4").stdout
+    )
     assert pool["games"] == 4 and pool["opponent"] == "snapshot"
     itself = run_cli("evaluate", str(run), "--opponent", str(run), "--episodes", "2")
     assert itself.returncode == 0, itself.stderr
     # two greedy copies of one policy: the same game twice, once from each seat
     both = _last_json(itself.stdout)
     assert both["wins"] == both["losses"] and both["games"] == 2
+    # the exported artifact plays one side as a deployment would: the same games
+    exported = run_cli("export", str(run))
+    assert exported.returncode == 0, exported.stderr
+    sidecar = json.loads((run / "policy_shared.onnx.json").read_text())["multiagent"]
+    assert sidecar["turn_based"]["observation_keys"]["observation"] == "observations"
+    art = run_cli("evaluate", str(run), "--exported", str(run / "policy_shared.onnx"),
+                  "--opponent", "random", "--episodes", "100")  # fmt: skip
+    assert art.returncode == 0, art.stderr
+    assert {k: _last_json(art.stdout)[k] for k in ("wins", "draws", "losses")} == {
+        k: result[k] for k in ("wins", "draws", "losses")
+    }
     # a person on stdin: junk and an occupied square are asked again, then legal squares
-    monkeypatch.setattr(sys, "stdin", io.StringIO("junk\n" + "".join(f"{i}\n" for i in range(9)) * 3))
+    monkeypatch.setattr(
+        sys, "stdin", io.StringIO("junk\n" + "".join(f"{i}\n" for i in range(9)) * 3)
+    )
     human = run_cli("evaluate", str(run), "--opponent", "human", "--episodes", "1")
     assert human.returncode == 0, human.stderr
     assert "'junk' is not a legal move" in human.stdout and "game 1: " in human.stdout

@@ -119,7 +119,15 @@ def _versus(args: argparse.Namespace) -> int:
         warnings.simplefilter("ignore", RuntimeWarning)  # the games start fresh episodes
         trainer = restore_trainer(args.run_dir, log=False)
     try:
-        result = versus(args, trainer)
+        exported = None
+        if args.exported is not None and hasattr(trainer, "policies"):
+            from rlblocks.export.evaluate_multiagent import exported_policy_files
+
+            files = exported_policy_files(args.exported, list(trainer.policies))
+            exported = {pid: _load_exported(args, path) for pid, path in files.items()}
+        result = versus(args, trainer, exported)
+        if exported is not None:
+            result["exported"] = {pid: str(path) for pid, path in files.items()}
     finally:
         trainer.close()
     result["checkpoint"] = str(trainer.checkpoint_path)

@@ -6,8 +6,9 @@ games split evenly over its snapshots, which sample their moves), another run di
 (its policies, greedy; the same env and policies) or ``human``: the person at the terminal
 plays the other seat, seeing the board (the env's own text render where it has one, else
 the observation's planes: ``X`` the mover's pieces, ``O`` the other's) and typing the index
-of a legal move; anything else is asked again. The run's policy plays greedily; seats
-alternate from game to game.
+of a legal move; anything else is asked again. The run's policy plays greedily (with
+``--exported``: its exported artifacts, as a deployment plays one side); seats alternate
+from game to game.
 
 Examples:
     >>> board_text({"observations": np.array([[[1, 0], [0, 1]], [[0, 0], [0, 0]]])})
@@ -24,7 +25,7 @@ import numpy as np
 
 from rlblocks.masks import MASK_KEY, OBS_KEY
 
-__all__ = ["board_text", "human_mover", "versus"]
+__all__ = ["board_text", "exported_mover", "human_mover", "versus"]
 
 
 def board_text(obs: Any) -> str:
@@ -77,20 +78,46 @@ def human_mover(
     return move
 
 
-def versus(args: argparse.Namespace, trainer: Any) -> dict[str, Any]:
-    """``--opponent`` on a restored native run: ``args.episodes`` games; the JSON summary.
+def exported_mover(policies: dict[str, Any], hub: Any) -> Any:
+    """A :data:`~rlblocks.train.matches.Mover` of exported artifacts (``{policy_id:
+    ExportedPolicy}``, checked against ``hub``'s policies), their deterministic actions.
+
+    Raises:
+        ValueError: An artifact of other spaces than its policy's.
+    """
+    from rlblocks.export.evaluate import ExportedActor
+    from rlblocks.export.evaluate_multiagent import check_policy
+
+    actors = {}
+    for pid, spec in hub.specs.items():
+        check_policy(policies[pid], pid, spec.observation_space, spec.action_space)
+        actors[pid] = ExportedActor(policies[pid])
+
+    def move(pid: str, agents: list[Any], obs: list[Any]) -> Any:
+        spec = hub.specs[pid]
+        raw = [spec.value(a, o) for a, o in zip(agents, obs, strict=True)]
+        return actors[pid].act(raw, None, None, None)[0]
+
+    return move
+
+
+def versus(
+    args: argparse.Namespace, trainer: Any, exported: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """``--opponent`` on a restored native run: ``args.episodes`` games of its policies (or
+    of its ``exported`` artifacts, ``--exported``); the JSON summary.
 
     Raises:
         ValueError: A run that is not a turn-based game with action masks, a ``snapshot``
-            run without snapshots, another run of other policies, or ``--exported`` /
-            ``--explore`` with ``--opponent``.
+            run without snapshots, another run of other policies, or ``--explore`` with
+            ``--opponent``.
     """
     from rlblocks.train.matches import play_games, random_legal, wdl_rates
     from rlblocks.train.selfplay import has_masks, policy_mover, snapshot_counts
 
     who = args.opponent
-    if args.exported is not None or args.explore:
-        raise ValueError("--opponent plays the run's greedy policy: drop --exported / --explore")
+    if args.explore:
+        raise ValueError("--opponent plays the run's greedy policy: drop --explore")
     selfplay = getattr(trainer, "selfplay", None)
     if selfplay is None or not has_masks(trainer.hub):
         raise ValueError(
@@ -104,9 +131,14 @@ def versus(args: argparse.Namespace, trainer: Any) -> dict[str, Any]:
     hub = trainer.fresh_hub(1 if who == "human" else min(games, 8))
     other = None
     try:
-        learner = policy_mover(trainer.policies, hub, explore=False)
+        if exported is None:
+            learner = policy_mover(trainer.policies, hub, explore=False)
+        else:
+            learner = exported_mover(exported, hub)
         if who == "random":
-            counts = play_games(hub, learner, random_legal(np.random.default_rng(seed)), games, seed)
+            counts = play_games(
+                hub, learner, random_legal(np.random.default_rng(seed)), games, seed
+            )
         elif who == "human":
             said = {"win": "you lost", "draw": "a draw", "loss": "you won"}
 

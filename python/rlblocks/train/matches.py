@@ -65,8 +65,7 @@ def random_legal(rng: np.random.Generator) -> Mover:
         for i, (agent, o) in enumerate(zip(agents, obs, strict=True)):
             if not isinstance(o, dict) or MASK_KEY not in o:
                 raise ValueError(
-                    f"the random legal player needs an action_mask in agent {agent!r}'s "
-                    "observation"
+                    f"the random legal player needs an action_mask in agent {agent!r}'s observation"
                 )
             legal = np.flatnonzero(np.asarray(o[MASK_KEY]).reshape(-1))
             out[i] = rng.choice(legal) if legal.size else 0

@@ -122,7 +122,9 @@ class OpponentPool:
         """Freezes ``model`` (weights copied) and ``obs_filter`` (copied) as the snapshot of
         ``iteration``; the oldest snapshot leaves a full pool."""
         state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        snap = Snapshot(iteration, self._frozen(state), copy.deepcopy(obs_filter), self.preprocessor)
+        snap = Snapshot(
+            iteration, self._frozen(state), copy.deepcopy(obs_filter), self.preprocessor
+        )
         self.snapshots.append(snap)
         del self.snapshots[: -self.size]
         return snap
@@ -149,9 +151,7 @@ class OpponentPool:
             filt = copy.deepcopy(obs_filter)
             filt.load_state_dict(item["filter"])
             policy = self._frozen(item["model"])
-            self.snapshots.append(
-                Snapshot(int(item["iteration"]), policy, filt, self.preprocessor)
-            )
+            self.snapshots.append(Snapshot(int(item["iteration"]), policy, filt, self.preprocessor))
 
 
 class SelfPlaySchedule:

@@ -51,7 +51,7 @@ def has_masks(hub: Any) -> bool:
     if not isinstance(hub, TurnBasedVectorEnv):
         return False
     return all(
-        isinstance(getattr(s, "spaces", None), Mapping) and MASK_KEY in s.spaces
+        isinstance(getattr(s, "spaces", None), Mapping) and MASK_KEY in getattr(s, "spaces", {})
         for s in hub.obs_spaces.values()
     )
 
@@ -176,8 +176,8 @@ class SelfPlay:
             out = np.array(actions[pid], copy=True)
             seats = len(self.hub.agents)
             groups: dict[int, list[int]] = {}
-            for lane in lanes:
-                groups.setdefault(int(lane) // seats, []).append(int(lane))
+            for i in lanes.tolist():
+                groups.setdefault(i // seats, []).append(i)
             by_snap: dict[int, tuple[Snapshot, list[int]]] = {}
             for e, rows in groups.items():
                 snap = self.schedule.opponent[e]
@@ -186,8 +186,8 @@ class SelfPlay:
             spec = self.hub.specs[pid]
             for snap, rows in by_snap.values():
                 raw = []
-                for lane in rows:
-                    agent, obs = self.hub.lane_obs(pid, lane)
+                for row in rows:
+                    agent, obs = self.hub.lane_obs(pid, row)
                     raw.append(spec.value(agent, obs))
                 out[rows] = np.asarray(snap.act(raw)).reshape(len(rows), *out.shape[1:])
             actions[pid] = out
@@ -264,4 +264,3 @@ class SelfPlay:
         if self._eval_hub is not None:
             self._eval_hub.close()
             self._eval_hub = None
-
