@@ -289,3 +289,26 @@ def test_evaluate_opponent_refuses_a_run_without_snapshots_or_turns(tmp_path: Pa
     assert out.returncode == 2 and "no opponent snapshots" in out.stderr
     ok = run_cli("evaluate", str(run), "--opponent", "random", "--episodes", "3")
     assert ok.returncode == 0 and _last_json(ok.stdout)["games"] == 3
+
+
+def test_a_pettingzoo_classic_run_resumes_with_its_pool_from_fresh_games(tmp_path: Path) -> None:
+    pytest.importorskip("pettingzoo.classic.tictactoe_v3", reason="PettingZoo classic")
+    from rlblocks.train import MultiAgentPPOTrainer, restore_trainer
+
+    cfg = {"env": TICTACTOE, **TINY, "seed": 2, "selfplay_snapshot_every": 1}
+    trainer = MultiAgentPPOTrainer(cfg, run_dir=tmp_path)
+    try:
+        trainer.train()
+        # EzPickle envs pickle their constructor's arguments only: not saved as if mid-game
+        assert trainer.hub.snapshot() is None
+        path = trainer.save()
+    finally:
+        trainer.close()
+    with pytest.warns(RuntimeWarning, match="EzPickle"):
+        resumed = restore_trainer(path)
+    try:
+        row = resumed.train()
+        assert row["training_iteration"] == 2 and row["illegal_moves_total"] == 0
+        assert [s.iteration for s in resumed.selfplay.pool.snapshots] == [1, 2]
+    finally:
+        resumed.close()

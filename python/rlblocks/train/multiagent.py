@@ -38,7 +38,7 @@ import torch
 
 from rlblocks.catalog import ModelCatalog
 from rlblocks.filters import get_filter
-from rlblocks.multiagent.envs import as_parallel_env, is_multiagent_env
+from rlblocks.multiagent.envs import as_parallel_env, ezpickled, is_multiagent_env
 from rlblocks.multiagent.turns import (
     TurnBasedVectorEnv,
     is_turn_based_env,
@@ -481,17 +481,30 @@ class MultiAgentPPOTrainer(Trainer):
         }
 
     def _restore_build(self, state: dict[str, Any], envs: Any) -> None:
+        envs = self._usable(envs)
         if envs is None:
             warnings.warn(
-                f"resuming {state['_path']!r}: its envs could not be pickled, so they restart "
-                "from a fresh reset: the episodes in progress at the checkpoint are dropped",
+                f"resuming {state['_path']!r}: its envs could not be saved with their state "
+                "(they do not pickle, or pickle as EzPickle: their constructor only), so they "
+                "restart from a fresh reset: the episodes in progress at the checkpoint are "
+                "dropped",
                 RuntimeWarning,
                 stacklevel=3,
             )
         self._make = multiagent_creator(self.config)
         self._build(venv=None if envs is None else envs["envs"])
 
+    @staticmethod
+    def _usable(envs: Any) -> Any:
+        """``envs`` of a checkpoint, None when one came back as a new env (an ``EzPickle``
+        env saved before :meth:`~rlblocks.multiagent.envs.MultiAgentVectorEnv.snapshot`
+        refused those)."""
+        if envs is not None and any(ezpickled(e) for e in envs["envs"]):
+            return None
+        return envs
+
     def _load_state(self, state: dict[str, Any], envs: Any) -> None:
+        envs = self._usable(envs)
         self.agent_timesteps_total = int(state["agent_timesteps_total"])
         saved = state["policies"]
         if set(saved) != set(self.policies):
