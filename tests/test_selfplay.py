@@ -234,7 +234,11 @@ def test_tictactoe_beats_a_random_legal_player_and_evaluate_plays_every_opponent
     rows = list(csv.DictReader((run / "progress.csv").open()))
     assert float(rows[-1]["illegal_moves_total"]) == 0.0
     last = rows[-1]  # the defaults evaluate every 10 iterations: the last row is one
-    rates = [float(last[f"selfplay/{w}_rate_{vs}"]) for vs in ("random", "pool") for w in "wdl"]
+    rates = [
+        float(last[f"selfplay/{w}_rate_{vs}"])
+        for vs in ("random", "pool")
+        for w in ("win", "draw", "loss")
+    ]
     assert sum(rates[:3]) == pytest.approx(1.0) and sum(rates[3:]) == pytest.approx(1.0)
     assert np.isnan(float(rows[0]["selfplay/win_rate_random"]))  # not an evaluation iteration
     # a random legal player wins ~45% of its games against random play, seats alternating
