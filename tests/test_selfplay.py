@@ -227,6 +227,8 @@ def test_tictactoe_beats_a_random_legal_player_and_evaluate_plays_every_opponent
         str(run),
         "--stop-timesteps",
         "20480",
+        "--seed",
+        "0",
         "--set",
         "selfplay_snapshot_every=5",
     )
