@@ -8,17 +8,17 @@ draws and losses, and its moves outside the action mask (the training run's own 
 ``illegal_moves_total``).
 
 Usage: ``python benchmarks/bench_turns.py [--quick] [--env pettingzoo.classic.tictactoe_v3:env]
-[--steps 100000] [--games 200] [--seed 0]``. Prints one JSON line.
+[--steps 100000] [--games 200] [--seed 0] [--set KEY=VALUE ...]`` (``--set``: config keys
+over the defaults, e.g. ``selfplay_snapshot_every=5``). Prints one JSON line.
 
 Examples:
-    >>> outcome(1.0), outcome(0.0), outcome(-1.0)
-    ('win', 'draw', 'loss')
+    >>> config_sets(["selfplay_snapshot_every=5", "entropy_coeff=0.01"])
+    {'selfplay_snapshot_every': 5, 'entropy_coeff': 0.01}
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import time
 from typing import Any
@@ -26,37 +26,33 @@ from typing import Any
 import numpy as np
 
 
-def outcome(score: float) -> str:
-    """A game's result for the policy from its return."""
-    return "win" if score > 0 else "loss" if score < 0 else "draw"
+def config_sets(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` strings (values read as YAML) as a config dict."""
+    import yaml
+
+    return {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in pairs)}
 
 
-def play_vs_random(trainer: Any, make: Any, games: int, seed: int) -> dict[str, int]:
-    """``games`` greedy games of ``trainer``'s policy against a random legal player."""
-    rng = np.random.default_rng(seed)
-    counts = {"win": 0, "draw": 0, "loss": 0, "illegal": 0}
-    for g in range(games):
-        env = make()
-        env.reset(seed=seed + g)
-        me = env.possible_agents[g % 2]
-        score = 0.0
-        for agent in env.agent_iter():
-            obs, reward, terminated, truncated, _ = env.last()
-            if agent == me:
-                score += float(reward)
-            if terminated or truncated:
-                env.step(None)
-                continue
-            legal = np.flatnonzero(obs["action_mask"])
-            if agent == me:
-                move = int(trainer.compute_single_action(obs, agent=agent)[0])
-                counts["illegal"] += int(move not in legal)
-            else:
-                move = int(rng.choice(legal))
-            env.step(move)
-        counts[outcome(score)] += 1
-        env.close()
-    return counts
+def play_vs_random(trainer: Any, games: int, seed: int) -> dict[str, int]:
+    """``games`` greedy games of ``trainer``'s policy against a random legal player (the
+    loop of ``rlblocks evaluate --opponent random``: :func:`rlblocks.train.matches.play_games`)
+    and the policy's moves outside the mask (``illegal``)."""
+    from rlblocks.train.matches import play_games, random_legal
+    from rlblocks.train.selfplay import policy_mover
+
+    hub = trainer.fresh_hub(min(games, 8))
+    try:
+        learner = policy_mover(trainer.policies, hub, explore=False)
+        counts = play_games(hub, learner, random_legal(np.random.default_rng(seed)), games, seed)
+        illegal = hub.illegal_moves  # the random legal player makes none
+    finally:
+        hub.close()
+    return {
+        "win": counts["wins"],
+        "draw": counts["draws"],
+        "loss": counts["losses"],
+        "illegal": illegal,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -67,20 +63,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=100_000, help="env steps of training")
     parser.add_argument("--games", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a config key (YAML)"
+    )
     args = parser.parse_args(argv)
     steps, games = (2048, 10) if args.quick else (args.steps, args.games)
     from rlblocks.train import MultiAgentPPOTrainer
 
-    module, name = args.env.split(":")
-    make = getattr(importlib.import_module(module), name)
-    trainer = MultiAgentPPOTrainer({"env": args.env, "seed": args.seed})
+    sets = config_sets(args.set)
+    trainer = MultiAgentPPOTrainer({"env": args.env, "seed": args.seed, **sets})
     try:
         start = time.perf_counter()
         metrics: dict[str, Any] = {}
         while trainer.timesteps_total < steps:
             metrics = trainer.train()
         train_s = time.perf_counter() - start
-        counts = play_vs_random(trainer, make, games, args.seed + 1)
+        counts = play_vs_random(trainer, games, args.seed + 1)
     finally:
         trainer.close()
     print(

@@ -56,6 +56,7 @@ __all__ = [
     "RLlibParallelEnv",
     "StepResult",
     "as_parallel_env",
+    "ezpickled",
     "is_multiagent_env",
 ]
 
@@ -238,6 +239,23 @@ class PolicyLanes:
 
     def close(self) -> None:
         """The shared envs are closed by :meth:`MultiAgentVectorEnv.close`."""
+
+
+def ezpickled(env: Any) -> bool:
+    """Whether ``env`` or an env it wraps pickles as a ``gymnasium.utils.EzPickle`` (its
+    constructor's arguments only: unpickled, it is a new env that was never reset)."""
+    from gymnasium.utils import EzPickle
+
+    todo, seen = [env], set()
+    while todo:
+        obj = todo.pop()
+        if obj is None or id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, EzPickle):
+            return True
+        todo.extend(getattr(obj, k, None) for k in ("env", "aec_env", "par_env", "unwrapped"))
+    return False
 
 
 class MultiAgentVectorEnv:
@@ -507,7 +525,11 @@ class MultiAgentVectorEnv:
 
     def snapshot(self) -> bytes | None:
         """The pickled env copies and what they are in the middle of (current observations,
-        live agents, episode returns so far); None when an env cannot be pickled."""
+        live agents, episode returns so far); None when an env cannot be pickled, or
+        pickles as gymnasium's ``EzPickle`` does (its constructor's arguments only: the
+        copy would come back as a new, never reset env, e.g. PettingZoo classic and MPE)."""
+        if any(ezpickled(env) for env in self.envs):
+            return None
         try:
             return pickle.dumps(
                 {

@@ -117,9 +117,14 @@ class TurnBasedVectorEnv(MultiAgentVectorEnv):
 
     Attributes:
         illegal_moves: Moves outside the mover's ``action_mask``, over the whole run.
+        finished_games: None, or a list the caller set, to which ``(copy, {agent:
+            return})`` is appended as each game ends (the caller takes them out).
     """
 
     illegal_moves = 0
+
+    #: ``(copy, {agent: return})`` of each game that ended, when a caller set a list here.
+    finished_games: list[tuple[int, dict[Any, float]]] | None = None
 
     def _adapt(self, env: Any) -> Any:
         if not is_turn_based_env(env):
@@ -152,6 +157,14 @@ class TurnBasedVectorEnv(MultiAgentVectorEnv):
                         f"that does not fit its observation space: {err}"
                     ) from None
         return raw
+
+    def lane_obs(self, policy_id: str, lane: int) -> tuple[Any, Any]:
+        """``(agent, observation)`` of lane ``lane`` of ``policy_id`` now: the agent's
+        observation (mask form) when it was last to move, None before its first move."""
+        spec = self.specs[policy_id]
+        e, j = divmod(lane, len(spec.agents))
+        agent = spec.agents[j]
+        return agent, self._obs[e].get(agent)
 
     def live_lanes(self, policy_id: str) -> np.ndarray:
         """Bool per lane of ``policy_id``: its agent is to move now."""
@@ -276,6 +289,11 @@ class TurnBasedVectorEnv(MultiAgentVectorEnv):
         }
 
     # --- statistics -------------------------------------------------------------------------
+    def _finish_episode(self, e: int) -> None:
+        super()._finish_episode(e)
+        if self.finished_games is not None:
+            self.finished_games.append((e, dict(self._ep_returns[e])))
+
     def metrics(self) -> dict[str, float]:
         """:meth:`MultiAgentVectorEnv.metrics` and ``illegal_moves_total``."""
         return {**super().metrics(), "illegal_moves_total": float(self.illegal_moves)}

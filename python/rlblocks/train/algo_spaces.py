@@ -62,6 +62,10 @@ NATIVE_ONLY = {
     "normalize_reward": "an env wrapper",
     "clip_reward": "an env wrapper",
     "evaluation_interval": "rllib.evaluation",
+    "selfplay_snapshot_every": "rllib.callbacks",
+    "selfplay_pool_size": "rllib.callbacks",
+    "selfplay_opponent_prob": "rllib.callbacks",
+    "selfplay_eval_games": "rllib.evaluation",
 }
 _MASK_KEYS = {"action_mask", "observations"}
 #: The native algorithms with a deterministic actor: Box actions only, native only.

@@ -39,7 +39,7 @@ import torch
 from rlblocks.catalog import ModelCatalog
 from rlblocks.filters import get_filter
 from rlblocks.masks import mask_form
-from rlblocks.multiagent.envs import as_parallel_env, is_multiagent_env
+from rlblocks.multiagent.envs import as_parallel_env, ezpickled, is_multiagent_env
 from rlblocks.multiagent.turns import (
     TurnBasedVectorEnv,
     is_turn_based_env,
@@ -56,6 +56,7 @@ from rlblocks.train.loop import episode_summary
 from rlblocks.train.play import play_episodes
 from rlblocks.train.policy import Policy
 from rlblocks.train.runner import EnvRunner, SampleBatch
+from rlblocks.train.selfplay import SelfPlay
 from rlblocks.train.trainer import (
     Trainer,
     check_episodes,
@@ -214,10 +215,32 @@ class MultiAgentPPOTrainer(Trainer):
                     venv=self.hub.lanes(pid),  # type: ignore[arg-type]
                 )
                 self.policies[pid] = PolicyParts(pcfg, prep, obs_filter, policy, learner, runner)
+            self.selfplay = SelfPlay(
+                self.hub, self.policies, cfg, self.seed, self.fresh_hub, self._fresh_policy
+            )
         except BaseException:
             self.hub.close()
             raise
         self.agent_timesteps_total = 0
+
+    def fresh_hub(self, n: int) -> Any:
+        """``n`` fresh copies of the env, mapped as training maps them."""
+        block = self.config.multiagent
+        return multiagent_vector_env(
+            self._make,
+            n,
+            block.get("policy_mapping", "shared"),
+            bool(block.get("agent_id_one_hot", False)),
+            self.config.clip_actions,
+            self.config.env_name,
+        )
+
+    def _fresh_policy(self) -> Policy:
+        """A new policy of the shared policy's shape (an opponent snapshot's)."""
+        (pid,) = self.policies
+        parts = self.policies[pid]
+        space = self.hub.specs[pid].action_space
+        return Policy(parts.preprocessor.observation_space, space, parts.config, self.device)
 
     def _check_turns(self) -> None:
         """Refuses what turn-based games do not train with (a move's outcome arrives after
@@ -273,7 +296,9 @@ class MultiAgentPPOTrainer(Trainer):
         late = {pid: TurnSteps(p.runner.num_envs) for pid, p in self.policies.items()}
         batches: dict[str, SampleBatch] = {}
         while not batches:
+            frozen = self.selfplay.before_step(actions)
             results = self.hub.step(actions)
+            self.selfplay.after_step(results, frozen)
             for pid, g in gens.items():
                 res = results[pid]
                 if turns:
@@ -334,6 +359,7 @@ class MultiAgentPPOTrainer(Trainer):
             "agent_steps_per_s": agent_steps / elapsed if elapsed > 0 else math.nan,
             "time_this_iter_s": elapsed,
             "time_total_s": self.time_total_s,
+            **self.selfplay.end_iteration(self.iteration),
         }
         return self._finish_iteration(metrics)
 
@@ -449,21 +475,35 @@ class MultiAgentPPOTrainer(Trainer):
                 for pid, p in self.policies.items()
             },
             "hub": self.hub.state_dict(),
+            "selfplay": self.selfplay.state_dict(),
             "envs": self.hub.snapshot(),
         }
 
     def _restore_build(self, state: dict[str, Any], envs: Any) -> None:
+        envs = self._usable(envs)
         if envs is None:
             warnings.warn(
-                f"resuming {state['_path']!r}: its envs could not be pickled, so they restart "
-                "from a fresh reset: the episodes in progress at the checkpoint are dropped",
+                f"resuming {state['_path']!r}: its envs could not be saved with their state "
+                "(they do not pickle, or pickle as EzPickle: their constructor only), so they "
+                "restart from a fresh reset: the episodes in progress at the checkpoint are "
+                "dropped",
                 RuntimeWarning,
                 stacklevel=3,
             )
         self._make = multiagent_creator(self.config)
         self._build(venv=None if envs is None else envs["envs"])
 
+    @staticmethod
+    def _usable(envs: Any) -> Any:
+        """``envs`` of a checkpoint, None when one came back as a new env (an ``EzPickle``
+        env saved before :meth:`~rlblocks.multiagent.envs.MultiAgentVectorEnv.snapshot`
+        refused those)."""
+        if envs is not None and any(ezpickled(e) for e in envs["envs"]):
+            return None
+        return envs
+
     def _load_state(self, state: dict[str, Any], envs: Any) -> None:
+        envs = self._usable(envs)
         self.agent_timesteps_total = int(state["agent_timesteps_total"])
         saved = state["policies"]
         if set(saved) != set(self.policies):
@@ -480,9 +520,12 @@ class MultiAgentPPOTrainer(Trainer):
                 parts.runner.load_state_dict(saved[pid]["runner"], envs_restored=envs is not None)
                 parts.runner._seed = self.seed + self.timesteps_total
         self.hub.load_state_dict(state["hub"])
+        self.selfplay.load_state_dict(state.get("selfplay", {}), envs is not None)
         if envs is not None:
             self.hub.resume(envs)
 
     def _close_envs(self) -> None:
+        if getattr(self, "selfplay", None) is not None:
+            self.selfplay.close()
         if getattr(self, "hub", None) is not None:
             self.hub.close()
