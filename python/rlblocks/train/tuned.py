@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "ALIASES",
     "STOP_KEYS",
     "TUNED_DIR",
     "TunedConfig",
@@ -40,6 +41,8 @@ TUNED_DIR = Path(__file__).with_name("tuned_configs")
 _MEASURED = TUNED_DIR / "measured.json"
 # Keys of a config file that are not PPO config keys.
 _META_KEYS = ("stop", "description", "hardware", "algo")
+#: Names the tuned configs had before they were named ``<env>_<algo>`` (still accepted).
+ALIASES = {"cartpole": "cartpole_ppo", "acrobot": "acrobot_ppo", "pendulum": "pendulum_ppo"}
 #: The algorithms a tuned config (or a config file's ``algo:``) may name for the native trainer.
 NATIVE_ALGOS = ("PPO", "DQN", "SAC", "TD3", "DDPG")
 
@@ -171,15 +174,21 @@ def list_tuned() -> list[TunedConfig]:
 
 
 def load_tuned(name: str) -> TunedConfig:
-    """The tuned config ``name`` (a file stem in ``tuned_configs/``).
+    """The tuned config ``name`` (a file stem in ``tuned_configs/``, or an old name in
+    :data:`ALIASES`).
 
     Raises:
         ValueError: No such tuned config (the message lists the close names).
+
+    Examples:
+        >>> load_tuned("cartpole").name
+        'cartpole_ppo'
     """
+    name = ALIASES.get(name, name)
     path = TUNED_DIR / f"{name}.yaml"
     if not path.is_file():
         names = [p.stem for p in sorted(TUNED_DIR.glob("*.yaml"))]
-        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+        close = difflib.get_close_matches(name, [*names, *ALIASES], n=3, cutoff=0.5)
         hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
         raise ValueError(
             f"no tuned config {name!r}{hint} (`rlblocks tuned` lists them: {', '.join(names)})"
