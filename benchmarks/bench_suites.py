@@ -20,7 +20,7 @@ Examples:
     (500.0, 50000)
     >>> summary([{"row": "x", "method": "tuned", "seed": 0, "eval_mean": 1.0, "wall_s": 2.0},
     ...          {"row": "x", "method": "tuned", "seed": 1, "eval_mean": 3.0, "wall_s": 4.0}])
-    {('x', 'tuned'): {'mean': 2.0, 'std': 1.0, 'n': 2, 'wall_s': 3.0}}
+    {('x', 'tuned'): {'mean': 2.0, 'std': 1.414, 'n': 2, 'wall_s': 3.0}}
     >>> scaled(-100.0, random=-500.0, tuned=-80.0)
     0.952
 """
@@ -266,7 +266,7 @@ def read_results(path: Path) -> list[dict[str, Any]]:
 
 
 def summary(runs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    """Per (row, method): mean and std over seeds of the final evaluations, seeds, mean wall."""
+    """Per (row, method): mean and sample std over seeds of the final evaluations, seeds, mean wall."""
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for run in runs:
         if run.get("eval_mean") is not None:

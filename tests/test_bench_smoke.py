@@ -288,3 +288,30 @@ def test_bench_offpolicy_quick(
     for run in runs:
         assert run["steps"] > 0 and run["wall_s"] > 0 and run["torch_threads"] == 1
         assert run["reached"] == (run["final_return"] >= 150.0)
+
+
+def test_bench_suites_quick_row_and_its_docs_table(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    suites = importlib.import_module("bench_suites")
+    results = tmp_path / "suites.jsonl"
+    args = ["--quick", "--rows", "cartpole_dqn", "--results", str(results)]
+    assert suites.main(args) == 0
+    (run,) = _json_rows(capsys.readouterr().out)
+    assert (run["row"], run["method"], run["steps"], run["episodes"]) == (
+        "cartpole_dqn",
+        "tuned",
+        2000,
+        2,
+    )
+    assert suites.read_results(results) == [run]
+    text = suites.table([run], {})
+    (line,) = [ln for ln in text.splitlines() if "| cartpole_dqn |" in ln]
+    assert f"{run['eval_mean']:.1f} ± 0.0 (1) | 500.0 |" in line
+    assert all(f"| {name} |" in text for name in suites.ROWS)  # every row, run or not
+    assert "not run here: MuJoCo" in text
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"head\n{suites.BEGIN}\nold\n{suites.END}\ntail\n")
+    suites.write_docs(text, doc)
+    assert doc.read_text() == f"head\n{suites.BEGIN}\n{text}\n{suites.END}\ntail\n"
