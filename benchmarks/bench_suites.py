@@ -18,9 +18,9 @@ Usage::
 Examples:
     >>> ROWS["cartpole_dqn"].zoo_return, ROWS["cartpole_dqn"].budget
     (500.0, 50000)
-    >>> summary([{"row": "x", "method": "tuned", "seed": 0, "eval_mean": 1.0, "wall_s": 2.0},
-    ...          {"row": "x", "method": "tuned", "seed": 1, "eval_mean": 3.0, "wall_s": 4.0}])
-    {('x', 'tuned'): {'mean': 2.0, 'std': 1.414, 'n': 2, 'wall_s': 3.0}}
+    >>> summary([{"row": "x", "method": "tuned", "eval_mean": 1.0, "wall_s": 2.0, "steps": 10},
+    ...          {"row": "x", "method": "tuned", "eval_mean": 3.0, "wall_s": 4.0, "steps": 20}])
+    {('x', 'tuned'): {'mean': 2.0, 'std': 1.414, 'n': 2, 'wall_s': 3.0, 'steps': 15}}
     >>> scaled(-100.0, random=-500.0, tuned=-80.0)
     0.952
 """
@@ -266,7 +266,8 @@ def read_results(path: Path) -> list[dict[str, Any]]:
 
 
 def summary(runs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    """Per (row, method): mean and sample std over seeds of the final evaluations, seeds, mean wall."""
+    """Per (row, method): mean and sample std over seeds of the final evaluations, the number
+    of seeds, the mean wall time."""
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for run in runs:
         if run.get("eval_mean") is not None:
@@ -279,12 +280,15 @@ def summary(runs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str
             "std": round(statistics.stdev(values), 3) if len(values) > 1 else 0.0,
             "n": len(values),
             "wall_s": round(statistics.fmean(float(r["wall_s"]) for r in mine), 1),
+            "steps": round(statistics.fmean(int(r["steps"]) for r in mine)),
         }
     return out
 
 
 def _cell(stats: Mapping[str, Any] | None) -> str:
-    return "-" if stats is None else f"{stats['mean']:.1f} ± {stats['std']:.1f} ({stats['n']})"
+    if stats is None:
+        return "-"
+    return f"{stats['mean']:.1f} ± {stats['std']:.1f} ({stats['n']}; {stats['steps']:,} steps)"
 
 
 def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> str:
@@ -292,8 +296,8 @@ def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> st
     stats = summary(runs)
     lines = [
         "| env | algo | tuned config | steps (zoo's) | rlblocks tuned: eval mean ± std "
-        "(seeds) | zoo | reached | defaults (scaled) | SB3 + zoo settings | wall s: "
-        "ours / SB3 |",
+        "(seeds; mean steps run) | zoo | reached | defaults (scaled) | SB3 + zoo settings "
+        "| wall s: ours / SB3 |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, row in ROWS.items():
@@ -302,7 +306,7 @@ def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> st
         target = row.zoo_return if row.zoo_return is not None else 0.9
         steps = f"{row.budget:,} ({row.zoo_budget:,})"
         if tuned is None:
-            reason = row.not_here or "not run yet"
+            reason = row.not_here or "not run yet (did not fit the session on the shared machine)"
             lines.append(
                 f"| {row.env} | {row.algo} | {name} | {steps} | {reason} | {zoo} | - | - | - | - |"
             )

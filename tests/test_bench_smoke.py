@@ -308,7 +308,7 @@ def test_bench_suites_quick_row_and_its_docs_table(
     assert suites.read_results(results) == [run]
     text = suites.table([run], {})
     (line,) = [ln for ln in text.splitlines() if "| cartpole_dqn |" in ln]
-    assert f"{run['eval_mean']:.1f} ± 0.0 (1) | 500.0 |" in line
+    assert f"{run['eval_mean']:.1f} ± 0.0 (1; 2,000 steps) | 500.0 |" in line
     assert all(f"| {name} |" in text for name in suites.ROWS)  # every row, run or not
     assert "not run here: MuJoCo" in text
     doc = tmp_path / "doc.md"
