@@ -19,6 +19,7 @@ import pytest
 from rlblocks.benchmarking import BENCHMARKS, atari
 from rlblocks.benchmarking import preprocessors as bench
 from rlblocks.benchmarking.preprocessor_cases import build_cases
+from rlblocks.train.tuned import load_tuned
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -311,6 +312,10 @@ def test_bench_suites_quick_row_and_its_docs_table(
     assert f"{run['eval_mean']:.1f} ± 0.0 (1; 2,000 steps) | 500.0 |" in line
     assert all(f"| {name} |" in text for name in suites.ROWS)  # every row, run or not
     assert "not run here: MuJoCo" in text
+    for name, row in suites.ROWS.items():  # the zoo's numbers are the tuned configs' own
+        zoo = load_tuned(name).zoo
+        assert (row.zoo_return, row.zoo_budget) == (zoo or (None, row.zoo_budget)), name
+        assert row.budget <= row.zoo_budget
     doc = tmp_path / "doc.md"
     doc.write_text(f"head\n{suites.BEGIN}\nold\n{suites.END}\ntail\n")
     suites.write_docs(text, doc)
