@@ -308,7 +308,8 @@ def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> st
         if tuned is None:
             reason = row.not_here or "not run yet (did not fit the session on the shared machine)"
             lines.append(
-                f"| {row.env} | {row.algo} | {name} | {steps} | {reason} | {zoo} | - | - | - | - |"
+                f"| {row.env} | {row.algo} | {name} | {steps} | {reason} | {zoo} | - "
+                f"| {_cell(stats.get((name, 'defaults')))} | - | - |"
             )
             continue
         reached = "yes" if tuned["mean"] >= target else f"no (gap {tuned['mean'] - target:.1f})"
