@@ -19,6 +19,7 @@ import pytest
 from rlblocks.benchmarking import BENCHMARKS, atari
 from rlblocks.benchmarking import preprocessors as bench
 from rlblocks.benchmarking.preprocessor_cases import build_cases
+from rlblocks.train.tuned import load_tuned
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -184,6 +185,7 @@ def test_the_package_table_holds_only_its_own_benchmarks() -> None:
         "bench_replay",
         "bench_structures",
         "bench_train",
+        "bench_suites",
         "bench_tuned",
         "bench_turns",
     ],
@@ -209,6 +211,7 @@ def test_script_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         "bench_replay",
         "bench_structures",
         "bench_train",
+        "bench_suites",
         "bench_tuned",
         "bench_turns",
     ],
@@ -307,3 +310,34 @@ def test_bench_offpolicy_quick(
     for run in runs:
         assert run["steps"] > 0 and run["wall_s"] > 0 and run["torch_threads"] == 1
         assert run["reached"] == (run["final_return"] >= 150.0)
+
+
+def test_bench_suites_quick_row_and_its_docs_table(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    suites = importlib.import_module("bench_suites")
+    results = tmp_path / "suites.jsonl"
+    args = ["--quick", "--rows", "cartpole_dqn", "--results", str(results)]
+    assert suites.main(args) == 0
+    (run,) = _json_rows(capsys.readouterr().out)
+    assert (run["row"], run["method"], run["steps"], run["episodes"]) == (
+        "cartpole_dqn",
+        "tuned",
+        2000,
+        2,
+    )
+    assert suites.read_results(results) == [run]
+    text = suites.table([run], {})
+    (line,) = [ln for ln in text.splitlines() if "| cartpole_dqn |" in ln]
+    assert f"{run['eval_mean']:.1f} ± 0.0 (1; 2,000 steps) | 500.0 |" in line
+    assert all(f"| {name} |" in text for name in suites.ROWS)  # every row, run or not
+    assert "not run here: MuJoCo" in text
+    for name, row in suites.ROWS.items():  # the zoo's numbers are the tuned configs' own
+        zoo = load_tuned(name).zoo
+        assert (row.zoo_return, row.zoo_budget) == (zoo or (None, row.zoo_budget)), name
+        assert row.budget <= row.zoo_budget
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"head\n{suites.BEGIN}\nold\n{suites.END}\ntail\n")
+    suites.write_docs(text, doc)
+    assert doc.read_text() == f"head\n{suites.BEGIN}\n{text}\n{suites.END}\ntail\n"

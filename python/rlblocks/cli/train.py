@@ -43,7 +43,7 @@ from typing import Any
 
 from rlblocks.cli._args import add_command
 from rlblocks.cli._rllib_backend import rllib_run, rllib_trainer
-from rlblocks.cli.train_config import config_data
+from rlblocks.cli.train_config import config_data, parse_overrides
 from rlblocks.cli.train_help import ConfigHelp, config_class
 from rlblocks.cli.train_stops import (
     DEFAULT_STOP_TIMESTEPS,
@@ -243,6 +243,8 @@ def run(args: argparse.Namespace) -> int:
                 # APPO / IMPALA start from RLlib's defaults
                 data = rllib_trainer().with_algo_defaults(data, flags["algo"] or "PPO")
             config = config_class(flags["algo"]).from_dict(data)
+            if not (args.tuned or args.config):
+                config = _env_defaults(args, flags, config, data)
             stops = Stops(args, file_stops, config.env, {})
             _check_budget(config, stops, args.backend, flags)
             if args.run_dir:
@@ -390,6 +392,30 @@ def _default_run_dir(config: Any, root: str, algo: str | None) -> Path:
     from rlblocks.train.ppo import default_run_dir
 
     return default_run_dir(config, root, algo)
+
+
+def _env_defaults(
+    args: argparse.Namespace, flags: dict[str, Any], config: Any, data: dict[str, Any]
+) -> Any:
+    """``--env`` alone: the hard-exploration note, and for native PPO the defaults decided
+    from the env's spaces (:mod:`rlblocks.cli.train_defaults`), printed and applied."""
+    from rlblocks.cli.train_defaults import hard_exploration_note, space_defaults
+
+    note = hard_exploration_note(str(config.env))
+    if note:
+        print(f"rlblocks train: note: {note}", flush=True)
+    if args.backend != "native" or (flags["algo"] or "PPO") != "PPO":
+        return config
+    extra = space_defaults(config, parse_overrides(args.set or []))
+    if not extra:
+        return config
+    print(
+        "rlblocks train: continuous control (Box observations and actions): "
+        + ", ".join(f"{k}={v}" for k, v in extra.items())
+        + " (--set either to change)",
+        flush=True,
+    )
+    return config_class(flags["algo"]).from_dict({**data, **extra})
 
 
 def _new_trainer(args: argparse.Namespace, flags: dict[str, Any], config: Any, target: Path) -> Any:
