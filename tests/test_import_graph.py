@@ -176,6 +176,7 @@ TIERS: list[tuple[str, ...]] = [
         "rlblocks",
         "preprocessors",
         "layout",
+        "mask_keys",
         "restore",
         "filters",
         "running_stat",

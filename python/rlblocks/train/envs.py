@@ -30,7 +30,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
-from rlblocks.masks import mask_form, mask_form_space
+from rlblocks.mask_keys import mask_form, mask_form_space
 from rlblocks.train.env_ids import (
     adapt_old_api,
     family_module,
