@@ -3,6 +3,8 @@ their stated return here (the rest are rerun by benchmarks/bench_tuned.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import gymnasium as gym
 import pytest
 import yaml
@@ -75,6 +77,13 @@ def test_the_suite_configs_are_named_env_algo_and_old_names_still_load(capsys) -
 def test_each_tuned_config_is_valid_and_builds(name: str) -> None:
     tuned = load_tuned(name)
     assert tuned.description and tuned.stop_reward is not None and tuned.stop_timesteps
+    if tuned.extra is not None:  # an extra of pyproject.toml; CI does not install robotics
+        tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+        with open(Path(__file__).parents[1] / "pyproject.toml", "rb") as f:
+            extras = tomllib.load(f)["project"]["optional-dependencies"]
+        assert tuned.extra in extras, (tuned.extra, sorted(extras))
+        if tuned.extra == "robotics":
+            pytest.importorskip("gymnasium_robotics", reason='pip install "rlblocks[robotics]"')
     # the off-policy trainers (their learning runs: tests/learning/test_offpolicy_learning.py)
     if tuned.algo in ("DQN", "SAC", "TD3", "DDPG"):
         from rlblocks.cli.train_help import config_class as config_of

@@ -40,7 +40,7 @@ __all__ = [
 TUNED_DIR = Path(__file__).with_name("tuned_configs")
 _MEASURED = TUNED_DIR / "measured.json"
 # Keys of a config file that are not PPO config keys.
-_META_KEYS = ("stop", "description", "hardware", "algo", "zoo")
+_META_KEYS = ("stop", "description", "hardware", "algo", "zoo", "extra")
 #: Names the tuned configs had before they were named ``<env>_<algo>`` (still accepted).
 ALIASES = {"cartpole": "cartpole_ppo", "acrobot": "acrobot_ppo", "pendulum": "pendulum_ppo"}
 #: The algorithms a tuned config (or a config file's ``algo:``) may name for the native trainer.
@@ -65,6 +65,8 @@ class TunedConfig:
     file's ``zoo: {episode_return_mean, timesteps_total}``; None: the zoo publishes none)."""
     measured: dict[str, Any] = field(default_factory=dict)
     """The last ``bench_tuned.py --record`` figures (empty if never measured)."""
+    extra: str | None = None
+    """The rlblocks extra the env needs (``pip install "rlblocks[<extra>]"``), if any."""
 
     @property
     def env(self) -> str:
@@ -210,6 +212,7 @@ def load_tuned(name: str) -> TunedConfig:
         zoo=_zoo(data.get("zoo")),
         algo=str(data.get("algo", "PPO")),
         measured=_measured().get(name, {}),
+        extra=str(data["extra"]) if data.get("extra") else None,
     )
 
 
