@@ -152,8 +152,9 @@ NOT_RUN: tuple[tuple[str, str, str, float, int, str], ...] = (
 
 
 def _cli(args: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    """``rlblocks ARGS`` in a fresh process (the checkout's ``python/`` on the path)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "python"), "OMP_NUM_THREADS": "1"}
+    """``rlblocks ARGS`` in a fresh process, with the rlblocks this process imports (the
+    installed package, or the checkout's ``python/`` where ``PYTHONPATH`` names it)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     code = "from rlblocks.cli import main; raise SystemExit(main())"
     return subprocess.run(
         [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True

@@ -155,8 +155,10 @@ def test_a_non_finite_reward_is_refused_naming_the_sub_env() -> None:
 
 
 # --- no fifth copy --------------------------------------------------------------------------
-#: The evaluation loops (one episode at a time, not training) may step an env themselves.
-EVALUATION = {"train/play.py", "rllib/evaluate.py"}
+#: The evaluation loops (one episode at a time, not training) may step an env themselves;
+#: train/matches.py plays whole games of a turn-based env between two sides (self-play's
+#: win/draw/loss games, ``evaluate --opponent``), stepping the multi-agent hub.
+EVALUATION = {"train/play.py", "rllib/evaluate.py", "train/matches.py"}
 #: ``.step()`` calls on what is not an env: the step loop's objects, optimizers, ...
 NOT_ENVS = {
     "self.steps",  # VectorSteps

@@ -37,11 +37,11 @@ def is_mask_space(space: gym.Space) -> bool:
     """Whether ``space`` is RLlib's action-mask form ``Dict(action_mask, observations)``.
 
     Examples:
-        >>> is_mask_space(gym.spaces.Dict({"action_mask": Box(0, 1, (2,)),
-        ...                                "observations": Box(-1, 1, (4,))}))
+        >>> is_mask_space(gym.spaces.Dict({"action_mask": gym.spaces.Box(0, 1, (2,)),
+        ...                                "observations": gym.spaces.Box(-1, 1, (4,))}))
         True
-        >>> is_mask_space(gym.spaces.Dict({"action_mask": Box(0, 1, (2,)),
-        ...                                "cart": Box(-1, 1, (4,))}))
+        >>> is_mask_space(gym.spaces.Dict({"action_mask": gym.spaces.Box(0, 1, (2,)),
+        ...                                "cart": gym.spaces.Box(-1, 1, (4,))}))
         False
     """
     return isinstance(space, gym.spaces.Dict) and set(space.spaces) == {MASK_KEY, OBS_KEY}
@@ -60,7 +60,8 @@ def mask_form_space(space: gym.Space) -> gym.Space:
     ``Dict(action_mask, observations)``; any other space as it is.
 
     Examples:
-        >>> pz = gym.spaces.Dict({"observation": Box(-1, 1, (4,)), "action_mask": MultiBinary(2)})
+        >>> pz = gym.spaces.Dict({"observation": gym.spaces.Box(-1, 1, (4,)),
+        ...                       "action_mask": gym.spaces.MultiBinary(2)})
         >>> is_mask_space(mask_form_space(pz))
         True
     """
@@ -85,8 +86,8 @@ def refuse_unread_mask(space: gym.Space) -> None:
 
     Examples:
         >>> try:
-        ...     refuse_unread_mask(gym.spaces.Dict({"action_mask": MultiBinary(2),
-        ...                                         "board": Box(-1, 1, (4,))}))
+        ...     refuse_unread_mask(gym.spaces.Dict({"action_mask": gym.spaces.MultiBinary(2),
+        ...                                         "board": gym.spaces.Box(-1, 1, (4,))}))
         ... except ValueError as err:
         ...     print(str(err)[:65])
         the observation space has an 'action_mask' key next to ['board']:

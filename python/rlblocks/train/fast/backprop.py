@@ -106,6 +106,12 @@ OUTSIDE_THE_LOSS = frozenset(
         "clip_reward",
         "evaluation_interval",
         "evaluation_episodes",
+        # self-play: who plays the other seats, and the evaluation games
+        "selfplay_snapshot_every",
+        "selfplay_pool_size",
+        "selfplay_opponent_prob",
+        "selfplay_eval_interval",
+        "selfplay_eval_games",
     }
 )
 
