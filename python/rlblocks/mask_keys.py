@@ -51,10 +51,6 @@ def is_mask_space(space: gym.Space) -> bool:
 PZ_OBS_KEY = "observation"
 
 
-def _is_pz_mask_space(space: gym.Space) -> bool:
-    return isinstance(space, gym.spaces.Dict) and set(space.spaces) == {PZ_OBS_KEY, MASK_KEY}
-
-
 def mask_form_space(space: gym.Space) -> gym.Space:
     """PettingZoo's ``Dict(observation, action_mask)`` as RLlib's
     ``Dict(action_mask, observations)``; any other space as it is.
@@ -65,7 +61,7 @@ def mask_form_space(space: gym.Space) -> gym.Space:
         >>> is_mask_space(mask_form_space(pz))
         True
     """
-    if _is_pz_mask_space(space):
+    if isinstance(space, gym.spaces.Dict) and set(space.spaces) == {PZ_OBS_KEY, MASK_KEY}:
         return gym.spaces.Dict({MASK_KEY: space[MASK_KEY], OBS_KEY: space[PZ_OBS_KEY]})
     return space
 
