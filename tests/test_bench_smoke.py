@@ -19,6 +19,7 @@ import pytest
 from rlblocks.benchmarking import BENCHMARKS, atari
 from rlblocks.benchmarking import preprocessors as bench
 from rlblocks.benchmarking.preprocessor_cases import build_cases
+from rlblocks.train.tuned import load_tuned
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -180,10 +181,13 @@ def test_the_package_table_holds_only_its_own_benchmarks() -> None:
         "_ppo_runs",
         "bench_multiagent",
         "bench_offpolicy",
+        "bench_ppo_heads",
         "bench_replay",
         "bench_structures",
         "bench_train",
+        "bench_suites",
         "bench_tuned",
+        "bench_turns",
     ],
 )
 def test_script_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -203,10 +207,13 @@ def test_script_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         "bench_models",
         "bench_multiagent",
         "bench_offpolicy",
+        "bench_ppo_heads",
         "bench_replay",
         "bench_structures",
         "bench_train",
+        "bench_suites",
         "bench_tuned",
+        "bench_turns",
     ],
 )
 def test_script_help(
@@ -244,6 +251,25 @@ def test_bench_multiagent_quick(
     out = capsys.readouterr().out
     assert _json_rows(out) == rows
     assert "agent steps/s" in out
+
+
+def test_bench_ppo_heads_tiny(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One PPO iteration of 128 steps per head (the Discrete baseline added), fast paths
+    and the reference: every row trained, the table relates each to its baseline."""
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    module = importlib.import_module("bench_ppo_heads")
+    table = module.main(["--steps", "128", "--repeats", "1", "--kinds", "tuple,masked"])
+    runs = _json_rows(capsys.readouterr().out)
+    assert sorted((r["case"], r["method"]) for r in runs) == sorted(
+        (f"PPO {k}", m)
+        for k in ("discrete", "tuple", "masked")
+        for m in ("rlblocks", "reference (fast_paths=False)")
+    )
+    assert all(r["steps"] >= 128 and r["steps_per_s"] > 0 for r in runs)
+    base = [r for r in table if r["case"] == "PPO discrete"]
+    assert base and all(r["vs_discrete"] == 1.0 for r in base)
 
 
 def test_bench_replay_quick(
@@ -284,3 +310,34 @@ def test_bench_offpolicy_quick(
     for run in runs:
         assert run["steps"] > 0 and run["wall_s"] > 0 and run["torch_threads"] == 1
         assert run["reached"] == (run["final_return"] >= 150.0)
+
+
+def test_bench_suites_quick_row_and_its_docs_table(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    suites = importlib.import_module("bench_suites")
+    results = tmp_path / "suites.jsonl"
+    args = ["--quick", "--rows", "cartpole_dqn", "--results", str(results)]
+    assert suites.main(args) == 0
+    (run,) = _json_rows(capsys.readouterr().out)
+    assert (run["row"], run["method"], run["steps"], run["episodes"]) == (
+        "cartpole_dqn",
+        "tuned",
+        2000,
+        2,
+    )
+    assert suites.read_results(results) == [run]
+    text = suites.table([run], {})
+    (line,) = [ln for ln in text.splitlines() if "| cartpole_dqn |" in ln]
+    assert f"{run['eval_mean']:.1f} ± 0.0 (1; 2,000 steps) | 500.0 |" in line
+    assert all(f"| {name} |" in text for name in suites.ROWS)  # every row, run or not
+    assert "not run here: MuJoCo" in text
+    for name, row in suites.ROWS.items():  # the zoo's numbers are the tuned configs' own
+        zoo = load_tuned(name).zoo
+        assert (row.zoo_return, row.zoo_budget) == (zoo or (None, row.zoo_budget)), name
+        assert row.budget <= row.zoo_budget
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"head\n{suites.BEGIN}\nold\n{suites.END}\ntail\n")
+    suites.write_docs(text, doc)
+    assert doc.read_text() == f"head\n{suites.BEGIN}\n{text}\n{suites.END}\ntail\n"

@@ -74,10 +74,10 @@ CASES = {
         "gym.error.DependencyNotInstalled( ...`: DependencyNotInstalled: No module named "
         "'no_such_physics_engine'. Install it with `pip install no-such-physics-engine`",
     ),
-    "an observation missing a Dict key": (
+    "an observation missing a Dict key": (  # PPO steps the sub-envs: the preprocessor finds it
         ["--env", FAULTY],
-        "env 'my_pkg.bad_envs:Faulty-v0' failed in step: KeyError: 'b' (an observation lacks "
-        "a key of the observation space Dict(",
+        "obs[0]: missing key 'b'; Dict('a': Box(-1.0, 1.0, (2,), float32), 'b': Discrete(3)) "
+        "needs keys ['a', 'b']",
     ),
     "a NaN observation": (
         ["--env", FAULTY, "--set", "env_config.fault=nan_obs"],
@@ -150,7 +150,7 @@ def test_a_users_error_is_one_line_and_leaves_no_run_dir(case: str, tmp_path: Pa
     out = rlblocks_cli("train", "--stop-timesteps", "640", *SMALL, *args, "--run-dir", str(run))
     line = error_line(out)
     assert line.startswith("rlblocks train: error: ") and message in line, line
-    assert ("lacks a key" in line) == (case == "an observation missing a Dict key"), line
+    assert ("missing key" in line) == (case == "an observation missing a Dict key"), line
     assert not run.exists()  # a failed start leaves no (empty) run directory
 
 

@@ -284,11 +284,17 @@ def test_rllib_q_keys_refuse_each_setting_rllib_cannot_honour(key: str) -> None:
         "evaluation_episodes": 3,
         "checkpoint_replay": True,
         "q_model": {"fcnet_hiddens": [8]},
+        "her": True,
+        "her_strategy": "final",
+        "her_n_sampled_goal": 2,
+        "goal_reward": "mod:fn",
     }[key]
     config = cls(env="CartPole-v1")
     setattr(config, key, value)  # past the validators (cuda needs no GPU here)
     with pytest.raises(ValueError, match=rf"^{key}=.*{algo} on --backend rllib cannot honour"):
         check_rllib_q_keys(config, algo)
+    if key == "her":  # her=false trains without relabelling on both backends
+        check_rllib_q_keys(DQNConfig(her=False), algo)
     if key == "device":  # "auto": the CPU where RLlib is given no GPU, as natively without one
         check_rllib_q_keys(DQNConfig(device="auto"), algo)
     if key == "q_model":  # a q_model that makes the actor's model config changes nothing

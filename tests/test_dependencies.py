@@ -215,6 +215,7 @@ def test_every_module_imports_with_only_the_core_dependencies() -> None:
         "rlblocks.wrappers.ray_vector": "rlblocks[ray]",
         "rlblocks.export.onnx_policy": "rlblocks[export]",
         "rlblocks.envs.multiagent_zoo": "rlblocks[multiagent]",
+        "rlblocks.envs.turn_zoo": "rlblocks[multiagent]",
     }
     extra_only = {name: err for name, err in failures.items() if name.startswith(tuple(extras))}
     for name, err in extra_only.items():

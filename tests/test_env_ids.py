@@ -99,7 +99,7 @@ def test_an_unknown_id_of_an_installed_family_suggests_its_ids() -> None:
     "env_id, module, package",
     [
         ("highway-fast-v0", "highway_env", "highway-env"),
-        ("PointMaze_UMaze-v3", "gymnasium_robotics", "gymnasium-robotics"),
+        ("PointMaze_UMaze-v3", "gymnasium_robotics", '"rlblocks[robotics]"'),
     ],
 )
 def test_an_id_of_a_missing_package_names_the_install(

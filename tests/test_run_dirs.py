@@ -139,6 +139,35 @@ def test_a_reused_run_dir_is_refused_unless_resumed_or_overwritten(
     assert (other / "notes.txt").read_text() == "keep me"
 
 
+def test_a_trainer_made_in_python_refuses_a_previous_run_in_its_run_dir(tmp_path: Path) -> None:
+    """``PPOTrainer(config, run_dir=...)`` claims the directory as ``rlblocks train`` does:
+    a previous run there is refused (its files untouched), not appended to."""
+    from rlblocks.train import PPOTrainer
+
+    config = {
+        "env": "CartPole-v1",
+        "num_envs": 1,
+        "rollout_fragment_length": 32,
+        "train_batch_size": 32,
+        "sgd_minibatch_size": 32,
+        "num_sgd_iter": 1,
+    }
+    run = tmp_path / "run"
+    with PPOTrainer(config, run_dir=run) as trainer:
+        trainer.train()
+        trainer.save()
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    with pytest.raises(ValueError) as err:
+        PPOTrainer(config, run_dir=run)
+    assert str(err.value) == (
+        f"run directory {str(run)!r} holds a previous run (1 progress row, 1 checkpoint); "
+        f"continue it with PPOTrainer.restore({str(run)!r}), or pass another run_dir (or "
+        "delete that run)"
+    )
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+    PPOTrainer.restore(run).close()  # the way it names still works
+
+
 def test_default_run_dirs_are_claimed_fresh(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

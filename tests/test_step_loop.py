@@ -155,8 +155,10 @@ def test_a_non_finite_reward_is_refused_naming_the_sub_env() -> None:
 
 
 # --- no fifth copy --------------------------------------------------------------------------
-#: The evaluation loops (one episode at a time, not training) may step an env themselves.
-EVALUATION = {"train/play.py", "rllib/evaluate.py"}
+#: The evaluation loops (one episode at a time, not training) may step an env themselves;
+#: train/matches.py plays whole games of a turn-based env between two sides (self-play's
+#: win/draw/loss games, ``evaluate --opponent``), stepping the multi-agent hub.
+EVALUATION = {"train/play.py", "rllib/evaluate.py", "train/matches.py"}
 #: ``.step()`` calls on what is not an env: the step loop's objects, optimizers, ...
 NOT_ENVS = {
     "self.steps",  # VectorSteps
@@ -223,3 +225,57 @@ def test_the_check_finds_a_fifth_step_loop(tmp_path: Path) -> None:
         "        return self.env.step(action)\n"
     )
     assert sorted(_env_steps(copy)) == ["SubEnvSteps(", "fast", "venv"]
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        "episodes",
+        "rlblocks/zoo-Tuple-v0",
+        "rlblocks/zoo-TupleAction-v0",
+        "rlblocks/zoo-DictAction-v0",
+    ],
+)
+def test_ppo_steps_the_sub_envs_and_collects_what_the_vector_step_collects(env: str) -> None:
+    """PPO's runner steps a SyncVectorEnv's sub-envs directly (no batching of observations
+    and infos per step); its rollout equals the one collected through the vector env's own
+    ``step``: observations (nested Dicts: the preprocessor batches the list), actions,
+    rewards with the truncated episodes' bootstrap, dones and reset steps."""
+    import rlblocks.envs  # noqa: F401  (registers the zoo ids)
+    import torch
+    from rlblocks.train import PPOTrainer
+
+    config = {
+        "env": (lambda cfg: Episodes()) if env == "episodes" else env,
+        "num_envs": 3,
+        "train_batch_size": 96,
+        "sgd_minibatch_size": 32,
+        "seed": 4,
+        "model": {"fcnet_hiddens": [8]},
+    }
+    batches = []
+    for sub_envs in (True, False):
+        with PPOTrainer(config) as trainer:
+            runner = trainer.runner
+            assert runner.steps.sub_envs, "PPO should step the sub-envs directly"
+            if not sub_envs:
+                runner.steps = VectorSteps(runner.venv, "env", sub_envs=False)
+            torch.manual_seed(0)
+            batches.append(runner.collect(40))
+    fast, plain = batches
+    for key in ("obs", "logp", "vf_preds", "rewards", "dones", "valid", "last_values"):
+        a, b = getattr(fast, key), getattr(plain, key)
+        assert (a is None) == (b is None), key
+        if a is not None:
+            np.testing.assert_array_equal(a, b, err_msg=key)
+    for x, y in zip(_leaves(fast.actions), _leaves(plain.actions), strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert fast.dones.any(), "no episode ended: the comparison misses the resets"
+
+
+def _leaves(x: Any) -> list[Any]:
+    if isinstance(x, dict):
+        return [v for k in sorted(x) for v in _leaves(x[k])]
+    if isinstance(x, tuple):
+        return [v for item in x for v in _leaves(item)]
+    return [x]

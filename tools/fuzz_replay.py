@@ -85,7 +85,7 @@ class Case:
             obs_dtype=self.dtype,
             action_shape=self.act_shape,
             action_dtype=self.act_dtype,
-            n_step=int(r.integers(1, 5)),
+            n_step=int(r.choice([1, 1, 2, 3, 4])),  # 1: hindsight relabelling runs too
             gamma=float(r.choice([0.0, 0.5, 0.99, 1.0])),
             frame_stack=self.k,
             stack_axis=self.axis,
@@ -180,6 +180,38 @@ class Case:
                 a[i] = int(r.integers(0, 16))
 
 
+def relabel(rb: Any, batch: Any, r: np.random.Generator, native: bool) -> tuple[Any, ...]:
+    """Hindsight relabelling of a sampled batch (rlblocks.her's kernel) with random, at times
+    invalid, strategy, goal columns, relabelled rows and uniforms."""
+    from rlblocks import _core
+    from rlblocks._reference import her as ref_her
+
+    fn = _core.her_relabel if native else ref_her.her_relabel
+    b, d = len(batch.indices), int(np.prod(batch.obs.shape[1:], dtype=np.int64))
+    bad = r.random() < 0.2  # else valid goal columns and rows
+    size = int(r.integers(0, d + 2)) if bad else int(r.integers(1, max(d, 1) + 1))
+    ag, dg = (int(r.integers(0, max(d - size, 0) + 1)) for _ in range(2))
+    if bad:
+        ag, dg = int(r.integers(-1, d + 1)), int(r.integers(-1, d + 1))
+    u = r.random(b)
+    if r.random() < 0.1 and b:
+        u[int(r.integers(b))] = [1.0, np.nan, -0.5][int(r.integers(3))]
+    obs, nxt = batch.obs.copy(), batch.next_obs.copy()
+    goals = fn(
+        rb.storage,
+        str(r.choice(["future", "final", "episode", "best" if bad else "future"])),
+        ag,
+        dg,
+        size,
+        batch.indices,
+        u,
+        int(r.integers(-1, b + 2)) if bad else int(r.integers(0, b + 1)),
+        obs,
+        nxt,
+    )
+    return goals, obs, nxt
+
+
 def run_case(seed: int, native: bool, inject: str | None) -> list[str]:
     from rlblocks import _impl
     from rlblocks.replay import ReplayBuffer
@@ -224,6 +256,7 @@ def run_case(seed: int, native: bool, inject: str | None) -> list[str]:
             if s is not None:
                 last = rb.sample(b, 0.4)
                 out.append("ok " + digest(*last))
+                record(lambda rb=rb, last=last: relabel(rb, last, r, native))
         elif op < 0.87:
             if last is not None and r.random() < 0.7:
                 idx = last.indices

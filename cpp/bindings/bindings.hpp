@@ -6,8 +6,13 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
+
+namespace rlblocks {
+class ReplayCore;
+}
 
 namespace rlblocks::bindings {
 
@@ -22,9 +27,14 @@ void register_frame_stack(py::module_& m);
 void register_image(py::module_& m);
 void register_sequences(py::module_& m);
 void register_replay(py::module_& m);
+void register_her(py::module_& m);
 void register_squashed_gaussian(py::module_& m);
 
 using Shape = std::vector<std::int64_t>;
+
+// Runs fn on the storage of `obj` when it is a _core.ReplayCore (else returns false): with
+// the GIL released and the buffer's lock held, so no add or load changes it meanwhile.
+bool with_replay_core(const py::handle& obj, const std::function<void(const ReplayCore&)>& fn);
 
 // "(3,)", "(2, 3)", "()": Python's tuple spelling.
 template <class Int>

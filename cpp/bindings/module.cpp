@@ -11,5 +11,6 @@ PYBIND11_MODULE(_core, m) {
   rlblocks::bindings::register_image(m);
   rlblocks::bindings::register_sequences(m);
   rlblocks::bindings::register_replay(m);
+  rlblocks::bindings::register_her(m);
   rlblocks::bindings::register_squashed_gaussian(m);
 }

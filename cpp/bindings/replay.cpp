@@ -507,6 +507,11 @@ class PyReplay {
   std::int64_t frame_stack() const { return frame_stack_; }
   std::int64_t stack_axis() const { return stack_axis_; }
   bool prioritized() const { return core_->config().prioritized; }
+  void visit(const std::function<void(const ReplayCore&)>& fn) const {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lk(mu_);
+    fn(*core_);
+  }
 
  private:
   static Shape concat(const Shape& a, const Shape& b) {
@@ -545,6 +550,12 @@ class PyReplay {
 };
 
 }  // namespace
+
+bool with_replay_core(const py::handle& obj, const std::function<void(const ReplayCore&)>& fn) {
+  if (!py::isinstance<PyReplay>(obj)) return false;
+  obj.cast<const PyReplay&>().visit(fn);
+  return true;
+}
 
 void register_replay(py::module_& m) {
   py::class_<PyReplay>(m, "ReplayCore", "Replay storage: per-env rings, sum tree, n-step and frame-once assembly.")

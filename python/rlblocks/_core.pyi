@@ -18,6 +18,7 @@ __all__: list[str] = [
     "check_out",
     "gather_rows",
     "get_num_threads",
+    "her_relabel",
     "image_crop",
     "image_generic_pixel",
     "image_max_last_two",
@@ -198,6 +199,22 @@ def gather_rows(leaves: list, index: typing.Any) -> list:
     """
 
 def get_num_threads() -> int: ...
+def her_relabel(
+    replay: typing.Any,
+    strategy: typing.Any,
+    achieved_offset: typing.Any,
+    desired_offset: typing.Any,
+    goal_size: typing.Any,
+    indices: typing.Any,
+    u: typing.Any,
+    n_relabel: typing.Any,
+    obs: typing.Any,
+    next_obs: typing.Any,
+) -> numpy.typing.NDArray[numpy.int64]:
+    """
+    Hindsight relabelling of a sampled batch of `replay` (n_step=1, flat observations): rows b < n_relabel get, at desired_offset, the achieved goal (at achieved_offset) of a step of their episode chosen by `strategy` ('future', 'final', 'episode') with the uniforms u, in obs and next_obs (written in place). Returns the goal steps' leaves (-1: row left alone).
+    """
+
 def image_crop(
     frames: typing.Any,
     top: typing.SupportsInt | typing.SupportsIndex,

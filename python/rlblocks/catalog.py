@@ -45,7 +45,7 @@ import gymnasium as gym
 from gymnasium.spaces import Box, Dict, Tuple
 
 from rlblocks.config import ModelConfig
-from rlblocks.masks import is_mask_space
+from rlblocks.masks import is_mask_space, refuse_unread_mask
 from rlblocks.models.action_mask import build_masked_model
 from rlblocks.models.modelv2 import ModelInterface, ModelV2
 from rlblocks.preprocessors import Preprocessor, get_preprocessor
@@ -251,6 +251,8 @@ class ModelCatalog:
                 "subclass, whose self.base_model is the chosen model"
             )
         original = getattr(obs_space, "original_space", obs_space)
+        if not config.custom_model:  # a custom model may read an 'action_mask' key its way
+            refuse_unread_mask(original)
         if is_mask_space(obs_space) and not getattr(
             ModelCatalog._resolve_custom_model(config.custom_model)
             if config.custom_model

@@ -59,37 +59,33 @@ from rlblocks.distributions import (
     select_action_dist,
 )
 from rlblocks.layout import layout
+from rlblocks.mask_keys import (
+    MASK_KEY,
+    OBS_KEY,
+    PZ_OBS_KEY,
+    is_mask_space,
+    mask_form,
+    mask_form_space,
+    refuse_unread_mask,
+)
 from rlblocks.spaces import format_path, space_path_items
 
 __all__ = [
     "MASK_KEY",
     "OBS_KEY",
+    "PZ_OBS_KEY",
     "MaskLayout",
+    "action_mask_fill",
     "apply_action_mask",
     "check_action_mask",
     "is_mask_space",
+    "mask_form",
+    "mask_form_space",
     "mask_layout",
     "masked_action_rows",
     "masked_dist",
+    "refuse_unread_mask",
 ]
-
-#: RLlib's action-masking convention: a Dict observation with exactly these two keys.
-MASK_KEY = "action_mask"
-OBS_KEY = "observations"
-
-
-def is_mask_space(space: gym.Space) -> bool:
-    """Whether ``space`` is RLlib's action-mask form ``Dict(action_mask, observations)``.
-
-    Examples:
-        >>> is_mask_space(gym.spaces.Dict({"action_mask": Box(0, 1, (2,)),
-        ...                                "observations": Box(-1, 1, (4,))}))
-        True
-        >>> is_mask_space(gym.spaces.Dict({"action_mask": Box(0, 1, (2,)),
-        ...                                "cart": Box(-1, 1, (4,))}))
-        False
-    """
-    return isinstance(space, gym.spaces.Dict) and set(space.spaces) == {MASK_KEY, OBS_KEY}
 
 
 @dataclass(frozen=True)
@@ -254,7 +250,20 @@ def apply_action_mask(logits: torch.Tensor, mask: torch.Tensor, layout: MaskLayo
             f"{layout.num_outputs} outputs"
         )
     lead = logits.shape[:-1]
-    mask = mask.reshape(-1, layout.size)
+    full = action_mask_fill(mask.reshape(-1, layout.size), layout)
+    return logits.masked_fill(full.reshape(*lead, layout.num_outputs), FLOAT_MIN)
+
+
+def action_mask_fill(mask: torch.Tensor, layout: MaskLayout) -> torch.Tensor:
+    """Bool ``[B, num_outputs]``: the outputs :func:`apply_action_mask` sets to ``FLOAT_MIN``
+    for the mask rows ``mask [B, size]`` (a component without a legal entry left open).
+
+    Examples:
+        >>> lay = mask_layout(Discrete(3), 3, MultiBinary(3))
+        >>> action_mask_fill(torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0]]), lay)
+        tensor([[False,  True, False],
+                [False, False, False]])
+    """
     illegal = (mask <= 0) & ~_open_blocks(mask, layout)
     parts = []
     for kind, a, b in layout.pieces:
@@ -264,8 +273,7 @@ def apply_action_mask(logits: torch.Tensor, mask: torch.Tensor, layout: MaskLayo
             parts.append(
                 torch.zeros((illegal.shape[0], a), dtype=torch.bool, device=illegal.device)
             )
-    full = torch.cat(parts, -1).reshape(*lead, layout.num_outputs)
-    return logits.masked_fill(full, FLOAT_MIN)
+    return torch.cat(parts, -1)
 
 
 def check_action_mask(mask: Any, layout: MaskLayout) -> None:

@@ -230,6 +230,16 @@ class ReplayBuffer:
         return isinstance(self._impl, _core.ReplayCore)
 
     @property
+    def storage(self) -> Any:
+        """The storage core (``rlblocks._core.ReplayCore`` or its numpy twin), for samplers
+        that read it (:mod:`rlblocks.her`)."""
+        return self._impl
+
+    def uniforms(self, n: int) -> np.ndarray:
+        """``n`` uniform numbers in [0, 1) from the buffer's generator (part of its state)."""
+        return self._rng.random(n)
+
+    @property
     def capacity(self) -> int:
         """Steps kept in all: ``num_envs * (capacity // num_envs)``."""
         return int(self._impl.capacity)

@@ -229,7 +229,9 @@ def clip_actions(actions: Any, space: gym.Space) -> Any:
         [[1.0, -0.5]]
     """
     if isinstance(space, gym.spaces.Box):
-        return np.clip(actions, space.low, space.high).astype(space.dtype)
+        # np.clip's values (NaN passes through), without its dispatch cost at a few rows
+        clipped = np.minimum(np.maximum(actions, space.low), space.high)
+        return clipped.astype(space.dtype, copy=False)
     if isinstance(space, Tuple):
         return tuple(clip_actions(a, s) for a, s in zip(actions, space.spaces, strict=True))
     if isinstance(space, Dict):

@@ -2,10 +2,11 @@
 
 Each run is ``rlblocks.cli.main(["train", ...])`` on the native backend:
 
-* the tuned configs ``cartpole_dqn``, ``cartpole_c51`` (distributional), ``pendulum_sac``
-  and ``cartpole_sac_discrete`` (a Categorical actor) must reach their ``stop`` return
-  (CartPole 150, Pendulum -400) within :data:`BUDGETS` steps (below the configs' own
-  budgets, with a margin over the steps the configs took on 3 seeds);
+* the tuned configs ``cartpole_dqn``, ``cartpole_c51`` (distributional), ``pendulum_sac``,
+  ``cartpole_sac_discrete`` (a Categorical actor) and ``pendulum_td3`` must reach their
+  ``stop`` return (CartPole 150, Pendulum -400, TD3's Pendulum -200) within :data:`BUDGETS`
+  steps (below the configs' own budgets, with a margin over the steps the configs took on
+  3 seeds);
 * DQN with the CLI's defaults on the zoo's masked task (``rlblocks/zoo-MaskedDiscrete-v0``:
   a ``Dict(action_mask, observations)`` observation, ``Discrete(4)`` actions) must pass the
   zoo's threshold while never taking a masked action: the env counts every masked action
@@ -33,6 +34,7 @@ BUDGETS = {
     "cartpole_c51": 40_000,
     "pendulum_sac": 10_000,
     "cartpole_sac_discrete": 40_000,
+    "pendulum_td3": 15_000,
 }
 MASKED_ENV = "rlblocks/zoo-MaskedDiscrete-v0"
 #: Env steps of the masked DQN run (the CLI's defaults explore for the first 10,000).
@@ -50,7 +52,7 @@ def _curve(run: Path) -> list[tuple[int, float]]:
 @pytest.mark.parametrize("name", list(BUDGETS))
 def test_tuned_offpolicy_config_reaches_its_return(name: str, tmp_path: Path) -> None:
     tuned = load_tuned(name)
-    assert tuned.algo in ("DQN", "SAC") and tuned.stop_reward is not None
+    assert tuned.algo in ("DQN", "SAC", "TD3") and tuned.stop_reward is not None
     run = tmp_path / name
     argv = ["train", "--tuned", name, "--run-dir", str(run), "--no-progress"]
     argv += ["--set", f"stop.timesteps_total={BUDGETS[name]}"]

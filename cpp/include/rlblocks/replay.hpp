@@ -129,6 +129,9 @@ class ReplayCore {
   std::vector<std::uint8_t>& offs() { return offs_; }
   std::vector<std::int64_t>& counts() { return counts_; }
   double leaf(std::int64_t i) const { return tree_.leaf(i); }
+  const unsigned char* frame_data() const { return frames_.data(); }
+  const std::uint8_t* flag_data() const { return flags_.data(); }
+  const std::int64_t* count_data() const { return counts_.data(); }
 
   bool is_sampleable(std::int64_t index) const {
     return index >= 0 && index < entries_ && (flags_[static_cast<std::size_t>(index)] & kSample) != 0;

@@ -39,11 +39,22 @@ def add_parser(sub: Any) -> None:
         help="run an exported policy (.onnx or .pt2 from `rlblocks export`) "
         "instead of the checkpoint, on the run's env",
     )
+    evaluate.add_argument(
+        "--opponent",
+        metavar="WHO",
+        default=None,
+        help="turn-based games: play --episodes games against WHO (random: a random legal "
+        "player; snapshot: the run's opponent pool; a run directory: that run's policy; "
+        "human: you, on the terminal) and print wins / draws / losses; seats alternate",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Prints the evaluation's JSON summary (an RLlib run evaluates without starting Ray; a
-    multi-agent run's ``--exported`` plays every policy's artifact together)."""
+    multi-agent run's ``--exported`` plays every policy's artifact together; ``--opponent``:
+    :mod:`rlblocks.cli.versus`)."""
+    if args.opponent is not None:
+        return _versus(args)
     if rllib_run(args.run_dir):
         if args.exported is not None:
             print(json.dumps(_rllib_exported(args)))
@@ -94,8 +105,44 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _versus(args: argparse.Namespace) -> int:
+    """``--opponent``: games of a native turn-based run (:func:`rlblocks.cli.versus.versus`)."""
+    if rllib_run(args.run_dir):
+        raise ValueError(
+            f"--opponent {args.opponent}: games against an opponent are played with native "
+            "runs (this is a --backend rllib run)"
+        )
+    from rlblocks.cli.versus import versus
+    from rlblocks.train.restoring import restore_trainer
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the games start fresh episodes
+        trainer = restore_trainer(args.run_dir, log=False)
+    try:
+        exported = None
+        if args.exported is not None and hasattr(trainer, "policies"):
+            from rlblocks.export.evaluate_multiagent import exported_policy_files
+
+            files = exported_policy_files(args.exported, list(trainer.policies))
+            exported = {pid: _load_exported(args, path) for pid, path in files.items()}
+        result = versus(args, trainer, exported)
+        if exported is not None:
+            result["exported"] = {pid: str(path) for pid, path in files.items()}
+    finally:
+        trainer.close()
+    result["checkpoint"] = str(trainer.checkpoint_path)
+    print(json.dumps(result))
+    return 0
+
+
 #: The config class of each single-agent checkpoint format (meta.json's ``format``).
-_CONFIGS = {"rlblocks.ppo": "PPOConfig", "rlblocks.dqn": "DQNConfig", "rlblocks.sac": "SACConfig"}
+_CONFIGS = {
+    "rlblocks.ppo": "PPOConfig",
+    "rlblocks.dqn": "DQNConfig",
+    "rlblocks.sac": "SACConfig",
+    "rlblocks.td3": "TD3Config",
+    "rlblocks.ddpg": "DDPGConfig",
+}
 
 
 def _exported_from_run_files(args: argparse.Namespace, exported: Any) -> dict[str, Any] | None:

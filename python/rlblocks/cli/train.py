@@ -1,4 +1,4 @@
-"""``rlblocks train``: trains PPO, DQN or SAC (APPO and IMPALA on RLlib) and writes a run
+"""``rlblocks train``: trains PPO, DQN, SAC, TD3 or DDPG (APPO and IMPALA on RLlib) and writes a run
 directory.
 
 ``rlblocks train --env ENV [--config FILE.yaml|json] [--set key=value ...] [--stop-reward R]
@@ -43,7 +43,7 @@ from typing import Any
 
 from rlblocks.cli._args import add_command
 from rlblocks.cli._rllib_backend import rllib_run, rllib_trainer
-from rlblocks.cli.train_config import config_data
+from rlblocks.cli.train_config import config_data, parse_overrides
 from rlblocks.cli.train_help import ConfigHelp, config_class
 from rlblocks.cli.train_stops import (
     DEFAULT_STOP_TIMESTEPS,
@@ -63,7 +63,7 @@ def add_parser(sub: Any) -> None:
         sub,
         "train",
         run,
-        help="train PPO, DQN or SAC on a gymnasium or multi-agent env",
+        help="train PPO, DQN, SAC, TD3 or DDPG on a gymnasium or multi-agent env",
         description=(
             "Trains --algo (PPO by default) with a progress bar and writes a run directory:"
             " config.json, stop.json, progress.csv, checkpoint_NNNNNN/ and progress.png. "
@@ -166,11 +166,11 @@ def add_parser(sub: Any) -> None:
     )
     train.add_argument(
         "--algo",
-        choices=("PPO", "APPO", "IMPALA", "DQN", "SAC"),
+        choices=("PPO", "APPO", "IMPALA", "DQN", "SAC", "TD3", "DDPG"),
         default=None,
         help="algorithm (default PPO, or the --tuned / --config file's algo): PPO, DQN and SAC "
         "train on both backends with the same config keys, APPO and IMPALA need --backend "
-        "rllib",
+        "rllib, TD3 and DDPG (Box actions) train natively only",
     )
     train.add_argument(
         "--num-env-runners",
@@ -243,6 +243,8 @@ def run(args: argparse.Namespace) -> int:
                 # APPO / IMPALA start from RLlib's defaults
                 data = rllib_trainer().with_algo_defaults(data, flags["algo"] or "PPO")
             config = config_class(flags["algo"]).from_dict(data)
+            if not (args.tuned or args.config):
+                config = _env_defaults(args, flags, config, data)
             stops = Stops(args, file_stops, config.env, {})
             _check_budget(config, stops, args.backend, flags)
             if args.run_dir:
@@ -392,6 +394,30 @@ def _default_run_dir(config: Any, root: str, algo: str | None) -> Path:
     return default_run_dir(config, root, algo)
 
 
+def _env_defaults(
+    args: argparse.Namespace, flags: dict[str, Any], config: Any, data: dict[str, Any]
+) -> Any:
+    """``--env`` alone: the hard-exploration note, and for native PPO the defaults decided
+    from the env's spaces (:mod:`rlblocks.cli.train_defaults`), printed and applied."""
+    from rlblocks.cli.train_defaults import hard_exploration_note, space_defaults
+
+    note = hard_exploration_note(str(config.env))
+    if note:
+        print(f"rlblocks train: note: {note}", flush=True)
+    if args.backend != "native" or (flags["algo"] or "PPO") != "PPO":
+        return config
+    extra = space_defaults(config, parse_overrides(args.set or []))
+    if not extra:
+        return config
+    print(
+        "rlblocks train: continuous control (Box observations and actions): "
+        + ", ".join(f"{k}={v}" for k, v in extra.items())
+        + " (--set either to change)",
+        flush=True,
+    )
+    return config_class(flags["algo"]).from_dict({**data, **extra})
+
+
 def _new_trainer(args: argparse.Namespace, flags: dict[str, Any], config: Any, target: Path) -> Any:
     if args.backend == "rllib":
         return rllib_trainer().RLlibTrainer(
@@ -402,12 +428,12 @@ def _new_trainer(args: argparse.Namespace, flags: dict[str, Any], config: Any, t
             num_envs_per_env_runner=flags["num_envs_per_env_runner"],
             ray_address=flags["ray_address"],
         )
-    if flags["algo"] in ("DQN", "SAC"):
+    if flags["algo"] in ("DQN", "SAC", "TD3", "DDPG"):
         if _makes_multiagent_env(config):
             raise ValueError(_multiagent_algo_refusal(flags["algo"]))
-        from rlblocks.train.offpolicy import DQNTrainer, SACTrainer
+        from rlblocks.train import offpolicy
 
-        trainer_class = DQNTrainer if flags["algo"] == "DQN" else SACTrainer
+        trainer_class = getattr(offpolicy, f"{flags['algo']}Trainer")
         return trainer_class(config, run_dir=target)
     from rlblocks.train.multiagent import is_multiagent_config
 
@@ -443,6 +469,9 @@ def _fit(args: argparse.Namespace, trainer: Any, stops: Stops) -> int:
         f"run directory: {run_dir}",
         flush=True,
     )
+    note = getattr(trainer, "her_note", None)  # the off-policy trainers' hindsight choice
+    if note:
+        print(f"rlblocks train: {note}", flush=True)
     with ctrl_c_saves(trainer) as interrupted:
         metrics = trainer.fit(
             stop_reward=stops.reward,

@@ -26,11 +26,13 @@ __all__ = ["ConfigHelp", "config_class", "config_keys_help", "table_help"]
 
 def config_class(algo: str | None) -> Any:
     """The config class of a new run of ``algo`` (None: PPO), the same on both backends:
-    ``DQNConfig`` / ``SACConfig`` for DQN / SAC, ``PPOConfig`` for PPO, APPO and IMPALA."""
-    from rlblocks.train.offpolicy_config import DQNConfig, SACConfig
+    ``DQNConfig`` / ``SACConfig`` / ``TD3Config`` / ``DDPGConfig`` for DQN / SAC / TD3 /
+    DDPG, ``PPOConfig`` for PPO, APPO and IMPALA."""
+    from rlblocks.train.offpolicy_config import DDPGConfig, DQNConfig, SACConfig, TD3Config
     from rlblocks.train.trainer_config import PPOConfig
 
-    return {"DQN": DQNConfig, "SAC": SACConfig}.get(algo or "PPO", PPOConfig)
+    classes = {"DQN": DQNConfig, "SAC": SACConfig, "TD3": TD3Config, "DDPG": DDPGConfig}
+    return classes.get(algo or "PPO", PPOConfig)
 
 
 def table_help(cls: Any, width: int = 100, prefix: str = "") -> list[str]:

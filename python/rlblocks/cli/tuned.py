@@ -50,6 +50,10 @@ def run(args: argparse.Namespace) -> int:
         target = f"{t.stop_reward:g} in {t.stop_timesteps:,} steps"
         if t.hardware != "CPU":
             target += " (GPU or long run)"
+        if t.zoo is not None:
+            target += f"; rl-zoo3: {t.zoo[0]:g} in {t.zoo[1]:,}"
+        if t.extra:
+            target += f" (needs rlblocks[{t.extra}])"
         m = t.measured
         measured = (
             f"{m['reached']}, {m['median_steps']:,}, {m['median_wall_s']} s ({m['date']})"

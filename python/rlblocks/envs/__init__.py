@@ -9,6 +9,9 @@ Importing this package registers the gymnasium ids below, so ``gymnasium.make`` 
 * ``rlblocks/DictCartPole-v0`` — :class:`DictCartPole` (a nested Dict observation).
 * ``rlblocks/MaskedBandit-v0`` — :class:`~rlblocks.envs.masked_bandit.MaskedBanditEnv`
   (RLlib's ``Dict(action_mask, observations)`` convention, a new mask every step).
+* ``rlblocks/zoo-Goal-v0`` / ``rlblocks/zoo-GoalBox-v0`` —
+  :class:`~rlblocks.envs.zoo_goals.GoalBits` (goal-conditioned bit flipping with a sparse
+  reward, Discrete / Box actions: hindsight experience replay, docs/goals.md).
 * ``rlblocks/zoo-<Name>-v0`` — the zoo of small learning tasks (:mod:`rlblocks.envs.zoo`),
   one per feature; :data:`ZOO` lists each id with its model settings, step budget, random
   return and pass threshold.
@@ -57,7 +60,11 @@ ENV_IDS: dict[str, str] = {
     "rlblocks/CorrelatedActions-v0": "rlblocks.envs.correlated_actions:CorrelatedActionsEnv",
     "rlblocks/DictCartPole-v0": "rlblocks.envs.dict_cartpole:DictCartPole",
     "rlblocks/MaskedBandit-v0": "rlblocks.envs.masked_bandit:MaskedBanditEnv",
+    "rlblocks/zoo-Goal-v0": "rlblocks.envs.zoo_goals:GoalBits",
+    "rlblocks/zoo-GoalBox-v0": "rlblocks.envs.zoo_goals:GoalBits",
 }
+#: Constructor keyword arguments of the ids above that have some.
+ENV_KWARGS: dict[str, dict[str, Any]] = {"rlblocks/zoo-GoalBox-v0": {"action": "box"}}
 
 
 @dataclass(frozen=True)
@@ -201,7 +208,7 @@ ZOO: dict[str, ZooEntry] = {
 def _register() -> None:
     for env_id, entry_point in ENV_IDS.items():
         if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=entry_point)
+            gym.register(id=env_id, entry_point=entry_point, kwargs=ENV_KWARGS.get(env_id, {}))
     for env_id, entry in ZOO.items():
         if env_id not in gym.registry:
             gym.register(

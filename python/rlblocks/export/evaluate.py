@@ -105,7 +105,8 @@ def evaluate_exported(
 
     Returns:
         The keys of ``PPOTrainer.evaluate``: ``episodes``, ``episode_return_mean`` /
-        ``_std`` / ``_min`` / ``_max``, ``episode_len_mean``, ``episode_returns``.
+        ``_std`` / ``_min`` / ``_max``, ``episode_len_mean``, ``episode_returns``, and
+        ``success_rate`` when the env's last-step infos give ``is_success`` / ``success``.
 
     Raises:
         ValueError: ``episodes`` below 1, or an env whose observation or action space is
@@ -115,6 +116,7 @@ def evaluate_exported(
         raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
     returns: list[float] = []
     lengths: list[int] = []
+    successes: list[float] = []
     try:
         check_env(policy, env)
         for ep in range(episodes):
@@ -123,9 +125,13 @@ def evaluate_exported(
                 env,
                 None if seed is None else seed + ep,
                 policy.action_space if policy.clip_actions else None,
+                successes,
             )
             returns.append(total)
             lengths.append(length)
     finally:
         env.close()
-    return episode_summary(returns, lengths)
+    summary = episode_summary(returns, lengths)
+    if successes:  # the env's last-step infos give is_success / success
+        summary["success_rate"] = sum(successes) / len(successes)
+    return summary

@@ -24,7 +24,7 @@ from typing import Any
 from rlblocks.export.evaluate import ExportedActor
 from rlblocks.export.runtime import ExportedPolicy
 from rlblocks.export.sidecar import space_from_json
-from rlblocks.multiagent.envs import MultiAgentVectorEnv
+from rlblocks.multiagent.turns import multiagent_vector_env
 from rlblocks.train.loop import episode_summary
 from rlblocks.train.play import play_episodes
 
@@ -135,7 +135,7 @@ def evaluate_exported_multiagent(
     """
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
-    hub = MultiAgentVectorEnv(
+    hub = multiagent_vector_env(
         make,
         1,
         multiagent.get("policy_mapping", "shared"),

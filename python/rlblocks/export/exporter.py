@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rlblocks.export import rllib_run
-from rlblocks.export.sidecar import multiagent_sidecar
+from rlblocks.export.sidecar import TURN_BASED_SIDECAR, multiagent_sidecar
 from rlblocks.export.writer import FORMATS, write_policy
 
 __all__ = ["FORMATS", "export_policies", "export_policy", "multiagent_sidecar", "rllib_run"]
@@ -95,9 +95,12 @@ class _PolicyOfRun:
         self.obs_filter, self.config = parts.obs_filter, parts.config
         self.venv = trainer.hub.lanes(policy_id)
         self.run_dir, self.checkpoint_path = trainer.run_dir, trainer.checkpoint_path
-        self.sidecar_extra = {
-            "multiagent": multiagent_sidecar(policy_id, trainer.hub.specs[policy_id])
-        }
+        from rlblocks.multiagent.turns import TurnBasedVectorEnv
+
+        entry = multiagent_sidecar(policy_id, trainer.hub.specs[policy_id])
+        if isinstance(trainer.hub, TurnBasedVectorEnv):
+            entry["turn_based"] = dict(TURN_BASED_SIDECAR)
+        self.sidecar_extra = {"multiagent": entry}
 
 
 def export_policies(

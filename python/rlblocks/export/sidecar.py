@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FORMAT",
     "PREPROCESSOR_OPTIONS",
+    "TURN_BASED_SIDECAR",
     "make_preprocessor",
     "multiagent_sidecar",
     "read_sidecar",
@@ -246,6 +247,16 @@ def read_sidecar(artifact: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f"{str(path)!r} is not an rlblocks export sidecar ({FORMAT})")
     return data
+
+
+#: The ``turn_based`` note of a turn-based game's ``multiagent`` entry: the policy plays the
+#: seat to move (PettingZoo's ``agent_selection``; any seat of its ``agents``), and reads
+#: PettingZoo classic's observation dict with its keys renamed as ``observation_keys`` says
+#: (:func:`rlblocks.masks.mask_form`).
+TURN_BASED_SIDECAR: dict[str, Any] = {
+    "acts_for": "agent_selection",
+    "observation_keys": {"observation": "observations", "action_mask": "action_mask"},
+}
 
 
 def multiagent_sidecar(policy_id: Any, spec: UnionSpec) -> dict[str, Any]:

@@ -5,8 +5,10 @@
 * :func:`~rlblocks.multiagent.mapping.resolve_mapping`: ``shared``, ``per_agent``,
   ``by_space`` or your own ``module:function``;
 * :class:`~rlblocks.multiagent.envs.MultiAgentVectorEnv`: many env copies, every agent in a
-  lane of its policy; :func:`~rlblocks.multiagent.envs.as_parallel_env` adapts AEC and RLlib
-  envs;
+  lane of its policy; :func:`~rlblocks.multiagent.envs.as_parallel_env` adapts RLlib envs
+  and parallel envs seen through ``parallel_to_aec``;
+* :class:`~rlblocks.multiagent.turns.TurnBasedVectorEnv`: turn-based PettingZoo AEC games,
+  stepped turn by turn (only the agent to move acts);
 * the env side only: the trainer that drives them is
   :class:`~rlblocks.train.multiagent.MultiAgentPPOTrainer` (``rlblocks.train``, a tier
   above), PPO with one model per policy; ``rlblocks train`` picks it for a multi-agent env.

@@ -3,11 +3,12 @@
 *lane* of its policy.
 
 Adapters. :func:`as_parallel_env` turns what a user's maker returns into the PettingZoo
-parallel API the trainer steps: a ``ParallelEnv`` as it is, an ``AECEnv`` through
-PettingZoo's ``aec_to_parallel``, an RLlib ``MultiAgentEnv`` through
+parallel API the trainer steps: a ``ParallelEnv`` as it is, an ``AECEnv`` made by
+``parallel_to_aec`` back into its parallel env, an RLlib ``MultiAgentEnv`` through
 :class:`RLlibParallelEnv` (its ``"__all__"`` flags end the episode for every agent; an agent
-that is alive but left out of a step's observations, as in turn-based envs, is refused:
-train those with ``--backend rllib``).
+that is alive but left out of a step's observations, as in turn-based envs, is refused).
+A turn-based ``AECEnv`` is stepped as it is by
+:class:`~rlblocks.multiagent.turns.TurnBasedVectorEnv`.
 
 Lanes. Each policy gets one lane per (env copy, agent mapped to it): lane
 ``e * len(agents) + j`` for agent ``j`` of copy ``e``. Every step, each live agent's
@@ -55,6 +56,7 @@ __all__ = [
     "RLlibParallelEnv",
     "StepResult",
     "as_parallel_env",
+    "ezpickled",
     "is_multiagent_env",
 ]
 
@@ -99,9 +101,16 @@ def as_parallel_env(env: Any) -> Any:
     if kind == "parallel" or isinstance(env, RLlibParallelEnv):
         return env
     if kind == "aec":
-        from pettingzoo.utils.conversions import aec_to_parallel
+        from pettingzoo.utils.conversions import aec_to_parallel, parallel_to_aec_wrapper
+        from pettingzoo.utils.wrappers import OrderEnforcingWrapper
 
-        return aec_to_parallel(env)
+        if isinstance(env, OrderEnforcingWrapper) and isinstance(env.env, parallel_to_aec_wrapper):
+            return aec_to_parallel(env)  # a parallel env seen through parallel_to_aec
+        raise ValueError(
+            f"{type(env).__name__} is a turn-based PettingZoo AECEnv: it is not converted to "
+            "the parallel API; the native trainer steps it turn by turn "
+            "(rlblocks.multiagent.turns.TurnBasedVectorEnv)"
+        )
     if _is_rllib_multiagent(env):
         return RLlibParallelEnv(env)
     raise ValueError(
@@ -185,8 +194,8 @@ class RLlibParallelEnv:
             raise ValueError(
                 f"RLlib MultiAgentEnv {type(self.env).__name__}: agent {waiting[0]!r} is "
                 "alive but has no observation this step (a turn-based env); the native "
-                "trainer steps every live agent each step: train turn-based envs with "
-                "--backend rllib"
+                "trainer steps every live agent each step: give turn-based games as a "
+                "PettingZoo AECEnv"
             )
         acted = self.agents
         self.agents = [a for a in self.possible_agents if a in obs and a not in done]
@@ -232,6 +241,23 @@ class PolicyLanes:
         """The shared envs are closed by :meth:`MultiAgentVectorEnv.close`."""
 
 
+def ezpickled(env: Any) -> bool:
+    """Whether ``env`` or an env it wraps pickles as a ``gymnasium.utils.EzPickle`` (its
+    constructor's arguments only: unpickled, it is a new env that was never reset)."""
+    from gymnasium.utils import EzPickle
+
+    todo, seen = [env], set()
+    while todo:
+        obj = todo.pop()
+        if obj is None or id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, EzPickle):
+            return True
+        todo.extend(getattr(obj, k, None) for k in ("env", "aec_env", "par_env", "unwrapped"))
+    return False
+
+
 class MultiAgentVectorEnv:
     """``num_envs`` copies of a multi-agent env, stepped together (module docstring).
 
@@ -262,7 +288,7 @@ class MultiAgentVectorEnv:
         self.envs: list[Any] = [] if envs is None else list(envs)
         try:
             while len(self.envs) < num_envs:
-                self.envs.append(as_parallel_env(make()))
+                self.envs.append(self._adapt(make()))
         except BaseException:
             self.close()
             raise
@@ -271,7 +297,7 @@ class MultiAgentVectorEnv:
         self.agents: tuple[Any, ...] = tuple(first.possible_agents)
         if not self.agents:
             raise ValueError(f"env {name!r} lists no possible_agents")
-        self.obs_spaces = {a: first.observation_space(a) for a in self.agents}
+        self.obs_spaces = {a: self._obs_space(first, a) for a in self.agents}
         self.action_spaces = {a: first.action_space(a) for a in self.agents}
         self.mapping = resolve_mapping(
             self.agents, self.obs_spaces, self.action_spaces, policy_mapping
@@ -306,6 +332,13 @@ class MultiAgentVectorEnv:
         }
         self.episodes_total = 0
         self.episodes_this_iter = 0
+
+    def _adapt(self, env: Any) -> Any:
+        """One made env as this class steps it."""
+        return as_parallel_env(env)
+
+    def _obs_space(self, env: Any, agent: Any) -> gym.Space:
+        return env.observation_space(agent)  # type: ignore[no-any-return]
 
     def lanes(self, policy_id: str) -> PolicyLanes:
         """The vector-env view of one policy's lanes."""
@@ -492,7 +525,11 @@ class MultiAgentVectorEnv:
 
     def snapshot(self) -> bytes | None:
         """The pickled env copies and what they are in the middle of (current observations,
-        live agents, episode returns so far); None when an env cannot be pickled."""
+        live agents, episode returns so far); None when an env cannot be pickled, or
+        pickles as gymnasium's ``EzPickle`` does (its constructor's arguments only: the
+        copy would come back as a new, never reset env, e.g. PettingZoo classic and MPE)."""
+        if any(ezpickled(env) for env in self.envs):
+            return None
         try:
             return pickle.dumps(
                 {

@@ -46,7 +46,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete, OneOf, Tuple
 
-from rlblocks.masks import MASK_KEY, OBS_KEY, is_mask_space, mask_layout
+from rlblocks.masks import MASK_KEY, OBS_KEY, is_mask_space, mask_form, mask_form_space, mask_layout
 from rlblocks.spaces import Repeated
 
 __all__ = ["UnionSpec", "unify_actions"]
@@ -194,7 +194,8 @@ class UnionSpec:
                 f"observation spaces are given for {sorted(map(str, agents))} but action "
                 f"spaces for {sorted(map(str, action_spaces))}"
             )
-        spaces: dict[Any, Any] = dict(obs_spaces)
+        # PettingZoo's {observation, action_mask} is read as RLlib's mask form (rlblocks.masks)
+        spaces: dict[Any, Any] = {a: mask_form_space(s) for a, s in obs_spaces.items()}
         own_mask = {a: is_mask_space(spaces[a]) for a in agents}
         inner = {a: spaces[a][OBS_KEY] if own_mask[a] else spaces[a] for a in agents}
         blocks: list[gym.Space] = []
@@ -266,6 +267,7 @@ class UnionSpec:
     def value(self, agent: Any, obs: Any) -> Any:
         """The union value of ``agent``'s raw observation ``obs``."""
         info = self._agent(agent)
+        obs = mask_form(obs)
         inner = obs
         own = None
         if info.own_mask:

@@ -42,6 +42,7 @@ from typing import Any, NamedTuple
 import gymnasium as gym
 
 from rlblocks.config import ModelConfig
+from rlblocks.masks import mask_form, mask_form_space
 from rlblocks.rllib.connectors import (
     EnvToModule,
     FlatRepeatedObservations,
@@ -114,12 +115,25 @@ def _gym_id(env: str) -> str:
     return importable_id(env)
 
 
-def _probe_repeated(config: TrainerConfig) -> bool:
-    """Whether the run's env observes a ``Repeated`` or another space that RLlib's env runner
-    cannot unbatch (anywhere in its space; one env is made here to see its space)."""
+def mask_form_env(env_id: str, env_config: dict[str, Any] | None = None) -> gym.Env:
+    """``gym.make(env_id, **env_config)`` whose PettingZoo-form observations
+    ``{"observation", "action_mask"}`` are given in RLlib's ``{"action_mask",
+    "observations"}`` form (:func:`rlblocks.masks.mask_form`), as the native trainer reads
+    them."""
+    env = gym.make(env_id, **dict(env_config or {}))
+    return gym.wrappers.TransformObservation(env, mask_form, mask_form_space(env.observation_space))
+
+
+def _probe(config: TrainerConfig) -> str | None:
+    """What the run's env needs on the env side (one env is made here to see its space):
+    ``"repeated"`` for a ``Repeated`` or another space that RLlib's env runner cannot unbatch
+    (anywhere in its space), ``"mask_form"`` for PettingZoo's form of the action mask."""
     env = gym.make(_gym_id(str(config.env)), **dict(config.env_config))
     try:
-        return needs_env_side_flattening(env.observation_space)
+        space = env.observation_space
+        if needs_env_side_flattening(space):
+            return "repeated"
+        return "mask_form" if mask_form_space(space) is not space else None
     finally:
         env.close()
 
@@ -135,8 +149,11 @@ def make_env(config: TrainerConfig, algo: str = "PPO") -> gym.Env:
     if _is_atari(config):
         return deepmind_env(str(config.env), config.env_config)
     gym_id = _gym_id(str(config.env))
-    if _probe_repeated(config):
+    probed = _probe(config)
+    if probed == "repeated":
         return flat_repeated_env(gym_id, _model(config, algo), config.env_config)
+    if probed == "mask_form":
+        return mask_form_env(gym_id, config.env_config)
     return gym.make(gym_id, **dict(config.env_config))
 
 
@@ -161,11 +178,15 @@ def _env_id(config: TrainerConfig, algo: str = "PPO") -> str:
         name = f"rlblocks-deepmind:{env}"
         register_env(name, partial(deepmind_env, env))
         return name
-    if _probe_repeated(config):
+    probed = _probe(config)
+    if probed is not None:
         from rlblocks.rllib._ray import register_env
 
-        name = f"rlblocks-flat-repeated:{env}"
-        register_env(name, partial(flat_repeated_env, _gym_id(env), _model(config, algo)))
+        name = f"rlblocks-{probed.replace('_', '-')}:{env}"
+        if probed == "repeated":
+            register_env(name, partial(flat_repeated_env, _gym_id(env), _model(config, algo)))
+        else:
+            register_env(name, partial(mask_form_env, _gym_id(env)))
         return name
     return _gym_id(env)
 

@@ -189,7 +189,8 @@ class RLBlocksPPOTorchLearner(FastOptimizerSteps, PPOTorchLearner):  # type: ign
                 and config.use_critic
                 and (not config.grad_clip or config.grad_clip_by == "global_norm")
             )
-            cache[module_id] = FCBackprop.for_model(module.model, module.dist_fn) if ok else None
+            chosen = FCBackprop.for_model(module.model, module.dist_fn) if ok else None
+            cache[module_id] = chosen if isinstance(chosen, FCBackprop) else None
         fast = cache[module_id]
         return fast if fast is not None and fast.usable() else None
 

@@ -48,11 +48,12 @@ from rlblocks.rllib.checkpoints import (
 from rlblocks.rllib.connectors import MeanStdFilterBatched
 from rlblocks.rllib.runtime_env import runtime_env_for
 from rlblocks.rllib.startup import actor_start_failure, build_algo, init_ray
+from rlblocks.train.algo_spaces import DETERMINISTIC_ALGOS, rllib_refusal
 from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.logger import ProgressLogger, truncate_progress
 from rlblocks.train.loop import nearest_iteration, train_until
 from rlblocks.train.offpolicy_config import DQNConfig, SACConfig
-from rlblocks.train.rundir import lock_run_dir
+from rlblocks.train.rundir import claim_run_dir, lock_run_dir
 from rlblocks.train.trainer_config import PPOConfig, TrainerConfig
 
 __all__ = [
@@ -167,8 +168,11 @@ def _trainer_config(config: TrainerConfig | Mapping[str, Any], algo: str, resume
     :func:`~rlblocks.rllib.checkpoints.run_config`, DQN / SAC runs of PPO keys included).
 
     Raises:
-        ValueError: A new DQN / SAC run given a :class:`PPOConfig`, or a bad config.
+        ValueError: TD3 / DDPG (native only), a new DQN / SAC run given a
+            :class:`PPOConfig`, or a bad config.
     """
+    if algo in DETERMINISTIC_ALGOS:
+        raise ValueError(rllib_refusal(algo))
     if isinstance(config, Mapping) and resumed:
         return run_config(dict(config), algo)
     if algo in Q_ALGOS and isinstance(config, PPOConfig):
@@ -244,7 +248,16 @@ class RLlibTrainer:
         self.checkpoint_path: Path | None = None
         self.stop_requested = False
         self.steps_this_iter = 0
-        self._run_lock = lock_run_dir(self.run_dir)  # one writer (rlblocks.train.rundir)
+        # one writer (rlblocks.train.rundir); a new run never writes over an earlier one
+        self._run_lock = (
+            lock_run_dir(self.run_dir)
+            if _resumed
+            else claim_run_dir(
+                self.run_dir,
+                resume_hint=f"continue it with RLlibTrainer.restore({str(self.run_dir)!r}), "
+                "or pass another run_dir (or delete that run)",
+            )
+        )
         try:
             self._start(algo_config, ray_address, runtime_env, _resumed)
         except BaseException:

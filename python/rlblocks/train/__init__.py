@@ -1,6 +1,7 @@
 """Training on gymnasium and multi-agent envs with rlblocks models, preprocessors and
 distributions: PPO (:class:`PPOTrainer`, :class:`MultiAgentPPOTrainer`), DQN
-(:class:`DQNTrainer`) and SAC (:class:`SACTrainer`) on the C++ replay buffer.
+(:class:`DQNTrainer`), SAC (:class:`SACTrainer`), TD3 (:class:`TD3Trainer`) and DDPG
+(:class:`DDPGTrainer`) on the C++ replay buffer.
 
 Examples:
     >>> from rlblocks.train import PPOConfig, PPOTrainer
@@ -17,14 +18,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rlblocks.train.loop import Callback, StopTraining
     from rlblocks.train.multiagent import MultiAgentPPOTrainer
-    from rlblocks.train.offpolicy import DQNTrainer, SACTrainer
-    from rlblocks.train.offpolicy_config import DQNConfig, SACConfig
+    from rlblocks.train.offpolicy import DDPGTrainer, DQNTrainer, SACTrainer, TD3Trainer
+    from rlblocks.train.offpolicy_config import DDPGConfig, DQNConfig, SACConfig, TD3Config
     from rlblocks.train.ppo import PPOTrainer
     from rlblocks.train.restoring import restore_trainer
     from rlblocks.train.trainer_config import PPOConfig
 
 __all__ = [
     "Callback",
+    "DDPGConfig",
+    "DDPGTrainer",
     "DQNConfig",
     "DQNTrainer",
     "MultiAgentPPOTrainer",
@@ -33,6 +36,8 @@ __all__ = [
     "SACConfig",
     "SACTrainer",
     "StopTraining",
+    "TD3Config",
+    "TD3Trainer",
     "restore_trainer",
 ]
 
@@ -47,6 +52,10 @@ _LAZY = {
     "SACConfig": "rlblocks.train.offpolicy_config",
     "DQNTrainer": "rlblocks.train.offpolicy",
     "SACTrainer": "rlblocks.train.offpolicy",
+    "TD3Config": "rlblocks.train.offpolicy_config",
+    "DDPGConfig": "rlblocks.train.offpolicy_config",
+    "TD3Trainer": "rlblocks.train.offpolicy",
+    "DDPGTrainer": "rlblocks.train.offpolicy",
     "Callback": "rlblocks.train.loop",
     "StopTraining": "rlblocks.train.loop",
 }

@@ -21,6 +21,7 @@ import gymnasium as gym
 import numpy as np
 
 __all__ = [
+    "DETERMINISTIC_ALGOS",
     "NATIVE_ONLY",
     "PPO_ONLY",
     "RLLIB_Q_TAKEN",
@@ -33,6 +34,7 @@ __all__ = [
     "check_rllib_spaces",
     "makes_multiagent_env",
     "multiagent_algo_refusal",
+    "rllib_refusal",
 ]
 
 #: PPO settings that DQN and SAC on RLlib do not read, refused in a DQN / SAC run of PPO keys
@@ -60,8 +62,14 @@ NATIVE_ONLY = {
     "normalize_reward": "an env wrapper",
     "clip_reward": "an env wrapper",
     "evaluation_interval": "rllib.evaluation",
+    "selfplay_snapshot_every": "rllib.callbacks",
+    "selfplay_pool_size": "rllib.callbacks",
+    "selfplay_opponent_prob": "rllib.callbacks",
+    "selfplay_eval_games": "rllib.evaluation",
 }
 _MASK_KEYS = {"action_mask", "observations"}
+#: The native algorithms with a deterministic actor: Box actions only, native only.
+DETERMINISTIC_ALGOS = ("TD3", "DDPG")
 
 #: DQN / SAC config keys whose native meaning ``--backend rllib`` cannot honour: refused at
 #: any value but the default (:func:`check_rllib_q_keys`), with what to use instead.
@@ -71,6 +79,10 @@ RLLIB_Q_UNSUPPORTED = {
     "evaluation_interval": "RLlib's own (rllib.evaluation)",
     "evaluation_episodes": "RLlib's own (rllib.evaluation)",
     "checkpoint_replay": "RLlib runs keep the replay buffer out of checkpoints",
+    "her": "RLlib's replay buffers do not relabel goals; her='auto' is off there",
+    "her_strategy": "hindsight relabelling is native only",
+    "her_n_sampled_goal": "hindsight relabelling is native only",
+    "goal_reward": "hindsight relabelling is native only",
     "q_model": "the critics of rlblocks' RLlib SAC module are built from model",
 }
 #: Keys checked apart from their default: SAC's ``q_model`` is honoured where the critics'
@@ -121,15 +133,21 @@ _BUFFER_TAKEN = {
 
 
 def check_action_space(algo: str, space: gym.Space, *, flat_box: bool = True) -> None:
-    """Raises ValueError when ``algo`` (``"DQN"`` or ``"SAC"``; others pass) cannot act in
-    ``space``: DQN takes Discrete actions, SAC Discrete ones or a float Box with finite
-    bounds (``flat_box``: a 1-D one, as the native SAC squashes them)."""
+    """Raises ValueError when ``algo`` (``"DQN"``, ``"SAC"``, ``"TD3"`` or ``"DDPG"``;
+    others pass) cannot act in ``space``: DQN takes Discrete actions, SAC Discrete ones or a
+    float Box with finite bounds (``flat_box``: a 1-D one, as the native SAC squashes them),
+    TD3 and DDPG such a Box only."""
     if algo == "DQN" and not isinstance(space, gym.spaces.Discrete):
         raise ValueError(
             f"DQN needs a Discrete action space, got {space}; train Box actions with SAC "
             "(--algo SAC)"
         )
-    if algo != "SAC" or isinstance(space, gym.spaces.Discrete):
+    if algo in DETERMINISTIC_ALGOS and not isinstance(space, gym.spaces.Box):
+        raise ValueError(
+            f"{algo} needs a Box action space (a deterministic actor), got {space}; train "
+            "Discrete actions with DQN or SAC (--algo DQN / --algo SAC)"
+        )
+    if algo not in ("SAC", *DETERMINISTIC_ALGOS) or isinstance(space, gym.spaces.Discrete):
         return
     if not isinstance(space, gym.spaces.Box):
         raise ValueError(
@@ -139,12 +157,12 @@ def check_action_space(algo: str, space: gym.Space, *, flat_box: bool = True) ->
     if not np.issubdtype(space.dtype, np.floating) or (flat_box and len(space.shape) != 1):
         shape = "1-D float" if flat_box else "float"
         raise ValueError(
-            f"SAC: a Box action space must be {shape}, got {space} (dtype {space.dtype}, "
+            f"{algo}: a Box action space must be {shape}, got {space} (dtype {space.dtype}, "
             f"shape {space.shape})"
         )
     if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
         raise ValueError(
-            f"SAC: the Box action space needs finite bounds to squash into, got low="
+            f"{algo}: the Box action space needs finite bounds to squash into, got low="
             f"{space.low.tolist()}, high={space.high.tolist()}"
         )
 
@@ -199,6 +217,8 @@ def check_rllib_q_keys(config: Any, algo: str) -> None:
             changed = config.q_model_config() != config.model_config()
         elif key == "device":  # "auto" is the CPU where no GPU is given to RLlib
             changed = config.device not in ("cpu", "auto")
+        elif key == "her":  # "auto" and False both train without relabelling there
+            changed = getattr(config, "her", False) is True
         else:
             changed = hasattr(config, key) and getattr(config, key) != getattr(defaults, key)
         if changed:
@@ -285,9 +305,18 @@ def check_rllib_spaces(
         raise ValueError("DQN: action masks with num_atoms > 1 are not supported")
 
 
+def rllib_refusal(algo: str) -> str:
+    """The line refusing ``algo`` (TD3 / DDPG) on ``--backend rllib``."""
+    return (
+        f"--backend rllib: {algo} is not available there (RLlib 2.60 has no TD3 or DDPG on "
+        f"its new API stack); train it natively (leave --backend out)"
+    )
+
+
 def check_rllib_run(config: Any, algo: str, num_env_runners: int | None = None) -> None:
     """Every refusal of ``--backend rllib`` that the config, the algorithm and the env's
     spaces decide, made before Ray is imported (one env of the config is made and closed):
+    TD3 / DDPG first (:func:`rllib_refusal`; no env is made for them), then
     :func:`check_rllib_multiagent` (a multi-agent env), :func:`check_rllib_config`,
     then :func:`check_rllib_spaces` (a single-agent env); ``num_env_runners`` (when given)
     below 1 for APPO / IMPALA.
@@ -296,13 +325,22 @@ def check_rllib_run(config: Any, algo: str, num_env_runners: int | None = None) 
         ValueError: The first refusal, or an env that cannot be made.
     """
     from rlblocks.multiagent.envs import is_multiagent_env
+    from rlblocks.multiagent.turns import is_turn_based_env
     from rlblocks.train.envs import raw_env_creator
 
+    if algo in DETERMINISTIC_ALGOS:
+        raise ValueError(rllib_refusal(algo))
     if algo in ("APPO", "IMPALA") and num_env_runners is not None and num_env_runners < 1:
         raise ValueError(f"{algo} samples asynchronously: give --num-env-runners >= 1")
     made = raw_env_creator(config)()
     try:
         multiagent = is_multiagent_env(made)
+        if multiagent and is_turn_based_env(made):
+            raise ValueError(
+                f"env {config.env_name!r} is a turn-based PettingZoo AECEnv: --backend rllib "
+                "does not train turn-based games yet; train it with the native backend "
+                "(--backend native, the default)"
+            )
         if multiagent:  # the algorithm itself first: the keys it reads matter only after
             check_rllib_multiagent(config, algo)
         check_rllib_config(config, algo)

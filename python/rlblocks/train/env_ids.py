@@ -54,7 +54,7 @@ FAMILIES: tuple[tuple[str, str, str], ...] = (
     (
         r"(PointMaze|AntMaze|Fetch|HandManipulate|HandReach|Adroit|FrankaKitchen)",
         "gymnasium_robotics",
-        "gymnasium-robotics",
+        '"rlblocks[robotics]"',  # the extra pins a MuJoCo that its Fetch envs reset with
     ),
     (r"ALE/", "ale_py", "ale-py"),
 )

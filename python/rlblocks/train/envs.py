@@ -30,6 +30,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
+from rlblocks.mask_keys import mask_form, mask_form_space
 from rlblocks.train.env_ids import (
     adapt_old_api,
     family_module,
@@ -252,6 +253,9 @@ def make_env_creator(
                 f"env_creator {config.env_name} must return a gymnasium.Env, got "
                 f"{type(made).__name__}{hint}"
             )
+        space = made.observation_space
+        if mask_form_space(space) is not space:  # PettingZoo's form of the action mask
+            return gym.wrappers.TransformObservation(made, mask_form, mask_form_space(space))
         return made
 
     return create

@@ -45,18 +45,24 @@ def evaluate_policy(
     """Episodes ``seed + i`` (``i < episodes``) on ``env`` (each one
     :func:`~rlblocks.train.play.play_episode`, the policy acting greedily unless
     ``explore``; Box actions clipped into the action space when ``clip``), summed
-    up by :func:`~rlblocks.train.loop.episode_summary`; torch's RNG state is restored after."""
+    up by :func:`~rlblocks.train.loop.episode_summary` (plus ``success_rate`` when the env's
+    last-step infos give ``is_success`` or ``success``); torch's RNG state is restored
+    after."""
     returns: list[float] = []
     lengths: list[int] = []
+    successes: list[float] = []
     with torch.random.fork_rng(devices=[]):
         for ep in range(episodes):
             actor = PolicyActor(policy, observe, explore)
             total, length = play_episode(
-                actor, env, seed + ep, policy.action_space if clip else None
+                actor, env, seed + ep, policy.action_space if clip else None, successes
             )
             returns.append(total)
             lengths.append(length)
-    return episode_summary(returns, lengths)
+    summary = episode_summary(returns, lengths)
+    if successes:  # the env gives is_success / success: their mean over the episodes
+        summary["success_rate"] = sum(successes) / len(successes)
+    return summary
 
 
 class PolicyActor:

@@ -38,7 +38,13 @@ import torch
 
 from rlblocks.catalog import ModelCatalog
 from rlblocks.filters import get_filter
-from rlblocks.multiagent.envs import MultiAgentVectorEnv, as_parallel_env, is_multiagent_env
+from rlblocks.masks import mask_form
+from rlblocks.multiagent.envs import as_parallel_env, ezpickled, is_multiagent_env
+from rlblocks.multiagent.turns import (
+    TurnBasedVectorEnv,
+    is_turn_based_env,
+    multiagent_vector_env,
+)
 from rlblocks.nest import tree_index
 from rlblocks.preprocessors import Preprocessor
 from rlblocks.train.algo_spaces import makes_multiagent_env
@@ -50,6 +56,7 @@ from rlblocks.train.loop import episode_summary
 from rlblocks.train.play import play_episodes
 from rlblocks.train.policy import Policy
 from rlblocks.train.runner import EnvRunner, SampleBatch
+from rlblocks.train.selfplay import SelfPlay
 from rlblocks.train.trainer import (
     Trainer,
     check_episodes,
@@ -58,6 +65,7 @@ from rlblocks.train.trainer import (
     refuse_rllib_block,
 )
 from rlblocks.train.trainer_config import PPOConfig, lr_at
+from rlblocks.train.turn_batches import TurnSteps, stitch_turns
 
 __all__ = [
     "FORMAT",
@@ -73,7 +81,7 @@ FORMAT = "rlblocks.ppo.multiagent"
 
 def multiagent_creator(config: PPOConfig) -> Callable[[], Any]:
     """A no-argument function building one multi-agent env of ``config`` (in PettingZoo's
-    parallel API).
+    parallel API, or a turn-based PettingZoo ``AECEnv`` as it is).
 
     Raises:
         ValueError: The env is not a multi-agent env (checked on the first call).
@@ -88,7 +96,7 @@ def multiagent_creator(config: PPOConfig) -> Callable[[], Any]:
                 "ParallelEnv / AECEnv or an RLlib MultiAgentEnv; single-agent envs train "
                 "with PPOTrainer"
             )
-        return as_parallel_env(made)
+        return made if is_turn_based_env(made) else as_parallel_env(made)
 
     return create
 
@@ -168,7 +176,7 @@ class MultiAgentPPOTrainer(Trainer):
         """``venv``: env copies restored from a checkpoint, or None."""
         cfg = self.config
         block = cfg.multiagent
-        self.hub = MultiAgentVectorEnv(
+        self.hub = multiagent_vector_env(
             self._make,
             cfg.num_envs,
             block.get("policy_mapping", "shared"),
@@ -179,6 +187,7 @@ class MultiAgentPPOTrainer(Trainer):
             envs=venv,
         )
         try:
+            self._check_turns()
             named = set(block.get("policies", {}))
             unknown = sorted(named - set(self.hub.policy_ids))
             if unknown:
@@ -206,10 +215,50 @@ class MultiAgentPPOTrainer(Trainer):
                     venv=self.hub.lanes(pid),  # type: ignore[arg-type]
                 )
                 self.policies[pid] = PolicyParts(pcfg, prep, obs_filter, policy, learner, runner)
+            self.selfplay = SelfPlay(
+                self.hub, self.policies, cfg, self.seed, self.fresh_hub, self._fresh_policy
+            )
         except BaseException:
             self.hub.close()
             raise
         self.agent_timesteps_total = 0
+
+    def fresh_hub(self, n: int) -> Any:
+        """``n`` fresh copies of the env, mapped as training maps them."""
+        block = self.config.multiagent
+        return multiagent_vector_env(
+            self._make,
+            n,
+            block.get("policy_mapping", "shared"),
+            bool(block.get("agent_id_one_hot", False)),
+            self.config.clip_actions,
+            self.config.env_name,
+        )
+
+    def _fresh_policy(self) -> Policy:
+        """A new policy of the shared policy's shape (an opponent snapshot's)."""
+        (pid,) = self.policies
+        parts = self.policies[pid]
+        space = self.hub.specs[pid].action_space
+        return Policy(parts.preprocessor.observation_space, space, parts.config, self.device)
+
+    def _check_turns(self) -> None:
+        """Refuses what turn-based games do not train with (a move's outcome arrives after
+        the rollout stepped on: no recurrent state or reward scaling follows it)."""
+        if not isinstance(self.hub, TurnBasedVectorEnv):
+            return
+        cfg, model = self.config, self.config.model
+        for key in ("use_lstm", "use_attention", "lstm_use_prev_action", "lstm_use_prev_reward"):
+            if model.get(key):
+                raise ValueError(
+                    f"model.{key}=True: env {cfg.env_name!r} is a turn-based game, whose "
+                    "policies train without recurrent state or previous actions / rewards"
+                )
+        if cfg.normalize_reward or cfg.clip_reward is not None:
+            raise ValueError(
+                f"env {cfg.env_name!r} is a turn-based game: normalize_reward / clip_reward "
+                "are not supported there (its rewards arrive after the other agents' turns)"
+            )
 
     def _config_json(self) -> dict[str, Any]:
         data = json_config(self.config)
@@ -243,14 +292,24 @@ class MultiAgentPPOTrainer(Trainer):
         """Every policy's runner, stepped in lockstep over the shared envs."""
         gens = {pid: p.runner.collect_steps(num_steps) for pid, p in self.policies.items()}
         actions = {pid: next(g) for pid, g in gens.items()}
+        turns = isinstance(self.hub, TurnBasedVectorEnv)
+        late = {pid: TurnSteps(p.runner.num_envs) for pid, p in self.policies.items()}
         batches: dict[str, SampleBatch] = {}
         while not batches:
+            frozen = self.selfplay.before_step(actions)
             results = self.hub.step(actions)
+            self.selfplay.after_step(results, frozen)
             for pid, g in gens.items():
+                res = results[pid]
+                if turns:
+                    late[pid].add(res.info["late"], res.rewards, res.terminated, res.truncated)
                 try:
-                    actions[pid] = g.send(results[pid])
+                    actions[pid] = g.send(res)
                 except StopIteration as stop:
                     batches[pid] = stop.value
+        if turns:
+            gamma = self.config.gamma
+            batches = {pid: stitch_turns(b, late[pid], gamma) for pid, b in batches.items()}
         return batches
 
     @flushing_denormals
@@ -300,6 +359,7 @@ class MultiAgentPPOTrainer(Trainer):
             "agent_steps_per_s": agent_steps / elapsed if elapsed > 0 else math.nan,
             "time_this_iter_s": elapsed,
             "time_total_s": self.time_total_s,
+            **self.selfplay.end_iteration(self.iteration),
         }
         return self._finish_iteration(metrics)
 
@@ -328,7 +388,8 @@ class MultiAgentPPOTrainer(Trainer):
         for pid, agents in groups.items():
             parts, spec = self.policies[pid], self.hub.specs[pid]
             pol = parts.policy
-            x = pol.stack_obs(None, parts.observe([spec.value(a, obs[a]) for a in agents]))
+            raw = [spec.value(a, mask_form(obs[a])) for a in agents]  # PettingZoo's form too
+            x = pol.stack_obs(None, parts.observe(raw))
             init = pol.initial_state(len(agents))
             rows = []
             for i, a in enumerate(agents):
@@ -370,7 +431,7 @@ class MultiAgentPPOTrainer(Trainer):
         """
         check_episodes(episodes)
         block = self.config.multiagent
-        hub = MultiAgentVectorEnv(
+        hub = multiagent_vector_env(
             self._make,
             1,
             block.get("policy_mapping", "shared"),
@@ -414,21 +475,35 @@ class MultiAgentPPOTrainer(Trainer):
                 for pid, p in self.policies.items()
             },
             "hub": self.hub.state_dict(),
+            "selfplay": self.selfplay.state_dict(),
             "envs": self.hub.snapshot(),
         }
 
     def _restore_build(self, state: dict[str, Any], envs: Any) -> None:
+        envs = self._usable(envs)
         if envs is None:
             warnings.warn(
-                f"resuming {state['_path']!r}: its envs could not be pickled, so they restart "
-                "from a fresh reset: the episodes in progress at the checkpoint are dropped",
+                f"resuming {state['_path']!r}: its envs could not be saved with their state "
+                "(they do not pickle, or pickle as EzPickle: their constructor only), so they "
+                "restart from a fresh reset: the episodes in progress at the checkpoint are "
+                "dropped",
                 RuntimeWarning,
                 stacklevel=3,
             )
         self._make = multiagent_creator(self.config)
         self._build(venv=None if envs is None else envs["envs"])
 
+    @staticmethod
+    def _usable(envs: Any) -> Any:
+        """``envs`` of a checkpoint, None when one came back as a new env (an ``EzPickle``
+        env saved before :meth:`~rlblocks.multiagent.envs.MultiAgentVectorEnv.snapshot`
+        refused those)."""
+        if envs is not None and any(ezpickled(e) for e in envs["envs"]):
+            return None
+        return envs
+
     def _load_state(self, state: dict[str, Any], envs: Any) -> None:
+        envs = self._usable(envs)
         self.agent_timesteps_total = int(state["agent_timesteps_total"])
         saved = state["policies"]
         if set(saved) != set(self.policies):
@@ -445,9 +520,12 @@ class MultiAgentPPOTrainer(Trainer):
                 parts.runner.load_state_dict(saved[pid]["runner"], envs_restored=envs is not None)
                 parts.runner._seed = self.seed + self.timesteps_total
         self.hub.load_state_dict(state["hub"])
+        self.selfplay.load_state_dict(state.get("selfplay", {}), envs is not None)
         if envs is not None:
             self.hub.resume(envs)
 
     def _close_envs(self) -> None:
+        if getattr(self, "selfplay", None) is not None:
+            self.selfplay.close()
         if getattr(self, "hub", None) is not None:
             self.hub.close()

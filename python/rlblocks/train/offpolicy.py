@@ -1,4 +1,5 @@
-"""``DQNTrainer`` and ``SACTrainer``: off-policy training on the C++ replay buffer.
+"""``DQNTrainer``, ``SACTrainer``, ``TD3Trainer`` and ``DDPGTrainer``: off-policy training
+on the C++ replay buffer.
 
 One :meth:`OffPolicyTrainer.train` call is one iteration of ``timesteps_per_iteration`` env
 steps (all envs together; fewer in the last iteration of ``fit``'s step budget, and after
@@ -6,7 +7,8 @@ steps (all envs together; fewer in the last iteration of ``fit``'s step budget, 
 vector-env step:
 
 1. the learner acts on the preprocessed observations (DQN: epsilon-greedy; SAC: a sample
-   of its policy; a masked action is never taken);
+   of its policy; TD3 / DDPG: the deterministic action plus exploration noise; a masked
+   action is never taken);
 2. the step goes into the replay buffer (:class:`rlblocks.replay.ReplayBuffer`): Box
    observations as the env gives them (an Atari frame stack: each frame once), other
    spaces as their flat C++ preprocessed row; a finished episode's final observation with
@@ -14,13 +16,16 @@ vector-env step:
 3. once ``learning_starts`` steps are stored, every ``train_freq`` steps run
    ``gradient_steps`` updates on batches of ``train_batch_size`` (prioritized replay: the
    new priorities go back to the buffer, beta annealed), and every
-   ``target_network_update_freq`` steps the targets move by ``tau``.
+   ``target_network_update_freq`` steps the targets move by ``tau``. On a goal-conditioned
+   env the batches come through hindsight relabelling (``her``, :mod:`rlblocks.her`,
+   :mod:`rlblocks.train.hindsight`): the same buffer, goals relabelled at sample time.
 
 Everything else is the :class:`~rlblocks.train.trainer.Trainer` base's: the run directory,
 ``progress.csv`` (plus the learner's ``qf_loss``, ``q_mean``, ``td_error_mean``, SAC's
 ``actor_loss``, ``alpha``, ...), the progress bar, ``fit``, checkpoints (the replay buffer
 too with ``checkpoint_replay``: the resumed run then continues exactly), ``evaluate``
-(greedy / deterministic actions) and ``export`` (argmax-Q, SAC's squashed mean).
+(greedy / deterministic actions) and ``export`` (argmax-Q, SAC's squashed mean, TD3's
+deterministic action).
 
 Examples:
     >>> trainer = DQNTrainer({"env": "CartPole-v1", "timesteps_per_iteration": 200,
@@ -46,25 +51,34 @@ import torch
 
 from rlblocks.catalog import ModelCatalog
 from rlblocks.filters import NoFilter
+from rlblocks.her import is_goal_space
 from rlblocks.spaces import clip_actions
 from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.envs import make_env_creator, vector_env_from_config
+from rlblocks.train.hindsight import build_her, resolve_her
 from rlblocks.train.learners.dqn import DQNLearner
 from rlblocks.train.learners.sac import SACLearner
+from rlblocks.train.learners.td3 import TD3Learner
 from rlblocks.train.offpolicy_checks import (
     check_budget,
     checked_replay_buffer,
     no_learning_yet,
     run_budget,
 )
-from rlblocks.train.offpolicy_config import DQNConfig, OffPolicyConfig, SACConfig
+from rlblocks.train.offpolicy_config import (
+    DDPGConfig,
+    DQNConfig,
+    OffPolicyConfig,
+    SACConfig,
+    TD3Config,
+)
 from rlblocks.train.runner import env_snapshot
 from rlblocks.train.trainer import Trainer, checkpoint_fits
 from rlblocks.train.trainer_config import lr_at
 from rlblocks.wrappers.env_errors import non_finite_observation
 from rlblocks.wrappers.vector_steps import VectorSteps
 
-__all__ = ["DQNTrainer", "OffPolicyTrainer", "SACTrainer"]
+__all__ = ["DDPGTrainer", "DQNTrainer", "OffPolicyTrainer", "SACTrainer", "TD3Trainer"]
 
 
 def _frame_stack(space: gym.Space, config: OffPolicyConfig) -> tuple[int, int]:
@@ -156,6 +170,14 @@ class OffPolicyTrainer(Trainer):
             alpha=cfg.prioritized_replay_alpha,
             seed=self.seed,
         )
+        # hindsight relabelling (her): a sampler over the same buffer, or None
+        choice = resolve_her(cfg, obs_space, self._one_env)
+        self.her = build_her(cfg, choice, self.preprocessor.layout, self.replay)
+        self.her_note = choice.note
+        #: Whether progress.csv has ``success_rate`` columns: a goal Dict observation (the
+        #: envs that report ``is_success`` / ``success``).
+        self.tracks_success = is_goal_space(obs_space)
+        self.episode_successes: deque[float] = deque(maxlen=cfg.metrics_smoothing_episodes)
         self.num_envs = n
         self._raw: Any = None
         self.episode_returns: deque[float] = deque(maxlen=cfg.metrics_smoothing_episodes)
@@ -165,6 +187,17 @@ class OffPolicyTrainer(Trainer):
         self._env_seed: int | None = self.seed
 
     # --- the env side -------------------------------------------------------------------------
+    def _one_env(self) -> gym.Env:
+        """One env of the run (a sub-env of a sync vector env, else a new one, kept for its
+        ``compute_reward`` and closed with the envs)."""
+        envs = getattr(self.venv, "envs", None)
+        if isinstance(envs, (list, tuple)) and envs and isinstance(envs[0], gym.Env):
+            return envs[0]
+        env = self.__dict__.get("_her_env")
+        if env is None:
+            env = self.__dict__["_her_env"] = make_env_creator(self.config)()
+        return env
+
     def _stored(self, raw: Any) -> np.ndarray:
         """What the buffer stores of a batch of raw observations (an array, or a list of
         per-env observations)."""
@@ -231,7 +264,8 @@ class OffPolicyTrainer(Trainer):
             beta = cfg.beta_at(now)
             # the arrays of the previous batch are reused (the update keeps none of them)
             out = self.__dict__.get("_sample_out")
-            batch = self.replay.sample(cfg.train_batch_size, beta=beta, out=out)
+            sampler = self.her if self.her is not None else self.replay
+            batch = sampler.sample(cfg.train_batch_size, beta=beta, out=out)
             self.__dict__["_sample_out"] = batch
             batch = batch._replace(
                 obs=self._model_input(batch.obs), next_obs=self._model_input(batch.next_obs)
@@ -278,6 +312,7 @@ class OffPolicyTrainer(Trainer):
             self.timesteps_total += self._step_envs()
             self._learn(before, stats)
         finished, lengths = self.steps.take_finished()
+        self.episode_successes.extend(self.steps.take_successes())
         self.episode_returns.extend(finished)
         self.episode_lengths.extend(lengths)
         self.episodes_total += len(finished)
@@ -304,6 +339,9 @@ class OffPolicyTrainer(Trainer):
                 float(np.mean(self.episode_lengths)) if self.episode_lengths else math.nan
             ),
         }
+        if self.tracks_success:  # the last step's is_success of the window's episodes
+            won = list(self.episode_successes)
+            metrics["success_rate"] = float(np.mean(won)) if won else math.nan
         # every column from the first row on (progress.csv's header): NaN before updates
         for key in self.learner.STATS:
             values = [row[key] for row in stats if key in row]
@@ -351,8 +389,10 @@ class OffPolicyTrainer(Trainer):
         prev_rewards: Any = None,
     ) -> tuple[Any, list[torch.Tensor]]:
         """Actions for a batch of raw observations: greedy (DQN: argmax-Q; SAC: the squashed
-        mean), or with ``explore`` as in training (DQN: epsilon-greedy at the current
-        timestep; SAC: a sample). Returns ``(actions, [])`` (no recurrent state)."""
+        mean; TD3: the deterministic actor), or with ``explore`` as in training (DQN:
+        epsilon-greedy at the current timestep; SAC: a sample; TD3: uniform before
+        ``learning_starts``, then the exploration noise). Returns ``(actions, [])`` (no
+        recurrent state)."""
         x = self._model_input(self._stored(obs))
         return self.learner.act(x, explore, self.timesteps_total), []
 
@@ -368,6 +408,7 @@ class OffPolicyTrainer(Trainer):
             **self.steps.state_dict(),  # resetting, ep_return, ep_len
             "episode_returns": list(self.episode_returns),
             "episode_lengths": list(self.episode_lengths),
+            "episode_successes": list(self.episode_successes),
             "episodes_total": self.episodes_total,
             "num_updates": self.num_updates,
         }
@@ -398,6 +439,7 @@ class OffPolicyTrainer(Trainer):
                 self.replay.load_state_dict(state["replay"])
         self.episode_returns.extend(state["episode_returns"])
         self.episode_lengths.extend(state["episode_lengths"])
+        self.episode_successes.extend(state.get("episode_successes", ()))
         self.episodes_total = int(state["episodes_total"])
         self.num_updates = int(state["num_updates"])
         if envs is not None:
@@ -409,6 +451,9 @@ class OffPolicyTrainer(Trainer):
     def _close_envs(self) -> None:
         if getattr(self, "venv", None) is not None:
             self.venv.close()
+        her_env = self.__dict__.pop("_her_env", None)
+        if her_env is not None:
+            her_env.close()
 
 
 class DQNTrainer(OffPolicyTrainer):
@@ -434,3 +479,41 @@ class SACTrainer(OffPolicyTrainer):
     KIND: ClassVar[str] = "SAC"
 
     LEARNER: ClassVar[Callable[..., Any]] = SACLearner
+
+
+class TD3Trainer(OffPolicyTrainer):
+    """TD3 (clipped double Q, target policy smoothing, delayed actor updates) on a
+    gymnasium env with ``Box`` actions; see
+    :class:`~rlblocks.train.offpolicy_config.TD3Config` and
+    :mod:`rlblocks.train.learners.td3`."""
+
+    CONFIG: ClassVar[type[OffPolicyConfig]] = TD3Config
+    FORMAT: ClassVar[str] = "rlblocks.td3"
+    KIND: ClassVar[str] = "TD3"
+
+    LEARNER: ClassVar[Callable[..., Any]] = TD3Learner
+
+    def evaluate(
+        self, episodes: int = 10, explore: bool = False, seed: int | None = None
+    ) -> dict[str, Any]:
+        """As :meth:`~rlblocks.train.trainer.Trainer.evaluate`, with the deterministic actor.
+
+        Raises:
+            ValueError: ``explore=True``: the actor has no distribution to sample (its
+                exploration is the training noise, see :meth:`compute_actions`).
+        """
+        if explore:
+            raise ValueError(
+                f"explore=True: {self.KIND}'s actor is deterministic (it explores with its "
+                "training noise only); evaluate without --explore"
+            )
+        return super().evaluate(episodes, explore, seed)
+
+
+class DDPGTrainer(TD3Trainer):
+    """DDPG, TD3's special case (one critic, no target smoothing, no delay); see
+    :class:`~rlblocks.train.offpolicy_config.DDPGConfig`."""
+
+    CONFIG: ClassVar[type[OffPolicyConfig]] = DDPGConfig
+    FORMAT: ClassVar[str] = "rlblocks.ddpg"
+    KIND: ClassVar[str] = "DDPG"

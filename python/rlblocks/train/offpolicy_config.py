@@ -1,6 +1,7 @@
-"""``DQNConfig`` and ``SACConfig``: the settings of the native off-policy trainers.
+"""``DQNConfig``, ``SACConfig``, ``TD3Config`` and ``DDPGConfig``: the settings of the native
+off-policy trainers.
 
-Both share :class:`~rlblocks.train.trainer_config.TrainerConfig`'s keys (env, model, vector
+All four share :class:`~rlblocks.train.trainer_config.TrainerConfig`'s keys (env, model, vector
 env, seeds, checkpoints, evaluation) and :class:`OffPolicyConfig`'s replay and update
 schedule; names follow RLlib's where RLlib has one (``train_batch_size`` is the SGD batch
 sampled from the replay buffer, as in RLlib's DQN and SAC).
@@ -39,7 +40,7 @@ from rlblocks.config_fields import (
 from rlblocks.train.offpolicy_checks import check_replay_fits
 from rlblocks.train.trainer_config import TrainerConfig, piecewise
 
-__all__ = ["DQNConfig", "OffPolicyConfig", "SACConfig"]
+__all__ = ["DDPGConfig", "DQNConfig", "OffPolicyConfig", "SACConfig", "TD3Config"]
 
 #: The Q-network's and SAC's defaults where the user's ``model`` says nothing (the
 #: Stable-Baselines3 zoo's choice for classic control: ReLU layers, no value branch). DQN's
@@ -67,6 +68,28 @@ _OFF_POLICY_OTHER_NAMES = {
     "eval_freq": "evaluation_interval",
     "n_eval_episodes": "evaluation_episodes",
 }
+
+
+def _her_mode(value: Any, name: str) -> bool | str:
+    """``her``: ``"auto"``, True or False (``"true"`` / ``"false"`` spelt as strings too)."""
+    if isinstance(value, str) and value.lower() in ("auto", "true", "false"):
+        v = value.lower()
+        return v if v == "auto" else v == "true"
+    if isinstance(value, bool):
+        return value
+    raise ValueError(f"{name} must be 'auto', True or False, got {value!r}")
+
+
+def _goal_reward(value: Any, name: str) -> Any:
+    """``goal_reward``: None, a callable, or ``"module:function"``."""
+    if value is None or callable(value):
+        return value
+    if isinstance(value, str) and value.count(":") == 1 and all(value.split(":")):
+        return value
+    raise ValueError(
+        f"{name} must be None, a callable or 'module:function' (a batched "
+        f"reward(achieved_goal, desired_goal, info)), got {value!r}"
+    )
 
 
 def _target_entropy(value: Any, name: str) -> float | str:
@@ -110,6 +133,19 @@ class OffPolicyConfig(TrainerConfig):
     """Env steps per training iteration (one ``progress.csv`` row)."""
     checkpoint_replay: bool = option(False, as_bool)
     """Store the replay buffer in checkpoints (large; resuming without it refills it)."""
+    her: bool | str = option("auto", _her_mode)
+    """Hindsight experience replay (docs/goals.md): ``"auto"`` turns it on when the
+    observation is a goal Dict (``observation``, ``achieved_goal``, ``desired_goal``) and a
+    reward function exists (the env's ``compute_reward`` or ``goal_reward``); the run's
+    config.json holds the choice (True / False). True on another env is refused."""
+    her_strategy: str = option("future", choice("future", "final", "episode"))
+    """Which step's achieved goal relabels a sampled step: ``"future"`` (a later step of its
+    episode, or itself), ``"final"`` (the episode's last) or ``"episode"`` (any)."""
+    her_n_sampled_goal: int = option(4, int_at_least(1))
+    """k: a batch's first ``B * k // (k + 1)`` transitions get a hindsight goal."""
+    goal_reward: Any = option(None, _goal_reward)
+    """The batched reward of relabelled goals, ``f(achieved_goal, desired_goal, info)``
+    (a callable or ``"module:function"``); None: the env's ``compute_reward``."""
 
     ALGORITHM: ClassVar[str] = "off-policy"
     OTHER_NAMES: ClassVar[Mapping[str, str]] = _OFF_POLICY_OTHER_NAMES
@@ -245,3 +281,98 @@ class SACConfig(OffPolicyConfig):
         for name in ("actor_lr", "critic_lr", "alpha_lr"):
             if getattr(self, name) is None:
                 setattr(self, name, self.lr)
+
+
+@dataclass
+class TD3Config(OffPolicyConfig):
+    """Settings of a TD3 run (Fujimoto et al. 2018, "Addressing Function Approximation
+    Error in Actor-Critic Methods"; Box actions only); defaults are Stable-Baselines3's TD3
+    defaults, which follow the paper: twin critics whose smaller target is bootstrapped
+    (clipped double Q), target actions smoothed by clipped Gaussian noise (0.2, clipped at
+    0.5), the actor and the targets updated every second critic step, Gaussian exploration
+    noise of 0.1. The targets move with each delayed actor step, so
+    ``target_network_update_freq`` stays 1. Noise scales are in the normalised action
+    ``[-1, 1]`` (fractions of half the Box's range)."""
+
+    lr: float = 1e-3
+    """Learning rate of the actor and the critics unless set apart below."""
+    train_batch_size: int = 256
+    """Transitions per gradient step, sampled from the replay buffer."""
+    learning_starts: int = 100
+    """Env steps (all envs together) acting uniformly at random in the Box, collected before
+    the first gradient step."""
+    train_freq: int = 1
+    """Env steps (all envs together) between rounds of gradient steps."""
+    target_network_update_freq: int = 1
+    """Must be 1: the targets move with the delayed actor steps (``policy_delay``)."""
+    tau: float = 0.005
+    """Polyak coefficient of a target update (the critics' and the actor's targets)."""
+    q_model: dict[str, Any] = option({}, dict_of("q_model must be a dict of model config keys"))
+    """The critics' own model keys, over ``model``'s (which the critics share otherwise)."""
+    actor_lr: float | None = option(None, optional(number_in(0.0, low_open=True)))
+    """The actor's learning rate (None: ``lr``)."""
+    critic_lr: float | None = option(None, optional(number_in(0.0, low_open=True)))
+    """The critics' learning rate (None: ``lr``)."""
+    twin_q: bool = option(True, as_bool)
+    """Two critics, the smaller target estimate bootstrapped (clipped double Q)."""
+    policy_delay: int = option(2, int_at_least(1))
+    """Critic steps per actor step (and per target update)."""
+    target_noise: float = option(0.2, number_in(0.0))
+    """Standard deviation of the Gaussian noise on the target action (0: no smoothing)."""
+    target_noise_clip: float = option(0.5, number_in(0.0))
+    """The target action noise is clipped to ``[-target_noise_clip, target_noise_clip]``."""
+    exploration_noise: str = option("gaussian", choice("gaussian", "ornstein_uhlenbeck"))
+    """The acting noise: ``"gaussian"`` or ``"ornstein_uhlenbeck"`` (one process per env,
+    not reset at episode ends)."""
+    exploration_sigma: float = option(0.1, number_in(0.0))
+    """The exploration noise's standard deviation (Gaussian) or diffusion scale (OU)."""
+    ou_theta: float = option(0.15, number_in(0.0))
+    """The Ornstein-Uhlenbeck process's mean-reversion rate."""
+    ou_dt: float = option(0.01, number_in(0.0, low_open=True))
+    """The Ornstein-Uhlenbeck process's time step."""
+
+    ALGORITHM: ClassVar[str] = "TD3"
+    MODEL_DEFAULTS: ClassVar[Mapping[str, Any]] = SAC_MODEL_DEFAULTS
+
+    def q_model_config(self) -> ModelConfig:
+        """The critics' validated model config."""
+        return ModelConfig.from_dict({**SAC_MODEL_DEFAULTS, **self.model, **self.q_model})
+
+    def _validate_algorithm(self) -> None:
+        super()._validate_algorithm()
+        self.q_model_config()
+        name = self.ALGORITHM
+        if self.lr_schedule is not None:
+            raise ValueError(f"lr_schedule is not supported for {name}; set actor_lr / critic_lr")
+        if self.target_network_update_freq != 1:
+            raise ValueError(
+                f"target_network_update_freq={self.target_network_update_freq}: {name} moves "
+                "its targets with each delayed actor step (policy_delay); leave it at 1"
+            )
+        if self.prioritized_replay:
+            raise ValueError(
+                f"prioritized_replay=True: {name} samples its replay uniformly; leave it False"
+            )
+        for key in ("actor_lr", "critic_lr"):
+            if getattr(self, key) is None:
+                setattr(self, key, self.lr)
+
+
+@dataclass
+class DDPGConfig(TD3Config):
+    """Settings of a DDPG run: TD3 with its three additions taken out, as in
+    Stable-Baselines3 and the TD3 paper's "our DDPG" baseline: one critic
+    (``twin_q=False``), no target policy smoothing (``target_noise=0``), the actor and the
+    targets updated with every critic step (``policy_delay=1``). What stays from TD3:
+    the tanh-bounded actor, Gaussian exploration noise of 0.1 (``exploration_noise=
+    "ornstein_uhlenbeck"`` for the original DDPG paper's), Polyak targets with
+    ``tau=0.005``, Adam at 1e-3 and [256, 256] ReLU networks, no batch normalisation."""
+
+    twin_q: bool = False
+    """Two critics, the smaller target estimate bootstrapped (clipped double Q)."""
+    policy_delay: int = 1
+    """Critic steps per actor step (and per target update)."""
+    target_noise: float = 0.0
+    """Standard deviation of the Gaussian noise on the target action (0: no smoothing)."""
+
+    ALGORITHM: ClassVar[str] = "DDPG"

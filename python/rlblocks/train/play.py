@@ -35,6 +35,7 @@ import numpy as np
 
 from rlblocks.nest import tree_index
 from rlblocks.spaces import clip_actions
+from rlblocks.wrappers.vector_steps import episode_success
 
 if TYPE_CHECKING:  # the multi-agent side imports torch (its masks); the loop needs none
     from rlblocks.multiagent.envs import MultiAgentVectorEnv
@@ -70,7 +71,11 @@ class LaneActor(Protocol):
 
 
 def play_episode(
-    actor: LaneActor, env: Any, seed: int | None, clip: Any = None
+    actor: LaneActor,
+    env: Any,
+    seed: int | None,
+    clip: Any = None,
+    successes: list[float] | None = None,
 ) -> tuple[float, int]:
     """One episode of the single-agent ``env`` from ``reset(seed=seed)``, ``actor`` acting
     for its one lane; ``(return, length)``.
@@ -81,6 +86,8 @@ def play_episode(
         env: A plain gymnasium env.
         seed: The reset seed.
         clip: The action space to clip Box actions into before stepping (None: no clipping).
+        successes: A list to append the episode's success flag to, when the info of its
+            last step has one (``is_success`` or ``success``).
     """
     raw, _ = env.reset(seed=seed)
     state = actor.initial_state(1)
@@ -93,7 +100,7 @@ def play_episode(
         action = tree_index(actions, 0)
         if clip is not None:
             action = clip_actions(action, clip)
-        raw, reward, terminated, truncated, _ = env.step(action)
+        raw, reward, terminated, truncated, info = env.step(action)
         total += float(reward)
         length += 1
         done = bool(terminated or truncated)
@@ -103,6 +110,10 @@ def play_episode(
         if pr is not None:
             pr = np.roll(pr, -1, axis=1)
             pr[0, -1] = reward
+    if successes is not None:
+        success = episode_success([info], 0)
+        if success is not None:
+            successes.append(success)
     return total, length
 
 

@@ -1,4 +1,5 @@
-"""Restoring whichever trainer wrote a checkpoint: PPO (single- or multi-agent), DQN, SAC.
+"""Restoring whichever trainer wrote a checkpoint: PPO (single- or multi-agent), DQN, SAC,
+TD3, DDPG.
 
 Examples:
     >>> from rlblocks.train import restore_trainer  # doctest: +SKIP
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from rlblocks.train.checkpoint import checkpoint_meta
 from rlblocks.train.multiagent import MultiAgentPPOTrainer
-from rlblocks.train.offpolicy import DQNTrainer, SACTrainer
+from rlblocks.train.offpolicy import DDPGTrainer, DQNTrainer, SACTrainer, TD3Trainer
 from rlblocks.train.ppo import PPOTrainer
 from rlblocks.train.trainer import Trainer
 
@@ -21,13 +22,13 @@ __all__ = ["restore_trainer"]
 def restore_trainer(path: str | Path, log: bool = True) -> Trainer:
     """The ``restore`` of the trainer that wrote the checkpoint (by the ``format`` in its
     ``meta.json``): :class:`PPOTrainer`, :class:`MultiAgentPPOTrainer`, :class:`DQNTrainer`
-    or :class:`SACTrainer`.
+    :class:`SACTrainer`, :class:`TD3Trainer` or :class:`DDPGTrainer`.
 
     Raises:
         ValueError: No checkpoint there, or a corrupt one.
     """
     kind = checkpoint_meta(path).get("format")
-    for trainer in (MultiAgentPPOTrainer, DQNTrainer, SACTrainer):
+    for trainer in (MultiAgentPPOTrainer, DQNTrainer, SACTrainer, TD3Trainer, DDPGTrainer):
         if kind == trainer.FORMAT:
             return trainer.restore(path, log=log)
     return PPOTrainer.restore(path, log=log)

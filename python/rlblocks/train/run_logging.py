@@ -18,7 +18,7 @@ from rlblocks.train.checkpoint import (
     recover_interrupted_saves,
 )
 from rlblocks.train.logger import ProgressLogger, truncate_progress
-from rlblocks.train.rundir import RunDirLock, lock_run_dir
+from rlblocks.train.rundir import RunDirLock, claim_run_dir, lock_run_dir
 
 __all__ = ["BEST", "RunDirectoryMixin"]
 
@@ -54,6 +54,16 @@ class RunDirectoryMixin:
                 f"cannot use {str(run_dir)!r} as the run directory: {err.strerror or err}"
             ) from err
         self.run_dir = run_dir
+
+    def _claim_run_dir(self, run_dir: Path) -> None:
+        """Locks the run directory of a new run, refusing one that holds a previous run or
+        other files (:func:`~rlblocks.train.rundir.claim_run_dir`): a new run never mixes its
+        ``progress.csv`` and checkpoints with an earlier one's."""
+        hint = (
+            f"continue it with {type(self).__name__}.restore({str(run_dir)!r}), or pass "
+            "another run_dir (or delete that run)"
+        )
+        self._run_lock = claim_run_dir(run_dir, resume_hint=hint)
 
     def _lock_run_dir(self, run_dir: Path) -> None:
         """Holds ``run_dir``'s writer lock until :meth:`close` (:mod:`rlblocks.train.rundir`)."""

@@ -140,7 +140,10 @@ def run_files(run_dir: str | Path) -> tuple[list[str], list[str]]:
 
 
 def claim_run_dir(
-    run_dir: str | Path, overwrite: bool = False, fresh_name: bool = False
+    run_dir: str | Path,
+    overwrite: bool = False,
+    fresh_name: bool = False,
+    resume_hint: str | None = None,
 ) -> RunDirLock:
     """Locks the run directory of a new run and checks that it may be written.
 
@@ -151,6 +154,8 @@ def claim_run_dir(
             ``run_dir_1``, ``run_dir_2``, ... are tried (created atomically, so that two
             runs started in the same second never share one). The claimed directory is
             the lock's :attr:`RunDirLock.path`.
+        resume_hint: What the refusal of a previous run tells to do instead (default: the
+            command line's ``--resume`` / ``--overwrite`` / ``--run-dir``).
 
     Raises:
         ValueError: Another process writes there; the directory holds a previous run
@@ -171,10 +176,12 @@ def claim_run_dir(
                 f"({shown}); pick a new or empty --run-dir"
             )
         if ours and not overwrite:
-            raise ValueError(
-                f"run directory {str(run)!r} holds a previous run ({_describe(run, ours)}); "
+            hint = resume_hint or (
                 f"pass --resume {run} to continue it, --overwrite to replace it, or pick "
                 "another --run-dir"
+            )
+            raise ValueError(
+                f"run directory {str(run)!r} holds a previous run ({_describe(run, ours)}); " + hint
             )
         for name in ours:
             path = run / name
@@ -243,7 +250,7 @@ def _describe(run: Path, names: list[str]) -> str:
     parts = []
     rows = len(read_progress(run)) if "progress.csv" in names else 0
     if rows:
-        parts.append(f"{rows} progress rows")
+        parts.append(f"{rows} progress row{'s' if rows != 1 else ''}")
     n = len(list_checkpoints(run))
     if n:
         parts.append(f"{n} checkpoint{'s' if n != 1 else ''}")

@@ -239,10 +239,13 @@ class EnvRunner:
         self._prev_rewards = np.zeros((self.num_envs, n_r), np.float32) if n_r else None
         self._obs: np.ndarray | None = None
         self._seed = seed
-        # the env calls and the per-step bookkeeping (valid rows, episode starts, returns)
+        # the env calls and the per-step bookkeeping (valid rows, episode starts, returns); a
+        # plain SyncVectorEnv's sub-envs are stepped directly (the same calls, without its
+        # batching of observations and infos: the preprocessor batches the list)
         self.steps = VectorSteps(
             self.venv,
             config.env_name,
+            sub_envs=True,
             needs="PPO needs SAME_STEP or NEXT_STEP (gymnasium's default)",
         )
         self.reward_scaler: RewardScaler | None = None

@@ -60,6 +60,11 @@ def json_config(config: TrainerConfig) -> dict[str, Any]:
     if callable(d["env"]):
         fn = d["env"]
         d["env"] = f"<callable {getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}>"
+    fn = d.get("goal_reward")
+    if callable(fn):  # the off-policy configs' hindsight reward (rlblocks.train.hindsight)
+        d["goal_reward"] = (
+            f"<callable {getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}>"
+        )
     return d
 
 
@@ -191,6 +196,7 @@ class Trainer(RunDirectoryMixin):
         self._run_lock: RunDirLock | None = None
         if run_dir is not None:
             try:
+                self._claim_run_dir(Path(run_dir))
                 self._open_run_dir(Path(run_dir))
             except Exception:
                 self.close()
@@ -263,6 +269,10 @@ class Trainer(RunDirectoryMixin):
                 "episode_len_mean",
             ):
                 metrics[f"evaluation/{key}"] = math.nan if evaluation is None else evaluation[key]
+            if getattr(self, "tracks_success", False):  # a column from the first row on
+                metrics["evaluation/success_rate"] = (
+                    math.nan if evaluation is None else evaluation.get("success_rate", math.nan)
+                )
         self.last_metrics = metrics
         if self._logger is not None:
             self._logger.write(metrics)

@@ -362,6 +362,23 @@ class PPOConfig(TrainerConfig):
     ``policies`` (``{policy_id: {"model": {...}}}``: a policy's own model keys over
     ``model``) and ``agent_id_one_hot`` (also show a shared policy the agent's index)."""
 
+    selfplay_snapshot_every: int = option(0, int_at_least(0))
+    """Turn-based games (one ``shared`` policy, native trainer): every this many iterations a
+    frozen snapshot of the policy joins the opponent pool (:mod:`rlblocks.train.opponents`);
+    0: no pool, the policy only plays itself."""
+    selfplay_pool_size: int = option(5, int_at_least(1))
+    """The opponent pool keeps the newest this many snapshots."""
+    selfplay_opponent_prob: float = option(0.5, number_in(0.0, 1.0))
+    """Per env copy and game, the probability that a pool snapshot (uniformly drawn) plays
+    every seat but the learner's; else the policy plays itself."""
+    selfplay_eval_interval: int = option(10, int_at_least(0))
+    """Turn-based games (native trainer): every this many iterations, ``selfplay_eval_games``
+    games against a random legal player and against the pool, written as
+    ``selfplay/win_rate_random`` ... ``selfplay/loss_rate_pool`` (NaN in other
+    iterations); 0: never."""
+    selfplay_eval_games: int = option(20, int_at_least(1))
+    """Games per opponent in each self-play evaluation (seats alternate)."""
+
     ALGORITHM: ClassVar[str] = "PPO"
     MODEL_DEFAULTS: ClassVar[Mapping[str, Any]] = PPO_MODEL_DEFAULTS
     OTHER_NAMES: ClassVar[Mapping[str, str]] = _PPO_OTHER_NAMES

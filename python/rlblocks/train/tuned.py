@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "ALIASES",
     "STOP_KEYS",
     "TUNED_DIR",
     "TunedConfig",
@@ -39,9 +40,11 @@ __all__ = [
 TUNED_DIR = Path(__file__).with_name("tuned_configs")
 _MEASURED = TUNED_DIR / "measured.json"
 # Keys of a config file that are not PPO config keys.
-_META_KEYS = ("stop", "description", "hardware", "algo")
+_META_KEYS = ("stop", "description", "hardware", "algo", "zoo", "extra")
+#: Names the tuned configs had before they were named ``<env>_<algo>`` (still accepted).
+ALIASES = {"cartpole": "cartpole_ppo", "acrobot": "acrobot_ppo", "pendulum": "pendulum_ppo"}
 #: The algorithms a tuned config (or a config file's ``algo:``) may name for the native trainer.
-NATIVE_ALGOS = ("PPO", "DQN", "SAC")
+NATIVE_ALGOS = ("PPO", "DQN", "SAC", "TD3", "DDPG")
 
 
 @dataclass(frozen=True)
@@ -57,8 +60,13 @@ class TunedConfig:
     """Where the budget is meant to be run (``CPU``; or a GPU / long CPU run for Atari)."""
     algo: str = "PPO"
     """The algorithm (``PPO``, ``DQN`` or ``SAC``)."""
+    zoo: tuple[float, int] | None = None
+    """rl-baselines3-zoo's published ``(return, step budget)`` for this env and algorithm (the
+    file's ``zoo: {episode_return_mean, timesteps_total}``; None: the zoo publishes none)."""
     measured: dict[str, Any] = field(default_factory=dict)
     """The last ``bench_tuned.py --record`` figures (empty if never measured)."""
+    extra: str | None = None
+    """The rlblocks extra the env needs (``pip install "rlblocks[<extra>]"``), if any."""
 
     @property
     def env(self) -> str:
@@ -171,15 +179,21 @@ def list_tuned() -> list[TunedConfig]:
 
 
 def load_tuned(name: str) -> TunedConfig:
-    """The tuned config ``name`` (a file stem in ``tuned_configs/``).
+    """The tuned config ``name`` (a file stem in ``tuned_configs/``, or an old name in
+    :data:`ALIASES`).
 
     Raises:
         ValueError: No such tuned config (the message lists the close names).
+
+    Examples:
+        >>> load_tuned("cartpole").name
+        'cartpole_ppo'
     """
+    name = ALIASES.get(name, name)
     path = TUNED_DIR / f"{name}.yaml"
     if not path.is_file():
         names = [p.stem for p in sorted(TUNED_DIR.glob("*.yaml"))]
-        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+        close = difflib.get_close_matches(name, [*names, *ALIASES], n=3, cutoff=0.5)
         hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
         raise ValueError(
             f"no tuned config {name!r}{hint} (`rlblocks tuned` lists them: {', '.join(names)})"
@@ -195,9 +209,21 @@ def load_tuned(name: str) -> TunedConfig:
         stop_reward=reward,
         stop_timesteps=steps,
         hardware=str(data.get("hardware", "CPU")),
+        zoo=_zoo(data.get("zoo")),
         algo=str(data.get("algo", "PPO")),
         measured=_measured().get(name, {}),
+        extra=str(data["extra"]) if data.get("extra") else None,
     )
+
+
+def _zoo(block: Any) -> tuple[float, int] | None:
+    """A config file's ``zoo:`` block -> ``(return, steps)`` (validated as a stop block)."""
+    if block is None:
+        return None
+    _, reward, steps = split_stop({"stop": block})
+    if reward is None or steps is None:
+        raise ValueError(f"zoo must hold episode_return_mean and timesteps_total, got {block!r}")
+    return reward, steps
 
 
 def tuned_for(env: str, wrapper: str | None = None) -> list[str]:

@@ -24,11 +24,31 @@ from __future__ import annotations
 
 from typing import Any, TypeGuard
 
+import gymnasium as gym
 import numpy as np
+from gymnasium.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete, Tuple
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.vector.utils import iterate
 
 __all__ = ["SubEnvSteps"]
+
+
+def _per_env(space: gym.Space, actions: Any) -> Any:
+    """The batched ``actions`` env by env, as gymnasium's ``iterate(space, actions)`` gives
+    them (array rows; tuples and dicts of those), without its per-call dispatch and its
+    item-by-item walk over a Tuple space."""
+    if isinstance(space, (Box, Discrete, MultiDiscrete, MultiBinary)) and isinstance(
+        actions, np.ndarray
+    ):
+        return iter(actions)
+    if type(space) is Tuple and isinstance(actions, tuple):
+        parts = [_per_env(s, a) for s, a in zip(space.spaces, actions, strict=True)]
+        return zip(*parts, strict=True)
+    if type(space) is Dict and isinstance(actions, dict):
+        keys = list(space.spaces)
+        rows = zip(*(_per_env(space.spaces[k], actions[k]) for k in keys), strict=True)
+        return (dict(zip(keys, row, strict=True)) for row in rows)
+    return iterate(space, actions)
 
 
 class SubEnvSteps:
@@ -65,7 +85,8 @@ class SubEnvSteps:
             ``(observations, rewards, terminated, truncated, infos, finals)``: the
             observations and infos per env; ``finals[i]`` is env ``i``'s final
             observation where same-step autoreset just reset it (its observation is then
-            the new episode's first), else None.
+            the new episode's first, its info the reset's with the ended step's info
+            under ``"final_info"``), else None.
         """
         vec = self.vec
         n = vec.num_envs
@@ -76,14 +97,15 @@ class SubEnvSteps:
         terminated = np.zeros(n, bool)
         truncated = np.zeros(n, bool)
         resets = vec._autoreset_envs if self.next_step else np.zeros(n, bool)
-        per_env = zip(vec.envs, iterate(vec.action_space, actions), strict=True)
+        per_env = zip(vec.envs, _per_env(vec.action_space, actions), strict=True)
         for i, (env, action) in enumerate(per_env):
             if resets[i]:
                 obs[i], infos[i] = env.reset()
                 continue
             obs[i], rewards[i], terminated[i], truncated[i], infos[i] = env.step(action)
             if not self.next_step and (terminated[i] or truncated[i]):
-                finals[i] = obs[i]
+                finals[i], last = obs[i], infos[i]
                 obs[i], infos[i] = env.reset()
+                infos[i] = {**infos[i], "final_info": last}  # the ended step's, as gymnasium
         vec._autoreset_envs = terminated | truncated
         return obs, rewards, terminated, truncated, infos, finals

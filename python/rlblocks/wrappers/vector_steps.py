@@ -51,7 +51,7 @@ from gymnasium.vector import AutoresetMode
 from rlblocks.wrappers.env_errors import call_env
 from rlblocks.wrappers.sub_envs import SubEnvSteps
 
-__all__ = ["Step", "StepResult", "VectorSteps", "call_copy"]
+__all__ = ["Step", "StepResult", "VectorSteps", "call_copy", "episode_success"]
 
 
 class StepResult(NamedTuple):
@@ -94,6 +94,40 @@ class Step(NamedTuple):
     starts: np.ndarray
     finals: Any
     any_done: bool
+
+
+def episode_success(info: Any, e: int) -> float | None:
+    """Env ``e``'s success flag at the step that ended its episode: ``info["is_success"]``
+    (gymnasium-robotics) or ``info["success"]`` (PointMaze), from a list of per-env infos or
+    a vector env's batched info (same-step autoreset: its ``final_info``); None when the
+    env gives neither.
+
+    Examples:
+        >>> episode_success([{"is_success": 1.0}, {}], 0), episode_success([{}], 0)
+        (1.0, None)
+    """
+    if isinstance(info, (list, tuple)):
+        one: dict[str, Any] = info[e] if e < len(info) and isinstance(info[e], dict) else {}
+        last = one.get("final_info")
+        if isinstance(last, dict):
+            one = last
+        for key in ("is_success", "success"):
+            if key in one:
+                return float(one[key])
+        return None
+    if not isinstance(info, dict):
+        return None
+    final = info.get("final_info")
+    mask = info.get("_final_info")
+    if isinstance(final, dict) and mask is not None and bool(np.asarray(mask)[e]):
+        info = final
+    for key in ("is_success", "success"):
+        if key in info:
+            mask = info.get(f"_{key}")
+            if mask is not None and not bool(np.asarray(mask).reshape(-1)[e]):
+                continue
+            return float(np.asarray(info[key]).reshape(-1)[e])
+    return None
 
 
 def call_copy(
@@ -157,6 +191,9 @@ class VectorSteps:
         self.ep_len = np.zeros(n, np.int64)
         self.returns: list[float] = []
         self.lengths: list[int] = []
+        #: The success flags of the finished episodes whose env gives one (``is_success``
+        #: or ``success`` in the info of their last step), since :meth:`take_successes`.
+        self.successes: list[float] = []
 
     def _call(self, method: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if not self.wrap_errors:
@@ -233,6 +270,9 @@ class VectorSteps:
             for e in np.flatnonzero(dones):
                 self.returns.append(float(self.ep_return[e]))
                 self.lengths.append(int(self.ep_len[e]))
+                success = episode_success(result.info, int(e))
+                if success is not None:
+                    self.successes.append(success)
             self.ep_return[dones] = 0.0
             self.ep_len[dones] = 0
         finals = result.finals
@@ -244,6 +284,12 @@ class VectorSteps:
         """The returns and lengths of the episodes finished since the last call."""
         out = self.returns, self.lengths
         self.returns, self.lengths = [], []
+        return out
+
+    def take_successes(self) -> list[float]:
+        """The success flags of the episodes finished since the last call (those that
+        have one)."""
+        out, self.successes = self.successes, []
         return out
 
     def state_dict(self) -> dict[str, Any]:

@@ -9,13 +9,18 @@ products written straight into the parameters' ``.grad`` tensors.
 
 It covers the catalog's :class:`~rlblocks.models.fcnet.FullyConnectedNetwork` (any
 hidden sizes, ``tanh`` / ``relu`` / linear activations, shared or separate value layers,
-``no_final_linear``, ``free_log_std``) with a :class:`~rlblocks.distributions.Categorical`
-or :class:`~rlblocks.distributions.DiagGaussian` head, and every term of the PPO loss
-(clipped surrogate, clipped or plain value loss, entropy bonus, KL penalty, advantage
-standardisation). :meth:`FCBackprop.build` returns None for anything else (other models
-or distributions, ``custom_loss``, frozen parameters, module hooks, and any config field
-it does not know: see :data:`LOSS_FIELDS`) and the learner uses autograd. Tests compare
-both paths' gradients and updates.
+``no_final_linear``, ``free_log_std``), alone or inside an
+:class:`~rlblocks.models.action_mask.ActionMaskModel` (masked logits get no gradient), with
+every head of :mod:`rlblocks.train.fast.head_grads`: Categorical, MultiCategorical, their
+masked twins, DiagGaussian, and Tuple / Dict multi-action heads made of those; and every
+term of the PPO loss (clipped surrogate, clipped or plain value loss, entropy bonus, KL
+penalty, advantage standardisation). :meth:`FCBackprop.choose` says why not for anything
+else (other models or distributions, ``custom_loss``, frozen parameters, and any config
+field it does not know: see :data:`LOSS_FIELDS`), :meth:`FCBackprop.build` then returns
+None, and the learner uses autograd and logs the reason once (as it uses autograd while a
+module hook is set). Tests compare
+both paths' gradients and updates. RLlib's learner (:meth:`for_model` with
+``every_head=False``) keeps to the Categorical and DiagGaussian heads of a bare network.
 
 Examples:
     >>> import gymnasium as gym, torch
@@ -36,9 +41,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from rlblocks.distributions import Categorical, DiagGaussian
-from rlblocks.distributions.base import _HALF_LOG_2PI, LOG_BOUND
+from rlblocks.distributions.base import FLOAT_MIN
+from rlblocks.masks import MaskLayout, action_mask_fill
+from rlblocks.models.action_mask import ActionMaskModel
+from rlblocks.models.fcnet import FullyConnectedNetwork
 from rlblocks.models.modelv2 import ModelV2
-from rlblocks.train.fast.dense_layers import FCLayers, backward_stack, run_stack
+from rlblocks.train.fast.dense_layers import BypassCheck, FCLayers, backward_stack, run_stack
+from rlblocks.train.fast.head_grads import GaussianGrads, HeadGrads, LogitsGrads, head_grads
 
 if TYPE_CHECKING:
     from rlblocks.train.trainer_config import PPOConfig
@@ -97,6 +106,12 @@ OUTSIDE_THE_LOSS = frozenset(
         "clip_reward",
         "evaluation_interval",
         "evaluation_episodes",
+        # self-play: who plays the other seats, and the evaluation games
+        "selfplay_snapshot_every",
+        "selfplay_pool_size",
+        "selfplay_opponent_prob",
+        "selfplay_eval_interval",
+        "selfplay_eval_games",
     }
 )
 
@@ -112,17 +127,23 @@ class FCBackprop:
     """
 
     def __init__(
-        self, layers: FCLayers, gaussian: bool, action_start: int, config: PPOConfig | None
+        self,
+        layers: FCLayers,
+        head: HeadGrads,
+        config: PPOConfig | None,
+        mask_model: ActionMaskModel | None = None,
     ) -> None:
         self.layers = layers
-        self.gaussian = gaussian
-        self.action_start = action_start
+        self.head = head
         self.config = config
         self.free_log_std = layers.free_log_std
         self.params = list(layers.model.parameters())
-        # (logp of the actions, d(logp)/d(out), the entropy and KL terms' gradient (None
-        # when neither is in the loss), entropy, KL): means over the rows, or weighted sums
-        self._dist_terms = self._gaussian if gaussian else self._categorical
+        self.mask_model = mask_model
+        self._mask: tuple[slice, slice, MaskLayout] | None = None
+        self._wrapper: BypassCheck | None = None
+        if mask_model is not None:
+            self._mask = (mask_model.mask_columns, mask_model.obs_columns, mask_model.layout)
+            self._wrapper = BypassCheck([mask_model], [])
 
     @classmethod
     def build(
@@ -130,38 +151,65 @@ class FCBackprop:
     ) -> FCBackprop | None:
         """The fast path for ``model`` with ``dist_class``, or None when the model, the
         distribution or a config field is not covered (the learner then uses autograd)."""
+        chosen = cls.choose(model, dist_class, config)
+        return None if isinstance(chosen, str) else chosen
+
+    @classmethod
+    def choose(
+        cls, model: ModelV2, dist_class: Callable[..., Any], config: PPOConfig
+    ) -> FCBackprop | str:
+        """:meth:`build`, or why not (one line: the config field, model or head)."""
         unknown = {f.name for f in dataclasses.fields(config)} - LOSS_FIELDS - OUTSIDE_THE_LOSS
         if unknown:
-            return None
-        return cls.for_model(model, dist_class, config)
+            return f"config fields the closed form does not implement: {sorted(unknown)}"
+        return cls.for_model(model, dist_class, config, every_head=True)
 
     @classmethod
     def for_model(
-        cls, model: ModelV2, dist_class: Callable[..., Any], config: PPOConfig | None = None
-    ) -> FCBackprop | None:
+        cls,
+        model: ModelV2,
+        dist_class: Callable[..., Any],
+        config: PPOConfig | None = None,
+        every_head: bool = False,
+    ) -> FCBackprop | str:
         """The closed form for ``model`` with ``dist_class`` (no config check: for
-        :meth:`step_rllib`, whose coefficients are arguments), or None when the model or
-        the distribution is not covered."""
-        layers = FCLayers.from_model(model)
+        :meth:`step_rllib`, whose coefficients are arguments), or why not.
+        ``every_head``: every head of :func:`~rlblocks.train.fast.head_grads.head_grads`
+        and action-mask models; else a bare network with a Categorical or DiagGaussian."""
+        mask_model = None
+        inner = model
+        if every_head and type(model) is ActionMaskModel and not model.full_obs:
+            mask_model, inner = model, model.inner
+            if "custom_loss" in vars(model):
+                return "a custom_loss"
+        layers = FCLayers.from_model(inner)
         if layers is None:
-            return None
-        if type(model).custom_loss is not ModelV2.custom_loss or "custom_loss" in vars(model):
-            return None
+            if type(inner) is FullyConnectedNetwork:
+                return "a FullyConnectedNetwork layer it does not cover (activation, value head)"
+            return f"a {type(inner).__name__} model"
+        if type(inner).custom_loss is not ModelV2.custom_loss or "custom_loss" in vars(inner):
+            return "a custom_loss"
         if any(not p.requires_grad for p in model.parameters()):
-            return None
+            return "frozen parameters"
         try:
             probe = dist_class(torch.zeros(1, int(model.num_outputs or 0)), model)
-        except (ValueError, TypeError):
-            return None
-        if type(probe) is Categorical and probe.temperature == 1.0 and layers.free_log_std is None:
-            return cls(layers, False, probe._start, config)
-        if type(probe) is DiagGaussian:
-            return cls(layers, True, 0, config)
-        return None
+        except (ValueError, TypeError) as err:
+            return f"a head that does not build on zeros ({err})"
+        head = head_grads(probe, layers.free_log_std, mask_model is not None)
+        if isinstance(head, str):
+            return head
+        if not every_head and not (
+            (type(probe) is Categorical and isinstance(head, LogitsGrads))
+            or (type(probe) is DiagGaussian and isinstance(head, GaussianGrads))
+        ):
+            return f"{type(probe).__name__} head"
+        return cls(layers, head, config, mask_model)
 
     def usable(self) -> bool:
         """False while the fast path would differ from autograd (a hook is set, a layer was
         replaced or parametrized): the learner then uses autograd."""
+        if self._wrapper is not None and not self._wrapper.intact(training=True):
+            return False
         return self.layers.matches_model(training=True)
 
     # --- one minibatch ----------------------------------------------------------------------
@@ -181,15 +229,21 @@ class FCBackprop:
                 p.grad = torch.zeros_like(p)
         with torch.no_grad():
             fwd = self._forward(data["obs"])
-            out, values, n = fwd.out, fwd.values, fwd.n
+            out, values, n = fwd.masked_out, fwd.values, fwd.n
 
             # loss terms and d(loss)/d(out) [n, k], d(loss)/d(log_std) for free_log_std
             adv = data["advantages"]
             if normalize_advantages:
                 mean = adv.mean()
                 adv = (adv - mean) / (torch.sqrt(((adv - mean) ** 2).mean()) + 1e-8)
-            logp, d_out, d_extra, entropy, kl = self._dist_terms(
-                out, data, cfg.entropy_coeff, kl_coeff, None, record
+            logp, d_out, d_extra, entropy, kl = self.head.terms(
+                out,
+                data["actions"],
+                data["dist_inputs"],
+                cfg.entropy_coeff,
+                kl_coeff,
+                None,
+                record,
             )
             log_ratio = logp - data["logp"]
             ratio = torch.exp(log_ratio)
@@ -266,9 +320,9 @@ class FCBackprop:
                 p.grad = torch.zeros_like(p)
         with torch.no_grad():
             fwd = self._forward(data["obs"])
-            out, values = fwd.out, fwd.values
-            logp, d_out, d_extra, entropy, kl = self._dist_terms(
-                out, data, entropy_coeff, kl_coeff, weights, True
+            out, values = fwd.masked_out, fwd.values
+            logp, d_out, d_extra, entropy, kl = self.head.terms(
+                out, data["actions"], data["dist_inputs"], entropy_coeff, kl_coeff, weights, True
             )
             w = weights if weights is not None else out.new_full((fwd.n,), 1.0 / fwd.n)
             adv = data["advantages"]
@@ -299,21 +353,30 @@ class FCBackprop:
 
     # --- shared pieces --------------------------------------------------------------------
     def _forward(self, obs: torch.Tensor) -> _Forward:
-        """The forward pass, keeping every layer's output for the backward pass."""
+        """The forward pass, keeping every layer's output for the backward pass (an
+        action-mask model's masked logits at ``FLOAT_MIN``)."""
         layers = self.layers
         x = layers.flat_input(obs)
+        fill = None
+        if self._mask is not None:
+            mask_cols, obs_cols, layout = self._mask
+            fill = action_mask_fill(x[:, mask_cols], layout)
+            x = x[:, obs_cols]
         acts = run_stack(layers.trunk, x)
         features = acts[-1]
         out = layers.logits.forward(features) if layers.logits is not None else features
         vacts = run_stack(layers.value_trunk, x) if layers.value_trunk is not None else []
         vf_in = vacts[-1] if vacts else features
         values = layers.value_head.forward(vf_in).reshape(-1)
-        return _Forward(x.shape[0], acts, features, out, vacts, vf_in, values)
+        masked_out = out if fill is None else out.masked_fill(fill, FLOAT_MIN)
+        return _Forward(x.shape[0], acts, features, out, vacts, vf_in, values, masked_out, fill)
 
     def _backward(self, fwd: _Forward, d_out: torch.Tensor, d_values: torch.Tensor) -> None:
         """Writes every parameter's gradient from d(loss)/d(distribution inputs) and
         d(loss)/d(values)."""
         layers = self.layers
+        if fwd.fill is not None:  # masked logits are constants: no gradient
+            d_out = d_out.masked_fill(fwd.fill, 0.0)
         d_features = (
             layers.logits.backward(fwd.features, fwd.out, d_out, need_dx=True)
             if layers.logits is not None
@@ -345,107 +408,6 @@ class FCBackprop:
         torch.sum(d_out[:, k:], 0, out=self.free_log_std.grad)
         return d_out[:, :k]
 
-    def _categorical(
-        self,
-        logits: torch.Tensor,
-        data: dict[str, Any],
-        entropy_coeff: float,
-        kl_coeff: float,
-        weights: torch.Tensor | None,
-        record: bool,
-    ) -> tuple[Any, ...]:
-        """The distribution's terms (``_dist_terms``) for a Categorical."""
-        n = logits.shape[0]
-        log_probs = torch.log_softmax(logits, 1)
-        probs = torch.exp(log_probs)
-        actions = data["actions"].reshape(-1, 1)
-        if self.action_start:
-            actions = actions - self.action_start
-        logp = log_probs.gather(1, actions).squeeze(1)
-        d_logp_d_logits = torch.zeros_like(logits).scatter_(1, actions, 1.0).sub_(probs)
-        zero = logits.new_zeros(())
-        entropy, kl = zero, zero
-        d_extra = None
-        if entropy_coeff != 0.0 or record:
-            row_entropy = -(probs * log_probs).sum(1)
-            entropy = _mean(row_entropy, weights)
-            if entropy_coeff != 0.0:  # d(-c * mean H)/d(logits) = c/n * p (log p + H)
-                d_extra = (
-                    probs
-                    * (log_probs + row_entropy.unsqueeze(1))
-                    * _scale(entropy_coeff, weights, n)
-                )
-        if kl_coeff > 0.0 or record:
-            old_log_probs = torch.log_softmax(data["dist_inputs"], 1)
-            old_probs = torch.exp(old_log_probs)
-            kl = _mean((old_probs * (old_log_probs - log_probs)).sum(1), weights)
-            if kl_coeff > 0.0:  # d KL(old || new)/d(new logits) = p_new - p_old
-                d_kl = (probs - old_probs) * _scale(kl_coeff, weights, n)
-                d_extra = d_kl if d_extra is None else d_extra + d_kl
-        return logp, d_logp_d_logits, d_extra, entropy, kl
-
-    def _gaussian(
-        self,
-        out: torch.Tensor,
-        data: dict[str, Any],
-        entropy_coeff: float,
-        kl_coeff: float,
-        weights: torch.Tensor | None,
-        record: bool,
-    ) -> tuple[Any, ...]:
-        """The distribution's terms (``_dist_terms``) for a diagonal Gaussian (inputs: means,
-        then log-stds)."""
-        n = out.shape[0]
-        if self.free_log_std is not None:
-            k = out.shape[1]
-            mean = out
-            raw_log_std = self.free_log_std.detach().unsqueeze(0).expand(n, -1)
-        else:
-            k = out.shape[1] // 2
-            mean, raw_log_std = out[:, :k], out[:, k:]
-        log_std = raw_log_std.clamp(-LOG_BOUND, LOG_BOUND)
-        in_bounds = ((raw_log_std >= -LOG_BOUND) & (raw_log_std <= LOG_BOUND)).float()
-        std = torch.exp(log_std)
-        actions = data["actions"].reshape(n, k).float()
-        z = (actions - mean) / std
-        logp = (-0.5 * z * z - log_std - _HALF_LOG_2PI).sum(1)
-        # d logp / d mean = z / std, d logp / d log_std = z^2 - 1
-        d_mean = z / std
-        d_log_std = (z * z - 1.0) * in_bounds
-        d_extra_mean: torch.Tensor | None = None
-        d_extra_log_std: torch.Tensor | None = None
-        zero = out.new_zeros(())
-        entropy, kl = zero, zero
-        if entropy_coeff != 0.0 or record:
-            entropy = _mean((log_std + (0.5 + _HALF_LOG_2PI)).sum(1), weights)
-            if entropy_coeff != 0.0:
-                d_extra_log_std = in_bounds * _scale(-entropy_coeff, weights, n)
-        if kl_coeff > 0.0 or record:
-            old_mean, old_raw = data["dist_inputs"].chunk(2, dim=1)
-            old_log_std = old_raw.clamp(-LOG_BOUND, LOG_BOUND)
-            var_ratio = torch.exp(2.0 * (old_log_std - log_std))
-            t = ((old_mean - mean) / std) ** 2
-            kl = _mean((0.5 * (var_ratio + t - 1.0) - (old_log_std - log_std)).sum(1), weights)
-            if kl_coeff > 0.0:
-                scale = _scale(kl_coeff, weights, n)
-                d_kl_mean = (mean - old_mean) / (std * std) * scale
-                d_kl_log_std = (1.0 - var_ratio - t) * in_bounds * scale
-                d_extra_mean = d_kl_mean
-                d_extra_log_std = (
-                    d_kl_log_std if d_extra_log_std is None else d_extra_log_std + d_kl_log_std
-                )
-        d_logp_d_out = torch.cat([d_mean, d_log_std], 1)
-        d_extra = None
-        if d_extra_mean is not None or d_extra_log_std is not None:
-            em = d_extra_mean if d_extra_mean is not None else torch.zeros_like(mean)
-            el = (
-                d_extra_log_std.expand(n, k)
-                if d_extra_log_std is not None
-                else torch.zeros_like(mean)
-            )
-            d_extra = torch.cat([em, el], 1)
-        return logp, d_logp_d_out, d_extra, entropy, kl
-
 
 @dataclasses.dataclass
 class _Forward:
@@ -458,13 +420,5 @@ class _Forward:
     vacts: list[torch.Tensor]
     vf_in: torch.Tensor
     values: torch.Tensor
-
-
-def _mean(rows: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
-    """The mean over the rows, or their ``weights``-weighted sum."""
-    return rows.mean() if weights is None else (rows * weights).sum()
-
-
-def _scale(coeff: float, weights: torch.Tensor | None, n: int) -> Any:
-    """``coeff`` times d(mean)/d(row): ``coeff / n``, or ``coeff * weights`` as a column."""
-    return coeff / n if weights is None else (weights * coeff).unsqueeze(1)
+    masked_out: torch.Tensor  # the distribution inputs: out, masked logits at FLOAT_MIN
+    fill: torch.Tensor | None  # bool [B, K]: the masked logits, without a mask: None

@@ -21,6 +21,7 @@ Examples:
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -29,11 +30,14 @@ import torch
 
 from rlblocks.nest import tree_map
 from rlblocks.train.fast import FCBackprop, FlatParameters, adam_step, clip_grad_norm, make_adam
+from rlblocks.train.fast.choice import log_once
 from rlblocks.train.policy import Policy
 from rlblocks.train.runner import SampleBatch
 from rlblocks.train.trainer_config import PPOConfig
 
 __all__ = ["PPOLearner", "compute_gae", "explained_variance"]
+
+logger = logging.getLogger(__name__)
 
 
 def compute_gae(
@@ -106,7 +110,11 @@ class PPOLearner:
                 self._flat = FlatParameters(self._params)
             except ValueError:  # mixed devices or dtypes
                 pass
-            self._backprop = FCBackprop.build(policy.model, policy.dist_class, config)
+            chosen = FCBackprop.choose(policy.model, policy.dist_class, config)
+            if isinstance(chosen, str):  # autograd, and why (once per process and reason)
+                log_once(logger, "PPO update", f"autograd: the closed form declined {chosen}")
+            else:
+                self._backprop = chosen
             self.optimizer = make_adam(
                 self._params if self._flat is None else [self._flat.param], config.lr
             )

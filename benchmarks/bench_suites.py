@@ -1,0 +1,411 @@
+"""The standard suites against rl-baselines3-zoo's published table (its benchmark.md).
+
+Each row is a tuned config (``rlblocks tuned``) run through the CLI in a fresh process at no
+more than the zoo's step budget, for several seeds, then a deterministic evaluation of the
+final checkpoint (``rlblocks evaluate``, ``--episodes`` episodes). Optionally, per row, the
+CLI's defaults (``rlblocks train --env ID --algo ALGO``, no tuned config) at the same budget,
+and Stable-Baselines3 with the zoo's hyperparameters at the same budget (wall time of both
+measured in the same invocation). Every run is one JSON line on stdout and one line appended
+to the results file (``benchmarks/results/suites.jsonl``), so partial work counts; the table
+(``--table`` or at the end) and ``--write-docs`` (the table in docs/benchmarks.md between its
+markers) are made from that file, never by hand.
+
+Usage::
+
+    python benchmarks/bench_suites.py --rows cartpole_ppo,acrobot_dqn --seeds 0 1 2 [--sb3]
+        [--defaults] [--episodes 10] [--results FILE] [--table] [--write-docs]
+
+Examples:
+    >>> ROWS["cartpole_dqn"].zoo_return, ROWS["cartpole_dqn"].budget
+    (500.0, 50000)
+    >>> summary([{"row": "x", "method": "tuned", "eval_mean": 1.0, "wall_s": 2.0, "steps": 10},
+    ...          {"row": "x", "method": "tuned", "eval_mean": 3.0, "wall_s": 4.0, "steps": 20}])
+    {('x', 'tuned'): {'mean': 2.0, 'std': 1.414, 'n': 2, 'wall_s': 3.0, 'steps': 15}}
+    >>> scaled(-100.0, random=-500.0, tuned=-80.0)
+    0.952
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results" / "suites.jsonl"
+DOCS = ROOT / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- bench_suites: begin -->", "<!-- bench_suites: end -->"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the zoo's table and the tuned config that answers it.
+
+    Attributes:
+        tuned: The tuned config's name.
+        env: The gymnasium id.
+        algo: PPO, DQN, SAC or TD3.
+        zoo_return: The zoo's published mean return (None: the zoo publishes none).
+        zoo_budget: The zoo's step budget.
+        budget: Steps run here (<= ``zoo_budget``).
+        sb3: SB3 constructor arguments from the zoo's hyperparameter file (None: not compared).
+        sb3_envs: Vectorised envs SB3 runs (the zoo's ``n_envs``).
+        sb3_normalize: Whether the zoo wraps the env in ``VecNormalize``.
+        not_here: Why this machine does not run it (empty: it does).
+    """
+
+    tuned: str
+    env: str
+    algo: str
+    zoo_return: float | None
+    zoo_budget: int
+    budget: int
+    sb3: dict[str, Any] | None = None
+    sb3_envs: int = 1
+    sb3_normalize: bool = False
+    not_here: str = ""
+    net: dict[str, Any] = field(default_factory=dict)
+
+
+_DQN_ACROBOT = dict(learning_rate=6.3e-4, batch_size=128, buffer_size=50_000, learning_starts=0,
+                    gamma=0.99, target_update_interval=250, train_freq=4, gradient_steps=-1,
+                    exploration_fraction=0.12, exploration_final_eps=0.1,
+                    policy_kwargs={"net_arch": [256, 256]})  # fmt: skip
+_PPO_LUNAR = dict(n_steps=1024, batch_size=64, gae_lambda=0.98, gamma=0.999, n_epochs=4,
+                  ent_coef=0.01)  # fmt: skip
+_LONG = "SAC at 500k steps runs for hours on 2 shared cores"
+
+#: The rows, by tuned config name (``<env>_<algo>``).
+ROWS: dict[str, Row] = {
+    "cartpole_ppo": Row(
+        "cartpole_ppo", "CartPole-v1", "PPO", 500.0, 100_000, 100_000,
+        dict(n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
+             ent_coef=0.0, learning_rate=1e-3), 8),
+    "cartpole_dqn": Row(
+        "cartpole_dqn", "CartPole-v1", "DQN", 500.0, 50_000, 50_000,
+        dict(learning_rate=2.3e-3, batch_size=64, buffer_size=100_000, learning_starts=1000,
+             gamma=0.99, target_update_interval=10, train_freq=256, gradient_steps=128,
+             exploration_fraction=0.16, exploration_final_eps=0.04,
+             policy_kwargs={"net_arch": [256, 256]})),
+    "acrobot_ppo": Row(
+        "acrobot_ppo", "Acrobot-v1", "PPO", -73.506, 1_000_000, 1_000_000,
+        dict(n_steps=256, gae_lambda=0.94, gamma=0.99, n_epochs=4, ent_coef=0.0), 16, True),
+    "acrobot_dqn": Row("acrobot_dqn", "Acrobot-v1", "DQN", -76.639, 100_000, 100_000,
+                       _DQN_ACROBOT),
+    "mountaincar_dqn": Row(
+        "mountaincar_dqn", "MountainCar-v0", "DQN", -100.849, 120_000, 120_000,
+        dict(learning_rate=4e-3, batch_size=128, buffer_size=10_000, learning_starts=1000,
+             gamma=0.98, target_update_interval=600, train_freq=16, gradient_steps=8,
+             exploration_fraction=0.2, exploration_final_eps=0.07,
+             policy_kwargs={"net_arch": [256, 256]})),
+    "mountaincarcontinuous_sac": Row(
+        "mountaincarcontinuous_sac", "MountainCarContinuous-v0", "SAC", 94.679, 50_000, 50_000),
+    "pendulum_ppo": Row(
+        "pendulum_ppo", "Pendulum-v1", "PPO", -172.225, 100_000, 100_000,
+        dict(n_steps=1024, gae_lambda=0.95, gamma=0.9, n_epochs=10, ent_coef=0.0,
+             learning_rate=1e-3, use_sde=True, sde_sample_freq=4), 4),
+    "pendulum_sac": Row(
+        "pendulum_sac", "Pendulum-v1", "SAC", -156.995, 20_000, 20_000,
+        dict(learning_rate=1e-3)),
+    "pendulum_td3": Row(
+        "pendulum_td3", "Pendulum-v1", "TD3", -151.855, 20_000, 20_000,
+        dict(learning_rate=1e-3, gamma=0.98, buffer_size=200_000, learning_starts=10_000,
+             gradient_steps=1, train_freq=1, policy_kwargs={"net_arch": [400, 300]})),
+    "lunarlander_ppo": Row("lunarlander_ppo", "LunarLander-v3", "PPO", 242.119, 1_000_000,
+                           1_000_000, _PPO_LUNAR, 16),
+    "lunarlander_dqn": Row(
+        "lunarlander_dqn", "LunarLander-v3", "DQN", 154.382, 100_000, 100_000,
+        dict(learning_rate=6.3e-4, batch_size=128, buffer_size=50_000, learning_starts=0,
+             gamma=0.99, target_update_interval=250, train_freq=4, gradient_steps=-1,
+             exploration_fraction=0.12, exploration_final_eps=0.1,
+             policy_kwargs={"net_arch": [256, 256]})),
+    "lunarlandercontinuous_sac": Row(
+        "lunarlandercontinuous_sac", "LunarLanderContinuous-v3", "SAC", 260.390, 500_000,
+        500_000, not_here=_LONG),
+    "bipedalwalker_sac": Row(
+        "bipedalwalker_sac", "BipedalWalker-v3", "SAC", 297.668, 500_000, 500_000,
+        not_here=_LONG),
+    "minigrid_empty8x8_ppo": Row(
+        "minigrid_empty8x8_ppo", "MiniGrid-Empty-8x8-v0", "PPO", None, 100_000, 100_000),
+    "minigrid_doorkey5x5_ppo": Row(
+        "minigrid_doorkey5x5_ppo", "MiniGrid-DoorKey-5x5-v0", "PPO", None, 100_000, 100_000),
+}  # fmt: skip
+
+#: Rows the zoo reports but this machine cannot run (no MuJoCo, no Atari ROMs, no GPU).
+NOT_RUN: tuple[tuple[str, str, str, float, int, str], ...] = (
+    ("Hopper-v5", "PPO", "-", 2410.435, 1_000_000, "MuJoCo is not installed here"),
+    ("HalfCheetah-v5", "PPO", "-", 5819.099, 1_000_000, "MuJoCo is not installed here"),
+    ("Walker2d-v5", "PPO", "-", 3478.798, 1_000_000, "MuJoCo is not installed here"),
+    ("HalfCheetah-v5", "SAC", "-", 9535.451, 1_000_000, "MuJoCo is not installed here"),
+    ("PongNoFrameskip", "PPO", "pong", 20.989, 10_000_000, "no Atari ROMs, no GPU here"),
+    ("BreakoutNoFrameskip", "PPO", "breakout", 398.033, 10_000_000, "no Atari ROMs, no GPU"),
+)
+
+
+def _cli(args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    """``rlblocks ARGS`` in a fresh process, with the rlblocks this process imports (the
+    installed package, or the checkout's ``python/`` where ``PYTHONPATH`` names it)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    code = "from rlblocks.cli import main; raise SystemExit(main())"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True
+    )
+
+
+def _evaluate(run_dir: Path, episodes: int, seed: int) -> dict[str, Any]:
+    done = _cli(["evaluate", str(run_dir), "--episodes", str(episodes), "--seed", str(seed)])
+    if done.returncode != 0:
+        raise RuntimeError(f"rlblocks evaluate {run_dir}: {done.stderr.strip()[-400:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def run_rlblocks(
+    row: Row, seed: int, method: str, episodes: int, work: Path, budget: int
+) -> dict[str, Any]:
+    """One training run through the CLI (``tuned``: the row's tuned config; ``defaults``:
+    ``--env --algo`` alone) at the row's budget, then the deterministic evaluation."""
+    from rlblocks.train.logger import read_progress
+
+    run_dir = work / f"{row.tuned}_{method}_{seed}"
+    source = ["--tuned", row.tuned] if method == "tuned" else ["--algo", row.algo, "--env", row.env]
+    stop_reward = row.zoo_return if row.zoo_return is not None else 0.9
+    start = time.perf_counter()
+    done = _cli(
+        ["train", *source, "--seed", str(seed), "--stop-timesteps", str(budget),
+         "--stop-reward", str(stop_reward), "--no-progress", "--run-dir", str(run_dir)]
+    )  # fmt: skip
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"rlblocks train {row.tuned} ({method}): {done.stderr.strip()[-400:]}")
+    last = read_progress(run_dir)[-1]
+    evaluation = _evaluate(run_dir, episodes, 10_000 + seed)
+    return {
+        "row": row.tuned, "method": method, "seed": seed, "budget": budget,
+        "steps": int(last["timesteps_total"]), "wall_s": round(wall, 1),
+        "train_return": round(float(last["episode_return_mean"]), 3),
+        "eval_mean": round(float(evaluation["episode_return_mean"]), 3),
+        "eval_std": round(float(evaluation["episode_return_std"]), 3), "episodes": episodes,
+    }  # fmt: skip
+
+
+def run_sb3(row: Row, seed: int, episodes: int, budget: int) -> dict[str, Any]:
+    """Stable-Baselines3 with the zoo's hyperparameters at the row's budget, evaluated
+    deterministically on ``episodes`` episodes."""
+    import gymnasium as gym
+    import stable_baselines3 as sb3
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    assert row.sb3 is not None
+    vec = make_vec_env(row.env, n_envs=row.sb3_envs, seed=seed)
+    if row.sb3_normalize:
+        vec = VecNormalize(vec, gamma=row.sb3.get("gamma", 0.99))
+    start = time.perf_counter()
+    model = getattr(sb3, row.algo)("MlpPolicy", vec, seed=seed, device="cpu", **row.sb3)
+    model.learn(total_timesteps=budget)
+    wall = time.perf_counter() - start
+    if row.sb3_normalize:
+        vec.training, vec.norm_reward = False, False
+        eval_env: Any = vec
+    else:
+        eval_env = gym.make(row.env)
+        eval_env.reset(seed=10_000 + seed)
+    mean, std = evaluate_policy(model, eval_env, n_eval_episodes=episodes, deterministic=True)
+    return {
+        "row": row.tuned, "method": "sb3", "seed": seed, "budget": budget,
+        "steps": budget, "wall_s": round(wall, 1), "train_return": None,
+        "eval_mean": round(float(mean), 3), "eval_std": round(float(std), 3),
+        "episodes": episodes,
+    }  # fmt: skip
+
+
+def random_return(env_id: str, episodes: int = 20, seed: int = 0) -> float:
+    """Mean return of uniformly random actions (the 0 of the scaled defaults column)."""
+    import gymnasium as gym
+    from rlblocks.train.envs import registered_id
+
+    env = gym.make(registered_id(env_id))
+    env.action_space.seed(seed)
+    total = 0.0
+    for i in range(episodes):
+        env.reset(seed=seed + i)
+        done = False
+        while not done:
+            _, reward, term, trunc, _ = env.step(env.action_space.sample())
+            total += float(reward)
+            done = term or trunc
+    env.close()
+    return total / episodes
+
+
+def scaled(value: float, random: float, tuned: float) -> float:
+    """``value`` on the scale random = 0, tuned = 1 (rounded to 3 digits)."""
+    return round((value - random) / (tuned - random), 3) if tuned != random else 1.0
+
+
+def read_results(path: Path) -> list[dict[str, Any]]:
+    """The runs in the results file (the last line per row, method and seed wins)."""
+    if not path.is_file():
+        return []
+    latest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            run = json.loads(line)
+            latest[(run["row"], run["method"], run.get("seed"))] = run
+    return list(latest.values())
+
+
+def summary(runs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Per (row, method): mean and sample std over seeds of the final evaluations, the number
+    of seeds, the mean wall time."""
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for run in runs:
+        if run.get("eval_mean") is not None:
+            groups.setdefault((run["row"], run["method"]), []).append(run)
+    out = {}
+    for key, mine in groups.items():
+        values = [float(r["eval_mean"]) for r in mine]
+        out[key] = {
+            "mean": round(statistics.fmean(values), 3),
+            "std": round(statistics.stdev(values), 3) if len(values) > 1 else 0.0,
+            "n": len(values),
+            "wall_s": round(statistics.fmean(float(r["wall_s"]) for r in mine), 1),
+            "steps": round(statistics.fmean(int(r["steps"]) for r in mine)),
+        }
+    return out
+
+
+def _cell(stats: Mapping[str, Any] | None) -> str:
+    if stats is None:
+        return "-"
+    return f"{stats['mean']:.1f} ± {stats['std']:.1f} ({stats['n']}; {stats['steps']:,} steps)"
+
+
+def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> str:
+    """The markdown table: every row (those not run marked so), the zoo's number beside ours."""
+    stats = summary(runs)
+    lines = [
+        "| env | algo | tuned config | steps (zoo's) | rlblocks tuned: eval mean ± std "
+        "(seeds; mean steps run) | zoo | reached | defaults (scaled) | SB3 + zoo settings "
+        "| wall s: ours / SB3 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, row in ROWS.items():
+        tuned = stats.get((name, "tuned"))
+        zoo = "-" if row.zoo_return is None else f"{row.zoo_return:.1f}"
+        target = row.zoo_return if row.zoo_return is not None else 0.9
+        steps = f"{row.budget:,} ({row.zoo_budget:,})"
+        if tuned is None:
+            reason = row.not_here or "not run yet (did not fit the session on the shared machine)"
+            lines.append(
+                f"| {row.env} | {row.algo} | {name} | {steps} | {reason} | {zoo} | - "
+                f"| {_cell(stats.get((name, 'defaults')))} | - | - |"
+            )
+            continue
+        reached = "yes" if tuned["mean"] >= target else f"no (gap {tuned['mean'] - target:.1f})"
+        default = stats.get((name, "defaults"))
+        default_cell = _cell(default)
+        if default is not None and name in randoms:
+            default_cell += f", {scaled(default['mean'], randoms[name], tuned['mean']):.0%}"
+        sb3 = stats.get((name, "sb3"))
+        walls = (
+            f"{tuned['wall_s']:.0f} / {sb3['wall_s']:.0f}" if sb3 else f"{tuned['wall_s']:.0f} / -"
+        )
+        lines.append(
+            f"| {row.env} | {row.algo} | {name} | {steps} | {_cell(tuned)} | {zoo} | {reached} "
+            f"| {default_cell} | {_cell(sb3)} | {walls} |"
+        )
+    for env, algo, tuned_name, zoo_return, budget, why in NOT_RUN:
+        lines.append(
+            f"| {env} | {algo} | {tuned_name} | - ({budget:,}) | not run here: {why} "
+            f"| {zoo_return:.1f} | - | - | - | - |"
+        )
+    return "\n".join(lines)
+
+
+def write_docs(text: str, path: Path = DOCS) -> None:
+    """Replaces what lies between the markers in docs/benchmarks.md with ``text``."""
+    doc = path.read_text()
+    if BEGIN not in doc or END not in doc:
+        raise ValueError(f"{path}: the markers {BEGIN} and {END} are missing")
+    head, rest = doc.split(BEGIN, 1)
+    path.write_text(f"{head}{BEGIN}\n{text}\n{END}{rest.split(END, 1)[1]}")
+
+
+def _randoms(path: Path) -> dict[str, float]:
+    """Random-policy returns per row, kept beside the results (measured once per env)."""
+    cache = path.with_name("suites_random.json")
+    data: dict[str, float] = json.loads(cache.read_text()) if cache.is_file() else {}
+    return data
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the chosen rows and seeds, appends each run to the results file, prints the table."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", default=",".join(n for n, r in ROWS.items() if not r.not_here))
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--episodes", type=int, default=10, help="evaluation episodes per run")
+    p.add_argument("--sb3", action=argparse.BooleanOptionalAction, default=False)
+    p.add_argument("--defaults", action=argparse.BooleanOptionalAction, default=False)
+    p.add_argument("--tuned", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--results", type=Path, default=RESULTS)
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: 1 seed, 2,000 steps, 2 evaluation episodes, into a temporary "
+        "results file (unless --results), the table of that file",
+    )
+    p.add_argument("--table", action="store_true", help="only print the table of the results")
+    p.add_argument("--write-docs", action="store_true", help="(re)write docs/benchmarks.md's table")
+    args = p.parse_args(argv)
+    names = [n for n in args.rows.split(",") if n]
+    unknown = [n for n in names if n not in ROWS]
+    if unknown:
+        p.error(f"--rows: unknown {unknown} (known: {', '.join(ROWS)})")
+    with tempfile.TemporaryDirectory(prefix="bench_suites_") as tmp:
+        if args.quick:
+            args.seeds, args.episodes = args.seeds[:1], 2
+            if args.results == RESULTS:
+                args.results = Path(tmp) / "suites.jsonl"
+        return _run(args, names, Path(tmp))
+
+
+def _run(args: argparse.Namespace, names: Sequence[str], tmp: Path) -> int:
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    randoms = _randoms(args.results)
+    for name in [] if args.table else names:
+        row = ROWS[name]
+        if args.defaults and name not in randoms:
+            randoms[name] = round(random_return(row.env), 3)
+            cache = args.results.with_name("suites_random.json")
+            cache.write_text(json.dumps(randoms, indent=1, sort_keys=True) + "\n")
+        budget = min(row.budget, 2000) if args.quick else row.budget
+        methods = [m for m, on in (("tuned", args.tuned), ("defaults", args.defaults)) if on]
+        for seed in args.seeds:
+            runs = [run_rlblocks(row, seed, m, args.episodes, tmp, budget) for m in methods]
+            if args.sb3 and row.sb3 is not None:
+                runs.append(run_sb3(row, seed, args.episodes, budget))
+            with args.results.open("a") as f:
+                for run in runs:
+                    print(json.dumps(run), flush=True)
+                    f.write(json.dumps(run) + "\n")
+    text = table(read_results(args.results), randoms)
+    print(text)
+    if args.write_docs:
+        write_docs(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""Turn-based self-play: a PettingZoo classic game trained by rlblocks' native multi-agent PPO
+with its defaults (one shared policy on every seat), then played greedily against a random
+legal player.
+
+The trained policy takes seat ``g % 2`` in game ``g`` (so it moves first in half the
+games); the other seat plays a uniformly random legal move. Counted: the policy's wins,
+draws and losses, and its moves outside the action mask (the training run's own count is
+``illegal_moves_total``).
+
+Usage: ``python benchmarks/bench_turns.py [--quick] [--env pettingzoo.classic.tictactoe_v3:env]
+[--steps 100000] [--games 200] [--seed 0] [--set KEY=VALUE ...]`` (``--set``: config keys
+over the defaults, e.g. ``selfplay_snapshot_every=5``). Prints one JSON line.
+
+Examples:
+    >>> config_sets(["selfplay_snapshot_every=5", "entropy_coeff=0.01"])
+    {'selfplay_snapshot_every': 5, 'entropy_coeff': 0.01}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+import numpy as np
+
+
+def config_sets(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` strings (values read as YAML) as a config dict."""
+    import yaml
+
+    return {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in pairs)}
+
+
+def play_vs_random(trainer: Any, games: int, seed: int) -> dict[str, int]:
+    """``games`` greedy games of ``trainer``'s policy against a random legal player (the
+    loop of ``rlblocks evaluate --opponent random``: :func:`rlblocks.train.matches.play_games`)
+    and the policy's moves outside the mask (``illegal``)."""
+    from rlblocks.train.matches import play_games, random_legal
+    from rlblocks.train.selfplay import policy_mover
+
+    hub = trainer.fresh_hub(min(games, 8))
+    try:
+        learner = policy_mover(trainer.policies, hub, explore=False)
+        counts = play_games(hub, learner, random_legal(np.random.default_rng(seed)), games, seed)
+        illegal = hub.illegal_moves  # the random legal player makes none
+    finally:
+        hub.close()
+    return {
+        "win": counts["wins"],
+        "draw": counts["draws"],
+        "loss": counts["losses"],
+        "illegal": illegal,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Trains, plays and prints the JSON line (module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="2048 steps, 10 games")
+    parser.add_argument("--env", default="pettingzoo.classic.tictactoe_v3:env")
+    parser.add_argument("--steps", type=int, default=100_000, help="env steps of training")
+    parser.add_argument("--games", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a config key (YAML)"
+    )
+    args = parser.parse_args(argv)
+    steps, games = (2048, 10) if args.quick else (args.steps, args.games)
+    from rlblocks.train import MultiAgentPPOTrainer
+
+    sets = config_sets(args.set)
+    trainer = MultiAgentPPOTrainer({"env": args.env, "seed": args.seed, **sets})
+    try:
+        start = time.perf_counter()
+        metrics: dict[str, Any] = {}
+        while trainer.timesteps_total < steps:
+            metrics = trainer.train()
+        train_s = time.perf_counter() - start
+        counts = play_vs_random(trainer, games, args.seed + 1)
+    finally:
+        trainer.close()
+    print(
+        json.dumps(
+            {
+                "env": args.env,
+                "timesteps_total": trainer.timesteps_total,
+                "train_s": round(train_s, 1),
+                "illegal_moves_total": metrics.get("illegal_moves_total"),
+                "games": games,
+                **counts,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

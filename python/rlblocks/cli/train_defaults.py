@@ -1,0 +1,74 @@
+"""Defaults ``rlblocks train --env ID`` decides from the env's spaces (no tuned config, no
+config file).
+
+Continuous control (a flat float ``Box`` observation and a ``Box`` action space) trains PPO
+with observation normalisation (``observation_filter=MeanStdFilter``) and reward scaling
+(``normalize_reward=True``), as rl-baselines3-zoo's ``VecNormalize`` does for those envs; a
+key the user sets (``--set``) is never changed. The choice is printed at the start and lands
+in ``config.json`` with the rest of the config. A known hard-exploration env (MountainCar)
+gets a one-line note naming the tuned config that solves it.
+
+Examples:
+    >>> import gymnasium as gym
+    >>> box = gym.spaces.Box(-1.0, 1.0, (3,))
+    >>> continuous_control(box, box), continuous_control(box, gym.spaces.Discrete(2))
+    (True, False)
+    >>> hard_exploration_note("MountainCar-v0").split(";")[1]
+    ' `rlblocks train --tuned mountaincar_dqn` does'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+__all__ = ["CONTROL_DEFAULTS", "continuous_control", "hard_exploration_note", "space_defaults"]
+
+#: What continuous control gets when the user set neither key.
+CONTROL_DEFAULTS: dict[str, Any] = {"observation_filter": "MeanStdFilter", "normalize_reward": True}
+
+#: Hard-exploration envs (id prefix) and the tuned config that solves each.
+_HARD = {"MountainCar-": "mountaincar_dqn"}
+
+
+def continuous_control(observation_space: gym.Space, action_space: gym.Space) -> bool:
+    """Whether the spaces are continuous control's: a 1-D float ``Box`` observation and a
+    ``Box`` action."""
+    return (
+        isinstance(observation_space, gym.spaces.Box)
+        and len(observation_space.shape) == 1
+        and np.issubdtype(observation_space.dtype, np.floating)
+        and isinstance(action_space, gym.spaces.Box)
+    )
+
+
+def hard_exploration_note(env: str) -> str | None:
+    """The start-of-run note for a known hard-exploration env (None for any other)."""
+    for prefix, tuned in _HARD.items():
+        if env.startswith(prefix) or env.partition(":")[2].startswith(prefix):
+            return (
+                f"{env} is a hard-exploration env: these defaults will not solve it (the "
+                f"return stays -200); `rlblocks train --tuned {tuned}` does"
+            )
+    return None
+
+
+def space_defaults(config: Any, given: dict[str, Any]) -> dict[str, Any]:
+    """The keys to add to a native PPO ``config`` built from ``--env`` alone: the
+    :data:`CONTROL_DEFAULTS` the user did not set (``given``) when the env's spaces are
+    continuous control; ``{}`` otherwise (and for a multi-agent env or one that fails to
+    build, which the trainer then reports)."""
+    from rlblocks.train.envs import make_env_creator
+
+    try:
+        env = make_env_creator(config)()
+    except Exception:  # the trainer's own start names what is wrong with the env
+        return {}
+    try:
+        if not continuous_control(env.observation_space, env.action_space):
+            return {}
+    finally:
+        env.close()
+    return {k: v for k, v in CONTROL_DEFAULTS.items() if k not in given}

@@ -1,0 +1,213 @@
+"""Self-play opponents of a turn-based game: frozen snapshots of the learning policy, the
+pool that keeps the newest of them and the schedule that says who plays which seat.
+
+The learning policy (one ``shared`` policy for every seat) plays itself by default. With
+``selfplay_snapshot_every`` = N > 0, every N iterations a frozen copy of it (its weights and
+observation filter, a :class:`Snapshot`) joins an :class:`OpponentPool` of at most
+``selfplay_pool_size`` snapshots (the oldest leaves). The :class:`SelfPlaySchedule` decides,
+per env copy and per episode (at each game's start):
+
+* the learner's seat: the copy's games alternate it over the seats (game ``k`` of copy ``e``
+  seats the learner at ``(e + k) % seats``), so every seat is learnt from;
+* the opponent: with probability ``selfplay_opponent_prob`` (and a non-empty pool) one
+  snapshot drawn uniformly from the pool plays every other seat of that game; otherwise
+  the learning policy plays every seat (plain self-play) and every seat's moves train.
+
+A snapshot's moves are sampled from its own distribution and are never trained on: the
+trainer marks them as no transitions (:meth:`SelfPlaySchedule.frozen_lanes`), so only the
+learner's seat of such a game trains. Snapshots act through the native policy's actor (the
+numpy path :mod:`rlblocks.train.fast.choice` picks for the FC model). The pool and the
+schedule are saved in checkpoints and restored with them.
+
+Examples:
+    >>> import gymnasium as gym
+    >>> from rlblocks.catalog import ModelCatalog
+    >>> from rlblocks.filters import get_filter
+    >>> from rlblocks.train.trainer_config import PPOConfig
+    >>> space = gym.spaces.Box(-1, 1, (3,))
+    >>> prep = ModelCatalog.get_preprocessor_for_space(space)
+    >>> make = lambda: Policy(prep.observation_space, gym.spaces.Discrete(2), PPOConfig())
+    >>> pool = OpponentPool(2, make, prep)
+    >>> learner = make()
+    >>> for it in (10, 20, 30):
+    ...     _ = pool.add(it, learner.model, get_filter("NoFilter", prep.shape))
+    >>> [s.iteration for s in pool.snapshots]  # the newest two
+    [20, 30]
+    >>> schedule = SelfPlaySchedule(num_envs=2, seats=2, opponent_prob=1.0, seed=0)
+    >>> schedule.start_all(pool)
+    >>> schedule.learner_seat.tolist(), schedule.frozen_lanes().tolist()
+    ([0, 1], [False, True, True, False])
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlblocks.preprocessors import Preprocessor
+from rlblocks.train.policy import Policy
+
+__all__ = ["OpponentPool", "SelfPlaySchedule", "Snapshot", "act_for"]
+
+
+def act_for(
+    policy: Policy,
+    preprocessor: Preprocessor,
+    obs_filter: Any,
+    raw: list[Any],
+    explore: bool,
+) -> Any:
+    """``policy``'s actions for the union values ``raw`` (one row each), through
+    ``preprocessor`` and ``obs_filter`` (not updated); greedy unless ``explore``."""
+    x = np.asarray(obs_filter(preprocessor.transform_batch(raw), update=False))
+    state = policy.initial_state(len(raw))
+    return policy.act(x, state, explore=explore, full=False)["actions"]
+
+
+class Snapshot:
+    """A frozen copy of the learning policy, taken after iteration ``iteration``.
+
+    Args:
+        iteration: The training iteration it was taken after.
+        policy: Its own :class:`~rlblocks.train.policy.Policy` (weights copied, no gradients).
+        obs_filter: Its own copy of the observation filter.
+        preprocessor: The learning policy's preprocessor (stateless, shared).
+    """
+
+    def __init__(
+        self, iteration: int, policy: Policy, obs_filter: Any, preprocessor: Preprocessor
+    ) -> None:
+        self.iteration = iteration
+        self.policy = policy
+        self.obs_filter = obs_filter
+        self.preprocessor = preprocessor
+
+    def act(self, raw: list[Any], explore: bool = True) -> Any:
+        """Actions for the union values ``raw`` (sampled unless ``explore`` is False)."""
+        return act_for(self.policy, self.preprocessor, self.obs_filter, raw, explore)
+
+
+class OpponentPool:
+    """At most ``size`` snapshots of the learning policy, the newest kept.
+
+    Args:
+        size: The pool's capacity (``selfplay_pool_size``).
+        make_policy: Builds a fresh policy of the learner's shape (weights loaded after).
+        preprocessor: The learning policy's preprocessor.
+    """
+
+    def __init__(
+        self, size: int, make_policy: Callable[[], Policy], preprocessor: Preprocessor
+    ) -> None:
+        self.size = size
+        self._make = make_policy
+        self.preprocessor = preprocessor
+        self.snapshots: list[Snapshot] = []
+
+    def __len__(self) -> int:
+        return len(self.snapshots)
+
+    def _frozen(self, state: dict[str, Any]) -> Policy:
+        policy = self._make()
+        policy.model.load_state_dict(state)
+        policy.model.requires_grad_(False)
+        policy.model.eval()
+        return policy
+
+    def add(self, iteration: int, model: torch.nn.Module, obs_filter: Any) -> Snapshot:
+        """Freezes ``model`` (weights copied) and ``obs_filter`` (copied) as the snapshot of
+        ``iteration``; the oldest snapshot leaves a full pool."""
+        state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        snap = Snapshot(
+            iteration, self._frozen(state), copy.deepcopy(obs_filter), self.preprocessor
+        )
+        self.snapshots.append(snap)
+        del self.snapshots[: -self.size]
+        return snap
+
+    def find(self, iteration: int) -> Snapshot | None:
+        """The snapshot of ``iteration`` (None when it left the pool)."""
+        return next((s for s in self.snapshots if s.iteration == iteration), None)
+
+    def state_dict(self) -> list[dict[str, Any]]:
+        """Each snapshot's iteration, weights and filter state, oldest first."""
+        return [
+            {
+                "iteration": s.iteration,
+                "model": s.policy.model.state_dict(),
+                "filter": s.obs_filter.state_dict(),
+            }
+            for s in self.snapshots
+        ]
+
+    def load_state_dict(self, state: list[dict[str, Any]], obs_filter: Any) -> None:
+        """Restores :meth:`state_dict` (``obs_filter``: a filter of the learner's kind)."""
+        self.snapshots = []
+        for item in state:
+            filt = copy.deepcopy(obs_filter)
+            filt.load_state_dict(item["filter"])
+            policy = self._frozen(item["model"])
+            self.snapshots.append(Snapshot(int(item["iteration"]), policy, filt, self.preprocessor))
+
+
+class SelfPlaySchedule:
+    """Who plays each game of each env copy: the learner's seat and the opponent (module
+    docstring).
+
+    Args:
+        num_envs: Env copies.
+        seats: The game's seats (agents; lane ``e * seats + j`` is seat ``j`` of copy ``e``).
+        opponent_prob: Probability that a game is against a pool snapshot.
+        seed: Seed of the schedule's own random numbers.
+
+    Attributes:
+        learner_seat: ``[num_envs]`` the learner's seat in each copy's current game.
+        opponent: Per copy, the :class:`Snapshot` playing the other seats (None: the
+            learning policy plays every seat).
+    """
+
+    def __init__(self, num_envs: int, seats: int, opponent_prob: float, seed: int) -> None:
+        self.num_envs, self.seats, self.opponent_prob = num_envs, seats, opponent_prob
+        self._rng = np.random.default_rng(seed)
+        self.games = np.zeros(num_envs, np.int64)
+        self.learner_seat = np.zeros(num_envs, np.int64)
+        self.opponent: list[Snapshot | None] = [None] * num_envs
+
+    def start(self, e: int, pool: OpponentPool) -> None:
+        """Copy ``e`` starts a game: its learner seat and opponent are drawn."""
+        self.learner_seat[e] = (e + self.games[e]) % self.seats
+        self.games[e] += 1
+        self.opponent[e] = None
+        if len(pool) and self._rng.random() < self.opponent_prob:
+            self.opponent[e] = pool.snapshots[int(self._rng.integers(len(pool)))]
+
+    def start_all(self, pool: OpponentPool) -> None:
+        """Every copy starts a game."""
+        for e in range(self.num_envs):
+            self.start(e, pool)
+
+    def frozen_lanes(self) -> np.ndarray:
+        """Bool per lane: its seat is played by a snapshot in the current game."""
+        seat = np.arange(self.seats)[None, :]
+        against = np.array([o is not None for o in self.opponent])[:, None]
+        return (against & (seat != self.learner_seat[:, None])).reshape(-1)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The games played, current seats and opponents (by iteration) and the RNG."""
+        return {
+            "games": self.games.copy(),
+            "learner_seat": self.learner_seat.copy(),
+            "opponent": [None if o is None else o.iteration for o in self.opponent],
+            "rng": self._rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: dict[str, Any], pool: OpponentPool) -> None:
+        """Restores :meth:`state_dict` (opponents looked up in the restored ``pool``)."""
+        self.games = np.asarray(state["games"], np.int64).copy()
+        self.learner_seat = np.asarray(state["learner_seat"], np.int64).copy()
+        self.opponent = [None if it is None else pool.find(int(it)) for it in state["opponent"]]
+        self._rng.bit_generator.state = state["rng"]

@@ -1,0 +1,266 @@
+"""Self-play in a multi-agent PPO run on a turn-based game: the opponent pool in the
+rollouts and the win / draw / loss columns of ``progress.csv``.
+
+:class:`SelfPlay` is what :class:`~rlblocks.train.multiagent.MultiAgentPPOTrainer` holds for a
+turn-based game (:class:`~rlblocks.multiagent.turns.TurnBasedVectorEnv`):
+
+* with ``selfplay_snapshot_every`` > 0 (one ``shared`` policy for every seat), the pool and
+  schedule of :mod:`rlblocks.train.opponents`: before each step the seats a snapshot plays
+  get the snapshot's moves (:meth:`SelfPlay.before_step`), after it those moves are marked
+  as no transitions (:meth:`SelfPlay.after_step`), and each game that starts draws its
+  learner seat and opponent;
+* with ``selfplay_eval_interval`` > 0 and an ``action_mask`` in every agent's observation,
+  every that many iterations ``selfplay_eval_games`` games against a random legal player
+  and as many against the pool (split evenly over its snapshots), the learner's seat
+  alternating, the learner greedy and the snapshots sampling their own moves:
+  ``selfplay/win_rate_random``, ``selfplay/draw_rate_random``, ``selfplay/loss_rate_random``
+  and the same ending ``_pool`` (:func:`~rlblocks.train.matches.game_outcome` says what a
+  win is); NaN in the other iterations and, for the pool, while it is empty.
+  ``selfplay/pool_size`` counts the snapshots.
+
+The evaluation games run on env copies of their own, with the RNG streams of training
+left as they were.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlblocks.masks import MASK_KEY
+from rlblocks.multiagent.turns import TurnBasedVectorEnv
+from rlblocks.train.matches import Mover, play_games, random_legal, wdl_rates
+from rlblocks.train.opponents import OpponentPool, SelfPlaySchedule, Snapshot, act_for
+from rlblocks.train.policy import Policy
+from rlblocks.wrappers.vector_steps import StepResult
+
+__all__ = ["SelfPlay", "has_masks", "policy_mover", "snapshot_counts"]
+
+#: The ``progress.csv`` columns of a self-play evaluation.
+RATE_COLUMNS = tuple(
+    f"selfplay/{what}_rate_{vs}" for vs in ("random", "pool") for what in ("win", "draw", "loss")
+)
+
+
+def has_masks(hub: Any) -> bool:
+    """Whether ``hub`` is a turn-based game whose every agent observes an action mask."""
+    if not isinstance(hub, TurnBasedVectorEnv):
+        return False
+    return all(
+        isinstance(getattr(s, "spaces", None), Mapping) and MASK_KEY in getattr(s, "spaces", {})
+        for s in hub.obs_spaces.values()
+    )
+
+
+def policy_mover(parts: Mapping[str, Any], hub: TurnBasedVectorEnv, explore: bool) -> Mover:
+    """A :data:`~rlblocks.train.matches.Mover` of a run's policies (``parts``: each policy id's
+    ``policy``, ``preprocessor`` and ``obs_filter``), greedy unless ``explore``."""
+
+    def move(pid: str, agents: list[Any], obs: list[Any]) -> Any:
+        spec, p = hub.specs[pid], parts[pid]
+        raw = [spec.value(a, o) for a, o in zip(agents, obs, strict=True)]
+        return act_for(p.policy, p.preprocessor, p.obs_filter, raw, explore)
+
+    return move
+
+
+def _snapshot_mover(snap: Snapshot, hub: TurnBasedVectorEnv) -> Mover:
+    def move(pid: str, agents: list[Any], obs: list[Any]) -> Any:
+        spec = hub.specs[pid]
+        return snap.act([spec.value(a, o) for a, o in zip(agents, obs, strict=True)])
+
+    return move
+
+
+def snapshot_counts(
+    hub: TurnBasedVectorEnv,
+    learner: Mover,
+    snapshots: list[Snapshot],
+    games: int,
+    seed: int | None,
+) -> dict[str, int]:
+    """:func:`~rlblocks.train.matches.play_games` against ``snapshots``, the ``games``
+    split as evenly as they go (the first snapshots one more), counts summed."""
+    total = {"games": 0, "wins": 0, "draws": 0, "losses": 0}
+    for i, snap in enumerate(snapshots):
+        n = games // len(snapshots) + (i < games % len(snapshots))
+        if n:
+            counts = play_games(hub, learner, _snapshot_mover(snap, hub), n, seed)
+            for key in total:
+                total[key] += counts[key]
+    return total
+
+
+class SelfPlay:
+    """The self-play side of a turn-based multi-agent PPO run (module docstring).
+
+    Args:
+        hub: The training envs.
+        parts: Each policy id's parts (``policy``, ``preprocessor``, ``obs_filter``, ``config``).
+        config: The run's :class:`~rlblocks.train.trainer_config.PPOConfig`.
+        seed: The run's seed.
+        make_hub: Builds ``n`` fresh env copies for evaluation games.
+        make_policy: Builds a fresh policy of the shared policy's shape.
+
+    Raises:
+        ValueError: A pool asked of a game that is not turn-based or has more than one
+            policy, or whose actions are not Discrete.
+    """
+
+    def __init__(
+        self,
+        hub: Any,
+        parts: Mapping[str, Any],
+        config: Any,
+        seed: int,
+        make_hub: Callable[[int], TurnBasedVectorEnv],
+        make_policy: Callable[[], Policy],
+    ) -> None:
+        self.hub, self.parts, self.config = hub, parts, config
+        self._make_hub = make_hub
+        self._eval_hub: TurnBasedVectorEnv | None = None
+        every = config.selfplay_snapshot_every
+        self.pool: OpponentPool | None = None
+        self.schedule: SelfPlaySchedule | None = None
+        if every:
+            self._check_pool(hub, config)
+            (pid,) = hub.policy_ids
+            self.policy_id = pid
+            self.pool = OpponentPool(
+                config.selfplay_pool_size, make_policy, parts[pid].preprocessor
+            )
+            self.schedule = SelfPlaySchedule(
+                hub.num_envs, len(hub.agents), config.selfplay_opponent_prob, seed + 7919
+            )
+            self.schedule.start_all(self.pool)
+        self.evaluating = bool(config.selfplay_eval_interval) and has_masks(hub)
+        self._seed = seed
+
+    @staticmethod
+    def _check_pool(hub: Any, config: Any) -> None:
+        where = f"selfplay_snapshot_every={config.selfplay_snapshot_every}"
+        if not isinstance(hub, TurnBasedVectorEnv):
+            raise ValueError(
+                f"{where}: env {config.env_name!r} is not a turn-based game (a PettingZoo "
+                "AECEnv); the opponent pool plays seats of turn-based games only (set 0)"
+            )
+        if len(hub.policy_ids) != 1:
+            raise ValueError(
+                f"{where}: the opponent pool needs one shared policy for every seat; "
+                f"multiagent.policy_mapping={config.multiagent.get('policy_mapping')!r} gives "
+                f"policies {list(hub.policy_ids)} (use 'shared')"
+            )
+        space = hub.specs[hub.policy_ids[0]].action_space
+        if not hasattr(space, "n"):
+            raise ValueError(f"{where}: the opponent pool needs Discrete actions, got {space}")
+
+    @property
+    def active(self) -> bool:
+        """Whether the run has a pool or evaluates against opponents."""
+        return self.pool is not None or self.evaluating
+
+    # --- rollouts -----------------------------------------------------------------------------
+    def before_step(self, actions: dict[str, Any]) -> np.ndarray | None:
+        """Puts the snapshots' moves into ``actions`` (a copy of the shared policy's); the
+        lanes they played (None without a pool)."""
+        if self.schedule is None:
+            return None
+        pid = self.policy_id
+        frozen = self.hub.live_lanes(pid) & self.schedule.frozen_lanes()
+        lanes = np.flatnonzero(frozen)
+        if lanes.size:
+            out = np.array(actions[pid], copy=True)
+            seats = len(self.hub.agents)
+            groups: dict[int, list[int]] = {}
+            for i in lanes.tolist():
+                groups.setdefault(i // seats, []).append(i)
+            by_snap: dict[int, tuple[Snapshot, list[int]]] = {}
+            for e, rows in groups.items():
+                snap = self.schedule.opponent[e]
+                assert snap is not None
+                by_snap.setdefault(id(snap), (snap, []))[1].extend(rows)
+            spec = self.hub.specs[pid]
+            for snap, rows in by_snap.values():
+                raw = []
+                for row in rows:
+                    agent, obs = self.hub.lane_obs(pid, row)
+                    raw.append(spec.value(agent, obs))
+                out[rows] = np.asarray(snap.act(raw)).reshape(len(rows), *out.shape[1:])
+            actions[pid] = out
+        return frozen
+
+    def after_step(self, results: dict[str, StepResult], frozen: np.ndarray | None) -> None:
+        """Marks the snapshots' moves as no transitions and draws the seats and opponents
+        of the games that start (``results`` changed in place)."""
+        if self.schedule is None or frozen is None:
+            return
+        pid = self.policy_id
+        res = results[pid]
+        if res.valid is not None and frozen.any():
+            results[pid] = res._replace(valid=res.valid & ~frozen)
+        if res.starts is not None and res.starts.any():
+            assert self.pool is not None
+            started = res.starts.reshape(self.hub.num_envs, -1).any(axis=1)
+            for e in np.flatnonzero(started):
+                self.schedule.start(int(e), self.pool)
+
+    # --- iterations ---------------------------------------------------------------------------
+    def end_iteration(self, iteration: int) -> dict[str, float]:
+        """Adds a snapshot when one is due and plays the evaluation games when due; the
+        iteration's ``selfplay/...`` columns."""
+        out: dict[str, float] = {}
+        if self.pool is not None:
+            if iteration % self.config.selfplay_snapshot_every == 0:
+                p = self.parts[self.policy_id]
+                self.pool.add(iteration, p.policy.model, p.obs_filter)
+            out["selfplay/pool_size"] = float(len(self.pool))
+        if self.evaluating:
+            out.update(dict.fromkeys(RATE_COLUMNS, math.nan))
+            if iteration % self.config.selfplay_eval_interval == 0:
+                out.update(self.evaluate(self.config.selfplay_eval_games))
+        return out
+
+    def evaluate(self, games: int, seed: int | None = None) -> dict[str, float]:
+        """``games`` greedy games against a random legal player and as many against the
+        pool (when it has snapshots): the ``selfplay/...`` rate columns."""
+        if self._eval_hub is None:
+            self._eval_hub = self._make_hub(min(games, 8))
+        hub = self._eval_hub
+        seed = self._seed + 10_000 if seed is None else seed
+        out: dict[str, float] = {}
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            learner = policy_mover(self.parts, hub, explore=False)
+            rng = np.random.default_rng(seed)
+            counts = play_games(hub, learner, random_legal(rng), games, seed)
+            out.update(wdl_rates(counts, "_random"))
+            if self.pool is not None and len(self.pool):
+                counts = snapshot_counts(hub, learner, self.pool.snapshots, games, seed)
+                out.update(wdl_rates(counts, "_pool"))
+        return {f"selfplay/{k}": v for k, v in out.items()}
+
+    # --- checkpoints --------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The pool's snapshots and the schedule (empty without a pool)."""
+        if self.pool is None or self.schedule is None:
+            return {}
+        return {"pool": self.pool.state_dict(), "schedule": self.schedule.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any], envs_restored: bool) -> None:
+        """Restores :meth:`state_dict` (games restart their draws when the envs restarted)."""
+        if self.pool is None or self.schedule is None or not state:
+            return
+        self.pool.load_state_dict(state["pool"], self.parts[self.policy_id].obs_filter)
+        self.schedule.load_state_dict(state["schedule"], self.pool)
+        if not envs_restored:
+            self.schedule.start_all(self.pool)
+
+    def close(self) -> None:
+        """Closes the evaluation envs."""
+        if self._eval_hub is not None:
+            self._eval_hub.close()
+            self._eval_hub = None

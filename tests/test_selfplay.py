@@ -1,0 +1,320 @@
+"""Self-play on turn-based games: the opponent pool's schedule, frozen snapshots that never
+train, win / draw / loss counting, the pool across a checkpoint, ``rlblocks evaluate
+--opponent`` (random, snapshot, a run directory, a human on stdin) and tictactoe learning
+to beat a random legal player through the command line."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import run_cli
+
+pytest.importorskip("pettingzoo", reason="pettingzoo is the multiagent extra")
+
+GAME = "rlblocks.envs.turn_zoo:env"
+TICTACTOE = "pettingzoo.classic.tictactoe_v3:env"
+TINY = {"num_envs": 4, "train_batch_size": 128, "sgd_minibatch_size": 64, "num_sgd_iter": 2}
+
+
+def _pool(n: int):  # type: ignore[no-untyped-def]
+    import gymnasium as gym
+    from rlblocks.catalog import ModelCatalog
+    from rlblocks.filters import get_filter
+    from rlblocks.train.opponents import OpponentPool
+    from rlblocks.train.policy import Policy
+    from rlblocks.train.trainer_config import PPOConfig
+
+    prep = ModelCatalog.get_preprocessor_for_space(gym.spaces.Box(-1, 1, (3,)))
+    make = lambda: Policy(prep.observation_space, gym.spaces.Discrete(2), PPOConfig())  # noqa: E731
+    pool = OpponentPool(n, make, prep)
+    for it in range(1, n + 1):
+        pool.add(it, make().model, get_filter("NoFilter", prep.shape))
+    return pool
+
+
+def test_the_schedule_alternates_the_learner_seat_and_draws_opponents_from_the_pool() -> None:
+    from rlblocks.train.opponents import OpponentPool, SelfPlaySchedule
+
+    pool = _pool(3)
+    schedule = SelfPlaySchedule(num_envs=3, seats=2, opponent_prob=0.5, seed=1)
+    seats, drawn = [], []
+    for _ in range(200):
+        for e in range(3):
+            schedule.start(e, pool)
+            seats.append((e, int(schedule.learner_seat[e])))
+            drawn.append(schedule.opponent[e])
+            frozen = schedule.frozen_lanes().reshape(3, 2)[e]
+            if schedule.opponent[e] is None:  # the policy plays itself: every seat trains
+                assert not frozen.any()
+            else:  # the snapshot plays every seat but the learner's
+                assert frozen.tolist() == [s != schedule.learner_seat[e] for s in range(2)]
+    for e in range(3):  # each copy's games alternate the learner's seat
+        mine = [s for c, s in seats if c == e]
+        assert mine == [(e + k) % 2 for k in range(200)]
+    against = [d for d in drawn if d is not None]
+    assert 0.4 < len(against) / len(drawn) < 0.6  # 600 draws at p = 0.5
+    assert {d.iteration for d in against} == {1, 2, 3}  # uniform over the pool
+    never = SelfPlaySchedule(num_envs=2, seats=2, opponent_prob=1.0, seed=0)
+    never.start_all(OpponentPool(1, pool._make, pool.preprocessor))
+    assert never.opponent == [None, None]  # an empty pool: the policy plays itself
+
+
+def _weights(model):  # type: ignore[no-untyped-def]
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def test_snapshots_stay_frozen_and_only_the_learners_moves_train() -> None:
+    from rlblocks.train import MultiAgentPPOTrainer
+    from rlblocks.train.opponents import act_for
+
+    cfg = {"env": GAME, **TINY, "seed": 3, "selfplay_snapshot_every": 1}
+    trainer = MultiAgentPPOTrainer({**cfg, "selfplay_opponent_prob": 1.0})
+    try:
+        first = trainer.train()  # the pool is empty: the policy plays both seats
+        assert first["agent_timesteps_total"] == 128 and first["selfplay/pool_size"] == 1
+        (snap,) = trainer.selfplay.pool.snapshots
+        taken = _weights(trainer.model)
+        parts = trainer.policies["shared"]
+        spec, hub = trainer.hub.specs["shared"], trainer.hub
+        movers = [
+            hub.lane_obs("shared", int(lane)) for lane in np.flatnonzero(hub.live_lanes("shared"))
+        ]
+        rows = [spec.value(a, o) for a, o in movers]
+        assert np.array_equal(
+            snap.act(rows, explore=False),
+            act_for(parts.policy, parts.preprocessor, parts.obs_filter, rows, False),
+        )
+        second = trainer.train()
+        # every game that started in this rollout was against the snapshot: its moves (one
+        # seat of two) are no transitions, so fewer agent steps than env steps trained
+        trained = second["agent_timesteps_total"] - first["agent_timesteps_total"]
+        assert 0 < trained < 0.8 * 128
+        trainer.train()
+        for name, tensor in snap.policy.model.state_dict().items():
+            assert tensor.equal(taken[name]), name  # frozen
+        assert not all(t.equal(taken[n]) for n, t in trainer.model.state_dict().items())
+        assert [s.iteration for s in trainer.selfplay.pool.snapshots] == [1, 2, 3]
+    finally:
+        trainer.close()
+    plain = MultiAgentPPOTrainer(cfg | {"selfplay_opponent_prob": 0.0})
+    try:  # no games against the pool: every move trains
+        plain.train()
+        assert plain.train()["agent_timesteps_total"] == 256
+    finally:
+        plain.close()
+
+
+def _scripted_outcome(learner_first: bool) -> float:
+    """The learner's final reward in tictactoe, played with PettingZoo's own loop: the
+    learner takes the lowest legal square, the opponent the highest."""
+    from pettingzoo.classic import tictactoe_v3
+
+    env = tictactoe_v3.env()
+    env.reset(seed=0)
+    learner = env.agents[0 if learner_first else 1]
+    total = 0.0
+    for agent in env.agent_iter():
+        obs, reward, term, trunc, _ = env.last()
+        if agent == learner:
+            total += reward
+        legal = np.flatnonzero(obs["action_mask"])
+        env.step(None if term or trunc else int(legal[0] if agent == learner else legal[-1]))
+    return total
+
+
+def test_wins_draws_and_losses_are_counted_from_the_final_rewards_seats_alternating() -> None:
+    from pettingzoo.classic import tictactoe_v3
+    from rlblocks.multiagent.turns import TurnBasedVectorEnv
+    from rlblocks.train.matches import play_games
+
+    def pick(last: bool):  # type: ignore[no-untyped-def]
+        def move(pid, agents, obs):  # type: ignore[no-untyped-def]
+            return [np.flatnonzero(o["action_mask"])[-1 if last else 0] for o in obs]
+
+        return move
+
+    expected = {"wins": 0, "draws": 0, "losses": 0}
+    games = 7
+    for g in range(games):  # game g seats the learner at seat g % 2
+        r = _scripted_outcome(learner_first=g % 2 == 0)
+        expected["wins" if r > 0 else "draws" if r == 0 else "losses"] += 1
+    hub = TurnBasedVectorEnv(tictactoe_v3.env, num_envs=3)
+    try:
+        ends: list[tuple[int, str]] = []
+        counts = play_games(
+            hub, pick(False), pick(True), games, 0, lambda g, o: ends.append((g, o))
+        )
+    finally:
+        hub.close()
+    assert counts == {"games": games, **expected}
+    assert sorted(g for g, _ in ends) == list(range(games))
+
+
+def test_the_pool_and_schedule_resume_from_a_checkpoint_exactly(tmp_path: Path) -> None:
+    from rlblocks.train import MultiAgentPPOTrainer, restore_trainer
+
+    cfg = {"env": GAME, **TINY, "seed": 5, "selfplay_snapshot_every": 1, "selfplay_pool_size": 2}
+    trainer = MultiAgentPPOTrainer(cfg, run_dir=tmp_path)
+    try:
+        trainer.train()
+        trainer.train()
+        path = trainer.save()
+        third = trainer.train()  # the uninterrupted run
+        weights = _weights(trainer.model)
+        pool = [(s.iteration, _weights(s.policy.model)) for s in trainer.selfplay.pool.snapshots]
+    finally:
+        trainer.close()
+    resumed = restore_trainer(path)
+    try:
+        assert [s.iteration for s in resumed.selfplay.pool.snapshots] == [1, 2]
+        again = resumed.train()
+        assert again["agent_timesteps_total"] == third["agent_timesteps_total"]
+        for name, tensor in resumed.model.state_dict().items():
+            assert tensor.equal(weights[name]), name
+        got = resumed.selfplay.pool.snapshots
+        assert [s.iteration for s in got] == [it for it, _ in pool] == [2, 3]
+        for snap, (_, w) in zip(got, pool, strict=True):
+            assert all(t.equal(w[n]) for n, t in snap.policy.model.state_dict().items())
+    finally:
+        resumed.close()
+
+
+def test_a_pool_is_refused_where_no_shared_policy_plays_every_seat_of_a_turn_based_game() -> None:
+    from rlblocks.train import MultiAgentPPOTrainer
+    from rlblocks.train.algo_spaces import check_rllib_config
+    from rlblocks.train.trainer_config import PPOConfig
+
+    with pytest.raises(ValueError, match="selfplay_snapshot_every=2: env .* is not a turn-based"):
+        MultiAgentPPOTrainer(
+            {"env": "rlblocks.envs.multiagent_zoo:parallel_env", "selfplay_snapshot_every": 2}
+        )
+    with pytest.raises(ValueError, match=r"one shared policy for every seat.*'per_agent'"):
+        MultiAgentPPOTrainer(
+            {
+                "env": GAME,
+                "selfplay_snapshot_every": 2,
+                "multiagent": {"policy_mapping": "per_agent"},
+            }
+        )
+    with pytest.raises(ValueError, match="selfplay_opponent_prob must be"):
+        PPOConfig(env=GAME, selfplay_opponent_prob=1.5)
+    with pytest.raises(ValueError, match="selfplay_snapshot_every=3: a native-trainer option"):
+        check_rllib_config(PPOConfig(env=GAME, selfplay_snapshot_every=3), "PPO")
+
+
+def _last_json(out: str) -> dict:  # type: ignore[type-arg]
+    return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_tictactoe_beats_a_random_legal_player_and_evaluate_plays_every_opponent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("pettingzoo.classic.tictactoe_v3", reason="PettingZoo classic")
+    run = tmp_path / "run"
+    done = run_cli(
+        "train",
+        "--env",
+        TICTACTOE,
+        "--no-progress",
+        "--run-dir",
+        str(run),
+        "--stop-timesteps",
+        "20480",
+        "--seed",
+        "0",
+        "--set",
+        "selfplay_snapshot_every=5",
+    )
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader((run / "progress.csv").open()))
+    assert float(rows[-1]["illegal_moves_total"]) == 0.0
+    last = rows[-1]  # the defaults evaluate every 10 iterations: the last row is one
+    rates = [
+        float(last[f"selfplay/{w}_rate_{vs}"])
+        for vs in ("random", "pool")
+        for w in ("win", "draw", "loss")
+    ]
+    assert sum(rates[:3]) == pytest.approx(1.0) and sum(rates[3:]) == pytest.approx(1.0)
+    assert np.isnan(float(rows[0]["selfplay/win_rate_random"]))  # not an evaluation iteration
+    # a random legal player wins ~45% of its games against random play, seats alternating
+    versus = run_cli("evaluate", str(run), "--opponent", "random", "--episodes", "100")
+    assert versus.returncode == 0, versus.stderr
+    result = _last_json(versus.stdout)
+    assert result["games"] == 100 and result["wins"] + result["draws"] + result["losses"] == 100
+    assert result["loss_rate"] <= 0.1 and result["win_rate"] >= 0.6
+    pool = _last_json(
+        run_cli("evaluate", str(run), "--opponent", "snapshot", "--episodes", "4").stdout
+    )
+    assert pool["games"] == 4 and pool["opponent"] == "snapshot"
+    itself = run_cli("evaluate", str(run), "--opponent", str(run), "--episodes", "2")
+    assert itself.returncode == 0, itself.stderr
+    # two greedy copies of one policy: the same game twice, once from each seat
+    both = _last_json(itself.stdout)
+    assert both["wins"] == both["losses"] and both["games"] == 2
+    # the exported artifact plays one side as a deployment would: the same games
+    exported = run_cli("export", str(run))
+    assert exported.returncode == 0, exported.stderr
+    sidecar = json.loads((run / "policy_shared.onnx.json").read_text())["multiagent"]
+    assert sidecar["turn_based"]["observation_keys"]["observation"] == "observations"
+    art = run_cli("evaluate", str(run), "--exported", str(run / "policy_shared.onnx"),
+                  "--opponent", "random", "--episodes", "100")  # fmt: skip
+    assert art.returncode == 0, art.stderr
+    assert {k: _last_json(art.stdout)[k] for k in ("wins", "draws", "losses")} == {
+        k: result[k] for k in ("wins", "draws", "losses")
+    }
+    # a person on stdin: junk and an occupied square are asked again, then legal squares
+    monkeypatch.setattr(
+        sys, "stdin", io.StringIO("junk\n" + "".join(f"{i}\n" for i in range(9)) * 3)
+    )
+    human = run_cli("evaluate", str(run), "--opponent", "human", "--episodes", "1")
+    assert human.returncode == 0, human.stderr
+    assert "'junk' is not a legal move" in human.stdout and "game 1: " in human.stdout
+    assert _last_json(human.stdout)["games"] == 1
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    ended = run_cli("evaluate", str(run), "--opponent", "human", "--episodes", "1")
+    assert ended.returncode == 2 and "input ended before a legal move" in ended.stderr
+    bad = run_cli("evaluate", str(run), "--opponent", "nobody", "--episodes", "1")
+    assert bad.returncode == 2 and "not 'random', 'snapshot', 'human' or a run dir" in bad.stderr
+    assert bad.stderr.count("\n") == 1
+
+
+def test_evaluate_opponent_refuses_a_run_without_snapshots_or_turns(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    small = ["--set", "train_batch_size=128", "--set", "sgd_minibatch_size=64"]
+    done = run_cli("train", "--env", GAME, *small, "--no-progress", "--run-dir", str(run),
+                   "--stop-timesteps", "128")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = run_cli("evaluate", str(run), "--opponent", "snapshot", "--episodes", "2")
+    assert out.returncode == 2 and "no opponent snapshots" in out.stderr
+    ok = run_cli("evaluate", str(run), "--opponent", "random", "--episodes", "3")
+    assert ok.returncode == 0 and _last_json(ok.stdout)["games"] == 3
+
+
+def test_a_pettingzoo_classic_run_resumes_with_its_pool_from_fresh_games(tmp_path: Path) -> None:
+    pytest.importorskip("pettingzoo.classic.tictactoe_v3", reason="PettingZoo classic")
+    from rlblocks.train import MultiAgentPPOTrainer, restore_trainer
+
+    cfg = {"env": TICTACTOE, **TINY, "seed": 2, "selfplay_snapshot_every": 1}
+    trainer = MultiAgentPPOTrainer(cfg, run_dir=tmp_path)
+    try:
+        trainer.train()
+        # EzPickle envs pickle their constructor's arguments only: not saved as if mid-game
+        assert trainer.hub.snapshot() is None
+        path = trainer.save()
+    finally:
+        trainer.close()
+    with pytest.warns(RuntimeWarning, match="EzPickle"):
+        resumed = restore_trainer(path)
+    try:
+        row = resumed.train()
+        assert row["training_iteration"] == 2 and row["illegal_moves_total"] == 0
+        assert [s.iteration for s in resumed.selfplay.pool.snapshots] == [1, 2]
+    finally:
+        resumed.close()
