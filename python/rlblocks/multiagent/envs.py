@@ -246,15 +246,15 @@ def ezpickled(env: Any) -> bool:
     constructor's arguments only: unpickled, it is a new env that was never reset)."""
     from gymnasium.utils import EzPickle
 
-    todo, seen = [env], set()
-    while todo:
-        obj = todo.pop()
+    pending, seen = [env], set()
+    while pending:
+        obj = pending.pop()
         if obj is None or id(obj) in seen:
             continue
         seen.add(id(obj))
         if isinstance(obj, EzPickle):
             return True
-        todo.extend(getattr(obj, k, None) for k in ("env", "aec_env", "par_env", "unwrapped"))
+        pending.extend(getattr(obj, k, None) for k in ("env", "aec_env", "par_env", "unwrapped"))
     return False
 
 
