@@ -398,15 +398,32 @@ def _env_defaults(
     args: argparse.Namespace, flags: dict[str, Any], config: Any, data: dict[str, Any]
 ) -> Any:
     """``--env`` alone: the hard-exploration note, and for native PPO the defaults decided
-    from the env's spaces (:mod:`rlblocks.cli.train_defaults`), printed and applied."""
-    from rlblocks.cli.train_defaults import hard_exploration_note, space_defaults
+    from the env (:mod:`rlblocks.cli.train_defaults`: the batch sizes of a multi-agent env,
+    counted in agent steps; the spaces' of continuous control), printed and applied."""
+    from rlblocks.cli.train_defaults import (
+        hard_exploration_note,
+        multiagent_defaults,
+        space_defaults,
+    )
+    from rlblocks.train.agent_batches import agent_batch_line
 
     note = hard_exploration_note(str(config.env))
     if note:
         print(f"rlblocks train: note: {note}", flush=True)
     if args.backend != "native" or (flags["algo"] or "PPO") != "PPO":
         return config
-    extra = space_defaults(config, parse_overrides(args.set or []))
+    given = parse_overrides(args.set or [])
+    batches = multiagent_defaults(config, given)
+    if batches is not None:
+        agents, sizes = batches
+        chosen = {
+            "train_batch_size": config.train_batch_size,
+            "sgd_minibatch_size": config.sgd_minibatch_size,
+            **sizes,
+        }
+        print(f"rlblocks train: {agent_batch_line(agents, config.num_envs, chosen)}", flush=True)
+        return config_class(flags["algo"]).from_dict({**data, **sizes})
+    extra = space_defaults(config, given)
     if not extra:
         return config
     print(

@@ -6,7 +6,8 @@ with observation normalisation (``observation_filter=MeanStdFilter``) and reward
 (``normalize_reward=True``), as rl-baselines3-zoo's ``VecNormalize`` does for those envs; a
 key the user sets (``--set``) is never changed. The choice is printed at the start and lands
 in ``config.json`` with the rest of the config. A known hard-exploration env (MountainCar)
-gets a one-line note naming the tuned config that solves it.
+gets a one-line note naming the tuned config that solves it. A multi-agent env's train batch
+and minibatch are counted in agent steps (:mod:`rlblocks.train.agent_batches`), also printed.
 
 Examples:
     >>> import gymnasium as gym
@@ -24,7 +25,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-__all__ = ["CONTROL_DEFAULTS", "continuous_control", "hard_exploration_note", "space_defaults"]
+__all__ = [
+    "CONTROL_DEFAULTS",
+    "continuous_control",
+    "hard_exploration_note",
+    "multiagent_defaults",
+    "space_defaults",
+]
 
 #: What continuous control gets when the user set neither key.
 CONTROL_DEFAULTS: dict[str, Any] = {"observation_filter": "MeanStdFilter", "normalize_reward": True}
@@ -72,3 +79,31 @@ def space_defaults(config: Any, given: dict[str, Any]) -> dict[str, Any]:
     finally:
         env.close()
     return {k: v for k, v in CONTROL_DEFAULTS.items() if k not in given}
+
+
+def multiagent_defaults(config: Any, given: dict[str, Any]) -> tuple[int, dict[str, int]] | None:
+    """``(agents, keys to add)`` for native PPO on a multi-agent ``config``: the batch sizes
+    counted in agent steps (:func:`~rlblocks.train.agent_batches.agent_batch_defaults`)
+    that the user did not set (``given``); None for a single-agent env (or one that fails to
+    build, which the trainer then reports). ``agents``: the env's ``possible_agents``, 1 for
+    a turn-based game (one agent moves per env step)."""
+    from rlblocks.multiagent.envs import is_multiagent_env
+    from rlblocks.multiagent.turns import is_turn_based_env
+    from rlblocks.train.agent_batches import agent_batch_defaults
+    from rlblocks.train.envs import env_callable, raw_env_creator
+
+    if isinstance(config.env, str) and env_callable(config.env) is None:
+        return None  # a registered id: single-agent, nothing made
+    try:
+        env = raw_env_creator(config)()
+    except Exception:  # the trainer's own start names what is wrong with the env
+        return None
+    try:
+        if not is_multiagent_env(env):
+            return None
+        agents = 1 if is_turn_based_env(env) else len(getattr(env, "possible_agents", None) or [1])
+    finally:
+        close = getattr(env, "close", None)
+        if close is not None:
+            close()
+    return agents, agent_batch_defaults(max(agents, 1), config.num_envs, given)
