@@ -3,7 +3,8 @@
 *lane* of its policy.
 
 Adapters. :func:`as_parallel_env` turns what a user's maker returns into the PettingZoo
-parallel API the trainer steps: a ``ParallelEnv`` as it is, an ``AECEnv`` made by
+parallel API the trainer steps: a ``ParallelEnv`` as it is (PettingZoo's ``aec_to_parallel``
+of an AEC env, as MPE's, through :mod:`rlblocks.multiagent.aec_parallel`), an ``AECEnv`` made by
 ``parallel_to_aec`` back into its parallel env, an RLlib ``MultiAgentEnv`` through
 :class:`RLlibParallelEnv` (its ``"__all__"`` flags end the episode for every agent; an agent
 that is alive but left out of a step's observations, as in turn-based envs, is refused).
@@ -98,7 +99,11 @@ def as_parallel_env(env: Any) -> Any:
         ValueError: ``env`` is not a multi-agent env.
     """
     kind = _pettingzoo_kind(env)
-    if kind == "parallel" or isinstance(env, RLlibParallelEnv):
+    if kind == "parallel":
+        from rlblocks.multiagent.aec_parallel import fast_parallel
+
+        return fast_parallel(env)  # PettingZoo's aec_to_parallel, minus its overhead
+    if isinstance(env, RLlibParallelEnv):
         return env
     if kind == "aec":
         from pettingzoo.utils.conversions import aec_to_parallel, parallel_to_aec_wrapper
