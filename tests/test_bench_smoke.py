@@ -188,6 +188,7 @@ def test_the_package_table_holds_only_its_own_benchmarks() -> None:
         "bench_suites",
         "bench_tuned",
         "bench_turns",
+        "learn_multiagent",
     ],
 )
 def test_script_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -214,6 +215,7 @@ def test_script_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         "bench_suites",
         "bench_tuned",
         "bench_turns",
+        "learn_multiagent",
     ],
 )
 def test_script_help(
