@@ -35,7 +35,10 @@ def _same(a: object, b: object) -> None:
 @pytest.mark.parametrize("name", ["simple_spread_v3", "simple_adversary_v3"])
 def test_steps_as_pettingzoos_wrapper_does(name: str) -> None:
     module = getattr(__import__("mpe2", fromlist=[name]), name)
-    theirs, ours = module.parallel_env(max_cycles=6), fast_parallel(module.parallel_env(max_cycles=6))
+    theirs, ours = (
+        module.parallel_env(max_cycles=6),
+        fast_parallel(module.parallel_env(max_cycles=6)),
+    )
     assert isinstance(ours, AECParallelEnv) and ours.possible_agents == theirs.possible_agents
     rng = np.random.default_rng(0)
     for episode in range(2):  # through a truncation at max_cycles and a new reset
