@@ -307,6 +307,17 @@ def summarize(results: Sequence[RunResult]) -> str:
         if (case, "rlblocks") in medians and (case, "sb3") in medians:
             ratio = medians[(case, "rlblocks")] / medians[(case, "sb3")]
             lines.append(f"{case}: rlblocks/sb3 median wall time: {ratio:.2f}x")
+            if all("cpu_s" in r.extra for r in results if r.case == case):
+                cpu = {
+                    m: [float(r.extra["cpu_s"]) for r in results if (r.case, r.method) == (case, m)]
+                    for m in ("rlblocks", "sb3")
+                }
+                lines.append(
+                    f"{case}: CPU s per run, rlblocks median {median(cpu['rlblocks']):.1f} total "
+                    f"{sum(cpu['rlblocks']):.1f}, sb3 median {median(cpu['sb3']):.1f} total "
+                    f"{sum(cpu['sb3']):.1f}: rlblocks/sb3 median CPU time "
+                    f"{median(cpu['rlblocks']) / median(cpu['sb3']):.2f}x"
+                )
     return "\n".join(lines)
 
 
