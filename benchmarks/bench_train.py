@@ -335,6 +335,9 @@ def main(argv: Sequence[str] | None = None) -> list[RunResult]:
     import torch
 
     torch.set_num_threads(args.threads)
+    # torch's first optimizer imports torch._dynamo (over a second of CPU): paid here, not
+    # by whichever library's run comes first
+    torch.optim.Adam([torch.zeros(1, requires_grad=True)])
     seeds = args.seeds or ([0] if args.quick else list(range(10)))
     with_sb3 = not args.no_sb3 and available("stable_baselines3")
     if not with_sb3 and not args.no_sb3:

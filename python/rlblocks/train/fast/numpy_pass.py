@@ -122,8 +122,10 @@ class NumpyPass:
 
     def backward(self, fwd: NumpyForward, d_out: np.ndarray, d_values: np.ndarray) -> None:
         """Writes every layer's weight and bias gradient from d(loss)/d(outputs) ``[B, K]``
-        and d(loss)/d(values) ``[B]`` (float32)."""
+        and d(loss)/d(values) ``[B]``."""
         (trunk, head, value_trunk, value_head), (g_trunk, g_head, g_vtrunk, g_vhead) = self._views()
+        d_out = np.asarray(d_out, np.float32)  # (no copy when it is float32 already)
+        d_values = np.asarray(d_values, np.float32)
         d_features = (
             backward_numpy(head, g_head, fwd.head_acts, d_out, input_grad=True) if head else d_out
         )
