@@ -138,14 +138,14 @@ def run_rlblocks(
     from rlblocks.train import DQNTrainer, PPOTrainer, SACTrainer
 
     trainer_class = {"PPO": PPOTrainer, "DQN": DQNTrainer, "SAC": SACTrainer}[algo]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     with trainer_class(config) as trainer:
         result = trainer.fit(stop_reward=stop_reward, stop_timesteps=stop_timesteps, progress=False)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     steps = int(result["timesteps_total"])
     ret = float(result.get("episode_return_mean", math.nan))
     reached = None if stop_reward is None else bool(ret >= stop_reward)
-    extra = {"steps_per_s": steps / wall, "target": stop_reward}
+    extra = {"steps_per_s": steps / wall, "target": stop_reward, "cpu_s": cpu}
     return RunResult(case, "rlblocks", seed, wall, steps, reached, ret, extra)
 
 
@@ -181,17 +181,17 @@ def run_sb3(
     stop_timesteps: int,
 ) -> RunResult:
     """Trains an SB3 model (built by ``make_model(seed)``) like :func:`run_rlblocks`."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     model = make_model(seed)
     callback = _sb3_stop_callback(stop_reward)
     model.learn(total_timesteps=stop_timesteps, callback=callback)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     steps = int(model.num_timesteps)
     # The callback's window includes the step that stopped the run (SB3's buffer lags it).
     returns = callback.returns or [ep["r"] for ep in (model.ep_info_buffer or [])]
     ret = statistics.fmean(returns) if returns else math.nan
     reached = None if stop_reward is None else bool(callback.reached)
-    extra = {"steps_per_s": steps / wall, "target": stop_reward}
+    extra = {"steps_per_s": steps / wall, "target": stop_reward, "cpu_s": cpu}
     return RunResult(case, "sb3", seed, wall, steps, reached, float(ret), extra)
 
 

@@ -307,6 +307,17 @@ def summarize(results: Sequence[RunResult]) -> str:
         if (case, "rlblocks") in medians and (case, "sb3") in medians:
             ratio = medians[(case, "rlblocks")] / medians[(case, "sb3")]
             lines.append(f"{case}: rlblocks/sb3 median wall time: {ratio:.2f}x")
+            if all("cpu_s" in r.extra for r in results if r.case == case):
+                cpu = {
+                    m: [float(r.extra["cpu_s"]) for r in results if (r.case, r.method) == (case, m)]
+                    for m in ("rlblocks", "sb3")
+                }
+                lines.append(
+                    f"{case}: CPU s per run, rlblocks median {median(cpu['rlblocks']):.1f} total "
+                    f"{sum(cpu['rlblocks']):.1f}, sb3 median {median(cpu['sb3']):.1f} total "
+                    f"{sum(cpu['sb3']):.1f}: rlblocks/sb3 median CPU time "
+                    f"{median(cpu['rlblocks']) / median(cpu['sb3']):.2f}x"
+                )
     return "\n".join(lines)
 
 
@@ -324,6 +335,9 @@ def main(argv: Sequence[str] | None = None) -> list[RunResult]:
     import torch
 
     torch.set_num_threads(args.threads)
+    # torch's first optimizer imports torch._dynamo (over a second of CPU): paid here, not
+    # by whichever library's run comes first
+    torch.optim.Adam([torch.zeros(1, requires_grad=True)])
     seeds = args.seeds or ([0] if args.quick else list(range(10)))
     with_sb3 = not args.no_sb3 and available("stable_baselines3")
     if not with_sb3 and not args.no_sb3:

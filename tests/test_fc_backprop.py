@@ -715,3 +715,40 @@ def test_parametrized_layers_are_left_to_autograd():
         lr.update(batch, np.random.default_rng(0))
     for p, q in zip(pols[0].model.parameters(), pols[1].model.parameters(), strict=True):
         torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-4, atol=1e-5)
+
+
+# --- the numpy pass ----------------------------------------------------------------------------
+@pytest.mark.parametrize("vf_share_layers", [False, True])
+@pytest.mark.parametrize("action", ["discrete3", "box2"])
+def test_cpu_float32_models_run_the_numpy_pass_as_the_torch_pass(
+    vf_share_layers: bool, action: str
+) -> None:
+    """A CPU float32 model's layers and PPO loss run in numpy (issue 48's CartPole update):
+    the same gradients and statistics as the torch pass (and autograd); float64 keeps
+    torch."""
+    model = {"fcnet_hiddens": [16, 8], "vf_share_layers": vf_share_layers}
+    cfg, pol, learner = make(
+        ACTION_SPACES[action], model, vf_clip_param=0.2, entropy_coeff=0.01, kl_coeff=0.2
+    )
+    fast = learner._backprop
+    assert fast is not None and fast._numpy is not None
+    data = make_minibatch(pol, cfg, 32, seed=3)
+    out = {}
+    for name, npass in (("numpy", fast._numpy), ("torch", None)):
+        fast._numpy = npass
+        for p in fast.params:
+            p.grad = torch.full_like(p, math.nan)
+        total, stats = fast.step(data, 0.2, True, True)
+        out[name] = ([p.grad.clone() for p in fast.params], total, stats)
+    (g_np, t_np, s_np), (g_t, t_t, s_t) = out["numpy"], out["torch"]
+    assert_grads_close(g_np, g_t, "numpy vs torch pass")
+    torch.testing.assert_close(t_np, t_t, rtol=1e-5, atol=1e-6)
+    assert s_np is not None and s_t is not None
+    torch.testing.assert_close(s_np, s_t, rtol=1e-5, atol=1e-6)
+    ref_g, _ = reference(pol, cfg, data, 0.2, True)
+    assert_grads_close(g_np, ref_g, "numpy pass vs reference")
+
+    pol64 = Policy(OBS, ACTION_SPACES[action], cfg)
+    pol64.model.double()
+    fast64 = FCBackprop.build(pol64.model, pol64.dist_class, cfg)
+    assert fast64 is not None and fast64._numpy is None

@@ -272,7 +272,7 @@ def test_sac_acts_without_the_module_wrappers_as_rllibs_runner_does(normalize: b
         "Pendulum-v1", clip_actions=not normalize, normalize_actions=normalize
     )
     theirs, ours = _both(_q_config(env, "SAC").debugging(seed=5))
-    assert ours._sac_actor is not None and (ours._unsquash is not None) == normalize
+    assert ours._sac_actor is not None and ours._to_env is not None
     calls = [{"num_timesteps": 90}, {"num_timesteps": 60, "explore": False}]
     _sample_both(theirs, ours, calls * 2)
 

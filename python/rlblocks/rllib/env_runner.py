@@ -37,16 +37,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import numpy as np
 import torch
-from gymnasium.spaces import Box
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from rlblocks.image import gray_resize
-from rlblocks.nest import tree_leaves, tree_map
+from rlblocks.nest import tree_map
 from rlblocks.rllib._ray import (
     ENV_STEP_FAILURE,
     ENV_STEP_TIMER,
@@ -55,13 +55,11 @@ from rlblocks.rllib._ray import (
     Columns,
     RLlibCallback,
     SingleAgentEnvRunner,
-    clip_action,
-    get_base_struct_from_space,
-    unsquash_action,
 )
 from rlblocks.rllib.connectors.atari_frames import AtariFramesBatched
 from rlblocks.rllib.connectors.flatten_observations import FlattenObservationsBatched
 from rlblocks.rllib.connectors.mean_std_filter import MeanStdFilterBatched
+from rlblocks.rllib.env_actions import env_action_fn
 from rlblocks.rllib.episode_chunks import Lane, Steps, episode_chunk, lane_after, rows
 from rlblocks.rllib.module import MASK_KEY, OBS_KEY, RLBlocksAPPORLModule, RLBlocksRLModule
 from rlblocks.rllib.q_acting import act_sac, dense_q, epsilon_greedy, plain_sac_actor
@@ -131,7 +129,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         self._q_actor: DenseQ | None = None
         self._serving_q: DenseQ | None = None
         self._sac_actor: FCLayers | None = None
-        self._unsquash: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._to_env: Callable[[Any], Any] | None = None  # NormalizeAndClipActions
         self.fast_path_refusal: str | None = self._refusal()
         if self.fast_path_refusal is not None:
             logger.info("VectorEnvRunner runs RLlib's loop: %s", self.fast_path_refusal)
@@ -179,14 +177,14 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
             self.env.single_observation_space[MASK_KEY].dtype if self._masked else None
         )
         self._recurrent = bool(self.module.is_stateful())
-        self._normalize = bool(self.config.normalize_actions)
-        self._clip = bool(self.config.clip_actions)
-        self._action_struct = get_base_struct_from_space(self.env.single_action_space)
-        self._has_box = any(isinstance(x, Box) for x in tree_leaves(self._action_struct))
         self._numpy_actor = self._fc_actor()
         self._q_actor = dense_q(self.module)
         self._sac_actor = plain_sac_actor(self.module)
-        self._unsquash = self._box_unsquash()
+        self._to_env = env_action_fn(
+            self.env.single_action_space,
+            bool(self.config.normalize_actions),
+            bool(self.config.clip_actions),
+        )
         return None
 
     def _fc_actor(self) -> FCActor | None:
@@ -203,18 +201,6 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
             return None
         log_once(logger, "VectorEnvRunner acts", actor.description)
         return actor
-
-    def _box_unsquash(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """``(low, high - low, high)`` for :meth:`_for_env`'s unsquashing when the action
-        space is one bounded float Box and actions are normalized; else None."""
-        space = self._action_struct
-        if not (
-            self._normalize and isinstance(space, Box) and space.dtype in (np.float32, np.float64)
-        ):
-            return None
-        if not (np.all(space.bounded_below) and np.all(space.bounded_above)):
-            return None
-        return space.low, space.high - space.low, space.high
 
     # --- RLlib's entry point -------------------------------------------------------------------
     def _sample(self, **kwargs: Any) -> list[Any]:
@@ -360,16 +346,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
 
     def _for_env(self, actions: Any) -> Any:
         """RLlib's ``NormalizeAndClipActions``: unsquashed into the Box bounds or clipped."""
-        if not self._has_box:
-            return actions
-        if self._unsquash is not None:  # unsquash_action's arithmetic on the one Box
-            low, span, high = self._unsquash
-            return np.clip(low + (actions + 1.0) * span / 2.0, low, high)
-        if self._normalize:
-            return unsquash_action(actions, self._action_struct)
-        if self._clip:
-            return clip_action(actions, self._action_struct)
-        return actions
+        return actions if self._to_env is None else self._to_env(actions)
 
     # --- the loop -----------------------------------------------------------------------------
     def _run(
