@@ -305,10 +305,17 @@ def summary(runs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str
     return out
 
 
-def _cell(stats: Mapping[str, Any] | None) -> str:
+def _cell(stats: Mapping[str, Any] | None, digits: int = 1) -> str:
     if stats is None:
         return "-"
-    return f"{stats['mean']:.1f} ± {stats['std']:.1f} ({stats['n']}; {stats['steps']:,} steps)"
+    mean, std = f"{stats['mean']:.{digits}f}", f"{stats['std']:.{digits}f}"
+    return f"{mean} ± {std} ({stats['n']}; {stats['steps']:,} steps)"
+
+
+def _digits(target: float) -> int:
+    """Decimals for a row's returns: 3 where the solved return is below 10 (MiniGrid's 0.9),
+    else 1."""
+    return 3 if abs(target) < 10 else 1
 
 
 def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> str:
@@ -332,9 +339,11 @@ def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> st
                 f"| {_cell(stats.get((name, 'defaults')))} | - | - |"
             )
             continue
-        reached = "yes" if tuned["mean"] >= target else f"no (gap {tuned['mean'] - target:.1f})"
+        d = _digits(target)
+        gap = tuned["mean"] - target
+        reached = "yes" if tuned["mean"] >= target else f"no (gap {gap:.{d}f})"
         default = stats.get((name, "defaults"))
-        default_cell = _cell(default)
+        default_cell = _cell(default, d)
         if default is not None and name in randoms:
             default_cell += f", {scaled(default['mean'], randoms[name], tuned['mean']):.0%}"
         sb3 = stats.get((name, "sb3"))
@@ -342,8 +351,8 @@ def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> st
             f"{tuned['wall_s']:.0f} / {sb3['wall_s']:.0f}" if sb3 else f"{tuned['wall_s']:.0f} / -"
         )
         lines.append(
-            f"| {row.env} | {row.algo} | {name} | {steps} | {_cell(tuned)} | {zoo} | {reached} "
-            f"| {default_cell} | {_cell(sb3)} | {walls} |"
+            f"| {row.env} | {row.algo} | {name} | {steps} | {_cell(tuned, d)} | {zoo} "
+            f"| {reached} | {default_cell} | {_cell(sb3, d)} | {walls} |"
         )
     for env, algo, tuned_name, zoo_return, budget, why in NOT_RUN:
         lines.append(
