@@ -60,6 +60,7 @@ class Row:
         sb3: SB3 constructor arguments from the zoo's hyperparameter file (None: not compared).
         sb3_envs: Vectorised envs SB3 runs (the zoo's ``n_envs``).
         sb3_normalize: Whether the zoo wraps the env in ``VecNormalize``.
+        sb3_wrapper: The zoo's ``env_wrapper`` as ``"module:Class"`` (empty: none).
         not_here: Why this machine does not run it (empty: it does).
     """
 
@@ -72,6 +73,7 @@ class Row:
     sb3: dict[str, Any] | None = None
     sb3_envs: int = 1
     sb3_normalize: bool = False
+    sb3_wrapper: str = ""
     not_here: str = ""
     net: dict[str, Any] = field(default_factory=dict)
 
@@ -82,6 +84,9 @@ _DQN_ACROBOT = dict(learning_rate=6.3e-4, batch_size=128, buffer_size=50_000, le
                     policy_kwargs={"net_arch": [256, 256]})  # fmt: skip
 _PPO_LUNAR = dict(n_steps=1024, batch_size=64, gae_lambda=0.98, gamma=0.999, n_epochs=4,
                   ent_coef=0.01)  # fmt: skip
+_PPO_MINIGRID = dict(n_steps=128, batch_size=64, gae_lambda=0.95, gamma=0.99, n_epochs=10,
+                     ent_coef=0.0, learning_rate=2.5e-4, clip_range=0.2)  # fmt: skip
+_FLAT_MINIGRID = "minigrid.wrappers:FlatObsWrapper"
 _LONG = "SAC at 500k steps runs for hours on 2 shared cores"
 
 #: The rows, by tuned config name (``<env>_<algo>``).
@@ -108,7 +113,10 @@ ROWS: dict[str, Row] = {
              exploration_fraction=0.2, exploration_final_eps=0.07,
              policy_kwargs={"net_arch": [256, 256]})),
     "mountaincarcontinuous_sac": Row(
-        "mountaincarcontinuous_sac", "MountainCarContinuous-v0", "SAC", 94.679, 50_000, 50_000),
+        "mountaincarcontinuous_sac", "MountainCarContinuous-v0", "SAC", 94.679, 50_000, 50_000,
+        dict(learning_rate=3e-4, buffer_size=50_000, batch_size=512, ent_coef=0.1,
+             train_freq=32, gradient_steps=32, gamma=0.9999, tau=0.01, learning_starts=0,
+             use_sde=True, policy_kwargs={"log_std_init": -3.67, "net_arch": [64, 64]})),
     "pendulum_ppo": Row(
         "pendulum_ppo", "Pendulum-v1", "PPO", -172.225, 100_000, 100_000,
         dict(n_steps=1024, gae_lambda=0.95, gamma=0.9, n_epochs=10, ent_coef=0.0,
@@ -135,9 +143,11 @@ ROWS: dict[str, Row] = {
         "bipedalwalker_sac", "BipedalWalker-v3", "SAC", 297.668, 500_000, 500_000,
         not_here=_LONG),
     "minigrid_empty8x8_ppo": Row(
-        "minigrid_empty8x8_ppo", "MiniGrid-Empty-8x8-v0", "PPO", None, 100_000, 100_000),
+        "minigrid_empty8x8_ppo", "MiniGrid-Empty-8x8-v0", "PPO", None, 100_000, 100_000,
+        _PPO_MINIGRID, 8, True, _FLAT_MINIGRID),
     "minigrid_doorkey5x5_ppo": Row(
-        "minigrid_doorkey5x5_ppo", "MiniGrid-DoorKey-5x5-v0", "PPO", None, 100_000, 100_000),
+        "minigrid_doorkey5x5_ppo", "MiniGrid-DoorKey-5x5-v0", "PPO", None, 100_000, 100_000,
+        _PPO_MINIGRID, 8, True, _FLAT_MINIGRID),
 }  # fmt: skip
 
 #: Rows the zoo reports but this machine cannot run (no MuJoCo, no Atari ROMs, no GPU).
@@ -201,14 +211,22 @@ def run_rlblocks(
 def run_sb3(row: Row, seed: int, episodes: int, budget: int) -> dict[str, Any]:
     """Stable-Baselines3 with the zoo's hyperparameters at the row's budget, evaluated
     deterministically on ``episodes`` episodes."""
+    import importlib
+
     import gymnasium as gym
     import stable_baselines3 as sb3
+    from rlblocks.train.envs import registered_id
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.vec_env import VecNormalize
 
     assert row.sb3 is not None
-    vec = make_vec_env(row.env, n_envs=row.sb3_envs, seed=seed)
+    env_id = registered_id(row.env)  # imports the package that registers a third-party id
+    wrapper = None
+    if row.sb3_wrapper:
+        module, _, name = row.sb3_wrapper.partition(":")
+        wrapper = getattr(importlib.import_module(module), name)
+    vec = make_vec_env(env_id, n_envs=row.sb3_envs, seed=seed, wrapper_class=wrapper)
     if row.sb3_normalize:
         vec = VecNormalize(vec, gamma=row.sb3.get("gamma", 0.99))
     start = time.perf_counter()
@@ -219,7 +237,8 @@ def run_sb3(row: Row, seed: int, episodes: int, budget: int) -> dict[str, Any]:
         vec.training, vec.norm_reward = False, False
         eval_env: Any = vec
     else:
-        eval_env = gym.make(row.env)
+        eval_env = gym.make(env_id)
+        eval_env = wrapper(eval_env) if wrapper is not None else eval_env
         eval_env.reset(seed=10_000 + seed)
     mean, std = evaluate_policy(model, eval_env, n_eval_episodes=episodes, deterministic=True)
     return {
@@ -286,10 +305,17 @@ def summary(runs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str
     return out
 
 
-def _cell(stats: Mapping[str, Any] | None) -> str:
+def _cell(stats: Mapping[str, Any] | None, digits: int = 1) -> str:
     if stats is None:
         return "-"
-    return f"{stats['mean']:.1f} ± {stats['std']:.1f} ({stats['n']}; {stats['steps']:,} steps)"
+    mean, std = f"{stats['mean']:.{digits}f}", f"{stats['std']:.{digits}f}"
+    return f"{mean} ± {std} ({stats['n']}; {stats['steps']:,} steps)"
+
+
+def _digits(target: float) -> int:
+    """Decimals for a row's returns: 3 where the solved return is below 10 (MiniGrid's 0.9),
+    else 1."""
+    return 3 if abs(target) < 10 else 1
 
 
 def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> str:
@@ -313,9 +339,11 @@ def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> st
                 f"| {_cell(stats.get((name, 'defaults')))} | - | - |"
             )
             continue
-        reached = "yes" if tuned["mean"] >= target else f"no (gap {tuned['mean'] - target:.1f})"
+        d = _digits(target)
+        gap = tuned["mean"] - target
+        reached = "yes" if tuned["mean"] >= target else f"no (gap {gap:.{d}f})"
         default = stats.get((name, "defaults"))
-        default_cell = _cell(default)
+        default_cell = _cell(default, d)
         if default is not None and name in randoms:
             default_cell += f", {scaled(default['mean'], randoms[name], tuned['mean']):.0%}"
         sb3 = stats.get((name, "sb3"))
@@ -323,8 +351,8 @@ def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> st
             f"{tuned['wall_s']:.0f} / {sb3['wall_s']:.0f}" if sb3 else f"{tuned['wall_s']:.0f} / -"
         )
         lines.append(
-            f"| {row.env} | {row.algo} | {name} | {steps} | {_cell(tuned)} | {zoo} | {reached} "
-            f"| {default_cell} | {_cell(sb3)} | {walls} |"
+            f"| {row.env} | {row.algo} | {name} | {steps} | {_cell(tuned, d)} | {zoo} "
+            f"| {reached} | {default_cell} | {_cell(sb3, d)} | {walls} |"
         )
     for env, algo, tuned_name, zoo_return, budget, why in NOT_RUN:
         lines.append(

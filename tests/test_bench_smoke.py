@@ -343,3 +343,24 @@ def test_bench_suites_quick_row_and_its_docs_table(
     doc.write_text(f"head\n{suites.BEGIN}\nold\n{suites.END}\ntail\n")
     suites.write_docs(text, doc)
     assert doc.read_text() == f"head\n{suites.BEGIN}\n{text}\n{suites.END}\ntail\n"
+
+
+def test_bench_suites_sb3_column_wraps_minigrid_as_the_zoo_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the zoo trains MiniGrid through its FlatObsWrapper and VecNormalize; without them
+    # SB3's MlpPolicy refuses the Dict observation (issue 46: the SB3 column's MiniGrid rows)
+    pytest.importorskip("stable_baselines3")
+    pytest.importorskip("minigrid")
+    import dataclasses
+
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    suites = importlib.import_module("bench_suites")
+    row = suites.ROWS["minigrid_empty8x8_ppo"]
+    assert row.sb3 is not None and row.sb3_wrapper
+    tiny = dataclasses.replace(
+        row, sb3={**row.sb3, "n_steps": 16, "batch_size": 16, "n_epochs": 1}, sb3_envs=2
+    )
+    run = suites.run_sb3(tiny, seed=0, episodes=1, budget=32)
+    assert (run["row"], run["method"], run["steps"]) == ("minigrid_empty8x8_ppo", "sb3", 32)
+    assert 0.0 <= run["eval_mean"] <= 1.0  # MiniGrid's return lies in [0, 1]

@@ -162,3 +162,22 @@ def test_cli_refuses_appo_natively() -> None:
     from rlblocks.cli import main
 
     assert main(["train", "--algo", "APPO", "--env", "CartPole-v1", "--no-progress"]) == 2
+
+
+@pytest.mark.parametrize(("steps", "synced"), [(128, False), (130, True)])
+def test_dqn_counts_its_rhythm_in_env_steps_as_sb3_does(steps: int, synced: bool) -> None:
+    # rl-baselines3-zoo's CartPole rhythm, scaled down (issue 46): rounds of gradient steps
+    # every train_freq env steps once learning_starts are stored, the target copied every
+    # target_network_update_freq env steps, never inside a round (a round's gradient steps
+    # all bootstrap from one target), as Stable-Baselines3's DQN with one env
+    cfg = {**FAST_DQN, "learning_starts": 64, "train_freq": 64, "gradient_steps": 8,
+           "target_network_update_freq": 10, "train_batch_size": 16,
+           "timesteps_per_iteration": steps}  # fmt: skip
+    with DQNTrainer(cfg) as trainer:
+        result = trainer.train()
+        online = torch.nn.utils.parameters_to_vector(trainer.learner.q.parameters())
+        target = torch.nn.utils.parameters_to_vector(trainer.learner.target.parameters())
+    assert result["num_updates"] == 16  # the rounds at steps 64 and 128
+    # the last copy before step 128 was at step 120, before that round's updates; step 130's
+    # copy takes them
+    assert torch.equal(online, target) is synced
