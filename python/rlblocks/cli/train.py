@@ -399,18 +399,27 @@ def _env_defaults(
 ) -> Any:
     """``--env`` alone: the hard-exploration note, and for native PPO the defaults decided
     from the env's spaces (:mod:`rlblocks.cli.train_defaults`), printed and applied."""
-    from rlblocks.cli.train_defaults import hard_exploration_note, space_defaults
+    from rlblocks.cli.train_defaults import (
+        hard_exploration_note,
+        space_defaults,
+        turn_based_defaults,
+    )
 
     note = hard_exploration_note(str(config.env))
     if note:
         print(f"rlblocks train: note: {note}", flush=True)
     if args.backend != "native" or (flags["algo"] or "PPO") != "PPO":
         return config
-    extra = space_defaults(config, parse_overrides(args.set or []))
+    given = parse_overrides(args.set or [])
+    what = "continuous control (Box observations and actions)"
+    extra = space_defaults(config, given)
+    if not extra:
+        what = "a turn-based game with action masks"
+        extra = turn_based_defaults(config, given)
     if not extra:
         return config
     print(
-        "rlblocks train: continuous control (Box observations and actions): "
+        f"rlblocks train: {what}: "
         + ", ".join(f"{k}={v}" for k, v in extra.items())
         + " (--set either to change)",
         flush=True,

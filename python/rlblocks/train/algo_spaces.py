@@ -65,6 +65,8 @@ NATIVE_ONLY = {
     "selfplay_snapshot_every": "rllib.callbacks",
     "selfplay_pool_size": "rllib.callbacks",
     "selfplay_opponent_prob": "rllib.callbacks",
+    "selfplay_random_prob": "rllib.callbacks",
+    "selfplay_eval_interval": "rllib.evaluation",
     "selfplay_eval_games": "rllib.evaluation",
 }
 _MASK_KEYS = {"action_mask", "observations"}
