@@ -61,6 +61,7 @@ __all__ = [
     "UnionMultiAgentEnv",
     "make_multiagent_env",
     "multiagent_env_creator",
+    "union_multiagent_env",
 ]
 
 
@@ -95,9 +96,15 @@ class UnionMultiAgentEnv(MultiAgentEnv):  # type: ignore[misc]
     ) -> None:
         super().__init__()
         self.par_env = as_parallel_env(env)
-        agents = list(self.par_env.possible_agents)
-        obs_spaces = {a: self.par_env.observation_space(a) for a in agents}
-        act_spaces = {a: self.par_env.action_space(a) for a in agents}
+        self._map(self.par_env, policy_mapping, agent_id_one_hot)
+
+    def _map(
+        self, env: Any, policy_mapping: str | Mapping[Any, Any], agent_id_one_hot: bool
+    ) -> None:
+        """The mapping, unions and spaces of ``env``'s agents (a PettingZoo env)."""
+        agents = list(env.possible_agents)
+        obs_spaces = {a: env.observation_space(a) for a in agents}
+        act_spaces = {a: env.action_space(a) for a in agents}
         if isinstance(policy_mapping, str):
             mapping = dict(resolve_mapping(agents, obs_spaces, act_spaces, policy_mapping))
         else:
@@ -126,8 +133,8 @@ class UnionMultiAgentEnv(MultiAgentEnv):  # type: ignore[misc]
         self.action_spaces = {a: self.unions[mapping[a]].action_space for a in agents}
         self.observation_space = gym.spaces.Dict(self.observation_spaces)
         self.action_space = gym.spaces.Dict(self.action_spaces)
-        self.metadata = dict(getattr(self.par_env, "metadata", {}) or {})
-        self.render_mode = getattr(self.par_env, "render_mode", None)
+        self.metadata = dict(getattr(env, "metadata", {}) or {})
+        self.render_mode = getattr(env, "render_mode", None)
 
     def _union_obs(self, obs: Mapping[Any, Any]) -> dict[Any, Any]:
         return {a: self.unions[self.policy_mapping[a]].value(a, o) for a, o in obs.items()}
@@ -196,11 +203,26 @@ def make_multiagent_env(
             "multi-agent env"
         )
     block = cfg.multiagent
-    return UnionMultiAgentEnv(
+    return union_multiagent_env(
         made,
         block.get("policy_mapping", "shared") if policy_mapping is None else policy_mapping,
         bool(block.get("agent_id_one_hot", False)),
     )
+
+
+def union_multiagent_env(
+    env: Any, policy_mapping: str | Mapping[Any, Any] = "shared", agent_id_one_hot: bool = False
+) -> UnionMultiAgentEnv:
+    """The RLlib env of a made multi-agent ``env``: a
+    :class:`~rlblocks.rllib.turn_env.TurnBasedMultiAgentEnv` for a turn-based PettingZoo
+    ``AECEnv``, else a :class:`UnionMultiAgentEnv` (the same arguments)."""
+    from rlblocks.multiagent.turns import is_turn_based_env
+
+    if is_turn_based_env(env):
+        from rlblocks.rllib.turn_env import TurnBasedMultiAgentEnv
+
+        return TurnBasedMultiAgentEnv(env, policy_mapping, agent_id_one_hot)
+    return UnionMultiAgentEnv(env, policy_mapping, agent_id_one_hot)
 
 
 def multiagent_env_creator(
