@@ -421,7 +421,7 @@ def _env_defaults(
     print(
         f"rlblocks train: {what}: "
         + ", ".join(f"{k}={v}" for k, v in extra.items())
-        + " (--set either to change)",
+        + (" (--set either to change)" if len(extra) > 1 else " (--set it to change)"),
         flush=True,
     )
     return config_class(flags["algo"]).from_dict({**data, **extra})
