@@ -69,9 +69,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     steps, games = (2048, 10) if args.quick else (args.steps, args.games)
-    from rlblocks.train import MultiAgentPPOTrainer
-
     from rlblocks.cli.train_defaults import turn_based_defaults
+    from rlblocks.train import MultiAgentPPOTrainer
     from rlblocks.train.trainer_config import PPOConfig
 
     sets = config_sets(args.set)

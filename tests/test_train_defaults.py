@@ -71,7 +71,9 @@ def test_a_turn_based_game_with_masks_gets_an_entropy_bonus(tmp_path, capsys) ->
         capsys.readouterr().out
     )
     assert all(config[k] == v for k, v in TURN_DEFAULTS.items())
-    config = _train(tmp_path / "set", "--env", "rlblocks.envs.turn_zoo:env", "--set", "entropy_coeff=0")
+    config = _train(
+        tmp_path / "set", "--env", "rlblocks.envs.turn_zoo:env", "--set", "entropy_coeff=0"
+    )
     assert config["entropy_coeff"] == 0
     config = _train(tmp_path / "par", "--env", "rlblocks.envs.multiagent_zoo:parallel_env")
     assert config["entropy_coeff"] == 0 and "turn-based" not in capsys.readouterr().out

@@ -483,7 +483,9 @@ def test_cli_turn_based_game_learns_on_rllib_with_no_illegal_move(tmp_path: Path
     assert out.returncode == 0, out.stderr[-3000:]
     progress = rows(run)
     assert all(float(r["illegal_moves_total"]) == 0 for r in progress)
-    last = {a: float(progress[-1][f"agent_episode_return_mean/{a}"]) for a in ("player_0", "player_1")}
+    last = {
+        a: float(progress[-1][f"agent_episode_return_mean/{a}"]) for a in ("player_0", "player_1")
+    }
     first = {a: float(progress[0][f"agent_episode_return_mean/{a}"]) for a in last}
     print(f"\nturn_zoo on RLlib: {first} -> {last} in {len(progress)} iterations")
     assert all(r >= 0.75 for r in last.values()), last
