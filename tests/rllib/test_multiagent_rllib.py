@@ -33,7 +33,8 @@ from rlblocks.rllib.algo_config import (  # noqa: E402
     build_algo_config,
     is_multiagent_config,
 )
-from rlblocks.rllib.multiagent_env import UnionMultiAgentEnv, make_multiagent_env  # noqa: E402
+from rlblocks.rllib.multiagent_env import UnionMultiAgentEnv  # noqa: E402
+from rlblocks.rllib.multiagent_envs import make_multiagent_env  # noqa: E402
 from rlblocks.rllib.trainer import RLlibTrainer  # noqa: E402
 from rlblocks.train.trainer_config import PPOConfig  # noqa: E402
 

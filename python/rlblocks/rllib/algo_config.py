@@ -143,7 +143,7 @@ def make_env(config: TrainerConfig, algo: str = "PPO") -> gym.Env:
     run's :class:`~rlblocks.rllib.multiagent_env.UnionMultiAgentEnv`)."""
     setup = multiagent_setup(config)
     if setup is not None:
-        from rlblocks.rllib.multiagent_env import make_multiagent_env
+        from rlblocks.rllib.multiagent_envs import make_multiagent_env
 
         return make_multiagent_env(config, setup.mapping)
     if _is_atari(config):
@@ -267,7 +267,7 @@ def multiagent_setup(config: TrainerConfig) -> MultiAgentSetup | None:
                 "multi-agent env)"
             )
         return None
-    from rlblocks.rllib.multiagent_env import union_multiagent_env
+    from rlblocks.rllib.multiagent_envs import union_multiagent_env
     from rlblocks.rllib.turn_env import TurnBasedMultiAgentEnv
 
     block = getattr(config, "multiagent", None) or {}
@@ -314,7 +314,7 @@ def multiagent_env_to_module(
 def _multiagent(algo_config: Any, config: TrainerConfig, algo: str, setup: MultiAgentSetup) -> Any:
     """The multi-agent parts of an ``AlgorithmConfig`` (module docstring)."""
     from rlblocks.rllib._ray import register_env
-    from rlblocks.rllib.multiagent_env import multiagent_env_creator
+    from rlblocks.rllib.multiagent_envs import multiagent_env_creator
 
     models = _policy_models(config, algo, setup.policies)
     name = f"rlblocks-multiagent:{config.env_name}"
