@@ -1,6 +1,7 @@
 """Turn-based self-play: a PettingZoo classic game trained by rlblocks' native multi-agent PPO
-with its defaults (one shared policy on every seat), then played greedily against a random
-legal player.
+with the defaults ``rlblocks train --env GAME`` takes (one shared policy on every seat, and
+:func:`rlblocks.cli.train_defaults.turn_based_defaults`), then played greedily against a
+random legal player.
 
 The trained policy takes seat ``g % 2`` in game ``g`` (so it moves first in half the
 games); the other seat plays a uniformly random legal move. Counted: the policy's wins,
@@ -68,10 +69,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     steps, games = (2048, 10) if args.quick else (args.steps, args.games)
+    from rlblocks.cli.train_defaults import turn_based_defaults
     from rlblocks.train import MultiAgentPPOTrainer
+    from rlblocks.train.trainer_config import PPOConfig
 
     sets = config_sets(args.set)
-    trainer = MultiAgentPPOTrainer({"env": args.env, "seed": args.seed, **sets})
+    config = {"env": args.env, "seed": args.seed, **sets}
+    defaults = turn_based_defaults(PPOConfig.from_dict(config), sets)  # as the CLI's
+    trainer = MultiAgentPPOTrainer({**config, **defaults})
     try:
         start = time.perf_counter()
         metrics: dict[str, Any] = {}
@@ -85,6 +90,7 @@ def main(argv: list[str] | None = None) -> None:
         json.dumps(
             {
                 "env": args.env,
+                "defaults": defaults,
                 "timesteps_total": trainer.timesteps_total,
                 "train_s": round(train_s, 1),
                 "illegal_moves_total": metrics.get("illegal_moves_total"),

@@ -209,11 +209,72 @@ def test_tictactoe_trains_an_iteration_with_legal_moves_only(tmp_path: Path) -> 
     assert json.loads(shown.stdout.strip().splitlines()[-1])["episodes"] == 3
 
 
-def test_rllib_backend_refuses_a_turn_based_game_in_one_line(tmp_path: Path) -> None:
-    out = run_cli("train", "--env", GAME, "--backend", "rllib", "--run-dir", str(tmp_path / "r"))
+def test_the_rllib_adapter_asks_only_the_mover_and_pays_each_agent_at_its_next_move() -> None:
+    """RLlib's env of a turn-based game: one observation (the mover's) per step, an agent's
+    rewards reported with its next observation or its end, every agent that moved ended at
+    the game's end, the sums equal to PettingZoo's own returns; masked-out moves counted."""
+    pytest.importorskip("ray", reason="ray is the ray extra")
+    from pettingzoo.classic import tictactoe_v3
+    from rlblocks.rllib.turn_env import TurnBasedMultiAgentEnv
+
+    game = TurnBasedMultiAgentEnv(tictactoe_v3.env())
+    rng = np.random.default_rng(0)
+    outcomes = set()
+    for seed in range(30):
+        obs, _ = game.reset(seed=seed)
+        twin = tictactoe_v3.env()  # the same moves on PettingZoo's env, stepped by hand
+        twin.reset(seed=seed)
+        paid = {a: 0.0 for a in game.possible_agents}
+        truth = {a: 0.0 for a in game.possible_agents}
+        moved: set = set()
+        over = False
+        while not over:
+            (mover,) = obs  # only the agent to move observes
+            moved.add(mover)
+            move = int(rng.choice(np.flatnonzero(obs[mover]["action_mask"])))
+            obs, rewards, terminated, truncated, _ = game.step({mover: move})
+            assert twin.agent_selection == mover
+            twin.step(move)
+            for a in moved:  # PettingZoo's rewards of this move to the agents that moved
+                truth[a] += float(twin.rewards[a])
+            assert set(rewards) <= set(obs) and set(rewards) <= moved
+            for a, r in rewards.items():
+                paid[a] += r
+            over = terminated["__all__"] or truncated["__all__"]
+            if not over:
+                assert len(obs) == 1 and not any(terminated[a] for a in obs)
+        assert set(obs) == moved and all(terminated[a] for a in moved)
+        assert paid == truth and sorted(paid.values()) in ([-1.0, 1.0], [0.0, 0.0])
+        outcomes.add(max(paid.values()))
+    assert outcomes == {0.0, 1.0} and game.illegal_moves == 0  # wins and draws were played
+    obs, _ = game.reset(seed=0)
+    (mover,) = obs
+    taken = int(np.flatnonzero(obs[mover]["action_mask"])[0])
+    game.step({mover: taken})
+    (other,) = game.reset(seed=0)[0]
+    game.step({other: taken})  # a legal move again: the board was reset
+    (nxt,) = game.aec_env.agents[1:2]
+    game.step({nxt: taken})  # the square is taken: outside the mask, played and counted
+    assert game.illegal_moves == 1
+    with pytest.raises(ValueError, match="asks for a move of"):
+        game.step({"nobody": 0})
+
+
+def test_rllib_backend_refuses_native_self_play_keys_in_one_line(tmp_path: Path) -> None:
+    out = run_cli(
+        "train",
+        "--env",
+        GAME,
+        "--backend",
+        "rllib",
+        "--set",
+        "selfplay_snapshot_every=2",
+        "--run-dir",
+        str(tmp_path / "r"),
+    )
     assert out.returncode != 0
-    assert out.stderr.count("\n") == 1 and "turn-based" in out.stderr
-    assert "native backend" in out.stderr and not (tmp_path / "r").exists()
+    assert out.stderr.count("\n") == 1 and "selfplay_snapshot_every=2" in out.stderr
+    assert "native-trainer option" in out.stderr and not (tmp_path / "r").exists()
 
 
 def test_turn_based_games_refuse_recurrent_models_and_reward_scaling() -> None:

@@ -318,3 +318,69 @@ def test_a_pettingzoo_classic_run_resumes_with_its_pool_from_fresh_games(tmp_pat
         assert [s.iteration for s in resumed.selfplay.pool.snapshots] == [1, 2]
     finally:
         resumed.close()
+
+
+def test_a_random_legal_opponent_plays_legal_moves_that_never_train_and_resumes(
+    tmp_path: Path,
+) -> None:
+    """``selfplay_random_prob=1``: after the first games (the policy plays itself until
+    each copy's first game ends) a random legal player takes every seat but the learner's;
+    its moves stay inside the mask and are no transitions; it is saved with the schedule."""
+    from rlblocks.masks import MASK_KEY
+    from rlblocks.train import MultiAgentPPOTrainer, restore_trainer
+    from rlblocks.train.opponents import RandomOpponent
+
+    cfg = {"env": GAME, **TINY, "seed": 2, "selfplay_random_prob": 1.0}
+    trainer = MultiAgentPPOTrainer(cfg)
+    try:
+        assert all(isinstance(o, RandomOpponent) for o in trainer.selfplay.schedule.opponent)
+        hub = trainer.hub
+        hub.reset_lanes("shared", seed=0)
+        for _ in range(40):  # the random player's moves are legal and uniform over the mask
+            actions = {"shared": np.zeros(len(hub.live_lanes("shared")), np.int64)}
+            frozen = trainer.selfplay.before_step(actions)
+            assert frozen is not None
+            for lane in np.flatnonzero(frozen):
+                _, obs = hub.lane_obs("shared", int(lane))
+                assert obs[MASK_KEY][int(actions["shared"][lane])] == 1
+            legal = {"shared": actions["shared"].copy()}
+            for lane in np.flatnonzero(hub.live_lanes("shared") & ~frozen):
+                _, obs = hub.lane_obs("shared", int(lane))
+                legal["shared"][lane] = int(np.flatnonzero(obs[MASK_KEY])[0])
+            trainer.selfplay.after_step(hub.step(legal), frozen)
+        assert hub.illegal_moves == 0
+    finally:
+        trainer.close()
+    trainer = MultiAgentPPOTrainer(cfg, run_dir=tmp_path)
+    try:
+        first = trainer.train()
+        # every seat but the learner's is the random player's: about half the moves train
+        assert 0 < first["agent_timesteps_total"] < 0.8 * 128
+        path = trainer.save()
+        state = trainer.selfplay.state_dict()["schedule"]
+        assert set(state["opponent"]) == {"random"}
+        second = trainer.train()
+        weights = _weights(trainer.model)
+    finally:
+        trainer.close()
+    resumed = restore_trainer(path)
+    try:
+        again = resumed.train()
+        assert again["agent_timesteps_total"] == second["agent_timesteps_total"]
+        assert all(t.equal(weights[n]) for n, t in resumed.model.state_dict().items())
+    finally:
+        resumed.close()
+
+
+def test_a_random_opponent_is_refused_where_it_cannot_play_and_on_rllib() -> None:
+    from rlblocks.train import MultiAgentPPOTrainer
+    from rlblocks.train.algo_spaces import check_rllib_config
+    from rlblocks.train.trainer_config import PPOConfig
+
+    with pytest.raises(ValueError, match="selfplay_random_prob=0.5: env .* not a turn-based"):
+        MultiAgentPPOTrainer(
+            {"env": "rlblocks.envs.multiagent_zoo:parallel_env", "selfplay_random_prob": 0.5}
+        )
+    for key, value in (("selfplay_random_prob", 0.5), ("selfplay_eval_interval", 3)):
+        with pytest.raises(ValueError, match=f"{key}={value}: a native-trainer option"):
+            check_rllib_config(PPOConfig(env=GAME, **{key: value}), "PPO")

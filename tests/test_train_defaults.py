@@ -56,3 +56,24 @@ def test_mountaincar_names_the_tuned_config_that_solves_it(tmp_path, capsys, alg
         "rlblocks train: note: MountainCar-v0 is a hard-exploration env: these defaults will "
         "not solve it (the return stays -200); `rlblocks train --tuned mountaincar_dqn` does"
     ) in capsys.readouterr().out
+
+
+def test_a_turn_based_game_with_masks_gets_an_entropy_bonus(tmp_path, capsys) -> None:
+    """``rlblocks train --env GAME`` on a turn-based game whose agents observe action masks
+    (docs/multiagent.md, "Self-play": the bonus is what kept tictactoe's greedy policy from
+    losing to a random legal player); a parallel env and a user's ``--set`` keep theirs."""
+    pytest.importorskip("pettingzoo", reason="pettingzoo is the multiagent extra")
+    from rlblocks.cli.train_defaults import TURN_DEFAULTS
+
+    config = _train(tmp_path, "--env", "rlblocks.envs.turn_zoo:env")
+    shown = ", ".join(f"{k}={v}" for k, v in TURN_DEFAULTS.items())
+    assert f"rlblocks train: a turn-based game with action masks: {shown} (--set" in (
+        capsys.readouterr().out
+    )
+    assert all(config[k] == v for k, v in TURN_DEFAULTS.items())
+    config = _train(
+        tmp_path / "set", "--env", "rlblocks.envs.turn_zoo:env", "--set", "entropy_coeff=0"
+    )
+    assert config["entropy_coeff"] == 0
+    config = _train(tmp_path / "par", "--env", "rlblocks.envs.multiagent_zoo:parallel_env")
+    assert config["entropy_coeff"] == 0 and "turn-based" not in capsys.readouterr().out

@@ -304,7 +304,7 @@ def test_multiagent_run_exports_one_policy_per_module(
 ) -> None:
     from rlblocks.rllib.algo_config import multiagent_env_to_module, multiagent_setup
     from rlblocks.rllib.module_actor import RLModuleActor
-    from rlblocks.rllib.multiagent_env import make_multiagent_env
+    from rlblocks.rllib.multiagent_envs import make_multiagent_env
 
     run = runs("multiagent")
     assert main(["export", str(run)]) == 0

@@ -399,11 +399,13 @@ def _env_defaults(
 ) -> Any:
     """``--env`` alone: the hard-exploration note, and for native PPO the defaults decided
     from the env (:mod:`rlblocks.cli.train_defaults`: the batch sizes of a multi-agent env,
-    counted in agent steps; the spaces' of continuous control), printed and applied."""
+    counted in agent steps; continuous control's and turn-based games' from the spaces),
+    printed and applied."""
     from rlblocks.cli.train_defaults import (
         hard_exploration_note,
         multiagent_defaults,
         space_defaults,
+        turn_based_defaults,
     )
     from rlblocks.train.agent_batches import agent_batch_line
 
@@ -422,14 +424,19 @@ def _env_defaults(
             **sizes,
         }
         print(f"rlblocks train: {agent_batch_line(agents, config.num_envs, chosen)}", flush=True)
-        return config_class(flags["algo"]).from_dict({**data, **sizes})
+        data = {**data, **sizes}
+        config = config_class(flags["algo"]).from_dict(data)
+    what = "continuous control (Box observations and actions)"
     extra = space_defaults(config, given)
+    if not extra:
+        what = "a turn-based game with action masks"
+        extra = turn_based_defaults(config, given)
     if not extra:
         return config
     print(
-        "rlblocks train: continuous control (Box observations and actions): "
+        f"rlblocks train: {what}: "
         + ", ".join(f"{k}={v}" for k, v in extra.items())
-        + " (--set either to change)",
+        + (" (--set either to change)" if len(extra) > 1 else " (--set it to change)"),
         flush=True,
     )
     return config_class(flags["algo"]).from_dict({**data, **extra})

@@ -143,7 +143,7 @@ def make_env(config: TrainerConfig, algo: str = "PPO") -> gym.Env:
     run's :class:`~rlblocks.rllib.multiagent_env.UnionMultiAgentEnv`)."""
     setup = multiagent_setup(config)
     if setup is not None:
-        from rlblocks.rllib.multiagent_env import make_multiagent_env
+        from rlblocks.rllib.multiagent_envs import make_multiagent_env
 
         return make_multiagent_env(config, setup.mapping)
     if _is_atari(config):
@@ -217,6 +217,8 @@ class MultiAgentSetup(NamedTuple):
     agents: tuple[Any, ...]
     mapping: dict[Any, Any]
     policies: tuple[Any, ...]
+    #: A turn-based game (:class:`~rlblocks.rllib.turn_env.TurnBasedMultiAgentEnv`).
+    turn_based: bool = False
 
 
 def _makes_multiagent(config: TrainerConfig) -> Any:
@@ -265,10 +267,11 @@ def multiagent_setup(config: TrainerConfig) -> MultiAgentSetup | None:
                 "multi-agent env)"
             )
         return None
-    from rlblocks.rllib.multiagent_env import UnionMultiAgentEnv
+    from rlblocks.rllib.multiagent_envs import union_multiagent_env
+    from rlblocks.rllib.turn_env import TurnBasedMultiAgentEnv
 
     block = getattr(config, "multiagent", None) or {}
-    env = UnionMultiAgentEnv(
+    env = union_multiagent_env(
         made,
         block.get("policy_mapping", "shared"),
         bool(block.get("agent_id_one_hot", False)),
@@ -276,7 +279,10 @@ def multiagent_setup(config: TrainerConfig) -> MultiAgentSetup | None:
     try:
         mapping = dict(env.policy_mapping)
         return MultiAgentSetup(
-            tuple(env.possible_agents), mapping, tuple(dict.fromkeys(mapping.values()))
+            tuple(env.possible_agents),
+            mapping,
+            tuple(dict.fromkeys(mapping.values())),
+            isinstance(env, TurnBasedMultiAgentEnv),
         )
     finally:
         env.close()
@@ -308,11 +314,15 @@ def multiagent_env_to_module(
 def _multiagent(algo_config: Any, config: TrainerConfig, algo: str, setup: MultiAgentSetup) -> Any:
     """The multi-agent parts of an ``AlgorithmConfig`` (module docstring)."""
     from rlblocks.rllib._ray import register_env
-    from rlblocks.rllib.multiagent_env import multiagent_env_creator
+    from rlblocks.rllib.multiagent_envs import multiagent_env_creator
 
     models = _policy_models(config, algo, setup.policies)
     name = f"rlblocks-multiagent:{config.env_name}"
     register_env(name, partial(multiagent_env_creator, config.to_dict(), setup.mapping))
+    if setup.turn_based:  # the moves outside the mask, counted over the run
+        from rlblocks.rllib.turn_env import IllegalMoveCounter
+
+        algo_config = algo_config.callbacks(IllegalMoveCounter)
     return (
         # RLlib's env check steps random union actions, ignoring the action masks that keep
         # each agent inside its own space (UnionMultiAgentEnv is tested instead)

@@ -175,7 +175,7 @@ def evaluate_exported_multiagent_run(
     """
     from rlblocks.export.evaluate import ExportedActor
     from rlblocks.export.evaluate_multiagent import check_policy
-    from rlblocks.rllib.multiagent_env import make_multiagent_env
+    from rlblocks.rllib.multiagent_envs import make_multiagent_env
 
     _check_episodes(episodes)
     ckpt = newest_checkpoint(run_dir)
@@ -212,7 +212,7 @@ def _evaluate_multiagent(
     :class:`~rlblocks.rllib.multiagent_env.UnionMultiAgentEnv`, the observations flattened
     by the run's connector. Adds the ``agent_episode_return_mean/<agent_id>`` of the
     episodes."""
-    from rlblocks.rllib.multiagent_env import make_multiagent_env
+    from rlblocks.rllib.multiagent_envs import make_multiagent_env
 
     root = ckpt.module_dir.parent  # one module directory per policy
     to_env = _to_env(ckpt, config, algo)

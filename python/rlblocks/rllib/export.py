@@ -466,7 +466,7 @@ def _export_multiagent(
     fmt: str,
 ) -> dict[str, Path]:
     from rlblocks.rllib.algo_config import _policy_models
-    from rlblocks.rllib.multiagent_env import make_multiagent_env
+    from rlblocks.rllib.multiagent_envs import make_multiagent_env
 
     algo = str(ckpt.backend.get("algo", "PPO"))
     models = _policy_models(config, algo, setup.policies)

@@ -50,18 +50,12 @@ from typing import Any
 
 import gymnasium as gym
 
-from rlblocks.multiagent.envs import as_parallel_env, is_multiagent_env
+from rlblocks.multiagent.envs import as_parallel_env
 from rlblocks.multiagent.mapping import resolve_mapping
 from rlblocks.multiagent.union import UnionSpec
 from rlblocks.rllib._ray import MultiAgentEnv
-from rlblocks.train.envs import raw_env_creator
-from rlblocks.train.trainer_config import PPOConfig, TrainerConfig
 
-__all__ = [
-    "UnionMultiAgentEnv",
-    "make_multiagent_env",
-    "multiagent_env_creator",
-]
+__all__ = ["UnionMultiAgentEnv"]
 
 
 class UnionMultiAgentEnv(MultiAgentEnv):  # type: ignore[misc]
@@ -95,9 +89,15 @@ class UnionMultiAgentEnv(MultiAgentEnv):  # type: ignore[misc]
     ) -> None:
         super().__init__()
         self.par_env = as_parallel_env(env)
-        agents = list(self.par_env.possible_agents)
-        obs_spaces = {a: self.par_env.observation_space(a) for a in agents}
-        act_spaces = {a: self.par_env.action_space(a) for a in agents}
+        self._map(self.par_env, policy_mapping, agent_id_one_hot)
+
+    def _map(
+        self, env: Any, policy_mapping: str | Mapping[Any, Any], agent_id_one_hot: bool
+    ) -> None:
+        """The mapping, unions and spaces of ``env``'s agents (a PettingZoo env)."""
+        agents = list(env.possible_agents)
+        obs_spaces = {a: env.observation_space(a) for a in agents}
+        act_spaces = {a: env.action_space(a) for a in agents}
         if isinstance(policy_mapping, str):
             mapping = dict(resolve_mapping(agents, obs_spaces, act_spaces, policy_mapping))
         else:
@@ -126,8 +126,8 @@ class UnionMultiAgentEnv(MultiAgentEnv):  # type: ignore[misc]
         self.action_spaces = {a: self.unions[mapping[a]].action_space for a in agents}
         self.observation_space = gym.spaces.Dict(self.observation_spaces)
         self.action_space = gym.spaces.Dict(self.action_spaces)
-        self.metadata = dict(getattr(self.par_env, "metadata", {}) or {})
-        self.render_mode = getattr(self.par_env, "render_mode", None)
+        self.metadata = dict(getattr(env, "metadata", {}) or {})
+        self.render_mode = getattr(env, "render_mode", None)
 
     def _union_obs(self, obs: Mapping[Any, Any]) -> dict[Any, Any]:
         return {a: self.unions[self.policy_mapping[a]].value(a, o) for a, o in obs.items()}
@@ -168,47 +168,3 @@ class UnionMultiAgentEnv(MultiAgentEnv):  # type: ignore[misc]
     def close(self) -> None:
         """Closes the PettingZoo env."""
         self.par_env.close()
-
-
-def make_multiagent_env(
-    config: TrainerConfig | Mapping[str, Any], policy_mapping: Mapping[Any, Any] | None = None
-) -> UnionMultiAgentEnv:
-    """The :class:`UnionMultiAgentEnv` of an rlblocks config: its ``env`` made with its
-    ``env_config`` (:func:`rlblocks.train.envs.raw_env_creator`: ``"module:callable"``
-    called with the keys as keywords, a callable with the dict), mapped as its
-    ``multiagent`` block says (``policy_mapping`` overrides the block's mapping with an
-    explicit ``{agent_id: policy_id}``).
-
-    Raises:
-        ValueError: The env cannot be made, is not a multi-agent env, or cannot be mapped.
-    """
-    # multi-agent runs are PPO's (another config's keys are refused as unknown PPO keys)
-    cfg = PPOConfig.from_dict(
-        config if isinstance(config, PPOConfig | Mapping) else config.to_dict()
-    )
-    made = raw_env_creator(cfg)()
-    if not is_multiagent_env(made):
-        close = getattr(made, "close", None)
-        if close is not None:
-            close()
-        raise ValueError(
-            f"env {cfg.env_name!r} made a {type(made).__name__}, not a PettingZoo or RLlib "
-            "multi-agent env"
-        )
-    block = cfg.multiagent
-    return UnionMultiAgentEnv(
-        made,
-        block.get("policy_mapping", "shared") if policy_mapping is None else policy_mapping,
-        bool(block.get("agent_id_one_hot", False)),
-    )
-
-
-def multiagent_env_creator(
-    config: Mapping[str, Any],
-    policy_mapping: Mapping[Any, Any] | None = None,
-    env_config: Mapping[str, Any] | None = None,
-) -> UnionMultiAgentEnv:
-    """RLlib's env-creator form of :func:`make_multiagent_env`, for
-    ``register_env(name, functools.partial(multiagent_env_creator, config, mapping))``
-    (RLlib's ``EnvContext``, passed as ``env_config``, is the config's ``env_config``)."""
-    return make_multiagent_env(config, policy_mapping)

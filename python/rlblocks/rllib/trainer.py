@@ -48,6 +48,7 @@ from rlblocks.rllib.checkpoints import (
 from rlblocks.rllib.connectors import MeanStdFilterBatched
 from rlblocks.rllib.runtime_env import runtime_env_for
 from rlblocks.rllib.startup import actor_start_failure, build_algo, init_ray
+from rlblocks.rllib.turn_env import ILLEGAL_MOVES, IllegalMoveCounter
 from rlblocks.train.algo_spaces import DETERMINISTIC_ALGOS, rllib_refusal
 from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.logger import ProgressLogger, truncate_progress
@@ -292,6 +293,8 @@ class RLlibTrainer:
             dict(fn.mapping) if isinstance(fn, PolicyMapping) else None
         )
         self.agent_timesteps_total = 0
+        #: A turn-based game: ``illegal_moves_total`` is a column.
+        self.turn_based = getattr(algo_config, "callbacks_class", None) is IllegalMoveCounter
         self.algo = build_algo(algo_config)
 
     # --- training ------------------------------------------------------------------------------
@@ -353,6 +356,8 @@ class RLlibTrainer:
         self.agent_timesteps_total = agent_steps
         metrics["agent_timesteps_total"] = agent_steps
         metrics["agent_steps_per_s"] = done_now / elapsed if elapsed > 0 else math.nan
+        if self.turn_based:
+            metrics[ILLEGAL_MOVES] = _count(runners.get(ILLEGAL_MOVES, 0))
         agent_returns = runners.get("agent_episode_returns_mean", {})
         for agent in mapping:
             metrics[f"agent_episode_return_mean/{agent}"] = _num(agent_returns.get(str(agent)))

@@ -65,6 +65,8 @@ NATIVE_ONLY = {
     "selfplay_snapshot_every": "rllib.callbacks",
     "selfplay_pool_size": "rllib.callbacks",
     "selfplay_opponent_prob": "rllib.callbacks",
+    "selfplay_random_prob": "rllib.callbacks",
+    "selfplay_eval_interval": "rllib.evaluation",
     "selfplay_eval_games": "rllib.evaluation",
 }
 _MASK_KEYS = {"action_mask", "observations"}
@@ -325,7 +327,6 @@ def check_rllib_run(config: Any, algo: str, num_env_runners: int | None = None) 
         ValueError: The first refusal, or an env that cannot be made.
     """
     from rlblocks.multiagent.envs import is_multiagent_env
-    from rlblocks.multiagent.turns import is_turn_based_env
     from rlblocks.train.envs import raw_env_creator
 
     if algo in DETERMINISTIC_ALGOS:
@@ -335,12 +336,6 @@ def check_rllib_run(config: Any, algo: str, num_env_runners: int | None = None) 
     made = raw_env_creator(config)()
     try:
         multiagent = is_multiagent_env(made)
-        if multiagent and is_turn_based_env(made):
-            raise ValueError(
-                f"env {config.env_name!r} is a turn-based PettingZoo AECEnv: --backend rllib "
-                "does not train turn-based games yet; train it with the native backend "
-                "(--backend native, the default)"
-            )
         if multiagent:  # the algorithm itself first: the keys it reads matter only after
             check_rllib_multiagent(config, algo)
         check_rllib_config(config, algo)

@@ -9,13 +9,16 @@ per env copy and per episode (at each game's start):
 
 * the learner's seat: the copy's games alternate it over the seats (game ``k`` of copy ``e``
   seats the learner at ``(e + k) % seats``), so every seat is learnt from;
-* the opponent: with probability ``selfplay_opponent_prob`` (and a non-empty pool) one
-  snapshot drawn uniformly from the pool plays every other seat of that game; otherwise
-  the learning policy plays every seat (plain self-play) and every seat's moves train.
+* the opponent: with probability ``selfplay_random_prob`` a random legal player
+  (:class:`RandomOpponent`, a uniform move inside the action mask) plays every other seat
+  of that game; else with probability ``selfplay_opponent_prob`` (and a non-empty pool) one
+  snapshot drawn uniformly from the pool does; otherwise the learning policy plays every
+  seat (plain self-play) and every seat's moves train.
 
-A snapshot's moves are sampled from its own distribution and are never trained on: the
-trainer marks them as no transitions (:meth:`SelfPlaySchedule.frozen_lanes`), so only the
-learner's seat of such a game trains. Snapshots act through the native policy's actor (the
+An opponent's moves (a snapshot's, sampled from its own distribution, or the random legal
+player's) are never trained on: the trainer marks them as no transitions
+(:meth:`SelfPlaySchedule.frozen_lanes`), so only the learner's seat of such a game trains
+(its moves outside the mask are still counted). Snapshots act through the native policy's actor (the
 numpy path :mod:`rlblocks.train.fast.choice` picks for the FC model). The pool and the
 schedule are saved in checkpoints and restored with them.
 
@@ -48,10 +51,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlblocks.masks import MASK_KEY
 from rlblocks.preprocessors import Preprocessor
 from rlblocks.train.policy import Policy
 
-__all__ = ["OpponentPool", "SelfPlaySchedule", "Snapshot", "act_for"]
+__all__ = ["OpponentPool", "RandomOpponent", "SelfPlaySchedule", "Snapshot", "act_for"]
+
+#: How a checkpoint names the random legal opponent (snapshots are named by iteration).
+RANDOM_NAME = "random"
 
 
 def act_for(
@@ -89,6 +96,35 @@ class Snapshot:
     def act(self, raw: list[Any], explore: bool = True) -> Any:
         """Actions for the union values ``raw`` (sampled unless ``explore`` is False)."""
         return act_for(self.policy, self.preprocessor, self.obs_filter, raw, explore)
+
+
+class RandomOpponent:
+    """The random legal player of the schedule: a uniform move inside each observation's
+    ``action_mask`` (mask form, as ``TurnBasedVectorEnv.lane_obs`` gives it).
+
+    Args:
+        seed: Seed of its own random numbers (saved in checkpoints with the schedule).
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def moves(self, observations: list[Any]) -> np.ndarray:
+        """One legal move per observation.
+
+        Raises:
+            ValueError: an observation without an action mask, or whose mask allows nothing.
+        """
+        out = np.zeros(len(observations), np.int64)
+        for i, obs in enumerate(observations):
+            mask = obs.get(MASK_KEY) if isinstance(obs, dict) else None
+            legal = None if mask is None else np.flatnonzero(np.asarray(mask).reshape(-1) > 0)
+            if legal is None or not legal.size:
+                raise ValueError(
+                    f"the random legal opponent needs an action mask allowing a move, got {obs!r}"
+                )
+            out[i] = legal[int(self.rng.integers(legal.size))]
+        return out
 
 
 class OpponentPool:
@@ -163,26 +199,34 @@ class SelfPlaySchedule:
         seats: The game's seats (agents; lane ``e * seats + j`` is seat ``j`` of copy ``e``).
         opponent_prob: Probability that a game is against a pool snapshot.
         seed: Seed of the schedule's own random numbers.
+        random_prob: Probability that a game is against the random legal player (drawn
+            before the pool's chance).
 
     Attributes:
         learner_seat: ``[num_envs]`` the learner's seat in each copy's current game.
-        opponent: Per copy, the :class:`Snapshot` playing the other seats (None: the
-            learning policy plays every seat).
+        opponent: Per copy, the :class:`Snapshot` or the :class:`RandomOpponent` playing the
+            other seats (None: the learning policy plays every seat).
     """
 
-    def __init__(self, num_envs: int, seats: int, opponent_prob: float, seed: int) -> None:
+    def __init__(
+        self, num_envs: int, seats: int, opponent_prob: float, seed: int, random_prob: float = 0.0
+    ) -> None:
         self.num_envs, self.seats, self.opponent_prob = num_envs, seats, opponent_prob
+        self.random_prob = random_prob
         self._rng = np.random.default_rng(seed)
+        self.random = RandomOpponent(seed + 1)
         self.games = np.zeros(num_envs, np.int64)
         self.learner_seat = np.zeros(num_envs, np.int64)
-        self.opponent: list[Snapshot | None] = [None] * num_envs
+        self.opponent: list[Snapshot | RandomOpponent | None] = [None] * num_envs
 
     def start(self, e: int, pool: OpponentPool) -> None:
         """Copy ``e`` starts a game: its learner seat and opponent are drawn."""
         self.learner_seat[e] = (e + self.games[e]) % self.seats
         self.games[e] += 1
         self.opponent[e] = None
-        if len(pool) and self._rng.random() < self.opponent_prob:
+        if self.random_prob and self._rng.random() < self.random_prob:
+            self.opponent[e] = self.random
+        elif len(pool) and self._rng.random() < self.opponent_prob:
             self.opponent[e] = pool.snapshots[int(self._rng.integers(len(pool)))]
 
     def start_all(self, pool: OpponentPool) -> None:
@@ -197,17 +241,32 @@ class SelfPlaySchedule:
         return (against & (seat != self.learner_seat[:, None])).reshape(-1)
 
     def state_dict(self) -> dict[str, Any]:
-        """The games played, current seats and opponents (by iteration) and the RNG."""
+        """The games played, current seats and opponents (snapshots by iteration, the random
+        player as ``"random"``) and the RNGs."""
         return {
             "games": self.games.copy(),
             "learner_seat": self.learner_seat.copy(),
-            "opponent": [None if o is None else o.iteration for o in self.opponent],
+            "opponent": [_opponent_name(o) for o in self.opponent],
             "rng": self._rng.bit_generator.state,
+            "random_rng": self.random.rng.bit_generator.state,
         }
 
     def load_state_dict(self, state: dict[str, Any], pool: OpponentPool) -> None:
         """Restores :meth:`state_dict` (opponents looked up in the restored ``pool``)."""
         self.games = np.asarray(state["games"], np.int64).copy()
         self.learner_seat = np.asarray(state["learner_seat"], np.int64).copy()
-        self.opponent = [None if it is None else pool.find(int(it)) for it in state["opponent"]]
+        self.opponent = [self._named(it, pool) for it in state["opponent"]]
         self._rng.bit_generator.state = state["rng"]
+        if "random_rng" in state:
+            self.random.rng.bit_generator.state = state["random_rng"]
+
+    def _named(self, name: Any, pool: OpponentPool) -> Snapshot | RandomOpponent | None:
+        if name is None:
+            return None
+        return self.random if name == RANDOM_NAME else pool.find(int(name))
+
+
+def _opponent_name(opponent: Snapshot | RandomOpponent | None) -> int | str | None:
+    if opponent is None:
+        return None
+    return RANDOM_NAME if isinstance(opponent, RandomOpponent) else opponent.iteration

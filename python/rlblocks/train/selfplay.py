@@ -4,9 +4,10 @@ rollouts and the win / draw / loss columns of ``progress.csv``.
 :class:`SelfPlay` is what :class:`~rlblocks.train.multiagent.MultiAgentPPOTrainer` holds for a
 turn-based game (:class:`~rlblocks.multiagent.turns.TurnBasedVectorEnv`):
 
-* with ``selfplay_snapshot_every`` > 0 (one ``shared`` policy for every seat), the pool and
-  schedule of :mod:`rlblocks.train.opponents`: before each step the seats a snapshot plays
-  get the snapshot's moves (:meth:`SelfPlay.before_step`), after it those moves are marked
+* with ``selfplay_snapshot_every`` > 0 or ``selfplay_random_prob`` > 0 (one ``shared``
+  policy for every seat), the pool and schedule of :mod:`rlblocks.train.opponents`: before
+  each step the seats an opponent (a snapshot or the random legal player) plays get its
+  moves (:meth:`SelfPlay.before_step`), after it those moves are marked
   as no transitions (:meth:`SelfPlay.after_step`), and each game that starts draws its
   learner seat and opponent;
 * with ``selfplay_eval_interval`` > 0 and an ``action_mask`` in every agent's observation,
@@ -34,7 +35,13 @@ import torch
 from rlblocks.masks import MASK_KEY
 from rlblocks.multiagent.turns import TurnBasedVectorEnv
 from rlblocks.train.matches import Mover, play_games, random_legal, wdl_rates
-from rlblocks.train.opponents import OpponentPool, SelfPlaySchedule, Snapshot, act_for
+from rlblocks.train.opponents import (
+    OpponentPool,
+    RandomOpponent,
+    SelfPlaySchedule,
+    Snapshot,
+    act_for,
+)
 from rlblocks.train.policy import Policy
 from rlblocks.wrappers.vector_steps import StepResult
 
@@ -107,8 +114,9 @@ class SelfPlay:
         make_policy: Builds a fresh policy of the shared policy's shape.
 
     Raises:
-        ValueError: A pool asked of a game that is not turn-based or has more than one
-            policy, or whose actions are not Discrete.
+        ValueError: A pool or random opponent asked of a game that is not turn-based or has
+            more than one policy, or whose actions are not Discrete; a random opponent asked
+            of a game whose agents do not all observe an action mask.
     """
 
     def __init__(
@@ -126,7 +134,7 @@ class SelfPlay:
         every = config.selfplay_snapshot_every
         self.pool: OpponentPool | None = None
         self.schedule: SelfPlaySchedule | None = None
-        if every:
+        if every or config.selfplay_random_prob:
             self._check_pool(hub, config)
             (pid,) = hub.policy_ids
             self.policy_id = pid
@@ -134,7 +142,11 @@ class SelfPlay:
                 config.selfplay_pool_size, make_policy, parts[pid].preprocessor
             )
             self.schedule = SelfPlaySchedule(
-                hub.num_envs, len(hub.agents), config.selfplay_opponent_prob, seed + 7919
+                hub.num_envs,
+                len(hub.agents),
+                config.selfplay_opponent_prob,
+                seed + 7919,
+                config.selfplay_random_prob,
             )
             self.schedule.start_all(self.pool)
         self.evaluating = bool(config.selfplay_eval_interval) and has_masks(hub)
@@ -142,7 +154,11 @@ class SelfPlay:
 
     @staticmethod
     def _check_pool(hub: Any, config: Any) -> None:
-        where = f"selfplay_snapshot_every={config.selfplay_snapshot_every}"
+        where = (
+            f"selfplay_snapshot_every={config.selfplay_snapshot_every}"
+            if config.selfplay_snapshot_every
+            else f"selfplay_random_prob={config.selfplay_random_prob}"
+        )
         if not isinstance(hub, TurnBasedVectorEnv):
             raise ValueError(
                 f"{where}: env {config.env_name!r} is not a turn-based game (a PettingZoo "
@@ -157,6 +173,12 @@ class SelfPlay:
         space = hub.specs[hub.policy_ids[0]].action_space
         if not hasattr(space, "n"):
             raise ValueError(f"{where}: the opponent pool needs Discrete actions, got {space}")
+        if config.selfplay_random_prob and not has_masks(hub):
+            raise ValueError(
+                f"selfplay_random_prob={config.selfplay_random_prob}: the random legal opponent "
+                f"needs an action_mask in every agent's observation; env {config.env_name!r} "
+                "has none (set 0)"
+            )
 
     @property
     def active(self) -> bool:
@@ -178,18 +200,19 @@ class SelfPlay:
             groups: dict[int, list[int]] = {}
             for i in lanes.tolist():
                 groups.setdefault(i // seats, []).append(i)
-            by_snap: dict[int, tuple[Snapshot, list[int]]] = {}
+            by_snap: dict[int, tuple[Snapshot | RandomOpponent, list[int]]] = {}
             for e, rows in groups.items():
                 snap = self.schedule.opponent[e]
                 assert snap is not None
                 by_snap.setdefault(id(snap), (snap, []))[1].extend(rows)
             spec = self.hub.specs[pid]
             for snap, rows in by_snap.values():
-                raw = []
-                for row in rows:
-                    agent, obs = self.hub.lane_obs(pid, row)
-                    raw.append(spec.value(agent, obs))
-                out[rows] = np.asarray(snap.act(raw)).reshape(len(rows), *out.shape[1:])
+                seen = [self.hub.lane_obs(pid, row) for row in rows]
+                if isinstance(snap, RandomOpponent):
+                    moves = snap.moves([obs for _, obs in seen])
+                else:
+                    moves = snap.act([spec.value(agent, obs) for agent, obs in seen])
+                out[rows] = np.asarray(moves).reshape(len(rows), *out.shape[1:])
             actions[pid] = out
         return frozen
 
@@ -214,7 +237,8 @@ class SelfPlay:
         iteration's ``selfplay/...`` columns."""
         out: dict[str, float] = {}
         if self.pool is not None:
-            if iteration % self.config.selfplay_snapshot_every == 0:
+            every = self.config.selfplay_snapshot_every
+            if every and iteration % every == 0:
                 p = self.parts[self.policy_id]
                 self.pool.add(iteration, p.policy.model, p.obs_filter)
             out["selfplay/pool_size"] = float(len(self.pool))

@@ -371,6 +371,11 @@ class PPOConfig(TrainerConfig):
     selfplay_opponent_prob: float = option(0.5, number_in(0.0, 1.0))
     """Per env copy and game, the probability that a pool snapshot (uniformly drawn) plays
     every seat but the learner's; else the policy plays itself."""
+    selfplay_random_prob: float = option(0.0, number_in(0.0, 1.0))
+    """Turn-based games with action masks (one ``shared`` policy, native trainer): per env
+    copy and game, the probability that a random legal player plays every seat but the
+    learner's (its moves are not trained on, the learner's are); drawn before the pool's
+    ``selfplay_opponent_prob``. ``rlblocks train --env`` alone sets it for such games."""
     selfplay_eval_interval: int = option(10, int_at_least(0))
     """Turn-based games (native trainer): every this many iterations, ``selfplay_eval_games``
     games against a random legal player and against the pool, written as

@@ -112,6 +112,7 @@ OUTSIDE_THE_LOSS = frozenset(
         "selfplay_snapshot_every",
         "selfplay_pool_size",
         "selfplay_opponent_prob",
+        "selfplay_random_prob",
         "selfplay_eval_interval",
         "selfplay_eval_games",
     }
