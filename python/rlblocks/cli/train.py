@@ -406,7 +406,9 @@ def _env_defaults(
         print(f"rlblocks train: note: {note}", flush=True)
     if args.backend != "native" or (flags["algo"] or "PPO") != "PPO":
         return config
-    extra = space_defaults(config, parse_overrides(args.set or []))
+    extra, goal_note = space_defaults(config, parse_overrides(args.set or []))
+    if goal_note:
+        print(f"rlblocks train: note: {goal_note}", flush=True)
     if not extra:
         return config
     print(
