@@ -35,6 +35,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
@@ -137,12 +138,21 @@ def run_rlblocks(row: Row, seed: int, episodes: int, work: Path, budget: int) ->
         raise RuntimeError(f"rlblocks evaluate {run_dir}: {evaluated.stderr.strip()[-600:]}")
     result = json.loads(evaluated.stdout.strip().splitlines()[-1])
     return {
-        "row": row.tuned, "env": row.env, "lib": "rlblocks", "seed": seed, "budget": budget,
+        "row": row.tuned, "env": row.env, "lib": "rlblocks", "config": config_id(row.tuned),
+        "seed": seed, "budget": budget,
         "success": result.get("success_rate"),
         "eval_mean": round(float(result["episode_return_mean"]), 3),
         "eval_std": round(float(result["episode_return_std"]), 3), "episodes": episodes,
         "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
     }  # fmt: skip
+
+
+def config_id(name: str) -> str:
+    """The first 8 hex digits of the tuned config file's SHA-1 (runs of an older version of
+    the file are kept apart in the table)."""
+    from rlblocks.train.tuned import load_tuned
+
+    return hashlib.sha1(load_tuned(name).path.read_bytes()).hexdigest()[:8]
 
 
 def run_sb3(row: Row, seed: int, episodes: int, budget: int) -> dict[str, Any]:
@@ -208,7 +218,7 @@ def read_results(path: Path) -> list[dict[str, Any]]:
     for line in path.read_text().splitlines():
         if line.strip():
             run = json.loads(line)
-            latest[(run["row"], run["lib"], run["budget"], run["seed"])] = run
+            latest[(run["row"], run["lib"], run.get("config"), run["budget"], run["seed"])] = run
     return list(latest.values())
 
 
@@ -218,17 +228,19 @@ def _mean_std(values: Sequence[float], digits: int) -> str:
 
 
 def summary(runs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per (row, budget, library): success rate and return as mean ± sample std over seeds,
-    mean wall and CPU seconds, and their ratios to SB3's at the same row and budget."""
-    groups: dict[tuple[str, int, str], list[Mapping[str, Any]]] = {}
+    """Per (row, budget, library, config version): success rate and return as mean ± sample
+    std over seeds, mean wall and CPU seconds, and their ratios to SB3's at the same row and
+    budget."""
+    groups: dict[tuple[str, int, str, str], list[Mapping[str, Any]]] = {}
     for run in runs:
-        groups.setdefault((run["row"], run["budget"], run["lib"]), []).append(run)
+        key = (run["row"], run["budget"], run["lib"], run.get("config") or "")
+        groups.setdefault(key, []).append(run)
     out = []
-    for (name, budget, lib), mine in sorted(groups.items()):
+    for (name, budget, lib, config), mine in sorted(groups.items()):
         wins = [float(r["success"]) for r in mine if r.get("success") is not None]
-        sb3 = groups.get((name, budget, "sb3"), [])
+        sb3 = groups.get((name, budget, "sb3", ""), [])
         item: dict[str, Any] = {
-            "row": name, "lib": lib, "budget": budget, "n": len(mine),
+            "row": name, "lib": lib, "config": config or None, "budget": budget, "n": len(mine),
             "success": _mean_std(wins, 2) if wins else None,
             "return": _mean_std([float(r["eval_mean"]) for r in mine], 2),
             "wall_s": statistics.fmean(float(r["wall_s"]) for r in mine),
@@ -242,7 +254,8 @@ def summary(runs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 COLUMNS = [
-    ("row", "row", "<19"), ("lib", "lib", "<8"), ("budget", "budget", ">7,"),
+    ("row", "row", "<19"), ("lib", "lib", "<8"), ("config", "config", "<8"),
+    ("budget", "budget", ">7,"),
     ("seeds", "n", ">5"), ("success", "success", ">11"), ("return", "return", ">15"),
     ("wall s", "wall_s", ">7.0f"), ("cpu s", "cpu_s", ">7.0f"),
     ("wall/SB3", "wall_ratio", ">8.2f"), ("cpu/SB3", "cpu_ratio", ">7.2f"),
