@@ -179,6 +179,7 @@ def test_the_package_table_holds_only_its_own_benchmarks() -> None:
     [
         "_harness",
         "_ppo_runs",
+        "bench_goals",
         "bench_multiagent",
         "bench_offpolicy",
         "bench_ppo_heads",
@@ -205,6 +206,7 @@ def test_script_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         "bench_atari_pipeline",
         "bench_distributions",
         "bench_export",
+        "bench_goals",
         "bench_models",
         "bench_multiagent",
         "bench_offpolicy",

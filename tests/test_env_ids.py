@@ -98,7 +98,7 @@ def test_an_unknown_id_of_an_installed_family_suggests_its_ids() -> None:
 @pytest.mark.parametrize(
     "env_id, module, package",
     [
-        ("highway-fast-v0", "highway_env", "highway-env"),
+        ("highway-fast-v0", "highway_env", '"rlblocks[highway]"'),
         ("PointMaze_UMaze-v3", "gymnasium_robotics", '"rlblocks[robotics]"'),
     ],
 )

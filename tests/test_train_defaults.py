@@ -1,6 +1,7 @@
 """``rlblocks train --env ID`` alone: defaults decided from the env's spaces (continuous
 control gets observation normalisation and reward scaling, printed and in config.json), a
-user's ``--set`` wins, and MountainCar's start names the tuned config that solves it."""
+user's ``--set`` wins, MountainCar's start names the tuned config that solves it, and a goal
+env's names the algorithm that relabels its goals."""
 
 from __future__ import annotations
 
@@ -77,3 +78,14 @@ def test_a_turn_based_game_with_masks_gets_an_entropy_bonus(tmp_path, capsys) ->
     assert config["entropy_coeff"] == 0
     config = _train(tmp_path / "par", "--env", "rlblocks.envs.multiagent_zoo:parallel_env")
     assert config["entropy_coeff"] == 0 and "turn-based" not in capsys.readouterr().out
+
+
+def test_ppo_on_a_goal_env_names_the_algo_that_relabels(tmp_path, capsys) -> None:
+    _train(tmp_path, "--env", "rlblocks/zoo-GoalBox-v0")
+    assert (
+        "rlblocks train: note: rlblocks/zoo-GoalBox-v0 is a goal env: PPO does not relabel its "
+        "goals; `--algo SAC` trains it with hindsight replay (her=auto turns it on; "
+        "docs/goals.md)"
+    ) in capsys.readouterr().out
+    _train(tmp_path / "cartpole", "--env", "CartPole-v1")
+    assert "goal env" not in capsys.readouterr().out

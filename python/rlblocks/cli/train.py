@@ -427,7 +427,9 @@ def _env_defaults(
         data = {**data, **sizes}
         config = config_class(flags["algo"]).from_dict(data)
     what = "continuous control (Box observations and actions)"
-    extra = space_defaults(config, given)
+    extra, goal_note = space_defaults(config, given)
+    if goal_note:
+        print(f"rlblocks train: note: {goal_note}", flush=True)
     if not extra:
         what = "a turn-based game with action masks"
         extra = turn_based_defaults(config, given)

@@ -36,6 +36,7 @@ __all__ = [
     "CONTROL_DEFAULTS",
     "TURN_DEFAULTS",
     "continuous_control",
+    "goal_env_note",
     "hard_exploration_note",
     "multiagent_defaults",
     "space_defaults",
@@ -74,23 +75,42 @@ def hard_exploration_note(env: str) -> str | None:
     return None
 
 
-def space_defaults(config: Any, given: dict[str, Any]) -> dict[str, Any]:
-    """The keys to add to a native PPO ``config`` built from ``--env`` alone: the
-    :data:`CONTROL_DEFAULTS` the user did not set (``given``) when the env's spaces are
-    continuous control; ``{}`` otherwise (and for a multi-agent env or one that fails to
-    build, which the trainer then reports)."""
+def goal_env_note(env_id: str, observation_space: gym.Space, action_space: gym.Space) -> str:
+    """The start-of-run note for native PPO on a goal env (a goal ``Dict`` observation):
+    PPO does not relabel goals; the off-policy algorithm for its action space does.
+
+    Examples:
+        >>> goal_env_note("parking-v0", None, gym.spaces.Box(-1.0, 1.0, (2,)))[:58]
+        'parking-v0 is a goal env: PPO does not relabel its goals; '
+    """
+    algo = "DQN" if isinstance(action_space, gym.spaces.Discrete) else "SAC"
+    return (
+        f"{env_id} is a goal env: PPO does not relabel its goals; `--algo {algo}` trains it "
+        "with hindsight replay (her=auto turns it on; docs/goals.md)"
+    )
+
+
+def space_defaults(config: Any, given: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """For a native PPO ``config`` built from ``--env`` alone: the keys to add (the
+    :data:`CONTROL_DEFAULTS` the user did not set, ``given``, when the env's spaces are
+    continuous control; ``{}`` otherwise, and for a multi-agent env or one that fails to
+    build, which the trainer then reports), and :func:`goal_env_note` for a goal env."""
+    from rlblocks.her import is_goal_space
     from rlblocks.train.envs import make_env_creator
 
     try:
         env = make_env_creator(config)()
     except Exception:  # the trainer's own start names what is wrong with the env
-        return {}
+        return {}, None
     try:
-        if not continuous_control(env.observation_space, env.action_space):
-            return {}
+        obs_space, action_space = env.observation_space, env.action_space
     finally:
         env.close()
-    return {k: v for k, v in CONTROL_DEFAULTS.items() if k not in given}
+    goal = is_goal_space(obs_space)
+    note = goal_env_note(str(config.env_name), obs_space, action_space) if goal else None
+    if not continuous_control(obs_space, action_space):
+        return {}, note
+    return {k: v for k, v in CONTROL_DEFAULTS.items() if k not in given}, note
 
 
 def multiagent_defaults(config: Any, given: dict[str, Any]) -> tuple[int, dict[str, int]] | None:

@@ -49,7 +49,7 @@ FAMILIES: tuple[tuple[str, str, str], ...] = (
     (
         r"(highway|parking|intersection|racetrack|roundabout|merge|exit|u-turn|two-way|lane-keeping)",
         "highway_env",
-        "highway-env",
+        '"rlblocks[highway]"',  # the extra pins the highway-env its tuned config was measured on
     ),
     (
         r"(PointMaze|AntMaze|Fetch|HandManipulate|HandReach|Adroit|FrankaKitchen)",

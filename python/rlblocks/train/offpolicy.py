@@ -51,7 +51,6 @@ import torch
 
 from rlblocks.catalog import ModelCatalog
 from rlblocks.filters import NoFilter
-from rlblocks.her import is_goal_space
 from rlblocks.spaces import clip_actions
 from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.envs import make_env_creator, vector_env_from_config
@@ -73,6 +72,7 @@ from rlblocks.train.offpolicy_config import (
     TD3Config,
 )
 from rlblocks.train.runner import env_snapshot
+from rlblocks.train.success import SuccessWindow
 from rlblocks.train.trainer import Trainer, checkpoint_fits
 from rlblocks.train.trainer_config import lr_at
 from rlblocks.wrappers.env_errors import non_finite_observation
@@ -174,10 +174,10 @@ class OffPolicyTrainer(Trainer):
         choice = resolve_her(cfg, obs_space, self._one_env)
         self.her = build_her(cfg, choice, self.preprocessor.layout, self.replay)
         self.her_note = choice.note
-        #: Whether progress.csv has ``success_rate`` columns: a goal Dict observation (the
-        #: envs that report ``is_success`` / ``success``).
-        self.tracks_success = is_goal_space(obs_space)
-        self.episode_successes: deque[float] = deque(maxlen=cfg.metrics_smoothing_episodes)
+        #: The ``success_rate`` column (a goal Dict observation: the envs that report
+        #: ``is_success`` / ``success``), as PPO has it.
+        self.successes = SuccessWindow(obs_space, cfg.metrics_smoothing_episodes)
+        self.tracks_success = self.successes.tracked
         self.num_envs = n
         self._raw: Any = None
         self.episode_returns: deque[float] = deque(maxlen=cfg.metrics_smoothing_episodes)
@@ -312,7 +312,7 @@ class OffPolicyTrainer(Trainer):
             self.timesteps_total += self._step_envs()
             self._learn(before, stats)
         finished, lengths = self.steps.take_finished()
-        self.episode_successes.extend(self.steps.take_successes())
+        self.successes.take(self.steps)
         self.episode_returns.extend(finished)
         self.episode_lengths.extend(lengths)
         self.episodes_total += len(finished)
@@ -339,9 +339,7 @@ class OffPolicyTrainer(Trainer):
                 float(np.mean(self.episode_lengths)) if self.episode_lengths else math.nan
             ),
         }
-        if self.tracks_success:  # the last step's is_success of the window's episodes
-            won = list(self.episode_successes)
-            metrics["success_rate"] = float(np.mean(won)) if won else math.nan
+        metrics.update(self.successes.metrics())  # a goal env's success_rate
         # every column from the first row on (progress.csv's header): NaN before updates
         for key in self.learner.STATS:
             values = [row[key] for row in stats if key in row]
@@ -408,7 +406,7 @@ class OffPolicyTrainer(Trainer):
             **self.steps.state_dict(),  # resetting, ep_return, ep_len
             "episode_returns": list(self.episode_returns),
             "episode_lengths": list(self.episode_lengths),
-            "episode_successes": list(self.episode_successes),
+            "episode_successes": self.successes.state(),
             "episodes_total": self.episodes_total,
             "num_updates": self.num_updates,
         }
@@ -439,7 +437,7 @@ class OffPolicyTrainer(Trainer):
                 self.replay.load_state_dict(state["replay"])
         self.episode_returns.extend(state["episode_returns"])
         self.episode_lengths.extend(state["episode_lengths"])
-        self.episode_successes.extend(state.get("episode_successes", ()))
+        self.successes.load(state.get("episode_successes"))
         self.episodes_total = int(state["episodes_total"])
         self.num_updates = int(state["num_updates"])
         if envs is not None:

@@ -44,6 +44,7 @@ from rlblocks.train.policy import Policy
 from rlblocks.train.run_logging import BEST
 from rlblocks.train.rundir import default_run_dir
 from rlblocks.train.runner import EnvRunner
+from rlblocks.train.success import SuccessWindow
 from rlblocks.train.trainer import Trainer, checkpoint_fits
 from rlblocks.train.trainer_config import PPOConfig, lr_at
 
@@ -95,6 +96,9 @@ class PPOTrainer(Trainer):
         self.runner = EnvRunner(
             cfg, self.policy, self.preprocessor, self.obs_filter, self.seed, venv=self.venv
         )
+        #: The ``success_rate`` column of a goal env (as the off-policy trainers have it).
+        self.successes = SuccessWindow(obs_space, cfg.metrics_smoothing_episodes)
+        self.tracks_success = self.successes.tracked
 
     # --- training -------------------------------------------------------------------------
     @flushing_denormals
@@ -115,6 +119,7 @@ class PPOTrainer(Trainer):
         lr = lr_at(cfg, self.timesteps_total)
         self.learner.set_lr(lr)
         batch = self.runner.collect(self._steps_per_env(int(cfg.rollout_fragment_length)))
+        self.successes.take(self.runner.steps)  # the success flags of its finished episodes
         self.timesteps_total += batch.num_steps
         stats = self.learner.update(batch, self._rng)
         self.iteration += 1
@@ -131,6 +136,7 @@ class PPOTrainer(Trainer):
             "episode_return_min": float(np.min(returns)) if returns else math.nan,
             "episode_return_max": float(np.max(returns)) if returns else math.nan,
             "episode_len_mean": float(np.mean(lengths)) if lengths else math.nan,
+            **self.successes.metrics(),
             **stats,
             "lr": lr,
             "steps_per_s": batch.num_steps / elapsed if elapsed > 0 else math.nan,
@@ -193,6 +199,7 @@ class PPOTrainer(Trainer):
             "kl_coeff": self.learner.kl_coeff,
             "filter": self.obs_filter.state_dict(),
             "runner": self.runner.state_dict(),
+            "episode_successes": self.successes.state(),
             "envs": self.runner.env_snapshot(),
         }
 
@@ -216,6 +223,7 @@ class PPOTrainer(Trainer):
             self.obs_filter.load_state_dict(state["filter"])
         self.learner.kl_coeff = float(state["kl_coeff"])
         self.runner.load_state_dict(state["runner"], envs_restored=envs is not None)
+        self.successes.load(state.get("episode_successes"))
         if envs is None:
             self.runner._seed = self.seed + self.timesteps_total
 
