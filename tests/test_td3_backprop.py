@@ -52,7 +52,9 @@ def _learner(cls: type, hooked: bool, **kw: object) -> TD3Learner:
 @pytest.mark.parametrize("activation", ["relu", "tanh"])
 @pytest.mark.parametrize("algo", [TD3Config, DDPGConfig])
 @pytest.mark.parametrize("grad_clip", [None, 0.5])
-def test_closed_form_update_matches_autograd(activation: str, algo: type, grad_clip: object) -> None:
+def test_closed_form_update_matches_autograd(
+    activation: str, algo: type, grad_clip: object
+) -> None:
     """Twenty updates give the same parameters (online, target, optimizer moments),
     statistics and priorities on the closed form as through autograd."""
     model = {"fcnet_hiddens": [32, 32], "fcnet_activation": activation}
@@ -101,7 +103,9 @@ def test_the_smoothing_noise_is_the_module_paths_draw() -> None:
     assert torch.equal(ys[0], ys[1]) and not torch.equal(ys[0], ys[2])
 
 
-def test_what_it_does_not_cover_goes_to_autograd_said_once(caplog: pytest.LogCaptureFixture) -> None:
+def test_what_it_does_not_cover_goes_to_autograd_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     model = {"fcnet_hiddens": [8]}
     free = TD3Learner(
         Box(-1, 1, (3,)),

@@ -82,8 +82,9 @@ def test_each_tuned_config_is_valid_and_builds(name: str) -> None:
         with open(Path(__file__).parents[1] / "pyproject.toml", "rb") as f:
             extras = tomllib.load(f)["project"]["optional-dependencies"]
         assert tuned.extra in extras, (tuned.extra, sorted(extras))
-        if tuned.extra == "robotics":
-            pytest.importorskip("gymnasium_robotics", reason='pip install "rlblocks[robotics]"')
+        needs = {"robotics": "gymnasium_robotics", "mujoco": "mujoco"}.get(tuned.extra)
+        if needs is not None:
+            pytest.importorskip(needs, reason=f'pip install "rlblocks[{tuned.extra}]"')
     # the off-policy trainers (their learning runs: tests/learning/test_offpolicy_learning.py)
     if tuned.algo in ("DQN", "SAC", "TD3", "DDPG"):
         from rlblocks.cli.train_help import config_class as config_of

@@ -100,7 +100,9 @@ class TD3Backprop:
         target = FCLayers.from_model(target_actor)
         if target is None or target.logits is None or target.free_log_std is not None:
             return "the target actor is not the plain fully connected network"
-        if any(p.device.type != "cpu" or p.dtype != torch.float32 for p in target_actor.parameters()):
+        if any(
+            p.device.type != "cpu" or p.dtype != torch.float32 for p in target_actor.parameters()
+        ):
             return "parameters off the CPU or not float32"
         assert layers is not None
         n = len(critics)

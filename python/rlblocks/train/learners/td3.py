@@ -26,6 +26,12 @@ for the default fully connected model. The critics are SAC's
         actor loss = -mean(Q_1(s, mu(s)))
         targets   <- Polyak(tau) of the actor and the critics
 
+For the default fully connected actor and critics (float32, on the CPU, no hook set) the
+update runs in closed form without autograd
+(:class:`~rlblocks.train.fast.td3_backprop.TD3Backprop`, the same update up to float
+rounding, the same smoothing noise drawn); other networks go through autograd, and the
+reason the closed form declined is logged once (SAC's rule and reasons).
+
 Acting: uniformly at random in the Box before ``learning_starts``, then ``mu(s)`` plus
 the exploration noise (:mod:`rlblocks.train.exploration_noise`), clipped to ``[-1, 1]``
 and scaled.
