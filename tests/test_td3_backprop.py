@@ -132,3 +132,14 @@ def test_what_it_does_not_cover_goes_to_autograd_said_once(
         "TD3 update: autograd: the closed form declined: parameters off the CPU or not float32",
     ]
     assert isinstance(TD3Backprop.choose(wide.actor, wide.target_actor, [], []), str)
+
+
+def test_the_default_td3_and_ddpg_trainers_take_the_closed_form() -> None:
+    from rlblocks.train import DDPGTrainer, TD3Trainer
+
+    for trainer_class in (TD3Trainer, DDPGTrainer):
+        small = {"learning_starts": 16, "timesteps_per_iteration": 32, "train_batch_size": 16}
+        with trainer_class({"env": "Pendulum-v1", **small}) as trainer:
+            assert trainer.learner._backprop() is not None
+            trainer.train()  # and trains on it
+            assert trainer.learner._backprop() is not None
