@@ -1,10 +1,10 @@
-"""Off-policy training to a target return: rlblocks' native DQN / SAC vs Stable-Baselines3.
+"""Off-policy training to a target return: rlblocks' native DQN / SAC / TD3 vs Stable-Baselines3.
 
-Measures the env steps and wall seconds each implementation needs to reach a mean episode
-return of
+Measures the env steps, wall seconds and CPU seconds each implementation needs to reach a
+mean episode return of
 
 * DQN on CartPole-v1: 150 (mean of the last 20 episodes),
-* SAC on Pendulum-v1: -400 (mean of the last 5 episodes),
+* SAC and TD3 on Pendulum-v1: -400 (mean of the last 5 episodes),
 
 (the targets, windows and hyperparameters of ``bench_qlearning.py``), for
 
@@ -14,8 +14,12 @@ return of
    rlblocks' models draw RLlib's normc weights);
 2. ``rlblocks-defaults`` (DQN only): the same with rlblocks' default dueling head and
    double Q;
-3. ``sb3``: Stable-Baselines3's DQN / SAC;
-4. ``rlblocks-on-rllib``: ``bench_qlearning.py``'s RLlib run with rlblocks' module and
+3. ``rlblocks-autograd`` (SAC and TD3): ``rlblocks`` with the closed-form update declined
+   (a no-op forward hook on the actor), so that the two update paths are timed side by side
+   (``steps/cpu s``);
+4. ``sb3``: Stable-Baselines3's DQN / SAC / TD3 (TD3: Gaussian action noise 0.1, target
+   noise 0.2 clipped at 0.5, the actor every second update, Polyak 0.005);
+5. ``rlblocks-on-rllib`` (not TD3): ``bench_qlearning.py``'s RLlib run with rlblocks' module and
    connector (RLlib's DQN with dueling and double Q, so compare it with
    ``rlblocks-defaults``), in the Ray venv's interpreter (``--ray-python``; skipped with a
    note when there is none).
@@ -43,8 +47,8 @@ rlblocks ``DQNTrainer({"env": "ALE/Pong-v5", "vector_mode": "native", ...})`` (p
 ``make_atari_env`` + ``VecFrameStack`` + ``CnnPolicy`` DQN, env steps/s over the steps after
 ``learning_starts`` (a report; no target).
 
-Usage: ``python benchmarks/bench_offpolicy.py [--quick] [--seeds 5] [--algos DQN,SAC,PONG]
-[--impls rlblocks,rlblocks-defaults,sb3,rlblocks-on-rllib] [--rllib-seeds N]
+Usage: ``python benchmarks/bench_offpolicy.py [--quick] [--seeds 5] [--algos DQN,SAC,TD3,PONG]
+[--impls rlblocks,rlblocks-defaults,rlblocks-autograd,sb3,rlblocks-on-rllib] [--rllib-seeds N]
 [--ray-python PATH] [--torch-threads 1]``. Prints one JSON object per run, then a table
 (medians over the runs that reached the target; ``wall/sb3``: the median wall time over
 SB3's; ``total/sb3``: the wall time of all the runs over SB3's, which with bimodal steps to
@@ -80,8 +84,8 @@ from typing import Any
 import numpy as np
 from _harness import available, emit, format_rows, median
 
-IMPLS = ("rlblocks", "rlblocks-defaults", "sb3", "rlblocks-on-rllib")
-ALGOS = ("DQN", "SAC", "PONG")
+IMPLS = ("rlblocks", "rlblocks-defaults", "rlblocks-autograd", "sb3", "rlblocks-on-rllib")
+ALGOS = ("DQN", "SAC", "TD3", "PONG")
 DEFAULT_RAY_PYTHON = "/work/venv-ray/bin/python"
 
 # algo -> env, target, smoothing window, env steps between return checks, caps (s)
@@ -96,6 +100,15 @@ TASKS: dict[str, dict[str, Any]] = {
         "hiddens": [64, 64],
     },
     "SAC": {
+        "env": "Pendulum-v1",
+        "target": -400.0,
+        "window": 5,
+        "iteration_steps": 100,
+        "cap_s": 300.0,
+        "quick_cap_s": 10.0,
+        "hiddens": [256, 256],
+    },
+    "TD3": {
         "env": "Pendulum-v1",
         "target": -400.0,
         "window": 5,
@@ -130,6 +143,19 @@ SAC_HP: dict[str, Any] = {
     "learning_starts": 500,
     "initial_alpha": 1.0,
 }
+# the TD3 paper's (and SB3's TD3 defaults, rl-zoo3's Pendulum noise), on SAC's batch/buffer
+TD3_HP: dict[str, Any] = {
+    "lr": 1e-3,
+    "gamma": 0.99,
+    "batch": 128,
+    "tau": 0.005,
+    "buffer": 50_000,
+    "learning_starts": 500,
+    "noise": 0.1,
+    "policy_delay": 2,
+    "target_noise": 0.2,
+    "target_noise_clip": 0.5,
+}
 # Pong throughput: env steps collected before timing, then timed (quick: fewer)
 PONG: dict[str, Any] = {
     "env_kwargs": {"frameskip": 1, "repeat_action_probability": 0.0},
@@ -155,7 +181,7 @@ PONG: dict[str, Any] = {
 
 # --- rlblocks --------------------------------------------------------------------------------
 def rlblocks_config(algo: str, impl: str, seed: int) -> dict[str, Any]:
-    """The native trainer's config dict for ``algo`` (``DQN`` / ``SAC``)."""
+    """The native trainer's config dict for ``algo`` (``DQN`` / ``SAC`` / ``TD3``)."""
     task = TASKS[algo]
     model = {"fcnet_hiddens": list(task["hiddens"]), "fcnet_activation": "relu"}
     common = {
@@ -186,6 +212,25 @@ def rlblocks_config(algo: str, impl: str, seed: int) -> dict[str, Any]:
             "dueling": impl == "rlblocks-defaults",
             "double_q": impl == "rlblocks-defaults",
         }
+    if algo == "TD3":
+        hp = TD3_HP
+        return {
+            **common,
+            "lr": hp["lr"],
+            "gamma": hp["gamma"],
+            "train_batch_size": hp["batch"],
+            "tau": hp["tau"],
+            "replay_capacity": hp["buffer"],
+            "learning_starts": hp["learning_starts"],
+            "train_freq": 1,
+            "gradient_steps": 1,
+            "policy_delay": hp["policy_delay"],
+            "target_noise": hp["target_noise"],
+            "target_noise_clip": hp["target_noise_clip"],
+            "exploration_noise": "gaussian",
+            "exploration_sigma": hp["noise"],
+            "q_model": dict(model),
+        }
     hp = SAC_HP
     return {
         **common,
@@ -214,9 +259,9 @@ def use_torch_default_init(trainer: Any, seed: int) -> None:
 
     learner = trainer.learner
     trained, targets = (
-        ([learner.q], [learner.target])
-        if hasattr(learner, "q")
-        else ([learner.actor, learner.critics], [learner.target_critics])
+        ([learner.actor, learner.critics], [learner.target_critics])
+        if hasattr(learner, "critics")  # SAC, TD3 (whose learner has a method q)
+        else ([learner.q], [learner.target])
     )
     with torch.random.fork_rng():
         torch.manual_seed(seed)
@@ -226,18 +271,23 @@ def use_torch_default_init(trainer: Any, seed: int) -> None:
                     module.reset_parameters()
     # the online critics (DQN: the Q-network) are the last trained network
     targets[0].load_state_dict(trained[-1].state_dict())
+    if hasattr(learner, "target_actor"):  # TD3's
+        learner.target_actor.load_state_dict(learner.actor.state_dict())
 
 
 def run_rlblocks(algo: str, impl: str, seed: int, cap_s: float) -> dict[str, Any]:
-    from rlblocks.train import DQNTrainer, SACTrainer
+    from rlblocks.train import DQNTrainer, SACTrainer, TD3Trainer
 
     target = TASKS[algo]["target"]
     t0 = time.perf_counter()
-    trainer_class = DQNTrainer if algo == "DQN" else SACTrainer
+    trainer_class = {"DQN": DQNTrainer, "SAC": SACTrainer, "TD3": TD3Trainer}[algo]
     trainer = trainer_class(rlblocks_config(algo, impl, seed))
-    if impl == "rlblocks":
+    if impl in ("rlblocks", "rlblocks-autograd"):
         use_torch_default_init(trainer, seed)
+    if impl == "rlblocks-autograd":  # a no-op hook: the closed-form update declines
+        trainer.learner.actor.register_forward_pre_hook(lambda module, args: None)
     build_s = time.perf_counter() - t0
+    cpu = time.process_time()
     start, steps, ret = time.perf_counter(), 0, float("nan")
     try:
         while time.perf_counter() - start < cap_s:
@@ -247,12 +297,14 @@ def run_rlblocks(algo: str, impl: str, seed: int, cap_s: float) -> dict[str, Any
             if np.isfinite(ret) and ret >= target:
                 break
         wall = time.perf_counter() - start
+        cpu = time.process_time() - cpu
     finally:
         trainer.close()
     return {
         "reached": bool(ret >= target),
         "steps": steps,
         "wall_s": wall,
+        "cpu_s": cpu,
         "final_return": ret,
         "build_s": build_s,
     }
@@ -328,6 +380,29 @@ def _sb3_model(algo: str, seed: int, total: int) -> Any:
             seed=seed,
             device="cpu",
         )
+    if algo == "TD3":
+        from stable_baselines3.common.noise import NormalActionNoise
+
+        hp, n = TD3_HP, env.action_space.shape[0]
+        return sb3.TD3(
+            "MlpPolicy",
+            env,
+            learning_rate=hp["lr"],
+            gamma=hp["gamma"],
+            batch_size=hp["batch"],
+            buffer_size=hp["buffer"],
+            learning_starts=hp["learning_starts"],
+            tau=hp["tau"],
+            train_freq=1,
+            gradient_steps=1,
+            policy_delay=hp["policy_delay"],
+            target_policy_noise=hp["target_noise"],
+            target_noise_clip=hp["target_noise_clip"],
+            action_noise=NormalActionNoise(np.zeros(n), np.full(n, hp["noise"])),
+            policy_kwargs=arch,
+            seed=seed,
+            device="cpu",
+        )
     hp = SAC_HP
     return sb3.SAC(
         "MlpPolicy",
@@ -366,6 +441,7 @@ def run_sb3(algo: str, seed: int, cap_s: float) -> dict[str, Any]:
 
         def _on_training_start(self) -> None:
             self.start = time.perf_counter()
+            self.cpu = time.process_time()
 
         def _on_step(self) -> bool:
             for info in self.locals.get("infos", ()):
@@ -384,11 +460,13 @@ def run_sb3(algo: str, seed: int, cap_s: float) -> dict[str, Any]:
     build_s = time.perf_counter() - t0
     model.learn(total_timesteps=total, callback=callback)
     wall = time.perf_counter() - callback.start
+    cpu = time.process_time() - callback.cpu
     model.env.close()
     return {
         "reached": bool(callback.ret >= target),
         "steps": int(model.num_timesteps),
         "wall_s": wall,
+        "cpu_s": cpu,
         "final_return": callback.ret,
         "build_s": build_s,
     }
@@ -534,6 +612,7 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "median_wall_s": median([r["wall_s"] for r in done]),
                     "total_wall_s": sum(r["wall_s"] for r in mine),
                     "steps_per_s": median([r["steps"] / r["wall_s"] for r in mine]),
+                    "steps_per_cpu_s": median([r["steps"] / r["cpu_s"] for r in mine]),
                 }
             )
     return ratio_rows(rows)
@@ -571,6 +650,7 @@ COLUMNS: list[Any] = [
     ("med steps", "median_steps", ">10,.0f"),
     ("med wall s", "median_wall_s", ">11.1f"),
     ("steps/s", "steps_per_s", ">8,.0f"),
+    ("steps/cpu s", lambda r: r.get("steps_per_cpu_s"), ">12,.0f"),
     ("wall/sb3", lambda r: r["wall_vs_sb3"] and f"{r['wall_vs_sb3']:.2f}x", ">9"),
     ("total wall s", "total_wall_s", ">13.1f"),
     ("total/sb3", lambda r: r["total_vs_sb3"] and f"{r['total_vs_sb3']:.2f}x", ">10"),
@@ -585,7 +665,9 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument(
         "--rllib-seeds", type=int, help="seeds of the rlblocks-on-rllib runs (default --seeds)"
     )
-    parser.add_argument("--algos", default="DQN,SAC,PONG", help="comma-separated: DQN,SAC,PONG")
+    parser.add_argument(
+        "--algos", default="DQN,SAC,TD3,PONG", help="comma-separated: DQN,SAC,TD3,PONG"
+    )
     parser.add_argument("--impls", default=",".join(IMPLS), help="comma-separated subset")
     parser.add_argument("--torch-threads", type=int, default=1, help="torch threads per run")
     parser.add_argument(
@@ -638,10 +720,12 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
         # the run slows every implementation alike
         plan: list[tuple[str, int, str]] = []
         for impl in impls:
-            if impl == "rlblocks-defaults" and algo == "SAC":
-                continue  # SAC has one rlblocks variant
-            if impl == "rlblocks-on-rllib" and algo == "PONG":
-                continue
+            if impl == "rlblocks-defaults" and algo in ("SAC", "TD3"):
+                continue  # SAC and TD3 have one rlblocks variant
+            if impl == "rlblocks-autograd" and algo not in ("SAC", "TD3"):
+                continue  # the closed-form update against autograd: SAC's and TD3's
+            if impl == "rlblocks-on-rllib" and algo in ("PONG", "TD3"):
+                continue  # RLlib 2.60 has no TD3 on its new stack
             n = rllib_seeds if impl == "rlblocks-on-rllib" else seeds
             if algo == "PONG":
                 n = 1

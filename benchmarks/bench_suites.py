@@ -20,7 +20,7 @@ Examples:
     (500.0, 50000)
     >>> summary([{"row": "x", "method": "tuned", "eval_mean": 1.0, "wall_s": 2.0, "steps": 10},
     ...          {"row": "x", "method": "tuned", "eval_mean": 3.0, "wall_s": 4.0, "steps": 20}])
-    {('x', 'tuned'): {'mean': 2.0, 'std': 1.414, 'n': 2, 'wall_s': 3.0, 'steps': 15}}
+    {('x', 'tuned'): {'mean': 2.0, 'std': 1.414, 'n': 2, 'wall_s': 3.0, 'steps': 15, 'cpu_s': None}}
     >>> scaled(-100.0, random=-500.0, tuned=-80.0)
     0.952
 """
@@ -28,8 +28,10 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -62,6 +64,10 @@ class Row:
         sb3_normalize: Whether the zoo wraps the env in ``VecNormalize``.
         sb3_wrapper: The zoo's ``env_wrapper`` as ``"module:Class"`` (empty: none).
         not_here: Why this machine does not run it (empty: it does).
+        sb3_noise: The standard deviation of the zoo's Gaussian action noise for SB3's
+            TD3 (``noise_type: normal``; None: no noise object).
+        needs: A module the env needs beyond the core (``mujoco``: rlblocks' ``mujoco``
+            extra); rows whose module is missing are left out of the default ``--rows``.
     """
 
     tuned: str
@@ -76,6 +82,8 @@ class Row:
     sb3_wrapper: str = ""
     not_here: str = ""
     net: dict[str, Any] = field(default_factory=dict)
+    sb3_noise: float | None = None
+    needs: str = ""
 
 
 _DQN_ACROBOT = dict(learning_rate=6.3e-4, batch_size=128, buffer_size=50_000, learning_starts=0,
@@ -88,6 +96,13 @@ _PPO_MINIGRID = dict(n_steps=128, batch_size=64, gae_lambda=0.95, gamma=0.99, n_
                      ent_coef=0.0, learning_rate=2.5e-4, clip_range=0.2)  # fmt: skip
 _FLAT_MINIGRID = "minigrid.wrappers:FlatObsWrapper"
 _LONG = "SAC at 500k steps runs for hours on 2 shared cores"
+# rl-zoo3's td3.yml MuJoCo defaults (HalfCheetah, Hopper, ...; noise_type normal, std 0.1)
+_TD3_MUJOCO = dict(learning_rate=1e-3, batch_size=256, buffer_size=1_000_000,
+                   learning_starts=10_000, train_freq=1, gradient_steps=1,
+                   policy_kwargs={"net_arch": [400, 300]})  # fmt: skip
+#: The MuJoCo TD3 rows' budget here: 40k+ gradient steps of [400, 300] nets per run is
+#: minutes of CPU each, and the suite runs seed by seed beside SB3 on 2 shared cores.
+_TD3_BUDGET = 20_000
 
 #: The rows, by tuned config name (``<env>_<algo>``).
 ROWS: dict[str, Row] = {
@@ -148,6 +163,10 @@ ROWS: dict[str, Row] = {
     "minigrid_doorkey5x5_ppo": Row(
         "minigrid_doorkey5x5_ppo", "MiniGrid-DoorKey-5x5-v0", "PPO", None, 100_000, 100_000,
         _PPO_MINIGRID, 8, True, _FLAT_MINIGRID),
+    "hopper_td3": Row("hopper_td3", "Hopper-v5", "TD3", 3606.0, 1_000_000, _TD3_BUDGET,
+                      _TD3_MUJOCO, sb3_noise=0.1, needs="mujoco"),
+    "halfcheetah_td3": Row("halfcheetah_td3", "HalfCheetah-v5", "TD3", 9656.0, 1_000_000,
+                           _TD3_BUDGET, _TD3_MUJOCO, sb3_noise=0.1, needs="mujoco"),
 }  # fmt: skip
 
 #: Rows the zoo reports but this machine cannot run (no MuJoCo, no Atari ROMs, no GPU).
@@ -171,6 +190,17 @@ def _cli(args: Sequence[str]) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _importable(module: str) -> bool:
+    """Whether ``module`` (empty: nothing needed) can be imported here."""
+    return not module or importlib.util.find_spec(module) is not None
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _evaluate(run_dir: Path, episodes: int, seed: int) -> dict[str, Any]:
     done = _cli(["evaluate", str(run_dir), "--episodes", str(episodes), "--seed", str(seed)])
     if done.returncode != 0:
@@ -189,12 +219,14 @@ def run_rlblocks(
     run_dir = work / f"{row.tuned}_{method}_{seed}"
     source = ["--tuned", row.tuned] if method == "tuned" else ["--algo", row.algo, "--env", row.env]
     stop_reward = row.zoo_return if row.zoo_return is not None else 0.9
+    cpu = _children_cpu()
     start = time.perf_counter()
     done = _cli(
         ["train", *source, "--seed", str(seed), "--stop-timesteps", str(budget),
          "--stop-reward", str(stop_reward), "--no-progress", "--run-dir", str(run_dir)]
     )  # fmt: skip
     wall = time.perf_counter() - start
+    cpu = _children_cpu() - cpu
     if done.returncode != 0:
         raise RuntimeError(f"rlblocks train {row.tuned} ({method}): {done.stderr.strip()[-400:]}")
     last = read_progress(run_dir)[-1]
@@ -202,6 +234,7 @@ def run_rlblocks(
     return {
         "row": row.tuned, "method": method, "seed": seed, "budget": budget,
         "steps": int(last["timesteps_total"]), "wall_s": round(wall, 1),
+        "cpu_s": round(cpu, 1), "load": round(os.getloadavg()[0], 2),
         "train_return": round(float(last["episode_return_mean"]), 3),
         "eval_mean": round(float(evaluation["episode_return_mean"]), 3),
         "eval_std": round(float(evaluation["episode_return_std"]), 3), "episodes": episodes,
@@ -214,10 +247,12 @@ def run_sb3(row: Row, seed: int, episodes: int, budget: int) -> dict[str, Any]:
     import importlib
 
     import gymnasium as gym
+    import numpy as np
     import stable_baselines3 as sb3
     from rlblocks.train.envs import registered_id
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.noise import NormalActionNoise
     from stable_baselines3.common.vec_env import VecNormalize
 
     assert row.sb3 is not None
@@ -229,10 +264,16 @@ def run_sb3(row: Row, seed: int, episodes: int, budget: int) -> dict[str, Any]:
     vec = make_vec_env(env_id, n_envs=row.sb3_envs, seed=seed, wrapper_class=wrapper)
     if row.sb3_normalize:
         vec = VecNormalize(vec, gamma=row.sb3.get("gamma", 0.99))
+    kwargs = dict(row.sb3)
+    if row.sb3_noise is not None:
+        n = vec.action_space.shape[0]
+        kwargs["action_noise"] = NormalActionNoise(np.zeros(n), np.full(n, row.sb3_noise))
+    cpu = time.process_time()
     start = time.perf_counter()
-    model = getattr(sb3, row.algo)("MlpPolicy", vec, seed=seed, device="cpu", **row.sb3)
+    model = getattr(sb3, row.algo)("MlpPolicy", vec, seed=seed, device="cpu", **kwargs)
     model.learn(total_timesteps=budget)
     wall = time.perf_counter() - start
+    cpu = time.process_time() - cpu
     if row.sb3_normalize:
         vec.training, vec.norm_reward = False, False
         eval_env: Any = vec
@@ -243,7 +284,8 @@ def run_sb3(row: Row, seed: int, episodes: int, budget: int) -> dict[str, Any]:
     mean, std = evaluate_policy(model, eval_env, n_eval_episodes=episodes, deterministic=True)
     return {
         "row": row.tuned, "method": "sb3", "seed": seed, "budget": budget,
-        "steps": budget, "wall_s": round(wall, 1), "train_return": None,
+        "steps": budget, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+        "load": round(os.getloadavg()[0], 2), "train_return": None,
         "eval_mean": round(float(mean), 3), "eval_std": round(float(std), 3),
         "episodes": episodes,
     }  # fmt: skip
@@ -301,6 +343,11 @@ def summary(runs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str
             "n": len(values),
             "wall_s": round(statistics.fmean(float(r["wall_s"]) for r in mine), 1),
             "steps": round(statistics.fmean(int(r["steps"]) for r in mine)),
+            "cpu_s": (
+                round(statistics.fmean(float(r["cpu_s"]) for r in mine), 1)
+                if all(r.get("cpu_s") is not None for r in mine)
+                else None
+            ),
         }
     return out
 
@@ -350,6 +397,8 @@ def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> st
         walls = (
             f"{tuned['wall_s']:.0f} / {sb3['wall_s']:.0f}" if sb3 else f"{tuned['wall_s']:.0f} / -"
         )
+        if sb3 and tuned["cpu_s"] is not None and sb3["cpu_s"] is not None:
+            walls += f" (CPU {tuned['cpu_s']:.0f} / {sb3['cpu_s']:.0f})"
         lines.append(
             f"| {row.env} | {row.algo} | {name} | {steps} | {_cell(tuned, d)} | {zoo} "
             f"| {reached} | {default_cell} | {_cell(sb3, d)} | {walls} |"
@@ -381,7 +430,8 @@ def _randoms(path: Path) -> dict[str, float]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the chosen rows and seeds, appends each run to the results file, prints the table."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rows", default=",".join(n for n, r in ROWS.items() if not r.not_here))
+    here = [n for n, r in ROWS.items() if not r.not_here and _importable(r.needs)]
+    p.add_argument("--rows", default=",".join(here))
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--episodes", type=int, default=10, help="evaluation episodes per run")
     p.add_argument("--sb3", action=argparse.BooleanOptionalAction, default=False)

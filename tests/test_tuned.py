@@ -82,7 +82,11 @@ def test_each_tuned_config_is_valid_and_builds(name: str) -> None:
         with open(Path(__file__).parents[1] / "pyproject.toml", "rb") as f:
             extras = tomllib.load(f)["project"]["optional-dependencies"]
         assert tuned.extra in extras, (tuned.extra, sorted(extras))
-        module = {"robotics": "gymnasium_robotics", "highway": "highway_env"}.get(tuned.extra)
+        module = {
+            "robotics": "gymnasium_robotics",
+            "highway": "highway_env",
+            "mujoco": "mujoco",
+        }.get(tuned.extra)
         if module is not None:
             pytest.importorskip(module, reason=f'pip install "rlblocks[{tuned.extra}]"')
     # the off-policy trainers (their learning runs: tests/learning/test_offpolicy_learning.py)

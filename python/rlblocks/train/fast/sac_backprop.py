@@ -58,7 +58,7 @@ from rlblocks.distributions.base import MAX_LOG_NN_OUTPUT, MIN_LOG_NN_OUTPUT
 from rlblocks.models.heads import ContinuousActionQModel
 from rlblocks.train.fast.dense_layers import Dense, FCLayers, backward_stack, run_stack
 
-__all__ = ["SACBackprop"]
+__all__ = ["SACBackprop", "decline_reason"]
 
 #: SquashedGaussian's clamp of the log-stds.
 _LOG_STD_BOUNDS = (MIN_LOG_NN_OUTPUT, MAX_LOG_NN_OUTPUT)
@@ -199,19 +199,8 @@ class SACBackprop:
         (another model class or activation, a free log-std, frozen parameters, parameters
         off the CPU or not float32)."""
         layers = FCLayers.from_model(actor)
-        if layers is None or layers.logits is None or layers.free_log_std is not None:
-            return None
         built = [_Critic.build(m) for m in [*critics, *target_critics]]
-        if any(c is None for c in built) or not 1 <= len(critics) <= 2:
-            return None
-        trained = [actor, *critics]
-        if any(not p.requires_grad for m in trained for p in m.parameters()):
-            return None
-        if any(
-            p.device.type != "cpu" or p.dtype != torch.float32
-            for m in [*trained, *target_critics]
-            for p in m.parameters()
-        ):
+        if layers is None or decline_reason(layers, built, actor, critics, target_critics):
             return None
         n = len(critics)
         ok = [c for c in built if c is not None]
@@ -334,6 +323,36 @@ class SACBackprop:
         _fresh_grads(self.actor_layers)
         backward_stack(self.actor_layers, draw.acts, torch.from_numpy(d_out))
         return loss, torch.from_numpy(logp), torch.from_numpy(q_min)
+
+
+def decline_reason(
+    actor: FCLayers | None,
+    critics_built: Sequence[_Critic | None],
+    actor_module: nn.Module,
+    critics: Sequence[nn.Module],
+    target_critics: Sequence[nn.Module],
+) -> str | None:
+    """Why the closed forms of SAC and TD3 do not cover these networks (None when they
+    do): the rule both learners choose by, so both say the same reasons.
+
+    ``actor`` is :meth:`FCLayers.from_model` of ``actor_module``; ``critics_built`` is
+    :meth:`_Critic.build` of each of ``critics`` then ``target_critics``."""
+    if actor is None or actor.logits is None or actor.free_log_std is not None:
+        return "the actor is not the plain fully connected network (tanh/ReLU, no free log-std)"
+    if any(c is None for c in critics_built):
+        return "a critic is not an FC Q head over a pass-through or FC base"
+    if not 1 <= len(critics) <= 2:
+        return f"{len(critics)} critics (one or two are covered)"
+    trained = [actor_module, *critics]
+    if any(not p.requires_grad for m in trained for p in m.parameters()):
+        return "a trained parameter is frozen"
+    if any(
+        p.device.type != "cpu" or p.dtype != torch.float32
+        for m in [*trained, *target_critics]
+        for p in m.parameters()
+    ):
+        return "parameters off the CPU or not float32"
+    return None
 
 
 def _fresh_grads(layers: list[Dense]) -> None:

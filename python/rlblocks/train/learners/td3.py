@@ -26,6 +26,12 @@ for the default fully connected model. The critics are SAC's
         actor loss = -mean(Q_1(s, mu(s)))
         targets   <- Polyak(tau) of the actor and the critics
 
+For the default fully connected actor and critics (float32, on the CPU, no hook set) the
+update runs in closed form without autograd
+(:class:`~rlblocks.train.fast.td3_backprop.TD3Backprop`, the same update up to float
+rounding, the same smoothing noise drawn); other networks go through autograd, and the
+reason the closed form declined is logged once (SAC's rule and reasons).
+
 Acting: uniformly at random in the Box before ``learning_starts``, then ``mu(s)`` plus
 the exploration noise (:mod:`rlblocks.train.exploration_noise`), clipped to ``[-1, 1]``
 and scaled.
@@ -44,6 +50,7 @@ Examples:
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Mapping
 from functools import partial
 from typing import Any
@@ -61,18 +68,28 @@ from rlblocks.models.heads import ContinuousActionQModel
 from rlblocks.train.algo_spaces import check_action_space
 from rlblocks.train.exploration_noise import make_noise
 from rlblocks.train.fast import adam_step, make_adam
+from rlblocks.train.fast.choice import log_once
 from rlblocks.train.fast.polyak import PolyakUpdate
+from rlblocks.train.fast.td3_backprop import TD3Backprop
+from rlblocks.train.fast.unwritten import clear_unwritten
 from rlblocks.train.offpolicy_config import TD3Config
 from rlblocks.train.policy import Policy
 from rlblocks.train.sac_models import build_critics, check_feedforward, checked_model_config
 
 __all__ = ["TD3Learner"]
 
+logger = logging.getLogger(__name__)
+
 
 def _tensor(x: Any, device: torch.device) -> torch.Tensor:
     t = x.to(device) if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
     t = t.to(device)
     return t.float() if t.dtype == torch.float64 else t
+
+
+def _np_host(x: torch.Tensor) -> np.ndarray:
+    """A host numpy copy (a view on the CPU) of a tensor that needs no grad."""
+    return x.detach().cpu().numpy()
 
 
 class TD3Learner:
@@ -221,9 +238,26 @@ class TD3Learner:
         if not adam_step(optimizer):
             optimizer.step()
 
+    def _backprop(self) -> TD3Backprop | None:
+        """The closed-form update (:mod:`rlblocks.train.fast.td3_backprop`) when the
+        networks are the plain fully connected ones and no hook is set, else None (the
+        reason it declines is logged once per process)."""
+        if "_fast" not in self.__dict__:
+            chosen = TD3Backprop.choose(
+                self.actor, self.target_actor, list(self.critics), list(self.target_critics)
+            )
+            if isinstance(chosen, str):
+                name = self.config.ALGORITHM
+                log_once(logger, f"{name} update", f"autograd: the closed form declined: {chosen}")
+                self._fast: TD3Backprop | None = None
+            else:
+                self._fast = chosen
+        return self._fast if self._fast is not None and self._fast.usable() else None
+
     def update(self, batch: Any, timestep: int) -> tuple[dict[str, float], np.ndarray]:
         """One critic step, and on every ``policy_delay``-th update an actor step and a
-        Polyak step of the targets.
+        Polyak step of the targets; on the closed form (:meth:`_backprop`) when it
+        covers the networks, else through autograd (the same update up to rounding).
 
         Returns:
             ``(stats, priorities)``: ``qf_loss``, ``q_mean`` (the first critic),
@@ -235,32 +269,56 @@ class TD3Learner:
         next_obs = _tensor(batch.next_obs, dev)
         actions = self.normalize(batch.actions)
         weights = _tensor(batch.weights, dev).float().reshape(-1)
-        y = self.targets(next_obs, batch.rewards, batch.discounts)
+        fast = self._backprop()
+        cfg = self.config
 
-        critic_params = list(self.critics.parameters())
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        qs = [self.q(c, obs, actions) for c in self.critics]
-        loss = sum((weights * (q - y) ** 2).mean() for q in qs)
-        assert isinstance(loss, torch.Tensor)
-        loss.backward(inputs=critic_params)
+        critic_params = self._params("_critic_params", self.critics)
+        if fast is not None:
+            clear_unwritten(critic_params, fast)
+            r, d = _tensor(batch.rewards, dev), _tensor(batch.discounts, dev)
+            y = fast.targets(next_obs, r, d, float(cfg.target_noise), float(cfg.target_noise_clip))
+            qf_loss, q_rows = fast.critic_grads(obs, actions, y, weights)
+            y_host = _np_host(y)
+        else:
+            y = self.targets(next_obs, batch.rewards, batch.discounts)
+            self.critic_optimizer.zero_grad(set_to_none=True)
+            qs = [self.q(c, obs, actions) for c in self.critics]
+            loss = sum((weights * (q - y) ** 2).mean() for q in qs)
+            assert isinstance(loss, torch.Tensor)
+            loss.backward(inputs=critic_params)
+            qf_loss = float(loss.detach())
+            q_rows = [_np_host(q.detach()) for q in qs]
+            y_host = _np_host(y)
         self._step(self.critic_optimizer, critic_params)
-        td = sum(np.abs((q - y).detach().cpu().numpy()) for q in qs) / len(qs)
+        td = sum(np.abs(q - y_host) for q in q_rows) / len(q_rows)
         stats = {
-            "qf_loss": float(loss.detach()),
-            "q_mean": float(qs[0].detach().mean()),
+            "qf_loss": qf_loss,
+            "q_mean": float(np.mean(q_rows[0])),
             "td_error_mean": float(np.mean(td)),
         }
         self.updates += 1
-        if self.updates % self.config.policy_delay == 0:
-            actor_params = list(self.actor.parameters())
-            self.actor_optimizer.zero_grad(set_to_none=True)
-            actor_loss = -self.q(self.critics[0], obs, self.mu(self.actor, obs)).mean()
-            actor_loss.backward(inputs=actor_params)
+        if self.updates % cfg.policy_delay == 0:
+            actor_params = self._params("_actor_params", self.actor)
+            if fast is not None:
+                clear_unwritten(actor_params, fast)
+                stats["actor_loss"] = fast.actor_grads(obs)
+            else:
+                self.actor_optimizer.zero_grad(set_to_none=True)
+                actor_loss = -self.q(self.critics[0], obs, self.mu(self.actor, obs)).mean()
+                actor_loss.backward(inputs=actor_params)
+                stats["actor_loss"] = float(actor_loss.detach())
             self._step(self.actor_optimizer, actor_params)
-            stats["actor_loss"] = float(actor_loss.detach())
             for polyak in self._polyak:
                 polyak(self.tau)
         return stats, np.asarray(td, np.float64)
+
+    def _params(self, key: str, module: nn.Module) -> list[nn.Parameter]:
+        """``module``'s parameters, listed once (walking the modules on every update costs
+        more than the small models' arithmetic)."""
+        cached = self.__dict__.get(key)
+        if cached is None:
+            cached = self.__dict__[key] = list(module.parameters())
+        return cached
 
     def sync_targets(self) -> None:
         """Nothing: TD3's targets move in :meth:`update`, with the delayed actor steps

@@ -1,0 +1,196 @@
+"""``TD3Backprop``: TD3's (and DDPG's) update for fully connected actor and critics,
+without autograd.
+
+The networks are SAC's (:mod:`rlblocks.train.fast.sac_backprop`): the actor is the
+catalog's :class:`~rlblocks.models.fcnet.FullyConnectedNetwork` with ``2 * dim(A)``
+outputs, of which TD3 reads the first half, and each critic a
+:class:`~rlblocks.models.heads.ContinuousActionQModel` over a pass-through (or FC) base.
+:class:`TD3Backprop` runs :class:`~rlblocks.train.learners.td3.TD3Learner`'s three
+computations on plain tensors and writes the gradients in closed form:
+
+* the target ``y = r + d * min_i Qtarg_i(s', a')`` at the smoothed target action
+  ``a' = clip(tanh(mean_targ(s')) + clip(sigma * N(0, 1), -c, c), -1, 1)``; the normal
+  draw is one ``torch.randn(B, dim(A))``, the draw ``torch.randn_like`` makes on the
+  module path, so both paths smooth with the same numbers;
+* the critic loss ``sum_i mean(w * (Q_i(s, a) - y)^2)`` and its weight gradients;
+* the actor loss ``-mean(Q_1(s, tanh(mean(s))))`` and its weight gradients: through the
+  first critic to the action (input gradients only), through ``tanh`` to the first half
+  of the actor's outputs (the log-std half gets a zero gradient, as autograd gives it),
+  then through the actor.
+
+Each derivative is the one autograd takes through the learner's module path (ties of the
+``min`` split as ``amin`` splits them), so both paths give the same update up to float
+rounding (``tests/test_td3_backprop.py``). The learner steps the optimizers and the
+Polyak targets. The networks covered, and the reasons for declining others, are SAC's
+(:func:`~rlblocks.train.fast.sac_backprop.decline_reason`); :meth:`TD3Backprop.usable`
+is False while a hook is set or a layer was replaced.
+
+Examples:
+    >>> import gymnasium as gym
+    >>> from rlblocks.train.offpolicy_config import TD3Config
+    >>> from rlblocks.train.learners.td3 import TD3Learner
+    >>> cfg = TD3Config(model={"fcnet_hiddens": [8]}, q_model={"fcnet_hiddens": [8]})
+    >>> learner = TD3Learner(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-2, 2, (2,)), cfg)
+    >>> fast = TD3Backprop.choose(learner.actor, learner.target_actor,
+    ...                           list(learner.critics), list(learner.target_critics))
+    >>> isinstance(fast, TD3Backprop) and fast.usable()
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from rlblocks.train.fast.dense_layers import Dense, FCLayers, backward_stack, run_stack
+from rlblocks.train.fast.sac_backprop import (
+    SACBackprop,
+    _column,
+    _Critic,
+    _fresh_grads,
+    _mean,
+    _np,
+    decline_reason,
+)
+
+__all__ = ["TD3Backprop"]
+
+
+class TD3Backprop:
+    """TD3's targets and gradients for FC actor and critics (module docstring); build it
+    with :meth:`choose`.
+
+    Args:
+        actor, target_actor: The actor's layers and its Polyak copy's.
+        critics, target_critics: One or two critics and their target copies.
+    """
+
+    def __init__(
+        self,
+        actor: FCLayers,
+        target_actor: FCLayers,
+        critics: list[_Critic],
+        target_critics: list[_Critic],
+    ) -> None:
+        assert actor.logits is not None and target_actor.logits is not None
+        self.actor, self.target_actor = actor, target_actor
+        self.actor_layers: list[Dense] = [*actor.trunk, actor.logits]
+        self.target_layers: list[Dense] = [*target_actor.trunk, target_actor.logits]
+        self.critics = critics
+        self.target_critics = target_critics
+
+    @classmethod
+    def choose(
+        cls,
+        actor: nn.Module,
+        target_actor: nn.Module,
+        critics: Sequence[nn.Module],
+        target_critics: Sequence[nn.Module],
+    ) -> TD3Backprop | str:
+        """The closed form for these networks, or why it does not cover them (SAC's
+        reasons, :func:`~rlblocks.train.fast.sac_backprop.decline_reason`)."""
+        layers = FCLayers.from_model(actor)
+        built = [_Critic.build(m) for m in [*critics, *target_critics]]
+        reason = decline_reason(layers, built, actor, critics, target_critics)
+        if reason is not None:
+            return reason
+        target = FCLayers.from_model(target_actor)
+        if target is None or target.logits is None or target.free_log_std is not None:
+            return "the target actor is not the plain fully connected network"
+        if any(
+            p.device.type != "cpu" or p.dtype != torch.float32 for p in target_actor.parameters()
+        ):
+            return "parameters off the CPU or not float32"
+        assert layers is not None
+        n = len(critics)
+        ok = [c for c in built if c is not None]
+        return cls(layers, target, ok[:n], ok[n:])
+
+    def written_params(self) -> list[nn.Parameter]:
+        """The parameters whose ``.grad`` :meth:`critic_grads` and :meth:`actor_grads`
+        write, in full, on every call (others they leave as they are)."""
+        layers = [*self.actor_layers]
+        for critic in self.critics:
+            layers += [*critic.layers, *critic.base.trunk]
+        return [p for layer in layers for p in (layer.weight, layer.bias)]
+
+    def usable(self) -> bool:
+        """False while a pass through the tensors would differ from calling the modules
+        (a hook set, a layer replaced or parametrized since :meth:`choose`)."""
+        return (
+            self.actor.matches_model(training=True)
+            and self.target_actor.matches_model(training=False)
+            and all(c.usable(training=True) for c in self.critics)
+            and all(c.usable(training=False) for c in self.target_critics)
+        )
+
+    @staticmethod
+    def _mu(layers: list[Dense], x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """The actor's activations and ``tanh`` of the first ``dim(A)`` outputs."""
+        acts = run_stack(layers, x)
+        out = acts[-1]
+        return acts, torch.tanh(out[:, : out.shape[1] // 2])
+
+    @torch.no_grad()
+    def targets(
+        self,
+        next_obs: torch.Tensor,
+        rewards: torch.Tensor,
+        discounts: torch.Tensor,
+        target_noise: float,
+        noise_clip: float,
+    ) -> torch.Tensor:
+        """``y = r + d * min_i Qtarg_i(s', a')`` (``[B]``) at the smoothed target action
+        (no draw when ``target_noise`` is 0)."""
+        x = SACBackprop._flat(next_obs)
+        a_next = self._mu(self.target_layers, x)[1]
+        if target_noise > 0:
+            eps = _np(torch.randn(a_next.shape)) * np.float32(target_noise)
+            np.clip(eps, -noise_clip, noise_clip, out=eps)
+            unit = _np(a_next)
+            np.clip(unit + eps, -1.0, 1.0, out=unit)
+        qs = [_np(c.q(x, a_next)[1][-1])[:, 0] for c in self.target_critics]
+        q = SACBackprop._min(qs)[0]
+        r = _np(rewards.reshape(-1).float())
+        d = _np(discounts.reshape(-1).float())
+        return torch.from_numpy((r + d * q).astype(np.float32, copy=False))
+
+    @torch.no_grad()
+    def critic_grads(
+        self, obs: torch.Tensor, actions: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor
+    ) -> tuple[float, list[np.ndarray]]:
+        """``(sum_i mean(w * (Q_i - y)^2), [Q_i(s, a)])`` for normalised ``actions``;
+        writes the gradients of the critics' layers."""
+        x = SACBackprop._flat(obs)
+        b = x.shape[0]
+        y = _np(targets)
+        w = _np(weights.reshape(-1).float())
+        loss, qs = 0.0, []
+        for critic in self.critics:
+            base_acts, head_acts = critic.q(x, actions)
+            q = _np(head_acts[-1])[:, 0]
+            diff = q - y
+            loss += float(_mean(w * diff * diff))
+            critic.backward(base_acts, head_acts, _column(np.float32(2.0 / b) * w * diff))
+            qs.append(q)
+        return loss, qs
+
+    @torch.no_grad()
+    def actor_grads(self, obs: torch.Tensor) -> float:
+        """``-mean(Q_1(s, mu(s)))``; writes the gradients of the actor's layers."""
+        x = SACBackprop._flat(obs)
+        b = x.shape[0]
+        acts, mu = self._mu(self.actor_layers, x)
+        critic = self.critics[0]
+        head_acts = critic.q(x, mu)[1]
+        loss = -float(_mean(_np(head_acts[-1])))
+        d_q = torch.full((b, 1), -1.0 / b)
+        d_mu = critic.action_grad(head_acts, d_q)
+        d_out = torch.zeros_like(acts[-1])
+        d_out[:, : mu.shape[1]] = torch.ops.aten.tanh_backward(d_mu, mu)
+        _fresh_grads(self.actor_layers)
+        backward_stack(self.actor_layers, acts, d_out)
+        return loss
