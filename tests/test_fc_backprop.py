@@ -182,9 +182,13 @@ def both_paths(learner: PPOLearner, data: dict, normalize: bool) -> dict:
 
 
 def assert_grads_close(got: list, want: list, what: str) -> None:
+    """Equal up to float32 rounding: a gradient entry is a sum over rows whose terms may
+    cancel, and the two paths add them in different orders, so an entry's error scales with
+    the largest entry of its parameter's gradient (atol), not with the entry itself."""
     for i, (a, b) in enumerate(zip(got, want, strict=True)):
+        atol = 1e-6 + 2e-5 * float(b.abs().max())
         torch.testing.assert_close(
-            a, b, rtol=1e-4, atol=1e-6, msg=lambda m, i=i: f"{what}, parameter {i}: {m}"
+            a, b, rtol=1e-4, atol=atol, msg=lambda m, i=i: f"{what}, parameter {i}: {m}"
         )
 
 
