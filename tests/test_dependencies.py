@@ -216,6 +216,7 @@ def test_every_module_imports_with_only_the_core_dependencies() -> None:
         "rlblocks.export.onnx_policy": "rlblocks[export]",
         "rlblocks.envs.multiagent_zoo": "rlblocks[multiagent]",
         "rlblocks.envs.turn_zoo": "rlblocks[multiagent]",
+        "rlblocks.multiagent.aec_parallel": "rlblocks[multiagent]",
     }
     extra_only = {name: err for name, err in failures.items() if name.startswith(tuple(extras))}
     for name, err in extra_only.items():

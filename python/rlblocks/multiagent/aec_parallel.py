@@ -21,14 +21,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from pettingzoo.utils.conversions import aec_to_parallel_wrapper
-from pettingzoo.utils.env import ParallelEnv
-from pettingzoo.utils.wrappers import (
-    AssertOutOfBoundsWrapper,
-    BaseWrapper,
-    ClipOutOfBoundsWrapper,
-    OrderEnforcingWrapper,
-)
+try:
+    from pettingzoo.utils.conversions import aec_to_parallel_wrapper
+    from pettingzoo.utils.env import ParallelEnv
+    from pettingzoo.utils.wrappers import (
+        AssertOutOfBoundsWrapper,
+        BaseWrapper,
+        ClipOutOfBoundsWrapper,
+        OrderEnforcingWrapper,
+    )
+except ImportError as e:  # pragma: no cover - exercised by tests/test_dependencies.py
+    raise ImportError(
+        "rlblocks.multiagent.aec_parallel needs PettingZoo: "
+        f'pip install "rlblocks[multiagent]" ({e})'
+    ) from e
 
 __all__ = ["PLAIN_LAYERS", "AECParallelEnv", "fast_parallel"]
 
