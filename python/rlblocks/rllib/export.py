@@ -140,11 +140,30 @@ class _EnvActionDist:
 # --- networks as PolicyGraph models ---------------------------------------------------------------
 class _MaskedModel(nn.Module):
     """RLlib's action-mask observation as one flat row: the mask's columns mask the outputs
-    of ``inner`` (run on the ``observations`` columns), as the module does."""
+    of ``inner`` (run on the ``observations`` columns back in ``obs_shape``, the shape the
+    module's network takes: an image for the vision net), as the module does.
 
-    def __init__(self, inner: nn.Module, mask: slice, obs: slice, layout: MaskLayout) -> None:
+    Raises:
+        ValueError: The ``observations`` columns do not hold ``obs_shape``.
+    """
+
+    def __init__(
+        self,
+        inner: nn.Module,
+        mask: slice,
+        obs: slice,
+        layout: MaskLayout,
+        obs_shape: tuple[int, ...],
+    ) -> None:
         super().__init__()
         self.inner, self.mask, self.obs, self.layout = inner, mask, obs, layout
+        self.obs_shape = tuple(int(d) for d in obs_shape)
+        width = obs.stop - obs.start
+        if int(np.prod(self.obs_shape, dtype=np.int64)) != width:
+            raise ValueError(
+                f"export: {OBS_KEY!r} takes {width} columns of the flat observation, the "
+                f"module's network takes shape {self.obs_shape}"
+            )
 
     def get_initial_state(self) -> list[torch.Tensor]:
         return list(self.inner.get_initial_state())  # type: ignore[operator]
@@ -156,7 +175,7 @@ class _MaskedModel(nn.Module):
         self, input_dict: dict[str, Any], state: list[torch.Tensor], seq_lens: Any
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         row = input_dict["obs"]
-        inner = {**input_dict, "obs": row[:, self.obs]}
+        inner = {**input_dict, "obs": row[:, self.obs].reshape(-1, *self.obs_shape)}
         out, state_out = self.inner(inner, state, seq_lens)
         return apply_action_mask(out, row[:, self.mask], self.layout), state_out
 
@@ -306,7 +325,8 @@ def module_policy(module: Any, options: dict[str, Any], mode: str | None) -> Pol
     if masked:
         assert layout is not None
         columns, obs_columns = _mask_columns(_with_original(space), options)
-        model = _MaskedModel(model, columns, obs_columns, layout)
+        obs_shape = tuple(space[OBS_KEY].shape or ())
+        model = _MaskedModel(model, columns, obs_columns, layout, obs_shape)
         flat_space = Box(-np.inf, np.inf, (obs_columns.stop,), np.float32)
     # the module's own network, no catalog fast path: fast_paths off
     policy = Policy(
