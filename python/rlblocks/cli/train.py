@@ -88,7 +88,7 @@ def add_parser(sub: Any) -> None:
         "--help",
         action=ConfigHelp,
         help="show this help, then the config keys of --algo's config (PPO's unless --algo "
-        "comes first) with their defaults, and exit",
+        "comes first; a goal env alone takes SAC's or DQN's) with their defaults, and exit",
     )
     train.add_argument(
         "--env",
@@ -449,8 +449,8 @@ def _env_defaults(
 ) -> Any:
     """``--env`` alone: the hard-exploration note, and for native PPO the defaults decided
     from the env (:mod:`rlblocks.cli.train_defaults`: the batch sizes of a multi-agent env,
-    counted in agent steps; continuous control's and turn-based games' from the spaces),
-    printed and applied."""
+    counted in agent steps; continuous control's and turn-based games' from the spaces,
+    read from ``probe``, the env run() made once), printed and applied."""
     from rlblocks.cli.train_defaults import (
         hard_exploration_note,
         multiagent_defaults,
@@ -477,7 +477,8 @@ def _env_defaults(
         data = {**data, **sizes}
         config = config_class(flags["algo"]).from_dict(data)
     what = "continuous control (Box observations and actions)"
-    extra, goal_note = space_defaults(config, given, probe)
+    # probe: the env made once in run() (None: it did not build, nothing to decide from)
+    extra, goal_note = space_defaults(config, given, probe) if probe else ({}, None)
     if goal_note:
         print(f"rlblocks train: note: {goal_note}", flush=True)
     if not extra:
