@@ -1,7 +1,7 @@
 """``rlblocks train --env ID`` alone: defaults decided from the env's spaces (continuous
 control gets observation normalisation and reward scaling, printed and in config.json), a
-user's ``--set`` wins, MountainCar's start names the tuned config that solves it, and a goal
-env's names the algorithm that relabels its goals."""
+user's ``--set`` wins, MountainCar's start names the tuned config that solves it, a goal
+env alone trains the off-policy algorithm that relabels its goals (PPO, given, names it)."""
 
 from __future__ import annotations
 
@@ -81,11 +81,76 @@ def test_a_turn_based_game_with_masks_gets_an_entropy_bonus(tmp_path, capsys) ->
 
 
 def test_ppo_on_a_goal_env_names_the_algo_that_relabels(tmp_path, capsys) -> None:
-    _train(tmp_path, "--env", "rlblocks/zoo-GoalBox-v0")
+    config = _train(tmp_path, "--algo", "PPO", "--env", "rlblocks/zoo-GoalBox-v0")
     assert (
         "rlblocks train: note: rlblocks/zoo-GoalBox-v0 is a goal env: PPO does not relabel its "
         "goals; `--algo SAC` trains it with hindsight replay (her=auto turns it on; "
         "docs/goals.md)"
     ) in capsys.readouterr().out
-    _train(tmp_path / "cartpole", "--env", "CartPole-v1")
+    assert config["algo"] == "PPO" and "her" not in config
+    config = _train(tmp_path / "cartpole", "--env", "CartPole-v1")
     assert "goal env" not in capsys.readouterr().out
+    assert config["algo"] == "PPO"
+
+
+#: Enough steps for SAC / DQN to take a gradient step within the tiny budget.
+OFF_POLICY = ["--set", "learning_starts=16", "--set", "model.fcnet_hiddens=[8]"]
+
+
+def test_a_goal_env_alone_trains_sac_with_her(tmp_path, capsys) -> None:
+    """``--env GoalEnv`` alone (issue 47): the off-policy algorithm for its Box actions with
+    hindsight relabelling, said at the start and in config.json; a key only SAC has is
+    accepted (the algorithm is decided before the config class checks the keys)."""
+    config = _train(tmp_path, "--env", "rlblocks/zoo-GoalBox-v0", *OFF_POLICY, "--set", "tau=0.01")
+    out = capsys.readouterr().out
+    assert (
+        "rlblocks train: rlblocks/zoo-GoalBox-v0 is a goal env with a reward to recompute: "
+        "--algo SAC (the off-policy algorithm for its Box actions) with hindsight relabelling"
+    ) in out
+    assert "--algo PPO, or another --algo, trains that instead" in out
+    assert "rlblocks train: her: on (her=auto" in out and "PPO does not relabel" not in out
+    assert config["algo"] == "SAC" and config["her"] is True and config["tau"] == 0.01
+
+
+def test_a_discrete_goal_env_alone_trains_dqn_and_her_false_turns_it_off(tmp_path, capsys) -> None:
+    config = _train(tmp_path, "--env", "rlblocks/zoo-Goal-v0", *OFF_POLICY, "--set", "her=false")
+    out = capsys.readouterr().out
+    assert "--algo DQN (the off-policy algorithm for its Discrete actions)" in out
+    assert "rlblocks train: her: off (her=false)" in out
+    assert config["algo"] == "DQN" and config["her"] is False
+
+
+def test_a_ppo_key_on_a_goal_env_alone_names_the_choice(tmp_path, capsys) -> None:
+    run = tmp_path / "run"
+    argv = ["train", "--env", "rlblocks/zoo-GoalBox-v0", "--set", "num_sgd_iter=3"]
+    assert main([*argv, "--no-progress", "--run-dir", str(run)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("rlblocks train: error: unknown SAC config key 'num_sgd_iter'")
+    assert err.endswith(
+        "(--env rlblocks/zoo-GoalBox-v0 is a goal env, so rlblocks train chose --algo SAC; "
+        "give --algo PPO for PPO's keys)"
+    )
+    assert "\n" not in err and not run.exists()
+
+
+def test_goal_algo_by_action_space_and_the_rllib_note() -> None:
+    """Box -> SAC, Discrete -> DQN, any other action space keeps PPO (with a note that says
+    no algorithm here relabels it); a goal env without a reward to recompute keeps PPO;
+    --backend rllib keeps PPO and says what the native backend trains."""
+    import gymnasium as gym
+    from rlblocks.cli.train_defaults import EnvProbe, goal_algo_choice, goal_env_note
+
+    bits = gym.spaces.Box(0.0, 1.0, (3,))
+    goal = gym.spaces.Dict({"observation": bits, "achieved_goal": bits, "desired_goal": bits})
+    multi = gym.spaces.MultiDiscrete([2, 2])
+    assert goal_algo_choice("native", EnvProbe(goal, multi, True), "G") == (None, None)
+    assert "no off-policy algorithm here acts in MultiDiscrete" in goal_env_note("G", goal, multi)
+    assert goal_algo_choice("native", EnvProbe(goal, bits, False), "G") == (None, None)
+    assert "goal_reward=module:function" in goal_env_note("G", goal, bits, relabels=False)
+    assert goal_algo_choice("native", EnvProbe(bits, bits, True), "G") == (None, None)
+    algo, line = goal_algo_choice("rllib", EnvProbe(goal, gym.spaces.Discrete(2), True), "G")
+    assert algo is None and line == (
+        "note: G is a goal env: --backend rllib trains PPO, which does not relabel its goals "
+        "(hindsight relabelling is native only: the native backend trains it with --algo DQN "
+        "and her=auto)"
+    )

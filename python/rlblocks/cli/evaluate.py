@@ -168,6 +168,7 @@ def _exported_from_run_files(args: argparse.Namespace, exported: Any) -> dict[st
     if not isinstance(data, dict) or not isinstance(data.get("env"), str):
         return None
     module = trainer_config if name == "PPOConfig" else offpolicy_config
+    data.pop("algo", None)  # config.json names the algorithm (rlblocks.train.trainer.json_config)
     config = getattr(module, name).from_dict(data)
     from rlblocks.export.evaluate import evaluate_exported
     from rlblocks.train.envs import evaluation_env, evaluation_seed

@@ -3,7 +3,8 @@ directory.
 
 ``rlblocks train --env ENV [--config FILE.yaml|json] [--set key=value ...] [--stop-reward R]
 [--stop-timesteps N] [--resume RUN_DIR] [--run-dir DIR [--overwrite]] [--algo ALGO]`` trains
-``--algo`` (PPO unless a ``--tuned`` or ``--config`` file names another) with a progress bar
+``--algo`` (PPO unless a ``--tuned`` or ``--config`` file names another, or ``--env`` alone is a
+goal env: :func:`_goal_algo`) with a progress bar
 and writes a run directory (``config.json``, ``stop.json``, ``progress.csv``,
 checkpoints, ``progress.png``): a new directory, an empty one, or with ``--overwrite`` one
 whose previous run is deleted first; a directory another training writes is refused naming
@@ -65,7 +66,8 @@ def add_parser(sub: Any) -> None:
         run,
         help="train PPO, DQN, SAC, TD3 or DDPG on a gymnasium or multi-agent env",
         description=(
-            "Trains --algo (PPO by default) with a progress bar and writes a run directory:"
+            "Trains --algo (PPO by default; SAC or DQN with hindsight relabelling for a goal "
+            "env, natively) with a progress bar and writes a run directory:"
             " config.json, stop.json, progress.csv, checkpoint_NNNNNN/ and progress.png. "
             "--set values are read as YAML (lr=1e-3, model.fcnet_hiddens=[32,32], "
             "observation_filter=MeanStdFilter); dotted keys reach into model, env_config "
@@ -86,7 +88,7 @@ def add_parser(sub: Any) -> None:
         "--help",
         action=ConfigHelp,
         help="show this help, then the config keys of --algo's config (PPO's unless --algo "
-        "comes first) with their defaults, and exit",
+        "comes first; a goal env alone takes SAC's or DQN's) with their defaults, and exit",
     )
     train.add_argument(
         "--env",
@@ -168,7 +170,9 @@ def add_parser(sub: Any) -> None:
         "--algo",
         choices=("PPO", "APPO", "IMPALA", "DQN", "SAC", "TD3", "DDPG"),
         default=None,
-        help="algorithm (default PPO, or the --tuned / --config file's algo): PPO, DQN and SAC "
+        help="algorithm (default PPO, or the --tuned / --config file's algo; --env alone on a "
+        "goal env whose reward can be recomputed: SAC for Box actions, DQN for Discrete, "
+        "with hindsight relabelling, natively): PPO, DQN and SAC "
         "train on both backends with the same config keys, APPO and IMPALA need --backend "
         "rllib, TD3 and DDPG (Box actions) train natively only",
     )
@@ -237,14 +241,19 @@ def run(args: argparse.Namespace) -> int:
         else:
             data, file_stops, file_algo = config_data(args)
             flags["algo"] = flags["algo"] or file_algo
+            alone = not (args.tuned or args.config)
+            # --env alone: one env made here decides a goal env's algorithm (before its
+            # config class checks the --set keys) and the space defaults
+            probe = _probe_env(data) if alone and flags["algo"] in (None, "PPO") else None
+            picked = _goal_algo(args, flags, probe, data)
             if args.backend == "rllib":
                 _env_runners(flags)
                 _check_before_ray(data, flags)
                 # APPO / IMPALA start from RLlib's defaults
                 data = rllib_trainer().with_algo_defaults(data, flags["algo"] or "PPO")
-            config = config_class(flags["algo"]).from_dict(data)
-            if not (args.tuned or args.config):
-                config = _env_defaults(args, flags, config, data)
+            config = _from_dict(flags["algo"], data, picked)
+            if alone:
+                config = _env_defaults(args, flags, config, data, probe)
             stops = Stops(args, file_stops, config.env, {})
             _check_budget(config, stops, args.backend, flags)
             if args.run_dir:
@@ -394,13 +403,54 @@ def _default_run_dir(config: Any, root: str, algo: str | None) -> Path:
     return default_run_dir(config, root, algo)
 
 
+def _probe_env(data: dict[str, Any]) -> Any:
+    from rlblocks.cli.train_defaults import probe_env
+
+    return probe_env(data)
+
+
+def _goal_algo(
+    args: argparse.Namespace, flags: dict[str, Any], probe: Any, data: dict[str, Any]
+) -> bool:
+    """``--env`` alone with no ``--algo``: a goal env's algorithm
+    (:func:`~rlblocks.cli.train_defaults.goal_algo_choice`) set in ``flags`` and its line
+    printed; True when the env picked it."""
+    from rlblocks.cli.train_defaults import goal_algo_choice
+
+    if flags["algo"] is not None:
+        return False
+    algo, line = goal_algo_choice(args.backend, probe, str(data["env"]))
+    if line:
+        print(f"rlblocks train: {line}", flush=True)
+    flags["algo"] = algo
+    return algo is not None
+
+
+def _from_dict(algo: str | None, data: dict[str, Any], picked: bool) -> Any:
+    """``algo``'s config of ``data``; a key it refuses names the goal env's choice when the
+    env ``picked`` the algorithm (:func:`_goal_algo`)."""
+    try:
+        return config_class(algo).from_dict(data)
+    except ValueError as err:
+        if not picked:
+            raise
+        raise ValueError(
+            f"{err} (--env {data['env']} is a goal env, so rlblocks train chose --algo "
+            f"{algo}; give --algo PPO for PPO's keys)"
+        ) from err
+
+
 def _env_defaults(
-    args: argparse.Namespace, flags: dict[str, Any], config: Any, data: dict[str, Any]
+    args: argparse.Namespace,
+    flags: dict[str, Any],
+    config: Any,
+    data: dict[str, Any],
+    probe: Any = None,
 ) -> Any:
     """``--env`` alone: the hard-exploration note, and for native PPO the defaults decided
     from the env (:mod:`rlblocks.cli.train_defaults`: the batch sizes of a multi-agent env,
-    counted in agent steps; continuous control's and turn-based games' from the spaces),
-    printed and applied."""
+    counted in agent steps; continuous control's and turn-based games' from the spaces,
+    read from ``probe``, the env run() made once), printed and applied."""
     from rlblocks.cli.train_defaults import (
         hard_exploration_note,
         multiagent_defaults,
@@ -427,7 +477,8 @@ def _env_defaults(
         data = {**data, **sizes}
         config = config_class(flags["algo"]).from_dict(data)
     what = "continuous control (Box observations and actions)"
-    extra, goal_note = space_defaults(config, given)
+    # probe: the env made once in run() (None: it did not build, nothing to decide from)
+    extra, goal_note = space_defaults(config, given, probe) if probe else ({}, None)
     if goal_note:
         print(f"rlblocks train: note: {goal_note}", flush=True)
     if not extra:

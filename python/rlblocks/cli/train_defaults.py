@@ -9,6 +9,14 @@ in ``config.json`` with the rest of the config. A known hard-exploration env (Mo
 gets a one-line note naming the tuned config that solves it. A multi-agent env's train batch
 and minibatch are counted in agent steps (:mod:`rlblocks.train.agent_batches`), also printed.
 
+A goal env (a goal ``Dict`` observation) whose reward ``her="auto"`` can recompute
+(:func:`~rlblocks.train.hindsight.auto_relabels`: the env's ``compute_reward`` or a
+``--set goal_reward``) trains, when no ``--algo`` is given, the off-policy algorithm for
+its action space with hindsight relabelling (:func:`goal_algo`: SAC for a ``Box`` that
+SAC squashes, DQN for ``Discrete``; PPO with :func:`goal_env_note` for any other action
+space), said in one line (:func:`goal_algo_line`). The env is made once for this and for
+the continuous-control defaults (:func:`probe_env`).
+
 A turn-based game (a PettingZoo ``AECEnv``) whose every agent observes an ``action_mask``
 and moves in a ``Discrete`` space, trained by one ``shared`` policy, gets
 :data:`TURN_DEFAULTS`: an entropy bonus (``entropy_coeff``), which keeps self-play's own
@@ -27,6 +35,7 @@ Examples:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -35,10 +44,15 @@ import numpy as np
 __all__ = [
     "CONTROL_DEFAULTS",
     "TURN_DEFAULTS",
+    "EnvProbe",
     "continuous_control",
+    "goal_algo",
+    "goal_algo_choice",
+    "goal_algo_line",
     "goal_env_note",
     "hard_exploration_note",
     "multiagent_defaults",
+    "probe_env",
     "space_defaults",
     "turn_based_defaults",
 ]
@@ -75,39 +89,159 @@ def hard_exploration_note(env: str) -> str | None:
     return None
 
 
-def goal_env_note(env_id: str, observation_space: gym.Space, action_space: gym.Space) -> str:
-    """The start-of-run note for native PPO on a goal env (a goal ``Dict`` observation):
-    PPO does not relabel goals; the off-policy algorithm for its action space does.
+@dataclass(frozen=True)
+class EnvProbe:
+    """One env of a new run, made once before its config is built: its spaces and whether
+    ``her="auto"`` relabels it."""
+
+    observation_space: gym.Space
+    action_space: gym.Space
+    relabels: bool
+
+
+def probe_env(data: dict[str, Any]) -> EnvProbe | None:
+    """Makes one env of the config keys ``data`` (``env``, ``env_config``; a ``goal_reward``
+    the user set counts as the reward function) and reads it; None for an env that fails to
+    build or is no gymnasium env (a multi-agent one), which the trainer then reports."""
+    from types import SimpleNamespace
+
+    from rlblocks.train.envs import make_env_creator
+    from rlblocks.train.hindsight import auto_relabels
+    from rlblocks.train.trainer_config import PPOConfig
+
+    try:
+        light = PPOConfig.from_dict(
+            {"env": data["env"], "env_config": data.get("env_config") or {}}
+        )
+        env = make_env_creator(light)()
+    except Exception:  # the trainer's own start names what is wrong with the env
+        return None
+    try:
+        obs_space, action_space = env.observation_space, env.action_space
+        keys = SimpleNamespace(goal_reward=data.get("goal_reward"))
+        try:
+            relabels = auto_relabels(keys, obs_space, lambda: env)
+        except ValueError:  # a goal_reward that does not import: the trainer refuses it
+            relabels = True
+    finally:
+        env.close()
+    return EnvProbe(obs_space, action_space, relabels)
+
+
+def goal_algo(action_space: gym.Space) -> str | None:
+    """The off-policy algorithm that relabels a goal env acting in ``action_space``: DQN for
+    ``Discrete``, SAC for a ``Box`` it squashes (1-D float, finite bounds); None for any
+    other (PPO trains it, without relabelling).
+
+    Examples:
+        >>> goal_algo(gym.spaces.Discrete(3)), goal_algo(gym.spaces.Box(-1.0, 1.0, (2,)))
+        ('DQN', 'SAC')
+        >>> goal_algo(gym.spaces.MultiDiscrete([2, 2])) is None
+        True
+    """
+    from rlblocks.train.algo_spaces import check_action_space
+
+    if isinstance(action_space, gym.spaces.Discrete):
+        return "DQN"
+    if not isinstance(action_space, gym.spaces.Box):
+        return None
+    try:
+        check_action_space("SAC", action_space)
+    except ValueError:
+        return None
+    return "SAC"
+
+
+def goal_algo_line(env_id: str, algo: str) -> str:
+    """The start-of-run line of a goal env that ``--env`` alone trains with ``algo``
+    (:func:`goal_algo`) and hindsight relabelling.
+
+    Examples:
+        >>> goal_algo_line("parking-v0", "SAC")[:67]
+        'parking-v0 is a goal env with a reward to recompute: --algo SAC (th'
+    """
+    space = "Discrete" if algo == "DQN" else "Box"
+    return (
+        f"{env_id} is a goal env with a reward to recompute: --algo {algo} (the off-policy "
+        f"algorithm for its {space} actions) with hindsight relabelling, her=auto "
+        "(--set her=false turns it off; --algo PPO, or another --algo, trains that instead)"
+    )
+
+
+def goal_algo_choice(
+    backend: str, probe: EnvProbe | None, env_id: str
+) -> tuple[str | None, str | None]:
+    """For ``--env`` alone with no ``--algo``: ``(algo, line)``, the algorithm a goal env that
+    ``her=auto`` relabels trains with (:func:`goal_algo`; None: PPO, as for any other env)
+    and the start-of-run line saying so (None: nothing to say). On ``--backend rllib``,
+    which does not relabel, PPO stays and the line is a note naming what the native backend
+    trains."""
+    from rlblocks.her import is_goal_space
+
+    if probe is None or not probe.relabels or not is_goal_space(probe.observation_space):
+        return None, None
+    algo = goal_algo(probe.action_space)
+    if algo is None:
+        return None, None
+    if backend == "rllib":
+        return None, (
+            f"note: {env_id} is a goal env: --backend rllib trains PPO, which does not "
+            "relabel its goals (hindsight relabelling is native only: the native backend "
+            f"trains it with --algo {algo} and her=auto)"
+        )
+    return algo, goal_algo_line(env_id, algo)
+
+
+def goal_env_note(
+    env_id: str, observation_space: gym.Space, action_space: gym.Space, relabels: bool = True
+) -> str:
+    """The start-of-run note for PPO on a goal env (a goal ``Dict`` observation): PPO does
+    not relabel goals; the off-policy algorithm for its action space (:func:`goal_algo`)
+    does, when ``relabels`` (a reward ``her=auto`` can recompute; else it needs a
+    ``goal_reward``). No such algorithm for the action space: said so.
 
     Examples:
         >>> goal_env_note("parking-v0", None, gym.spaces.Box(-1.0, 1.0, (2,)))[:58]
         'parking-v0 is a goal env: PPO does not relabel its goals; '
     """
-    algo = "DQN" if isinstance(action_space, gym.spaces.Discrete) else "SAC"
-    return (
-        f"{env_id} is a goal env: PPO does not relabel its goals; `--algo {algo}` trains it "
-        "with hindsight replay (her=auto turns it on; docs/goals.md)"
+    algo = goal_algo(action_space)
+    head = f"{env_id} is a goal env: PPO does not relabel its goals; "
+    if algo is None:
+        return head + (
+            f"no off-policy algorithm here acts in {action_space} (SAC takes a 1-D Box with "
+            "finite bounds, DQN Discrete), so none relabels them (docs/goals.md)"
+        )
+    if not relabels:
+        return head + (
+            f"`--algo {algo} --set goal_reward=module:function` trains it with hindsight "
+            "replay (the env has no compute_reward; docs/goals.md)"
+        )
+    return head + (
+        f"`--algo {algo}` trains it with hindsight replay (her=auto turns it on; docs/goals.md)"
     )
 
 
-def space_defaults(config: Any, given: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+def space_defaults(
+    config: Any, given: dict[str, Any], probe: EnvProbe | None = None
+) -> tuple[dict[str, Any], str | None]:
     """For a native PPO ``config`` built from ``--env`` alone: the keys to add (the
     :data:`CONTROL_DEFAULTS` the user did not set, ``given``, when the env's spaces are
     continuous control; ``{}`` otherwise, and for a multi-agent env or one that fails to
-    build, which the trainer then reports), and :func:`goal_env_note` for a goal env."""
+    build, which the trainer then reports), and :func:`goal_env_note` for a goal env.
+    ``probe``: the env already made (:func:`probe_env`; None: made here)."""
     from rlblocks.her import is_goal_space
-    from rlblocks.train.envs import make_env_creator
 
-    try:
-        env = make_env_creator(config)()
-    except Exception:  # the trainer's own start names what is wrong with the env
+    if probe is None:
+        probe = probe_env({"env": config.env, "env_config": config.env_config})
+    if probe is None:
         return {}, None
-    try:
-        obs_space, action_space = env.observation_space, env.action_space
-    finally:
-        env.close()
+    obs_space, action_space = probe.observation_space, probe.action_space
     goal = is_goal_space(obs_space)
-    note = goal_env_note(str(config.env_name), obs_space, action_space) if goal else None
+    note = (
+        goal_env_note(str(config.env_name), obs_space, action_space, probe.relabels)
+        if goal
+        else None
+    )
     if not continuous_control(obs_space, action_space):
         return {}, note
     return {k: v for k, v in CONTROL_DEFAULTS.items() if k not in given}, note

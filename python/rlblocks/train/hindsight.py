@@ -32,7 +32,14 @@ from rlblocks.her import HindsightSampler, goal_columns, is_goal_space
 from rlblocks.layout import Layout
 from rlblocks.replay import ReplayBuffer
 
-__all__ = ["HerChoice", "build_her", "goal_reward_fn", "resolve_her"]
+__all__ = [
+    "HerChoice",
+    "auto_relabels",
+    "build_her",
+    "goal_and_reward",
+    "goal_reward_fn",
+    "resolve_her",
+]
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,33 @@ def goal_reward_fn(config: Any, env: gym.Env) -> Any:
     return fn
 
 
+def goal_and_reward(config: Any, space: gym.Space, env: Callable[[], gym.Env]) -> tuple[bool, Any]:
+    """Whether ``space`` is a goal Dict, and its batched reward function
+    (:func:`goal_reward_fn`; None: none, and for any other space, where ``env()`` is not
+    asked for). ``her="auto"`` relabels exactly when both are there (:func:`auto_relabels`).
+
+    Raises:
+        ValueError: A ``goal_reward`` string that does not import (one line).
+    """
+    goal = is_goal_space(space)
+    return goal, goal_reward_fn(config, env()) if goal else None
+
+
+def auto_relabels(config: Any, space: gym.Space, env: Callable[[], gym.Env]) -> bool:
+    """Whether ``her="auto"`` turns relabelling on for observation ``space``: a goal Dict and
+    a reward function (:func:`goal_and_reward`). ``config`` needs only ``goal_reward``
+    (absent: the env's ``compute_reward``).
+
+    Examples:
+        >>> from rlblocks.envs.zoo_goals import GoalBits
+        >>> env = GoalBits()
+        >>> auto_relabels(None, env.observation_space, lambda: env)
+        True
+    """
+    goal, fn = goal_and_reward(config, space, env)
+    return goal and fn is not None
+
+
 def resolve_her(config: Any, space: gym.Space, env: Callable[[], gym.Env]) -> HerChoice:
     """Decides ``config.her`` for the run's observation ``space``; ``env()`` gives one of
     its envs (asked only for a goal Dict, for its ``compute_reward``; module docstring).
@@ -75,8 +109,7 @@ def resolve_her(config: Any, space: gym.Space, env: Callable[[], gym.Env]) -> He
         ValueError: ``her=True`` without a goal Dict or a reward function; HER (asked for or
             chosen by ``auto``) with ``n_step > 1``, prioritized replay or frame stacking.
     """
-    goal = is_goal_space(space)
-    fn = goal_reward_fn(config, env()) if goal else None
+    goal, fn = goal_and_reward(config, space, env)
     mode = config.her
     if mode is True and not goal:
         raise ValueError(

@@ -55,8 +55,9 @@ _T = TypeVar("_T", bound="Trainer")
 
 
 def json_config(config: TrainerConfig) -> dict[str, Any]:
-    """``config`` as ``config.json`` holds it (a callable env by its name)."""
-    d = config.to_dict()
+    """``config`` as ``config.json`` holds it (a callable env by its name), with the ``algo``
+    that trained it first (the key a ``--config`` file names it by)."""
+    d = {"algo": config.ALGORITHM, **config.to_dict()}
     if callable(d["env"]):
         fn = d["env"]
         d["env"] = f"<callable {getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}>"
