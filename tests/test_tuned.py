@@ -268,11 +268,12 @@ def test_custom_models_and_distributions_by_import_path() -> None:
     assert n == 3 and isinstance(dist(torch.zeros(1, 3), None), Categorical)
 
 
-@pytest.mark.parametrize("name", ["hopper_td3", "halfcheetah_td3"])
+@pytest.mark.parametrize("name", ["halfcheetah_td3"])
 def test_mujoco_td3_configs_start_their_hidden_layers_as_torch_linear_does(name: str) -> None:
     # rl-zoo3's TD3 nets (SB3) start from torch's nn.Linear init, uniform within
     # 1/sqrt(fan_in); with RLlib's normc(1.0) the same settings learned HalfCheetah far worse
-    # (docs/qlearning.md). Built on plain Box spaces of HalfCheetah's shapes (no MuJoCo).
+    # (docs/qlearning.md; Hopper measured no better with it and keeps normc). Built on plain
+    # Box spaces of HalfCheetah's shapes (no MuJoCo needed).
     import torch
     from rlblocks.train.learners.td3 import TD3Learner
     from rlblocks.train.offpolicy_config import TD3Config
