@@ -352,3 +352,32 @@ def test_the_deterministic_actor_acts_in_numpy_for_the_fc_model_else_through_the
     assert type(module.acting_policy().actor).__name__ == "ModuleActor"
     obs = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
     np.testing.assert_allclose(fast.act(obs, False, 0), module.act(obs, False, 0), rtol=1e-6)
+
+
+def test_time_limit_truncations_bootstrap_with_gamma_in_the_td3_replay() -> None:
+    # Pendulum only truncates (200 steps), as HalfCheetah does (1,000): no stored transition
+    # may carry a terminal's zero discount, and each truncated step's next observation is
+    # the episode's final one, not the next episode's first.
+    cfg = {
+        "env": "Pendulum-v1",
+        "timesteps_per_iteration": 400,
+        "learning_starts": 10_000,
+        "gamma": 0.9,
+        "model": {"fcnet_hiddens": [8]},
+        "q_model": {"fcnet_hiddens": [8]},
+    }
+    with pytest.warns(RuntimeWarning, match="took no gradient step"):
+        with TD3Trainer(cfg) as trainer:
+            assert trainer.train()["episodes_total"] == 2
+            batches = [trainer.replay.sample(400) for _ in range(20)]  # each row, surely
+    assert len(np.unique(np.concatenate([b.indices for b in batches]))) == 400
+    discounts = np.concatenate([b.discounts for b in batches])
+    np.testing.assert_allclose(discounts, 0.9, rtol=1e-6)
+    # Pendulum's observation is (cos, sin, velocity): the next observation continues the
+    # angle of the current one (|velocity| <= 8, dt 0.05), as a reset's random start would not
+    obs = np.concatenate([b.obs for b in batches])
+    nxt = np.concatenate([b.next_obs for b in batches])
+    angle = np.arctan2(obs[:, 1], obs[:, 0])
+    next_angle = np.arctan2(nxt[:, 1], nxt[:, 0])
+    step = np.angle(np.exp(1j * (next_angle - angle)))
+    assert np.abs(step).max() <= 8 * 0.05 + 1e-4
