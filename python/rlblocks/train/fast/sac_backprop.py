@@ -58,7 +58,7 @@ from rlblocks.distributions.base import MAX_LOG_NN_OUTPUT, MIN_LOG_NN_OUTPUT
 from rlblocks.models.heads import ContinuousActionQModel
 from rlblocks.train.fast.dense_layers import Dense, FCLayers, backward_stack, run_stack
 
-__all__ = ["SACBackprop", "decline_reason"]
+__all__ = ["SACBackprop", "decline_reason", "written_params"]
 
 #: SquashedGaussian's clamp of the log-stds.
 _LOG_STD_BOUNDS = (MIN_LOG_NN_OUTPUT, MAX_LOG_NN_OUTPUT)
@@ -209,10 +209,7 @@ class SACBackprop:
     def written_params(self) -> list[nn.Parameter]:
         """The parameters whose ``.grad`` :meth:`critic_grads` and :meth:`actor_grads`
         write, in full, on every call (others they leave as they are)."""
-        layers = [*self.actor_layers]
-        for critic in self.critics:
-            layers += [*critic.layers, *critic.base.trunk]
-        return [p for layer in layers for p in (layer.weight, layer.bias)]
+        return written_params(self.actor_layers, self.critics)
 
     def usable(self) -> bool:
         """False while a pass through the tensors would differ from calling the modules
@@ -353,6 +350,15 @@ def decline_reason(
     ):
         return "parameters off the CPU or not float32"
     return None
+
+
+def written_params(actor_layers: Sequence[Dense], critics: Sequence[_Critic]) -> list[nn.Parameter]:
+    """The weights and biases of the actor's layers and of every critic's (head and trunk):
+    what a closed-form update (SAC's, TD3's) writes the ``.grad`` of, in full, on every call."""
+    layers = [*actor_layers]
+    for critic in critics:
+        layers += [*critic.layers, *critic.base.trunk]
+    return [p for layer in layers for p in (layer.weight, layer.bias)]
 
 
 def _fresh_grads(layers: list[Dense]) -> None:

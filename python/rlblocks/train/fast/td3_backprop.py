@@ -54,6 +54,7 @@ from rlblocks.train.fast.sac_backprop import (
     _mean,
     _np,
     decline_reason,
+    written_params,
 )
 
 __all__ = ["TD3Backprop"]
@@ -112,10 +113,7 @@ class TD3Backprop:
     def written_params(self) -> list[nn.Parameter]:
         """The parameters whose ``.grad`` :meth:`critic_grads` and :meth:`actor_grads`
         write, in full, on every call (others they leave as they are)."""
-        layers = [*self.actor_layers]
-        for critic in self.critics:
-            layers += [*critic.layers, *critic.base.trunk]
-        return [p for layer in layers for p in (layer.weight, layer.bias)]
+        return written_params(self.actor_layers, self.critics)
 
     def usable(self) -> bool:
         """False while a pass through the tensors would differ from calling the modules
