@@ -88,8 +88,24 @@ def pong_settings() -> dict[str, Any]:
     }
 
 
-def rlblocks_config(settings: dict[str, Any], seed: int, **overrides: Any) -> dict[str, Any]:
-    """The rlblocks PPO config dict (RLlib keys) for shared ``settings``."""
+#: Stable-Baselines3's ``MlpPolicy`` head init (``ortho_init``): orthogonal weights with gain
+#: 0.01 for the action head and 1.0 for the value head, zero biases (RLlib's heads draw
+#: normc(0.01) for both: a value head that starts near 0, and several seeds of CartPole
+#: took 2-3x the steps to 475).
+SB3_HEADS: dict[str, Any] = {
+    "logits_weights_initializer": "orthogonal",
+    "logits_weights_initializer_config": {"gain": 0.01},
+    "vf_weights_initializer": "orthogonal",
+    "vf_weights_initializer_config": {"gain": 1.0},
+}
+
+
+def rlblocks_config(
+    settings: dict[str, Any], seed: int, *, sb3_heads: bool = True, **overrides: Any
+) -> dict[str, Any]:
+    """The rlblocks PPO config dict (RLlib keys) for shared ``settings``; with ``hiddens``,
+    SB3's MlpPolicy net and init (``sb3_heads=False``: RLlib's heads, for the recurrent
+    wrappers, which build heads of their own)."""
     config = {
         "env": settings.get("env"),
         "num_envs": settings["num_envs"],
@@ -113,9 +129,10 @@ def rlblocks_config(settings: dict[str, Any], seed: int, **overrides: Any) -> di
             "fcnet_hiddens": list(settings["hiddens"]),
             "fcnet_activation": "tanh",
             "vf_share_layers": False,
-            # SB3's hidden-layer init (orthogonal, gain sqrt(2)); the heads keep RLlib's.
+            # SB3's hidden-layer init (orthogonal, gain sqrt(2)) and its heads'
             "fcnet_weights_initializer": "orthogonal",
             "fcnet_weights_initializer_config": {"gain": math.sqrt(2)},
+            **(SB3_HEADS if sb3_heads else {}),
         }
     config.update(overrides)
     return config

@@ -4,10 +4,10 @@ Cases (each prints one JSON line per run, then a summary table):
 
 * ``cartpole``: CartPole-v1, wall time and environment steps until the mean return of the
   last 100 episodes reaches 475, for rlblocks and SB3 with the same network (two tanh
-  layers of 64 with SB3's orthogonal hidden-layer init, separate policy and value nets),
+  layers of 64 with SB3's orthogonal init, heads included, separate policy and value nets),
   8 envs and matching hyperparameters
   (the rl-baselines3-zoo CartPole settings with a constant learning rate), 10 seeds.
-  The summary gives the ratio of median wall times (target: rlblocks <= 0.5x SB3), and
+  The summary gives the ratio of median wall times (target, issue 48: rlblocks <= 0.3x SB3), and
   a phase table: CPU time of one iteration's rollout and update in each library.
 * ``stateless_lstm`` / ``stateless_attention``: rlblocks on StatelessCartPole with
   ``use_lstm`` / ``use_attention``; steps until mean return 150 (report only). The LSTM
@@ -163,7 +163,7 @@ def run_case(
             }
         stop_reward, budget = (150.0, 200_000) if not quick else (150.0, 4_096)
         for seed in seeds:
-            cfg = rlblocks_config(settings, seed)
+            cfg = rlblocks_config(settings, seed, sb3_heads=False)
             cfg["model"] = {**cfg["model"], **wrapper}
             add(run_rlblocks(case, cfg, seed, stop_reward, budget))
             if case == "stateless_lstm" and with_sb3 and available("sb3_contrib"):

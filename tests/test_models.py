@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from rlblocks import get_preprocessor
+from rlblocks.catalog import ModelCatalog
 from rlblocks.models import (
     ComplexInputNetwork,
     FullyConnectedNetwork,
@@ -169,6 +170,59 @@ def test_default_initializers_draw_the_same_weights_as_before():
     b = FullyConnectedNetwork(box, discrete, 2, normc, "b")
     for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
         torch.testing.assert_close(pa, pb, rtol=0, atol=0)
+
+
+SB3_HEADS = {
+    "logits_weights_initializer": "orthogonal",
+    "logits_weights_initializer_config": {"gain": 0.01},
+    "vf_weights_initializer": "orthogonal",
+    "vf_weights_initializer_config": {"gain": 1.0},
+}
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_head_initializers_set_the_logits_and_value_heads(share):
+    box, discrete = gym.spaces.Box(-1, 1, (5,)), gym.spaces.Discrete(3)
+    cfg = {"fcnet_hiddens": [16, 8], "vf_share_layers": share, **SB3_HEADS}
+    m = FullyConnectedNetwork(box, discrete, 3, cfg, "fc")
+    for head, gain in ((m._logits, 0.01), (m._value_branch, 1.0)):
+        w, b = head._model[0].weight, head._model[0].bias
+        torch.testing.assert_close(w @ w.T, gain**2 * torch.eye(len(w)), atol=1e-6, rtol=0)
+        assert torch.all(b == 0)
+    # unset keys keep normc(0.01), drawing what an explicit normc(0.01) draws
+    torch.manual_seed(5)
+    a = FullyConnectedNetwork(box, discrete, 3, {"fcnet_hiddens": [8]}, "a")
+    torch.manual_seed(5)
+    normc = {
+        "fcnet_hiddens": [8],
+        "logits_weights_initializer": "normc",
+        "logits_weights_initializer_config": {"std": 0.01},
+        "vf_weights_initializer": "normc",
+        "vf_weights_initializer_config": {"std": 0.01},
+    }
+    b = FullyConnectedNetwork(box, discrete, 3, normc, "b")
+    for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
+        torch.testing.assert_close(pa, pb, rtol=0, atol=0)
+
+
+def test_head_initializers_are_refused_where_no_head_reads_them():
+    box, discrete = gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2)
+    for extra, owner in (
+        ({"use_lstm": True}, "use_lstm / use_attention wrapper"),
+        ({"use_attention": True}, "use_lstm / use_attention wrapper"),
+    ):
+        with pytest.raises(ValueError, match=f"logits_weights_initializer and vf_.*{owner}"):
+            ModelCatalog.get_model_v2(box, discrete, 2, {**SB3_HEADS, **extra})
+    image = gym.spaces.Box(0, 1, (42, 42, 3))
+    with pytest.raises(ValueError, match="^vf_weights_initializer set the heads .*VisionNetwork"):
+        ModelCatalog.get_model_v2(image, discrete, 2, {"vf_weights_initializer": "zeros"})
+    with pytest.raises(ValueError, match="logits_weights_initializer='orthogonal': .*no logits"):
+        FullyConnectedNetwork(box, discrete, None, SB3_HEADS, "torso")
+    with pytest.raises(ValueError, match="vf_weights_initializer='zeros': .*no value head"):
+        cfg = {"vf_weights_initializer": "zeros"}
+        FullyConnectedNetwork(box, discrete, 2, cfg, "x", value_branch=False)
+    # the default FC net reads them
+    assert isinstance(ModelCatalog.get_model_v2(box, discrete, 2, SB3_HEADS), FullyConnectedNetwork)
 
 
 def test_get_initializer_errors():

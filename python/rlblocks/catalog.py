@@ -330,6 +330,7 @@ class ModelCatalog:
             model_cls = _check_model_class(default_model, "default_model")
         else:
             model_cls = ModelCatalog.default_model_class(obs_space, config)
+        _refuse_unread_head_initializers(config, model_cls, model_interface)
         base_outputs = (
             model_interface.base_num_outputs(num_outputs) if model_interface else num_outputs
         )
@@ -496,6 +497,31 @@ def _custom_kwargs(
         stacklevel=3,
     )
     return model_kwargs
+
+
+def _refuse_unread_head_initializers(
+    config: ModelConfig, model_cls: type[ModelV2], model_interface: type[ModelInterface] | None
+) -> None:
+    """ValueError when ``logits_weights_initializer`` / ``vf_weights_initializer`` are set
+    but the heads come from elsewhere than a plain ``FullyConnectedNetwork`` (the only model
+    that reads them), so they would be silently ignored."""
+    from rlblocks.models.fcnet import FullyConnectedNetwork
+
+    keys = [k for k in ("logits_weights_initializer", "vf_weights_initializer") if config[k]]
+    if not keys:
+        return
+    if config.use_lstm or config.use_attention:
+        owner = "the use_lstm / use_attention wrapper"
+    elif model_interface is not None:
+        owner = f"the model interface {model_interface.__name__}"
+    elif not issubclass(model_cls, FullyConnectedNetwork):
+        owner = model_cls.__name__
+    else:
+        return
+    raise ValueError(
+        f"{' and '.join(keys)} set the heads of the default FullyConnectedNetwork only; here "
+        f"the heads are {owner}'s, which would ignore them: unset them"
+    )
 
 
 def _wrapper_class(kind: str) -> Any:

@@ -363,6 +363,10 @@ class ModelConfig(Mapping[str, Any]):
     text_truncate: bool = option(False, as_bool)
     entity_encoder: dict[str, Any] = option(ENTITY_ENCODER_DEFAULTS, _sub_config(_ENTITY_ENCODER))
     graph_encoder: dict[str, Any] = option(GRAPH_ENCODER_DEFAULTS, _sub_config(_GRAPH_ENCODER))
+    logits_weights_initializer: Any = option(None, _initializer)
+    logits_weights_initializer_config: dict[str, Any] | None = option(None, _initializer_config)
+    vf_weights_initializer: Any = option(None, _initializer)
+    vf_weights_initializer_config: dict[str, Any] | None = option(None, _initializer_config)
 
     @classmethod
     def from_dict(cls, config: Mapping[str, Any] | ModelConfig | None = None) -> ModelConfig:

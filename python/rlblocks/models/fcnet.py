@@ -6,7 +6,9 @@ Layout (RLlib's, so parameter counts and state-dict keys match): hidden layers
 biases unless ``fcnet_*_initializer`` / ``post_fcnet_*_initializer`` name others) in
 ``_hidden_layers``; a linear ``_logits`` layer (normc(0.01)); a linear ``_value_branch``
 (normc(0.01), one unit) on the shared features, or on its own copy of the hidden stack
-(``_value_branch_separate``) when ``vf_share_layers`` is False.
+(``_value_branch_separate``) when ``vf_share_layers`` is False. rlblocks' model-config keys
+``logits_weights_initializer`` / ``vf_weights_initializer`` (with their ``_config``) replace
+the heads' normc(0.01) weights, e.g. with Stable-Baselines3's orthogonal gains 0.01 / 1.0.
 
 Examples:
     >>> import gymnasium as gym, torch
@@ -47,13 +49,15 @@ class FullyConnectedNetwork(ModelV2):
             ``fcnet_hiddens``, ``fcnet_activation``, ``post_fcnet_hiddens``,
             ``post_fcnet_activation``, ``free_log_std``, ``no_final_linear``,
             ``vf_share_layers`` and the ``fcnet_*`` / ``post_fcnet_*`` weight and bias
-            initializers (for the hidden layers; the heads keep normc(0.01)).
+            initializers (for the hidden layers), ``logits_weights_initializer`` and
+            ``vf_weights_initializer`` (the heads; unset: normc(0.01)).
         name: Model name.
         value_branch: Build the value head (False for feature extractors nested in other
             models; ``value_function()`` then raises).
 
     Raises:
-        ValueError: ``free_log_std`` with an odd ``num_outputs``.
+        ValueError: ``free_log_std`` with an odd ``num_outputs``; a head initializer set for
+            a head this net does not build (no logits layer, or ``value_branch=False``).
     """
 
     def __init__(
@@ -87,6 +91,10 @@ class FullyConnectedNetwork(ModelV2):
             layers.append(SlimFC(prev, size, w_init, activation, bias_init=b_init))
             prev = size
         self._logits: SlimFC | None = None
+        if not n_out or cfg.no_final_linear:
+            _refuse_unbuilt_head(cfg, "logits", "logits layer (num_outputs 0 or no_final_linear)")
+        if not value_branch:
+            _refuse_unbuilt_head(cfg, "vf", "value head (value_branch=False)")
         if cfg.no_final_linear and n_out:
             w_init, b_init = inits[-1] if inits else (normc_initializer(1.0), 0.0)
             layers.append(SlimFC(prev, n_out, w_init, activation, bias_init=b_init))
@@ -97,7 +105,7 @@ class FullyConnectedNetwork(ModelV2):
                 layers.append(SlimFC(prev, hiddens[-1], w_init, activation, bias_init=b_init))
                 prev = hiddens[-1]
             if n_out:
-                self._logits = SlimFC(prev, n_out, normc_initializer(0.01), None)
+                self._logits = SlimFC(prev, n_out, _head_initializer(cfg, "logits"), None)
             else:
                 self.num_outputs = prev
         self._append_free_log_std: AppendBiasLayer | None = None
@@ -118,7 +126,7 @@ class FullyConnectedNetwork(ModelV2):
                     vf_layers.append(SlimFC(vf_in, size, w_init, activation, bias_init=b_init))
                     vf_in = size
                 self._value_branch_separate = nn.Sequential(*vf_layers)
-            self._value_branch = SlimFC(vf_in, 1, normc_initializer(0.01), None)
+            self._value_branch = SlimFC(vf_in, 1, _head_initializer(cfg, "vf"), None)
         self._features: torch.Tensor | None = None
         self._last_flat_in: torch.Tensor | None = None
 
@@ -145,6 +153,24 @@ class FullyConnectedNetwork(ModelV2):
         if self._value_branch_separate is not None:
             features = _run(self._value_branch_separate, self._last_flat_in)
         return _run(self._value_branch._model, features).squeeze(1)
+
+
+def _head_initializer(cfg: ModelConfig, head: str) -> Any:
+    """The weight initializer of the ``"logits"`` or ``"vf"`` head: the config's
+    ``<head>_weights_initializer`` (with its ``_config``), else RLlib's normc(0.01)."""
+    chosen = get_initializer(
+        cfg[f"{head}_weights_initializer"], cfg[f"{head}_weights_initializer_config"]
+    )
+    return chosen or normc_initializer(0.01)
+
+
+def _refuse_unbuilt_head(cfg: ModelConfig, head: str, why: str) -> None:
+    """ValueError when ``<head>_weights_initializer`` is set for a head that is not built."""
+    if cfg[f"{head}_weights_initializer"] is not None:
+        raise ValueError(
+            f"{head}_weights_initializer={cfg[f'{head}_weights_initializer']!r}: this "
+            f"FullyConnectedNetwork builds no {why}, so nothing would read it; unset it"
+        )
 
 
 def _hidden_initializers(cfg: ModelConfig, n_layers: int) -> list[tuple[Any, Any]]:
