@@ -45,6 +45,7 @@ from rlblocks.multiagent.turns import (
     is_turn_based_env,
     multiagent_vector_env,
 )
+from rlblocks.multiagent.workers import WorkerVectorEnv
 from rlblocks.nest import tree_index
 from rlblocks.preprocessors import Preprocessor
 from rlblocks.train.algo_spaces import makes_multiagent_env
@@ -176,16 +177,19 @@ class MultiAgentPPOTrainer(Trainer):
         """``venv``: env copies restored from a checkpoint, or None."""
         cfg = self.config
         block = cfg.multiagent
-        self.hub = multiagent_vector_env(
-            self._make,
-            cfg.num_envs,
+        hub_args = (
             block.get("policy_mapping", "shared"),
             bool(block.get("agent_id_one_hot", False)),
             cfg.clip_actions,
             cfg.env_name,
             cfg.metrics_smoothing_episodes,
-            envs=venv,
         )
+        if cfg.num_env_workers:  # the copies in worker processes
+            self.hub = WorkerVectorEnv(
+                self._make, cfg.num_envs, cfg.num_env_workers, *hub_args, envs=venv
+            )
+        else:
+            self.hub = multiagent_vector_env(self._make, cfg.num_envs, *hub_args, envs=venv)
         try:
             self._check_turns()
             named = set(block.get("policies", {}))

@@ -160,6 +160,12 @@ class TrainerConfig:
     ``"ray"`` (the ``ray`` extra): the envs in Ray actors, a chunk per actor
     (:class:`rlblocks.wrappers.ray_vector.RayVectorEnv`; same seeds, same trajectories as
     ``"sync"``). Same-step and next-step autoreset both work."""
+    num_env_workers: int = option(0, int_at_least(0))
+    """Multi-agent PPO: step the ``num_envs`` env copies in this many worker processes
+    (shared-memory observations and actions, :class:`~rlblocks.multiagent.workers.
+    WorkerVectorEnv`; same seeds, same trajectories); 0 steps them in the trainer's process
+    (the default: on a machine with few free cores the workers' hand-offs cost more than
+    they save, see docs/multiagent.md). Other trainers refuse a value above 0."""
     preprocessor_pref: str | None = option("deepmind", choice(*_PREPROCESSOR_PREFS))
     """Atari ids (``ALE/...``): ``"deepmind"`` (RLlib's default) runs
     :func:`rlblocks.wrappers.atari.wrap_deepmind`'s pipeline with the model config's ``dim``
