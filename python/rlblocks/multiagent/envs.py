@@ -326,6 +326,12 @@ class MultiAgentVectorEnv:
         # agent -> (policy id, its index among the policy's agents)
         self._slot = {a: (pid, self.specs[pid].agents.index(a)) for a, pid in self.mapping.items()}
         self.clip_actions = clip_actions
+        # agents with a Box part to clip (a Discrete action is passed as it is)
+        self._clipped = {
+            a: clip_actions
+            and not isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete))
+            for a, space in self.action_spaces.items()
+        }
         self._obs: list[dict[Any, Any]] = [{} for _ in self.envs]
         self._live: list[list[Any]] = [[] for _ in self.envs]
         self._pending: dict[str, list[Any]] = {}
@@ -437,14 +443,17 @@ class MultiAgentVectorEnv:
         valid = {p: np.zeros(n, bool) for p, n in lanes.items()}
         starts = {p: np.zeros(n, bool) for p, n in lanes.items()}
         final: dict[str, list[Any]] = {p: [None] * n for p, n in lanes.items()}
+        arrays = {p: isinstance(actions[p], np.ndarray) for p in lanes}  # one row: arr[lane]
         for e, env in enumerate(self.envs):
             live = self._live[e]
             acts: dict[Any, Any] = {}
             for a in live:
                 pid, lane = self._lane(e, a)
                 valid[pid][lane] = True
-                own = self.specs[pid].agent_action(a, tree_index(actions[pid], lane))
-                acts[a] = clip_actions(own, self.action_spaces[a]) if self.clip_actions else own
+                given = actions[pid]
+                row = given[lane] if arrays[pid] else tree_index(given, lane)
+                own = self.specs[pid].agent_action(a, row)
+                acts[a] = clip_actions(own, self.action_spaces[a]) if self._clipped[a] else own
             copy = self.first_copy + e
             out = call_copy(self.name, copy, "step", env.step, acts)
             obs, rew, terms, truncs, _ = checked_step(self.name, copy, out, live, self.agents)
