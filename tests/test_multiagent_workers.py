@@ -204,3 +204,79 @@ def test_cli_trains_with_env_workers(tmp_path: Path) -> None:
     args = ["train", "--env", ZOO, *sets, "--run-dir", str(run), "--no-progress"]
     assert main([*args, "--stop-timesteps", "96"]) == 0
     assert (run / "progress.csv").read_text().count("\n") == 3  # header + 2 iterations
+
+
+def _prep(pid: str, space: Any) -> Any:
+    from rlblocks.catalog import ModelCatalog
+
+    return ModelCatalog.get_preprocessor_for_space(space)
+
+
+def test_workers_write_the_preprocessed_rows_of_a_masked_union() -> None:
+    """``shared``: a Dict union (mask, OneOf blocks); the workers' rows are the runner's."""
+    from rlblocks.wrappers.vector_steps import Preprocessed
+
+    local = MultiAgentVectorEnv(parallel_env, 4)
+    with WorkerVectorEnv(parallel_env, 4, 2, preprocessor_for=_prep) as hub:
+        prep = _prep("shared", hub.specs["shared"].observation_space)
+        for want, got in zip(_run(local, 30), _run(hub, 30), strict=True):
+            raw, rows = want["shared"], got["shared"]
+            raw, rows = getattr(raw, "raw", raw), getattr(rows, "raw", rows)
+            assert isinstance(rows, Preprocessed)
+            np.testing.assert_array_equal(rows.rows, prep.transform_batch(raw))
+    local.close()
+
+
+class _NaNAt:
+    """Two agents observing ``Dict(x=Box(2))``; in a copy first reset with a seed of 2
+    modulo 3, agent ``b`` observes a NaN at the third step."""
+
+    def __init__(self) -> None:
+        import gymnasium as gym
+        from pettingzoo import ParallelEnv
+
+        class Env(ParallelEnv):  # type: ignore[misc]
+            metadata = {"name": "nan_at"}
+            possible_agents = ["a", "b"]
+
+            def observation_space(self, agent: str) -> Any:
+                return gym.spaces.Dict({"x": gym.spaces.Box(-1, 1, (2,), np.float32)})
+
+            def action_space(self, agent: str) -> Any:
+                return gym.spaces.Discrete(2)
+
+            def _obs(self) -> dict[str, Any]:
+                x = {a: {"x": np.zeros(2, np.float32)} for a in self.agents}
+                if self.bad and self.t == 3:
+                    x["b"]["x"][1] = np.nan
+                return x
+
+            def reset(self, seed: Any = None, options: Any = None) -> Any:
+                self.agents, self.t = list(self.possible_agents), 0
+                if seed is not None:
+                    self.bad = seed % 3 == 2
+                return self._obs(), {a: {} for a in self.agents}
+
+            def step(self, actions: Any) -> Any:
+                self.t += 1
+                flags = {a: False for a in self.agents}
+                rewards = {a: 0.0 for a in self.agents}
+                return self._obs(), rewards, flags, dict(flags), {a: {} for a in self.agents}
+
+        self.env = Env()
+
+
+def test_a_non_finite_observation_in_a_worker_is_refused_as_in_process() -> None:
+    from rlblocks.train import MultiAgentPPOTrainer
+
+    def make(_: Any) -> Any:
+        return _NaNAt().env
+
+    messages = []
+    for workers in (0, 2):
+        config = {**TINY, "env": make, "num_env_workers": workers}
+        with MultiAgentPPOTrainer(config) as trainer, pytest.raises(ValueError) as err:
+            trainer.train()
+        messages.append(str(err.value))
+    assert messages[0] == messages[1], messages
+    assert "returned a non-finite observation" in messages[0] and "nan" in messages[0]

@@ -7,12 +7,15 @@ Worker ``w`` holds a contiguous share of the copies, ``lo <= e < hi``, and steps
 global copy index): its lanes are the contiguous rows ``lo * k`` to ``hi * k`` of every
 policy (``k`` agents per copy). Per step the parent writes each policy's actions into
 shared memory, sends each worker one message, and each worker writes its rows of the
-rewards, the ``terminated`` / ``truncated`` / ``valid`` / ``starts`` / ``live`` flags and (when
-the policy's union observation is a ``Box``) the union observations into shared memory in
-place; its one reply carries only what is rare or irregular: truncated agents' final
-observations, finished episodes' returns, and the observations of policies whose union is
-not a ``Box``. Shared memory is anonymous ``mmap`` inherited through ``fork`` (nothing to
-unlink; POSIX only).
+rewards, the ``terminated`` / ``truncated`` / ``valid`` / ``starts`` / ``live`` flags and the
+observations into shared memory in place: a ``Box`` union as it is, any other union (masks,
+``OneOf`` blocks) as the policy's preprocessed rows, written by the C++ preprocessor straight
+into shared memory (the runner then skips its own call: :class:`~rlblocks.wrappers.
+vector_steps.Preprocessed`). Its one reply carries only what is rare or irregular: truncated
+agents' final observations, finished episodes' returns, and the raw observations when
+there is no preprocessor, or the rows would be refused (a value outside its space, a
+non-finite value: the runner then refuses them with the in-process message). Shared memory
+is anonymous ``mmap`` inherited through ``fork`` (nothing to unlink; POSIX only).
 
 Seeds and checkpoints are those of the in-process env: copy ``e`` is reset with ``seed + e``
 (the same first observations), :meth:`WorkerVectorEnv.snapshot` gathers every worker's
@@ -41,7 +44,7 @@ import os
 import pickle
 import signal
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -51,7 +54,7 @@ import numpy as np
 from rlblocks.multiagent.envs import MultiAgentVectorEnv
 from rlblocks.multiagent.turns import is_turn_based_env
 from rlblocks.nest import tree_map
-from rlblocks.wrappers.vector_steps import StepResult
+from rlblocks.wrappers.vector_steps import Preprocessed, StepResult
 
 __all__ = ["WorkerVectorEnv"]
 
@@ -88,19 +91,40 @@ class _Buffers:
 
     FLAGS = ("terminated", "truncated", "valid", "starts", "live")
 
-    def __init__(self, lanes: int, obs_space: gym.Space, action_space: gym.Space) -> None:
+    def __init__(
+        self, lanes: int, obs_space: gym.Space, action_space: gym.Space, preprocessor: Any
+    ) -> None:
         self.flags = _shared((len(self.FLAGS), lanes), bool)
         self.rewards = _shared((lanes,), np.float32)
         obs = _array_layout(obs_space, actions=False)
         act = _array_layout(action_space, actions=True)
         self.obs = None if obs is None else _shared((lanes, *obs[0]), obs[1])
         self.actions = None if act is None else _shared((lanes, *act[0]), act[1])
+        #: Not a Box: the preprocessor's rows (None: the raw values go through the pipe).
+        self.preprocessor = None if obs is not None else preprocessor
+        self.flat = (
+            None if self.preprocessor is None else _shared((lanes, *preprocessor.shape), np.float32)
+        )
+
+    def write_obs(self, rows: slice, raw: Any) -> bool:
+        """Writes a worker's rows of observations; False: they go through the pipe."""
+        try:
+            if self.obs is not None:
+                self.obs[rows] = raw
+                return True
+            if self.flat is not None and self.preprocessor is not None:
+                x = self.preprocessor.transform_batch(raw, out=self.flat[rows])
+                return bool(np.isfinite(x).all())
+        except ValueError:  # a value that does not fit: refused by the parent's runner
+            pass
+        return False
 
 
 class _WorkerHub(MultiAgentVectorEnv):
     """A worker's share of the copies; remembers the episodes it finished for the parent."""
 
     finished: list[tuple[dict[Any, float], int]]
+    last_raw: dict[str, Any]
 
     def record_episode(self, returns: dict[Any, float], length: int) -> None:
         """Also keeps the episode for the step's reply."""
@@ -125,8 +149,11 @@ def _serve(
         other.close()
     hub: _WorkerHub | None = None
     try:
-        hub = _WorkerHub(make, hi - lo, *hub_args, envs=envs, first_copy=lo)
-        hub.finished = []
+        mapping, one_hot, clip, name, smoothing = hub_args
+        hub = _WorkerHub(
+            make, hi - lo, mapping, one_hot, clip, name, smoothing, envs=envs, first_copy=lo
+        )
+        hub.finished, hub.last_raw = [], {}
         conn.send(("ok", None))
         while True:
             if not conn.poll(PARENT_CHECK_S):
@@ -183,6 +210,8 @@ def _command(
             for pid in raw
         }
         return _write(hub, results, lo, buffers, reset=True), []
+    if cmd == "raw":  # the last observations of a policy, as the env gave them
+        return hub.last_raw[arg]
     if cmd == "snapshot":
         return hub.snapshot()
     if cmd == "resume":
@@ -209,11 +238,8 @@ def _write(
         buf = buffers[pid]
         k = len(hub.specs[pid].agents)
         rows = slice(lo * k, lo * k + len(res.raw))
-        try:
-            if buf.obs is None:
-                raise ValueError
-            buf.obs[rows] = res.raw
-        except ValueError:  # no Box, or a value that does not fit it: refused by the parent
+        hub.last_raw[pid] = res.raw
+        if not buf.write_obs(rows, res.raw):
             pickled[pid] = res.raw
         if reset:
             buf.flags[:, rows] = False
@@ -264,6 +290,9 @@ class WorkerVectorEnv(MultiAgentVectorEnv):
         policy_mapping, agent_id_one_hot, clip_actions, name, smoothing: As
             :class:`MultiAgentVectorEnv`'s.
         envs: Env copies restored from a snapshot (each worker takes its share).
+        preprocessor_for: ``(policy id, union observation space) -> Preprocessor`` (the
+            policy's own): the workers write the preprocessed rows of unions that are not a
+            ``Box``; None: their raw values are sent.
 
     Raises:
         ValueError: ``num_workers`` out of range, no ``fork`` on this platform, a turn-based
@@ -281,6 +310,7 @@ class WorkerVectorEnv(MultiAgentVectorEnv):
         name: str = "env",
         smoothing: int = 100,
         envs: list[Any] | None = None,
+        preprocessor_for: Callable[[str, gym.Space], Any] | None = None,
     ) -> None:
         if not 1 <= num_workers <= num_envs:
             raise ValueError(
@@ -306,7 +336,12 @@ class WorkerVectorEnv(MultiAgentVectorEnv):
         super().__init__(make, 1, *hub_args, envs=[self._adapt(first)])
         self.num_envs = num_envs
         self._buffers = {
-            pid: _Buffers(num_envs * len(s.agents), s.observation_space, s.action_space)
+            pid: _Buffers(
+                num_envs * len(s.agents),
+                s.observation_space,
+                s.action_space,
+                None if preprocessor_for is None else preprocessor_for(pid, s.observation_space),
+            )
             for pid, s in self.specs.items()
         }
         self._pending_raw: dict[str, Any] = {}
@@ -351,10 +386,13 @@ class WorkerVectorEnv(MultiAgentVectorEnv):
 
     def _gather(self) -> list[Any]:
         """Every worker's reply (all are read before the first error is raised)."""
+        return self._gather_some(range(len(self._workers)))
+
+    def _gather_some(self, which: Iterable[int]) -> list[Any]:
         if not self._workers:
             raise ValueError(f"env {self.name!r}: its env worker processes are closed")
         replies, error = [], None
-        for w in self._workers:
+        for w in (self._workers[i] for i in which):
             try:
                 kind, payload = w.conn.recv()
             except (EOFError, OSError):
@@ -391,15 +429,25 @@ class WorkerVectorEnv(MultiAgentVectorEnv):
         return self._buffers[policy_id].flags[4].copy()
 
     def _observations(self, replies: list[Any]) -> dict[str, Any]:
-        """Each policy's union observations: one array (every worker wrote shared memory)
-        or a list of values."""
+        """Each policy's observations: its union values in one array, its preprocessed rows
+        (every worker wrote shared memory), or a list of the union values."""
         out: dict[str, Any] = {}
         for pid, buf in self._buffers.items():
             sent = [reply[0][1].get(pid) for reply in replies]
-            if buf.obs is not None and all(v is None for v in sent):
-                out[pid] = buf.obs.copy()
+            if all(v is None for v in sent):
+                if buf.obs is not None:
+                    out[pid] = buf.obs.copy()
+                else:
+                    assert buf.flat is not None  # no rows to write: the values were sent
+                    out[pid] = Preprocessed(buf.flat.copy())
                 continue
             k = len(self.specs[pid].agents)
+            if buf.obs is None:  # some rows were not written: every worker's values
+                missing = [i for i, v in enumerate(sent) if v is None]
+                for i in missing:
+                    self._workers[i].conn.send(("raw", pid))
+                got = iter(self._gather_some(missing))
+                sent = [next(got) if v is None else v for v in sent]
             values: list[Any] = []
             for w, own in zip(self._workers, sent, strict=True):
                 values.extend(own if own is not None else buf.obs[w.lo * k : w.hi * k])  # type: ignore[index]

@@ -186,7 +186,12 @@ class MultiAgentPPOTrainer(Trainer):
         )
         if cfg.num_env_workers:  # the copies in worker processes
             self.hub = WorkerVectorEnv(
-                self._make, cfg.num_envs, cfg.num_env_workers, *hub_args, envs=venv
+                self._make,
+                cfg.num_envs,
+                cfg.num_env_workers,
+                *hub_args,
+                envs=venv,
+                preprocessor_for=self._preprocessor,
             )
         else:
             self.hub = multiagent_vector_env(self._make, cfg.num_envs, *hub_args, envs=venv)
@@ -204,9 +209,7 @@ class MultiAgentPPOTrainer(Trainer):
             for pid in self.hub.policy_ids:
                 pcfg = self._policy_config(pid)
                 spec = self.hub.specs[pid]
-                prep = ModelCatalog.get_preprocessor_for_space(
-                    spec.observation_space, pcfg.model_config()
-                )
+                prep = self._preprocessor(pid, spec.observation_space)
                 obs_filter = get_filter(pcfg.observation_filter, prep.shape)
                 policy = Policy(prep.observation_space, spec.action_space, pcfg, self.device)
                 learner = PPOLearner(policy, pcfg)
@@ -226,6 +229,11 @@ class MultiAgentPPOTrainer(Trainer):
             self.hub.close()
             raise
         self.agent_timesteps_total = 0
+
+    def _preprocessor(self, policy_id: str, space: Any) -> Preprocessor:
+        """The preprocessor of ``policy_id``'s union observations ``space``."""
+        model = self._policy_config(policy_id).model_config()
+        return ModelCatalog.get_preprocessor_for_space(space, model)
 
     def fresh_hub(self, n: int) -> Any:
         """``n`` fresh copies of the env, mapped as training maps them."""
