@@ -357,6 +357,7 @@ def run_rllib(s: dict[str, Any], iters: int, seed: int, threads: int) -> dict[st
             )
         )
         .debugging(seed=seed)
+        .experimental(_validate_config=shared)  # it compares env- with agent-step batches
     )
     algo = config.build_algo()
     try:
@@ -459,8 +460,7 @@ WORKERS = {
 
 
 def ray_python(given: str | None) -> str:
-    """The interpreter for the RLlib worker: ``given``, else the Ray venv's if it exists,
-    else this one."""
+    """The RLlib worker's interpreter: ``given``, else the Ray venv's if it exists, or ours."""
     if given:
         return given
     return DEFAULT_RAY_PYTHON if os.path.exists(DEFAULT_RAY_PYTHON) else sys.executable
