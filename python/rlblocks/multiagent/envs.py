@@ -365,8 +365,8 @@ class MultiAgentVectorEnv:
             pid, j = self._slot[agent]
         except KeyError:
             raise ValueError(
-                f"env {self.name!r} (copy {self.first_copy + env}): agent {agent!r} is not one of its "
-                f"possible_agents {list(self.agents)}"
+                f"env {self.name!r} (copy {self.first_copy + env}): agent {agent!r} is not one "
+                f"of its possible_agents {list(self.agents)}"
             ) from None
         return pid, env * len(self.specs[pid].agents) + j
 
