@@ -326,12 +326,6 @@ class MultiAgentVectorEnv:
         # agent -> (policy id, its index among the policy's agents)
         self._slot = {a: (pid, self.specs[pid].agents.index(a)) for a, pid in self.mapping.items()}
         self.clip_actions = clip_actions
-        # agents with a Box part to clip (a Discrete action is passed as it is)
-        self._clipped = {
-            a: clip_actions
-            and not isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete))
-            for a, space in self.action_spaces.items()
-        }
         self._obs: list[dict[Any, Any]] = [{} for _ in self.envs]
         self._live: list[list[Any]] = [[] for _ in self.envs]
         self._pending: dict[str, list[Any]] = {}
@@ -453,7 +447,7 @@ class MultiAgentVectorEnv:
                 given = actions[pid]
                 row = given[lane] if arrays[pid] else tree_index(given, lane)
                 own = self.specs[pid].agent_action(a, row)
-                acts[a] = clip_actions(own, self.action_spaces[a]) if self._clipped[a] else own
+                acts[a] = clip_actions(own, self.action_spaces[a]) if self.clip_actions else own
             copy = self.first_copy + e
             out = call_copy(self.name, copy, "step", env.step, acts)
             obs, rew, terms, truncs, _ = checked_step(self.name, copy, out, live, self.agents)

@@ -501,9 +501,10 @@ def build_algo_config(
     own = algo in Q_ALGOS and not isinstance(config, PPOConfig)
     if not own and not isinstance(config, PPOConfig):
         raise ValueError(f"{algo} runs a PPOConfig, got a {type(config).__name__}")
-    if getattr(config, "num_env_workers", 0):
+    workers = getattr(config, "num_env_workers", 0)  # a PPO key
+    if workers:
         raise ValueError(
-            f"num_env_workers={config.num_env_workers} is the native trainer's; on the RLlib "
+            f"num_env_workers={workers} is the native trainer's; on the RLlib "
             "backend the envs step in RLlib's env runners: give --num-env-runners N instead"
         )
     check_rllib_run(config, algo)  # the refusals the spaces decide, before Ray starts

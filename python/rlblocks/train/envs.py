@@ -298,9 +298,10 @@ def vector_env_from_config(
         envs: Sub-envs restored from a checkpoint (sync: used as they are; async: a copy
             of each goes to its worker process).
     """
-    if getattr(config, "num_env_workers", 0):
+    workers = getattr(config, "num_env_workers", 0)  # a PPO key
+    if workers:
         raise ValueError(
-            f"num_env_workers={config.num_env_workers}: env worker processes step the copies "
+            f"num_env_workers={workers}: env worker processes step the copies "
             f"of a multi-agent env; env {config.env_name!r} is single-agent: use "
             "vector_mode='async' (one subprocess per env) or num_env_workers=0"
         )

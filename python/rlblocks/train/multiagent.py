@@ -39,7 +39,12 @@ import torch
 from rlblocks.catalog import ModelCatalog
 from rlblocks.filters import get_filter
 from rlblocks.masks import mask_form
-from rlblocks.multiagent.envs import as_parallel_env, ezpickled, is_multiagent_env
+from rlblocks.multiagent.envs import (
+    MultiAgentVectorEnv,
+    as_parallel_env,
+    ezpickled,
+    is_multiagent_env,
+)
 from rlblocks.multiagent.turns import (
     TurnBasedVectorEnv,
     is_turn_based_env,
@@ -184,6 +189,7 @@ class MultiAgentPPOTrainer(Trainer):
             cfg.env_name,
             cfg.metrics_smoothing_episodes,
         )
+        self.hub: MultiAgentVectorEnv
         if cfg.num_env_workers:  # the copies in worker processes
             self.hub = WorkerVectorEnv(
                 self._make,
