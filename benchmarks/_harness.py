@@ -20,8 +20,10 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import os
 import re
 import statistics
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -43,6 +45,22 @@ def skip_note(what: str, install: str) -> str:
         '# sb3: skipped; pip install "rlblocks[bench]" to run this comparison'
     """
     return f'# {what}: skipped; pip install "{install}" to run this comparison'
+
+
+def tree_cpu_s() -> float:
+    """CPU seconds of this process (all threads) and of its live ``multiprocessing``
+    children (e.g. env worker processes), from ``/proc`` (Linux; elsewhere: this process)."""
+    import multiprocessing
+
+    total = time.process_time()
+    for child in multiprocessing.active_children():
+        try:
+            with open(f"/proc/{child.pid}/stat", encoding="ascii") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def emit(row: Any) -> None:

@@ -10,7 +10,8 @@ clipped at 0.5; policy and value networks of two tanh layers of 64 each (separat
 * ``env``: the env alone, the same copies stepped with random actions and no policy: the
   ceiling of every framework's rate; each framework's ``non-env ms/iter`` is its time per
   iteration minus the env's for the same steps (policy, bookkeeping and learning).
-* ``rlblocks``: ``rlblocks.train.MultiAgentPPOTrainer`` (``policy_mapping: shared``).
+* ``rlblocks``: ``rlblocks.train.MultiAgentPPOTrainer`` (``policy_mapping: shared``);
+  ``rlblocks_workers``: the same, its env copies in ``--env-workers`` processes.
 * ``rllib``: RLlib's multi-agent PPO on the new API stack with its default module, the env
   wrapped in ``ParallelPettingZooEnv``, one module for all agents (``policy_mapping_fn``),
   no remote env runners (``num_env_runners=0``, ``num_envs_per_env_runner=8``); it runs in
@@ -21,17 +22,23 @@ clipped at 0.5; policy and value networks of two tanh layers of 64 each (separat
   (``ConcatVecEnv`` lacks it), so the envs are seeded by one ``reset(seed=...)`` before
   training and torch / numpy by SB3's ``set_random_seed``.
 
+``--case adversarial_pursuit``: magent2's ``adversarial_pursuit_v4.parallel_env(max_cycles=
+500)`` instead, 75 agents (25 predators, 50 prey with other spaces), 2 copies of 32 steps
+per iteration (4,800 agent steps), minibatches of 1,200, the same PPO settings, one policy
+shared by all (``shared``: the union layout; RLlib: a module per role, its default module
+takes no union); SB3 + SuperSuit needs equal spaces and is skipped.
+
 Each framework runs in its own subprocess: it builds the trainer, runs one warm-up
 iteration, then times ``--iters`` iterations (sampling + learning): agent steps/s = agent
-steps collected / wall time of the timed iterations (``per CPU s``: / the worker process's
-CPU time instead, all its threads; steadier on a shared machine, but Ray's own daemons are
-not counted); ``episode_return_mean`` is the mean return (summed over an episode's agents)
-of the recent episodes when timing stops (SB3: the mean per-agent episode return of its
-``VecMonitor`` times the number of agents). A framework whose packages are missing is
-skipped with the reason.
+steps collected / wall time of the timed iterations (``per CPU s``: / the CPU time of the
+process and its env workers, all threads; steadier on a shared machine; Ray's daemons are
+not counted); ``episode_return_mean``: the mean return (summed over agents) of the recent
+episodes (SB3: its ``VecMonitor``'s per-agent return times the number of agents). A
+framework whose packages are missing is skipped with the reason.
 
-Usage: ``python benchmarks/bench_multiagent.py [--quick] [--iters 5] [--frameworks env
-rlblocks rllib sb3] [--ray-python PATH] [--json FILE]``. Prints one JSON line per framework,
+Usage: ``python benchmarks/bench_multiagent.py [--quick] [--iters 5] [--case simple_spread]
+[--frameworks env rlblocks rlblocks_workers rllib sb3] [--env-workers 2] [--ray-python PATH]
+[--json FILE]``. Prints one JSON line per framework,
 then a table.
 
 Examples:
@@ -45,6 +52,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -55,24 +63,49 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _harness import Column, available, emit, format_rows
+from _harness import Column, available, emit, format_rows, tree_cpu_s
 
-FRAMEWORKS = ("env", "rlblocks", "rllib", "sb3")
+FRAMEWORKS = ("env", "rlblocks", "rlblocks_workers", "rllib", "sb3")
 ENV_ID = "mpe2.simple_spread_v3:parallel_env"
+#: Per case: the env, the packages it needs, agents, env kwargs, copies, steps, minibatch.
+CASES: dict[str, dict[str, Any]] = {
+    "simple_spread": {
+        "env_id": ENV_ID,
+        "modules": ["pettingzoo", "mpe2"],
+        "n_agents": 3,
+        "env_config": {"N": 3, "max_cycles": 25, "continuous_actions": False},
+    },
+    "adversarial_pursuit": {
+        "env_id": "magent2.environments.adversarial_pursuit_v4:parallel_env",
+        "modules": ["pettingzoo", "magent2"],
+        "n_agents": 75,
+        "env_config": {"max_cycles": 500},
+        "num_envs": 2,
+        "rollout_fragment_length": 32,
+        "minibatch": 1200,
+    },
+}
 DEFAULT_RAY_PYTHON = "/work/venv-ray/bin/python"
 LABELS = {
     "env": "env alone (random actions)",
     "rlblocks": "rlblocks MultiAgentPPOTrainer",
+    "rlblocks_workers": "rlblocks, env worker processes",
     "rllib": "RLlib PPO (default module)",
     "sb3": "SB3 PPO + SuperSuit",
 }
 
 
-def settings(quick: bool) -> dict[str, Any]:
+def settings(quick: bool, case: str = "simple_spread", env_workers: int = 2) -> dict[str, Any]:
     """The PPO settings every framework uses (``quick``: a tiny run for smoke tests)."""
+    own = CASES[case]
+    full = {k: own[k] for k in ("num_envs", "rollout_fragment_length", "minibatch") if k in own}
     return {
-        "n_agents": 3,
-        "max_cycles": 25,
+        "case": case,
+        "env_id": own["env_id"],
+        "modules": own["modules"],
+        "n_agents": own["n_agents"],
+        "env_config": own["env_config"],
+        "env_workers": env_workers,
         "num_envs": 2 if quick else 8,
         "rollout_fragment_length": 16 if quick else 128,  # env steps per copy per iteration
         "minibatch": 32 if quick else 256,  # agent steps
@@ -85,12 +118,21 @@ def settings(quick: bool) -> dict[str, Any]:
         "entropy_coeff": 0.0,
         "grad_clip": 0.5,
         "hiddens": [64, 64],
+        **({} if quick else full),
     }
 
 
 def env_config(s: dict[str, Any]) -> dict[str, Any]:
-    """``simple_spread_v3.parallel_env`` keyword arguments."""
-    return {"N": s["n_agents"], "max_cycles": s["max_cycles"], "continuous_actions": False}
+    """The env's keyword arguments."""
+    return dict(s["env_config"])
+
+
+def make_env(s: dict[str, Any]) -> Any:
+    """One parallel env of the case."""
+    import importlib
+
+    module, name = s["env_id"].split(":")
+    return getattr(importlib.import_module(module), name)(**env_config(s))
 
 
 def env_steps_per_iter(s: dict[str, Any]) -> int:
@@ -114,7 +156,7 @@ def sb3_minibatch(s: dict[str, Any]) -> int:
 
 def _row(framework: str, s: dict[str, Any], **fields: Any) -> dict[str, Any]:
     return {
-        "case": "simple_spread N=3",
+        "case": f"{s['case']} ({s['n_agents']} agents)",
         "framework": framework,
         "method": LABELS[framework],
         "num_envs": s["num_envs"],
@@ -124,11 +166,11 @@ def _row(framework: str, s: dict[str, Any], **fields: Any) -> dict[str, Any]:
 
 
 def _now() -> tuple[float, float]:
-    return time.perf_counter(), time.process_time()
+    return time.perf_counter(), tree_cpu_s()
 
 
 def _since(start: tuple[float, float]) -> tuple[float, float]:
-    """Wall and CPU seconds (this process, all its threads) since ``start``."""
+    """Wall and CPU seconds (this process and its env workers, all threads) since ``start``."""
     wall, cpu = _now()
     return wall - start[0], cpu - start[1]
 
@@ -162,13 +204,12 @@ def _missing(modules: Sequence[str]) -> list[str]:
 def run_env(s: dict[str, Any], iters: int, seed: int, threads: int) -> dict[str, Any]:
     """The env alone: the same copies stepped with uniform random actions, no policy (the
     ceiling every framework's rate approaches)."""
-    missing = _missing(["pettingzoo", "mpe2"])
+    missing = _missing(s["modules"])
     if missing:
         return _row("env", s, skipped=f"missing {', '.join(missing)}")
     import numpy as np
-    from mpe2 import simple_spread_v3
 
-    envs = [simple_spread_v3.parallel_env(**env_config(s)) for _ in range(s["num_envs"])]
+    envs = [make_env(s) for _ in range(s["num_envs"])]
     for i, env in enumerate(envs):
         env.reset(seed=seed + i)
     rng = np.random.default_rng(seed)
@@ -198,18 +239,20 @@ def run_env(s: dict[str, Any], iters: int, seed: int, threads: int) -> dict[str,
     return _timed("env", s, iters, wall, cpu, done, ret)
 
 
-def run_rlblocks(s: dict[str, Any], iters: int, seed: int, threads: int) -> dict[str, Any]:
+def run_rlblocks(
+    s: dict[str, Any], iters: int, seed: int, threads: int, framework: str = "rlblocks"
+) -> dict[str, Any]:
     """rlblocks' native multi-agent PPO; one warm-up iteration, then ``iters`` timed."""
-    missing = _missing(["pettingzoo", "mpe2"])
+    missing = _missing(s["modules"])
     if missing:
-        return _row("rlblocks", s, skipped=f"missing {', '.join(missing)}")
+        return _row(framework, s, skipped=f"missing {', '.join(missing)}")
     import rlblocks.train
 
     trainer_cls = getattr(rlblocks.train, "MultiAgentPPOTrainer", None)
     if trainer_cls is None:
-        return _row("rlblocks", s, skipped="rlblocks.train has no MultiAgentPPOTrainer")
+        return _row(framework, s, skipped="rlblocks.train has no MultiAgentPPOTrainer")
     config = {
-        "env": ENV_ID,
+        "env": s["env_id"],
         "env_config": env_config(s),
         "num_envs": s["num_envs"],
         "train_batch_size": env_steps_per_iter(s),
@@ -234,6 +277,8 @@ def run_rlblocks(s: dict[str, Any], iters: int, seed: int, threads: int) -> dict
         "num_threads": threads,
         "seed": seed,
     }
+    if framework == "rlblocks_workers":
+        config["num_env_workers"] = s["env_workers"]
     trainer = trainer_cls(config)
     try:
         result = trainer.train()
@@ -246,7 +291,10 @@ def run_rlblocks(s: dict[str, Any], iters: int, seed: int, threads: int) -> dict
         ret = float(result.get("episode_return_mean", math.nan))
     finally:
         trainer.close()
-    return _timed("rlblocks", s, iters, wall, cpu, done, ret)
+    row = _timed(framework, s, iters, wall, cpu, done, ret)
+    if framework == "rlblocks_workers":
+        row["env_workers"] = s["env_workers"]
+    return row
 
 
 def _rllib_agent_steps(env_runners: dict[str, Any]) -> float:
@@ -257,34 +305,34 @@ def _rllib_agent_steps(env_runners: dict[str, Any]) -> float:
 
 def run_rllib(s: dict[str, Any], iters: int, seed: int, threads: int) -> dict[str, Any]:
     """RLlib's multi-agent PPO with its default module, one module shared by all agents."""
-    missing = _missing(["ray", "pettingzoo", "mpe2"])
+    missing = _missing(["ray", *s["modules"]])
     if missing:
         return _row("rllib", s, skipped=f"missing {', '.join(missing)} in {sys.executable}")
     import ray
     import torch
-    from mpe2 import simple_spread_v3
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
     from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
     from ray.tune.registry import register_env
 
     torch.set_num_threads(threads)
-    register_env(
-        "bench_simple_spread",
-        lambda cfg: ParallelPettingZooEnv(simple_spread_v3.parallel_env(**cfg)),
-    )
+    register_env("bench_multiagent", lambda cfg: ParallelPettingZooEnv(make_env(s)))
+    roles = sorted({a.split("_")[0] for a in make_env(s).possible_agents})
+    shared = s["case"] == "simple_spread"  # the default module takes one space per module
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     config = (
         PPOConfig()
-        .environment("bench_simple_spread", env_config=env_config(s))
+        .environment("bench_multiagent", env_config=env_config(s))
         .env_runners(
             num_env_runners=0,
             num_envs_per_env_runner=s["num_envs"],
             rollout_fragment_length=s["rollout_fragment_length"],
         )
         .multi_agent(
-            policies={"shared"},
-            policy_mapping_fn=lambda agent_id, episode, **kwargs: "shared",
+            policies={"shared"} if shared else set(roles),
+            policy_mapping_fn=lambda agent_id, episode, **kwargs: (
+                "shared" if shared else agent_id.split("_")[0]
+            ),
         )
         .training(
             train_batch_size_per_learner=env_steps_per_iter(s),  # env steps (count_steps_by)
@@ -309,6 +357,7 @@ def run_rllib(s: dict[str, Any], iters: int, seed: int, threads: int) -> dict[st
             )
         )
         .debugging(seed=seed)
+        .experimental(_validate_config=shared)  # it compares env- with agent-step batches
     )
     algo = config.build_algo()
     try:
@@ -330,21 +379,22 @@ def run_rllib(s: dict[str, Any], iters: int, seed: int, threads: int) -> dict[st
 
 def run_sb3(s: dict[str, Any], iters: int, seed: int, threads: int) -> dict[str, Any]:
     """SB3 PPO on SuperSuit's vectorised PettingZoo env (each agent a vector entry)."""
-    missing = _missing(["stable_baselines3", "supersuit", "pettingzoo", "mpe2"])
+    missing = _missing(["stable_baselines3", "supersuit", *s["modules"]])
     if missing:
         return _row("sb3", s, skipped=f"missing {', '.join(missing)}")
+    if s["case"] != "simple_spread":
+        return _row("sb3", s, skipped="SuperSuit's vector env needs equal agent spaces")
     import numpy as np
     import stable_baselines3
     import supersuit
     import torch
-    from mpe2 import simple_spread_v3
     from stable_baselines3 import PPO
     from stable_baselines3.common.utils import set_random_seed
     from stable_baselines3.common.vec_env import VecMonitor
 
     torch.set_num_threads(threads)
     set_random_seed(seed)
-    env = simple_spread_v3.parallel_env(**env_config(s))
+    env = make_env(s)
     venv = supersuit.pettingzoo_env_to_vec_env_v1(env)
     venv = supersuit.concat_vec_envs_v1(
         venv, s["num_envs"], num_cpus=0, base_class="stable_baselines3"
@@ -396,7 +446,13 @@ def _version(dist: str) -> str:
         return "?"
 
 
-WORKERS = {"env": run_env, "rlblocks": run_rlblocks, "rllib": run_rllib, "sb3": run_sb3}
+WORKERS = {
+    "env": run_env,
+    "rlblocks": run_rlblocks,
+    "rlblocks_workers": functools.partial(run_rlblocks, framework="rlblocks_workers"),
+    "rllib": run_rllib,
+    "sb3": run_sb3,
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -404,8 +460,7 @@ WORKERS = {"env": run_env, "rlblocks": run_rlblocks, "rllib": run_rllib, "sb3": 
 
 
 def ray_python(given: str | None) -> str:
-    """The interpreter for the RLlib worker: ``given``, else the Ray venv's if it exists,
-    else this one."""
+    """The RLlib worker's interpreter: ``given``, else the Ray venv's if it exists, or ours."""
     if given:
         return given
     return DEFAULT_RAY_PYTHON if os.path.exists(DEFAULT_RAY_PYTHON) else sys.executable
@@ -419,6 +474,7 @@ def launch(
         return _row(framework, s, skipped=f"no interpreter at {python}")
     cmd = [python, str(Path(__file__).resolve()), "--worker", framework]
     cmd += ["--iters", str(args.iters), "--seed", str(args.seed), "--threads", str(args.threads)]
+    cmd += ["--case", args.case, "--env-workers", str(args.env_workers)]
     if args.quick:
         cmd.append("--quick")
     print(f"# {framework}: {' '.join(cmd)}", file=sys.stderr, flush=True)
@@ -494,6 +550,8 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--quick", action="store_true", help="1 timed iteration, tiny settings")
     parser.add_argument("--iters", type=int, default=5, help="timed iterations (default 5)")
     parser.add_argument("--frameworks", nargs="+", default=list(FRAMEWORKS), choices=FRAMEWORKS)
+    parser.add_argument("--case", choices=sorted(CASES), default="simple_spread")
+    parser.add_argument("--env-workers", type=int, default=2, help="rlblocks_workers' processes")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (every framework)")
     parser.add_argument(
@@ -510,7 +568,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
         args.iters = 1
     if args.iters < 1:
         parser.error(f"--iters must be >= 1, got {args.iters}")
-    s = settings(args.quick)
+    s = settings(args.quick, args.case, args.env_workers)
     if args.worker:
         emit(WORKERS[args.worker](s, args.iters, args.seed, args.threads))
         return []
@@ -529,8 +587,9 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
             fh.writelines(json.dumps(row) + "\n" for row in rows)
     steps = env_steps_per_iter(s)
     print(
-        f"\nsimple_spread (3 agents), {s['num_envs']} envs x {s['rollout_fragment_length']} "
-        f"steps = {steps * s['n_agents']} agent steps/iter, minibatch {s['minibatch']}, "
+        f"\n{s['case']} ({s['n_agents']} agents), {s['num_envs']} envs x "
+        f"{s['rollout_fragment_length']} steps = {steps * s['n_agents']} agent steps/iter, "
+        f"minibatch {s['minibatch']}, "
         f"{s['epochs']} epochs, {args.threads} torch thread(s)"
     )
     print(format_rows(rows, COLUMNS))

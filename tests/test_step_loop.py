@@ -172,7 +172,10 @@ NOT_ENVS = {
 }
 #: The multi-agent env's own step: it steps each copy through ``call_copy`` and hands every
 #: policy's lanes a StepResult that ``VectorSteps.account`` books.
-HUB = {("train/multiagent.py", "self.hub")}
+#: A worker process of ``num_env_workers`` steps its share of the copies through the same
+#: ``MultiAgentVectorEnv.step`` (multiagent/workers.py); the parent's ``WorkerVectorEnv.step``
+#: returns the lanes' StepResults to the trainer like the in-process hub.
+HUB = {("train/multiagent.py", "self.hub"), ("multiagent/workers.py", "hub")}
 #: Env adapters outside envs/ and wrappers/ that step the env they wrap outside their own
 #: ``step``: RLlib's turn-based adapter plays PettingZoo's ``None`` moves of done agents
 #: (``_settle``, from ``reset`` and ``step``).

@@ -276,6 +276,8 @@ class MultiAgentVectorEnv:
         smoothing: Finished episodes the return statistics average over.
         envs: Env copies to step instead of making them (restored from
             :meth:`snapshot`).
+        first_copy: The index of this object's first copy in error messages (a worker
+            process's share of the copies: :mod:`rlblocks.multiagent.workers`).
     """
 
     def __init__(
@@ -288,8 +290,10 @@ class MultiAgentVectorEnv:
         name: str = "env",
         smoothing: int = 100,
         envs: list[Any] | None = None,
+        first_copy: int = 0,
     ) -> None:
         self.name = name
+        self.first_copy = first_copy
         self.envs: list[Any] = [] if envs is None else list(envs)
         try:
             while len(self.envs) < num_envs:
@@ -355,8 +359,8 @@ class MultiAgentVectorEnv:
             pid, j = self._slot[agent]
         except KeyError:
             raise ValueError(
-                f"env {self.name!r} (copy {env}): agent {agent!r} is not one of its "
-                f"possible_agents {list(self.agents)}"
+                f"env {self.name!r} (copy {self.first_copy + env}): agent {agent!r} is not one "
+                f"of its possible_agents {list(self.agents)}"
             ) from None
         return pid, env * len(self.specs[pid].agents) + j
 
@@ -372,7 +376,8 @@ class MultiAgentVectorEnv:
                     raw[pid][lane] = self.specs[pid].value(a, obs[a])
                 except ValueError as err:
                     raise ValueError(
-                        f"env {self.name!r} (copy {e}) returned an observation for agent {a!r} "
+                        f"env {self.name!r} (copy {self.first_copy + e}) returned an observation "
+                        f"for agent {a!r} "
                         f"that does not fit its observation space: {err}"
                     ) from None
         return raw
@@ -388,8 +393,9 @@ class MultiAgentVectorEnv:
         return out
 
     def _reset_env(self, e: int, seed: int | None) -> None:
-        out = call_copy(self.name, e, "reset", self.envs[e].reset, seed=seed)
-        obs = checked_reset(self.name, e, out, getattr(self.envs[e], "agents", None))
+        copy = self.first_copy + e
+        out = call_copy(self.name, copy, "reset", self.envs[e].reset, seed=seed)
+        obs = checked_reset(self.name, copy, out, getattr(self.envs[e], "agents", None))
         self._obs[e] = obs
         self._live[e] = self._present(e, obs)
         self._ep_returns[e] = {}
@@ -401,7 +407,8 @@ class MultiAgentVectorEnv:
         missing = [a for a in live if a not in obs]
         if missing:
             raise ValueError(
-                f"env {self.name!r} (copy {e}): live agent {missing[0]!r} has no observation"
+                f"env {self.name!r} (copy {self.first_copy + e}): live agent {missing[0]!r} has "
+                "no observation"
             )
         for a in live:
             self._lane(e, a)  # an unknown agent id raises
@@ -430,16 +437,20 @@ class MultiAgentVectorEnv:
         valid = {p: np.zeros(n, bool) for p, n in lanes.items()}
         starts = {p: np.zeros(n, bool) for p, n in lanes.items()}
         final: dict[str, list[Any]] = {p: [None] * n for p, n in lanes.items()}
+        arrays = {p: isinstance(actions[p], np.ndarray) for p in lanes}  # one row: arr[lane]
         for e, env in enumerate(self.envs):
             live = self._live[e]
             acts: dict[Any, Any] = {}
             for a in live:
                 pid, lane = self._lane(e, a)
                 valid[pid][lane] = True
-                own = self.specs[pid].agent_action(a, tree_index(actions[pid], lane))
+                given = actions[pid]
+                row = given[lane] if arrays[pid] else tree_index(given, lane)
+                own = self.specs[pid].agent_action(a, row)
                 acts[a] = clip_actions(own, self.action_spaces[a]) if self.clip_actions else own
-            out = call_copy(self.name, e, "step", env.step, acts)
-            obs, rew, terms, truncs, _ = checked_step(self.name, e, out, live, self.agents)
+            copy = self.first_copy + e
+            out = call_copy(self.name, copy, "step", env.step, acts)
+            obs, rew, terms, truncs, _ = checked_step(self.name, copy, out, live, self.agents)
             self._ep_len[e] += 1
             returns = self._ep_returns[e]
             done: set[Any] = set()
@@ -496,9 +507,13 @@ class MultiAgentVectorEnv:
         return out
 
     def _finish_episode(self, e: int) -> None:
-        returns = self._ep_returns[e]
+        self.record_episode(self._ep_returns[e], int(self._ep_len[e]))
+
+    def record_episode(self, returns: dict[Any, float], length: int) -> None:
+        """Adds one finished episode (each agent's return, its length in env steps) to the
+        return statistics."""
         self.episode_returns.append(float(sum(returns.values())))
-        self.episode_lengths.append(int(self._ep_len[e]))
+        self.episode_lengths.append(length)
         for a, r in returns.items():
             self.agent_returns[a].append(r)
         for pid in self.policy_ids:

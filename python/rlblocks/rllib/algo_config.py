@@ -501,6 +501,12 @@ def build_algo_config(
     own = algo in Q_ALGOS and not isinstance(config, PPOConfig)
     if not own and not isinstance(config, PPOConfig):
         raise ValueError(f"{algo} runs a PPOConfig, got a {type(config).__name__}")
+    workers = getattr(config, "num_env_workers", 0)  # a PPO key
+    if workers:
+        raise ValueError(
+            f"num_env_workers={workers} is the native trainer's; on the RLlib "
+            "backend the envs step in RLlib's env runners: give --num-env-runners N instead"
+        )
     check_rllib_run(config, algo)  # the refusals the spaces decide, before Ray starts
     setup = multiagent_setup(config)
     model = _model(config, algo)

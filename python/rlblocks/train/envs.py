@@ -298,6 +298,13 @@ def vector_env_from_config(
         envs: Sub-envs restored from a checkpoint (sync: used as they are; async: a copy
             of each goes to its worker process).
     """
+    workers = getattr(config, "num_env_workers", 0)  # a PPO key
+    if workers:
+        raise ValueError(
+            f"num_env_workers={workers}: env worker processes step the copies "
+            f"of a multi-agent env; env {config.env_name!r} is single-agent: use "
+            "vector_mode='async' (one subprocess per env) or num_env_workers=0"
+        )
     with workers_ignore_sigint():  # a Ctrl-C is the trainer's to handle (it saves, then closes)
         return _vector_env(config, config.num_envs if num_envs is None else int(num_envs), envs)
 

@@ -39,12 +39,18 @@ import torch
 from rlblocks.catalog import ModelCatalog
 from rlblocks.filters import get_filter
 from rlblocks.masks import mask_form
-from rlblocks.multiagent.envs import as_parallel_env, ezpickled, is_multiagent_env
+from rlblocks.multiagent.envs import (
+    MultiAgentVectorEnv,
+    as_parallel_env,
+    ezpickled,
+    is_multiagent_env,
+)
 from rlblocks.multiagent.turns import (
     TurnBasedVectorEnv,
     is_turn_based_env,
     multiagent_vector_env,
 )
+from rlblocks.multiagent.workers import WorkerVectorEnv
 from rlblocks.nest import tree_index
 from rlblocks.preprocessors import Preprocessor
 from rlblocks.train.algo_spaces import makes_multiagent_env
@@ -176,16 +182,25 @@ class MultiAgentPPOTrainer(Trainer):
         """``venv``: env copies restored from a checkpoint, or None."""
         cfg = self.config
         block = cfg.multiagent
-        self.hub = multiagent_vector_env(
-            self._make,
-            cfg.num_envs,
+        hub_args = (
             block.get("policy_mapping", "shared"),
             bool(block.get("agent_id_one_hot", False)),
             cfg.clip_actions,
             cfg.env_name,
             cfg.metrics_smoothing_episodes,
-            envs=venv,
         )
+        self.hub: MultiAgentVectorEnv
+        if cfg.num_env_workers:  # the copies in worker processes
+            self.hub = WorkerVectorEnv(
+                self._make,
+                cfg.num_envs,
+                cfg.num_env_workers,
+                *hub_args,
+                envs=venv,
+                preprocessor_for=self._preprocessor,
+            )
+        else:
+            self.hub = multiagent_vector_env(self._make, cfg.num_envs, *hub_args, envs=venv)
         try:
             self._check_turns()
             named = set(block.get("policies", {}))
@@ -200,9 +215,7 @@ class MultiAgentPPOTrainer(Trainer):
             for pid in self.hub.policy_ids:
                 pcfg = self._policy_config(pid)
                 spec = self.hub.specs[pid]
-                prep = ModelCatalog.get_preprocessor_for_space(
-                    spec.observation_space, pcfg.model_config()
-                )
+                prep = self._preprocessor(pid, spec.observation_space)
                 obs_filter = get_filter(pcfg.observation_filter, prep.shape)
                 policy = Policy(prep.observation_space, spec.action_space, pcfg, self.device)
                 learner = PPOLearner(policy, pcfg)
@@ -222,6 +235,11 @@ class MultiAgentPPOTrainer(Trainer):
             self.hub.close()
             raise
         self.agent_timesteps_total = 0
+
+    def _preprocessor(self, policy_id: str, space: Any) -> Preprocessor:
+        """The preprocessor of ``policy_id``'s union observations ``space``."""
+        model = self._policy_config(policy_id).model_config()
+        return ModelCatalog.get_preprocessor_for_space(space, model)
 
     def fresh_hub(self, n: int) -> Any:
         """``n`` fresh copies of the env, mapped as training maps them."""

@@ -60,7 +60,7 @@ from rlblocks.train.envs import vector_env_from_config
 from rlblocks.train.policy import Policy
 from rlblocks.train.trainer_config import PPOConfig
 from rlblocks.wrappers.env_errors import non_finite_observation
-from rlblocks.wrappers.vector_steps import StepResult, VectorSteps
+from rlblocks.wrappers.vector_steps import Preprocessed, StepResult, VectorSteps
 
 __all__ = ["EnvRunner", "RewardScaler", "SampleBatch", "env_snapshot"]
 
@@ -258,7 +258,7 @@ class EnvRunner:
     def _process(self, raw: Any, update: bool = True, live: np.ndarray | None = None) -> np.ndarray:
         """Preprocesses and filters a batch; ``live`` (multi-agent lanes): only these rows
         update the filter's statistics (idle lanes hold blank values)."""
-        x = self.preprocessor.transform_batch(raw)
+        x = raw.rows if isinstance(raw, Preprocessed) else self.preprocessor.transform_batch(raw)
         if x.dtype.kind == "f" and not np.isfinite(x).all():
             # Before the filter: a NaN would otherwise stay in its running stats for good.
             space = self.preprocessor.observation_space

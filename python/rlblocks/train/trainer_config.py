@@ -315,6 +315,12 @@ class PPOConfig(TrainerConfig):
     """Environment steps per training iteration (a multiple of ``num_envs``)."""
     rollout_fragment_length: int | str = "auto"
     """Steps per env per iteration; ``"auto"`` = ``train_batch_size // num_envs``."""
+    num_env_workers: int = option(0, int_at_least(0))
+    """Multi-agent PPO: step the ``num_envs`` env copies in this many worker processes
+    (shared-memory observations and actions, :class:`~rlblocks.multiagent.workers.
+    WorkerVectorEnv`; same seeds, same trajectories); 0 steps them in the trainer's process
+    (the default: on a machine with few free cores the workers' hand-offs cost more than
+    they save, see docs/multiagent.md). Other trainers refuse a value above 0."""
     sgd_minibatch_size: int = option(256, int_at_least(1))
     """Rows per SGD minibatch (recurrent models: about this many rows, whole sequences)."""
     num_sgd_iter: int = option(10, int_at_least(1))

@@ -51,7 +51,15 @@ from gymnasium.vector import AutoresetMode
 from rlblocks.wrappers.env_errors import call_env
 from rlblocks.wrappers.sub_envs import SubEnvSteps
 
-__all__ = ["Step", "StepResult", "VectorSteps", "call_copy", "episode_success"]
+__all__ = ["Preprocessed", "Step", "StepResult", "VectorSteps", "call_copy", "episode_success"]
+
+
+class Preprocessed(NamedTuple):
+    """A batch of observations already preprocessed into the policy's rows (by an env
+    worker process, :mod:`rlblocks.multiagent.workers`): a runner takes ``rows`` as its
+    preprocessor's output."""
+
+    rows: np.ndarray
 
 
 class StepResult(NamedTuple):

@@ -78,6 +78,7 @@ OUTSIDE_THE_LOSS = frozenset(
         "env_config",
         "num_envs",
         "vector_mode",
+        "num_env_workers",
         "preprocessor_pref",
         "train_batch_size",
         "rollout_fragment_length",
