@@ -381,3 +381,56 @@ def test_time_limit_truncations_bootstrap_with_gamma_in_the_td3_replay() -> None
     next_angle = np.arctan2(nxt[:, 1], nxt[:, 0])
     step = np.angle(np.exp(1j * (next_angle - angle)))
     assert np.abs(step).max() <= 8 * 0.05 + 1e-4
+
+
+def test_network_init_torch_starts_every_layer_as_torch_and_sb3_do() -> None:
+    # SB3's TD3 nets are plain nn.Linear stacks at torch's default start: weights and biases
+    # uniform within 1/sqrt(fan_in). RLlib's start (the default) has zero biases and
+    # normc(0.01) output layers, whose weights are far smaller.
+    obs_space, space = gym.spaces.Box(-1, 1, (5,)), gym.spaces.Box(-2, 2, (2,))
+    nets = {"model": {"fcnet_hiddens": [64, 48]}, "q_model": {"fcnet_hiddens": [64, 48]}}
+    torch.manual_seed(0)
+    learner = TD3Learner(obs_space, space, TD3Config(**nets, network_init="torch"))
+    torch.manual_seed(0)
+    rllib = TD3Learner(obs_space, space, TD3Config(**nets))
+    linears = [
+        m
+        for net in (learner.actor, *learner.critics)
+        for m in net.modules()
+        if isinstance(m, torch.nn.Linear)
+    ]
+    assert len(linears) >= 3 * 3  # the actor's and the critics' (with unused value branches)
+    for layer in linears:
+        bound = 1.0 / np.sqrt(layer.in_features)
+        for p in (layer.weight, layer.bias):
+            values = p.detach().numpy()
+            assert np.abs(values).max() <= bound
+            # uniform within the bound: the spread of U(-b, b), not normc's
+            if values.size >= 40:
+                assert abs(values.std() / (bound / np.sqrt(3)) - 1) < 0.35, values.size
+    for before, after in zip(
+        rllib.actor._logits.parameters(), learner.actor._logits.parameters(), strict=True
+    ):
+        assert np.abs(after.detach().numpy()).mean() > 5 * np.abs(before.detach().numpy()).mean()
+    # the targets start as the nets, and the closed form still covers them
+    for net, target in (
+        (learner.actor, learner.target_actor),
+        (learner.critics, learner.target_critics),
+    ):
+        for p, q in zip(net.parameters(), target.parameters(), strict=True):
+            assert torch.equal(p, q)
+    assert learner._backprop() is not None
+
+
+def test_network_init_torch_refuses_initializer_keys_it_would_overwrite() -> None:
+    with pytest.raises(
+        ValueError,
+        match=r"^network_init='torch' restarts every layer with torch's default, so "
+        r"q_model\['fcnet_weights_initializer'\] = 'orthogonal' would be overwritten",
+    ):
+        TD3Config.from_dict(
+            {"network_init": "torch", "q_model": {"fcnet_weights_initializer": "orthogonal"}}
+        )
+    with pytest.raises(ValueError, match="network_init"):
+        TD3Config.from_dict({"network_init": "sb3"})
+    assert DDPGConfig.from_dict({"network_init": "torch"}).network_init == "torch"

@@ -330,6 +330,12 @@ class TD3Config(OffPolicyConfig):
     """The Ornstein-Uhlenbeck process's mean-reversion rate."""
     ou_dt: float = option(0.01, number_in(0.0, low_open=True))
     """The Ornstein-Uhlenbeck process's time step."""
+    network_init: str = option("rllib", choice("rllib", "torch"))
+    """How the actor's and critics' layers start: ``"rllib"``, the catalog's (RLlib's
+    normc(1.0) hidden layers with zero biases, or the model's ``fcnet_*_initializer`` keys,
+    and normc(0.01) output layers); ``"torch"``, every linear and convolution layer
+    restarted with torch's own default (``reset_parameters``: weights and biases uniform
+    within ``1/sqrt(fan_in)``), as Stable-Baselines3's TD3 networks start."""
 
     ALGORITHM: ClassVar[str] = "TD3"
     MODEL_DEFAULTS: ClassVar[Mapping[str, Any]] = SAC_MODEL_DEFAULTS
@@ -353,9 +359,22 @@ class TD3Config(OffPolicyConfig):
             raise ValueError(
                 f"prioritized_replay=True: {name} samples its replay uniformly; leave it False"
             )
+        if self.network_init == "torch":
+            self._check_torch_init()
         for key in ("actor_lr", "critic_lr"):
             if getattr(self, key) is None:
                 setattr(self, key, self.lr)
+
+    def _check_torch_init(self) -> None:
+        """Refuses initializer keys that ``network_init="torch"`` would overwrite."""
+        for what, keys in (("model", self.model), ("q_model", self.q_model)):
+            set_keys = sorted(k for k, v in keys.items() if k.endswith("_initializer") and v)
+            if set_keys:
+                raise ValueError(
+                    f"network_init='torch' restarts every layer with torch's default, so "
+                    f"{what}[{set_keys[0]!r}] = {keys[set_keys[0]]!r} would be overwritten: "
+                    "unset it, or use network_init='rllib'"
+                )
 
 
 @dataclass

@@ -87,6 +87,15 @@ def _tensor(x: Any, device: torch.device) -> torch.Tensor:
     return t.float() if t.dtype == torch.float64 else t
 
 
+def torch_init(*models: nn.Module) -> None:
+    """Restarts every linear and convolution layer of ``models`` with torch's default
+    (``reset_parameters``), as Stable-Baselines3's networks start (``network_init="torch"``)."""
+    for model in models:
+        for m in model.modules():
+            if isinstance(m, (nn.Linear, nn.modules.conv._ConvNd)):
+                m.reset_parameters()
+
+
 def _np_host(x: torch.Tensor) -> np.ndarray:
     """A host numpy copy (a view on the CPU) of a tensor that needs no grad."""
     return x.detach().cpu().numpy()
@@ -141,13 +150,15 @@ class TD3Learner:
             obs_space, action_space, 2 * self.dim, actor_cfg, name="td3_actor"
         ).to(self.device)
         check_feedforward(self.actor, "actor")
+        critics, _, _ = build_critics(
+            obs_space, action_space, q_cfg, 2 if config.twin_q else 1, False
+        )
+        if config.network_init == "torch":
+            torch_init(self.actor, *critics)
         self.target_actor = copy.deepcopy(self.actor)
         self.target_actor.requires_grad_(False)
         self._policy = Policy(
             obs_space, action_space, config, self.device, model=self.actor, dist_class=dist_class
-        )
-        critics, _, _ = build_critics(
-            obs_space, action_space, q_cfg, 2 if config.twin_q else 1, False
         )
         self.critics = nn.ModuleList(critics).to(self.device)
         self.target_critics = copy.deepcopy(self.critics)

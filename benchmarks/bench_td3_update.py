@@ -1,0 +1,177 @@
+"""One TD3 update at the MuJoCo settings: rlblocks' closed form against Stable-Baselines3's.
+
+Both are matrix-multiply bound at ``[400, 300]`` nets and batches of 256, so this prints,
+for Hopper's shapes (11 observation, 3 action dimensions; no MuJoCo needed):
+
+* the multiply-add FLOPs of one update, counted layer by layer (the actor step, every
+  second update, counts half): rlblocks' and SB3's, whose ``actor_loss.backward()`` also
+  fills the first critic's weight gradients (the next critic step zeroes them);
+* the CPU milliseconds per update of each, one thread, and the GFLOP/s they reach;
+* the same matrix multiplies run bare (torch, float32, one thread, each at its shape):
+  the floor of an update at equal work on this core, and the ratio to SB3 it allows.
+
+Run: ``PYTHONPATH=python python benchmarks/bench_td3_update.py [--updates 300] [--quick]``.
+
+Examples:
+    >>> round(flops(update_matmuls(2 * ACT)) / 1e6)  # rlblocks' actor has 2 * dim(A) outputs
+    735
+    >>> len(update_matmuls(ACT))  # 25 in every update, 14 in every second (the actor step)
+    39
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+OBS, ACT, BATCH, HIDDEN = 11, 3, 256, (400, 300)
+
+
+def _layers(n_in: int, n_out: int) -> list[tuple[int, int]]:
+    sizes = [n_in, *HIDDEN, n_out]
+    return list(zip(sizes[:-1], sizes[1:], strict=True))
+
+
+def update_matmuls(actor_outputs: int) -> list[tuple[int, int, int, float]]:
+    """``(M, K, N, weight)`` of every matrix multiply of one update (weight 1/2: the actor
+    step's, every second update)."""
+    actor, critic = _layers(OBS, actor_outputs), _layers(OBS + ACT, 1)
+    b = BATCH
+
+    def fwd(layers: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+        return [(b, i, o) for i, o in layers]
+
+    def wgrad(layers: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+        return [(o, b, i) for i, o in layers]
+
+    def dx(layers: list[tuple[int, int]], first: bool) -> list[tuple[int, int, int]]:
+        return [(b, o, i) for i, o in (layers if first else layers[1:])]
+
+    every = fwd(actor) + 2 * fwd(critic) + 2 * (fwd(critic) + wgrad(critic) + dx(critic, False))
+    half = fwd(actor) + fwd(critic) + dx(critic, True) + wgrad(actor) + dx(actor, False)
+    return [(*s, 1.0) for s in every] + [(*s, 0.5) for s in half]
+
+
+def flops(matmuls: Sequence[tuple[int, int, int, float]]) -> float:
+    """Multiply-add FLOPs (2 per multiply-add) of the weighted matmuls."""
+    return sum(2.0 * m * k * n * w for m, k, n, w in matmuls)
+
+
+def _cpu_per_call(fn: Callable[[int], Any], n: int) -> float:
+    fn(0)
+    start = time.process_time()
+    for i in range(n):
+        fn(i)
+    return (time.process_time() - start) / n
+
+
+def time_rlblocks(n: int, seed: int = 0) -> float:
+    """CPU seconds of one closed-form TD3 update (rlblocks' learner, torch's init)."""
+    from rlblocks.train.learners.td3 import TD3Learner
+    from rlblocks.train.offpolicy_config import TD3Config
+
+    rng = np.random.default_rng(seed)
+    nets = {"fcnet_hiddens": list(HIDDEN)}
+    cfg = TD3Config(model=nets, q_model=nets, network_init="torch")
+    learner = TD3Learner(
+        gym.spaces.Box(-np.inf, np.inf, (OBS,)), gym.spaces.Box(-1, 1, (ACT,)), cfg
+    )
+    batches = [
+        types.SimpleNamespace(
+            obs=rng.standard_normal((BATCH, OBS)).astype(np.float32),
+            next_obs=rng.standard_normal((BATCH, OBS)).astype(np.float32),
+            actions=rng.uniform(-1, 1, (BATCH, ACT)).astype(np.float32),
+            rewards=rng.standard_normal(BATCH).astype(np.float32),
+            discounts=np.full(BATCH, 0.99, np.float32),
+            weights=np.ones(BATCH, np.float32),
+        )
+        for _ in range(8)
+    ]
+    for i in range(20):
+        learner.update(batches[i % 8], 0)
+    assert learner._backprop() is not None, "the closed form declined"
+    return _cpu_per_call(lambda i: learner.update(batches[i % 8], 0), n)
+
+
+class _Shapes(gym.Env):  # type: ignore[type-arg]
+    """An env of Hopper's spaces, for building SB3's model without MuJoCo."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (OBS,), np.float64)
+    action_space = gym.spaces.Box(-1, 1, (ACT,), np.float32)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict]:
+        return np.zeros(OBS), {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        return np.zeros(OBS), 0.0, False, False, {}
+
+
+def time_sb3(n: int, seed: int = 0) -> float:
+    """CPU seconds of one update of SB3's TD3 (``train(gradient_steps=n)``)."""
+    from stable_baselines3 import TD3
+    from stable_baselines3.common.logger import configure
+
+    rng = np.random.default_rng(seed)
+    model = TD3(
+        "MlpPolicy", _Shapes(), learning_rate=1e-3, batch_size=BATCH, learning_starts=0,
+        policy_kwargs={"net_arch": list(HIDDEN)}, device="cpu", seed=seed,
+    )  # fmt: skip
+    model.set_logger(configure(None, [""]))
+    for _ in range(5000):
+        o = rng.standard_normal((1, OBS))
+        a = rng.uniform(-1, 1, (1, ACT))
+        model.replay_buffer.add(o, 0.9 * o, a, np.ones(1), np.zeros(1, bool), [{}])
+    model.train(gradient_steps=20, batch_size=BATCH)
+    start = time.process_time()
+    model.train(gradient_steps=n, batch_size=BATCH)
+    return (time.process_time() - start) / n
+
+
+def time_bare(matmuls: Sequence[tuple[int, int, int, float]], n: int) -> float:
+    """CPU seconds of the update's matmuls alone (the half-weighted ones every second time)."""
+    mats = [(torch.randn(m, k), torch.randn(k, c), w) for m, k, c, w in matmuls]
+
+    def one(i: int) -> None:
+        for x, y, w in mats:
+            if w == 1.0 or i % 2 == 0:
+                x @ y
+
+    return _cpu_per_call(one, n)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Prints the counts and the timings."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--updates", type=int, default=300, help="timed updates of each")
+    p.add_argument("--quick", action="store_true", help="smoke run: 10 updates of each")
+    p.add_argument("--no-sb3", dest="sb3", action="store_false")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.updates = 10
+    torch.set_num_threads(1)
+    ours_mm = update_matmuls(2 * ACT)  # the actor's SquashedGaussian layout: 2 * dim(A) outputs
+    f_ours = flops(ours_mm)
+    # SB3: dim(A) actor outputs, and the actor step's backward fills critic 1's weight grads
+    sb3_mm = update_matmuls(ACT) + [(o, BATCH, i, 0.5) for i, o in _layers(OBS + ACT, 1)]
+    f_sb3 = flops(sb3_mm)
+    t_ours = time_rlblocks(args.updates)
+    t_bare = time_bare(ours_mm, args.updates)
+    print(f"FLOPs per update: rlblocks {f_ours / 1e6:.0f} M, SB3 {f_sb3 / 1e6:.0f} M")
+    print(f"rlblocks closed form: {t_ours * 1e3:.2f} ms ({f_ours / t_ours / 1e9:.1f} GFLOP/s)")
+    print(f"its matmuls alone:    {t_bare * 1e3:.2f} ms ({f_ours / t_bare / 1e9:.1f} GFLOP/s)")
+    if args.sb3:
+        t_sb3 = time_sb3(args.updates)
+        print(f"SB3 TD3.train:        {t_sb3 * 1e3:.2f} ms ({f_sb3 / t_sb3 / 1e9:.1f} GFLOP/s)")
+        print(f"rlblocks / SB3: {t_ours / t_sb3:.2f}x; the bare matmuls: {t_bare / t_sb3:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
