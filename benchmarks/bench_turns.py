@@ -9,8 +9,13 @@ draws and losses, and its moves outside the action mask (the training run's own 
 ``illegal_moves_total``).
 
 Usage: ``python benchmarks/bench_turns.py [--quick] [--env pettingzoo.classic.tictactoe_v3:env]
-[--steps 100000] [--games 200] [--seed 0] [--set KEY=VALUE ...]`` (``--set``: config keys
-over the defaults, e.g. ``selfplay_snapshot_every=5``). Prints one JSON line.
+[--steps 100000] [--games 200] [--seed 0] [--eval-at 50000,100000] [--set KEY=VALUE ...]``
+(``--set``: config keys over the defaults, e.g. ``selfplay_snapshot_every=5``;
+``--eval-at``: also play the games when training passes each of these step counts, so one
+run measures several budgets). Prints one JSON line per evaluation, the last at ``--steps``.
+The model is the catalog's default for the game's board (tictactoe's 3x3x2: the fully
+connected net, :func:`rlblocks.catalog.is_small_image`; connect_four's 6x7x2: the vision
+net).
 
 Examples:
     >>> config_sets(["selfplay_snapshot_every=5", "entropy_coeff=0.01"])
@@ -65,6 +70,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--games", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--eval-at", default="", help="comma-separated step counts to evaluate at on the way"
+    )
+    parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="a config key (YAML)"
     )
     args = parser.parse_args(argv)
@@ -76,29 +84,30 @@ def main(argv: list[str] | None = None) -> None:
     sets = config_sets(args.set)
     config = {"env": args.env, "seed": args.seed, **sets}
     defaults = turn_based_defaults(PPOConfig.from_dict(config), sets)  # as the CLI's
+    points = sorted({int(s) for s in args.eval_at.split(",") if s.strip()} | {steps})
     trainer = MultiAgentPPOTrainer({**config, **defaults})
     try:
-        start = time.perf_counter()
+        train_s = 0.0
         metrics: dict[str, Any] = {}
-        while trainer.timesteps_total < steps:
-            metrics = trainer.train()
-        train_s = time.perf_counter() - start
-        counts = play_vs_random(trainer, games, args.seed + 1)
-    finally:
-        trainer.close()
-    print(
-        json.dumps(
-            {
+        for point in points:
+            start = time.perf_counter()
+            while trainer.timesteps_total < point:
+                metrics = trainer.train()
+            train_s += time.perf_counter() - start
+            counts = play_vs_random(trainer, games, args.seed + 1)
+            line = {
                 "env": args.env,
                 "defaults": defaults,
+                "model": type(getattr(trainer.model, "inner", trainer.model)).__name__,
                 "timesteps_total": trainer.timesteps_total,
                 "train_s": round(train_s, 1),
                 "illegal_moves_total": metrics.get("illegal_moves_total"),
                 "games": games,
                 **counts,
             }
-        )
-    )
+            print(json.dumps(line), flush=True)
+    finally:
+        trainer.close()
 
 
 if __name__ == "__main__":
