@@ -13,9 +13,9 @@ Usage: ``python benchmarks/bench_turns.py [--quick] [--env pettingzoo.classic.ti
 (``--set``: config keys over the defaults, e.g. ``selfplay_snapshot_every=5``;
 ``--eval-at``: also play the games when training passes each of these step counts, so one
 run measures several budgets). Prints one JSON line per evaluation, the last at ``--steps``.
-The model is the catalog's default for the game's board (tictactoe's 3x3x2: the fully
-connected net, :func:`rlblocks.catalog.is_small_image`; connect_four's 6x7x2: the vision
-net).
+The model is the catalog's default for the game's board, the vision net (a derived conv
+stack for tictactoe's 3x3x2 and connect_four's 6x7x2; ``--set model={fcnet_hiddens: ...}``
+changes nothing there, ``--set model={conv_filters: ...}`` does); the JSON line names it.
 
 Examples:
     >>> config_sets(["selfplay_snapshot_every=5", "entropy_coeff=0.01"])

@@ -1,10 +1,7 @@
 """``ModelCatalog``: registries and factories for models, preprocessors and action dists.
 
 The default model for an observation space (RLlib's rules): a rank-3 Box gives a
-:class:`~rlblocks.models.visionnet.VisionNetwork`, unless it is a small image (every
-spatial side at most :data:`SMALL_IMAGE_SIDE` cells, e.g. tictactoe's 3x3 board) and
-``conv_filters`` is unset: that gets the fully connected net (:func:`is_small_image`,
-difference 39); a rank-1 Box whose original space has
+:class:`~rlblocks.models.visionnet.VisionNetwork`; a rank-1 Box whose original space has
 no image-like (rank >= 2 Box) component gives a
 :class:`~rlblocks.models.fcnet.FullyConnectedNetwork`; anything else (a rank-2 Box, a Dict
 holding an image, a raw Discrete) gives a
@@ -54,35 +51,7 @@ from rlblocks.models.modelv2 import ModelInterface, ModelV2
 from rlblocks.preprocessors import Preprocessor, get_preprocessor
 from rlblocks.spaces import flatten_space
 
-__all__ = ["SMALL_IMAGE_SIDE", "ModelCatalog", "is_small_image"]
-
-#: A rank-3 Box whose height and width are both at most this many cells is a small image: a
-#: 3x3 kernel (the smallest the derived conv stacks use) covers it whole, so a conv has
-#: nowhere to slide and shares no weights across positions; it is a fully connected net
-#: with extra layers. RLlib has no default conv filters for such shapes either (its smallest
-#: is 10x10).
-SMALL_IMAGE_SIDE = 3
-
-
-def is_small_image(space: gym.Space) -> bool:
-    """Whether ``space`` is a rank-3 Box ``(H, W, C)`` with ``H`` and ``W`` both at most
-    :data:`SMALL_IMAGE_SIDE`: the catalog's default model for it is the fully connected
-    net, not the vision net (unless ``conv_filters`` is set).
-
-    Examples:
-        >>> import gymnasium as gym
-        >>> is_small_image(gym.spaces.Box(0, 1, (3, 3, 2))), is_small_image(
-        ...     gym.spaces.Box(0, 1, (6, 7, 2)))
-        (True, False)
-    """
-    shape = getattr(space, "shape", None)
-    return (
-        isinstance(space, Box)
-        and shape is not None
-        and len(shape) == 3
-        and shape[0] <= SMALL_IMAGE_SIDE
-        and shape[1] <= SMALL_IMAGE_SIDE
-    )
+__all__ = ["ModelCatalog"]
 
 
 def import_object(path: str, what: str) -> Any:
@@ -394,16 +363,6 @@ class ModelCatalog:
             >>> ModelCatalog.default_model_class(gym.spaces.Box(0, 1, (4, 4))).__name__
             'ComplexInputNetwork'
 
-            A small image (:func:`is_small_image`: tictactoe's 3x3x2 board) gets the fully
-            connected net, unless ``conv_filters`` asks for a conv stack:
-
-            >>> board = gym.spaces.Box(0, 1, (3, 3, 2))
-            >>> ModelCatalog.default_model_class(board).__name__
-            'FullyConnectedNetwork'
-            >>> convs = {"conv_filters": [[16, [2, 2], 1], [32, [2, 2], 1]]}
-            >>> ModelCatalog.default_model_class(board, convs).__name__
-            'VisionNetwork'
-
             A Repeated, Sequence, Graph, text or OneOf part anywhere in the space gets
             ComplexInputNetwork (its entity / graph encoders), unless the only such parts
             are lists and ``entity_encoder`` has type "flatten" (RLlib's rules):
@@ -429,8 +388,6 @@ class ModelCatalog:
             if cfg.entity_encoder["type"] != "flatten" or kinds - {"repeated", "sequence"}:
                 return ComplexInputNetwork
         if isinstance(obs_space, Box) and len(obs_space.shape) == 3:
-            if is_small_image(obs_space) and not ModelConfig.from_dict(model_config).conv_filters:
-                return FullyConnectedNetwork
             return VisionNetwork
         if isinstance(obs_space, Box) and len(obs_space.shape) == 1:
             if not isinstance(original, (Dict, Tuple)) or not any(

@@ -447,15 +447,13 @@ def _env_defaults(
     data: dict[str, Any],
     probe: Any = None,
 ) -> Any:
-    """``--env`` alone: the hard-exploration note, the small-image model line
-    (:func:`~rlblocks.cli.train_defaults.small_image_line`), and for native PPO the defaults decided
+    """``--env`` alone: the hard-exploration note, and for native PPO the defaults decided
     from the env (:mod:`rlblocks.cli.train_defaults`: the batch sizes of a multi-agent env,
     counted in agent steps; continuous control's and turn-based games' from the spaces,
     read from ``probe``, the env run() made once), printed and applied."""
     from rlblocks.cli.train_defaults import (
         hard_exploration_note,
         multiagent_defaults,
-        small_image_line,
         space_defaults,
         turn_based_defaults,
     )
@@ -464,10 +462,6 @@ def _env_defaults(
     note = hard_exploration_note(str(config.env))
     if note:
         print(f"rlblocks train: note: {note}", flush=True)
-    if hasattr(config, "model_config"):
-        small = small_image_line(config, probe)
-        if small:
-            print(f"rlblocks train: {small}", flush=True)
     if args.backend != "native" or (flags["algo"] or "PPO") != "PPO":
         return config
     given = parse_overrides(args.set or [])

@@ -24,12 +24,6 @@ moves varied, so that the greedy policy has also learnt the positions a weak opp
 leads to (measured in docs/multiagent.md, "Self-play": tictactoe's losses to a random
 legal player fell from 10 to 1-3 of 500 at 100k steps).
 
-An observation that is a small image (:func:`rlblocks.catalog.is_small_image`: at most 3x3
-cells, tictactoe's board; for an action-mask ``Dict``, its observation part) gets the
-catalog's fully connected model instead of a conv stack unless ``model.conv_filters`` is
-set; :func:`small_image_line` says so at the start (``config.json`` then keeps
-``model.conv_filters`` null, which rebuilds the same model).
-
 Examples:
     >>> import gymnasium as gym
     >>> box = gym.spaces.Box(-1.0, 1.0, (3,))
@@ -59,7 +53,6 @@ __all__ = [
     "hard_exploration_note",
     "multiagent_defaults",
     "probe_env",
-    "small_image_line",
     "space_defaults",
     "turn_based_defaults",
 ]
@@ -309,70 +302,3 @@ def turn_based_defaults(config: Any, given: dict[str, Any]) -> dict[str, Any]:
     finally:
         env.close()
     return {k: v for k, v in TURN_DEFAULTS.items() if k not in given}
-
-
-def _model_input(space: gym.Space) -> gym.Space:
-    """The space the catalog picks the default model for: an action-mask ``Dict``'s
-    observation part (RLlib's or PettingZoo's key), else ``space``."""
-    from rlblocks.masks import MASK_KEY, OBS_KEY, PZ_OBS_KEY
-
-    if isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces:
-        for key in (OBS_KEY, PZ_OBS_KEY):
-            if key in space.spaces:
-                return space.spaces[key]
-    return space
-
-
-def _observation_spaces(config: Any, probe: EnvProbe | None) -> list[gym.Space]:
-    """The env's observation spaces: the probe's, else each agent's of a multi-agent env
-    (``[]`` for an env that fails to build, which the trainer then reports)."""
-    if probe is not None:
-        return [probe.observation_space]
-    from rlblocks.train.multiagent import multiagent_creator
-
-    try:
-        env = multiagent_creator(config)()
-    except Exception:  # the trainer's own start names what is wrong with the env
-        return []
-    try:
-        return [env.observation_space(agent) for agent in env.possible_agents]
-    finally:
-        close = getattr(env, "close", None)
-        if close is not None:
-            close()
-
-
-def small_image_line(config: Any, probe: EnvProbe | None = None) -> str | None:
-    """The start-of-run line of a run whose observation (or an agent's) is a small image
-    that the catalog gives the fully connected model (:func:`rlblocks.catalog.is_small_image`;
-    None when no observation is one, or ``model.conv_filters`` is set). ``probe``: the
-    single-agent env already made (None: the multi-agent env is made here).
-
-    Examples:
-        >>> from types import SimpleNamespace
-        >>> from rlblocks.train.trainer_config import PPOConfig
-        >>> board = gym.spaces.Box(0, 1, (3, 3, 2), np.int8)
-        >>> probe = EnvProbe(board, gym.spaces.Discrete(9), False)
-        >>> small_image_line(PPOConfig.from_dict({"env": "CartPole-v1"}), probe)[:66]
-        'the observation (3, 3, 2) is a small image (at most 3x3 cells): the'
-    """
-    from rlblocks.catalog import SMALL_IMAGE_SIDE, is_small_image
-
-    model = config.model_config()
-    if model.conv_filters or model.custom_model:
-        return None
-    shapes = sorted(
-        {
-            tuple(int(d) for d in inner.shape)
-            for inner in map(_model_input, _observation_spaces(config, probe))
-            if is_small_image(inner)
-        }
-    )
-    if not shapes:
-        return None
-    side = SMALL_IMAGE_SIDE
-    return (
-        f"the observation {', '.join(map(str, shapes))} is a small image (at most {side}x{side} "
-        f"cells): the fully connected model (fcnet_hiddens {list(model.fcnet_hiddens)}), not a "
-        "conv stack (--set model.conv_filters=... for one)"
-    )
