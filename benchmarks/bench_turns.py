@@ -20,6 +20,8 @@ changes nothing there, ``--set model={conv_filters: ...}`` does); the JSON line 
 Examples:
     >>> config_sets(["selfplay_snapshot_every=5", "entropy_coeff=0.01"])
     {'selfplay_snapshot_every': 5, 'entropy_coeff': 0.01}
+    >>> eval_points(100000, "50000, 150000,")  # none past --steps, which always counts
+    [50000, 100000]
 """
 
 from __future__ import annotations
@@ -37,6 +39,13 @@ def config_sets(pairs: list[str]) -> dict[str, Any]:
     import yaml
 
     return {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in pairs)}
+
+
+def eval_points(steps: int, eval_at: str) -> list[int]:
+    """The step counts to evaluate at: ``--eval-at``'s (comma-separated) up to ``steps``,
+    and ``steps``."""
+    points = {int(p) for p in eval_at.split(",") if p.strip()}
+    return sorted({p for p in points if p < steps} | {steps})
 
 
 def play_vs_random(trainer: Any, games: int, seed: int) -> dict[str, int]:
@@ -84,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     sets = config_sets(args.set)
     config = {"env": args.env, "seed": args.seed, **sets}
     defaults = turn_based_defaults(PPOConfig.from_dict(config), sets)  # as the CLI's
-    points = sorted({int(s) for s in args.eval_at.split(",") if s.strip()} | {steps})
+    points = eval_points(steps, args.eval_at)
     trainer = MultiAgentPPOTrainer({**config, **defaults})
     try:
         train_s = 0.0
