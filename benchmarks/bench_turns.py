@@ -9,12 +9,19 @@ draws and losses, and its moves outside the action mask (the training run's own 
 ``illegal_moves_total``).
 
 Usage: ``python benchmarks/bench_turns.py [--quick] [--env pettingzoo.classic.tictactoe_v3:env]
-[--steps 100000] [--games 200] [--seed 0] [--set KEY=VALUE ...]`` (``--set``: config keys
-over the defaults, e.g. ``selfplay_snapshot_every=5``). Prints one JSON line.
+[--steps 100000] [--games 200] [--seed 0] [--eval-at 50000,100000] [--set KEY=VALUE ...]``
+(``--set``: config keys over the defaults, e.g. ``selfplay_snapshot_every=5``;
+``--eval-at``: also play the games when training passes each of these step counts, so one
+run measures several budgets). Prints one JSON line per evaluation, the last at ``--steps``.
+The model is the catalog's default for the game's board, the vision net (a derived conv
+stack for tictactoe's 3x3x2 and connect_four's 6x7x2; ``--set model={fcnet_hiddens: ...}``
+changes nothing there, ``--set model={conv_filters: ...}`` does); the JSON line names it.
 
 Examples:
     >>> config_sets(["selfplay_snapshot_every=5", "entropy_coeff=0.01"])
     {'selfplay_snapshot_every': 5, 'entropy_coeff': 0.01}
+    >>> eval_points(100000, "50000, 150000,")  # none past --steps, which always counts
+    [50000, 100000]
 """
 
 from __future__ import annotations
@@ -32,6 +39,13 @@ def config_sets(pairs: list[str]) -> dict[str, Any]:
     import yaml
 
     return {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in pairs)}
+
+
+def eval_points(steps: int, eval_at: str) -> list[int]:
+    """The step counts to evaluate at: ``--eval-at``'s (comma-separated) up to ``steps``,
+    and ``steps``."""
+    points = {int(p) for p in eval_at.split(",") if p.strip()}
+    return sorted({p for p in points if p < steps} | {steps})
 
 
 def play_vs_random(trainer: Any, games: int, seed: int) -> dict[str, int]:
@@ -65,6 +79,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--games", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--eval-at", default="", help="comma-separated step counts to evaluate at on the way"
+    )
+    parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="a config key (YAML)"
     )
     args = parser.parse_args(argv)
@@ -76,29 +93,30 @@ def main(argv: list[str] | None = None) -> None:
     sets = config_sets(args.set)
     config = {"env": args.env, "seed": args.seed, **sets}
     defaults = turn_based_defaults(PPOConfig.from_dict(config), sets)  # as the CLI's
+    points = eval_points(steps, args.eval_at)
     trainer = MultiAgentPPOTrainer({**config, **defaults})
     try:
-        start = time.perf_counter()
+        train_s = 0.0
         metrics: dict[str, Any] = {}
-        while trainer.timesteps_total < steps:
-            metrics = trainer.train()
-        train_s = time.perf_counter() - start
-        counts = play_vs_random(trainer, games, args.seed + 1)
-    finally:
-        trainer.close()
-    print(
-        json.dumps(
-            {
+        for point in points:
+            start = time.perf_counter()
+            while trainer.timesteps_total < point:
+                metrics = trainer.train()
+            train_s += time.perf_counter() - start
+            counts = play_vs_random(trainer, games, args.seed + 1)
+            line = {
                 "env": args.env,
                 "defaults": defaults,
+                "model": type(getattr(trainer.model, "inner", trainer.model)).__name__,
                 "timesteps_total": trainer.timesteps_total,
                 "train_s": round(train_s, 1),
                 "illegal_moves_total": metrics.get("illegal_moves_total"),
                 "games": games,
                 **counts,
             }
-        )
-    )
+            print(json.dumps(line), flush=True)
+    finally:
+        trainer.close()
 
 
 if __name__ == "__main__":

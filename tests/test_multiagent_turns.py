@@ -145,6 +145,29 @@ def test_stitching_gives_gae_over_each_agents_own_moves() -> None:
         assert (adv[3:, lane] == 0.0).all()  # padding: no advantage, dropped as not valid
 
 
+def test_tictactoe_rollouts_pay_each_loss_to_the_losers_last_move_on_both_seats() -> None:
+    # a real game: the winner's +1 comes with its own move, the loser's -1 arrives while the
+    # other agent moves (late) and must end the loser's last move; from fresh games no game
+    # ends on a rollout's first step, so every decisive game shows both ends in the batch
+    pytest.importorskip("pettingzoo.classic.tictactoe_v3", reason="PettingZoo classic")
+    from rlblocks.train import MultiAgentPPOTrainer
+
+    trainer = MultiAgentPPOTrainer(
+        {"env": "pettingzoo.classic.tictactoe_v3:env", "num_envs": 4, "seed": 3}
+    )
+    try:
+        batch = trainer._collect(64)["shared"]
+    finally:
+        trainer.close()
+    valid = np.asarray(batch.valid)
+    rewards, dones = batch.rewards[valid], batch.dones[valid]
+    wins, losses = int(((rewards == 1) & dones).sum()), int(((rewards == -1) & dones).sum())
+    assert wins == losses > 0
+    assert not (rewards[~dones] != 0).any()  # tictactoe pays only at the end
+    seats = valid.sum(axis=0).reshape(4, 2)  # lanes: (env copy, seat); both seats train
+    assert (seats > 0).all() and (seats[:, 0] >= seats[:, 1]).all()  # player_1 moves first
+
+
 def test_a_late_truncation_is_bootstrapped_from_the_agents_last_observation() -> None:
     valid = np.array([[True, False], [False, True]])
     vf = np.array([[0.5, 0.0], [0.0, 0.7]])
