@@ -476,9 +476,8 @@ def _env_defaults(
         print(f"rlblocks train: {agent_batch_line(agents, config.num_envs, chosen)}", flush=True)
         data = {**data, **sizes}
         config = config_class(flags["algo"]).from_dict(data)
-    what = "continuous control (Box observations and actions)"
     # probe: the env made once in run() (None: it did not build, nothing to decide from)
-    extra, goal_note = space_defaults(config, given, probe) if probe else ({}, None)
+    extra, goal_note, what = space_defaults(config, given, probe) if probe else ({}, None, "")
     if goal_note:
         print(f"rlblocks train: note: {goal_note}", flush=True)
     if not extra:
@@ -489,7 +488,7 @@ def _env_defaults(
     print(
         f"rlblocks train: {what}: "
         + ", ".join(f"{k}={v}" for k, v in extra.items())
-        + (" (--set either to change)" if len(extra) > 1 else " (--set it to change)"),
+        + f" (--set {({1: 'it', 2: 'either'}).get(len(extra), 'any')} to change)",
         flush=True,
     )
     return config_class(flags["algo"]).from_dict({**data, **extra})
