@@ -51,10 +51,12 @@ import numpy as np
 
 __all__ = [
     "CONTROL_DEFAULTS",
+    "DQN_VECTOR_DEFAULTS",
     "TURN_DEFAULTS",
     "VECTOR_DEFAULTS",
     "EnvProbe",
     "continuous_control",
+    "dqn_space_defaults",
     "goal_algo",
     "goal_algo_choice",
     "goal_algo_line",
@@ -71,6 +73,11 @@ __all__ = [
 #: the key: Stable-Baselines3's default minibatch (rl-baselines3-zoo's on every
 #: vector-observation PPO entry but CartPole's, whose minibatch is its whole 256-step batch).
 VECTOR_DEFAULTS: dict[str, Any] = {"sgd_minibatch_size": 64}
+
+#: What DQN on a vector observation gets when the user did not set the key (besides
+#: ``gradient_steps = train_freq``, :func:`dqn_space_defaults`): 3-step returns, Rainbow's
+#: multi-step targets.
+DQN_VECTOR_DEFAULTS: dict[str, Any] = {"n_step": 3}
 
 #: What continuous control gets when the user set neither key.
 CONTROL_DEFAULTS: dict[str, Any] = {"observation_filter": "MeanStdFilter", "normalize_reward": True}
@@ -274,6 +281,27 @@ def space_defaults(
         keys.update(CONTROL_DEFAULTS)
         what = "continuous control (Box observations and actions)"
     return {k: v for k, v in keys.items() if k not in given}, note, what
+
+
+def dqn_space_defaults(
+    config: Any, given: dict[str, Any], probe: EnvProbe | None
+) -> dict[str, Any]:
+    """For a native DQN ``config`` built from ``--env`` alone with a vector observation
+    (:func:`vector_observation`): one gradient step per env step (``gradient_steps`` =
+    ``train_freq``, rl-baselines3-zoo's rhythm for Acrobot and LunarLander, 4x the 1 in 4
+    kept for images) and :data:`DQN_VECTOR_DEFAULTS`, the keys the user did not set
+    (``given``); ``{}`` for any other observation (images, goal ``Dict`` ones) or no probe.
+
+    Examples:
+        >>> from rlblocks.train.offpolicy_config import DQNConfig
+        >>> probe = EnvProbe(gym.spaces.Box(-1.0, 1.0, (4,)), gym.spaces.Discrete(2), False)
+        >>> dqn_space_defaults(DQNConfig(env="CartPole-v1"), {"n_step": 1}, probe)
+        {'gradient_steps': 4}
+    """
+    if probe is None or not vector_observation(probe.observation_space):
+        return {}
+    keys = {"gradient_steps": config.train_freq, **DQN_VECTOR_DEFAULTS}
+    return {k: v for k, v in keys.items() if k not in given}
 
 
 def multiagent_defaults(config: Any, given: dict[str, Any]) -> tuple[int, dict[str, int]] | None:
