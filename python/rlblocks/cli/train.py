@@ -244,7 +244,7 @@ def run(args: argparse.Namespace) -> int:
             alone = not (args.tuned or args.config)
             # --env alone: one env made here decides a goal env's algorithm (before its
             # config class checks the --set keys) and the space defaults
-            probe = _probe_env(data) if alone and flags["algo"] in (None, "PPO") else None
+            probe = _probe_env(data) if alone and flags["algo"] in (None, "PPO", "DQN") else None
             picked = _goal_algo(args, flags, probe, data)
             if args.backend == "rllib":
                 _env_runners(flags)
@@ -451,21 +451,19 @@ def _env_defaults(
     from the env (:mod:`rlblocks.cli.train_defaults`: the batch sizes of a multi-agent env,
     counted in agent steps; continuous control's and turn-based games' from the spaces,
     read from ``probe``, the env run() made once), printed and applied."""
-    from rlblocks.cli.train_defaults import (
-        hard_exploration_note,
-        multiagent_defaults,
-        space_defaults,
-        turn_based_defaults,
-    )
+    from rlblocks.cli import train_defaults as defaults
     from rlblocks.train.agent_batches import agent_batch_line
 
-    note = hard_exploration_note(str(config.env))
+    note = defaults.hard_exploration_note(str(config.env))
     if note:
         print(f"rlblocks train: note: {note}", flush=True)
+    given = parse_overrides(args.set or [])
+    if args.backend == "native" and flags["algo"] == "DQN":
+        extra = defaults.dqn_space_defaults(config, given, probe)
+        return _with_defaults(flags["algo"], data, "DQN on a vector observation", extra, config)
     if args.backend != "native" or (flags["algo"] or "PPO") != "PPO":
         return config
-    given = parse_overrides(args.set or [])
-    batches = multiagent_defaults(config, given)
+    batches = defaults.multiagent_defaults(config, given)
     if batches is not None:
         agents, sizes = batches
         chosen = {
@@ -476,23 +474,32 @@ def _env_defaults(
         print(f"rlblocks train: {agent_batch_line(agents, config.num_envs, chosen)}", flush=True)
         data = {**data, **sizes}
         config = config_class(flags["algo"]).from_dict(data)
-    what = "continuous control (Box observations and actions)"
     # probe: the env made once in run() (None: it did not build, nothing to decide from)
-    extra, goal_note = space_defaults(config, given, probe) if probe else ({}, None)
+    extra, goal_note, what = (
+        defaults.space_defaults(config, given, probe) if probe else ({}, None, "")
+    )
     if goal_note:
         print(f"rlblocks train: note: {goal_note}", flush=True)
     if not extra:
         what = "a turn-based game with action masks"
-        extra = turn_based_defaults(config, given)
+        extra = defaults.turn_based_defaults(config, given)
+    return _with_defaults(flags["algo"], data, what, extra, config)
+
+
+def _with_defaults(
+    algo: str | None, data: dict[str, Any], what: str, extra: dict[str, Any], config: Any
+) -> Any:
+    """``config`` with the keys ``extra`` decided from ``what`` (none: ``config`` as it is),
+    said in one start line."""
     if not extra:
         return config
     print(
         f"rlblocks train: {what}: "
         + ", ".join(f"{k}={v}" for k, v in extra.items())
-        + (" (--set either to change)" if len(extra) > 1 else " (--set it to change)"),
+        + f" (--set {({1: 'it', 2: 'either'}).get(len(extra), 'any')} to change)",
         flush=True,
     )
-    return config_class(flags["algo"]).from_dict({**data, **extra})
+    return config_class(algo).from_dict({**data, **extra})
 
 
 def _new_trainer(args: argparse.Namespace, flags: dict[str, Any], config: Any, target: Path) -> Any:
