@@ -241,9 +241,9 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
             return obs, obs
         listed = isinstance(obs, list)  # per-env observations (SubEnvSteps)
         inner = obs
-        if self._masked:
+        if self._masked:  # the masks batched in the space's dtype, as the vector env does
             inner = [o[OBS_KEY] for o in obs] if listed else obs[OBS_KEY]
-            mask = np.stack([o[MASK_KEY] for o in obs]) if listed else obs[MASK_KEY]
+            mask = [o[MASK_KEY] for o in obs] if listed else obs[MASK_KEY]
         for piece in self._pieces:
             if isinstance(piece, FlattenObservationsBatched):
                 prep = piece.preprocessor

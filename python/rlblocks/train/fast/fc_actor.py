@@ -60,6 +60,16 @@ if TYPE_CHECKING:
 
 __all__ = ["FCActor", "MaskColumns"]
 
+_data_ptr = torch.Tensor.data_ptr
+
+
+def _model_input(obs: Any) -> np.ndarray:
+    """``obs`` as the float32 rows ``[B, features]`` the first layer takes (no copy when
+    it already is)."""
+    if type(obs) is np.ndarray and obs.ndim == 2 and obs.dtype == np.float32:
+        return obs
+    return np.asarray(obs).reshape(len(obs), -1).astype(np.float32, copy=False)
+
 
 @dataclass(frozen=True)
 class MaskColumns:
@@ -210,7 +220,7 @@ class FCActor:
     # --- weights --------------------------------------------------------------------------
     def _arrays(self) -> tuple[NumpyWeights, NumpyWeights, NumpyWeights, NumpyWeights]:
         """Numpy views of the weights (re-taken if a parameter's storage moved)."""
-        key = tuple(p.data_ptr() for p in self._params)
+        key = tuple(map(_data_ptr, self._params))
         if key != self._key or self._weights is None:
             views = numpy_weights
             lay = self.layers
@@ -228,7 +238,7 @@ class FCActor:
         """``(distribution inputs [B, K], values [B])`` as float32 arrays (the FC model's
         own input: without the mask columns)."""
         trunk, head, value_trunk, value_head = self._arrays()
-        x = np.asarray(obs).reshape(len(obs), -1).astype(np.float32, copy=False)
+        x = _model_input(obs)
         features = run_numpy(trunk, x)
         out = self._with_log_std(run_numpy(head, features))
         vf_in = run_numpy(value_trunk, x) if self.layers.value_trunk is not None else features
@@ -237,7 +247,7 @@ class FCActor:
     def policy_numpy(self, obs: np.ndarray) -> np.ndarray:
         """The distribution inputs ``[B, K]`` alone (float32; no value branch)."""
         trunk, head, _, _ = self._arrays()
-        x = np.asarray(obs).reshape(len(obs), -1).astype(np.float32, copy=False)
+        x = _model_input(obs)
         return self._with_log_std(run_numpy(head, run_numpy(trunk, x)))
 
     def _with_log_std(self, out: np.ndarray) -> np.ndarray:
