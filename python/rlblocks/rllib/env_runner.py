@@ -413,10 +413,12 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
                     fresh = self._initial_state(int(needs_reset.sum()))
                     state = tree_map(partial(_put, rows=needs_reset), state, fresh)
                 self._state = state
-            ts += int(real.sum())
-            k = len(steps.actions) - 1
-            steps.done_at.extend((k, int(e)) for e in np.flatnonzero(done_now))
-            eps += int(done_now.sum())
+            ts += int(np.count_nonzero(real))
+            if step.any_done:
+                k = len(steps.actions) - 1
+                ended = np.flatnonzero(done_now).tolist()
+                steps.done_at.extend((k, e) for e in ended)
+                eps += len(ended)
             if num_episodes is not None and eps >= num_episodes:
                 break
         if steps.actions:  # RLlib's per-step timers, logged once per call with the mean

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from rlblocks.distributions.base import FLOAT_MIN
 from rlblocks.masks import MASK_KEY, OBS_KEY, MaskLayout, check_action_mask
 from rlblocks.models.action_mask import ActionMaskModel
 from rlblocks.train.fast.dense_layers import FCLayers, NumpyWeights, numpy_weights, run_numpy
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
 __all__ = ["FCActor", "MaskColumns"]
 
 _data_ptr = torch.Tensor.data_ptr
+_FLOAT_MIN = np.float32(FLOAT_MIN)
 
 
 def _model_input(obs: Any) -> np.ndarray:
@@ -113,6 +115,12 @@ class FCActor:
         self.declined: str | None = head if isinstance(head, str) else None
         self.numpy = self.head is not None
         self.mask_layout = mask_layout
+        # a mask whose blocks make up the whole output row, in order (discrete actions
+        # alone): checked and applied in a few whole-array operations
+        self._whole_mask = mask_layout is not None and all(
+            piece[0] == "mask" for piece in mask_layout.pieces
+        )
+        self._block_starts = [a for a, _ in mask_layout.segments] if mask_layout else []
         self.columns = columns
         hidden = f"{len(layers.trunk)} hidden layers"
         if isinstance(self.head, TorchHead):
@@ -270,9 +278,19 @@ class FCActor:
         """``out`` with the masked actions' logits at ``FLOAT_MIN``, as the model masks
         them; refuses (ValueError, the acting doors' message) a row that leaves some
         component no legal action."""
-        assert self.mask_layout is not None
-        check_action_mask(mask, self.mask_layout)
-        return mask_logits(out, mask, self.mask_layout)
+        layout = self.mask_layout
+        assert layout is not None
+        m = mask
+        if self._whole_mask and type(m) is np.ndarray and m.shape == (len(out), layout.size):
+            legal = m > 0
+            if len(self._block_starts) == 1:
+                every = legal.any(1).all()
+            else:
+                every = np.logical_or.reduceat(legal, self._block_starts, axis=1).all()
+            if every and out.dtype == np.float32:
+                return np.where(m <= 0, _FLOAT_MIN, out)
+        check_action_mask(mask, layout)  # raises for a row without a legal action
+        return mask_logits(out, mask, layout)
 
     def draw(self, out: np.ndarray, explore: bool) -> tuple[Any, np.ndarray]:
         """``(actions, logp)`` for the distribution inputs ``out``: a draw (``explore``) or
