@@ -293,9 +293,9 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         """``(actions, actions for the env, extra model outputs)`` for the batched ``obs``,
         as RLlib's default connectors and ``GetActions`` compute them."""
         actor = self._serving_actor
-        logits = None if actor is None else actor.dist_inputs(obs)
-        if actor is not None and logits is not None:
-            actions, logp = actor.draw(logits, explore)
+        drawn = None if actor is None else actor.sample(obs, explore)
+        if drawn is not None:
+            logits, actions, logp = drawn
             extra = {Columns.ACTION_DIST_INPUTS: logits, Columns.ACTION_LOGP: logp}
             return actions, self._for_env(actions), extra
         if self._serving_q is not None and isinstance(obs, np.ndarray):

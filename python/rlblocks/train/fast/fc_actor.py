@@ -49,11 +49,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from rlblocks.distributions.base import FLOAT_MIN
+from rlblocks.distributions.base import FLOAT_MIN, MASK_THRESHOLD
 from rlblocks.masks import MASK_KEY, OBS_KEY, MaskLayout, check_action_mask
 from rlblocks.models.action_mask import ActionMaskModel
 from rlblocks.train.fast.dense_layers import FCLayers, NumpyWeights, numpy_weights, run_numpy
-from rlblocks.train.fast.heads import Head, TorchHead, mask_logits, numpy_head, torch_head
+from rlblocks.train.fast.heads import (
+    CategoricalHead,
+    Head,
+    MultiCategoricalHead,
+    TorchHead,
+    mask_logits,
+    numpy_head,
+    torch_head,
+)
 
 if TYPE_CHECKING:
     from rlblocks.models.modelv2 import ModelV2
@@ -278,6 +286,12 @@ class FCActor:
         """``out`` with the masked actions' logits at ``FLOAT_MIN``, as the model masks
         them; refuses (ValueError, the acting doors' message) a row that leaves some
         component no legal action."""
+        return self._masked(out, mask)[0]
+
+    def _masked(self, out: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, bool]:
+        """``(masked logits, floored)``: :meth:`masked`'s result, and whether the masked
+        distributions' rule (a logit ``<= -1e8`` counts as ``FLOAT_MIN``) changes nothing
+        in it (every raw logit above the threshold: known on the fast path alone)."""
         layout = self.mask_layout
         assert layout is not None
         m = mask
@@ -288,9 +302,23 @@ class FCActor:
             else:
                 every = np.logical_or.reduceat(legal, self._block_starts, axis=1).all()
             if every and out.dtype == np.float32:
-                return np.where(m <= 0, _FLOAT_MIN, out)
+                return np.where(m <= 0, _FLOAT_MIN, out), bool(out.min() > MASK_THRESHOLD)
         check_action_mask(mask, layout)  # raises for a row without a legal action
-        return mask_logits(out, mask, layout)
+        return mask_logits(out, mask, layout), False
+
+    def sample(self, obs: Any, explore: bool) -> tuple[np.ndarray, Any, np.ndarray] | None:
+        """``(distribution inputs, actions, logp)`` for RLlib's batched observation:
+        :meth:`dist_inputs` then :meth:`draw` (None where :meth:`dist_inputs` is)."""
+        if self.mask_layout is None or self.columns is not None or not isinstance(obs, dict):
+            logits = self.dist_inputs(obs)
+            if logits is None:
+                return None
+            return (logits, *self.draw(logits, explore))
+        logits, floored = self._masked(self.policy_numpy(obs[OBS_KEY]), obs[MASK_KEY])
+        head = self.head
+        if floored and isinstance(head, (CategoricalHead, MultiCategoricalHead)):
+            return (logits, *head.draw(logits, explore, floored=True))
+        return (logits, *self.draw(logits, explore))
 
     def draw(self, out: np.ndarray, explore: bool) -> tuple[Any, np.ndarray]:
         """``(actions, logp)`` for the distribution inputs ``out``: a draw (``explore``) or

@@ -133,9 +133,12 @@ class CategoricalHead:
     def __init__(self, start: int, masked: bool) -> None:
         self.start, self.masked = start, masked
 
-    def draw(self, out: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray]:
-        """``(actions int64 [B], logp [B])``."""
-        logits = _floor_masked(out) if self.masked else out
+    def draw(
+        self, out: np.ndarray, explore: bool, floored: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(actions int64 [B], logp [B])``; ``floored``: the caller knows every logit is
+        ``FLOAT_MIN`` or above the masked rule's threshold (the rule changes nothing)."""
+        logits = _floor_masked(out) if self.masked and not floored else out
         uniforms = _torch_draws("uniform", (len(logits),)) if explore else None
         index, logp = _categorical(logits, uniforms)
         return (index + self.start if self.start else index), logp
@@ -165,10 +168,13 @@ class MultiCategoricalHead:
                 [np.arange(i * self.nmax, i * self.nmax + n) for i, n in enumerate(lens)]
             )
 
-    def draw(self, out: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray]:
-        """``(actions int64 [B, *action_shape], logp [B])``."""
+    def draw(
+        self, out: np.ndarray, explore: bool, floored: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(actions int64 [B, *action_shape], logp [B])``; ``floored``: as
+        :meth:`CategoricalHead.draw`'s."""
         b = len(out)
-        logits = _floor_masked(out) if self.masked else out
+        logits = _floor_masked(out) if self.masked and not floored else out
         if self.illegal is not None:
             logits = np.where(self.illegal, np.float32(FLOAT_MIN), logits)
         if self.dest is not None:
