@@ -40,6 +40,7 @@ Prints one JSON object per row, then a table.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import time
 from pathlib import Path
@@ -391,7 +392,9 @@ def action_head_rows(
     torch's default threads (``VectorEnvRunner`` picks its own), and RLlib's runner once
     more with one torch thread set by the caller. ``repeats`` rounds, head by head in
     each (a busy machine slows every row alike), medians; RLlib's runner samples
-    ``rllib_steps`` (default ``steps``) per measurement."""
+    ``rllib_steps`` (default ``steps``) per measurement. A full garbage collection before
+    each timed call (Ray's and torch's heap makes one cost about half of a 16k-step
+    ``VectorEnvRunner`` call when it falls inside)."""
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
@@ -400,6 +403,7 @@ def action_head_rows(
         runner = runner_cls(config=config)
         try:
             runner.sample(num_timesteps=max(n // 10, envs))
+            gc.collect()  # no full collection of the heap left to fall into the timed call
             start, cpu = time.perf_counter(), time.process_time()
             runner.sample(num_timesteps=n)
             wall, cpu = time.perf_counter() - start, time.process_time() - cpu
@@ -411,6 +415,7 @@ def action_head_rows(
         vec = gym.vector.SyncVectorEnv([lambda k=kind: NestedActions({"action": k})] * envs)
         vec.reset(seed=0)
         n = steps // envs
+        gc.collect()
         start, cpu = time.perf_counter(), time.process_time()
         for _ in range(n):
             vec.step(vec.action_space.sample())
@@ -470,6 +475,7 @@ def action_head_rows(
                     "steps_per_cpu_s": med(method, 1),
                     "vs_rllib_cpu": med(method, 1) / med(methods[0], 1),
                     "vs_bare_cpu": med(method, 1) / med(methods[3], 1),
+                    "rounds_steps_per_cpu_s": [v[1] for v in measured[(kind, method)]],
                 }
             )
     return rows

@@ -16,8 +16,8 @@ from gymnasium.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete, Tu
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rlblocks.catalog import ModelCatalog
-from rlblocks.masks import apply_action_mask, check_action_mask, mask_layout, masked_dist
 from rlblocks.distributions import Beta, Categorical, Deterministic, SquashedGaussian
+from rlblocks.masks import apply_action_mask, check_action_mask, mask_layout, masked_dist
 from rlblocks.nest import tree_leaves
 from rlblocks.train.actor import ActorInput
 from rlblocks.train.fast import FCActor

@@ -123,7 +123,6 @@ class Steps:
         )
 
 
-
 @dataclass
 class StepArrays:
     """A :class:`Steps`' columns as arrays ``[K(+1), B, ...]``."""

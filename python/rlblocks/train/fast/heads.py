@@ -3,8 +3,9 @@
 A head turns a batch of distribution inputs ``[B, K]`` (float32) into ``(actions, logp)``:
 a draw (``explore``) or the deterministic action, scored under the full distribution. The
 random numbers come from torch's generator, drawn exactly as the torch distribution draws
-them (number, shape and order of the ``torch.rand`` / ``torch.randn`` calls), so the
-actions equal the module path's for the same seed and the generator ends in the same
+them (number, shape and order of the ``torch.rand`` / ``torch.randn`` calls; filled into
+a buffer kept per thread and shape, the same numbers without a new tensor per call), so
+the actions equal the module path's for the same seed and the generator ends in the same
 state:
 
 * :class:`CategoricalHead` (Categorical, MaskedCategorical): one uniform per row, the
