@@ -34,12 +34,12 @@ __all__ = [
     "NAMESPACE",
     "PyTreeSpec",
     "register_node",
+    "stack_rows",
     "tree_flatten",
     "tree_from_paths",
     "tree_index",
     "tree_leaves",
     "tree_map",
-    "stack_rows",
     "tree_stack",
     "tree_unflatten",
 ]
