@@ -6,8 +6,11 @@ catalog's FullyConnectedNetwork without ``nn.Module`` calls:
 * ``act`` / ``values`` on numpy observations run in numpy: at a rollout's batch of a few
   rows each torch op costs several times numpy's dispatch, so two small MLPs, a softmax
   and an inverse-CDF draw are cheaper in numpy. This covers float32 CPU models with a
-  :class:`~rlblocks.distributions.Categorical` or
-  :class:`~rlblocks.distributions.DiagGaussian` head (``docs/benchmarks.md`` has figures);
+  head that :func:`~rlblocks.train.fast.heads.numpy_head` draws (Categorical,
+  MultiCategorical, their masked forms, DiagGaussian, Tuple / Dict of those; the others
+  that never read the model: torch's draw on the numpy forward) (``docs/benchmarks.md``
+  has figures); :meth:`FCActor.sample` is RLlib's runner's door (the mask handed beside
+  the observation);
 * ``forward`` without autograd runs the layers as plain tensors
   (:meth:`~rlblocks.train.fast.dense_layers.FCLayers.infer`), for any head and device.
 
