@@ -32,13 +32,15 @@
    step costs ~1 ms of CPU.
 
 Usage: ``python benchmarks/bench_rllib.py [--quick] [--speed] [--ppo] [--scaling]
-[--seeds N]``.
+[--seeds N] [--heads] [--repeats N] [--rllib-steps N]`` (``--heads``: the per-head rows
+alone, ``--repeats`` rounds of them, medians).
 Prints one JSON object per row, then a table.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import time
 from pathlib import Path
@@ -381,72 +383,99 @@ class NestedActions(gym.Env):
         return self._obs(), float(int(first) == 0), self._left <= 0, False, {}
 
 
-def action_head_rows(steps: int, envs: int = 8) -> list[dict]:
+def action_head_rows(
+    steps: int, envs: int = 8, repeats: int = 1, rllib_steps: int | None = None
+) -> list[dict]:
     """Env steps/s of one local runner on :class:`NestedActions` per action head: RLlib's
     ``SingleAgentEnvRunner`` and ``VectorEnvRunner``, both with rlblocks' module and
     connector (the same [64, 64] policy), and the bare vector env with random actions;
     torch's default threads (``VectorEnvRunner`` picks its own), and RLlib's runner once
-    more with one torch thread set by the caller."""
+    more with one torch thread set by the caller. ``repeats`` rounds, head by head in
+    each (a busy machine slows every row alike), medians; RLlib's runner samples
+    ``rllib_steps`` (default ``steps``) per measurement. A full garbage collection before
+    each timed call (Ray's and torch's heap makes one cost about half of a 16k-step
+    ``VectorEnvRunner`` call when it falls inside)."""
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
-    rows = []
-    for kind in ("multidiscrete", "tuple", "masked"):
-        config = (
-            PPOConfig()
-            .environment(NestedActions, env_config={"action": kind})
-            .rl_module(rl_module_spec=rl_module_spec(POLICY))
-            .env_runners(
-                num_env_runners=0,
-                num_envs_per_env_runner=envs,
-                env_to_module_connector=env_to_module(POLICY),
-            )
-        )
+    def rate(runner_cls: Any, config: Any, n: int) -> tuple[float, float]:
+        """Env steps per wall second and per CPU second (the process's)."""
+        runner = runner_cls(config=config)
+        try:
+            runner.sample(num_timesteps=max(n // 10, envs))
+            gc.collect()  # no full collection of the heap left to fall into the timed call
+            start, cpu = time.perf_counter(), time.process_time()
+            runner.sample(num_timesteps=n)
+            wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+            return n / wall, n / cpu
+        finally:
+            runner.stop()
 
-        def rate(runner_cls: Any, config: Any = config) -> tuple[float, float]:
-            """Env steps per wall second and per CPU second (the process's)."""
-            runner = runner_cls(config=config)
-            try:
-                runner.sample(num_timesteps=steps // 10)
-                start, cpu = time.perf_counter(), time.process_time()
-                runner.sample(num_timesteps=steps)
-                wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-                return steps / wall, steps / cpu
-            finally:
-                runner.stop()
-
+    def bare_rate(kind: str) -> tuple[float, float]:
         vec = gym.vector.SyncVectorEnv([lambda k=kind: NestedActions({"action": k})] * envs)
         vec.reset(seed=0)
         n = steps // envs
+        gc.collect()
         start, cpu = time.perf_counter(), time.process_time()
         for _ in range(n):
             vec.step(vec.action_space.sample())
-        bare = (n * envs / (time.perf_counter() - start), n * envs / (time.process_time() - cpu))
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
         vec.close()
-        theirs, ours = rate(SingleAgentEnvRunner), rate(VectorEnvRunner)
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # the caller's choice that VectorEnvRunner now makes itself
-        try:
-            theirs_1 = rate(SingleAgentEnvRunner)
-        finally:
-            torch.set_num_threads(threads)
+        return n * envs / wall, n * envs / cpu
+
+    threads = torch.get_num_threads()
+    methods = (
+        f"SingleAgentEnvRunner + rlblocks' pieces, {threads} torch threads",
+        "SingleAgentEnvRunner + rlblocks' pieces, 1 torch thread",
+        "VectorEnvRunner + rlblocks' pieces",
+        "bare vector env, random actions",
+    )
+    kinds = ("multidiscrete", "tuple", "masked")
+    measured: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for _ in range(repeats):
+        for kind in kinds:
+            config = (
+                PPOConfig()
+                .environment(NestedActions, env_config={"action": kind})
+                .rl_module(rl_module_spec=rl_module_spec(POLICY))
+                .env_runners(
+                    num_env_runners=0,
+                    num_envs_per_env_runner=envs,
+                    env_to_module_connector=env_to_module(POLICY),
+                )
+            )
+            theirs_n = rllib_steps or steps
+            got = [bare_rate(kind), rate(SingleAgentEnvRunner, config, theirs_n)]
+            got.append(rate(VectorEnvRunner, config, steps))
+            torch.set_num_threads(1)  # the caller's choice that VectorEnvRunner makes itself
+            try:
+                got.append(rate(SingleAgentEnvRunner, config, theirs_n))
+            finally:
+                torch.set_num_threads(threads)
+            bare, theirs, ours, theirs_1 = got
+            for method, value in zip(methods, (theirs, theirs_1, ours, bare), strict=True):
+                measured.setdefault((kind, method), []).append(value)
+    rows = []
+    for kind in kinds:
         space = NestedActions({"action": kind}).action_space
-        for method, (value, per_cpu) in (
-            (f"SingleAgentEnvRunner + rlblocks' pieces, {threads} torch threads", theirs),
-            ("SingleAgentEnvRunner + rlblocks' pieces, 1 torch thread", theirs_1),
-            ("VectorEnvRunner + rlblocks' pieces", ours),
-            ("bare vector env, random actions", bare),
-        ):
+
+        def med(method: str, i: int, kind: str = kind) -> float:
+            return float(median(v[i] for v in measured[(kind, method)]))
+
+        for method in methods:
             rows.append(
                 {
                     "case": f"sampling nested Dict, {space}",
                     "method": method,
-                    "steps_per_s": value,
-                    "vs_rllib": value / theirs[0],
-                    "vs_bare": value / bare[0],
-                    # a loaded machine: the CPU-time figures (JSON only) move less
-                    "steps_per_cpu_s": per_cpu,
-                    "vs_bare_cpu": per_cpu / bare[1],
+                    "repeats": repeats,
+                    "steps_per_s": med(method, 0),
+                    "vs_rllib": med(method, 0) / med(methods[0], 0),
+                    "vs_bare": med(method, 0) / med(methods[3], 0),
+                    # a loaded machine: the CPU-time figures move less
+                    "steps_per_cpu_s": med(method, 1),
+                    "vs_rllib_cpu": med(method, 1) / med(methods[0], 1),
+                    "vs_bare_cpu": med(method, 1) / med(methods[3], 1),
+                    "rounds_steps_per_cpu_s": [v[1] for v in measured[(kind, method)]],
                 }
             )
     return rows
@@ -563,11 +592,21 @@ def main() -> None:
         help="also 1 vs 2 env runners",
     )
     parser.add_argument("--seeds", type=int, default=3, help="PPO seeds per case")
+    parser.add_argument(
+        "--heads", action="store_true", help="only the per-action-head sampling rows"
+    )
+    parser.add_argument("--repeats", type=int, default=1, help="rounds of the per-head rows")
+    parser.add_argument(
+        "--rllib-steps", type=int, default=None, help="RLlib's runner's steps in the per-head rows"
+    )
     args = parser.parse_args()
     batches = [8, 64] if args.quick else [1, 8, 64, 256]
-    report(connector_rows(batches, 0.05 if args.quick else 0.3))
-    rows = sampling_rows(4000 if args.quick else 16000)
-    rows += action_head_rows(4000 if args.quick else 16000)
+    steps = 4000 if args.quick else 16000
+    rows = []
+    if not args.heads:
+        report(connector_rows(batches, 0.05 if args.quick else 0.3))
+        rows = sampling_rows(steps)
+    rows += action_head_rows(steps, repeats=args.repeats, rllib_steps=args.rllib_steps)
     _show(
         rows,
         [
@@ -576,6 +615,8 @@ def main() -> None:
             ("steps/s", "steps_per_s", ">9,.0f"),
             ("vs RLlib", lambda r: f"{r['vs_rllib']:.2f}x", ">9"),
             ("vs bare env", lambda r: f"{r['vs_bare']:.2f}x", ">12"),
+            ("per CPU s", lambda r: f"{r.get('steps_per_cpu_s', 0):,.0f}", ">10"),
+            ("CPU vs bare", lambda r: f"{r.get('vs_bare_cpu', 0):.2f}x", ">12"),
         ],
     )
     if args.ppo or args.scaling or args.speed:

@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from rlblocks.nest import (
+    stack_rows,
     tree_flatten,
     tree_from_paths,
     tree_index,
@@ -90,3 +91,31 @@ def test_tree_from_paths_rebuilds_a_space_structure():
 def test_the_module_imports_no_torch():
     code = "import sys, rlblocks.nest; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+STACKS = {
+    "float32 rows": [np.arange(6, dtype=np.float32).reshape(2, 3) + i for i in range(5)],
+    "bool vectors": [np.array([True, False, i % 2 == 0]) for i in range(4)],
+    "scalars": [np.float32(i) for i in range(3)],
+    "0-d arrays": [np.array(i, np.int64) for i in range(3)],
+    "mixed dtypes": [np.zeros(2, np.int64), np.ones(2, np.float32)],
+    "object arrays": [np.array([{"a": 1}, None], dtype=object) for _ in range(2)],
+    "a tuple of lists": ([1, 2], [3, 4]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STACKS))
+def test_stack_rows_is_np_stack(name: str) -> None:
+    items = STACKS[name]
+    got, want = stack_rows(items), np.stack(items)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    assert [repr(x) for x in got.ravel()] == [repr(x) for x in want.ravel()]
+
+
+def test_stack_rows_refuses_differing_shapes_as_np_stack() -> None:
+    items = [np.zeros((2, 3)), np.zeros((3, 3))]
+    with pytest.raises(ValueError) as want:
+        np.stack(items)
+    with pytest.raises(ValueError) as got:
+        stack_rows(items)
+    assert str(got.value) == str(want.value)

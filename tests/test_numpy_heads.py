@@ -17,9 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rlblocks.catalog import ModelCatalog
 from rlblocks.distributions import Beta, Categorical, Deterministic, SquashedGaussian
+from rlblocks.masks import apply_action_mask, check_action_mask, mask_layout, masked_dist
 from rlblocks.nest import tree_leaves
 from rlblocks.train.actor import ActorInput
 from rlblocks.train.fast import FCActor
+from rlblocks.train.fast.choice import numpy_acting
 from rlblocks.train.fast.squashed_actor import SquashedActor
 from rlblocks.train.policy import Policy
 from rlblocks.train.trainer_config import PPOConfig
@@ -198,3 +200,58 @@ def test_heads_drawn_by_torch_on_the_numpy_forward(name, explore):
         return
     assert_same(pol, observations(OBS, 32, 5), explore)
     assert "drawn by torch" in pol.actor.description or name == "squashed"
+
+
+def mask_beside(action_space: gym.Space, deep: bool) -> tuple[Policy, FCActor, Any]:
+    """RLlib's form: a policy's FC model with the mask handed next to the observation (no
+    mask model); ``deep``: action 1's logit pushed below the masked rule's -1e8."""
+    pol = policy(OBS, action_space)
+    nvec = np.asarray(getattr(action_space, "nvec", [getattr(action_space, "n", 0)]))
+    lay = mask_layout(action_space, pol.model.num_outputs, MultiBinary(int(nvec.sum())))
+    actor = numpy_acting(pol.model, masked_dist(action_space), None, lay)
+    assert isinstance(actor, FCActor), actor
+    if deep:
+        assert actor.layers.logits is not None
+        with torch.no_grad():
+            actor.layers.logits.bias[1] -= 5e8
+    return pol, actor, lay
+
+
+@pytest.mark.parametrize("explore", [True, False])
+@pytest.mark.parametrize("deep", [False, True], ids=["plain", "below_the_floor"])
+@pytest.mark.parametrize("action_space", [Discrete(4), MultiDiscrete([3, 2])], ids=str)
+def test_sample_with_the_mask_beside_the_observation_equals_the_torch_path(
+    action_space, deep, explore
+):
+    """``FCActor.sample`` (what RLlib's runner calls): the model's masked output, the masked
+    distribution's draw scored by ``logp(actions)``, the generator left in the same
+    state; also where a legal logit is below -1e8 (the draw applies the masked rule)."""
+    pol, actor, lay = mask_beside(action_space, deep)
+    nvec = list(np.asarray(getattr(action_space, "nvec", [4])))
+    masks = random_masks(np.random.default_rng(3), 48, nvec).astype(np.float32)
+    masks[:, 0] = 1.0  # a legal action above the floor in every row
+    x = observations(OBS, 48, 3)
+    torch.manual_seed(11)
+    logits, actions, logp = actor.sample({"observations": x, "action_mask": masks}, explore)
+    after_fast = torch.rand(1).item()
+    with torch.no_grad():
+        out, _ = pol.model({"obs": torch.from_numpy(x)}, [], None)
+        want_logits = apply_action_mask(out, torch.from_numpy(masks), lay)
+        dist = masked_dist(action_space)(want_logits, pol.model)
+        torch.manual_seed(11)
+        want = dist.sample() if explore else dist.deterministic_sample()
+        want_logp = dist.logp(want)
+    assert torch.rand(1).item() == after_fast
+    np.testing.assert_array_equal(actions, want.numpy())
+    np.testing.assert_allclose(logits, want_logits.numpy(), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(logp, want_logp.numpy(), rtol=1e-5, atol=1e-4)
+
+
+def test_sample_refuses_a_row_without_a_legal_action_with_the_doors_message():
+    _, actor, lay = mask_beside(Discrete(4), False)
+    masks = np.array([[1, 0, 0, 1], [0, 0, 0, 0]], np.float32)
+    with pytest.raises(ValueError) as want:
+        check_action_mask(masks, lay)
+    with pytest.raises(ValueError) as got:
+        actor.sample({"observations": observations(OBS, 2, 0), "action_mask": masks}, True)
+    assert str(got.value) == str(want.value) and "action_mask row 1" in str(got.value)

@@ -295,6 +295,8 @@ def check_action_mask(mask: Any, layout: MaskLayout) -> None:
     if m.shape[-1] != layout.size:
         raise ValueError(f"{MASK_KEY} rows have {m.shape[-1]} entries, expected {layout.size}")
     legal = m > 0
+    if not layout.segments or _every_block_open(legal, layout):
+        return
     for leaf in layout.leaves:
         entry = leaf.mask_offset
         for j, n in enumerate(leaf.nvec):
@@ -308,6 +310,15 @@ def check_action_mask(mask: Any, layout: MaskLayout) -> None:
                     f"{comp} (mask entries {entry}:{entry + n} are all <= 0)"
                 )
             entry += n
+
+
+def _every_block_open(legal: np.ndarray, layout: MaskLayout) -> bool:
+    """Whether every row of ``legal [B, size]`` has a True entry in each component's block
+    (the blocks tile the mask in order: one reduction per block, all rows at once)."""
+    if len(layout.segments) == 1:
+        return bool(legal.any(-1).all())
+    starts = [a for a, _ in layout.segments]
+    return bool(np.logical_or.reduceat(legal, starts, axis=1).all())
 
 
 def _leaf_actions(actions: Any, path: tuple[Any, ...]) -> np.ndarray:

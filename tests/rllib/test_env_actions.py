@@ -90,3 +90,16 @@ def test_actions_of_another_structure_go_to_rllib() -> None:
     with pytest.raises(Exception) as theirs:
         unsquash_action(wrong, struct)
     assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_span_of_two_gives_rllibs_actions_at_the_extremes(dtype) -> None:
+    """Bounds two apart (the shortcut without RLlib's exact ``* 2 / 2``): RLlib's values
+    at the dtype's extremes, tiny values, signed zeros and NaN."""
+    space = Box(np.array([-1.0, 0.0, -3.5]), np.array([1.0, 2.0, -1.5]), dtype=dtype)
+    to_env = env_action_fn(space, normalize=True, clip=False)
+    assert to_env is not None
+    big, tiny = np.finfo(dtype).max, np.finfo(dtype).smallest_subnormal
+    col = np.array([big, -big, tiny, -tiny, 0.0, -0.0, np.nan, -1.0, 1.0, 0.3], dtype)
+    actions = np.stack([col, col[::-1], col], 1)
+    _assert_same(to_env(actions), unsquash_action(actions, get_base_struct_from_space(space)))

@@ -49,6 +49,8 @@ def _leaf(space: Any, normalize: bool) -> _Fn | None:
         return None
     if space.dtype == np.float32 or space.dtype == np.float64:
         span = high - low
+        if np.all(span == 2.0):  # x * 2 / 2 is x exactly (no overflow: clipped anyway)
+            return lambda a: np.clip(low + (a + 1.0), low, high)
         return lambda a: np.clip(low + (a + 1.0) * span / 2.0, low, high)
     if np.issubdtype(space.dtype, np.integer):
         return lambda a: low + a

@@ -241,9 +241,9 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
             return obs, obs
         listed = isinstance(obs, list)  # per-env observations (SubEnvSteps)
         inner = obs
-        if self._masked:
+        if self._masked:  # the masks batched in the space's dtype, as the vector env does
             inner = [o[OBS_KEY] for o in obs] if listed else obs[OBS_KEY]
-            mask = np.stack([o[MASK_KEY] for o in obs]) if listed else obs[MASK_KEY]
+            mask = [o[MASK_KEY] for o in obs] if listed else obs[MASK_KEY]
         for piece in self._pieces:
             if isinstance(piece, FlattenObservationsBatched):
                 prep = piece.preprocessor
@@ -293,9 +293,9 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         """``(actions, actions for the env, extra model outputs)`` for the batched ``obs``,
         as RLlib's default connectors and ``GetActions`` compute them."""
         actor = self._serving_actor
-        logits = None if actor is None else actor.dist_inputs(obs)
-        if actor is not None and logits is not None:
-            actions, logp = actor.draw(logits, explore)
+        drawn = None if actor is None else actor.sample(obs, explore)
+        if drawn is not None:
+            logits, actions, logp = drawn
             extra = {Columns.ACTION_DIST_INPUTS: logits, Columns.ACTION_LOGP: logp}
             return actions, self._for_env(actions), extra
         if self._serving_q is not None and isinstance(obs, np.ndarray):
@@ -413,10 +413,12 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
                     fresh = self._initial_state(int(needs_reset.sum()))
                     state = tree_map(partial(_put, rows=needs_reset), state, fresh)
                 self._state = state
-            ts += int(real.sum())
-            k = len(steps.actions) - 1
-            steps.done_at.extend((k, int(e)) for e in np.flatnonzero(done_now))
-            eps += int(done_now.sum())
+            ts += int(np.count_nonzero(real))
+            if step.any_done:
+                k = len(steps.actions) - 1
+                ended = np.flatnonzero(done_now).tolist()
+                steps.done_at.extend((k, e) for e in ended)
+                eps += len(ended)
             if num_episodes is not None and eps >= num_episodes:
                 break
         if steps.actions:  # RLlib's per-step timers, logged once per call with the mean

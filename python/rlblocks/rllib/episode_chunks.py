@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from rlblocks.nest import tree_map
+from rlblocks.nest import stack_rows, tree_map
 from rlblocks.rllib._ray import (
     REWARDS_SPACE,
     WEIGHTS_SEQ_NO,
@@ -109,14 +109,16 @@ class Steps:
         """Every column as one array ``[K(+1), B, ...]`` (nested where the column is)."""
 
         def stack(items: list[Any]) -> Any:
-            return tree_map(lambda *xs: np.stack(xs), *items)
+            if isinstance(items[0], np.ndarray):
+                return stack_rows(items)
+            return tree_map(lambda *xs: stack_rows(xs), *items)
 
         return StepArrays(
             obs=stack(self.obs),
             actions=stack(self.actions),
-            rewards=np.stack(self.rewards),
-            terminated=np.stack(self.terminated).astype(bool),
-            truncated=np.stack(self.truncated).astype(bool),
+            rewards=stack_rows(self.rewards),
+            terminated=stack_rows(self.terminated).astype(bool),
+            truncated=stack_rows(self.truncated).astype(bool),
             extra=stack(self.extra) if self.extra[0] else {},
         )
 

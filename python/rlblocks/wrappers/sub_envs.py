@@ -93,10 +93,12 @@ class SubEnvSteps:
         obs: list[Any] = [None] * n
         infos: list[Any] = [None] * n
         finals: list[Any] = [None] * n
-        rewards = np.zeros(n)
-        terminated = np.zeros(n, bool)
-        truncated = np.zeros(n, bool)
-        resets = vec._autoreset_envs if self.next_step else np.zeros(n, bool)
+        # Python lists, batched once at the end by np.fromiter (each item converted as an
+        # array's item assignment converts it)
+        rewards: list[Any] = [0.0] * n
+        terminated: list[Any] = [False] * n
+        truncated: list[Any] = [False] * n
+        resets = vec._autoreset_envs.tolist() if self.next_step else [False] * n
         per_env = zip(vec.envs, _per_env(vec.action_space, actions), strict=True)
         for i, (env, action) in enumerate(per_env):
             if resets[i]:
@@ -107,5 +109,7 @@ class SubEnvSteps:
                 finals[i], last = obs[i], infos[i]
                 obs[i], infos[i] = env.reset()
                 infos[i] = {**infos[i], "final_info": last}  # the ended step's, as gymnasium
-        vec._autoreset_envs = terminated | truncated
-        return obs, rewards, terminated, truncated, infos, finals
+        term = np.fromiter(terminated, bool, n)
+        trunc = np.fromiter(truncated, bool, n)
+        vec._autoreset_envs = term | trunc
+        return obs, np.fromiter(rewards, np.float64, n), term, trunc, infos, finals

@@ -6,8 +6,11 @@ catalog's FullyConnectedNetwork without ``nn.Module`` calls:
 * ``act`` / ``values`` on numpy observations run in numpy: at a rollout's batch of a few
   rows each torch op costs several times numpy's dispatch, so two small MLPs, a softmax
   and an inverse-CDF draw are cheaper in numpy. This covers float32 CPU models with a
-  :class:`~rlblocks.distributions.Categorical` or
-  :class:`~rlblocks.distributions.DiagGaussian` head (``docs/benchmarks.md`` has figures);
+  head that :func:`~rlblocks.train.fast.heads.numpy_head` draws (Categorical,
+  MultiCategorical, their masked forms, DiagGaussian, Tuple / Dict of those; the others
+  that never read the model: torch's draw on the numpy forward) (``docs/benchmarks.md``
+  has figures); :meth:`FCActor.sample` is RLlib's runner's door (the mask handed beside
+  the observation);
 * ``forward`` without autograd runs the layers as plain tensors
   (:meth:`~rlblocks.train.fast.dense_layers.FCLayers.infer`), for any head and device.
 
@@ -49,16 +52,36 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from rlblocks.distributions.base import FLOAT_MIN, MASK_THRESHOLD
 from rlblocks.masks import MASK_KEY, OBS_KEY, MaskLayout, check_action_mask
 from rlblocks.models.action_mask import ActionMaskModel
 from rlblocks.train.fast.dense_layers import FCLayers, NumpyWeights, numpy_weights, run_numpy
-from rlblocks.train.fast.heads import Head, TorchHead, mask_logits, numpy_head, torch_head
+from rlblocks.train.fast.heads import (
+    CategoricalHead,
+    Head,
+    MultiCategoricalHead,
+    TorchHead,
+    mask_logits,
+    numpy_head,
+    torch_head,
+)
 
 if TYPE_CHECKING:
     from rlblocks.models.modelv2 import ModelV2
     from rlblocks.train.actor import Actor, ActorInput, Forward
 
 __all__ = ["FCActor", "MaskColumns"]
+
+_data_ptr = torch.Tensor.data_ptr
+_FLOAT_MIN = np.float32(FLOAT_MIN)
+
+
+def _model_input(obs: Any) -> np.ndarray:
+    """``obs`` as the float32 rows ``[B, features]`` the first layer takes (no copy when
+    it already is)."""
+    if type(obs) is np.ndarray and obs.ndim == 2 and obs.dtype == np.float32:
+        return obs
+    return np.asarray(obs).reshape(len(obs), -1).astype(np.float32, copy=False)
 
 
 @dataclass(frozen=True)
@@ -103,6 +126,12 @@ class FCActor:
         self.declined: str | None = head if isinstance(head, str) else None
         self.numpy = self.head is not None
         self.mask_layout = mask_layout
+        # a mask whose blocks make up the whole output row, in order (discrete actions
+        # alone): checked and applied in a few whole-array operations
+        self._whole_mask = mask_layout is not None and all(
+            piece[0] == "mask" for piece in mask_layout.pieces
+        )
+        self._block_starts = [a for a, _ in mask_layout.segments] if mask_layout else []
         self.columns = columns
         hidden = f"{len(layers.trunk)} hidden layers"
         if isinstance(self.head, TorchHead):
@@ -210,7 +239,7 @@ class FCActor:
     # --- weights --------------------------------------------------------------------------
     def _arrays(self) -> tuple[NumpyWeights, NumpyWeights, NumpyWeights, NumpyWeights]:
         """Numpy views of the weights (re-taken if a parameter's storage moved)."""
-        key = tuple(p.data_ptr() for p in self._params)
+        key = tuple(map(_data_ptr, self._params))
         if key != self._key or self._weights is None:
             views = numpy_weights
             lay = self.layers
@@ -228,7 +257,7 @@ class FCActor:
         """``(distribution inputs [B, K], values [B])`` as float32 arrays (the FC model's
         own input: without the mask columns)."""
         trunk, head, value_trunk, value_head = self._arrays()
-        x = np.asarray(obs).reshape(len(obs), -1).astype(np.float32, copy=False)
+        x = _model_input(obs)
         features = run_numpy(trunk, x)
         out = self._with_log_std(run_numpy(head, features))
         vf_in = run_numpy(value_trunk, x) if self.layers.value_trunk is not None else features
@@ -237,7 +266,7 @@ class FCActor:
     def policy_numpy(self, obs: np.ndarray) -> np.ndarray:
         """The distribution inputs ``[B, K]`` alone (float32; no value branch)."""
         trunk, head, _, _ = self._arrays()
-        x = np.asarray(obs).reshape(len(obs), -1).astype(np.float32, copy=False)
+        x = _model_input(obs)
         return self._with_log_std(run_numpy(head, run_numpy(trunk, x)))
 
     def _with_log_std(self, out: np.ndarray) -> np.ndarray:
@@ -260,9 +289,39 @@ class FCActor:
         """``out`` with the masked actions' logits at ``FLOAT_MIN``, as the model masks
         them; refuses (ValueError, the acting doors' message) a row that leaves some
         component no legal action."""
-        assert self.mask_layout is not None
-        check_action_mask(mask, self.mask_layout)
-        return mask_logits(out, mask, self.mask_layout)
+        return self._masked(out, mask)[0]
+
+    def _masked(self, out: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, bool]:
+        """``(masked logits, floored)``: :meth:`masked`'s result, and whether the masked
+        distributions' rule (a logit ``<= -1e8`` counts as ``FLOAT_MIN``) changes nothing
+        in it (every raw logit above the threshold: known on the fast path alone)."""
+        layout = self.mask_layout
+        assert layout is not None
+        m = mask
+        if self._whole_mask and type(m) is np.ndarray and m.shape == (len(out), layout.size):
+            legal = m > 0
+            if len(self._block_starts) == 1:
+                every = legal.any(1).all()
+            else:
+                every = np.logical_or.reduceat(legal, self._block_starts, axis=1).all()
+            if every and out.dtype == np.float32:
+                return np.where(m <= 0, _FLOAT_MIN, out), bool(out.min() > MASK_THRESHOLD)
+        check_action_mask(mask, layout)  # raises for a row without a legal action
+        return mask_logits(out, mask, layout), False
+
+    def sample(self, obs: Any, explore: bool) -> tuple[np.ndarray, Any, np.ndarray] | None:
+        """``(distribution inputs, actions, logp)`` for RLlib's batched observation:
+        :meth:`dist_inputs` then :meth:`draw` (None where :meth:`dist_inputs` is)."""
+        if self.mask_layout is None or self.columns is not None or not isinstance(obs, dict):
+            logits = self.dist_inputs(obs)
+            if logits is None:
+                return None
+            return (logits, *self.draw(logits, explore))
+        logits, floored = self._masked(self.policy_numpy(obs[OBS_KEY]), obs[MASK_KEY])
+        head = self.head
+        if floored and isinstance(head, (CategoricalHead, MultiCategoricalHead)):
+            return (logits, *head.draw(logits, explore, floored=True))
+        return (logits, *self.draw(logits, explore))
 
     def draw(self, out: np.ndarray, explore: bool) -> tuple[Any, np.ndarray]:
         """``(actions, logp)`` for the distribution inputs ``out``: a draw (``explore``) or

@@ -3,8 +3,9 @@
 A head turns a batch of distribution inputs ``[B, K]`` (float32) into ``(actions, logp)``:
 a draw (``explore``) or the deterministic action, scored under the full distribution. The
 random numbers come from torch's generator, drawn exactly as the torch distribution draws
-them (number, shape and order of the ``torch.rand`` / ``torch.randn`` calls), so the
-actions equal the module path's for the same seed and the generator ends in the same
+them (number, shape and order of the ``torch.rand`` / ``torch.randn`` calls; filled into
+a buffer kept per thread and shape, the same numbers without a new tensor per call), so
+the actions equal the module path's for the same seed and the generator ends in the same
 state:
 
 * :class:`CategoricalHead` (Categorical, MaskedCategorical): one uniform per row, the
@@ -42,6 +43,7 @@ Examples:
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Protocol
 
 import numpy as np
@@ -94,6 +96,31 @@ def _categorical(logits: np.ndarray, uniforms: np.ndarray | None) -> tuple[np.nd
     return draw(np.ascontiguousarray(logits, np.float32), uniforms)  # type: ignore[no-any-return]
 
 
+#: Per thread: ``(fill, numpy view)`` of a reused torch buffer per (kind, shape, dtype).
+_scratch = threading.local()
+
+
+def _torch_draws(kind: str, shape: tuple[int, ...]) -> np.ndarray:
+    """``torch.rand(shape)`` (``kind`` "uniform") or ``torch.randn(shape)`` ("normal") as
+    numpy: the same numbers from torch's default generator (those functions fill a new
+    tensor with ``uniform_`` / ``normal_``; this fills a buffer kept per thread, shape and
+    default dtype, without the allocation and argument parsing). The array is the buffer:
+    valid until the next draw of that shape on this thread."""
+    cache: dict[Any, tuple[Any, np.ndarray]] | None = getattr(_scratch, "cache", None)
+    if cache is None:
+        cache = _scratch.cache = {}
+    key = (kind, shape, torch.get_default_dtype())
+    entry = cache.get(key)
+    if entry is None:
+        if len(cache) >= 64:  # a bound on the batch sizes kept
+            cache.clear()
+        buf = torch.empty(shape)
+        entry = cache[key] = (buf.uniform_ if kind == "uniform" else buf.normal_, buf.numpy())
+    fill, view = entry
+    fill()
+    return view
+
+
 def _floor_masked(logits: np.ndarray) -> np.ndarray:
     """The masked distributions' rule: a logit ``<= -1e8`` marks a masked action
     (``FLOAT_MIN``)."""
@@ -107,10 +134,13 @@ class CategoricalHead:
     def __init__(self, start: int, masked: bool) -> None:
         self.start, self.masked = start, masked
 
-    def draw(self, out: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray]:
-        """``(actions int64 [B], logp [B])``."""
-        logits = _floor_masked(out) if self.masked else out
-        uniforms = torch.rand(len(logits)).numpy() if explore else None
+    def draw(
+        self, out: np.ndarray, explore: bool, floored: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(actions int64 [B], logp [B])``; ``floored``: the caller knows every logit is
+        ``FLOAT_MIN`` or above the masked rule's threshold (the rule changes nothing)."""
+        logits = _floor_masked(out) if self.masked and not floored else out
+        uniforms = _torch_draws("uniform", (len(logits),)) if explore else None
         index, logp = _categorical(logits, uniforms)
         return (index + self.start if self.start else index), logp
 
@@ -131,26 +161,30 @@ class MultiCategoricalHead:
         self.shape = shape
         self.illegal = None if out_of_bounds is None else out_of_bounds > 0
         self.masked = masked
-        self.index: np.ndarray | None = None  # gathers the blocks into a padded grid
+        # where each input column lands in a grid of blocks padded to the largest (the
+        # padding: zero-probability slots)
+        self.dest: np.ndarray | None = None
         if any(n != self.nmax for n in lens):
-            index = np.full((self.k, self.nmax), sum(lens), np.int64)
-            start = 0
-            for i, n in enumerate(lens):
-                index[i, :n] = np.arange(start, start + n)
-                start += n
-            self.index = index.ravel()
+            self.dest = np.concatenate(
+                [np.arange(i * self.nmax, i * self.nmax + n) for i, n in enumerate(lens)]
+            )
 
-    def draw(self, out: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray]:
-        """``(actions int64 [B, *action_shape], logp [B])``."""
+    def draw(
+        self, out: np.ndarray, explore: bool, floored: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(actions int64 [B, *action_shape], logp [B])``; ``floored``: as
+        :meth:`CategoricalHead.draw`'s."""
         b = len(out)
-        logits = _floor_masked(out) if self.masked else out
+        logits = _floor_masked(out) if self.masked and not floored else out
         if self.illegal is not None:
             logits = np.where(self.illegal, np.float32(FLOAT_MIN), logits)
-        if self.index is not None:
-            pad = np.full((b, 1), FLOAT_MIN, np.float32)
-            logits = np.concatenate([logits, pad], 1)[:, self.index]
-        grid = np.ascontiguousarray(logits, np.float32).reshape(b * self.k, self.nmax)
-        uniforms = torch.rand(b * self.k).numpy() if explore else None
+        if self.dest is not None:
+            grid = np.full((b, self.k * self.nmax), FLOAT_MIN, np.float32)
+            grid[:, self.dest] = logits
+        else:
+            grid = np.ascontiguousarray(logits, np.float32)
+        grid = grid.reshape(b * self.k, self.nmax)
+        uniforms = _torch_draws("uniform", (b * self.k,)) if explore else None
         index, logp = _categorical(grid, uniforms)
         actions = index.reshape(b, self.k)
         if self.offsets is not None:
@@ -172,7 +206,7 @@ class GaussianHead:
         log_std = np.minimum(np.maximum(out[:, k:], -LOG_BOUND), LOG_BOUND)
         if explore:
             std = np.exp(log_std)
-            noise = torch.randn(mean.shape).numpy()
+            noise = _torch_draws("normal", mean.shape)
             actions = mean + std * noise
             z = (actions - mean) / std
             logp = (-0.5 * z * z - log_std - _HALF_LOG_2PI).sum(1)
@@ -317,6 +351,9 @@ def mask_logits(out: np.ndarray, mask: np.ndarray, layout: MaskLayout) -> np.nda
     has a legal action (what :func:`~rlblocks.masks.check_action_mask` lets through): every
     masked action's logit set to ``FLOAT_MIN``."""
     illegal = np.asarray(mask).reshape(len(out), layout.size) <= 0
+    if layout.size == layout.num_outputs and all(p[0] == "mask" for p in layout.pieces):
+        # every output is a mask entry, in order: the blocks make up the whole row
+        return np.where(illegal, np.float32(FLOAT_MIN), out).astype(np.float32, copy=False)
     parts = []
     for kind, a, b in layout.pieces:
         if kind == "mask":
