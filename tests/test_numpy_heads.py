@@ -255,3 +255,30 @@ def test_sample_refuses_a_row_without_a_legal_action_with_the_doors_message():
     with pytest.raises(ValueError) as got:
         actor.sample({"observations": observations(OBS, 2, 0), "action_mask": masks}, True)
     assert str(got.value) == str(want.value) and "action_mask row 1" in str(got.value)
+
+
+@pytest.mark.parametrize("explore", [True, False])
+@pytest.mark.parametrize("action_space", [Discrete(4), MultiDiscrete([3, 2])], ids=str)
+def test_legal_logits_all_below_the_floor_are_refused_as_the_torch_draw_refuses_them(
+    action_space, explore
+):
+    """The masked rule (a logit <= -1e8 counts as masked) can leave a row, or one of its
+    components, with no legal action although its mask has one: the torch distribution
+    raises there, and so must the numpy draw, never a masked action."""
+    pol, actor, lay = mask_beside(action_space, deep=False)
+    assert actor.layers.logits is not None
+    with torch.no_grad():  # action 1 (component 0's only legal one below) deep under -1e8
+        actor.layers.logits.bias[1] -= 5e8
+    nvec = list(np.asarray(getattr(action_space, "nvec", [4])))
+    masks = np.ones((2, sum(nvec)), np.float32)
+    masks[1, : nvec[0]] = 0.0
+    masks[1, 1] = 1.0  # row 1: the first block's one legal action is action 1
+    x = observations(OBS, 2, 3)
+    with torch.no_grad():
+        out, _ = pol.model({"obs": torch.from_numpy(x)}, [], None)
+        logits = apply_action_mask(out, torch.from_numpy(masks), lay)
+    with pytest.raises(ValueError) as want:
+        masked_dist(action_space)(logits).sample()
+    with pytest.raises(ValueError) as got:
+        actor.sample({"observations": x, "action_mask": masks}, explore)
+    assert str(got.value) == str(want.value) and "fully masked" in str(got.value)

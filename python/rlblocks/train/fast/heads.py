@@ -121,11 +121,22 @@ def _torch_draws(kind: str, shape: tuple[int, ...]) -> np.ndarray:
     return view
 
 
-def _floor_masked(logits: np.ndarray) -> np.ndarray:
+def _floor_masked(logits: np.ndarray) -> tuple[np.ndarray, bool]:
     """The masked distributions' rule: a logit ``<= -1e8`` marks a masked action
-    (``FLOAT_MIN``)."""
+    (``FLOAT_MIN``); and whether the rule changed a logit (it may then have left a row
+    or component with no legal action: :func:`_refuse_fully_masked`)."""
     low = logits <= MASK_THRESHOLD
-    return np.where(low, np.float32(FLOAT_MIN), logits) if low.any() else logits
+    if not low.any():
+        return logits, False
+    return np.where(low, np.float32(FLOAT_MIN), logits), True
+
+
+def _refuse_fully_masked(rows: np.ndarray, message: str) -> None:
+    """The torch distribution's ValueError ``message`` where a row of ``rows`` (a batch
+    row, or one component's padded block) has no legal logit, rather than a draw of a
+    masked action."""
+    if (rows.max(axis=1) <= MASK_THRESHOLD).any():
+        raise ValueError(message)
 
 
 class CategoricalHead:
@@ -139,7 +150,9 @@ class CategoricalHead:
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(actions int64 [B], logp [B])``; ``floored``: the caller knows every logit is
         ``FLOAT_MIN`` or above the masked rule's threshold (the rule changes nothing)."""
-        logits = _floor_masked(out) if self.masked and not floored else out
+        logits, changed = _floor_masked(out) if self.masked and not floored else (out, False)
+        if changed:
+            _refuse_fully_masked(logits, MaskedCategorical._fully_masked)
         uniforms = _torch_draws("uniform", (len(logits),)) if explore else None
         index, logp = _categorical(logits, uniforms)
         return (index + self.start if self.start else index), logp
@@ -175,7 +188,7 @@ class MultiCategoricalHead:
         """``(actions int64 [B, *action_shape], logp [B])``; ``floored``: as
         :meth:`CategoricalHead.draw`'s."""
         b = len(out)
-        logits = _floor_masked(out) if self.masked and not floored else out
+        logits, changed = _floor_masked(out) if self.masked and not floored else (out, False)
         if self.illegal is not None:
             logits = np.where(self.illegal, np.float32(FLOAT_MIN), logits)
         if self.dest is not None:
@@ -184,6 +197,8 @@ class MultiCategoricalHead:
         else:
             grid = np.ascontiguousarray(logits, np.float32)
         grid = grid.reshape(b * self.k, self.nmax)
+        if changed:
+            _refuse_fully_masked(grid, MaskedMultiCategorical._fully_masked)
         uniforms = _torch_draws("uniform", (b * self.k,)) if explore else None
         index, logp = _categorical(grid, uniforms)
         actions = index.reshape(b, self.k)
