@@ -49,7 +49,7 @@ from rlblocks.models.fcnet import FullyConnectedNetwork
 from rlblocks.models.modelv2 import ModelV2
 from rlblocks.train.fast.dense_layers import BypassCheck, FCLayers, backward_stack, run_stack
 from rlblocks.train.fast.head_grads import GaussianGrads, HeadGrads, LogitsGrads, head_grads
-from rlblocks.train.fast.numpy_head_grads import NumpyHead, mask_fill, numpy_head_grads
+from rlblocks.train.fast.numpy_head_grads import NumpyHead, clip, mask_fill, numpy_head_grads
 from rlblocks.train.fast.numpy_pass import NumpyForward, NumpyPass
 
 if TYPE_CHECKING:
@@ -341,7 +341,7 @@ class FCBackprop:
         log_ratio = logp - _array(data["logp"])
         ratio = np.exp(log_ratio)
         s1 = adv * ratio
-        s2 = adv * np.clip(ratio, 1.0 - cfg.clip_param, 1.0 + cfg.clip_param)
+        s2 = adv * clip(ratio, 1.0 - cfg.clip_param, 1.0 + cfg.clip_param)
         policy_loss = -np.minimum(s1, s2).sum() / n
         d_logp = adv * (s1 <= s2) * ratio * np.float32(-1.0 / n)  # see step()
         d_out_total = d_out * d_logp[:, None]
@@ -363,7 +363,7 @@ class FCBackprop:
             old = _array(data["vf_preds"])
             delta = values - old
             c = cfg.vf_clip_param
-            err_c = old + np.clip(delta, -c, c) - targets
+            err_c = old + clip(delta, -c, c) - targets
             vf_err_c = err_c * err_c
             w_plain = (vf_err > vf_err_c).astype(np.float32)
             w_plain += np.float32(0.5) * (vf_err == vf_err_c)

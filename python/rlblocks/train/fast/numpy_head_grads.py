@@ -6,11 +6,13 @@ minibatch of a few hundred rows every one of its few dozen tensor ops costs a fe
 microseconds of dispatch, more than its arithmetic, and a Tuple head pays them once per
 child. When :class:`~rlblocks.train.fast.FCBackprop` runs its layers in numpy
 (:mod:`rlblocks.train.fast.numpy_pass`), the head runs here instead: the same formulas
-on the same float32 inputs, in fewer and cheaper numpy calls (one softmax per head over
-the padded ``[B, k, nmax]`` grid, the one-hot gradient by one indexed add, the
-Gaussian's terms fused; no torch tensor in between), answering :meth:`NumpyHead.terms`
-with numpy arrays. :func:`numpy_head_grads` builds one from a torch head;
-:func:`mask_fill` is :func:`rlblocks.masks.action_mask_fill` in numpy.
+in the same order on the same float32 inputs (float64 works too: the tests' precision),
+in fewer and cheaper numpy calls: one softmax per head over the padded ``[B * k, nmax]``
+grid, row sums as BLAS products with a vector of ones and row maxima column by column
+(numpy's reductions along a short last axis cost about 20x more), the taken actions'
+log-probabilities by one flat index, no torch tensor in between.
+:func:`numpy_head_grads` builds one from a torch head; :func:`mask_fill` is
+:func:`rlblocks.masks.action_mask_fill` in numpy.
 
 Only :meth:`FCBackprop.step` uses it (the mean over rows; RLlib's weighted loss stays on
 the torch heads). The tests compare both with autograd through the torch distributions.
@@ -21,7 +23,7 @@ Examples:
     >>> from rlblocks.train.fast.head_grads import head_grads
     >>> head = numpy_head_grads(head_grads(Categorical(torch.zeros(1, 3), None)))
     >>> out = np.zeros((2, 3), np.float32)
-    >>> logp, d_logp, d_extra, entropy, kl = head.terms(out, np.array([0, 2]), out, 0.0, 0.0, False)
+    >>> logp, d_logp, d_extra, entropy, kl = head.terms(out, np.array([0, 2]), out, 0, 0, False)
     >>> np.round(logp, 4).tolist(), d_extra is None
     ([-1.0986, -1.0986], True)
 """
@@ -43,10 +45,10 @@ from rlblocks.train.fast.head_grads import (
     MultiActionGrads,
 )
 
-__all__ = ["NumpyHead", "mask_fill", "numpy_head_grads", "ones", "row_max"]
+__all__ = ["NumpyHead", "clip", "mask_fill", "numpy_head_grads", "ones", "row_max"]
 
 #: ``(logp [B], d(logp)/d(inputs) [B, K], the entropy and KL terms' gradient [B, K] or None,
-#: entropy, KL)``, float32 arrays (entropy and KL: 0-d).
+#: entropy, KL)``, arrays of the inputs' dtype (entropy and KL: 0-d).
 Terms = tuple[np.ndarray, np.ndarray, "np.ndarray | None", np.ndarray, np.ndarray]
 
 _F32_MIN = np.float32(FLOAT_MIN)
@@ -67,8 +69,8 @@ class NumpyHead(Protocol):
         kl_coeff: float,
         record: bool,
     ) -> Terms:
-        """:meth:`~rlblocks.train.fast.head_grads.HeadGrads.terms` on float32 arrays, the
-        entropy and KL as means over the rows."""
+        """:meth:`~rlblocks.train.fast.head_grads.HeadGrads.terms` on arrays (float32, or
+        float64), the entropy and KL as means over the rows."""
         ...
 
 
@@ -100,7 +102,7 @@ class NumpyLogits:
         if self.illegal is not None:
             logits = np.where(self.illegal, _F32_MIN, logits)
         if self.index is not None:
-            padded = np.empty((n, self.width + 1), np.float32)
+            padded = np.empty((n, self.width + 1), logits.dtype)
             padded[:, : self.width] = logits
             padded[:, self.width] = _F32_MIN
             logits = padded[:, self.index]
@@ -137,7 +139,7 @@ class NumpyLogits:
             index = (index.reshape(n, k) - self.offsets).reshape(n * k)
         picked = log_probs.reshape(-1)[_row_starts(n * k, nmax) + index]
         logp = picked if k == 1 else picked.reshape(n, k) @ ones(k)
-        d_logp = (index[:, None] == _arange(nmax)).astype(np.float32)
+        d_logp = (index[:, None] == _arange(nmax)).astype(out.dtype)
         d_logp -= probs
         entropy, kl, d_extra = _ZERO, _ZERO, None
         if entropy_coeff != 0.0 or record:
@@ -145,19 +147,19 @@ class NumpyLogits:
             entropy = comp_entropy.sum() / n
             if entropy_coeff != 0.0:  # d(-c * mean H)/d(logits) = c/n * p (log p + H)
                 d_extra = probs * (log_probs + comp_entropy[:, None])
-                d_extra *= np.float32(entropy_coeff / n)
+                d_extra *= entropy_coeff / n
         if kl_coeff > 0.0 or record:
             old_log_probs, old_probs = self._log_probs(old)
             kl = (old_probs * (old_log_probs - log_probs)).sum() / n
             if kl_coeff > 0.0:  # d KL(old || new)/d(new logits) = p_new - p_old
-                d_kl = (probs - old_probs) * np.float32(kl_coeff / n)
+                d_kl = (probs - old_probs) * (kl_coeff / n)
                 d_extra = d_kl if d_extra is None else d_extra + d_kl
         return (
             logp,
             self._flat(d_logp, n),
             None if d_extra is None else self._flat(d_extra, n),
-            np.float32(entropy),
-            np.float32(kl),
+            entropy,
+            kl,
         )
 
 
@@ -188,45 +190,45 @@ class NumpyGaussian:
         in_bounds: Any = None  # the clamp to +-LOG_BOUND: the identity inside (the usual case)
         log_std = raw_log_std
         if np.abs(raw_log_std).max() > LOG_BOUND:
-            log_std = np.clip(raw_log_std, -LOG_BOUND, LOG_BOUND)
-            in_bounds = (np.abs(raw_log_std) <= LOG_BOUND).astype(np.float32)
+            log_std = clip(raw_log_std, -LOG_BOUND, LOG_BOUND)
+            in_bounds = (np.abs(raw_log_std) <= LOG_BOUND).astype(out.dtype)
         # (each formula in head_grads' and the distribution's order of rounding)
         std = np.exp(log_std)
-        z = (_array(actions).reshape(n, k).astype(np.float32, copy=False) - mean) / std
+        z = (_array(actions).reshape(n, k).astype(out.dtype, copy=False) - mean) / std
         z2 = z * z
-        d_logp = np.empty((n, 2 * k), np.float32)
+        d_logp = np.empty((n, 2 * k), out.dtype)
         np.divide(z, std, out=d_logp[:, :k])  # d logp / d mean = z / std
         np.subtract(z2, 1.0, out=d_logp[:, k:])  # d logp / d log_std = z^2 - 1
         if in_bounds is not None:
             d_logp[:, k:] *= in_bounds
-        logp = -0.5 * z2 - log_std - np.float32(_HALF_LOG_2PI)
+        logp = -0.5 * z2 - log_std - _HALF_LOG_2PI
         logp = logp[:, 0] if k == 1 else logp @ ones(k)
         entropy, kl, d_extra = _ZERO, _ZERO, None
         if entropy_coeff != 0.0 or record:
-            entropy = np.float32((log_std + np.float32(0.5 + _HALF_LOG_2PI)).sum() / n)
+            entropy = (log_std + (0.5 + _HALF_LOG_2PI)).sum() / n
             if entropy_coeff != 0.0:
-                d_extra = np.zeros((n, 2 * k), np.float32)
-                d_extra[:, k:] = -entropy_coeff / n if in_bounds is None else in_bounds * (
-                    -entropy_coeff / n
+                d_extra = np.zeros((n, 2 * k), out.dtype)
+                d_extra[:, k:] = (
+                    -entropy_coeff / n if in_bounds is None else in_bounds * (-entropy_coeff / n)
                 )
         if kl_coeff > 0.0 or record:
             old_mean = old[:, :k]
-            old_log_std = np.clip(old[:, k : 2 * k], -LOG_BOUND, LOG_BOUND)
+            old_log_std = clip(old[:, k : 2 * k], -LOG_BOUND, LOG_BOUND)
             diff = old_log_std - log_std
             var_ratio = np.exp(2.0 * diff)
             t = (old_mean - mean) / std
             t *= t
-            kl = np.float32((0.5 * (var_ratio + t - 1.0) - diff).sum() / n)
+            kl = (0.5 * (var_ratio + t - 1.0) - diff).sum() / n
             if kl_coeff > 0.0:
-                scale = np.float32(kl_coeff / n)
+                scale = kl_coeff / n
                 if d_extra is None:
-                    d_extra = np.zeros((n, 2 * k), np.float32)
+                    d_extra = np.zeros((n, 2 * k), out.dtype)
                 d_extra[:, :k] += (mean - old_mean) / (std * std) * scale
                 d_kl_log_std = (1.0 - var_ratio - t) * scale
                 if in_bounds is not None:
                     d_kl_log_std *= in_bounds
                 d_extra[:, k:] += d_kl_log_std
-        return logp.astype(np.float32, copy=False), d_logp, d_extra, entropy, kl
+        return logp, d_logp, d_extra, entropy, kl
 
 
 class NumpyMultiAction:
@@ -238,7 +240,7 @@ class NumpyMultiAction:
         self.paths = head.paths
         self.width = head.width
         bounds = np.cumsum([0, *head.lens])
-        self.slices = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+        self.slices = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
     def terms(
         self,
@@ -251,7 +253,7 @@ class NumpyMultiAction:
     ) -> Terms:
         """See :meth:`NumpyHead.terms` (``actions``: the action space's structure)."""
         n = out.shape[0]
-        d_logp = np.empty((n, self.width), np.float32)
+        d_logp = np.empty((n, self.width), out.dtype)
         d_extra: np.ndarray | None = None
         logp, entropy, kl = None, _ZERO, _ZERO
         for head, path, cols in zip(self.children, self.paths, self.slices, strict=True):
@@ -266,10 +268,10 @@ class NumpyMultiAction:
             d_logp[:, cols] = dl
             if de is not None:
                 if d_extra is None:
-                    d_extra = np.zeros((n, self.width), np.float32)
+                    d_extra = np.zeros((n, self.width), out.dtype)
                 d_extra[:, cols] = de
         assert logp is not None
-        return logp, d_logp, d_extra, np.float32(entropy), np.float32(kl)
+        return logp, d_logp, d_extra, entropy, kl
 
 
 @functools.lru_cache(maxsize=32)
@@ -294,6 +296,12 @@ def _row_starts(rows: int, width: int) -> np.ndarray:
     v = np.arange(rows) * width
     v.flags.writeable = False
     return v
+
+
+def clip(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """``np.clip(x, lo, hi)`` (the same values, NaN passing through) without its dispatch,
+    which costs more than the arithmetic on a minibatch."""
+    return np.minimum(np.maximum(x, lo), hi)
 
 
 def row_max(x: np.ndarray) -> np.ndarray:
