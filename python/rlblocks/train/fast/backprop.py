@@ -153,9 +153,10 @@ class FCBackprop:
         self.mask_model = mask_model
         self._mask: tuple[slice, slice, MaskLayout] | None = None
         self._wrapper: BypassCheck | None = None
-        # a CPU float32 model: the layers' products run in numpy (the loss terms in torch)
+        # a CPU float32 model: the layers' products run in numpy (NumpyPass), and the
+        # head's terms and the loss too (numpy_head_grads; a free_log_std of another dtype
+        # keeps them in torch)
         self._numpy = NumpyPass.for_layers(layers)
-        # ... and then the head's terms and the loss too (numpy_head_grads)
         self._numpy_head: NumpyHead | None = None
         fls = self.free_log_std
         if fls is None or (fls.device.type == "cpu" and fls.dtype == torch.float32):

@@ -6,8 +6,9 @@ those matrix products, activations and bias sums is a tensor op whose dispatch (
 microseconds in torch, about one in numpy) costs as much as the arithmetic at CartPole's
 sizes. For a CPU float32 model the layers run here instead, on numpy views of the model's
 own parameters and of their ``.grad`` tensors (re-taken when a storage moves), with the
-same products in the same order; the head's loss terms stay in torch
-(:mod:`rlblocks.train.fast.head_grads`), handed over without copies.
+same products in the same order; the head's loss terms run in numpy too
+(:mod:`rlblocks.train.fast.numpy_head_grads`, the twin of
+:mod:`rlblocks.train.fast.head_grads`), so a minibatch step makes no torch call.
 
 Examples:
     >>> import gymnasium as gym, numpy as np, torch
