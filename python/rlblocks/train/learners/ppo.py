@@ -193,7 +193,7 @@ class PPOLearner:
         valid = None if batch.valid is None else np.swapaxes(batch.valid, 0, 1).reshape(-1)
         if valid is not None and not pol.recurrent:  # drop NEXT_STEP reset steps
             keep = torch.as_tensor(np.flatnonzero(valid), device=pol.device)
-            cols = tree_map(lambda c: c[keep], cols)
+            cols = tree_map(lambda c: c.index_select(0, keep), cols)
         stats: list[torch.Tensor] = []
         last = cfg.num_sgd_iter - 1
         # target_kl: every minibatch records its statistics (its approx KL decides the early
@@ -253,7 +253,9 @@ class PPOLearner:
                         stats.clear()
                     for mb in np.array_split(rng.permutation(total_rows), n_mb):
                         rows = torch.as_tensor(mb, device=pol.device)
-                        data = tree_map(lambda c, r=rows: c[r], cols)
+                        # index_select: rows copied whole (c[r]'s gather is ~6x slower
+                        # on wide rows: a union observation of 907 floats)
+                        data = tree_map(lambda c, r=rows: c.index_select(0, r), cols)
                         if self._step(data, [], None, None, stats, epoch == last or early):
                             stop = True
                             break
