@@ -482,7 +482,10 @@ class ComplexInputNetwork(ModelV2):
                 for p in parts
             ):
                 return None
-            return [layer for p in parts for layer in p._hidden_layers]
+            stacks = [p._hidden_layers for p in parts]
+            if not all(isinstance(h, nn.Sequential) for h in stacks):
+                return None
+            return [layer for h in stacks for layer in h.children()]  # type: ignore[union-attr]
 
         policy = stack(self)
         value = None if self.value_trunk is None else stack(self.value_trunk)
