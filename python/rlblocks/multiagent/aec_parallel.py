@@ -84,22 +84,22 @@ class AECParallelEnv(ParallelEnv):  # type: ignore[misc]
         #: its two checks made here, then the env's own step, without the layers' calls.
         self._inline = layers == [OrderEnforcingWrapper, AssertOutOfBoundsWrapper]
 
-    def _step_checked(self, action: Any) -> None:
-        """``aec_env.step(action)`` for :data:`_inline`'s chain: the order wrapper's
-        checks, the bounds assertion (the same message), then the env's step."""
+    def _checked(self, action: Any) -> bool:
+        """The checks ``aec_env.step(action)`` makes for :data:`_inline`'s chain: the order
+        wrapper's, then the bounds assertion (the same message); False where the order
+        wrapper would not step the env (it warned)."""
         outer, raw = self.aec_env, self.raw
         if not outer._has_reset:
             EnvLogger.error_step_before_reset()
-        elif not raw.agents:
-            outer._has_updated = True
+        outer._has_updated = True
+        if not raw.agents:
             EnvLogger.warn_step_after_terminated_truncated()
-        else:
-            outer._has_updated = True
-            agent = raw.agent_selection
-            assert (
-                action is None and (raw.terminations[agent] or raw.truncations[agent])
-            ) or raw.action_space(agent).contains(action), "action is not in action space"
-            raw.step(action)
+            return False
+        agent = raw.agent_selection
+        assert (
+            action is None and (raw.terminations[agent] or raw.truncations[agent])
+        ) or raw.action_space(agent).contains(action), "action is not in action space"
+        return True
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or name in ("env", "aec_env", "raw"):
@@ -127,7 +127,13 @@ class AECParallelEnv(ParallelEnv):  # type: ignore[misc]
         """One cycle: each agent in the env's order steps with its action; the rewards are
         summed over the cycle, as PettingZoo's wrapper sums them."""
         raw = self.raw
-        step = self._step_checked if self._inline else self.aec_env.step
+        step = self.aec_env.step
+        if self._inline:  # the wrappers' checks here, then the env's own step
+
+            def step(action: Any) -> None:
+                if self._checked(action):
+                    raw.step(action)
+
         rewards: dict[Any, float] = {}
         for agent in list(raw.agents):
             if agent != raw.agent_selection:
