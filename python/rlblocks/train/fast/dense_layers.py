@@ -14,8 +14,7 @@ layer mean a module-free pass would no longer equal calling the model.
 
 Examples:
     >>> import gymnasium as gym, torch
-    >>> from rlblocks.models.complex_input import ComplexInputNetwork
-from rlblocks.models.fcnet import FullyConnectedNetwork
+    >>> from rlblocks.models.fcnet import FullyConnectedNetwork
     >>> m = FullyConnectedNetwork(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), 2,
     ...                           {"fcnet_hiddens": [8, 8]}, "fc")
     >>> layers = FCLayers.from_model(m)
