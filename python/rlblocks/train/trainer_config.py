@@ -303,7 +303,7 @@ C = TypeVar("C", bound=TrainerConfig)
 
 def _env_workers(value: Any, name: str) -> int | str:
     """``num_env_workers``: an int >= 0 or ``"auto"``."""
-    if value == "auto":
+    if isinstance(value, str) and value == "auto":
         return "auto"
     try:
         return as_int(value, name, 0)
