@@ -62,3 +62,22 @@ def test_the_trainer_steps_mpe_through_it_and_other_wrappers_stay_pettingzoos() 
 
     par = aec_to_parallel_wrapper(Recolour(mpe2.simple_spread_v3.env()))
     assert as_parallel_env(par) is par
+
+
+def test_the_wrappers_checks_made_inline_refuse_as_pettingzoo_does() -> None:
+    """MPE's chain (the order check around the bounds assertion) is checked inline: an
+    action outside its space is PettingZoo's AssertionError before anything steps, and the
+    episode then goes on as PettingZoo's wrapper steps it."""
+    theirs = mpe2.simple_spread_v3.parallel_env(max_cycles=4)
+    ours = fast_parallel(mpe2.simple_spread_v3.parallel_env(max_cycles=4))
+    assert isinstance(ours, AECParallelEnv) and ours._inline
+    _same(theirs.reset(seed=3), ours.reset(seed=3))
+    bad = {a: 0 for a in theirs.agents} | {theirs.agents[0]: 5}  # Discrete(5): 0 to 4
+    for env in (theirs, ours):
+        with pytest.raises(AssertionError, match="action is not in action space"):
+            env.step(bad)
+    while theirs.agents:
+        actions = {a: 4 for a in theirs.agents}
+        for mine, pz in zip(ours.step(actions), theirs.step(actions), strict=True):
+            _same(dict(pz), mine)
+    assert ours.agents == theirs.agents == []

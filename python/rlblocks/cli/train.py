@@ -473,6 +473,8 @@ def _env_defaults(
         }
         print(f"rlblocks train: {agent_batch_line(agents, config.num_envs, chosen)}", flush=True)
         data = {**data, **sizes}
+        if "num_env_workers" not in given:  # worker processes when cores are free
+            data["num_env_workers"] = "auto"
         config = config_class(flags["algo"]).from_dict(data)
     # probe: the env made once in run() (None: it did not build, nothing to decide from)
     extra, goal_note, what = (

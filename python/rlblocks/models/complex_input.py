@@ -454,6 +454,45 @@ class ComplexInputNetwork(ModelV2):
         self._value_out = self.value_layer(value_features).reshape(-1)
         return self.logits_layer(out), []
 
+    def dense_layers(self) -> tuple[list[nn.Module], list[nn.Module] | None] | None:
+        """The layers of the fully connected network this one computes, when it is one:
+        ``(policy layers, value layers)`` (value layers None: the value head shares the
+        policy's), each the encoder's hidden layers then the post-FC stack's; the logits
+        and value heads are :attr:`logits_layer` and :attr:`value_layer`. That holds when
+        the flat observation is one component read whole by one fully connected encoder
+        (a ``OneOf`` block: the union of agents whose spaces differ; a flat ``Box``); None
+        otherwise. The closed-form PPO update and the numpy actor run it as such."""
+        if self.logits_layer is None or self.value_layer is None or len(self._leaves) != 1:
+            return None
+        _, offset, node = self._leaves[0]
+        if not self._flat_input or offset != 0 or node.size != self.layout.size:
+            return None
+
+        def stack(trunk: _Trunk | ComplexInputNetwork) -> list[nn.Module] | None:
+            if set(trunk.flatten) != {"0"} or any(
+                len(d) for d in (trunk.cnns, trunk.one_hot, trunk.entities, trunk.graphs)
+            ):
+                return None
+            parts = (trunk.flatten["0"], trunk.post_fc_stack)
+            if any(
+                type(p) is not FullyConnectedNetwork
+                or p._logits is not None
+                or p._append_free_log_std is not None
+                or p._value_branch is not None
+                for p in parts
+            ):
+                return None
+            stacks = [p._hidden_layers for p in parts]
+            if not all(isinstance(h, nn.Sequential) for h in stacks):
+                return None
+            return [layer for h in stacks for layer in h.children()]  # type: ignore[union-attr]
+
+        policy = stack(self)
+        value = None if self.value_trunk is None else stack(self.value_trunk)
+        if policy is None or (self.value_trunk is not None and value is None):
+            return None
+        return policy, value
+
     def value_function(self) -> torch.Tensor:
         if self.value_layer is None:
             raise ValueError(f"{self.name}: built with num_outputs=None, it has no value head")

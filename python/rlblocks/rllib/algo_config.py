@@ -501,8 +501,8 @@ def build_algo_config(
     own = algo in Q_ALGOS and not isinstance(config, PPOConfig)
     if not own and not isinstance(config, PPOConfig):
         raise ValueError(f"{algo} runs a PPOConfig, got a {type(config).__name__}")
-    workers = getattr(config, "num_env_workers", 0)  # a PPO key
-    if workers:
+    workers = getattr(config, "num_env_workers", 0)  # a PPO key ("auto": none here)
+    if workers and workers != "auto":
         raise ValueError(
             f"num_env_workers={workers} is the native trainer's; on the RLlib "
             "backend the envs step in RLlib's env runners: give --num-env-runners N instead"

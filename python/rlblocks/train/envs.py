@@ -298,8 +298,8 @@ def vector_env_from_config(
         envs: Sub-envs restored from a checkpoint (sync: used as they are; async: a copy
             of each goes to its worker process).
     """
-    workers = getattr(config, "num_env_workers", 0)  # a PPO key
-    if workers:
+    workers = getattr(config, "num_env_workers", 0)  # a PPO key ("auto": none here)
+    if workers and workers != "auto":
         raise ValueError(
             f"num_env_workers={workers}: env worker processes step the copies "
             f"of a multi-agent env; env {config.env_name!r} is single-agent: use "

@@ -55,6 +55,7 @@ from rlblocks.nest import tree_index
 from rlblocks.preprocessors import Preprocessor
 from rlblocks.train.algo_spaces import makes_multiagent_env
 from rlblocks.train.denormals import flushing_denormals
+from rlblocks.train.env_workers import auto_env_workers, env_workers_line, free_cores
 from rlblocks.train.envs import raw_env_creator
 from rlblocks.train.evaluation import PolicyActor
 from rlblocks.train.learners.ppo import PPOLearner
@@ -178,6 +179,22 @@ class MultiAgentPPOTrainer(Trainer):
         own = self.config.multiagent.get("policies", {}).get(policy_id, {}).get("model", {})
         return self.config.replace(model={**self.config.model, **own}) if own else self.config
 
+    def _auto_env_workers(self) -> int:
+        """``num_env_workers="auto"``'s choice (:mod:`rlblocks.train.env_workers`), printed."""
+        cpus, free = free_cores()
+        chosen = auto_env_workers(self.config.num_envs, cpus, free)
+        if chosen:
+            env = self._make()
+            try:
+                if is_turn_based_env(env):  # its copies step in process
+                    chosen = 0
+            finally:
+                close = getattr(env, "close", None)
+                if close is not None:
+                    close()
+        print(f"rlblocks: {env_workers_line(chosen, cpus, free)}", flush=True)
+        return chosen
+
     def _build(self, venv: Any) -> None:
         """``venv``: env copies restored from a checkpoint, or None."""
         cfg = self.config
@@ -189,6 +206,8 @@ class MultiAgentPPOTrainer(Trainer):
             cfg.env_name,
             cfg.metrics_smoothing_episodes,
         )
+        if cfg.num_env_workers == "auto":
+            cfg = self.config = cfg.replace(num_env_workers=self._auto_env_workers())
         self.hub: MultiAgentVectorEnv
         if cfg.num_env_workers:  # the copies in worker processes
             self.hub = WorkerVectorEnv(

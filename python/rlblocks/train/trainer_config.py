@@ -301,6 +301,16 @@ class TrainerConfig:
 C = TypeVar("C", bound=TrainerConfig)
 
 
+def _env_workers(value: Any, name: str) -> int | str:
+    """``num_env_workers``: an int >= 0 or ``"auto"``."""
+    if isinstance(value, str) and value == "auto":
+        return "auto"
+    try:
+        return as_int(value, name, 0)
+    except ValueError:
+        raise ValueError(f"{name} must be an int >= 0 or 'auto', got {value!r}") from None
+
+
 @dataclass
 class PPOConfig(TrainerConfig):
     """Settings of a PPO run (RLlib's key names; defaults tuned for classic control).
@@ -315,12 +325,13 @@ class PPOConfig(TrainerConfig):
     """Environment steps per training iteration (a multiple of ``num_envs``)."""
     rollout_fragment_length: int | str = "auto"
     """Steps per env per iteration; ``"auto"`` = ``train_batch_size // num_envs``."""
-    num_env_workers: int = option(0, int_at_least(0))
+    num_env_workers: int | str = option(0, _env_workers)
     """Multi-agent PPO: step the ``num_envs`` env copies in this many worker processes
     (shared-memory observations and actions, :class:`~rlblocks.multiagent.workers.
     WorkerVectorEnv`; same seeds, same trajectories); 0 steps them in the trainer's process
-    (the default: on a machine with few free cores the workers' hand-offs cost more than
-    they save, see docs/multiagent.md). Other trainers refuse a value above 0."""
+    (the library's default); ``"auto"`` (``rlblocks train``'s default for multi-agent envs)
+    picks from the cores free at the start (:mod:`rlblocks.train.env_workers`). Other
+    trainers refuse a value above 0 (``"auto"`` is 0 there)."""
     sgd_minibatch_size: int = option(256, int_at_least(1))
     """Rows per SGD minibatch (recurrent models: about this many rows, whole sequences)."""
     num_sgd_iter: int = option(10, int_at_least(1))

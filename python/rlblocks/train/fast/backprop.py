@@ -202,7 +202,7 @@ class FCBackprop:
             mask_model, inner = model, model.inner
             if "custom_loss" in vars(model):
                 return "a custom_loss"
-        layers = FCLayers.from_model(inner)
+        layers = FCLayers.from_model(inner, complex_input=every_head)
         if layers is None:
             if type(inner) is FullyConnectedNetwork:
                 return "a FullyConnectedNetwork layer it does not cover (activation, value head)"

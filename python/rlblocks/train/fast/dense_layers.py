@@ -1,4 +1,6 @@
-"""``FCLayers``: a :class:`~rlblocks.models.fcnet.FullyConnectedNetwork` as plain tensors.
+"""``FCLayers``: a :class:`~rlblocks.models.fcnet.FullyConnectedNetwork` as plain tensors
+(or a :class:`~rlblocks.models.complex_input.ComplexInputNetwork` that computes one: the
+union model of agents whose spaces differ).
 
 The network's layers read out once as ``(weight, bias, activation)`` triples (views of the
 model's own parameters, so they follow every update), run without ``nn.Module`` calls:
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +39,7 @@ from torch.nn.utils.parametrize import is_parametrized
 
 from rlblocks import _core
 from rlblocks.activations import tanh
+from rlblocks.models.complex_input import ComplexInputNetwork
 from rlblocks.models.fcnet import FullyConnectedNetwork
 from rlblocks.models.misc import SlimFC, tanh_cpu
 
@@ -140,7 +143,7 @@ class Dense:
         return cls(linear.weight, linear.bias, activation, linear)
 
 
-def _stack(seq: nn.Sequential | None) -> list[Dense] | None:
+def _stack(seq: Iterable[nn.Module] | None) -> list[Dense] | None:
     layers = []
     for module in seq if seq is not None else []:
         dense = Dense.from_module(module)
@@ -334,7 +337,7 @@ class FCLayers:
         free_log_std: The learned log-stds appended to the outputs, or None.
     """
 
-    model: FullyConnectedNetwork
+    model: FullyConnectedNetwork | ComplexInputNetwork
     trunk: list[Dense]
     logits: Dense | None
     value_trunk: list[Dense] | None
@@ -342,9 +345,13 @@ class FCLayers:
     free_log_std: nn.Parameter | None
 
     @classmethod
-    def from_model(cls, model: nn.Module) -> FCLayers | None:
+    def from_model(cls, model: nn.Module, complex_input: bool = False) -> FCLayers | None:
         """The layers of ``model`` if it is a FullyConnectedNetwork (not a subclass) with a
-        value head, linear layers with biases and tanh / ReLU / no activations; else None."""
+        value head, linear layers with biases and tanh / ReLU / no activations; else None.
+        ``complex_input``: also a ComplexInputNetwork that computes such a network
+        (:meth:`~rlblocks.models.complex_input.ComplexInputNetwork.dense_layers`)."""
+        if complex_input and type(model) is ComplexInputNetwork:
+            return cls._from_complex_input(model)
         if type(model) is not FullyConnectedNetwork or model._value_branch is None:
             return None
         trunk = _stack(model._hidden_layers)
@@ -367,6 +374,24 @@ class FCLayers:
             value_head,
             free.log_std if free is not None else None,
         )
+
+    @classmethod
+    def _from_complex_input(cls, model: ComplexInputNetwork) -> FCLayers | None:
+        found = model.dense_layers()
+        if found is None or model.logits_layer is None or model.value_layer is None:
+            return None
+        trunk = _stack(found[0])
+        value_trunk = None if found[1] is None else _stack(found[1])
+        logits = Dense.from_module(model.logits_layer)
+        value_head = Dense.from_module(model.value_layer)
+        if (
+            trunk is None
+            or logits is None
+            or value_head is None
+            or (found[1] is not None and value_trunk is None)
+        ):
+            return None
+        return cls(model, trunk, logits, value_trunk, value_head, None)
 
     def __post_init__(self) -> None:
         dense = [

@@ -167,7 +167,7 @@ class FCActor:
                 return "an action-mask model whose wrapped model reads the mask"
             inner, mask_layout = model.inner, model.layout
             columns = MaskColumns(model, model.mask_columns, model.obs_columns)
-        layers = FCLayers.from_model(inner)
+        layers = FCLayers.from_model(inner, complex_input=True)
         if layers is None:
             return "not the default fully connected model"
         if any(p.device.type != "cpu" or p.dtype != torch.float32 for p in model.parameters()):

@@ -193,7 +193,7 @@ class PPOLearner:
         valid = None if batch.valid is None else np.swapaxes(batch.valid, 0, 1).reshape(-1)
         if valid is not None and not pol.recurrent:  # drop NEXT_STEP reset steps
             keep = torch.as_tensor(np.flatnonzero(valid), device=pol.device)
-            cols = tree_map(lambda c: c[keep], cols)
+            cols = tree_map(lambda c: c.index_select(0, keep), cols)
         stats: list[torch.Tensor] = []
         last = cfg.num_sgd_iter - 1
         # target_kl: every minibatch records its statistics (its approx KL decides the early
@@ -247,20 +247,15 @@ class PPOLearner:
                     ):
                         break
             else:
-                # CPU columns are gathered in numpy (a third of torch's indexing cost at a
-                # minibatch's size), then wrapped without a copy
-                on_cpu = pol.device.type == "cpu"
-                arrays = tree_map(lambda c: c.numpy(), cols) if on_cpu else None
                 for epoch in range(cfg.num_sgd_iter):
                     epochs_run, stop = epoch + 1, False
                     if early:
                         stats.clear()
                     for mb in np.array_split(rng.permutation(total_rows), n_mb):
-                        if arrays is not None:
-                            data = tree_map(lambda a, r=mb: torch.from_numpy(a[r]), arrays)
-                        else:
-                            rows = torch.as_tensor(mb, device=pol.device)
-                            data = tree_map(lambda c, r=rows: c[r], cols)
+                        rows = torch.as_tensor(mb, device=pol.device)
+                        # index_select: rows copied whole (c[r]'s gather is ~6x slower
+                        # on wide rows: a union observation of 907 floats)
+                        data = tree_map(lambda c, r=rows: c.index_select(0, r), cols)
                         if self._step(data, [], None, None, stats, epoch == last or early):
                             stop = True
                             break
