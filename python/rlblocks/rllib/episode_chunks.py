@@ -130,8 +130,13 @@ class Steps:
         """Every column as one array ``[K(+1), B, ...]`` (nested where the column is)."""
 
         def stack(items: list[Any]) -> Any:
-            if isinstance(items[0], np.ndarray):
+            first = items[0]
+            if isinstance(first, np.ndarray):
                 return stack_rows(items)
+            if type(first) is dict and all(type(v) is np.ndarray for v in first.values()):
+                # a flat dict (a masked observation, the extra model outputs): per key,
+                # without the tree walk over every step
+                return {k: stack_rows([item[k] for item in items]) for k in first}
             return tree_map(lambda *xs: stack_rows(xs), *items)
 
         return StepArrays(
