@@ -133,10 +133,15 @@ class Steps:
             first = items[0]
             if isinstance(first, np.ndarray):
                 return stack_rows(items)
-            if type(first) is dict and all(type(v) is np.ndarray for v in first.values()):
+            keys = first.keys() if type(first) is dict else None
+            if (
+                keys is not None
+                and all(type(v) is np.ndarray for v in first.values())
+                and all(type(item) is dict and item.keys() == keys for item in items)
+            ):
                 # a flat dict (a masked observation, the extra model outputs): per key,
                 # without the tree walk over every step
-                return {k: stack_rows([item[k] for item in items]) for k in first}
+                return {k: stack_rows([item[k] for item in items]) for k in keys}
             return tree_map(lambda *xs: stack_rows(xs), *items)
 
         return StepArrays(
