@@ -48,5 +48,12 @@ def test_the_fuzzer_drives_aliased_outputs_and_huge_filter_values() -> None:
     assert "(aliased out, batched_out)" in result.stdout
     assert "(aliased out, list_out)" in result.stdout
     assert "(filter push, MeanStdFilter)" in result.stdout
-    for kernel in ("categorical_draw", "squashed_gaussian_sample", "squashed_gaussian_grad"):
+    kernels = (
+        "categorical_draw",
+        "masked_categorical_draw",
+        "diag_gaussian_draw",
+        "squashed_gaussian_sample",
+        "squashed_gaussian_grad",
+    )
+    for kernel in kernels:
         assert f"(kernel, {kernel})" in result.stdout

@@ -103,6 +103,14 @@ def test_multi_action_equals_the_torch_path(explore, impl):
     assert_same(policy(OBS, dct), observations(OBS, 32, 4), explore)
 
 
+@pytest.mark.parametrize("explore", [True, False])
+@pytest.mark.parametrize("shape", [(3,), ()], ids=["vector", "scalar"])
+def test_diag_gaussian_equals_the_torch_path(shape, explore, impl):
+    """Box actions: the Gaussian drawn by ``_core.diag_gaussian_draw`` (or its twin) on
+    torch's normals, as DiagGaussian draws and scores it."""
+    assert_same(policy(OBS, Box(-1.0, 1.0, shape, np.float32)), observations(OBS, 32, 6), explore)
+
+
 def masked_obs(space: Dict, masks: np.ndarray, seed: int) -> tuple[Any, np.ndarray]:
     """``(preprocessed space, flat observations)`` of the Dict with these masks."""
     prep = ModelCatalog.get_preprocessor_for_space(space)
@@ -227,6 +235,8 @@ def test_sample_with_the_mask_beside_the_observation_equals_the_torch_path(
     distribution's draw scored by ``logp(actions)``, the generator left in the same
     state; also where a legal logit is below -1e8 (the draw applies the masked rule)."""
     pol, actor, lay = mask_beside(action_space, deep)
+    # a masked Discrete masks and draws in one kernel call (masked_categorical_draw)
+    assert actor._fused == isinstance(action_space, Discrete)
     nvec = list(np.asarray(getattr(action_space, "nvec", [4])))
     masks = random_masks(np.random.default_rng(3), 48, nvec).astype(np.float32)
     masks[:, 0] = 1.0  # a legal action above the floor in every row
@@ -245,6 +255,8 @@ def test_sample_with_the_mask_beside_the_observation_equals_the_torch_path(
     np.testing.assert_array_equal(actions, want.numpy())
     np.testing.assert_allclose(logits, want_logits.numpy(), rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(logp, want_logp.numpy(), rtol=1e-5, atol=1e-4)
+    flat = np.asarray(actions).reshape(len(x), -1) + np.concatenate([[0], np.cumsum(nvec)[:-1]])
+    assert masks[np.arange(len(x))[:, None], flat].all()  # never a masked action
 
 
 def test_sample_refuses_a_row_without_a_legal_action_with_the_doors_message():

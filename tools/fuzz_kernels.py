@@ -1,6 +1,7 @@
 """The distribution kernels' share of the differential fuzzer (tools/fuzz_flatten.py).
 
-Random calls of ``categorical_draw`` and of ``squashed_gaussian_sample`` / ``_grad``: random
+Random calls of ``categorical_draw``, ``masked_categorical_draw``, ``diag_gaussian_draw``
+and of ``squashed_gaussian_sample`` / ``_grad``: random
 shapes (B = 0 included) and dtypes, lists, 0-d and 1-d arrays, non-contiguous and read-only
 arrays, NaN / inf / huge values, NaN and inverted log-std bounds, arguments of the wrong
 size. Both implementations must accept the same calls, give the same values (to float32
@@ -82,7 +83,7 @@ def kernel_calls(seed: int) -> Iterator[tuple[str, Callable[[], Any], float]]:
     """Case ``seed``'s kernel calls with this process's implementation: (name, call, the
     tolerance of its values)."""
     from rlblocks import _core, _impl
-    from rlblocks._reference import categorical, squashed_gaussian
+    from rlblocks._reference import categorical, diag_gaussian, squashed_gaussian
 
     native = _impl.native()
     draw = _core.categorical_draw if native else categorical.categorical_draw
@@ -90,6 +91,8 @@ def kernel_calls(seed: int) -> Iterator[tuple[str, Callable[[], Any], float]]:
         _core.squashed_gaussian_sample if native else squashed_gaussian.squashed_gaussian_sample
     )
     grad = _core.squashed_gaussian_grad if native else squashed_gaussian.squashed_gaussian_grad
+    masked = _core.masked_categorical_draw if native else categorical.masked_categorical_draw
+    gaussian = _core.diag_gaussian_draw if native else diag_gaussian.diag_gaussian_draw
     rng = np.random.default_rng([seed, 3])
     for _ in range(4):
         b, k = int(rng.choice([0, 1, 2, 5])), int(rng.choice([1, 2, 3, 7]))
@@ -102,6 +105,12 @@ def kernel_calls(seed: int) -> Iterator[tuple[str, Callable[[], Any], float]]:
         if rng.random() < 0.1:
             uniforms = _array(rng, (b + 1,), 0.3)
         yield "categorical_draw", lambda x=logits, u=uniforms: draw(x, u), CATEGORICAL_TOL
+        mask = _array(rng, (b, k) if rng.random() < 0.9 else (b, k + 1), 1.0)
+        yield (
+            "masked_categorical_draw",
+            lambda x=logits, m=mask, u=uniforms: masked(x, m, u),
+            CATEGORICAL_TOL,
+        )
     for _ in range(4):
         b, d = int(rng.choice([0, 1, 2, 5])), int(rng.choice([1, 2, 3]))
         cols = 2 * d + (1 if rng.random() < 0.05 else 0)
@@ -112,6 +121,12 @@ def kernel_calls(seed: int) -> Iterator[tuple[str, Callable[[], Any], float]]:
         d_action = _array(rng, (b, d) if rng.random() < 0.9 else (2, 1), 1.0)
         low, high = _bounds(rng)
         coef = float(rng.choice([0.0, 0.2, -1.5]))
+        bound = float(rng.choice([20.0, 2.0, 0.0, -1.0, np.nan]))
+        yield (
+            "diag_gaussian_draw",
+            lambda i=inputs, n=noise, bd=bound: gaussian(i, n, bd),
+            CATEGORICAL_TOL,
+        )
         yield (
             "squashed_gaussian_sample",
             lambda i=inputs, n=noise, lo=low, hi=high: sample(i, n, lo, hi),

@@ -16,6 +16,7 @@ __all__: list[str] = [
     "RunningStat",
     "categorical_draw",
     "check_out",
+    "diag_gaussian_draw",
     "gather_rows",
     "get_num_threads",
     "her_relabel",
@@ -26,6 +27,7 @@ __all__: list[str] = [
     "image_palette_unknown",
     "image_resize",
     "image_rgb_to_gray",
+    "masked_categorical_draw",
     "mean_std_filter",
     "pad_sequences",
     "seq_lens_from_ids",
@@ -193,6 +195,11 @@ def check_out(
 ) -> typing.Any:
     """out, validated as every kernel validates its out= argument (writeable, C-contiguous, exact dtype and shape, not overlapping input); ValueError naming fn otherwise."""
 
+def diag_gaussian_draw(
+    inputs: typing.Any, noise: typing.Any = None, bound: typing.SupportsFloat = 20.0
+) -> tuple[numpy.typing.NDArray[numpy.float32], numpy.typing.NDArray[numpy.float32]]:
+    """(actions float32 [B, d], logp float32 [B]) for float32 inputs [B, 2d] (means, then log-stds clamped to [-bound, bound]): mean + exp(log_std) * noise for standard-normal noise [B, d], or the mean when noise is None, and the diagonal Gaussian's log-density of the action."""
+
 def gather_rows(leaves: list, index: typing.Any) -> list:
     """
     Rows leaf[index] of every leaf (bounds-checked), e.g. the initial state of each sequence.
@@ -279,6 +286,15 @@ def image_rgb_to_gray(frames: typing.Any, out: typing.Any) -> None:
     """
     OpenCV fixed-point RGB->gray of (B, H, W, 3) uint8 frames into out (B, H, W, 1).
     """
+
+def masked_categorical_draw(
+    logits: typing.Any, mask: typing.Any, uniforms: typing.Any = None
+) -> tuple[
+    numpy.typing.NDArray[numpy.float32],
+    numpy.typing.NDArray[numpy.int64],
+    numpy.typing.NDArray[numpy.float32],
+]:
+    """(masked float32 [B, K], index int64 [B], logp float32 [B]) for float32 logits [B, K] and mask [B, K]: masked is the logits with FLOAT_MIN where mask <= 0; the draw is categorical_draw's on masked with every value <= -1e8 at FLOAT_MIN. ValueError (nothing drawn) for a mask row without an entry > 0, then a row with no value above -1e8, then non-finite logits."""
 
 def mean_std_filter(
     running: RunningStat,

@@ -21,7 +21,9 @@ import rlblocks.envs  # noqa: E402,F401  (registers the zoo)
 from ray.rllib.algorithms.ppo import PPOConfig  # noqa: E402
 from ray.rllib.core.columns import Columns  # noqa: E402
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner  # noqa: E402
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode  # noqa: E402
 from rlblocks.rllib import VectorEnvRunner, env_to_module, rl_module_spec  # noqa: E402
+from rlblocks.rllib.episode_chunks import Chunk, EpisodeBuilder, _same_episode  # noqa: E402
 
 pytestmark = pytest.mark.native
 
@@ -221,11 +223,45 @@ def test_same_episodes_as_rllibs_runner(case: str) -> None:
         {"num_timesteps": 40},
     ]
     _sample_both(theirs, ours, calls)
+    # the episodes above came from the attributes set directly (the first one checked
+    # against RLlib's constructor)
+    assert ours._episode_builder is not None and ours._episode_builder.direct, case
     _equal(
         theirs.get_state(not_components="rl_module"),
         ours.get_state(not_components="rl_module"),
         "state",
     )
+
+
+def test_episode_builder_sets_what_rllibs_constructor_sets() -> None:
+    """A chunk with a lookback and nested observations and actions: the first is built by
+    RLlib's constructor and checked against the direct build; later ones are direct and
+    hold the same attributes; a differing attribute is seen."""
+    obs_space = MaskedNested.observation_space
+    act_space = gym.spaces.Tuple((gym.spaces.Discrete(3), gym.spaces.Box(-1, 1, (2,))))
+    n, lb = 5, 1
+    obs = {
+        "action_mask": np.ones((n + lb + 1, 3), np.float32),
+        "observations": {"pos": np.arange(n + lb + 1), "x": np.zeros((n + lb + 1, 2), np.float32)},
+    }
+    chunk = Chunk(
+        obs,
+        [{"i": i} for i in range(n + lb + 1)],
+        (np.zeros(n + lb, np.int64), np.ones((n + lb, 2), np.float32)),
+        np.arange(n + lb, dtype=np.float32),
+        {Columns.ACTION_LOGP: np.zeros(n + lb, np.float32)},
+        lb,
+    )
+    build = EpisodeBuilder(obs_space, act_space)
+    first = build("a", chunk, True, False, 7)
+    assert build.direct is True and type(first) is SingleAgentEpisode
+    second = build("a", chunk, True, False, 7)
+    assert _same_episode(first, second) and _same_episode(second, first)
+    second.validate()
+    assert (len(second), second.t, second.is_done) == (n, 7 + n, True)
+    np.testing.assert_array_equal(second.get_rewards(), first.get_rewards())
+    other = build("a", chunk, False, False, 7)
+    assert not _same_episode(first, other)
 
 
 def _q_config(config: Any, algo: str, model_config: dict[str, Any] | None = None) -> Any:

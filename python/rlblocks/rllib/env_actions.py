@@ -37,6 +37,12 @@ __all__ = ["env_action_fn"]
 _Fn = Callable[[Any], Any]
 
 
+def _clip(a: Any, low: np.ndarray, high: np.ndarray) -> Any:
+    """``np.clip(a, low, high)``'s values (it is ``minimum(maximum(a, low), high)``, NaN
+    kept), without its dispatch cost at a rollout's few rows."""
+    return np.minimum(np.maximum(a, low), high)
+
+
 def _leaf(space: Any, normalize: bool) -> _Fn | None:
     """What RLlib's ``unsquash_action`` (``normalize``) or ``clip_action`` does to one leaf
     (None: passes it through)."""
@@ -44,14 +50,14 @@ def _leaf(space: Any, normalize: bool) -> _Fn | None:
         return None
     low, high = space.low, space.high
     if not normalize:
-        return lambda a: np.clip(a, low, high)
+        return lambda a: _clip(a, low, high)
     if not (np.all(space.bounded_below) and np.all(space.bounded_above)):
         return None
     if space.dtype == np.float32 or space.dtype == np.float64:
         span = high - low
         if np.all(span == 2.0):  # x * 2 / 2 is x exactly (no overflow: clipped anyway)
-            return lambda a: np.clip(low + (a + 1.0), low, high)
-        return lambda a: np.clip(low + (a + 1.0) * span / 2.0, low, high)
+            return lambda a: _clip(low + (a + 1.0), low, high)
+        return lambda a: _clip(low + (a + 1.0) * span / 2.0, low, high)
     if np.issubdtype(space.dtype, np.integer):
         return lambda a: low + a
     return None

@@ -60,7 +60,14 @@ from rlblocks.rllib.connectors.atari_frames import AtariFramesBatched
 from rlblocks.rllib.connectors.flatten_observations import FlattenObservationsBatched
 from rlblocks.rllib.connectors.mean_std_filter import MeanStdFilterBatched
 from rlblocks.rllib.env_actions import env_action_fn
-from rlblocks.rllib.episode_chunks import Lane, Steps, episode_chunk, lane_after, rows
+from rlblocks.rllib.episode_chunks import (
+    EpisodeBuilder,
+    Lane,
+    Steps,
+    episode_chunk,
+    lane_after,
+    rows,
+)
 from rlblocks.rllib.module import MASK_KEY, OBS_KEY, RLBlocksAPPORLModule, RLBlocksRLModule
 from rlblocks.rllib.q_acting import act_sac, dense_q, epsilon_greedy, plain_sac_actor
 from rlblocks.train.acting_threads import runner_threads, torch_threads
@@ -139,6 +146,7 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         self._obs_infos: list[dict] = []
         self._obs_time = 0.0
         self._state: Any = None  # the recurrent state of every env, batched (numpy)
+        self._episode_builder: EpisodeBuilder | None = None
 
     # --- what the loop covers ------------------------------------------------------------------
     def _refusal(self) -> str | None:
@@ -477,11 +485,17 @@ class VectorEnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
         if not steps.actions:
             return []
         cols = steps.stacked()
-        spaces = (self._episode_obs_space, self.env.single_action_space)
+        build = self._episode_builder
+        act_space = self.env.single_action_space
+        if build is None or (build.obs_space, build.act_space) != (
+            self._episode_obs_space,
+            act_space,
+        ):
+            build = self._episode_builder = EpisodeBuilder(self._episode_obs_space, act_space)
         seq_no = np.full(len(steps.actions), self._weights_seq_no)
 
         def chunk(e: int, a: int, b: int, lane: Lane | None, is_done: bool) -> Any:
-            return episode_chunk(steps, cols, e, a, b, lane, is_done, spaces, seq_no)
+            return episode_chunk(steps, cols, e, a, b, lane, is_done, build, seq_no)
 
         last = len(steps.actions)
         # per env: the observation its current chunk starts at, and the lane it continues

@@ -132,6 +132,13 @@ class FCActor:
             piece[0] == "mask" for piece in mask_layout.pieces
         )
         self._block_starts = [a for a, _ in mask_layout.segments] if mask_layout else []
+        # one masked Categorical block over the whole row: masking and draw in one kernel call
+        self._fused = (
+            self._whole_mask
+            and len(self._block_starts) == 1
+            and isinstance(self.head, CategoricalHead)
+            and self.head.masked
+        )
         self.columns = columns
         hidden = f"{len(layers.trunk)} hidden layers"
         if isinstance(self.head, TorchHead):
@@ -311,14 +318,23 @@ class FCActor:
 
     def sample(self, obs: Any, explore: bool) -> tuple[np.ndarray, Any, np.ndarray] | None:
         """``(distribution inputs, actions, logp)`` for RLlib's batched observation:
-        :meth:`dist_inputs` then :meth:`draw` (None where :meth:`dist_inputs` is)."""
+        :meth:`dist_inputs` then :meth:`draw` (None where :meth:`dist_inputs` is); a masked
+        Categorical over the whole row masks and draws in one kernel call
+        (:meth:`~rlblocks.train.fast.heads.CategoricalHead.draw_masked`), a batch it refuses
+        goes the checked path, which raises the acting doors' message."""
         if self.mask_layout is None or self.columns is not None or not isinstance(obs, dict):
             logits = self.dist_inputs(obs)
             if logits is None:
                 return None
             return (logits, *self.draw(logits, explore))
-        logits, floored = self._masked(self.policy_numpy(obs[OBS_KEY]), obs[MASK_KEY])
+        out, mask = self.policy_numpy(obs[OBS_KEY]), obs[MASK_KEY]
         head = self.head
+        if self._fused and type(mask) is np.ndarray and mask.shape == out.shape:
+            assert isinstance(head, CategoricalHead)
+            fused = head.draw_masked(out, mask.astype(np.float32, copy=False), explore)
+            if fused is not None:
+                return fused
+        logits, floored = self._masked(out, mask)
         if floored and isinstance(head, (CategoricalHead, MultiCategoricalHead)):
             return (logits, *head.draw(logits, explore, floored=True))
         return (logits, *self.draw(logits, explore))

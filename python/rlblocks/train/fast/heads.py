@@ -9,11 +9,13 @@ the actions equal the module path's for the same seed and the generator ends in 
 state:
 
 * :class:`CategoricalHead` (Categorical, MaskedCategorical): one uniform per row, the
-  inverse CDF (``_core.categorical_draw`` or its numpy twin);
+  inverse CDF (``_core.categorical_draw`` or its numpy twin; with the action mask beside
+  the logits, masking and draw in one ``_core.masked_categorical_draw``);
 * :class:`MultiCategoricalHead` (MultiCategorical, MaskedMultiCategorical; MultiDiscrete
   and integer Box actions): one uniform per row and component (row-major), the same
   inverse CDF per component, blocks padded to the largest with zero-probability slots;
-* :class:`GaussianHead` (DiagGaussian): one normal per row and action dimension;
+* :class:`GaussianHead` (DiagGaussian): one normal per row and action dimension
+  (``_core.diag_gaussian_draw`` or its numpy twin);
 * :class:`MultiActionHead` (MultiActionDistribution over Tuple / Dict actions): the
   children's heads in flatten order (Dict keys sorted), as the torch distribution draws
   its children, returned in the action space's structure.
@@ -52,6 +54,7 @@ import torch
 from rlblocks import _core
 from rlblocks._impl import native
 from rlblocks._reference import categorical as reference
+from rlblocks._reference import diag_gaussian as gaussian_reference
 from rlblocks.distributions import (
     Beta,
     Categorical,
@@ -64,7 +67,7 @@ from rlblocks.distributions import (
     MultiCategorical,
     SquashedGaussian,
 )
-from rlblocks.distributions.base import _HALF_LOG_2PI, FLOAT_MIN, LOG_BOUND, MASK_THRESHOLD
+from rlblocks.distributions.base import FLOAT_MIN, LOG_BOUND, MASK_THRESHOLD
 from rlblocks.distributions.categorical import _multi_categorical_layout
 from rlblocks.distributions.multi_action import _unflatten
 from rlblocks.masks import MaskLayout
@@ -94,6 +97,13 @@ class Head(Protocol):
 def _categorical(logits: np.ndarray, uniforms: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     draw = _core.categorical_draw if native() else reference.categorical_draw
     return draw(np.ascontiguousarray(logits, np.float32), uniforms)  # type: ignore[no-any-return]
+
+
+def _masked_categorical(
+    logits: np.ndarray, mask: np.ndarray, uniforms: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    draw = _core.masked_categorical_draw if native() else reference.masked_categorical_draw
+    return draw(logits, mask, uniforms)  # type: ignore[no-any-return]
 
 
 #: Per thread: ``(fill, numpy view)`` of a reused torch buffer per (kind, shape, dtype).
@@ -157,6 +167,22 @@ class CategoricalHead:
         index, logp = _categorical(logits, uniforms)
         return (index + self.start if self.start else index), logp
 
+    def draw_masked(
+        self, out: np.ndarray, mask: np.ndarray, explore: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """``(masked logits, actions, logp)`` for float32 ``out`` and a float32 ``mask`` of
+        its shape in one kernel call (``masked_categorical_draw``): the model's masking
+        (``FLOAT_MIN`` where ``mask <= 0``) and :meth:`draw` on the result. None where the
+        kernel refuses the batch (a row without a legal action, or with none above the
+        masked rule's floor; non-finite logits): the caller's checked path raises the
+        acting doors' message there (the batch's uniforms are drawn by then)."""
+        uniforms = _torch_draws("uniform", (len(out),)) if explore else None
+        try:
+            masked, index, logp = _masked_categorical(out, mask, uniforms)
+        except ValueError:
+            return None
+        return masked, (index + self.start if self.start else index), logp
+
 
 class MultiCategoricalHead:
     """MultiCategorical and MaskedMultiCategorical: one uniform per row and component."""
@@ -215,22 +241,11 @@ class GaussianHead:
 
     def draw(self, out: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray]:
         """``(actions float32 [B, d] (or [B]), logp [B])``."""
-        k = out.shape[1] // 2
-        mean = out[:, :k]
-        # np.clip's values, without its dispatch cost at a rollout's few rows
-        log_std = np.minimum(np.maximum(out[:, k:], -LOG_BOUND), LOG_BOUND)
-        if explore:
-            std = np.exp(log_std)
-            noise = _torch_draws("normal", mean.shape)
-            actions = mean + std * noise
-            z = (actions - mean) / std
-            logp = (-0.5 * z * z - log_std - _HALF_LOG_2PI).sum(1)
-        else:
-            actions = mean.copy()
-            logp = (-log_std - _HALF_LOG_2PI).sum(1)
-        if self.scalar:
-            actions = actions[:, 0]
-        return actions.astype(np.float32, copy=False), logp.astype(np.float32, copy=False)
+        out = np.asarray(out, np.float32)
+        noise = _torch_draws("normal", (len(out), out.shape[1] // 2)) if explore else None
+        draw = _core.diag_gaussian_draw if native() else gaussian_reference.diag_gaussian_draw
+        actions, logp = draw(out, noise, LOG_BOUND)
+        return (actions[:, 0] if self.scalar else actions), logp
 
 
 class MultiActionHead:
