@@ -226,16 +226,18 @@ def test_tictactoe_beats_a_random_legal_player_and_evaluate_plays_every_opponent
         "--run-dir",
         str(run),
         "--stop-timesteps",
-        "20480",
+        "30720",
         "--seed",
         "0",
         "--set",
         "selfplay_snapshot_every=5",
+        "--set",
+        "selfplay_eval_interval=5",
     )
     assert done.returncode == 0, done.stderr
     rows = list(csv.DictReader((run / "progress.csv").open()))
     assert float(rows[-1]["illegal_moves_total"]) == 0.0
-    last = rows[-1]  # the defaults evaluate every 10 iterations: the last row is one
+    last = rows[-1]  # an evaluation every 5 iterations: the last (15th) row is one
     rates = [
         float(last[f"selfplay/{w}_rate_{vs}"])
         for vs in ("random", "pool")

@@ -27,7 +27,7 @@ A turn-based game (a PettingZoo ``AECEnv``) whose every agent observes an ``acti
 and moves in a ``Discrete`` space, trained by one ``shared`` policy, gets
 :data:`TURN_DEFAULTS`: an entropy bonus (``entropy_coeff``), which keeps self-play's own
 moves varied, and a random opening (``selfplay_random_opening``: each self-play game opens
-with 0 to 4 random legal moves, not trained on), so that the greedy policy has also learnt
+with 0 to 6 random legal moves, not trained on), so that the greedy policy has also learnt
 the positions a weak opponent leads to and has been punished there by its own play
 (measured in docs/multiagent.md, "Self-play": tictactoe's losses to a random legal player
 fell from 10 to 1-3 of 500 at 100k steps with the bonus, and to 0 with the opening).
@@ -85,9 +85,9 @@ DQN_VECTOR_DEFAULTS: dict[str, Any] = {"n_step": 3}
 CONTROL_DEFAULTS: dict[str, Any] = {"observation_filter": "MeanStdFilter", "normalize_reward": True}
 
 #: What a turn-based game with action masks gets, each key the user did not set: an entropy
-#: bonus and up to 4 random opening moves per self-play game (two per seat of a two-player
-#: game; the same for every game, no game is special-cased).
-TURN_DEFAULTS: dict[str, Any] = {"entropy_coeff": 0.01, "selfplay_random_opening": 4}
+#: bonus and up to 6 random opening moves per self-play game (three per seat of a
+#: two-player game; the same for every game, no game is special-cased).
+TURN_DEFAULTS: dict[str, Any] = {"entropy_coeff": 0.01, "selfplay_random_opening": 6}
 
 #: Hard-exploration envs (id prefix) and the tuned config that solves each.
 _HARD = {"MountainCar-": "mountaincar_dqn"}
