@@ -190,9 +190,12 @@ def test_cli_learns_the_turn_based_game_with_defaults_and_legal_moves_only(
     rows = list(csv.DictReader((run / "progress.csv").open()))
     assert all(float(r["illegal_moves_total"]) == 0.0 for r in rows)
     # random legal moves score 0.5 per player; player_0's reward always arrives late (the
-    # game ends on player_1's move), so it learns only through the stitching
+    # game ends on player_1's move), so it learns only through the stitching. The training
+    # games open with 0 to 6 random moves (selfplay_random_opening=6, a default), 3 of the
+    # 6 on average, which score as random: a perfect policy's games score 0.75 there; the
+    # greedy evaluation below plays without them
     for player in ("player_0", "player_1"):
-        assert float(rows[-1][f"agent_episode_return_mean/{player}"]) >= 0.9
+        assert float(rows[-1][f"agent_episode_return_mean/{player}"]) >= 0.65
     shown = run_cli("evaluate", str(run), "--episodes", "20")
     assert shown.returncode == 0, shown.stderr
     result = json.loads(shown.stdout.strip().splitlines()[-1])

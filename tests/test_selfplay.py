@@ -226,16 +226,18 @@ def test_tictactoe_beats_a_random_legal_player_and_evaluate_plays_every_opponent
         "--run-dir",
         str(run),
         "--stop-timesteps",
-        "20480",
+        "30720",
         "--seed",
         "0",
         "--set",
         "selfplay_snapshot_every=5",
+        "--set",
+        "selfplay_eval_interval=5",
     )
     assert done.returncode == 0, done.stderr
     rows = list(csv.DictReader((run / "progress.csv").open()))
     assert float(rows[-1]["illegal_moves_total"]) == 0.0
-    last = rows[-1]  # the defaults evaluate every 10 iterations: the last row is one
+    last = rows[-1]  # an evaluation every 5 iterations: the last (15th) row is one
     rates = [
         float(last[f"selfplay/{w}_rate_{vs}"])
         for vs in ("random", "pool")
@@ -384,3 +386,83 @@ def test_a_random_opponent_is_refused_where_it_cannot_play_and_on_rllib() -> Non
     for key, value in (("selfplay_random_prob", 0.5), ("selfplay_eval_interval", 3)):
         with pytest.raises(ValueError, match=f"{key}={value}: a native-trainer option"):
             check_rllib_config(PPOConfig(env=GAME, **{key: value}), "PPO")
+
+
+def test_a_random_opening_plays_the_first_k_moves_of_each_game_at_random_untrained(
+    tmp_path: Path,
+) -> None:
+    """``selfplay_random_opening=3``: each game's first ``k`` moves (``k`` drawn from 0 to 3
+    as the game starts) are random legal moves of whichever seat is to move and are no
+    transitions; the moves after them are the policy's and train; the draw is saved with
+    the schedule."""
+    from rlblocks.masks import MASK_KEY
+    from rlblocks.train import MultiAgentPPOTrainer, restore_trainer
+
+    cfg = {"env": TICTACTOE, **TINY, "seed": 4, "selfplay_random_opening": 3}
+    trainer = MultiAgentPPOTrainer(cfg)
+    try:
+        hub, schedule = trainer.hub, trainer.selfplay.schedule
+        assert schedule.opponent == [None] * 4  # no opponent: the policy plays every seat
+        hub.reset_lanes("shared", seed=0)
+        drawn = schedule.opening.copy()  # each copy's k for its current game
+        moved = np.zeros(4, np.int64)  # moves made in each copy's current game
+        ks, trained, untrained = [], 0, 0
+        for _ in range(300):
+            live = hub.live_lanes("shared")
+            actions = {"shared": np.zeros(len(live), np.int64)}
+            frozen = trainer.selfplay.before_step(actions)
+            assert frozen is not None
+            for lane in np.flatnonzero(live):
+                e = int(lane) // 2
+                _, obs = hub.lane_obs("shared", int(lane))
+                assert bool(frozen[lane]) == (moved[e] < drawn[e])  # the opening, then policy
+                if frozen[lane]:  # a random legal move
+                    assert obs[MASK_KEY][int(actions["shared"][lane])] == 1
+                else:  # the policy's move (here the first legal one)
+                    actions["shared"][lane] = int(np.flatnonzero(obs[MASK_KEY])[0])
+            results = hub.step(actions)
+            trainer.selfplay.after_step(results, frozen)
+            valid = results["shared"].valid
+            trained += int((valid & live).sum())
+            untrained += int((live & ~valid).sum())
+            assert not (valid & frozen).any()
+            moved += 1
+            for e in np.flatnonzero(results["shared"].starts.reshape(4, 2).any(axis=1)):
+                ks.append(int(drawn[e]))
+                drawn[e], moved[e] = schedule.opening[e], 0
+        assert hub.illegal_moves == 0
+        assert set(ks) == {0, 1, 2, 3}  # uniform over 0 to 3
+        assert untrained and trained + untrained == 300 * 4
+    finally:
+        trainer.close()
+    cfg["env"] = GAME  # its envs are saved with their state: the resumed run goes on alike
+    trainer = MultiAgentPPOTrainer(cfg, run_dir=tmp_path)
+    try:
+        first = trainer.train()
+        assert 0 < first["agent_timesteps_total"] < 128  # the opening moves do not train
+        path = trainer.save()
+        assert "opening" in trainer.selfplay.state_dict()["schedule"]
+        second = trainer.train()
+        weights = _weights(trainer.model)
+    finally:
+        trainer.close()
+    resumed = restore_trainer(path)
+    try:
+        again = resumed.train()
+        assert again["agent_timesteps_total"] == second["agent_timesteps_total"]
+        assert all(t.equal(weights[n]) for n, t in resumed.model.state_dict().items())
+    finally:
+        resumed.close()
+
+
+def test_a_random_opening_is_refused_where_it_cannot_play_and_on_rllib() -> None:
+    from rlblocks.train import MultiAgentPPOTrainer
+    from rlblocks.train.algo_spaces import check_rllib_config
+    from rlblocks.train.trainer_config import PPOConfig
+
+    with pytest.raises(ValueError, match="selfplay_random_opening=2: env .* not a turn-based"):
+        MultiAgentPPOTrainer(
+            {"env": "rlblocks.envs.multiagent_zoo:parallel_env", "selfplay_random_opening": 2}
+        )
+    with pytest.raises(ValueError, match="selfplay_random_opening=2: a native-trainer option"):
+        check_rllib_config(PPOConfig(env=GAME, selfplay_random_opening=2), "PPO")

@@ -97,10 +97,13 @@ def test_mountaincar_names_the_tuned_config_that_solves_it(tmp_path, capsys, alg
     ) in capsys.readouterr().out
 
 
-def test_a_turn_based_game_with_masks_gets_an_entropy_bonus(tmp_path, capsys) -> None:
+def test_a_turn_based_game_with_masks_gets_an_entropy_bonus_and_a_random_opening(
+    tmp_path, capsys
+) -> None:
     """``rlblocks train --env GAME`` on a turn-based game whose agents observe action masks
-    (docs/multiagent.md, "Self-play": the bonus is what kept tictactoe's greedy policy from
-    losing to a random legal player); a parallel env and a user's ``--set`` keep theirs."""
+    (docs/multiagent.md, "Self-play": the bonus and the random opening are what keep
+    tictactoe's greedy policy from losing to a random legal player); a parallel env and a
+    user's ``--set`` keep theirs."""
     pytest.importorskip("pettingzoo", reason="pettingzoo is the multiagent extra")
     from rlblocks.cli.train_defaults import TURN_DEFAULTS
 
@@ -113,7 +116,10 @@ def test_a_turn_based_game_with_masks_gets_an_entropy_bonus(tmp_path, capsys) ->
     config = _train(
         tmp_path / "set", "--env", "rlblocks.envs.turn_zoo:env", "--set", "entropy_coeff=0"
     )
-    assert config["entropy_coeff"] == 0
+    assert config["entropy_coeff"] == 0 and config["selfplay_random_opening"] == 6
+    assert "with action masks: selfplay_random_opening=6 (--set it to change)" in (
+        capsys.readouterr().out
+    )
     config = _train(tmp_path / "par", "--env", "rlblocks.envs.multiagent_zoo:parallel_env")
     assert config["entropy_coeff"] == 0 and "turn-based" not in capsys.readouterr().out
 

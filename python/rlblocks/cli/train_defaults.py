@@ -26,9 +26,11 @@ the continuous-control defaults (:func:`probe_env`).
 A turn-based game (a PettingZoo ``AECEnv``) whose every agent observes an ``action_mask``
 and moves in a ``Discrete`` space, trained by one ``shared`` policy, gets
 :data:`TURN_DEFAULTS`: an entropy bonus (``entropy_coeff``), which keeps self-play's own
-moves varied, so that the greedy policy has also learnt the positions a weak opponent
-leads to (measured in docs/multiagent.md, "Self-play": tictactoe's losses to a random
-legal player fell from 10 to 1-3 of 500 at 100k steps).
+moves varied, and a random opening (``selfplay_random_opening``: each self-play game opens
+with 0 to 6 random legal moves, not trained on), so that the greedy policy has also learnt
+the positions a weak opponent leads to and has been punished there by its own play
+(measured in docs/multiagent.md, "Self-play": tictactoe's losses to a random legal player
+fell from 10 to 1-3 of 500 at 100k steps with the bonus, and to 0 with the opening).
 
 Examples:
     >>> import gymnasium as gym
@@ -82,8 +84,10 @@ DQN_VECTOR_DEFAULTS: dict[str, Any] = {"n_step": 3}
 #: What continuous control gets when the user set neither key.
 CONTROL_DEFAULTS: dict[str, Any] = {"observation_filter": "MeanStdFilter", "normalize_reward": True}
 
-#: What a turn-based game with action masks gets when the user set neither key.
-TURN_DEFAULTS: dict[str, Any] = {"entropy_coeff": 0.01}
+#: What a turn-based game with action masks gets, each key the user did not set: an entropy
+#: bonus and up to 6 random opening moves per self-play game (three per seat of a
+#: two-player game; the same for every game, no game is special-cased).
+TURN_DEFAULTS: dict[str, Any] = {"entropy_coeff": 0.01, "selfplay_random_opening": 6}
 
 #: Hard-exploration envs (id prefix) and the tuned config that solves each.
 _HARD = {"MountainCar-": "mountaincar_dqn"}

@@ -66,6 +66,7 @@ NATIVE_ONLY = {
     "selfplay_pool_size": "rllib.callbacks",
     "selfplay_opponent_prob": "rllib.callbacks",
     "selfplay_random_prob": "rllib.callbacks",
+    "selfplay_random_opening": "rllib.callbacks",
     "selfplay_eval_interval": "rllib.evaluation",
     "selfplay_eval_games": "rllib.evaluation",
 }

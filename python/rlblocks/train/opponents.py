@@ -13,10 +13,14 @@ per env copy and per episode (at each game's start):
   (:class:`RandomOpponent`, a uniform move inside the action mask) plays every other seat
   of that game; else with probability ``selfplay_opponent_prob`` (and a non-empty pool) one
   snapshot drawn uniformly from the pool does; otherwise the learning policy plays every
-  seat (plain self-play) and every seat's moves train.
+  seat (plain self-play) and every seat's moves train;
+* the random opening: with ``selfplay_random_opening`` = K > 0, the game's first ``k``
+  moves, ``k`` drawn uniformly from 0 to K, are random legal moves of whichever seat is to
+  move (:meth:`SelfPlaySchedule.opening_lanes`), so that the policy also learns from (and
+  is punished in) positions its own play never leads to, as a weak opponent's would.
 
 An opponent's moves (a snapshot's, sampled from its own distribution, or the random legal
-player's) are never trained on: the trainer marks them as no transitions
+player's, opening moves included) are never trained on: the trainer marks them as no transitions
 (:meth:`SelfPlaySchedule.frozen_lanes`), so only the learner's seat of such a game trains
 (its moves outside the mask are still counted). Snapshots act through the native policy's actor (the
 numpy path :mod:`rlblocks.train.fast.choice` picks for the FC model). The pool and the
@@ -40,6 +44,14 @@ Examples:
     >>> schedule.start_all(pool)
     >>> schedule.learner_seat.tolist(), schedule.frozen_lanes().tolist()
     ([0, 1], [False, True, True, False])
+    >>> opening = SelfPlaySchedule(num_envs=2, seats=2, opponent_prob=0.0, seed=0,
+    ...     random_opening=3)
+    >>> opening.start_all(pool)
+    >>> opening.opening.tolist(), opening.opening_lanes().tolist()  # random moves left
+    ([2, 1], [True, True, True, True])
+    >>> opening.advance()  # every copy made a move
+    >>> opening.opening.tolist(), opening.opening_lanes().tolist()
+    ([1, 0], [True, True, False, False])
 """
 
 from __future__ import annotations
@@ -201,18 +213,29 @@ class SelfPlaySchedule:
         seed: Seed of the schedule's own random numbers.
         random_prob: Probability that a game is against the random legal player (drawn
             before the pool's chance).
+        random_opening: The most random legal moves a game opens with (drawn after the
+            opponent; 0: none).
 
     Attributes:
         learner_seat: ``[num_envs]`` the learner's seat in each copy's current game.
         opponent: Per copy, the :class:`Snapshot` or the :class:`RandomOpponent` playing the
             other seats (None: the learning policy plays every seat).
+        opening: ``[num_envs]`` the random opening moves left in each copy's current game.
     """
 
     def __init__(
-        self, num_envs: int, seats: int, opponent_prob: float, seed: int, random_prob: float = 0.0
+        self,
+        num_envs: int,
+        seats: int,
+        opponent_prob: float,
+        seed: int,
+        random_prob: float = 0.0,
+        random_opening: int = 0,
     ) -> None:
         self.num_envs, self.seats, self.opponent_prob = num_envs, seats, opponent_prob
         self.random_prob = random_prob
+        self.random_opening = random_opening
+        self.opening = np.zeros(num_envs, np.int64)
         self._rng = np.random.default_rng(seed)
         self.random = RandomOpponent(seed + 1)
         self.games = np.zeros(num_envs, np.int64)
@@ -228,6 +251,8 @@ class SelfPlaySchedule:
             self.opponent[e] = self.random
         elif len(pool) and self._rng.random() < self.opponent_prob:
             self.opponent[e] = pool.snapshots[int(self._rng.integers(len(pool)))]
+        if self.random_opening:
+            self.opening[e] = self._rng.integers(self.random_opening + 1)
 
     def start_all(self, pool: OpponentPool) -> None:
         """Every copy starts a game."""
@@ -235,10 +260,19 @@ class SelfPlaySchedule:
             self.start(e, pool)
 
     def frozen_lanes(self) -> np.ndarray:
-        """Bool per lane: its seat is played by a snapshot in the current game."""
+        """Bool per lane: its seat is played by an opponent in the current game, or its
+        copy's game is still in its random opening."""
         seat = np.arange(self.seats)[None, :]
         against = np.array([o is not None for o in self.opponent])[:, None]
-        return (against & (seat != self.learner_seat[:, None])).reshape(-1)
+        return (against & (seat != self.learner_seat[:, None])).reshape(-1) | self.opening_lanes()
+
+    def opening_lanes(self) -> np.ndarray:
+        """Bool per lane: its copy's game has random opening moves left (every seat)."""
+        return np.repeat(self.opening > 0, self.seats)
+
+    def advance(self) -> None:
+        """Every copy made one move: one random opening move fewer where some are left."""
+        np.maximum(self.opening - 1, 0, out=self.opening)
 
     def state_dict(self) -> dict[str, Any]:
         """The games played, current seats and opponents (snapshots by iteration, the random
@@ -247,6 +281,7 @@ class SelfPlaySchedule:
             "games": self.games.copy(),
             "learner_seat": self.learner_seat.copy(),
             "opponent": [_opponent_name(o) for o in self.opponent],
+            "opening": self.opening.copy(),
             "rng": self._rng.bit_generator.state,
             "random_rng": self.random.rng.bit_generator.state,
         }
@@ -256,6 +291,7 @@ class SelfPlaySchedule:
         self.games = np.asarray(state["games"], np.int64).copy()
         self.learner_seat = np.asarray(state["learner_seat"], np.int64).copy()
         self.opponent = [self._named(it, pool) for it in state["opponent"]]
+        self.opening = np.asarray(state.get("opening", np.zeros(self.num_envs)), np.int64).copy()
         self._rng.bit_generator.state = state["rng"]
         if "random_rng" in state:
             self.random.rng.bit_generator.state = state["random_rng"]

@@ -4,10 +4,11 @@ rollouts and the win / draw / loss columns of ``progress.csv``.
 :class:`SelfPlay` is what :class:`~rlblocks.train.multiagent.MultiAgentPPOTrainer` holds for a
 turn-based game (:class:`~rlblocks.multiagent.turns.TurnBasedVectorEnv`):
 
-* with ``selfplay_snapshot_every`` > 0 or ``selfplay_random_prob`` > 0 (one ``shared``
-  policy for every seat), the pool and schedule of :mod:`rlblocks.train.opponents`: before
-  each step the seats an opponent (a snapshot or the random legal player) plays get its
-  moves (:meth:`SelfPlay.before_step`), after it those moves are marked
+* with ``selfplay_snapshot_every``, ``selfplay_random_prob`` or
+  ``selfplay_random_opening`` > 0 (one ``shared`` policy for every seat), the pool and
+  schedule of :mod:`rlblocks.train.opponents`: before each step the seats an opponent (a
+  snapshot or the random legal player, which also plays the random opening moves) plays
+  get its moves (:meth:`SelfPlay.before_step`), after it those moves are marked
   as no transitions (:meth:`SelfPlay.after_step`), and each game that starts draws its
   learner seat and opponent;
 * with ``selfplay_eval_interval`` > 0 and an ``action_mask`` in every agent's observation,
@@ -134,7 +135,7 @@ class SelfPlay:
         every = config.selfplay_snapshot_every
         self.pool: OpponentPool | None = None
         self.schedule: SelfPlaySchedule | None = None
-        if every or config.selfplay_random_prob:
+        if every or config.selfplay_random_prob or config.selfplay_random_opening:
             self._check_pool(hub, config)
             (pid,) = hub.policy_ids
             self.policy_id = pid
@@ -147,6 +148,7 @@ class SelfPlay:
                 config.selfplay_opponent_prob,
                 seed + 7919,
                 config.selfplay_random_prob,
+                config.selfplay_random_opening,
             )
             self.schedule.start_all(self.pool)
         self.evaluating = bool(config.selfplay_eval_interval) and has_masks(hub)
@@ -158,6 +160,8 @@ class SelfPlay:
             f"selfplay_snapshot_every={config.selfplay_snapshot_every}"
             if config.selfplay_snapshot_every
             else f"selfplay_random_prob={config.selfplay_random_prob}"
+            if config.selfplay_random_prob
+            else f"selfplay_random_opening={config.selfplay_random_opening}"
         )
         if not isinstance(hub, TurnBasedVectorEnv):
             raise ValueError(
@@ -173,12 +177,13 @@ class SelfPlay:
         space = hub.specs[hub.policy_ids[0]].action_space
         if not hasattr(space, "n"):
             raise ValueError(f"{where}: the opponent pool needs Discrete actions, got {space}")
-        if config.selfplay_random_prob and not has_masks(hub):
-            raise ValueError(
-                f"selfplay_random_prob={config.selfplay_random_prob}: the random legal opponent "
-                f"needs an action_mask in every agent's observation; env {config.env_name!r} "
-                "has none (set 0)"
-            )
+        for key in ("selfplay_random_prob", "selfplay_random_opening"):
+            if getattr(config, key) and not has_masks(hub):
+                raise ValueError(
+                    f"{key}={getattr(config, key)}: the random legal player needs an "
+                    f"action_mask in every agent's observation; env {config.env_name!r} has "
+                    "none (set 0)"
+                )
 
     @property
     def active(self) -> bool:
@@ -187,8 +192,8 @@ class SelfPlay:
 
     # --- rollouts -----------------------------------------------------------------------------
     def before_step(self, actions: dict[str, Any]) -> np.ndarray | None:
-        """Puts the snapshots' moves into ``actions`` (a copy of the shared policy's); the
-        lanes they played (None without a pool)."""
+        """Puts the opponents' and random opening moves into ``actions`` (a copy of the
+        shared policy's); the lanes they played (None without a schedule)."""
         if self.schedule is None:
             return None
         pid = self.policy_id
@@ -202,7 +207,10 @@ class SelfPlay:
                 groups.setdefault(i // seats, []).append(i)
             by_snap: dict[int, tuple[Snapshot | RandomOpponent, list[int]]] = {}
             for e, rows in groups.items():
-                snap = self.schedule.opponent[e]
+                if self.schedule.opening[e] > 0:  # the random opening: every seat
+                    snap: Snapshot | RandomOpponent | None = self.schedule.random
+                else:
+                    snap = self.schedule.opponent[e]
                 assert snap is not None
                 by_snap.setdefault(id(snap), (snap, []))[1].extend(rows)
             spec = self.hub.specs[pid]
@@ -225,6 +233,7 @@ class SelfPlay:
         res = results[pid]
         if res.valid is not None and frozen.any():
             results[pid] = res._replace(valid=res.valid & ~frozen)
+        self.schedule.advance()  # every copy moved once
         if res.starts is not None and res.starts.any():
             assert self.pool is not None
             started = res.starts.reshape(self.hub.num_envs, -1).any(axis=1)

@@ -392,7 +392,13 @@ class PPOConfig(TrainerConfig):
     """Turn-based games with action masks (one ``shared`` policy, native trainer): per env
     copy and game, the probability that a random legal player plays every seat but the
     learner's (its moves are not trained on, the learner's are); drawn before the pool's
-    ``selfplay_opponent_prob``. ``rlblocks train --env`` alone sets it for such games."""
+    ``selfplay_opponent_prob``."""
+    selfplay_random_opening: int = option(0, int_at_least(0))
+    """Turn-based games with action masks (one ``shared`` policy, native trainer): each game
+    opens with ``k`` random legal moves, ``k`` drawn uniformly from 0 to this, of whichever
+    seat is to move (not trained on), so the policy also learns the positions a weak
+    opponent leads to; 0: none. ``rlblocks train --env`` alone sets it for such games
+    (:data:`rlblocks.cli.train_defaults.TURN_DEFAULTS`)."""
     selfplay_eval_interval: int = option(10, int_at_least(0))
     """Turn-based games (native trainer): every this many iterations, ``selfplay_eval_games``
     games against a random legal player and against the pool, written as

@@ -115,6 +115,7 @@ OUTSIDE_THE_LOSS = frozenset(
         "selfplay_pool_size",
         "selfplay_opponent_prob",
         "selfplay_random_prob",
+        "selfplay_random_opening",
         "selfplay_eval_interval",
         "selfplay_eval_games",
     }
