@@ -56,6 +56,7 @@ SUITES = {
     "BipedalWalker-v3": ("bipedalwalker", {"SAC"}),
     "MiniGrid-Empty-8x8-v0": ("minigrid_empty8x8", {"PPO"}),
     "MiniGrid-DoorKey-5x5-v0": ("minigrid_doorkey5x5", {"PPO"}),
+    "Hopper-v5": ("hopper", {"PPO", "TD3"}),  # the mujoco extra (PPO: the zoo's Hopper entry)
 }
 
 
