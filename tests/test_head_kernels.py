@@ -222,7 +222,7 @@ def dense_stacks(draw: Any) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarr
             rng.normal(0, 0.5, o).astype(F32),
             draw(ACTIVATIONS),
         )
-        for i, o in zip(widths, widths[1:])
+        for i, o in zip(widths[:-1], widths[1:], strict=True)
     ]
     return x, layers
 

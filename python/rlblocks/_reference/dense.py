@@ -38,7 +38,9 @@ def _checked_layers(x: np.ndarray, layers: Any) -> list[tuple[np.ndarray, np.nda
         where = f"layers[{i}]"
         if not isinstance(item, tuple) or len(item) != 3:
             got = f"a tuple of length {len(item)}" if isinstance(item, tuple) else describe(item)
-            raise ValueError(f"{_FN}: {where} must be a (weight, bias, activation) tuple, got {got}")
+            raise ValueError(
+                f"{_FN}: {where} must be a (weight, bias, activation) tuple, got {got}"
+            )
         weight = float32_array(item[0], _FN, f"{where} weight")
         if weight.ndim != 2 or weight.shape[1] != width:
             raise ValueError(
@@ -51,7 +53,8 @@ def _checked_layers(x: np.ndarray, layers: Any) -> list[tuple[np.ndarray, np.nda
                 f"{_FN}: {where} bias must be of shape ({weight.shape[0]},), got shape {bias.shape}"
             )
         activation = item[2]
-        if not (activation is None or (isinstance(activation, str) and activation in ("tanh", "relu"))):
+        known = isinstance(activation, str) and activation in ("tanh", "relu")
+        if not (activation is None or known):
             raise ValueError(
                 f"{_FN}: {where} activation must be None, 'tanh' or 'relu', got {activation!r}"
             )

@@ -5,7 +5,9 @@ catalog's FullyConnectedNetwork without ``nn.Module`` calls:
 
 * ``act`` / ``values`` on numpy observations run in numpy: at a rollout's batch of a few
   rows each torch op costs several times numpy's dispatch, so two small MLPs, a softmax
-  and an inverse-CDF draw are cheaper in numpy. This covers float32 CPU models with a
+  and an inverse-CDF draw are cheaper in numpy (up to :data:`FUSED_ROWS` rows each branch's
+  layers run in one native call, ``_core.dense_forward``: numpy's three dispatches per
+  layer cost more than the arithmetic there). This covers float32 CPU models with a
   head that :func:`~rlblocks.train.fast.heads.numpy_head` draws (Categorical,
   MultiCategorical, their masked forms, DiagGaussian, Tuple / Dict of those; the others
   that never read the model: torch's draw on the numpy forward) (``docs/benchmarks.md``
