@@ -54,6 +54,7 @@ def test_the_fuzzer_drives_aliased_outputs_and_huge_filter_values() -> None:
         "diag_gaussian_draw",
         "squashed_gaussian_sample",
         "squashed_gaussian_grad",
+        "dense_forward",
     )
     for kernel in kernels:
         assert f"(kernel, {kernel})" in result.stdout

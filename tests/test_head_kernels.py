@@ -1,7 +1,9 @@
 """The action heads' fused kernels against their numpy twins and the torch distributions:
 ``_core.masked_categorical_draw`` (the model's masking and MaskedCategorical's draw in one
 call) and ``_core.diag_gaussian_draw`` (DiagGaussian's draw and log-density); a masked
-action is never drawn, and both refuse bad input with their twin's message."""
+action is never drawn, and both refuse bad input with their twin's message. Also the
+actor's fused forward ``_core.dense_forward`` against its twin, the numpy forward and the
+actor's draws."""
 
 from __future__ import annotations
 
@@ -15,9 +17,12 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from rlblocks import _core
 from rlblocks._reference.categorical import masked_categorical_draw as masked_twin
+from rlblocks._reference.dense import dense_forward as dense_twin
 from rlblocks._reference.diag_gaussian import diag_gaussian_draw as gaussian_twin
 from rlblocks.distributions import DiagGaussian, MaskedCategorical
 from rlblocks.distributions.base import FLOAT_MIN, LOG_BOUND
+from rlblocks.train.fast.dense_layers import run_numpy
+from rlblocks.train.fast.fc_actor import FUSED_ROWS, FCActor
 
 pytestmark = pytest.mark.native
 
@@ -196,3 +201,114 @@ def test_gaussian_draw_refuses_bad_input_with_its_twins_message(case):
     inputs, noise, bound, part = GAUSSIAN_REFUSALS[case]
     message = _same_refusal(_core.diag_gaussian_draw, gaussian_twin, inputs, noise, bound)
     assert message.startswith("diag_gaussian_draw: ") and part in message, message
+
+
+# --- the actor's fused forward: _core.dense_forward ------------------------------------------
+
+ACTIVATIONS = st.sampled_from([None, "tanh", "relu"])
+
+
+@st.composite
+def dense_stacks(draw: Any) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray, Any]]]:
+    """``(x, layers)``: 0-12 rows, 0-3 layers of widths 1-70 (partial blocks of 8 included)."""
+    rows = draw(st.integers(0, 12))
+    widths = draw(st.lists(st.integers(1, 70), min_size=1, max_size=4))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0, 2, (rows, widths[0])).astype(F32)
+    layers = [
+        (
+            (rng.normal(0, 1, (o, i)) / np.sqrt(i)).astype(F32),
+            rng.normal(0, 0.5, o).astype(F32),
+            draw(ACTIVATIONS),
+        )
+        for i, o in zip(widths[:-1], widths[1:], strict=True)
+    ]
+    return x, layers
+
+
+@settings(max_examples=100, deadline=None)
+@given(dense_stacks())
+def test_dense_forward_equals_its_twin_and_the_numpy_forward(stack):
+    x, layers = stack
+    got = _core.dense_forward(x, layers)
+    twin = dense_twin(x, layers)
+    numpy_path = run_numpy(layers, x.copy())  # the actor's numpy forward (BLAS, _core.tanh)
+    width = layers[-1][0].shape[0] if layers else x.shape[1]
+    assert got.dtype == F32 and got.shape == twin.shape == (len(x), width)
+    assert got.flags.c_contiguous and not np.shares_memory(got, x)
+    np.testing.assert_allclose(got, twin, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, numpy_path, rtol=1e-5, atol=1e-5)
+
+
+def test_dense_forward_of_no_rows_and_of_strided_input():
+    w, b = np.ones((3, 4), F32), np.zeros(3, F32)
+    for fn in (_core.dense_forward, dense_twin):
+        assert fn(np.zeros((0, 4), F32), [(w, b, "tanh")]).shape == (0, 3)
+        wide = np.arange(16, dtype=F32).reshape(2, 8) / 10
+        got = fn(wide[:, ::2], [(w, b, None)])  # a non-contiguous batch reads as its values
+        np.testing.assert_allclose(got, np.repeat(wide[:, ::2].sum(1, keepdims=True), 3, 1))
+
+
+W34, B3 = np.zeros((3, 4), F32), np.zeros(3, F32)
+DENSE_REFUSALS = {
+    "float64 x": (np.zeros((2, 4)), [(W34, B3, None)], "x must be a float32 array"),
+    "1-d x": (np.zeros(4, F32), [(W34, B3, None)], "x must be [B, in], got shape (4,)"),
+    "layers not a list": (np.zeros((2, 4), F32), (W34, B3), "layers[0] must be"),
+    "layers a dict": (np.zeros((2, 4), F32), {}, "layers must be a list of"),
+    "short tuple": (np.zeros((2, 4), F32), [(W34, B3)], "got a tuple of length 2"),
+    "list for tuple": (np.zeros((2, 4), F32), [[W34, B3, None]], "tuple, got list"),
+    "float64 weight": (np.zeros((2, 4), F32), [(W34.astype(np.float64), B3, None)], "weight must"),
+    "weight width": (np.zeros((2, 5), F32), [(W34, B3, None)], "[out, 5] (its input's width)"),
+    "second width": (
+        np.zeros((2, 4), F32),
+        [(W34, B3, "tanh"), (W34, B3, None)],
+        "layers[1] weight must be [out, 3]",
+    ),
+    "bias shape": (np.zeros((2, 4), F32), [(W34, np.zeros(4, F32), None)], "of shape (3,), got"),
+    "int bias": (np.zeros((2, 4), F32), [(W34, np.zeros(3, np.int32), None)], "bias must be"),
+    "elu": (np.zeros((2, 4), F32), [(W34, B3, "elu")], "'tanh' or 'relu', got 'elu'"),
+    "callable": (np.zeros((2, 4), F32), [(W34, B3, 3)], "'relu', got 3"),
+    "tensor weight": (np.zeros((2, 4), F32), [(torch.zeros(3, 4), B3, None)], "array, got Tensor"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DENSE_REFUSALS))
+def test_dense_forward_refuses_bad_input_with_its_twins_message(case):
+    x, layers, part = DENSE_REFUSALS[case]
+    message = _same_refusal(_core.dense_forward, dense_twin, x, layers)
+    assert message.startswith("dense_forward: ") and part in message, message
+
+
+@pytest.mark.parametrize("share", [False, True])
+@pytest.mark.parametrize("rows", [1, 8, FUSED_ROWS + 1])
+def test_fc_actor_fused_forward_equals_numpy_and_draws_the_same(share, rows):
+    """The actor's forward through ``dense_forward`` (up to FUSED_ROWS rows) equals its
+    numpy forward, and a seeded draw takes the same actions from torch's generator."""
+    import gymnasium as gym
+    from rlblocks import _impl
+    from rlblocks.train.policy import Policy
+    from rlblocks.train.trainer_config import PPOConfig
+
+    cfg = PPOConfig.from_dict({"model": {"vf_share_layers": share, "fcnet_hiddens": [64, 64]}})
+    pol = Policy(gym.spaces.Box(-1, 1, (5,)), gym.spaces.Discrete(4), cfg)
+    actor = pol.actor
+    assert isinstance(actor, FCActor) and actor.numpy
+    obs = np.random.default_rng(rows).normal(0, 1, (rows, 5)).astype(F32)
+    results = {}
+    for reference in (False, True):
+        _impl.use_numpy_reference(reference)
+        try:
+            out, values = actor.forward_numpy(obs)
+            torch.manual_seed(3)
+            acted = pol.act(obs, [], explore=True, full=True)
+        finally:
+            _impl.use_numpy_reference(False)
+        results[reference] = (out, values, actor.policy_numpy(obs), acted)
+    (out, values, policy, acted), (n_out, n_values, _, n_acted) = results[False], results[True]
+    assert out.dtype == values.dtype == F32 and values.shape == (rows,)
+    np.testing.assert_allclose(out, n_out, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(values, n_values, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(policy, out)
+    np.testing.assert_array_equal(acted["actions"], n_acted["actions"])
+    np.testing.assert_allclose(acted["logp"], n_acted["logp"], rtol=1e-5, atol=1e-6)

@@ -1,7 +1,8 @@
 """The distribution kernels' share of the differential fuzzer (tools/fuzz_flatten.py).
 
-Random calls of ``categorical_draw``, ``masked_categorical_draw``, ``diag_gaussian_draw``
-and of ``squashed_gaussian_sample`` / ``_grad``: random
+Random calls of ``categorical_draw``, ``masked_categorical_draw``, ``diag_gaussian_draw``,
+of ``squashed_gaussian_sample`` / ``_grad`` and of the actor's ``dense_forward`` (random
+stacks of layers, some with a wrong width, dtype, tuple or activation): random
 shapes (B = 0 included) and dtypes, lists, 0-d and 1-d arrays, non-contiguous and read-only
 arrays, NaN / inf / huge values, NaN and inverted log-std bounds, arguments of the wrong
 size. Both implementations must accept the same calls, give the same values (to float32
@@ -76,14 +77,45 @@ def _bounds(rng: np.random.Generator) -> tuple[float, float]:
 # How far the two implementations' values may be apart: a categorical's log-probabilities
 # to about an ulp; the squashed Gaussian's log(1 - tanh**2 + 1e-6) turns an ulp of tanh
 # near +-1 into up to a percent of the log-density and of its gradient.
-CATEGORICAL_TOL, SQUASHED_TOL = 1e-5, 2e-2
+# The dense stack's sums run in another order than numpy's BLAS (a few ulps of the terms).
+CATEGORICAL_TOL, SQUASHED_TOL, DENSE_TOL = 1e-5, 2e-2, 1e-4
+
+
+def _dense_layers(rng: np.random.Generator, width: int) -> Any:
+    """A random stack for ``dense_forward`` taking ``width`` inputs: mostly valid (1-3
+    layers, widths across a block of 8), sometimes one layer wrong in one way."""
+    layers: list[Any] = []
+    for _ in range(int(rng.integers(0, 4))):
+        out = int(rng.choice([1, 3, 8, 9, 17]))
+        w = (rng.standard_normal((out, width)) / np.sqrt(max(width, 1))).astype(np.float32)
+        b = (rng.standard_normal(out) * 0.1).astype(np.float32)
+        act = [None, "tanh", "relu"][int(rng.integers(3))]
+        layers.append((w, b, act))
+        width = out
+    if layers and rng.random() < 0.2:
+        i = int(rng.integers(len(layers)))
+        w, b, act = layers[i]
+        roll = rng.random()
+        if roll < 0.2:
+            layers[i] = (w[:, :-1], b, act)
+        elif roll < 0.35:
+            layers[i] = (w.astype(np.float64), b, act)
+        elif roll < 0.5:
+            layers[i] = (w, b[:-1], act)
+        elif roll < 0.65:
+            layers[i] = (w, b, "elu")
+        elif roll < 0.8:
+            layers[i] = [w, b, act]
+        else:
+            layers[i] = (w, b)
+    return layers if rng.random() < 0.95 else tuple(layers) if rng.random() < 0.5 else {}
 
 
 def kernel_calls(seed: int) -> Iterator[tuple[str, Callable[[], Any], float]]:
     """Case ``seed``'s kernel calls with this process's implementation: (name, call, the
     tolerance of its values)."""
     from rlblocks import _core, _impl
-    from rlblocks._reference import categorical, diag_gaussian, squashed_gaussian
+    from rlblocks._reference import categorical, dense, diag_gaussian, squashed_gaussian
 
     native = _impl.native()
     draw = _core.categorical_draw if native else categorical.categorical_draw
@@ -93,6 +125,7 @@ def kernel_calls(seed: int) -> Iterator[tuple[str, Callable[[], Any], float]]:
     grad = _core.squashed_gaussian_grad if native else squashed_gaussian.squashed_gaussian_grad
     masked = _core.masked_categorical_draw if native else categorical.masked_categorical_draw
     gaussian = _core.diag_gaussian_draw if native else diag_gaussian.diag_gaussian_draw
+    dense_fn = _core.dense_forward if native else dense.dense_forward
     rng = np.random.default_rng([seed, 3])
     for _ in range(4):
         b, k = int(rng.choice([0, 1, 2, 5])), int(rng.choice([1, 2, 3, 7]))
@@ -137,6 +170,12 @@ def kernel_calls(seed: int) -> Iterator[tuple[str, Callable[[], Any], float]]:
             lambda i=inputs, n=noise, a=d_action, c=coef, lo=low, hi=high: grad(i, n, a, c, lo, hi),
             SQUASHED_TOL,
         )
+
+    for _ in range(2):
+        b, width = int(rng.choice([0, 1, 2, 8, 13])), int(rng.choice([1, 4, 8, 11]))
+        x = _array(rng, (b, width), float(rng.choice([1.0, 3.0])))
+        layers = _dense_layers(rng, width)
+        yield "dense_forward", lambda x=x, ls=layers: dense_fn(x, ls), DENSE_TOL
 
 
 def flat_values(result: Any) -> tuple[np.ndarray, list[Any]]:

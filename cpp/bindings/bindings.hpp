@@ -30,6 +30,7 @@ void register_replay(py::module_& m);
 void register_her(py::module_& m);
 void register_squashed_gaussian(py::module_& m);
 void register_diag_gaussian(py::module_& m);
+void register_dense(py::module_& m);
 
 using Shape = std::vector<std::int64_t>;
 

@@ -6,6 +6,7 @@ PYBIND11_MODULE(_core, m) {
   rlblocks::bindings::register_activations(m);
   rlblocks::bindings::register_categorical(m);
   rlblocks::bindings::register_diag_gaussian(m);
+  rlblocks::bindings::register_dense(m);
   rlblocks::bindings::register_flatten(m);
   rlblocks::bindings::register_filters(m);
   rlblocks::bindings::register_frame_stack(m);

@@ -16,6 +16,7 @@ __all__: list[str] = [
     "RunningStat",
     "categorical_draw",
     "check_out",
+    "dense_forward",
     "diag_gaussian_draw",
     "gather_rows",
     "get_num_threads",
@@ -194,6 +195,9 @@ def check_out(
     fn: str,
 ) -> typing.Any:
     """out, validated as every kernel validates its out= argument (writeable, C-contiguous, exact dtype and shape, not overlapping input); ValueError naming fn otherwise."""
+
+def dense_forward(x: typing.Any, layers: typing.Any) -> numpy.typing.NDArray[numpy.float32]:
+    """A stack of dense layers over a float32 batch x [B, in]: for each (weight [out, in], bias [out], activation None / 'tanh' / 'relu') of layers, x = activation(x @ weight.T + bias); returns the last x (float32 [B, out], a new array; x itself copied without layers)."""
 
 def diag_gaussian_draw(
     inputs: typing.Any, noise: typing.Any = None, bound: typing.SupportsFloat = 20.0

@@ -5,7 +5,9 @@ catalog's FullyConnectedNetwork without ``nn.Module`` calls:
 
 * ``act`` / ``values`` on numpy observations run in numpy: at a rollout's batch of a few
   rows each torch op costs several times numpy's dispatch, so two small MLPs, a softmax
-  and an inverse-CDF draw are cheaper in numpy. This covers float32 CPU models with a
+  and an inverse-CDF draw are cheaper in numpy (up to :data:`FUSED_ROWS` rows each branch's
+  layers run in one native call, ``_core.dense_forward``: numpy's three dispatches per
+  layer cost more than the arithmetic there). This covers float32 CPU models with a
   head that :func:`~rlblocks.train.fast.heads.numpy_head` draws (Categorical,
   MultiCategorical, their masked forms, DiagGaussian, Tuple / Dict of those; the others
   that never read the model: torch's draw on the numpy forward) (``docs/benchmarks.md``
@@ -52,6 +54,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from rlblocks import _core
+from rlblocks._impl import native
 from rlblocks.distributions.base import FLOAT_MIN, MASK_THRESHOLD
 from rlblocks.masks import MASK_KEY, OBS_KEY, MaskLayout, check_action_mask
 from rlblocks.models.action_mask import ActionMaskModel
@@ -70,7 +74,12 @@ if TYPE_CHECKING:
     from rlblocks.models.modelv2 import ModelV2
     from rlblocks.train.actor import Actor, ActorInput, Forward
 
-__all__ = ["FCActor", "MaskColumns"]
+__all__ = ["FUSED_ROWS", "FCActor", "MaskColumns"]
+
+#: Up to this many rows the actor's numpy forward runs each branch's layers in one
+#: ``_core.dense_forward`` call (numpy's three dispatches per layer cost more there); from
+#: about 128 rows on numpy's BLAS matmul is as fast or faster (docs/benchmarks.md).
+FUSED_ROWS = 64
 
 _data_ptr = torch.Tensor.data_ptr
 _FLOAT_MIN = np.float32(FLOAT_MIN)
@@ -151,6 +160,8 @@ class FCActor:
         self._params = list(layers.model.parameters())
         self._key: tuple[int, ...] = ()
         self._weights: tuple[NumpyWeights, NumpyWeights, NumpyWeights, NumpyWeights] | None = None
+        self._policy_stack: NumpyWeights = []  # trunk then logits layer, for dense_forward
+        self._value_stack: NumpyWeights = []  # a separate value trunk then the value layer
 
     @classmethod
     def build(
@@ -256,24 +267,40 @@ class FCActor:
                 views(lay.value_trunk),
                 views([lay.value_head]),
             )
+            trunk, head, value_trunk, value_head = self._weights
+            self._policy_stack = trunk + head
+            self._value_stack = value_trunk + value_head
             self._key = key
         return self._weights
 
     # --- forward --------------------------------------------------------------------------
     def forward_numpy(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(distribution inputs [B, K], values [B])`` as float32 arrays (the FC model's
-        own input: without the mask columns)."""
+        own input: without the mask columns). Up to :data:`FUSED_ROWS` rows the layers
+        run in one native call per branch (``_core.dense_forward``), else in numpy."""
         trunk, head, value_trunk, value_head = self._arrays()
         x = _model_input(obs)
+        if len(x) <= FUSED_ROWS and native():
+            if self.layers.value_trunk is not None:
+                out = _core.dense_forward(x, self._policy_stack)
+                values = _core.dense_forward(x, self._value_stack)
+            else:
+                features = _core.dense_forward(x, trunk)
+                out = _core.dense_forward(features, head)
+                values = _core.dense_forward(features, value_head)
+            return self._with_log_std(out), values[:, 0]
         features = run_numpy(trunk, x)
         out = self._with_log_std(run_numpy(head, features))
         vf_in = run_numpy(value_trunk, x) if self.layers.value_trunk is not None else features
         return out, run_numpy(value_head, vf_in)[:, 0]
 
     def policy_numpy(self, obs: np.ndarray) -> np.ndarray:
-        """The distribution inputs ``[B, K]`` alone (float32; no value branch)."""
+        """The distribution inputs ``[B, K]`` alone (float32; no value branch; one native
+        call up to :data:`FUSED_ROWS` rows)."""
         trunk, head, _, _ = self._arrays()
         x = _model_input(obs)
+        if len(x) <= FUSED_ROWS and native():
+            return self._with_log_std(_core.dense_forward(x, self._policy_stack))
         return self._with_log_std(run_numpy(head, run_numpy(trunk, x)))
 
     def _with_log_std(self, out: np.ndarray) -> np.ndarray:
