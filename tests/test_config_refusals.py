@@ -274,7 +274,7 @@ def test_cli_refuses_an_rllib_dqn_run_as_the_native_config_does_before_ray_start
 def test_rllib_q_keys_refuse_each_setting_rllib_cannot_honour(key: str) -> None:
     """Each native key ``--backend rllib`` cannot honour is refused off its default, named;
     at its default it passes."""
-    algo = "SAC" if key == "q_model" else "DQN"
+    algo = "SAC" if key in ("q_model", "use_sde") else "DQN"
     cls = SACConfig if algo == "SAC" else DQNConfig
     check_rllib_q_keys(cls(env="CartPole-v1"), algo)
     value = {
@@ -288,6 +288,7 @@ def test_rllib_q_keys_refuse_each_setting_rllib_cannot_honour(key: str) -> None:
         "her_strategy": "final",
         "her_n_sampled_goal": 2,
         "goal_reward": "mod:fn",
+        "use_sde": True,
     }[key]
     config = cls(env="CartPole-v1")
     setattr(config, key, value)  # past the validators (cuda needs no GPU here)
@@ -324,6 +325,8 @@ def test_every_dqn_and_sac_key_is_translated_handled_or_refused_on_rllib() -> No
         "metrics_smoothing_episodes", "framework", "rllib",
         "clip_actions",  # no effect on Discrete or squashed (SAC) actions, either backend
         "vector_mode",  # how envs are stepped (speed): RLlib's env runners step them
+        # gSDE's settings: refused without use_sde (which is refused on RLlib)
+        "sde_sample_freq", "log_std_init", "use_expln", "full_std",
     }  # fmt: skip
     for cls in (DQNConfig, SACConfig):
         fields = {f.name for f in dataclasses.fields(cls)}

@@ -558,6 +558,10 @@ def _fit(args: argparse.Namespace, trainer: Any, stops: Stops) -> int:
     note = getattr(trainer, "her_note", None)  # the off-policy trainers' hindsight choice
     if note:
         print(f"rlblocks train: {note}", flush=True)
+    if getattr(cfg, "use_sde", False) and not hasattr(trainer, "backend"):
+        from rlblocks.train.gsde import SDE_NOTE
+
+        print(f"rlblocks train: {SDE_NOTE}", flush=True)
     with ctrl_c_saves(trainer) as interrupted:
         metrics = trainer.fit(
             stop_reward=stops.reward,

@@ -478,6 +478,22 @@ class SACTrainer(OffPolicyTrainer):
 
     LEARNER: ClassVar[Callable[..., Any]] = SACLearner
 
+    def evaluate(
+        self, episodes: int = 10, explore: bool = False, seed: int | None = None
+    ) -> dict[str, Any]:
+        """The base's evaluation; refuses ``explore`` under gSDE.
+
+        Raises:
+            ValueError: ``explore=True`` with ``use_sde``: the acting policy samples the
+                plain squashed Gaussian, not gSDE's noise.
+        """
+        if explore and self.config.use_sde:
+            raise ValueError(
+                "explore=True: this SAC run explores with gSDE (use_sde), whose per-env noise "
+                "matrices the evaluation policy does not sample; evaluate without --explore"
+            )
+        return super().evaluate(episodes, explore, seed)
+
 
 class TD3Trainer(OffPolicyTrainer):
     """TD3 (clipped double Q, target policy smoothing, delayed actor updates) on a

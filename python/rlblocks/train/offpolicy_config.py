@@ -55,6 +55,15 @@ DQN_MODEL_DEFAULTS: dict[str, Any] = {
 }
 SAC_MODEL_DEFAULTS: dict[str, Any] = {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}
 
+#: SAC's gSDE keys (:class:`SACConfig`) and their defaults, which only ``use_sde=True`` may
+#: change.
+SDE_DEFAULTS: dict[str, Any] = {
+    "sde_sample_freq": -1,
+    "log_std_init": -3.0,
+    "use_expln": False,
+    "full_std": True,
+}
+
 _OFF_POLICY_OTHER_NAMES = {
     "learning_rate": "lr",
     "batch_size": "train_batch_size",
@@ -254,8 +263,9 @@ class SACConfig(OffPolicyConfig):
     """The actor's learning rate (None: ``lr``)."""
     critic_lr: float | None = option(None, optional(number_in(0.0, low_open=True)))
     """The critics' learning rate (None: ``lr``)."""
-    alpha_lr: float | None = option(None, optional(number_in(0.0, low_open=True)))
-    """The entropy coefficient's learning rate (None: ``lr``)."""
+    alpha_lr: float | None = option(None, optional(number_in(0.0)))
+    """The entropy coefficient's learning rate (None: ``lr``; 0: the coefficient stays
+    ``initial_alpha``, Stable-Baselines3's fixed ``ent_coef``)."""
     initial_alpha: float = option(1.0, number_in(0.0, low_open=True))
     """The entropy coefficient at the start."""
     target_entropy: float | str = option("auto", _target_entropy)
@@ -263,6 +273,22 @@ class SACConfig(OffPolicyConfig):
     ``0.98 * log(n)`` for ``Discrete(n)``."""
     twin_q: bool = option(True, as_bool)
     """Two critics, the smaller estimate used (clipped double Q)."""
+    use_sde: bool = option(False, as_bool)
+    """Generalized state-dependent exploration (gSDE, Raffin et al. 2021; Box actions, the
+    default fully connected actor): the exploration noise is ``phi(s) @ W``, ``phi(s)``
+    the actor's last hidden features (no gradient through them), ``W ~ N(0, sigma^2)``
+    one matrix per env, resampled per ``sde_sample_freq``; ``sigma`` is learnt. The
+    deterministic action (evaluation, export) is the squashed mean as without it."""
+    sde_sample_freq: int = option(-1, int_at_least(-1))
+    """gSDE: env steps of each env between draws of ``W`` (-1: a new ``W`` at the start of
+    each collection round of ``train_freq`` steps only, as Stable-Baselines3's -1)."""
+    log_std_init: float = option(-3.0, number_in(-20.0, 2.0))
+    """gSDE: the initial log of ``sigma`` (a SAC key, not a model key)."""
+    use_expln: bool = option(False, as_bool)
+    """gSDE: ``sigma = expln(log_std)`` (``exp`` below 0, ``log1p(x) + 1`` above; keeps
+    ``sigma`` from growing fast) instead of ``exp(log_std)``."""
+    full_std: bool = option(True, as_bool)
+    """gSDE: one ``sigma`` per (feature, action) pair (False: one per feature)."""
 
     ALGORITHM: ClassVar[str] = "SAC"
     MODEL_DEFAULTS: ClassVar[Mapping[str, Any]] = SAC_MODEL_DEFAULTS
@@ -281,6 +307,18 @@ class SACConfig(OffPolicyConfig):
         for name in ("actor_lr", "critic_lr", "alpha_lr"):
             if getattr(self, name) is None:
                 setattr(self, name, self.lr)
+        if self.sde_sample_freq == 0:
+            raise ValueError(
+                "sde_sample_freq must be -1 (a new gSDE matrix per collection round) or >= 1 "
+                "(every that many steps), got 0"
+            )
+        if not self.use_sde:
+            for name, default in SDE_DEFAULTS.items():
+                if getattr(self, name) != default:
+                    raise ValueError(
+                        f"{name}={getattr(self, name)!r} is a gSDE setting: it needs "
+                        f"use_sde=True (or leave it at {default!r})"
+                    )
 
 
 @dataclass

@@ -62,6 +62,16 @@ _DEVICES = ("cpu", "cuda", "auto")
 
 
 # Names other libraries (SB3, CleanRL, RLlib's new stack) use -> our key, for suggestions.
+#: The gSDE keys (SAC's, Stable-Baselines3's names), refused by name elsewhere.
+SDE_KEYS = (
+    "use_sde",
+    "sde_sample_freq",
+    "log_std_init",
+    "use_expln",
+    "full_std",
+    "use_sde_at_warmup",
+)
+
 _PPO_OTHER_NAMES = {
     "learning_rate": "lr",
     "gae_lambda": "lambda",
@@ -241,6 +251,17 @@ class TrainerConfig:
         kwargs: dict[str, Any] = {}
         known = config_keys(cls)
         for key, value in config.items():
+            if key == "use_sde_at_warmup" and "use_sde" in known:
+                raise ValueError(
+                    "use_sde_at_warmup: rlblocks' SAC has no uniform-random warmup; it acts "
+                    "with its policy (gSDE's noise under use_sde) from the first step, as "
+                    "Stable-Baselines3's use_sde_at_warmup=True: drop the key"
+                )
+            if key not in known and key in SDE_KEYS:
+                raise ValueError(
+                    f"{key}: gSDE (state-dependent exploration) is implemented for SAC only; "
+                    f"{cls.ALGORITHM} explores without it: drop {key} or train SAC"
+                )
             if key not in known:
                 raise ValueError(
                     unknown_key_message(

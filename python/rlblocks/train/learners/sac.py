@@ -53,9 +53,9 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from functools import partial
-from typing import Any, NamedTuple, Protocol
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -75,6 +75,15 @@ from rlblocks.train.fast import adam_step, make_adam
 from rlblocks.train.fast.polyak import PolyakUpdate
 from rlblocks.train.fast.sac_backprop import SACBackprop
 from rlblocks.train.fast.unwritten import clear_unwritten
+from rlblocks.train.gsde import build_sde
+from rlblocks.train.learners.sac_batch import (
+    TransitionBatch,
+    _as_tensor,
+    _host,
+    _mean,
+    _param_list,
+    _Tensors,
+)
 from rlblocks.train.offpolicy_config import SACConfig
 from rlblocks.train.policy import Policy
 from rlblocks.train.sac_models import build_critics, check_feedforward, checked_model_config
@@ -83,58 +92,6 @@ __all__ = ["SACLearner", "TransitionBatch"]
 
 #: Christodoulou (2019)'s factor on the maximum entropy ``log n`` (discrete "auto" target).
 DISCRETE_ENTROPY_FACTOR = 0.98
-
-
-class TransitionBatch(Protocol):
-    """What :meth:`SACLearner.update` reads from a replay sample
-    (``rlblocks.replay.ReplaySample`` has these fields and more)."""
-
-    @property
-    def obs(self) -> Any: ...
-    @property
-    def actions(self) -> Any: ...
-    @property
-    def rewards(self) -> Any: ...
-    @property
-    def next_obs(self) -> Any: ...
-    @property
-    def discounts(self) -> Any: ...
-    @property
-    def weights(self) -> Any: ...
-
-
-class _Tensors(NamedTuple):
-    obs: torch.Tensor
-    actions: torch.Tensor
-    rewards: torch.Tensor
-    next_obs: torch.Tensor
-    discounts: torch.Tensor
-    weights: torch.Tensor
-
-
-def _param_list(modules: Iterable[nn.Module]) -> list[nn.Parameter]:
-    return [p for m in modules for p in m.parameters()]
-
-
-def _host(x: torch.Tensor) -> np.ndarray:
-    """``x`` as a numpy array (a view on the CPU)."""
-    return x.detach().cpu().numpy()
-
-
-def _mean(x: np.ndarray) -> float:
-    """``float(np.mean(x))``, without ``np.mean``'s Python overhead (more than the sum of a
-    batch of a few hundred floats)."""
-    return float(np.add.reduce(x, None) / x.size)
-
-
-def _as_tensor(x: Any, device: torch.device) -> torch.Tensor:
-    """A tensor on ``device``; float64 becomes float32, other dtypes stay."""
-    t = (
-        x.to(device)
-        if isinstance(x, torch.Tensor)
-        else torch.as_tensor(np.asarray(x), device=device)
-    )
-    return t.float() if t.dtype == torch.float64 else t
 
 
 class SACLearner:
@@ -209,6 +166,10 @@ class SACLearner:
             obs_space, action_space, num_outputs, actor_cfg, name="sac_actor"
         ).to(self.device)
         check_feedforward(self.actor, "actor")
+        #: gSDE's noise (``use_sde``, :mod:`rlblocks.train.gsde`), else None.
+        self.sde = (
+            build_sde(self.actor, obs_space, action_space, config) if config.use_sde else None
+        )
         self._actor_modal = mode_dependent(self.actor)
         self._policy = Policy(
             obs_space,
@@ -247,11 +208,15 @@ class SACLearner:
             return float(config.lr if value is None else value)
 
         # fused Adam (one kernel per step; torch's default runs one per tensor)
-        self.actor_optimizer = make_adam(list(self.actor.parameters()), lr(config.actor_lr), 1e-8)
+        self._actor_params = list(self.actor.parameters())
+        if self.sde is not None:
+            self._actor_params.append(self.sde.log_std)
+        self.actor_optimizer = make_adam(self._actor_params, lr(config.actor_lr), 1e-8)
         self.critic_optimizer = make_adam(
             list(self.critics.parameters()), lr(config.critic_lr), 1e-8
         )
         self.alpha_optimizer = make_adam([self.log_alpha], lr(config.alpha_lr), 1e-8)
+        self.fixed_alpha = lr(config.alpha_lr) == 0  # SB3's fixed ent_coef
         if not self.discrete:
             assert isinstance(action_space, Box)
             self._low = torch.as_tensor(action_space.low, dtype=torch.float32, device=self.device)
@@ -309,6 +274,23 @@ class SACLearner:
         out, _ = self.actor({"obs": obs}, [], None)
         return out
 
+    def _draw(self, out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised Box action in ``[-1, 1]`` and its log-density (gSDE: with the
+        update's matrix ``W``)."""
+        if self.sde is None:
+            return SquashedGaussian(out).rsample_and_logp()
+        return self.sde.sample(out, self.actor._features, self.__dict__.get("_sde_w"))
+
+    @torch.no_grad()
+    def _sde_act(self, obs: Any, timestep: int) -> np.ndarray:
+        """Exploring actions under gSDE (:meth:`~rlblocks.train.gsde.StateDependentNoise.act`)
+        scaled to the Box."""
+        assert self.sde is not None
+        out = self._actor_out(_as_tensor(obs, self.device).float())
+        x = (self.sde.act(out, self.actor._features, timestep) + 1.0) / 2.0
+        x = x * (self._high - self._low) + self._low
+        return _host(torch.minimum(torch.maximum(x, self._low), self._high))
+
     def _discrete_policy(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(probs, log_probs)``; a masked (``FLOAT_MIN``) logit gives probability 0 and
         log-probability 0 in place of ``-inf`` (so ``probs * (... log_probs ...)`` is 0 there,
@@ -352,13 +334,16 @@ class SACLearner:
         """``[B, *action_shape]`` actions for ``[B, ...]`` preprocessed observations:
         sampled (``explore``) or greedy (the squashed mean / the most probable legal
         action). Box actions lie within the bounds; Discrete ones are int64 with the
-        space's ``start``. ``timestep`` is unused (SAC explores through its entropy).
+        space's ``start``. ``timestep`` is read by gSDE (``use_sde``: which draw of its
+        exploration matrices applies) only.
 
         Raises:
             ValueError: A row whose action mask leaves no legal action.
         """
         if getattr(obs, "dtype", None) in (np.float64, torch.float64):  # float32, as trained
             obs = obs.float() if isinstance(obs, torch.Tensor) else obs.astype(np.float32)
+        if explore and self.sde is not None:
+            return self._sde_act(obs, timestep)
         return self._policy.act(obs, [], explore=explore, full=False)["actions"]
 
     @torch.no_grad()
@@ -377,7 +362,7 @@ class SACLearner:
             q = torch.stack([self._q(c, obs, None) for c in self.target_critics]).amin(0)
             value = (probs * (q - alpha * logp)).sum(-1)
         else:
-            a_next, logp_next = SquashedGaussian(out).rsample_and_logp()
+            a_next, logp_next = self._draw(out)
             q = torch.stack([self._q(c, obs, a_next) for c in self.target_critics]).amin(0)
             value = q - alpha * logp_next
         return t.rewards + t.discounts * value
@@ -424,11 +409,12 @@ class SACLearner:
 
     def _backprop(self) -> SACBackprop | None:
         """The closed-form update when the networks are the plain fully connected ones
-        (:mod:`rlblocks.train.fast.sac_backprop`) and no hook is set, else None."""
+        (:mod:`rlblocks.train.fast.sac_backprop`) and no hook is set, else None (gSDE:
+        always None, as :func:`~rlblocks.train.gsde.build_sde` logs)."""
         if "_fast" not in self.__dict__:
             self._fast = (
                 None
-                if self.discrete or self.masked
+                if self.discrete or self.masked or self.sde is not None
                 else SACBackprop.build(self.actor, list(self.critics), list(self.target_critics))
             )
         return self._fast if self._fast is not None and self._fast.usable() else None
@@ -451,6 +437,8 @@ class SACLearner:
         critic_params, actor_params = self._param_lists()
         fast = self._backprop()
         alpha = self.log_alpha.detach().exp()
+        if self.sde is not None:  # one W for the update's draws (reparameterised)
+            self.__dict__["_sde_w"] = self.sde.draw(1)[0]
 
         # critics (zero_grad(set_to_none=True) without the call on the closed form, which
         # overwrites the gradients it writes: the others, e.g. unused value branches, go)
@@ -489,7 +477,8 @@ class SACLearner:
             self.log_alpha.grad = torch.full_like(self.log_alpha, -term)
         else:
             self.log_alpha.grad.fill_(-term)
-        self._apply(self.alpha_optimizer, [self.log_alpha])
+        if not self.fixed_alpha:
+            self._apply(self.alpha_optimizer, [self.log_alpha])
 
         stats = {
             "qf_loss": qf_loss,
@@ -501,6 +490,7 @@ class SACLearner:
             "entropy": -_mean(neg),
             "target_entropy": target if isinstance(target, float) else _mean(target),
         }
+        self.__dict__.pop("_sde_w", None)
         return stats, td.astype(np.float64)
 
     def _actor_loss(
@@ -516,7 +506,7 @@ class SACLearner:
             actor_loss = (probs * (alpha * logp - q_pi)).sum(-1).mean()
             neg_entropy = (probs * logp).sum(-1).detach()
             return actor_loss, neg_entropy, self._row_target_entropy(out.detach())
-        a_pi, logp_pi = SquashedGaussian(out).rsample_and_logp()
+        a_pi, logp_pi = self._draw(out)
         q_pi = torch.stack([self._q(c, obs, a_pi) for c in self.critics]).amin(0)
         return (alpha * logp_pi - q_pi).mean(), logp_pi.detach(), self.target_entropy
 
@@ -527,7 +517,7 @@ class SACLearner:
         if cached is None:
             cached = self.__dict__["_param_cache"] = (
                 _param_list(self.critics),
-                list(self.actor.parameters()),
+                self._actor_params,
             )
         return cached[0], cached[1]
 
@@ -573,6 +563,7 @@ class SACLearner:
             "critic_optimizer": self.critic_optimizer.state_dict(),
             "alpha_optimizer": self.alpha_optimizer.state_dict(),
             "log_alpha": self.log_alpha.detach().clone(),
+            **({} if self.sde is None else {"sde": self.sde.state()}),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -581,10 +572,17 @@ class SACLearner:
         Raises:
             ValueError: A missing entry (named), or models of other shapes.
         """
-        missing = [k for k in self._STATE_KEYS if k not in state]
+        keys = self._STATE_KEYS + (() if self.sde is None else ("sde",))
+        missing = [k for k in keys if k not in state]
         if missing:
             raise ValueError(
-                f"SAC state: missing {missing}; a SAC learner state has {list(self._STATE_KEYS)}"
+                f"SAC state: missing {missing}; this SAC learner's state has {list(keys)}"
+                + (" (use_sde=True: a state saved without gSDE lacks 'sde')" if self.sde else "")
+            )
+        if self.sde is None and "sde" in state:
+            raise ValueError(
+                "SAC state: it holds gSDE's 'sde' entry; this learner has use_sde=False "
+                "(build it with use_sde=True)"
             )
         try:
             self.actor.load_state_dict(state["actor"])
@@ -592,6 +590,8 @@ class SACLearner:
             self.target_critics.load_state_dict(state["target_critics"])
         except RuntimeError as err:
             raise ValueError(f"SAC state: the models do not match this learner's: {err}") from err
+        if self.sde is not None:
+            self.sde.load(state["sde"])
         self.actor_optimizer.load_state_dict(state["actor_optimizer"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
         self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
