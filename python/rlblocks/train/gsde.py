@@ -45,7 +45,7 @@ from rlblocks.distributions.base import SMALL_NUMBER
 from rlblocks.models.fcnet import FullyConnectedNetwork
 from rlblocks.models.modelv2 import ModelV2
 
-__all__ = ["SDE_NOTE", "StateDependentNoise", "build_sde"]
+__all__ = ["SDE_NOTE", "StateDependentNoise", "build_sde", "last_features"]
 
 logger = logging.getLogger("rlblocks.train")
 
@@ -206,6 +206,13 @@ class StateDependentNoise(nn.Module):
         self.drawn_at = None if at is None else (int(at[0]), int(at[1]))
 
 
+def last_features(actor: nn.Module) -> torch.Tensor:
+    """The fully connected ``actor``'s last hidden features of its latest forward (``phi``)."""
+    features = actor.__dict__.get("_features")
+    assert isinstance(features, torch.Tensor), "call the actor before reading its features"
+    return features
+
+
 def build_sde(
     actor: ModelV2, obs_space: gym.Space, action_space: gym.Space, config: Any
 ) -> StateDependentNoise:
@@ -233,8 +240,7 @@ def build_sde(
     device = next(actor.parameters()).device
     with torch.no_grad():
         actor({"obs": torch.zeros((1, *(obs_space.shape or ())), device=device)}, [], None)
-    features = actor._features
-    assert features is not None
+    features = last_features(actor)
     noise = StateDependentNoise(
         int(features.shape[-1]),
         int(action_space.shape[0]),

@@ -75,7 +75,7 @@ from rlblocks.train.fast import adam_step, make_adam
 from rlblocks.train.fast.polyak import PolyakUpdate
 from rlblocks.train.fast.sac_backprop import SACBackprop
 from rlblocks.train.fast.unwritten import clear_unwritten
-from rlblocks.train.gsde import build_sde
+from rlblocks.train.gsde import build_sde, last_features
 from rlblocks.train.learners.sac_batch import (
     TransitionBatch,
     _as_tensor,
@@ -279,7 +279,7 @@ class SACLearner:
         update's matrix ``W``)."""
         if self.sde is None:
             return SquashedGaussian(out).rsample_and_logp()
-        return self.sde.sample(out, self.actor._features, self.__dict__.get("_sde_w"))
+        return self.sde.sample(out, last_features(self.actor), self.__dict__.get("_sde_w"))
 
     @torch.no_grad()
     def _sde_act(self, obs: Any, timestep: int) -> np.ndarray:
@@ -287,7 +287,7 @@ class SACLearner:
         scaled to the Box."""
         assert self.sde is not None
         out = self._actor_out(_as_tensor(obs, self.device).float())
-        x = (self.sde.act(out, self.actor._features, timestep) + 1.0) / 2.0
+        x = (self.sde.act(out, last_features(self.actor), timestep) + 1.0) / 2.0
         x = x * (self._high - self._low) + self._low
         return _host(torch.minimum(torch.maximum(x, self._low), self._high))
 
