@@ -82,14 +82,17 @@ def test_logp_is_the_gaussian_of_variance_phi2_sigma2_then_the_tanh_correction(
     torch.testing.assert_close(action, torch.tanh(u))
 
 
-def test_gradients_reach_log_std_through_the_draw_and_the_density_not_the_features() -> None:
+@pytest.mark.parametrize("learn_features", [True, False])
+def test_gradients_reach_log_std_and_the_features_only_when_learnt(learn_features: bool) -> None:
+    """SAC learns the features (Stable-Baselines3's SAC actor: learn_features=True); False
+    detaches them."""
     torch.manual_seed(0)
-    noise = StateDependentNoise(4, 2, -1.0)
+    noise = StateDependentNoise(4, 2, -1.0, learn_features=learn_features)
     phi = torch.randn(3, 4, requires_grad=True)
     action, logp = noise.sample(torch.zeros(3, 4), phi)  # out: means then 2 unused columns
     (action.sum() + logp.sum()).backward()
     assert noise.log_std.grad is not None and bool(noise.log_std.grad.abs().sum() > 0)
-    assert phi.grad is None  # detached, as Stable-Baselines3's default
+    assert (phi.grad is not None) == learn_features
 
 
 # --- the schedule ---------------------------------------------------------------------------------

@@ -1,10 +1,11 @@
 """gSDE: generalized state-dependent exploration for SAC's squashed Gaussian actor.
 
 Raffin, Kober and Stulp (2021), "Smooth Exploration for Robotic Learning". The pre-squash
-action is ``u = mu(s) + phi(s) @ W``: ``mu(s)`` the actor's means, ``phi(s)`` its last hidden
-features (``[B, L]``, no gradient through them, as Stable-Baselines3's default) and
-``W`` an ``[L, A]`` matrix of independent ``N(0, sigma_ij^2)`` draws. Given ``s``, ``u`` is
-Gaussian with independent coordinates::
+action is ``u = mu(s) + phi(s) @ W``: ``mu(s)`` the actor's means, ``phi(s)`` its last
+hidden features (``[B, L]``; SAC trains them through the noise and the variance too, as
+Stable-Baselines3's SAC actor does with ``learn_features=True``; ``learn_features=False``,
+its on-policy default, detaches them) and ``W`` an ``[L, A]`` matrix of independent
+``N(0, sigma_ij^2)`` draws. Given ``s``, ``u`` is Gaussian with independent coordinates::
 
     u_i ~ N(mu_i(s), sum_j phi_j(s)^2 * sigma_ji^2)
 
@@ -23,7 +24,7 @@ the state, so nearby states get nearby actions. Each gradient step draws one fre
 Examples:
     >>> import torch
     >>> _ = torch.manual_seed(0)
-    >>> noise = StateDependentNoise(latent_dim=4, action_dim=2, log_std_init=-1.0)
+    >>> noise = StateDependentNoise(latent_dim=4, action_dim=2, log_std_init=-1.0, round_steps=4)
     >>> phi = torch.ones(3, 4)
     >>> noise.presquash_std(phi).shape, noise.act_noise(phi, timestep=0).shape
     (torch.Size([3, 2]), torch.Size([3, 2]))
@@ -71,6 +72,7 @@ class StateDependentNoise(nn.Module):
         use_expln: ``sigma = expln(log_std)`` in place of ``exp(log_std)``.
         sample_freq: ``sde_sample_freq``: -1 or a number of steps of each env.
         round_steps: ``train_freq``: env steps (all envs together) of a collection round.
+        learn_features: Whether gradients reach the features (else they are detached).
 
     Attributes:
         log_std: The trained parameter. weights: The acting rows' matrices ``[n, L, A]``
@@ -86,6 +88,7 @@ class StateDependentNoise(nn.Module):
         use_expln: bool = False,
         sample_freq: int = -1,
         round_steps: int = 1,
+        learn_features: bool = True,
     ) -> None:
         super().__init__()
         cols = action_dim if full_std else 1
@@ -93,6 +96,7 @@ class StateDependentNoise(nn.Module):
         self.latent_dim, self.action_dim = int(latent_dim), int(action_dim)
         self.use_expln = bool(use_expln)
         self.sample_freq, self.round_steps = int(sample_freq), max(1, int(round_steps))
+        self.learn_features = bool(learn_features)
         self.weights: torch.Tensor | None = None
         self.drawn_at: tuple[int, int] | None = None
 
@@ -112,10 +116,13 @@ class StateDependentNoise(nn.Module):
         std = self.std()
         return std * torch.randn((n, *std.shape), dtype=std.dtype, device=std.device)
 
+    def _phi(self, features: torch.Tensor) -> torch.Tensor:
+        return features if self.learn_features else features.detach()
+
     def presquash_std(self, features: torch.Tensor) -> torch.Tensor:
         """The standard deviation of ``u`` given the features: ``sqrt(phi^2 @ sigma^2 + eps)``
-        (``[B, A]``; the features detached)."""
-        variance = (features.detach() ** 2) @ (self.std() ** 2)
+        (``[B, A]``)."""
+        variance = (self._phi(features) ** 2) @ (self.std() ** 2)
         return torch.sqrt(variance + VARIANCE_EPSILON)
 
     def presquash_logp(
@@ -141,8 +148,8 @@ class StateDependentNoise(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(tanh(u), log-density)`` for ``u = mean + phi @ weights`` (one ``[L, A]``
         matrix for the batch; gradients reach ``mean`` and, through ``weights`` and the
-        density, ``log_std``)."""
-        u = mean + features.detach() @ weights
+        density, ``log_std`` and, with ``learn_features``, the features)."""
+        u = mean + self._phi(features) @ weights
         return torch.tanh(u), self.squashed_logp(mean, features, u)
 
     def sample(
