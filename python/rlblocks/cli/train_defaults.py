@@ -89,12 +89,16 @@ CONTROL_DEFAULTS: dict[str, Any] = {"observation_filter": "MeanStdFilter", "norm
 #: two-player game; the same for every game, no game is special-cased).
 TURN_DEFAULTS: dict[str, Any] = {"entropy_coeff": 0.01, "selfplay_random_opening": 6}
 
-#: Hard-exploration envs (id prefix) and the tuned config that solves each (None: none here
-#: does; rl-baselines3-zoo's MountainCarContinuous runs explore with gSDE, which rlblocks
-#: lacks, and ``mountaincarcontinuous_sac`` without it stands still, docs/benchmarks.md).
-_HARD: dict[str, str | None] = {
-    "MountainCar-": "mountaincar_dqn",
-    "MountainCarContinuous-": None,
+#: Hard-exploration envs (id prefix): the tuned config that solves each and what the
+#: defaults reach there. ``mountaincarcontinuous_sac`` explores with gSDE (``use_sde``, as
+#: rl-baselines3-zoo's run; without it every seed stood still, docs/benchmarks.md).
+_HARD: dict[str, tuple[str, str]] = {
+    "MountainCar-": ("mountaincar_dqn", "the return stays -200"),
+    "MountainCarContinuous-": (
+        "mountaincarcontinuous_sac",
+        "PPO and SAC here learn to stand still, a return near 0; the tuned config explores "
+        "with gSDE, state-dependent exploration",
+    ),
 }
 
 
@@ -119,24 +123,16 @@ def hard_exploration_note(env: str) -> str | None:
     """The start-of-run note for a known hard-exploration env (None for any other).
 
     Examples:
-        >>> hard_exploration_note("MountainCarContinuous-v0").split(";")[1][:42]
-        ' no tuned config here solves it either: rl'
+        >>> hard_exploration_note("MountainCarContinuous-v0").split("; `")[1]
+        'rlblocks train --tuned mountaincarcontinuous_sac` does'
         >>> hard_exploration_note("CartPole-v1") is None
         True
     """
-    for prefix, tuned in _HARD.items():
+    for prefix, (tuned, reach) in _HARD.items():
         if env.startswith(prefix) or env.partition(":")[2].startswith(prefix):
-            if tuned is None:
-                return (
-                    f"{env} is a hard-exploration env: these defaults are not expected to "
-                    "solve it (PPO and SAC here learn to stand still, a return near 0); no "
-                    "tuned config here solves it either: rl-baselines3-zoo's runs explore "
-                    "with gSDE (state-dependent exploration), which rlblocks does not have "
-                    "(docs/benchmarks.md)"
-                )
             return (
-                f"{env} is a hard-exploration env: these defaults will not solve it (the "
-                f"return stays -200); `rlblocks train --tuned {tuned}` does"
+                f"{env} is a hard-exploration env: these defaults will not solve it ({reach}); "
+                f"`rlblocks train --tuned {tuned}` does"
             )
     return None
 
