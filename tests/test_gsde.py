@@ -237,3 +237,36 @@ def test_a_gsde_run_trains_and_refuses_exploring_evaluation() -> None:
         assert np.isfinite(trainer.evaluate(episodes=1)["episode_return_mean"])
     finally:
         trainer.close()
+
+
+def test_the_cli_start_says_which_paths_serve_a_gsde_run(tmp_path, capsys) -> None:
+    """The closed-form update and the numpy acting path decline gSDE visibly; config.json
+    keeps the keys."""
+    import json
+
+    from rlblocks.cli import main
+
+    run = tmp_path / "run"
+    args = ["--set", "use_sde=true", "--set", "log_std_init=-2", "--set", "learning_starts=16"]
+    assert (
+        main(
+            [
+                "train",
+                "--algo",
+                "SAC",
+                "--env",
+                "Pendulum-v1",
+                *args,
+                "--stop-timesteps",
+                "64",
+                "--no-progress",
+                "--run-dir",
+                str(run),
+            ]
+        )  # fmt: skip
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "rlblocks train: gSDE exploration (use_sde): SAC's closed-form update and numpy" in out
+    config = json.loads((run / "config.json").read_text())
+    assert config["use_sde"] is True and config["log_std_init"] == -2
