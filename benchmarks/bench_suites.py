@@ -138,8 +138,7 @@ ROWS: dict[str, Row] = {
         "mountaincarcontinuous_sac", "MountainCarContinuous-v0", "SAC", 94.679, 50_000, 50_000,
         dict(learning_rate=3e-4, buffer_size=50_000, batch_size=512, ent_coef=0.1,
              train_freq=32, gradient_steps=32, gamma=0.9999, tau=0.01, learning_starts=0,
-             use_sde=True, policy_kwargs={"log_std_init": -3.67, "net_arch": [64, 64]}),
-        note="the zoo's run explores with gSDE, which rlblocks' SAC does not have"),
+             use_sde=True, policy_kwargs={"log_std_init": -3.67, "net_arch": [64, 64]})),
     "pendulum_ppo": Row(
         "pendulum_ppo", "Pendulum-v1", "PPO", -172.225, 100_000, 100_000,
         dict(n_steps=1024, gae_lambda=0.95, gamma=0.9, n_epochs=10, ent_coef=0.0,
