@@ -120,7 +120,8 @@ def get_initializer(
     tensor, or the name of a ``torch.nn.init`` function with or without its trailing
     underscore, in any case (``"orthogonal"``, ``"xavier_uniform_"``, ``"Zeros"``),
     ``"normc"``, or ``"torch_default"`` (torch's own Linear / Conv start,
-    :func:`torch_default_initializer`, which takes no keyword arguments); ``config`` holds its keyword arguments (``{"gain": 1.41}``, ``{"std": 0.01}``).
+    :func:`torch_default_initializer`, which takes no keyword arguments); ``config`` holds
+    its keyword arguments (``{"gain": 1.41}``, ``{"std": 0.01}``).
 
     Raises:
         ValueError: An unknown name, or keyword arguments the initializer does not take
