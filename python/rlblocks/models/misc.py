@@ -96,15 +96,17 @@ def normc_initializer(std: float = 1.0) -> Callable[[torch.Tensor], None]:
 
 def torch_default_initializer(tensor: torch.Tensor) -> None:
     """torch's own start for a Linear or Conv weight: kaiming-uniform with ``a = sqrt(5)``
-    (what ``nn.Linear.reset_parameters`` draws; SB3's ``ortho_init=False``). As the
-    initializer of a :class:`SlimFC` weight with no bias initializer, or as the bias
-    initializer, the bias starts as torch starts it too: uniform in
-    ``+-1/sqrt(in_features)`` (a bias alone does not know its fan-in, so only ``SlimFC``
-    can draw it). The name ``"torch_default"`` in a model config's ``*_initializer``.
+    (what ``nn.Linear.reset_parameters`` draws; SB3's ``ortho_init=False``). As a
+    :class:`SlimFC`'s ``bias_init`` (or None there) the bias starts as torch starts it too:
+    uniform in ``+-1/sqrt(in_features)`` (a bias alone does not know its fan-in, so only
+    ``SlimFC`` can draw it); the default model does so for every layer whose weights are
+    ``"torch_default"`` and whose bias initializer is unset. The name ``"torch_default"`` in
+    a model config's ``*_initializer``.
 
     Examples:
-        >>> fc = SlimFC(16, 3, initializer=torch_default_initializer)
-        >>> bool(fc._model[0].bias.abs().max() <= 0.25), bool(fc._model[0].bias.abs().max() > 0)
+        >>> fc = SlimFC(16, 3, torch_default_initializer, bias_init=torch_default_initializer)
+        >>> bias = fc._model[0].bias.detach().abs()
+        >>> bool(bias.max() <= 0.25), bool(bias.max() > 0)
         (True, True)
     """
     with torch.no_grad():
