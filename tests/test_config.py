@@ -39,7 +39,7 @@ RLBLOCKS_KEYS = [
     "sequence_max_len", "sequence_truncate", "graph_max_nodes", "graph_max_edges",
     "text_max_length", "text_charset", "text_encoding", "text_truncate", "entity_encoder",
     "graph_encoder", "logits_weights_initializer", "logits_weights_initializer_config",
-    "vf_weights_initializer", "vf_weights_initializer_config",
+    "vf_weights_initializer", "vf_weights_initializer_config", "log_std_init",
 ]  # fmt: skip
 
 

@@ -331,6 +331,7 @@ class ModelCatalog:
         else:
             model_cls = ModelCatalog.default_model_class(obs_space, config)
         _refuse_unread_head_initializers(config, model_cls, model_interface)
+        _refuse_unread_log_std_init(config, model_cls, model_interface)
         base_outputs = (
             model_interface.base_num_outputs(num_outputs) if model_interface else num_outputs
         )
@@ -521,6 +522,31 @@ def _refuse_unread_head_initializers(
     raise ValueError(
         f"{' and '.join(keys)} set the heads of the default FullyConnectedNetwork only; here "
         f"the heads are {owner}'s, which would ignore them: unset them"
+    )
+
+
+def _refuse_unread_log_std_init(
+    config: ModelConfig, model_cls: type[ModelV2], model_interface: type[ModelInterface] | None
+) -> None:
+    """ValueError when ``log_std_init`` is set but the model is not a plain
+    ``FullyConnectedNetwork`` (the only model that appends a free log-std), so it would be
+    silently ignored."""
+    from rlblocks.models.fcnet import FullyConnectedNetwork
+
+    if config.log_std_init == 0.0:
+        return
+    if config.use_lstm or config.use_attention:
+        owner = "the use_lstm / use_attention wrapper"
+    elif model_interface is not None:
+        owner = f"the model interface {model_interface.__name__}"
+    elif not issubclass(model_cls, FullyConnectedNetwork):
+        owner = model_cls.__name__
+    else:
+        return
+    raise ValueError(
+        f"log_std_init={config.log_std_init:g} sets the free log-std of the default "
+        f"FullyConnectedNetwork (with free_log_std=True) only; here the outputs are {owner}'s, "
+        "which would ignore it: unset it"
     )
 
 

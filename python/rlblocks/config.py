@@ -145,6 +145,21 @@ def _positive_float(value: Any, key: str) -> float:
     return as_float(value, key, positive=True)
 
 
+#: ``log_std_init`` stays within the Gaussian's clamp of the log-std (``[-20, 20]``,
+#: ``rlblocks.distributions.base.LOG_BOUND``): beyond it the start would be clamped flat.
+LOG_STD_INIT_BOUND = 20.0
+
+
+def _log_std_init(value: Any, key: str) -> float:
+    out = as_float(value, key)
+    if not -LOG_STD_INIT_BOUND <= out <= LOG_STD_INIT_BOUND:
+        raise ValueError(
+            f"{key} must be a number in [-{LOG_STD_INIT_BOUND:g}, {LOG_STD_INIT_BOUND:g}] (the "
+            f"Gaussian's clamp of the log-std), got {value!r}"
+        )
+    return out
+
+
 #: The activation names :func:`rlblocks.activations.get_activation_fn` resolves without a
 #: torch lookup (its aliases and "linear"), checked here without importing torch
 #: (tests/test_config.py keeps them equal).
@@ -367,6 +382,7 @@ class ModelConfig(Mapping[str, Any]):
     logits_weights_initializer_config: dict[str, Any] | None = option(None, _initializer_config)
     vf_weights_initializer: Any = option(None, _initializer)
     vf_weights_initializer_config: dict[str, Any] | None = option(None, _initializer_config)
+    log_std_init: float = option(0.0, _log_std_init)
 
     @classmethod
     def from_dict(cls, config: Mapping[str, Any] | ModelConfig | None = None) -> ModelConfig:

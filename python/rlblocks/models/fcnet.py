@@ -31,7 +31,13 @@ import torch
 from torch import nn
 
 from rlblocks.config import ModelConfig
-from rlblocks.models.misc import AppendBiasLayer, SlimFC, get_initializer, normc_initializer
+from rlblocks.models.misc import (
+    AppendBiasLayer,
+    SlimFC,
+    get_initializer,
+    normc_initializer,
+    torch_default_initializer,
+)
 from rlblocks.models.modelv2 import ModelV2, flatten_obs_space_size
 
 __all__ = ["FullyConnectedNetwork"]
@@ -47,7 +53,8 @@ class FullyConnectedNetwork(ModelV2):
             hidden layer (or the input) and ``self.num_outputs`` becomes its size.
         model_config: RLlib model config (dict or :class:`ModelConfig`). Read:
             ``fcnet_hiddens``, ``fcnet_activation``, ``post_fcnet_hiddens``,
-            ``post_fcnet_activation``, ``free_log_std``, ``no_final_linear``,
+            ``post_fcnet_activation``, ``free_log_std`` and ``log_std_init`` (the free
+            log-std's start), ``no_final_linear``,
             ``vf_share_layers`` and the ``fcnet_*`` / ``post_fcnet_*`` weight and bias
             initializers (for the hidden layers), ``logits_weights_initializer`` and
             ``vf_weights_initializer`` (the heads; unset: normc(0.01)).
@@ -57,7 +64,9 @@ class FullyConnectedNetwork(ModelV2):
 
     Raises:
         ValueError: ``free_log_std`` with an odd ``num_outputs``; a head initializer set for
-            a head this net does not build (no logits layer, or ``value_branch=False``).
+            a head this net does not build (no logits layer, or ``value_branch=False``); a
+            nonzero ``log_std_init`` without ``free_log_std`` and logits, or for an action
+            space that is not a Box.
     """
 
     def __init__(
@@ -77,6 +86,12 @@ class FullyConnectedNetwork(ModelV2):
         activation = cfg.fcnet_activation if cfg.fcnet_hiddens else cfg.post_fcnet_activation
         self.free_log_std = cfg.free_log_std
         n_out = self.num_outputs or 0
+        if cfg.log_std_init != 0.0 and not isinstance(action_space, gym.spaces.Box):
+            raise ValueError(
+                f"log_std_init={cfg.log_std_init:g} sets the start of a Gaussian's log-std: the "
+                f"action space must be a Box, got {type(action_space).__name__}; unset "
+                "log_std_init"
+            )
         if self.free_log_std and n_out:
             if n_out % 2:
                 raise ValueError(
@@ -105,14 +120,23 @@ class FullyConnectedNetwork(ModelV2):
                 layers.append(SlimFC(prev, hiddens[-1], w_init, activation, bias_init=b_init))
                 prev = hiddens[-1]
             if n_out:
-                self._logits = SlimFC(prev, n_out, _head_initializer(cfg, "logits"), None)
+                logits_init = _head_initializer(cfg, "logits")
+                self._logits = SlimFC(
+                    prev, n_out, logits_init, None, bias_init=_default_bias(logits_init)
+                )
             else:
                 self.num_outputs = prev
         self._append_free_log_std: AppendBiasLayer | None = None
         if self.free_log_std and n_out:
             # RLlib skips this with no_final_linear and then fails in forward(); here the
             # learned log-stds are appended in both layouts.
-            self._append_free_log_std = AppendBiasLayer(n_out)
+            self._append_free_log_std = AppendBiasLayer(n_out, cfg.log_std_init)
+        elif cfg.log_std_init != 0.0:
+            raise ValueError(
+                f"log_std_init={cfg.log_std_init:g} sets the start of a free log-std: it needs "
+                "free_log_std=True and logits to append it to (num_outputs > 0); this net's "
+                "log-stds, if any, are outputs of its last layer: unset log_std_init"
+            )
         self._hidden_layers = nn.Sequential(*layers)
 
         self._value_branch_separate: nn.Sequential | None = None
@@ -126,7 +150,8 @@ class FullyConnectedNetwork(ModelV2):
                     vf_layers.append(SlimFC(vf_in, size, w_init, activation, bias_init=b_init))
                     vf_in = size
                 self._value_branch_separate = nn.Sequential(*vf_layers)
-            self._value_branch = SlimFC(vf_in, 1, _head_initializer(cfg, "vf"), None)
+            vf_init = _head_initializer(cfg, "vf")
+            self._value_branch = SlimFC(vf_in, 1, vf_init, None, bias_init=_default_bias(vf_init))
         self._features: torch.Tensor | None = None
         self._last_flat_in: torch.Tensor | None = None
 
@@ -164,6 +189,12 @@ def _head_initializer(cfg: ModelConfig, head: str) -> Any:
     return chosen or normc_initializer(0.01)
 
 
+def _default_bias(weight_init: Any) -> float | None:
+    """The bias start that goes with a weight initializer when no bias initializer is set:
+    torch's own (None) after ``"torch_default"`` weights, else RLlib's zero."""
+    return None if weight_init is torch_default_initializer else 0.0
+
+
 def _refuse_unbuilt_head(cfg: ModelConfig, head: str, why: str) -> None:
     """ValueError when ``<head>_weights_initializer`` is set for a head that is not built."""
     if cfg[f"{head}_weights_initializer"] is not None:
@@ -176,7 +207,8 @@ def _refuse_unbuilt_head(cfg: ModelConfig, head: str, why: str) -> None:
 def _hidden_initializers(cfg: ModelConfig, n_layers: int) -> list[tuple[Any, Any]]:
     """``(weight, bias)`` initializers of each hidden layer: ``fcnet_*_initializer`` for the
     ``fcnet_hiddens`` layers, ``post_fcnet_*_initializer`` for the ``post_fcnet_hiddens``
-    ones; unset keys keep RLlib's normc(1.0) weights and zero biases."""
+    ones; unset keys keep RLlib's normc(1.0) weights and zero biases (torch's own bias
+    under ``"torch_default"`` weights)."""
     n_fc = len(cfg.fcnet_hiddens)
     out = []
     for i in range(n_layers):
@@ -187,7 +219,7 @@ def _hidden_initializers(cfg: ModelConfig, n_layers: int) -> list[tuple[Any, Any
         b = get_initializer(
             cfg[f"{prefix}_bias_initializer"], cfg[f"{prefix}_bias_initializer_config"]
         )
-        out.append((w or normc_initializer(1.0), b or 0.0))
+        out.append((w or normc_initializer(1.0), b or _default_bias(w)))
     return out
 
 

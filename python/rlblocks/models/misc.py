@@ -44,6 +44,7 @@ __all__ = [
     "normc_initializer",
     "same_padding",
     "tanh_cpu",
+    "torch_default_initializer",
     "valid_padding",
 ]
 
@@ -93,6 +94,25 @@ def normc_initializer(std: float = 1.0) -> Callable[[torch.Tensor], None]:
     return initializer
 
 
+def torch_default_initializer(tensor: torch.Tensor) -> None:
+    """torch's own start for a Linear or Conv weight: kaiming-uniform with ``a = sqrt(5)``
+    (what ``nn.Linear.reset_parameters`` draws; SB3's ``ortho_init=False``). As a
+    :class:`SlimFC`'s ``bias_init`` (or None there) the bias starts as torch starts it too:
+    uniform in ``+-1/sqrt(in_features)`` (a bias alone does not know its fan-in, so only
+    ``SlimFC`` can draw it); the default model does so for every layer whose weights are
+    ``"torch_default"`` and whose bias initializer is unset. The name ``"torch_default"`` in
+    a model config's ``*_initializer``.
+
+    Examples:
+        >>> fc = SlimFC(16, 3, torch_default_initializer, bias_init=torch_default_initializer)
+        >>> bias = fc._model[0].bias.detach().abs()
+        >>> bool(bias.max() <= 0.25), bool(bias.max() > 0)
+        (True, True)
+    """
+    with torch.no_grad():
+        nn.init.kaiming_uniform_(tensor, a=math.sqrt(5))
+
+
 def get_initializer(
     spec: str | Callable[..., Any] | None, config: Mapping[str, Any] | None = None
 ) -> Callable[[torch.Tensor], None] | None:
@@ -100,8 +120,10 @@ def get_initializer(
 
     ``spec`` is None (the model's own default applies: returns None), a callable taking the
     tensor, or the name of a ``torch.nn.init`` function with or without its trailing
-    underscore, in any case (``"orthogonal"``, ``"xavier_uniform_"``, ``"Zeros"``), or
-    ``"normc"``; ``config`` holds its keyword arguments (``{"gain": 1.41}``, ``{"std": 0.01}``).
+    underscore, in any case (``"orthogonal"``, ``"xavier_uniform_"``, ``"Zeros"``),
+    ``"normc"``, or ``"torch_default"`` (torch's own Linear / Conv start,
+    :func:`torch_default_initializer`, which takes no keyword arguments); ``config`` holds
+    its keyword arguments (``{"gain": 1.41}``, ``{"std": 0.01}``).
 
     Raises:
         ValueError: An unknown name, or keyword arguments the initializer does not take
@@ -122,6 +144,10 @@ def get_initializer(
         fn: Callable[..., Any] = spec
     elif isinstance(spec, str):
         name = spec.lower().rstrip("_")
+        if name == "torch_default":
+            if kwargs:
+                raise ValueError(f"initializer 'torch_default' takes no arguments, got {kwargs}")
+            return torch_default_initializer
         if name == "normc":
             try:
                 fn = normc_initializer(**kwargs)
@@ -135,7 +161,7 @@ def get_initializer(
                     n[:-1] for n in dir(nn.init) if n.endswith("_") and not n.startswith("_")
                 )
                 raise ValueError(
-                    f"unknown initializer {spec!r}: use 'normc', one of {names} "
+                    f"unknown initializer {spec!r}: use 'normc', 'torch_default', one of {names} "
                     "(torch.nn.init's, trailing underscore optional) or a callable"
                 )
             fn = found
@@ -322,10 +348,13 @@ class SlimFC(nn.Module):
     Args:
         in_size: Input features.
         out_size: Output features.
-        initializer: Called on the weight; default ``nn.init.xavier_uniform_``.
+        initializer: Called on the weight; default ``nn.init.xavier_uniform_``;
+            :func:`torch_default_initializer` keeps the weight torch drew.
         activation_fn: Activation name, class, instance, callable, or None (linear).
         use_bias: Whether the Linear has a bias.
-        bias_init: Constant the bias starts at, or an initializer called on the bias.
+        bias_init: Constant the bias starts at, or an initializer called on the bias; None or
+            :func:`torch_default_initializer` keeps the bias torch drew
+            (uniform in ``+-1/sqrt(in_size)``).
 
     Examples:
         >>> SlimFC(3, 2, activation_fn="relu")(torch.zeros(5, 3)).shape
@@ -339,12 +368,13 @@ class SlimFC(nn.Module):
         initializer: Callable[[torch.Tensor], Any] | None = None,
         activation_fn: Any = None,
         use_bias: bool = True,
-        bias_init: float | Callable[[torch.Tensor], Any] = 0.0,
+        bias_init: float | Callable[[torch.Tensor], Any] | None = 0.0,
     ):
         super().__init__()
-        linear = nn.Linear(int(in_size), int(out_size), bias=use_bias)
-        (initializer or nn.init.xavier_uniform_)(linear.weight)
-        if use_bias:
+        linear = nn.Linear(int(in_size), int(out_size), bias=use_bias)  # torch's start drawn
+        if initializer is not torch_default_initializer:
+            (initializer or nn.init.xavier_uniform_)(linear.weight)
+        if use_bias and bias_init is not None and bias_init is not torch_default_initializer:
             if callable(bias_init):
                 bias_init(linear.bias)
             else:
@@ -430,16 +460,19 @@ class SlimConv2d(nn.Module):
 
 
 class AppendBiasLayer(nn.Module):
-    """Appends a learned, input-independent vector (``log_std``, init 0) to every row.
+    """Appends a learned, input-independent vector (``log_std``, init ``init``, RLlib's 0)
+    to every row.
 
     Examples:
         >>> AppendBiasLayer(2)(torch.ones(3, 2)).tolist()[0]
         [1.0, 1.0, 0.0, 0.0]
+        >>> AppendBiasLayer(1, init=-2.0)(torch.ones(1, 1)).tolist()
+        [[1.0, -2.0]]
     """
 
-    def __init__(self, num_bias_vars: int):
+    def __init__(self, num_bias_vars: int, init: float = 0.0):
         super().__init__()
-        self.log_std = nn.Parameter(torch.zeros(int(num_bias_vars)))
+        self.log_std = nn.Parameter(torch.full((int(num_bias_vars),), float(init)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.cat([x, self.log_std.unsqueeze(0).expand(x.shape[0], -1)], dim=1)
