@@ -65,14 +65,18 @@ def add_checkpoint_choice(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def chosen_checkpoint(command: str, args: argparse.Namespace) -> Any:
-    """The checkpoint ``--checkpoint`` picks in ``args.run_dir`` (a native run), said in one
-    line on stderr."""
+def chosen_checkpoint(args: argparse.Namespace) -> tuple[Any, str]:
+    """The checkpoint ``--checkpoint`` picks in ``args.run_dir`` (a native run) and the line
+    that says which (:func:`say_checkpoint` prints it once the command has succeeded, so an
+    error stays one line)."""
     from rlblocks.train.checkpoint import select_checkpoint
 
-    ckpt, line = select_checkpoint(args.run_dir, args.checkpoint)
+    return select_checkpoint(args.run_dir, args.checkpoint)
+
+
+def say_checkpoint(command: str, line: str) -> None:
+    """``rlblocks COMMAND: LINE`` on stderr (stdout keeps the command's own output)."""
     print(f"rlblocks {command}: {line}", file=sys.stderr, flush=True)
-    return ckpt
 
 
 def refuse_checkpoint_choice(args: argparse.Namespace) -> None:

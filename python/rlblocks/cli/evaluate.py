@@ -20,6 +20,7 @@ from rlblocks.cli._args import (
     add_run_dir,
     chosen_checkpoint,
     refuse_checkpoint_choice,
+    say_checkpoint,
 )
 from rlblocks.cli._rllib_backend import rllib_evaluate_run, rllib_run
 
@@ -75,11 +76,12 @@ def run(args: argparse.Namespace) -> int:
             )
         )
         return 0
-    ckpt = chosen_checkpoint("evaluate", args)
+    ckpt, said = chosen_checkpoint(args)
     exported = None if args.exported is None else _load_exported(args)
     if exported is not None:
         result = _exported_from_run_files(args, exported, ckpt)
         if result is not None:
+            say_checkpoint("evaluate", said)
             print(json.dumps(result))
             return 0
     from rlblocks.train.restoring import restore_trainer
@@ -110,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         trainer.close()
     result["checkpoint"] = str(trainer.checkpoint_path)
+    say_checkpoint("evaluate", said)
     print(json.dumps(result))
     return 0
 
@@ -124,7 +127,7 @@ def _versus(args: argparse.Namespace) -> int:
     from rlblocks.cli.versus import versus
     from rlblocks.train.restoring import restore_trainer
 
-    ckpt = chosen_checkpoint("evaluate", args)
+    ckpt, said = chosen_checkpoint(args)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the games start fresh episodes
         trainer = restore_trainer(ckpt, log=False)
@@ -141,6 +144,7 @@ def _versus(args: argparse.Namespace) -> int:
     finally:
         trainer.close()
     result["checkpoint"] = str(trainer.checkpoint_path)
+    say_checkpoint("evaluate", said)
     print(json.dumps(result))
     return 0
 

@@ -18,6 +18,7 @@ from rlblocks.cli._args import (
     add_run_dir,
     chosen_checkpoint,
     refuse_checkpoint_choice,
+    say_checkpoint,
 )
 
 
@@ -58,14 +59,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         one: Any = export_policy
         many: Any = export_policies
-        source = args.run_dir
+        source, said = args.run_dir, ""
         if rllib_run(args.run_dir):  # the RLlib exporter (the checkpoint's module, no Ray)
             refuse_checkpoint_choice(args)
             rllib = _rllib_export()
             one, many = rllib.export_rllib_policy, rllib.export_rllib_policies
             multiagent = bool(rllib.is_multiagent_run(args.run_dir))
         else:
-            source = chosen_checkpoint("export", args)
+            source, said = chosen_checkpoint(args)
             multiagent = checkpoint_meta(source).get("format") == "rlblocks.ppo.multiagent"
         if multiagent:
             if args.out is not None:
@@ -78,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
             paths = [one(source, args.out, fmt=args.format)]
     except ImportError as err:  # the export extra is missing
         raise ValueError(str(err)) from err
+    if said:
+        say_checkpoint("export", said)
     for path in paths:
         print(f"exported: {path}\nsidecar: {sidecar_path(path)}")
     return 0
