@@ -30,7 +30,9 @@ moves varied, and a random opening (``selfplay_random_opening``: each self-play 
 with 0 to 6 random legal moves, not trained on), so that the greedy policy has also learnt
 the positions a weak opponent leads to and has been punished there by its own play
 (measured in docs/multiagent.md, "Self-play": tictactoe's losses to a random legal player
-fell from 10 to 1-3 of 500 at 100k steps with the bonus, and to 0 with the opening).
+fell from 10 to 1-3 of 500 at 100k steps with the bonus, and to 0-1 with the opening), and
+500 greedy games against a random legal player every 10 iterations, which keep the run's
+``best/`` checkpoint (the one ``rlblocks evaluate`` and ``export`` load).
 
 Examples:
     >>> import gymnasium as gym

@@ -18,7 +18,9 @@ turn-based game (:class:`~rlblocks.multiagent.turns.TurnBasedVectorEnv`):
   ``selfplay/win_rate_random``, ``selfplay/draw_rate_random``, ``selfplay/loss_rate_random``
   and the same ending ``_pool`` (:func:`~rlblocks.train.matches.game_outcome` says what a
   win is); NaN in the other iterations and, for the pool, while it is empty.
-  ``selfplay/pool_size`` counts the snapshots.
+  ``selfplay/pool_size`` counts the snapshots. The games against the random player score
+  the policy for the run directory's ``best/`` checkpoint (:func:`games_score`, kept by
+  :class:`~rlblocks.train.multiagent.MultiAgentPPOTrainer`).
 
 The evaluation games run on env copies of their own, with the RNG streams of training
 left as they were.
