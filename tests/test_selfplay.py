@@ -355,6 +355,13 @@ def test_evaluate_opponent_refuses_a_run_without_snapshots_or_turns(tmp_path: Pa
     assert out.returncode == 2 and "no opponent snapshots" in out.stderr
     ok = run_cli("evaluate", str(run), "--opponent", "random", "--episodes", "3")
     assert ok.returncode == 0 and _last_json(ok.stdout)["games"] == 3
+    # no evaluation yet (the first is at iteration 10), so no best/: the newest is played
+    assert not (run / "best").exists()
+    assert "checkpoint_000001" in _last_json(ok.stdout)["checkpoint"]
+    assert "checkpoint_000001' (iteration 1, 128 env steps, the newest)" in ok.stderr
+    none = run_cli("evaluate", str(run), "--checkpoint", "best", "--episodes", "1")
+    assert none.returncode == 2 and none.stderr.count("\n") == 1
+    assert "--checkpoint best: run directory" in none.stderr and "has no best/" in none.stderr
 
 
 def test_a_pettingzoo_classic_run_resumes_with_its_pool_from_fresh_games(tmp_path: Path) -> None:
