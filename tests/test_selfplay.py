@@ -233,8 +233,11 @@ def test_tictactoe_beats_a_random_legal_player_and_evaluate_plays_every_opponent
         "selfplay_snapshot_every=5",
         "--set",
         "selfplay_eval_interval=5",
+        "--set",
+        "selfplay_eval_games=100",
     )
     assert done.returncode == 0, done.stderr
+    assert "selfplay_eval_interval=10" not in done.stdout  # --set keeps the user's
     rows = list(csv.DictReader((run / "progress.csv").open()))
     assert float(rows[-1]["illegal_moves_total"]) == 0.0
     last = rows[-1]  # an evaluation every 5 iterations: the last (15th) row is one
@@ -249,6 +252,26 @@ def test_tictactoe_beats_a_random_legal_player_and_evaluate_plays_every_opponent
     versus = run_cli("evaluate", str(run), "--opponent", "random", "--episodes", "100")
     assert versus.returncode == 0, versus.stderr
     result = _last_json(versus.stdout)
+    # best/ holds the evaluation with the fewest losses, then the most wins (the first such)
+    from rlblocks.train.selfplay import games_score
+
+    evals = [(int(r["training_iteration"]), games_score(r, 100)) for r in rows]
+    scored = [(it, sc) for it, sc in evals if sc is not None]
+    assert [it for it, _ in scored] == [5, 10, 15]
+    top = max(sc for _, sc in scored)
+    best_it = next(it for it, sc in scored if sc == top)
+    meta = json.loads((run / "best" / "meta.json").read_text())
+    assert meta["best_by"] == "selfplay/games_vs_random" and meta["iteration"] == best_it
+    assert meta["best_score"] == pytest.approx(top)
+    # evaluate plays best/ and says so; --checkpoint last takes the newest
+    assert result["checkpoint"] == str(run / "best")
+    assert f"rlblocks evaluate: checkpoint {str(run / 'best')!r} (iteration {best_it}" in (
+        versus.stderr
+    )
+    newest = run_cli("evaluate", str(run), "--opponent", "random", "--episodes", "2",
+                     "--checkpoint", "last")  # fmt: skip
+    assert _last_json(newest.stdout)["checkpoint"] == str(run / "checkpoint_000015")
+    assert "(iteration 15, 30720 env steps, the newest)" in newest.stderr
     assert result["games"] == 100 and result["wins"] + result["draws"] + result["losses"] == 100
     assert result["loss_rate"] <= 0.1 and result["win_rate"] >= 0.6
     pool = _last_json(
@@ -263,6 +286,7 @@ def test_tictactoe_beats_a_random_legal_player_and_evaluate_plays_every_opponent
     # the exported artifact plays one side as a deployment would: the same games
     exported = run_cli("export", str(run))
     assert exported.returncode == 0, exported.stderr
+    assert f"rlblocks export: checkpoint {str(run / 'best')!r}" in exported.stderr
     sidecar = json.loads((run / "policy_shared.onnx.json").read_text())["multiagent"]
     assert sidecar["turn_based"]["observation_keys"]["observation"] == "observations"
     art = run_cli("evaluate", str(run), "--exported", str(run / "policy_shared.onnx"),
@@ -287,6 +311,40 @@ def test_tictactoe_beats_a_random_legal_player_and_evaluate_plays_every_opponent
     assert bad.stderr.count("\n") == 1
 
 
+def test_a_resumed_run_keeps_a_better_best_over_a_worse_later_score(tmp_path: Path) -> None:
+    """Resuming from an early checkpoint: the resumed evaluations are compared with best/'s
+    score (fewest losses to the random player, then most wins), so a worse one never
+    replaces it."""
+    pytest.importorskip("pettingzoo.classic.tictactoe_v3", reason="PettingZoo classic")
+    from rlblocks.train import MultiAgentPPOTrainer, restore_trainer
+    from rlblocks.train.selfplay import games_score
+
+    cfg = {"env": TICTACTOE, **TINY, "seed": 1, "selfplay_eval_interval": 1,
+           "selfplay_eval_games": 40, "checkpoint_freq": 1, "keep_checkpoints": 0}  # fmt: skip
+    trainer = MultiAgentPPOTrainer(cfg, run_dir=tmp_path)
+    try:
+        trainer.fit(stop_iters=3, progress=False)
+    finally:
+        trainer.close()
+    rows = list(csv.DictReader((tmp_path / "progress.csv").open()))
+    scores = [games_score(r, 40) for r in rows]
+    # the run as it was: best/ at the first iteration of the highest score
+    meta = json.loads((tmp_path / "best" / "meta.json").read_text())
+    assert meta["iteration"] == 1 + scores.index(max(scores))
+    before = (tmp_path / "best" / "state.pt").read_bytes()
+    resumed = restore_trainer(tmp_path / "checkpoint_000001")
+    try:
+        assert resumed.best_score == max(scores)  # best/'s score, saved after that checkpoint
+        again = games_score(resumed.fit(stop_iters=2, progress=False), 40)
+    finally:
+        resumed.close()
+    # seed 1: 22 wins and 13 losses of 40 at the first iteration, 28 and 8 at the third (best/);
+    # the resumed second iteration plays worse than best/ but better than the checkpoint's
+    # own past (the checkpoint was written before its iteration's score was compared)
+    assert scores[0] < again < max(scores), (scores, again)
+    assert (tmp_path / "best" / "state.pt").read_bytes() == before
+
+
 def test_evaluate_opponent_refuses_a_run_without_snapshots_or_turns(tmp_path: Path) -> None:
     run = tmp_path / "run"
     small = ["--set", "train_batch_size=128", "--set", "sgd_minibatch_size=64"]
@@ -297,6 +355,13 @@ def test_evaluate_opponent_refuses_a_run_without_snapshots_or_turns(tmp_path: Pa
     assert out.returncode == 2 and "no opponent snapshots" in out.stderr
     ok = run_cli("evaluate", str(run), "--opponent", "random", "--episodes", "3")
     assert ok.returncode == 0 and _last_json(ok.stdout)["games"] == 3
+    # no evaluation yet (the first is at iteration 10), so no best/: the newest is played
+    assert not (run / "best").exists()
+    assert "checkpoint_000001" in _last_json(ok.stdout)["checkpoint"]
+    assert "checkpoint_000001' (iteration 1, 128 env steps, the newest)" in ok.stderr
+    none = run_cli("evaluate", str(run), "--checkpoint", "best", "--episodes", "1")
+    assert none.returncode == 2 and none.stderr.count("\n") == 1
+    assert "--checkpoint best: run directory" in none.stderr and "has no best/" in none.stderr
 
 
 def test_a_pettingzoo_classic_run_resumes_with_its_pool_from_fresh_games(tmp_path: Path) -> None:

@@ -134,9 +134,10 @@ def test_a_turn_based_game_with_masks_gets_an_entropy_bonus_and_a_random_opening
         tmp_path / "set", "--env", "rlblocks.envs.turn_zoo:env", "--set", "entropy_coeff=0"
     )
     assert config["entropy_coeff"] == 0 and config["selfplay_random_opening"] == 6
-    assert "with action masks: selfplay_random_opening=6 (--set it to change)" in (
-        capsys.readouterr().out
-    )
+    assert (
+        "with action masks: selfplay_random_opening=6, selfplay_eval_interval=10, "
+        "selfplay_eval_games=500 (--set any to change)"
+    ) in capsys.readouterr().out
     config = _train(tmp_path / "par", "--env", "rlblocks.envs.multiagent_zoo:parallel_env")
     assert config["entropy_coeff"] == 0 and "turn-based" not in capsys.readouterr().out
 

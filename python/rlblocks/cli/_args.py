@@ -51,6 +51,43 @@ def add_run_dir(
     parser.add_argument("run_dir", help=help)
 
 
+def add_checkpoint_choice(parser: argparse.ArgumentParser) -> None:
+    """``--checkpoint auto|best|last``: which checkpoint of a native run directory
+    (:func:`rlblocks.train.checkpoint.select_checkpoint`)."""
+    parser.add_argument(
+        "--checkpoint",
+        choices=["auto", "best", "last"],
+        default="auto",
+        help="which checkpoint of a run directory: best (best/, the best score so far), last "
+        "(the newest) or auto (default: best/ where a turn-based game keeps it by its games "
+        "against a random legal player, else the newest); a checkpoint directory given as "
+        "RUN_DIR is used as it is",
+    )
+
+
+def chosen_checkpoint(args: argparse.Namespace) -> tuple[Any, str]:
+    """The checkpoint ``--checkpoint`` picks in ``args.run_dir`` (a native run) and the line
+    that says which (:func:`say_checkpoint` prints it once the command has succeeded, so an
+    error stays one line)."""
+    from rlblocks.train.checkpoint import select_checkpoint
+
+    return select_checkpoint(args.run_dir, args.checkpoint)
+
+
+def say_checkpoint(command: str, line: str) -> None:
+    """``rlblocks COMMAND: LINE`` on stderr (stdout keeps the command's own output)."""
+    print(f"rlblocks {command}: {line}", file=sys.stderr, flush=True)
+
+
+def refuse_checkpoint_choice(args: argparse.Namespace) -> None:
+    """``--checkpoint`` other than ``auto`` on a ``--backend rllib`` run: refused."""
+    if args.checkpoint != "auto":
+        raise ValueError(
+            f"--checkpoint {args.checkpoint}: native runs only (a --backend rllib run is read "
+            "from its newest checkpoint; give a checkpoint directory as RUN_DIR for another)"
+        )
+
+
 def _user_modules_importable() -> None:
     """``--env my_pkg.envs:MyEnv-v0`` finds ``my_pkg`` in the current directory, as
     ``python -m`` would (appended: it never shadows an installed package)."""

@@ -14,7 +14,14 @@ import json
 import warnings
 from typing import Any
 
-from rlblocks.cli._args import add_command, add_run_dir
+from rlblocks.cli._args import (
+    add_checkpoint_choice,
+    add_command,
+    add_run_dir,
+    chosen_checkpoint,
+    refuse_checkpoint_choice,
+    say_checkpoint,
+)
 from rlblocks.cli._rllib_backend import rllib_evaluate_run, rllib_run
 
 
@@ -24,11 +31,12 @@ def add_parser(sub: Any) -> None:
         sub,
         "evaluate",
         run,
-        help="evaluate a run's latest checkpoint",
-        description="Plays episodes with a run's newest checkpoint (or a given checkpoint "
-        "directory) and prints a JSON summary; the run directory is only read.",
+        help="evaluate a run's checkpoint",
+        description="Plays episodes with a run's checkpoint (--checkpoint; or a given "
+        "checkpoint directory) and prints a JSON summary; the run directory is only read.",
     )
     add_run_dir(evaluate)
+    add_checkpoint_choice(evaluate)
     evaluate.add_argument("--episodes", type=int, default=10, help="episodes to run")
     evaluate.add_argument("--explore", action="store_true", help="sample actions")
     evaluate.add_argument("--seed", type=int, default=None, help="evaluation env seed")
@@ -56,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     if args.opponent is not None:
         return _versus(args)
     if rllib_run(args.run_dir):
+        refuse_checkpoint_choice(args)
         if args.exported is not None:
             print(json.dumps(_rllib_exported(args)))
             return 0
@@ -67,17 +76,19 @@ def run(args: argparse.Namespace) -> int:
             )
         )
         return 0
+    ckpt, said = chosen_checkpoint(args)
     exported = None if args.exported is None else _load_exported(args)
     if exported is not None:
-        result = _exported_from_run_files(args, exported)
+        result = _exported_from_run_files(args, exported, ckpt)
         if result is not None:
+            say_checkpoint("evaluate", said)
             print(json.dumps(result))
             return 0
     from rlblocks.train.restoring import restore_trainer
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # evaluation starts fresh episodes
-        trainer = restore_trainer(args.run_dir, log=False)
+        trainer = restore_trainer(ckpt, log=False)
     try:
         if args.exported is not None and hasattr(trainer, "policies"):
             result = _multiagent_exported(args, trainer)
@@ -101,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         trainer.close()
     result["checkpoint"] = str(trainer.checkpoint_path)
+    say_checkpoint("evaluate", said)
     print(json.dumps(result))
     return 0
 
@@ -115,9 +127,10 @@ def _versus(args: argparse.Namespace) -> int:
     from rlblocks.cli.versus import versus
     from rlblocks.train.restoring import restore_trainer
 
+    ckpt, said = chosen_checkpoint(args)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the games start fresh episodes
-        trainer = restore_trainer(args.run_dir, log=False)
+        trainer = restore_trainer(ckpt, log=False)
     try:
         exported = None
         if args.exported is not None and hasattr(trainer, "policies"):
@@ -131,6 +144,7 @@ def _versus(args: argparse.Namespace) -> int:
     finally:
         trainer.close()
     result["checkpoint"] = str(trainer.checkpoint_path)
+    say_checkpoint("evaluate", said)
     print(json.dumps(result))
     return 0
 
@@ -145,18 +159,19 @@ _CONFIGS = {
 }
 
 
-def _exported_from_run_files(args: argparse.Namespace, exported: Any) -> dict[str, Any] | None:
-    """``--exported`` on a native single-agent run from its ``config.json`` and its newest
-    checkpoint's ``meta.json`` alone, as the restored trainer would evaluate it (the run's
-    seed, a fresh evaluation env) without importing torch. None when those files do not say
-    enough (a checkpoint saved before meta.json held the seed, an env that config.json
+def _exported_from_run_files(
+    args: argparse.Namespace, exported: Any, ckpt: Any
+) -> dict[str, Any] | None:
+    """``--exported`` on a native single-agent run from its ``config.json`` and the chosen
+    checkpoint's (``ckpt``) ``meta.json`` alone, as the restored trainer would evaluate it
+    (the run's seed, a fresh evaluation env) without importing torch. None when those files do
+    not say enough (a checkpoint saved before meta.json held the seed, an env that config.json
     cannot name): the caller restores the trainer then."""
     from pathlib import Path
 
     from rlblocks.train import offpolicy_config, trainer_config
-    from rlblocks.train.checkpoint import checkpoint_meta, checkpoint_run_dir, find_checkpoint
+    from rlblocks.train.checkpoint import checkpoint_meta, checkpoint_run_dir
 
-    ckpt = find_checkpoint(args.run_dir)
     meta = checkpoint_meta(ckpt)
     name = _CONFIGS.get(str(meta.get("format")))
     if name is None or not isinstance(meta.get("seed"), int):

@@ -12,7 +12,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rlblocks.cli._args import add_command, add_run_dir
+from rlblocks.cli._args import (
+    add_checkpoint_choice,
+    add_command,
+    add_run_dir,
+    chosen_checkpoint,
+    refuse_checkpoint_choice,
+    say_checkpoint,
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -22,11 +29,12 @@ def add_parser(sub: Any) -> None:
         "export",
         run,
         help="export a run's policy to ONNX or torch.export",
-        description="Writes the policy of a run's newest checkpoint (native or "
+        description="Writes the policy of a run's checkpoint (--checkpoint; native or "
         "--backend rllib) as an ONNX or torch.export artifact with a JSON sidecar "
         "describing its inputs and outputs.",
     )
     add_run_dir(export)
+    add_checkpoint_choice(export)
     export.add_argument(
         "--format",
         choices=["onnx", "torch-export"],
@@ -51,23 +59,28 @@ def run(args: argparse.Namespace) -> int:
     try:
         one: Any = export_policy
         many: Any = export_policies
+        source, said = args.run_dir, ""
         if rllib_run(args.run_dir):  # the RLlib exporter (the checkpoint's module, no Ray)
+            refuse_checkpoint_choice(args)
             rllib = _rllib_export()
             one, many = rllib.export_rllib_policy, rllib.export_rllib_policies
             multiagent = bool(rllib.is_multiagent_run(args.run_dir))
         else:
-            multiagent = checkpoint_meta(args.run_dir).get("format") == "rlblocks.ppo.multiagent"
+            source, said = chosen_checkpoint(args)
+            multiagent = checkpoint_meta(source).get("format") == "rlblocks.ppo.multiagent"
         if multiagent:
             if args.out is not None:
                 raise ValueError(
                     "--out names one file; a multi-agent run writes policy_<id> files into "
                     "its run directory"
                 )
-            paths = list(many(args.run_dir, fmt=args.format).values())
+            paths = list(many(source, fmt=args.format).values())
         else:
-            paths = [one(args.run_dir, args.out, fmt=args.format)]
+            paths = [one(source, args.out, fmt=args.format)]
     except ImportError as err:  # the export extra is missing
         raise ValueError(str(err)) from err
+    if said:
+        say_checkpoint("export", said)
     for path in paths:
         print(f"exported: {path}\nsidecar: {sidecar_path(path)}")
     return 0

@@ -3,7 +3,8 @@ opponent, counted as wins, draws and losses (:mod:`rlblocks.train.matches`).
 
 ``WHO`` is ``random`` (a uniform legal move), ``snapshot`` (the run's opponent pool, the
 games split evenly over its snapshots, which sample their moves), another run directory
-(its policies, greedy; the same env and policies) or ``human``: the person at the terminal
+(its policies from the checkpoint ``rlblocks evaluate`` picks there, greedy; the same env
+and policies) or ``human``: the person at the terminal
 plays the other seat, seeing the board (the env's own text render where it has one, else
 the observation's planes: ``X`` the mover's pieces, ``O`` the other's) and typing the index
 of a legal move; anything else is asked again. The run's policy plays greedily (with
@@ -176,11 +177,12 @@ def _other_run(path: str, trainer: Any) -> Any:
         raise ValueError(
             f"--opponent {path!r}: not 'random', 'snapshot', 'human' or a run directory"
         )
+    from rlblocks.train.checkpoint import select_checkpoint
     from rlblocks.train.restoring import restore_trainer
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        other = restore_trainer(path, log=False)
+        other = restore_trainer(select_checkpoint(path)[0], log=False)  # as evaluate picks
     mine = {p: str(s.observation_space) + str(s.action_space) for p, s in trainer.hub.specs.items()}
     theirs = {
         p: str(s.observation_space) + str(s.action_space)

@@ -36,7 +36,9 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "BEST",
     "FORMAT_VERSION",
+    "GAMES_BEST_BY",
     "abandon_newer_checkpoints",
     "checkpoint_meta",
     "checkpoint_run_dir",
@@ -46,6 +48,7 @@ __all__ = [
     "prune_checkpoints",
     "recover_interrupted_saves",
     "save_checkpoint",
+    "select_checkpoint",
 ]
 
 FORMAT_VERSION = 1
@@ -54,6 +57,12 @@ _NAME = re.compile(r"^checkpoint_(\d{6,})$")
 # ".checkpoint_NNNNNN.old" (the previous copy) while replacing.
 _TEMP = re.compile(r"^\.checkpoint_(\d{6,})\.(.+)$")
 _OLD = "old"
+#: The run directory's subdirectory holding the best checkpoint so far.
+BEST = "best"
+#: What ``best/`` is scored by when it is the checkpoint ``rlblocks evaluate`` and ``export``
+#: pick by default: greedy games against a random legal player (turn-based self-play).
+GAMES_BEST_BY = "selfplay/games_vs_random"
+_CHOICES = ("auto", "best", "last")
 
 
 def _fsync_dir(path: Path) -> None:
@@ -190,6 +199,45 @@ def find_checkpoint(path: str | Path) -> Path:
     return found[-1]
 
 
+def select_checkpoint(path: str | Path, which: str = "auto") -> tuple[Path, str]:
+    """The checkpoint ``rlblocks evaluate`` and ``export`` load, and a line saying which.
+
+    ``path`` a checkpoint directory: that one. A run directory: ``which`` = ``"last"`` its
+    newest ``checkpoint_NNNNNN``; ``"best"`` its ``best/`` (the best score so far,
+    :meth:`~rlblocks.train.trainer.Trainer.best_by`); ``"auto"`` its ``best/`` when that is
+    kept by games against a random legal player (:data:`GAMES_BEST_BY`, a turn-based
+    self-play run), else the newest.
+
+    Raises:
+        ValueError: An unknown ``which``, no checkpoint there, or ``"best"`` of a run
+            directory without ``best/``.
+    """
+    if which not in _CHOICES:
+        raise ValueError(f"--checkpoint {which!r}: choose one of {list(_CHOICES)}")
+    p = Path(path)
+    best = p / BEST
+    has_best = (best / "state.pt").is_file()
+    if (p / "state.pt").is_file() or which == "last" or (which == "auto" and not has_best):
+        ckpt = find_checkpoint(p)
+        newest = "" if ckpt == p else ", the newest"
+        return ckpt, f"checkpoint {str(ckpt)!r} ({_described(ckpt)}{newest})"
+    if not has_best:
+        raise ValueError(f"--checkpoint best: run directory {str(p)!r} has no best/ checkpoint")
+    meta = checkpoint_meta(best)
+    if which == "auto" and meta.get("best_by") != GAMES_BEST_BY:
+        ckpt = find_checkpoint(p)
+        return ckpt, f"checkpoint {str(ckpt)!r} ({_described(ckpt)}, the newest)"
+    return best, (
+        f"checkpoint {str(best)!r} ({_described(best)}, the best by {meta.get('best_by', '?')}"
+        f"; --checkpoint last for the newest)"
+    )
+
+
+def _described(ckpt: Path) -> str:
+    meta = checkpoint_meta(ckpt)
+    return f"iteration {meta.get('iteration')}, {meta.get('timesteps_total')} env steps"
+
+
 def save_checkpoint(
     run_dir: str | Path, state: dict[str, Any], path: str | Path | None = None
 ) -> Path:
@@ -231,6 +279,9 @@ def _save(run: Path, state: dict[str, Any], path: str | Path | None) -> Path:
     }
     if isinstance(state.get("seed"), int):
         meta["seed"] = int(state["seed"])  # evaluate --exported reads it without torch
+    if isinstance(state.get("best_by"), str):
+        meta["best_by"] = state["best_by"]  # what best/ is scored by (select_checkpoint)
+        meta["best_score"] = float(state.get("best_score", float("-inf")))
     last = (state.get("last_metrics") or {}).get("episode_return_mean")
     if isinstance(last, (int, float)) and not isinstance(last, bool):
         meta["episode_return_mean"] = float(last)  # NaN before the first episode

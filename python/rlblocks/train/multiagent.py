@@ -54,6 +54,7 @@ from rlblocks.multiagent.workers import WorkerVectorEnv
 from rlblocks.nest import tree_index
 from rlblocks.preprocessors import Preprocessor
 from rlblocks.train.algo_spaces import makes_multiagent_env
+from rlblocks.train.checkpoint import GAMES_BEST_BY
 from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.env_workers import auto_env_workers, env_workers_line, free_cores
 from rlblocks.train.envs import raw_env_creator
@@ -63,7 +64,7 @@ from rlblocks.train.loop import episode_summary
 from rlblocks.train.play import play_episodes
 from rlblocks.train.policy import Policy
 from rlblocks.train.runner import EnvRunner, SampleBatch
-from rlblocks.train.selfplay import SelfPlay
+from rlblocks.train.selfplay import SelfPlay, games_score
 from rlblocks.train.trainer import (
     Trainer,
     check_episodes,
@@ -402,6 +403,24 @@ class MultiAgentPPOTrainer(Trainer):
 
     def _evaluate_during_training(self) -> dict[str, Any]:
         return self.evaluate(self.config.evaluation_episodes)
+
+    def best_by(self) -> str:
+        """A turn-based game with action masks keeps ``best/`` by its games against a random
+        legal player (:func:`~rlblocks.train.selfplay.games_score`); other envs by the
+        return (:meth:`Trainer.best_by`)."""
+        if isinstance(self.hub, TurnBasedVectorEnv):
+            return GAMES_BEST_BY
+        return super().best_by()
+
+    def _best_score(self, result: dict[str, Any], at_checkpoint: bool) -> float | None:
+        """A turn-based game's score (None without an evaluation against a random legal
+        player this iteration, and always when ``selfplay_eval_interval`` is 0: the sum of
+        the seats' returns says nothing of a game); other envs' :meth:`Trainer._best_score`."""
+        if not isinstance(self.hub, TurnBasedVectorEnv):
+            return super()._best_score(result, at_checkpoint)
+        if at_checkpoint:
+            return None
+        return games_score(result, self.config.selfplay_eval_games)
 
     # --- acting -------------------------------------------------------------------------------
     def compute_actions(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rlblocks.train.checkpoint import (
+    BEST,
     abandon_newer_checkpoints,
     load_checkpoint,
     recover_interrupted_saves,
@@ -21,9 +22,6 @@ from rlblocks.train.logger import ProgressLogger, truncate_progress
 from rlblocks.train.rundir import RunDirLock, claim_run_dir, lock_run_dir
 
 __all__ = ["BEST", "RunDirectoryMixin"]
-
-#: The run directory's subdirectory holding the best checkpoint so far.
-BEST = "best"
 
 
 class RunDirectoryMixin:
@@ -39,6 +37,10 @@ class RunDirectoryMixin:
 
     def _config_json(self) -> dict[str, Any]:
         """What ``config.json`` holds."""
+        raise NotImplementedError
+
+    def best_by(self) -> str:
+        """What ``best/`` is scored by (a best score of another kind is not compared)."""
         raise NotImplementedError
 
     def _open_run_dir(self, run_dir: Path) -> None:
@@ -87,10 +89,12 @@ class RunDirectoryMixin:
             self._open_run_dir(target)
             if (target / BEST / "state.pt").is_file() and Path(ckpt) != target / BEST:
                 try:  # best/ may have been saved after this checkpoint, with a higher score
-                    best = float(load_checkpoint(target / BEST).get("best_score", -math.inf))
+                    saved = load_checkpoint(target / BEST)
                 except ValueError:  # a corrupt best/ is replaced by the next best score
-                    best = -math.inf
-                self.best_score = max(self.best_score, best)
+                    saved = {}
+                if saved.get("best_by", self.best_by()) == self.best_by():
+                    best = float(saved.get("best_score", -math.inf))
+                    self.best_score = max(self.best_score, best)
 
     def _release_run_dir(self) -> None:
         """Drops the run directory's writer lock (the run's files stay)."""

@@ -18,7 +18,9 @@ turn-based game (:class:`~rlblocks.multiagent.turns.TurnBasedVectorEnv`):
   ``selfplay/win_rate_random``, ``selfplay/draw_rate_random``, ``selfplay/loss_rate_random``
   and the same ending ``_pool`` (:func:`~rlblocks.train.matches.game_outcome` says what a
   win is); NaN in the other iterations and, for the pool, while it is empty.
-  ``selfplay/pool_size`` counts the snapshots.
+  ``selfplay/pool_size`` counts the snapshots. The games against the random player score
+  the policy for the run directory's ``best/`` checkpoint (:func:`games_score`, kept by
+  :class:`~rlblocks.train.multiagent.MultiAgentPPOTrainer`).
 
 The evaluation games run on env copies of their own, with the RNG streams of training
 left as they were.
@@ -46,12 +48,30 @@ from rlblocks.train.opponents import (
 from rlblocks.train.policy import Policy
 from rlblocks.wrappers.vector_steps import StepResult
 
-__all__ = ["SelfPlay", "has_masks", "policy_mover", "snapshot_counts"]
+__all__ = ["SelfPlay", "games_score", "has_masks", "policy_mover", "snapshot_counts"]
 
 #: The ``progress.csv`` columns of a self-play evaluation.
 RATE_COLUMNS = tuple(
     f"selfplay/{what}_rate_{vs}" for vs in ("random", "pool") for what in ("win", "draw", "loss")
 )
+
+
+def games_score(result: Mapping[str, Any], games: int) -> float | None:
+    """The score ``run_dir/best`` keeps the policy by in a turn-based run: fewest losses to
+    the random legal player, then most wins (``win_rate - (games + 1) * loss_rate``: one
+    loss fewer in ``games`` games outweighs any number of wins); None in an iteration
+    without those games.
+
+    Examples:
+        >>> r = {"selfplay/win_rate_random": 0.9, "selfplay/loss_rate_random": 0.0}
+        >>> games_score(r, 10) > games_score({**r, "selfplay/loss_rate_random": 0.1}, 10)
+        True
+    """
+    win = float(result.get("selfplay/win_rate_random", math.nan))
+    loss = float(result.get("selfplay/loss_rate_random", math.nan))
+    if math.isnan(win) or math.isnan(loss):
+        return None
+    return win - (games + 1) * loss
 
 
 def has_masks(hub: Any) -> bool:

@@ -293,22 +293,30 @@ class Trainer(RunDirectoryMixin):
             clip=self.config.clip_actions,
         )
 
-    def _track_best(self, result: dict[str, Any], evaluated: bool) -> None:
-        """Saves ``run_dir/best`` when this iteration's score beats the best so far: the
-        evaluation return when evaluating (at evaluation iterations), else the training
-        return (at checkpoint iterations)."""
-        if self.run_dir is None or not evaluated:
-            return
-        key = (
-            "evaluation/episode_return_mean"
-            if self.config.evaluation_interval
-            else "episode_return_mean"
-        )
+    def best_by(self) -> str:
+        """What ``run_dir/best`` is scored by (saved in every checkpoint and in ``best/``'s
+        ``meta.json``): the evaluation return when evaluating, else the training return."""
+        if self.config.evaluation_interval:
+            return "evaluation/episode_return_mean"
+        return "episode_return_mean"
+
+    def _best_score(self, result: dict[str, Any], at_checkpoint: bool) -> float | None:
+        """This iteration's score for ``run_dir/best`` (higher is better; None: no score
+        now): the evaluation return at evaluation iterations (``evaluation_interval``), else
+        the training return at checkpoint iterations (``at_checkpoint``)."""
+        interval = self.config.evaluation_interval
+        if at_checkpoint == bool(interval) or (interval and self.iteration % interval):
+            return None
         try:
-            score = float(result.get(key, math.nan))
+            return float(result.get(self.best_by(), math.nan))
         except (TypeError, ValueError):
+            return None
+
+    def _track_best(self, score: float | None) -> None:
+        """Saves ``run_dir/best`` when ``score`` beats the best score so far."""
+        if self.run_dir is None or score is None or math.isnan(score):
             return
-        if math.isnan(score) or score <= self.best_score:
+        if score <= self.best_score:
             return
         self.best_score = score
         save_checkpoint(self.run_dir, self.state_dict(), self.run_dir / BEST)
@@ -348,17 +356,14 @@ class Trainer(RunDirectoryMixin):
         """
         self.stop_requested = False
         self._interrupted = False
-        interval = self.config.evaluation_interval
 
         def after_iteration(result: dict[str, Any]) -> None:
-            if interval:
-                self._track_best(result, self.iteration % interval == 0)
+            self._track_best(self._best_score(result, at_checkpoint=False))
 
         class _BestOfCheckpoints:
             @staticmethod
             def on_checkpoint(trainer: Trainer, path: Path) -> None:
-                if not interval:
-                    trainer._track_best(trainer.last_metrics, True)
+                trainer._track_best(trainer._best_score(trainer.last_metrics, True))
 
         self._step_budget = stop_timesteps  # the last iteration stops at it
         try:
@@ -449,6 +454,7 @@ class Trainer(RunDirectoryMixin):
             "python_rng": random.getstate(),
             "last_metrics": dict(self.last_metrics),
             "best_score": self.best_score,
+            "best_by": self.best_by(),
         }
 
     def save(self, path: str | Path | None = None) -> Path:
@@ -525,7 +531,9 @@ class Trainer(RunDirectoryMixin):
         trainer.timesteps_total = int(state["timesteps_total"])
         trainer.time_total_s = float(state["time_total_s"])
         trainer.last_metrics = dict(state.get("last_metrics") or {})
-        trainer.best_score = float(state.get("best_score", -math.inf))
+        trainer.best_score = -math.inf
+        if state.get("best_by", Trainer.best_by(trainer)) == trainer.best_by():
+            trainer.best_score = float(state.get("best_score", -math.inf))
         trainer._load_state(state, envs)
         torch.set_rng_state(state["torch_rng"])
         if state.get("cuda_rng") is not None and torch.cuda.is_available():

@@ -424,9 +424,12 @@ class PPOConfig(TrainerConfig):
     """Turn-based games (native trainer): every this many iterations, ``selfplay_eval_games``
     games against a random legal player and against the pool, written as
     ``selfplay/win_rate_random`` ... ``selfplay/loss_rate_pool`` (NaN in other
-    iterations); 0: never."""
+    iterations); 0: never. The games against the random player keep the run directory's
+    ``best/`` checkpoint (fewest losses, then most wins:
+    :func:`rlblocks.train.selfplay.games_score`)."""
     selfplay_eval_games: int = option(20, int_at_least(1))
-    """Games per opponent in each self-play evaluation (seats alternate)."""
+    """Games per opponent in each self-play evaluation (seats alternate); ``rlblocks train
+    --env GAME`` alone sets 500 (:data:`rlblocks.cli.train_defaults.TURN_DEFAULTS`)."""
 
     ALGORITHM: ClassVar[str] = "PPO"
     MODEL_DEFAULTS: ClassVar[Mapping[str, Any]] = PPO_MODEL_DEFAULTS
