@@ -44,6 +44,7 @@ from typing import Any
 
 from rlblocks.cli._args import add_command
 from rlblocks.cli._rllib_backend import rllib_run, rllib_trainer
+from rlblocks.cli.model_notes import unread_model_keys_notes
 from rlblocks.cli.train_config import config_data, parse_overrides
 from rlblocks.cli.train_help import ConfigHelp, config_class
 from rlblocks.cli.train_stops import (
@@ -265,6 +266,8 @@ def run(args: argparse.Namespace) -> int:
                 claim = _claim(_default_run_dir(config, args.runs_root, flags["algo"]), False, True)
                 target = created = claim.path
             trainer = _new_trainer(args, flags, config, target)
+            for note in unread_model_keys_notes(trainer, data.get("model") or {}):
+                print(f"rlblocks train: note: {note}", flush=True)
         return _fit(args, trainer, stops)
     except BaseException:
         if created is not None and not list_checkpoints(created) and not read_progress(created):
