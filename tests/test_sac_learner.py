@@ -118,6 +118,8 @@ def test_bad_spaces_and_models_are_refused() -> None:
         SACLearner(obs, gym.spaces.MultiDiscrete([2, 3]), config())
     with pytest.raises(ValueError, match="feed-forward"):
         SACLearner(obs, Discrete(2), config(model={"use_lstm": True}))
+    with pytest.raises(ValueError, match="config.q_model sets free_log_std: a critic"):
+        SACLearner(obs, Box(-1, 1, (2,)), config(q_model={"free_log_std": True}))
     _, flat, _ = mask_obs_space()
     with pytest.raises(ValueError, match="Discrete"):
         SACLearner(flat, Box(-1, 1, (4,)), config())

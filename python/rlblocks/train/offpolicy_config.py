@@ -40,7 +40,14 @@ from rlblocks.config_fields import (
 from rlblocks.train.offpolicy_checks import check_replay_fits
 from rlblocks.train.trainer_config import TrainerConfig, piecewise
 
-__all__ = ["DDPGConfig", "DQNConfig", "OffPolicyConfig", "SACConfig", "TD3Config"]
+__all__ = [
+    "DDPGConfig",
+    "DQNConfig",
+    "OffPolicyConfig",
+    "SACConfig",
+    "TD3Config",
+    "critic_model_config",
+]
 
 #: The Q-network's and SAC's defaults where the user's ``model`` says nothing (the
 #: Stable-Baselines3 zoo's choice for classic control: ReLU layers, no value branch). DQN's
@@ -54,6 +61,23 @@ DQN_MODEL_DEFAULTS: dict[str, Any] = {
     "fcnet_weights_initializer_config": {"gain": math.sqrt(2)},
 }
 SAC_MODEL_DEFAULTS: dict[str, Any] = {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}
+
+#: Model keys of a stochastic actor's free log-std, which the critics do not take from
+#: ``model`` (a critic outputs one Q-value; its ``q_model`` may set them, and is refused).
+ACTOR_ONLY_KEYS = ("free_log_std", "log_std_init")
+
+
+def critic_model_config(model: Mapping[str, Any], q_model: Mapping[str, Any]) -> ModelConfig:
+    """SAC's and TD3's critics' model config: :data:`SAC_MODEL_DEFAULTS`, then ``model``'s
+    keys but :data:`ACTOR_ONLY_KEYS`, then ``q_model``'s.
+
+    Examples:
+        >>> critic_model_config({"free_log_std": True, "fcnet_hiddens": [8]}, {}).free_log_std
+        False
+    """
+    shared = {k: v for k, v in model.items() if k not in ACTOR_ONLY_KEYS}
+    return ModelConfig.from_dict({**SAC_MODEL_DEFAULTS, **shared, **q_model})
+
 
 #: SAC's gSDE keys (:class:`SACConfig`) and their defaults, which only ``use_sde=True`` may
 #: change.
@@ -294,8 +318,8 @@ class SACConfig(OffPolicyConfig):
     MODEL_DEFAULTS: ClassVar[Mapping[str, Any]] = SAC_MODEL_DEFAULTS
 
     def q_model_config(self) -> ModelConfig:
-        """The critics' validated model config."""
-        return ModelConfig.from_dict({**SAC_MODEL_DEFAULTS, **self.model, **self.q_model})
+        """The critics' validated model config (:func:`critic_model_config`)."""
+        return critic_model_config(self.model, self.q_model)
 
     def _validate_algorithm(self) -> None:
         super()._validate_algorithm()
@@ -379,8 +403,8 @@ class TD3Config(OffPolicyConfig):
     MODEL_DEFAULTS: ClassVar[Mapping[str, Any]] = SAC_MODEL_DEFAULTS
 
     def q_model_config(self) -> ModelConfig:
-        """The critics' validated model config."""
-        return ModelConfig.from_dict({**SAC_MODEL_DEFAULTS, **self.model, **self.q_model})
+        """The critics' validated model config (:func:`critic_model_config`)."""
+        return critic_model_config(self.model, self.q_model)
 
     def _validate_algorithm(self) -> None:
         super()._validate_algorithm()

@@ -34,15 +34,23 @@ __all__ = ["build_critics", "check_feedforward", "checked_model_config"]
 
 
 def checked_model_config(cfg: ModelConfig, what: str) -> ModelConfig:
-    """``cfg`` if SAC can train it (no recurrent wrapper, no custom action distribution).
+    """``cfg`` if SAC (or TD3) can train it: no recurrent wrapper, no custom action
+    distribution, no free log-std for a critic (``what="q_model"``: one Q-value, no std).
 
     Raises:
-        ValueError: ``use_lstm`` / ``use_attention`` or ``custom_action_dist`` set.
+        ValueError: ``use_lstm`` / ``use_attention``, ``custom_action_dist``, or
+            ``free_log_std`` for the critics.
     """
     if cfg.use_lstm or cfg.use_attention:
         raise ValueError(
             f"SAC: config.{what} sets use_lstm / use_attention; SAC trains feed-forward "
             "models only (set both to False)"
+        )
+    if cfg.free_log_std and what == "q_model":
+        raise ValueError(
+            "SAC: config.q_model sets free_log_std: a critic outputs one Q-value and has no "
+            "log-std (the actor's free_log_std / log_std_init in config.model stay the "
+            "actor's): unset it in q_model"
         )
     if cfg.custom_action_dist:
         raise ValueError(
