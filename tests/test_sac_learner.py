@@ -120,6 +120,9 @@ def test_bad_spaces_and_models_are_refused() -> None:
         SACLearner(obs, Discrete(2), config(model={"use_lstm": True}))
     with pytest.raises(ValueError, match="config.q_model sets free_log_std: a critic"):
         SACLearner(obs, Box(-1, 1, (2,)), config(q_model={"free_log_std": True}))
+    # the actor's free log-std stays the actor's (before: the critics took it and failed)
+    learner = SACLearner(obs, Box(-1, 1, (2,)), config(model={"free_log_std": True}))
+    assert learner.actor.free_log_std and not any(c.config.free_log_std for c in learner.critics)
     _, flat, _ = mask_obs_space()
     with pytest.raises(ValueError, match="Discrete"):
         SACLearner(flat, Box(-1, 1, (4,)), config())
