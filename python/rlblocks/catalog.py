@@ -506,23 +506,13 @@ def _refuse_unread_head_initializers(
     """ValueError when ``logits_weights_initializer`` / ``vf_weights_initializer`` are set
     but the heads come from elsewhere than a plain ``FullyConnectedNetwork`` (the only model
     that reads them), so they would be silently ignored."""
-    from rlblocks.models.fcnet import FullyConnectedNetwork
-
     keys = [k for k in ("logits_weights_initializer", "vf_weights_initializer") if config[k]]
-    if not keys:
-        return
-    if config.use_lstm or config.use_attention:
-        owner = "the use_lstm / use_attention wrapper"
-    elif model_interface is not None:
-        owner = f"the model interface {model_interface.__name__}"
-    elif not issubclass(model_cls, FullyConnectedNetwork):
-        owner = model_cls.__name__
-    else:
-        return
-    raise ValueError(
-        f"{' and '.join(keys)} set the heads of the default FullyConnectedNetwork only; here "
-        f"the heads are {owner}'s, which would ignore them: unset them"
-    )
+    owner = _heads_owner(config, model_cls, model_interface) if keys else None
+    if owner is not None:
+        raise ValueError(
+            f"{' and '.join(keys)} set the heads of the default FullyConnectedNetwork only; "
+            f"here the heads are {owner}'s, which would ignore them: unset them"
+        )
 
 
 def _refuse_unread_log_std_init(
@@ -531,23 +521,32 @@ def _refuse_unread_log_std_init(
     """ValueError when ``log_std_init`` is set but the model is not a plain
     ``FullyConnectedNetwork`` (the only model that appends a free log-std), so it would be
     silently ignored."""
+    owner = None
+    if config.log_std_init != 0.0:
+        owner = _heads_owner(config, model_cls, model_interface)
+    if owner is not None:
+        raise ValueError(
+            f"log_std_init={config.log_std_init:g} sets the free log-std of the default "
+            f"FullyConnectedNetwork (with free_log_std=True) only; here the outputs are "
+            f"{owner}'s, which would ignore it: unset it"
+        )
+
+
+def _heads_owner(
+    config: ModelConfig, model_cls: type[ModelV2], model_interface: type[ModelInterface] | None
+) -> str | None:
+    """What builds the model's output layers when it is not a plain
+    ``FullyConnectedNetwork`` (a wrapper, a model interface or another class); None when it
+    is one."""
     from rlblocks.models.fcnet import FullyConnectedNetwork
 
-    if config.log_std_init == 0.0:
-        return
     if config.use_lstm or config.use_attention:
-        owner = "the use_lstm / use_attention wrapper"
-    elif model_interface is not None:
-        owner = f"the model interface {model_interface.__name__}"
-    elif not issubclass(model_cls, FullyConnectedNetwork):
-        owner = model_cls.__name__
-    else:
-        return
-    raise ValueError(
-        f"log_std_init={config.log_std_init:g} sets the free log-std of the default "
-        f"FullyConnectedNetwork (with free_log_std=True) only; here the outputs are {owner}'s, "
-        "which would ignore it: unset it"
-    )
+        return "the use_lstm / use_attention wrapper"
+    if model_interface is not None:
+        return f"the model interface {model_interface.__name__}"
+    if not issubclass(model_cls, FullyConnectedNetwork):
+        return model_cls.__name__
+    return None
 
 
 def _wrapper_class(kind: str) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +35,12 @@ class RunDirectoryMixin:
     checkpoint_path: Path | None
     _logger: ProgressLogger | None
     _run_lock: RunDirLock | None
+    #: What ``best/`` is scored by (the trainer's method; a best score of another kind is
+    #: not compared).
+    best_by: Callable[[], str]
 
     def _config_json(self) -> dict[str, Any]:
         """What ``config.json`` holds."""
-        raise NotImplementedError
-
-    def best_by(self) -> str:
-        """What ``best/`` is scored by (a best score of another kind is not compared)."""
         raise NotImplementedError
 
     def _open_run_dir(self, run_dir: Path) -> None:
