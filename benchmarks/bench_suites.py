@@ -109,6 +109,13 @@ _TD3_BUDGET = 20_000
 #: Hopper PPO's budget here: the zoo's one env x 512 steps in minibatches of 32 for 5 epochs
 #: is 156k SGD steps of [256, 256] nets per 1M env steps, more CPU than the session had.
 _HOPPER_PPO_BUDGET = 1_000_000
+# rl-zoo3's ppo.yml Hopper entry (normalize: true; ortho_init False; ReLU; separate nets)
+_PPO_HOPPER = dict(n_steps=512, batch_size=32, gamma=0.999, learning_rate=9.80828e-05,
+                   ent_coef=0.00229519, clip_range=0.2, n_epochs=5, gae_lambda=0.99,
+                   max_grad_norm=0.7, vf_coef=0.835671,
+                   policy_kwargs={"log_std_init": -2, "ortho_init": False,
+                                  "activation_fn": "relu",
+                                  "net_arch": {"pi": [256, 256], "vf": [256, 256]}})  # fmt: skip
 _HOPPER_PPO_NOTE = (
     "every setting of the zoo's entry carried over; the seeds stand still at about 1,000 "
     "(docs/benchmarks.md)"
@@ -178,7 +185,7 @@ ROWS: dict[str, Row] = {
     "halfcheetah_td3": Row("halfcheetah_td3", "HalfCheetah-v5", "TD3", 9656.0, 1_000_000,
                            _TD3_BUDGET, _TD3_MUJOCO, sb3_noise=0.1, needs="mujoco"),
     "hopper_ppo": Row("hopper_ppo", "Hopper-v5", "PPO", 2410.435, 1_000_000, _HOPPER_PPO_BUDGET,
-                      needs="mujoco", note=_HOPPER_PPO_NOTE),
+                      _PPO_HOPPER, 1, True, needs="mujoco", note=_HOPPER_PPO_NOTE),
 }  # fmt: skip
 
 #: What each ``needs`` module is, for the table's "not installed" text.
@@ -296,6 +303,14 @@ def run_sb3(row: Row, seed: int, episodes: int, budget: int) -> dict[str, Any]:
     if row.sb3_normalize:
         vec = VecNormalize(vec, gamma=row.sb3.get("gamma", 0.99))
     kwargs = dict(row.sb3)
+    policy = dict(kwargs.get("policy_kwargs", {}))
+    if isinstance(policy.get("activation_fn"), str):  # the zoo's nn.ReLU, kept as a name
+        import torch
+
+        policy["activation_fn"] = {"relu": torch.nn.ReLU, "tanh": torch.nn.Tanh}[
+            policy["activation_fn"]
+        ]
+        kwargs["policy_kwargs"] = policy
     if row.sb3_noise is not None:
         n = vec.action_space.shape[0]
         kwargs["action_noise"] = NormalActionNoise(np.zeros(n), np.full(n, row.sb3_noise))
@@ -347,14 +362,16 @@ def scaled(value: float, random: float, tuned: float) -> float:
 
 
 def read_results(path: Path) -> list[dict[str, Any]]:
-    """The runs in the results file (the last line per row, method and seed wins)."""
+    """The runs in the results file (the last line per row, method and seed wins; per budget
+    for ``--budget`` probes)."""
     if not path.is_file():
         return []
     latest: dict[tuple[Any, ...], dict[str, Any]] = {}
     for line in path.read_text().splitlines():
         if line.strip():
             run = json.loads(line)
-            latest[(run["row"], run["method"], run.get("seed"))] = run
+            probe = run.get("budget") if run.get("probe") else None
+            latest[(run["row"], run["method"], run.get("seed"), probe)] = run
     return list(latest.values())
 
 
@@ -398,7 +415,9 @@ def _digits(target: float) -> int:
 
 def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> str:
     """The markdown table: every row (those not run marked so), the zoo's number beside ours."""
-    stats = summary(runs)
+    # a ``--budget`` probe (another budget than the row's) stays in the results file, out of
+    # the row's cells
+    stats = summary(r for r in runs if not r.get("probe"))
     lines = [
         "| env | algo | tuned config | steps (zoo's) | rlblocks tuned: eval mean ± std "
         "(seeds; mean steps run) | zoo | reached | defaults (scaled) | SB3 + zoo settings "
@@ -474,6 +493,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--tuned", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--results", type=Path, default=RESULTS)
     p.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        help="steps per run instead of the row's budget (a probe: such runs are kept in the "
+        "results file, out of the table)",
+    )
+    p.add_argument(
         "--quick",
         action="store_true",
         help="smoke run: 1 seed, 2,000 steps, 2 evaluation episodes, into a temporary "
@@ -503,7 +529,7 @@ def _run(args: argparse.Namespace, names: Sequence[str], tmp: Path) -> int:
             randoms[name] = round(random_return(row.env), 3)
             cache = args.results.with_name("suites_random.json")
             cache.write_text(json.dumps(randoms, indent=1, sort_keys=True) + "\n")
-        budget = min(row.budget, 2000) if args.quick else row.budget
+        budget = min(row.budget, 2000) if args.quick else (args.budget or row.budget)
         methods = [m for m, on in (("tuned", args.tuned), ("defaults", args.defaults)) if on]
         for seed in args.seeds:
             runs = [run_rlblocks(row, seed, m, args.episodes, tmp, budget) for m in methods]
@@ -511,6 +537,8 @@ def _run(args: argparse.Namespace, names: Sequence[str], tmp: Path) -> int:
                 runs.append(run_sb3(row, seed, args.episodes, budget))
             with args.results.open("a") as f:
                 for run in runs:
+                    if args.budget is not None and not args.quick:
+                        run["probe"] = True
                     print(json.dumps(run), flush=True)
                     f.write(json.dumps(run) + "\n")
     text = table(read_results(args.results), randoms)

@@ -440,12 +440,14 @@ class _NullLock:
 _NULL_LOCK = _NullLock()
 
 
-def get_filter(filter_config: str | Callable[[Any], Any], shape: ShapeLike) -> Any:
+def get_filter(
+    filter_config: str | Callable[[Any], Any], shape: ShapeLike, clip: float | None = None
+) -> Any:
     """The filter named by ``filter_config`` (RLlib's ``get_filter``).
 
     ``"MeanStdFilter"`` and ``"ConcurrentMeanStdFilter"`` give filters *without clipping*
-    (``clip=None``, as RLlib); ``"NoFilter"`` the identity; a callable is called with
-    ``shape``.
+    (``clip=None``, as RLlib) unless ``clip`` is given; ``"NoFilter"`` the identity; a
+    callable is called with ``shape``.
 
     Raises:
         ValueError: An unknown name.
@@ -453,13 +455,15 @@ def get_filter(filter_config: str | Callable[[Any], Any], shape: ShapeLike) -> A
     Examples:
         >>> get_filter("MeanStdFilter", (4,)).clip is None
         True
+        >>> get_filter("MeanStdFilter", (4,), clip=10.0).clip
+        10.0
         >>> get_filter("NoFilter", (4,))
         NoFilter()
     """
     if filter_config == "MeanStdFilter":
-        return MeanStdFilter(shape, clip=None)
+        return MeanStdFilter(shape, clip=clip)
     if filter_config == "ConcurrentMeanStdFilter":
-        return ConcurrentMeanStdFilter(shape, clip=None)
+        return ConcurrentMeanStdFilter(shape, clip=clip)
     if filter_config == "NoFilter":
         return NoFilter()
     if callable(filter_config):

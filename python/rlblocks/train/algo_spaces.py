@@ -61,6 +61,7 @@ NATIVE_ONLY = {
     "target_kl": "rllib.training",
     "normalize_reward": "an env wrapper",
     "clip_reward": "an env wrapper",
+    "observation_clip": "the MeanStdFilter connector, which clips at 10",
     "evaluation_interval": "rllib.evaluation",
     "selfplay_snapshot_every": "rllib.callbacks",
     "selfplay_pool_size": "rllib.callbacks",

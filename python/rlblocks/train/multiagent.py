@@ -236,7 +236,7 @@ class MultiAgentPPOTrainer(Trainer):
                 pcfg = self._policy_config(pid)
                 spec = self.hub.specs[pid]
                 prep = self._preprocessor(pid, spec.observation_space)
-                obs_filter = get_filter(pcfg.observation_filter, prep.shape)
+                obs_filter = get_filter(pcfg.observation_filter, prep.shape, pcfg.observation_clip)
                 policy = Policy(prep.observation_space, spec.action_space, pcfg, self.device)
                 learner = PPOLearner(policy, pcfg)
                 runner = EnvRunner(

@@ -90,7 +90,9 @@ class PPOTrainer(Trainer):
         obs_space = self.venv.single_observation_space
         action_space = self.venv.single_action_space
         self.preprocessor = ModelCatalog.get_preprocessor_for_space(obs_space, cfg.model_config())
-        self.obs_filter = get_filter(cfg.observation_filter, self.preprocessor.shape)
+        self.obs_filter = get_filter(
+            cfg.observation_filter, self.preprocessor.shape, cfg.observation_clip
+        )
         self.policy = Policy(self.preprocessor.observation_space, action_space, cfg, self.device)
         self.learner = PPOLearner(self.policy, cfg)
         self.runner = EnvRunner(

@@ -90,6 +90,7 @@ _PPO_OTHER_NAMES = {
     "norm_adv": "normalize_advantages",
     "n_steps": "rollout_fragment_length",
     "norm_reward": "normalize_reward",
+    "clip_obs": "observation_clip",
     "eval_freq": "evaluation_interval",
     "n_eval_episodes": "evaluation_episodes",
 }
@@ -385,6 +386,10 @@ class PPOConfig(TrainerConfig):
     clip_reward: float | None = option(None, optional(number_in(0.0, low_open=True)))
     """Clip each training reward (after ``normalize_reward``) to ``[-clip_reward,
     clip_reward]`` (VecNormalize's ``clip_reward``, 10 there); None: no clipping."""
+    observation_clip: float | None = option(None, optional(number_in(0.0, low_open=True)))
+    """Clip each filtered observation to ``[-observation_clip, observation_clip]``
+    (``observation_filter="MeanStdFilter"`` only; VecNormalize's ``clip_obs``, 10 there, and
+    the RLlib backend's connector, 10); None: no clipping (RLlib's native ``MeanStdFilter``)."""
     normalize_advantages: bool = option(True, as_bool)
     """Standardise advantages per minibatch."""
     fast_paths: bool = option(True, as_bool)
@@ -459,6 +464,12 @@ class PPOConfig(TrainerConfig):
                     f"num_envs = {auto}"
                 )
             self.rollout_fragment_length = frag
+        if self.observation_clip is not None and self.observation_filter == "NoFilter":
+            raise ValueError(
+                f"observation_clip={self.observation_clip} clips the filtered observations, "
+                "and observation_filter='NoFilter' filters none: use "
+                "observation_filter='MeanStdFilter' (or observation_clip=None)"
+            )
         model = self.model_config()
         rows = min(self.sgd_minibatch_size, self.train_batch_size)
         if self.normalize_advantages and rows == 1 and not (model.use_lstm or model.use_attention):

@@ -108,6 +108,7 @@ OUTSIDE_THE_LOSS = frozenset(
         "target_kl",
         "normalize_reward",
         "clip_reward",
+        "observation_clip",
         "evaluation_interval",
         "evaluation_episodes",
         # self-play: who plays the other seats, and the evaluation games
