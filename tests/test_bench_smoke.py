@@ -372,3 +372,23 @@ def test_bench_suites_sb3_column_wraps_minigrid_as_the_zoo_does(
     run = suites.run_sb3(tiny, seed=0, episodes=1, budget=32)
     assert (run["row"], run["method"], run["steps"]) == ("minigrid_empty8x8_ppo", "sb3", 32)
     assert 0.0 <= run["eval_mean"] <= 1.0  # MiniGrid's return lies in [0, 1]
+
+
+def test_bench_suites_budget_probes_stay_out_of_the_table(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # issue 46: hopper_ppo's side-by-side at 300k (--budget) must neither replace the row's
+    # 1M run of the same seed nor enter its cells
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    suites = importlib.import_module("bench_suites")
+    full = {"row": "hopper_ppo", "method": "tuned", "seed": 0, "budget": 1_000_000,
+            "steps": 1_000_000, "wall_s": 10.0, "eval_mean": 1000.0}  # fmt: skip
+    probe = {**full, "budget": 300_000, "steps": 300_000, "eval_mean": 50.0, "probe": True}
+    sb3_probe = {**probe, "method": "sb3"}
+    results = tmp_path / "suites.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in (full, probe, sb3_probe)))
+    runs = suites.read_results(results)
+    assert len(runs) == 3
+    (line,) = [ln for ln in suites.table(runs, {}).splitlines() if "| hopper_ppo |" in ln]
+    assert "1000.0 ± 0.0 (1; 1,000,000 steps)" in line and "50.0" not in line
+    assert suites.ROWS["hopper_ppo"].sb3 is not None  # --sb3 runs the zoo's Hopper entry
