@@ -329,3 +329,11 @@ def test_observation_clip_clips_the_filtered_observations_as_vecnormalize() -> N
         PPOConfig.from_dict({"env": "Pendulum-v1", "clip_obs": 10.0})  # SB3's name
     with pytest.raises(ValueError, match="observation_clip=10.0 clips the filtered"):
         PPOConfig(env="Pendulum-v1", observation_clip=10.0)
+    # --backend rllib: its filter connector clips at 10 by itself; the key is refused there
+    from rlblocks.train.algo_spaces import check_rllib_config
+
+    clipped_cfg = PPOConfig(
+        env="Pendulum-v1", observation_filter="MeanStdFilter", observation_clip=10.0
+    )
+    with pytest.raises(ValueError, match="observation_clip=10.0: a native-trainer option"):
+        check_rllib_config(clipped_cfg, "PPO")
