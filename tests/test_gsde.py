@@ -5,7 +5,6 @@ need ``use_sde``, actors gSDE cannot read)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -23,14 +22,6 @@ from rlblocks.train.trainer_config import PPOConfig
 OBS = gym.spaces.Box(-1.0, 1.0, (3,))
 ACT = gym.spaces.Box(-2.0, 2.0, (2,))
 SMALL = {"fcnet_hiddens": [8]}
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def learner(**kw: Any) -> SACLearner:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import math
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -27,15 +27,6 @@ from rlblocks.train.policy import Policy, build_actor
 LINEAR: dict[str, Any] = {
     "fcnet_hiddens": []
 }  # actor: [mean, log_std] = W s + b; critic: w . [s, a] + b
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    """Small models run fastest on one thread (and the machine is shared)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def config(**kw: Any) -> SACConfig:

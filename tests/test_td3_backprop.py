@@ -17,15 +17,6 @@ from rlblocks.train.fast.td3_backprop import TD3Backprop
 from rlblocks.train.learners.td3 import TD3Learner
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Small models run fastest on one thread (and the machine is shared)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _batches(n: int, rows: int = 48) -> list[SimpleNamespace]:
     rng = np.random.default_rng(0)
     return [

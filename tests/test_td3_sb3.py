@@ -81,7 +81,6 @@ def test_updates_equal_stable_baselines3_td3(closed_form: bool) -> None:
     from stable_baselines3.common.logger import configure
     from stable_baselines3.common.type_aliases import ReplayBufferSamples
 
-    torch.set_num_threads(1)
     torch.manual_seed(0)
     model = sb3.TD3(
         "MlpPolicy",
