@@ -453,9 +453,17 @@ def _digits(target: float) -> int:
     return 3 if abs(target) < 10 else 1
 
 
+def _stopped_short(run: Mapping[str, Any]) -> bool:
+    """Whether ``run`` is of a ``to_budget`` row and ended before its budget."""
+    row = ROWS.get(run["row"])
+    return row is not None and row.to_budget and int(run["steps"]) < int(run["budget"])
+
+
 def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> str:
-    """The markdown table: every row (those not run marked so), the zoo's number beside ours."""
-    stats = summary(runs)
+    """The markdown table: every row (those not run marked so), the zoo's number beside ours.
+    A ``to_budget`` row leaves out its runs that stopped short of their budget (run before
+    the row trained to it; they stay in the results file)."""
+    stats = summary([r for r in runs if not _stopped_short(r)])
     lines = [
         "| env | algo | tuned config | steps (zoo's) | rlblocks tuned: eval mean ± std "
         "(seeds; mean steps run) | zoo | reached | defaults (scaled) | SB3 + zoo settings "
