@@ -57,7 +57,7 @@ class Row:
         env: The gymnasium id.
         algo: PPO, DQN, SAC or TD3.
         zoo_return: The zoo's published mean return (None: the zoo publishes none).
-        zoo_budget: The zoo's step budget.
+        zoo_budget: The zoo's step budget (0: the zoo has no entry for the env).
         budget: Steps run here (<= ``zoo_budget``).
         sb3: SB3 constructor arguments from the zoo's hyperparameter file (None: not compared).
         sb3_envs: Vectorised envs SB3 runs (the zoo's ``n_envs``).
@@ -70,6 +70,13 @@ class Row:
             extra); rows whose module is missing are left out of the default ``--rows``.
         note: What the table says beside the row's "reached" cell (what the zoo's run
             uses that rlblocks lacks; empty: nothing).
+        to_budget: Train to the budget, the stop return lifted (MiniGrid: a training return
+            of sampled actions past 0.9 says nothing of the greedy policy the deterministic
+            evaluation runs, which can still turn in place until the step limit).
+        sampled: Also evaluate with sampled actions (``rlblocks evaluate --explore``; SB3's
+            ``deterministic=False``) beside the deterministic headline: rl_zoo3's own
+            evaluation samples on MiniGrid (its ``enjoy.py``: stochastic for Atari and
+            MiniGrid unless ``--deterministic``).
     """
 
     tuned: str
@@ -87,6 +94,8 @@ class Row:
     sb3_noise: float | None = None
     needs: str = ""
     note: str = ""
+    to_budget: bool = False
+    sampled: bool = False
 
 
 _DQN_ACROBOT = dict(learning_rate=6.3e-4, batch_size=128, buffer_size=50_000, learning_starts=0,
@@ -98,6 +107,16 @@ _PPO_LUNAR = dict(n_steps=1024, batch_size=64, gae_lambda=0.98, gamma=0.999, n_e
 _PPO_MINIGRID = dict(n_steps=128, batch_size=64, gae_lambda=0.95, gamma=0.99, n_epochs=10,
                      ent_coef=0.0, learning_rate=2.5e-4, clip_range=0.2)  # fmt: skip
 _FLAT_MINIGRID = "minigrid.wrappers:FlatObsWrapper"
+
+
+def _minigrid(name: str, env: str, zoo_budget: int, budget: int) -> Row:
+    """A MiniGrid PPO row: no zoo return (0.9, a solved grid, is the target), SB3 with the
+    zoo's MiniGrid settings (its ``&minigrid-defaults`` entry, which its DoorKey-5x5 and
+    KeyCorridorS3R1 entries keep), trained to the budget, evaluated greedy and sampled."""
+    return Row(name, env, "PPO", None, zoo_budget, budget, _PPO_MINIGRID, 8, True,
+               _FLAT_MINIGRID, to_budget=True, sampled=True)  # fmt: skip
+
+
 _LONG = "SAC at 500k steps runs for hours on 2 shared cores"
 # rl-zoo3's td3.yml MuJoCo defaults (HalfCheetah, Hopper, ...; noise_type normal, std 0.1)
 _TD3_MUJOCO = dict(learning_rate=1e-3, batch_size=256, buffer_size=1_000_000,
@@ -174,12 +193,17 @@ ROWS: dict[str, Row] = {
     "bipedalwalker_sac": Row(
         "bipedalwalker_sac", "BipedalWalker-v3", "SAC", 297.668, 500_000, 500_000,
         not_here=_LONG),
-    "minigrid_empty8x8_ppo": Row(
-        "minigrid_empty8x8_ppo", "MiniGrid-Empty-8x8-v0", "PPO", None, 100_000, 100_000,
-        _PPO_MINIGRID, 8, True, _FLAT_MINIGRID),
-    "minigrid_doorkey5x5_ppo": Row(
-        "minigrid_doorkey5x5_ppo", "MiniGrid-DoorKey-5x5-v0", "PPO", None, 100_000, 100_000,
-        _PPO_MINIGRID, 8, True, _FLAT_MINIGRID),
+    # rl_zoo3's ppo.yml: Empty-Random-5x5 and DoorKey-5x5 1e5 steps, KeyCorridorS3R1 5e5;
+    # no entry for Empty-8x8 or DoorKey-8x8 (budgets set here: the 5x5 grids' and
+    # KeyCorridorS3R1's), no MiniGrid line in its benchmark.md
+    "minigrid_empty8x8_ppo": _minigrid(
+        "minigrid_empty8x8_ppo", "MiniGrid-Empty-8x8-v0", 0, 100_000),
+    "minigrid_doorkey5x5_ppo": _minigrid(
+        "minigrid_doorkey5x5_ppo", "MiniGrid-DoorKey-5x5-v0", 100_000, 100_000),
+    "minigrid_doorkey8x8_ppo": _minigrid(
+        "minigrid_doorkey8x8_ppo", "MiniGrid-DoorKey-8x8-v0", 0, 500_000),
+    "minigrid_keycorridors3r1_ppo": _minigrid(
+        "minigrid_keycorridors3r1_ppo", "MiniGrid-KeyCorridorS3R1-v0", 500_000, 500_000),
     "hopper_td3": Row("hopper_td3", "Hopper-v5", "TD3", 3606.0, 1_000_000, _TD3_BUDGET,
                       _TD3_MUJOCO, sb3_noise=0.1, needs="mujoco"),
     "halfcheetah_td3": Row("halfcheetah_td3", "HalfCheetah-v5", "TD3", 9656.0, 1_000_000,
@@ -239,8 +263,10 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _evaluate(run_dir: Path, episodes: int, seed: int) -> dict[str, Any]:
-    done = _cli(["evaluate", str(run_dir), "--episodes", str(episodes), "--seed", str(seed)])
+def _evaluate(run_dir: Path, episodes: int, seed: int, explore: bool = False) -> dict[str, Any]:
+    """``rlblocks evaluate`` of the run's final checkpoint (greedy; ``explore``: sampled)."""
+    args = ["evaluate", str(run_dir), "--episodes", str(episodes), "--seed", str(seed)]
+    done = _cli([*args, "--explore"] if explore else args)
     if done.returncode != 0:
         raise RuntimeError(f"rlblocks evaluate {run_dir}: {done.stderr.strip()[-400:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -257,6 +283,7 @@ def run_rlblocks(
     run_dir = work / f"{row.tuned}_{method}_{seed}"
     source = ["--tuned", row.tuned] if method == "tuned" else ["--algo", row.algo, "--env", row.env]
     stop_reward = row.zoo_return if row.zoo_return is not None else 0.9
+    stop_reward = 1e9 if row.to_budget else stop_reward
     cpu = _children_cpu()
     start = time.perf_counter()
     done = _cli(
@@ -269,6 +296,7 @@ def run_rlblocks(
         raise RuntimeError(f"rlblocks train {row.tuned} ({method}): {done.stderr.strip()[-400:]}")
     last = read_progress(run_dir)[-1]
     evaluation = _evaluate(run_dir, episodes, 10_000 + seed)
+    sampled = _evaluate(run_dir, episodes, 10_000 + seed, explore=True) if row.sampled else None
     return {
         "row": row.tuned, "method": method, "seed": seed, "budget": budget,
         "steps": int(last["timesteps_total"]), "wall_s": round(wall, 1),
@@ -276,7 +304,18 @@ def run_rlblocks(
         "train_return": round(float(last["episode_return_mean"]), 3),
         "eval_mean": round(float(evaluation["episode_return_mean"]), 3),
         "eval_std": round(float(evaluation["episode_return_std"]), 3), "episodes": episodes,
+        **_sampled_fields(sampled),
     }  # fmt: skip
+
+
+def _sampled_fields(sampled: Mapping[str, Any] | None) -> dict[str, float]:
+    """The sampled-action evaluation's fields of a result line (none without one)."""
+    if sampled is None:
+        return {}
+    return {
+        "sampled_mean": round(float(sampled["episode_return_mean"]), 3),
+        "sampled_std": round(float(sampled["episode_return_std"]), 3),
+    }
 
 
 def run_sb3(row: Row, seed: int, episodes: int, budget: int) -> dict[str, Any]:
@@ -328,12 +367,17 @@ def run_sb3(row: Row, seed: int, episodes: int, budget: int) -> dict[str, Any]:
         eval_env = wrapper(eval_env) if wrapper is not None else eval_env
         eval_env.reset(seed=10_000 + seed)
     mean, std = evaluate_policy(model, eval_env, n_eval_episodes=episodes, deterministic=True)
+    sampled = None
+    if row.sampled:
+        s_mean, s_std = evaluate_policy(model, eval_env, n_eval_episodes=episodes,
+                                        deterministic=False)  # fmt: skip
+        sampled = {"episode_return_mean": s_mean, "episode_return_std": s_std}
     return {
         "row": row.tuned, "method": "sb3", "seed": seed, "budget": budget,
         "steps": budget, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
         "load": round(os.getloadavg()[0], 2), "train_return": None,
         "eval_mean": round(float(mean), 3), "eval_std": round(float(std), 3),
-        "episodes": episodes,
+        "episodes": episodes, **_sampled_fields(sampled),
     }  # fmt: skip
 
 
@@ -377,7 +421,8 @@ def read_results(path: Path) -> list[dict[str, Any]]:
 
 def summary(runs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
     """Per (row, method): mean and sample std over seeds of the final evaluations, the number
-    of seeds, the mean wall time."""
+    of seeds, the mean wall time (``sampled``: the same of the sampled-action evaluations,
+    where every run has one)."""
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for run in runs:
         if run.get("eval_mean") is not None:
@@ -397,14 +442,26 @@ def summary(runs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str
                 else None
             ),
         }
+        if all(r.get("sampled_mean") is not None for r in mine):
+            out[key]["sampled"] = _mean_std([float(r["sampled_mean"]) for r in mine])
     return out
+
+
+def _mean_std(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (0 for one value), rounded to 3 digits."""
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return round(statistics.fmean(values), 3), round(std, 3)
 
 
 def _cell(stats: Mapping[str, Any] | None, digits: int = 1) -> str:
     if stats is None:
         return "-"
     mean, std = f"{stats['mean']:.{digits}f}", f"{stats['std']:.{digits}f}"
-    return f"{mean} ± {std} ({stats['n']}; {stats['steps']:,} steps)"
+    cell = f"{mean} ± {std} ({stats['n']}; {stats['steps']:,} steps)"
+    if "sampled" in stats:
+        s_mean, s_std = stats["sampled"]
+        cell += f"; sampled actions {s_mean:.{digits}f} ± {s_std:.{digits}f}"
+    return cell
 
 
 def _digits(target: float) -> int:
@@ -413,11 +470,18 @@ def _digits(target: float) -> int:
     return 3 if abs(target) < 10 else 1
 
 
+def _stopped_short(run: Mapping[str, Any]) -> bool:
+    """Whether ``run`` is of a ``to_budget`` row and ended before its budget."""
+    row = ROWS.get(run["row"])
+    return row is not None and row.to_budget and int(run["steps"]) < int(run["budget"])
+
+
 def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> str:
-    """The markdown table: every row (those not run marked so), the zoo's number beside ours."""
-    # a ``--budget`` probe (another budget than the row's) stays in the results file, out of
-    # the row's cells
-    stats = summary(r for r in runs if not r.get("probe"))
+    """The markdown table: every row (those not run marked so), the zoo's number beside ours.
+    A ``--budget`` probe (another budget than the row's) and a ``to_budget`` row's run that
+    stopped short of its budget (run before the row trained to it) stay in the results file,
+    out of the row's cells."""
+    stats = summary([r for r in runs if not r.get("probe") and not _stopped_short(r)])
     lines = [
         "| env | algo | tuned config | steps (zoo's) | rlblocks tuned: eval mean ± std "
         "(seeds; mean steps run) | zoo | reached | defaults (scaled) | SB3 + zoo settings "
@@ -428,7 +492,7 @@ def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> st
         tuned = stats.get((name, "tuned"))
         zoo = "-" if row.zoo_return is None else f"{row.zoo_return:.1f}"
         target = row.zoo_return if row.zoo_return is not None else 0.9
-        steps = f"{row.budget:,} ({row.zoo_budget:,})"
+        steps = f"{row.budget:,} ({row.zoo_budget:,})" if row.zoo_budget else f"{row.budget:,} (-)"
         if tuned is None:
             reason = row.not_here or not_run_reason(
                 "not run yet (did not fit the session on the shared machine)", row.needs

@@ -38,6 +38,8 @@ def test_the_tuned_configs_cover_the_issue_list() -> None:
         "BipedalWalker-v3",
         "MiniGrid-Empty-8x8-v0",
         "MiniGrid-DoorKey-5x5-v0",
+        "MiniGrid-DoorKey-8x8-v0",
+        "MiniGrid-KeyCorridorS3R1-v0",
     } <= envs
     assert tuned_for("rlblocks/StatelessCartPole-v0", "use_lstm") == ["stateless_cartpole_lstm"]
     assert tuned_for("rlblocks/StatelessCartPole-v0", "use_attention") == [
@@ -56,6 +58,8 @@ SUITES = {
     "BipedalWalker-v3": ("bipedalwalker", {"SAC"}),
     "MiniGrid-Empty-8x8-v0": ("minigrid_empty8x8", {"PPO"}),
     "MiniGrid-DoorKey-5x5-v0": ("minigrid_doorkey5x5", {"PPO"}),
+    "MiniGrid-DoorKey-8x8-v0": ("minigrid_doorkey8x8", {"PPO"}),
+    "MiniGrid-KeyCorridorS3R1-v0": ("minigrid_keycorridors3r1", {"PPO"}),
     "Hopper-v5": ("hopper", {"PPO", "TD3"}),  # the mujoco extra (PPO: the zoo's Hopper entry)
 }
 
