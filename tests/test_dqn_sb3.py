@@ -161,3 +161,62 @@ def test_updates_equal_stable_baselines3_dqn(closed_form: bool, n_step: int) -> 
     obs = np.random.default_rng(4).normal(size=(9, OBS)).astype(np.float32)
     theirs_act, _ = model.predict(obs, deterministic=True)
     np.testing.assert_array_equal(learner.act(obs, explore=False, timestep=10**9), theirs_act)
+
+
+def _episode_flags(rng: np.random.Generator, steps: int) -> list[tuple[bool, bool]]:
+    """(terminated, truncated) per step: episodes that terminate or are truncated, the last
+    one truncated (rlblocks samples a step once its next observation is known; SB3 stores it
+    with the step). No step has both flags (SB3 then bootstraps, rlblocks does not: see the
+    docs)."""
+    flags = []
+    for _ in range(steps - 1):
+        u = rng.random()
+        flags.append((bool(u < 0.12), bool(0.12 <= u < 0.2)))
+    return [*flags, (False, True)]
+
+
+@pytest.mark.parametrize("n_step", [1, 3])
+def test_n_step_returns_equal_stable_baselines3s_buffer(n_step: int) -> None:
+    """Every transition of a stream with terminations and truncations gives the same n-step reward, discount and next observation in both buffers."""
+    from rlblocks.replay import ReplayBuffer
+    from stable_baselines3.common.buffers import NStepReplayBuffer
+
+    steps, gamma = 60, 0.9
+    rng = np.random.default_rng(7)
+    theirs = NStepReplayBuffer(
+        100, _Spaces.observation_space, _Spaces.action_space, "cpu", n_steps=n_step, gamma=gamma
+    )
+    ours = ReplayBuffer(200, 1, (OBS,), np.float32, n_step=n_step, gamma=gamma, seed=0)
+    obs = rng.normal(size=OBS).astype(np.float32)
+    for term, trunc in _episode_flags(rng, steps):
+        action, reward = int(rng.integers(ACTIONS)), float(rng.normal())
+        nxt = rng.normal(size=OBS).astype(np.float32)
+        infos = [{"TimeLimit.truncated": trunc}]
+        theirs.add(obs[None], nxt[None], np.array([[action]]), np.array([reward]),
+                   np.array([term or trunc]), infos)  # fmt: skip
+        ours.add(obs[None], [action], [reward], [term], [trunc], nxt[None])
+        # after an episode's end the next one starts from a fresh observation
+        obs = rng.normal(size=OBS).astype(np.float32) if term or trunc else nxt
+
+    def key(o: Any, a: Any, r: Any, d: Any, n: Any) -> tuple[Any, ...]:
+        return (*np.round(o, 5).tolist(), int(a), round(float(r), 5), round(float(d), 5),
+                *np.round(n, 5).tolist())  # fmt: skip
+
+    s = theirs._get_samples(np.arange(steps))
+    expected = {
+        key(o, a, r, g * (1.0 - d), n)
+        for o, a, r, g, d, n in zip(
+            s.observations.numpy(), s.actions.numpy()[:, 0], s.rewards.numpy()[:, 0],
+            (s.discounts.numpy()[:, 0] if s.discounts is not None else np.full(steps, gamma)),
+            s.dones.numpy()[:, 0], s.next_observations.numpy(), strict=True,
+        )
+    }  # fmt: skip
+    assert len(expected) == steps
+    got = set()
+    for _ in range(60):  # with replacement: 60 x 50 draws of 60 transitions see them all
+        b = ours.sample(50)
+        got |= {
+            key(*row)
+            for row in zip(b.obs, b.actions, b.rewards, b.discounts, b.next_obs, strict=True)
+        }
+    assert got == expected
