@@ -177,7 +177,8 @@ def _episode_flags(rng: np.random.Generator, steps: int) -> list[tuple[bool, boo
 
 @pytest.mark.parametrize("n_step", [1, 3])
 def test_n_step_returns_equal_stable_baselines3s_buffer(n_step: int) -> None:
-    """Every transition of a stream with terminations and truncations gives the same n-step reward, discount and next observation in both buffers."""
+    """Every transition of a stream with terminations and truncations gives the same n-step
+    reward, discount and next observation in both buffers."""
     from rlblocks.replay import ReplayBuffer
     from stable_baselines3.common.buffers import NStepReplayBuffer
 
