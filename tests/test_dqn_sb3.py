@@ -108,6 +108,9 @@ def test_updates_equal_stable_baselines3_dqn(closed_form: bool, n_step: int) -> 
     # the defaults that match: SB3's max_grad_norm and Huber loss
     sb3_clip = inspect.signature(sb3.DQN).parameters["max_grad_norm"].default
     assert DQNConfig().grad_clip == sb3_clip and cfg.td_error_loss_fn == "huber"
+    torch.manual_seed(1)  # a target unlike the online net: its argmax is not the online one's
+    for layer in _linears(model.q_net_target):
+        layer.reset_parameters()
     with torch.no_grad():  # SB3's weights into ours (online and target)
         for theirs, ours in ((model.q_net, learner.q), (model.q_net_target, learner.target)):
             for a, b in zip(_linears(theirs), _ours(ours), strict=True):
