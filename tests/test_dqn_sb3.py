@@ -18,29 +18,17 @@ import pytest
 import torch
 from rlblocks.train.learners.dqn import DQNLearner
 from rlblocks.train.offpolicy_config import DQNConfig
+from sb3_twins import SpacesOnly, linears
 
 sb3 = pytest.importorskip("stable_baselines3")
 
 OBS, ACTIONS, ROWS, HIDDEN, UPDATES, GAMMA = 5, 3, 32, [24, 16], 6, 0.99
 #: Below these batches' gradient norms (0.2-0.3), so every update is clipped on both sides.
 CLIP = 0.1
-
-
-class _Spaces(gym.Env):
-    """Only the spaces SB3's constructor reads (nothing steps it)."""
-
-    observation_space = gym.spaces.Box(-np.inf, np.inf, (OBS,), np.float32)
-    action_space = gym.spaces.Discrete(ACTIONS)
-
-    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
-        return np.zeros(OBS, np.float32), {}
-
-    def step(self, action: Any) -> Any:
-        return np.zeros(OBS, np.float32), 0.0, False, False, {}
-
-
-def _linears(module: torch.nn.Module) -> list[torch.nn.Linear]:
-    return [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
+#: The spaces both libraries are built on (nothing steps the env).
+SPACES = SpacesOnly(
+    gym.spaces.Box(-np.inf, np.inf, (OBS,), np.float32), gym.spaces.Discrete(ACTIONS)
+)
 
 
 def _ours(net: Any) -> list[torch.nn.Linear]:
@@ -76,11 +64,10 @@ def test_updates_equal_stable_baselines3_dqn(closed_form: bool, n_step: int) -> 
     from stable_baselines3.common.logger import configure
     from stable_baselines3.common.type_aliases import ReplayBufferSamples
 
-    torch.set_num_threads(1)
     torch.manual_seed(0)
     model = sb3.DQN(
         "MlpPolicy",
-        _Spaces(),
+        SPACES,
         learning_rate=2e-3,
         batch_size=ROWS,
         learning_starts=0,
@@ -101,7 +88,7 @@ def test_updates_equal_stable_baselines3_dqn(closed_form: bool, n_step: int) -> 
         train_batch_size=ROWS,
         grad_clip=CLIP,
     )
-    learner = DQNLearner(_Spaces.observation_space, _Spaces.action_space, cfg, "cpu")
+    learner = DQNLearner(SPACES.observation_space, SPACES.action_space, cfg, "cpu")
     if not closed_form:  # a no-op hook: the module (autograd) path, the same network
         learner.q.body.register_forward_pre_hook(lambda module, args: None)
     assert (learner._fast_layers(learner.q, training=True) is not None) == closed_form
@@ -109,11 +96,11 @@ def test_updates_equal_stable_baselines3_dqn(closed_form: bool, n_step: int) -> 
     sb3_clip = inspect.signature(sb3.DQN).parameters["max_grad_norm"].default
     assert DQNConfig().grad_clip == sb3_clip and cfg.td_error_loss_fn == "huber"
     torch.manual_seed(1)  # a target unlike the online net: its argmax is not the online one's
-    for layer in _linears(model.q_net_target):
+    for layer in linears(model.q_net_target):
         layer.reset_parameters()
     with torch.no_grad():  # SB3's weights into ours (online and target)
         for theirs, ours in ((model.q_net, learner.q), (model.q_net_target, learner.target)):
-            for a, b in zip(_linears(theirs), _ours(ours), strict=True):
+            for a, b in zip(linears(theirs), _ours(ours), strict=True):
                 b.weight.copy_(a.weight)
                 b.bias.copy_(a.bias)
 
@@ -148,7 +135,7 @@ def test_updates_equal_stable_baselines3_dqn(closed_form: bool, n_step: int) -> 
         assert stats["grad_norm"] > CLIP  # the norm before clipping
 
     assert learner.updates == UPDATES
-    for a, b in zip(_linears(model.q_net), _ours(learner.q), strict=True):
+    for a, b in zip(linears(model.q_net), _ours(learner.q), strict=True):
         np.testing.assert_allclose(b.weight.detach(), a.weight.detach(), atol=1e-6)
         np.testing.assert_allclose(b.bias.detach(), a.bias.detach(), atol=1e-6)
     # the updates moved the network (two unchanged nets would prove nothing)
@@ -156,10 +143,10 @@ def test_updates_equal_stable_baselines3_dqn(closed_form: bool, n_step: int) -> 
     moved = max(float((w - w0).abs().max()) for w, w0 in zip(after, start, strict=True))
     assert moved > 1e-3
     # SB3 syncs its target in _on_step (env steps), not in train: both targets unchanged
-    for a, b in zip(_linears(model.q_net_target), _ours(learner.target), strict=True):
+    for a, b in zip(linears(model.q_net_target), _ours(learner.target), strict=True):
         np.testing.assert_array_equal(b.weight.detach(), a.weight.detach())
     learner.sync_targets()  # tau = 1: a copy, as SB3's default tau
-    for a, b in zip(_linears(model.q_net), _ours(learner.target), strict=True):
+    for a, b in zip(linears(model.q_net), _ours(learner.target), strict=True):
         np.testing.assert_allclose(b.weight.detach(), a.weight.detach(), atol=1e-6)
     obs = np.random.default_rng(4).normal(size=(9, OBS)).astype(np.float32)
     theirs_act, _ = model.predict(obs, deterministic=True)
@@ -188,7 +175,7 @@ def test_n_step_returns_equal_stable_baselines3s_buffer(n_step: int) -> None:
     steps, gamma = 60, 0.9
     rng = np.random.default_rng(7)
     theirs = NStepReplayBuffer(
-        100, _Spaces.observation_space, _Spaces.action_space, "cpu", n_steps=n_step, gamma=gamma
+        100, SPACES.observation_space, SPACES.action_space, "cpu", n_steps=n_step, gamma=gamma
     )
     ours = ReplayBuffer(200, 1, (OBS,), np.float32, n_step=n_step, gamma=gamma, seed=0)
     obs = rng.normal(size=OBS).astype(np.float32)

@@ -31,6 +31,7 @@ from rlblocks.train.learners.ppo import PPOLearner, compute_gae
 from rlblocks.train.policy import Policy
 from rlblocks.train.runner import SampleBatch
 from rlblocks.train.trainer_config import PPOConfig
+from sb3_twins import linears
 
 sb3 = pytest.importorskip("stable_baselines3")
 
@@ -94,16 +95,12 @@ def _our_policy(**config: Any) -> tuple[Policy, PPOConfig]:
     return Policy(BOX_OBS, BOX_ACT, cfg, "cpu"), cfg
 
 
-def _linears(seq: torch.nn.Module) -> list[torch.nn.Linear]:
-    return [m for m in seq.modules() if isinstance(m, torch.nn.Linear)]
-
-
 def _pairs(sb3_policy: Any, model: Any) -> list[tuple[Any, Any]]:
     """(SB3's tensor, ours) for every parameter: the policy and value nets, log-std."""
     ours_pi = [*(h._model[0] for h in model._hidden_layers), model._logits._model[0]]
     ours_vf = [*(h._model[0] for h in model._value_branch_separate), model._value_branch._model[0]]
-    theirs_pi = [*_linears(sb3_policy.mlp_extractor.policy_net), sb3_policy.action_net]
-    theirs_vf = [*_linears(sb3_policy.mlp_extractor.value_net), sb3_policy.value_net]
+    theirs_pi = [*linears(sb3_policy.mlp_extractor.policy_net), sb3_policy.action_net]
+    theirs_vf = [*linears(sb3_policy.mlp_extractor.value_net), sb3_policy.value_net]
     pairs: list[tuple[Any, Any]] = [(sb3_policy.log_std, model._append_free_log_std.log_std)]
     for a, b in zip([*theirs_pi, *theirs_vf], [*ours_pi, *ours_vf], strict=True):
         pairs += [(a.weight, b.weight), (a.bias, b.bias)]

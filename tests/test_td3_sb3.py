@@ -15,27 +15,16 @@ import pytest
 import torch
 from rlblocks.train import TD3Config
 from rlblocks.train.learners.td3 import TD3Learner
+from sb3_twins import SpacesOnly, linears
 
 sb3 = pytest.importorskip("stable_baselines3")
 
 OBS, ACT, ROWS, HIDDEN, UPDATES = 5, 2, 32, [24, 16], 6
-
-
-class _Spaces(gym.Env):
-    """Only the spaces SB3's constructor reads (nothing steps it)."""
-
-    observation_space = gym.spaces.Box(-np.inf, np.inf, (OBS,), np.float32)
-    action_space = gym.spaces.Box(-1.0, 1.0, (ACT,), np.float32)
-
-    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
-        return np.zeros(OBS, np.float32), {}
-
-    def step(self, action: Any) -> Any:
-        return np.zeros(OBS, np.float32), 0.0, False, False, {}
-
-
-def _linears(seq: torch.nn.Module) -> list[torch.nn.Linear]:
-    return [m for m in seq.modules() if isinstance(m, torch.nn.Linear)]
+#: The spaces both libraries are built on (nothing steps the env).
+SPACES = SpacesOnly(
+    gym.spaces.Box(-np.inf, np.inf, (OBS,), np.float32),
+    gym.spaces.Box(-1.0, 1.0, (ACT,), np.float32),
+)
 
 
 def _ours_actor(model: Any) -> list[torch.nn.Linear]:
@@ -51,13 +40,13 @@ def _ours_critic(critic: Any) -> list[torch.nn.Linear]:
 def _pairs(model: Any, learner: TD3Learner) -> list[tuple[list[Any], list[Any]]]:
     """(SB3's layers, ours) for the actor, its target, each critic and each target."""
     pairs = [
-        (_linears(model.actor.mu), _ours_actor(learner.actor)),
-        (_linears(model.actor_target.mu), _ours_actor(learner.target_actor)),
+        (linears(model.actor.mu), _ours_actor(learner.actor)),
+        (linears(model.actor_target.mu), _ours_actor(learner.target_actor)),
     ]
     for i in range(2):
-        pairs.append((_linears(model.critic.q_networks[i]), _ours_critic(learner.critics[i])))
+        pairs.append((linears(model.critic.q_networks[i]), _ours_critic(learner.critics[i])))
         pairs.append(
-            (_linears(model.critic_target.q_networks[i]), _ours_critic(learner.target_critics[i]))
+            (linears(model.critic_target.q_networks[i]), _ours_critic(learner.target_critics[i]))
         )
     return pairs
 
@@ -84,7 +73,7 @@ def test_updates_equal_stable_baselines3_td3(closed_form: bool) -> None:
     torch.manual_seed(0)
     model = sb3.TD3(
         "MlpPolicy",
-        _Spaces(),
+        SPACES,
         learning_rate=1e-3,
         batch_size=ROWS,
         learning_starts=0,
@@ -99,7 +88,7 @@ def test_updates_equal_stable_baselines3_td3(closed_form: bool) -> None:
         network_init="torch",
         train_batch_size=ROWS,
     )
-    learner = TD3Learner(_Spaces.observation_space, _Spaces.action_space, cfg)
+    learner = TD3Learner(SPACES.observation_space, SPACES.action_space, cfg)
     if not closed_form:  # a no-op hook: the module (autograd) path, the same networks
         learner.actor.register_forward_pre_hook(lambda module, args: None)
     with torch.no_grad():  # SB3's weights into ours (the actor's mean rows of the logits)
