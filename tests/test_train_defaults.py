@@ -234,8 +234,10 @@ def test_dqn_on_a_vector_observation_takes_a_gradient_step_per_env_step(tmp_path
     config = _train(tmp_path / "set", *small, "--env", "CartPole-v1", *sets)
     assert (config["gradient_steps"], config["n_step"]) == (8, 1)
     assert "gradient_steps=8 (--set it to change)" in capsys.readouterr().out
-    config = _train(tmp_path / "tuned", "--tuned", "acrobot_dqn", "--set", "learning_starts=16")
-    assert config["n_step"] == 1 and "vector observation" not in capsys.readouterr().out
+    # mountaincar_dqn: 8 gradient steps every 16 env steps, which the defaults would make 16
+    config = _train(tmp_path / "tuned", "--tuned", "mountaincar_dqn", "--set", "learning_starts=16")
+    assert (config["train_freq"], config["gradient_steps"]) == (16, 8)
+    assert "vector observation" not in capsys.readouterr().out
 
 
 def test_dqn_on_an_image_observation_keeps_its_defaults() -> None:
