@@ -397,7 +397,9 @@ class MultiAgentPPOTrainer(Trainer):
             "agent_steps_per_s": agent_steps / elapsed if elapsed > 0 else math.nan,
             "time_this_iter_s": elapsed,
             "time_total_s": self.time_total_s,
-            **self.selfplay.end_iteration(self.iteration),
+            **self.selfplay.end_iteration(
+                self.iteration, None if self.run_dir is None else self.best_score
+            ),
         }
         return self._finish_iteration(metrics)
 
@@ -413,14 +415,15 @@ class MultiAgentPPOTrainer(Trainer):
         return super().best_by()
 
     def _best_score(self, result: dict[str, Any], at_checkpoint: bool) -> float | None:
-        """A turn-based game's score (None without an evaluation against a random legal
-        player this iteration, and always when ``selfplay_eval_interval`` is 0: the sum of
+        """A turn-based game's score: its confirmation games' (played when the evaluation
+        against a random legal player scored better than ``best/``, :class:`SelfPlay`; None
+        in the other iterations, and always when ``selfplay_eval_interval`` is 0: the sum of
         the seats' returns says nothing of a game); other envs' :meth:`Trainer._best_score`."""
         if not isinstance(self.hub, TurnBasedVectorEnv):
             return super()._best_score(result, at_checkpoint)
         if at_checkpoint:
             return None
-        return games_score(result, self.config.selfplay_eval_games)
+        return games_score(result, self.config.selfplay_eval_games, "confirm")
 
     # --- acting -------------------------------------------------------------------------------
     def compute_actions(

@@ -20,7 +20,12 @@ turn-based game (:class:`~rlblocks.multiagent.turns.TurnBasedVectorEnv`):
   win is); NaN in the other iterations and, for the pool, while it is empty.
   ``selfplay/pool_size`` counts the snapshots. The games against the random player score
   the policy for the run directory's ``best/`` checkpoint (:func:`games_score`, kept by
-  :class:`~rlblocks.train.multiagent.MultiAgentPPOTrainer`).
+  :class:`~rlblocks.train.multiagent.MultiAgentPPOTrainer`), in two steps: a policy whose
+  evaluation games score better than ``best/``'s score plays ``selfplay_eval_games`` fresh
+  confirmation games against the random player (``selfplay/win_rate_confirm``,
+  ``draw_rate_confirm``, ``loss_rate_confirm``; NaN in the other iterations), and only
+  their score is compared with ``best/``'s and kept as it. One sample of games picks a
+  policy partly for its luck; the fresh sample scores it without that luck.
 
 The evaluation games run on env copies of their own, with the RNG streams of training
 left as they were.
@@ -48,27 +53,36 @@ from rlblocks.train.opponents import (
 from rlblocks.train.policy import Policy
 from rlblocks.wrappers.vector_steps import StepResult
 
-__all__ = ["SelfPlay", "games_score", "has_masks", "policy_mover", "snapshot_counts"]
+__all__ = ["CONFIRM_SEED", "SelfPlay", "games_score", "has_masks", "policy_mover", "snapshot_counts"]
 
 #: The ``progress.csv`` columns of a self-play evaluation.
 RATE_COLUMNS = tuple(
-    f"selfplay/{what}_rate_{vs}" for vs in ("random", "pool") for what in ("win", "draw", "loss")
+    f"selfplay/{what}_rate_{vs}"
+    for vs in ("random", "pool", "confirm")
+    for what in ("win", "draw", "loss")
 )
 
+#: What the confirmation games' seeds start from (+ the run's seed + the iteration): games
+#: the in-training evaluation (+ 10,000) and ``rlblocks evaluate`` (+ 1,000,003) never play.
+CONFIRM_SEED = 20_000
 
-def games_score(result: Mapping[str, Any], games: int) -> float | None:
+
+def games_score(result: Mapping[str, Any], games: int, vs: str = "random") -> float | None:
     """The score ``run_dir/best`` keeps the policy by in a turn-based run: fewest losses to
     the random legal player, then most wins (``win_rate - (games + 1) * loss_rate``: one
-    loss fewer in ``games`` games outweighs any number of wins); None in an iteration
-    without those games.
+    loss fewer in ``games`` games outweighs any number of wins), of the evaluation games
+    (``vs="random"``) or of the confirmation games (``vs="confirm"``, :class:`SelfPlay`);
+    None in an iteration without those games.
 
     Examples:
         >>> r = {"selfplay/win_rate_random": 0.9, "selfplay/loss_rate_random": 0.0}
         >>> games_score(r, 10) > games_score({**r, "selfplay/loss_rate_random": 0.1}, 10)
         True
+        >>> games_score(r, 10, "confirm") is None
+        True
     """
-    win = float(result.get("selfplay/win_rate_random", math.nan))
-    loss = float(result.get("selfplay/loss_rate_random", math.nan))
+    win = float(result.get(f"selfplay/win_rate_{vs}", math.nan))
+    loss = float(result.get(f"selfplay/loss_rate_{vs}", math.nan))
     if math.isnan(win) or math.isnan(loss):
         return None
     return win - (games + 1) * loss
@@ -261,9 +275,10 @@ class SelfPlay:
                 self.schedule.start(int(e), self.pool)
 
     # --- iterations ---------------------------------------------------------------------------
-    def end_iteration(self, iteration: int) -> dict[str, float]:
-        """Adds a snapshot when one is due and plays the evaluation games when due; the
-        iteration's ``selfplay/...`` columns."""
+    def end_iteration(self, iteration: int, best_score: float | None = None) -> dict[str, float]:
+        """Adds a snapshot when one is due and plays the evaluation games when due, and the
+        confirmation games when those score better than ``best_score`` (``best/``'s score;
+        None: no ``best/`` is kept); the iteration's ``selfplay/...`` columns."""
         out: dict[str, float] = {}
         if self.pool is not None:
             every = self.config.selfplay_snapshot_every
@@ -274,12 +289,24 @@ class SelfPlay:
         if self.evaluating:
             out.update(dict.fromkeys(RATE_COLUMNS, math.nan))
             if iteration % self.config.selfplay_eval_interval == 0:
-                out.update(self.evaluate(self.config.selfplay_eval_games))
+                games = self.config.selfplay_eval_games
+                out.update(self.evaluate(games))
+                score = games_score(out, games)
+                if best_score is not None and score is not None and score > best_score:
+                    out.update(self.confirm(games, self._seed + CONFIRM_SEED + iteration))
         return out
 
-    def evaluate(self, games: int, seed: int | None = None) -> dict[str, float]:
-        """``games`` greedy games against a random legal player and as many against the
-        pool (when it has snapshots): the ``selfplay/...`` rate columns."""
+    def confirm(self, games: int, seed: int) -> dict[str, float]:
+        """``games`` greedy games against a random legal player, reset with ``seed``: the
+        ``selfplay/..._rate_confirm`` columns."""
+        return {
+            k.replace("_random", "_confirm"): v
+            for k, v in self.evaluate(games, seed, pool=False).items()
+        }
+
+    def evaluate(self, games: int, seed: int | None = None, pool: bool = True) -> dict[str, float]:
+        """``games`` greedy games against a random legal player and, with ``pool``, as many
+        against the pool (when it has snapshots): the ``selfplay/...`` rate columns."""
         if self._eval_hub is None:
             self._eval_hub = self._make_hub(min(games, 8))
         hub = self._eval_hub
@@ -291,7 +318,7 @@ class SelfPlay:
             rng = np.random.default_rng(seed)
             counts = play_games(hub, learner, random_legal(rng), games, seed)
             out.update(wdl_rates(counts, "_random"))
-            if self.pool is not None and len(self.pool):
+            if pool and self.pool is not None and len(self.pool):
                 counts = snapshot_counts(hub, learner, self.pool.snapshots, games, seed)
                 out.update(wdl_rates(counts, "_pool"))
         return {f"selfplay/{k}": v for k, v in out.items()}
