@@ -118,8 +118,7 @@ def exact_versus_random(
         else:
             if not isinstance(obs, dict) or MASK_KEY not in obs:
                 raise ValueError(
-                    f"the random legal player needs an action_mask in agent {mover!r}'s "
-                    "observation"
+                    f"the random legal player needs an action_mask in agent {mover!r}'s observation"
                 )
             branches = np.flatnonzero(np.asarray(obs[MASK_KEY]).reshape(-1)).tolist()
             if not branches:

@@ -53,7 +53,14 @@ from rlblocks.train.opponents import (
 from rlblocks.train.policy import Policy
 from rlblocks.wrappers.vector_steps import StepResult
 
-__all__ = ["CONFIRM_SEED", "SelfPlay", "games_score", "has_masks", "policy_mover", "snapshot_counts"]
+__all__ = [
+    "CONFIRM_SEED",
+    "SelfPlay",
+    "games_score",
+    "has_masks",
+    "policy_mover",
+    "snapshot_counts",
+]
 
 #: The ``progress.csv`` columns of a self-play evaluation.
 RATE_COLUMNS = tuple(

@@ -426,7 +426,9 @@ class PPOConfig(TrainerConfig):
     ``selfplay/win_rate_random`` ... ``selfplay/loss_rate_pool`` (NaN in other
     iterations); 0: never. The games against the random player keep the run directory's
     ``best/`` checkpoint (fewest losses, then most wins:
-    :func:`rlblocks.train.selfplay.games_score`)."""
+    :func:`rlblocks.train.selfplay.games_score`), confirmed: a policy that scores better
+    than ``best/`` plays as many fresh games (``selfplay/..._rate_confirm``), and their
+    score alone replaces ``best/``'s when better."""
     selfplay_eval_games: int = option(20, int_at_least(1))
     """Games per opponent in each self-play evaluation (seats alternate); ``rlblocks train
     --env GAME`` alone sets 500 (:data:`rlblocks.cli.train_defaults.TURN_DEFAULTS`)."""
