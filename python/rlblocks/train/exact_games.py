@@ -16,7 +16,9 @@ The walk reaches each position by resetting the env (with ``seed``) and replayin
 that lead to it, so it suits games of a few thousand positions per seat (tictactoe: at
 most 1,332 learner positions as the second player) and needs a game that is deterministic
 given its seed and moves (PettingZoo classic games are); it refuses a game that needs more
-than ``max_positions`` moves to walk, and a learner that does not give one move per call.
+than ``max_positions`` moves to walk (:data:`MAX_POSITIONS`), and a learner that does not
+give one move per position it is asked. :func:`exact_refusal` checks a game against that
+rule on one line of play before any walk.
 
 Examples:
     >>> from rlblocks.envs.turn_zoo import CallTheMove
@@ -37,10 +39,10 @@ import numpy as np
 from rlblocks.masks import MASK_KEY, mask_form
 from rlblocks.train.matches import Mover, game_outcome
 
-__all__ = ["exact_versus_random", "expected_losses"]
+__all__ = ["MAX_POSITIONS", "exact_refusal", "exact_versus_random", "expected_losses"]
 
 #: The most learner and random moves one walk plays before it refuses the game as too large.
-MAX_POSITIONS = 200_000
+MAX_POSITIONS = 20_000
 
 
 def _settle(env: Any) -> Any:
@@ -83,9 +85,9 @@ def exact_versus_random(
 
     Args:
         env: The game; it is reset and played once per position.
-        learner: A deterministic mover, called with ``(policy_of(agent), [agent],
-            [observation])`` (the observation in RLlib's mask form,
-            :func:`~rlblocks.masks.mask_form`).
+        learner: A deterministic mover, called once per level of the walk with
+            ``(policy_of(seat), [seat, ...], [observation, ...])``, one row per position
+            (the observations in RLlib's mask form, :func:`~rlblocks.masks.mask_form`).
         seat: The learner's agent.
         seed: The seed of every reset (the game's own random draws replay with it).
         policy_of: The policy id of each agent (as the run maps it).
@@ -93,29 +95,30 @@ def exact_versus_random(
 
     Raises:
         ValueError: A game larger than ``max_positions``, an opponent observation without an
-            action mask or with no legal move, or a learner that does not give one move.
+            action mask or with no legal move, or a learner that does not give one move per
+            position.
     """
     if seat not in env.possible_agents:
         raise ValueError(f"seat {seat!r} is not one of the game's agents {env.possible_agents}")
     out = {"win": 0.0, "draw": 0.0, "loss": 0.0}
     played = 0
-    # depth-first over positions, each one the moves that lead to it from the reset (an
-    # env's copy need not hold its state: PettingZoo's EzPickle copies rebuild the env)
-    stack: list[tuple[tuple[int, ...], float]] = [((), 1.0)]
-    while stack:
-        moves, prob = stack.pop()
-        returns = _replay(env, moves, seed)
-        mover = _settle(env)
-        if mover is None:
-            out[game_outcome(returns, seat)] += prob
-            continue
-        obs = mask_form(env.observe(mover))
-        if mover == seat:
-            chosen = np.asarray(learner(policy_of(mover), [mover], [obs])).reshape(-1)
-            if chosen.size != 1:
-                raise ValueError(f"the learner gave {chosen.size} moves for one position")
-            branches = [int(chosen[0])]
-        else:
+    # level by level over positions, each one the moves that lead to it from the reset (an
+    # env's copy need not hold its state: PettingZoo's EzPickle copies rebuild the env); the
+    # learner's positions of a level are asked in one call
+    level: list[tuple[tuple[int, ...], float]] = [((), 1.0)]
+    while level:
+        asked: list[tuple[tuple[int, ...], float, Any, Any]] = []
+        following: list[tuple[tuple[int, ...], float]] = []
+        for moves, prob in level:
+            returns = _replay(env, moves, seed)
+            mover = _settle(env)
+            if mover is None:
+                out[game_outcome(returns, seat)] += prob
+                continue
+            obs = mask_form(env.observe(mover))
+            if mover == seat:
+                asked.append((moves, prob, mover, obs))
+                continue
             if not isinstance(obs, dict) or MASK_KEY not in obs:
                 raise ValueError(
                     f"the random legal player needs an action_mask in agent {mover!r}'s observation"
@@ -123,14 +126,83 @@ def exact_versus_random(
             branches = np.flatnonzero(np.asarray(obs[MASK_KEY]).reshape(-1)).tolist()
             if not branches:
                 raise ValueError(f"agent {mover!r} is to move with no legal move in its mask")
-        played += len(branches)
-        if played > max_positions:
-            raise ValueError(
-                f"the game needs more than max_positions={max_positions} moves to walk "
-                "exactly; exact scores are for small games (tictactoe), play games instead"
+            following.extend(((*moves, int(m)), prob / len(branches)) for m in branches)
+        if asked:
+            chosen = np.asarray(
+                learner(
+                    policy_of(seat),
+                    [seat] * len(asked),
+                    [obs for _, _, _, obs in asked],
+                )
+            ).reshape(-1)
+            if chosen.size != len(asked):
+                raise ValueError(
+                    f"the learner gave {chosen.size} moves for {len(asked)} position(s)"
+                )
+            following.extend(
+                ((*moves, int(m)), prob)
+                for (moves, prob, _, _), m in zip(asked, chosen, strict=True)
             )
-        stack.extend(((*moves, int(m)), prob / len(branches)) for m in branches)
+        played += len(following)
+        if played > max_positions:
+            raise ValueError(_too_large(max_positions))
+        level = following
     return out
+
+
+def _too_large(max_positions: int) -> str:
+    return (
+        f"the game needs more than max_positions={max_positions} moves to walk "
+        "exactly; exact scores are for small games (tictactoe), play games instead"
+    )
+
+
+def exact_refusal(env: Any, seed: int = 0, max_positions: int = MAX_POSITIONS) -> str | None:
+    """Why :func:`exact_versus_random` cannot score ``env`` (a PettingZoo ``AECEnv``, reset
+    here with ``seed``), or None when it can: the rule by which a run scores its policy
+    exactly (``selfplay_eval_exact``), checked on one line of play, in milliseconds.
+
+    The line: every seat plays its first legal move, twice from the same reset. Refused:
+    an agent to move without an ``action_mask`` or with no legal move; a game the two
+    plays of the same moves tell apart (observations, rewards: not deterministic given its
+    seed and moves); a game whose walk, estimated from the line, needs more than
+    ``max_positions`` moves (each seat's walk multiplies the branches of the other seats'
+    moves along the line, level by level, and sums the levels: tictactoe 2,277 as the
+    second player; connect_four is refused within its first ten moves).
+
+    Examples:
+        >>> from rlblocks.envs.turn_zoo import CallTheMove
+        >>> exact_refusal(CallTheMove(turns=2)) is None
+        True
+        >>> exact_refusal(CallTheMove(turns=2), max_positions=3)[:40]
+        'the game needs more than max_positions=3'
+    """
+    plays: list[list[tuple[Any, bytes, float]]] = []
+    for _ in range(2):
+        env.reset(seed=seed)
+        line: list[tuple[Any, bytes, float]] = []
+        walk = dict.fromkeys(env.possible_agents, 1.0)
+        walked = dict.fromkeys(env.possible_agents, 0.0)
+        while (mover := _settle(env)) is not None:
+            obs = mask_form(env.observe(mover))
+            if not isinstance(obs, dict) or MASK_KEY not in obs:
+                return f"agent {mover!r} observes no action_mask"
+            legal = np.flatnonzero(np.asarray(obs[MASK_KEY]).reshape(-1))
+            if not legal.size:
+                return f"agent {mover!r} is to move with no legal move in its mask"
+            for seat in walk:
+                walk[seat] *= 1 if seat == mover else legal.size
+                walked[seat] += walk[seat]
+            if max(walked.values()) > max_positions:
+                return _too_large(max_positions)
+            seen = b"".join(np.asarray(v).tobytes() for v in obs.values())
+            env.step(int(legal[0]))
+            reward = float(sum(float(r) for r in env.rewards.values()))
+            line.append((mover, seen, reward))
+        plays.append(line)
+    if plays[0] != plays[1]:
+        return "two plays of the same moves from the same seed differed (not deterministic)"
+    return None
 
 
 def expected_losses(loss_by_seat: list[float], games: int) -> tuple[float, float]:

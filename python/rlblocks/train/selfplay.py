@@ -25,7 +25,15 @@ turn-based game (:class:`~rlblocks.multiagent.turns.TurnBasedVectorEnv`):
   confirmation games against the random player (``selfplay/win_rate_confirm``,
   ``draw_rate_confirm``, ``loss_rate_confirm``; NaN in the other iterations), and only
   their score is compared with ``best/``'s and kept as it. One sample of games picks a
-  policy partly for its luck; the fresh sample scores it without that luck.
+  policy partly for its luck; the fresh sample scores it without that luck;
+* with ``selfplay_eval_exact`` (a game :func:`~rlblocks.train.exact_games.exact_refusal`
+  admits: small, deterministic given its seed and moves), the evaluation against the random
+  player is exact instead: :func:`~rlblocks.train.exact_games.exact_versus_random` from every
+  seat, the seats' chances averaged into the ``selfplay/..._rate_random`` columns (the rates
+  of infinitely many games, seats alternating), no confirmation games (an exact score has no
+  luck to confirm away), and ``best/`` keeps the lowest exact loss, then the highest win
+  (:func:`exact_score`). A score of 0 loss is a policy that loses no game to the random
+  player, where 500 played games cannot tell it from one that loses one line in 945.
 
 The evaluation games run on env copies of their own, with the RNG streams of training
 left as they were.
@@ -42,6 +50,7 @@ import torch
 
 from rlblocks.masks import MASK_KEY
 from rlblocks.multiagent.turns import TurnBasedVectorEnv
+from rlblocks.train.exact_games import exact_refusal, exact_versus_random
 from rlblocks.train.matches import Mover, play_games, random_legal, wdl_rates
 from rlblocks.train.opponents import (
     OpponentPool,
@@ -56,6 +65,7 @@ from rlblocks.wrappers.vector_steps import StepResult
 __all__ = [
     "CONFIRM_SEED",
     "SelfPlay",
+    "exact_score",
     "games_score",
     "has_masks",
     "policy_mover",
@@ -93,6 +103,26 @@ def games_score(result: Mapping[str, Any], games: int, vs: str = "random") -> fl
     if math.isnan(win) or math.isnan(loss):
         return None
     return win - (games + 1) * loss
+
+
+def exact_score(result: Mapping[str, Any]) -> float | None:
+    """The score ``run_dir/best`` keeps the policy by where the evaluation is exact
+    (``selfplay_eval_exact``): lowest loss probability against the random legal player, then
+    highest win probability (``win_rate - 1e9 * loss_rate``: losses closer than 1e-9 count
+    as equal, a lower one outweighs any win); None in an iteration without the evaluation.
+
+    Examples:
+        >>> r = {"selfplay/win_rate_random": 0.9, "selfplay/loss_rate_random": 0.0}
+        >>> exact_score(r) > exact_score({"selfplay/win_rate_random": 0.99,
+        ...                               "selfplay/loss_rate_random": 1 / 945 / 2})
+        True
+    """
+    return games_score(result, EXACT_GAMES)
+
+
+#: :func:`exact_score` is :func:`games_score` of this many games (``games + 1`` the weight of
+#: a loss).
+EXACT_GAMES = 10**9 - 1
 
 
 def has_masks(hub: Any) -> bool:
@@ -194,6 +224,31 @@ class SelfPlay:
             self.schedule.start_all(self.pool)
         self.evaluating = bool(config.selfplay_eval_interval) and has_masks(hub)
         self._seed = seed
+        self._exact_hub: TurnBasedVectorEnv | None = None
+        self.exact = bool(config.selfplay_eval_exact) and self.evaluating
+        if config.selfplay_eval_exact:
+            self._check_exact(hub, config, make_hub, seed)
+
+    def _check_exact(
+        self,
+        hub: Any,
+        config: Any,
+        make_hub: Callable[[int], TurnBasedVectorEnv],
+        seed: int,
+    ) -> None:
+        """Refuses ``selfplay_eval_exact`` where the game cannot be scored exactly; keeps the
+        env copy the exact walks replay on."""
+        where = f"selfplay_eval_exact=True: env {config.env_name!r}"
+        if not isinstance(hub, TurnBasedVectorEnv) or not has_masks(hub):
+            raise ValueError(
+                f"{where} is not a turn-based game whose every agent observes an "
+                "action_mask; exact scores are for such games (set false)"
+            )
+        self._exact_hub = make_hub(1)
+        why = exact_refusal(self._exact_hub.envs[0], seed)
+        if why is not None:
+            self.close()
+            raise ValueError(f"{where} cannot be scored exactly: {why} (set false)")
 
     @staticmethod
     def _check_pool(hub: Any, config: Any) -> None:
@@ -297,6 +352,10 @@ class SelfPlay:
             out.update(dict.fromkeys(RATE_COLUMNS, math.nan))
             if iteration % self.config.selfplay_eval_interval == 0:
                 games = self.config.selfplay_eval_games
+                if self.exact:  # no luck to confirm away
+                    out.update(self.exact_rates())
+                    out.update(self.evaluate(games, random=False))
+                    return out
                 out.update(self.evaluate(games))
                 score = games_score(out, games)
                 if best_score is not None and score is not None and score > best_score:
@@ -311,9 +370,30 @@ class SelfPlay:
             for k, v in self.evaluate(games, seed, pool=False).items()
         }
 
-    def evaluate(self, games: int, seed: int | None = None, pool: bool = True) -> dict[str, float]:
-        """``games`` greedy games against a random legal player and, with ``pool``, as many
-        against the pool (when it has snapshots): the ``selfplay/...`` rate columns."""
+    def exact_rates(self) -> dict[str, float]:
+        """The greedy policy's exact chances against a random legal player, averaged over
+        the seats: the ``selfplay/..._rate_random`` columns of an exact evaluation."""
+        hub = self._exact_hub
+        assert hub is not None
+        env = hub.envs[0]
+        owner = {a: pid for pid, spec in hub.specs.items() for a in spec.agents}
+        with torch.random.fork_rng(devices=[]):
+            learner = policy_mover(self.parts, hub, explore=False)
+            seats = [
+                exact_versus_random(env, learner, seat, self._seed, owner.__getitem__)
+                for seat in env.possible_agents
+            ]
+        return {
+            f"selfplay/{k}_rate_random": float(np.mean([s[k] for s in seats]))
+            for k in ("win", "draw", "loss")
+        }
+
+    def evaluate(
+        self, games: int, seed: int | None = None, pool: bool = True, random: bool = True
+    ) -> dict[str, float]:
+        """``games`` greedy games against a random legal player (with ``random``) and, with
+        ``pool``, as many against the pool (when it has snapshots): the ``selfplay/...``
+        rate columns."""
         if self._eval_hub is None:
             self._eval_hub = self._make_hub(min(games, 8))
         hub = self._eval_hub
@@ -322,9 +402,10 @@ class SelfPlay:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             learner = policy_mover(self.parts, hub, explore=False)
-            rng = np.random.default_rng(seed)
-            counts = play_games(hub, learner, random_legal(rng), games, seed)
-            out.update(wdl_rates(counts, "_random"))
+            if random:
+                rng = np.random.default_rng(seed)
+                counts = play_games(hub, learner, random_legal(rng), games, seed)
+                out.update(wdl_rates(counts, "_random"))
             if pool and self.pool is not None and len(self.pool):
                 counts = snapshot_counts(hub, learner, self.pool.snapshots, games, seed)
                 out.update(wdl_rates(counts, "_pool"))
@@ -351,3 +432,6 @@ class SelfPlay:
         if self._eval_hub is not None:
             self._eval_hub.close()
             self._eval_hub = None
+        if self._exact_hub is not None:
+            self._exact_hub.close()
+            self._exact_hub = None
