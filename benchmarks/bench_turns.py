@@ -2,8 +2,10 @@
 (the native multi-agent PPO with its defaults: one shared policy on every seat and
 :data:`rlblocks.cli.train_defaults.TURN_DEFAULTS`), then ``rlblocks evaluate RUN --opponent
 random --episodes GAMES``: greedy games against a random legal player, with the checkpoint
-``evaluate`` picks (``best/``, kept by the in-training games against the random player)
-and, for comparison, with the newest (``--checkpoint last``).
+``evaluate`` picks (``best/``, kept by the in-training evaluation against the random
+player: exact for a game small enough, tictactoe, ``selfplay_eval_exact``; played and
+confirmed games for the others) and, for comparison, with the newest (``--checkpoint
+last``).
 
 The trained policy takes seat ``g % 2`` in game ``g`` (so it moves first in half the
 games); the other seat plays a uniformly random legal move. Counted: the policy's wins,
