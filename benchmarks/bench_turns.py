@@ -2,8 +2,10 @@
 (the native multi-agent PPO with its defaults: one shared policy on every seat and
 :data:`rlblocks.cli.train_defaults.TURN_DEFAULTS`), then ``rlblocks evaluate RUN --opponent
 random --episodes GAMES``: greedy games against a random legal player, with the checkpoint
-``evaluate`` picks (``best/``, kept by the in-training games against the random player)
-and, for comparison, with the newest (``--checkpoint last``).
+``evaluate`` picks (``best/``, kept by the in-training evaluation against the random
+player: exact for a game small enough, tictactoe, ``selfplay_eval_exact``; played and
+confirmed games for the others) and, for comparison, with the newest (``--checkpoint
+last``).
 
 The trained policy takes seat ``g % 2`` in game ``g`` (so it moves first in half the
 games); the other seat plays a uniformly random legal move. Counted: the policy's wins,
@@ -18,6 +20,14 @@ evaluate, and go on with ``rlblocks train --resume``, so one run measures severa
 Prints one JSON line per evaluation, the last at ``--steps``: ``best`` (the checkpoint
 ``rlblocks evaluate`` picks) and ``last`` (the newest) each with ``win`` / ``draw`` /
 ``loss`` and the checkpoint's iteration.
+
+**Tictactoe only** (a game small enough to enumerate), each checkpoint also gets
+``exact``: the exact probabilities of its greedy policy's win / draw / loss against the
+random legal player from each seat (:func:`rlblocks.train.exact_games.exact_versus_random`:
+every random move enumerated, not sampled), ``expected_losses`` in ``--games`` games with
+the seats alternating and ``p_no_loss``, the chance that those games hold no loss. The
+played games stay the measure of the target; the exact figures say whether the policy can
+lose at all (an exact loss probability of 0 loses no game, in any number of games).
 
 Examples:
     >>> config_sets(["selfplay_snapshot_every=5", "entropy_coeff=0.01"])
@@ -82,6 +92,39 @@ def versus_random(run_dir: Path, games: int, which: str) -> dict[str, Any]:
     }
 
 
+def exact_scores(checkpoint: Path, games: int) -> dict[str, Any]:
+    """The exact chances of ``checkpoint``'s greedy policy against a random legal player
+    from each seat, its expected losses in ``games`` games and the chance of none (module
+    docstring; tictactoe-sized games only)."""
+    import warnings
+
+    from rlblocks.train.exact_games import exact_versus_random, expected_losses
+    from rlblocks.train.restoring import restore_trainer
+    from rlblocks.train.selfplay import policy_mover
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        trainer = restore_trainer(str(checkpoint), log=False)
+    hub = trainer.fresh_hub(1)
+    try:
+        mover = policy_mover(trainer.policies, hub, explore=False)
+        env = hub.envs[0]
+        owner = {a: pid for pid, spec in hub.specs.items() for a in spec.agents}
+        seats = {
+            seat: exact_versus_random(env, mover, seat, policy_of=owner.__getitem__)
+            for seat in env.possible_agents
+        }
+    finally:
+        hub.close()
+        trainer.close()
+    mean, none = expected_losses([s["loss"] for s in seats.values()], games)
+    return {
+        "by_seat": {a: {k: round(v, 6) for k, v in s.items()} for a, s in seats.items()},
+        "expected_losses": round(mean, 4),
+        "p_no_loss": round(none, 4),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     """Trains, plays and prints the JSON lines (module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -128,6 +171,11 @@ def main(argv: list[str] | None = None) -> None:
                 "best": versus_random(run_dir, games, "auto"),
                 "last": versus_random(run_dir, games, "last"),
             }
+            if "tictactoe" in args.env:  # small enough to enumerate (module docstring)
+                line["exact"] = {
+                    which: exact_scores(run_dir / line[which]["checkpoint"], games)
+                    for which in ("best", "last")
+                }
             print(json.dumps(line), flush=True)
 
 

@@ -235,9 +235,11 @@ def test_tictactoe_beats_a_random_legal_player_and_evaluate_plays_every_opponent
         "selfplay_eval_interval=5",
         "--set",
         "selfplay_eval_games=100",
+        "--set",
+        "selfplay_eval_exact=false",  # the played games and their confirmation
     )
     assert done.returncode == 0, done.stderr
-    assert "selfplay_eval_interval=10" not in done.stdout  # --set keeps the user's
+    assert "selfplay_eval_interval=" not in done.stdout  # --set keeps the user's
     rows = list(csv.DictReader((run / "progress.csv").open()))
     assert float(rows[-1]["illegal_moves_total"]) == 0.0
     last = rows[-1]  # an evaluation every 5 iterations: the last (15th) row is one
@@ -252,14 +254,24 @@ def test_tictactoe_beats_a_random_legal_player_and_evaluate_plays_every_opponent
     versus = run_cli("evaluate", str(run), "--opponent", "random", "--episodes", "100")
     assert versus.returncode == 0, versus.stderr
     result = _last_json(versus.stdout)
-    # best/ holds the evaluation with the fewest losses, then the most wins (the first such)
+    # best/ holds the evaluation with the fewest losses, then the most wins, confirmed: an
+    # evaluation that scores better than best/ plays 100 fresh games, and their score alone
+    # is compared with best/'s and kept as it
     from rlblocks.train.selfplay import games_score
 
-    evals = [(int(r["training_iteration"]), games_score(r, 100)) for r in rows]
-    scored = [(it, sc) for it, sc in evals if sc is not None]
-    assert [it for it, _ in scored] == [5, 10, 15]
-    top = max(sc for _, sc in scored)
-    best_it = next(it for it, sc in scored if sc == top)
+    evals = [
+        (int(r["training_iteration"]), games_score(r, 100), games_score(r, 100, "confirm"))
+        for r in rows
+    ]
+    scored = [e for e in evals if e[1] is not None]
+    assert [it for it, _, _ in scored] == [5, 10, 15]
+    assert all(confirmed is None for _, score, confirmed in evals if score is None)
+    top, best_it = -np.inf, None
+    for it, score, confirmed in scored:
+        assert (confirmed is not None) == (score > top)  # confirmed when it beat best/
+        if confirmed is not None and confirmed > top:
+            top, best_it = confirmed, it
+    assert best_it is not None
     meta = json.loads((run / "best" / "meta.json").read_text())
     assert meta["best_by"] == "selfplay/games_vs_random" and meta["iteration"] == best_it
     assert meta["best_score"] == pytest.approx(top)
@@ -328,20 +340,24 @@ def test_a_resumed_run_keeps_a_better_best_over_a_worse_later_score(tmp_path: Pa
         trainer.close()
     rows = list(csv.DictReader((tmp_path / "progress.csv").open()))
     scores = [games_score(r, 40) for r in rows]
-    # the run as it was: best/ at the first iteration of the highest score
+    confirmed = [games_score(r, 40, "confirm") for r in rows]
+    top = max(c for c in confirmed if c is not None)
+    # the run as it was: best/ at the first iteration of the highest confirmed score
     meta = json.loads((tmp_path / "best" / "meta.json").read_text())
-    assert meta["iteration"] == 1 + scores.index(max(scores))
+    assert meta["iteration"] == 1 + confirmed.index(top)
     before = (tmp_path / "best" / "state.pt").read_bytes()
     resumed = restore_trainer(tmp_path / "checkpoint_000001")
     try:
-        assert resumed.best_score == max(scores)  # best/'s score, saved after that checkpoint
-        again = games_score(resumed.fit(stop_iters=2, progress=False), 40)
+        assert resumed.best_score == top  # best/'s score, saved after that checkpoint
+        result = resumed.fit(stop_iters=2, progress=False)
     finally:
         resumed.close()
-    # seed 1: 22 wins and 13 losses of 40 at the first iteration, 28 and 8 at the third (best/);
-    # the resumed second iteration plays worse than best/ but better than the checkpoint's
-    # own past (the checkpoint was written before its iteration's score was compared)
-    assert scores[0] < again < max(scores), (scores, again)
+    again, again_confirmed = games_score(result, 40), games_score(result, 40, "confirm")
+    # seed 1: evaluations -12.8, -8.5, -7.5, each better than the best so far, confirmed at
+    # -14.8, -12.7, -7.55 (best/: the third); the resumed second iteration plays worse than
+    # best/ (so it plays no confirmation games) but better than the checkpoint's own first
+    assert again is not None and scores[0] is not None
+    assert scores[0] < again < top and again_confirmed is None, (scores, confirmed, again)
     assert (tmp_path / "best" / "state.pt").read_bytes() == before
 
 

@@ -119,24 +119,25 @@ def test_a_turn_based_game_with_masks_gets_an_entropy_bonus_and_a_random_opening
 ) -> None:
     """``rlblocks train --env GAME`` on a turn-based game whose agents observe action masks
     (docs/multiagent.md, "Self-play": the bonus and the random opening are what keep
-    tictactoe's greedy policy from losing to a random legal player); a parallel env and a
-    user's ``--set`` keep theirs."""
+    tictactoe's greedy policy from losing to a random legal player) and, this game being
+    small enough, the exact evaluation; a parallel env and a user's ``--set`` keep theirs."""
     pytest.importorskip("pettingzoo", reason="pettingzoo is the multiagent extra")
-    from rlblocks.cli.train_defaults import TURN_DEFAULTS
+    from rlblocks.cli.train_defaults import EXACT_DEFAULTS, TURN_DEFAULTS
 
     config = _train(tmp_path, "--env", "rlblocks.envs.turn_zoo:env")
-    shown = ", ".join(f"{k}={v}" for k, v in TURN_DEFAULTS.items())
+    given = {**TURN_DEFAULTS, **EXACT_DEFAULTS}
+    shown = ", ".join(f"{k}={v}" for k, v in given.items())
     assert f"rlblocks train: a turn-based game with action masks: {shown} (--set" in (
         capsys.readouterr().out
     )
-    assert all(config[k] == v for k, v in TURN_DEFAULTS.items())
+    assert all(config[k] == v for k, v in given.items())
     config = _train(
         tmp_path / "set", "--env", "rlblocks.envs.turn_zoo:env", "--set", "entropy_coeff=0"
     )
     assert config["entropy_coeff"] == 0 and config["selfplay_random_opening"] == 6
     assert (
-        "with action masks: selfplay_random_opening=6, selfplay_eval_interval=10, "
-        "selfplay_eval_games=500 (--set any to change)"
+        "with action masks: selfplay_random_opening=6, selfplay_eval_interval=5, "
+        "selfplay_eval_games=500, selfplay_eval_exact=True (--set any to change)"
     ) in capsys.readouterr().out
     config = _train(tmp_path / "par", "--env", "rlblocks.envs.multiagent_zoo:parallel_env")
     assert config["entropy_coeff"] == 0 and "turn-based" not in capsys.readouterr().out

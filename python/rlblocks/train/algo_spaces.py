@@ -70,6 +70,7 @@ NATIVE_ONLY = {
     "selfplay_random_opening": "rllib.callbacks",
     "selfplay_eval_interval": "rllib.evaluation",
     "selfplay_eval_games": "rllib.evaluation",
+    "selfplay_eval_exact": "rllib.evaluation",
 }
 _MASK_KEYS = {"action_mask", "observations"}
 #: The native algorithms with a deterministic actor: Box actions only, native only.

@@ -38,6 +38,7 @@ from typing import Any
 __all__ = [
     "BEST",
     "FORMAT_VERSION",
+    "EXACT_BEST_BY",
     "GAMES_BEST_BY",
     "abandon_newer_checkpoints",
     "checkpoint_meta",
@@ -62,6 +63,9 @@ BEST = "best"
 #: What ``best/`` is scored by when it is the checkpoint ``rlblocks evaluate`` and ``export``
 #: pick by default: greedy games against a random legal player (turn-based self-play).
 GAMES_BEST_BY = "selfplay/games_vs_random"
+#: What ``best/`` is scored by where a turn-based run scores its policy exactly against the
+#: random legal player (``selfplay_eval_exact``); ``"auto"`` picks that ``best/`` too.
+EXACT_BEST_BY = "selfplay/exact_vs_random"
 _CHOICES = ("auto", "best", "last")
 
 
@@ -206,7 +210,7 @@ def select_checkpoint(path: str | Path, which: str = "auto") -> tuple[Path, str]
     newest ``checkpoint_NNNNNN``; ``"best"`` its ``best/`` (the best score so far,
     :meth:`~rlblocks.train.trainer.Trainer.best_by`); ``"auto"`` its ``best/`` when that is
     kept by games against a random legal player (:data:`GAMES_BEST_BY`, a turn-based
-    self-play run), else the newest.
+    self-play run) or by exact scores against it (:data:`EXACT_BEST_BY`), else the newest.
 
     Raises:
         ValueError: An unknown ``which``, no checkpoint there, or ``"best"`` of a run
@@ -224,7 +228,7 @@ def select_checkpoint(path: str | Path, which: str = "auto") -> tuple[Path, str]
     if not has_best:
         raise ValueError(f"--checkpoint best: run directory {str(p)!r} has no best/ checkpoint")
     meta = checkpoint_meta(best)
-    if which == "auto" and meta.get("best_by") != GAMES_BEST_BY:
+    if which == "auto" and meta.get("best_by") not in (GAMES_BEST_BY, EXACT_BEST_BY):
         ckpt = find_checkpoint(p)
         return ckpt, f"checkpoint {str(ckpt)!r} ({_described(ckpt)}, the newest)"
     return best, (

@@ -54,7 +54,7 @@ from rlblocks.multiagent.workers import WorkerVectorEnv
 from rlblocks.nest import tree_index
 from rlblocks.preprocessors import Preprocessor
 from rlblocks.train.algo_spaces import makes_multiagent_env
-from rlblocks.train.checkpoint import GAMES_BEST_BY
+from rlblocks.train.checkpoint import EXACT_BEST_BY, GAMES_BEST_BY
 from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.env_workers import auto_env_workers, env_workers_line, free_cores
 from rlblocks.train.envs import raw_env_creator
@@ -64,7 +64,7 @@ from rlblocks.train.loop import episode_summary
 from rlblocks.train.play import play_episodes
 from rlblocks.train.policy import Policy
 from rlblocks.train.runner import EnvRunner, SampleBatch
-from rlblocks.train.selfplay import SelfPlay, games_score
+from rlblocks.train.selfplay import SelfPlay, exact_score, games_score
 from rlblocks.train.trainer import (
     Trainer,
     check_episodes,
@@ -397,7 +397,9 @@ class MultiAgentPPOTrainer(Trainer):
             "agent_steps_per_s": agent_steps / elapsed if elapsed > 0 else math.nan,
             "time_this_iter_s": elapsed,
             "time_total_s": self.time_total_s,
-            **self.selfplay.end_iteration(self.iteration),
+            **self.selfplay.end_iteration(
+                self.iteration, None if self.run_dir is None else self.best_score
+            ),
         }
         return self._finish_iteration(metrics)
 
@@ -406,21 +408,29 @@ class MultiAgentPPOTrainer(Trainer):
 
     def best_by(self) -> str:
         """A turn-based game with action masks keeps ``best/`` by its games against a random
-        legal player (:func:`~rlblocks.train.selfplay.games_score`); other envs by the
-        return (:meth:`Trainer.best_by`)."""
+        legal player (:func:`~rlblocks.train.selfplay.games_score`), or by its exact score
+        against it with ``selfplay_eval_exact`` (:func:`~rlblocks.train.selfplay.exact_score`;
+        a resumed run keeps a best score of the same kind only); other envs by the return
+        (:meth:`Trainer.best_by`)."""
         if isinstance(self.hub, TurnBasedVectorEnv):
-            return GAMES_BEST_BY
+            selfplay = getattr(self, "selfplay", None)
+            return EXACT_BEST_BY if selfplay is not None and selfplay.exact else GAMES_BEST_BY
         return super().best_by()
 
     def _best_score(self, result: dict[str, Any], at_checkpoint: bool) -> float | None:
-        """A turn-based game's score (None without an evaluation against a random legal
-        player this iteration, and always when ``selfplay_eval_interval`` is 0: the sum of
-        the seats' returns says nothing of a game); other envs' :meth:`Trainer._best_score`."""
+        """A turn-based game's score: its confirmation games' (played when the evaluation
+        against a random legal player scored better than ``best/``, :class:`SelfPlay`; None
+        in the other iterations, and always when ``selfplay_eval_interval`` is 0: the sum of
+        the seats' returns says nothing of a game); with ``selfplay_eval_exact`` the exact
+        evaluation's (:func:`~rlblocks.train.selfplay.exact_score`); other envs'
+        :meth:`Trainer._best_score`."""
         if not isinstance(self.hub, TurnBasedVectorEnv):
             return super()._best_score(result, at_checkpoint)
         if at_checkpoint:
             return None
-        return games_score(result, self.config.selfplay_eval_games)
+        if self.selfplay.exact:
+            return exact_score(result)
+        return games_score(result, self.config.selfplay_eval_games, "confirm")
 
     # --- acting -------------------------------------------------------------------------------
     def compute_actions(

@@ -20,7 +20,20 @@ turn-based game (:class:`~rlblocks.multiagent.turns.TurnBasedVectorEnv`):
   win is); NaN in the other iterations and, for the pool, while it is empty.
   ``selfplay/pool_size`` counts the snapshots. The games against the random player score
   the policy for the run directory's ``best/`` checkpoint (:func:`games_score`, kept by
-  :class:`~rlblocks.train.multiagent.MultiAgentPPOTrainer`).
+  :class:`~rlblocks.train.multiagent.MultiAgentPPOTrainer`), in two steps: a policy whose
+  evaluation games score better than ``best/``'s score plays ``selfplay_eval_games`` fresh
+  confirmation games against the random player (``selfplay/win_rate_confirm``,
+  ``draw_rate_confirm``, ``loss_rate_confirm``; NaN in the other iterations), and only
+  their score is compared with ``best/``'s and kept as it. One sample of games picks a
+  policy partly for its luck; the fresh sample scores it without that luck;
+* with ``selfplay_eval_exact`` (a game :func:`~rlblocks.train.exact_games.exact_refusal`
+  admits: small, deterministic given its seed and moves), the evaluation against the random
+  player is exact instead: :func:`~rlblocks.train.exact_games.exact_versus_random` from every
+  seat, the seats' chances averaged into the ``selfplay/..._rate_random`` columns (the rates
+  of infinitely many games, seats alternating), no confirmation games (an exact score has no
+  luck to confirm away), and ``best/`` keeps the lowest exact loss, then the highest win
+  (:func:`exact_score`). A score of 0 loss is a policy that loses no game to the random
+  player, where 500 played games cannot tell it from one that loses one line in 945.
 
 The evaluation games run on env copies of their own, with the RNG streams of training
 left as they were.
@@ -37,6 +50,7 @@ import torch
 
 from rlblocks.masks import MASK_KEY
 from rlblocks.multiagent.turns import TurnBasedVectorEnv
+from rlblocks.train.exact_games import exact_refusal, exact_versus_random
 from rlblocks.train.matches import Mover, play_games, random_legal, wdl_rates
 from rlblocks.train.opponents import (
     OpponentPool,
@@ -48,30 +62,67 @@ from rlblocks.train.opponents import (
 from rlblocks.train.policy import Policy
 from rlblocks.wrappers.vector_steps import StepResult
 
-__all__ = ["SelfPlay", "games_score", "has_masks", "policy_mover", "snapshot_counts"]
+__all__ = [
+    "CONFIRM_SEED",
+    "SelfPlay",
+    "exact_score",
+    "games_score",
+    "has_masks",
+    "policy_mover",
+    "snapshot_counts",
+]
 
 #: The ``progress.csv`` columns of a self-play evaluation.
 RATE_COLUMNS = tuple(
-    f"selfplay/{what}_rate_{vs}" for vs in ("random", "pool") for what in ("win", "draw", "loss")
+    f"selfplay/{what}_rate_{vs}"
+    for vs in ("random", "pool", "confirm")
+    for what in ("win", "draw", "loss")
 )
 
+#: What the confirmation games' seeds start from (+ the run's seed + the iteration): games
+#: the in-training evaluation (+ 10,000) and ``rlblocks evaluate`` (+ 1,000,003) never play.
+CONFIRM_SEED = 20_000
 
-def games_score(result: Mapping[str, Any], games: int) -> float | None:
+
+def games_score(result: Mapping[str, Any], games: int, vs: str = "random") -> float | None:
     """The score ``run_dir/best`` keeps the policy by in a turn-based run: fewest losses to
     the random legal player, then most wins (``win_rate - (games + 1) * loss_rate``: one
-    loss fewer in ``games`` games outweighs any number of wins); None in an iteration
-    without those games.
+    loss fewer in ``games`` games outweighs any number of wins), of the evaluation games
+    (``vs="random"``) or of the confirmation games (``vs="confirm"``, :class:`SelfPlay`);
+    None in an iteration without those games.
 
     Examples:
         >>> r = {"selfplay/win_rate_random": 0.9, "selfplay/loss_rate_random": 0.0}
         >>> games_score(r, 10) > games_score({**r, "selfplay/loss_rate_random": 0.1}, 10)
         True
+        >>> games_score(r, 10, "confirm") is None
+        True
     """
-    win = float(result.get("selfplay/win_rate_random", math.nan))
-    loss = float(result.get("selfplay/loss_rate_random", math.nan))
+    win = float(result.get(f"selfplay/win_rate_{vs}", math.nan))
+    loss = float(result.get(f"selfplay/loss_rate_{vs}", math.nan))
     if math.isnan(win) or math.isnan(loss):
         return None
     return win - (games + 1) * loss
+
+
+def exact_score(result: Mapping[str, Any]) -> float | None:
+    """The score ``run_dir/best`` keeps the policy by where the evaluation is exact
+    (``selfplay_eval_exact``): lowest loss probability against the random legal player, then
+    highest win probability (``win_rate - 1e9 * loss_rate``: losses closer than 1e-9 count
+    as equal, a lower one outweighs any win); None in an iteration without the evaluation.
+
+    Examples:
+        >>> r = {"selfplay/win_rate_random": 0.9, "selfplay/loss_rate_random": 0.0}
+        >>> exact_score(r) > exact_score({"selfplay/win_rate_random": 0.99,
+        ...                               "selfplay/loss_rate_random": 1 / 945 / 2})
+        True
+    """
+    return games_score(result, EXACT_GAMES)
+
+
+#: :func:`exact_score` is :func:`games_score` of this many games (``games + 1`` the weight of
+#: a loss).
+EXACT_GAMES = 10**9 - 1
 
 
 def has_masks(hub: Any) -> bool:
@@ -173,6 +224,31 @@ class SelfPlay:
             self.schedule.start_all(self.pool)
         self.evaluating = bool(config.selfplay_eval_interval) and has_masks(hub)
         self._seed = seed
+        self._exact_hub: TurnBasedVectorEnv | None = None
+        self.exact = bool(config.selfplay_eval_exact) and self.evaluating
+        if config.selfplay_eval_exact:
+            self._check_exact(hub, config, make_hub, seed)
+
+    def _check_exact(
+        self,
+        hub: Any,
+        config: Any,
+        make_hub: Callable[[int], TurnBasedVectorEnv],
+        seed: int,
+    ) -> None:
+        """Refuses ``selfplay_eval_exact`` where the game cannot be scored exactly; keeps the
+        env copy the exact walks replay on."""
+        where = f"selfplay_eval_exact=True: env {config.env_name!r}"
+        if not isinstance(hub, TurnBasedVectorEnv) or not has_masks(hub):
+            raise ValueError(
+                f"{where} is not a turn-based game whose every agent observes an "
+                "action_mask; exact scores are for such games (set false)"
+            )
+        self._exact_hub = make_hub(1)
+        why = exact_refusal(self._exact_hub.envs[0], seed)
+        if why is not None:
+            self.close()
+            raise ValueError(f"{where} cannot be scored exactly: {why} (set false)")
 
     @staticmethod
     def _check_pool(hub: Any, config: Any) -> None:
@@ -261,9 +337,10 @@ class SelfPlay:
                 self.schedule.start(int(e), self.pool)
 
     # --- iterations ---------------------------------------------------------------------------
-    def end_iteration(self, iteration: int) -> dict[str, float]:
-        """Adds a snapshot when one is due and plays the evaluation games when due; the
-        iteration's ``selfplay/...`` columns."""
+    def end_iteration(self, iteration: int, best_score: float | None = None) -> dict[str, float]:
+        """Adds a snapshot when one is due and plays the evaluation games when due, and the
+        confirmation games when those score better than ``best_score`` (``best/``'s score;
+        None: no ``best/`` is kept); the iteration's ``selfplay/...`` columns."""
         out: dict[str, float] = {}
         if self.pool is not None:
             every = self.config.selfplay_snapshot_every
@@ -274,12 +351,49 @@ class SelfPlay:
         if self.evaluating:
             out.update(dict.fromkeys(RATE_COLUMNS, math.nan))
             if iteration % self.config.selfplay_eval_interval == 0:
-                out.update(self.evaluate(self.config.selfplay_eval_games))
+                games = self.config.selfplay_eval_games
+                if self.exact:  # no luck to confirm away
+                    out.update(self.exact_rates())
+                    out.update(self.evaluate(games, random=False))
+                    return out
+                out.update(self.evaluate(games))
+                score = games_score(out, games)
+                if best_score is not None and score is not None and score > best_score:
+                    out.update(self.confirm(games, self._seed + CONFIRM_SEED + iteration))
         return out
 
-    def evaluate(self, games: int, seed: int | None = None) -> dict[str, float]:
-        """``games`` greedy games against a random legal player and as many against the
-        pool (when it has snapshots): the ``selfplay/...`` rate columns."""
+    def confirm(self, games: int, seed: int) -> dict[str, float]:
+        """``games`` greedy games against a random legal player, reset with ``seed``: the
+        ``selfplay/..._rate_confirm`` columns."""
+        return {
+            k.replace("_random", "_confirm"): v
+            for k, v in self.evaluate(games, seed, pool=False).items()
+        }
+
+    def exact_rates(self) -> dict[str, float]:
+        """The greedy policy's exact chances against a random legal player, averaged over
+        the seats: the ``selfplay/..._rate_random`` columns of an exact evaluation."""
+        hub = self._exact_hub
+        assert hub is not None
+        env = hub.envs[0]
+        owner = {a: pid for pid, spec in hub.specs.items() for a in spec.agents}
+        with torch.random.fork_rng(devices=[]):
+            learner = policy_mover(self.parts, hub, explore=False)
+            seats = [
+                exact_versus_random(env, learner, seat, self._seed, owner.__getitem__)
+                for seat in env.possible_agents
+            ]
+        return {
+            f"selfplay/{k}_rate_random": float(np.mean([s[k] for s in seats]))
+            for k in ("win", "draw", "loss")
+        }
+
+    def evaluate(
+        self, games: int, seed: int | None = None, pool: bool = True, random: bool = True
+    ) -> dict[str, float]:
+        """``games`` greedy games against a random legal player (with ``random``) and, with
+        ``pool``, as many against the pool (when it has snapshots): the ``selfplay/...``
+        rate columns."""
         if self._eval_hub is None:
             self._eval_hub = self._make_hub(min(games, 8))
         hub = self._eval_hub
@@ -288,10 +402,11 @@ class SelfPlay:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             learner = policy_mover(self.parts, hub, explore=False)
-            rng = np.random.default_rng(seed)
-            counts = play_games(hub, learner, random_legal(rng), games, seed)
-            out.update(wdl_rates(counts, "_random"))
-            if self.pool is not None and len(self.pool):
+            if random:
+                rng = np.random.default_rng(seed)
+                counts = play_games(hub, learner, random_legal(rng), games, seed)
+                out.update(wdl_rates(counts, "_random"))
+            if pool and self.pool is not None and len(self.pool):
                 counts = snapshot_counts(hub, learner, self.pool.snapshots, games, seed)
                 out.update(wdl_rates(counts, "_pool"))
         return {f"selfplay/{k}": v for k, v in out.items()}
@@ -317,3 +432,6 @@ class SelfPlay:
         if self._eval_hub is not None:
             self._eval_hub.close()
             self._eval_hub = None
+        if self._exact_hub is not None:
+            self._exact_hub.close()
+            self._exact_hub = None

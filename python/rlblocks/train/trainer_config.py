@@ -431,7 +431,18 @@ class PPOConfig(TrainerConfig):
     ``selfplay/win_rate_random`` ... ``selfplay/loss_rate_pool`` (NaN in other
     iterations); 0: never. The games against the random player keep the run directory's
     ``best/`` checkpoint (fewest losses, then most wins:
-    :func:`rlblocks.train.selfplay.games_score`)."""
+    :func:`rlblocks.train.selfplay.games_score`), confirmed: a policy that scores better
+    than ``best/`` plays as many fresh games (``selfplay/..._rate_confirm``), and their
+    score alone replaces ``best/``'s when better."""
+    selfplay_eval_exact: bool = option(False, as_bool)
+    """Turn-based games with action masks (native trainer): the evaluation against the random
+    legal player is exact, not played (:func:`rlblocks.train.exact_games.exact_versus_random`
+    from every seat, averaged, in the ``selfplay/..._rate_random`` columns; no confirmation
+    games) and ``best/`` keeps the lowest exact loss, then the highest win
+    (:func:`rlblocks.train.selfplay.exact_score`). A game that
+    :func:`rlblocks.train.exact_games.exact_refusal` refuses is refused at the start.
+    ``rlblocks train --env GAME`` alone sets it where that rule admits the game
+    (:data:`rlblocks.cli.train_defaults.TURN_DEFAULTS`: tictactoe, not connect_four)."""
     selfplay_eval_games: int = option(20, int_at_least(1))
     """Games per opponent in each self-play evaluation (seats alternate); ``rlblocks train
     --env GAME`` alone sets 500 (:data:`rlblocks.cli.train_defaults.TURN_DEFAULTS`)."""

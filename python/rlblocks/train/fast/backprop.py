@@ -119,6 +119,7 @@ OUTSIDE_THE_LOSS = frozenset(
         "selfplay_random_opening",
         "selfplay_eval_interval",
         "selfplay_eval_games",
+        "selfplay_eval_exact",
     }
 )
 
