@@ -159,11 +159,8 @@ def test_best_holds_the_lowest_exact_loss_and_a_game_too_large_is_refused(tmp_pa
     cfg = {"env": TICTACTOE, "num_envs": 4, "train_batch_size": 256, "sgd_minibatch_size": 64,
            "num_sgd_iter": 4, "lr": 3e-3, "seed": 2, "selfplay_eval_interval": 1,
            "selfplay_eval_exact": True, "checkpoint_freq": 1, "keep_checkpoints": 0}  # fmt: skip
-    trainer = MultiAgentPPOTrainer(cfg, run_dir=tmp_path)
-    try:
+    with MultiAgentPPOTrainer(cfg, run_dir=tmp_path) as trainer:
         trainer.fit(stop_iters=3, progress=False)
-    finally:
-        trainer.close()
     rows = list(csv.DictReader((tmp_path / "progress.csv").open()))
     assert all(math.isnan(float(r["selfplay/loss_rate_confirm"])) for r in rows)
     losses = [float(r["selfplay/loss_rate_random"]) for r in rows]

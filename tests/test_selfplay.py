@@ -333,11 +333,8 @@ def test_a_resumed_run_keeps_a_better_best_over_a_worse_later_score(tmp_path: Pa
 
     cfg = {"env": TICTACTOE, **TINY, "seed": 1, "selfplay_eval_interval": 1,
            "selfplay_eval_games": 40, "checkpoint_freq": 1, "keep_checkpoints": 0}  # fmt: skip
-    trainer = MultiAgentPPOTrainer(cfg, run_dir=tmp_path)
-    try:
+    with MultiAgentPPOTrainer(cfg, run_dir=tmp_path) as trainer:
         trainer.fit(stop_iters=3, progress=False)
-    finally:
-        trainer.close()
     rows = list(csv.DictReader((tmp_path / "progress.csv").open()))
     scores = [games_score(r, 40) for r in rows]
     confirmed = [games_score(r, 40, "confirm") for r in rows]
