@@ -158,7 +158,8 @@ def test_a_non_finite_reward_is_refused_naming_the_sub_env() -> None:
 #: The evaluation loops (one episode at a time, not training) may step an env themselves;
 #: train/matches.py plays whole games of a turn-based env between two sides (self-play's
 #: win/draw/loss games, ``evaluate --opponent``), stepping the multi-agent hub.
-EVALUATION = {"train/play.py", "rllib/evaluate.py", "train/matches.py"}
+#: train/exact_games.py replays one game's lines of play to score a policy exactly.
+EVALUATION = {"train/play.py", "rllib/evaluate.py", "train/matches.py", "train/exact_games.py"}
 #: ``.step()`` calls on what is not an env: the step loop's objects, optimizers, ...
 NOT_ENVS = {
     "self.steps",  # VectorSteps
