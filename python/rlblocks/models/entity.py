@@ -344,6 +344,8 @@ class EntityEncoder(nn.Module):
     def forward(self, items: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """``items`` ``[B, L, item_size]``, ``mask`` bool ``[B, L]`` -> ``[B, dim + 1]``."""
         slots = mask.shape[1]
+        if not _tracing() and not bool(mask.any()):  # every list empty: nothing to attend to
+            return self.empty(mask.shape[0], items.dtype, items.device)
         items, mask = trim_padding(mask, items, mask)
         zero = torch.zeros((), dtype=items.dtype, device=items.device)
         x = self.embed(torch.where(mask.unsqueeze(-1), items, zero))
@@ -356,6 +358,25 @@ class EntityEncoder(nn.Module):
             pooled = self.pool(self.norm(x), mask)
         used = mask.sum(dim=1, keepdim=True).to(pooled.dtype) / max(slots, 1)
         return torch.cat([pooled, used], dim=1)
+
+    def empty(self, batch: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """The encoding of ``batch`` empty lists ``[batch, dim + 1]``, what :meth:`forward`
+        gives a row without items, computed without the items: zeros for attention (pooling
+        skips every position; the encoder's parameters get no gradient, as their gradient
+        through such rows is exactly zero), ``rho`` of zeros for DeepSets.
+
+        Examples:
+            >>> enc = EntityEncoder(item_size=3, dim=8, heads=2)
+            >>> no_items = torch.zeros(2, 5, dtype=torch.bool)
+            >>> torch.equal(enc(torch.randn(2, 5, 3), no_items), enc.empty(2, torch.float32,
+            ...             torch.device("cpu")))
+            True
+        """
+        dim = self.num_outputs - 1
+        if self.rho is None:
+            return torch.zeros(batch, dim + 1, dtype=dtype, device=device)
+        pooled = self.rho(torch.zeros(1, dim, dtype=dtype, device=device)).expand(batch, dim)
+        return torch.cat([pooled, torch.zeros(batch, 1, dtype=dtype, device=device)], dim=1)
 
     def forward_flat(self, flat: torch.Tensor, max_len: int) -> torch.Tensor:
         """The flat block of a Repeated / Sequence leaf ``[B, 1 + max_len * item_size]``."""
@@ -424,15 +445,20 @@ class TextEncoder(nn.Module):
         A string that repeats in the batch (MiniGrid's mission, constant within an episode
         and across envs) is encoded once and its encoding shared by its rows
         (:func:`distinct_rows`; gradients add up over the rows as before); a changed string
-        is a new row, encoded on its own."""
+        is a new row, encoded on its own. A batch whose strings are all empty (length <= 0:
+        MiniGrid's constant mission once a ``MeanStdFilter`` has normalised it to zeros)
+        encodes to :meth:`EntityEncoder.empty` without running the encoder."""
         width = self.num_chars if self.encoding == "one_hot" else 1
         if flat.shape[-1] != 1 + self.max_len * width:
             raise ValueError(
                 f"TextEncoder: expected a block of {1 + self.max_len * width} floats "
                 f"(length, then {self.max_len} positions of {width}), got {flat.shape[-1]}"
             )
-        if not torch.is_grad_enabled() and flat.dim() == 2 and not _tracing():
-            return self._remembered(flat)
+        if flat.dim() == 2 and not _tracing():
+            if not bool(length_mask(flat[:, 0], self.max_len).any()):  # every string empty
+                return self.entities.empty(flat.shape[0], flat.dtype, flat.device)
+            if not torch.is_grad_enabled():
+                return self._remembered(flat)
         distinct = distinct_rows(flat)
         if distinct is not None:  # a repeated string (MiniGrid's mission) is encoded once
             first, inverse = distinct
