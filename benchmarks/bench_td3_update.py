@@ -7,10 +7,14 @@ for Hopper's shapes (11 observation, 3 action dimensions; no MuJoCo needed):
   second update, counts half): rlblocks' and SB3's, whose ``actor_loss.backward()`` also
   fills the first critic's weight gradients (the next critic step zeroes them);
 * the CPU milliseconds per update of each, one thread, and the GFLOP/s they reach;
-* the same matrix multiplies run bare (torch, float32, one thread, each at its shape):
-  the floor of an update at equal work on this core, and the ratio to SB3 it allows.
+* the same matrix multiplies run bare (float32, one thread, each at its shape; in torch,
+  and in numpy, whose BLAS the closed form's products run on): the floor of an update at
+  equal work on this core, and the ratio to SB3 it allows;
+* with ``--dtypes``, those matmuls in bfloat16 and float16 (torch, one thread) and their
+  relative error against float64: whether cheaper arithmetic would lower that floor.
 
-Run: ``PYTHONPATH=python python benchmarks/bench_td3_update.py [--updates 300] [--quick]``.
+Run: ``OMP_NUM_THREADS=1 PYTHONPATH=python python benchmarks/bench_td3_update.py
+[--updates 300] [--quick] [--dtypes]`` (one BLAS thread for numpy too).
 
 Examples:
     >>> round(flops(update_matmuls(2 * ACT)) / 1e6)  # rlblocks' actor has 2 * dim(A) outputs
@@ -134,9 +138,15 @@ def time_sb3(n: int, seed: int = 0) -> float:
     return (time.process_time() - start) / n
 
 
-def time_bare(matmuls: Sequence[tuple[int, int, int, float]], n: int) -> float:
-    """CPU seconds of the update's matmuls alone (the half-weighted ones every second time)."""
-    mats = [(torch.randn(m, k), torch.randn(k, c), w) for m, k, c, w in matmuls]
+def time_bare(
+    matmuls: Sequence[tuple[int, int, int, float]], n: int, dtype: torch.dtype = torch.float32
+) -> float:
+    """CPU seconds of the update's matmuls alone (the half-weighted ones every second time),
+    in ``dtype``."""
+    mats = [
+        (torch.randn(m, k, dtype=dtype), torch.randn(k, c, dtype=dtype), w)
+        for m, k, c, w in matmuls
+    ]
 
     def one(i: int) -> None:
         for x, y, w in mats:
@@ -146,12 +156,44 @@ def time_bare(matmuls: Sequence[tuple[int, int, int, float]], n: int) -> float:
     return _cpu_per_call(one, n)
 
 
+def time_bare_numpy(matmuls: Sequence[tuple[int, int, int, float]], n: int) -> float:
+    """:func:`time_bare` in numpy (its BLAS: the closed form runs its products there)."""
+    rng = np.random.default_rng(0)
+    mats = [
+        (rng.standard_normal((m, k), np.float32), rng.standard_normal((k, c), np.float32), w)
+        for m, k, c, w in matmuls
+    ]
+
+    def one(i: int) -> None:
+        for x, y, w in mats:
+            if w == 1.0 or i % 2 == 0:
+                x @ y
+
+    return _cpu_per_call(one, n)
+
+
+def rel_error(matmuls: Sequence[tuple[int, int, int, float]], dtype: torch.dtype) -> float:
+    """The largest relative error (Frobenius norm) of the matmuls' products in ``dtype``
+    against float64, for inputs rounded to ``dtype`` (the product's own error)."""
+    gen = torch.Generator().manual_seed(0)
+    worst = 0.0
+    for m, k, c, _ in matmuls:
+        x = torch.randn(m, k, generator=gen).to(dtype)
+        y = torch.randn(k, c, generator=gen).to(dtype)
+        ref = x.double() @ y.double()
+        worst = max(worst, float(((x @ y).double() - ref).norm() / ref.norm()))
+    return worst
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Prints the counts and the timings."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--updates", type=int, default=300, help="timed updates of each")
     p.add_argument("--quick", action="store_true", help="smoke run: 10 updates of each")
     p.add_argument("--no-sb3", dest="sb3", action="store_false")
+    p.add_argument(
+        "--dtypes", action="store_true", help="also the bare matmuls in bfloat16 and float16"
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.updates = 10
@@ -166,6 +208,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"FLOPs per update: rlblocks {f_ours / 1e6:.0f} M, SB3 {f_sb3 / 1e6:.0f} M")
     print(f"rlblocks closed form: {t_ours * 1e3:.2f} ms ({f_ours / t_ours / 1e9:.1f} GFLOP/s)")
     print(f"its matmuls alone:    {t_bare * 1e3:.2f} ms ({f_ours / t_bare / 1e9:.1f} GFLOP/s)")
+    t_np = time_bare_numpy(ours_mm, args.updates)
+    print(f"the same in numpy:    {t_np * 1e3:.2f} ms ({f_ours / t_np / 1e9:.1f} GFLOP/s)")
+    if args.dtypes:
+        for dtype in (torch.bfloat16, torch.float16):
+            t_dt = time_bare(ours_mm, max(2, args.updates // 10), dtype)
+            name = str(dtype).removeprefix("torch.")
+            print(
+                f"its matmuls in {name + ':':9s} {t_dt * 1e3:.2f} ms "
+                f"({f_ours / t_dt / 1e9:.1f} GFLOP/s, {t_dt / t_bare:.1f}x float32's; "
+                f"relative error up to {rel_error(ours_mm, dtype):.1e})"
+            )
     if args.sb3:
         t_sb3 = time_sb3(args.updates)
         print(f"SB3 TD3.train:        {t_sb3 * 1e3:.2f} ms ({f_sb3 / t_sb3 / 1e9:.1f} GFLOP/s)")

@@ -75,6 +75,40 @@ def test_closed_form_update_matches_autograd(
                 torch.testing.assert_close(tensor, want, rtol=1e-3, atol=1e-6)
 
 
+@pytest.mark.parametrize("change", ["free the gradients", "move the storages"])
+def test_the_numpy_views_follow_freed_gradients_and_moved_storages(change: str) -> None:
+    """The closed form's products run on numpy views of the parameters and their
+    ``.grad`` tensors: after the gradients are freed (``zero_grad(set_to_none=True)``) or
+    every parameter's and target's storage is replaced (same values), its updates still
+    equal autograd's, so the views were taken again."""
+    model = {"fcnet_hiddens": [16, 16]}
+    kw = {"model": model, "q_model": model, "tau": 0.1}
+    fast, plain = _learner(TD3Config, False, **kw), _learner(TD3Config, True, **kw)
+    batches = _batches(10)
+    for learner in (fast, plain):
+        torch.manual_seed(1)
+        for b in batches[:5]:
+            learner.update(b, 0)
+    if change == "free the gradients":
+        for opt in (fast.actor_optimizer, fast.critic_optimizer):
+            opt.zero_grad(set_to_none=True)
+    else:
+        nets = (fast.actor, fast.target_actor, fast.critics, fast.target_critics)
+        for p in (p for net in nets for p in net.parameters()):
+            old = p.data
+            p.data = old.clone()
+            old.fill_(float("nan"))  # stale views would read (and write) this
+    assert fast._backprop() is not None
+    for learner in (fast, plain):
+        torch.manual_seed(2)
+        for b in batches[5:]:
+            learner.update(b, 0)
+    state_a, state_b = fast.state_dict(), plain.state_dict()
+    for key in ("actor", "target_actor", "critics", "target_critics"):
+        for name, tensor in state_a[key].items():
+            torch.testing.assert_close(tensor, state_b[key][name], rtol=1e-4, atol=1e-5)
+
+
 def test_the_smoothing_noise_is_the_module_paths_draw() -> None:
     """The target alone, for the same torch seed: equal on both paths, and a different
     seed moves it (the noise is drawn, not skipped)."""

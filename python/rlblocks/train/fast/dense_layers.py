@@ -46,6 +46,7 @@ from rlblocks.models.misc import SlimFC, tanh_cpu
 __all__ = [
     "BypassCheck",
     "Dense",
+    "DenseViews",
     "FCLayers",
     "NumpyWeights",
     "NumpyGrads",
@@ -55,6 +56,7 @@ __all__ = [
     "backward_stack",
     "clip_numpy_grads",
     "grad_hooks_set",
+    "input_grad_numpy",
     "numpy_grads",
     "numpy_weights",
     "run_numpy",
@@ -219,16 +221,39 @@ def backward_numpy(
     for i in range(len(layers) - 1, -1, -1):
         assert d is not None
         weight, _, activation = layers[i]
-        if activation == "relu":
-            d = d * (acts[i + 1] > 0.0)
-        elif activation == "tanh":
-            y = acts[i + 1]
-            d = d * (1.0 - y * y)
+        if activation is not None:  # (a linear last layer's output may be left out of acts)
+            d = _activation_backward_numpy(d, acts[i + 1], activation)
         grad_w, grad_b = grads[i]
         np.matmul(d.T, acts[i], out=grad_w)
         np.matmul(_ones(len(d)), d, out=grad_b)  # the column sums (BLAS: faster than sum)
-        d = d @ weight if i > 0 or input_grad else None
+        d = _times_weight(d, weight) if i > 0 or input_grad else None
     return d
+
+
+def input_grad_numpy(layers: NumpyWeights, acts: list[np.ndarray], d_out: np.ndarray) -> np.ndarray:
+    """The input's gradient through ``layers`` (:func:`backward_numpy`'s last return)
+    without any weight gradient."""
+    d = d_out
+    for i in range(len(layers) - 1, -1, -1):
+        weight, _, activation = layers[i]
+        if activation is not None:
+            d = _activation_backward_numpy(d, acts[i + 1], activation)
+        d = _times_weight(d, weight)
+    return d
+
+
+def _activation_backward_numpy(d: np.ndarray, y: np.ndarray, activation: str | None) -> np.ndarray:
+    if activation == "relu":
+        return d * (y > 0.0)
+    if activation == "tanh":
+        return d * (1.0 - y * y)
+    return d
+
+
+def _times_weight(d: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """``d @ weight``; for a one-unit layer (``[B, 1] @ [1, n]``) the outer product, the
+    same numbers (one product per entry) without numpy's slow K=1 matmul."""
+    return d * weight if weight.shape[0] == 1 else d @ weight
 
 
 @functools.lru_cache(maxsize=8)
@@ -236,6 +261,40 @@ def _ones(n: int) -> np.ndarray:
     ones = np.ones(n, np.float32)
     ones.flags.writeable = False
     return ones
+
+
+class DenseViews:
+    """Numpy views of CPU float32 layers' weights (:func:`numpy_weights`) and gradients
+    (:func:`numpy_grads`), kept between calls and taken again when a parameter's or a
+    gradient's storage moved or a gradient was freed.
+
+    Args:
+        layers: The layers (views of a model's own parameters).
+    """
+
+    def __init__(self, layers: list[Dense]) -> None:
+        self.layers = layers
+        self._params = [p for d in layers for p in (d.weight, d.bias)]
+        self._wkey: list[int] = []
+        self._gkey: list[int] = []
+        self._weights: NumpyWeights = []
+        self._grads: NumpyGrads = []
+
+    def weights(self) -> NumpyWeights:
+        """``(weight, bias, activation)`` per layer, numpy views of the parameters."""
+        key = [p.data_ptr() for p in self._params]
+        if key != self._wkey:
+            self._weights, self._wkey = numpy_weights(self.layers), key
+        return self._weights
+
+    def grads(self) -> NumpyGrads:
+        """``(weight gradient, bias gradient)`` per layer, numpy views of the ``.grad``
+        tensors (allocated where missing)."""
+        key = [-1 if p.grad is None else p.grad.data_ptr() for p in self._params]
+        if key != self._gkey:
+            self._grads = numpy_grads(self.layers)
+            self._gkey = [p.grad.data_ptr() for p in self._params]  # type: ignore[union-attr]
+        return self._grads
 
 
 def clip_numpy_grads(grads: NumpyGrads, max_norm: float) -> float:

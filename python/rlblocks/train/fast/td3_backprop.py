@@ -6,7 +6,7 @@ catalog's :class:`~rlblocks.models.fcnet.FullyConnectedNetwork` with ``2 * dim(A
 outputs, of which TD3 reads the first half, and each critic a
 :class:`~rlblocks.models.heads.ContinuousActionQModel` over a pass-through (or FC) base.
 :class:`TD3Backprop` runs :class:`~rlblocks.train.learners.td3.TD3Learner`'s three
-computations on plain tensors and writes the gradients in closed form:
+computations on plain arrays and writes the gradients in closed form:
 
 * the target ``y = r + d * min_i Qtarg_i(s', a')`` at the smoothed target action
   ``a' = clip(tanh(mean_targ(s')) + clip(sigma * N(0, 1), -c, c), -1, 1)``; the normal
@@ -20,10 +20,15 @@ computations on plain tensors and writes the gradients in closed form:
 
 Each derivative is the one autograd takes through the learner's module path (ties of the
 ``min`` split as ``amin`` splits them), so both paths give the same update up to float
-rounding (``tests/test_td3_backprop.py``). The learner steps the optimizers and the
-Polyak targets. The networks covered, and the reasons for declining others, are SAC's
-(:func:`~rlblocks.train.fast.sac_backprop.decline_reason`); :meth:`TD3Backprop.usable`
-is False while a hook is set or a layer was replaced.
+rounding (``tests/test_td3_backprop.py``). The layers' matrix products, bias sums and
+activations run in numpy on views of the parameters and of their ``.grad`` tensors
+(:class:`~rlblocks.train.fast.dense_layers.DenseViews`), as PPO's closed form runs them
+(:mod:`rlblocks.train.fast.numpy_pass`): at ``[400, 300]`` nets and batches of 256 numpy's
+BLAS takes less CPU time for the same products than torch's (docs/qlearning.md, "Wall
+time"). The smoothing noise and the ``tanh`` of the actions stay torch's. The learner steps
+the optimizers and the Polyak targets. The networks covered, and the reasons for declining
+others, are SAC's (:func:`~rlblocks.train.fast.sac_backprop.decline_reason`);
+:meth:`TD3Backprop.usable` is False while a hook is set or a layer was replaced.
 
 Examples:
     >>> import gymnasium as gym
@@ -45,12 +50,17 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlblocks.train.fast.dense_layers import Dense, FCLayers, backward_stack, run_stack
+from rlblocks.train.fast.dense_layers import (
+    Dense,
+    DenseViews,
+    FCLayers,
+    backward_numpy,
+    input_grad_numpy,
+    run_numpy,
+)
 from rlblocks.train.fast.sac_backprop import (
     SACBackprop,
-    _column,
     _Critic,
-    _fresh_grads,
     _mean,
     _np,
     decline_reason,
@@ -58,6 +68,44 @@ from rlblocks.train.fast.sac_backprop import (
 )
 
 __all__ = ["TD3Backprop"]
+
+
+class _NumpyCritic:
+    """A :class:`~rlblocks.train.fast.sac_backprop._Critic`'s passes on numpy views of
+    its parameters and gradients."""
+
+    def __init__(self, critic: _Critic) -> None:
+        self.critic = critic
+        self.base = DenseViews(critic.base.trunk)
+        self.head = DenseViews(critic.layers)
+        self.action_dim = critic.module.action_dim
+
+    def q(self, x: np.ndarray, action: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Every layer's output of the base for the observations ``x`` (``[x, ...]``) and
+        of the head for ``concat(features, action)`` (its last, the Q-values ``[B, 1]``)."""
+        base_acts = [x]
+        features = run_numpy(self.base.weights(), x, base_acts)
+        head_acts = [np.concatenate([features, action], 1)]
+        run_numpy(self.head.weights(), head_acts[0], head_acts)
+        return base_acts, head_acts
+
+    def backward(
+        self, base_acts: list[np.ndarray], head_acts: list[np.ndarray], d_q: np.ndarray
+    ) -> None:
+        """Writes the gradients of the critic's layers for ``d_q`` (``[B, 1]``)."""
+        trunk = bool(self.critic.base.trunk)
+        d_in = backward_numpy(
+            self.head.weights(), self.head.grads(), head_acts, d_q, input_grad=trunk
+        )
+        if trunk:
+            assert d_in is not None
+            d_features = d_in[:, : base_acts[-1].shape[1]]
+            backward_numpy(self.base.weights(), self.base.grads(), base_acts, d_features)
+
+    def action_grad(self, head_acts: list[np.ndarray], d_q: np.ndarray) -> np.ndarray:
+        """The gradient of the action for ``d_q`` (``[B, 1]``); no weight gradient."""
+        d = input_grad_numpy(self.head.weights(), head_acts, d_q)
+        return d[:, d.shape[1] - self.action_dim :]
 
 
 class TD3Backprop:
@@ -82,6 +130,10 @@ class TD3Backprop:
         self.target_layers: list[Dense] = [*target_actor.trunk, target_actor.logits]
         self.critics = critics
         self.target_critics = target_critics
+        self._actor = DenseViews(self.actor_layers)
+        self._target = DenseViews(self.target_layers)
+        self._critics = [_NumpyCritic(c) for c in critics]
+        self._target_critics = [_NumpyCritic(c) for c in target_critics]
 
     @classmethod
     def choose(
@@ -126,11 +178,11 @@ class TD3Backprop:
         )
 
     @staticmethod
-    def _mu(layers: list[Dense], x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
-        """The actor's activations and ``tanh`` of the first ``dim(A)`` outputs."""
-        acts = run_stack(layers, x)
-        out = acts[-1]
-        return acts, torch.tanh(out[:, : out.shape[1] // 2])
+    def _mu(views: DenseViews, x: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+        """The actor's outputs (``[x, ...]``) and ``tanh`` of the first ``dim(A)``."""
+        acts = [x]
+        out = run_numpy(views.weights(), x, acts)
+        return acts, _np(torch.tanh(torch.from_numpy(out[:, : out.shape[1] // 2])))
 
     @torch.no_grad()
     def targets(
@@ -143,14 +195,13 @@ class TD3Backprop:
     ) -> torch.Tensor:
         """``y = r + d * min_i Qtarg_i(s', a')`` (``[B]``) at the smoothed target action
         (no draw when ``target_noise`` is 0)."""
-        x = SACBackprop._flat(next_obs)
-        a_next = self._mu(self.target_layers, x)[1]
+        x = _np(SACBackprop._flat(next_obs))
+        a_next = self._mu(self._target, x)[1]
         if target_noise > 0:
             eps = _np(torch.randn(a_next.shape)) * np.float32(target_noise)
             np.clip(eps, -noise_clip, noise_clip, out=eps)
-            unit = _np(a_next)
-            np.clip(unit + eps, -1.0, 1.0, out=unit)
-        qs = [_np(c.q(x, a_next)[1][-1])[:, 0] for c in self.target_critics]
+            np.clip(a_next + eps, -1.0, 1.0, out=a_next)
+        qs = [c.q(x, a_next)[1][-1][:, 0] for c in self._target_critics]
         q = SACBackprop._min(qs)[0]
         r = _np(rewards.reshape(-1).float())
         d = _np(discounts.reshape(-1).float())
@@ -162,33 +213,32 @@ class TD3Backprop:
     ) -> tuple[float, list[np.ndarray]]:
         """``(sum_i mean(w * (Q_i - y)^2), [Q_i(s, a)])`` for normalised ``actions``;
         writes the gradients of the critics' layers."""
-        x = SACBackprop._flat(obs)
+        x = _np(SACBackprop._flat(obs))
+        a = _np(actions.float())
         b = x.shape[0]
         y = _np(targets)
         w = _np(weights.reshape(-1).float())
         loss, qs = 0.0, []
-        for critic in self.critics:
-            base_acts, head_acts = critic.q(x, actions)
-            q = _np(head_acts[-1])[:, 0]
+        for critic in self._critics:
+            base_acts, head_acts = critic.q(x, a)
+            q = head_acts[-1][:, 0]
             diff = q - y
             loss += float(_mean(w * diff * diff))
-            critic.backward(base_acts, head_acts, _column(np.float32(2.0 / b) * w * diff))
+            critic.backward(base_acts, head_acts, (np.float32(2.0 / b) * w * diff).reshape(-1, 1))
             qs.append(q)
         return loss, qs
 
     @torch.no_grad()
     def actor_grads(self, obs: torch.Tensor) -> float:
         """``-mean(Q_1(s, mu(s)))``; writes the gradients of the actor's layers."""
-        x = SACBackprop._flat(obs)
+        x = _np(SACBackprop._flat(obs))
         b = x.shape[0]
-        acts, mu = self._mu(self.actor_layers, x)
-        critic = self.critics[0]
+        acts, mu = self._mu(self._actor, x)
+        critic = self._critics[0]
         head_acts = critic.q(x, mu)[1]
-        loss = -float(_mean(_np(head_acts[-1])))
-        d_q = torch.full((b, 1), -1.0 / b)
-        d_mu = critic.action_grad(head_acts, d_q)
-        d_out = torch.zeros_like(acts[-1])
-        d_out[:, : mu.shape[1]] = torch.ops.aten.tanh_backward(d_mu, mu)
-        _fresh_grads(self.actor_layers)
-        backward_stack(self.actor_layers, acts, d_out)
+        loss = -float(_mean(head_acts[-1]))
+        d_mu = critic.action_grad(head_acts, np.full((b, 1), -1.0 / b, np.float32))
+        d_out = np.zeros_like(acts[-1])
+        d_out[:, : mu.shape[1]] = d_mu * (np.float32(1.0) - mu * mu)  # tanh's derivative
+        backward_numpy(self._actor.weights(), self._actor.grads(), acts, d_out)
         return loss
