@@ -139,30 +139,20 @@ def time_sb3(n: int, seed: int = 0) -> float:
 
 
 def time_bare(
-    matmuls: Sequence[tuple[int, int, int, float]], n: int, dtype: torch.dtype = torch.float32
+    matmuls: Sequence[tuple[int, int, int, float]],
+    n: int,
+    dtype: torch.dtype | None = torch.float32,
 ) -> float:
     """CPU seconds of the update's matmuls alone (the half-weighted ones every second time),
-    in ``dtype``."""
-    mats = [
-        (torch.randn(m, k, dtype=dtype), torch.randn(k, c, dtype=dtype), w)
-        for m, k, c, w in matmuls
-    ]
-
-    def one(i: int) -> None:
-        for x, y, w in mats:
-            if w == 1.0 or i % 2 == 0:
-                x @ y
-
-    return _cpu_per_call(one, n)
-
-
-def time_bare_numpy(matmuls: Sequence[tuple[int, int, int, float]], n: int) -> float:
-    """:func:`time_bare` in numpy (its BLAS: the closed form runs its products there)."""
+    in torch at ``dtype``, or in numpy's float32 (its BLAS, where the closed form runs its
+    products) for ``dtype=None``."""
     rng = np.random.default_rng(0)
-    mats = [
-        (rng.standard_normal((m, k), np.float32), rng.standard_normal((k, c), np.float32), w)
-        for m, k, c, w in matmuls
-    ]
+
+    def operand(rows: int, cols: int) -> Any:
+        x = rng.standard_normal((rows, cols), np.float32)
+        return x if dtype is None else torch.from_numpy(x).to(dtype)
+
+    mats = [(operand(m, k), operand(k, c), w) for m, k, c, w in matmuls]
 
     def one(i: int) -> None:
         for x, y, w in mats:
@@ -208,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"FLOPs per update: rlblocks {f_ours / 1e6:.0f} M, SB3 {f_sb3 / 1e6:.0f} M")
     print(f"rlblocks closed form: {t_ours * 1e3:.2f} ms ({f_ours / t_ours / 1e9:.1f} GFLOP/s)")
     print(f"its matmuls alone:    {t_bare * 1e3:.2f} ms ({f_ours / t_bare / 1e9:.1f} GFLOP/s)")
-    t_np = time_bare_numpy(ours_mm, args.updates)
+    t_np = time_bare(ours_mm, args.updates, None)
     print(f"the same in numpy:    {t_np * 1e3:.2f} ms ({f_ours / t_np / 1e9:.1f} GFLOP/s)")
     if args.dtypes:
         for dtype in (torch.bfloat16, torch.float16):
