@@ -108,3 +108,17 @@ def pytest_configure(config: pytest.Config) -> None:
         for sub in ("rllib", "wrappers/ray_vector.py")
     ]
     config.option.ignore = [*(config.getoption("ignore") or []), *needs_ray]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The ``ray`` marker: every test of tests/rllib carries it, and a test elsewhere that
+    needs the ray extra is marked by hand (tests/test_markers.py checks that none skips itself
+    instead), so that CI's Ray step can select them all with ``-m ray``. Without Ray they
+    skip."""
+    rllib_dir = Path(__file__).parent / "rllib"
+    has_ray = importlib.util.find_spec("ray") is not None
+    for item in items:
+        if rllib_dir in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.ray)
+        if not has_ray and item.get_closest_marker("ray") is not None:
+            item.add_marker(pytest.mark.skip(reason="needs the ray extra"))

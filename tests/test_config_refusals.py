@@ -6,7 +6,6 @@ the value. Through the Python API and the CLI (fresh processes, as the console s
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import re
@@ -217,6 +216,7 @@ def test_cli_refuses_a_dqn_run_that_would_not_learn(
     assert not run.exists()  # a failed start leaves nothing behind
 
 
+@pytest.mark.ray
 @pytest.mark.parametrize(
     ("args", "start"),
     [
@@ -261,8 +261,6 @@ def test_cli_refuses_an_rllib_dqn_run_as_the_native_config_does_before_ray_start
 ) -> None:
     """``--backend rllib --algo DQN`` builds the native ``DQNConfig``: the same validators
     and refusals, and what RLlib cannot honour refused, all before Ray starts."""
-    if importlib.util.find_spec("ray") is None:
-        pytest.skip("the ray extra")
     run = tmp_path / "run"
     out = rlblocks_cli(*DQN_CLI, "--backend", "rllib", "--run-dir", str(run), *args)
     line = error_line(out)  # one line: Ray never started (it logs as it starts)

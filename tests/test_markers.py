@@ -67,3 +67,42 @@ def test_the_check_sees_each_way_of_reaching_the_core() -> None:
     assert marked_native(ast.parse("import pytest\npytestmark = pytest.mark.native"))
     assert marked_native(ast.parse("pytestmark = [pytest.mark.native, pytest.mark.slow]"))
     assert not marked_native(ast.parse("pytestmark = pytest.mark.slow"))
+
+
+def skips_itself_without_ray(source: str) -> bool:
+    """True if the source skips on Ray's absence by hand (``importorskip("ray")`` inside a
+    function, or a ``skipif`` on ``find_spec("ray")``) rather than by the ``ray`` marker."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Call) and ast.unparse(inner.func).endswith("importorskip"):
+                    if [ast.unparse(a) for a in inner.args[:1]] == ["'ray'"]:
+                        return True
+        if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("find_spec"):
+            if [ast.unparse(a) for a in node.args[:1]] == ["'ray'"]:
+                return True
+    return False
+
+
+def test_tests_that_need_ray_carry_the_ray_marker() -> None:
+    """CI's Ray step runs ``-m ray``: a test outside tests/rllib that skips itself on Ray's
+    absence by hand would run in no step with Ray."""
+    exempt = {"conftest.py", "test_ray_extra_missing.py"}  # they test Ray's absence
+    by_hand = [
+        path.name
+        for path in sorted(TESTS.glob("*.py"))
+        if path.name not in exempt and skips_itself_without_ray(path.read_text())
+    ]
+    assert not by_hand, f"{by_hand}: mark the tests that need Ray `@pytest.mark.ray` instead"
+
+
+def test_the_ray_check_sees_both_ways_of_skipping_by_hand() -> None:
+    assert skips_itself_without_ray('def test_x():\n    pytest.importorskip("ray")')
+    assert skips_itself_without_ray(
+        '@pytest.mark.skipif(find_spec("ray") is None, reason="")\ndef test_x():\n    pass'
+    )
+    assert skips_itself_without_ray(
+        'def test_x():\n    if importlib.util.find_spec("ray") is None:\n        pytest.skip("ray")'
+    )
+    assert not skips_itself_without_ray('pytest.importorskip("ray")')  # a module-level skip
+    assert not skips_itself_without_ray('def test_x():\n    pytest.importorskip("pettingzoo")')

@@ -163,8 +163,8 @@ def pettingzoo_form_bandit(**kwargs: Any) -> gym.Env:
     return Renamed(MaskedBanditEnv(**kwargs), {"observations": "observation"})
 
 
+@pytest.mark.ray
 def test_the_rllib_backend_reads_pettingzoos_form_too(tmp_path: Any) -> None:
-    pytest.importorskip("ray")
     from rlblocks.cli import main
 
     env_id = "rlblocks-test/PettingZooFormBandit-v0"

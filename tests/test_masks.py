@@ -552,8 +552,8 @@ def test_learns_above_random_with_defaults(tmp_path: Path, capsys: Any) -> None:
 
 
 # --- the RLlib backend (the ray extra) ----------------------------------------------------------
+@pytest.mark.ray
 def test_rllib_module_masks_tuple_actions_with_the_shared_helper() -> None:
-    pytest.importorskip("ray")
     from ray.rllib.core.columns import Columns
     from rlblocks.rllib import rl_module_spec
 
@@ -585,8 +585,8 @@ def test_rllib_module_masks_tuple_actions_with_the_shared_helper() -> None:
         spec.build()
 
 
+@pytest.mark.ray
 def test_rllib_backend_cli_never_takes_a_masked_action(tmp_path: Path) -> None:
-    pytest.importorskip("ray")
     argv = [
         "train",
         "--backend",

@@ -235,11 +235,11 @@ def test_tictactoe_trains_an_iteration_with_legal_moves_only(tmp_path: Path) -> 
     assert json.loads(shown.stdout.strip().splitlines()[-1])["episodes"] == 3
 
 
+@pytest.mark.ray
 def test_the_rllib_adapter_asks_only_the_mover_and_pays_each_agent_at_its_next_move() -> None:
     """RLlib's env of a turn-based game: one observation (the mover's) per step, an agent's
     rewards reported with its next observation or its end, every agent that moved ended at
     the game's end, the sums equal to PettingZoo's own returns; masked-out moves counted."""
-    pytest.importorskip("ray", reason="ray is the ray extra")
     from pettingzoo.classic import tictactoe_v3
     from rlblocks.rllib.turn_env import TurnBasedMultiAgentEnv
 

@@ -20,6 +20,8 @@ from rlblocks.preprocessors import get_preprocessor  # noqa: E402
 from rlblocks.rllib import rl_module_spec  # noqa: E402
 from rlblocks.rllib.export import module_policy  # noqa: E402
 
+pytestmark = pytest.mark.ray
+
 
 @pytest.mark.parametrize("algo", ["PPO", "DQN"])
 def test_masked_image_module_exports_its_own_greedy_actions(algo: str) -> None:

@@ -332,9 +332,9 @@ def test_td3_trainer_is_an_offpolicy_sibling() -> None:
     assert TD3Trainer.FORMAT != DDPGTrainer.FORMAT
 
 
+@pytest.mark.ray
 @pytest.mark.parametrize("algo", ["TD3", "DDPG"])
 def test_the_rllib_trainer_refuses_td3_and_ddpg_in_python_too(tmp_path: Path, algo: str) -> None:
-    pytest.importorskip("ray", reason="the RLlib backend needs the ray extra")
     from rlblocks.rllib.trainer import RLlibTrainer
 
     with pytest.raises(ValueError, match=f"^--backend rllib: {algo} is not available there"):

@@ -4,7 +4,6 @@ the value loss moves shared layers; PPO / APPO / IMPALA default to separate valu
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import gymnasium as gym
@@ -203,7 +202,7 @@ def test_native_ppo_default_is_separate():
     assert cfg.model_config().vf_share_layers is True
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs the ray extra")
+@pytest.mark.ray
 def test_rl_module_spec_default_is_separate():
     from rlblocks.rllib import rl_module_spec
 
