@@ -219,6 +219,34 @@ def test_acting_is_uniform_first_then_the_actor_plus_clipped_noise() -> None:
     assert np.isin(loud, [0.0, 1.0, -4.0, 4.0]).mean() > 0.9  # clipped to the bounds
 
 
+def test_warmup_noise_adds_the_exploration_noise_to_the_uniform_actions_then_clips() -> None:
+    """Stable-Baselines3's warm-up (issue 47): before ``learning_starts`` the uniform action
+    plus the Gaussian noise, clipped to the Box; the share of components clipped to a bound
+    is sigma / sqrt(2 pi) for a noise much narrower than the Box (both bounds together:
+    P(U + N > 1) = (1/2) int_0^2 Q(t / sigma) dt, about sigma / (2 sqrt(2 pi)))."""
+    space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    obs = np.zeros((20000, 3), np.float32)
+    plain = TD3Learner(space, space, TD3Config(learning_starts=10, **SMALL))
+    noisy = TD3Learner(space, space, TD3Config(learning_starts=10, warmup_noise=True, **SMALL))
+    torch.manual_seed(1)
+    warm = noisy.act(obs, True, 9)
+    torch.manual_seed(1)  # the same draws written out: uniform first, then the noise
+    unit = torch.rand(20000, 3).numpy() * 2.0 - 1.0
+    expected = np.clip(unit + (torch.randn(20000, 3) * 0.1).numpy(), -1.0, 1.0)
+    np.testing.assert_allclose(warm, expected, atol=1e-6)
+    at_bounds = float(np.mean(np.abs(warm) == 1.0))
+    assert abs(at_bounds - 0.1 / np.sqrt(2 * np.pi)) < 0.004  # 0.0399; sd of the share 0.0008
+    torch.manual_seed(1)
+    uniform = plain.act(obs, True, 9)  # without the key: the uniform actions alone
+    np.testing.assert_allclose(uniform, unit, atol=1e-6)
+    assert not np.any(np.abs(uniform) == 1.0)
+    torch.manual_seed(2)  # from learning_starts on the key changes nothing
+    after = noisy.act(obs[:5], True, 10)
+    torch.manual_seed(2)
+    noisy.config = plain.config
+    np.testing.assert_array_equal(noisy.act(obs[:5], True, 10), after)
+
+
 # --- checkpoints ------------------------------------------------------------------------------
 def test_a_ddpg_run_resumes_exactly(tmp_path: Path) -> None:
     cfg = {

@@ -392,6 +392,10 @@ class TD3Config(OffPolicyConfig):
     """The Ornstein-Uhlenbeck process's mean-reversion rate."""
     ou_dt: float = option(0.01, number_in(0.0, low_open=True))
     """The Ornstein-Uhlenbeck process's time step."""
+    warmup_noise: bool = option(False, as_bool)
+    """Add the exploration noise to the uniform random actions before ``learning_starts``
+    too (then clip to the Box), as Stable-Baselines3 does; False: plain uniform actions, as
+    the TD3 paper's code."""
     network_init: str = option("rllib", choice("rllib", "torch"))
     """How the actor's and critics' layers start: ``"rllib"``, the catalog's (RLlib's
     normc(1.0) hidden layers with zero biases, or the model's ``fcnet_*_initializer`` keys,

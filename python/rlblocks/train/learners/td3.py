@@ -32,9 +32,10 @@ update runs in closed form without autograd
 rounding, the same smoothing noise drawn); other networks go through autograd, and the
 reason the closed form declined is logged once (SAC's rule and reasons).
 
-Acting: uniformly at random in the Box before ``learning_starts``, then ``mu(s)`` plus
-the exploration noise (:mod:`rlblocks.train.exploration_noise`), clipped to ``[-1, 1]``
-and scaled.
+Acting: uniformly at random in the Box before ``learning_starts`` (with
+``warmup_noise``, plus the exploration noise, clipped, as Stable-Baselines3 acts), then
+``mu(s)`` plus the exploration noise (:mod:`rlblocks.train.exploration_noise`), clipped to
+``[-1, 1]`` and scaled.
 
 Examples:
     >>> import gymnasium as gym, numpy as np, torch
@@ -207,12 +208,15 @@ class TD3Learner:
     def act(self, obs: np.ndarray, explore: bool, timestep: int) -> np.ndarray:
         """``float32 [B, dim]`` actions in the Box for ``[B, ...]`` preprocessed
         observations: ``mu(s)`` scaled (``explore=False``); exploring, uniform in the Box
-        before ``learning_starts``, else ``mu(s)`` plus the exploration noise."""
+        before ``learning_starts`` (``warmup_noise``: plus the exploration noise, clipped),
+        else ``mu(s)`` plus the exploration noise."""
         if getattr(obs, "dtype", None) == np.float64:
             obs = obs.astype(np.float32)
         rows = len(obs)
         if explore and timestep < self.config.learning_starts:
             unit = torch.rand(rows, self.dim).numpy() * 2.0 - 1.0
+            if self.config.warmup_noise:  # Stable-Baselines3's warm-up: noise on the uniform
+                unit = np.clip(unit + self.noise.draw(rows, self.dim), -1.0, 1.0)
             return self._scale(unit).astype(np.float32)
         actions = np.asarray(self._policy.act(obs, [], explore=False, full=False)["actions"])
         if not explore:
