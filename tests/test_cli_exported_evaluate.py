@@ -52,6 +52,7 @@ def evaluate(*args: str) -> tuple[dict[str, Any], bool]:
     return json.loads(stdout), ray
 
 
+@pytest.mark.ray  # checks that Ray is not imported: meaningful where it is installed
 def test_a_multiagent_runs_exported_policies_act_together(tmp_path: Path) -> None:
     run = tmp_path / "ma"
     env = "rlblocks.envs.multiagent_zoo:parallel_env"
@@ -71,6 +72,7 @@ def test_a_multiagent_runs_exported_policies_act_together(tmp_path: Path) -> Non
                 assert exported[key] == value, key
 
 
+@pytest.mark.ray  # checks that Ray is not imported: meaningful where it is installed
 @pytest.mark.parametrize("algo", ["PPO", "DQN"])
 def test_evaluating_an_exported_onnx_policy_imports_neither_torch_nor_ray(
     tmp_path: Path, algo: str

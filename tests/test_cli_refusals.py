@@ -61,6 +61,7 @@ def error(lines: list[str]) -> str:
 @pytest.mark.parametrize(
     ("env", "algo"), [("Pendulum-v1", "DQN"), ("rlblocks.envs:rlblocks/MaskedBandit-v0", "SAC")]
 )
+@pytest.mark.ray  # checks that Ray is not imported: meaningful where it is installed
 def test_rllib_refuses_what_the_spaces_decide_before_ray_in_the_native_words(
     env: str, algo: str, tmp_path: Path
 ) -> None:
@@ -88,6 +89,7 @@ def test_rllib_refuses_what_the_spaces_decide_before_ray_in_the_native_words(
         assert "SAC does not read action masks" in error(lines)
 
 
+@pytest.mark.ray  # checks that Ray is not imported: meaningful where it is installed
 def test_off_policy_algos_on_a_multiagent_env_say_the_real_rule(tmp_path: Path) -> None:
     zoo = "rlblocks.envs.multiagent_zoo:parallel_env"
     code, lines, ray = cli("train", "--env", zoo, "--algo", "DQN", "--run-dir", str(tmp_path))
@@ -103,6 +105,7 @@ def test_off_policy_algos_on_a_multiagent_env_say_the_real_rule(tmp_path: Path) 
     )
 
 
+@pytest.mark.ray  # checks that Ray is not imported: meaningful where it is installed
 def test_appo_chooses_its_env_runner_and_refuses_before_ray(tmp_path: Path) -> None:
     run = str(tmp_path / "r")
     base = ["train", "--env", "CartPole-v1", "--backend", "rllib", "--algo", "APPO"]

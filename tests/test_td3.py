@@ -301,6 +301,7 @@ def cli(*args: str) -> tuple[int, str, list[str], bool]:
     return out.returncode, out.stdout, lines[:-1], lines[-1] == "ray imported: True"
 
 
+@pytest.mark.ray  # checks that Ray is not imported: meaningful where it is installed
 @pytest.mark.parametrize("algo", ["TD3", "DDPG"])
 def test_rllib_refuses_td3_and_ddpg_before_ray(tmp_path: Path, algo: str) -> None:
     code, _, lines, ray = cli(
