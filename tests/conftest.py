@@ -121,4 +121,4 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if rllib_dir in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.ray)
         if not has_ray and item.get_closest_marker("ray") is not None:
-            item.add_marker(pytest.mark.skip(reason="needs the ray extra"))
+            item.add_marker(pytest.mark.skip(reason="marked ray: runs where Ray is installed"))
