@@ -26,6 +26,8 @@ from rlblocks.train.exploration_noise import GaussianNoise, OrnsteinUhlenbeckNoi
 from rlblocks.train.learners.td3 import TD3Learner
 from rlblocks.train.policy import build_actor
 
+from tests.conftest import run_cli
+
 SMALL = {"model": {"fcnet_hiddens": [8]}, "q_model": {"fcnet_hiddens": [8]}}
 
 
@@ -301,6 +303,14 @@ def cli(*args: str) -> tuple[int, str, list[str], bool]:
     return out.returncode, out.stdout, lines[:-1], lines[-1] == "ray imported: True"
 
 
+def cli_here(*args: str) -> tuple[int, str, list[str]]:
+    """``(exit code, stdout, stderr lines)`` of ``rlblocks ARGS`` run in this process (no
+    fresh interpreter: only the Ray checks above need one)."""
+    done = run_cli(*args)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, done.stdout, done.stderr.rstrip("\n").splitlines()
+
+
 @pytest.mark.ray  # checks that Ray is not imported: meaningful where it is installed
 @pytest.mark.parametrize("algo", ["TD3", "DDPG"])
 def test_rllib_refuses_td3_and_ddpg_before_ray(tmp_path: Path, algo: str) -> None:
@@ -315,8 +325,8 @@ def test_rllib_refuses_td3_and_ddpg_before_ray(tmp_path: Path, algo: str) -> Non
 
 
 def test_native_td3_refuses_a_discrete_env_in_one_line(tmp_path: Path) -> None:
-    code, _, lines, _ = cli("train", "--algo", "TD3", "--env", "CartPole-v1", "--no-progress",
-                            "--run-dir", str(tmp_path / "run"))  # fmt: skip
+    code, _, lines = cli_here("train", "--algo", "TD3", "--env", "CartPole-v1", "--no-progress",
+                              "--run-dir", str(tmp_path / "run"))  # fmt: skip
     errors = [line for line in lines if ": error: " in line]
     assert code != 0 and len(errors) == 1 and "TD3 needs a Box action space" in errors[0]
 
@@ -328,7 +338,7 @@ def test_td3_learns_the_box_action_zoo_env_with_defaults_then_evaluates_and_expo
     scores the random return (20/3 of 16 per episode); TD3 with the defaults passes 10
     within 2,000 steps (1,000 on the seeds tried)."""
     run = tmp_path / "run"
-    code, _, lines, _ = cli(
+    code, _, lines = cli_here(
         "train", "--algo", "TD3", "--env", "rlblocks/zoo-BoxAction-v0", "--no-progress",
         "--stop-reward", "10", "--stop-timesteps", "2000", "--run-dir", str(run),
     )  # fmt: skip
@@ -337,15 +347,15 @@ def test_td3_learns_the_box_action_zoo_env_with_defaults_then_evaluates_and_expo
     header = rows[0].split(",")
     last = dict(zip(header, rows[-1].split(","), strict=True))
     assert float(last["episode_return_mean"]) >= 10, last
-    code, out, lines, _ = cli("evaluate", str(run), "--episodes", "4", "--seed", "3")
+    code, out, lines = cli_here("evaluate", str(run), "--episodes", "4", "--seed", "3")
     assert code == 0, lines
     checkpoint = json.loads(out)
     assert checkpoint["episode_return_mean"] >= 10
     pytest.importorskip("onnxruntime", reason="onnxruntime is the export extra")
-    code, _, lines, _ = cli("export", str(run))
+    code, _, lines = cli_here("export", str(run))
     assert code == 0, lines
-    code, out, lines, _ = cli("evaluate", str(run), "--episodes", "4", "--seed", "3",
-                              "--exported", str(run / "policy.onnx"))  # fmt: skip
+    code, out, lines = cli_here("evaluate", str(run), "--episodes", "4", "--seed", "3",
+                                "--exported", str(run / "policy.onnx"))  # fmt: skip
     assert code == 0, lines
     exported = json.loads(out)
     np.testing.assert_allclose(
