@@ -1,6 +1,8 @@
-"""``rlblocks evaluate RUN_DIR --exported FILE`` through the command line in fresh
-interpreters (issue 44, items 7 and 8): a native multi-agent run's exported policies act
-together, with the checkpoint's returns; evaluating an exported ONNX policy imports no Ray.
+"""``rlblocks evaluate RUN_DIR --exported FILE`` through the command line (issue 44, items 7
+and 8): a native multi-agent run's exported policies act together, with the checkpoint's
+returns; evaluating an exported ONNX policy imports no Ray. Training, exporting and the
+checkpoint's evaluation run in the test's process (:func:`conftest.run_cli`); the exported
+evaluation runs in a fresh interpreter, whose imports are the ones checked.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 import pytest
 import rlblocks
+from conftest import run_cli
 
 pytest.importorskip("pettingzoo", reason="pettingzoo is the multiagent extra")
 pytest.importorskip("onnxruntime", reason="onnxruntime is the export extra")
@@ -31,9 +34,16 @@ TINY = ["--set", "num_envs=2", "--set", "train_batch_size=64", "--set", "sgd_min
 TINY += ["--set", "num_sgd_iter=1", "--set", "model.fcnet_hiddens=[8]", "--no-progress"]
 
 
+def here(*args: str) -> str:
+    """``rlblocks ARGS``' stdout, run in this process (exit code 0 asserted)."""
+    out = run_cli(*args)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
 def cli(*args: str) -> tuple[str, bool]:
-    """``rlblocks ARGS``' stdout (exit code 0 asserted) and whether it imported Ray (whether
-    it imported torch: :data:`TORCH`, the last call's)."""
+    """``rlblocks ARGS``' stdout in a fresh interpreter (exit code 0 asserted) and whether it
+    imported Ray (whether it imported torch: :data:`TORCH`, the last call's)."""
     where = str(Path(rlblocks.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": where, "OMP_NUM_THREADS": "1"}
     out = subprocess.run(
@@ -48,8 +58,16 @@ TORCH: list[bool] = []
 
 
 def evaluate(*args: str) -> tuple[dict[str, Any], bool]:
+    """``rlblocks evaluate ARGS`` in a fresh interpreter: its result and whether it imported
+    Ray."""
     stdout, ray = cli("evaluate", *args, "--episodes", "4", "--seed", "7")
     return json.loads(stdout), ray
+
+
+def evaluate_here(run: Path) -> dict[str, Any]:
+    """``rlblocks evaluate RUN`` (the checkpoint) in this process, with :func:`evaluate`'s
+    episodes and seed."""
+    return json.loads(here("evaluate", str(run), "--episodes", "4", "--seed", "7"))
 
 
 @pytest.mark.ray  # checks that Ray is not imported: meaningful where it is installed
@@ -57,11 +75,11 @@ def test_a_multiagent_runs_exported_policies_act_together(tmp_path: Path) -> Non
     run = tmp_path / "ma"
     env = "rlblocks.envs.multiagent_zoo:parallel_env"
     by_space = ["--set", "multiagent.policy_mapping=by_space"]
-    cli("train", "--env", env, *TINY, *by_space, "--stop-timesteps", "64", "--run-dir", str(run))
-    cli("export", str(run))
+    here("train", "--env", env, *TINY, *by_space, "--stop-timesteps", "64", "--run-dir", str(run))
+    here("export", str(run))
     files = {p: run / f"policy_{p}.onnx" for p in ("scout", "pilot")}
     assert all(f.is_file() for f in files.values())
-    checkpoint, _ = evaluate(str(run))
+    checkpoint = evaluate_here(run)
     for named in (files["pilot"], run):  # one of the artifacts, or their folder
         exported, ray = evaluate(str(run), "--exported", str(named))
         assert not ray
@@ -83,10 +101,10 @@ def test_evaluating_an_exported_onnx_policy_imports_neither_torch_nor_ray(
     small = TINY if algo == "PPO" else ["--set", "model.fcnet_hiddens=[8]", "--no-progress"]
     small += [] if algo == "PPO" else ["--set", "learning_starts=32", "--set", "train_freq=1"]
     small += [] if algo == "PPO" else ["--set", "target_network_update_freq=32"]
-    cli("train", "--algo", algo, "--env", "CartPole-v1", *small, "--stop-timesteps", "64",
-        "--run-dir", str(run))  # fmt: skip
-    cli("export", str(run))
-    checkpoint, _ = evaluate(str(run))
+    here("train", "--algo", algo, "--env", "CartPole-v1", *small, "--stop-timesteps", "64",
+         "--run-dir", str(run))  # fmt: skip
+    here("export", str(run))
+    checkpoint = evaluate_here(run)
     exported, ray = evaluate(str(run), "--exported", str(run / "policy.onnx"))
     assert not ray and TORCH == [False]
     assert exported["episode_returns"] == checkpoint["episode_returns"]
