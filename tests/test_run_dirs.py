@@ -201,9 +201,11 @@ def test_a_second_writer_is_refused_and_ctrl_c_saves_a_checkpoint_to_resume(
         held = f"run directory 'run' is being written by another training (pid {first.pid})"
         refused = f"rlblocks train: error: {held}; wait for it to end, or pick another --run-dir"
         args = ("train", "--env", "CartPole-v1", "--run-dir", "run", "--overwrite")
-        assert here(capsys, *args) == (2, "", refused + "\n")
+        rc, _, err = here(capsys, *args)
+        assert (rc, err) == (2, refused + "\n")
         assert here(capsys, "train", "--resume", "run") == (2, "", refused + "\n")
-        assert here(capsys, "evaluate", "run", "--episodes", "1")[0] == 0  # readers are welcome
+        ev = here(capsys, "evaluate", "run", "--episodes", "1")
+        assert ev[0] == 0, ev  # readers are welcome
         ctrl_c(first)
         _, err = first.communicate(timeout=240)
     finally:
