@@ -142,7 +142,10 @@ def test_env_config_reaches_the_constructor(monkeypatch: pytest.MonkeyPatch) -> 
 def test_a_bad_module_env_is_one_line(
     env: str, message: str, cli: Callable[..., subprocess.CompletedProcess[str]]
 ) -> None:
-    out = cli("train", "--env", env, "--no-progress", "--run-dir", "unused")
+    # "did you mean" reads gymnasium's registry, which other tests in this process fill
+    # (MiniGrid's and ALE's ids): that case runs in a fresh interpreter
+    run = rlblocks_cli if env == "my_pkg.envs:Corridr-v0" else cli
+    out = run("train", "--env", env, "--no-progress", "--run-dir", "unused")
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [f"rlblocks train: error: {message}"]
     assert not (USER_DIR / "unused").exists()
