@@ -8,10 +8,14 @@ correctness checks the benchmark does itself (hand-written numpy == rlblocks).
 
 from __future__ import annotations
 
+import contextlib
 import doctest
 import importlib
 import importlib.util
+import io
 import json
+import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +32,16 @@ KEYS = {"case", "method", "us_per_item", "items_per_s", "batch", "threads", "ext
 
 def _json_rows(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def _cli_in_process(args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    """``rlblocks ARGS`` in this process, as ``bench_suites._cli`` returns it."""
+    from rlblocks.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 def test_quick_subset_prints_json_lines(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -306,6 +320,9 @@ def test_bench_offpolicy_quick(
     pytest.importorskip("stable_baselines3")
     monkeypatch.syspath_prepend(str(SCRIPTS))
     module = importlib.import_module("bench_offpolicy")
+    # a 2 s cap instead of --quick's 10 s: each worker still trains (rlblocks: at least one
+    # 1000-step iteration; SB3 stops at its first step past the cap)
+    monkeypatch.setitem(module.TASKS["DQN"], "quick_cap_s", 2.0)
     rows = module.main(["--quick", "--algos", "DQN", "--impls", "rlblocks,sb3"])  # subprocesses
     assert [(r["algo"], r["impl"], r["runs"]) for r in rows] == [
         ("DQN", "rlblocks", 1),
@@ -363,15 +380,19 @@ def test_bench_suites_minigrid_rows_train_to_the_budget_and_evaluate_both_ways(
 
     monkeypatch.syspath_prepend(str(SCRIPTS))
     suites = importlib.import_module("bench_suites")
+    # the CLI in this process (test_bench_suites_quick_row_and_its_docs_table runs it in
+    # fresh ones, as the script does)
+    monkeypatch.setattr(suites, "_cli", _cli_in_process)
     minigrid = [row for name, row in suites.ROWS.items() if name.startswith("minigrid_")]
     assert len(minigrid) == 4 and all(row.to_budget and row.sampled for row in minigrid)
     # a target the first iteration passes: the stop ends the run there unless it is lifted
     base = dataclasses.replace(suites.ROWS["cartpole_ppo"], zoo_return=0.0)
     lifted = dataclasses.replace(base, to_budget=True, sampled=True)
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
-    early = suites.run_rlblocks(base, 0, "tuned", 1, tmp_path / "a", 1024)
-    full = suites.run_rlblocks(lifted, 0, "tuned", 1, tmp_path / "b", 1024)
-    assert early["steps"] < 1024 <= full["steps"], (early, full)
+    # 512 steps: two of cartpole_ppo's 256-step iterations, the stop passed after the first
+    early = suites.run_rlblocks(base, 0, "tuned", 1, tmp_path / "a", 512)
+    full = suites.run_rlblocks(lifted, 0, "tuned", 1, tmp_path / "b", 512)
+    assert early["steps"] < 512 <= full["steps"], (early, full)
     assert "sampled_mean" not in early and 0.0 < full["sampled_mean"] <= 500.0
     # a run that stopped short of its budget (the rows' old protocol) is left out of the row
     short = {**early, "row": "minigrid_empty8x8_ppo"}

@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -45,17 +47,24 @@ def tiny(**kw: object) -> PPOConfig:
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    code = "import sys; from rlblocks.cli import main; sys.exit(main(sys.argv[1:]))"
-    env = {**os.environ, "PYTHONPATH": PYTHONPATH}
-    env.pop("RLBLOCKS_TRACEBACK", None)
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    """``rlblocks ARGS`` in this process, in ``cwd`` (the directory, ``sys.path`` and
+    ``RLBLOCKS_TRACEBACK`` restored after)."""
+    from rlblocks.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    path, traceback = sys.path[:], os.environ.pop("RLBLOCKS_TRACEBACK", None)
+    try:
+        with (
+            contextlib.chdir(cwd),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            code = main(list(args))
+    finally:
+        sys.path[:] = path
+        if traceback is not None:
+            os.environ["RLBLOCKS_TRACEBACK"] = traceback
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 def iterations(run: Path) -> list[int]:

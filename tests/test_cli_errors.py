@@ -1,9 +1,10 @@
 """A user's error at the command line is one line on stderr and exit code 2, never a
 traceback, and leaves nothing corrupted or half-made behind; resume says what it cannot do.
 
-The CLI runs in fresh interpreters (as the installed console script would) in the folder of
-the user's package ``my_pkg`` (tests/fixtures/user_envs), whose ``bad_envs`` module holds envs
-that fail the ways real envs do.
+The CLI runs in this process (``rlblocks.cli.main``, its output read at the file
+descriptors, so a worker process's traceback would show) in the folder of the user's package
+``my_pkg`` (tests/fixtures/user_envs), whose ``bad_envs`` module holds envs that fail the ways
+real envs do; one case runs in a fresh interpreter as the installed console script would.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import subprocess
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -40,6 +42,8 @@ SMALL = [
 
 
 def rlblocks_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``rlblocks ARGS`` in a fresh interpreter, as the console script runs: ``-P`` keeps the
+    current directory off ``sys.path``, so ``my_pkg`` is found as the CLI adds it."""
     where = str(Path(rlblocks.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": where}
     env.pop("RLBLOCKS_TRACEBACK", None)
@@ -52,6 +56,27 @@ def rlblocks_cli(*args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=300,
     )
+
+
+@pytest.fixture
+def cli(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``rlblocks ARGS`` in this process, in the user's package folder (``sys.path``, the
+    working directory and the environment restored after the test); stdout and stderr are
+    read at file descriptors 1 and 2, so what async env workers print is in them too."""
+    monkeypatch.chdir(USER_DIR)
+    monkeypatch.syspath_prepend(str(USER_DIR))  # sys.path (and what main adds) restored
+    monkeypatch.delenv("RLBLOCKS_TRACEBACK", raising=False)
+    from rlblocks.cli import main
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        capfd.readouterr()
+        code = main(list(args))
+        out = capfd.readouterr()
+        return subprocess.CompletedProcess(list(args), code, out.out, out.err)
+
+    return run
 
 
 def error_line(out: subprocess.CompletedProcess[str]) -> str:
@@ -144,14 +169,28 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_a_users_error_is_one_line_and_leaves_no_run_dir(case: str, tmp_path: Path) -> None:
+def test_a_users_error_is_one_line_and_leaves_no_run_dir(
+    case: str, tmp_path: Path, cli: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     args, message = CASES[case]
     run = tmp_path / "run"
-    out = rlblocks_cli("train", "--stop-timesteps", "640", *SMALL, *args, "--run-dir", str(run))
+    out = cli("train", "--stop-timesteps", "640", *SMALL, *args, "--run-dir", str(run))
     line = error_line(out)
     assert line.startswith("rlblocks train: error: ") and message in line, line
     assert ("missing key" in line) == (case == "an observation missing a Dict key"), line
     assert not run.exists()  # a failed start leaves no (empty) run directory
+
+
+def test_the_console_script_finds_the_users_package_and_exits_2(tmp_path: Path) -> None:
+    """A fresh interpreter, as the installed console script: its ``sys.path`` lacks the
+    current directory (``-P``), the CLI adds it to find ``my_pkg``, and the user's error is
+    one line on stderr with exit status 2 (the in-process cases above read ``main``'s code)."""
+    args, message = CASES["an exception in the user's step"]
+    run = tmp_path / "run"
+    out = rlblocks_cli("train", "--stop-timesteps", "640", *SMALL, *args, "--run-dir", str(run))
+    line = error_line(out)
+    assert line.startswith("rlblocks train: error: ") and message in line, line
+    assert not run.exists()
 
 
 #: The env failures the off-policy trainers meet as PPO's runner does (same one line).
@@ -166,13 +205,13 @@ ENV_FAULTS = [
 @pytest.mark.parametrize("algo", ["DQN", "SAC"])
 @pytest.mark.parametrize("case", ENV_FAULTS)
 def test_an_env_failure_is_one_line_for_the_off_policy_trainers(
-    algo: str, case: str, tmp_path: Path
+    algo: str, case: str, tmp_path: Path, cli: Callable[..., subprocess.CompletedProcess[str]]
 ) -> None:
     """A NaN observation never reaches the replay buffer; what the env raises names the
     user's frame, with direct sub-env steps and with async envs."""
     args, message = CASES[case]
     run = tmp_path / "run"
-    out = rlblocks_cli(
+    out = cli(
         "train", "--algo", algo, "--stop-timesteps", "640", "--set", "learning_starts=32",
         "--set", "model.fcnet_hiddens=[8]", "--no-progress", *args, "--run-dir", str(run),
     )  # fmt: skip
@@ -270,12 +309,37 @@ MISSING_EXTRAS = {
 }
 
 
-@pytest.mark.parametrize("package", list(MISSING_EXTRAS))
-def test_a_missing_package_names_the_extra_and_leaves_no_run_dir(
-    package: str, tmp_path: Path
+class Block:
+    """An import finder that makes the packages named ``prefixes`` missing."""
+
+    def __init__(self, prefixes: tuple[str, ...]) -> None:
+        self.prefixes = prefixes
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name.startswith(self.prefixes):
+            raise ImportError(f"No module named {name!r}")
+
+
+def test_a_missing_tensorboard_names_the_extra_and_leaves_no_run_dir(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    cli: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
-    # The packages are installed here: an import hook makes them missing, as without the extra.
-    blocked, args, message = MISSING_EXTRAS[package]
+    # tensorboard is installed here: the finder (and its modules' removal from sys.modules,
+    # both undone after the test) make it missing, as without the extra.
+    blocked, args, message = MISSING_EXTRAS["tensorboard"]
+    for name in [n for n in sys.modules if n.startswith(blocked)]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "meta_path", [Block(blocked), *sys.meta_path])
+    run = tmp_path / "run"
+    line = error_line(cli("train", *SMALL, *args, "--run-dir", str(run)))
+    assert line.startswith(f"rlblocks train: error: {message}"), line
+    assert not run.exists()  # not even config.json
+
+
+def test_a_missing_ale_py_names_the_extra_and_leaves_no_run_dir(tmp_path: Path) -> None:
+    # A fresh interpreter: ale_py, once imported, has registered its ids with gymnasium.
+    blocked, args, message = MISSING_EXTRAS["ale-py"]
     code = (
         "import sys\n"
         "class Block:\n"
@@ -301,11 +365,13 @@ def test_a_missing_package_names_the_extra_and_leaves_no_run_dir(
     assert not run.exists()  # not even config.json
 
 
-def test_a_run_dir_that_cannot_be_made(tmp_path: Path) -> None:
+def test_a_run_dir_that_cannot_be_made(
+    tmp_path: Path, cli: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     line = error_line(
-        rlblocks_cli("train", "--env", "CartPole-v1", *SMALL, "--run-dir", str(blocker / "run"))
+        cli("train", "--env", "CartPole-v1", *SMALL, "--run-dir", str(blocker / "run"))
     )
     assert line == (
         f"rlblocks train: error: cannot use '{blocker / 'run'}' as the run "
@@ -315,18 +381,20 @@ def test_a_run_dir_that_cannot_be_made(tmp_path: Path) -> None:
         locked = tmp_path / "locked"
         locked.mkdir(mode=0o500)
         line = error_line(
-            rlblocks_cli("train", "--env", "CartPole-v1", *SMALL, "--run-dir", str(locked / "run"))
+            cli("train", "--env", "CartPole-v1", *SMALL, "--run-dir", str(locked / "run"))
         )
         assert "Permission denied" in line
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
-def test_a_full_disk_is_one_line_and_tears_no_row(tmp_path: Path) -> None:
+def test_a_full_disk_is_one_line_and_tears_no_row(
+    tmp_path: Path, cli: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     # /dev/full fails every write with ENOSPC, as a full disk does.
     run = tmp_path / "run"
     run.mkdir()
     (run / "progress.csv").symlink_to("/dev/full")
-    line = error_line(rlblocks_cli("train", "--env", "CartPole-v1", *SMALL, "--run-dir", str(run)))
+    line = error_line(cli("train", "--env", "CartPole-v1", *SMALL, "--run-dir", str(run)))
     assert line == (
         f"rlblocks train: error: cannot write '{run / 'progress.csv'}': No space left on device"
     )
@@ -416,7 +484,9 @@ def test_async_resume_is_exact(tmp_path: Path) -> None:
             assert s[key] == r[key] or (math.isnan(s[key]) and math.isnan(r[key])), key
 
 
-def test_resuming_native_vector_envs_warns_once_and_says_so(tmp_path: Path) -> None:
+def test_resuming_native_vector_envs_warns_once_and_says_so(
+    tmp_path: Path, cli: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     with PPOTrainer(tiny_async(vector_mode="native"), run_dir=tmp_path / "n") as trainer:
         trainer.train()
         trainer.save()
@@ -425,18 +495,14 @@ def test_resuming_native_vector_envs_warns_once_and_says_so(tmp_path: Path) -> N
     ) as record:
         PPOTrainer.restore(tmp_path / "n").close()
     assert len(record) == 1
-    out = rlblocks_cli(
-        "train", "--resume", str(tmp_path / "n"), "--stop-timesteps", "128", "--no-progress"
-    )
+    out = cli("train", "--resume", str(tmp_path / "n"), "--stop-timesteps", "128", "--no-progress")
     assert out.returncode == 0, out.stderr
     warning = [ln for ln in out.stderr.splitlines() if ln.startswith("rlblocks: warning:")]
     assert len(warning) == 1 and "vector_mode='native'" in warning[0]
     steps = [r["timesteps_total"] for r in read_progress(tmp_path / "n")]
     assert len(steps) >= 2 and steps[-1] >= 128 > steps[-2]  # native CartPole: NEXT_STEP resets
     line = error_line(
-        rlblocks_cli(
-            "train", "--resume", str(tmp_path / "n"), "--stop-timesteps", "100", "--no-progress"
-        )
+        cli("train", "--resume", str(tmp_path / "n"), "--stop-timesteps", "100", "--no-progress")
     )
     assert line == (
         f"rlblocks train: error: --stop-timesteps 100: the run already has {steps[-1]} steps"

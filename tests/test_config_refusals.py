@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,28 @@ def rlblocks_cli(*args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=300,
     )
+
+
+@pytest.fixture
+def cli(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``rlblocks ARGS`` in this process, in the user's package folder (``sys.path``, the
+    working directory and the environment restored after the test); stdout and stderr are
+    read at file descriptors 1 and 2 (the Ray cases keep ``rlblocks_cli``: a fresh process
+    shows that Ray never started)."""
+    monkeypatch.chdir(USER_DIR)
+    monkeypatch.syspath_prepend(str(USER_DIR))
+    monkeypatch.delenv("RLBLOCKS_TRACEBACK", raising=False)
+    from rlblocks.cli import main
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        capfd.readouterr()
+        code = main(list(args))
+        out = capfd.readouterr()
+        return subprocess.CompletedProcess(list(args), code, out.out, out.err)
+
+    return run
 
 
 def error_line(out: subprocess.CompletedProcess[str]) -> str:
@@ -208,10 +231,13 @@ DQN_CLI = ["train", "--algo", "DQN", "--env", "CartPole-v1", "--no-progress"]
     ],
 )
 def test_cli_refuses_a_dqn_run_that_would_not_learn(
-    tmp_path: Path, args: list[str], start: str
+    tmp_path: Path,
+    args: list[str],
+    start: str,
+    cli: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
     run = tmp_path / "run"
-    line = error_line(rlblocks_cli(*DQN_CLI, "--run-dir", str(run), *args))
+    line = error_line(cli(*DQN_CLI, "--run-dir", str(run), *args))
     assert line.startswith(start), line
     assert not run.exists()  # a failed start leaves nothing behind
 
@@ -431,14 +457,16 @@ def test_the_env_is_well_formed_without_a_fault(monkeypatch: pytest.MonkeyPatch)
 
 
 @pytest.mark.parametrize("case", ["no agents at reset", "a None reward"])
-def test_cli_a_malformed_multiagent_env_is_one_line(tmp_path: Path, case: str) -> None:
+def test_cli_a_malformed_multiagent_env_is_one_line(
+    tmp_path: Path, case: str, cli: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     pytest.importorskip("pettingzoo")
     env_config, shown = CASES[case]
     sets = [f"env_config.{k}={'null' if v is None else v}" for k, v in env_config.items()]
     sets += ["num_envs=2", "train_batch_size=32", "sgd_minibatch_size=16", "num_sgd_iter=1"]
     args = [x for s in sets for x in ("--set", s)]
     run = tmp_path / "run"
-    out = rlblocks_cli("train", "--env", BAD, "--no-progress", "--run-dir", str(run), *args)
+    out = cli("train", "--env", BAD, "--no-progress", "--run-dir", str(run), *args)
     line = error_line(out)
     assert line.startswith(f"rlblocks train: error: env {BAD!r} (copy 0) "), line
     assert shown in line, line

@@ -96,6 +96,7 @@ def _guarded(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
     return False
 
 
+@functools.cache  # each file is parsed once for all the checks below
 def _third_party_imports(path: Path) -> list[tuple[int, str, bool]]:
     """(line, top-level module, guarded) of every absolute third-party import in a file."""
     tree = ast.parse(path.read_text(), str(path))

@@ -112,7 +112,8 @@ def test_a_reused_run_dir_is_refused_unless_resumed_or_overwritten(
     (run / "policy.onnx").write_bytes(b"an export of this run")
     before = (run / "progress.csv").read_bytes()
 
-    line = error_line(cli(tmp_path, *base, "--stop-timesteps", "64"))
+    rc, out, err = here(capsys, *base, "--stop-timesteps", "64")
+    line = error_line(subprocess.CompletedProcess(base, rc, out, err))
     assert line == (
         "rlblocks train: error: run directory 'run' holds a previous run (3 progress rows, "
         "1 checkpoint); pass --resume run to continue it, --overwrite to replace it, or pick "
@@ -200,9 +201,11 @@ def test_a_second_writer_is_refused_and_ctrl_c_saves_a_checkpoint_to_resume(
         held = f"run directory 'run' is being written by another training (pid {first.pid})"
         refused = f"rlblocks train: error: {held}; wait for it to end, or pick another --run-dir"
         args = ("train", "--env", "CartPole-v1", "--run-dir", "run", "--overwrite")
-        assert error_line(cli(tmp_path, *args)) == refused
+        rc, _, err = here(capsys, *args)
+        assert (rc, err) == (2, refused + "\n")
         assert here(capsys, "train", "--resume", "run") == (2, "", refused + "\n")
-        assert here(capsys, "evaluate", "run", "--episodes", "1")[0] == 0  # readers are welcome
+        ev = here(capsys, "evaluate", "run", "--episodes", "1")
+        assert ev[0] == 0, ev  # readers are welcome
         ctrl_c(first)
         _, err = first.communicate(timeout=240)
     finally:

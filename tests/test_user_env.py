@@ -1,8 +1,9 @@
 """A user's own environment from the command line: gymnasium's ``module:EnvId`` form.
 
-The CLI runs in fresh interpreters started with ``-P`` (no script directory on sys.path, as
-with the installed ``rlblocks`` console script) in a folder holding the user's package
-``my_pkg`` (tests/fixtures/user_envs), so the module is really imported by the CLI.
+The training run starts in a fresh interpreter with ``-P`` (no script directory on sys.path,
+as with the installed ``rlblocks`` console script) in a folder holding the user's package
+``my_pkg`` (tests/fixtures/user_envs), so the module is really imported by the CLI; the
+other commands run ``rlblocks.cli.main`` in this process, in that folder.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -37,12 +39,33 @@ def rlblocks_cli(*args: str, cwd: Path = USER_DIR) -> subprocess.CompletedProces
     )
 
 
+@pytest.fixture
+def cli(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``rlblocks ARGS`` in this process, in the user's package folder (``sys.path`` and the
+    working directory restored after the test); stdout and stderr read at fds 1 and 2."""
+    monkeypatch.chdir(USER_DIR)
+    monkeypatch.syspath_prepend(str(USER_DIR))
+    from rlblocks.cli import main
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        capfd.readouterr()
+        code = main(list(args))
+        out = capfd.readouterr()
+        return subprocess.CompletedProcess(list(args), code, out.out, out.err)
+
+    return run
+
+
 def progress_rows(run_dir: Path) -> list[dict[str, str]]:
     with open(run_dir / "progress.csv") as f:
         return list(csv.DictReader(f))
 
 
-def test_train_evaluate_and_resume_a_users_env(tmp_path: Path) -> None:
+def test_train_evaluate_and_resume_a_users_env(
+    tmp_path: Path, cli: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     run = tmp_path / "run"
     out = rlblocks_cli(
         "train",
@@ -66,12 +89,12 @@ def test_train_evaluate_and_resume_a_users_env(tmp_path: Path) -> None:
     # Length 4: the best return is -3 (three steps right); a random walk needs far more.
     assert float(rows[-1]["episode_return_mean"]) >= -3.2
 
-    out = rlblocks_cli("evaluate", str(run), "--episodes", "5", "--seed", "0")
+    out = cli("evaluate", str(run), "--episodes", "5", "--seed", "0")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.splitlines()[-1])["episode_return_mean"] == -3.0
 
     steps = int(rows[-1]["timesteps_total"])
-    out = rlblocks_cli(
+    out = cli(
         "train",
         "--resume",
         str(run),
@@ -116,8 +139,13 @@ def test_env_config_reaches_the_constructor(monkeypatch: pytest.MonkeyPatch) -> 
         ),
     ],
 )
-def test_a_bad_module_env_is_one_line(env: str, message: str) -> None:
-    out = rlblocks_cli("train", "--env", env, "--no-progress", "--run-dir", "unused")
+def test_a_bad_module_env_is_one_line(
+    env: str, message: str, cli: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
+    # "did you mean" reads gymnasium's registry, which other tests in this process fill
+    # (MiniGrid's and ALE's ids): that case runs in a fresh interpreter
+    run = rlblocks_cli if env == "my_pkg.envs:Corridr-v0" else cli
+    out = run("train", "--env", env, "--no-progress", "--run-dir", "unused")
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [f"rlblocks train: error: {message}"]
     assert not (USER_DIR / "unused").exists()
