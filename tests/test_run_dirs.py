@@ -341,3 +341,30 @@ def test_a_row_still_being_written_is_not_read(tmp_path: Path) -> None:
     ]
     (tmp_path / "progress.csv").write_text("training_iteration,episode_return_mean\n1,0.5\n")
     assert read_progress(tmp_path) == [{"training_iteration": 1, "episode_return_mean": 0.5}]
+
+
+def test_evaluate_picks_again_when_a_live_run_removes_its_pick(tmp_path: Path) -> None:
+    """A run being trained removes its older checkpoints as it saves (keep_checkpoints): one
+    removed between evaluate's pick and its read makes evaluate pick the newest again."""
+    import argparse
+    import shutil
+
+    from rlblocks.cli._args import chosen_checkpoint, restore_chosen
+
+    run = tmp_path / "run"
+    argv = ["train", "--env", "CartPole-v1", *TINY, "--set", "checkpoint_freq=1"]
+    assert main([*argv, "--stop-timesteps", "192", "--run-dir", str(run)]) == 0
+    kept = list_checkpoints(run)
+    assert len(kept) == 3
+    args = argparse.Namespace(run_dir=str(run), checkpoint="auto")
+    pick, said = chosen_checkpoint(args)
+    assert pick == kept[-1]
+    shutil.rmtree(pick)  # as the training's prune would, after the pick
+    trainer, said = restore_chosen(args, pick, said)
+    try:
+        assert Path(trainer.checkpoint_path) == kept[-2] and str(kept[-2]) in said
+    finally:
+        trainer.close()
+    shutil.rmtree(run)  # nothing left to pick: the one-line error, not a retry loop
+    with pytest.raises(ValueError, match="does not exist"):
+        restore_chosen(args, pick, said)

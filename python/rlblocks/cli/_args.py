@@ -74,6 +74,27 @@ def chosen_checkpoint(args: argparse.Namespace) -> tuple[Any, str]:
     return select_checkpoint(args.run_dir, args.checkpoint)
 
 
+def restore_chosen(args: argparse.Namespace, ckpt: Any, said: str) -> tuple[Any, str]:
+    """The trainer of ``ckpt`` (:func:`chosen_checkpoint`'s pick), restored for evaluation,
+    and the line that says which. A run that is being trained removes its older checkpoints
+    as it saves new ones (``keep_checkpoints``): when the pick is removed before it is read,
+    the newest checkpoint is picked again (three tries)."""
+    import warnings
+
+    from rlblocks.train.restoring import restore_trainer
+
+    for attempt in range(3):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # fresh evaluation episodes
+                return restore_trainer(ckpt, log=False), said
+        except (OSError, ValueError):
+            if attempt == 2 or os.path.exists(ckpt):
+                raise
+        ckpt, said = chosen_checkpoint(args)
+    raise AssertionError("unreachable")
+
+
 def say_checkpoint(command: str, line: str) -> None:
     """``rlblocks COMMAND: LINE`` on stderr (stdout keeps the command's own output)."""
     print(f"rlblocks {command}: {line}", file=sys.stderr, flush=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import warnings
 from typing import Any
 
 from rlblocks.cli._args import (
@@ -20,6 +19,7 @@ from rlblocks.cli._args import (
     add_run_dir,
     chosen_checkpoint,
     refuse_checkpoint_choice,
+    restore_chosen,
     say_checkpoint,
 )
 from rlblocks.cli._rllib_backend import rllib_evaluate_run, rllib_run
@@ -84,11 +84,7 @@ def run(args: argparse.Namespace) -> int:
             say_checkpoint("evaluate", said)
             print(json.dumps(result))
             return 0
-    from rlblocks.train.restoring import restore_trainer
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # evaluation starts fresh episodes
-        trainer = restore_trainer(ckpt, log=False)
+    trainer, said = restore_chosen(args, ckpt, said)
     try:
         if args.exported is not None and hasattr(trainer, "policies"):
             result = _multiagent_exported(args, trainer)
@@ -125,12 +121,8 @@ def _versus(args: argparse.Namespace) -> int:
             "runs (this is a --backend rllib run)"
         )
     from rlblocks.cli.versus import versus
-    from rlblocks.train.restoring import restore_trainer
 
-    ckpt, said = chosen_checkpoint(args)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # the games start fresh episodes
-        trainer = restore_trainer(ckpt, log=False)
+    trainer, said = restore_chosen(args, *chosen_checkpoint(args))
     try:
         exported = None
         if args.exported is not None and hasattr(trainer, "policies"):
