@@ -851,9 +851,7 @@ def test_torch_compile_small_fc():
     m = FullyConnectedNetwork(
         gym.spaces.Box(-1, 1, (3,)), DISCRETE2, 2, {"fcnet_hiddens": [4]}, "c"
     )
-    # aot_eager: dynamo traces the model and AOTAutograd splits the graph, as for inductor,
-    # without inductor's C++ code generation (torch's own, and most of this test's time)
-    compiled = torch.compile(m, backend="aot_eager")
+    compiled = torch.compile(m)
     x = torch.rand(6, 3)
     out, state = compiled({"obs": x})
     assert state == []
