@@ -75,6 +75,46 @@ def local_ray(request: pytest.FixtureRequest) -> Any:
     return ray
 
 
+class SharedExports:
+    """Trainers and their exported artifacts, built once per session by name: an export
+    costs seconds (torch.export, then ONNX), and the tests that share one only read it. A
+    name holds one ``spec`` (the same object every time: two meanings under one name fail)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._trainers: dict[str, tuple[Any, Any]] = {}
+        self._paths: dict[tuple[str, str], Path] = {}
+
+    def trainer(self, name: str, spec: tuple[Any, ...], build: Any) -> Any:
+        """The trainer ``build(*spec)``, built on the first call for ``name``."""
+        if name not in self._trainers:
+            self._trainers[name] = (spec, build(*spec))
+        held, trainer = self._trainers[name]
+        assert held is spec, f"shared export {name!r}: two specs under one name"
+        return trainer
+
+    def artifact(
+        self, name: str, spec: tuple[Any, ...], build: Any, fmt: str, export: Any, suffix: str
+    ) -> Path:
+        """``export(trainer, path, fmt)`` of that trainer, written on the first call."""
+        if (name, fmt) not in self._paths:
+            trainer = self.trainer(name, spec, build)
+            self._paths[name, fmt] = export(trainer, self.root / f"{name}{suffix}", fmt)
+        return self._paths[name, fmt]
+
+    def close(self) -> None:
+        for _, trainer in self._trainers.values():
+            trainer.close()
+
+
+@pytest.fixture(scope="session")
+def shared_exports(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One :class:`SharedExports` for the session (tests/test_export*.py); closed at its end."""
+    shared = SharedExports(tmp_path_factory.mktemp("shared_exports"))
+    yield shared
+    shared.close()
+
+
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     """``rlblocks ARGS`` in this process, as ``subprocess.run(..., capture_output=True,
     text=True)`` would report it: the exit status, stdout and stderr. The RLlib backend joins

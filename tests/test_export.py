@@ -118,7 +118,8 @@ FEED_FORWARD = {
         MultiDiscrete([2, 5]),
         {"fcnet_hiddens": [16], "conv_filters": [[4, [3, 3], 2], [8, [5, 5], 1]]},
     ),
-    "structures": (STRUCTURES_OBS, Discrete(3), STRUCTURES_MODEL),
+    # STRUCTURES_MODEL itself (attention entities, text as characters) is RECURRENT's
+    # lstm-structures: the same encoders, exported and compared over 20 steps
     "structures-text-ids": (
         STRUCTURES_OBS,
         Discrete(3),
@@ -171,6 +172,32 @@ RECURRENT = {
         },
     ),
 }
+
+
+SUFFIXES = {"onnx": ".onnx", "torch-export": ".pt2"}
+
+
+def _shared_trainer(shared: Any, case: str, spec: tuple[Any, ...] | None = None) -> PPOTrainer:
+    """The session's trainer of ``case`` (FEED_FORWARD, RECURRENT, or ``spec``): read only."""
+    trainer: PPOTrainer = shared.trainer(
+        case, spec or {**FEED_FORWARD, **RECURRENT}[case], _trainer
+    )
+    return trainer
+
+
+def _shared_artifact(
+    shared: Any, case: str, fmt: str = "onnx", spec: tuple[Any, ...] | None = None
+) -> Path:
+    """That trainer exported once in ``fmt`` for the session (conftest's shared_exports)."""
+    path: Path = shared.artifact(
+        case,
+        spec or {**FEED_FORWARD, **RECURRENT}[case],
+        _trainer,
+        fmt,
+        export_policy,
+        SUFFIXES[fmt],
+    )
+    return path
 
 
 def _observations(space: gym.Space, n: int, seed: int) -> list[Any]:
@@ -229,74 +256,64 @@ def _check_outputs(
 
 
 @pytest.mark.parametrize("case", list(FEED_FORWARD))
-def test_feed_forward_models_match_the_trainer(case: str, tmp_path: Path) -> None:
-    obs_space, action_space, model = FEED_FORWARD[case]
-    trainer = _trainer(obs_space, action_space, model)
-    try:
-        exported = OnnxPolicy(export_policy(trainer, tmp_path / "p.onnx", "onnx"))
-        obs = _observations(obs_space, 200, seed=1)
-        _check_outputs(exported, trainer, obs, [], None, None, None)
-        # compute_actions gives the same structure as the trainer's compute_actions
-        got, _ = exported.compute_actions(obs[:7])
-        want, _ = trainer.compute_actions(obs[:7])
-        _assert_actions_equal(got, want, action_space)
-    finally:
-        trainer.close()
+def test_feed_forward_models_match_the_trainer(case: str, shared_exports: Any) -> None:
+    obs_space, action_space, _ = FEED_FORWARD[case]
+    trainer = _shared_trainer(shared_exports, case)
+    exported = OnnxPolicy(_shared_artifact(shared_exports, case))
+    obs = _observations(obs_space, 200, seed=1)
+    _check_outputs(exported, trainer, obs, [], None, None, None)
+    # compute_actions gives the same structure as the trainer's compute_actions
+    got, _ = exported.compute_actions(obs[:7])
+    want, _ = trainer.compute_actions(obs[:7])
+    _assert_actions_equal(got, want, action_space)
 
 
 @pytest.mark.parametrize("case", list(RECURRENT))
-def test_recurrent_models_match_the_trainer_over_20_steps(case: str, tmp_path: Path) -> None:
-    obs_space, action_space, model = RECURRENT[case]
-    trainer = _trainer(obs_space, action_space, model)
-    try:
-        exported = OnnxPolicy(export_policy(trainer, tmp_path / "p.onnx", "onnx"))
-        pol, b = trainer.policy, 10
-        state_t = pol.initial_state(b)
-        state_e = exported.initial_state(b)
-        for s_t, s_e in zip(state_t, state_e, strict=True):
-            np.testing.assert_array_equal(s_t.numpy(), s_e)
-        pa, pr = exported.initial_prev(b)
-        rng = np.random.default_rng(0)
-        for step in range(20):
-            obs = _observations(obs_space, b, seed=100 + step)
-            want, got = _check_outputs(exported, trainer, obs, state_t, state_e, pa, pr)
-            state_t, state_e = (
-                want["state_out"],
-                [got[f"state_out_{i}"] for i in range(len(state_e))],
-            )
-            if pa is not None:
-                pa = np.roll(pa, -1, axis=1)
-                pa[:, -1] = np.asarray(want["actions"]).reshape(pa.shape[0], *pa.shape[2:])
-            if pr is not None:
-                pr = np.roll(pr, -1, axis=1)
-                pr[:, -1] = rng.normal(size=b)
-        # the state really is carried: it moved away from the initial state
-        assert any(np.abs(s).max() > 1e-3 for s in state_e)
-    finally:
-        trainer.close()
+def test_recurrent_models_match_the_trainer_over_20_steps(case: str, shared_exports: Any) -> None:
+    obs_space = RECURRENT[case][0]
+    trainer = _shared_trainer(shared_exports, case)
+    exported = OnnxPolicy(_shared_artifact(shared_exports, case))
+    pol, b = trainer.policy, 10
+    state_t = pol.initial_state(b)
+    state_e = exported.initial_state(b)
+    for s_t, s_e in zip(state_t, state_e, strict=True):
+        np.testing.assert_array_equal(s_t.numpy(), s_e)
+    pa, pr = exported.initial_prev(b)
+    rng = np.random.default_rng(0)
+    for step in range(20):
+        obs = _observations(obs_space, b, seed=100 + step)
+        want, got = _check_outputs(exported, trainer, obs, state_t, state_e, pa, pr)
+        state_t, state_e = (
+            want["state_out"],
+            [got[f"state_out_{i}"] for i in range(len(state_e))],
+        )
+        if pa is not None:
+            pa = np.roll(pa, -1, axis=1)
+            pa[:, -1] = np.asarray(want["actions"]).reshape(pa.shape[0], *pa.shape[2:])
+        if pr is not None:
+            pr = np.roll(pr, -1, axis=1)
+            pr[:, -1] = rng.normal(size=b)
+    # the state really is carried: it moved away from the initial state
+    assert any(np.abs(s).max() > 1e-3 for s in state_e)
 
 
 @pytest.mark.parametrize("case", ["fc-nested-tuple", "lstm"])
-def test_torch_export_artifact_matches_the_trainer(case: str, tmp_path: Path) -> None:
-    obs_space, action_space, model = {**FEED_FORWARD, **RECURRENT}[case]
-    trainer = _trainer(obs_space, action_space, model)
-    try:
-        path = export_policy(trainer, tmp_path / "p.pt2", "torch-export")
-        exported = TorchExportPolicy(path)
-        b = 20
-        state = trainer.policy.initial_state(b)
-        pa, pr = exported.initial_prev(b)
-        _check_outputs(
-            exported,
-            trainer,
-            _observations(obs_space, b, seed=5),
-            state,
-            [s.numpy() for s in state] if state else None,
-            pa,
-            pr,
-        )
-    finally:
-        trainer.close()
+def test_torch_export_artifact_matches_the_trainer(case: str, shared_exports: Any) -> None:
+    obs_space = {**FEED_FORWARD, **RECURRENT}[case][0]
+    trainer = _shared_trainer(shared_exports, case)
+    exported = TorchExportPolicy(_shared_artifact(shared_exports, case, "torch-export"))
+    b = 20
+    state = trainer.policy.initial_state(b)
+    pa, pr = exported.initial_prev(b)
+    _check_outputs(
+        exported,
+        trainer,
+        _observations(obs_space, b, seed=5),
+        state,
+        [s.numpy() for s in state] if state else None,
+        pa,
+        pr,
+    )
 
 
 def test_mean_std_filter_is_baked_in(tmp_path: Path) -> None:
@@ -401,16 +418,9 @@ def test_space_json_round_trip() -> None:
         assert back == space, space
 
 
-def test_bad_observations_get_the_preprocessors_value_error(tmp_path: Path) -> None:
-    trainer = _trainer(
-        NESTED_OBS,
-        Discrete(2),
-        {"fcnet_hiddens": [8], "conv_filters": [[4, [3, 3], 2], [8, [5, 5], 1]]},
-    )
-    try:
-        policy = OnnxPolicy(export_policy(trainer, tmp_path / "p.onnx"))
-    finally:
-        trainer.close()
+def test_bad_observations_get_the_preprocessors_value_error(shared_exports: Any) -> None:
+    # complex-input: NESTED_OBS through the same convolutions (the action space plays no part)
+    policy = OnnxPolicy(_shared_artifact(shared_exports, "complex-input"))
     good = _observations(NESTED_OBS, 2, seed=0)
     missing = {k: v for k, v in good[1].items() if k != "pos"}
     wrong_shape = {**good[1], "pos": np.zeros(4, np.float32)}
@@ -546,20 +556,18 @@ def test_onnx_policy_does_not_import_torch(tmp_path: Path) -> None:
     assert out.stdout.strip() == "False"
 
 
-def test_single_action_matches_compute_single_action(tmp_path: Path) -> None:
-    trainer = _trainer(Box(-1, 1, (5,)), NESTED_ACTIONS, {"fcnet_hiddens": [16]})
-    try:
-        policy = OnnxPolicy(export_policy(trainer, tmp_path / "p.onnx"))
-        for obs in _observations(Box(-1, 1, (5,)), 5, seed=9):
-            got, _ = policy.compute_single_action(obs)
-            want, _ = trainer.compute_single_action(obs)
-            _assert_actions_equal(
-                tree_map(lambda a: np.asarray(a)[None], got),
-                tree_map(lambda a: np.asarray(a)[None], want),
-                NESTED_ACTIONS,
-            )
-    finally:
-        trainer.close()
+def test_single_action_matches_compute_single_action(shared_exports: Any) -> None:
+    # fc-nested-tuple: Box(5) observations, NESTED_ACTIONS, fcnet_hiddens [16]
+    trainer = _shared_trainer(shared_exports, "fc-nested-tuple")
+    policy = OnnxPolicy(_shared_artifact(shared_exports, "fc-nested-tuple"))
+    for obs in _observations(Box(-1, 1, (5,)), 5, seed=9):
+        got, _ = policy.compute_single_action(obs)
+        want, _ = trainer.compute_single_action(obs)
+        _assert_actions_equal(
+            tree_map(lambda a: np.asarray(a)[None], got),
+            tree_map(lambda a: np.asarray(a)[None], want),
+            NESTED_ACTIONS,
+        )
 
 
 def test_export_refuses_unknown_format(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from rlblocks.export import TorchExportPolicy, export_policy
 from rlblocks.export.runtime import ExportedPolicy
 from rlblocks.export.sidecar import read_sidecar, sidecar_path
 from rlblocks.train import PPOTrainer
-from test_export import FEED_FORWARD, RECURRENT, _observations, _trainer
+from test_export import FEED_FORWARD, RECURRENT, _observations, _shared_artifact, _trainer
 
 pytest.importorskip("onnxruntime")
 
@@ -58,22 +58,25 @@ KINDS = ["fc-nested-tuple", "lstm", "attention", "lstm-box-prev"]
 RUNTIMES = {"onnx": (".onnx", OnnxPolicy), "torch-export": (".pt2", TorchExportPolicy)}
 
 
+class _Artifacts:
+    """``artifacts[case, fmt]``: the case exported in that format on first use, through the
+    session's shared exports (tests/test_export.py reads the same trainers and artifacts)."""
+
+    def __init__(self, shared: Any):
+        self.shared = shared
+
+    def __getitem__(self, key: tuple[str, str]) -> Path:
+        case, fmt = key
+        return _shared_artifact(self.shared, case, fmt, CASES[case])
+
+
 @pytest.fixture(scope="module")
-def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
-    """Every case exported once in both formats (small models: a few seconds in all)."""
-    out: dict[tuple[str, str], Path] = {}
-    root = tmp_path_factory.mktemp("exports")
-    for case, (obs_space, action_space, model) in CASES.items():
-        trainer = _trainer(obs_space, action_space, model)
-        try:
-            for fmt, (suffix, _) in RUNTIMES.items():
-                out[case, fmt] = export_policy(trainer, root / f"{case}{suffix}", fmt)
-        finally:
-            trainer.close()
-    return out
+def artifacts(shared_exports: Any) -> _Artifacts:
+    """Every case in both formats, each exported once (on first use)."""
+    return _Artifacts(shared_exports)
 
 
-def _load(artifacts: dict[tuple[str, str], Path], case: str, fmt: str) -> ExportedPolicy:
+def _load(artifacts: Any, case: str, fmt: str) -> ExportedPolicy:
     policy: ExportedPolicy = RUNTIMES[fmt][1](artifacts[case, fmt])
     return policy
 
