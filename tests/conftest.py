@@ -9,6 +9,7 @@ import importlib.util
 import io
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,31 @@ def shared_exports(tmp_path_factory: pytest.TempPathFactory) -> Any:
     shared = SharedExports(tmp_path_factory.mktemp("shared_exports"))
     yield shared
     shared.close()
+
+
+#: The user's package ``my_pkg`` (its envs, and the ``bad_envs`` that fail as real ones do).
+USER_DIR = Path(__file__).parent / "fixtures" / "user_envs"
+
+
+@pytest.fixture
+def cli(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``rlblocks ARGS`` in this process, in the user's package folder (``sys.path``, the
+    working directory and the environment restored after the test); stdout and stderr are
+    read at file descriptors 1 and 2, so what async env workers print is in them too."""
+    monkeypatch.chdir(USER_DIR)
+    monkeypatch.syspath_prepend(str(USER_DIR))  # sys.path (and what main adds) restored
+    monkeypatch.delenv("RLBLOCKS_TRACEBACK", raising=False)
+    from rlblocks.cli import main
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        capfd.readouterr()
+        code = main(list(args))
+        out = capfd.readouterr()
+        return subprocess.CompletedProcess(list(args), code, out.out, out.err)
+
+    return run
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -58,27 +58,6 @@ def rlblocks_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture
-def cli(
-    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
-) -> Callable[..., subprocess.CompletedProcess[str]]:
-    """``rlblocks ARGS`` in this process, in the user's package folder (``sys.path``, the
-    working directory and the environment restored after the test); stdout and stderr are
-    read at file descriptors 1 and 2, so what async env workers print is in them too."""
-    monkeypatch.chdir(USER_DIR)
-    monkeypatch.syspath_prepend(str(USER_DIR))  # sys.path (and what main adds) restored
-    monkeypatch.delenv("RLBLOCKS_TRACEBACK", raising=False)
-    from rlblocks.cli import main
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        capfd.readouterr()
-        code = main(list(args))
-        out = capfd.readouterr()
-        return subprocess.CompletedProcess(list(args), code, out.out, out.err)
-
-    return run
-
-
 def error_line(out: subprocess.CompletedProcess[str]) -> str:
     assert out.returncode == 2, out.stderr
     assert "Traceback" not in out.stderr, out.stderr

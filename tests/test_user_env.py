@@ -39,25 +39,6 @@ def rlblocks_cli(*args: str, cwd: Path = USER_DIR) -> subprocess.CompletedProces
     )
 
 
-@pytest.fixture
-def cli(
-    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
-) -> Callable[..., subprocess.CompletedProcess[str]]:
-    """``rlblocks ARGS`` in this process, in the user's package folder (``sys.path`` and the
-    working directory restored after the test); stdout and stderr read at fds 1 and 2."""
-    monkeypatch.chdir(USER_DIR)
-    monkeypatch.syspath_prepend(str(USER_DIR))
-    from rlblocks.cli import main
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        capfd.readouterr()
-        code = main(list(args))
-        out = capfd.readouterr()
-        return subprocess.CompletedProcess(list(args), code, out.out, out.err)
-
-    return run
-
-
 def progress_rows(run_dir: Path) -> list[dict[str, str]]:
     with open(run_dir / "progress.csv") as f:
         return list(csv.DictReader(f))
