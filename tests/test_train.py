@@ -188,8 +188,8 @@ def test_private_torch_kernels_fall_back_to_the_public_api(breakage, monkeypatch
 def test_direct_fused_adam_step_equals_optimizer_step(shapes):
     """The learner's direct call of the fused Adam kernel gives bit-identical parameters and
     state to ``Adam.step()`` (lr changes included; one flat tensor or several, one of them
-    without a gradient on some steps), and declines whenever it would differ: before the
-    state exists, with a step hook, with amsgrad."""
+    without a gradient on some steps; the first step starts the state as ``step()`` does),
+    and declines whenever it would differ: with a step hook, with amsgrad."""
     from rlblocks.train.fast import adam_step as _fused_adam_step
     from rlblocks.train.fast import make_adam as _adam
 
@@ -211,7 +211,7 @@ def test_direct_fused_adam_step_equals_optimizer_step(shapes):
         if i == 10:
             for opt in (ref, ours):
                 opt.param_groups[0]["lr"] = 3e-4
-    assert used[0] is False and all(used[1:])
+    assert all(used)
     for x, y in zip(a, b, strict=True):
         assert torch.equal(x, y)
         for key in ("exp_avg", "exp_avg_sq", "step"):

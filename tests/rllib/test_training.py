@@ -212,22 +212,6 @@ def test_mean_std_filter_state_merges_across_two_env_runners():
     assert steps <= local[0] <= 1.25 * steps, (local[0], steps)
 
 
-def test_lstm_on_stateless_cartpole_improves():
-    import rlblocks.envs  # noqa: F401  (registers rlblocks/StatelessCartPole-v0)
-
-    model = {"use_lstm": True, "lstm_cell_size": 64, "fcnet_hiddens": [64], "max_seq_len": 20}
-    config = ppo(
-        "rlblocks/StatelessCartPole-v0", model, batch=2000, minibatch=250, epochs=6, lr=1e-3
-    )
-    # a memoryless policy sees only positions; random play scores about 22
-    best, iters, secs = train_until(config, 60.0, max_iters=40)
-    print(
-        f"\nPPO LSTM StatelessCartPole: mean return {best:.1f} after {iters} iterations, "
-        f"{secs:.1f} s"
-    )
-    assert best >= 60.0
-
-
 @pytest.mark.parametrize("algo", ["APPO", "IMPALA"])
 def test_appo_and_impala_losses_run_on_the_module(algo):
     from rlblocks.rllib.algo_config import build_algo_config

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from rlblocks.cli import bench, evaluate, export, plot, train, tuned
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "console_main", "main"]
 
 #: The commands, in the order ``rlblocks --help`` lists them.
 _COMMANDS = (bench, train, evaluate, export, tuned, plot)
@@ -45,3 +45,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Runs ``rlblocks ARGV`` and returns its exit code (2 for a user's error)."""
     args = build_parser().parse_args(argv)
     return int(args.func(args))
+
+
+def console_main() -> int:
+    """The ``rlblocks`` script and ``python -m rlblocks.cli``: :func:`main` in a process of
+    its own, which skips an import that training and evaluating never use
+    (:mod:`rlblocks.cli._startup`)."""
+    from rlblocks.cli import _startup
+
+    _startup.standalone = True
+    return main()

@@ -81,8 +81,10 @@ def restore_chosen(args: argparse.Namespace, ckpt: Any, said: str) -> tuple[Any,
     the newest checkpoint is picked again (three tries)."""
     import warnings
 
+    from rlblocks.cli._startup import before_trainer
     from rlblocks.train.restoring import restore_trainer
 
+    before_trainer()
     for attempt in range(3):
         try:
             with warnings.catch_warnings():

@@ -44,6 +44,7 @@ from typing import Any
 
 from rlblocks.cli._args import add_command
 from rlblocks.cli._rllib_backend import rllib_run, rllib_trainer
+from rlblocks.cli._startup import before_trainer
 from rlblocks.cli.model_notes import unread_model_keys_notes
 from rlblocks.cli.train_config import config_data, parse_overrides
 from rlblocks.cli.train_help import ConfigHelp, config_class
@@ -336,6 +337,7 @@ def _restore(run_dir: str) -> Any:
     """``PPOTrainer.restore`` whose warnings (a resume that is not exact) are one line each."""
     from rlblocks.train.restoring import restore_trainer
 
+    before_trainer()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
         trainer = restore_trainer(run_dir)
@@ -517,6 +519,7 @@ def _new_trainer(args: argparse.Namespace, flags: dict[str, Any], config: Any, t
             num_envs_per_env_runner=flags["num_envs_per_env_runner"],
             ray_address=flags["ray_address"],
         )
+    before_trainer()
     if flags["algo"] in ("DQN", "SAC", "TD3", "DDPG"):
         if _makes_multiagent_env(config):
             raise ValueError(_multiagent_algo_refusal(flags["algo"]))

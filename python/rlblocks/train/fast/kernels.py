@@ -35,9 +35,11 @@ def make_adam(params: list[torch.nn.Parameter], lr: float, eps: float = 1e-5) ->
 
 def adam_step(optimizer: torch.optim.Optimizer) -> bool:
     """``optimizer.step()`` for a fused, single-group Adam, calling the fused kernel
-    directly on the parameters that have gradients; False (nothing done) when that would
-    differ from ``step()``: a parameter's state is not initialised yet, hooks are set, the
-    tensors differ in device or dtype, or an option the direct call skips is on.
+    directly on the parameters that have gradients (a parameter's first step starts its
+    state as ``step()`` would: a float32 step count and zero moments); False (nothing done)
+    when that would differ from ``step()``: hooks are set, the tensors differ in device or
+    dtype, or an option the direct call skips is on. Never calling ``step()`` also spares a
+    process the import of torch's compiler, which ``step()`` does on its first call.
 
     ``Optimizer.step`` spends much more time in Python per call (grouping tensors by
     device, hooks, profiling) than the kernel takes on a small model's tensors
@@ -71,11 +73,14 @@ def adam_step(optimizer: torch.optim.Optimizer) -> bool:
     if not params:
         return False
     first = params[0]
-    states = [optimizer.state.get(p) for p in params]
-    if not all(states) or any(
-        p.grad.is_sparse or p.device != first.device or p.dtype != first.dtype for p in params
-    ):
+    if any(p.grad.is_sparse or p.device != first.device or p.dtype != first.dtype for p in params):
         return False
+    states = [optimizer.state[p] for p in params]
+    for p, state in zip(params, states, strict=True):
+        if not state:  # as Adam._init_group starts a fused group's state
+            state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
+            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
     steps = _count_step(optimizer, states)  # type: ignore[arg-type]
     beta1, beta2 = group["betas"]
     try:
