@@ -22,7 +22,7 @@ from rlblocks import _impl
 torch.set_num_threads(1)
 
 settings.register_profile(
-    "ci", max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    "ci", max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.register_profile(
     "dev", max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]

@@ -222,6 +222,7 @@ def test_script_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         "bench_distributions",
         "bench_export",
         "bench_goals",
+        "bench_cli",
         "bench_models",
         "bench_multiagent",
         "bench_offpolicy",

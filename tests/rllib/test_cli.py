@@ -595,7 +595,8 @@ def test_repeated_observations_train_and_evaluate(tmp_path):
 #: return per env step depends on the machine's load (APPO: about 25 s to 150 on an idle
 #: machine, 650 s in one CI run on 2 shared cores; IMPALA's first iteration waits 40-70 s on
 #: RLlib's first remote sample under load). CI checks that the command trains and reports
-#: their losses; that the losses update the module is tests/rllib/test_training.py's check.
+#: their losses (APPO's run is also exported and played against its module); that APPO's
+#: losses update the module is tests/rllib/test_training.py's check.
 LEARNING_CASES = {
     "PPO": (["--env", "CartPole-v1"], None, 2_048),
     "APPO": (["--env", "CartPole-v1", "--num-env-runners", "1"], None, 1_000),
@@ -658,3 +659,12 @@ def test_every_algorithm_trains_through_the_cli(algo, tmp_path):
     reported = {"PPO": 2, "APPO": 2, "IMPALA": 2, "SAC": 1, "DQN": 0}[algo]
     for column in ("policy_loss", "vf_loss")[:reported]:
         assert math.isfinite(float(last[column])), (column, last)
+    if algo == "APPO":  # an asynchronous algorithm's checkpoint exports (IMPALA's module
+        # class is PPO's: tests/rllib/test_rllib_export.py); the artifact plays as the module
+        assert cli("export", str(run)).returncode == 0
+        evaluate = ["evaluate", str(run), "--episodes", "3", "--seed", "3"]
+        module = json.loads(cli(*evaluate).stdout.strip().splitlines()[-1])
+        exported = cli(*evaluate, "--exported", str(run / "policy.onnx"))
+        assert exported.returncode == 0, exported.stderr[-3000:]
+        result = json.loads(exported.stdout.strip().splitlines()[-1])
+        assert result["episode_returns"] == module["episode_returns"], (result, module)

@@ -432,32 +432,6 @@ def test_heterogeneous_env_shared_trains_one_module(tmp_path):
 
 
 @pytestmark_ray
-def test_appo_trains_the_shared_module(tmp_path):
-    """APPO, the asynchronous path, trains the shared module of a multi-agent run. (IMPALA
-    uses the single-agent module class that PPO's cases here train; its losses update the
-    module in tests/rllib/test_training.py.)"""
-    trainer = RLlibTrainer(
-        small(train_batch_size=256, num_envs=4),
-        tmp_path / "run",
-        algo="APPO",
-        num_env_runners=1,
-        num_cpus_per_env_runner=0.5,
-    )
-    try:
-        assert type(trainer.algo.get_module("shared")) is RLBlocksAPPORLModule
-        deadline = time.perf_counter() + 60
-        metrics: dict[str, Any] = {}
-        while time.perf_counter() < deadline:  # nan in iterations without an update
-            metrics = trainer.train()
-            if finite(metrics["total_loss/shared"]) and finite(metrics["episode_return_mean"]):
-                break
-    finally:
-        trainer.close()
-    assert finite(metrics["total_loss/shared"]), metrics
-    assert finite(metrics["agent_episode_return_mean/pilot_0"])
-
-
-@pytestmark_ray
 def test_recurrent_shared_module_trains_and_evaluates_per_agent_state(tmp_path):
     from rlblocks.rllib.evaluate import evaluate_run
 

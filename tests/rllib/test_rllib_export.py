@@ -62,9 +62,6 @@ RUNS: dict[str, tuple[dict[str, Any], str, int]] = {
         "PPO",
         0,
     ),
-    # an asynchronous algorithm's checkpoint (one env runner). IMPALA's export is this path
-    # with PPO's module class (RLBlocksRLModule, the "ppo" run): export.py has no IMPALA branch
-    "appo": (PPO, "APPO", 1),
     "dqn": (Q, "DQN", 0),
     "sac": ({**Q, "env": "Pendulum-v1"}, "SAC", 0),
     # scouts (Discrete(3)) and pilots (Discrete(5)) sharing one module: an action mask
@@ -211,7 +208,9 @@ def assert_same_actions(exported: Any, actor: ModuleActor, obs: list[Any]) -> No
         np.testing.assert_array_equal(mine, theirs)
 
 
-@pytest.mark.parametrize("name", ["ppo", "ppo_box", "ppo_lstm", "appo", "dqn", "sac"])
+# APPO's checkpoint (an asynchronous algorithm's, one env runner) is exported and played
+# against its module by tests/rllib/test_cli.py's APPO run; IMPALA's module class is PPO's
+@pytest.mark.parametrize("name", ["ppo", "ppo_box", "ppo_lstm", "dqn", "sac"])
 def test_export_acts_as_the_module(runs: Any, name: str) -> None:
     run = runs(name)
     path = export_policy(run)
