@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds rlblocks._core with AddressSanitizer and UndefinedBehaviorSanitizer (at -O1, as the
 # sanitizers advise: half the -O3 build time) in a scratch
-# copy of the tree and runs every test marked `native` (pytest -m native) under them, and the
+# copy of the tree and runs the tests marked `native` (pytest -m "native and not ray") under them, and the
 # differential fuzzer (tools/fuzz_flatten.py, RLBLOCKS_FUZZ_CASES cases): any out-of-bounds
 # read or write, use after free or undefined behaviour (signed overflow, bad shifts,
 # misaligned loads) fails.
@@ -39,8 +39,10 @@ if [ "${1:-}" = "--fuzz" ]; then  # only the fuzzer, with its own arguments (too
   exit
 fi
 # The tests marked `native` (pyproject.toml markers; tests/test_markers.py keeps every module that
-# reaches rlblocks._core marked), tests/test_fuzz.py among them. Only the files that use the
-# marker are collected, so that the heavy training modules are not imported under ASan.
+# reaches rlblocks._core marked), tests/test_fuzz.py among them, less those that need Ray: they
+# reach the same kernels (the connectors' flattening, the replay ring) through Ray's processes,
+# which run sanitized too and cost minutes. Only the files that use the marker are collected,
+# so that the heavy training modules are not imported under ASan.
 mapfile -t native_files < <(grep -rlE 'pytest\.mark\.native' tests --include='test_*.py' | sort)
 RLBLOCKS_FUZZ_CASES="${RLBLOCKS_FUZZ_CASES:-1500}" sanitized python -m pytest -q -p no:cacheprovider -o addopts="" \
-  -m native "${native_files[@]}"
+  -m "native and not ray" "${native_files[@]}"
