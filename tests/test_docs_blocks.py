@@ -17,10 +17,6 @@ anyone reading the Markdown source (HTML comments, so the rendered page does not
     <!-- test: replace "OLD" "NEW" -->          shorten the block (a long training, ...);
                                                 OLD must occur in the block
     <!-- test: timeout SECONDS -->              the block's time limit (default 120 s)
-    <!-- test: own-ray -->                      a Ray block that starts its own local Ray,
-                                                as a user's first command does (the other
-                                                Ray blocks join the Ray step's running
-                                                local Ray through ``RAY_ADDRESS``)
 
 An unknown marker, or a ``replace`` whose text is not in the block, fails the test, so the
 rules cannot silently go stale when the docs change.
@@ -60,7 +56,6 @@ class Block:
     env: dict[str, str] = field(default_factory=dict)
     replacements: list[tuple[str, str]] = field(default_factory=list)
     timeout: float = DEFAULT_TIMEOUT
-    own_ray: bool = False
 
     @property
     def id(self) -> str:
@@ -84,12 +79,9 @@ def _apply_marker(block: Block, text: str) -> None:
         block.replacements.append((args[0], args[1]))
     elif kind == "timeout" and len(args) == 1:
         block.timeout = float(args[0])
-    elif kind == "own-ray" and not args:
-        block.own_ray = True
     else:
         raise ValueError(
-            f"{block.id}: unknown test marker {text!r} (skip, requires, env, replace, "
-            "timeout, own-ray)"
+            f"{block.id}: unknown test marker {text!r} (skip, requires, env, replace, timeout)"
         )
 
 
@@ -230,7 +222,6 @@ def test_parser_markers_and_rules(tmp_path: Path) -> None:
             "not collected",
             "```",
             "<!-- test: skip (needs a GPU) -->",
-            "<!-- test: own-ray -->",
             "```python",
             "raise SystemExit(3)",
             "```",
@@ -242,9 +233,8 @@ def test_parser_markers_and_rules(tmp_path: Path) -> None:
     )
     doc = tmp_path / "doc.md"
     blocks = parse_blocks(doc, text)
-    assert [(b.line, b.language) for b in blocks] == [(5, "bash"), (13, "python"), (16, "python")]
+    assert [(b.line, b.language) for b in blocks] == [(5, "bash"), (12, "python"), (15, "python")]
     assert blocks[0].requires == ["nosuchmodule_xyz"] and blocks[0].env == {"A": "1"}
-    assert [b.own_ray for b in blocks] == [False, True, False]
     assert prepared_code(blocks[0]) == "true\n"
     assert blocks[1].skip == "needs a GPU"
     assert blocks[2].env == {}  # markers belong to the block right below them only

@@ -86,6 +86,9 @@ def header(run: Path) -> list[str]:
 
 def test_train_resume_evaluate(tmp_path):
     run = tmp_path / "run"
+    # a new process with no RAY_ADDRESS: the command line starts a local Ray of its own (the
+    # one test of that start; the docs' Ray blocks join the tests' Ray)
+    assert "RAY_ADDRESS" not in os.environ
     out = fresh_cli(
         "train",
         "--env",
