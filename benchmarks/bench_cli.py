@@ -75,14 +75,16 @@ def run(repeats: int) -> list[dict[str, Any]]:
             for case, args in cases.items():  # train first: evaluate reads its run
                 for method in METHODS:
                     walls.setdefault((case, method), []).append(_seconds(method, args))
+        load = round(os.getloadavg()[0], 2)
         for (case, method), times in walls.items():
-            row = {"case": case, "method": method, "wall_s": median(times), "repeats": repeats}
-            row["load"] = round(os.getloadavg()[0], 2)
-            emit(row)
-            rows.append(row)
+            rows.append(
+                {"case": case, "method": method, "wall_s": median(times), "repeats": repeats}
+            )
     for row in rows:
         base = next(r for r in rows if r["case"] == row["case"] and r["method"] != "rlblocks")
         row["ratio"] = row["wall_s"] / base["wall_s"]
+        row["load"] = load
+        emit(row)
     return rows
 
 
