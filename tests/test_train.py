@@ -226,24 +226,9 @@ def test_direct_fused_adam_step_equals_optimizer_step(shapes):
 
 
 # --- learning -------------------------------------------------------------------------------
-def test_ppo_cartpole_reaches_150_within_50k_steps():
-    # On the fast paths (the default). The torch path makes the same updates and acts the
-    # same (tests/test_fc_backprop.py: test_update_gives_the_same_parameters_on_either_path,
-    # test_update_on_a_real_cartpole_rollout; tests/test_log_std_init.py), and the zoo's
-    # conv, recurrent and structured models learn through it (tests/learning/test_zoo.py).
-    trainer = PPOTrainer({"env": "CartPole-v1", "seed": 0, "fast_paths": True})
-    best = -math.inf
-    try:
-        while trainer.timesteps_total < 50_000 and best < 150:
-            m = trainer.train()
-            assert math.isfinite(m["policy_loss"]) and math.isfinite(m["vf_loss"])
-            if not math.isnan(m["episode_return_mean"]):
-                best = max(best, m["episode_return_mean"])
-    finally:
-        trainer.close()
-    assert best >= 150, f"mean return {best} after {trainer.timesteps_total} steps"
-
-
+# PPO's defaults on CartPole (the fast paths) are CI's main job: README command 1 trains to
+# 475 and .ci/run checks the return; every zoo task learns with the defaults
+# (tests/learning/test_zoo.py).
 class StatelessCartPole(gym.ObservationWrapper):
     """CartPole with the velocities zeroed: only position and angle are observed."""
 

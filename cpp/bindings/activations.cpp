@@ -17,10 +17,7 @@ namespace py = pybind11;
 namespace rlblocks::bindings {
 namespace {
 
-constexpr std::int64_t kReleaseGilElems = 4096;
 constexpr std::int64_t kParallelGrain = 1 << 16;  // elements per chunk on the pool
-
-using F32Array = py::array_t<float, py::array::c_style>;
 
 py::array tanh_py(const py::object& x_obj, const py::object& out_obj) {
   py::array x = py::array::ensure(x_obj);

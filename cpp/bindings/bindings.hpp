@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,37 @@ void register_diag_gaussian(py::module_& m);
 void register_dense(py::module_& m);
 
 using Shape = std::vector<std::int64_t>;
+using F32Array = py::array_t<float, py::array::c_style>;
+using I64Array = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
+
+// Smaller calls keep the GIL: releasing and taking it back costs more than their work.
+constexpr std::int64_t kReleaseGilElems = 4096;
+constexpr std::int64_t kReleaseGilBytes = 64 * 1024;
+
+// (lead, *s)
+inline Shape with_lead(std::int64_t lead, const Shape& s) {
+  Shape out{lead};
+  out.insert(out.end(), s.begin(), s.end());
+  return out;
+}
+
+// A Python int (or an object with __index__, not a bool) as int64; ValueError naming `name`
+// for anything else or a value out of int64's range.
+inline std::int64_t to_int(const py::handle& obj, const std::string& name) {
+  if (py::isinstance<py::bool_>(obj) || !(py::isinstance<py::int_>(obj) || py::hasattr(obj, "__index__"))) {
+    throw py::value_error(name + ": expected an int, got " + std::string(py::repr(obj)));
+  }
+  py::int_ v(py::reinterpret_borrow<py::object>(obj));
+  int overflow = 0;
+  const long long r = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+  if (overflow != 0) {
+    throw py::value_error(name + ": expected an int in [" + std::to_string(std::numeric_limits<std::int64_t>::min()) +
+                          ", " + std::to_string(std::numeric_limits<std::int64_t>::max()) + "], got " +
+                          std::string(py::repr(obj)));
+  }
+  if (r == -1 && PyErr_Occurred()) throw py::error_already_set();
+  return static_cast<std::int64_t>(r);
+}
 
 // Runs fn on the storage of `obj` when it is a _core.ReplayCore (else returns false): with
 // the GIL released and the buffer's lock held, so no add or load changes it meanwhile.

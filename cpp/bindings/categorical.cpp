@@ -15,9 +15,6 @@ namespace py = pybind11;
 namespace rlblocks::bindings {
 namespace {
 
-using F32Array = py::array_t<float, py::array::c_style>;
-using I64Array = py::array_t<std::int64_t, py::array::c_style>;
-
 // uniforms_obj as [rows] float32 data (nullptr for None); ValueError naming fn otherwise.
 const float* uniforms_data(const py::object& uniforms_obj, F32Array& uniforms, std::int64_t rows, const char* fn) {
   if (uniforms_obj.is_none()) return nullptr;

@@ -16,8 +16,6 @@ namespace py = pybind11;
 namespace rlblocks::bindings {
 namespace {
 
-using F32Array = py::array_t<float, py::array::c_style>;
-
 constexpr const char* kFn = "dense_forward";
 
 DenseActivation activation_of(const py::handle& obj, const std::string& where) {

@@ -15,8 +15,6 @@ namespace py = pybind11;
 namespace rlblocks::bindings {
 namespace {
 
-using F32Array = py::array_t<float, py::array::c_style>;
-
 py::tuple diag_gaussian_draw_py(const py::object& inputs_obj, const py::object& noise_obj, double bound) {
   const char* fn = "diag_gaussian_draw";
   F32Array inputs = float32_array(inputs_obj, fn, "inputs");

@@ -23,8 +23,6 @@ namespace py = pybind11;
 namespace rlblocks::bindings {
 namespace {
 
-constexpr std::int64_t kReleaseGilElems = 4096;
-
 std::string batch_shape_str(const Shape& s) {
   std::string r = "(B";
   for (auto d : s) r += ", " + std::to_string(d);

@@ -20,21 +20,6 @@ namespace py = pybind11;
 namespace rlblocks::bindings {
 namespace {
 
-constexpr std::int64_t kReleaseGilBytes = 64 * 1024;
-
-Shape with_lead(std::int64_t lead, const Shape& s) {
-  Shape out{lead};
-  out.insert(out.end(), s.begin(), s.end());
-  return out;
-}
-
-std::int64_t to_int(const py::handle& obj, const char* name) {
-  if (py::isinstance<py::bool_>(obj) || !(py::isinstance<py::int_>(obj) || py::hasattr(obj, "__index__"))) {
-    throw py::value_error(std::string(name) + ": expected an int, got " + std::string(py::repr(obj)));
-  }
-  return py::cast<std::int64_t>(py::int_(py::reinterpret_borrow<py::object>(obj)));
-}
-
 class PyFrameStacker {
  public:
   PyFrameStacker(const py::object& num_envs, const py::object& k, const py::object& frame_shape,

@@ -25,24 +25,6 @@ namespace py = pybind11;
 namespace rlblocks::bindings {
 namespace {
 
-constexpr std::int64_t kReleaseGilBytes = 64 * 1024;
-
-std::int64_t to_int(const py::handle& obj, const std::string& name) {
-  if (py::isinstance<py::bool_>(obj) || !(py::isinstance<py::int_>(obj) || py::hasattr(obj, "__index__"))) {
-    throw py::value_error(name + ": expected an int, got " + std::string(py::repr(obj)));
-  }
-  py::int_ v(py::reinterpret_borrow<py::object>(obj));
-  int overflow = 0;
-  const long long r = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
-  if (overflow != 0) {
-    throw py::value_error(name + ": expected an int in [" + std::to_string(std::numeric_limits<std::int64_t>::min()) +
-                          ", " + std::to_string(std::numeric_limits<std::int64_t>::max()) + "], got " +
-                          std::string(py::repr(obj)));
-  }
-  if (r == -1 && PyErr_Occurred()) throw py::error_already_set();
-  return static_cast<std::int64_t>(r);
-}
-
 bool is_numpy(const py::handle& obj, const char* type) {
   return py::isinstance(obj, py::module_::import("numpy").attr(type));
 }
@@ -114,12 +96,6 @@ py::dtype to_dtype(const py::object& obj, const std::string& name) {
                           std::string(py::str(dt)));
   }
   return dt;
-}
-
-Shape with_lead(std::int64_t lead, const Shape& s) {
-  Shape out{lead};
-  out.insert(out.end(), s.begin(), s.end());
-  return out;
 }
 
 // obj as a C-contiguous aligned array of `dtype` and `shape`; ValueError naming `name` when

@@ -17,8 +17,6 @@ namespace py = pybind11;
 namespace rlblocks::bindings {
 namespace {
 
-using I64Array = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
-
 // A 1-D C-contiguous int64 view (or converted copy) of an integer array-like; `what` names it
 // in errors.
 I64Array int_array(const py::handle& obj, const char* what) {

@@ -15,8 +15,6 @@ namespace py = pybind11;
 namespace rlblocks::bindings {
 namespace {
 
-using F32Array = py::array_t<float, py::array::c_style>;
-
 // A float32 [rows, cols] array (a C-contiguous copy only if it is not already); cols < 0
 // accepts any even number of columns >= 2.
 F32Array matrix(const py::object& obj, const char* fn, const char* what, std::int64_t rows, std::int64_t cols) {
