@@ -313,6 +313,8 @@ def test_push_before_reset(impl):
         {"num_envs": 1, "k": 4, "frame_shape": (2, 0)},
         {"num_envs": 1, "k": 4, "frame_shape": "ab"},
         {"num_envs": 1.5, "k": 4, "frame_shape": (2, 2)},
+        {"num_envs": 2**70, "k": 4, "frame_shape": (2, 2)},
+        {"num_envs": 1, "k": -(2**64), "frame_shape": (2, 2)},
         {"num_envs": 1, "k": 4, "frame_shape": (2, 2), "dtype": object},
         {"num_envs": 1, "k": 4, "frame_shape": (2, 2), "dtype": np.complex64},
         {"num_envs": 1, "k": 4, "frame_shape": (2, 2), "dtype": ">u2"},
