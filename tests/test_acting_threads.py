@@ -39,3 +39,25 @@ def test_a_small_model_acts_on_one_thread_and_the_callers_count_is_restored():
 def test_large_work_keeps_the_callers_threads():
     seen, after = threads_seen([1024, 1024], 64, caller=2)
     assert seen == [2, 2] and after == 2
+
+
+def test_a_trainers_num_threads_also_sets_numpys_blas_threads() -> None:
+    """The fast paths multiply small matrices with numpy: its BLAS gets the run's
+    ``num_threads`` too (rlblocks.train.process_threads); None leaves both alone."""
+    from rlblocks.train import PPOTrainer
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas() -> set[int]:
+        return {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}
+
+    before = torch.get_num_threads()
+    config = {"env": "CartPole-v1", "num_envs": 1, "train_batch_size": 8}
+    try:
+        with threadpool_limits(limits=2, user_api="blas"):  # the caller's limit, restored after
+            assert blas() == {2}
+            PPOTrainer({**config, "num_threads": None}).close()
+            assert blas() == {2}
+            PPOTrainer({**config, "num_threads": 1}).close()
+            assert blas() == {1} and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

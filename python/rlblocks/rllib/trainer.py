@@ -29,8 +29,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from rlblocks.rllib._ray import COMPONENT_ENV_TO_MODULE_CONNECTOR
 from rlblocks.rllib.algo_config import (
     Q_ALGOS,
@@ -54,6 +52,7 @@ from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.logger import ProgressLogger, truncate_progress
 from rlblocks.train.loop import nearest_iteration, train_until
 from rlblocks.train.offpolicy_config import DQNConfig, SACConfig
+from rlblocks.train.process_threads import set_process_threads
 from rlblocks.train.rundir import claim_run_dir, lock_run_dir
 from rlblocks.train.trainer_config import PPOConfig, TrainerConfig
 
@@ -225,11 +224,10 @@ class RLlibTrainer:
         _resumed: bool = False,
     ) -> None:
         self.config: Any = _trainer_config(config, algo, _resumed)
-        if self.config.num_threads is not None:
-            # the driver runs the local learner (and env runner): on a 2-core machine, torch's
-            # default of one thread per core contends with the env runners (CartPole DQN to
-            # 150: 38 s instead of 22); Ray's workers get one thread per CPU they hold
-            torch.set_num_threads(self.config.num_threads)
+        # the driver runs the local learner (and env runner): on a 2-core machine, torch's
+        # default of one thread per core contends with the env runners (CartPole DQN to
+        # 150: 38 s instead of 22); Ray's workers get one thread per CPU they hold
+        set_process_threads(self.config.num_threads)
         self.backend = {
             "name": "rllib",
             "algo": algo,

@@ -38,6 +38,7 @@ from rlblocks.train.envs import config_with_env, evaluation_env, evaluation_seed
 from rlblocks.train.evaluation import evaluate_policy
 from rlblocks.train.logger import ProgressLogger
 from rlblocks.train.loop import train_until
+from rlblocks.train.process_threads import set_process_threads
 from rlblocks.train.run_logging import BEST, RunDirectoryMixin
 from rlblocks.train.rundir import RunDirLock, default_run_dir, fresh_run_dir
 from rlblocks.train.trainer_config import TrainerConfig
@@ -204,10 +205,10 @@ class Trainer(RunDirectoryMixin):
                 raise
 
     def _set_up_process(self, seed: int) -> None:
-        """The run's seed, torch's threads, the device and the numpy generator."""
+        """The run's seed, torch's and numpy's BLAS threads, the device and the numpy
+        generator."""
         self.seed = seed
-        if self.config.num_threads is not None:
-            torch.set_num_threads(self.config.num_threads)
+        set_process_threads(self.config.num_threads)
         self.device = resolve_device(self.config.device)
         self._rng = np.random.default_rng(self.seed)
 

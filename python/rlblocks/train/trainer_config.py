@@ -196,9 +196,10 @@ class TrainerConfig:
     device: str = option("cpu", choice(*_DEVICES))
     """Torch device: ``"cpu"``, ``"cuda"`` or ``"auto"``."""
     num_threads: int | None = option(1, optional(int_at_least(1)))
-    """``torch.set_num_threads`` for the run: 1 is fastest for small MLP/LSTM models on CPU
+    """``torch.set_num_threads`` and numpy's BLAS threads for the run
+    (:mod:`rlblocks.train.process_threads`): 1 is fastest for small MLP/LSTM models on CPU
     (thread hand-offs cost more than the maths); raise it for conv nets. None leaves
-    torch's setting. On the RLlib backend it sets the driver's threads (its local learner
+    both as they are. On the RLlib backend it sets the driver's threads (its local learner
     and env runner); Ray gives its workers one thread per CPU they hold."""
     flush_denormals: bool = option(True, as_bool)
     """Flush float32 denormals to zero during each ``train()`` call, on the calling thread
