@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds rlblocks._core with AddressSanitizer and UndefinedBehaviorSanitizer (at -O1, as the
-# sanitizers advise: half the -O3 build time) in a scratch
-# copy of the tree and runs the tests marked `native` (pytest -m "native and not ray") under them, and the
+# sanitizers advise: half the -O3 build time) in a scratch copy of the tree and runs the tests
+# marked `native` but not `ray` (pytest -m "native and not ray") under them, and the
 # differential fuzzer (tools/fuzz_flatten.py, RLBLOCKS_FUZZ_CASES cases): any out-of-bounds
 # read or write, use after free or undefined behaviour (signed overflow, bad shifts,
 # misaligned loads) fails.
