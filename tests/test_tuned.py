@@ -63,6 +63,7 @@ SUITES = {
     "MiniGrid-DoorKey-8x8-v0": ("minigrid_doorkey8x8", {"PPO"}),
     "MiniGrid-KeyCorridorS3R1-v0": ("minigrid_keycorridors3r1", {"PPO"}),
     "Hopper-v5": ("hopper", {"PPO", "TD3"}),  # the mujoco extra (PPO: the zoo's Hopper entry)
+    "HalfCheetah-v5": ("halfcheetah", {"PPO", "TD3"}),
 }
 
 
