@@ -316,17 +316,46 @@ def test_torch_export_artifact_matches_the_trainer(case: str, shared_exports: An
     )
 
 
-def test_mean_std_filter_is_baked_in(tmp_path: Path) -> None:
-    obs_space = Box(-1, 1, (5,))
+def _far_from_unit(space: gym.Space, n: int, rng: np.random.Generator) -> list[Any]:
+    """Observations whose statistics are far from (0, 1): a Box's values around 3, and in a
+    Dict every Box leaf so (a list's items too; its length stays what the space says)."""
+    space.seed(int(rng.integers(2**31)))
+    return [
+        rng.normal(3.0, 0.2, size=(5,)).astype(np.float32)
+        if isinstance(space, Box)
+        else {
+            "x": rng.normal(3.0, 0.2, size=(3,)).astype(np.float32),
+            "items": [
+                rng.normal(3.0, 0.2, size=(2,)).astype(np.float32)
+                for _ in range(int(rng.integers(0, 5)))
+            ],
+        }
+        for _ in range(n)
+    ]
+
+
+@pytest.mark.parametrize("structured", [False, True], ids=["box", "repeated"])
+def test_mean_std_filter_is_baked_in(structured: bool, tmp_path: Path) -> None:
+    from rlblocks.spaces import Repeated
+
+    obs_space: gym.Space = Box(-1, 1, (5,))
+    if structured:  # the list's length passes the filter unchanged, in the artifact too
+        obs_space = gym.spaces.Dict(
+            {"x": Box(-5, 5, (3,)), "items": Repeated(Box(-5, 5, (2,)), max_len=4)}
+        )
     trainer = _trainer(
         obs_space, Discrete(3), {"fcnet_hiddens": [16]}, observation_filter="MeanStdFilter"
     )
     try:
         rng = np.random.default_rng(0)
         # statistics far from (0, 1): an artifact without them would act differently
-        trainer.obs_filter(rng.normal(3.0, 0.2, size=(500, 5)).astype(np.float32))
+        trainer.obs_filter(
+            trainer.preprocessor.transform_batch(_far_from_unit(obs_space, 500, rng))
+        )
+        if structured:
+            assert trainer.obs_filter.passthrough.tolist() == [0]
         exported = OnnxPolicy(export_policy(trainer, tmp_path / "p.onnx"))
-        obs = list(rng.normal(3.0, 0.2, size=(200, 5)).astype(np.float32))
+        obs = _far_from_unit(obs_space, 200, rng)
         _check_outputs(exported, trainer, obs, [], None, None, None)
         want, _ = trainer.compute_actions(obs)
         got, _ = exported.compute_actions(obs)
@@ -334,10 +363,9 @@ def test_mean_std_filter_is_baked_in(tmp_path: Path) -> None:
         sidecar = read_sidecar(exported.path)
         assert sidecar["observation"]["filter"] == {"kind": "MeanStdFilter", "baked_in": True}
         # the check can fail: the unfiltered network acts differently on these inputs
-        raw = trainer.policy.act(np.stack(obs), [], explore=False, full=True)
-        assert not np.allclose(
-            raw["dist_inputs"], exported.forward(np.stack(obs))["dist_inputs"], atol=TOL
-        )
+        rows = trainer.preprocessor.transform_batch(obs)
+        raw = trainer.policy.act(rows, [], explore=False, full=True)
+        assert not np.allclose(raw["dist_inputs"], exported.forward(rows)["dist_inputs"], atol=TOL)
     finally:
         trainer.close()
 

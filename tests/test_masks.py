@@ -21,6 +21,7 @@ from rlblocks.catalog import ModelCatalog
 from rlblocks.cli import main
 from rlblocks.distributions import FLOAT_MIN, ActionDistribution, Categorical
 from rlblocks.envs.masked_bandit import MaskedBanditEnv
+from rlblocks.filters import MeanStdFilter
 from rlblocks.masks import (
     apply_action_mask,
     check_action_mask,
@@ -38,6 +39,7 @@ from rlblocks.models.recurrent import LSTMWrapper
 from rlblocks.models.visionnet import VisionNetwork
 from rlblocks.train import PPOTrainer
 from rlblocks.train.policy import Policy
+from rlblocks.train.runner import EnvRunner
 from rlblocks.train.trainer_config import PPOConfig
 
 ENV = "rlblocks/MaskedBandit-v0"
@@ -492,9 +494,38 @@ def test_parametric_actions_model_trains_on_a_plain_mask() -> None:
     assert MaskedBanditEnv.counts["steps"] >= 64 and MaskedBanditEnv.counts["masked"] == 0
 
 
-def test_mean_std_filter_with_a_mask_is_refused() -> None:
-    with pytest.raises(ValueError, match="would normalise the mask"):
-        PPOTrainer({"env": ENV, "num_envs": 1, "observation_filter": "MeanStdFilter"})
+def test_a_mean_std_filter_normalises_the_observations_and_passes_the_mask_through() -> None:
+    config = {
+        "env": ENV,
+        "num_envs": 2,
+        "train_batch_size": 64,
+        "sgd_minibatch_size": 32,
+        "num_sgd_iter": 2,
+        "seed": 0,
+        "observation_filter": "MeanStdFilter",
+        "model": {"fcnet_hiddens": [16]},
+    }
+    with PPOTrainer(config) as trainer:
+        trainer.train()
+        trainer.evaluate(2)
+        lay = trainer.preprocessor.layout
+        mask, obs = lay.find(("action_mask",)).columns, lay.find(("observations",)).columns
+        env = gym.make(ENV)
+        raw = [env.reset(seed=s)[0] for s in range(8)]
+        rows = np.stack([trainer.preprocessor.transform(o) for o in raw])
+        filtered = trainer.obs_filter(rows, update=False)
+        stats = trainer.obs_filter.running_stats
+        np.testing.assert_array_equal(filtered[:, mask], np.stack([o["action_mask"] for o in raw]))
+        expected = (rows[:, obs] - stats.mean[obs]) / (stats.std[obs] + 1e-6)
+        np.testing.assert_allclose(filtered[:, obs], expected, rtol=1e-4, atol=1e-4)
+    assert MaskedBanditEnv.counts["steps"] >= 64 + 2 and MaskedBanditEnv.counts["masked"] == 0
+
+
+def test_an_env_runner_refuses_a_filter_that_would_normalise_the_mask() -> None:
+    with PPOTrainer({"env": ENV, "num_envs": 1, "seed": 0}) as trainer:
+        plain = MeanStdFilter(trainer.preprocessor.shape)  # no passthrough columns
+        with pytest.raises(ValueError, match="counts, indices or the action mask"):
+            EnvRunner(trainer.config, trainer.policy, trainer.preprocessor, plain, 0)
 
 
 def test_is_mask_space_needs_exactly_the_two_keys() -> None:

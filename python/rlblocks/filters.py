@@ -55,13 +55,15 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
 from rlblocks import _core, _impl
 from rlblocks._reference import filters as _ref
+from rlblocks.layout import Layout
+from rlblocks.mask_keys import MASK_KEY, is_mask_space
 from rlblocks.running_stat import RunningStat, ShapeLike, normalise_shape
 
 __all__ = [
@@ -69,7 +71,9 @@ __all__ = [
     "Filter",
     "MeanStdFilter",
     "NoFilter",
+    "check_passthrough",
     "get_filter",
+    "unfiltered_columns",
 ]
 
 
@@ -79,6 +83,89 @@ def _checked_flag(value: Any, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name}: expected True or False, got {value!r}")
     return bool(value)
+
+
+def unfiltered_columns(lay: Layout) -> np.ndarray:
+    """The columns of ``lay``'s flat row that an observation filter must pass through:
+    its :attr:`~rlblocks.layout.Layout.structure_columns` (list lengths, graph counts and
+    links, character ids) and, for RLlib's action-mask form, the ``action_mask``'s columns.
+
+    Normalised, a length of 3 would read as 0.4 (the list looks empty to the model), a
+    graph's edge links would point at other nodes and a mask's 1 at another value.
+
+    Examples:
+        >>> import gymnasium as gym
+        >>> from rlblocks.layout import layout
+        >>> space = gym.spaces.Dict({"action_mask": gym.spaces.MultiBinary(2),
+        ...                          "observations": gym.spaces.Text(3, charset="ab")})
+        >>> unfiltered_columns(layout(space)).tolist()  # the mask, then the text's length
+        [0, 1, 2]
+    """
+    columns = lay.structure_columns
+    if is_mask_space(lay.space):
+        mask = lay.find((MASK_KEY,)).columns
+        columns = np.union1d(columns, np.arange(mask.start, mask.stop, dtype=np.int64))
+    return columns
+
+
+def check_passthrough(obs_filter: Any, lay: Layout) -> None:
+    """Raises ValueError when ``obs_filter`` (a :class:`MeanStdFilter` over ``lay``'s rows)
+    would normalise one of :func:`unfiltered_columns`; other filters pass.
+
+    Examples:
+        >>> import gymnasium as gym
+        >>> from rlblocks.layout import layout
+        >>> lay = layout(gym.spaces.Text(3, charset="ab"))
+        >>> check_passthrough(MeanStdFilter((lay.size,), passthrough=[0]), lay)
+        >>> check_passthrough(MeanStdFilter((lay.size,)), lay)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: MeanStdFilter would normalise the columns [0] that the model reads as ...
+    """
+    if not isinstance(obs_filter, MeanStdFilter):
+        return
+    needed = unfiltered_columns(lay)
+    kept = obs_filter.passthrough if obs_filter.passthrough is not None else []
+    missing = np.setdiff1d(needed, kept)
+    if missing.size:
+        raise ValueError(
+            f"{type(obs_filter).__name__} would normalise the columns {_listed(missing)} that "
+            "the model reads as counts, indices or the action mask; build it with "
+            "passthrough=unfiltered_columns(layout)"
+        )
+
+
+def _checked_passthrough(
+    columns: Any, shape: tuple[int, ...], name: str = "passthrough"
+) -> np.ndarray | None:
+    """``columns`` as a sorted read-only int64 array (None for None or no columns)."""
+    if columns is None:
+        return None
+    arr = np.asarray(columns)
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        raise ValueError(f"{name}: expected a 1-d sequence of column indices, got {columns!r}")
+    if arr.size == 0:
+        return None
+    if len(shape) != 1:
+        raise ValueError(f"{name}: columns need a 1-d filter shape, this one is {shape}")
+    arr = np.unique(arr.astype(np.int64))
+    if len(arr) != np.asarray(columns).size or arr[0] < 0 or arr[-1] >= shape[0]:
+        raise ValueError(
+            f"{name}: expected distinct columns in [0, {shape[0]}), got {_listed(columns)}"
+        )
+    arr.setflags(write=False)
+    return arr
+
+
+def _same_columns(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    return (a is None and b is None) or (a is not None and b is not None and np.array_equal(a, b))
+
+
+def _listed(columns: Any, show: int = 8) -> str:
+    """Column indices for a message: the first few and how many in all."""
+    values = [] if columns is None else [int(c) for c in np.asarray(columns).ravel()]
+    head = ", ".join(map(str, values[:show]))
+    return f"[{head}]" if len(values) <= show else f"[{head}, ...] ({len(values)} columns)"
 
 
 class Filter(Protocol):
@@ -157,9 +244,15 @@ class MeanStdFilter:
         demean: Subtract the running mean.
         destd: Divide by the running std (+ 1e-6).
         clip: Clip the result to ``[-clip, clip]``; ``None`` or 0 disables clipping.
+        passthrough: Columns of a 1-d observation returned as they came (as float32),
+            neither normalised nor clipped; their statistics are still kept. The trainers
+            pass the layout's :attr:`~rlblocks.layout.Layout.structure_columns` (list
+            lengths, graph counts and links, character ids) and an ``action_mask``'s
+            columns, which models read as counts, indices and flags.
 
     Raises:
-        ValueError: A shape that is not an int/tuple of ints, or a negative / NaN clip.
+        ValueError: A shape that is not an int/tuple of ints, a negative / NaN clip, or
+            passthrough columns that are not distinct ints inside a 1-d shape.
 
     Examples:
         >>> import numpy as np
@@ -169,6 +262,10 @@ class MeanStdFilter:
         array([ 1.,  0., -1.], dtype=float32)
         >>> g = f.copy(); g.running_stats.n
         5
+        >>> h = MeanStdFilter((3,), passthrough=[0])  # column 0: a list's length
+        >>> _ = h(np.array([[2.0, 1.0, 1.0], [4.0, 3.0, 1.0]]))
+        >>> h(np.array([4.0, 3.0, 1.0])).round(3)
+        array([4.   , 0.577, 0.   ], dtype=float32)
     """
 
     is_concurrent = False
@@ -179,11 +276,13 @@ class MeanStdFilter:
         demean: bool = True,
         destd: bool = True,
         clip: float | None = 10.0,
+        passthrough: Sequence[int] | np.ndarray | None = None,
     ) -> None:
         self.shape: tuple[int, ...] = normalise_shape(shape)
         self.demean = _checked_flag(demean, "demean")
         self.destd = _checked_flag(destd, "destd")
         self.clip = self._checked_clip(clip)
+        self.passthrough = _checked_passthrough(passthrough, self.shape)
         self._native = _impl.native()
         self._running = RunningStat.on_backend(self.shape, self._native)
         self._buffer = RunningStat.on_backend(self.shape, self._native)
@@ -243,6 +342,7 @@ class MeanStdFilter:
             ValueError: Wrong shape, non-numeric or NaN/inf values, or a bad ``out``; the
                 stats and ``out`` are then unchanged.
         """
+        kept = self._kept_columns(x)
         fn = _core.mean_std_filter if self._native else _ref.mean_std_filter
         result = fn(
             self._running.backend,
@@ -254,9 +354,22 @@ class MeanStdFilter:
             self._clip_bound(),
             out,
         )
+        if kept is not None:
+            result[..., self.passthrough] = kept
         if result.ndim == 0 and out is None:
             return result[()]
         return result
+
+    def _kept_columns(self, x: Any) -> np.ndarray | None:
+        """The passthrough columns of ``x`` as float32, taken before ``x`` may be
+        overwritten (``out=x``); None without passthrough columns, or for an input the
+        filter itself will refuse (wrong width or dtype: its message is the one raised)."""
+        if self.passthrough is None:
+            return None
+        arr = np.asarray(x)
+        if arr.ndim == 0 or arr.shape[-1] != self.shape[0] or arr.dtype.kind not in "biuf":
+            return None
+        return arr[..., self.passthrough].astype(np.float32)
 
     def apply_changes(self, other: MeanStdFilter, with_buffer: bool = False) -> None:
         """Merges ``other.buffer`` into ``running_stats`` (RLlib semantics).
@@ -290,6 +403,7 @@ class MeanStdFilter:
     def _init_copy_of(self, src: MeanStdFilter) -> None:
         self.shape = src.shape
         self.demean, self.destd, self.clip = src.demean, src.destd, src.clip
+        self.passthrough = src.passthrough
         self._native = src._native
         self._running = src._running.copy()
         self._buffer = src._buffer.copy()
@@ -302,6 +416,7 @@ class MeanStdFilter:
         """Takes ``other``'s settings, running stats and buffer (copies)."""
         self._check_other(other)
         self.demean, self.destd, self.clip = other.demean, other.destd, other.clip
+        self.passthrough = other.passthrough
         self.running_stats = other.running_stats.copy()
         self.buffer = other.buffer.copy()
 
@@ -318,6 +433,7 @@ class MeanStdFilter:
             "demean": self.demean,
             "destd": self.destd,
             "clip": self.clip,
+            "passthrough": None if self.passthrough is None else self.passthrough.tolist(),
             "running_stats": self._running.state(),
             "buffer": self._buffer.state(),
         }
@@ -325,8 +441,13 @@ class MeanStdFilter:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Loads :meth:`state_dict` output of a filter with the same shape.
 
+        ``passthrough`` is optional (states written before it existed keep this filter's);
+        given, it must equal this filter's: the columns follow from the observation's
+        layout, so other columns mean another observation space.
+
         Raises:
-            ValueError: Missing keys, another shape, or invalid stats (nothing is changed).
+            ValueError: Missing keys, another shape or other passthrough columns, or
+                invalid stats (nothing is changed).
         """
         if not isinstance(state, dict):
             raise ValueError(f"state: expected a dict, got {type(state).__name__}")
@@ -340,6 +461,13 @@ class MeanStdFilter:
         if normalise_shape(state["shape"]) != self.shape:
             raise ValueError(f"state: shape {tuple(state['shape'])} differs from {self.shape}")
         clip = self._checked_clip(state["clip"])
+        if "passthrough" in state:
+            theirs = _checked_passthrough(state["passthrough"], self.shape, "state['passthrough']")
+            if not _same_columns(theirs, self.passthrough):
+                raise ValueError(
+                    f"state['passthrough']: columns {_listed(theirs)} differ from this "
+                    f"filter's {_listed(self.passthrough)} (another observation layout)"
+                )
         running = RunningStat.on_backend(self.shape, self._native)
         buffer = RunningStat.on_backend(self.shape, self._native)
         for stat, key in ((running, "running_stats"), (buffer, "buffer")):
@@ -362,12 +490,15 @@ class MeanStdFilter:
     def __setstate__(self, d: dict[str, Any]) -> None:
         self.shape = tuple(d["shape"])
         self._native = bool(d["native"])
+        self.passthrough = _checked_passthrough(d.get("passthrough"), self.shape)
         self.load_state_dict(d)
 
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(shape={self.shape}, demean={self.demean}, "
-            f"destd={self.destd}, clip={self.clip}, n={self._running.n})"
+            f"destd={self.destd}, clip={self.clip}, "
+            + (f"passthrough={_listed(self.passthrough)}, " if self.passthrough is not None else "")
+            + f"n={self._running.n})"
         )
 
 
@@ -389,8 +520,9 @@ class ConcurrentMeanStdFilter(MeanStdFilter):
         demean: bool = True,
         destd: bool = True,
         clip: float | None = 10.0,
+        passthrough: Sequence[int] | np.ndarray | None = None,
     ) -> None:
-        super().__init__(shape, demean, destd, clip)
+        super().__init__(shape, demean, destd, clip, passthrough)
         self._lock = threading.RLock()
 
     def _init_copy_of(self, src: MeanStdFilter) -> None:
@@ -441,13 +573,16 @@ _NULL_LOCK = _NullLock()
 
 
 def get_filter(
-    filter_config: str | Callable[[Any], Any], shape: ShapeLike, clip: float | None = None
+    filter_config: str | Callable[[Any], Any],
+    shape: ShapeLike,
+    clip: float | None = None,
+    passthrough: Sequence[int] | np.ndarray | None = None,
 ) -> Any:
     """The filter named by ``filter_config`` (RLlib's ``get_filter``).
 
     ``"MeanStdFilter"`` and ``"ConcurrentMeanStdFilter"`` give filters *without clipping*
-    (``clip=None``, as RLlib) unless ``clip`` is given; ``"NoFilter"`` the identity; a
-    callable is called with ``shape``.
+    (``clip=None``, as RLlib) unless ``clip`` is given, leaving the ``passthrough`` columns
+    as they are; ``"NoFilter"`` the identity; a callable is called with ``shape``.
 
     Raises:
         ValueError: An unknown name.
@@ -461,9 +596,9 @@ def get_filter(
         NoFilter()
     """
     if filter_config == "MeanStdFilter":
-        return MeanStdFilter(shape, clip=clip)
+        return MeanStdFilter(shape, clip=clip, passthrough=passthrough)
     if filter_config == "ConcurrentMeanStdFilter":
-        return ConcurrentMeanStdFilter(shape, clip=clip)
+        return ConcurrentMeanStdFilter(shape, clip=clip, passthrough=passthrough)
     if filter_config == "NoFilter":
         return NoFilter()
     if callable(filter_config):

@@ -41,6 +41,7 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 import math
 import typing
 from collections.abc import Iterator, Mapping
@@ -218,6 +219,29 @@ class Layout:
         """Whether any node of the tree has ``kind``."""
         return any(node.kind == kind for node in self.nodes())
 
+    @functools.cached_property
+    def structure_columns(self) -> np.ndarray:
+        """The columns that describe the row's structure rather than hold values, ascending
+        (int64, read-only): every list's length (Repeated, Sequence, Text, at every item
+        position of an enclosing list), a graph's node and edge counts and its edge links,
+        and a Text's character ids (``text_encoding: ids``).
+
+        Models and :func:`rlblocks.restore_original_dimensions` read these as counts and
+        indices, so an observation filter passes them through unchanged
+        (:class:`rlblocks.filters.MeanStdFilter`'s ``passthrough``).
+
+        Examples:
+            >>> import gymnasium as gym
+            >>> from rlblocks.spaces import Repeated
+            >>> inner = Repeated(gym.spaces.Box(-1, 1, (1,)), max_len=2)  # 3 floats
+            >>> space = gym.spaces.Tuple((gym.spaces.Discrete(2), Repeated(inner, max_len=2)))
+            >>> layout(space).structure_columns.tolist()  # one-hot 0-1, length 2, 2 items
+            [2, 3, 6]
+        """
+        columns = _structure_columns(self.root)
+        columns.setflags(write=False)
+        return columns
+
     def find(self, path: tuple[Any, ...]) -> Slot:
         """The node at ``path`` (dict keys / tuple indices) and its offset in the row.
 
@@ -284,6 +308,31 @@ def _leaves(
         yield path, offset, node  # the length slot / the branch one-hot
     for key, off, child in zip(node.keys, node.offsets, node.children, strict=True):
         yield from _leaves(child, (*path, key), offset + off)
+
+
+def _structure_columns(node: Node) -> np.ndarray:
+    """:attr:`Layout.structure_columns` of ``node``'s block, relative to its start."""
+    none = np.empty(0, np.int64)
+    if node.kind in LIST_KINDS:  # [length, item 0, item 1, ...]
+        inner = _structure_columns(node.item)
+        starts = 1 + node.item.size * np.arange(node.max_len, dtype=np.int64)
+        return np.concatenate([[0], (starts[:, None] + inner[None, :]).ravel()]).astype(np.int64)
+    if node.kind == "text":  # [length, per position: a one-hot block or the character's id]
+        return np.arange(node.size if node.encoding == "ids" else 1, dtype=np.int64)
+    if node.kind == "graph":  # [n_nodes, n_edges, nodes, edges, links]
+        nodes, edges, links = node.graph_offsets
+        parts = [np.array([0, 1], np.int64)]
+        blocks = ((nodes, node.max_nodes), (edges, node.max_edges))[: len(node.children)]
+        for (at, count), item in zip(blocks, node.children, strict=True):
+            inner = _structure_columns(item)
+            starts = at + item.size * np.arange(count, dtype=np.int64)
+            parts.append((starts[:, None] + inner[None, :]).ravel())
+        parts.append(np.arange(links, links + 2 * node.max_edges, dtype=np.int64))
+        return np.concatenate(parts).astype(np.int64)
+    parts = [
+        off + _structure_columns(c) for off, c in zip(node.offsets, node.children, strict=True)
+    ]
+    return np.concatenate([none, *parts]).astype(np.int64)
 
 
 def _describe(path: tuple[Any, ...], offset: int, node: Node) -> dict[str, Any]:

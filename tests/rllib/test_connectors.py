@@ -316,6 +316,22 @@ def test_graph_text_and_oneof_are_flattened_in_one_batched_call():
     assert restored["graph"].nodes.shape == (6, 3, 2)
     assert restored["text"].ids.shape == (6, 4)
     assert restored["union"].index.tolist() == [1, 0, 1, 0, 1, 0]
+    # the mean/std filter after it normalises the values and keeps the structure: the
+    # counts, the edge links and the text's length pass through as the flattening wrote them
+    filtered = MeanStdFilterBatched(piece.observation_space, Discrete(2))
+    keep = filtered.filter.passthrough
+    lay = piece.observation_space.layout
+    assert keep.tolist() == lay.structure_columns.tolist() == [0, 1, 10, 11, 12, 13, 14]
+    assert filtered.observation_space.high[keep].tolist() == [np.inf] * 7
+    run(filtered, eps)
+    out = np.stack([e.get_observations(-1) for e in eps])
+    np.testing.assert_array_equal(out[:, keep], np.stack(rows)[:, keep])
+    plain = MeanStdFilter((prep.size,), clip=10.0)
+    values = np.setdiff1d(np.arange(prep.size), keep)
+    np.testing.assert_allclose(out[:, values], plain(np.stack(rows))[:, values], atol=1e-6)
+    kept = restore_original_dimensions(out, filtered.observation_space)
+    assert kept["graph"].n_nodes.tolist() == restored["graph"].n_nodes.tolist()
+    assert kept["text"].lengths.tolist() == [1.0, 2.0, 3.0, 1.0, 2.0, 3.0]
 
 
 def test_model_views_join_the_observation():

@@ -68,7 +68,7 @@ class PolicyGraph(nn.Module):
         policy: The trainer's :class:`~rlblocks.train.policy.Policy` (shares its model).
         obs_shape: The preprocessor's output shape (the flat input is reshaped to it).
         obs_filter: ``NoFilter``, ``MeanStdFilter`` or ``ConcurrentMeanStdFilter``; its
-            current statistics become constants.
+            current statistics become constants, its passthrough columns pass unchanged.
 
     Raises:
         ValueError: A filter whose statistics cannot be baked in, or a model that reads a
@@ -90,7 +90,10 @@ class PolicyGraph(nn.Module):
         self.clip = float("inf")
         mean = np.zeros(self.obs_shape, np.float32)
         denom = np.ones(self.obs_shape, np.float32)
+        passed = np.zeros(self.obs_shape, bool)
         if isinstance(obs_filter, MeanStdFilter):
+            if obs_filter.passthrough is not None:
+                passed[..., obs_filter.passthrough] = True
             stats = obs_filter.running_stats
             self.has_filter = True
             if obs_filter.demean:
@@ -107,6 +110,8 @@ class PolicyGraph(nn.Module):
             )
         self.register_buffer("filter_mean", torch.from_numpy(mean))
         self.register_buffer("filter_denom", torch.from_numpy(denom))
+        # the filter's passthrough columns (counts, indices, the action mask), or None
+        self.register_buffer("filter_passed", torch.from_numpy(passed) if passed.any() else None)
         self.state_shapes = [tuple(s.shape) for s in self.model.get_initial_state()]
         self.leaves = action_leaves(policy.action_space)
         names = ["obs"] + [f"state_in_{i}" for i in range(len(self.state_shapes))]
@@ -144,9 +149,14 @@ class PolicyGraph(nn.Module):
         obs = named["obs"].reshape(-1, *self.obs_shape)
         if self.has_filter:
             mean, denom = self.get_buffer("filter_mean"), self.get_buffer("filter_denom")
-            obs = (obs - mean) / denom
+            normalised = (obs - mean) / denom
             if self.clip != float("inf"):
-                obs = obs.clamp(-self.clip, self.clip)
+                normalised = normalised.clamp(-self.clip, self.clip)
+            obs = (
+                normalised
+                if self.filter_passed is None
+                else torch.where(self.filter_passed, obs, normalised)
+            )
         state = [named[f"state_in_{i}"] for i in range(len(self.state_shapes))]
         prev_actions = named.get("prev_actions")
         prev_rewards = named.get("prev_rewards")

@@ -445,8 +445,7 @@ class TextEncoder(nn.Module):
         A string that repeats in the batch (MiniGrid's mission, constant within an episode
         and across envs) is encoded once and its encoding shared by its rows
         (:func:`distinct_rows`; gradients add up over the rows as before); a changed string
-        is a new row, encoded on its own. A batch whose strings are all empty (length <= 0:
-        MiniGrid's constant mission once a ``MeanStdFilter`` has normalised it to zeros)
+        is a new row, encoded on its own. A batch whose strings are all empty (length <= 0)
         encodes to :meth:`EntityEncoder.empty` without running the encoder."""
         width = self.num_chars if self.encoding == "one_hot" else 1
         if flat.shape[-1] != 1 + self.max_len * width:

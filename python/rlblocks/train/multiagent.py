@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from rlblocks.catalog import ModelCatalog
-from rlblocks.filters import get_filter
+from rlblocks.filters import get_filter, unfiltered_columns
 from rlblocks.masks import mask_form
 from rlblocks.multiagent.envs import (
     MultiAgentVectorEnv,
@@ -236,7 +236,12 @@ class MultiAgentPPOTrainer(Trainer):
                 pcfg = self._policy_config(pid)
                 spec = self.hub.specs[pid]
                 prep = self._preprocessor(pid, spec.observation_space)
-                obs_filter = get_filter(pcfg.observation_filter, prep.shape, pcfg.observation_clip)
+                obs_filter = get_filter(
+                    pcfg.observation_filter,
+                    prep.shape,
+                    pcfg.observation_clip,
+                    unfiltered_columns(prep.layout),
+                )
                 policy = Policy(prep.observation_space, spec.action_space, pcfg, self.device)
                 learner = PPOLearner(policy, pcfg)
                 runner = EnvRunner(

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from rlblocks.catalog import ModelCatalog
-from rlblocks.filters import get_filter
+from rlblocks.filters import get_filter, unfiltered_columns
 from rlblocks.nest import tree_index
 from rlblocks.train.denormals import flushing_denormals
 from rlblocks.train.envs import make_env_creator, vector_env_from_config
@@ -91,7 +91,10 @@ class PPOTrainer(Trainer):
         action_space = self.venv.single_action_space
         self.preprocessor = ModelCatalog.get_preprocessor_for_space(obs_space, cfg.model_config())
         self.obs_filter = get_filter(
-            cfg.observation_filter, self.preprocessor.shape, cfg.observation_clip
+            cfg.observation_filter,
+            self.preprocessor.shape,
+            cfg.observation_clip,
+            unfiltered_columns(self.preprocessor.layout),
         )
         self.policy = Policy(self.preprocessor.observation_space, action_space, cfg, self.device)
         self.learner = PPOLearner(self.policy, cfg)

@@ -26,7 +26,7 @@ exactly the ``state_in`` the learner feeds that sequence.
 Examples:
     >>> import numpy as np
     >>> from rlblocks.catalog import ModelCatalog
-    >>> from rlblocks.filters import NoFilter
+    >>> from rlblocks.filters import NoFilter, check_passthrough
     >>> from rlblocks.train.policy import Policy
     >>> from rlblocks.train.trainer_config import PPOConfig
     >>> config = PPOConfig(env="CartPole-v1", num_envs=2)
@@ -52,7 +52,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AsyncVectorEnv, VectorEnv
 
-from rlblocks.filters import NoFilter
+from rlblocks.filters import NoFilter, check_passthrough
 from rlblocks.nest import tree_map
 from rlblocks.preprocessors import Preprocessor
 from rlblocks.spaces import clip_actions
@@ -198,9 +198,15 @@ class EnvRunner:
         config: The PPO config.
         policy: The policy (its model is used in eval mode).
         preprocessor: The preprocessor of the env's observation space.
-        obs_filter: ``NoFilter`` or ``MeanStdFilter`` over the preprocessed observations.
+        obs_filter: ``NoFilter`` or ``MeanStdFilter`` over the preprocessed observations
+            (passing through at least :func:`~rlblocks.filters.unfiltered_columns` of the
+            preprocessor's layout).
         seed: Seeds the envs (env ``i`` gets ``seed + i`` at the first reset); None: unseeded.
         venv: A vector env to use instead of making one (restoring).
+
+    Raises:
+        ValueError: A ``MeanStdFilter`` that would normalise a column the model reads as a
+            count, an index or the action mask.
     """
 
     def __init__(
@@ -212,12 +218,7 @@ class EnvRunner:
         seed: int | None,
         venv: VectorEnv | None = None,
     ) -> None:
-        if policy.mask_layout is not None and not isinstance(obs_filter, NoFilter):
-            raise ValueError(
-                f"observation_filter={type(obs_filter).__name__} with 'action_mask' "
-                "observations would normalise the mask along with the observation; use "
-                "observation_filter='NoFilter'"
-            )
+        check_passthrough(obs_filter, preprocessor.layout)
         self.config = config
         self.policy = policy
         self.preprocessor = preprocessor

@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.spaces import Box
 
-from rlblocks.filters import MeanStdFilter
+from rlblocks.filters import MeanStdFilter, unfiltered_columns
 from rlblocks.rllib.connectors.newest_observation import NewestObservationPiece
 from rlblocks.rllib.connectors.observation_spaces import with_original_space
 from rlblocks.running_stat import RunningStat
@@ -22,7 +22,9 @@ class MeanStdFilterBatched(NewestObservationPiece):
     """rlblocks' MeanStdFilter over the newest observation of all episodes, in one call.
 
     Put it after :class:`~rlblocks.rllib.connectors.FlattenObservationsBatched` (it
-    normalises a Box, or the ``observations`` of the action-mask form). State, as RLlib's
+    normalises a Box, or the ``observations`` of the action-mask form; the columns that
+    describe the observation's structure, :func:`~rlblocks.filters.unfiltered_columns` of
+    the flattened space's layout, pass through). State, as RLlib's
     protocol wants it: ``get_state`` returns the stats as of the last sync (``base``),
     everything seen since (``buffer``) and the current ``running`` stats; ``merge_states``
     adds every env runner's buffer to the base (exact parallel merge, so nothing is counted
@@ -73,15 +75,27 @@ class MeanStdFilterBatched(NewestObservationPiece):
                 f"first), got {inner}"
             )
         shape = tuple(inner.shape)
-        if self._filter is None or self._filter.shape != shape:
-            self._filter = MeanStdFilter(shape, **self._settings)
+        lay = getattr(inner, "layout", None)
+        keep = unfiltered_columns(lay) if lay is not None else None
+        f = self._filter
+        if (
+            f is None
+            or f.shape != shape
+            or not np.array_equal(
+                f.passthrough if f.passthrough is not None else [], keep if keep is not None else []
+            )
+        ):
+            self._filter = MeanStdFilter(shape, **self._settings, passthrough=keep)
             self._base = RunningStat(shape)
         clip = self._filter.clip
         bound = clip if clip else np.inf
+        low = np.full(shape, -bound, np.float32)
+        high = np.full(shape, bound, np.float32)
+        passed = self._filter.passthrough
+        if passed is not None:  # counts and indices keep the input's own bounds
+            low[passed], high[passed] = inner.low[passed], inner.high[passed]
         return with_original_space(
-            Box(-bound, bound, shape, np.float32),
-            getattr(inner, "original_space", None),
-            getattr(inner, "layout", None),
+            Box(low, high, shape, np.float32), getattr(inner, "original_space", None), lay
         )
 
     def __call__(self, *, batch: dict[str, Any], episodes: list[Any], **kwargs: Any) -> Any:
