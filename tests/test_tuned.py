@@ -64,6 +64,7 @@ SUITES = {
     "MiniGrid-KeyCorridorS3R1-v0": ("minigrid_keycorridors3r1", {"PPO"}),
     "Hopper-v5": ("hopper", {"PPO", "TD3"}),  # the mujoco extra (PPO: the zoo's Hopper entry)
     "HalfCheetah-v5": ("halfcheetah", {"PPO", "TD3"}),
+    "Walker2d-v5": ("walker2d", {"PPO"}),
 }
 
 

@@ -141,15 +141,15 @@ def _checked_passthrough(
     """``columns`` as a sorted read-only int64 array (None for None or no columns)."""
     if columns is None:
         return None
-    arr = np.asarray(columns)
-    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+    given = np.asarray(columns)
+    if given.ndim != 1 or (given.size and given.dtype.kind not in "iu"):
         raise ValueError(f"{name}: expected a 1-d sequence of column indices, got {columns!r}")
-    if arr.size == 0:
+    if given.size == 0:
         return None
     if len(shape) != 1:
         raise ValueError(f"{name}: columns need a 1-d filter shape, this one is {shape}")
-    arr = np.unique(arr.astype(np.int64))
-    if len(arr) != np.asarray(columns).size or arr[0] < 0 or arr[-1] >= shape[0]:
+    arr = np.unique(given.astype(np.int64))
+    if len(arr) != given.size or arr[0] < 0 or arr[-1] >= shape[0]:
         raise ValueError(
             f"{name}: expected distinct columns in [0, {shape[0]}), got {_listed(columns)}"
         )

@@ -26,7 +26,7 @@ exactly the ``state_in`` the learner feeds that sequence.
 Examples:
     >>> import numpy as np
     >>> from rlblocks.catalog import ModelCatalog
-    >>> from rlblocks.filters import NoFilter, check_passthrough
+    >>> from rlblocks.filters import NoFilter
     >>> from rlblocks.train.policy import Policy
     >>> from rlblocks.train.trainer_config import PPOConfig
     >>> config = PPOConfig(env="CartPole-v1", num_envs=2)

@@ -76,15 +76,10 @@ class MeanStdFilterBatched(NewestObservationPiece):
             )
         shape = tuple(inner.shape)
         lay = getattr(inner, "layout", None)
-        keep = unfiltered_columns(lay) if lay is not None else None
+        keep = unfiltered_columns(lay) if lay is not None else np.empty(0, np.int64)
         f = self._filter
-        if (
-            f is None
-            or f.shape != shape
-            or not np.array_equal(
-                f.passthrough if f.passthrough is not None else [], keep if keep is not None else []
-            )
-        ):
+        kept = f.passthrough if f is not None and f.passthrough is not None else []
+        if f is None or f.shape != shape or not np.array_equal(kept, keep):
             self._filter = MeanStdFilter(shape, **self._settings, passthrough=keep)
             self._base = RunningStat(shape)
         clip = self._filter.clip
