@@ -62,9 +62,11 @@ SUITES = {
     "MiniGrid-DoorKey-5x5-v0": ("minigrid_doorkey5x5", {"PPO"}),
     "MiniGrid-DoorKey-8x8-v0": ("minigrid_doorkey8x8", {"PPO"}),
     "MiniGrid-KeyCorridorS3R1-v0": ("minigrid_keycorridors3r1", {"PPO"}),
-    "Hopper-v5": ("hopper", {"PPO", "TD3"}),  # the mujoco extra (PPO: the zoo's Hopper entry)
-    "HalfCheetah-v5": ("halfcheetah", {"PPO", "TD3"}),
-    "Walker2d-v5": ("walker2d", {"PPO"}),
+    "Hopper-v5": ("hopper", {"PPO", "SAC", "TD3"}),  # the mujoco extra (the zoo's entries)
+    "HalfCheetah-v5": ("halfcheetah", {"PPO", "SAC", "TD3"}),
+    "Walker2d-v5": ("walker2d", {"PPO", "SAC"}),
+    "Ant-v5": ("ant", {"PPO", "SAC"}),
+    "Swimmer-v5": ("swimmer", {"PPO", "SAC"}),
 }
 
 
