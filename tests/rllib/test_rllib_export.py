@@ -64,6 +64,13 @@ RUNS: dict[str, tuple[dict[str, Any], str, int]] = {
     ),
     "dqn": (Q, "DQN", 0),
     "sac": ({**Q, "env": "Pendulum-v1"}, "SAC", 0),
+    # RLlib's action-mask form with a mean/std filter of its observations: the export
+    # widens the filter to the row, the mask passed through
+    "ppo_masked_filter": (
+        {**PPO, "env": "rlblocks/MaskedBandit-v0", "observation_filter": "MeanStdFilter"},
+        "PPO",
+        0,
+    ),
     # scouts (Discrete(3)) and pilots (Discrete(5)) sharing one module: an action mask
     "multiagent": (
         {
@@ -174,8 +181,13 @@ class ModuleActor:
             episodes.append(ep)
         for piece in self.pieces:
             piece(rl_module=self.module, batch={}, episodes=episodes, explore=False, shared_data={})
-        x = torch.as_tensor(np.stack([ep.get_observations(-1) for ep in episodes]))
-        batch: dict[str, Any] = {Columns.OBS: x[:, None] if self.stateful else x}
+        rows = [ep.get_observations(-1) for ep in episodes]
+        if isinstance(rows[0], dict):  # the action-mask form
+            obs_in: Any = {k: torch.as_tensor(np.stack([r[k] for r in rows])) for k in rows[0]}
+        else:
+            x = torch.as_tensor(np.stack(rows))
+            obs_in = x[:, None] if self.stateful else x
+        batch: dict[str, Any] = {Columns.OBS: obs_in}
         if self.stateful:
             batch[Columns.STATE_IN] = state if state is not None else self.initial_state(len(obs))
         with torch.no_grad():
@@ -210,7 +222,7 @@ def assert_same_actions(exported: Any, actor: ModuleActor, obs: list[Any]) -> No
 
 # APPO's checkpoint (an asynchronous algorithm's, one env runner) is exported and played
 # against its module by tests/rllib/test_cli.py's APPO run; IMPALA's module class is PPO's
-@pytest.mark.parametrize("name", ["ppo", "ppo_box", "ppo_lstm", "dqn", "sac"])
+@pytest.mark.parametrize("name", ["ppo", "ppo_box", "ppo_lstm", "dqn", "sac", "ppo_masked_filter"])
 def test_export_acts_as_the_module(runs: Any, name: str) -> None:
     run = runs(name)
     path = export_policy(run)
@@ -218,7 +230,8 @@ def test_export_acts_as_the_module(runs: Any, name: str) -> None:
     policy = OnnxPolicy(path)
     sidecar = read_sidecar(path)
     assert sidecar["rllib"]["algo"] == RUNS[name][1]
-    assert sidecar["observation"]["filter"]["baked_in"] == (name == "ppo_box")
+    filtered = name in ("ppo_box", "ppo_masked_filter")
+    assert sidecar["observation"]["filter"]["baked_in"] == filtered
     assert policy.recurrent == (name == "ppo_lstm")
     obs = observations(run, 300)
     assert_same_actions(policy, ModuleActor(run), obs)

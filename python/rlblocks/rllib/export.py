@@ -16,7 +16,7 @@ The artifact holds what the run's env runner does between an observation and the
 
 What cannot be represented is a ValueError naming it: a module that is not one of rlblocks'
 (a custom RLModule), models that read previous actions, rewards or observations next to the
-observation, the Atari frame pipeline, or a mean/std filter together with action masks.
+observation, or the Atari frame pipeline.
 
 :func:`rlblocks.export.export_policy` and ``rlblocks export RUN`` call this for RLlib runs.
 
@@ -55,7 +55,7 @@ from rlblocks.config import ModelConfig
 from rlblocks.distributions import Categorical
 from rlblocks.export.sidecar import multiagent_sidecar
 from rlblocks.export.writer import FORMATS, _name, write_policy
-from rlblocks.filters import MeanStdFilter
+from rlblocks.filters import MeanStdFilter, unfiltered_columns
 from rlblocks.masks import MASK_KEY, OBS_KEY, MaskLayout, apply_action_mask, is_mask_space
 from rlblocks.masks import mask_columns as _mask_columns
 from rlblocks.masks import mask_layout as _mask_layout
@@ -72,6 +72,7 @@ from rlblocks.rllib.algo_config import (
 )
 from rlblocks.rllib.checkpoints import RunCheckpoint, load_module, newest_checkpoint
 from rlblocks.rllib.connectors import AtariFramesBatched, MeanStdFilterBatched
+from rlblocks.running_stat import RunningStat
 from rlblocks.rllib.module import RLBlocksRLModule
 from rlblocks.rllib.qlearning import RLBlocksDQNRLModule, RLBlocksSACRLModule
 from rlblocks.train.policy import Policy
@@ -358,7 +359,7 @@ def _preprocessing(
     mean/std filter at the saved state (None without one).
 
     Raises:
-        ValueError: The Atari frame pipeline, or a filter with action masks.
+        ValueError: The Atari frame pipeline.
     """
     pieces = run_env_to_module(config, algo, training=False)()
     if any(isinstance(p, AtariFramesBatched) for p in pieces):
@@ -373,17 +374,51 @@ def _preprocessing(
         piece.input_observation_space = space
         space = piece.observation_space
         if isinstance(piece, MeanStdFilterBatched):
-            if is_mask_space(env_space):
-                raise ValueError(
-                    "export: a mean/std observation filter together with action-mask "
-                    "observations cannot be exported"
-                )
             if filter_state is not None:
                 piece.set_state(filter_state)
             obs_filter = piece.filter
     options = _model(config, algo)
     prep = get_preprocessor(env_space)(env_space, options)
+    if obs_filter is not None and is_mask_space(env_space):
+        obs_filter = _with_mask_columns(obs_filter, prep)
     return prep, obs_filter
+
+
+def _with_mask_columns(obs_filter: MeanStdFilter, prep: Preprocessor) -> MeanStdFilter:
+    """The filter of an action-mask run's ``observations`` (RLlib's connector filters those
+    alone) widened to the exported row, the mask's columns and the observations' back to
+    back: the observations' statistics at their columns, the mask passed through.
+
+    Examples:
+        >>> from gymnasium.spaces import Dict, MultiBinary
+        >>> space = Dict({MASK_KEY: MultiBinary(2), OBS_KEY: Box(-9, 9, (1,))})
+        >>> inner = MeanStdFilter((1,))
+        >>> _ = inner(np.array([[1.0], [3.0]]))
+        >>> wide = _with_mask_columns(inner, get_preprocessor(space)(space))
+        >>> wide(np.array([1.0, 0.0, 3.0]), update=False).round(3).tolist()
+        [1.0, 0.0, 0.707]
+    """
+    lay = prep.layout
+    obs = lay.find((OBS_KEY,)).columns
+    size = prep.shape[0]
+    state = obs_filter.running_stats.state()
+    wide_state: dict[str, Any] = {}
+    for key, value in state.items():
+        if isinstance(value, (int, np.integer)):
+            wide_state[key] = value
+        else:  # per-column arrays: the observations' at their columns, zeros elsewhere
+            column = np.zeros(size, np.asarray(value).dtype)
+            column[obs] = np.asarray(value).reshape(-1)
+            wide_state[key] = column
+    wide = MeanStdFilter(
+        (size,),
+        obs_filter.demean,
+        obs_filter.destd,
+        obs_filter.clip,
+        passthrough=unfiltered_columns(lay),
+    )
+    wide.running_stats = RunningStat.from_state((size,), wide_state)
+    return wide
 
 
 def is_multiagent_run(run: str | Path) -> bool:
