@@ -72,9 +72,9 @@ from rlblocks.rllib.algo_config import (
 )
 from rlblocks.rllib.checkpoints import RunCheckpoint, load_module, newest_checkpoint
 from rlblocks.rllib.connectors import AtariFramesBatched, MeanStdFilterBatched
-from rlblocks.running_stat import RunningStat
 from rlblocks.rllib.module import RLBlocksRLModule
 from rlblocks.rllib.qlearning import RLBlocksDQNRLModule, RLBlocksSACRLModule
+from rlblocks.running_stat import RunningStat
 from rlblocks.train.policy import Policy
 from rlblocks.train.trainer_config import PPOConfig, TrainerConfig
 
