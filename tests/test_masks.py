@@ -473,21 +473,23 @@ def test_a_distribution_that_ignores_the_mask_is_refused_loudly() -> None:
     assert MaskedBanditEnv.counts["masked"] == 0
 
 
+#: One short PPO iteration on the masked bandit.
+SHORT = {
+    "env": ENV,
+    "num_envs": 2,
+    "train_batch_size": 64,
+    "sgd_minibatch_size": 32,
+    "num_sgd_iter": 2,
+    "seed": 0,
+}
+
+
 def test_parametric_actions_model_trains_on_a_plain_mask() -> None:
-    with PPOTrainer(
-        {
-            "env": ENV,
-            "num_envs": 2,
-            "train_batch_size": 64,
-            "sgd_minibatch_size": 32,
-            "num_sgd_iter": 2,
-            "seed": 0,
-            "model": {
-                "custom_model": "rlblocks.models.parametric:ParametricActionsModel",
-                "fcnet_hiddens": [16],
-            },
-        }
-    ) as trainer:
+    model = {
+        "custom_model": "rlblocks.models.parametric:ParametricActionsModel",
+        "fcnet_hiddens": [16],
+    }
+    with PPOTrainer({**SHORT, "model": model}) as trainer:
         assert isinstance(trainer.model.inner, ParametricActionsModel)
         trainer.train()
         trainer.evaluate(2)
@@ -495,16 +497,7 @@ def test_parametric_actions_model_trains_on_a_plain_mask() -> None:
 
 
 def test_a_mean_std_filter_normalises_the_observations_and_passes_the_mask_through() -> None:
-    config = {
-        "env": ENV,
-        "num_envs": 2,
-        "train_batch_size": 64,
-        "sgd_minibatch_size": 32,
-        "num_sgd_iter": 2,
-        "seed": 0,
-        "observation_filter": "MeanStdFilter",
-        "model": {"fcnet_hiddens": [16]},
-    }
+    config = {**SHORT, "observation_filter": "MeanStdFilter", "model": {"fcnet_hiddens": [16]}}
     with PPOTrainer(config) as trainer:
         trainer.train()
         trainer.evaluate(2)
