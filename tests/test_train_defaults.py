@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import gymnasium as gym
+import numpy as np
 import pytest
 from rlblocks.cli import main
 
@@ -249,3 +251,50 @@ def test_dqn_on_an_image_observation_keeps_its_defaults() -> None:
     frames = gym.spaces.Box(0, 255, (84, 84, 4), dtype="uint8")
     probe = EnvProbe(frames, gym.spaces.Discrete(6), relabels=False)
     assert dqn_space_defaults(DQNConfig(env="CartPole-v1"), {}, probe) == {}
+
+
+class UnboundedControl(gym.Env):
+    """MuJoCo's shape without MuJoCo: an unbounded vector observation, Box actions."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (3,), np.float32)
+    action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.np_random.normal(size=3).astype(np.float32), {}
+
+    def step(self, action):
+        obs = self.np_random.normal(size=3).astype(np.float32)
+        return obs, -float(np.square(action).sum()), False, False, {}
+
+
+def test_unbounded_continuous_control_starts_a_free_log_std_at_minus_2(tmp_path, capsys) -> None:
+    """Issue 46 item 2: MuJoCo's locomotion (unbounded observations) learns far more with a
+    small state-independent exploration noise at the start (docs/benchmarks.md); bounded
+    continuous control (Pendulum) keeps the net's own log-std output."""
+    gym.register("rlblocks_test/UnboundedControl-v0", entry_point=UnboundedControl)
+    try:
+        config = _train(tmp_path, "--env", "rlblocks_test/UnboundedControl-v0")
+        out = capsys.readouterr().out
+        assert (
+            "rlblocks train: continuous control (Box actions, unbounded Box observations): "
+            "model.free_log_std=True, model.log_std_init=-2.0, sgd_minibatch_size=64, "
+            "observation_filter=MeanStdFilter, normalize_reward=True (--set any to change)"
+        ) in out
+        assert config["model"]["free_log_std"] is True
+        assert config["model"]["log_std_init"] == -2.0
+        # the user's own model keys stay, merged with these
+        hidden = ["--set", "model.fcnet_hiddens=[8]"]
+        config = _train(tmp_path / "hidden", "--env", "rlblocks_test/UnboundedControl-v0", *hidden)
+        assert config["model"]["fcnet_hiddens"] == [8]
+        assert config["model"]["free_log_std"] is True
+        capsys.readouterr()
+        # one of the keys set: neither is added (they belong together)
+        mine = ["--set", "model.free_log_std=false"]
+        config = _train(tmp_path / "mine", "--env", "rlblocks_test/UnboundedControl-v0", *mine)
+        assert config["model"]["free_log_std"] is False and "log_std_init" not in config["model"]
+        assert "model.log_std_init" not in capsys.readouterr().out
+    finally:
+        gym.registry.pop("rlblocks_test/UnboundedControl-v0")
+    config = _train(tmp_path / "pendulum", "--env", "Pendulum-v1")
+    assert "free_log_std" not in config["model"] and "log_std_init" not in config["model"]

@@ -500,13 +500,21 @@ def _with_defaults(
     said in one start line."""
     if not extra:
         return config
+    said = [
+        (f"{k}.{sub}", v) for k, keys in extra.items() if isinstance(keys, dict)
+        for sub, v in keys.items()
+    ] + [(k, v) for k, v in extra.items() if not isinstance(v, dict)]  # fmt: skip
     print(
         f"rlblocks train: {what}: "
-        + ", ".join(f"{k}={v}" for k, v in extra.items())
-        + f" (--set {({1: 'it', 2: 'either'}).get(len(extra), 'any')} to change)",
+        + ", ".join(f"{k}={v}" for k, v in said)
+        + f" (--set {({1: 'it', 2: 'either'}).get(len(said), 'any')} to change)",
         flush=True,
     )
-    return config_class(algo).from_dict({**data, **extra})
+    merged = {
+        k: {**data[k], **v} if isinstance(v, dict) and isinstance(data.get(k), dict) else v
+        for k, v in extra.items()
+    }
+    return config_class(algo).from_dict({**data, **merged})
 
 
 def _new_trainer(args: argparse.Namespace, flags: dict[str, Any], config: Any, target: Path) -> Any:
