@@ -11,8 +11,9 @@ flat float ``Box`` observation and a ``Box`` action space) also gets observation
 normalisation (``observation_filter=MeanStdFilter``) and reward scaling
 (``normalize_reward=True``), as rl-baselines3-zoo's ``VecNormalize`` does for those envs;
 with an unbounded observation (MuJoCo's locomotion) also a free log-std starting at -2
-(:data:`UNBOUNDED_CONTROL_MODEL_DEFAULTS`). A key the user sets (``--set``) is never changed. The choice is printed at the start and lands
-in ``config.json`` with the rest of the config. A known hard-exploration env (MountainCar)
+(:data:`UNBOUNDED_CONTROL_MODEL_DEFAULTS`). A key the user sets (``--set``) is never
+changed. The choice is printed at the start and lands in ``config.json`` with the rest of
+the config. A known hard-exploration env (MountainCar)
 gets a one-line note naming the tuned config that solves it. A multi-agent env's train batch
 and minibatch are counted in agent steps (:mod:`rlblocks.train.agent_batches`), also printed.
 
