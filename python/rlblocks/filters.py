@@ -125,7 +125,7 @@ def check_passthrough(obs_filter: Any, lay: Layout) -> None:
     if not isinstance(obs_filter, MeanStdFilter):
         return
     needed = unfiltered_columns(lay)
-    kept = obs_filter.passthrough if obs_filter.passthrough is not None else []
+    kept: Any = obs_filter.passthrough if obs_filter.passthrough is not None else []
     missing = np.setdiff1d(needed, kept)
     if missing.size:
         raise ValueError(

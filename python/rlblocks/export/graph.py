@@ -152,11 +152,8 @@ class PolicyGraph(nn.Module):
             normalised = (obs - mean) / denom
             if self.clip != float("inf"):
                 normalised = normalised.clamp(-self.clip, self.clip)
-            obs = (
-                normalised
-                if self.filter_passed is None
-                else torch.where(self.filter_passed, obs, normalised)
-            )
+            passed = self.get_buffer("filter_passed") if self.filter_passed is not None else None
+            obs = normalised if passed is None else torch.where(passed, obs, normalised)
         state = [named[f"state_in_{i}"] for i in range(len(self.state_shapes))]
         prev_actions = named.get("prev_actions")
         prev_rewards = named.get("prev_rewards")

@@ -78,15 +78,14 @@ class MeanStdFilterBatched(NewestObservationPiece):
         lay = getattr(inner, "layout", None)
         keep = unfiltered_columns(lay) if lay is not None else np.empty(0, np.int64)
         f = self._filter
-        kept = f.passthrough if f is not None and f.passthrough is not None else []
+        kept: Any = f.passthrough if f is not None and f.passthrough is not None else []
         if f is None or f.shape != shape or not np.array_equal(kept, keep):
-            self._filter = MeanStdFilter(shape, **self._settings, passthrough=keep)
+            f = self._filter = MeanStdFilter(shape, **self._settings, passthrough=keep)
             self._base = RunningStat(shape)
-        clip = self._filter.clip
-        bound = clip if clip else np.inf
+        bound = f.clip if f.clip else np.inf
         low = np.full(shape, -bound, np.float32)
         high = np.full(shape, bound, np.float32)
-        passed = self._filter.passthrough
+        passed = f.passthrough
         if passed is not None:  # counts and indices keep the input's own bounds
             low[passed], high[passed] = inner.low[passed], inner.high[passed]
         return with_original_space(
