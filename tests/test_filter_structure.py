@@ -19,6 +19,8 @@ from rlblocks.spaces import Repeated
 from rlblocks.values import GraphValues, OneOfValues, RepeatedValues, TextValues
 from spaces_strategies import NEW_KIND_OPTIONS, nested_spaces, sample_value
 
+pytestmark = pytest.mark.native
+
 MARK = -7.0  # no preprocessed value is -7 on a zeroed row
 
 
