@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +68,6 @@ class Row:
             TD3 (``noise_type: normal``; None: no noise object).
         needs: A module the env needs beyond the core (``mujoco``: rlblocks' ``mujoco``
             extra); rows whose module is missing are left out of the default ``--rows``.
-        note: What the table says beside the row's "reached" cell (what the zoo's run
-            uses that rlblocks lacks; empty: nothing).
         to_budget: Train to the budget, the stop return lifted (MiniGrid: a training return
             of sampled actions past 0.9 says nothing of the greedy policy the deterministic
             evaluation runs, which can still turn in place until the step limit).
@@ -90,10 +88,8 @@ class Row:
     sb3_normalize: bool = False
     sb3_wrapper: str = ""
     not_here: str = ""
-    net: dict[str, Any] = field(default_factory=dict)
     sb3_noise: float | None = None
     needs: str = ""
-    note: str = ""
     to_budget: bool = False
     sampled: bool = False
 
@@ -125,9 +121,6 @@ _TD3_MUJOCO = dict(learning_rate=1e-3, batch_size=256, buffer_size=1_000_000,
 #: The MuJoCo TD3 rows' budget here: 40k+ gradient steps of [400, 300] nets per run is
 #: minutes of CPU each, and the suite runs seed by seed beside SB3 on 2 shared cores.
 _TD3_BUDGET = 20_000
-#: Hopper PPO's budget here: the zoo's one env x 512 steps in minibatches of 32 for 5 epochs
-#: is 156k SGD steps of [256, 256] nets per 1M env steps, more CPU than the session had.
-_HOPPER_PPO_BUDGET = 1_000_000
 # rl-zoo3's ppo.yml Hopper entry (normalize: true; ortho_init False; ReLU; separate nets)
 _PPO_HOPPER = dict(n_steps=512, batch_size=32, gamma=0.999, learning_rate=9.80828e-05,
                    ent_coef=0.00229519, clip_range=0.2, n_epochs=5, gae_lambda=0.99,
@@ -150,10 +143,6 @@ _PPO_MUJOCO_DEFAULTS = dict(n_steps=2048, batch_size=64, n_epochs=10, learning_r
 # rl-zoo3's sac.yml MuJoCo entries: 10k random steps first (Swimmer: gamma 0.9999)
 _SAC_MUJOCO = dict(learning_starts=10_000)
 _SAC_LONG = "SAC at 1M steps runs for hours on 2 shared cores"
-_HOPPER_PPO_NOTE = (
-    "every setting of the zoo's entry carried over; the seeds stand still at about 1,000; "
-    "SB3 with the same entry: 75.6 and 1,047.6 at 300k (seeds 0, 1; docs/benchmarks.md)"
-)
 
 #: The rows, by tuned config name (``<env>_<algo>``).
 ROWS: dict[str, Row] = {
@@ -223,8 +212,8 @@ ROWS: dict[str, Row] = {
                       _TD3_MUJOCO, sb3_noise=0.1, needs="mujoco"),
     "halfcheetah_td3": Row("halfcheetah_td3", "HalfCheetah-v5", "TD3", 9656.0, 1_000_000,
                            _TD3_BUDGET, _TD3_MUJOCO, sb3_noise=0.1, needs="mujoco"),
-    "hopper_ppo": Row("hopper_ppo", "Hopper-v5", "PPO", 2410.435, 1_000_000, _HOPPER_PPO_BUDGET,
-                      _PPO_HOPPER, 1, True, needs="mujoco", note=_HOPPER_PPO_NOTE),
+    "hopper_ppo": Row("hopper_ppo", "Hopper-v5", "PPO", 2410.435, 1_000_000, 1_000_000,
+                      _PPO_HOPPER, 1, True, needs="mujoco"),
     "halfcheetah_ppo": Row("halfcheetah_ppo", "HalfCheetah-v5", "PPO", 5819.099, 1_000_000,
                            1_000_000, _PPO_HALFCHEETAH, 1, True, needs="mujoco"),
     "walker2d_ppo": Row("walker2d_ppo", "Walker2d-v5", "PPO", 3478.798, 1_000_000, 1_000_000,
@@ -534,7 +523,6 @@ def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> st
         d = _digits(target)
         gap = tuned["mean"] - target
         reached = "yes" if tuned["mean"] >= target else f"no (gap {gap:.{d}f})"
-        reached += f"; {row.note}" if row.note else ""
         default = stats.get((name, "defaults"))
         default_cell = _cell(default, d)
         if default is not None and name in randoms:

@@ -1,5 +1,6 @@
-"""PPO against Stable-Baselines3's PPO (issue 46: hopper_ppo, every setting of rl-zoo3's
-Hopper entry, stands still at about 1,000 where the zoo's run hops to 2,410).
+"""PPO against Stable-Baselines3's PPO (issue 46: rl-zoo3's Hopper entry, every setting
+carried over - ``hopper_ppo``'s first version - stood still at about 1,000 here where the
+zoo's run hops to 2,410; SB3 with it did no better side by side).
 
 From the same weights and the same rollout, our advantages / value targets (GAE), one
 iteration of minibatch updates (clipped surrogate, unclipped value loss, entropy bonus,

@@ -497,7 +497,9 @@ def _with_defaults(
     algo: str | None, data: dict[str, Any], what: str, extra: dict[str, Any], config: Any
 ) -> Any:
     """``config`` with the keys ``extra`` decided from ``what`` (none: ``config`` as it is),
-    said in one start line."""
+    said in one start line (a nested dict such as ``model`` as its dotted keys). A nested
+    dict is merged into the config's own (``model={"free_log_std": True}`` keeps the user's
+    other model keys); any other value replaces the key."""
     if not extra:
         return config
     said = [
