@@ -68,6 +68,9 @@ class Row:
             TD3 (``noise_type: normal``; None: no noise object).
         needs: A module the env needs beyond the core (``mujoco``: rlblocks' ``mujoco``
             extra); rows whose module is missing are left out of the default ``--rows``.
+        tuned_is_defaults: The tuned config is the CLI's defaults for the env's spaces, key
+            for key (``tests/test_train_defaults.py`` trains both and compares), so the
+            defaults column is the tuned one where no ``--defaults`` run was recorded.
         to_budget: Train to the budget, the stop return lifted (MiniGrid: a training return
             of sampled actions past 0.9 says nothing of the greedy policy the deterministic
             evaluation runs, which can still turn in place until the step limit).
@@ -90,6 +93,7 @@ class Row:
     not_here: str = ""
     sb3_noise: float | None = None
     needs: str = ""
+    tuned_is_defaults: bool = False
     to_budget: bool = False
     sampled: bool = False
 
@@ -178,7 +182,7 @@ ROWS: dict[str, Row] = {
     "pendulum_ppo": Row(
         "pendulum_ppo", "Pendulum-v1", "PPO", -172.225, 100_000, 100_000,
         dict(n_steps=1024, gae_lambda=0.95, gamma=0.9, n_epochs=10, ent_coef=0.0,
-             learning_rate=1e-3, use_sde=True, sde_sample_freq=4), 4),
+             learning_rate=1e-3, use_sde=True, sde_sample_freq=4), 4, tuned_is_defaults=True),
     "pendulum_sac": Row(
         "pendulum_sac", "Pendulum-v1", "SAC", -156.995, 20_000, 20_000,
         dict(learning_rate=1e-3)),
@@ -216,11 +220,11 @@ ROWS: dict[str, Row] = {
     "halfcheetah_td3": Row("halfcheetah_td3", "HalfCheetah-v5", "TD3", 9656.0, 1_000_000,
                            _TD3_BUDGET, _TD3_MUJOCO, sb3_noise=0.1, needs="mujoco"),
     "hopper_ppo": Row("hopper_ppo", "Hopper-v5", "PPO", 2410.435, 1_000_000, 1_000_000,
-                      _PPO_HOPPER, 1, True, needs="mujoco"),
+                      _PPO_HOPPER, 1, True, needs="mujoco", tuned_is_defaults=True),
     "halfcheetah_ppo": Row("halfcheetah_ppo", "HalfCheetah-v5", "PPO", 5819.099, 1_000_000,
                            1_000_000, _PPO_HALFCHEETAH, 1, True, needs="mujoco"),
     "walker2d_ppo": Row("walker2d_ppo", "Walker2d-v5", "PPO", 3478.798, 1_000_000, 1_000_000,
-                        _PPO_WALKER, 1, True, needs="mujoco"),
+                        _PPO_WALKER, 1, True, needs="mujoco", tuned_is_defaults=True),
     "ant_ppo": Row("ant_ppo", "Ant-v5", "PPO", 1327.158, 1_000_000, 1_000_000,
                    _PPO_MUJOCO_DEFAULTS, 1, True, needs="mujoco"),
     "swimmer_ppo": Row("swimmer_ppo", "Swimmer-v5", "PPO", 281.561, 1_000_000, 1_000_000,
@@ -528,6 +532,9 @@ def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> st
         reached = "yes" if tuned["mean"] >= target else f"no (gap {gap:.{d}f})"
         default = stats.get((name, "defaults"))
         default_cell = _cell(default, d)
+        if default is None and row.tuned_is_defaults:
+            default = tuned
+            default_cell = "the tuned config (it is the defaults)"
         if default is not None and name in randoms:
             default_cell += f", {scaled(default['mean'], randoms[name], tuned['mean']):.0%}"
         sb3 = stats.get((name, "sb3"))

@@ -5,6 +5,7 @@ env alone trains the off-policy algorithm that relabels its goals (PPO, given, n
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
@@ -298,3 +299,42 @@ def test_unbounded_continuous_control_starts_a_free_log_std_at_minus_2(tmp_path,
         gym.registry.pop("rlblocks_test/UnboundedControl-v0")
     config = _train(tmp_path / "pendulum", "--env", "Pendulum-v1")
     assert "free_log_std" not in config["model"] and "log_std_init" not in config["model"]
+
+
+#: Tuned configs that are the CLI's defaults for their env's spaces, key for key (the suites
+#: table's defaults cell of a row flagged ``tuned_is_defaults`` in benchmarks/bench_suites.py
+#: rests on it): each trains as ``--env`` alone does, on an env of the same kind of spaces.
+DEFAULTS_AS_TUNED = {
+    "pendulum_ppo": "Pendulum-v1",
+    "hopper_ppo": "rlblocks_test/UnboundedControl-v0",
+    "walker2d_ppo": "rlblocks_test/UnboundedControl-v0",
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEFAULTS_AS_TUNED))
+def test_tuned_configs_that_are_the_defaults_train_as_the_defaults(
+    tmp_path, monkeypatch, name
+) -> None:
+    from rlblocks.train.logger import read_progress
+    from rlblocks.train.tuned import load_tuned
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    suites = importlib.import_module("bench_suites")
+    assert {n for n, row in suites.ROWS.items() if row.tuned_is_defaults} == set(DEFAULTS_AS_TUNED)
+    env = DEFAULTS_AS_TUNED[name]
+    data = {**load_tuned(name).config, "env": env}
+    (tmp_path / "tuned.json").write_text(json.dumps(data))
+    gym.register("rlblocks_test/UnboundedControl-v0", entry_point=UnboundedControl)
+    try:
+        runs = {}
+        for how, source in (("tuned", ["--config", str(tmp_path / "tuned.json")]),
+                            ("defaults", ["--env", env])):  # fmt: skip
+            run = tmp_path / how
+            args = ["train", *source, "--seed", "3", "--no-progress", "--run-dir", str(run)]
+            assert main([*args, *TINY[:4], "--stop-timesteps", "192"]) == 0
+            runs[how] = read_progress(run)
+    finally:
+        gym.registry.pop("rlblocks_test/UnboundedControl-v0")
+    keys = ("timesteps_total", "total_loss", "policy_loss", "vf_loss", "entropy", "kl")
+    tuned, defaults = ([[row[k] for k in keys] for row in rows] for rows in runs.values())
+    assert len(tuned) == 3 and tuned == defaults
