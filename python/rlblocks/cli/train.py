@@ -452,14 +452,14 @@ def _env_defaults(
     data: dict[str, Any],
     probe: Any = None,
 ) -> Any:
-    """``--env`` alone: the hard-exploration note, and for native PPO the defaults decided
-    from the env (:mod:`rlblocks.cli.train_defaults`: the batch sizes of a multi-agent env,
-    counted in agent steps; continuous control's and turn-based games' from the spaces,
-    read from ``probe``, the env run() made once), printed and applied."""
+    """``--env`` alone: the note of an env the defaults fall short on, and for native PPO the
+    defaults decided from the env (:mod:`rlblocks.cli.train_defaults`: the batch sizes of a
+    multi-agent env, counted in agent steps; continuous control's and turn-based games' from
+    the spaces, read from ``probe``, the env run() made once), printed and applied."""
     from rlblocks.cli import train_defaults as defaults
     from rlblocks.train.agent_batches import agent_batch_line
 
-    note = defaults.hard_exploration_note(str(config.env))
+    note = defaults.shortfall_note(str(config.env))
     if note:
         print(f"rlblocks train: note: {note}", flush=True)
     given = parse_overrides(args.set or [])
