@@ -45,6 +45,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "suites.jsonl"
 DOCS = ROOT / "docs" / "benchmarks.md"
+#: The tuned configs' copy of the table's figures, which ``rlblocks tuned`` shows.
+TUNED_SUITES = ROOT / "python" / "rlblocks" / "train" / "tuned_configs" / "suites.json"
 BEGIN, END = "<!-- bench_suites: begin -->", "<!-- bench_suites: end -->"
 
 
@@ -506,7 +508,7 @@ def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> st
     A ``--budget`` probe (another budget than the row's) and a ``to_budget`` row's run that
     stopped short of its budget (run before the row trained to it) stay in the results file,
     out of the row's cells."""
-    stats = summary([r for r in runs if not r.get("probe") and not _stopped_short(r)])
+    stats = summary(_table_runs(runs))
     lines = [
         "| env | algo | tuned config | steps (zoo's) | rlblocks tuned: eval mean ± std "
         "(seeds; mean steps run) | zoo | reached | defaults (scaled) | SB3 + zoo settings "
@@ -554,6 +556,39 @@ def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> st
             f"| {zoo_return:.1f} | - | - | - | - |"
         )
     return "\n".join(lines)
+
+
+def _table_runs(runs: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The runs the table counts: not ``--budget`` probes, not a ``to_budget`` row's runs
+    that stopped short of its budget."""
+    return [r for r in runs if not r.get("probe") and not _stopped_short(r)]
+
+
+def tuned_figures(runs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per row with tuned runs in the table: the evaluations' mean and std, the seeds, how
+    many reached the zoo's return (0.9 where it publishes none) and the mean steps run, for
+    ``rlblocks tuned`` (``suites.json`` beside the tuned configs).
+
+    Examples:
+        >>> runs = [{"row": "cartpole_dqn", "method": "tuned", "eval_mean": v, "wall_s": 1.0,
+        ...          "steps": 50_000, "budget": 50_000} for v in (500.0, 490.0)]
+        >>> tuned_figures(runs)["cartpole_dqn"]
+        {'mean': 495.0, 'std': 7.071, 'seeds': 2, 'target': 500.0, 'reached': '1/2', 'steps': 50000}
+    """
+    out = {}
+    counted = [r for r in _table_runs(runs) if r.get("eval_mean") is not None]
+    for (name, method), stats in summary(counted).items():
+        row = ROWS.get(name)
+        if method != "tuned" or row is None:
+            continue
+        target = row.zoo_return if row.zoo_return is not None else 0.9
+        mine = [r for r in counted if r["row"] == name and r["method"] == "tuned"]
+        passed = sum(float(r["eval_mean"]) >= target for r in mine)
+        out[name] = {
+            "mean": stats["mean"], "std": stats["std"], "seeds": stats["n"], "target": target,
+            "reached": f"{passed}/{stats['n']}", "steps": stats["steps"],
+        }  # fmt: skip
+    return dict(sorted(out.items()))
 
 
 def write_docs(text: str, path: Path = DOCS) -> None:
@@ -632,10 +667,12 @@ def _run(args: argparse.Namespace, names: Sequence[str], tmp: Path) -> int:
                         run["probe"] = True
                     print(json.dumps(run), flush=True)
                     f.write(json.dumps(run) + "\n")
-    text = table(read_results(args.results), randoms)
+    runs = read_results(args.results)
+    text = table(runs, randoms)
     print(text)
     if args.write_docs:
         write_docs(text)
+        TUNED_SUITES.write_text(json.dumps(tuned_figures(runs), indent=1) + "\n")
     return 0
 
 

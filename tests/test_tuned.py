@@ -5,6 +5,8 @@ the zoo's recall tasks in tests/learning/test_zoo.py)."""
 
 from __future__ import annotations
 
+import importlib
+import json
 from pathlib import Path
 
 import gymnasium as gym
@@ -254,6 +256,24 @@ def test_tuned_listing_and_errors(capsys) -> None:
     assert "no tuned config 'cartpol'; did you mean 'cartpole'" in capsys.readouterr().err
     assert main(["train", "--tuned", "cartpole", "--env", "Acrobot-v1"]) == 2
     assert "--tuned NAME brings its own env" in capsys.readouterr().err
+
+
+def test_the_listing_shows_the_suites_table_where_bench_tuned_measured_nothing(
+    capsys, monkeypatch
+) -> None:
+    """``rlblocks tuned`` shows a suite row's figures (the configs ``bench_tuned.py`` does not
+    rerun once said "not measured"), and ``suites.json`` is what ``bench_suites.py`` computes
+    from its results file (written by ``--write-docs`` with the table, never by hand)."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    suites = importlib.import_module("bench_suites")
+    figures = suites.tuned_figures(suites.read_results(suites.RESULTS))
+    assert figures and json.loads((TUNED_DIR / "suites.json").read_text()) == figures
+    assert main(["tuned"]) == 0
+    lines = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines() if ln.strip()}
+    for name, fig in figures.items():
+        if not load_tuned(name).measured:
+            reached = f"suites: {fig['reached']} seeds reached {fig['target']:g}, evaluation"
+            assert reached in lines[name], lines[name]
 
 
 def test_custom_models_and_distributions_by_import_path() -> None:

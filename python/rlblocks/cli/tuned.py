@@ -29,6 +29,22 @@ def add_parser(sub: Any) -> None:
     tuned.add_argument("--list", action="store_true", help="list them (the default)")
 
 
+def _measured(t: Any) -> str:
+    """The last measurement of tuned config ``t``: ``bench_tuned.py --record``'s, else the
+    suites table's (``bench_suites.py``)."""
+    m, suite = t.measured, t.suite
+    if m:
+        return f"{m['reached']}, {m['median_steps']:,}, {m['median_wall_s']} s ({m['date']})"
+    if suite:
+        digits = 3 if abs(suite["mean"]) < 10 else 1  # MiniGrid's returns lie in [0, 1]
+        return (
+            f"suites: {suite['reached']} seeds reached {suite['target']:g}, evaluation "
+            f"{suite['mean']:.{digits}f} ± {suite['std']:.{digits}f}, {suite['steps']:,} steps "
+            "(docs/benchmarks.md)"
+        )
+    return "not measured"
+
+
 def run(args: argparse.Namespace) -> int:
     """Prints one tuned config's YAML, or a table of them all."""
     from rlblocks.train.tuned import list_tuned, load_tuned
@@ -54,12 +70,7 @@ def run(args: argparse.Namespace) -> int:
             target += f"; rl-zoo3: {t.zoo[0]:g} in {t.zoo[1]:,}"
         if t.extra:
             target += f" (needs rlblocks[{t.extra}])"
-        m = t.measured
-        measured = (
-            f"{m['reached']}, {m['median_steps']:,}, {m['median_wall_s']} s ({m['date']})"
-            if m
-            else "not measured"
-        )
+        measured = _measured(t)
         rows.append((t.name, t.algo, t.env, t.model_summary, target, measured))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     for r in rows:

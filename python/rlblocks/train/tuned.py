@@ -4,7 +4,9 @@ Each is a YAML file in ``rlblocks/train/tuned_configs/`` holding RLlib-style PPO
 ``rlblocks train --config`` takes) plus a ``stop:`` block (``episode_return_mean`` to reach
 within ``timesteps_total`` steps) and a one-line ``description``. ``rlblocks train --tuned
 NAME`` runs one; ``rlblocks tuned`` lists them with the figures that
-``benchmarks/bench_tuned.py --record`` last measured (``measured.json`` beside them).
+``benchmarks/bench_tuned.py --record`` last measured (``measured.json`` beside them), or else
+what ``benchmarks/bench_suites.py --write-docs`` last measured against rl-baselines3-zoo
+(``suites.json``).
 ``MODEL_DEFAULTS`` stays RLlib's; these files are where good settings live.
 
 Examples:
@@ -36,9 +38,10 @@ __all__ = [
     "tuned_for",
 ]
 
-#: Where the YAML files (and ``measured.json``) live.
+#: Where the YAML files (and ``measured.json``, ``suites.json``) live.
 TUNED_DIR = Path(__file__).with_name("tuned_configs")
 _MEASURED = TUNED_DIR / "measured.json"
+_SUITES = TUNED_DIR / "suites.json"
 # Keys of a config file that are not PPO config keys.
 _META_KEYS = ("stop", "description", "hardware", "algo", "zoo", "extra")
 #: Names the tuned configs had before they were named ``<env>_<algo>`` (still accepted).
@@ -65,6 +68,11 @@ class TunedConfig:
     file's ``zoo: {episode_return_mean, timesteps_total}``; None: the zoo publishes none)."""
     measured: dict[str, Any] = field(default_factory=dict)
     """The last ``bench_tuned.py --record`` figures (empty if never measured)."""
+    suite: dict[str, Any] = field(default_factory=dict)
+    """The suites table's figures (``bench_suites.py --write-docs``: the deterministic
+    evaluations' ``mean`` and ``std`` over ``seeds`` seeds, how many of them ``reached`` its
+    ``target`` (the zoo's return; MiniGrid: 0.9), the mean ``steps`` run; empty: not in the
+    table or not run)."""
     extra: str | None = None
     """The rlblocks extra the env needs (``pip install "rlblocks[<extra>]"``), if any."""
 
@@ -166,10 +174,10 @@ def stop_value(key: str, value: Any, name: str | None = None) -> float | int:
     raise ValueError(f"stop: unknown key {key!r} (known: {', '.join(STOP_KEYS)})")
 
 
-def _measured() -> dict[str, Any]:
-    if not _MEASURED.is_file():
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
         return {}
-    data: dict[str, Any] = json.loads(_MEASURED.read_text())
+    data: dict[str, Any] = json.loads(path.read_text())
     return data
 
 
@@ -211,7 +219,8 @@ def load_tuned(name: str) -> TunedConfig:
         hardware=str(data.get("hardware", "CPU")),
         zoo=_zoo(data.get("zoo")),
         algo=str(data.get("algo", "PPO")),
-        measured=_measured().get(name, {}),
+        measured=_read_json(_MEASURED).get(name, {}),
+        suite=_read_json(_SUITES).get(name, {}),
         extra=str(data["extra"]) if data.get("extra") else None,
     )
 
