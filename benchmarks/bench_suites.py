@@ -99,6 +99,12 @@ class Row:
     to_budget: bool = False
     sampled: bool = False
 
+    @property
+    def target(self) -> float:
+        """The return the row must reach: the zoo's, or 0.9 (a solved MiniGrid grid) where
+        the zoo publishes none."""
+        return self.zoo_return if self.zoo_return is not None else 0.9
+
 
 _DQN_ACROBOT = dict(learning_rate=6.3e-4, batch_size=128, buffer_size=50_000, learning_starts=0,
                     gamma=0.99, target_update_interval=250, train_freq=4, gradient_steps=-1,
@@ -309,8 +315,7 @@ def run_rlblocks(
 
     run_dir = work / f"{row.tuned}_{method}_{seed}"
     source = ["--tuned", row.tuned] if method == "tuned" else ["--algo", row.algo, "--env", row.env]
-    stop_reward = row.zoo_return if row.zoo_return is not None else 0.9
-    stop_reward = 1e9 if row.to_budget else stop_reward
+    stop_reward = 1e9 if row.to_budget else row.target
     cpu = _children_cpu()
     start = time.perf_counter()
     done = _cli(
@@ -518,7 +523,7 @@ def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> st
     for name, row in ROWS.items():
         tuned = stats.get((name, "tuned"))
         zoo = "-" if row.zoo_return is None else f"{row.zoo_return:.1f}"
-        target = row.zoo_return if row.zoo_return is not None else 0.9
+        target = row.target
         steps = f"{row.budget:,} ({row.zoo_budget:,})" if row.zoo_budget else f"{row.budget:,} (-)"
         if tuned is None:
             reason = row.not_here or not_run_reason(
@@ -581,7 +586,7 @@ def tuned_figures(runs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]
         row = ROWS.get(name)
         if method != "tuned" or row is None:
             continue
-        target = row.zoo_return if row.zoo_return is not None else 0.9
+        target = row.target
         mine = [r for r in counted if r["row"] == name and r["method"] == "tuned"]
         passed = sum(float(r["eval_mean"]) >= target for r in mine)
         out[name] = {
