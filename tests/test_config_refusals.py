@@ -276,7 +276,7 @@ def test_cli_refuses_an_rllib_dqn_run_as_the_native_config_does_before_ray_start
 def test_rllib_q_keys_refuse_each_setting_rllib_cannot_honour(key: str) -> None:
     """Each native key ``--backend rllib`` cannot honour is refused off its default, named;
     at its default it passes."""
-    algo = "SAC" if key in ("q_model", "use_sde") else "DQN"
+    algo = "SAC" if key in ("q_model", "use_sde", "network_init") else "DQN"
     cls = SACConfig if algo == "SAC" else DQNConfig
     check_rllib_q_keys(cls(env="CartPole-v1"), algo)
     value = {
@@ -291,6 +291,7 @@ def test_rllib_q_keys_refuse_each_setting_rllib_cannot_honour(key: str) -> None:
         "her_n_sampled_goal": 2,
         "goal_reward": "mod:fn",
         "use_sde": True,
+        "network_init": "torch",
     }[key]
     config = cls(env="CartPole-v1")
     setattr(config, key, value)  # past the validators (cuda needs no GPU here)

@@ -21,8 +21,16 @@ import rlblocks
 import torch
 from rlblocks.cli.train_help import config_class
 from rlblocks.config_fields import option_rows
-from rlblocks.train import DDPGConfig, DDPGTrainer, TD3Config, TD3Trainer, restore_trainer
+from rlblocks.train import (
+    DDPGConfig,
+    DDPGTrainer,
+    SACConfig,
+    TD3Config,
+    TD3Trainer,
+    restore_trainer,
+)
 from rlblocks.train.exploration_noise import GaussianNoise, OrnsteinUhlenbeckNoise
+from rlblocks.train.learners.sac import SACLearner
 from rlblocks.train.learners.td3 import TD3Learner
 from rlblocks.train.policy import build_actor
 
@@ -422,16 +430,21 @@ def test_time_limit_truncations_bootstrap_with_gamma_in_the_td3_replay() -> None
     assert np.abs(step).max() <= 8 * 0.05 + 1e-4
 
 
-def test_network_init_torch_starts_every_layer_as_torch_and_sb3_do() -> None:
-    # SB3's TD3 nets are plain nn.Linear stacks at torch's default start: weights and biases
-    # uniform within 1/sqrt(fan_in). RLlib's start (the default) has zero biases and
+@pytest.mark.parametrize(
+    ("learner_class", "config_class"), [(TD3Learner, TD3Config), (SACLearner, SACConfig)]
+)
+def test_network_init_torch_starts_every_layer_as_torch_and_sb3_do(
+    learner_class: type, config_class: type
+) -> None:
+    # SB3's TD3 and SAC nets are plain nn.Linear stacks at torch's default start: weights and
+    # biases uniform within 1/sqrt(fan_in). RLlib's start (the default) has zero biases and
     # normc(0.01) output layers, whose weights are far smaller.
     obs_space, space = gym.spaces.Box(-1, 1, (5,)), gym.spaces.Box(-2, 2, (2,))
     nets = {"model": {"fcnet_hiddens": [64, 48]}, "q_model": {"fcnet_hiddens": [64, 48]}}
     torch.manual_seed(0)
-    learner = TD3Learner(obs_space, space, TD3Config(**nets, network_init="torch"))
+    learner = learner_class(obs_space, space, config_class(**nets, network_init="torch"))
     torch.manual_seed(0)
-    rllib = TD3Learner(obs_space, space, TD3Config(**nets))
+    rllib = learner_class(obs_space, space, config_class(**nets))
     linears = [
         m
         for net in (learner.actor, *learner.critics)
@@ -452,24 +465,27 @@ def test_network_init_torch_starts_every_layer_as_torch_and_sb3_do() -> None:
     ):
         assert np.abs(after.detach().numpy()).mean() > 5 * np.abs(before.detach().numpy()).mean()
     # the targets start as the nets, and the closed form still covers them
-    for net, target in (
-        (learner.actor, learner.target_actor),
-        (learner.critics, learner.target_critics),
-    ):
+    pairs = [(learner.critics, learner.target_critics)]
+    if hasattr(learner, "target_actor"):
+        pairs.append((learner.actor, learner.target_actor))
+    for net, target in pairs:
         for p, q in zip(net.parameters(), target.parameters(), strict=True):
             assert torch.equal(p, q)
     assert learner._backprop() is not None
 
 
-def test_network_init_torch_refuses_initializer_keys_it_would_overwrite() -> None:
+@pytest.mark.parametrize("config_class", [TD3Config, SACConfig])
+def test_network_init_torch_refuses_initializer_keys_it_would_overwrite(
+    config_class: type,
+) -> None:
     with pytest.raises(
         ValueError,
         match=r"^network_init='torch' restarts every layer with torch's default, so "
         r"q_model\['fcnet_weights_initializer'\] = 'orthogonal' would be overwritten",
     ):
-        TD3Config.from_dict(
+        config_class.from_dict(
             {"network_init": "torch", "q_model": {"fcnet_weights_initializer": "orthogonal"}}
         )
     with pytest.raises(ValueError, match="network_init"):
-        TD3Config.from_dict({"network_init": "sb3"})
+        config_class.from_dict({"network_init": "sb3"})
     assert DDPGConfig.from_dict({"network_init": "torch"}).network_init == "torch"

@@ -90,6 +90,7 @@ RLLIB_Q_UNSUPPORTED = {
     "goal_reward": "hindsight relabelling is native only",
     "q_model": "the critics of rlblocks' RLlib SAC module are built from model",
     "use_sde": "gSDE is native only; RLlib's SAC samples the plain squashed Gaussian",
+    "network_init": "rlblocks' RLlib SAC module starts its layers as the catalog does",
 }
 #: Keys checked apart from their default: SAC's ``q_model`` is honoured where the critics'
 #: model config it makes is the actor's (``device="auto"``, too: the CPU).

@@ -42,6 +42,7 @@ from rlblocks.train.trainer_config import TrainerConfig, piecewise
 
 __all__ = [
     "DDPGConfig",
+    "ActorCriticConfig",
     "DQNConfig",
     "OffPolicyConfig",
     "SACConfig",
@@ -265,12 +266,11 @@ class DQNConfig(OffPolicyConfig):
 
 
 @dataclass
-class SACConfig(OffPolicyConfig):
-    """Settings of a SAC run (twin critics, automatic entropy tuning; Box or Discrete
-    actions); defaults are Stable-Baselines3's SAC defaults."""
+class ActorCriticConfig(OffPolicyConfig):
+    """What SAC and TD3 / DDPG share: an actor and one or two critics, each with its own
+    learning rate, Polyak targets moved every step, and the layers' start. Defaults are
+    Stable-Baselines3's."""
 
-    lr: float = 3e-4
-    """Learning rate of the actor, the critics and alpha unless set apart below."""
     train_batch_size: int = 256
     """Transitions per gradient step, sampled from the replay buffer."""
     learning_starts: int = 100
@@ -278,7 +278,7 @@ class SACConfig(OffPolicyConfig):
     train_freq: int = 1
     """Env steps (all envs together) between rounds of gradient steps."""
     target_network_update_freq: int = 1
-    """Env steps between target-critic updates (each a Polyak step with ``tau``)."""
+    """Env steps between target updates (each a Polyak step with ``tau``)."""
     tau: float = 0.005
     """Polyak coefficient of a target update."""
     q_model: dict[str, Any] = option({}, dict_of("q_model must be a dict of model config keys"))
@@ -287,6 +287,54 @@ class SACConfig(OffPolicyConfig):
     """The actor's learning rate (None: ``lr``)."""
     critic_lr: float | None = option(None, optional(number_in(0.0, low_open=True)))
     """The critics' learning rate (None: ``lr``)."""
+    twin_q: bool = option(True, as_bool)
+    """Two critics, the smaller target estimate bootstrapped (clipped double Q)."""
+    network_init: str = option("rllib", choice("rllib", "torch"))
+    """How the actor's and critics' layers start: ``"rllib"``, the catalog's (RLlib's
+    normc(1.0) hidden layers with zero biases, or the model's ``fcnet_*_initializer`` keys,
+    and normc(0.01) output layers); ``"torch"``, every linear and convolution layer
+    restarted with torch's own default (``reset_parameters``: weights and biases uniform
+    within ``1/sqrt(fan_in)``), as Stable-Baselines3's networks start (native trainer only;
+    an initializer key in ``model`` / ``q_model`` is then refused)."""
+
+    MODEL_DEFAULTS: ClassVar[Mapping[str, Any]] = SAC_MODEL_DEFAULTS
+
+    def q_model_config(self) -> ModelConfig:
+        """The critics' validated model config (:func:`critic_model_config`)."""
+        return critic_model_config(self.model, self.q_model)
+
+    #: The learning rates that default to ``lr`` (set at validation).
+    LR_KEYS: ClassVar[tuple[str, ...]] = ("actor_lr", "critic_lr")
+
+    def _validate_algorithm(self) -> None:
+        super()._validate_algorithm()
+        self.q_model_config()
+        if self.lr_schedule is not None:
+            raise ValueError(
+                f"lr_schedule is not supported for {self.ALGORITHM}; set "
+                + " / ".join(self.LR_KEYS)
+            )
+        for key in self.LR_KEYS:
+            if getattr(self, key) is None:
+                setattr(self, key, self.lr)
+        if self.network_init == "torch":
+            for what, keys in (("model", self.model), ("q_model", self.q_model)):
+                set_keys = sorted(k for k, v in keys.items() if k.endswith("_initializer") and v)
+                if set_keys:
+                    raise ValueError(
+                        f"network_init='torch' restarts every layer with torch's default, so "
+                        f"{what}[{set_keys[0]!r}] = {keys[set_keys[0]]!r} would be "
+                        "overwritten: unset it, or use network_init='rllib'"
+                    )
+
+
+@dataclass
+class SACConfig(ActorCriticConfig):
+    """Settings of a SAC run (twin critics, automatic entropy tuning; Box or Discrete
+    actions); defaults are Stable-Baselines3's SAC defaults."""
+
+    lr: float = 3e-4
+    """Learning rate of the actor, the critics and alpha unless set apart below."""
     alpha_lr: float | None = option(None, optional(number_in(0.0)))
     """The entropy coefficient's learning rate (None: ``lr``; 0: the coefficient stays
     ``initial_alpha``, Stable-Baselines3's fixed ``ent_coef``)."""
@@ -295,8 +343,6 @@ class SACConfig(OffPolicyConfig):
     target_entropy: float | str = option("auto", _target_entropy)
     """The entropy the coefficient steers to; ``"auto"``: ``-dim(A)`` for Box actions,
     ``0.98 * log(n)`` for ``Discrete(n)``."""
-    twin_q: bool = option(True, as_bool)
-    """Two critics, the smaller estimate used (clipped double Q)."""
     use_sde: bool = option(False, as_bool)
     """Generalized state-dependent exploration (gSDE, Raffin et al. 2021; Box actions, the
     default fully connected actor): the exploration noise is ``phi(s) @ W``, ``phi(s)``
@@ -315,22 +361,10 @@ class SACConfig(OffPolicyConfig):
     """gSDE: one ``sigma`` per (feature, action) pair (False: one per feature)."""
 
     ALGORITHM: ClassVar[str] = "SAC"
-    MODEL_DEFAULTS: ClassVar[Mapping[str, Any]] = SAC_MODEL_DEFAULTS
-
-    def q_model_config(self) -> ModelConfig:
-        """The critics' validated model config (:func:`critic_model_config`)."""
-        return critic_model_config(self.model, self.q_model)
+    LR_KEYS: ClassVar[tuple[str, ...]] = ("actor_lr", "critic_lr", "alpha_lr")
 
     def _validate_algorithm(self) -> None:
         super()._validate_algorithm()
-        self.q_model_config()
-        if self.lr_schedule is not None:
-            raise ValueError(
-                "lr_schedule is not supported for SAC; set actor_lr / critic_lr / alpha_lr"
-            )
-        for name in ("actor_lr", "critic_lr", "alpha_lr"):
-            if getattr(self, name) is None:
-                setattr(self, name, self.lr)
         if self.sde_sample_freq == 0:
             raise ValueError(
                 "sde_sample_freq must be -1 (a new gSDE matrix per collection round) or >= 1 "
@@ -346,7 +380,7 @@ class SACConfig(OffPolicyConfig):
 
 
 @dataclass
-class TD3Config(OffPolicyConfig):
+class TD3Config(ActorCriticConfig):
     """Settings of a TD3 run (Fujimoto et al. 2018, "Addressing Function Approximation
     Error in Actor-Critic Methods"; Box actions only); defaults are Stable-Baselines3's TD3
     defaults, which follow the paper: twin critics whose smaller target is bootstrapped
@@ -358,25 +392,6 @@ class TD3Config(OffPolicyConfig):
 
     lr: float = 1e-3
     """Learning rate of the actor and the critics unless set apart below."""
-    train_batch_size: int = 256
-    """Transitions per gradient step, sampled from the replay buffer."""
-    learning_starts: int = 100
-    """Env steps (all envs together) acting uniformly at random in the Box, collected before
-    the first gradient step."""
-    train_freq: int = 1
-    """Env steps (all envs together) between rounds of gradient steps."""
-    target_network_update_freq: int = 1
-    """Must be 1: the targets move with the delayed actor steps (``policy_delay``)."""
-    tau: float = 0.005
-    """Polyak coefficient of a target update (the critics' and the actor's targets)."""
-    q_model: dict[str, Any] = option({}, dict_of("q_model must be a dict of model config keys"))
-    """The critics' own model keys, over ``model``'s (which the critics share otherwise)."""
-    actor_lr: float | None = option(None, optional(number_in(0.0, low_open=True)))
-    """The actor's learning rate (None: ``lr``)."""
-    critic_lr: float | None = option(None, optional(number_in(0.0, low_open=True)))
-    """The critics' learning rate (None: ``lr``)."""
-    twin_q: bool = option(True, as_bool)
-    """Two critics, the smaller target estimate bootstrapped (clipped double Q)."""
     policy_delay: int = option(2, int_at_least(1))
     """Critic steps per actor step (and per target update)."""
     target_noise: float = option(0.2, number_in(0.0))
@@ -396,26 +411,12 @@ class TD3Config(OffPolicyConfig):
     """Add the exploration noise to the uniform random actions before ``learning_starts``
     too (then clip to the Box), as Stable-Baselines3 does; False: plain uniform actions, as
     the TD3 paper's code."""
-    network_init: str = option("rllib", choice("rllib", "torch"))
-    """How the actor's and critics' layers start: ``"rllib"``, the catalog's (RLlib's
-    normc(1.0) hidden layers with zero biases, or the model's ``fcnet_*_initializer`` keys,
-    and normc(0.01) output layers); ``"torch"``, every linear and convolution layer
-    restarted with torch's own default (``reset_parameters``: weights and biases uniform
-    within ``1/sqrt(fan_in)``), as Stable-Baselines3's TD3 networks start."""
 
     ALGORITHM: ClassVar[str] = "TD3"
-    MODEL_DEFAULTS: ClassVar[Mapping[str, Any]] = SAC_MODEL_DEFAULTS
-
-    def q_model_config(self) -> ModelConfig:
-        """The critics' validated model config (:func:`critic_model_config`)."""
-        return critic_model_config(self.model, self.q_model)
 
     def _validate_algorithm(self) -> None:
         super()._validate_algorithm()
-        self.q_model_config()
         name = self.ALGORITHM
-        if self.lr_schedule is not None:
-            raise ValueError(f"lr_schedule is not supported for {name}; set actor_lr / critic_lr")
         if self.target_network_update_freq != 1:
             raise ValueError(
                 f"target_network_update_freq={self.target_network_update_freq}: {name} moves "
@@ -425,22 +426,6 @@ class TD3Config(OffPolicyConfig):
             raise ValueError(
                 f"prioritized_replay=True: {name} samples its replay uniformly; leave it False"
             )
-        if self.network_init == "torch":
-            self._check_torch_init()
-        for key in ("actor_lr", "critic_lr"):
-            if getattr(self, key) is None:
-                setattr(self, key, self.lr)
-
-    def _check_torch_init(self) -> None:
-        """Refuses initializer keys that ``network_init="torch"`` would overwrite."""
-        for what, keys in (("model", self.model), ("q_model", self.q_model)):
-            set_keys = sorted(k for k, v in keys.items() if k.endswith("_initializer") and v)
-            if set_keys:
-                raise ValueError(
-                    f"network_init='torch' restarts every layer with torch's default, so "
-                    f"{what}[{set_keys[0]!r}] = {keys[set_keys[0]]!r} would be overwritten: "
-                    "unset it, or use network_init='rllib'"
-                )
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""SAC's networks: which model configs it trains, and its critics.
+"""SAC's and TD3's networks: which model configs they train, their critics, and how they
+start.
 
 :class:`~rlblocks.train.learners.sac.SACLearner` builds its actor from the catalog and its
 critics here: for a Box action a
@@ -22,6 +23,7 @@ Examples:
 from __future__ import annotations
 
 import gymnasium as gym
+from torch import nn
 
 from rlblocks.catalog import ModelCatalog
 from rlblocks.config import ModelConfig
@@ -30,7 +32,12 @@ from rlblocks.models.fcnet import FullyConnectedNetwork
 from rlblocks.models.heads import ContinuousActionQModel
 from rlblocks.models.modelv2 import ModelV2
 
-__all__ = ["build_critics", "check_feedforward", "checked_model_config"]
+__all__ = [
+    "build_critics",
+    "check_feedforward",
+    "checked_model_config",
+    "torch_init",
+]
 
 
 def checked_model_config(cfg: ModelConfig, what: str) -> ModelConfig:
@@ -128,3 +135,12 @@ def _build_critic(
     base_cfg = {**cfg.to_dict(), "fcnet_hiddens": []} if plain_fc else cfg
     base = ModelCatalog.get_model_v2(space, action_space, None, base_cfg, name=name)
     return ContinuousActionQModel(space, action_space, None, cfg, name, base_model=base)
+
+
+def torch_init(*models: nn.Module) -> None:
+    """Restarts every linear and convolution layer of ``models`` with torch's default
+    (``reset_parameters``), as Stable-Baselines3's networks start (``network_init="torch"``)."""
+    for model in models:
+        for m in model.modules():
+            if isinstance(m, (nn.Linear, nn.modules.conv._ConvNd)):
+                m.reset_parameters()

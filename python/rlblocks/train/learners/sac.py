@@ -86,7 +86,12 @@ from rlblocks.train.learners.sac_batch import (
 )
 from rlblocks.train.offpolicy_config import SACConfig
 from rlblocks.train.policy import Policy
-from rlblocks.train.sac_models import build_critics, check_feedforward, checked_model_config
+from rlblocks.train.sac_models import (
+    build_critics,
+    check_feedforward,
+    checked_model_config,
+    torch_init,
+)
 
 __all__ = ["SACLearner", "TransitionBatch"]
 
@@ -184,6 +189,8 @@ class SACLearner:
         critics, self._critic_columns, self._critic_shape = build_critics(
             obs_space, action_space, q_cfg, 2 if config.twin_q else 1, self.masked
         )
+        if config.network_init == "torch":
+            torch_init(self.actor, *critics)
         self.critics = nn.ModuleList(critics).to(self.device)
         self.target_critics = copy.deepcopy(self.critics)
         self.target_critics.requires_grad_(False)

@@ -75,7 +75,12 @@ from rlblocks.train.fast.td3_backprop import TD3Backprop
 from rlblocks.train.fast.unwritten import clear_unwritten
 from rlblocks.train.offpolicy_config import TD3Config
 from rlblocks.train.policy import Policy
-from rlblocks.train.sac_models import build_critics, check_feedforward, checked_model_config
+from rlblocks.train.sac_models import (
+    build_critics,
+    check_feedforward,
+    checked_model_config,
+    torch_init,
+)
 
 __all__ = ["TD3Learner"]
 
@@ -86,15 +91,6 @@ def _tensor(x: Any, device: torch.device) -> torch.Tensor:
     t = x.to(device) if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
     t = t.to(device)
     return t.float() if t.dtype == torch.float64 else t
-
-
-def torch_init(*models: nn.Module) -> None:
-    """Restarts every linear and convolution layer of ``models`` with torch's default
-    (``reset_parameters``), as Stable-Baselines3's networks start (``network_init="torch"``)."""
-    for model in models:
-        for m in model.modules():
-            if isinstance(m, (nn.Linear, nn.modules.conv._ConvNd)):
-                m.reset_parameters()
 
 
 def _np_host(x: torch.Tensor) -> np.ndarray:
