@@ -63,15 +63,19 @@ def local_ray(request: pytest.FixtureRequest) -> Any:
     that asks starts it again. Ray's workers cannot import test modules, so the module's
     functions and classes travel to them by value."""
     ray = pytest.importorskip("ray")
+    from rlblocks.rllib.startup import LOCAL_RAY_SYSTEM_CONFIG
+
     ray.cloudpickle.register_pickle_by_value(request.module)
     if not ray.is_initialized():
-        # address "local": a new Ray, never a cluster another process left on this machine
+        # address "local": a new Ray, never a cluster another process left on this machine;
+        # its workers at the normal priority, as rlblocks starts one (CI runs beside them)
         ray.init(
             address="local",
             num_cpus=2,
             include_dashboard=False,
             log_to_driver=False,
             configure_logging=False,
+            _system_config=LOCAL_RAY_SYSTEM_CONFIG,
         )
     return ray
 

@@ -85,6 +85,31 @@ def header(run: Path) -> list[str]:
         return next(csv.reader(f))
 
 
+NICENESS_PROBE = """
+import os, ray
+from rlblocks.rllib.startup import init_ray
+init_ray(None)
+print(ray.get(ray.remote(lambda: os.nice(0)).remote()))
+"""
+
+
+@pytest.mark.parametrize("preset", [None, "7"])
+def test_the_local_ray_runs_its_workers_at_the_drivers_priority(preset):
+    """A local Ray that rlblocks starts runs its workers (env runners) at niceness 0, not
+    Ray's 15, under which any busy process starves them; a ``RAY_worker_niceness`` the user
+    set wins. A new process: this one already runs the tests' Ray."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_worker_niceness")}
+    if preset is not None:
+        env["RAY_worker_niceness"] = preset
+    out = subprocess.run(
+        [sys.executable, "-c", NICENESS_PROBE], env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    niceness = int(out.stdout.split()[-1])
+    assert niceness == os.nice(0) + int(preset or 0), out.stdout
+
+
 def test_train_resume_evaluate(tmp_path):
     run = tmp_path / "run"
     # a new process with no RAY_ADDRESS: the command line starts a local Ray of its own (the

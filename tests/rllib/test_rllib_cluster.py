@@ -30,6 +30,7 @@ from rlblocks.rllib.runtime_env import (  # noqa: E402
     runtime_env_for,
     user_code_paths,
 )
+from rlblocks.rllib.startup import LOCAL_RAY_SYSTEM_CONFIG  # noqa: E402
 
 MODULE = "rlb_cluster_user_envs"
 
@@ -66,7 +67,8 @@ def cluster():
     """A head and a worker node, one CPU each, for the whole module."""
     if ray.is_initialized():
         ray.shutdown()
-    made = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    head = {"num_cpus": 1, "include_dashboard": False, "_system_config": LOCAL_RAY_SYSTEM_CONFIG}
+    made = Cluster(initialize_head=True, head_node_args=head)
     try:
         made.add_node(num_cpus=1)
         made.wait_for_nodes()
