@@ -848,10 +848,13 @@ def test_torch_export(make, shape):
 
 
 def test_torch_compile_small_fc():
+    # dynamo traces the whole forward as one graph (no graph break); aot_eager runs that
+    # graph through AOTAutograd without inductor's C++ code generation (torch's own part,
+    # 20 s of compiling here)
     m = FullyConnectedNetwork(
         gym.spaces.Box(-1, 1, (3,)), DISCRETE2, 2, {"fcnet_hiddens": [4]}, "c"
     )
-    compiled = torch.compile(m)
+    compiled = torch.compile(m, backend="aot_eager", fullgraph=True)
     x = torch.rand(6, 3)
     out, state = compiled({"obs": x})
     assert state == []
