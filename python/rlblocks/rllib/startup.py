@@ -58,9 +58,9 @@ def init_ray(address: str | None, runtime_env: dict[str, Any] | None = None) -> 
     ``address`` None: the ``RAY_ADDRESS`` environment variable's cluster (a submitted job),
     else a new local Ray sized to the machine (:data:`LOCAL_RAY_SYSTEM_CONFIG`), even where a
     cluster started on this machine would answer a plain ``ray.init()`` (``"auto"`` joins
-    that one). A submitted job's own
-    ``py_modules`` are kept (Ray refuses a driver's ``py_modules`` next to the job's unless
-    told to override: ours then lists theirs first)."""
+    that one). A submitted job's own ``py_modules`` are kept (Ray refuses a driver's
+    ``py_modules`` next to the job's unless told to override: ours then lists theirs
+    first)."""
     if ray.is_initialized():
         return
     kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}

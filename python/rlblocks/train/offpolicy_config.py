@@ -41,8 +41,8 @@ from rlblocks.train.offpolicy_checks import check_replay_fits
 from rlblocks.train.trainer_config import TrainerConfig, piecewise
 
 __all__ = [
-    "DDPGConfig",
     "ActorCriticConfig",
+    "DDPGConfig",
     "DQNConfig",
     "OffPolicyConfig",
     "SACConfig",
@@ -298,13 +298,12 @@ class ActorCriticConfig(OffPolicyConfig):
     an initializer key in ``model`` / ``q_model`` is then refused)."""
 
     MODEL_DEFAULTS: ClassVar[Mapping[str, Any]] = SAC_MODEL_DEFAULTS
+    #: The learning rates that default to ``lr`` (set at validation).
+    LR_KEYS: ClassVar[tuple[str, ...]] = ("actor_lr", "critic_lr")
 
     def q_model_config(self) -> ModelConfig:
         """The critics' validated model config (:func:`critic_model_config`)."""
         return critic_model_config(self.model, self.q_model)
-
-    #: The learning rates that default to ``lr`` (set at validation).
-    LR_KEYS: ClassVar[tuple[str, ...]] = ("actor_lr", "critic_lr")
 
     def _validate_algorithm(self) -> None:
         super()._validate_algorithm()
@@ -392,6 +391,11 @@ class TD3Config(ActorCriticConfig):
 
     lr: float = 1e-3
     """Learning rate of the actor and the critics unless set apart below."""
+    learning_starts: int = 100
+    """Env steps (all envs together) acting uniformly at random in the Box, collected before
+    the first gradient step."""
+    target_network_update_freq: int = 1
+    """Must be 1: the targets move with the delayed actor steps (``policy_delay``)."""
     policy_delay: int = option(2, int_at_least(1))
     """Critic steps per actor step (and per target update)."""
     target_noise: float = option(0.2, number_in(0.0))
