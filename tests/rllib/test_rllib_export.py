@@ -32,7 +32,6 @@ from rlblocks.rllib.checkpoints import load_module, newest_checkpoint  # noqa: E
 from rlblocks.rllib.connectors import MeanStdFilterBatched  # noqa: E402
 from rlblocks.rllib.export import export_rllib_policies as export_policies  # noqa: E402
 from rlblocks.rllib.export import export_rllib_policy as export_policy  # noqa: E402
-from rlblocks.rllib.startup import LOCAL_RAY_SYSTEM_CONFIG  # noqa: E402
 from rlblocks.rllib.trainer import RLlibTrainer  # noqa: E402
 
 pytestmark = pytest.mark.native
@@ -86,17 +85,8 @@ RUNS: dict[str, tuple[dict[str, Any], str, int]] = {
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """One tiny trained run per entry of RUNS, trained on first use."""
-    started = not ray.is_initialized()
-    if started:
-        ray.init(
-            address="local",
-            num_cpus=2,
-            include_dashboard=False,
-            log_to_driver=False,
-            _system_config=LOCAL_RAY_SYSTEM_CONFIG,
-        )
+def runs(tmp_path_factory: pytest.TempPathFactory, local_ray: Any) -> Any:
+    """One tiny trained run per entry of RUNS, trained on first use (on the tests' Ray)."""
     root = tmp_path_factory.mktemp("rllib_export")
     made: dict[str, Path] = {}
 
@@ -112,9 +102,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Any:
             made[name] = root / name
         return made[name]
 
-    yield get
-    if started:
-        ray.shutdown()
+    return get
 
 
 def observations(run: Path, n: int, seed: int = 0) -> list[Any]:
