@@ -7,13 +7,17 @@ for Hopper's shapes (11 observation, 3 action dimensions; no MuJoCo needed):
   second update, counts half): rlblocks' and SB3's, whose ``actor_loss.backward()`` also
   fills the first critic's weight gradients (the next critic step zeroes them);
 * the CPU milliseconds per update of each, one thread, and the GFLOP/s they reach;
+* the wall-clock milliseconds per update on two threads: rlblocks with the twin critics'
+  passes side by side (``parallel_critics=True``, :mod:`rlblocks.train.fast.side_thread`)
+  against SB3 on torch's default threads (one intra-op thread per core), with one JSON
+  line per timing;
 * the same matrix multiplies run bare (float32, one thread, each at its shape; in torch,
   and in numpy, whose BLAS the closed form's products run on): the floor of an update at
   equal work on this core, and the ratio to SB3 it allows;
 * with ``--dtypes``, those matmuls in bfloat16 and float16 (torch, one thread) and their
   relative error against float64: whether cheaper arithmetic would lower that floor.
 
-Run: ``OMP_NUM_THREADS=1 PYTHONPATH=python python benchmarks/bench_td3_update.py
+Run: ``PYTHONPATH=python python benchmarks/bench_td3_update.py
 [--updates 300] [--quick] [--dtypes]`` (one BLAS thread for numpy too).
 
 Examples:
@@ -26,6 +30,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import json
 import time
 import types
 from collections.abc import Callable, Sequence
@@ -34,6 +39,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 
 OBS, ACT, BATCH, HIDDEN = 11, 3, 256, (400, 300)
 
@@ -68,22 +74,30 @@ def flops(matmuls: Sequence[tuple[int, int, int, float]]) -> float:
     return sum(2.0 * m * k * n * w for m, k, n, w in matmuls)
 
 
-def _cpu_per_call(fn: Callable[[int], Any], n: int) -> float:
+def _per_call(fn: Callable[[int], Any], n: int) -> tuple[float, float]:
+    """``(CPU seconds, wall seconds)`` per call of ``fn``, after one call to warm up."""
     fn(0)
-    start = time.process_time()
+    cpu, wall = time.process_time(), time.perf_counter()
     for i in range(n):
         fn(i)
-    return (time.process_time() - start) / n
+    return (time.process_time() - cpu) / n, (time.perf_counter() - wall) / n
 
 
-def time_rlblocks(n: int, seed: int = 0) -> float:
-    """CPU seconds of one closed-form TD3 update (rlblocks' learner, torch's init)."""
+def _cpu_per_call(fn: Callable[[int], Any], n: int) -> float:
+    return _per_call(fn, n)[0]
+
+
+def time_rlblocks(n: int, seed: int = 0, paired: bool = False) -> tuple[float, float]:
+    """``(CPU, wall)`` seconds of one closed-form TD3 update (rlblocks' learner, torch's
+    init, denormals flushed as the trainer flushes them); ``paired``: the twin critics'
+    passes side by side."""
+    from rlblocks.train.denormals import flush_denormals
     from rlblocks.train.learners.td3 import TD3Learner
     from rlblocks.train.offpolicy_config import TD3Config
 
     rng = np.random.default_rng(seed)
     nets = {"fcnet_hiddens": list(HIDDEN)}
-    cfg = TD3Config(model=nets, q_model=nets, network_init="torch")
+    cfg = TD3Config(model=nets, q_model=nets, network_init="torch", parallel_critics=paired)
     learner = TD3Learner(
         gym.spaces.Box(-np.inf, np.inf, (OBS,)), gym.spaces.Box(-1, 1, (ACT,)), cfg
     )
@@ -98,10 +112,12 @@ def time_rlblocks(n: int, seed: int = 0) -> float:
         )
         for _ in range(8)
     ]
-    for i in range(20):
-        learner.update(batches[i % 8], 0)
-    assert learner._backprop() is not None, "the closed form declined"
-    return _cpu_per_call(lambda i: learner.update(batches[i % 8], 0), n)
+    with flush_denormals():
+        for i in range(20):
+            learner.update(batches[i % 8], 0)
+        fast = learner._backprop()
+        assert fast is not None and fast.paired is paired, "the closed form declined"
+        return _per_call(lambda i: learner.update(batches[i % 8], 0), n)
 
 
 class _Shapes(gym.Env):  # type: ignore[type-arg]
@@ -117,8 +133,9 @@ class _Shapes(gym.Env):  # type: ignore[type-arg]
         return np.zeros(OBS), 0.0, False, False, {}
 
 
-def time_sb3(n: int, seed: int = 0) -> float:
-    """CPU seconds of one update of SB3's TD3 (``train(gradient_steps=n)``)."""
+def time_sb3(n: int, seed: int = 0) -> tuple[float, float]:
+    """``(CPU, wall)`` seconds of one update of SB3's TD3 (``train(gradient_steps=n)``) on
+    torch's current threads."""
     from stable_baselines3 import TD3
     from stable_baselines3.common.logger import configure
 
@@ -133,9 +150,9 @@ def time_sb3(n: int, seed: int = 0) -> float:
         a = rng.uniform(-1, 1, (1, ACT))
         model.replay_buffer.add(o, 0.9 * o, a, np.ones(1), np.zeros(1, bool), [{}])
     model.train(gradient_steps=20, batch_size=BATCH)
-    start = time.process_time()
+    cpu, wall = time.process_time(), time.perf_counter()
     model.train(gradient_steps=n, batch_size=BATCH)
-    return (time.process_time() - start) / n
+    return (time.process_time() - cpu) / n, (time.perf_counter() - wall) / n
 
 
 def time_bare(
@@ -187,13 +204,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.quick:
         args.updates = 10
+    default_threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    threadpool_limits(1, user_api="blas")
     ours_mm = update_matmuls(2 * ACT)  # the actor's SquashedGaussian layout: 2 * dim(A) outputs
     f_ours = flops(ours_mm)
     # SB3: dim(A) actor outputs, and the actor step's backward fills critic 1's weight grads
     sb3_mm = update_matmuls(ACT) + [(o, BATCH, i, 0.5) for i, o in _layers(OBS + ACT, 1)]
     f_sb3 = flops(sb3_mm)
-    t_ours = time_rlblocks(args.updates)
+    t_ours, w_ours = time_rlblocks(args.updates)
     t_bare = time_bare(ours_mm, args.updates)
     print(f"FLOPs per update: rlblocks {f_ours / 1e6:.0f} M, SB3 {f_sb3 / 1e6:.0f} M")
     print(f"rlblocks closed form: {t_ours * 1e3:.2f} ms ({f_ours / t_ours / 1e9:.1f} GFLOP/s)")
@@ -209,10 +228,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"({f_ours / t_dt / 1e9:.1f} GFLOP/s, {t_dt / t_bare:.1f}x float32's; "
                 f"relative error up to {rel_error(ours_mm, dtype):.1e})"
             )
+    rows = [("rlblocks", 1, t_ours, w_ours)]
+    rows.append(("rlblocks, critics paired", 2, *time_rlblocks(args.updates, paired=True)))
     if args.sb3:
-        t_sb3 = time_sb3(args.updates)
+        t_sb3, w_sb3 = time_sb3(args.updates)
+        rows.append(("SB3", 1, t_sb3, w_sb3))
         print(f"SB3 TD3.train:        {t_sb3 * 1e3:.2f} ms ({f_sb3 / t_sb3 / 1e9:.1f} GFLOP/s)")
         print(f"rlblocks / SB3: {t_ours / t_sb3:.2f}x; the bare matmuls: {t_bare / t_sb3:.2f}x")
+        if default_threads > 1:
+            torch.set_num_threads(default_threads)
+            rows.append(("SB3", default_threads, *time_sb3(args.updates)))
+            torch.set_num_threads(1)
+    best_sb3 = min((w for name, _, _, w in rows if name == "SB3"), default=None)
+    head = ("update", "threads", "CPU ms", "wall ms", "wall / SB3 best")
+    print("\n{:26s} {:>7s} {:>7s} {:>8s} {:>15s}".format(*head))
+    for name, threads, cpu, wall in rows:
+        ratio = wall / best_sb3 if best_sb3 else None
+        line = {"case": "td3_update", "method": name, "threads": threads}
+        line |= {"cpu_ms": round(cpu * 1e3, 3), "wall_ms": round(wall * 1e3, 3)}
+        print(json.dumps(line | {"wall_vs_best_sb3": ratio and round(ratio, 3)}))
+        shown = f"{ratio:.2f}x" if ratio else "-"
+        print(f"{name:26s} {threads:7d} {cpu * 1e3:7.2f} {wall * 1e3:8.2f} {shown:>15s}")
     return 0
 
 

@@ -276,7 +276,7 @@ def test_cli_refuses_an_rllib_dqn_run_as_the_native_config_does_before_ray_start
 def test_rllib_q_keys_refuse_each_setting_rllib_cannot_honour(key: str) -> None:
     """Each native key ``--backend rllib`` cannot honour is refused off its default, named;
     at its default it passes."""
-    algo = "SAC" if key in ("q_model", "use_sde", "network_init") else "DQN"
+    algo = "SAC" if key in ("q_model", "use_sde", "network_init", "parallel_critics") else "DQN"
     cls = SACConfig if algo == "SAC" else DQNConfig
     check_rllib_q_keys(cls(env="CartPole-v1"), algo)
     value = {
@@ -292,6 +292,7 @@ def test_rllib_q_keys_refuse_each_setting_rllib_cannot_honour(key: str) -> None:
         "goal_reward": "mod:fn",
         "use_sde": True,
         "network_init": "torch",
+        "parallel_critics": True,
     }[key]
     config = cls(env="CartPole-v1")
     setattr(config, key, value)  # past the validators (cuda needs no GPU here)
@@ -299,6 +300,8 @@ def test_rllib_q_keys_refuse_each_setting_rllib_cannot_honour(key: str) -> None:
         check_rllib_q_keys(config, algo)
     if key == "her":  # her=false trains without relabelling on both backends
         check_rllib_q_keys(DQNConfig(her=False), algo)
+    if key == "parallel_critics":  # False: one critic after the other on both backends
+        check_rllib_q_keys(SACConfig(parallel_critics=False), algo)
     if key == "device":  # "auto": the CPU where RLlib is given no GPU, as natively without one
         check_rllib_q_keys(DQNConfig(device="auto"), algo)
     if key == "q_model":  # a q_model that makes the actor's model config changes nothing

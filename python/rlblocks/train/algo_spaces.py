@@ -91,6 +91,7 @@ RLLIB_Q_UNSUPPORTED = {
     "q_model": "the critics of rlblocks' RLlib SAC module are built from model",
     "use_sde": "gSDE is native only; RLlib's SAC samples the plain squashed Gaussian",
     "network_init": "rlblocks' RLlib SAC module starts its layers as the catalog does",
+    "parallel_critics": "its learner runs the critics one after the other; 'auto' is off there",
 }
 #: Keys checked apart from their default: SAC's ``q_model`` is honoured where the critics'
 #: model config it makes is the actor's (``device="auto"``, too: the CPU).
@@ -224,8 +225,8 @@ def check_rllib_q_keys(config: Any, algo: str) -> None:
             changed = config.q_model_config() != config.model_config()
         elif key == "device":  # "auto" is the CPU where no GPU is given to RLlib
             changed = config.device not in ("cpu", "auto")
-        elif key == "her":  # "auto" and False both train without relabelling there
-            changed = getattr(config, "her", False) is True
+        elif key in ("her", "parallel_critics"):  # "auto" and False both mean off there
+            changed = getattr(config, key, False) is True
         else:
             changed = hasattr(config, key) and getattr(config, key) != getattr(defaults, key)
         if changed:

@@ -46,8 +46,8 @@ Examples:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 import torch
@@ -57,8 +57,21 @@ from rlblocks import _core
 from rlblocks.distributions.base import MAX_LOG_NN_OUTPUT, MIN_LOG_NN_OUTPUT
 from rlblocks.models.heads import ContinuousActionQModel
 from rlblocks.train.fast.dense_layers import Dense, FCLayers, backward_stack, run_stack
+from rlblocks.train.fast.side_thread import run_pair, worth_pairing
 
-__all__ = ["SACBackprop", "decline_reason", "written_params"]
+__all__ = [
+    "SACBackprop",
+    "critic_rounds",
+    "decline_reason",
+    "each_critic",
+    "pairing_pays",
+    "written_params",
+]
+
+C = TypeVar("C")
+P = TypeVar("P")
+R = TypeVar("R")
+Y = TypeVar("Y")
 
 #: SquashedGaussian's clamp of the log-stds.
 _LOG_STD_BOUNDS = (MIN_LOG_NN_OUTPUT, MAX_LOG_NN_OUTPUT)
@@ -187,6 +200,8 @@ class SACBackprop:
         self.actor_layers: list[Dense] = [*actor.trunk, actor.logits]
         self.critics = critics
         self.target_critics = target_critics
+        #: Twin critics' passes side by side (:func:`each_critic`); the learner sets it.
+        self.paired = False
 
     @classmethod
     def build(
@@ -250,11 +265,14 @@ class SACBackprop:
         rewards: torch.Tensor,
         discounts: torch.Tensor,
         alpha: torch.Tensor | float,
+        paired: bool | None = None,
     ) -> torch.Tensor:
-        """``y = r + d * (min_i Qtarg_i(s', a') - alpha * log pi(a'|s'))`` (``[B]``)."""
+        """``y = r + d * (min_i Qtarg_i(s', a') - alpha * log pi(a'|s'))`` (``[B]``); the
+        target critics side by side when ``paired`` (None: :attr:`paired`)."""
         x = self._flat(next_obs)
         draw = self._draw(x)
-        qs = [_np(c.q(x, draw.action)[1][-1])[:, 0] for c in self.target_critics]
+        pair = self.paired if paired is None else paired
+        qs = each_critic(lambda c: _np(c.q(x, draw.action)[1][-1])[:, 0], self.target_critics, pair)
         q = self._min(qs)[0]
         y = _np(rewards) + _np(discounts) * (q - float(alpha) * draw.logp)
         return torch.from_numpy(y.astype(np.float32, copy=False))
@@ -273,25 +291,67 @@ class SACBackprop:
         (delta 1, RLlib's SAC loss); writes the gradients of the critics' layers (``.grad``
         of the other parameters is left as is)."""
         x = self._flat(obs)
-        b = x.shape[0]
         y = _np(targets).astype(np.float32, copy=False)
         w = _np(weights).astype(np.float32, copy=False)
-        losses, qs = [], []
-        for critic in self.critics:
-            base_acts, head_acts = critic.q(x, actions)
-            q = head_acts[-1][:, 0]
-            diff = _np(q) - y
-            if huber:
-                err = np.abs(diff)
-                per_row = np.where(err < 1.0, 0.5 * diff * diff, err - 0.5)
-                losses.append(_mean(w * per_row))
-                d_q = w * np.clip(diff, -1.0, 1.0) / b
-            else:
-                losses.append(_mean(w * diff * diff, scale=0.5))
-                d_q = w * diff / b
-            critic.backward(base_acts, head_acts, _column(d_q))
-            qs.append(q)
-        return losses, qs
+        losses, qs = zip(
+            *each_critic(
+                lambda c: self._critic_backward(c, c.q(x, actions), y, w, huber),
+                self.critics,
+                self.paired,
+            ),
+            strict=True,
+        )
+        return list(losses), list(qs)
+
+    @torch.no_grad()
+    def critic_step(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        next_obs: torch.Tensor,
+        rewards: torch.Tensor,
+        discounts: torch.Tensor,
+        weights: torch.Tensor,
+        alpha: torch.Tensor | float,
+    ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+        """:meth:`targets`, then :meth:`critic_grads` at them (squared losses):
+        ``(y, [loss_i], [Q_i(s, a)])``, on :func:`critic_rounds`' schedule."""
+        x = self._flat(obs)
+        w = _np(weights).astype(np.float32, copy=False)
+        y, out = critic_rounds(
+            lambda paired: self.targets(next_obs, rewards, discounts, alpha, paired),
+            lambda c: c.q(x, actions),
+            lambda c, passes, y: self._critic_backward(c, passes, _np(y), w, False),
+            self.critics,
+            self.paired,
+        )
+        return y, [loss for loss, _ in out], [q for _, q in out]
+
+    @staticmethod
+    def _critic_backward(
+        critic: _Critic,
+        passes: tuple[list[torch.Tensor], list[torch.Tensor]],
+        y: np.ndarray,
+        w: np.ndarray,
+        huber: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(loss, Q)`` of one critic from its forward ``passes`` (:meth:`_Critic.q`):
+        ``0.5 * mean(w * (Q - y)^2)``, or ``mean(w * huber(Q - y))``; writes its layers'
+        gradients."""
+        base_acts, head_acts = passes
+        q = head_acts[-1][:, 0]
+        b = len(y)
+        diff = _np(q) - y
+        if huber:
+            err = np.abs(diff)
+            per_row = np.where(err < 1.0, 0.5 * diff * diff, err - 0.5)
+            loss = _mean(w * per_row)
+            d_q = w * np.clip(diff, -1.0, 1.0) / b
+        else:
+            loss = _mean(w * diff * diff, scale=0.5)
+            d_q = w * diff / b
+        critic.backward(base_acts, head_acts, _column(d_q))
+        return loss, q
 
     @torch.no_grad()
     def actor_grads(
@@ -303,16 +363,16 @@ class SACBackprop:
         b = x.shape[0]
         alpha = float(alpha)
         draw = self._draw(x)
-        critic_acts = [c.q(x, draw.action)[1] for c in self.critics]
+        critic_acts = each_critic(lambda c: c.q(x, draw.action)[1], self.critics, self.paired)
         q_min, min_weights = self._min([_np(acts[-1])[:, 0] for acts in critic_acts])
         logp = draw.logp
         loss = _mean(alpha * logp - q_min)
 
         # d loss / d action, through min_i Q_i(s, a~) (the critics' input gradients)
-        d_action = sum(
-            _np(critic.action_grad(acts, _column(-w / b)))
-            for critic, acts, w in zip(self.critics, critic_acts, min_weights, strict=True)
-        )
+        def action_grad(i: int) -> np.ndarray:
+            return _np(self.critics[i].action_grad(critic_acts[i], _column(-min_weights[i] / b)))
+
+        d_action = sum(each_critic(action_grad, range(len(self.critics)), self.paired))
         # through the squash, its clamps and alpha * logp / B to the actor's outputs
         d_out = _core.squashed_gaussian_grad(
             draw.inputs, draw.noise, d_action, alpha / b, *_LOG_STD_BOUNDS
@@ -320,6 +380,50 @@ class SACBackprop:
         _fresh_grads(self.actor_layers)
         backward_stack(self.actor_layers, draw.acts, torch.from_numpy(d_out))
         return loss, torch.from_numpy(logp), torch.from_numpy(q_min)
+
+
+def each_critic(fn: Callable[[C], R], critics: Sequence[C], paired: bool) -> list[R]:
+    """``[fn(c) for c in critics]``; with ``paired`` and two critics, the second on the side
+    thread while the first runs here (:func:`~rlblocks.train.fast.side_thread.run_pair`:
+    the same results)."""
+    if paired and len(critics) == 2:
+        first, second = critics
+        return list(run_pair(lambda: fn(first), lambda: fn(second)))
+    return [fn(c) for c in critics]
+
+
+def critic_rounds(
+    targets: Callable[[bool], Y],
+    forward: Callable[[C], P],
+    backward: Callable[[C, P, Y], R],
+    critics: Sequence[C],
+    paired: bool,
+) -> tuple[Y, list[R]]:
+    """A critic step's schedule: ``y = targets(paired)``, then ``backward(c, forward(c), y)``
+    per critic. Paired (two critics), in two rounds on the two threads: the targets here
+    (their target critics one after the other) while the side thread runs both critics'
+    ``forward`` (which does not need ``y``), then each ``backward`` on a thread of its own.
+    The same results either way."""
+    if not (paired and len(critics) == 2):
+        y = targets(paired)
+        return y, [backward(c, forward(c), y) for c in critics]
+    first, second = critics
+    y, (pass1, pass2) = run_pair(lambda: targets(False), lambda: (forward(first), forward(second)))
+    out1, out2 = run_pair(lambda: backward(first, pass1, y), lambda: backward(second, pass2, y))
+    return y, [out1, out2]
+
+
+def pairing_pays(setting: bool | str, critics: Sequence[_Critic], batch_size: int) -> bool:
+    """Whether the closed forms run twin critics side by side: ``parallel_critics`` of the
+    config (True / False, or ``"auto"``:
+    :func:`~rlblocks.train.fast.side_thread.worth_pairing` of one critic's multiply-adds
+    over a batch)."""
+    if len(critics) != 2 or setting is False:
+        return False
+    if setting is True:
+        return True
+    layers = [*critics[0].base.trunk, *critics[0].layers]
+    return worth_pairing(batch_size * sum(d.weight.numel() for d in layers))
 
 
 def decline_reason(

@@ -63,7 +63,9 @@ from rlblocks.train.fast.sac_backprop import (
     _Critic,
     _mean,
     _np,
+    critic_rounds,
     decline_reason,
+    each_critic,
     written_params,
 )
 
@@ -134,6 +136,9 @@ class TD3Backprop:
         self._target = DenseViews(self.target_layers)
         self._critics = [_NumpyCritic(c) for c in critics]
         self._target_critics = [_NumpyCritic(c) for c in target_critics]
+        #: Twin critics' passes side by side (:func:`~rlblocks.train.fast.sac_backprop.
+        #: each_critic`); the learner sets it.
+        self.paired = False
 
     @classmethod
     def choose(
@@ -192,16 +197,19 @@ class TD3Backprop:
         discounts: torch.Tensor,
         target_noise: float,
         noise_clip: float,
+        paired: bool | None = None,
     ) -> torch.Tensor:
         """``y = r + d * min_i Qtarg_i(s', a')`` (``[B]``) at the smoothed target action
-        (no draw when ``target_noise`` is 0)."""
+        (no draw when ``target_noise`` is 0); the target critics side by side when
+        ``paired`` (None: :attr:`paired`)."""
         x = _np(SACBackprop._flat(next_obs))
         a_next = self._mu(self._target, x)[1]
         if target_noise > 0:
             eps = _np(torch.randn(a_next.shape)) * np.float32(target_noise)
             np.clip(eps, -noise_clip, noise_clip, out=eps)
             np.clip(a_next + eps, -1.0, 1.0, out=a_next)
-        qs = [c.q(x, a_next)[1][-1][:, 0] for c in self._target_critics]
+        pair = self.paired if paired is None else paired
+        qs = each_critic(lambda c: c.q(x, a_next)[1][-1][:, 0], self._target_critics, pair)
         q = SACBackprop._min(qs)[0]
         r = _np(rewards.reshape(-1).float())
         d = _np(discounts.reshape(-1).float())
@@ -213,20 +221,58 @@ class TD3Backprop:
     ) -> tuple[float, list[np.ndarray]]:
         """``(sum_i mean(w * (Q_i - y)^2), [Q_i(s, a)])`` for normalised ``actions``;
         writes the gradients of the critics' layers."""
-        x = _np(SACBackprop._flat(obs))
-        a = _np(actions.float())
-        b = x.shape[0]
-        y = _np(targets)
+        x, a = _np(SACBackprop._flat(obs)), _np(actions.float())
+        y, w = _np(targets), _np(weights.reshape(-1).float())
+        out = each_critic(
+            lambda c: self._critic_backward(c, c.q(x, a), y, w), self._critics, self.paired
+        )
+        losses, qs = zip(*out, strict=True)
+        return sum(losses, 0.0), list(qs)
+
+    @torch.no_grad()
+    def critic_step(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        next_obs: torch.Tensor,
+        rewards: torch.Tensor,
+        discounts: torch.Tensor,
+        weights: torch.Tensor,
+        target_noise: float,
+        noise_clip: float,
+    ) -> tuple[torch.Tensor, float, list[np.ndarray]]:
+        """:meth:`targets`, then :meth:`critic_grads` at them: ``(y, loss, [Q_i(s, a)])``.
+        Paired, in two rounds on the two threads: the targets here while the side thread
+        runs both critics' forward passes on ``(s, a)`` (which do not need them), then each
+        critic's backward pass on a thread of its own. The same numbers either way."""
+        x, a = _np(SACBackprop._flat(obs)), _np(actions.float())
         w = _np(weights.reshape(-1).float())
-        loss, qs = 0.0, []
-        for critic in self._critics:
-            base_acts, head_acts = critic.q(x, a)
-            q = head_acts[-1][:, 0]
-            diff = q - y
-            loss += float(_mean(w * diff * diff))
-            critic.backward(base_acts, head_acts, (np.float32(2.0 / b) * w * diff).reshape(-1, 1))
-            qs.append(q)
-        return loss, qs
+        y, out = critic_rounds(
+            lambda paired: self.targets(
+                next_obs, rewards, discounts, target_noise, noise_clip, paired
+            ),
+            lambda c: c.q(x, a),
+            lambda c, passes, y: self._critic_backward(c, passes, _np(y), w),
+            self._critics,
+            self.paired,
+        )
+        return y, sum((loss for loss, _ in out), 0.0), [q for _, q in out]
+
+    @staticmethod
+    def _critic_backward(
+        critic: _NumpyCritic,
+        passes: tuple[list[np.ndarray], list[np.ndarray]],
+        y: np.ndarray,
+        w: np.ndarray,
+    ) -> tuple[float, np.ndarray]:
+        """``(mean(w * (Q - y)^2), Q)`` of one critic from its forward ``passes``
+        (:meth:`_NumpyCritic.q`); writes its layers' gradients."""
+        base_acts, head_acts = passes
+        q = head_acts[-1][:, 0]
+        diff = q - y
+        d_q = (np.float32(2.0 / len(q)) * w * diff).reshape(-1, 1)
+        critic.backward(base_acts, head_acts, d_q)
+        return float(_mean(w * diff * diff)), q
 
     @torch.no_grad()
     def actor_grads(self, obs: torch.Tensor) -> float:

@@ -73,7 +73,7 @@ from rlblocks.models.misc import mode_dependent
 from rlblocks.train.algo_spaces import check_action_space
 from rlblocks.train.fast import adam_step, make_adam
 from rlblocks.train.fast.polyak import PolyakUpdate
-from rlblocks.train.fast.sac_backprop import SACBackprop
+from rlblocks.train.fast.sac_backprop import SACBackprop, pairing_pays
 from rlblocks.train.fast.unwritten import clear_unwritten
 from rlblocks.train.gsde import build_sde, last_features
 from rlblocks.train.learners.sac_batch import (
@@ -424,6 +424,10 @@ class SACLearner:
                 if self.discrete or self.masked or self.sde is not None
                 else SACBackprop.build(self.actor, list(self.critics), list(self.target_critics))
             )
+            if self._fast is not None:
+                self._fast.paired = pairing_pays(
+                    self.config.parallel_critics, self._fast.critics, self.config.train_batch_size
+                )
         return self._fast if self._fast is not None and self._fast.usable() else None
 
     def update(self, batch: TransitionBatch, timestep: int) -> tuple[dict[str, float], np.ndarray]:
@@ -452,8 +456,15 @@ class SACLearner:
         self._clear_grads(self.critic_optimizer, critic_params, fast)
         if fast is not None:
             alpha_value = float(alpha)
-            targets = fast.targets(t.next_obs, t.rewards, t.discounts, alpha_value)
-            losses, qs = fast.critic_grads(t.obs, self._normalize(t.actions), targets, t.weights)
+            targets, losses, qs = fast.critic_step(
+                t.obs,
+                self._normalize(t.actions),
+                t.next_obs,
+                t.rewards,
+                t.discounts,
+                t.weights,
+                alpha_value,
+            )
             qf_loss = sum(map(float, losses))
         else:
             targets = self.targets(t)

@@ -71,6 +71,7 @@ from rlblocks.train.exploration_noise import make_noise
 from rlblocks.train.fast import adam_step, make_adam
 from rlblocks.train.fast.choice import log_once
 from rlblocks.train.fast.polyak import PolyakUpdate
+from rlblocks.train.fast.sac_backprop import pairing_pays
 from rlblocks.train.fast.td3_backprop import TD3Backprop
 from rlblocks.train.fast.unwritten import clear_unwritten
 from rlblocks.train.offpolicy_config import TD3Config
@@ -262,6 +263,9 @@ class TD3Learner:
                 log_once(logger, f"{name} update", f"autograd: the closed form declined: {chosen}")
                 self._fast: TD3Backprop | None = None
             else:
+                chosen.paired = pairing_pays(
+                    self.config.parallel_critics, chosen.critics, self.config.train_batch_size
+                )
                 self._fast = chosen
         return self._fast if self._fast is not None and self._fast.usable() else None
 
@@ -287,8 +291,9 @@ class TD3Learner:
         if fast is not None:
             clear_unwritten(critic_params, fast)
             r, d = _tensor(batch.rewards, dev), _tensor(batch.discounts, dev)
-            y = fast.targets(next_obs, r, d, float(cfg.target_noise), float(cfg.target_noise_clip))
-            qf_loss, q_rows = fast.critic_grads(obs, actions, y, weights)
+            y, qf_loss, q_rows = fast.critic_step(
+                obs, actions, next_obs, r, d, weights, cfg.target_noise, cfg.target_noise_clip
+            )
             y_host = _np_host(y)
         else:
             y = self.targets(next_obs, batch.rewards, batch.discounts)
