@@ -168,7 +168,7 @@ class TD3Backprop:
         return cls(layers, target, ok[:n], ok[n:])
 
     def written_params(self) -> list[nn.Parameter]:
-        """The parameters whose ``.grad`` :meth:`critic_grads` and :meth:`actor_grads`
+        """The parameters whose ``.grad`` :meth:`critic_step` and :meth:`actor_grads`
         write, in full, on every call (others they leave as they are)."""
         return written_params(self.actor_layers, self.critics)
 
@@ -216,20 +216,6 @@ class TD3Backprop:
         return torch.from_numpy((r + d * q).astype(np.float32, copy=False))
 
     @torch.no_grad()
-    def critic_grads(
-        self, obs: torch.Tensor, actions: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor
-    ) -> tuple[float, list[np.ndarray]]:
-        """``(sum_i mean(w * (Q_i - y)^2), [Q_i(s, a)])`` for normalised ``actions``;
-        writes the gradients of the critics' layers."""
-        x, a = _np(SACBackprop._flat(obs)), _np(actions.float())
-        y, w = _np(targets), _np(weights.reshape(-1).float())
-        out = each_critic(
-            lambda c: self._critic_backward(c, c.q(x, a), y, w), self._critics, self.paired
-        )
-        losses, qs = zip(*out, strict=True)
-        return sum(losses, 0.0), list(qs)
-
-    @torch.no_grad()
     def critic_step(
         self,
         obs: torch.Tensor,
@@ -241,10 +227,9 @@ class TD3Backprop:
         target_noise: float,
         noise_clip: float,
     ) -> tuple[torch.Tensor, float, list[np.ndarray]]:
-        """:meth:`targets`, then :meth:`critic_grads` at them: ``(y, loss, [Q_i(s, a)])``.
-        Paired, in two rounds on the two threads: the targets here while the side thread
-        runs both critics' forward passes on ``(s, a)`` (which do not need them), then each
-        critic's backward pass on a thread of its own. The same numbers either way."""
+        """``(y, sum_i mean(w * (Q_i - y)^2), [Q_i(s, a)])`` for normalised ``actions``, ``y``
+        from :meth:`targets`; writes the gradients of the critics' layers, on
+        :func:`~rlblocks.train.fast.sac_backprop.critic_rounds`' schedule."""
         x, a = _np(SACBackprop._flat(obs)), _np(actions.float())
         w = _np(weights.reshape(-1).float())
         y, out = critic_rounds(
