@@ -300,8 +300,8 @@ class ActorCriticConfig(OffPolicyConfig):
 
     parallel_critics: bool | str = option("auto", _auto_or_bool)
     """Run the twin critics' passes of the closed-form update side by side, the second on a
-    side thread (:mod:`rlblocks.train.fast.side_thread`; the same numbers, about 0.6x the
-    update's wall time at ``[400, 300]`` nets on two cores, one more busy core): ``"auto"``
+    side thread (:mod:`rlblocks.train.fast.side_thread`; the same numbers, about 0.75x-0.8x
+    the update's wall time at ``[400, 300]`` nets on two cores, one more busy core): ``"auto"``
     where two CPUs are free and each critic's forward pass over a batch is at least 2 M
     multiply-adds; True / False always / never (native trainer only)."""
 
