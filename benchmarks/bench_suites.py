@@ -522,8 +522,10 @@ def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> st
     """The markdown table: every row (those not run marked so), the zoo's number beside ours.
     A ``--budget`` probe (another budget than the row's) and a ``to_budget`` row's run that
     stopped short of its budget (run before the row trained to it) stay in the results file,
-    out of the row's cells."""
+    out of the row's cells, but for a row with no run at its own budget: its largest probe
+    (:func:`largest_probes`) fills its cells, marked as run to that budget."""
     stats = summary(_table_runs(runs))
+    probes = largest_probes(runs)
     lines = [
         "| env | algo | tuned config | steps (zoo's) | rlblocks tuned: eval mean ± std "
         "(seeds; mean steps run) | zoo | reached | defaults (scaled) | SB3 + zoo settings "
@@ -535,6 +537,10 @@ def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> st
         zoo = "-" if row.zoo_return is None else f"{row.zoo_return:.1f}"
         target = row.target
         steps = f"{row.budget:,} ({row.zoo_budget:,})" if row.zoo_budget else f"{row.budget:,} (-)"
+        ran_to = ""
+        if tuned is None and (name, "tuned") in probes:  # the largest budget that fitted
+            budget, tuned = probes[(name, "tuned")]
+            ran_to = f"run to {budget:,} steps, the largest budget that fitted here: "
         if tuned is None:
             reason = row.not_here or not_run_reason(
                 "not run yet (did not fit the session on the shared machine)", row.needs
@@ -547,6 +553,8 @@ def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> st
         d = _digits(target)
         gap = tuned["mean"] - target
         reached = "yes" if tuned["mean"] >= target else f"no (gap {gap:.{d}f})"
+        if ran_to:
+            reached += f" at {budget:,}"
         default = stats.get((name, "defaults"))
         default_cell = _cell(default, d)
         if default is None and row.tuned_is_defaults:
@@ -561,7 +569,7 @@ def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> st
         if sb3 and tuned["cpu_s"] is not None and sb3["cpu_s"] is not None:
             walls += f" (CPU {tuned['cpu_s']:.0f} / {sb3['cpu_s']:.0f})"
         lines.append(
-            f"| {row.env} | {row.algo} | {name} | {steps} | {_cell(tuned, d)} | {zoo} "
+            f"| {row.env} | {row.algo} | {name} | {steps} | {ran_to}{_cell(tuned, d)} | {zoo} "
             f"| {reached} | {default_cell} | {_cell(sb3, d)} | {walls} |"
         )
     for env, algo, tuned_name, zoo_return, budget, needs, why in NOT_RUN:
@@ -571,6 +579,34 @@ def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> st
             f"| {zoo_return:.1f} | - | - | - | - |"
         )
     return "\n".join(lines)
+
+
+def largest_probes(
+    runs: Iterable[Mapping[str, Any]],
+) -> dict[tuple[str, str], tuple[int, dict[str, Any]]]:
+    """Per (row, method): the largest ``--budget`` probe below the row's budget and the
+    summary of its runs, which the table shows where a row has no run at its own budget
+    (marked so).
+
+    Examples:
+        >>> runs = [{"row": "x", "method": "tuned", "eval_mean": v, "wall_s": 1.0,
+        ...          "steps": b, "budget": b, "probe": True} for v, b in ((1.0, 10), (3.0, 20))]
+        >>> largest_probes(runs)[("x", "tuned")]
+        (20, {'mean': 3.0, 'std': 0.0, 'n': 1, 'wall_s': 1.0, 'steps': 20, 'cpu_s': None})
+    """
+    probes: dict[tuple[str, str], dict[int, list[Mapping[str, Any]]]] = {}
+    for run in runs:
+        row = ROWS.get(run["row"])
+        if run.get("probe") and (row is None or int(run["budget"]) < row.budget):
+            by_budget = probes.setdefault((run["row"], run["method"]), {})
+            by_budget.setdefault(int(run["budget"]), []).append(run)
+    out = {}
+    for key, by_budget in probes.items():
+        budget = max(by_budget)
+        found = summary(by_budget[budget]).get(key)
+        if found is not None:
+            out[key] = (budget, found)
+    return out
 
 
 def _table_runs(runs: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -444,3 +444,14 @@ def test_bench_suites_budget_probes_stay_out_of_the_table(
     (line,) = [ln for ln in suites.table(runs, {}).splitlines() if "| hopper_ppo |" in ln]
     assert "1000.0 ± 0.0 (1; 1,000,000 steps)" in line and "50.0" not in line
     assert suites.ROWS["hopper_ppo"].sb3 is not None  # --sb3 runs the zoo's Hopper entry
+    # a row with no run at its own budget shows its largest probe, marked so (issue 46:
+    # "rows this machine cannot run to budget marked as such, with the largest budget run")
+    corridor = {**probe, "row": "minigrid_keycorridors3r1_ppo", "eval_mean": 0.95}
+    smaller = {**corridor, "budget": 50_000, "steps": 50_000, "eval_mean": 0.1}
+    (line,) = [
+        ln
+        for ln in suites.table([corridor, smaller], {}).splitlines()
+        if "| minigrid_keycorridors3r1_ppo |" in ln
+    ]
+    assert "| run to 300,000 steps, the largest budget that fitted here: 0.950 ± 0.000 (1;" in line
+    assert "| yes at 300,000 |" in line and "0.100" not in line

@@ -121,8 +121,8 @@ def test_off_policy_configs_refuse_what_they_cannot_do() -> None:
         DQNTrainer({**FAST_DQN, "env": "Pendulum-v1"})
     with pytest.raises(ValueError, match="observation_filter"):
         DQNConfig(observation_filter="MeanStdFilter")
-    with pytest.raises(ValueError, match="lr_schedule"):
-        SACConfig(lr_schedule=[[0, 1e-3], [100, 1e-4]])
+    with pytest.raises(ValueError, match="actor_lr=0.001 with lr_schedule: the schedule moves"):
+        SACConfig(lr_schedule=[[0, 1e-3], [100, 1e-4]], actor_lr=1e-3)
     with pytest.raises(ValueError, match="unknown DQN config key 'buffer_size'; did you mean"):
         DQNConfig.from_dict({"buffer_size": 10})
 
@@ -181,3 +181,51 @@ def test_dqn_counts_its_rhythm_in_env_steps_as_sb3_does(steps: int, synced: bool
     # the last copy before step 128 was at step 120, before that round's updates; step 130's
     # copy takes them
     assert torch.equal(online, target) is synced
+
+
+@pytest.mark.parametrize(
+    ("algo", "extra", "moved"),
+    [
+        ("SAC", {}, ("actor_optimizer", "critic_optimizer", "alpha_optimizer")),
+        ("SAC", {"alpha_lr": 0.0}, ("actor_optimizer", "critic_optimizer")),
+        ("TD3", {}, ("actor_optimizer", "critic_optimizer")),
+    ],
+)
+def test_lr_schedule_moves_every_actor_critic_rate_and_survives_the_config_round_trip(
+    algo: str, extra: dict[str, Any], moved: tuple[str, ...]
+) -> None:
+    from rlblocks.train import TD3Trainer
+    from rlblocks.train.offpolicy_config import TD3Config
+
+    trainer_class, config_class = {
+        "SAC": (SACTrainer, SACConfig),
+        "TD3": (TD3Trainer, TD3Config),
+    }[algo]
+    cfg = {**FAST_SAC, "learning_starts": 10, "lr_schedule": [[0, 1e-3], [200, 0.0]], **extra}
+    with trainer_class(cfg) as trainer:
+        seen = []
+        for _ in range(3):
+            result = trainer.train()
+            rates = {
+                name: [g["lr"] for g in getattr(trainer.learner, name).param_groups]
+                for name in ("actor_optimizer", "critic_optimizer", "alpha_optimizer")
+                if hasattr(trainer.learner, name)
+            }
+            seen.append((result["lr"], rates))
+        # the written config (every rate filled with lr) validates again
+        config_class.from_dict(json.loads(json.dumps(trainer.config.to_dict())))
+    assert [lr for lr, _ in seen] == pytest.approx([1e-3, 5e-4, 0.0])
+    for lr, rates in seen:
+        for name, groups in rates.items():  # a rate the schedule leaves is alpha's fixed 0
+            assert groups == pytest.approx([lr if name in moved else 0.0]), name
+    assert trainer.num_updates > 0
+
+
+def test_a_scheduled_rate_beside_other_rates_is_refused_by_name() -> None:
+    from rlblocks.train.offpolicy_config import TD3Config
+
+    SACConfig(lr_schedule=[[0, 1e-3]], actor_lr=3e-4, alpha_lr=0.0)  # lr's value, fixed alpha
+    with pytest.raises(ValueError, match=r"alpha_lr=0.01 with lr_schedule.*actor_lr / critic_lr"):
+        SACConfig(lr_schedule=[[0, 1e-3]], alpha_lr=0.01)
+    with pytest.raises(ValueError, match="actor_lr=0.1 with lr_schedule"):
+        TD3Config(lr_schedule=[[0, 1e-3]], actor_lr=0.1)

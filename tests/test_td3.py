@@ -59,7 +59,7 @@ def test_ddpg_is_td3_with_its_three_additions_off() -> None:
     [
         ({"target_network_update_freq": 2}, "moves its targets with each delayed actor step"),
         ({"prioritized_replay": True}, "samples its replay uniformly"),
-        ({"lr_schedule": [[0, 1e-3], [100, 1e-4]]}, "lr_schedule is not supported for TD3"),
+        ({"lr_schedule": [[0, 1e-3]], "critic_lr": 1e-4}, "critic_lr=0.0001 with lr_schedule"),
         ({"exploration_noise": "pink"}, "exploration_noise"),
         ({"target_noise": -0.1}, "target_noise"),
     ],

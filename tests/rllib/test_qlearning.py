@@ -556,3 +556,44 @@ def test_sac_closed_form_update_equals_rllibs_learner(twin_q):
                 rtol=1e-4,
                 atol=1e-5,
             )
+
+
+def test_an_lr_schedule_moves_every_sac_optimizer_on_rllib():
+    """``lr_schedule`` on ``--backend rllib``: the actor's, the critics' and the
+    temperature's optimizers each follow it through RLlib's schedulers, with
+    ``RLBlocksSACTorchLearner``'s closed-form update (never a fixed rate, silently)."""
+    from ray.rllib.core import DEFAULT_MODULE_ID
+    from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+    from rlblocks.rllib.algo_config import build_algo_config
+    from rlblocks.train.offpolicy_config import SACConfig as NativeSACConfig
+
+    native = NativeSACConfig(
+        env="Pendulum-v1",
+        lr_schedule=[[0, 1e-3], [1000, 0.0]],
+        model={"fcnet_hiddens": [16]},
+        train_batch_size=16,
+    )
+    learner = (
+        build_algo_config(native, "SAC").build_learner_group(env=gym.make("Pendulum-v1"))._learner
+    )
+    rng = np.random.default_rng(0)
+    n = 16
+    columns = {
+        "obs": rng.normal(size=(n, 3)).astype(np.float32),
+        "new_obs": rng.normal(size=(n, 3)).astype(np.float32),
+        "actions": rng.uniform(-1, 1, (n, 1)).astype(np.float32),
+        "rewards": rng.normal(size=n).astype(np.float32),
+        "terminateds": np.zeros(n, bool),
+        "truncateds": np.zeros(n, bool),
+        "n_step": np.ones(n, np.int64),
+        "weights": np.ones(n, np.float32),
+    }
+    assert learner._closed_form({DEFAULT_MODULE_ID: {"weights": 0, "n_step": 0}}) is not None
+    names = learner._module_optimizers[DEFAULT_MODULE_ID]
+    assert len(names) == 4  # the critic, the twin critic, the actor, the temperature
+    for timestep, want in ((250, 7.5e-4), (500, 5e-4)):
+        batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(columns)}, env_steps=n)
+        learner.update(batch=batch, timesteps={"num_env_steps_sampled_lifetime": timestep})
+        for name in names:
+            optimizer = learner.get_optimizer(DEFAULT_MODULE_ID, name)
+            assert [g["lr"] for g in optimizer.param_groups] == pytest.approx([want]), name

@@ -57,7 +57,7 @@ from rlblocks.rllib.learner import (
     RLBlocksSACTorchLearner,
 )
 from rlblocks.rllib.offpolicy import RLBlocksDQN, RLBlocksSAC
-from rlblocks.rllib.q_config import q_sections
+from rlblocks.rllib.q_config import q_sections, rllib_lr
 from rlblocks.rllib.replay import atari_replay_buffer_config
 from rlblocks.rllib.spec import multi_rl_module_spec, rl_module_spec
 from rlblocks.train.algo_spaces import check_rllib_run
@@ -370,13 +370,8 @@ def run_env_to_module(config: TrainerConfig, algo: str, training: bool = True) -
 def _ppo_training(config: PPOConfig, algo: str) -> dict[str, Any]:
     """RLlib ``.training(...)`` keys of PPO, APPO and IMPALA from an rlblocks PPO config
     (new APPO / IMPALA runs start from RLlib's defaults: :func:`with_algo_defaults`)."""
-    lr: Any = config.lr
-    if config.lr_schedule:  # RLlib interpolates [[timestep, lr], ...] from timestep 0
-        lr = [[int(t), float(v)] for t, v in config.lr_schedule]
-        if lr[0][0] != 0:
-            lr.insert(0, [0, lr[0][1]])
     train: dict[str, Any] = {
-        "lr": lr,
+        "lr": rllib_lr(config, config.lr),
         "gamma": config.gamma,
         "grad_clip": config.grad_clip,
         "train_batch_size_per_learner": config.train_batch_size,

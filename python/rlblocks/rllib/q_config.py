@@ -7,8 +7,8 @@ same config as the native backend, with the same defaults and refusals, and
 Every key maps, or is refused (:func:`~rlblocks.train.algo_spaces.check_rllib_q_keys`)
 when set to a value RLlib cannot honour:
 
-* ``lr`` (DQN, with ``lr_schedule`` as RLlib's ``lr`` schedule), ``gamma``, ``grad_clip``,
-  ``train_batch_size`` -> ``train_batch_size_per_learner``, ``learning_starts`` ->
+* ``lr`` (DQN; ``lr_schedule`` as RLlib's schedule of it, or of each SAC rate), ``gamma``,
+  ``grad_clip``, ``train_batch_size`` -> ``train_batch_size_per_learner``, ``learning_starts`` ->
   ``num_steps_sampled_before_learning_starts``, ``target_network_update_freq``, ``tau``,
   ``n_step``;
 * ``replay_capacity``, ``prioritized_replay``, ``prioritized_replay_alpha`` / ``_beta`` ->
@@ -71,6 +71,22 @@ def epsilon_schedule(schedule: list[list[float]], warmup: int) -> list[list[floa
     return head + [[warmup, piecewise(schedule, warmup)]] + [p for p in points if p[0] > warmup]
 
 
+def rllib_lr(config: Any, lr: float) -> float | list[list[float]]:
+    """``lr``, or the config's ``lr_schedule`` as RLlib's learning-rate schedule (RLlib
+    interpolates ``[[timestep, lr], ...]`` from timestep 0, so a schedule that starts later
+    gains its first value at 0).
+
+    Examples:
+        >>> from rlblocks.train.offpolicy_config import SACConfig
+        >>> rllib_lr(SACConfig(), 3e-4), rllib_lr(SACConfig(lr_schedule=[[100, 1e-3]]), 3e-4)
+        (0.0003, [[0, 0.001], [100, 0.001]])
+    """
+    if not config.lr_schedule:
+        return lr
+    points = [[int(t), float(v)] for t, v in config.lr_schedule]
+    return points if points[0][0] == 0 else [[0, points[0][1]], *points]
+
+
 def _buffer(config: Any, model: dict[str, Any]) -> dict[str, Any]:
     """``replay_buffer_config`` of ``replay_capacity`` and the prioritized-replay keys."""
     prioritized = bool(config.prioritized_replay)
@@ -111,14 +127,9 @@ def q_sections(config: Any, algo: str, num_envs: int) -> dict[str, dict[str, Any
         "replay_buffer_config": _buffer(config, model),
     }
     if algo == "DQN":
-        lr: Any = config.lr
-        if config.lr_schedule:  # RLlib interpolates [[timestep, lr], ...] from timestep 0
-            lr = [[int(t), float(v)] for t, v in config.lr_schedule]
-            if lr[0][0] != 0:
-                lr.insert(0, [0, lr[0][1]])
         warmup = config.learning_starts if config.random_steps is None else config.random_steps
         training.update(
-            lr=lr,
+            lr=rllib_lr(config, config.lr),
             double_q=config.double_q,
             dueling=config.dueling,
             num_atoms=config.num_atoms,
@@ -129,9 +140,9 @@ def q_sections(config: Any, algo: str, num_envs: int) -> dict[str, dict[str, Any
         )
     else:
         training.update(
-            actor_lr=config.actor_lr,
-            critic_lr=config.critic_lr,
-            alpha_lr=config.alpha_lr,
+            actor_lr=rllib_lr(config, config.actor_lr),
+            critic_lr=rllib_lr(config, config.critic_lr),
+            alpha_lr=config.alpha_lr if config.alpha_lr == 0 else rllib_lr(config, config.alpha_lr),
             initial_alpha=config.initial_alpha,
             target_entropy=config.target_entropy,
             twin_q=config.twin_q,

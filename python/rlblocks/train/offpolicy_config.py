@@ -269,8 +269,9 @@ class DQNConfig(OffPolicyConfig):
 @dataclass
 class ActorCriticConfig(OffPolicyConfig):
     """What SAC and TD3 / DDPG share: an actor and one or two critics, each with its own
-    learning rate, Polyak targets moved every step, and the layers' start. Defaults are
-    Stable-Baselines3's."""
+    learning rate or all on one ``lr_schedule`` (read at the start of each iteration, as the
+    other trainers read it), Polyak targets moved every step, and the layers' start.
+    Defaults are Stable-Baselines3's."""
 
     train_batch_size: int = 256
     """Transitions per gradient step, sampled from the replay buffer."""
@@ -306,8 +307,11 @@ class ActorCriticConfig(OffPolicyConfig):
     multiply-adds; True / False always / never (native trainer only)."""
 
     MODEL_DEFAULTS: ClassVar[Mapping[str, Any]] = SAC_MODEL_DEFAULTS
-    #: The learning rates that default to ``lr`` (set at validation).
+    #: The learning rates that default to ``lr`` (set at validation) and follow
+    #: ``lr_schedule`` where one is set (any other value is then refused).
     LR_KEYS: ClassVar[tuple[str, ...]] = ("actor_lr", "critic_lr")
+    #: The learning rates whose 0 means "fixed", which a schedule leaves at 0.
+    FIXED_AT_0: ClassVar[tuple[str, ...]] = ()
 
     def q_model_config(self) -> ModelConfig:
         """The critics' validated model config (:func:`critic_model_config`)."""
@@ -317,10 +321,15 @@ class ActorCriticConfig(OffPolicyConfig):
         super()._validate_algorithm()
         self.q_model_config()
         if self.lr_schedule is not None:
-            raise ValueError(
-                f"lr_schedule is not supported for {self.ALGORITHM}; set "
-                + " / ".join(self.LR_KEYS)
-            )
+            for key in self.LR_KEYS:
+                value = getattr(self, key)
+                if value not in (None, self.lr) and not (key in self.FIXED_AT_0 and value == 0):
+                    raise ValueError(
+                        f"{key}={value!r} with lr_schedule: the schedule moves every learning "
+                        f"rate of {self.ALGORITHM} ({' / '.join(self.LR_KEYS)}) together, as "
+                        "Stable-Baselines3's does, so this one would be overridden; unset it, "
+                        "or drop lr_schedule"
+                    )
         for key in self.LR_KEYS:
             if getattr(self, key) is None:
                 setattr(self, key, self.lr)
@@ -374,6 +383,7 @@ class SACConfig(ActorCriticConfig):
 
     ALGORITHM: ClassVar[str] = "SAC"
     LR_KEYS: ClassVar[tuple[str, ...]] = ("actor_lr", "critic_lr", "alpha_lr")
+    FIXED_AT_0: ClassVar[tuple[str, ...]] = ("alpha_lr",)
 
     def _validate_algorithm(self) -> None:
         super()._validate_algorithm()

@@ -539,6 +539,16 @@ class SACLearner:
             )
         return cached[0], cached[1]
 
+    def set_lr(self, lr: float) -> None:
+        """Sets the actor's, the critics' and (unless fixed: ``alpha_lr=0``) the entropy
+        coefficient's learning rates (``lr_schedule``)."""
+        optimizers = [self.actor_optimizer, self.critic_optimizer]
+        if not self.fixed_alpha:
+            optimizers.append(self.alpha_optimizer)
+        for optimizer in optimizers:
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+
     def sync_targets(self) -> None:
         """Polyak averaging: ``target <- (1 - tau) * target + tau * critic`` for every
         parameter (``tau = 1``: an exact copy); buffers are copied

@@ -341,8 +341,10 @@ class TD3Learner:
         (``target_network_update_freq`` is 1, so the trainer calls this every step)."""
 
     def set_lr(self, lr: float) -> None:
-        """Refused (``TD3Config`` refuses ``lr_schedule``): the learning rates are fixed."""
-        raise ValueError("TD3 takes no lr_schedule; set actor_lr / critic_lr")
+        """Sets the actor's and the critics' learning rates (``lr_schedule``)."""
+        for optimizer in (self.actor_optimizer, self.critic_optimizer):
+            for group in optimizer.param_groups:
+                group["lr"] = lr
 
     # --- state ------------------------------------------------------------------------------
     _STATE_KEYS = (
