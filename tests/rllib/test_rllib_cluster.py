@@ -23,6 +23,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+import numpy as np  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 from rlblocks.rllib.runtime_env import (  # noqa: E402
     SHIP_ENV_VAR,
@@ -196,19 +197,49 @@ def test_the_modules_a_config_names_and_what_is_shipped(user_dir, tmp_path, monk
 
 
 def test_a_submitted_jobs_py_modules_are_kept(monkeypatch):
-    from rlblocks.rllib import startup
+    from rlblocks.rllib import _ray
 
-    monkeypatch.delenv(startup._RAY_JOB_CONFIG, raising=False)
-    assert startup._with_job_py_modules({"py_modules": ["/a"]}) == ({"py_modules": ["/a"]}, False)
+    monkeypatch.delenv(_ray._RAY_JOB_CONFIG, raising=False)
+    assert _ray._with_job_py_modules({"py_modules": ["/a"]}) == ({"py_modules": ["/a"]}, False)
     job = {"runtime_env": {"py_modules": ["gcs://_ray_pkg_x.zip", "/a"], "pip": ["x"]}}
-    monkeypatch.setenv(startup._RAY_JOB_CONFIG, json.dumps(job))
+    monkeypatch.setenv(_ray._RAY_JOB_CONFIG, json.dumps(job))
     # Ray merges the job's other fields; both naming py_modules needs ours to list theirs
-    assert startup._with_job_py_modules({"py_modules": ["/a", "/b"]}) == (
+    assert _ray._with_job_py_modules({"py_modules": ["/a", "/b"]}) == (
         {"py_modules": ["gcs://_ray_pkg_x.zip", "/a", "/b"]},
         True,
     )
-    assert startup._with_job_py_modules({"env_vars": {"A": "1"}}) == (
+    assert _ray._with_job_py_modules({"env_vars": {"A": "1"}}) == (
         {"env_vars": {"A": "1"}},
         False,
     )
-    assert startup._with_job_py_modules(None) == ({}, False)
+    assert _ray._with_job_py_modules(None) == ({}, False)
+
+
+def test_vector_mode_ray_joins_ray_address_else_starts_ray_at_the_drivers_priority(
+    cluster, monkeypatch
+):
+    """The native trainer's ``vector_mode="ray"`` starts Ray as ``--backend rllib`` does
+    (``init_ray``): a submitted job's ``RAY_ADDRESS`` cluster is joined (a plain
+    ``ray.init(num_cpus=...)`` refuses to join one), and a local Ray runs its workers at the
+    driver's priority, not Ray's niceness 15."""
+    import gymnasium as gym
+    from rlblocks.wrappers.ray_vector import RayVectorEnv
+
+    def actors_nodes_and_niceness():
+        if ray.is_initialized():
+            ray.shutdown()
+        venv = RayVectorEnv([lambda: gym.make("CartPole-v1")] * 2, num_actors=1)
+        try:
+            venv.reset(seed=0)
+            venv.step(np.zeros(2, np.int64))
+            nice = ray.get(ray.remote(num_cpus=0)(lambda: os.nice(0)).remote())
+            return len([n for n in ray.nodes() if n["Alive"]]), nice
+        finally:
+            venv.close()
+            ray.shutdown()
+
+    monkeypatch.setenv("RAY_ADDRESS", cluster.address)
+    assert actors_nodes_and_niceness() == (2, 0)  # the cluster's head and worker nodes
+    monkeypatch.delenv("RAY_ADDRESS")
+    monkeypatch.delenv("RAY_worker_niceness", raising=False)
+    assert actors_nodes_and_niceness() == (1, 0)  # a local Ray of its own

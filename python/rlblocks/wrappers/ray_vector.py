@@ -10,7 +10,6 @@ seed gives the same trajectories as ``vector_mode="sync"``.
 from __future__ import annotations
 
 import importlib.util
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,7 +18,9 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-try:  # Ray itself is imported through rlblocks.rllib._ray, by the driver only (_ray below)
+# Ray (and RLlib) come through rlblocks.rllib._ray in the driver's RayVectorEnv only: the actors
+# import this module to build _EnvChunk without them
+try:
     if importlib.util.find_spec("ray") is None:
         raise ModuleNotFoundError("No module named 'ray'", name="ray")
 except ImportError as e:  # tests/test_ray_extra_missing.py
@@ -92,15 +93,6 @@ def _merge_infos(infos: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any
     return merged
 
 
-def _ray() -> Any:
-    """Ray, from the package's one gateway (:mod:`rlblocks.rllib._ray`; it imports RLlib too).
-    Only the driver calls it: the actors import this module to build :class:`_EnvChunk`,
-    without Ray's libraries."""
-    from rlblocks.rllib._ray import ray
-
-    return ray
-
-
 class RayVectorEnv(VectorEnv):
     """``N`` envs in Ray actors (same-step autoreset, like the trainer's sync vector envs).
 
@@ -121,12 +113,13 @@ class RayVectorEnv(VectorEnv):
         num_cpus_per_actor: float = 1.0,
     ) -> None:
         self._actors: list[Any] = []
-        self._ray = ray = _ray()
+        from rlblocks.rllib._ray import init_ray, ray
+
+        self._ray = ray
         n = len(env_fns)
         if n < 1:
             raise ValueError("RayVectorEnv needs at least one env function")
-        if not ray.is_initialized():
-            ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
+        init_ray(None)  # RAY_ADDRESS's cluster, or a local Ray at the driver's priority
         if num_actors is None:
             cpus = int(ray.cluster_resources().get("CPU", 1) // max(num_cpus_per_actor, 1e-9))
             num_actors = max(1, min(n, cpus))
