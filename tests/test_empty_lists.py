@@ -119,11 +119,12 @@ def test_one_ppo_update_on_the_tuned_minigrid_config_is_unchanged(
     try:
         batch = trainer.runner.collect(128)
         block = batch.obs[..., -6081:]
-        # the constant mission: its length passes the MeanStdFilter, its characters
-        # normalise to zeros
+        # the constant mission passes the MeanStdFilter whole: its length and its one-hot
+        # characters, one 1 per character
         mission = "use the key to open the door and then get to the goal"
         assert np.unique(block[..., 0]).tolist() == [float(len(mission))]
-        assert not block[..., 1:].any()
+        assert np.unique(block[..., 1:]).tolist() == [0.0, 1.0]
+        assert (block[..., 1:].sum(axis=-1) == len(mission)).all()
         model, learner = trainer.policy.model, trainer.learner
         start = copy.deepcopy((model.state_dict(), learner.optimizer.state_dict()))
 

@@ -1,5 +1,5 @@
 """A MeanStdFilter over a structured observation leaves its structure alone: list lengths,
-graph counts and links, character ids and an action mask pass through; the values around
+graph counts and links, a text's characters and an action mask pass through; the values around
 them are normalised exactly as before."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ MARK = -7.0  # no preprocessed value is -7 on a zeroed row
 
 def _mark_structure(value: Any, row: np.ndarray) -> None:
     """Writes MARK into every field of a restored (numpy view) value that restore reads as
-    structure: lengths, graph counts and links, character ids."""
+    structure: lengths, graph counts and links, a text's characters."""
 
     def put(field: np.ndarray) -> None:
         if field.size:  # an empty field (a list of max_len 0) holds no column
@@ -36,10 +36,9 @@ def _mark_structure(value: Any, row: np.ndarray) -> None:
     if isinstance(value, RepeatedValues):
         put(value.lengths)
         _mark_structure(value.values, row)
-    elif isinstance(value, TextValues):
+    elif isinstance(value, TextValues):  # the length and the characters, ids or one-hot
         put(value.lengths)
-        if value.encoding == "ids":
-            put(value.values)
+        put(value.values)
     elif isinstance(value, GraphValues):
         put(value.n_nodes)
         put(value.n_edges)
@@ -117,9 +116,11 @@ def _assert_same_structure(got: Any, want: Any) -> None:
             _assert_same_structure(g, w)
 
 
-def test_a_constant_mission_keeps_its_length() -> None:
+def test_a_constant_mission_keeps_its_length_and_characters() -> None:
     """MiniGrid's case: a string that never changes used to normalise to length 0 (an empty
-    mission); now its length stays and its one-hot characters normalise to 0."""
+    mission), then its one-hot characters to 0; now the text passes through whole, so a
+    repeated string stays one row (encoded once) and its characters what the encoder's
+    embedding looks up."""
     space = gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (2,)), "mission": gym.spaces.Text(8)})
     prep = get_preprocessor(space)(space)
     rows = prep.transform_batch(
@@ -127,8 +128,11 @@ def test_a_constant_mission_keeps_its_length() -> None:
     )
     f = MeanStdFilter(prep.shape, passthrough=unfiltered_columns(prep.layout))
     out = restore_original_dimensions(f(rows), prep.observation_space)
+    raw = restore_original_dimensions(rows, prep.observation_space)
     assert out["mission"].lengths.tolist() == [2.0] * 4
-    assert not out["mission"].values.any()  # a constant column: (x - mean) = 0
+    np.testing.assert_array_equal(out["mission"].values, raw["mission"].values)
+    assert out["mission"].values.sum() == 2 * 4  # one 1 per character
+    np.testing.assert_allclose(out["image"].mean(axis=0), 0.0, atol=1e-5)  # still normalised
 
 
 def test_in_place_filtering_keeps_the_raw_structure() -> None:

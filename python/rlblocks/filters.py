@@ -88,18 +88,21 @@ def _checked_flag(value: Any, name: str) -> bool:
 def unfiltered_columns(lay: Layout) -> np.ndarray:
     """The columns of ``lay``'s flat row that an observation filter must pass through:
     its :attr:`~rlblocks.layout.Layout.structure_columns` (list lengths, graph counts and
-    links, character ids) and, for RLlib's action-mask form, the ``action_mask``'s columns.
+    links, a text's characters) and, for RLlib's action-mask form, the ``action_mask``'s
+    columns.
 
     Normalised, a length of 3 would read as 0.4 (the list looks empty to the model), a
-    graph's edge links would point at other nodes and a mask's 1 at another value.
+    graph's edge links would point at other nodes, a character's one-hot row would look up a
+    blend of characters and a mask's 1 would read as another value.
 
     Examples:
         >>> import gymnasium as gym
         >>> from rlblocks.layout import layout
         >>> space = gym.spaces.Dict({"action_mask": gym.spaces.MultiBinary(2),
         ...                          "observations": gym.spaces.Text(3, charset="ab")})
-        >>> unfiltered_columns(layout(space)).tolist()  # the mask, then the text's length
-        [0, 1, 2]
+        >>> # the mask (0-1), the text's length (2), its 3 characters one-hot over "ab" (3-8)
+        >>> unfiltered_columns(layout(space)).tolist()
+        [0, 1, 2, 3, 4, 5, 6, 7, 8]
     """
     columns = lay.structure_columns
     if is_mask_space(lay.space):
@@ -115,7 +118,8 @@ def check_passthrough(obs_filter: Any, lay: Layout) -> None:
     Examples:
         >>> import gymnasium as gym
         >>> from rlblocks.layout import layout
-        >>> lay = layout(gym.spaces.Text(3, charset="ab"))
+        >>> from rlblocks.spaces import Repeated
+        >>> lay = layout(Repeated(gym.spaces.Box(-1, 1, (2,)), max_len=3))  # length, 3 items
         >>> check_passthrough(MeanStdFilter((lay.size,), passthrough=[0]), lay)
         >>> check_passthrough(MeanStdFilter((lay.size,)), lay)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
@@ -130,7 +134,7 @@ def check_passthrough(obs_filter: Any, lay: Layout) -> None:
     if missing.size:
         raise ValueError(
             f"{type(obs_filter).__name__} would normalise the columns {_listed(missing)} that "
-            "the model reads as counts, indices or the action mask; build it with "
+            "the model reads as counts, indices, characters or the action mask; build it with "
             "passthrough=unfiltered_columns(layout)"
         )
 
@@ -247,7 +251,7 @@ class MeanStdFilter:
         passthrough: Columns of a 1-d observation returned as they came (as float32),
             neither normalised nor clipped; their statistics are still kept. The trainers
             pass the layout's :attr:`~rlblocks.layout.Layout.structure_columns` (list
-            lengths, graph counts and links, character ids) and an ``action_mask``'s
+            lengths, graph counts and links, a text's characters) and an ``action_mask``'s
             columns, which models read as counts, indices and flags.
 
     Raises:

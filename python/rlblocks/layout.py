@@ -224,7 +224,9 @@ class Layout:
         """The columns that describe the row's structure rather than hold values, ascending
         (int64, read-only): every list's length (Repeated, Sequence, Text, at every item
         position of an enclosing list), a graph's node and edge counts and its edge links,
-        and a Text's character ids (``text_encoding: ids``).
+        and a Text's characters (their ids, or their one-hot blocks: the text encoder looks
+        each character up in its embedding, and a normalised one-hot row would look up a
+        blend of characters that drifts with the running statistics).
 
         Models and :func:`rlblocks.restore_original_dimensions` read these as counts and
         indices, so an observation filter passes them through unchanged
@@ -318,7 +320,7 @@ def _structure_columns(node: Node) -> np.ndarray:
         starts = 1 + node.item.size * np.arange(node.max_len, dtype=np.int64)
         return np.concatenate([[0], (starts[:, None] + inner[None, :]).ravel()]).astype(np.int64)
     if node.kind == "text":  # [length, per position: a one-hot block or the character's id]
-        return np.arange(node.size if node.encoding == "ids" else 1, dtype=np.int64)
+        return np.arange(node.size, dtype=np.int64)
     if node.kind == "graph":  # [n_nodes, n_edges, nodes, edges, links]
         nodes, edges, links = node.graph_offsets
         parts = [np.array([0, 1], np.int64)]

@@ -317,12 +317,14 @@ def test_graph_text_and_oneof_are_flattened_in_one_batched_call():
     assert restored["text"].ids.shape == (6, 4)
     assert restored["union"].index.tolist() == [1, 0, 1, 0, 1, 0]
     # the mean/std filter after it normalises the values and keeps the structure: the
-    # counts, the edge links and the text's length pass through as the flattening wrote them
+    # counts, the edge links, the text's length and its one-hot characters pass through as
+    # the flattening wrote them
     filtered = MeanStdFilterBatched(piece.observation_space, Discrete(2))
     keep = filtered.filter.passthrough
     lay = piece.observation_space.layout
-    assert keep.tolist() == lay.structure_columns.tolist() == [0, 1, 10, 11, 12, 13, 14]
-    assert filtered.observation_space.high[keep].tolist() == [np.inf] * 7
+    structure = [0, 1, 10, 11, 12, 13, *range(14, 27)]
+    assert keep.tolist() == lay.structure_columns.tolist() == structure
+    assert filtered.observation_space.high[keep].tolist() == [np.inf] * len(structure)
     run(filtered, eps)
     out = np.stack([e.get_observations(-1) for e in eps])
     np.testing.assert_array_equal(out[:, keep], np.stack(rows)[:, keep])
