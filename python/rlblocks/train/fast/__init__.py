@@ -12,7 +12,8 @@ case, so the caller falls back to the plain path:
 * :class:`FlatParameters`: parameters and gradients as views of two flat buffers, so
   Adam and the gradient norm run as one kernel each;
 * :func:`make_adam`, :func:`adam_step`, :func:`clip_grad_norm`: the fused Adam kernel and
-  the multi-tensor norm called directly (private torch APIs, with public fallbacks).
+  the multi-tensor norm called directly (private torch APIs, with public fallbacks);
+  :func:`set_learning_rate` for a schedule's steps.
 
 ``PPOConfig(fast_paths=False)`` turns all of them off: the policy runs its torch model,
 the learner autograd, ``torch.optim.Adam`` and ``clip_grad_norm_``. Nothing in this
@@ -24,6 +25,14 @@ from __future__ import annotations
 from rlblocks.train.fast.backprop import FCBackprop
 from rlblocks.train.fast.fc_actor import FCActor
 from rlblocks.train.fast.flat_params import FlatParameters
-from rlblocks.train.fast.kernels import adam_step, clip_grad_norm, make_adam
+from rlblocks.train.fast.kernels import adam_step, clip_grad_norm, make_adam, set_learning_rate
 
-__all__ = ["FCActor", "FCBackprop", "FlatParameters", "adam_step", "clip_grad_norm", "make_adam"]
+__all__ = [
+    "FCActor",
+    "FCBackprop",
+    "FlatParameters",
+    "adam_step",
+    "clip_grad_norm",
+    "make_adam",
+    "set_learning_rate",
+]

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch.optim import optimizer as _optimizer_module
 
-__all__ = ["adam_step", "clip_grad_norm", "make_adam"]
+__all__ = ["adam_step", "clip_grad_norm", "make_adam", "set_learning_rate"]
 
 
 def make_adam(params: list[torch.nn.Parameter], lr: float, eps: float = 1e-5) -> torch.optim.Adam:
@@ -31,6 +31,14 @@ def make_adam(params: list[torch.nn.Parameter], lr: float, eps: float = 1e-5) ->
         except RuntimeError:
             pass
     return torch.optim.Adam(params, lr=lr, eps=eps, foreach=True)
+
+
+def set_learning_rate(lr: float, *optimizers: torch.optim.Optimizer) -> None:
+    """Sets the learning rate of every parameter group of ``optimizers`` (a schedule's step;
+    :func:`adam_step` reads it on each call)."""
+    for optimizer in optimizers:
+        for group in optimizer.param_groups:
+            group["lr"] = lr
 
 
 def adam_step(optimizer: torch.optim.Optimizer) -> bool:

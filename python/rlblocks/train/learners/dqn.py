@@ -38,7 +38,7 @@ from rlblocks.distributions import FLOAT_MIN, Categorical
 from rlblocks.masks import MASK_KEY, mask_layout
 from rlblocks.models.misc import mode_dependent
 from rlblocks.train.algo_spaces import check_action_space
-from rlblocks.train.fast import adam_step, make_adam
+from rlblocks.train.fast import adam_step, make_adam, set_learning_rate
 from rlblocks.train.fast.dense_layers import clip_numpy_grads
 from rlblocks.train.fast.polyak import PolyakUpdate
 from rlblocks.train.fast.q_layers import DenseQ
@@ -340,8 +340,7 @@ class DQNLearner:
 
     def set_lr(self, lr: float) -> None:
         """Sets the optimizer's learning rate."""
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        set_learning_rate(lr, self.optimizer)
 
     def _param_list(self) -> list[torch.nn.Parameter]:
         """The Q-network's parameters, listed once (walking the module on every update costs

@@ -29,7 +29,14 @@ import numpy as np
 import torch
 
 from rlblocks.nest import tree_map
-from rlblocks.train.fast import FCBackprop, FlatParameters, adam_step, clip_grad_norm, make_adam
+from rlblocks.train.fast import (
+    FCBackprop,
+    FlatParameters,
+    adam_step,
+    clip_grad_norm,
+    make_adam,
+    set_learning_rate,
+)
 from rlblocks.train.fast.choice import log_once
 from rlblocks.train.policy import Policy
 from rlblocks.train.runner import SampleBatch
@@ -125,8 +132,7 @@ class PPOLearner:
 
     def set_lr(self, lr: float) -> None:
         """Sets the learning rate of every parameter group."""
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        set_learning_rate(lr, self.optimizer)
 
     # --- batch layout ---------------------------------------------------------------------
     def _columns(self, batch: SampleBatch, adv: np.ndarray, targets: np.ndarray) -> dict[str, Any]:

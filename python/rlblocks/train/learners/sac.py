@@ -71,7 +71,7 @@ from rlblocks.masks import (
 from rlblocks.models.heads import ContinuousActionQModel
 from rlblocks.models.misc import mode_dependent
 from rlblocks.train.algo_spaces import check_action_space
-from rlblocks.train.fast import adam_step, make_adam
+from rlblocks.train.fast import adam_step, make_adam, set_learning_rate
 from rlblocks.train.fast.polyak import PolyakUpdate
 from rlblocks.train.fast.sac_backprop import SACBackprop, pairing_pays
 from rlblocks.train.fast.unwritten import clear_unwritten
@@ -542,12 +542,9 @@ class SACLearner:
     def set_lr(self, lr: float) -> None:
         """Sets the actor's, the critics' and (unless fixed: ``alpha_lr=0``) the entropy
         coefficient's learning rates (``lr_schedule``)."""
-        optimizers = [self.actor_optimizer, self.critic_optimizer]
+        set_learning_rate(lr, self.actor_optimizer, self.critic_optimizer)
         if not self.fixed_alpha:
-            optimizers.append(self.alpha_optimizer)
-        for optimizer in optimizers:
-            for group in optimizer.param_groups:
-                group["lr"] = lr
+            set_learning_rate(lr, self.alpha_optimizer)
 
     def sync_targets(self) -> None:
         """Polyak averaging: ``target <- (1 - tau) * target + tau * critic`` for every

@@ -68,7 +68,7 @@ from rlblocks.masks import is_mask_space
 from rlblocks.models.heads import ContinuousActionQModel
 from rlblocks.train.algo_spaces import check_action_space
 from rlblocks.train.exploration_noise import make_noise
-from rlblocks.train.fast import adam_step, make_adam
+from rlblocks.train.fast import adam_step, make_adam, set_learning_rate
 from rlblocks.train.fast.choice import log_once
 from rlblocks.train.fast.polyak import PolyakUpdate
 from rlblocks.train.fast.sac_backprop import pairing_pays
@@ -342,9 +342,7 @@ class TD3Learner:
 
     def set_lr(self, lr: float) -> None:
         """Sets the actor's and the critics' learning rates (``lr_schedule``)."""
-        for optimizer in (self.actor_optimizer, self.critic_optimizer):
-            for group in optimizer.param_groups:
-                group["lr"] = lr
+        set_learning_rate(lr, self.actor_optimizer, self.critic_optimizer)
 
     # --- state ------------------------------------------------------------------------------
     _STATE_KEYS = (
