@@ -455,3 +455,9 @@ def test_bench_suites_budget_probes_stay_out_of_the_table(
     ]
     assert "| run to 300,000 steps, the largest budget that fitted here: 0.950 ± 0.000 (1;" in line
     assert "| yes at 300,000 |" in line and "0.100" not in line
+    # and `rlblocks tuned` shows the same figures (suites.json)
+    figures = suites.tuned_figures([corridor, smaller, full, probe])
+    assert figures["minigrid_keycorridors3r1_ppo"] == {
+        "mean": 0.95, "std": 0.0, "seeds": 1, "target": 0.9, "reached": "1/1", "steps": 300_000,
+    }  # fmt: skip
+    assert figures["hopper_ppo"]["steps"] == 1_000_000  # the row's own budget wins
