@@ -517,7 +517,7 @@ def test_a_mean_std_filter_normalises_the_observations_and_passes_the_mask_throu
 def test_an_env_runner_refuses_a_filter_that_would_normalise_the_mask() -> None:
     with PPOTrainer({"env": ENV, "num_envs": 1, "seed": 0}) as trainer:
         plain = MeanStdFilter(trainer.preprocessor.shape)  # no passthrough columns
-        with pytest.raises(ValueError, match="counts, indices or the action mask"):
+        with pytest.raises(ValueError, match="counts, indices, characters or the action mask"):
             EnvRunner(trainer.config, trainer.policy, trainer.preprocessor, plain, 0)
 
 
