@@ -369,6 +369,7 @@ def run_sb3(row: Row, seed: int, episodes: int, budget: int) -> dict[str, Any]:
     import numpy as np
     import stable_baselines3 as sb3
     from rlblocks.train.envs import registered_id
+    from rlblocks.train.tuned import load_tuned
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.noise import NormalActionNoise
@@ -380,7 +381,10 @@ def run_sb3(row: Row, seed: int, episodes: int, budget: int) -> dict[str, Any]:
     if row.sb3_wrapper:
         module, _, name = row.sb3_wrapper.partition(":")
         wrapper = getattr(importlib.import_module(module), name)
-    vec = make_vec_env(env_id, n_envs=row.sb3_envs, seed=seed, wrapper_class=wrapper)
+    # The env as the tuned config makes it (ant_ppo: Ant-v5 without its contact forces).
+    env_kwargs = dict(load_tuned(row.tuned).config.get("env_config") or {})
+    vec = make_vec_env(env_id, n_envs=row.sb3_envs, seed=seed, wrapper_class=wrapper,
+                       env_kwargs=env_kwargs)  # fmt: skip
     if row.sb3_normalize:
         vec = VecNormalize(vec, gamma=row.sb3.get("gamma", 0.99))
     kwargs = dict(row.sb3)
@@ -405,7 +409,7 @@ def run_sb3(row: Row, seed: int, episodes: int, budget: int) -> dict[str, Any]:
         vec.training, vec.norm_reward = False, False
         eval_env: Any = vec
     else:
-        eval_env = gym.make(env_id)
+        eval_env = gym.make(env_id, **env_kwargs)
         eval_env = wrapper(eval_env) if wrapper is not None else eval_env
         eval_env.reset(seed=10_000 + seed)
     mean, std = evaluate_policy(model, eval_env, n_eval_episodes=episodes, deterministic=True)
@@ -419,7 +423,8 @@ def run_sb3(row: Row, seed: int, episodes: int, budget: int) -> dict[str, Any]:
         "steps": budget, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
         "load": round(os.getloadavg()[0], 2), "train_return": None,
         "eval_mean": round(float(mean), 3), "eval_std": round(float(std), 3),
-        "episodes": episodes, **_sampled_fields(sampled),
+        "episodes": episodes, "obs_shape": list(vec.observation_space.shape or ()),
+        **_sampled_fields(sampled),
     }  # fmt: skip
 
 

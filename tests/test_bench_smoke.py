@@ -426,6 +426,24 @@ def test_bench_suites_sb3_column_wraps_minigrid_as_the_zoo_does(
     assert 0.0 <= run["eval_mean"] <= 1.0  # MiniGrid's return lies in [0, 1]
 
 
+def test_bench_suites_sb3_column_makes_the_env_as_the_tuned_config_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # ant_ppo leaves Ant-v5's 78 contact forces out of the observation (env_config), as the
+    # zoo's Ant-v3 saw none; SB3 must train and be evaluated on that same 27-dim env
+    pytest.importorskip("stable_baselines3")
+    pytest.importorskip("mujoco")
+    import dataclasses
+
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    suites = importlib.import_module("bench_suites")
+    row = suites.ROWS["ant_ppo"]
+    assert row.sb3 is not None
+    tiny = dataclasses.replace(row, sb3={**row.sb3, "n_steps": 16, "batch_size": 16, "n_epochs": 1})
+    run = suites.run_sb3(tiny, seed=0, episodes=1, budget=16)
+    assert run["obs_shape"] == [27]
+
+
 def test_bench_suites_budget_probes_stay_out_of_the_table(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
