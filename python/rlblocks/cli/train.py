@@ -459,7 +459,7 @@ def _env_defaults(
     from rlblocks.cli import train_defaults as defaults
     from rlblocks.train.agent_batches import agent_batch_line
 
-    note = defaults.shortfall_note(str(config.env))
+    note = defaults.shortfall_note(str(config.env), config.env_config)
     if note:
         print(f"rlblocks train: note: {note}", flush=True)
     given = parse_overrides(args.set or [])
