@@ -149,7 +149,7 @@ _SHORTFALLS: dict[str, str] = {
         "gamma 0.99 discounts away (PPO reached about 40 in 1M steps); `rlblocks train --tuned "
         "swimmer_ppo` keeps rl-baselines3-zoo's gamma 0.9999"
     ),
-    "Ant-": (
+    "Ant-v5": (
         "{env}'s observation holds 78 noisy contact forces (include_cfrc_ext_in_observation), "
         "which rl-baselines3-zoo's Ant-v3 read as zeros; with them PPO reached about 650 in 1M "
         "steps here, without them 1,550: `rlblocks train --tuned ant_ppo`, or `--set "
@@ -157,7 +157,7 @@ _SHORTFALLS: dict[str, str] = {
     ),
 }
 #: The env settings that answer a note (the user already took the advice: no note).
-_ANSWERED: dict[str, tuple[str, Any]] = {"Ant-": ("include_cfrc_ext_in_observation", False)}
+_ANSWERED: dict[str, tuple[str, Any]] = {"Ant-v5": ("include_cfrc_ext_in_observation", False)}
 
 
 def continuous_control(observation_space: gym.Space, action_space: gym.Space) -> bool:
