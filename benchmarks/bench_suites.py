@@ -454,13 +454,16 @@ def scaled(value: float, random: float, tuned: float) -> float:
 
 def read_results(path: Path) -> list[dict[str, Any]]:
     """The runs in the results file (the last line per row, method and seed wins; per budget
-    for ``--budget`` probes)."""
+    for ``--budget`` probes). A run of a config since changed carries ``"superseded"`` (why)
+    and is left out."""
     if not path.is_file():
         return []
     latest: dict[tuple[Any, ...], dict[str, Any]] = {}
     for line in path.read_text().splitlines():
         if line.strip():
             run = json.loads(line)
+            if run.get("superseded"):
+                continue
             probe = run.get("budget") if run.get("probe") else None
             latest[(run["row"], run["method"], run.get("seed"), probe)] = run
     return list(latest.values())

@@ -455,10 +455,12 @@ def test_bench_suites_budget_probes_stay_out_of_the_table(
             "steps": 1_000_000, "wall_s": 10.0, "eval_mean": 1000.0}  # fmt: skip
     probe = {**full, "budget": 300_000, "steps": 300_000, "eval_mean": 50.0, "probe": True}
     sb3_probe = {**probe, "method": "sb3"}
+    # a run of a config since changed, marked so, is read as no run at all
+    old = {**full, "seed": 1, "eval_mean": 5.0, "superseded": "entropy_coeff 0"}
     results = tmp_path / "suites.jsonl"
-    results.write_text("".join(json.dumps(r) + "\n" for r in (full, probe, sb3_probe)))
+    results.write_text("".join(json.dumps(r) + "\n" for r in (full, probe, sb3_probe, old)))
     runs = suites.read_results(results)
-    assert len(runs) == 3
+    assert len(runs) == 3 and old not in runs
     (line,) = [ln for ln in suites.table(runs, {}).splitlines() if "| hopper_ppo |" in ln]
     assert "1000.0 ± 0.0 (1; 1,000,000 steps)" in line and "50.0" not in line
     assert suites.ROWS["hopper_ppo"].sb3 is not None  # --sb3 runs the zoo's Hopper entry
