@@ -17,6 +17,7 @@ import json
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -410,18 +411,9 @@ def test_bench_suites_sb3_column_wraps_minigrid_as_the_zoo_does(
 ) -> None:
     # the zoo trains MiniGrid through its FlatObsWrapper and VecNormalize; without them
     # SB3's MlpPolicy refuses the Dict observation (issue 46: the SB3 column's MiniGrid rows)
-    pytest.importorskip("stable_baselines3")
     pytest.importorskip("minigrid")
-    import dataclasses
-
-    monkeypatch.syspath_prepend(str(SCRIPTS))
-    suites = importlib.import_module("bench_suites")
-    row = suites.ROWS["minigrid_empty8x8_ppo"]
-    assert row.sb3 is not None and row.sb3_wrapper
-    tiny = dataclasses.replace(
-        row, sb3={**row.sb3, "n_steps": 16, "batch_size": 16, "n_epochs": 1}, sb3_envs=2
-    )
-    run = suites.run_sb3(tiny, seed=0, episodes=1, budget=32)
+    run = _tiny_sb3_run(monkeypatch, "minigrid_empty8x8_ppo", envs=2)
+    assert importlib.import_module("bench_suites").ROWS["minigrid_empty8x8_ppo"].sb3_wrapper
     assert (run["row"], run["method"], run["steps"]) == ("minigrid_empty8x8_ppo", "sb3", 32)
     assert 0.0 <= run["eval_mean"] <= 1.0  # MiniGrid's return lies in [0, 1]
 
@@ -431,17 +423,24 @@ def test_bench_suites_sb3_column_makes_the_env_as_the_tuned_config_does(
 ) -> None:
     # ant_ppo leaves Ant-v5's 78 contact forces out of the observation (env_config), as the
     # zoo's Ant-v3 saw none; SB3 must train and be evaluated on that same 27-dim env
-    pytest.importorskip("stable_baselines3")
     pytest.importorskip("mujoco")
+    assert _tiny_sb3_run(monkeypatch, "ant_ppo", envs=1)["obs_shape"] == [27]
+
+
+def _tiny_sb3_run(monkeypatch: pytest.MonkeyPatch, name: str, envs: int) -> dict[str, Any]:
+    """``bench_suites.run_sb3`` on the PPO row ``name`` shrunk to 16-step rollouts of
+    ``envs`` envs, one epoch, ``16 * envs`` steps (the zoo's wrappers and env kept)."""
+    pytest.importorskip("stable_baselines3")
     import dataclasses
 
     monkeypatch.syspath_prepend(str(SCRIPTS))
     suites = importlib.import_module("bench_suites")
-    row = suites.ROWS["ant_ppo"]
+    row = suites.ROWS[name]
     assert row.sb3 is not None
-    tiny = dataclasses.replace(row, sb3={**row.sb3, "n_steps": 16, "batch_size": 16, "n_epochs": 1})
-    run = suites.run_sb3(tiny, seed=0, episodes=1, budget=16)
-    assert run["obs_shape"] == [27]
+    sb3 = {**row.sb3, "n_steps": 16, "batch_size": 16, "n_epochs": 1}
+    tiny = dataclasses.replace(row, sb3=sb3, sb3_envs=envs)
+    run: dict[str, Any] = suites.run_sb3(tiny, seed=0, episodes=1, budget=16 * envs)
+    return run
 
 
 def test_bench_suites_budget_probes_stay_out_of_the_table(
