@@ -359,3 +359,17 @@ def test_ant_names_the_contact_forces_and_the_tuned_config(tmp_path, capsys) -> 
     )
     assert config["env_config"] == {"include_cfrc_ext_in_observation": False}
     assert "contact forces" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("algo", "tuned"), [("PPO", "swimmer_ppo"), ("SAC", "swimmer_sac")])
+def test_swimmer_names_the_tuned_config_of_the_algorithm(tmp_path, capsys, algo, tuned) -> None:
+    """Issue 46: Swimmer's defaults discount its slow gait away (gamma 0.99); the start names
+    the tuned config of the run's algorithm, and is silent once the run sets gamma 0.9999."""
+    pytest.importorskip("mujoco")
+    small = ["--set", "learning_starts=16"] if algo == "SAC" else []
+    _train(tmp_path / "a", "--algo", algo, "--env", "Swimmer-v5", *small)
+    out = capsys.readouterr().out
+    assert "rlblocks train: note: Swimmer-v5 is a long-horizon env" in out
+    assert f"`rlblocks train --tuned {tuned}` keeps rl-baselines3-zoo's gamma 0.9999" in out
+    _train(tmp_path / "b", "--algo", algo, "--env", "Swimmer-v5", *small, "--set", "gamma=0.9999")
+    assert "long-horizon" not in capsys.readouterr().out

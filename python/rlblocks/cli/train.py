@@ -459,7 +459,9 @@ def _env_defaults(
     from rlblocks.cli import train_defaults as defaults
     from rlblocks.train.agent_batches import agent_batch_line
 
-    note = defaults.shortfall_note(str(config.env), config.env_config)
+    note = defaults.shortfall_note(
+        str(config.env), config.env_config, flags["algo"] or "PPO", getattr(config, "gamma", None)
+    )
     if note:
         print(f"rlblocks train: note: {note}", flush=True)
     given = parse_overrides(args.set or [])

@@ -50,7 +50,7 @@ Examples:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,36 +128,54 @@ TURN_DEFAULTS: dict[str, Any] = {
 #: 5 iterations of training 15-25 s), twice the candidates for ``best/``.
 EXACT_DEFAULTS: dict[str, Any] = {"selfplay_eval_exact": True, "selfplay_eval_interval": 5}
 
-#: Envs (id prefix) the defaults are known to fall short on: what they reach there and the
-#: tuned config to use, as the start-of-run note says it (``{env}``: the run's id).
+
+@dataclass(frozen=True)
+class _Shortfall:
+    """What the defaults are known to fall short of on an env, as the start-of-run note says
+    it (``{env}``: the run's id; ``{tuned}``: the tuned config of the run's algorithm, from
+    ``tuned``, whose ``""`` entry serves any other), and the settings that already take the
+    note's advice (``answered(env_config, gamma)``: no note)."""
+
+    note: str
+    tuned: Mapping[str, str]
+    answered: Callable[[Mapping[str, Any], float | None], bool] = lambda env_config, gamma: False
+
+
+#: Envs (id prefix) the defaults are known to fall short on (:class:`_Shortfall`).
 #: ``mountaincarcontinuous_sac`` explores with gSDE (``use_sde``, as rl-baselines3-zoo's run;
-#: without it every seed stood still); Swimmer's defaults reached 37.3 at 1M steps on seed 0,
-#: ``swimmer_ppo`` (gamma 0.9999) 152.8; Ant's PPO defaults 651.6 at 1M steps on seed 0 with
-#: the contact forces, ``ant_ppo`` without them 1,552.7 over 3 seeds (docs/benchmarks.md).
-_SHORTFALLS: dict[str, str] = {
-    "MountainCar-": (
+#: without it every seed stood still); Swimmer's PPO defaults reached 37.3 at 1M steps on seed
+#: 0, ``swimmer_ppo`` (gamma 0.9999) 152.8 there and 279-286 on seeds 1-2; its SAC defaults
+#: 21.4 at 20k steps over 3 seeds, ``swimmer_sac`` (gamma 0.9999) 29.4; Ant's PPO defaults
+#: 651.6 at 1M steps on seed 0 with the contact forces, ``ant_ppo`` without them 1,552.7 over
+#: 3 seeds (docs/benchmarks.md).
+_SHORTFALLS: dict[str, _Shortfall] = {
+    "MountainCar-": _Shortfall(
         "{env} is a hard-exploration env: these defaults will not solve it (the return stays "
-        "-200); `rlblocks train --tuned mountaincar_dqn` does"
+        "-200); `rlblocks train --tuned {tuned}` does",
+        {"": "mountaincar_dqn"},
     ),
-    "MountainCarContinuous-": (
+    "MountainCarContinuous-": _Shortfall(
         "{env} is a hard-exploration env: these defaults will not solve it (PPO and SAC here "
         "learn to stand still, a return near 0; the tuned config explores with gSDE, "
-        "state-dependent exploration); `rlblocks train --tuned mountaincarcontinuous_sac` does"
+        "state-dependent exploration); `rlblocks train --tuned {tuned}` does",
+        {"": "mountaincarcontinuous_sac"},
     ),
-    "Swimmer-": (
+    "Swimmer-": _Shortfall(
         "{env} is a long-horizon env: its reward comes from a slow gait that these defaults' "
-        "gamma 0.99 discounts away (PPO reached about 40 in 1M steps); `rlblocks train --tuned "
-        "swimmer_ppo` keeps rl-baselines3-zoo's gamma 0.9999"
+        "gamma 0.99 discounts away (PPO reached about 40 in 1M steps); `rlblocks train "
+        "--tuned {tuned}` keeps rl-baselines3-zoo's gamma 0.9999, or `--set gamma=0.9999`",
+        {"SAC": "swimmer_sac", "": "swimmer_ppo"},
+        lambda env_config, gamma: gamma is not None and gamma >= 0.999,
     ),
-    "Ant-v5": (
+    "Ant-v5": _Shortfall(
         "{env}'s observation holds 78 noisy contact forces (include_cfrc_ext_in_observation), "
         "which rl-baselines3-zoo's Ant-v3 read as zeros; with them PPO reached about 650 in 1M "
-        "steps here, without them 1,550: `rlblocks train --tuned ant_ppo`, or `--set "
-        "env_config.include_cfrc_ext_in_observation=false`"
+        "steps here, without them 1,550: `rlblocks train --tuned {tuned}`, or `--set "
+        "env_config.include_cfrc_ext_in_observation=false`",
+        {"": "ant_ppo"},
+        lambda env_config, gamma: env_config.get("include_cfrc_ext_in_observation") is False,
     ),
 }
-#: The env settings that answer a note (the user already took the advice: no note).
-_ANSWERED: dict[str, tuple[str, Any]] = {"Ant-v5": ("include_cfrc_ext_in_observation", False)}
 
 
 def continuous_control(observation_space: gym.Space, action_space: gym.Space) -> bool:
@@ -185,27 +203,34 @@ def vector_observation(observation_space: gym.Space) -> bool:
     return isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 1
 
 
-def shortfall_note(env: str, env_config: Mapping[str, Any] | None = None) -> str | None:
-    """The start-of-run note for an env the defaults are known to fall short on (None for any
-    other, or where ``env_config`` already makes the env the note advises).
+def shortfall_note(
+    env: str,
+    env_config: Mapping[str, Any] | None = None,
+    algo: str = "PPO",
+    gamma: float | None = None,
+) -> str | None:
+    """The start-of-run note for an env the defaults are known to fall short on, naming the
+    tuned config of ``algo`` (None for any other env, or where ``env_config`` and ``gamma``
+    already take the note's advice).
 
     Examples:
         >>> shortfall_note("MountainCarContinuous-v0").split("; `")[1]
         'rlblocks train --tuned mountaincarcontinuous_sac` does'
-        >>> shortfall_note("Swimmer-v5").split(":")[0]
-        'Swimmer-v5 is a long-horizon env'
+        >>> shortfall_note("Swimmer-v5", algo="SAC").split("--tuned ")[1].split("`")[0]
+        'swimmer_sac'
+        >>> shortfall_note("Swimmer-v5", gamma=0.9999) is None
+        True
         >>> shortfall_note("CartPole-v1") is None
         True
         >>> shortfall_note("Ant-v5", {"include_cfrc_ext_in_observation": False}) is None
         True
     """
-    given = env_config or {}
-    for prefix, note in _SHORTFALLS.items():
+    for prefix, shortfall in _SHORTFALLS.items():
         if env.startswith(prefix) or env.partition(":")[2].startswith(prefix):
-            key, value = _ANSWERED.get(prefix, ("", None))
-            if key in given and given[key] == value:
+            if shortfall.answered(env_config or {}, gamma):
                 return None
-            return note.format(env=env)
+            tuned = shortfall.tuned.get(algo, shortfall.tuned[""])
+            return shortfall.note.format(env=env, tuned=tuned)
     return None
 
 
