@@ -564,6 +564,8 @@ def table(runs: Sequence[Mapping[str, Any]], randoms: Mapping[str, float]) -> st
         if ran_to:
             reached += f" at {budget:,}"
         default = stats.get((name, "defaults"))
+        if ran_to and probes.get((name, "defaults"), (None,))[0] == budget:
+            default = probes[(name, "defaults")][1]  # the defaults at the tuned cell's budget
         default_cell = _cell(default, d)
         if default is None and row.tuned_is_defaults:
             default = tuned

@@ -474,6 +474,17 @@ def test_bench_suites_budget_probes_stay_out_of_the_table(
     ]
     assert "| run to 300,000 steps, the largest budget that fitted here: 0.950 ± 0.000 (1;" in line
     assert "| yes at 300,000 |" in line and "0.100" not in line
+    # the defaults' probe at that budget fills the defaults cell, scaled against it; one at
+    # another budget does not
+    same = {**corridor, "method": "defaults", "eval_mean": 0.475}
+    other = {**smaller, "method": "defaults", "eval_mean": 0.2}
+    for defaults, cell in ((same, "| 0.475 ± 0.000 (1; 300,000 steps), 50% |"), (other, "| - |")):
+        (line,) = [
+            ln
+            for ln in suites.table([corridor, defaults], {corridor["row"]: 0.0}).splitlines()
+            if "| minigrid_keycorridors3r1_ppo |" in ln
+        ]
+        assert cell in line, line
     # and `rlblocks tuned` shows the same figures (suites.json)
     figures = suites.tuned_figures([corridor, smaller, full, probe])
     assert figures["minigrid_keycorridors3r1_ppo"] == {
