@@ -146,8 +146,9 @@ class _Shortfall:
 #: without it every seed stood still); Swimmer's PPO defaults reached 37.3 at 1M steps on seed
 #: 0, ``swimmer_ppo`` (gamma 0.9999) 152.8 there and 279-286 on seeds 1-2; its SAC defaults
 #: 21.4 at 20k steps over 3 seeds, ``swimmer_sac`` (gamma 0.9999) 29.4; Ant's PPO defaults
-#: 651.6 at 1M steps on seed 0 with the contact forces, ``ant_ppo`` without them 1,552.7 over
-#: 3 seeds (docs/benchmarks.md).
+#: trained 500k steps on seed 0 (the CLI's default budget) ended at a training return of 1,332
+#: with the contact forces (evaluated 1,464 +- 905) and 2,637 without them (3,161 +- 38;
+#: docs/benchmarks.md).
 _SHORTFALLS: dict[str, _Shortfall] = {
     "MountainCar-": _Shortfall(
         "{env} is a hard-exploration env: these defaults will not solve it (the return stays "
@@ -169,8 +170,9 @@ _SHORTFALLS: dict[str, _Shortfall] = {
     ),
     "Ant-v5": _Shortfall(
         "{env}'s observation holds 78 noisy contact forces (include_cfrc_ext_in_observation), "
-        "which rl-baselines3-zoo's Ant-v3 read as zeros; with them PPO reached about 650 in 1M "
-        "steps here, without them 1,550: `rlblocks train --tuned {tuned}`, or `--set "
+        "which rl-baselines3-zoo's Ant-v3 read as zeros; with them these defaults' PPO reached "
+        "a return of about 1,300 in 500k steps here (the ant flips), without them 2,600: "
+        "`rlblocks train --tuned {tuned}` (these defaults without them), or `--set "
         "env_config.include_cfrc_ext_in_observation=false`",
         {"": "ant_ppo"},
         lambda env_config, gamma: env_config.get("include_cfrc_ext_in_observation") is False,
