@@ -101,7 +101,7 @@ ROWS: dict[str, Row] = {
                               "robotics", 20_000, 0.95, _ZOO_FETCH, sb3_normalize=True),
     "pointmaze_sac_her": Row("pointmaze_sac_her", "PointMaze_UMaze-v3", "gymnasium_robotics",
                              "robotics", 50_000, 0.9, _ZOO_FETCH, sb3_normalize=True),
-    "parking_sac_her": Row("parking_sac_her", "parking-v0", "highway_env", "highway", 30_000,
+    "parking_sac_her": Row("parking_sac_her", "parking-v0", "highway_env", "highway", 50_000,
                            0.9, _ZOO_PARKING),
 }  # fmt: skip
 
