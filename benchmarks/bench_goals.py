@@ -89,7 +89,7 @@ _ZOO_FETCH = dict(buffer_size=1_000_000, ent_coef="auto", batch_size=256, gamma=
                   policy_kwargs={"net_arch": [64, 64]})  # fmt: skip
 # rl-baselines3-zoo her.yml, parking-v0 (SAC, the HER paper's settings; 200k steps there).
 # It keeps SB3's learning_starts of 100, but SB3's HerReplayBuffer cannot sample before the
-# first episode ends, and parking-v0's run up to 500 steps (its duration of 100 s at 5 steps
+# first episode ends, and parking-v0's episodes run up to 500 steps (100 s at 5 steps
 # a second): with 100, seed 1 raises at its first update. 501 is the least that never does.
 _ZOO_PARKING = dict(buffer_size=1_000_000, batch_size=256, gamma=0.95, learning_rate=1e-3,
                     learning_starts=501, replay_buffer_kwargs=_HER,
