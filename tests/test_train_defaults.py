@@ -73,38 +73,38 @@ def test_an_image_observation_keeps_256_row_minibatches() -> None:
     assert space_defaults(config, {}, vector)[0] == {"sgd_minibatch_size": 64}
 
 
-def test_a_discrete_action_on_an_observation_that_is_no_vector_keeps_raw_advantages(
-    tmp_path, capsys
-) -> None:
+def test_a_discrete_action_on_a_dict_observation_keeps_raw_advantages(tmp_path, capsys) -> None:
     """Issue 46 item 2: on MiniGrid's grids a solved, near-deterministic policy was kicked
     into a greedy loop by one iteration of standardised noise advantages (a KL of 0.1-0.6);
-    a ``Discrete`` action on any observation but a vector trains on the advantages as they
-    are (printed, in config.json), a user's ``--set`` wins, and a vector observation or a
+    a ``Discrete`` action on a ``Dict`` observation trains on the advantages as they are
+    (printed, in config.json), a user's ``--set`` wins, and any other observation or a
     ``Box`` action standardises them."""
     from rlblocks.cli.train_defaults import RAW_ADVANTAGE_DEFAULTS, EnvProbe, space_defaults
     from rlblocks.train.trainer_config import PPOConfig
 
     config = PPOConfig(env="CartPole-v1")
-    frames = gym.spaces.Box(0, 255, (84, 84, 4), dtype="uint8")
+    frames = gym.spaces.Box(0, 255, (7, 7, 3), dtype="uint8")
     grid = gym.spaces.Dict({"image": frames, "direction": gym.spaces.Discrete(4)})
-    for obs in (frames, grid, gym.spaces.Discrete(5)):
-        keys = space_defaults(config, {}, EnvProbe(obs, gym.spaces.Discrete(3), False))[0]
-        assert keys == RAW_ADVANTAGE_DEFAULTS == {"normalize_advantages": False}
-    box = gym.spaces.Box(-1.0, 1.0, (2,))
-    assert space_defaults(config, {}, EnvProbe(frames, box, False))[0] == {}
+    keys = space_defaults(config, {}, EnvProbe(grid, gym.spaces.Discrete(3), False))[0]
+    assert keys == RAW_ADVANTAGE_DEFAULTS == {"normalize_advantages": False}
+    three, box = gym.spaces.Discrete(3), gym.spaces.Box(-1.0, 1.0, (2,))
+    for obs, act in ((frames, three), (gym.spaces.Discrete(5), three), (grid, box)):
+        assert (
+            "normalize_advantages" not in space_defaults(config, {}, EnvProbe(obs, act, False))[0]
+        )
     given = {"normalize_advantages": True}
     assert space_defaults(config, given, EnvProbe(grid, gym.spaces.Discrete(3), False))[0] == {}
-    config = _train(tmp_path, "--env", "rlblocks/zoo-Discrete-v0")
+    config = _train(tmp_path, "--env", "rlblocks/zoo-Dict-v0")
     assert (
-        "rlblocks train: a Discrete action on an observation that is no vector: "
-        "normalize_advantages=False (--set it to change)"
+        "rlblocks train: a Discrete action on a Dict observation: normalize_advantages=False "
+        "(--set it to change)"
     ) in capsys.readouterr().out
     assert config["normalize_advantages"] is False
     mine = ["--set", "normalize_advantages=true"]
-    config = _train(tmp_path / "set", "--env", "rlblocks/zoo-Discrete-v0", *mine)
+    config = _train(tmp_path / "set", "--env", "rlblocks/zoo-Dict-v0", *mine)
     assert config["normalize_advantages"] is True
     assert "normalize_advantages" not in capsys.readouterr().out
-    config = _train(tmp_path / "cartpole", "--env", "CartPole-v1")
+    config = _train(tmp_path / "image", "--env", "rlblocks/zoo-Image-v0")
     assert config["normalize_advantages"] is True
 
 
