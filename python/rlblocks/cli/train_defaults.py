@@ -8,12 +8,11 @@ CartPole's), 4x the SGD steps per iteration of the 256 rows an image or recurren
 keeps: at the zoo's budgets it lifted CartPole-v1 from 364 to 500 at 100k steps and
 Pendulum-v1 from -625 to -151 (3 seeds each, docs/benchmarks.md). A ``Discrete`` action on
 a ``Dict`` observation (MiniGrid's) trains on its advantages as they are, not standardised
-(:data:`RAW_ADVANTAGE_DEFAULTS`).
-Continuous control (a
-flat float ``Box`` observation and a ``Box`` action space) also gets observation
-normalisation (``observation_filter=MeanStdFilter``) and reward scaling
-(``normalize_reward=True``), as rl-baselines3-zoo's ``VecNormalize`` does for those envs;
-with an unbounded observation (MuJoCo's locomotion) also a free log-std starting at -2
+(:data:`RAW_ADVANTAGE_DEFAULTS`). Continuous control (a flat float ``Box`` observation and a
+``Box`` action space) also gets observation normalisation
+(``observation_filter=MeanStdFilter``) and reward scaling (``normalize_reward=True``), as
+rl-baselines3-zoo's ``VecNormalize`` does for those envs; with an unbounded observation
+(MuJoCo's locomotion) also a free log-std starting at -2
 (:data:`UNBOUNDED_CONTROL_MODEL_DEFAULTS`). A key the user sets (``--set``) is never
 changed. The choice is printed at the start and lands in ``config.json`` with the rest of
 the config. An env the defaults are known to fall short on (MountainCar's hard exploration,
