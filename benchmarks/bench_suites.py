@@ -117,12 +117,15 @@ _PPO_MINIGRID = dict(n_steps=128, batch_size=64, gae_lambda=0.95, gamma=0.99, n_
 _FLAT_MINIGRID = "minigrid.wrappers:FlatObsWrapper"
 
 
-def _minigrid(name: str, env: str, zoo_budget: int, budget: int) -> Row:
+def _minigrid(
+    name: str, env: str, zoo_budget: int, budget: int, tuned_is_defaults: bool = False
+) -> Row:
     """A MiniGrid PPO row: no zoo return (0.9, a solved grid, is the target), SB3 with the
     zoo's MiniGrid settings (its ``&minigrid-defaults`` entry, which its DoorKey-5x5 and
     KeyCorridorS3R1 entries keep), trained to the budget, evaluated greedy and sampled."""
     return Row(name, env, "PPO", None, zoo_budget, budget, _PPO_MINIGRID, 8, True,
-               _FLAT_MINIGRID, to_budget=True, sampled=True)  # fmt: skip
+               _FLAT_MINIGRID, tuned_is_defaults=tuned_is_defaults, to_budget=True,
+               sampled=True)  # fmt: skip
 
 
 # rl-zoo3's td3.yml MuJoCo defaults (HalfCheetah, Hopper, ...; noise_type normal, std 0.1)
@@ -230,9 +233,9 @@ ROWS: dict[str, Row] = {
     "minigrid_doorkey5x5_ppo": _minigrid(
         "minigrid_doorkey5x5_ppo", "MiniGrid-DoorKey-5x5-v0", 100_000, 100_000),
     "minigrid_doorkey8x8_ppo": _minigrid(
-        "minigrid_doorkey8x8_ppo", "MiniGrid-DoorKey-8x8-v0", 0, 500_000),
+        "minigrid_doorkey8x8_ppo", "MiniGrid-DoorKey-8x8-v0", 0, 500_000, True),
     "minigrid_keycorridors3r1_ppo": _minigrid(
-        "minigrid_keycorridors3r1_ppo", "MiniGrid-KeyCorridorS3R1-v0", 500_000, 500_000),
+        "minigrid_keycorridors3r1_ppo", "MiniGrid-KeyCorridorS3R1-v0", 500_000, 500_000, True),
     "hopper_td3": Row("hopper_td3", "Hopper-v5", "TD3", 3606.0, 1_000_000, _TD3_BUDGET,
                       _TD3_MUJOCO, sb3_noise=0.1, needs="mujoco"),
     "halfcheetah_td3": Row("halfcheetah_td3", "HalfCheetah-v5", "TD3", 9656.0, 1_000_000,

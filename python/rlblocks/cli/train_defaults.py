@@ -6,13 +6,11 @@ on minibatches of 64 rows (:data:`VECTOR_DEFAULTS`, Stable-Baselines3's default
 ``batch_size``, which rl-baselines3-zoo keeps for every vector-observation PPO entry but
 CartPole's), 4x the SGD steps per iteration of the 256 rows an image or recurrent model
 keeps: at the zoo's budgets it lifted CartPole-v1 from 364 to 500 at 100k steps and
-Pendulum-v1 from -625 to -151 (3 seeds each, docs/benchmarks.md). A ``Discrete`` action on
-a ``Dict`` observation (MiniGrid's) trains on its advantages as they are, not standardised
-(:data:`RAW_ADVANTAGE_DEFAULTS`). Continuous control (a flat float ``Box`` observation and a
-``Box`` action space) also gets observation normalisation
-(``observation_filter=MeanStdFilter``) and reward scaling (``normalize_reward=True``), as
-rl-baselines3-zoo's ``VecNormalize`` does for those envs; with an unbounded observation
-(MuJoCo's locomotion) also a free log-std starting at -2
+Pendulum-v1 from -625 to -151 (3 seeds each, docs/benchmarks.md). Continuous control (a
+flat float ``Box`` observation and a ``Box`` action space) also gets observation
+normalisation (``observation_filter=MeanStdFilter``) and reward scaling
+(``normalize_reward=True``), as rl-baselines3-zoo's ``VecNormalize`` does for those envs;
+with an unbounded observation (MuJoCo's locomotion) also a free log-std starting at -2
 (:data:`UNBOUNDED_CONTROL_MODEL_DEFAULTS`). A key the user sets (``--set``) is never
 changed. The choice is printed at the start and lands in ``config.json`` with the rest of
 the config. An env the defaults are known to fall short on (MountainCar's hard exploration,
@@ -63,7 +61,6 @@ __all__ = [
     "CONTROL_DEFAULTS",
     "DQN_VECTOR_DEFAULTS",
     "EXACT_DEFAULTS",
-    "RAW_ADVANTAGE_DEFAULTS",
     "TURN_DEFAULTS",
     "UNBOUNDED_CONTROL_MODEL_DEFAULTS",
     "VECTOR_DEFAULTS",
@@ -92,19 +89,6 @@ VECTOR_DEFAULTS: dict[str, Any] = {"sgd_minibatch_size": 64}
 #: ``gradient_steps = train_freq``, :func:`dqn_space_defaults`): 3-step returns, Rainbow's
 #: multi-step targets.
 DQN_VECTOR_DEFAULTS: dict[str, Any] = {"n_step": 3}
-
-#: What PPO with a ``Discrete`` action on a ``Dict`` observation (MiniGrid's grid, direction
-#: and mission) gets when the user did not set the key: the advantages as they are, not
-#: standardised per minibatch. MiniGrid's grids are solved by a near-deterministic policy
-#: whose value net then fits the returns almost exactly, and standardising the advantages
-#: that are left scales noise up to unit size: one iteration in ten moved Empty-8x8's solved
-#: policy by a KL of 0.1-0.6 (seed 1 at 28k, 40k and 43k steps), once into a greedy loop that
-#: never reached the goal again. Unstandardised, seeds 0 and 1 learnt as fast (a return of
-#: 0.96 by 24k steps) and their entropy fell smoothly, with no such iteration
-#: (docs/benchmarks.md). Other observations keep standardised advantages: unstandardised,
-#: the zoo's image bandit (``rlblocks/zoo-Image-v0``) stalled at 11.3-11.5 of its 12 and its
-#: ``Repeated`` one reached 9.5 of 10 in its 60k steps.
-RAW_ADVANTAGE_DEFAULTS: dict[str, Any] = {"normalize_advantages": False}
 
 #: What continuous control gets when the user set neither key.
 CONTROL_DEFAULTS: dict[str, Any] = {"observation_filter": "MeanStdFilter", "normalize_reward": True}
@@ -389,8 +373,7 @@ def space_defaults(
 ) -> tuple[dict[str, Any], str | None, str]:
     """For a native PPO ``config`` built from ``--env`` alone: the keys to add, those the
     user did not set (``given``) of :data:`VECTOR_DEFAULTS` for a vector observation with a
-    model that is not recurrent, of :data:`RAW_ADVANTAGE_DEFAULTS` for a ``Discrete`` action on
-    a ``Dict`` observation and of :data:`CONTROL_DEFAULTS` for continuous control, with
+    model that is not recurrent and of :data:`CONTROL_DEFAULTS` for continuous control, with
     ``model``: :data:`UNBOUNDED_CONTROL_MODEL_DEFAULTS` where its observation is unbounded
     (the caller merges it into the user's model keys); ``{}`` otherwise, and for a
     multi-agent env or one that fails to build, which the trainer then reports. Also
@@ -414,9 +397,6 @@ def space_defaults(
     recurrent = config.model.get("use_lstm") or config.model.get("use_attention")
     if vector_observation(obs_space) and not recurrent:
         keys.update(VECTOR_DEFAULTS)
-    elif isinstance(obs_space, gym.spaces.Dict) and isinstance(action_space, gym.spaces.Discrete):
-        keys.update(RAW_ADVANTAGE_DEFAULTS)
-        what = "a Discrete action on a Dict observation"
     model: dict[str, Any] = {}
     if continuous_control(obs_space, action_space):
         keys.update(CONTROL_DEFAULTS)
