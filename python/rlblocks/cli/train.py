@@ -254,9 +254,9 @@ def run(args: argparse.Namespace) -> int:
                 # APPO / IMPALA start from RLlib's defaults
                 data = rllib_trainer().with_algo_defaults(data, flags["algo"] or "PPO")
             config = _from_dict(flags["algo"], data, picked)
-            if alone:
-                config = _env_defaults(args, flags, config, data, probe)
             stops = Stops(args, file_stops, config.env, {})
+            if alone:
+                config = _env_defaults(args, flags, config, data, probe, stops.timesteps)
             _check_budget(config, stops, args.backend, flags)
             if args.run_dir:
                 target = Path(args.run_dir)
@@ -451,11 +451,13 @@ def _env_defaults(
     config: Any,
     data: dict[str, Any],
     probe: Any = None,
+    budget: int | None = None,
 ) -> Any:
     """``--env`` alone: the note of an env the defaults fall short on, and for native PPO the
     defaults decided from the env (:mod:`rlblocks.cli.train_defaults`: the batch sizes of a
     multi-agent env, counted in agent steps; continuous control's and turn-based games' from
-    the spaces, read from ``probe``, the env run() made once), printed and applied."""
+    the spaces, read from ``probe``, the env run() made once; a learning rate annealed to the
+    step ``budget``), printed and applied."""
     from rlblocks.cli import train_defaults as defaults
     from rlblocks.train.agent_batches import agent_batch_line
 
@@ -485,7 +487,7 @@ def _env_defaults(
         config = config_class(flags["algo"]).from_dict(data)
     # probe: the env made once in run() (None: it did not build, nothing to decide from)
     extra, goal_note, what = (
-        defaults.space_defaults(config, given, probe) if probe else ({}, None, "")
+        defaults.space_defaults(config, given, probe, budget) if probe else ({}, None, "")
     )
     if goal_note:
         print(f"rlblocks train: note: {goal_note}", flush=True)
@@ -555,6 +557,7 @@ def _fit(args: argparse.Namespace, trainer: Any, stops: Stops) -> int:
 
     cfg = trainer.config
     run_dir = trainer.run_dir
+    stops.check_lr_schedule(cfg)
     write_stops(Path(run_dir), stops.reward, stops.timesteps)
     until = f"a mean return >= {stops.reward} or " if stops.reward is not None else ""
     algo = (

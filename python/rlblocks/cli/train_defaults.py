@@ -14,7 +14,9 @@ with an unbounded observation (MuJoCo's locomotion) also a free log-std starting
 (:data:`UNBOUNDED_CONTROL_MODEL_DEFAULTS`). A key the user sets (``--set``) is never
 changed. The choice is printed at the start and lands in ``config.json`` with the rest of
 the config. An env the defaults are known to fall short on (MountainCar's hard exploration,
-Swimmer's long horizon) gets a one-line note naming the tuned config to use. A multi-agent
+Swimmer's long horizon) gets a one-line note naming the tuned config to use. A ``Discrete``
+action on an observation that is no vector (images, MiniGrid's ``Dict``) gets a learning
+rate falling linearly to 0 at the run's budget (:func:`annealed_lr`). A multi-agent
 env's train batch and minibatch are counted in agent steps
 (:mod:`rlblocks.train.agent_batches`), also printed.
 
@@ -65,6 +67,7 @@ __all__ = [
     "UNBOUNDED_CONTROL_MODEL_DEFAULTS",
     "VECTOR_DEFAULTS",
     "EnvProbe",
+    "annealed_lr",
     "continuous_control",
     "dqn_space_defaults",
     "goal_algo",
@@ -368,17 +371,49 @@ def goal_env_note(
     )
 
 
+def annealed_lr(
+    config: Any, given: dict[str, Any], budget: int | None
+) -> dict[str, list[list[float]]]:
+    """For PPO with a ``Discrete`` action on an observation that is no vector, when the user
+    set neither ``lr`` nor ``lr_schedule`` (``given``) and the run has a step ``budget``:
+    ``lr_schedule`` falling linearly from ``config.lr`` to 0 at the budget, as CleanRL's PPO
+    anneals it by default; ``{}`` otherwise. Why: once a grid is solved the policy is nearly
+    deterministic, the value net fits the one path to rounding noise, and standardised
+    advantages scale that noise up, so every 10-20k steps one iteration moves the policy a
+    long way (a KL of 0.1-1.8); late in a run such a kick can leave a greedy loop that never
+    reaches the goal again. MiniGrid-Empty-8x8-v0 at 100k steps (docs/benchmarks.md,
+    MiniGrid): with a constant rate seeds 0 and 1 ended in such a loop (0.0, after kicks of
+    KL 1.32 and 1.81 at 94k and 90k steps), with the rate annealed seeds 0-2 all held the
+    shortest path (0.961; the largest kick after 30k steps 0.53).
+
+    Examples:
+        >>> from rlblocks.train.trainer_config import PPOConfig
+        >>> annealed_lr(PPOConfig(), {}, 100_000)
+        {'lr_schedule': [[0, 0.0003], [100000, 0.0]]}
+        >>> annealed_lr(PPOConfig(), {"lr": 1e-3}, 100_000), annealed_lr(PPOConfig(), {}, None)
+        ({}, {})
+    """
+    if not budget or "lr" in given or "lr_schedule" in given:
+        return {}
+    return {"lr_schedule": [[0, config.lr], [int(budget), 0.0]]}
+
+
 def space_defaults(
-    config: Any, given: dict[str, Any], probe: EnvProbe | None = None
+    config: Any,
+    given: dict[str, Any],
+    probe: EnvProbe | None = None,
+    budget: int | None = None,
 ) -> tuple[dict[str, Any], str | None, str]:
     """For a native PPO ``config`` built from ``--env`` alone: the keys to add, those the
     user did not set (``given``) of :data:`VECTOR_DEFAULTS` for a vector observation with a
     model that is not recurrent and of :data:`CONTROL_DEFAULTS` for continuous control, with
     ``model``: :data:`UNBOUNDED_CONTROL_MODEL_DEFAULTS` where its observation is unbounded
-    (the caller merges it into the user's model keys); ``{}`` otherwise, and for a
-    multi-agent env or one that fails to build, which the trainer then reports. Also
-    :func:`goal_env_note` for a goal env, and what the keys were decided from, for the
-    start line. ``probe``: the env already made (:func:`probe_env`; None: made here)."""
+    (the caller merges it into the user's model keys), and :func:`annealed_lr` to the run's
+    step ``budget`` for a ``Discrete`` action on an observation that is no vector; ``{}``
+    otherwise, and for a multi-agent env or one that fails to build, which the trainer then
+    reports. Also :func:`goal_env_note` for a goal env, and what the keys were decided from,
+    for the start line. ``probe``: the env already made (:func:`probe_env`; None: made
+    here)."""
     from rlblocks.her import is_goal_space
 
     if probe is None:
@@ -404,6 +439,9 @@ def space_defaults(
         if unbounded_observation(obs_space) and not recurrent:
             model = _unset_model_keys(config, given, UNBOUNDED_CONTROL_MODEL_DEFAULTS)
             what = "continuous control (Box actions, unbounded Box observations)"
+    if isinstance(action_space, gym.spaces.Discrete) and not vector_observation(obs_space):
+        keys.update(annealed_lr(config, given, budget))
+        what = "a Discrete action on an observation that is no vector"
     keys = {k: v for k, v in keys.items() if k not in given}
     if model:
         keys["model"] = model
