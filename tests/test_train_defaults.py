@@ -73,6 +73,34 @@ def test_an_image_observation_keeps_256_row_minibatches() -> None:
     assert keys == {"sgd_minibatch_size": 64}
 
 
+def test_an_image_observation_anneals_the_learning_rate_to_the_budget(tmp_path, capsys) -> None:
+    """Issue 46 item 2: on a solved grid one late iteration could leave MiniGrid-Empty-8x8's
+    greedy policy in a loop (0.0 on 2 of 2 seeds at 100k with a constant rate); PPO with a
+    Discrete action on an image observation anneals the rate to 0 at the run's budget
+    (printed, in config.json), unless the user sets ``lr`` or ``lr_schedule``; a resume past
+    the schedule's end, where nothing would learn, is refused."""
+    from rlblocks.train.logger import read_progress
+
+    config = _train(tmp_path, "--env", "rlblocks/zoo-Image-v0")
+    assert (
+        "rlblocks train: a Discrete action on an image observation: "
+        "lr_schedule=[[0, 0.0003], [64, 0.0]] (--set it to change)"
+    ) in capsys.readouterr().out
+    assert config["lr_schedule"] == [[0, 0.0003], [64, 0.0]]
+    run = tmp_path / "run"
+    argv = ["train", "--resume", str(run), "--stop-timesteps", "128", "--no-progress"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "rlblocks train: error: lr_schedule reaches a learning rate of 0 at 64 steps, before "
+        "this run's budget (--stop-timesteps=128): the steps after 64 would not learn"
+    )
+    assert [int(r["timesteps_total"]) for r in read_progress(run)] == [64]  # nothing trained
+    config = _train(tmp_path / "set", "--env", "rlblocks/zoo-Image-v0", "--set", "lr=0.001")
+    assert config["lr_schedule"] is None and "image observation" not in capsys.readouterr().out
+    assert _train(tmp_path / "vector", "--env", "CartPole-v1")["lr_schedule"] is None
+
+
 def test_a_users_set_wins_and_discrete_envs_keep_rllibs_defaults(tmp_path, capsys) -> None:
     config = _train(tmp_path, "--env", "Pendulum-v1", "--set", "observation_filter=NoFilter")
     assert config["observation_filter"] == "NoFilter" and config["normalize_reward"] is True

@@ -15,8 +15,9 @@ with an unbounded observation (MuJoCo's locomotion) also a free log-std starting
 changed. The choice is printed at the start and lands in ``config.json`` with the rest of
 the config. An env the defaults are known to fall short on (MountainCar's hard exploration,
 Swimmer's long horizon) gets a one-line note naming the tuned config to use. A ``Discrete``
-action on an observation that is no vector (images, MiniGrid's ``Dict``) gets a learning
-rate falling linearly to 0 at the run's budget (:func:`annealed_lr`). A multi-agent
+action on an image observation (:func:`image_observation`: Atari's frames, MiniGrid's
+``Dict``) gets a learning rate falling linearly to 0 at the run's budget
+(:func:`annealed_lr`). A multi-agent
 env's train batch and minibatch are counted in agent steps
 (:mod:`rlblocks.train.agent_batches`), also printed.
 
@@ -74,6 +75,7 @@ __all__ = [
     "goal_algo_choice",
     "goal_algo_line",
     "goal_env_note",
+    "image_observation",
     "multiagent_defaults",
     "probe_env",
     "shortfall_note",
@@ -206,6 +208,24 @@ def vector_observation(observation_space: gym.Space) -> bool:
     """Whether the observation is a vector (a 1-D ``Box``), which the default fully connected
     model takes as it is."""
     return isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 1
+
+
+def image_observation(observation_space: gym.Space) -> bool:
+    """Whether the observation is an image or a ``Dict`` / ``Tuple`` holding one (a 3-D
+    ``Box``, which the catalog gives a convolutional net).
+
+    Examples:
+        >>> grid = gym.spaces.Box(0, 255, (7, 7, 3), np.uint8)
+        >>> image_observation(gym.spaces.Dict({"image": grid, "direction": gym.spaces.Discrete(4)}))
+        True
+        >>> image_observation(gym.spaces.Box(-1.0, 1.0, (4,)))
+        False
+    """
+    if isinstance(observation_space, gym.spaces.Dict | gym.spaces.Tuple):
+        children = observation_space.spaces
+        values = children.values() if isinstance(children, Mapping) else children
+        return any(image_observation(child) for child in values)
+    return isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 3
 
 
 def shortfall_note(
@@ -374,7 +394,7 @@ def goal_env_note(
 def annealed_lr(
     config: Any, given: dict[str, Any], budget: int | None
 ) -> dict[str, list[list[float]]]:
-    """For PPO with a ``Discrete`` action on an observation that is no vector, when the user
+    """For PPO with a ``Discrete`` action on an image observation, when the user
     set neither ``lr`` nor ``lr_schedule`` (``given``) and the run has a step ``budget``:
     ``lr_schedule`` falling linearly from ``config.lr`` to 0 at the budget, as CleanRL's PPO
     anneals it by default; ``{}`` otherwise. Why: once a grid is solved the policy is nearly
@@ -409,7 +429,7 @@ def space_defaults(
     model that is not recurrent and of :data:`CONTROL_DEFAULTS` for continuous control, with
     ``model``: :data:`UNBOUNDED_CONTROL_MODEL_DEFAULTS` where its observation is unbounded
     (the caller merges it into the user's model keys), and :func:`annealed_lr` to the run's
-    step ``budget`` for a ``Discrete`` action on an observation that is no vector; ``{}``
+    step ``budget`` for a ``Discrete`` action on an :func:`image_observation`; ``{}``
     otherwise, and for a multi-agent env or one that fails to build, which the trainer then
     reports. Also :func:`goal_env_note` for a goal env, and what the keys were decided from,
     for the start line. ``probe``: the env already made (:func:`probe_env`; None: made
@@ -439,9 +459,9 @@ def space_defaults(
         if unbounded_observation(obs_space) and not recurrent:
             model = _unset_model_keys(config, given, UNBOUNDED_CONTROL_MODEL_DEFAULTS)
             what = "continuous control (Box actions, unbounded Box observations)"
-    if isinstance(action_space, gym.spaces.Discrete) and not vector_observation(obs_space):
+    if isinstance(action_space, gym.spaces.Discrete) and image_observation(obs_space):
         keys.update(annealed_lr(config, given, budget))
-        what = "a Discrete action on an observation that is no vector"
+        what = "a Discrete action on an image observation"
     keys = {k: v for k, v in keys.items() if k not in given}
     if model:
         keys["model"] = model

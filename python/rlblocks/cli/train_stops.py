@@ -118,14 +118,14 @@ class Stops:
     def check_lr_schedule(self, config: Any) -> None:
         """Refuses a run whose ``lr_schedule`` ends at a learning rate of 0 before the step
         budget (the steps after it would not learn), such as a ``--resume`` past the budget
-        the CLI's defaults annealed the rate to (:func:`~rlblocks.cli.train_defaults.
-        annealed_lr`)."""
+        the CLI's defaults annealed the rate to
+        (:func:`rlblocks.cli.train_defaults.annealed_lr`)."""
         schedule = getattr(config, "lr_schedule", None)
         if not schedule or schedule[-1][1] != 0 or schedule[-1][0] >= self.timesteps:
             return
         end = int(schedule[-1][0])
         raise ValueError(
-            f"lr_schedule={schedule} reaches a learning rate of 0 at {end:,} steps, before "
+            f"lr_schedule reaches a learning rate of 0 at {end:,} steps, before "
             f"this run's budget ({self.timesteps_from}={self.timesteps}): the steps after "
             f"{end:,} would not learn; give a budget of at most {end} steps, or an "
             "lr_schedule that ends at the budget (a --resume keeps the run's own: start a "
