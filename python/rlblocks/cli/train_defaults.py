@@ -221,11 +221,12 @@ def image_observation(observation_space: gym.Space) -> bool:
         >>> image_observation(gym.spaces.Box(-1.0, 1.0, (4,)))
         False
     """
-    if isinstance(observation_space, gym.spaces.Dict | gym.spaces.Tuple):
-        children = observation_space.spaces
-        values = children.values() if isinstance(children, Mapping) else children
-        return any(image_observation(child) for child in values)
-    return isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 3
+    from rlblocks.spaces import flatten_space
+
+    return any(
+        isinstance(leaf, gym.spaces.Box) and len(leaf.shape) == 3
+        for leaf in flatten_space(observation_space)
+    )
 
 
 def shortfall_note(
