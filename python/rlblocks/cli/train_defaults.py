@@ -138,8 +138,9 @@ EXACT_DEFAULTS: dict[str, Any] = {"selfplay_eval_exact": True, "selfplay_eval_in
 class _Shortfall:
     """What the defaults are known to fall short of on an env, as the start-of-run note says
     it (``{env}``: the run's id; ``{tuned}``: the tuned config of the run's algorithm, from
-    ``tuned``, whose ``""`` entry serves any other), and the settings that already take the
-    note's advice (``answered(env_config, gamma)``: no note)."""
+    ``tuned``, whose ``""`` entry serves any other; an algorithm it does not name, with no
+    ``""`` entry, gets no note: the shortfall was measured on the others), and the settings
+    that already take the note's advice (``answered(env_config, gamma)``: no note)."""
 
     note: str
     tuned: Mapping[str, str]
@@ -179,7 +180,7 @@ _SHORTFALLS: dict[str, _Shortfall] = {
         "a return of about 1,300 in 500k steps here (the ant flips), without them 2,600: "
         "`rlblocks train --tuned {tuned}` (these defaults without them), or `--set "
         "env_config.include_cfrc_ext_in_observation=false`",
-        {"": "ant_ppo"},
+        {"PPO": "ant_ppo"},  # measured with PPO only
         lambda env_config, gamma: env_config.get("include_cfrc_ext_in_observation") is False,
     ),
 }
@@ -250,13 +251,15 @@ def shortfall_note(
         True
         >>> shortfall_note("Ant-v5", {"include_cfrc_ext_in_observation": False}) is None
         True
+        >>> shortfall_note("Ant-v5", algo="SAC") is None  # measured on PPO only
+        True
     """
     for prefix, shortfall in _SHORTFALLS.items():
         if env.startswith(prefix) or env.partition(":")[2].startswith(prefix):
             if shortfall.answered(env_config or {}, gamma):
                 return None
-            tuned = shortfall.tuned.get(algo, shortfall.tuned[""])
-            return shortfall.note.format(env=env, tuned=tuned)
+            tuned = shortfall.tuned.get(algo, shortfall.tuned.get(""))
+            return shortfall.note.format(env=env, tuned=tuned) if tuned else None
     return None
 
 
