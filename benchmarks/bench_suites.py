@@ -229,9 +229,9 @@ ROWS: dict[str, Row] = {
     # no entry for Empty-8x8 or DoorKey-8x8 (budgets set here: the 5x5 grids' and
     # KeyCorridorS3R1's), no MiniGrid line in its benchmark.md
     "minigrid_empty8x8_ppo": _minigrid(
-        "minigrid_empty8x8_ppo", "MiniGrid-Empty-8x8-v0", 0, 100_000),
+        "minigrid_empty8x8_ppo", "MiniGrid-Empty-8x8-v0", 0, 100_000, True),
     "minigrid_doorkey5x5_ppo": _minigrid(
-        "minigrid_doorkey5x5_ppo", "MiniGrid-DoorKey-5x5-v0", 100_000, 100_000),
+        "minigrid_doorkey5x5_ppo", "MiniGrid-DoorKey-5x5-v0", 100_000, 100_000, True),
     "minigrid_doorkey8x8_ppo": _minigrid(
         "minigrid_doorkey8x8_ppo", "MiniGrid-DoorKey-8x8-v0", 0, 500_000, True),
     "minigrid_keycorridors3r1_ppo": _minigrid(

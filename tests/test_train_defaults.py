@@ -336,6 +336,8 @@ DEFAULTS_AS_TUNED = {
     "pendulum_ppo": "Pendulum-v1",
     "hopper_ppo": "rlblocks_test/UnboundedControl-v0",
     "walker2d_ppo": "rlblocks_test/UnboundedControl-v0",
+    "minigrid_empty8x8_ppo": "MiniGrid-Empty-8x8-v0",
+    "minigrid_doorkey5x5_ppo": "MiniGrid-DoorKey-5x5-v0",
     "minigrid_doorkey8x8_ppo": "MiniGrid-DoorKey-8x8-v0",
     "minigrid_keycorridors3r1_ppo": "MiniGrid-KeyCorridorS3R1-v0",
 }
