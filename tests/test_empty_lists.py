@@ -116,8 +116,10 @@ def test_one_ppo_update_on_the_tuned_minigrid_config_is_unchanged(
     config = dict(load_tuned("minigrid_doorkey5x5_ppo").config)
     # the zoo's MiniGrid settings normalise the observation (the tuned config did until
     # 2026-12-02): the filter must leave the constant mission's block as it is
-    config.update(train_batch_size=256, num_envs=2, num_sgd_iter=2, seed=3)
-    config.update(observation_filter="MeanStdFilter", sgd_minibatch_size=64)
+    config.update(
+        train_batch_size=256, num_envs=2, num_sgd_iter=2, seed=3,
+        observation_filter="MeanStdFilter", sgd_minibatch_size=64,
+    )  # fmt: skip
     trainer = PPOTrainer(config)
     try:
         batch = trainer.runner.collect(128)
